@@ -1,0 +1,39 @@
+/**
+ * `npm run bench`: every benchmark of jobgate. Prints a table; with `--json`, one JSON object
+ * per figure: {"bench", "system", "value", "unit"}, for comparing across commits.
+ *
+ * Each benchmark is a module in bench/ exporting `run(): Promise<Figure[]>`.
+ */
+export interface Figure {
+  bench: string;
+  system: string;
+  value: number;
+  unit: string;
+}
+
+type Bench = { name: string; run: () => Promise<Figure[]> };
+
+const benches: Bench[] = [];
+
+async function main() {
+  const json = process.argv.includes('--json');
+  const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+  const selected = benches.filter((b) => only.length === 0 || only.includes(b.name));
+  if (selected.length === 0) {
+    console.log('no benchmarks yet: the execution engine brings the first ones');
+    return;
+  }
+  const figures: Figure[] = [];
+  for (const b of selected) figures.push(...(await b.run()));
+  if (json) {
+    for (const f of figures) console.log(JSON.stringify(f));
+    return;
+  }
+  const rows = figures.map((f) => [f.bench, f.system, f.value.toFixed(f.value < 10 ? 2 : 0), f.unit]);
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...[['bench', 'system', 'value', 'unit'], ...rows].map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 2 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
+  console.log(line(['bench', 'system', 'value', 'unit']));
+  for (const r of rows) console.log(line(r));
+}
+
+await main();

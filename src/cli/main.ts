@@ -1,0 +1,80 @@
+/**
+ * `jobgate <command>`: start | migrate | schema. Exit codes: 0 ok, 1 failure, 2 usage.
+ */
+import { parseConfig, ConfigError } from '../config.js';
+import { openDatabaseSource } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import { createLogger } from '../log.js';
+
+const USAGE = `usage: jobgate <command>
+
+commands:
+  start     serve the GraphQL gateway (on the embedded Postgres unless DATABASE_URL is set)
+  serve     the same as start
+  migrate   apply pending migrations and exit
+  schema    print the GraphQL SDL
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const command = argv[0];
+  if (command === 'schema') {
+    const { printSdl } = await import('../schema/index.js');
+    process.stdout.write(printSdl());
+    return 0;
+  }
+  if (command !== 'start' && command !== 'serve' && command !== 'migrate') {
+    process.stderr.write(USAGE);
+    return command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+  }
+  let config;
+  try {
+    config = parseConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`jobgate: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+  const log = createLogger(config.logLevel);
+
+  if (command === 'migrate') {
+    const source = await openDatabaseSource(config, log);
+    try {
+      const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
+      log.info(applied.length ? `migrations: applied ${applied.length}` : 'migrations: up to date');
+    } finally {
+      await source.stop();
+    }
+    return 0;
+  }
+
+  const { startApp } = await import('../app.js');
+  const app = await startApp(config, log);
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const shutdown = (why: string, code: number) => {
+      if (stopping) return;
+      stopping = true;
+      log.info(`shutting down (${why})`);
+      app.stop().then(
+        () => resolve(code),
+        (error: unknown) => {
+          log.error(`shutdown failed: ${(error as Error).message}`);
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGINT', () => shutdown('SIGINT', 0));
+    process.once('SIGTERM', () => shutdown('SIGTERM', 0));
+    void app.lost.then(() => shutdown('the embedded Postgres exited', 1));
+  });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`jobgate: ${(error as Error).message}\n`);
+    process.exit(1);
+  },
+);

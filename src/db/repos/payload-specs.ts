@@ -1,0 +1,64 @@
+import { sql } from 'kysely';
+import type { PayloadSpecRow } from '../types.js';
+import { afterCursor } from '../../service/pagination.js';
+import { isUuid, scoped, type Executor } from './scope.js';
+
+export async function findPayloadSpecById(db: Executor, workspaceId: string, id: string): Promise<PayloadSpecRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db
+    .selectFrom('payload_specs')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+export async function insertPayloadSpec(
+  db: Executor,
+  workspaceId: string,
+  spec: { name: string; description: string | null; jsonSchema: unknown },
+): Promise<PayloadSpecRow | undefined> {
+  return db
+    .insertInto('payload_specs')
+    .values({
+      workspace_id: scoped(workspaceId),
+      name: spec.name,
+      description: spec.description,
+      json_schema: JSON.stringify(spec.jsonSchema),
+    })
+    .onConflict((oc) => oc.columns(['workspace_id', 'name']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function updatePayloadSpec(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+  patch: { description?: string | null; jsonSchema?: unknown },
+): Promise<PayloadSpecRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db
+    .updateTable('payload_specs')
+    .set({
+      ...(patch.description !== undefined ? { description: patch.description } : {}),
+      ...(patch.jsonSchema !== undefined
+        ? { json_schema: JSON.stringify(patch.jsonSchema), version: sql<number>`version + 1` }
+        : {}),
+      updated_at: sql<Date>`now()`,
+    })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function listPayloadSpecs(
+  db: Executor,
+  workspaceId: string,
+  opts: { limit: number; afterId?: string | undefined },
+): Promise<PayloadSpecRow[]> {
+  let q = db.selectFrom('payload_specs').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (opts.afterId) q = q.where(afterCursor('payload_specs', opts.afterId, workspaceId));
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+}

@@ -1,0 +1,22 @@
+import type { WorkspaceRow } from '../types.js';
+import { isUuid, type Executor } from './scope.js';
+
+export async function findWorkspaceById(db: Executor, id: string): Promise<WorkspaceRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db.selectFrom('workspaces').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function findWorkspaceBySlug(db: Executor, slug: string): Promise<WorkspaceRow | undefined> {
+  return db.selectFrom('workspaces').selectAll().where('slug', '=', slug).executeTakeFirst();
+}
+
+/** Creates the workspace, or returns the existing one with that slug. */
+export async function ensureWorkspace(db: Executor, slug: string, name: string): Promise<WorkspaceRow> {
+  const inserted = await db
+    .insertInto('workspaces')
+    .values({ slug, name })
+    .onConflict((oc) => oc.column('slug').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  return inserted ?? (await db.selectFrom('workspaces').selectAll().where('slug', '=', slug).executeTakeFirstOrThrow());
+}

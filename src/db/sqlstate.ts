@@ -1,0 +1,22 @@
+/** Postgres SQLSTATE codes the service maps to domain errors. Never match on message text. */
+export const UNIQUE_VIOLATION = '23505';
+export const FOREIGN_KEY_VIOLATION = '23503';
+export const CHECK_VIOLATION = '23514';
+export const NOT_NULL_VIOLATION = '23502';
+export const SERIALIZATION_FAILURE = '40001';
+export const INVALID_TEXT_REPRESENTATION = '22P02';
+export const LOCK_NOT_AVAILABLE = '55P03';
+
+export interface PgError extends Error {
+  code: string;
+  constraint?: string;
+  detail?: string;
+}
+
+export function isPgError(error: unknown, code?: string): error is PgError {
+  return (
+    error instanceof Error &&
+    typeof (error as Partial<PgError>).code === 'string' &&
+    (code === undefined || (error as PgError).code === code)
+  );
+}

@@ -1,0 +1,158 @@
+/**
+ * Kysely table types, mirroring `migrations/`. Columns with a database default are
+ * `Generated<>` so inserts may omit them.
+ */
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type GeneratedTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Json<T = unknown> = ColumnType<T, string, string>;
+
+export interface WorkspacesTable {
+  id: Generated<string>;
+  slug: string;
+  name: string;
+  created_at: GeneratedTimestamp;
+}
+
+export interface PayloadSpecsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  name: string;
+  description: string | null;
+  json_schema: Json<Record<string, unknown> | boolean>;
+  version: Generated<number>;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+export interface ConfigEntry {
+  value: string;
+  secret: boolean;
+}
+
+export interface ConfigsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  name: string;
+  entries: Json<Record<string, ConfigEntry>>;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+export type EndpointKind = 'HTTP' | 'HANDLER';
+export type EndpointType = 'USER' | 'INTERNAL';
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface EndpointsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  name: string;
+  description: string | null;
+  kind: EndpointKind;
+  type: ColumnType<EndpointType, EndpointType | undefined, EndpointType>;
+  url: string | null;
+  method: HttpMethod | null;
+  headers: Json<Record<string, string>>;
+  timeout_ms: number | null;
+  signing_secret: string | null;
+  handler_name: string | null;
+  payload_spec_id: string | null;
+  config_id: string | null;
+  max_attempts: number | null;
+  backoff_base_ms: Generated<number>;
+  backoff_max_ms: Generated<number>;
+  jitter: Generated<boolean>;
+  concurrency_limit: number | null;
+  archived_at: Timestamp | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+export type JobKind = 'IMMEDIATE' | 'DELAYED' | 'CRON';
+export type JobStatus = 'ACTIVE' | 'PAUSED' | 'RETIRED';
+export type MisfirePolicy = 'FIRE_LATEST' | 'SKIP' | 'FIRE_ALL';
+export type OverlapPolicy = 'SKIP' | 'QUEUE' | 'ALLOW';
+
+export interface JobsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  endpoint_id: string;
+  name: string | null;
+  kind: JobKind;
+  status: ColumnType<JobStatus, JobStatus | undefined, JobStatus>;
+  input: Json<unknown>;
+  max_attempts: number;
+  idempotency_key: string | null;
+  run_at: Timestamp | null;
+  cron_expression: string | null;
+  timezone: string | null;
+  starts_at: Timestamp | null;
+  ends_at: Timestamp | null;
+  misfire_policy: MisfirePolicy | null;
+  overlap_policy: OverlapPolicy | null;
+  next_fire_at: Timestamp | null;
+  retired_at: Timestamp | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+export type ExecutionStatus = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
+
+export interface ExecutionsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  job_id: string;
+  scheduled_for: Timestamp;
+  status: ColumnType<ExecutionStatus, ExecutionStatus | undefined, ExecutionStatus>;
+  attempt_count: Generated<number>;
+  max_attempts: number;
+  run_after: Timestamp;
+  lease_owner: string | null;
+  lease_epoch: Generated<number>;
+  lease_expires_at: Timestamp | null;
+  last_error: string | null;
+  finished_at: Timestamp | null;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+export type AttemptOutcome = 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'LEASE_EXPIRED' | 'CANCELLED';
+
+export interface AttemptsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  execution_id: string;
+  attempt_number: number;
+  lease_epoch: number;
+  worker_id: string;
+  started_at: GeneratedTimestamp;
+  finished_at: Timestamp | null;
+  outcome: AttemptOutcome | null;
+  status_code: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  response_excerpt: string | null;
+}
+
+export interface DB {
+  workspaces: WorkspacesTable;
+  payload_specs: PayloadSpecsTable;
+  configs: ConfigsTable;
+  endpoints: EndpointsTable;
+  jobs: JobsTable;
+  executions: ExecutionsTable;
+  attempts: AttemptsTable;
+}
+
+export type WorkspaceRow = Selectable<WorkspacesTable>;
+export type PayloadSpecRow = Selectable<PayloadSpecsTable>;
+export type ConfigRow = Selectable<ConfigsTable>;
+export type EndpointRow = Selectable<EndpointsTable>;
+export type NewEndpoint = Insertable<EndpointsTable>;
+export type EndpointPatch = Updateable<EndpointsTable>;
+export type JobRow = Selectable<JobsTable>;
+export type NewJob = Insertable<JobsTable>;
+export type JobPatch = Updateable<JobsTable>;
+export type ExecutionRow = Selectable<ExecutionsTable>;
+export type AttemptRow = Selectable<AttemptsTable>;

@@ -1,0 +1,74 @@
+/**
+ * Library entry: the same job service the gateway uses, in process.
+ *
+ *   import { createJobgate } from 'jobgate';
+ *   const gate = await createJobgate({ databaseUrl: process.env.DATABASE_URL });
+ *   const { job } = await gate.client.createJob({ endpointName: 'billing.send-invoice', kind: 'IMMEDIATE', input: {...} });
+ */
+import { createDatabase, type Database } from './db/pool.js';
+import { migrate } from './db/migrate.js';
+import { findWorkspaceBySlug } from './db/repos/workspaces.js';
+import type { Actor, Role } from './service/actor.js';
+import { NotFoundError } from './service/errors.js';
+import { createJobService, type JobService } from './service/index.js';
+
+export interface JobgateOptions {
+  /** Postgres connection string. */
+  databaseUrl: string;
+  /** Apply pending migrations first (under the migration lock). Default true. */
+  migrate?: boolean;
+  /** Max attempts when neither a job nor its endpoint sets one. Default 5. */
+  defaultMaxAttempts?: number;
+  poolMax?: number;
+}
+
+/** The service with the actor argument already filled in. */
+export type BoundService = {
+  [K in keyof JobService]: JobService[K] extends (actor: Actor, ...args: infer A) => infer R ? (...args: A) => R : never;
+};
+
+export function bindActor(service: JobService, actor: Actor): BoundService {
+  const bound: Record<string, unknown> = {};
+  for (const [name, fn] of Object.entries(service)) {
+    bound[name] = (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(actor, ...args);
+  }
+  return bound as BoundService;
+}
+
+export interface Jobgate {
+  service: JobService;
+  /** The service acting for the embedding application in the default workspace. */
+  client: BoundService;
+  /** An actor for the embedding application in a workspace (by slug). Throws NOT_FOUND. */
+  actor(workspaceSlug?: string, role?: Role): Promise<Actor>;
+  /** The service acting as `actor`. */
+  as(actor: Actor): BoundService;
+  database: Database;
+  close(): Promise<void>;
+}
+
+export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
+  if (options.migrate !== false) await migrate(options.databaseUrl);
+  const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, applicationName: 'jobgate-library' });
+  const service = createJobService({ db: database.db, defaultMaxAttempts: options.defaultMaxAttempts ?? 5 });
+  const actor = async (slug = 'default', role: Role = 'ADMIN'): Promise<Actor> => {
+    const ws = await findWorkspaceBySlug(database.db, slug);
+    if (!ws) throw new NotFoundError('Workspace', slug);
+    return { workspaceId: ws.id, kind: 'library', role };
+  };
+  const defaultActor = await actor();
+  return {
+    service,
+    client: bindActor(service, defaultActor),
+    actor,
+    as: (a) => bindActor(service, a),
+    database,
+    close: () => database.close(),
+  };
+}
+
+export { createJobService, type JobService } from './service/index.js';
+export * from './service/errors.js';
+export type { Actor, Role } from './service/actor.js';
+export type * from './service/models.js';
+export { migrate, MigrationError } from './db/migrate.js';

@@ -1,0 +1,96 @@
+import { builder } from '../schema/builder.js';
+import { DateTimeScalar, pageArgs } from '../schema/common.js';
+import { ExecutionConnectionRef, ExecutionRef, ExecutionStatusEnum } from '../schema/execution.js';
+import {
+  CancelJobPayloadRef,
+  CreateJobInputRef,
+  CreateJobPayloadRef,
+  createJobValidation,
+  JobConnectionRef,
+  JobFilterInputRef,
+  JobRef,
+  UpdateJobInputRef,
+  updateJobValidation,
+} from '../schema/job.js';
+
+const id = (v: string | number) => String(v);
+
+builder.queryFields((t) => ({
+  jobs: t.field({
+    type: JobConnectionRef,
+    description: 'Jobs of the workspace, newest first.',
+    args: { ...pageArgs(t.arg), filter: t.arg({ type: JobFilterInputRef, description: 'Only jobs matching this.' }) },
+    resolve: (_root, { filter, ...page }, ctx) => ctx.service.jobs(ctx.actor, (filter ?? {}) as never, page),
+  }),
+  job: t.field({
+    type: JobRef,
+    description: 'One job. NOT_FOUND when no job of your workspace has this id.',
+    args: { id: t.arg.id({ required: true, description: 'The job id.' }) },
+    resolve: (_root, args, ctx) => ctx.service.job(ctx.actor, id(args.id)),
+  }),
+  executions: t.field({
+    type: ExecutionConnectionRef,
+    description: 'Executions of the workspace, newest first; optionally of one job and/or in one status.',
+    args: {
+      ...pageArgs(t.arg),
+      jobId: t.arg.id({ description: 'Only executions of this job.' }),
+      status: t.arg({ type: ExecutionStatusEnum, description: 'Only executions in this status.' }),
+    },
+    resolve: (_root, { jobId, status, ...page }, ctx) =>
+      ctx.service.executions(ctx.actor, { jobId: jobId == null ? jobId : id(jobId), status }, page),
+  }),
+  execution: t.field({
+    type: ExecutionRef,
+    description: 'One execution. NOT_FOUND when no execution of your workspace has this id.',
+    args: { id: t.arg.id({ required: true, description: 'The execution id.' }) },
+    resolve: (_root, args, ctx) => ctx.service.execution(ctx.actor, id(args.id)),
+  }),
+  cronPreview: t.field({
+    type: [DateTimeScalar],
+    description: 'The next fire times of a cron expression, so a schedule can be shown before it is saved.',
+    args: {
+      expression: t.arg.string({ required: true, description: 'Five-field cron expression or @daily-style nickname.' }),
+      timezone: t.arg.string({ description: 'IANA time zone. Default "UTC".' }),
+      from: t.arg({ type: DateTimeScalar, description: 'Start after this instant. Default now.' }),
+      count: t.arg.int({ description: 'How many fire times, 1 to 100. Default 5.' }),
+    },
+    resolve: (_root, args, ctx) => ctx.service.cronPreview(ctx.actor, args),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  createJob: t.field({
+    type: CreateJobPayloadRef,
+    description:
+      'Creates a job with its first execution (or, for CRON, its schedule) in one transaction. ' +
+      'Errors: VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT (idempotency key reused with a different request).',
+    args: { input: t.arg({ type: CreateJobInputRef, required: true, description: 'The job.', validate: createJobValidation }) },
+    resolve: (_root, args, ctx) => ctx.service.createJob(ctx.actor, args.input as never),
+  }),
+  updateJob: t.field({
+    type: JobRef,
+    description: 'Changes a job. RETIRED for a retired job; FORBIDDEN for an internal one.',
+    args: { input: t.arg({ type: UpdateJobInputRef, required: true, description: 'The changes.', validate: updateJobValidation }) },
+    resolve: (_root, args, ctx) => ctx.service.updateJob(ctx.actor, args.input as never),
+  }),
+  pauseJob: t.field({
+    type: JobRef,
+    description: 'Pauses a job. Idempotent. RETIRED for a retired job; FORBIDDEN for an internal one.',
+    args: { id: t.arg.id({ required: true, description: 'The job to pause.' }) },
+    resolve: (_root, args, ctx) => ctx.service.pauseJob(ctx.actor, id(args.id)),
+  }),
+  resumeJob: t.field({
+    type: JobRef,
+    description: 'Resumes a paused job; a cron schedule continues from now with no backlog. Idempotent.',
+    args: { id: t.arg.id({ required: true, description: 'The job to resume.' }) },
+    resolve: (_root, args, ctx) => ctx.service.resumeJob(ctx.actor, id(args.id)),
+  }),
+  cancelJob: t.field({
+    type: CancelJobPayloadRef,
+    description:
+      'Cancels a job: retires it, cancels its pending executions and stops its schedule, in one transaction. ' +
+      'RETIRED when already retired; FORBIDDEN for an internal job.',
+    args: { id: t.arg.id({ required: true, description: 'The job to cancel.' }) },
+    resolve: (_root, args, ctx) => ctx.service.cancelJob(ctx.actor, id(args.id)),
+  }),
+}));

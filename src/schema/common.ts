@@ -1,0 +1,111 @@
+/**
+ * Scalars, page info and the connection helper shared by every area.
+ */
+import { GraphQLError, Kind, type ValueNode } from 'graphql';
+import type { ObjectRef } from '@pothos/core';
+import type { ZodType } from 'zod';
+import type { Connection, Edge } from '../service/pagination.js';
+import { builder } from './builder.js';
+
+export const DateTimeScalar = builder.scalarType('DateTime', {
+  description: 'An instant, as an ISO-8601 string with a time zone offset, e.g. "2026-12-01T09:30:00.000Z".',
+  serialize: (value) => {
+    if (value instanceof Date) return value.toISOString();
+    throw new GraphQLError('DateTime cannot represent a non-Date value');
+  },
+  parseValue: (value) => {
+    if (typeof value !== 'string') throw new GraphQLError('DateTime must be an ISO-8601 string');
+    const date = new Date(value);
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(date.getTime())) {
+      throw new GraphQLError(`DateTime "${value}" is not an ISO-8601 date-time`);
+    }
+    return date;
+  },
+  parseLiteral: (ast) => {
+    if (ast.kind !== Kind.STRING) throw new GraphQLError('DateTime must be an ISO-8601 string');
+    const date = new Date(ast.value);
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(ast.value) || Number.isNaN(date.getTime())) {
+      throw new GraphQLError(`DateTime "${ast.value}" is not an ISO-8601 date-time`);
+    }
+    return date;
+  },
+});
+
+function literalToJson(ast: ValueNode, variables?: Record<string, unknown> | null): unknown {
+  switch (ast.kind) {
+    case Kind.STRING:
+    case Kind.BOOLEAN:
+      return ast.value;
+    case Kind.INT:
+    case Kind.FLOAT:
+      return Number(ast.value);
+    case Kind.NULL:
+      return null;
+    case Kind.LIST:
+      return ast.values.map((v) => literalToJson(v, variables));
+    case Kind.OBJECT:
+      return Object.fromEntries(ast.fields.map((f) => [f.name.value, literalToJson(f.value, variables)]));
+    case Kind.VARIABLE:
+      return variables?.[ast.name.value];
+    default:
+      throw new GraphQLError('JSON literal is not a JSON value');
+  }
+}
+
+export const JSONScalar = builder.scalarType('JSON', {
+  description: 'Any JSON value: object, array, string, number, boolean or null.',
+  serialize: (value) => value,
+  parseValue: (value) => value,
+  parseLiteral: (ast, variables) => literalToJson(ast, variables),
+});
+
+export const PageInfoRef = builder
+  .objectRef<Connection<unknown>['pageInfo']>('PageInfo')
+  .implement({
+    description: 'Where a page sits in its list. Pages are read forwards with `first` and `after`.',
+    fields: (t) => ({
+      hasNextPage: t.exposeBoolean('hasNextPage', { description: 'Whether more items follow this page.' }),
+      hasPreviousPage: t.exposeBoolean('hasPreviousPage', {
+        description: 'Always false: lists are read forwards only (keyset pagination).',
+      }),
+      startCursor: t.exposeString('startCursor', { nullable: true, description: 'Cursor of the first item of the page.' }),
+      endCursor: t.exposeString('endCursor', {
+        nullable: true,
+        description: 'Cursor of the last item of the page; pass it as `after` to read the next page.',
+      }),
+    }),
+  });
+
+/** Defines `<Name>Connection` and `<Name>Edge` over a node type. */
+export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: string) {
+  const edge = builder.objectRef<Edge<T>>(`${name}Edge`).implement({
+    description: `One ${what} in a page, with its cursor.`,
+    fields: (t) => ({
+      cursor: t.exposeString('cursor', { description: 'Opaque cursor of this item; pass it as `after` to continue after it.' }),
+      node: t.field({ type: node, description: `The ${what}.`, resolve: (e) => e.node as never }),
+    }),
+  });
+  return builder.objectRef<Connection<T>>(`${name}Connection`).implement({
+    description: `A page of ${what}s, newest first.`,
+    fields: (t) => ({
+      edges: t.field({ type: [edge], description: 'The items of this page, each with its cursor.', resolve: (c) => c.edges }),
+      nodes: t.field({ type: [node], description: 'The items of this page, without cursors.', resolve: (c) => c.edges.map((e) => e.node) as never }),
+      pageInfo: t.field({ type: PageInfoRef, description: 'Whether there is a next page, and the cursor to get it.', resolve: (c) => c.pageInfo }),
+    }),
+  });
+}
+
+/** Attaches a service zod schema to a GraphQL argument, so both reject the same input the same way. */
+export function zodInput(schema: ZodType): { schema: ZodType<any> } {
+  return { schema: schema as ZodType<any> };
+}
+
+type ArgBuilder = Parameters<Parameters<typeof builder.queryField>[1]>[0]['arg'];
+
+/** `first` and `after`, the arguments of every list. */
+export function pageArgs(arg: ArgBuilder) {
+  return {
+    first: arg.int({ description: 'How many items to return, from 1 to 100. Default 20.' }),
+    after: arg.string({ description: 'Return the items after this cursor (`pageInfo.endCursor` of the previous page).' }),
+  };
+}

@@ -1,0 +1,132 @@
+import { registerEndpointSchema, updateEndpointSchema } from '../service/inputs.js';
+import type { Endpoint } from '../service/models.js';
+import { builder } from './builder.js';
+import { ConfigRef, PayloadSpecRef } from './catalog.js';
+import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+
+export const EndpointKindEnum = builder.enumType('EndpointKind', {
+  description: 'How work is delivered to an endpoint.',
+  values: {
+    HTTP: { description: 'An HTTP request to a URL, signed per the Standard Webhooks scheme when a secret is set.' },
+    HANDLER: { description: 'An in-process handler registered by name through the jobgate library.' },
+  } as const,
+});
+
+export const EndpointTypeEnum = builder.enumType('EndpointType', {
+  description: 'Who owns an endpoint.',
+  values: {
+    USER: { description: 'Created by a user of the API.' },
+    INTERNAL: { description: 'Owned by jobgate itself; users cannot create jobs on it, change it or cancel its jobs.' },
+  } as const,
+});
+
+export const HttpMethodEnum = builder.enumType('HttpMethod', {
+  description: 'The HTTP method of an HTTP endpoint.',
+  values: {
+    GET: { description: 'GET, with no body.' },
+    POST: { description: 'POST (the default).' },
+    PUT: { description: 'PUT.' },
+    PATCH: { description: 'PATCH.' },
+    DELETE: { description: 'DELETE.' },
+  } as const,
+});
+
+export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
+  description: 'A named delivery target: an HTTP URL or an in-process handler, with its retry policy.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Stable identifier.' }),
+    name: t.exposeString('name', { description: 'Unique among live endpoints of the workspace; dotted lowercase, e.g. "billing.send-invoice".' }),
+    description: t.exposeString('description', { nullable: true, description: 'What the endpoint does, for people.' }),
+    kind: t.field({ type: EndpointKindEnum, description: 'HTTP or HANDLER.', resolve: (e) => e.kind }),
+    type: t.field({ type: EndpointTypeEnum, description: 'USER or INTERNAL.', resolve: (e) => e.type }),
+    url: t.exposeString('url', { nullable: true, description: 'HTTP only: the target URL; may contain `{{config.key}}` placeholders.' }),
+    method: t.field({ type: HttpMethodEnum, nullable: true, description: 'HTTP only: the method.', resolve: (e) => e.method }),
+    headers: t.field({
+      type: JSONScalar,
+      description: 'HTTP only: extra request headers, an object of name to value; values may use placeholders.',
+      resolve: (e) => e.headers,
+    }),
+    timeoutMs: t.exposeInt('timeoutMs', { nullable: true, description: 'Per-attempt timeout in milliseconds; null uses the default.' }),
+    hasSigningSecret: t.exposeBoolean('hasSigningSecret', {
+      description: 'Whether requests are signed. The secret itself is write-only and never returned.',
+    }),
+    handlerName: t.exposeString('handlerName', { nullable: true, description: 'HANDLER only: the registered handler name.' }),
+    payloadSpec: t.field({
+      type: PayloadSpecRef,
+      nullable: true,
+      description: 'The JSON Schema job input must satisfy, if any.',
+      resolve: (e, _args, ctx) => (e.payloadSpecId ? ctx.service.payloadSpec(ctx.actor, e.payloadSpecId) : null),
+    }),
+    config: t.field({
+      type: ConfigRef,
+      nullable: true,
+      description: 'The config used for `{{config.key}}` templating, if any.',
+      resolve: (e, _args, ctx) => (e.configId ? ctx.service.config(ctx.actor, e.configId) : null),
+    }),
+    maxAttempts: t.exposeInt('maxAttempts', {
+      nullable: true,
+      description: 'Attempts per execution unless the job overrides it; null uses the installation default.',
+    }),
+    backoffBaseMs: t.exposeInt('backoffBaseMs', { description: 'First retry delay in milliseconds; doubles each attempt.' }),
+    backoffMaxMs: t.exposeInt('backoffMaxMs', { description: 'Longest retry delay in milliseconds.' }),
+    jitter: t.exposeBoolean('jitter', { description: 'Whether retry delays are randomised (full jitter).' }),
+    concurrencyLimit: t.exposeInt('concurrencyLimit', {
+      nullable: true,
+      description: 'Most attempts in flight at once across all workers; null is unlimited.',
+    }),
+    archivedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When the endpoint was archived; archived endpoints take no new jobs.',
+      resolve: (e) => e.archivedAt,
+    }),
+    createdAt: t.field({ type: DateTimeScalar, description: 'When the endpoint was registered.', resolve: (e) => e.createdAt }),
+    updatedAt: t.field({ type: DateTimeScalar, description: 'When the endpoint last changed.', resolve: (e) => e.updatedAt }),
+  }),
+});
+
+export const EndpointConnectionRef = connectionOf('Endpoint', EndpointRef, 'endpoint');
+
+const retryFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fields']>[0]) => ({
+  maxAttempts: t.int({ description: 'Attempts per execution, 1 to 100, unless a job overrides it.' }),
+  backoffBaseMs: t.int({ description: 'First retry delay in milliseconds. Default 1000.' }),
+  backoffMaxMs: t.int({ description: 'Longest retry delay in milliseconds. Default 300000.' }),
+  jitter: t.boolean({ description: 'Randomise retry delays (full jitter). Default true.' }),
+  concurrencyLimit: t.int({ description: 'Most attempts in flight at once across all workers. Default unlimited.' }),
+  timeoutMs: t.int({ description: 'Per-attempt timeout in milliseconds.' }),
+});
+
+export const RegisterEndpointInputRef = builder.inputType('RegisterEndpointInput', {
+  description: 'A new endpoint. HTTP endpoints need `url`; HANDLER endpoints need `handlerName`.',
+  fields: (t) => ({
+    name: t.string({ required: true, description: 'Dotted lowercase words, e.g. "billing.send-invoice".' }),
+    description: t.string({ description: 'What the endpoint does, for people.' }),
+    kind: t.field({ type: EndpointKindEnum, required: true, description: 'HTTP or HANDLER.' }),
+    url: t.string({ description: 'HTTP: the http(s) URL; may contain `{{config.key}}` placeholders.' }),
+    method: t.field({ type: HttpMethodEnum, description: 'HTTP: the method. Default POST.' }),
+    headers: t.field({ type: JSONScalar, description: 'HTTP: extra headers, an object of name to string value.' }),
+    signingSecret: t.string({ description: 'HTTP: secret (16+ characters) to sign requests with. Write-only.' }),
+    handlerName: t.string({ description: 'HANDLER: the name the handler is registered under.' }),
+    payloadSpecId: t.id({ description: 'A payload spec that job input must satisfy.' }),
+    configId: t.id({ description: 'A config for `{{config.key}}` templating.' }),
+    ...retryFields(t),
+  }),
+});
+export const registerEndpointValidation = zodInput(registerEndpointSchema);
+
+export const UpdateEndpointInputRef = builder.inputType('UpdateEndpointInput', {
+  description: 'Changes to an endpoint. Absent fields stay as they are; for `payloadSpecId` and `configId`, null removes the reference.',
+  fields: (t) => ({
+    id: t.id({ required: true, description: 'The endpoint to change.' }),
+    description: t.string({ description: 'New description; null clears it.' }),
+    url: t.string({ description: 'HTTP: new URL.' }),
+    method: t.field({ type: HttpMethodEnum, description: 'HTTP: new method.' }),
+    headers: t.field({ type: JSONScalar, description: 'HTTP: replaces all extra headers.' }),
+    signingSecret: t.string({ description: 'HTTP: new signing secret; null stops signing. Write-only.' }),
+    handlerName: t.string({ description: 'HANDLER: new handler name.' }),
+    payloadSpecId: t.id({ description: 'New payload spec; null removes it.' }),
+    configId: t.id({ description: 'New config; null removes it.' }),
+    ...retryFields(t),
+  }),
+});
+export const updateEndpointValidation = zodInput(updateEndpointSchema);

@@ -1,0 +1,71 @@
+import type { Attempt, Execution } from '../service/models.js';
+import { builder } from './builder.js';
+import { connectionOf, DateTimeScalar } from './common.js';
+import { JobRef } from './job.js';
+
+export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
+  description: 'Lifecycle of an execution.',
+  values: {
+    PENDING: { description: 'Waiting for its time, or for a retry after backoff.' },
+    RUNNING: { description: 'An attempt is in flight on a worker.' },
+    SUCCEEDED: { description: 'An attempt succeeded.' },
+    FAILED: { description: 'Every attempt failed, or one failed unrecoverably. An operator may re-drive it.' },
+    CANCELLED: { description: 'Cancelled before it could succeed.' },
+  } as const,
+});
+
+export const AttemptOutcomeEnum = builder.enumType('AttemptOutcome', {
+  description: 'How one attempt ended.',
+  values: {
+    SUCCEEDED: { description: 'The endpoint accepted the work.' },
+    FAILED: { description: 'The endpoint or handler reported an error.' },
+    TIMED_OUT: { description: 'The attempt ran past its timeout and was aborted.' },
+    LEASE_EXPIRED: { description: 'The worker lost its lease (crashed or stalled); the attempt counts.' },
+    CANCELLED: { description: 'The execution was cancelled while the attempt ran.' },
+  } as const,
+});
+
+export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
+  description: 'One try at delivering an execution.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Stable identifier.' }),
+    attemptNumber: t.exposeInt('attemptNumber', { description: '1 for the first attempt.' }),
+    workerId: t.exposeString('workerId', { description: 'The worker that made the attempt.' }),
+    startedAt: t.field({ type: DateTimeScalar, description: 'When it started.', resolve: (a) => a.startedAt }),
+    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it ended; null while running.', resolve: (a) => a.finishedAt }),
+    outcome: t.field({ type: AttemptOutcomeEnum, nullable: true, description: 'How it ended; null while running.', resolve: (a) => a.outcome }),
+    statusCode: t.exposeInt('statusCode', { nullable: true, description: 'HTTP status code, for HTTP endpoints.' }),
+    durationMs: t.exposeInt('durationMs', { nullable: true, description: 'How long it took, in milliseconds.' }),
+    error: t.exposeString('error', { nullable: true, description: 'What went wrong, when it failed.' }),
+    responseExcerpt: t.exposeString('responseExcerpt', { nullable: true, description: 'The start of the response body, capped.' }),
+  }),
+});
+
+export const ExecutionRef = builder.objectRef<Execution>('Execution').implement({
+  description: 'One firing of a job, with its attempts. Unique per job and scheduled time.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Stable identifier.' }),
+    job: t.field({ type: JobRef, description: 'The job this execution belongs to.', resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.jobId) }),
+    scheduledFor: t.field({ type: DateTimeScalar, description: 'The occurrence this execution is for.', resolve: (e) => e.scheduledFor }),
+    status: t.field({ type: ExecutionStatusEnum, description: 'Where it is in its lifecycle.', resolve: (e) => e.status }),
+    attemptCount: t.exposeInt('attemptCount', { description: 'Attempts made so far.' }),
+    maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts allowed before it is FAILED.' }),
+    nextAttemptAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'While PENDING: when the next attempt may start.',
+      resolve: (e) => e.nextAttemptAt,
+    }),
+    lastError: t.exposeString('lastError', { nullable: true, description: 'The most recent error or the reason it ended.' }),
+    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it reached a final status.', resolve: (e) => e.finishedAt }),
+    attempts: t.field({
+      type: [AttemptRef],
+      description: 'Every attempt, oldest first.',
+      resolve: (e, _a, ctx) => ctx.service.attempts(ctx.actor, e.id),
+    }),
+    createdAt: t.field({ type: DateTimeScalar, description: 'When the execution was created.', resolve: (e) => e.createdAt }),
+    updatedAt: t.field({ type: DateTimeScalar, description: 'When it last changed.', resolve: (e) => e.updatedAt }),
+  }),
+});
+
+export const ExecutionConnectionRef = connectionOf('Execution', ExecutionRef, 'execution');

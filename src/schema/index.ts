@@ -1,0 +1,22 @@
+/**
+ * Assembles the schema: area type files, then the root fields in src/resolvers. This is the only
+ * module under src/schema that imports src/resolvers.
+ */
+import './workspace.js';
+import './catalog.js';
+import './endpoint.js';
+import './job.js';
+import './execution.js';
+import '../resolvers/workspace.js';
+import '../resolvers/catalog.js';
+import '../resolvers/endpoints.js';
+import '../resolvers/jobs.js';
+import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
+import { builder } from './builder.js';
+
+export const schema: GraphQLSchema = builder.toSchema({ sortSchema: true });
+
+/** The SDL as checked in to `schema.graphql`. */
+export function printSdl(): string {
+  return printSchema(lexicographicSortSchema(schema)) + '\n';
+}

@@ -1,0 +1,172 @@
+import { createJobSchema, updateJobSchema } from '../service/inputs.js';
+import type { CancelJobResult, CreateJobResult } from '../service/jobs.js';
+import type { CronSchedule, Job } from '../service/models.js';
+import { builder } from './builder.js';
+import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { EndpointRef } from './endpoint.js';
+
+export const JobKindEnum = builder.enumType('JobKind', {
+  description: 'When a job runs.',
+  values: {
+    IMMEDIATE: { description: 'Once, as soon as a worker is free.' },
+    DELAYED: { description: 'Once, at `runAt`.' },
+    CRON: { description: 'On a cron schedule, in a time zone.' },
+  } as const,
+});
+
+export const JobStatusEnum = builder.enumType('JobStatus', {
+  description: 'Lifecycle of a job.',
+  values: {
+    ACTIVE: { description: 'Runs as scheduled.' },
+    PAUSED: { description: 'Runs nothing until resumed; a cron schedule resumes from then, with no backlog.' },
+    RETIRED: { description: 'Cancelled for good: pending executions were cancelled and nothing more runs.' },
+  } as const,
+});
+
+export const MisfirePolicyEnum = builder.enumType('MisfirePolicy', {
+  description: 'What a cron job does about occurrences missed while no scheduler ran.',
+  values: {
+    FIRE_LATEST: { description: 'One execution for the latest missed occurrence, then continue (default).' },
+    SKIP: { description: 'None; continue from now.' },
+    FIRE_ALL: { description: 'One execution per missed occurrence, up to a cap.' },
+  } as const,
+});
+
+export const OverlapPolicyEnum = builder.enumType('OverlapPolicy', {
+  description: 'What a cron job does when an occurrence comes while its previous execution is still pending or running.',
+  values: {
+    SKIP: { description: 'Skip this occurrence and record the skip (default).' },
+    QUEUE: { description: 'Queue it to run after the previous one.' },
+    ALLOW: { description: 'Run it alongside the previous one.' },
+  } as const,
+});
+
+export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').implement({
+  description: 'The schedule of a CRON job.',
+  fields: (t) => ({
+    expression: t.exposeString('expression', { description: 'Five-field cron expression: minute hour day-of-month month day-of-week.' }),
+    timezone: t.exposeString('timezone', { description: 'IANA time zone the expression is read in, e.g. "Europe/Paris".' }),
+    startsAt: t.field({ type: DateTimeScalar, nullable: true, description: 'No occurrence before this instant.', resolve: (c) => c.startsAt }),
+    endsAt: t.field({ type: DateTimeScalar, nullable: true, description: 'No occurrence at or after this instant.', resolve: (c) => c.endsAt }),
+    misfirePolicy: t.field({ type: MisfirePolicyEnum, description: 'Missed occurrences policy.', resolve: (c) => c.misfirePolicy }),
+    overlapPolicy: t.field({ type: OverlapPolicyEnum, description: 'Overlapping occurrences policy.', resolve: (c) => c.overlapPolicy }),
+    nextFireAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'The next occurrence; null while paused or retired, or when the schedule has ended.',
+      resolve: (c) => c.nextFireAt,
+    }),
+  }),
+});
+
+export const JobRef = builder.objectRef<Job>('Job').implement({
+  description: 'Work to run on an endpoint: once now, once later, or on a cron schedule. Each firing is an Execution.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Stable identifier.' }),
+    name: t.exposeString('name', { nullable: true, description: 'Optional display name.' }),
+    kind: t.field({ type: JobKindEnum, description: 'IMMEDIATE, DELAYED or CRON.', resolve: (j) => j.kind }),
+    status: t.field({ type: JobStatusEnum, description: 'ACTIVE, PAUSED or RETIRED.', resolve: (j) => j.status }),
+    endpoint: t.field({
+      type: EndpointRef,
+      description: 'Where the job is delivered.',
+      resolve: (j, _args, ctx) => ctx.service.endpoint(ctx.actor, { id: j.endpointId }),
+    }),
+    input: t.field({ type: JSONScalar, description: 'The payload delivered to the endpoint.', resolve: (j) => j.input }),
+    maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts per execution (job override, else endpoint, else default).' }),
+    idempotencyKey: t.exposeString('idempotencyKey', {
+      nullable: true,
+      description: 'The key that makes creating this job idempotent, unique per endpoint; null when none was given.',
+    }),
+    runAt: t.field({ type: DateTimeScalar, nullable: true, description: 'DELAYED only: when it runs.', resolve: (j) => j.runAt }),
+    cron: t.field({ type: CronScheduleRef, nullable: true, description: 'CRON only: the schedule.', resolve: (j) => j.cron }),
+    retiredAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the job was cancelled.', resolve: (j) => j.retiredAt }),
+    createdAt: t.field({ type: DateTimeScalar, description: 'When the job was created.', resolve: (j) => j.createdAt }),
+    updatedAt: t.field({ type: DateTimeScalar, description: 'When the job last changed.', resolve: (j) => j.updatedAt }),
+  }),
+});
+
+export const JobConnectionRef = connectionOf('Job', JobRef, 'job');
+
+export const CreateJobPayloadRef = builder.objectRef<CreateJobResult>('CreateJobPayload').implement({
+  description: 'The result of createJob.',
+  fields: (t) => ({
+    job: t.field({ type: JobRef, description: 'The job: new, or the existing one its idempotency key names.', resolve: (r) => r.job }),
+    created: t.exposeBoolean('created', {
+      description: 'false when the idempotency key was already used with the same request and the existing job is returned.',
+    }),
+  }),
+});
+
+export const CancelJobPayloadRef = builder.objectRef<CancelJobResult>('CancelJobPayload').implement({
+  description: 'The result of cancelJob.',
+  fields: (t) => ({
+    job: t.field({ type: JobRef, description: 'The job, now RETIRED.', resolve: (r) => r.job }),
+    cancelledExecutions: t.exposeInt('cancelledExecutions', { description: 'How many pending executions were cancelled.' }),
+  }),
+});
+
+const cronFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fields']>[0], required: boolean) => ({
+  expression: t.string({
+    required,
+    description: 'Five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly.',
+  }),
+  timezone: t.string({ description: 'IANA time zone, e.g. "America/New_York". Default "UTC".' }),
+  startsAt: t.field({ type: DateTimeScalar, description: 'No occurrence before this instant.' }),
+  endsAt: t.field({ type: DateTimeScalar, description: 'No occurrence at or after this instant.' }),
+  misfirePolicy: t.field({ type: MisfirePolicyEnum, description: 'Default FIRE_LATEST.' }),
+  overlapPolicy: t.field({ type: OverlapPolicyEnum, description: 'Default SKIP.' }),
+});
+
+export const CronScheduleInputRef = builder.inputType('CronScheduleInput', {
+  description: 'A cron schedule.',
+  fields: (t) => cronFields(t, true),
+});
+
+export const CronScheduleUpdateInputRef = builder.inputType('CronScheduleUpdateInput', {
+  description: 'Changes to a cron schedule. Absent fields stay as they are; the next fire time is recomputed from now.',
+  fields: (t) => cronFields(t, false),
+});
+
+export const CreateJobInputRef = builder.inputType('CreateJobInput', {
+  description:
+    'A new job. Name the endpoint by `endpointId` or `endpointName` (exactly one). ' +
+    'DELAYED jobs need `runAt`; CRON jobs need `cron`; IMMEDIATE jobs need neither.',
+  fields: (t) => ({
+    endpointId: t.id({ description: 'The endpoint, by id.' }),
+    endpointName: t.string({ description: 'The endpoint, by name.' }),
+    kind: t.field({ type: JobKindEnum, required: true, description: 'IMMEDIATE, DELAYED or CRON.' }),
+    name: t.string({ description: 'Optional display name.' }),
+    input: t.field({ type: JSONScalar, description: "The payload; checked against the endpoint's payload spec. Default {}." }),
+    maxAttempts: t.int({ description: "Attempts per execution, 1 to 100; default the endpoint's, else the installation's." }),
+    idempotencyKey: t.string({
+      description:
+        'Makes creation idempotent per endpoint: a repeat with the same key and request returns the existing job; ' +
+        'with a different request it is CONFLICT. Omit it (never send "") for no key.',
+    }),
+    runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: when to run.' }),
+    cron: t.field({ type: CronScheduleInputRef, description: 'CRON: the schedule.' }),
+  }),
+});
+export const createJobValidation = zodInput(createJobSchema);
+
+export const UpdateJobInputRef = builder.inputType('UpdateJobInput', {
+  description: 'Changes to a job that is not retired. Absent fields stay as they are.',
+  fields: (t) => ({
+    id: t.id({ required: true, description: 'The job to change.' }),
+    name: t.string({ description: 'New display name; null clears it.' }),
+    input: t.field({ type: JSONScalar, description: "New payload; checked against the endpoint's payload spec." }),
+    maxAttempts: t.int({ description: 'New attempts per execution; pending executions take it too.' }),
+    runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: new time, while the execution has not started.' }),
+    cron: t.field({ type: CronScheduleUpdateInputRef, description: 'CRON: schedule changes.' }),
+  }),
+});
+export const updateJobValidation = zodInput(updateJobSchema);
+
+export const JobFilterInputRef = builder.inputType('JobFilter', {
+  description: 'Narrows a job list. All given conditions must hold.',
+  fields: (t) => ({
+    status: t.field({ type: JobStatusEnum, description: 'Only jobs in this status.' }),
+    kind: t.field({ type: JobKindEnum, description: 'Only jobs of this kind.' }),
+    endpointId: t.id({ description: 'Only jobs on this endpoint.' }),
+  }),
+});

@@ -1,0 +1,13 @@
+import type { Workspace } from '../service/models.js';
+import { builder } from './builder.js';
+import { DateTimeScalar } from './common.js';
+
+export const WorkspaceRef = builder.objectRef<Workspace>('Workspace').implement({
+  description: 'A tenant. Everything you create lives in exactly one workspace, the one of your credentials.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Stable identifier.' }),
+    slug: t.exposeString('slug', { description: 'Short unique name, e.g. "default".' }),
+    name: t.exposeString('name', { description: 'Display name.' }),
+    createdAt: t.field({ type: DateTimeScalar, description: 'When the workspace was created.', resolve: (w) => w.createdAt }),
+  }),
+});

@@ -1,0 +1,28 @@
+/**
+ * The one place errors are shaped for clients. Domain errors keep their message and get their
+ * stable `extensions.code` (plus machine-readable details such as validation issue paths).
+ * GraphQL's own errors (syntax, validation, variable coercion) pass through. Everything else
+ * is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
+ * INTERNAL_SERVER_ERROR — never a stack trace or an internal message.
+ */
+import { GraphQLError } from 'graphql';
+import { DomainError } from '../service/errors.js';
+import type { Logger } from '../log.js';
+
+export function createMaskError(log: Logger) {
+  return (error: unknown, message: string): Error => {
+    const gqlError = error instanceof GraphQLError ? error : undefined;
+    const original = gqlError ? gqlError.originalError : error;
+    const location = gqlError ? { nodes: gqlError.nodes, source: gqlError.source, positions: gqlError.positions, path: gqlError.path } : {};
+
+    if (original instanceof DomainError) {
+      return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details } });
+    }
+    if (gqlError && (original == null || original instanceof GraphQLError)) {
+      return gqlError;
+    }
+    const cause = original instanceof Error ? original : new Error(String(original));
+    log.error(`unexpected error${gqlError?.path ? ` at ${gqlError.path.join('.')}` : ''}: ${cause.stack ?? cause.message}`);
+    return new GraphQLError(message, { ...location, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+  };
+}

@@ -1,0 +1,21 @@
+/**
+ * Who is calling. Every service function takes an actor, and every query it runs is scoped
+ * to `actor.workspaceId`: there is no unscoped path.
+ */
+export type Role = 'ADMIN' | 'OPERATOR' | 'VIEWER';
+
+export interface Actor {
+  workspaceId: string;
+  /**
+   * `user`: a client of the GraphQL API; `library`: the embedding application, in process;
+   * `system`: jobgate itself (the only one that may touch INTERNAL endpoints and their jobs).
+   */
+  kind: 'user' | 'library' | 'system';
+  role: Role;
+  /** The API key acting, when there is one. */
+  keyId?: string | undefined;
+}
+
+export function isSystem(actor: Actor): boolean {
+  return actor.kind === 'system';
+}

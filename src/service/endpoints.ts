@@ -1,0 +1,184 @@
+/**
+ * Endpoints: where work is delivered. Names are unique among live endpoints of a workspace.
+ * Payload-spec and config references are checked against the caller's workspace (and the
+ * composite foreign keys make a cross-workspace reference impossible in any case).
+ */
+import { sql } from 'kysely';
+import * as configsRepo from '../db/repos/configs.js';
+import * as endpointsRepo from '../db/repos/endpoints.js';
+import * as jobsRepo from '../db/repos/jobs.js';
+import * as specsRepo from '../db/repos/payload-specs.js';
+import type { Executor } from '../db/repos/scope.js';
+import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
+import type { EndpointPatch, EndpointRow, EndpointType } from '../db/types.js';
+import { isSystem, type Actor } from './actor.js';
+import { parseInput, type ServiceContext } from './context.js';
+import { ArchivedError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
+import {
+  endpointRefSchema,
+  pageSchema,
+  registerEndpointSchema,
+  updateEndpointSchema,
+  type EndpointRef,
+  type PageInput,
+  type RegisterEndpointInput,
+  type UpdateEndpointInput,
+} from './inputs.js';
+import { toEndpoint, type Endpoint } from './models.js';
+import { decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
+
+async function assertRefs(
+  ex: Executor,
+  actor: Actor,
+  refs: { payloadSpecId?: string | null | undefined; configId?: string | null | undefined },
+): Promise<void> {
+  if (refs.payloadSpecId && !(await specsRepo.findPayloadSpecById(ex, actor.workspaceId, refs.payloadSpecId))) {
+    throw new NotFoundError('PayloadSpec', refs.payloadSpecId);
+  }
+  if (refs.configId && !(await configsRepo.findConfigById(ex, actor.workspaceId, refs.configId))) {
+    throw new NotFoundError('Config', refs.configId);
+  }
+}
+
+/**
+ * Looks an endpoint up by id or by name, in the actor's workspace. Throws NOT_FOUND.
+ * By name finds only the live endpoint; by id also an archived one.
+ */
+export async function resolveEndpoint(ex: Executor, actor: Actor, ref: { id?: string | null; name?: string | null }): Promise<EndpointRow> {
+  const row = ref.id
+    ? await endpointsRepo.findEndpointById(ex, actor.workspaceId, ref.id)
+    : await endpointsRepo.findEndpointByName(ex, actor.workspaceId, ref.name ?? '');
+  if (!row) throw new NotFoundError('Endpoint', ref.id ?? ref.name ?? '');
+  return row;
+}
+
+function assertMutable(actor: Actor, row: EndpointRow): void {
+  if (row.type === 'INTERNAL' && !isSystem(actor)) {
+    throw new ForbiddenError(`endpoint "${row.name}" is internal to jobgate and cannot be changed`);
+  }
+  if (row.archived_at) throw new ArchivedError(row.id);
+}
+
+export function createEndpointService(ctx: ServiceContext) {
+  const { db } = ctx;
+
+  return {
+    /**
+     * Registers an endpoint. Throws VALIDATION_FAILED, NOT_FOUND (a referenced spec or config),
+     * CONFLICT (a live endpoint has the name), FORBIDDEN (an INTERNAL endpoint from a non-system actor).
+     */
+    async registerEndpoint(actor: Actor, raw: RegisterEndpointInput, opts: { type?: EndpointType } = {}): Promise<Endpoint> {
+      const input = parseInput(registerEndpointSchema, raw);
+      const type = opts.type ?? 'USER';
+      if (type === 'INTERNAL' && !isSystem(actor)) throw new ForbiddenError('only jobgate itself registers INTERNAL endpoints');
+      await assertRefs(db, actor, input);
+      try {
+        const row = await endpointsRepo.insertEndpoint(db, {
+          workspace_id: actor.workspaceId,
+          name: input.name,
+          description: input.description ?? null,
+          kind: input.kind,
+          type,
+          url: input.kind === 'HTTP' ? input.url! : null,
+          method: input.kind === 'HTTP' ? (input.method ?? 'POST') : null,
+          headers: JSON.stringify(input.headers ?? {}),
+          timeout_ms: input.timeoutMs ?? null,
+          signing_secret: input.signingSecret ?? null,
+          handler_name: input.kind === 'HANDLER' ? input.handlerName! : null,
+          payload_spec_id: input.payloadSpecId ?? null,
+          config_id: input.configId ?? null,
+          max_attempts: input.maxAttempts ?? null,
+          ...(input.backoffBaseMs != null ? { backoff_base_ms: input.backoffBaseMs } : {}),
+          ...(input.backoffMaxMs != null ? { backoff_max_ms: input.backoffMaxMs } : {}),
+          ...(input.jitter != null ? { jitter: input.jitter } : {}),
+          concurrency_limit: input.concurrencyLimit ?? null,
+        });
+        return toEndpoint(row);
+      } catch (error) {
+        if (isPgError(error, UNIQUE_VIOLATION)) {
+          throw new ConflictError(`an endpoint named "${input.name}" already exists`, { name: input.name });
+        }
+        throw error;
+      }
+    },
+
+    /**
+     * Changes an endpoint. `payloadSpecId` / `configId`: null clears, absent leaves as is.
+     * Throws NOT_FOUND, VALIDATION_FAILED, ARCHIVED, FORBIDDEN (INTERNAL endpoint).
+     */
+    async updateEndpoint(actor: Actor, raw: UpdateEndpointInput): Promise<Endpoint> {
+      const input = parseInput(updateEndpointSchema, raw);
+      return db.transaction().execute(async (trx) => {
+        const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, input.id, { forUpdate: true });
+        if (!row) throw new NotFoundError('Endpoint', input.id);
+        assertMutable(actor, row);
+        const httpOnly = ['url', 'method', 'headers', 'signingSecret'] as const;
+        if (row.kind === 'HANDLER') {
+          for (const f of httpOnly) if (input[f] != null) throw ValidationError.at([f], 'is only for HTTP endpoints');
+        } else if (input.handlerName != null) {
+          throw ValidationError.at(['handlerName'], 'is only for HANDLER endpoints');
+        }
+        if (input.url === null) throw ValidationError.at(['url'], 'an HTTP endpoint needs a url');
+        if (input.handlerName === null) throw ValidationError.at(['handlerName'], 'a HANDLER endpoint needs a handler name');
+        const base = input.backoffBaseMs ?? row.backoff_base_ms;
+        const max = input.backoffMaxMs ?? row.backoff_max_ms;
+        if (max < base) throw ValidationError.at(['backoffMaxMs'], 'must be at least backoffBaseMs');
+        await assertRefs(trx, actor, input);
+
+        const patch: EndpointPatch = {};
+        if (input.description !== undefined) patch.description = input.description;
+        if (input.url != null) patch.url = input.url;
+        if (input.method != null) patch.method = input.method;
+        if (input.headers !== undefined) patch.headers = JSON.stringify(input.headers ?? {});
+        if (input.timeoutMs !== undefined) patch.timeout_ms = input.timeoutMs;
+        if (input.signingSecret !== undefined) patch.signing_secret = input.signingSecret;
+        if (input.handlerName != null) patch.handler_name = input.handlerName;
+        if (input.payloadSpecId !== undefined) patch.payload_spec_id = input.payloadSpecId;
+        if (input.configId !== undefined) patch.config_id = input.configId;
+        if (input.maxAttempts !== undefined) patch.max_attempts = input.maxAttempts;
+        if (input.backoffBaseMs != null) patch.backoff_base_ms = input.backoffBaseMs;
+        if (input.backoffMaxMs != null) patch.backoff_max_ms = input.backoffMaxMs;
+        if (input.jitter != null) patch.jitter = input.jitter;
+        if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
+        return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
+      });
+    },
+
+    /**
+     * Archives an endpoint: it takes no new jobs and its name is free again. Idempotent.
+     * Throws NOT_FOUND, FORBIDDEN (INTERNAL), CONFLICT (it still has jobs that are not retired).
+     */
+    async archiveEndpoint(actor: Actor, id: string): Promise<Endpoint> {
+      return db.transaction().execute(async (trx) => {
+        const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, id, { forUpdate: true });
+        if (!row) throw new NotFoundError('Endpoint', id);
+        if (row.archived_at) return toEndpoint(row);
+        assertMutable(actor, row);
+        const live = await jobsRepo.countLiveJobsOnEndpoint(trx, actor.workspaceId, row.id);
+        if (live > 0) {
+          throw new ConflictError(`endpoint "${row.name}" has ${live} job(s) that are not retired; cancel them first`, {
+            liveJobs: live,
+          });
+        }
+        return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, { archived_at: sql<Date>`now()` as never }));
+      });
+    },
+
+    /** One endpoint, by id (archived too) or by name (live only). Throws NOT_FOUND, VALIDATION_FAILED. */
+    async endpoint(actor: Actor, rawRef: EndpointRef): Promise<Endpoint> {
+      const ref = parseInput(endpointRefSchema, rawRef);
+      return toEndpoint(await resolveEndpoint(db, actor, ref));
+    },
+
+    async endpoints(actor: Actor, rawPage: PageInput = {}, opts: { includeArchived?: boolean } = {}): Promise<Connection<Endpoint>> {
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const rows = await endpointsRepo.listEndpoints(db, actor.workspaceId, {
+        limit: size + 1,
+        afterId: page.after ? decodeCursor(page.after) : undefined,
+        includeArchived: opts.includeArchived ?? false,
+      });
+      return toConnection(rows, size, toEndpoint);
+    },
+  };
+}

@@ -1,0 +1,25 @@
+/**
+ * THE job service: every rule, guard and transaction of jobgate. GraphQL resolvers, the
+ * library entry point and the CLI are adapters over this one object.
+ */
+import { createCatalogService } from './catalog.js';
+import { createContext, type ServiceDeps } from './context.js';
+import { createEndpointService } from './endpoints.js';
+import { createJobsService } from './jobs.js';
+
+export function createJobService(deps: ServiceDeps) {
+  const ctx = createContext(deps);
+  return {
+    ...createCatalogService(ctx),
+    ...createEndpointService(ctx),
+    ...createJobsService(ctx),
+  };
+}
+
+export type JobService = ReturnType<typeof createJobService>;
+export type { ServiceDeps } from './context.js';
+export type { Actor, Role } from './actor.js';
+export * from './errors.js';
+export type * from './models.js';
+export type { CreateJobResult, CancelJobResult } from './jobs.js';
+export type { Connection, Edge } from './pagination.js';

@@ -1,0 +1,234 @@
+/**
+ * The shapes the service accepts, as zod schemas. These are the one definition of input
+ * rules: the service parses every call with them (library and CLI callers included), and the
+ * GraphQL layer attaches the same schemas to its arguments through the zod plugin so a
+ * client gets the error before the resolver runs, with the path of the bad field.
+ *
+ * Optional fields are `nullish`: GraphQL sends `null` for an explicit null. Where null means
+ * something different from "absent" (clearing a reference on update), the service says so.
+ */
+import { z } from 'zod';
+
+export const ENDPOINT_NAME = /^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$/;
+const CONFIG_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
+export const idSchema = z.string().min(1).max(100);
+
+/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates. */
+export const dateSchema = z.preprocess((v) => (typeof v === 'string' ? new Date(v) : v), z.date({ error: 'must be a valid date-time' }));
+
+export const pageSchema = z.object({
+  first: z.number().int().min(1).max(100).nullish(),
+  after: z.string().max(200).nullish(),
+});
+export type PageInput = z.input<typeof pageSchema>;
+
+const headersSchema = z
+  .record(z.string().regex(HEADER_NAME, 'is not a valid header name').max(256), z.string().max(8192))
+  .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers');
+
+const httpUrl = z
+  .string()
+  .max(2048)
+  .refine((v) => {
+    try {
+      const u = new URL(v.replace(/\{\{[^}]*\}\}/g, 'x'));
+      return u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      return false;
+    }
+  }, 'must be an http:// or https:// URL');
+
+const retryFields = {
+  maxAttempts: z.number().int().min(1).max(100).nullish(),
+  backoffBaseMs: z.number().int().min(1).max(86_400_000).nullish(),
+  backoffMaxMs: z.number().int().min(1).max(86_400_000).nullish(),
+  jitter: z.boolean().nullish(),
+  concurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
+};
+
+const httpFields = {
+  url: httpUrl.nullish(),
+  method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).nullish(),
+  headers: headersSchema.nullish(),
+  timeoutMs: z.number().int().min(1).max(3_600_000).nullish(),
+  signingSecret: z.string().min(16, 'must be at least 16 characters').max(512).nullish(),
+};
+
+export const registerEndpointSchema = z
+  .object({
+    name: z.string().max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words, e.g. "billing.send-invoice"'),
+    description: z.string().max(2000).nullish(),
+    kind: z.enum(['HTTP', 'HANDLER']),
+    handlerName: z.string().min(1).max(200).nullish(),
+    payloadSpecId: idSchema.nullish(),
+    configId: idSchema.nullish(),
+    ...httpFields,
+    ...retryFields,
+  })
+  .superRefine((v, ctx) => {
+    if (v.kind === 'HTTP') {
+      if (!v.url) ctx.addIssue({ code: 'custom', path: ['url'], message: 'is required for an HTTP endpoint' });
+      if (v.handlerName) ctx.addIssue({ code: 'custom', path: ['handlerName'], message: 'is only for HANDLER endpoints' });
+    } else {
+      if (!v.handlerName) ctx.addIssue({ code: 'custom', path: ['handlerName'], message: 'is required for a HANDLER endpoint' });
+      for (const f of ['url', 'method', 'headers', 'signingSecret'] as const) {
+        if (v[f] != null) ctx.addIssue({ code: 'custom', path: [f], message: 'is only for HTTP endpoints' });
+      }
+    }
+    if (v.backoffBaseMs != null && v.backoffMaxMs != null && v.backoffMaxMs < v.backoffBaseMs) {
+      ctx.addIssue({ code: 'custom', path: ['backoffMaxMs'], message: 'must be at least backoffBaseMs' });
+    }
+  });
+export type RegisterEndpointInput = z.input<typeof registerEndpointSchema>;
+
+export const updateEndpointSchema = z.object({
+  id: idSchema,
+  description: z.string().max(2000).nullish(),
+  handlerName: z.string().min(1).max(200).nullish(),
+  /** null clears the reference; absent leaves it. */
+  payloadSpecId: idSchema.nullish(),
+  /** null clears the reference; absent leaves it. */
+  configId: idSchema.nullish(),
+  ...httpFields,
+  ...retryFields,
+});
+export type UpdateEndpointInput = z.input<typeof updateEndpointSchema>;
+
+export const endpointRefSchema = z
+  .object({ id: idSchema.nullish(), name: z.string().max(200).nullish() })
+  .refine((v) => (v.id == null) !== (v.name == null), 'give exactly one of id or name');
+export type EndpointRef = z.input<typeof endpointRefSchema>;
+
+/** A JSON Schema document: an object or a boolean. Whether it is a *valid* schema is checked by the service. */
+const jsonSchemaDocument = z.union([z.record(z.string(), z.unknown()), z.boolean()], {
+  error: 'must be a JSON Schema (an object or a boolean)',
+});
+
+export const createPayloadSpecSchema = z.object({
+  name: z.string().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
+  description: z.string().max(2000).nullish(),
+  jsonSchema: jsonSchemaDocument,
+});
+export type CreatePayloadSpecInput = z.input<typeof createPayloadSpecSchema>;
+
+export const updatePayloadSpecSchema = z.object({
+  id: idSchema,
+  description: z.string().max(2000).nullish(),
+  jsonSchema: jsonSchemaDocument.nullish(),
+});
+export type UpdatePayloadSpecInput = z.input<typeof updatePayloadSpecSchema>;
+
+export const setConfigSchema = z.object({
+  name: z.string().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
+  entries: z
+    .array(
+      z.object({
+        key: z.string().regex(CONFIG_KEY, 'must start with a letter or _ and hold only letters, digits, _ . -'),
+        value: z.string().max(65_536),
+        secret: z.boolean().nullish(),
+      }),
+    )
+    .max(200)
+    .superRefine((entries, ctx) => {
+      const seen = new Set<string>();
+      entries.forEach((e, i) => {
+        if (seen.has(e.key)) ctx.addIssue({ code: 'custom', path: [i, 'key'], message: `duplicate key "${e.key}"` });
+        seen.add(e.key);
+      });
+    }),
+});
+export type SetConfigInput = z.input<typeof setConfigSchema>;
+
+const timezone = z
+  .string()
+  .min(1)
+  .max(100)
+  .refine((tz) => {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'is not a known IANA time zone (e.g. "Europe/Paris", "UTC")');
+
+export const cronScheduleSchema = z.object({
+  expression: z.string().min(1).max(200),
+  timezone: timezone.nullish(),
+  startsAt: dateSchema.nullish(),
+  endsAt: dateSchema.nullish(),
+  misfirePolicy: z.enum(['FIRE_LATEST', 'SKIP', 'FIRE_ALL']).nullish(),
+  overlapPolicy: z.enum(['SKIP', 'QUEUE', 'ALLOW']).nullish(),
+});
+
+const idempotencyKey = z
+  .string()
+  .min(1, 'must not be empty; omit it for a job without a key')
+  .max(200);
+
+export const createJobSchema = z
+  .object({
+    endpointId: idSchema.nullish(),
+    endpointName: z.string().max(200).nullish(),
+    name: z.string().min(1).max(200).nullish(),
+    kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']),
+    input: z.unknown().optional(),
+    maxAttempts: z.number().int().min(1).max(100).nullish(),
+    idempotencyKey: idempotencyKey.nullish(),
+    runAt: dateSchema.nullish(),
+    cron: cronScheduleSchema.nullish(),
+  })
+  .superRefine((v, ctx) => {
+    if ((v.endpointId == null) === (v.endpointName == null)) {
+      ctx.addIssue({ code: 'custom', path: ['endpointId'], message: 'give exactly one of endpointId or endpointName' });
+    }
+    if (v.kind === 'DELAYED' && v.runAt == null) {
+      ctx.addIssue({ code: 'custom', path: ['runAt'], message: 'is required for a DELAYED job' });
+    }
+    if (v.kind !== 'DELAYED' && v.runAt != null) {
+      ctx.addIssue({ code: 'custom', path: ['runAt'], message: 'is only for DELAYED jobs' });
+    }
+    if (v.kind === 'CRON' && v.cron == null) {
+      ctx.addIssue({ code: 'custom', path: ['cron'], message: 'is required for a CRON job' });
+    }
+    if (v.kind !== 'CRON' && v.cron != null) {
+      ctx.addIssue({ code: 'custom', path: ['cron'], message: 'is only for CRON jobs' });
+    }
+    if (v.cron?.startsAt && v.cron.endsAt && v.cron.endsAt <= v.cron.startsAt) {
+      ctx.addIssue({ code: 'custom', path: ['cron', 'endsAt'], message: 'must be after startsAt' });
+    }
+  });
+export type CreateJobInput = z.input<typeof createJobSchema>;
+
+export const updateJobSchema = z.object({
+  id: idSchema,
+  name: z.string().min(1).max(200).nullish(),
+  input: z.unknown().optional(),
+  maxAttempts: z.number().int().min(1).max(100).nullish(),
+  runAt: dateSchema.nullish(),
+  cron: cronScheduleSchema.partial().nullish(),
+});
+export type UpdateJobInput = z.input<typeof updateJobSchema>;
+
+export const jobFilterSchema = z.object({
+  status: z.enum(['ACTIVE', 'PAUSED', 'RETIRED']).nullish(),
+  kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']).nullish(),
+  endpointId: idSchema.nullish(),
+});
+export type JobFilter = z.input<typeof jobFilterSchema>;
+
+export const executionFilterSchema = z.object({
+  jobId: idSchema.nullish(),
+  status: z.enum(['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED']).nullish(),
+});
+export type ExecutionFilter = z.input<typeof executionFilterSchema>;
+
+export const cronPreviewSchema = z.object({
+  expression: z.string().min(1).max(200),
+  timezone: timezone.nullish(),
+  from: dateSchema.nullish(),
+  count: z.number().int().min(1).max(100).nullish(),
+});
+export type CronPreviewInput = z.input<typeof cronPreviewSchema>;

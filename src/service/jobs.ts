@@ -1,0 +1,338 @@
+/**
+ * Jobs and their executions. Each function that changes state runs in one transaction, and
+ * every guard (internal endpoints, retired jobs, payload specs, idempotency) is checked here
+ * and nowhere else.
+ */
+import * as endpointsRepo from '../db/repos/endpoints.js';
+import * as executionsRepo from '../db/repos/executions.js';
+import * as jobsRepo from '../db/repos/jobs.js';
+import * as specsRepo from '../db/repos/payload-specs.js';
+import type { Executor } from '../db/repos/scope.js';
+import type { EndpointRow, JobPatch, JobRow, NewJob } from '../db/types.js';
+import { sql } from 'kysely';
+import { isSystem, type Actor } from './actor.js';
+import { parseInput, type ServiceContext } from './context.js';
+import { firstFireAt, nextOccurrences, normalizeCron } from './cron.js';
+import { ArchivedError, ConflictError, ForbiddenError, InternalEndpointError, NotFoundError, RetiredError, ValidationError } from './errors.js';
+import { resolveEndpoint } from './endpoints.js';
+import {
+  createJobSchema,
+  cronPreviewSchema,
+  executionFilterSchema,
+  jobFilterSchema,
+  pageSchema,
+  updateJobSchema,
+  type CreateJobInput,
+  type CronPreviewInput,
+  type ExecutionFilter,
+  type JobFilter,
+  type PageInput,
+  type UpdateJobInput,
+} from './inputs.js';
+import { validateAgainstSpec } from './json-schema.js';
+import { toAttempt, toExecution, toJob, type Attempt, type Execution, type Job } from './models.js';
+import { decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
+
+export interface CreateJobResult {
+  job: Job;
+  /** false when an idempotency key matched an existing job, which is returned instead. */
+  created: boolean;
+}
+
+export interface CancelJobResult {
+  job: Job;
+  /** How many pending executions the cancellation cancelled. */
+  cancelledExecutions: number;
+}
+
+/** JSON with object keys sorted, so two inputs compare by content (jsonb reorders keys). */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+const sameTime = (a: Date | null | undefined, b: Date | null | undefined) => (a?.getTime() ?? null) === (b?.getTime() ?? null);
+
+/** The first field in which a repeated request differs from the job its key already names, if any. */
+function differingField(existing: JobRow, wanted: NewJob): string | undefined {
+  if (existing.kind !== wanted.kind) return 'kind';
+  if (canonical(existing.input) !== canonical(JSON.parse(wanted.input as string))) return 'input';
+  if (!sameTime(existing.run_at, wanted.run_at as Date | null)) return 'runAt';
+  if (existing.cron_expression !== (wanted.cron_expression ?? null)) return 'cron.expression';
+  if (existing.timezone !== (wanted.timezone ?? null)) return 'cron.timezone';
+  return undefined;
+}
+
+function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow): void {
+  if (endpoint.type === 'INTERNAL' && !isSystem(actor)) {
+    throw new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
+  }
+  if (job.status === 'RETIRED') throw new RetiredError(job.id);
+}
+
+export function createJobsService(ctx: ServiceContext) {
+  const { db } = ctx;
+
+  async function validateInput(ex: Executor, actor: Actor, endpoint: EndpointRow, input: unknown): Promise<void> {
+    if (!endpoint.payload_spec_id) return;
+    const spec = await specsRepo.findPayloadSpecById(ex, actor.workspaceId, endpoint.payload_spec_id);
+    if (spec) validateAgainstSpec(spec, input, ['input']);
+  }
+
+  async function lockJob(trx: Executor, actor: Actor, id: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
+    const job = await jobsRepo.findJobById(trx, actor.workspaceId, id, { forUpdate: true });
+    if (!job) throw new NotFoundError('Job', id);
+    const endpoint = await endpointsRepo.findEndpointById(trx, actor.workspaceId, job.endpoint_id);
+    if (!endpoint) throw new NotFoundError('Job', id);
+    return { job, endpoint };
+  }
+
+  function nextFire(job: Pick<JobRow, 'cron_expression' | 'timezone' | 'starts_at' | 'ends_at'>, now: Date): Date | null {
+    return firstFireAt(job.cron_expression!, job.timezone!, now, job.starts_at, job.ends_at);
+  }
+
+  return {
+    /**
+     * Creates a job and, in the same transaction, its first execution (IMMEDIATE: due now;
+     * DELAYED: due at `runAt`) or, for CRON, its first `next_fire_at`. In order: endpoint by id
+     * or name; INTERNAL endpoints refused; input checked against the endpoint's payload spec;
+     * max attempts resolved (job, else endpoint, else default); idempotency key honoured.
+     *
+     * A reused idempotency key returns the existing job with `created: false`; reused with a
+     * different request it is CONFLICT. A concurrent create with the same key converges on the
+     * one job that won the unique index, without aborting this transaction.
+     *
+     * Throws VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT.
+     */
+    async createJob(actor: Actor, raw: CreateJobInput): Promise<CreateJobResult> {
+      const input = parseInput(createJobSchema, raw);
+      const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
+      const jobInput = input.input ?? {};
+      return db.transaction().execute(async (trx) => {
+        const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName });
+        if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
+        if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
+        await validateInput(trx, actor, endpoint, jobInput);
+        const maxAttempts = input.maxAttempts ?? endpoint.max_attempts ?? ctx.defaultMaxAttempts;
+
+        const row: NewJob = {
+          workspace_id: actor.workspaceId,
+          endpoint_id: endpoint.id,
+          name: input.name ?? null,
+          kind: input.kind,
+          input: JSON.stringify(jobInput),
+          max_attempts: maxAttempts,
+          idempotency_key: input.idempotencyKey ?? null,
+          run_at: input.kind === 'DELAYED' ? input.runAt! : null,
+          cron_expression: expression,
+          timezone: input.cron ? (input.cron.timezone ?? 'UTC') : null,
+          starts_at: input.cron?.startsAt ?? null,
+          ends_at: input.cron?.endsAt ?? null,
+          misfire_policy: input.cron ? (input.cron.misfirePolicy ?? 'FIRE_LATEST') : null,
+          overlap_policy: input.cron ? (input.cron.overlapPolicy ?? 'SKIP') : null,
+        };
+
+        const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
+          const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, endpoint.id, key);
+          if (!existing) return undefined;
+          const field = differingField(existing, row);
+          if (field) {
+            throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
+              jobId: existing.id,
+              field,
+            });
+          }
+          return { job: toJob(existing), created: false };
+        };
+        if (row.idempotency_key) {
+          const existing = await existingFor(row.idempotency_key);
+          if (existing) return existing;
+        }
+
+        const now = await ctx.now(trx);
+        if (row.kind === 'CRON') {
+          row.next_fire_at = nextFire(row as JobRow, now);
+          if (!row.next_fire_at) throw ValidationError.at(['cron'], 'the schedule has no occurrence before endsAt');
+        }
+        const inserted = await jobsRepo.insertJobUnlessKeyTaken(trx, row);
+        if (!inserted) {
+          // Lost the race on the unique index: the winner is committed and visible now.
+          const winner = await existingFor(row.idempotency_key!);
+          if (winner) return winner;
+          throw new Error('idempotency insert conflicted but no job holds the key');
+        }
+        if (inserted.kind !== 'CRON') {
+          await executionsRepo.insertExecution(trx, {
+            workspace_id: actor.workspaceId,
+            job_id: inserted.id,
+            scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
+            max_attempts: maxAttempts,
+          });
+        }
+        return { job: toJob(inserted), created: true };
+      });
+    },
+
+    /**
+     * Changes a job's name, input (re-validated against the payload spec), max attempts (also
+     * for its pending executions), DELAYED `runAt` (moving its not-yet-started execution) or
+     * CRON schedule (next fire time recomputed from now).
+     * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
+     */
+    async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
+      const input = parseInput(updateJobSchema, raw);
+      return db.transaction().execute(async (trx) => {
+        const { job, endpoint } = await lockJob(trx, actor, input.id);
+        assertJobMutable(actor, job, endpoint);
+        const patch: JobPatch = {};
+        if (input.name !== undefined) patch.name = input.name;
+        if (input.input !== undefined) {
+          await validateInput(trx, actor, endpoint, input.input);
+          patch.input = JSON.stringify(input.input);
+        }
+        if (input.maxAttempts != null) {
+          patch.max_attempts = input.maxAttempts;
+          await executionsRepo.setPendingMaxAttempts(trx, actor.workspaceId, job.id, input.maxAttempts);
+        }
+        if (input.runAt != null) {
+          if (job.kind !== 'DELAYED') throw ValidationError.at(['runAt'], 'is only for DELAYED jobs');
+          const moved = await executionsRepo.reschedulePendingExecutions(trx, actor.workspaceId, job.id, input.runAt);
+          if (moved === 0) throw new ConflictError('the delayed execution has already started; runAt can no longer change');
+          patch.run_at = input.runAt;
+        }
+        if (input.cron != null) {
+          if (job.kind !== 'CRON') throw ValidationError.at(['cron'], 'is only for CRON jobs');
+          const c = input.cron;
+          if (c.expression != null) patch.cron_expression = normalizeCron(c.expression, ['cron', 'expression']);
+          if (c.timezone != null) patch.timezone = c.timezone;
+          if (c.startsAt !== undefined) patch.starts_at = c.startsAt;
+          if (c.endsAt !== undefined) patch.ends_at = c.endsAt;
+          if (c.misfirePolicy != null) patch.misfire_policy = c.misfirePolicy;
+          if (c.overlapPolicy != null) patch.overlap_policy = c.overlapPolicy;
+          const merged = {
+            cron_expression: (patch.cron_expression as string | undefined) ?? job.cron_expression,
+            timezone: (patch.timezone as string | undefined) ?? job.timezone,
+            starts_at: patch.starts_at !== undefined ? (patch.starts_at as Date | null) : job.starts_at,
+            ends_at: patch.ends_at !== undefined ? (patch.ends_at as Date | null) : job.ends_at,
+          };
+          if (merged.starts_at && merged.ends_at && merged.ends_at <= merged.starts_at) {
+            throw ValidationError.at(['cron', 'endsAt'], 'must be after startsAt');
+          }
+          if (job.status === 'ACTIVE') patch.next_fire_at = nextFire(merged, await ctx.now(trx));
+        }
+        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
+      });
+    },
+
+    /**
+     * Pauses a job: its pending executions wait and a cron schedule fires nothing. Idempotent.
+     * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
+     */
+    async pauseJob(actor: Actor, id: string): Promise<Job> {
+      return db.transaction().execute(async (trx) => {
+        const { job, endpoint } = await lockJob(trx, actor, id);
+        assertJobMutable(actor, job, endpoint);
+        if (job.status === 'PAUSED') return toJob(job);
+        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, { status: 'PAUSED', next_fire_at: null }));
+      });
+    },
+
+    /**
+     * Resumes a paused job. A cron schedule continues from now, with no backlog. Idempotent.
+     * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
+     */
+    async resumeJob(actor: Actor, id: string): Promise<Job> {
+      return db.transaction().execute(async (trx) => {
+        const { job, endpoint } = await lockJob(trx, actor, id);
+        assertJobMutable(actor, job, endpoint);
+        if (job.status === 'ACTIVE') return toJob(job);
+        const patch: JobPatch = { status: 'ACTIVE' };
+        if (job.kind === 'CRON') patch.next_fire_at = nextFire(job, await ctx.now(trx));
+        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
+      });
+    },
+
+    /**
+     * Cancels a job, in one transaction: the job is retired, its pending executions are
+     * cancelled and its schedule stops. Throws NOT_FOUND, RETIRED (already retired),
+     * FORBIDDEN (internal job).
+     */
+    async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
+      return db.transaction().execute(async (trx) => {
+        const { job, endpoint } = await lockJob(trx, actor, id);
+        assertJobMutable(actor, job, endpoint);
+        const retired = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, {
+          status: 'RETIRED',
+          retired_at: sql<Date>`now()` as never,
+          next_fire_at: null,
+        });
+        const cancelledExecutions = await executionsRepo.cancelPendingExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
+        return { job: toJob(retired), cancelledExecutions };
+      });
+    },
+
+    /** Throws NOT_FOUND. */
+    async job(actor: Actor, id: string): Promise<Job> {
+      const row = await jobsRepo.findJobById(db, actor.workspaceId, id);
+      if (!row) throw new NotFoundError('Job', id);
+      return toJob(row);
+    },
+
+    async jobs(actor: Actor, rawFilter: JobFilter = {}, rawPage: PageInput = {}): Promise<Connection<Job>> {
+      const filter = parseInput(jobFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const rows = await jobsRepo.listJobs(db, actor.workspaceId, {
+        limit: size + 1,
+        afterId: page.after ? decodeCursor(page.after) : undefined,
+        status: filter.status,
+        kind: filter.kind,
+        endpointId: filter.endpointId,
+      });
+      return toConnection(rows, size, toJob);
+    },
+
+    /** Throws NOT_FOUND. */
+    async execution(actor: Actor, id: string): Promise<Execution> {
+      const row = await executionsRepo.findExecutionById(db, actor.workspaceId, id);
+      if (!row) throw new NotFoundError('Execution', id);
+      return toExecution(row);
+    },
+
+    /** Executions, newest first; by job and/or status. A jobId of another workspace yields an empty list. */
+    async executions(actor: Actor, rawFilter: ExecutionFilter = {}, rawPage: PageInput = {}): Promise<Connection<Execution>> {
+      const filter = parseInput(executionFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const rows = await executionsRepo.listExecutions(db, actor.workspaceId, {
+        limit: size + 1,
+        afterId: page.after ? decodeCursor(page.after) : undefined,
+        jobId: filter.jobId,
+        status: filter.status,
+      });
+      return toConnection(rows, size, toExecution);
+    },
+
+    /** The attempts of one execution, oldest first. */
+    async attempts(actor: Actor, executionId: string): Promise<Attempt[]> {
+      return (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
+    },
+
+    /**
+     * The next fire times of a cron expression in a time zone, after `from` (default now), so a
+     * frontend can show a schedule before saving it. Throws VALIDATION_FAILED naming the bad field.
+     */
+    async cronPreview(_actor: Actor, raw: CronPreviewInput): Promise<Date[]> {
+      const input = parseInput(cronPreviewSchema, raw);
+      const expression = normalizeCron(input.expression, ['expression']);
+      const from = input.from ?? (await ctx.now(db));
+      return nextOccurrences(expression, input.timezone ?? 'UTC', from, input.count ?? 5);
+    },
+  };
+}

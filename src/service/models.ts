@@ -1,0 +1,236 @@
+/**
+ * What the service returns: plain objects in the API's vocabulary, built from rows. Secrets
+ * (signing secrets, secret config values) are dropped here, so no caller can leak them.
+ */
+import type {
+  AttemptRow,
+  ConfigRow,
+  EndpointRow,
+  ExecutionRow,
+  JobRow,
+  PayloadSpecRow,
+  WorkspaceRow,
+} from '../db/types.js';
+
+export interface Workspace {
+  id: string;
+  slug: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface Endpoint {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  kind: EndpointRow['kind'];
+  type: EndpointRow['type'];
+  url: string | null;
+  method: EndpointRow['method'];
+  headers: Record<string, string>;
+  timeoutMs: number | null;
+  /** Whether a signing secret is set; the secret itself is write-only. */
+  hasSigningSecret: boolean;
+  handlerName: string | null;
+  payloadSpecId: string | null;
+  configId: string | null;
+  maxAttempts: number | null;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  jitter: boolean;
+  concurrencyLimit: number | null;
+  archivedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface PayloadSpec {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  jsonSchema: unknown;
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ConfigEntryView {
+  key: string;
+  /** null when the entry is secret: secret values are write-only. */
+  value: string | null;
+  secret: boolean;
+}
+
+export interface Config {
+  id: string;
+  workspaceId: string;
+  name: string;
+  entries: ConfigEntryView[];
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface CronSchedule {
+  expression: string;
+  timezone: string;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  misfirePolicy: NonNullable<JobRow['misfire_policy']>;
+  overlapPolicy: NonNullable<JobRow['overlap_policy']>;
+  nextFireAt: Date | null;
+}
+
+export interface Job {
+  id: string;
+  workspaceId: string;
+  endpointId: string;
+  name: string | null;
+  kind: JobRow['kind'];
+  status: JobRow['status'];
+  input: unknown;
+  maxAttempts: number;
+  idempotencyKey: string | null;
+  runAt: Date | null;
+  cron: CronSchedule | null;
+  retiredAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface Execution {
+  id: string;
+  workspaceId: string;
+  jobId: string;
+  scheduledFor: Date;
+  status: ExecutionRow['status'];
+  attemptCount: number;
+  maxAttempts: number;
+  /** When the next attempt may start, while the execution is PENDING. */
+  nextAttemptAt: Date | null;
+  lastError: string | null;
+  finishedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface Attempt {
+  id: string;
+  executionId: string;
+  attemptNumber: number;
+  workerId: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+  outcome: AttemptRow['outcome'];
+  statusCode: number | null;
+  durationMs: number | null;
+  error: string | null;
+  responseExcerpt: string | null;
+}
+
+export const toWorkspace = (r: WorkspaceRow): Workspace => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
+
+export const toEndpoint = (r: EndpointRow): Endpoint => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  description: r.description,
+  kind: r.kind,
+  type: r.type,
+  url: r.url,
+  method: r.method,
+  headers: r.headers,
+  timeoutMs: r.timeout_ms,
+  hasSigningSecret: r.signing_secret !== null,
+  handlerName: r.handler_name,
+  payloadSpecId: r.payload_spec_id,
+  configId: r.config_id,
+  maxAttempts: r.max_attempts,
+  backoffBaseMs: r.backoff_base_ms,
+  backoffMaxMs: r.backoff_max_ms,
+  jitter: r.jitter,
+  concurrencyLimit: r.concurrency_limit,
+  archivedAt: r.archived_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toPayloadSpec = (r: PayloadSpecRow): PayloadSpec => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  description: r.description,
+  jsonSchema: r.json_schema,
+  version: r.version,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toConfig = (r: ConfigRow): Config => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  entries: Object.entries(r.entries)
+    .map(([key, e]) => ({ key, value: e.secret ? null : e.value, secret: e.secret }))
+    .sort((a, b) => a.key.localeCompare(b.key)),
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toJob = (r: JobRow): Job => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  endpointId: r.endpoint_id,
+  name: r.name,
+  kind: r.kind,
+  status: r.status,
+  input: r.input,
+  maxAttempts: r.max_attempts,
+  idempotencyKey: r.idempotency_key,
+  runAt: r.run_at,
+  cron:
+    r.kind === 'CRON'
+      ? {
+          expression: r.cron_expression!,
+          timezone: r.timezone!,
+          startsAt: r.starts_at,
+          endsAt: r.ends_at,
+          misfirePolicy: r.misfire_policy!,
+          overlapPolicy: r.overlap_policy!,
+          nextFireAt: r.next_fire_at,
+        }
+      : null,
+  retiredAt: r.retired_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toExecution = (r: ExecutionRow): Execution => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  jobId: r.job_id,
+  scheduledFor: r.scheduled_for,
+  status: r.status,
+  attemptCount: r.attempt_count,
+  maxAttempts: r.max_attempts,
+  nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
+  lastError: r.last_error,
+  finishedAt: r.finished_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toAttempt = (r: AttemptRow): Attempt => ({
+  id: r.id,
+  executionId: r.execution_id,
+  attemptNumber: r.attempt_number,
+  workerId: r.worker_id,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  outcome: r.outcome,
+  statusCode: r.status_code,
+  durationMs: r.duration_ms,
+  error: r.error,
+  responseExcerpt: r.response_excerpt,
+});

@@ -1,0 +1,60 @@
+/**
+ * Relay-style connections with keyset cursors. Lists are ordered newest first by
+ * (created_at, id); a cursor is the id of the last row seen, and the next page is the rows
+ * strictly below that row's (created_at, id) pair, read with full database precision.
+ */
+import { sql, type Expression, type SqlBool } from 'kysely';
+import { ValidationError } from './errors.js';
+import type { PageInput } from './inputs.js';
+
+export interface Edge<T> {
+  cursor: string;
+  node: T;
+}
+
+export interface Connection<T> {
+  edges: Edge<T>[];
+  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+}
+
+export const DEFAULT_PAGE_SIZE = 20;
+
+export function encodeCursor(id: string): string {
+  return Buffer.from(`v1:${id}`).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): string {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const match = /^v1:([0-9a-f-]{36})$/.exec(text);
+  if (!match) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
+  return match[1]!;
+}
+
+/** `(created_at, id) < (cursor row's)`: the keyset predicate, for a table with those columns. */
+export function afterCursor(
+  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs',
+  cursorId: string,
+  workspaceId: string,
+): Expression<SqlBool> {
+  const t = sql.table(table);
+  return sql<SqlBool>`(${t}.created_at, ${t}.id) < (select c.created_at, c.id from ${t} as c where c.id = ${cursorId} and c.workspace_id = ${workspaceId})`;
+}
+
+export function pageSize(page: PageInput | undefined): number {
+  return page?.first ?? DEFAULT_PAGE_SIZE;
+}
+
+/** Builds the connection from rows fetched with `limit size + 1`. */
+export function toConnection<R extends { id: string }, T>(rows: R[], size: number, map: (row: R) => T): Connection<T> {
+  const hasNextPage = rows.length > size;
+  const edges = rows.slice(0, size).map((row) => ({ cursor: encodeCursor(row.id), node: map(row) }));
+  return {
+    edges,
+    pageInfo: {
+      hasNextPage,
+      hasPreviousPage: false,
+      startCursor: edges[0]?.cursor ?? null,
+      endCursor: edges.at(-1)?.cursor ?? null,
+    },
+  };
+}

@@ -1,0 +1,221 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/service/errors.js';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+let endpointId: string;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  const spec = await t.service.createPayloadSpec(t.actor, {
+    name: 'billing.invoice',
+    jsonSchema: {
+      type: 'object',
+      required: ['customerId', 'amount'],
+      properties: { customerId: { type: 'string' }, amount: { type: 'integer', minimum: 1 } },
+      additionalProperties: false,
+    },
+  });
+  const ep = await t.service.registerEndpoint(t.actor, {
+    name: 'billing.send-invoice',
+    kind: 'HTTP',
+    url: 'https://billing.example/hooks/invoice',
+    payloadSpecId: spec.id,
+    maxAttempts: 7,
+  });
+  endpointId = ep.id;
+  await t.service.registerEndpoint(t.actor, { name: 'plain.task', kind: 'HANDLER', handlerName: 'plain' });
+});
+afterAll(() => t.close());
+
+const invoice = { customerId: 'c-1', amount: 100 };
+
+describe('createJob', () => {
+  it('creates an IMMEDIATE job with one execution due now, in the same transaction', async () => {
+    const before = (await t.query<{ now: Date }>('select now() as now')).rows[0]!.now;
+    const { job, created } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice });
+    expect(created).toBe(true);
+    expect(job.status).toBe('ACTIVE');
+    const { rows } = await t.query('select * from executions where job_id = $1', [job.id]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].status).toBe('PENDING');
+    expect(rows[0].max_attempts).toBe(7);
+    expect(new Date(rows[0].scheduled_for).getTime()).toBeGreaterThanOrEqual(before.getTime());
+  });
+
+  it('creates a DELAYED job whose execution is due at runAt', async () => {
+    const runAt = new Date(Date.now() + 3_600_000);
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt, input: invoice });
+    const { rows } = await t.query('select scheduled_for, run_after from executions where job_id = $1', [job.id]);
+    expect(rows).toHaveLength(1);
+    expect(new Date(rows[0].scheduled_for).toISOString()).toBe(runAt.toISOString());
+    expect(new Date(rows[0].run_after).toISOString()).toBe(runAt.toISOString());
+  });
+
+  it('creates a CRON job with its first next_fire_at and no execution yet', async () => {
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'plain.task',
+      kind: 'CRON',
+      cron: { expression: '*/15 * * * *', timezone: 'Europe/Paris' },
+    });
+    expect(job.cron?.timezone).toBe('Europe/Paris');
+    expect(job.cron?.misfirePolicy).toBe('FIRE_LATEST');
+    expect(job.cron?.overlapPolicy).toBe('SKIP');
+    const next = job.cron!.nextFireAt!;
+    expect(next.getTime()).toBeGreaterThan(Date.now() - 1000);
+    expect(next.getUTCMinutes() % 15).toBe(0);
+    const { rows } = await t.query('select count(*)::int as n from executions where job_id = $1', [job.id]);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('resolves max attempts: job override, else endpoint, else the default', async () => {
+    const a = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, maxAttempts: 2 });
+    const b = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice });
+    const c = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE' });
+    expect([a.job.maxAttempts, b.job.maxAttempts, c.job.maxAttempts]).toEqual([2, 7, 5]);
+  });
+
+  it('lets two keyless jobs on one endpoint both be created, storing the key as NULL', async () => {
+    const a = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice });
+    const b = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice });
+    expect(a.job.id).not.toBe(b.job.id);
+    const { rows } = await t.query('select idempotency_key from jobs where id = any($1)', [[a.job.id, b.job.id]]);
+    expect(rows.map((r) => r.idempotency_key)).toEqual([null, null]);
+  });
+
+  it('refuses an empty idempotency key instead of storing ""', async () => {
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: '' }))).toBe(
+      'VALIDATION_FAILED',
+    );
+  });
+
+  it('returns the existing job with created: false when a key is reused with the same request', async () => {
+    const first = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: 'inv-1' });
+    // Same content, keys in another order: jsonb compares by content.
+    const again = await t.service.createJob(t.actor, {
+      endpointId,
+      kind: 'IMMEDIATE',
+      input: { amount: 100, customerId: 'c-1' },
+      idempotencyKey: 'inv-1',
+    });
+    expect(again.created).toBe(false);
+    expect(again.job.id).toBe(first.job.id);
+    const { rows } = await t.query('select count(*)::int as n from executions where job_id = $1', [first.job.id]);
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('is CONFLICT when a key is reused with a different input, and changes nothing', async () => {
+    await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: 'inv-2' });
+    const before = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
+    expect(
+      await codeOf(() =>
+        t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: { ...invoice, amount: 5 }, idempotencyKey: 'inv-2' }),
+      ),
+    ).toBe('CONFLICT');
+    expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(before);
+  });
+
+  it('scopes idempotency keys per endpoint', async () => {
+    const a = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: 'shared' });
+    const b = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', idempotencyKey: 'shared' });
+    expect(b.created).toBe(true);
+    expect(b.job.id).not.toBe(a.job.id);
+  });
+
+  it('converges concurrent creates with one key on a single job', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: 'race-1' }),
+      ),
+    );
+    const ids = new Set(results.map((r) => r.job.id));
+    expect(ids.size).toBe(1);
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    const { rows } = await t.query("select count(*)::int as n from jobs where idempotency_key = 'race-1'");
+    expect(rows[0].n).toBe(1);
+    const ex = await t.query('select count(*)::int as n from executions where job_id = $1', [[...ids][0]]);
+    expect(ex.rows[0].n).toBe(1);
+  });
+
+  it('rejects input that breaks the payload spec with the path of each bad field', async () => {
+    const error = await t.service
+      .createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: { customerId: 42, amount: 0 } })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    const issues = (error as ValidationError).issues;
+    expect(issues).toEqual(
+      expect.arrayContaining([
+        { path: ['input', 'customerId'], message: 'must be string' },
+        { path: ['input', 'amount'], message: 'must be >= 1' },
+      ]),
+    );
+    const missing = (await t.service
+      .createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: { customerId: 'x' } })
+      .catch((e: unknown) => e)) as ValidationError;
+    expect(missing.issues).toContainEqual({ path: ['input', 'amount'], message: 'is required' });
+  });
+
+  it('refuses jobs on INTERNAL endpoints for users, and lets jobgate itself create them', async () => {
+    const internal = await t.service.registerEndpoint(t.systemActor, { name: 'system.reaper', kind: 'HANDLER', handlerName: 'reaper' }, { type: 'INTERNAL' });
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: internal.id, kind: 'IMMEDIATE' }))).toBe('INTERNAL_ENDPOINT');
+    const { created } = await t.service.createJob(t.systemActor, { endpointId: internal.id, kind: 'IMMEDIATE' });
+    expect(created).toBe(true);
+  });
+
+  it('names the offending cron field of an invalid expression', async () => {
+    const error = (await t.service
+      .createJob(t.actor, { endpointName: 'plain.task', kind: 'CRON', cron: { expression: '0 25 * * *' } })
+      .catch((e: unknown) => e)) as ValidationError;
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues[0]!.path).toEqual(['cron', 'expression']);
+    expect(error.issues[0]!.message).toMatch(/^hour field "25"/);
+    const six = (await t.service
+      .createJob(t.actor, { endpointName: 'plain.task', kind: 'CRON', cron: { expression: '0 0 * * * *' } })
+      .catch((e: unknown) => e)) as ValidationError;
+    expect(six.issues[0]!.message).toMatch(/5 fields.*seconds are not supported/);
+  });
+
+  it('refuses an unknown time zone, naming the timezone field', async () => {
+    const error = (await t.service
+      .createJob(t.actor, { endpointName: 'plain.task', kind: 'CRON', cron: { expression: '0 * * * *', timezone: 'Mars/Olympus' } })
+      .catch((e: unknown) => e)) as ValidationError;
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues).toEqual([{ path: ['cron', 'timezone'], message: expect.stringMatching(/IANA time zone/) }]);
+  });
+
+  it('checks kind-specific fields: DELAYED needs runAt, CRON needs cron, and not the other way round', async () => {
+    const delayed = (await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', input: invoice }).catch((e) => e)) as ValidationError;
+    expect(delayed.issues).toContainEqual({ path: ['runAt'], message: 'is required for a DELAYED job' });
+    const imm = (await t.service
+      .createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, cron: { expression: '* * * * *' } })
+      .catch((e) => e)) as ValidationError;
+    expect(imm.issues).toContainEqual({ path: ['cron'], message: 'is only for CRON jobs' });
+  });
+
+  it('is NOT_FOUND for an unknown endpoint and for a malformed id', async () => {
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'no.such', kind: 'IMMEDIATE' }))).toBe('NOT_FOUND');
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: 'not-a-uuid', kind: 'IMMEDIATE' }))).toBe('NOT_FOUND');
+  });
+
+  it('refuses jobs on an archived endpoint', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'old.target', kind: 'HANDLER', handlerName: 'old' });
+    await t.service.archiveEndpoint(t.actor, ep.id);
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' }))).toBe('ARCHIVED');
+  });
+
+  it('commits the job and its first execution together or not at all', async () => {
+    // Make the execution insert fail: the job insert before it must roll back with it.
+    await t.query(`create function refuse_execution() returns trigger language plpgsql as $$
+      begin if new.max_attempts = 99 then raise exception 'refused by test'; end if; return new; end $$`);
+    await t.query('create trigger refuse_execution before insert on executions for each row execute function refuse_execution()');
+    try {
+      const before = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
+      await expect(t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, maxAttempts: 99 })).rejects.toThrow(
+        /refused by test/,
+      );
+      expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(before);
+    } finally {
+      await t.query('drop trigger refuse_execution on executions');
+    }
+  });
+});

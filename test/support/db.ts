@@ -1,0 +1,91 @@
+/**
+ * A database of its own for one test file, cloned from the migrated template.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { createDatabase, type Database } from '../../src/db/pool.js';
+import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repos/workspaces.js';
+import type { Actor } from '../../src/service/actor.js';
+import { createJobService, type JobService, type ServiceDeps } from '../../src/service/index.js';
+
+export function serverUrl(): string {
+  return inject('pgServerUrl');
+}
+
+export function urlFor(database: string): string {
+  const u = new URL(serverUrl());
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export async function adminQuery<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = []) {
+  const client = new pg.Client({ connectionString: serverUrl() });
+  await client.connect();
+  try {
+    return await client.query<T>(text, values);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A fresh, empty (unmigrated) database; dropped by `drop()`. */
+export async function createEmptyDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  const name = `jobgate_t_${randomBytes(5).toString('hex')}`;
+  await adminQuery(`create database ${name}`);
+  return { name, url: urlFor(name), drop: async () => void (await adminQuery(`drop database if exists ${name} with (force)`)) };
+}
+
+export interface TestDb {
+  name: string;
+  url: string;
+  database: Database;
+  db: Database['db'];
+  /** Raw SQL on the test database. */
+  query<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<T>>;
+  service: JobService;
+  /** A user actor in the default workspace. */
+  actor: Actor;
+  /** A user actor in a second workspace, "other". */
+  otherActor: Actor;
+  /** jobgate itself, in the default workspace. */
+  systemActor: Actor;
+  close(): Promise<void>;
+}
+
+export async function createTestDb(deps: Partial<ServiceDeps> = {}): Promise<TestDb> {
+  const name = `jobgate_t_${randomBytes(5).toString('hex')}`;
+  await adminQuery(`create database ${name} template ${inject('pgTemplate')}`);
+  const url = urlFor(name);
+  const database = createDatabase({ connectionString: url, max: 10 });
+  const service = createJobService({ db: database.db, defaultMaxAttempts: 5, ...deps });
+  const ws = (await findWorkspaceBySlug(database.db, 'default'))!;
+  const other = await ensureWorkspace(database.db, 'other', 'Other workspace');
+  return {
+    name,
+    url,
+    database,
+    db: database.db,
+    query: (text, values = []) => database.pool.query(text, values),
+    service,
+    actor: { workspaceId: ws.id, kind: 'user', role: 'ADMIN' },
+    otherActor: { workspaceId: other.id, kind: 'user', role: 'ADMIN' },
+    systemActor: { workspaceId: ws.id, kind: 'system', role: 'ADMIN' },
+    async close() {
+      await database.close();
+      await adminQuery(`drop database if exists ${name} with (force)`);
+    },
+  };
+}
+
+/** Runs `fn` and returns the domain error code it threw; fails the test if it did not throw. */
+export async function codeOf(fn: () => Promise<unknown>): Promise<string> {
+  try {
+    await fn();
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (typeof code === 'string') return code;
+    throw error;
+  }
+  throw new Error('expected an error, but the call succeeded');
+}
