@@ -1,15 +1,16 @@
 import { createRequire } from 'node:module';
-import path from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 const require = createRequire(import.meta.url);
-// One copy of graphql for everything: a second copy (ESM vs CJS) makes `instanceof GraphQLError`
-// fail across the boundary and silently turns our own errors into masked ones.
-const graphqlDir = path.dirname(require.resolve('graphql/package.json'));
+// One copy of graphql for everything. Node (and so every dependency vitest leaves external:
+// yoga, pothos) loads graphql's CommonJS build; vite alone would pick its ESM build for our
+// sources. Two copies make `instanceof GraphQLError` fail across the boundary, which silently
+// turns our own errors into masked ones. Point vite at the very file Node loads.
+const graphqlEntry = require.resolve('graphql');
 
 export default defineConfig({
   resolve: {
-    alias: [{ find: /^graphql$/, replacement: path.join(graphqlDir, 'index.mjs') }],
+    alias: [{ find: /^graphql$/, replacement: graphqlEntry }],
   },
   test: {
     include: ['test/**/*.test.ts'],
@@ -19,6 +20,5 @@ export default defineConfig({
     pool: 'forks',
     // Each file clones its own database from the template, so files run in parallel.
     fileParallelism: true,
-    server: { deps: { inline: [/graphql-yoga/, /@graphql-yoga/, /@pothos/, /@graphql-tools/, /@envelop/] } },
   },
 });

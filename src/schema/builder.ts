@@ -24,8 +24,16 @@ export const builder = new SchemaBuilder<{
   plugins: [ZodPlugin],
   defaultFieldNullability: false,
   zod: {
-    // The same error a library caller gets from the service: VALIDATION_FAILED with paths.
-    validationError: (zodError) => ValidationError.fromZod(zodError),
+    // The same error a library caller gets from the service: VALIDATION_FAILED with paths
+    // relative to the service input. A mutation's single `input` argument *is* that input, so
+    // its name is dropped from the path: a bad `input.cron.timezone` reads ["cron", "timezone"]
+    // whether the plugin or the service caught it.
+    validationError: (zodError, args) => {
+      const single = Object.keys(args).length === 1 && 'input' in args;
+      const error = ValidationError.fromZod(zodError);
+      if (!single) return error;
+      return new ValidationError(error.issues.map((i) => ({ ...i, path: i.path[0] === 'input' ? i.path.slice(1) : i.path })));
+    },
   },
 });
 

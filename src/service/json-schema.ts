@@ -10,7 +10,18 @@ import { ValidationError, type ValidationIssue } from './errors.js';
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
 
 function newAjv(): Ajv {
-  const ajv = new Ajv({ allErrors: true, strict: true, validateSchema: true });
+  // Strict about the schema's own keywords (a typo such as "requird" is refused), lenient about
+  // ordinary patterns that ajv's strictest checks flag (a required property not listed under
+  // properties, union types).
+  const ajv = new Ajv({
+    allErrors: true,
+    strict: true,
+    strictRequired: false,
+    strictTypes: false,
+    strictTuples: false,
+    allowUnionTypes: true,
+    validateSchema: true,
+  });
   addFormats(ajv);
   return ajv;
 }

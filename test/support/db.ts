@@ -42,7 +42,7 @@ export interface TestDb {
   database: Database;
   db: Database['db'];
   /** Raw SQL on the test database. */
-  query<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<T>>;
+  query<T extends pg.QueryResultRow = any>(text: string, values?: unknown[]): Promise<pg.QueryResult<T>>;
   service: JobService;
   /** A user actor in the default workspace. */
   actor: Actor;

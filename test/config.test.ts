@@ -1,0 +1,26 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../src/config.js';
+
+describe('configuration', () => {
+  it('defaults to the embedded Postgres on port 4000 with data in ./.jobgate', () => {
+    const c = parseConfig({}, '/srv/app');
+    expect(c).toMatchObject({ databaseUrl: undefined, port: 4000, host: '127.0.0.1', dataDir: path.resolve('/srv/app/.jobgate') });
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('treats an empty DATABASE_URL as unset', () => {
+    expect(parseConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined();
+  });
+
+  it('names every bad variable at once', () => {
+    try {
+      parseConfig({ PORT: 'eighty', DATABASE_URL: 'mysql://x', JOBGATE_LOG_LEVEL: 'loud' });
+      throw new Error('accepted');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      const message = (error as Error).message;
+      for (const name of ['PORT', 'DATABASE_URL', 'JOBGATE_LOG_LEVEL']) expect(message).toContain(name);
+    }
+  });
+});

@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let g: TestGateway;
+let endpointId: string;
+beforeAll(async () => {
+  t = await createTestDb();
+  g = createTestGateway(t);
+  endpointId = (await t.service.registerEndpoint(t.actor, { name: 'page.me', kind: 'HANDLER', handlerName: 'p' })).id;
+  for (let i = 0; i < 7; i++) await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', name: `job-${i}` });
+});
+afterAll(() => t.close());
+
+const JOBS = `query ($first: Int, $after: String) {
+  jobs(first: $first, after: $after) { edges { cursor node { name } } pageInfo { hasNextPage endCursor } }
+}`;
+
+describe('connections', () => {
+  it('pages through jobs newest first with keyset cursors, each item once', async () => {
+    const seen: string[] = [];
+    let after: string | null = null;
+    let pages = 0;
+    for (;;) {
+      const res: any = await g.gql(JOBS, { first: 3, after });
+      expect(res.errors).toBeUndefined();
+      seen.push(...res.data.jobs.edges.map((e: any) => e.node.name));
+      pages++;
+      if (!res.data.jobs.pageInfo.hasNextPage) break;
+      after = res.data.jobs.pageInfo.endCursor;
+    }
+    expect(pages).toBe(3);
+    expect(seen).toEqual(['job-6', 'job-5', 'job-4', 'job-3', 'job-2', 'job-1', 'job-0']);
+  });
+
+  it('is not disturbed by rows inserted between pages', async () => {
+    const first: any = await g.gql(JOBS, { first: 2 });
+    await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', name: 'job-new' });
+    const second: any = await g.gql(JOBS, { first: 2, after: first.data.jobs.pageInfo.endCursor });
+    const names = second.data.jobs.edges.map((e: any) => e.node.name);
+    expect(names).not.toContain('job-new');
+    expect(names).not.toContain(first.data.jobs.edges[1].node.name);
+  });
+
+  it('refuses a cursor it did not issue and a page size out of range', async () => {
+    const bad = await g.gql(JOBS, { after: 'bm90LWEtY3Vyc29y' });
+    expect(bad.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['after'] }] });
+    const big = await g.gql(JOBS, { first: 1000 });
+    expect(big.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['first'] }] });
+  });
+
+  it('lists executions by job and status, with attempts and job resolvable', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', name: 'with-exec' });
+    const res = await g.gql(
+      `query ($jobId: ID) { executions(jobId: $jobId, status: PENDING) { nodes { status attemptCount maxAttempts nextAttemptAt attempts { id } job { name } } } }`,
+      { jobId: job.id },
+    );
+    expect(res.errors).toBeUndefined();
+    expect(res.data.executions.nodes).toEqual([
+      { status: 'PENDING', attemptCount: 0, maxAttempts: 5, nextAttemptAt: expect.any(String), attempts: [], job: { name: 'with-exec' } },
+    ]);
+  });
+});

@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let g: TestGateway;
+beforeAll(async () => {
+  t = await createTestDb();
+  g = createTestGateway(t);
+});
+afterAll(() => t.close());
+
+const CREATE_JOB = `mutation ($input: CreateJobInput!) { createJob(input: $input) { created job { id kind status } } }`;
+
+describe('errors over GraphQL', () => {
+  it('reports a zod validation failure as VALIDATION_FAILED with the path of each bad field, relative to the input argument', async () => {
+    const res = await g.gql(
+      `mutation { registerEndpoint(input: { name: "Bad Name", kind: HTTP, url: "ftp://nope", maxAttempts: 0 }) { id } }`,
+    );
+    expect(res.data).toBeNull();
+    const error = res.errors![0]!;
+    expect(error.extensions!.code).toBe('VALIDATION_FAILED');
+    const paths = error.extensions!.issues.map((i: { path: string[] }) => i.path.join('.')).sort();
+    expect(paths).toEqual(['maxAttempts', 'name', 'url']);
+    expect((await t.query('select count(*)::int as n from endpoints')).rows[0].n).toBe(0);
+  });
+
+  it('reports a payload-spec rejection with the path into the job input', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, {
+      name: 'gql.spec',
+      jsonSchema: { type: 'object', required: ['to'], properties: { to: { type: 'string', format: 'email' } } },
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'mail.send', kind: 'HANDLER', handlerName: 'mail', payloadSpecId: spec.id });
+    const res = await g.gql(CREATE_JOB, { input: { endpointName: 'mail.send', kind: 'IMMEDIATE', input: { to: 'not-an-email' } } });
+    expect(res.errors![0]!.extensions).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      issues: [{ path: ['input', 'to'], message: 'must match format "email"' }],
+    });
+    expect(res.errors![0]!.path).toEqual(['createJob']);
+  });
+
+  it('names the cron field in an invalid expression and the timezone field for an unknown zone', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'tick.tock', kind: 'HANDLER', handlerName: 'tick' });
+    const bad = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'CRON', cron: { expression: '*/5 * * 13 *' } } });
+    expect(bad.errors![0]!.extensions!.code).toBe('VALIDATION_FAILED');
+    expect(bad.errors![0]!.extensions!.issues[0].path).toEqual(['cron', 'expression']);
+    expect(bad.errors![0]!.message).toMatch(/month field "13"/);
+    const tz = await g.gql(CREATE_JOB, {
+      input: { endpointName: 'tick.tock', kind: 'CRON', cron: { expression: '0 * * * *', timezone: 'Europe/Atlantis' } },
+    });
+    expect(tz.errors![0]!.extensions!.issues[0].path).toEqual(['cron', 'timezone']);
+  });
+
+  it('maps domain errors to their code: NOT_FOUND, CONFLICT, RETIRED', async () => {
+    const nf = await g.gql(`{ job(id: "00000000-0000-0000-0000-000000000000") { id } }`);
+    expect(nf.errors![0]!.extensions!.code).toBe('NOT_FOUND');
+    expect(nf.errors![0]!.path).toEqual(['job']);
+
+    const input = { endpointName: 'tick.tock', kind: 'IMMEDIATE', input: { a: 1 }, idempotencyKey: 'k1' };
+    const first = await g.gql(CREATE_JOB, { input });
+    expect(first.data.createJob.created).toBe(true);
+    const again = await g.gql(CREATE_JOB, { input });
+    expect(again.data.createJob).toEqual(first.data.createJob && { ...first.data.createJob, created: false });
+    const conflict = await g.gql(CREATE_JOB, { input: { ...input, input: { a: 2 } } });
+    expect(conflict.errors![0]!.extensions).toMatchObject({ code: 'CONFLICT', field: 'input' });
+
+    const id = first.data.createJob.job.id;
+    await g.gql(`mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }`, { id });
+    const retired = await g.gql(`mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }`, { id });
+    expect(retired.errors![0]!.extensions!.code).toBe('RETIRED');
+  });
+
+  it('masks unexpected errors: no message, no stack, a code, and the details in the server log', async () => {
+    // Break the database under the service: the failure is not a domain error.
+    await t.query('alter table workspaces rename to workspaces_gone');
+    try {
+      const res = await g.gql(`{ workspace { slug } }`);
+      expect(res.errors![0]!.message).toBe('Unexpected error.');
+      expect(res.errors![0]!.extensions).toEqual({ code: 'INTERNAL_SERVER_ERROR' });
+      expect(JSON.stringify(res)).not.toMatch(/workspaces|relation|at .*\.ts/);
+      expect(g.logged.some((l) => l.includes('relation "workspaces" does not exist'))).toBe(true);
+    } finally {
+      await t.query('alter table workspaces_gone rename to workspaces');
+    }
+  });
+
+  it('refuses a DateTime that is not ISO-8601 before any resolver runs', async () => {
+    const res = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'DELAYED', runAt: 'tomorrow' } });
+    expect(res.errors![0]!.message).toMatch(/ISO-8601/);
+    expect(res.data).toBeUndefined();
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Workspace isolation over every root field: with workspace B's credentials and workspace A's
+ * ids, nothing of A is read or changed, and "not found" looks the same as for an id that exists
+ * nowhere. A root field added to the schema without a probe here fails the suite.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../../src/schema/index.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let g: TestGateway;
+const a: Record<string, string> = {};
+const NOWHERE = '00000000-0000-4000-8000-000000000000';
+
+beforeAll(async () => {
+  t = await createTestDb();
+  g = createTestGateway(t);
+  const spec = await t.service.createPayloadSpec(t.actor, { name: 'a.spec', jsonSchema: { type: 'object' } });
+  const config = await t.service.setConfig(t.actor, { name: 'a.config', entries: [{ key: 'k', value: 'a-secret-ish' }] });
+  const endpoint = await t.service.registerEndpoint(t.actor, {
+    name: 'a.endpoint',
+    kind: 'HANDLER',
+    handlerName: 'h',
+    payloadSpecId: spec.id,
+    configId: config.id,
+  });
+  const { job } = await t.service.createJob(t.actor, { endpointId: endpoint.id, kind: 'IMMEDIATE', input: { mine: 'A' } });
+  const execution = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node;
+  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id });
+});
+afterAll(() => t.close());
+
+type Probe = {
+  /** The operation, with `$id` standing for an id of workspace A (or of nowhere). */
+  query: string;
+  id?: keyof typeof a;
+  /** Whether B must get NOT_FOUND (id-addressed fields), or an answer without A's data (lists). */
+  expect: 'NOT_FOUND' | 'NO_A_DATA';
+};
+
+const probes: Record<string, Probe> = {
+  workspace: { query: `{ workspace { id slug } }`, expect: 'NO_A_DATA' },
+  endpoints: { query: `{ endpoints(includeArchived: true) { nodes { id name } } }`, expect: 'NO_A_DATA' },
+  endpoint: { query: `query ($id: ID) { endpoint(id: $id) { id } }`, id: 'endpoint', expect: 'NOT_FOUND' },
+  payloadSpecs: { query: `{ payloadSpecs { nodes { id name } } }`, expect: 'NO_A_DATA' },
+  payloadSpec: { query: `query ($id: ID!) { payloadSpec(id: $id) { id } }`, id: 'spec', expect: 'NOT_FOUND' },
+  configs: { query: `{ configs { nodes { id name entries { value } } } }`, expect: 'NO_A_DATA' },
+  jobs: { query: `query ($id: ID) { jobs(filter: { endpointId: $id }) { nodes { id } } }`, id: 'endpoint', expect: 'NO_A_DATA' },
+  job: { query: `query ($id: ID!) { job(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
+  executions: { query: `query ($id: ID) { executions(jobId: $id) { nodes { id } } }`, id: 'job', expect: 'NO_A_DATA' },
+  execution: { query: `query ($id: ID!) { execution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
+  cronPreview: { query: `{ cronPreview(expression: "0 * * * *", count: 1) }`, expect: 'NO_A_DATA' },
+  registerEndpoint: {
+    query: `mutation ($id: ID) { registerEndpoint(input: { name: "b.endpoint", kind: HANDLER, handlerName: "h", payloadSpecId: $id }) { id } }`,
+    id: 'spec',
+    expect: 'NOT_FOUND',
+  },
+  updateEndpoint: { query: `mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "B was here" }) { id } }`, id: 'endpoint', expect: 'NOT_FOUND' },
+  archiveEndpoint: { query: `mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }`, id: 'endpoint', expect: 'NOT_FOUND' },
+  createPayloadSpec: { query: `mutation { createPayloadSpec(input: { name: "a.spec", jsonSchema: true }) { id } }`, expect: 'NO_A_DATA' },
+  updatePayloadSpec: { query: `mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, jsonSchema: false }) { id } }`, id: 'spec', expect: 'NOT_FOUND' },
+  setConfig: { query: `mutation { setConfig(input: { name: "a.config", entries: [] }) { id entries { key } } }`, expect: 'NO_A_DATA' },
+  createJob: { query: `mutation ($id: ID) { createJob(input: { endpointId: $id, kind: IMMEDIATE }) { created } }`, id: 'endpoint', expect: 'NOT_FOUND' },
+  updateJob: { query: `mutation ($id: ID!) { updateJob(input: { id: $id, input: { mine: "B" } }) { id } }`, id: 'job', expect: 'NOT_FOUND' },
+  pauseJob: { query: `mutation ($id: ID!) { pauseJob(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
+  resumeJob: { query: `mutation ($id: ID!) { resumeJob(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
+  cancelJob: { query: `mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }`, id: 'job', expect: 'NOT_FOUND' },
+};
+
+const rootFields = () => [
+  ...Object.keys(schema.getQueryType()!.getFields()),
+  ...Object.keys(schema.getMutationType()?.getFields() ?? {}),
+  ...Object.keys(schema.getSubscriptionType()?.getFields() ?? {}),
+];
+
+async function snapshotOfA() {
+  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions'];
+  const out: Record<string, unknown> = {};
+  for (const table of tables) {
+    out[table] = (await t.query(`select * from ${table} where workspace_id = $1 order by id`, [t.actor.workspaceId])).rows;
+  }
+  return out;
+}
+
+describe('workspace isolation', () => {
+  it('has a cross-workspace probe for every root field', () => {
+    expect(rootFields().filter((f) => !(f in probes))).toEqual([]);
+  });
+
+  it.each(Object.entries(probes))('%s: workspace B cannot read or change anything of workspace A', async (_field, probe) => {
+    const before = await snapshotOfA();
+    const res = await g.gql(probe.query, probe.id ? { id: a[probe.id] } : {}, t.otherActor);
+    const text = JSON.stringify(res);
+    // The id B sent may be echoed back in the error; any other id of A is a leak.
+    const echoedAway = probe.id ? text.replaceAll(a[probe.id]!, '<id>') : text;
+    for (const id of Object.values(a)) expect(echoedAway).not.toContain(id);
+    expect(text).not.toContain('a-secret-ish');
+    expect(text).not.toContain(t.actor.workspaceId);
+    if (probe.expect === 'NOT_FOUND') {
+      expect(res.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+      // No existence oracle: an id that exists nowhere gets the same answer, but for the id itself.
+      const nowhere = await g.gql(probe.query, { id: NOWHERE }, t.otherActor);
+      expect(JSON.stringify(nowhere).replaceAll(NOWHERE, '<id>')).toBe(text.replaceAll(a[probe.id!]!, '<id>'));
+    }
+    expect(await snapshotOfA()).toEqual(before);
+  });
+});

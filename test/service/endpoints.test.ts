@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+beforeAll(async () => {
+  t = await createTestDb();
+});
+afterAll(() => t.close());
+
+describe('endpoints', () => {
+  it('stores payload-spec and config references given at registration in their columns', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'ref.spec', jsonSchema: { type: 'object' } });
+    const config = await t.service.setConfig(t.actor, { name: 'ref.config', entries: [{ key: 'token', value: 't', secret: true }] });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'ref.at-create',
+      kind: 'HTTP',
+      url: 'https://x.example/{{config.token}}',
+      payloadSpecId: spec.id,
+      configId: config.id,
+    });
+    const { rows } = await t.query('select payload_spec_id, config_id from endpoints where id = $1', [ep.id]);
+    expect(rows[0]).toEqual({ payload_spec_id: spec.id, config_id: config.id });
+  });
+
+  it('sets, swaps and clears references on update, each in its own column', async () => {
+    const specA = await t.service.createPayloadSpec(t.actor, { name: 'upd.spec-a', jsonSchema: true });
+    const configA = await t.service.setConfig(t.actor, { name: 'upd.config-a', entries: [] });
+    const configB = await t.service.setConfig(t.actor, { name: 'upd.config-b', entries: [] });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'ref.at-update', kind: 'HANDLER', handlerName: 'h' });
+    const col = async () => (await t.query('select payload_spec_id, config_id from endpoints where id = $1', [ep.id])).rows[0];
+
+    await t.service.updateEndpoint(t.actor, { id: ep.id, payloadSpecId: specA.id, configId: configA.id });
+    expect(await col()).toEqual({ payload_spec_id: specA.id, config_id: configA.id });
+    // Absent leaves a reference alone; a value replaces it.
+    await t.service.updateEndpoint(t.actor, { id: ep.id, configId: configB.id });
+    expect(await col()).toEqual({ payload_spec_id: specA.id, config_id: configB.id });
+    // null clears it.
+    await t.service.updateEndpoint(t.actor, { id: ep.id, payloadSpecId: null });
+    expect(await col()).toEqual({ payload_spec_id: null, config_id: configB.id });
+  });
+
+  it('refuses references to another workspace as NOT_FOUND', async () => {
+    const foreign = await t.service.createPayloadSpec(t.otherActor, { name: 'foreign.spec', jsonSchema: true });
+    expect(
+      await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'x.y', kind: 'HANDLER', handlerName: 'h', payloadSpecId: foreign.id })),
+    ).toBe('NOT_FOUND');
+  });
+
+  it('is CONFLICT for a second live endpoint with the same name, and frees the name on archive', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' });
+    expect(await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' }))).toBe('CONFLICT');
+    await t.service.archiveEndpoint(t.actor, ep.id);
+    const again = await t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' });
+    expect(again.id).not.toBe(ep.id);
+  });
+
+  it('allows the same name in two workspaces', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'same.in-both', kind: 'HANDLER', handlerName: 'h' });
+    await expect(t.service.registerEndpoint(t.otherActor, { name: 'same.in-both', kind: 'HANDLER', handlerName: 'h' })).resolves.toBeTruthy();
+  });
+
+  it('validates names and kind-specific fields with paths', async () => {
+    const bad = (await t.service
+      .registerEndpoint(t.actor, { name: 'Not Dotted!', kind: 'HTTP', url: 'ftp://x', handlerName: 'h' })
+      .catch((e) => e)) as { issues: { path: string[] }[] };
+    expect(bad.issues.map((i) => i.path.join('.')).sort()).toEqual(['handlerName', 'name', 'url']);
+    expect(await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'h.no-name', kind: 'HANDLER' }))).toBe('VALIDATION_FAILED');
+  });
+
+  it('never returns the signing secret, only whether one is set', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'signed.hook',
+      kind: 'HTTP',
+      url: 'https://x.example/hook',
+      signingSecret: 'whsec_0123456789abcdef',
+    });
+    expect(ep.hasSigningSecret).toBe(true);
+    expect(JSON.stringify(ep)).not.toContain('whsec_0123456789abcdef');
+  });
+
+  it('refuses to archive an endpoint with live jobs (CONFLICT), and allows it once they are retired', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'busy.target', kind: 'HANDLER', handlerName: 'h' });
+    const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' });
+    expect(await codeOf(() => t.service.archiveEndpoint(t.actor, ep.id))).toBe('CONFLICT');
+    await t.service.cancelJob(t.actor, job.id);
+    expect((await t.service.archiveEndpoint(t.actor, ep.id)).archivedAt).toBeInstanceOf(Date);
+    expect(await codeOf(() => t.service.updateEndpoint(t.actor, { id: ep.id, description: 'x' }))).toBe('ARCHIVED');
+  });
+
+  it('refuses changes to internal endpoints from users', async () => {
+    const ep = await t.service.registerEndpoint(t.systemActor, { name: 'system.thing', kind: 'HANDLER', handlerName: 'h' }, { type: 'INTERNAL' });
+    expect(await codeOf(() => t.service.updateEndpoint(t.actor, { id: ep.id, description: 'mine now' }))).toBe('FORBIDDEN');
+    expect(await codeOf(() => t.service.archiveEndpoint(t.actor, ep.id))).toBe('FORBIDDEN');
+    expect(
+      await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'sneaky.one', kind: 'HANDLER', handlerName: 'h' }, { type: 'INTERNAL' })),
+    ).toBe('FORBIDDEN');
+  });
+});
+
+describe('payload specs and configs', () => {
+  it('refuses a document that is not a valid JSON Schema', async () => {
+    const error = (await t.service
+      .createPayloadSpec(t.actor, { name: 'broken.spec', jsonSchema: { type: 'no-such-type' } })
+      .catch((e) => e)) as { code: string; issues: { path: string[] }[] };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues[0]!.path).toEqual(['jsonSchema']);
+    expect((await t.query("select count(*)::int as n from payload_specs where name = 'broken.spec'")).rows[0].n).toBe(0);
+  });
+
+  it('bumps the version when the schema changes, and new jobs are checked against the new one', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'evolving.spec', jsonSchema: { type: 'object' } });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'evolving.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: {} });
+    const v2 = await t.service.updatePayloadSpec(t.actor, { id: spec.id, jsonSchema: { type: 'object', required: ['x'] } });
+    expect(v2.version).toBe(2);
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: {} }))).toBe('VALIDATION_FAILED');
+  });
+
+  it('replaces config entries and hides secret values', async () => {
+    await t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }] });
+    const c = await t.service.setConfig(t.actor, {
+      name: 'app.settings',
+      entries: [
+        { key: 'b', value: '2' },
+        { key: 'api_key', value: 'sk-live-123', secret: true },
+      ],
+    });
+    expect(c.entries).toEqual([
+      { key: 'api_key', value: null, secret: true },
+      { key: 'b', value: '2', secret: false },
+    ]);
+    expect(await codeOf(() => t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }, { key: 'a', value: '2' }] }))).toBe(
+      'VALIDATION_FAILED',
+    );
+  });
+});

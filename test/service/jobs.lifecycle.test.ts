@@ -1,0 +1,169 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+let endpointId: string;
+let internalId: string;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  endpointId = (await t.service.registerEndpoint(t.actor, { name: 'work.do', kind: 'HANDLER', handlerName: 'do' })).id;
+  internalId = (
+    await t.service.registerEndpoint(t.systemActor, { name: 'system.reaper', kind: 'HANDLER', handlerName: 'reaper' }, { type: 'INTERNAL' })
+  ).id;
+});
+afterAll(() => t.close());
+
+const cronJob = async () =>
+  (await t.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 * * * *', timezone: 'UTC' } })).job;
+
+describe('cancelJob', () => {
+  it('retires the job, cancels its pending executions and stops its schedule', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    const result = await t.service.cancelJob(t.actor, job.id);
+    expect(result.job.status).toBe('RETIRED');
+    expect(result.job.retiredAt).toBeInstanceOf(Date);
+    expect(result.cancelledExecutions).toBe(1);
+    const { rows } = await t.query('select status, finished_at from executions where job_id = $1', [job.id]);
+    expect(rows).toEqual([{ status: 'CANCELLED', finished_at: expect.any(Date) }]);
+
+    const cron = await cronJob();
+    expect(cron.cron?.nextFireAt).not.toBeNull();
+    const cancelled = await t.service.cancelJob(t.actor, cron.id);
+    expect(cancelled.job.cron?.nextFireAt).toBeNull();
+  });
+
+  it('does it all in one transaction: when cancelling the executions fails, the job stays ACTIVE', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    await t.query(`create function refuse_cancel() returns trigger language plpgsql as $$
+      begin if new.status = 'CANCELLED' then raise exception 'cancel refused by test'; end if; return new; end $$`);
+    await t.query('create trigger refuse_cancel before update on executions for each row execute function refuse_cancel()');
+    try {
+      await expect(t.service.cancelJob(t.actor, job.id)).rejects.toThrow(/cancel refused by test/);
+    } finally {
+      await t.query('drop trigger refuse_cancel on executions');
+    }
+    const { rows } = await t.query('select status, retired_at from jobs where id = $1', [job.id]);
+    expect(rows[0]).toEqual({ status: 'ACTIVE', retired_at: null });
+    const ex = await t.query('select status from executions where job_id = $1', [job.id]);
+    expect(ex.rows[0].status).toBe('PENDING');
+  });
+
+  it('refuses to cancel a retired job with RETIRED', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    await t.service.cancelJob(t.actor, job.id);
+    expect(await codeOf(() => t.service.cancelJob(t.actor, job.id))).toBe('RETIRED');
+  });
+
+  it('refuses to cancel an internal job with FORBIDDEN, and changes nothing', async () => {
+    const { job } = await t.service.createJob(t.systemActor, { endpointId: internalId, kind: 'IMMEDIATE' });
+    expect(await codeOf(() => t.service.cancelJob(t.actor, job.id))).toBe('FORBIDDEN');
+    expect((await t.service.job(t.actor, job.id)).status).toBe('ACTIVE');
+    // jobgate itself may.
+    expect((await t.service.cancelJob(t.systemActor, job.id)).job.status).toBe('RETIRED');
+  });
+});
+
+describe('updateJob', () => {
+  it('changes input (validated), name and max attempts, also of pending executions', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: { a: 1 } });
+    const updated = await t.service.updateJob(t.actor, { id: job.id, input: { a: 2 }, name: 'renamed', maxAttempts: 9 });
+    expect(updated).toMatchObject({ input: { a: 2 }, name: 'renamed', maxAttempts: 9 });
+    const { rows } = await t.query('select max_attempts from executions where job_id = $1', [job.id]);
+    expect(rows[0].max_attempts).toBe(9);
+  });
+
+  it('moves a DELAYED job and its pending execution to the new runAt', async () => {
+    const runAt = new Date(Date.now() + 60_000);
+    const later = new Date(Date.now() + 7_200_000);
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt });
+    const updated = await t.service.updateJob(t.actor, { id: job.id, runAt: later });
+    expect(updated.runAt?.toISOString()).toBe(later.toISOString());
+    const { rows } = await t.query('select scheduled_for from executions where job_id = $1', [job.id]);
+    expect(new Date(rows[0].scheduled_for).toISOString()).toBe(later.toISOString());
+  });
+
+  it('recomputes the next fire time when the cron schedule changes', async () => {
+    const job = await cronJob();
+    const updated = await t.service.updateJob(t.actor, { id: job.id, cron: { expression: '30 4 * * *', timezone: 'Asia/Tokyo' } });
+    expect(updated.cron).toMatchObject({ expression: '30 4 * * *', timezone: 'Asia/Tokyo' });
+    const next = updated.cron!.nextFireAt!;
+    // 04:30 in Tokyo (UTC+9, no DST) is 19:30 UTC.
+    expect([next.getUTCHours(), next.getUTCMinutes()]).toEqual([19, 30]);
+  });
+
+  it('refuses a retired job with RETIRED and an internal one with FORBIDDEN', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    await t.service.cancelJob(t.actor, job.id);
+    expect(await codeOf(() => t.service.updateJob(t.actor, { id: job.id, name: 'x' }))).toBe('RETIRED');
+    const internal = await t.service.createJob(t.systemActor, { endpointId: internalId, kind: 'IMMEDIATE' });
+    expect(await codeOf(() => t.service.updateJob(t.actor, { id: internal.job.id, name: 'x' }))).toBe('FORBIDDEN');
+  });
+
+  it('refuses schedule fields that do not fit the job kind', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    expect(await codeOf(() => t.service.updateJob(t.actor, { id: job.id, cron: { expression: '* * * * *' } }))).toBe('VALIDATION_FAILED');
+    expect(await codeOf(() => t.service.updateJob(t.actor, { id: job.id, runAt: new Date() }))).toBe('VALIDATION_FAILED');
+  });
+
+  it('validates new input against the payload spec and changes nothing when it fails', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, {
+      name: 'needs.n',
+      jsonSchema: { type: 'object', required: ['n'], properties: { n: { type: 'number' } } },
+    });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'spec.checked', kind: 'HANDLER', handlerName: 'x', payloadSpecId: spec.id });
+    const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { n: 1 } });
+    expect(await codeOf(() => t.service.updateJob(t.actor, { id: job.id, input: { n: 'one' }, name: 'changed' }))).toBe('VALIDATION_FAILED');
+    expect(await t.service.job(t.actor, job.id)).toMatchObject({ input: { n: 1 }, name: null });
+  });
+});
+
+describe('pauseJob and resumeJob', () => {
+  it('pausing a cron job clears its next fire time; resuming continues from now', async () => {
+    const job = await cronJob();
+    const paused = await t.service.pauseJob(t.actor, job.id);
+    expect(paused.status).toBe('PAUSED');
+    expect(paused.cron?.nextFireAt).toBeNull();
+    expect((await t.service.pauseJob(t.actor, job.id)).status).toBe('PAUSED');
+    const resumed = await t.service.resumeJob(t.actor, job.id);
+    expect(resumed.status).toBe('ACTIVE');
+    const now = (await t.query<{ now: Date }>('select now() as now')).rows[0]!.now;
+    expect(resumed.cron!.nextFireAt!.getTime()).toBeGreaterThan(now.getTime() - 1000);
+    expect(resumed.cron!.nextFireAt!.getTime()).toBeLessThanOrEqual(now.getTime() + 3_600_000);
+  });
+
+  it('uses the injected clock for schedule computations', async () => {
+    const fixed = new Date('2030-01-01T10:07:00Z');
+    const { createJobService } = await import('../../src/service/index.js');
+    const svc = createJobService({ db: t.db, defaultMaxAttempts: 5, clock: async () => fixed });
+    const { job } = await svc.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 * * * *' } });
+    expect(job.cron?.nextFireAt?.toISOString()).toBe('2030-01-01T11:00:00.000Z');
+  });
+
+  it('refuses a retired job with RETIRED', async () => {
+    const job = await cronJob();
+    await t.service.cancelJob(t.actor, job.id);
+    expect(await codeOf(() => t.service.pauseJob(t.actor, job.id))).toBe('RETIRED');
+    expect(await codeOf(() => t.service.resumeJob(t.actor, job.id))).toBe('RETIRED');
+  });
+});
+
+describe('cron schedule bounds', () => {
+  it('starts no earlier than startsAt', async () => {
+    const startsAt = new Date('2031-06-01T00:00:00Z');
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 12 * * *', startsAt } });
+    expect(job.cron?.nextFireAt?.toISOString()).toBe('2031-06-01T12:00:00.000Z');
+  });
+
+  it('refuses a schedule that has already ended', async () => {
+    expect(
+      await codeOf(() =>
+        t.service.createJob(t.actor, {
+          endpointId,
+          kind: 'CRON',
+          cron: { expression: '0 12 * * *', startsAt: new Date('2020-01-01T00:00:00Z'), endsAt: new Date('2020-01-01T06:00:00Z') },
+        }),
+      ),
+    ).toBe('VALIDATION_FAILED');
+  });
+});
