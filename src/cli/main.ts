@@ -49,11 +49,20 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
 
+  // Signals are handled from the first moment: one that arrives during start (initdb can take
+  // seconds) stops the process cleanly once start has settled, instead of killing it half-way.
+  let stopRequested: { why: string; code: number } | undefined;
+  let onStop: (why: string, code: number) => void = (why, code) => {
+    stopRequested ??= { why, code };
+  };
+  process.once('SIGINT', () => onStop('SIGINT', 0));
+  process.once('SIGTERM', () => onStop('SIGTERM', 0));
+
   const { startApp } = await import('../app.js');
   const app = await startApp(config, log);
   return new Promise<number>((resolve) => {
     let stopping = false;
-    const shutdown = (why: string, code: number) => {
+    onStop = (why, code) => {
       if (stopping) return;
       stopping = true;
       log.info(`shutting down (${why})`);
@@ -65,9 +74,8 @@ async function main(argv: string[]): Promise<number> {
         },
       );
     };
-    process.once('SIGINT', () => shutdown('SIGINT', 0));
-    process.once('SIGTERM', () => shutdown('SIGTERM', 0));
-    void app.lost.then(() => shutdown('the embedded Postgres exited', 1));
+    if (stopRequested) onStop(stopRequested.why, stopRequested.code);
+    void app.lost.then(() => onStop('the embedded Postgres exited', 1));
   });
 }
 

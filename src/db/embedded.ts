@@ -192,7 +192,8 @@ async function waitForExit(pid: number, ms: number): Promise<boolean> {
 
 /** Takes the data folder's lock file, or explains who holds it. */
 function acquireLock(lockFile: string, dataDir: string): void {
-  for (let tries = 0; tries < 3; tries++) {
+  for (let tries = 0; tries < 20; tries++) {
+    if (tries > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
     try {
       fs.writeFileSync(lockFile, `${process.pid}\n`, { flag: 'wx' });
       return;
@@ -206,8 +207,23 @@ function acquireLock(lockFile: string, dataDir: string): void {
           'Stop it first, or give this one its own folder with JOBGATE_DATA_DIR, or point it at a server with DATABASE_URL.',
       );
     }
-    // Stale: its owner is gone.
-    fs.rmSync(lockFile, { force: true });
+    // Stale: its owner is gone. Replace it inside a critical section (an exclusive mkdir), so
+    // two starts that both judged it stale cannot each remove the other's fresh lock.
+    const guard = `${lockFile}.takeover`;
+    try {
+      fs.mkdirSync(guard);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      // A takeover older than a few seconds was abandoned by a killed process.
+      const age = Date.now() - (fs.statSync(guard, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if (age > 10_000) fs.rmSync(guard, { recursive: true, force: true });
+      continue;
+    }
+    try {
+      if (liveHolder(lockFile, /node|jobgate|tsx/) === undefined) fs.rmSync(lockFile, { force: true });
+    } finally {
+      fs.rmSync(guard, { recursive: true, force: true });
+    }
   }
   throw new EmbeddedPostgresError(`could not take the lock ${lockFile}`);
 }
@@ -236,13 +252,23 @@ async function initialiseCluster(
         'refusing to initialise over it. Move it away to start fresh.',
     );
   }
-  fs.mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
+  // Build the cluster in a sibling folder and rename it into place only once it is complete and
+  // its credentials are saved: a start killed half-way leaves a folder the next start discards,
+  // never a cluster nobody has the password of.
+  const staging = `${clusterDir}.init`;
+  fs.rmSync(staging, { recursive: true, force: true });
+  fs.mkdirSync(staging, { recursive: true, mode: 0o700 });
+  if (user) fs.chownSync(staging, user.uid, user.gid);
   const credentials: Credentials = { user: 'postgres', password: randomBytes(18).toString('base64url') };
-  const pwDir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-initdb-'));
+  // initdb reads the password from a file (not from a socket-backed stdin). It lives beside the
+  // cluster, readable by its owner only, and is removed after; a start killed outright leaves it
+  // for the next start to remove.
+  const pwDir = `${clusterDir}.initpw`;
+  fs.rmSync(pwDir, { recursive: true, force: true });
+  fs.mkdirSync(pwDir, { mode: 0o700 });
   const pwFile = path.join(pwDir, 'pw');
   fs.writeFileSync(pwFile, credentials.password + '\n', { mode: 0o600 });
   if (user) {
-    fs.chownSync(clusterDir, user.uid, user.gid);
     fs.chownSync(pwDir, user.uid, user.gid);
     fs.chownSync(pwFile, user.uid, user.gid);
   }
@@ -253,7 +279,7 @@ async function initialiseCluster(
       const child = spawn(
         bins.initdb,
         [
-          `--pgdata=${clusterDir}`,
+          `--pgdata=${staging}`,
           `--username=${credentials.user}`,
           `--pwfile=${pwFile}`,
           '--auth=scram-sha-256',
@@ -270,14 +296,15 @@ async function initialiseCluster(
         else reject(new EmbeddedPostgresError(`initdb failed (code ${code}, signal ${signal}):\n${output.trim()}`));
       });
     });
-  } catch (error) {
-    // Leave an empty folder behind, not a half-made cluster, so the next start can retry.
+    fs.writeFileSync(credentialsFile, JSON.stringify(credentials) + '\n', { mode: 0o600 });
     fs.rmSync(clusterDir, { recursive: true, force: true });
+    fs.renameSync(staging, clusterDir);
+  } catch (error) {
+    fs.rmSync(staging, { recursive: true, force: true });
     throw error;
   } finally {
     fs.rmSync(pwDir, { recursive: true, force: true });
   }
-  fs.writeFileSync(credentialsFile, JSON.stringify(credentials) + '\n', { mode: 0o600 });
 }
 
 /**
@@ -303,7 +330,9 @@ function clusterDirFor(dataDir: string, user: OsUser | undefined, log: Logger): 
 async function recoverOrphan(clusterDir: string, log: Logger): Promise<void> {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
   if (!fs.existsSync(pidFile)) return;
-  const orphan = liveHolder(pidFile, /postgres/);
+  // Only a postgres serving this very cluster: after a reboot the pid may belong to another server.
+  const escaped = clusterDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const orphan = liveHolder(pidFile, new RegExp(`postgres.*-D ${escaped}( |$)`));
   if (orphan === undefined) {
     // The recorded server is gone (or the pid now belongs to something else): the file is stale.
     // Postgres would refuse to start over a pid that is alive but not its own, so clear it.

@@ -56,7 +56,8 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     server.listen(options.port, options.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  const shownHost = options.host === '0.0.0.0' || options.host === '127.0.0.1' ? 'localhost' : options.host;
+  // The address actually bound ("localhost" may resolve to ::1 first, where nothing listens).
+  const shownHost = options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host.includes(':') ? `[${options.host}]` : options.host;
   const url = `http://${shownHost}:${port}/graphql`;
   let closing: Promise<void> | undefined;
   return {
