@@ -10,6 +10,8 @@ import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import type { Actor } from './service/actor.js';
+import { HandlerRegistry } from './service/engine/handlers.js';
+import { createWorker, type Worker } from './service/engine/worker.js';
 import { createJobService } from './service/index.js';
 
 export interface RunningApp {
@@ -20,12 +22,27 @@ export interface RunningApp {
   lost: Promise<void>;
 }
 
-export async function startApp(config: Config, log: Logger): Promise<RunningApp> {
+export interface AppRoles {
+  /** Serve the GraphQL gateway. */
+  gateway: boolean;
+  /** Run a worker (executions of HTTP endpoints and the handlers in `handlers`). */
+  worker: boolean;
+}
+
+export async function startApp(
+  config: Config,
+  log: Logger,
+  roles: AppRoles = { gateway: true, worker: true },
+  handlers: HandlerRegistry = new HandlerRegistry(),
+): Promise<RunningApp> {
   const source: DatabaseSource = await openDatabaseSource(config, log);
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
+  let worker: Worker | undefined;
   const stop = async () => {
+    // Stop taking requests, let the worker drain within its grace period, then the database.
     await gateway?.close();
+    await worker?.stop({ graceMs: config.worker.shutdownGraceMs });
     await database?.close();
     await source.stop();
   };
@@ -36,17 +53,33 @@ export async function startApp(config: Config, log: Logger): Promise<RunningApp>
     const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
-    // Until API keys exist every request acts in the default workspace.
-    const actor: Actor = { workspaceId: ws.id, kind: 'user', role: 'ADMIN' };
-    gateway = await startGateway({
-      service,
-      authenticate: async () => actor,
-      log,
-      host: config.host,
-      port: config.port,
-    });
-    log.info(`gateway: GraphQL and GraphiQL at ${gateway.url}`);
-    return { url: gateway.url, connectionString: source.connectionString, stop, lost: source.lost };
+    if (roles.worker) {
+      worker = createWorker({
+        pool: database.pool,
+        connectionString: source.connectionString,
+        handlers,
+        log,
+        concurrency: config.worker.concurrency,
+        leaseMs: config.worker.leaseMs,
+        heartbeatMs: config.worker.heartbeatMs,
+        defaultTimeoutMs: config.worker.defaultTimeoutMs,
+        outboundAllow: config.worker.outboundAllow,
+      });
+      await worker.start();
+    }
+    if (roles.gateway) {
+      // Until API keys exist every request acts in the default workspace.
+      const actor: Actor = { workspaceId: ws.id, kind: 'user', role: 'ADMIN' };
+      gateway = await startGateway({
+        service,
+        authenticate: async () => actor,
+        log,
+        host: config.host,
+        port: config.port,
+      });
+      log.info(`gateway: GraphQL and GraphiQL at ${gateway.url}`);
+    }
+    return { url: gateway?.url ?? '', connectionString: source.connectionString, stop, lost: source.lost };
   } catch (error) {
     await stop().catch(() => {});
     throw error;

@@ -31,6 +31,16 @@ const envSchema = z.object({
   JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
   DATABASE_POOL_MAX: intFrom(10, 1, 1000),
   JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(5, 1, 100),
+  JOBGATE_WORKER_CONCURRENCY: intFrom(20, 1, 10_000),
+  JOBGATE_LEASE_MS: intFrom(30_000, 1_000, 3_600_000),
+  JOBGATE_HEARTBEAT_MS: intFrom(10_000, 100, 600_000),
+  JOBGATE_DEFAULT_TIMEOUT_MS: intFrom(30_000, 1, 3_600_000),
+  JOBGATE_SHUTDOWN_GRACE_MS: intFrom(10_000, 0, 3_600_000),
+  JOBGATE_OUTBOUND_ALLOW: z
+    .string()
+    .optional()
+    .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
+    .refine((list) => list.every((c) => /^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(c)), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -48,6 +58,15 @@ export interface Config {
   defaultMaxAttempts: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   production: boolean;
+  worker: {
+    concurrency: number;
+    leaseMs: number;
+    heartbeatMs: number;
+    defaultTimeoutMs: number;
+    shutdownGraceMs: number;
+    /** CIDRs outbound HTTP may reach although they are private or special-purpose. */
+    outboundAllow: string[];
+  };
 }
 
 export class ConfigError extends Error {
@@ -71,5 +90,13 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
     logLevel: e.JOBGATE_LOG_LEVEL,
     production: e.NODE_ENV === 'production',
+    worker: Object.freeze({
+      concurrency: e.JOBGATE_WORKER_CONCURRENCY,
+      leaseMs: e.JOBGATE_LEASE_MS,
+      heartbeatMs: Math.min(e.JOBGATE_HEARTBEAT_MS, Math.floor(e.JOBGATE_LEASE_MS / 3)),
+      defaultTimeoutMs: e.JOBGATE_DEFAULT_TIMEOUT_MS,
+      shutdownGraceMs: e.JOBGATE_SHUTDOWN_GRACE_MS,
+      outboundAllow: e.JOBGATE_OUTBOUND_ALLOW,
+    }),
   });
 }

@@ -5,7 +5,11 @@
  *   const gate = await createJobgate({ databaseUrl: process.env.DATABASE_URL });
  *   const { job } = await gate.client.createJob({ endpointName: 'billing.send-invoice', kind: 'IMMEDIATE', input: {...} });
  */
+import type { ZodType } from 'zod';
 import { createDatabase, type Database } from './db/pool.js';
+import { createLogger, type Logger } from './log.js';
+import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
+import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
@@ -20,7 +24,10 @@ export interface JobgateOptions {
   /** Max attempts when neither a job nor its endpoint sets one. Default 5. */
   defaultMaxAttempts?: number;
   poolMax?: number;
+  log?: Logger;
 }
+
+export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'>;
 
 /** The service with the actor argument already filled in. */
 export type BoundService = {
@@ -43,7 +50,16 @@ export interface Jobgate {
   actor(workspaceSlug?: string, role?: Role): Promise<Actor>;
   /** The service acting as `actor`. */
   as(actor: Actor): BoundService;
+  /**
+   * Registers the in-process handler for HANDLER endpoints whose `handlerName` is `name`. With a
+   * zod schema, input is parsed first and a mismatch fails the execution without retries.
+   * Handlers run at least once per execution: make them idempotent.
+   */
+  handle<I = unknown>(name: string, schemaOrFn: ZodType<I> | HandlerFn<I>, fn?: HandlerFn<I>): void;
+  /** Starts a worker in this process for HTTP endpoints and the handlers registered here. */
+  startWorker(options?: StartWorkerOptions): Promise<Worker>;
   database: Database;
+  /** Stops workers started here (gracefully), then closes the pool. */
   close(): Promise<void>;
 }
 
@@ -57,15 +73,40 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     return { workspaceId: ws.id, kind: 'library', role };
   };
   const defaultActor = await actor();
+  const handlers = new HandlerRegistry();
+  const workers: Worker[] = [];
+  const log = options.log ?? createLogger('warn');
   return {
     service,
     client: bindActor(service, defaultActor),
     actor,
     as: (a) => bindActor(service, a),
+    handle(name, schemaOrFn, fn) {
+      if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
+      else handlers.register(name, schemaOrFn, fn as HandlerFn);
+    },
+    async startWorker(workerOptions = {}) {
+      const worker = createWorker({
+        ...workerOptions,
+        pool: database.pool,
+        connectionString: options.databaseUrl,
+        handlers,
+        log,
+      });
+      await worker.start();
+      workers.push(worker);
+      return worker;
+    },
     database,
-    close: () => database.close(),
+    async close() {
+      await Promise.all(workers.splice(0).map((w) => w.stop()));
+      await database.close();
+    },
   };
 }
+
+export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
+export type { Worker } from './service/engine/worker.js';
 
 export { createJobService, type JobService } from './service/index.js';
 export * from './service/errors.js';

@@ -9,8 +9,10 @@ import { createLogger } from '../log.js';
 const USAGE = `usage: jobgate <command>
 
 commands:
-  start     serve the GraphQL gateway (on the embedded Postgres unless DATABASE_URL is set)
-  serve     the same as start
+  start     the GraphQL gateway and a worker in one process
+            (on the embedded Postgres unless DATABASE_URL is set)
+  serve     the gateway only, for scaling out (N gateways, M workers, one Postgres)
+  worker    a worker only
   migrate   apply pending migrations and exit
   schema    print the GraphQL SDL
 `;
@@ -22,7 +24,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(printSdl());
     return 0;
   }
-  if (command !== 'start' && command !== 'serve' && command !== 'migrate') {
+  if (command !== 'start' && command !== 'serve' && command !== 'worker' && command !== 'migrate') {
     process.stderr.write(USAGE);
     return command === undefined || command === 'help' || command === '--help' ? 0 : 2;
   }
@@ -59,7 +61,7 @@ async function main(argv: string[]): Promise<number> {
   process.once('SIGTERM', () => onStop('SIGTERM', 0));
 
   const { startApp } = await import('../app.js');
-  const app = await startApp(config, log);
+  const app = await startApp(config, log, { gateway: command !== 'worker', worker: command !== 'serve' });
   return new Promise<number>((resolve) => {
     let stopping = false;
     onStop = (why, code) => {

@@ -92,19 +92,26 @@ export interface JobsTable {
   misfire_policy: MisfirePolicy | null;
   overlap_policy: OverlapPolicy | null;
   next_fire_at: Timestamp | null;
+  lock_key: string | null;
   retired_at: Timestamp | null;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
 }
 
+export type ExecutionTrigger = 'SCHEDULE' | 'MANUAL';
 export type ExecutionStatus = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
 
 export interface ExecutionsTable {
   id: Generated<string>;
   workspace_id: string;
   job_id: string;
+  endpoint_id: string;
   scheduled_for: Timestamp;
   status: ColumnType<ExecutionStatus, ExecutionStatus | undefined, ExecutionStatus>;
+  lock_key: string | null;
+  cancel_requested_at: Timestamp | null;
+  request_id: string | null;
+  trigger: ColumnType<ExecutionTrigger, ExecutionTrigger | undefined, ExecutionTrigger>;
   attempt_count: Generated<number>;
   max_attempts: number;
   run_after: Timestamp;

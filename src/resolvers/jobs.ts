@@ -1,6 +1,6 @@
 import { builder } from '../schema/builder.js';
 import { DateTimeScalar, pageArgs } from '../schema/common.js';
-import { ExecutionConnectionRef, ExecutionRef, ExecutionStatusEnum } from '../schema/execution.js';
+import { ExecutionConnectionRef, ExecutionRef, ExecutionStatusEnum, TriggerJobPayloadRef } from '../schema/execution.js';
 import {
   CancelJobPayloadRef,
   CreateJobInputRef,
@@ -9,6 +9,8 @@ import {
   JobConnectionRef,
   JobFilterInputRef,
   JobRef,
+  TriggerJobInputRef,
+  triggerJobValidation,
   UpdateJobInputRef,
   updateJobValidation,
 } from '../schema/job.js';
@@ -92,5 +94,27 @@ builder.mutationFields((t) => ({
       'RETIRED when already retired; FORBIDDEN for an internal job.',
     args: { id: t.arg.id({ required: true, description: 'The job to cancel.' }) },
     resolve: (_root, args, ctx) => ctx.service.cancelJob(ctx.actor, id(args.id)),
+  }),
+  triggerJob: t.field({
+    type: TriggerJobPayloadRef,
+    description:
+      'Runs a job now, outside its schedule. CONFLICT while it is paused or has a live execution, unless `force`; ' +
+      'RETIRED for a retired job; LOCK_HELD when its lock key is taken.',
+    args: { input: t.arg({ type: TriggerJobInputRef, required: true, description: 'Which job, and how.', validate: triggerJobValidation }) },
+    resolve: (_root, args, ctx) => ctx.service.triggerJob(ctx.actor, args.input as never),
+  }),
+  cancelExecution: t.field({
+    type: ExecutionRef,
+    description:
+      'Cancels an execution: a pending one at once; a running one has its attempt aborted and ends CANCELLED when it returns. ' +
+      'CONFLICT when it has already finished.',
+    args: { id: t.arg.id({ required: true, description: 'The execution to cancel.' }) },
+    resolve: (_root, args, ctx) => ctx.service.cancelExecution(ctx.actor, id(args.id)),
+  }),
+  retryExecution: t.field({
+    type: ExecutionRef,
+    description: 'Re-drives a FAILED execution with a fresh attempt budget, due now. CONFLICT when it is not FAILED.',
+    args: { id: t.arg.id({ required: true, description: 'The failed execution.' }) },
+    resolve: (_root, args, ctx) => ctx.service.retryExecution(ctx.actor, id(args.id)),
   }),
 }));

@@ -1,3 +1,4 @@
+import type { TriggerJobResult } from '../service/execution-control.js';
 import type { Attempt, Execution } from '../service/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar } from './common.js';
@@ -11,6 +12,14 @@ export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
     SUCCEEDED: { description: 'An attempt succeeded.' },
     FAILED: { description: 'Every attempt failed, or one failed unrecoverably. An operator may re-drive it.' },
     CANCELLED: { description: 'Cancelled before it could succeed.' },
+  } as const,
+});
+
+export const ExecutionTriggerEnum = builder.enumType('ExecutionTrigger', {
+  description: 'What created an execution.',
+  values: {
+    SCHEDULE: { description: "The job's creation (IMMEDIATE, DELAYED) or its cron schedule." },
+    MANUAL: { description: 'An operator ran the job with triggerJob.' },
   } as const,
 });
 
@@ -56,6 +65,13 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
       description: 'While PENDING: when the next attempt may start.',
       resolve: (e) => e.nextAttemptAt,
     }),
+    trigger: t.field({ type: ExecutionTriggerEnum, description: 'What created this execution.', resolve: (e) => e.trigger }),
+    cancelRequestedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When cancellation of the running attempt was requested; it ends CANCELLED when the attempt returns.',
+      resolve: (e) => e.cancelRequestedAt,
+    }),
     lastError: t.exposeString('lastError', { nullable: true, description: 'The most recent error or the reason it ended.' }),
     finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it reached a final status.', resolve: (e) => e.finishedAt }),
     attempts: t.field({
@@ -69,3 +85,11 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
 });
 
 export const ExecutionConnectionRef = connectionOf('Execution', ExecutionRef, 'execution');
+
+export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('TriggerJobPayload').implement({
+  description: 'The result of triggerJob.',
+  fields: (t) => ({
+    execution: t.field({ type: ExecutionRef, description: 'The execution that runs the job now.', resolve: (r) => r.execution }),
+    created: t.exposeBoolean('created', { description: 'false when the requestId was seen before and its execution is returned.' }),
+  }),
+});

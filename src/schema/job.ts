@@ -1,4 +1,4 @@
-import { createJobSchema, updateJobSchema } from '../service/inputs.js';
+import { createJobSchema, triggerJobSchema, updateJobSchema } from '../service/inputs.js';
 import type { CancelJobResult, CreateJobResult } from '../service/jobs.js';
 import type { CronSchedule, Job } from '../service/models.js';
 import { builder } from './builder.js';
@@ -77,6 +77,10 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
       nullable: true,
       description: 'The key that makes creating this job idempotent, unique per endpoint; null when none was given.',
     }),
+    lockKey: t.exposeString('lockKey', {
+      nullable: true,
+      description: 'While an execution of a job with this key is pending or running, no other job with the same key may start one.',
+    }),
     runAt: t.field({ type: DateTimeScalar, nullable: true, description: 'DELAYED only: when it runs.', resolve: (j) => j.runAt }),
     cron: t.field({ type: CronScheduleRef, nullable: true, description: 'CRON only: the schedule.', resolve: (j) => j.cron }),
     retiredAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the job was cancelled.', resolve: (j) => j.retiredAt }),
@@ -143,6 +147,9 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
         'Makes creation idempotent per endpoint: a repeat with the same key and request returns the existing job; ' +
         'with a different request it is CONFLICT. Omit it (never send "") for no key.',
     }),
+    lockKey: t.string({
+      description: 'Mutual exclusion in the workspace: creation is refused with LOCK_HELD while another job with this key has a pending or running execution.',
+    }),
     runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: when to run.' }),
     cron: t.field({ type: CronScheduleInputRef, description: 'CRON: the schedule.' }),
   }),
@@ -170,3 +177,15 @@ export const JobFilterInputRef = builder.inputType('JobFilter', {
     endpointId: t.id({ description: 'Only jobs on this endpoint.' }),
   }),
 });
+
+export const TriggerJobInputRef = builder.inputType('TriggerJobInput', {
+  description: 'Run a job now, outside its schedule.',
+  fields: (t) => ({
+    id: t.id({ required: true, description: 'The job to run.' }),
+    force: t.boolean({ description: 'Run even if the job is paused or already has a pending or running execution. Default false.' }),
+    requestId: t.string({
+      description: 'Your id for this request: repeating it (a retry after a timeout, say) returns the same execution instead of starting another.',
+    }),
+  }),
+});
+export const triggerJobValidation = zodInput(triggerJobSchema);

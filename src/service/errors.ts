@@ -108,3 +108,14 @@ export class InternalEndpointError extends DomainError {
     });
   }
 }
+
+export class LockHeldError extends DomainError {
+  override name = 'LockHeldError';
+  constructor(lockKey: string, holder: { jobId: string; executionId: string }) {
+    super('LOCK_HELD', `lock key "${lockKey}" is held by job ${holder.jobId} (execution ${holder.executionId}), which is pending or running`, {
+      lockKey,
+      holderJobId: holder.jobId,
+      holderExecutionId: holder.executionId,
+    });
+  }
+}

@@ -5,6 +5,7 @@
 import { createCatalogService } from './catalog.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
+import { createExecutionControlService } from './execution-control.js';
 import { createJobsService } from './jobs.js';
 
 export function createJobService(deps: ServiceDeps) {
@@ -13,6 +14,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createCatalogService(ctx),
     ...createEndpointService(ctx),
     ...createJobsService(ctx),
+    ...createExecutionControlService(ctx),
   };
 }
 
@@ -22,4 +24,5 @@ export type { Actor, Role } from './actor.js';
 export * from './errors.js';
 export type * from './models.js';
 export type { CreateJobResult, CancelJobResult } from './jobs.js';
+export type { TriggerJobResult } from './execution-control.js';
 export type { Connection, Edge } from './pagination.js';

@@ -177,6 +177,7 @@ export const createJobSchema = z
     input: z.unknown().optional(),
     maxAttempts: z.number().int().min(1).max(100).nullish(),
     idempotencyKey: idempotencyKey.nullish(),
+    lockKey: z.string().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
     runAt: dateSchema.nullish(),
     cron: cronScheduleSchema.nullish(),
   })
@@ -232,3 +233,12 @@ export const cronPreviewSchema = z.object({
   count: z.number().int().min(1).max(100).nullish(),
 });
 export type CronPreviewInput = z.input<typeof cronPreviewSchema>;
+
+export const triggerJobSchema = z.object({
+  id: idSchema,
+  /** Run even if the job is paused or already has a pending or running execution. */
+  force: z.boolean().nullish(),
+  /** Makes the trigger idempotent: the same request id returns the same execution. */
+  requestId: z.string().min(1, 'must not be empty; omit it for none').max(200).nullish(),
+});
+export type TriggerJobInput = z.input<typeof triggerJobSchema>;

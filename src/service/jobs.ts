@@ -13,7 +13,16 @@ import { sql } from 'kysely';
 import { isSystem, type Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { firstFireAt, nextOccurrences, normalizeCron } from './cron.js';
-import { ArchivedError, ConflictError, ForbiddenError, InternalEndpointError, NotFoundError, RetiredError, ValidationError } from './errors.js';
+import {
+  ArchivedError,
+  ConflictError,
+  ForbiddenError,
+  InternalEndpointError,
+  LockHeldError,
+  NotFoundError,
+  RetiredError,
+  ValidationError,
+} from './errors.js';
 import { resolveEndpoint } from './endpoints.js';
 import {
   createJobSchema,
@@ -69,11 +78,20 @@ function differingField(existing: JobRow, wanted: NewJob): string | undefined {
   return undefined;
 }
 
-function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow): void {
+export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow): void {
   if (endpoint.type === 'INTERNAL' && !isSystem(actor)) {
     throw new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
   }
   if (job.status === 'RETIRED') throw new RetiredError(job.id);
+}
+
+/** The job, locked for update, with its endpoint. Throws NOT_FOUND. */
+export async function lockJob(trx: Executor, actor: Actor, id: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
+  const job = await jobsRepo.findJobById(trx, actor.workspaceId, id, { forUpdate: true });
+  if (!job) throw new NotFoundError('Job', id);
+  const endpoint = await endpointsRepo.findEndpointById(trx, actor.workspaceId, job.endpoint_id);
+  if (!endpoint) throw new NotFoundError('Job', id);
+  return { job, endpoint };
 }
 
 export function createJobsService(ctx: ServiceContext) {
@@ -85,13 +103,6 @@ export function createJobsService(ctx: ServiceContext) {
     if (spec) validateAgainstSpec(spec, input, ['input']);
   }
 
-  async function lockJob(trx: Executor, actor: Actor, id: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
-    const job = await jobsRepo.findJobById(trx, actor.workspaceId, id, { forUpdate: true });
-    if (!job) throw new NotFoundError('Job', id);
-    const endpoint = await endpointsRepo.findEndpointById(trx, actor.workspaceId, job.endpoint_id);
-    if (!endpoint) throw new NotFoundError('Job', id);
-    return { job, endpoint };
-  }
 
   function nextFire(job: Pick<JobRow, 'cron_expression' | 'timezone' | 'starts_at' | 'ends_at'>, now: Date): Date | null {
     return firstFireAt(job.cron_expression!, job.timezone!, now, job.starts_at, job.ends_at);
@@ -108,7 +119,9 @@ export function createJobsService(ctx: ServiceContext) {
      * different request it is CONFLICT. A concurrent create with the same key converges on the
      * one job that won the unique index, without aborting this transaction.
      *
-     * Throws VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT.
+     * A `lockKey` is refused with LOCK_HELD while another execution holding it is pending or running.
+     *
+     * Throws VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT, LOCK_HELD.
      */
     async createJob(actor: Actor, raw: CreateJobInput): Promise<CreateJobResult> {
       const input = parseInput(createJobSchema, raw);
@@ -136,6 +149,7 @@ export function createJobsService(ctx: ServiceContext) {
           ends_at: input.cron?.endsAt ?? null,
           misfire_policy: input.cron ? (input.cron.misfirePolicy ?? 'FIRE_LATEST') : null,
           overlap_policy: input.cron ? (input.cron.overlapPolicy ?? 'SKIP') : null,
+          lock_key: input.lockKey ?? null,
         };
 
         const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
@@ -155,6 +169,12 @@ export function createJobsService(ctx: ServiceContext) {
           if (existing) return existing;
         }
 
+        if (row.lock_key) {
+          // Checked first so the common refusal leaves the transaction intact; the partial unique
+          // index on live executions stays the authority (see the insert below).
+          const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, row.lock_key);
+          if (holder) throw new LockHeldError(row.lock_key, { jobId: holder.job_id, executionId: holder.id });
+        }
         const now = await ctx.now(trx);
         if (row.kind === 'CRON') {
           row.next_fire_at = nextFire(row as JobRow, now);
@@ -168,12 +188,20 @@ export function createJobsService(ctx: ServiceContext) {
           throw new Error('idempotency insert conflicted but no job holds the key');
         }
         if (inserted.kind !== 'CRON') {
-          await executionsRepo.insertExecution(trx, {
+          const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
             workspace_id: actor.workspaceId,
             job_id: inserted.id,
+            endpoint_id: endpoint.id,
             scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
             max_attempts: maxAttempts,
+            lock_key: inserted.lock_key,
           });
+          if (!execution) {
+            // Only the live-lock index can refuse a new job's first execution: a concurrent job
+            // took the key after our check. Throwing rolls this job back with it.
+            const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, inserted.lock_key ?? '');
+            throw new LockHeldError(inserted.lock_key ?? '', { jobId: holder?.job_id ?? 'unknown', executionId: holder?.id ?? 'unknown' });
+          }
         }
         return { job: toJob(inserted), created: true };
       });
@@ -260,7 +288,7 @@ export function createJobsService(ctx: ServiceContext) {
 
     /**
      * Cancels a job, in one transaction: the job is retired, its pending executions are
-     * cancelled and its schedule stops. Throws NOT_FOUND, RETIRED (already retired),
+     * cancelled, its running ones are asked to abort (they end CANCELLED) and its schedule stops. Throws NOT_FOUND, RETIRED (already retired),
      * FORBIDDEN (internal job).
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
@@ -273,6 +301,8 @@ export function createJobsService(ctx: ServiceContext) {
           next_fire_at: null,
         });
         const cancelledExecutions = await executionsRepo.cancelPendingExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
+        // Running attempts are asked to stop; they end CANCELLED when they return.
+        await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, { jobId: job.id });
         return { job: toJob(retired), cancelledExecutions };
       });
     },

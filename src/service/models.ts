@@ -92,6 +92,7 @@ export interface Job {
   input: unknown;
   maxAttempts: number;
   idempotencyKey: string | null;
+  lockKey: string | null;
   runAt: Date | null;
   cron: CronSchedule | null;
   retiredAt: Date | null;
@@ -109,6 +110,10 @@ export interface Execution {
   maxAttempts: number;
   /** When the next attempt may start, while the execution is PENDING. */
   nextAttemptAt: Date | null;
+  /** SCHEDULE (its job's schedule or creation) or MANUAL (triggerJob). */
+  trigger: ExecutionRow['trigger'];
+  /** When an operator asked a running attempt to stop. */
+  cancelRequestedAt: Date | null;
   lastError: string | null;
   finishedAt: Date | null;
   createdAt: Date;
@@ -188,6 +193,7 @@ export const toJob = (r: JobRow): Job => ({
   input: r.input,
   maxAttempts: r.max_attempts,
   idempotencyKey: r.idempotency_key,
+  lockKey: r.lock_key,
   runAt: r.run_at,
   cron:
     r.kind === 'CRON'
@@ -215,6 +221,8 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   attemptCount: r.attempt_count,
   maxAttempts: r.max_attempts,
   nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
+  trigger: r.trigger,
+  cancelRequestedAt: r.cancel_requested_at,
   lastError: r.last_error,
   finishedAt: r.finished_at,
   createdAt: r.created_at,

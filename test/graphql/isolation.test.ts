@@ -66,6 +66,9 @@ const probes: Record<string, Probe> = {
   pauseJob: { query: `mutation ($id: ID!) { pauseJob(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
   resumeJob: { query: `mutation ($id: ID!) { resumeJob(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
   cancelJob: { query: `mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }`, id: 'job', expect: 'NOT_FOUND' },
+  triggerJob: { query: `mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }`, id: 'job', expect: 'NOT_FOUND' },
+  cancelExecution: { query: `mutation ($id: ID!) { cancelExecution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
+  retryExecution: { query: `mutation ($id: ID!) { retryExecution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
 };
 
 const rootFields = () => [

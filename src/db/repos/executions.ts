@@ -3,16 +3,129 @@ import type { AttemptRow, ExecutionRow, ExecutionStatus } from '../types.js';
 import { afterCursor } from '../../service/pagination.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
-export async function insertExecution(
-  db: Executor,
-  row: { workspace_id: string; job_id: string; scheduled_for: Date | string; max_attempts: number },
-): Promise<ExecutionRow> {
+export interface NewExecutionRow {
+  workspace_id: string;
+  job_id: string;
+  endpoint_id: string;
+  scheduled_for: Date | string;
+  max_attempts: number;
+  lock_key?: string | null;
+  trigger?: 'SCHEDULE' | 'MANUAL';
+  request_id?: string | null;
+}
+
+/**
+ * Inserts an execution unless a unique index refuses it: the live lock key, the (job, request
+ * id) pair, or the (job, scheduled_for) occurrence. `on conflict do nothing` turns any of those
+ * into an empty result, so the caller's transaction stays usable and it can find out which.
+ */
+export async function insertExecutionUnlessTaken(db: Executor, row: NewExecutionRow): Promise<ExecutionRow | undefined> {
   scoped(row.workspace_id);
   return db
     .insertInto('executions')
     .values({ ...row, run_after: row.scheduled_for })
+    .onConflict((oc) => oc.doNothing())
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
+}
+
+/** The pending or running execution holding a lock key in the workspace, if any. */
+export async function findLockHolder(db: Executor, workspaceId: string, lockKey: string): Promise<ExecutionRow | undefined> {
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('lock_key', '=', lockKey)
+    .where('status', 'in', ['PENDING', 'RUNNING'])
+    .executeTakeFirst();
+}
+
+export async function findByRequestId(db: Executor, workspaceId: string, jobId: string, requestId: string): Promise<ExecutionRow | undefined> {
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('job_id', '=', jobId)
+    .where('request_id', '=', requestId)
+    .executeTakeFirst();
+}
+
+export async function findLiveExecution(db: Executor, workspaceId: string, jobId: string): Promise<ExecutionRow | undefined> {
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('job_id', '=', jobId)
+    .where('status', 'in', ['PENDING', 'RUNNING'])
+    .orderBy('created_at')
+    .executeTakeFirst();
+}
+
+export async function findExecutionForUpdate(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/** Cancels a pending execution at once. Compare-and-set on PENDING. */
+export async function cancelIfPending(db: Executor, workspaceId: string, id: string, reason: string): Promise<ExecutionRow | undefined> {
+  return db
+    .updateTable('executions')
+    .set({ status: 'CANCELLED', finished_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, last_error: reason })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .where('status', '=', 'PENDING')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * Asks the workers running the job's (or one) execution to abort it: it ends CANCELLED when
+ * the attempt returns. The NOTIFY is a hint; heartbeats carry the request too.
+ */
+export async function requestCancelOfRunning(
+  db: Executor,
+  workspaceId: string,
+  where: { jobId: string } | { executionId: string },
+): Promise<ExecutionRow[]> {
+  let q = db
+    .updateTable('executions')
+    .set({ cancel_requested_at: sql<Date>`coalesce(cancel_requested_at, now())`, updated_at: sql<Date>`now()` })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('status', '=', 'RUNNING');
+  q = 'jobId' in where ? q.where('job_id', '=', where.jobId) : q.where('id', '=', where.executionId);
+  const rows = await q.returningAll().execute();
+  for (const row of rows) await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
+  return rows;
+}
+
+/**
+ * Re-drives a FAILED execution with a fresh attempt budget (as many attempts again as its job
+ * allows), due now. Compare-and-set on FAILED.
+ */
+export async function redriveFailed(db: Executor, workspaceId: string, id: string, freshAttempts: number): Promise<ExecutionRow | undefined> {
+  const row = await db
+    .updateTable('executions')
+    .set(() => ({
+      status: 'PENDING',
+      max_attempts: sql<number>`attempt_count + ${freshAttempts}`,
+      run_after: sql<Date>`now()`,
+      finished_at: null,
+      cancel_requested_at: null,
+      updated_at: sql<Date>`now()`,
+    }))
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .where('status', '=', 'FAILED')
+    .returningAll()
+    .executeTakeFirst();
+  if (row) await sql`select pg_notify('jobgate_work', '')`.execute(db);
+  return row;
 }
 
 export async function findExecutionById(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {

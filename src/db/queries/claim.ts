@@ -1,0 +1,161 @@
+/**
+ * Claiming due executions: the hot query of the engine.
+ *
+ * One statement claims a batch and writes its attempt rows: candidates are selected with
+ * `FOR UPDATE SKIP LOCKED` (concurrent workers never wait on, or take, each other's rows), each
+ * claimed execution gets a new lease (owner, epoch + 1, expiry on the database clock) and its
+ * attempt count is incremented at claim time — so an attempt lost to a crash has already
+ * counted. The attempt row is inserted in the same statement, keyed by (execution, epoch).
+ *
+ * Only executions this worker can deliver are candidates: HTTP endpoints, and HANDLER
+ * endpoints whose handler is registered in this process. Executions of jobs that are not ACTIVE
+ * wait, except a manual trigger of a paused job (an operator's explicit "run it anyway").
+ *
+ * Endpoints with a concurrency limit are claimed separately, under a transaction-scoped
+ * advisory lock per endpoint: the running count is read after the lock is taken and the lock
+ * is held until the claimed rows commit as RUNNING, so two workers can never both fill the
+ * same free slots. Endpoints without a limit (the common case) take the single-statement path.
+ */
+import type pg from 'pg';
+
+export interface ClaimedExecution {
+  id: string;
+  workspace_id: string;
+  job_id: string;
+  endpoint_id: string;
+  lease_epoch: number;
+  attempt_count: number;
+  max_attempts: number;
+  cancel_requested: boolean;
+  input: unknown;
+  endpoint_name: string;
+  kind: 'HTTP' | 'HANDLER';
+  url: string | null;
+  method: string | null;
+  headers: Record<string, string>;
+  timeout_ms: number | null;
+  signing_secret: string | null;
+  handler_name: string | null;
+  config_entries: Record<string, { value: string; secret: boolean }> | null;
+}
+
+// Shared by both claim paths: take the leases, count the attempts, write the attempt rows, and
+// return what delivery needs (job input, endpoint target, config for templating) in one trip.
+const CLAIM_TAIL = `), claimed as (
+  update executions e
+  set status = 'RUNNING',
+      lease_owner = $1,
+      lease_epoch = e.lease_epoch + 1,
+      lease_expires_at = now() + make_interval(secs => $4::double precision / 1000),
+      attempt_count = e.attempt_count + 1,
+      updated_at = now()
+  from candidates c
+  join jobs j on j.id = c.job_id
+  join endpoints en on en.id = c.endpoint_id
+  left join configs cf on cf.id = en.config_id
+  where e.id = c.id
+  returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
+            e.cancel_requested_at is not null as cancel_requested,
+            j.input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers, en.timeout_ms,
+            en.signing_secret, en.handler_name, cf.entries as config_entries
+), attempt_rows as (
+  insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id)
+  select workspace_id, id, attempt_count, lease_epoch, $1 from claimed
+)
+select * from claimed`;
+
+const CLAIM_UNLIMITED = `
+with candidates as (
+  select e.id, e.job_id, e.endpoint_id
+  from executions e
+  join jobs j on j.id = e.job_id
+  join endpoints en on en.id = e.endpoint_id
+  where e.status = 'PENDING'
+    and e.run_after <= now()
+    and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))
+    and en.concurrency_limit is null
+    and (en.kind = 'HTTP' or en.handler_name = any($3::text[]))
+  order by e.run_after, e.id
+  limit $2
+  for update of e skip locked
+${CLAIM_TAIL}`;
+
+/** Limited endpoints with due work whose advisory lock this transaction could take. */
+const LOCK_LIMITED = `
+select en.id, en.concurrency_limit,
+       (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
+from endpoints en
+where en.concurrency_limit is not null
+  and (en.kind = 'HTTP' or en.handler_name = any($1::text[]))
+  and exists (select 1 from executions e join jobs j on j.id = e.job_id
+              where e.endpoint_id = en.id and e.status = 'PENDING' and e.run_after <= now()
+                and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL')))
+  and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
+
+const CLAIM_LIMITED = `
+with candidates as (
+  select e.id, e.job_id, e.endpoint_id
+  from executions e
+  join jobs j on j.id = e.job_id
+  where e.status = 'PENDING'
+    and e.run_after <= now()
+    and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))
+    and e.endpoint_id = $3
+  order by e.run_after, e.id
+  limit $2
+  for update of e skip locked
+${CLAIM_TAIL}`;
+
+export interface ClaimOptions {
+  workerId: string;
+  limit: number;
+  handlers: string[];
+  leaseMs: number;
+  /** Whether any endpoint has a concurrency limit; skips the limited path when none does. */
+  limitedEndpoints: boolean;
+}
+
+export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<ClaimedExecution[]> {
+  if (!o.limitedEndpoints) {
+    const { rows } = await pool.query<ClaimedExecution>(CLAIM_UNLIMITED, [o.workerId, o.limit, o.handlers, o.leaseMs]);
+    return rows;
+  }
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const { rows } = await client.query<ClaimedExecution>(CLAIM_UNLIMITED, [o.workerId, o.limit, o.handlers, o.leaseMs]);
+    let room = o.limit - rows.length;
+    if (room > 0) {
+      const limited = await client.query<{ id: string; concurrency_limit: number; running: number }>(LOCK_LIMITED, [o.handlers]);
+      for (const ep of limited.rows) {
+        const free = Math.min(room, ep.concurrency_limit - ep.running);
+        if (free <= 0) continue;
+        const more = await client.query<ClaimedExecution>(CLAIM_LIMITED, [o.workerId, free, ep.id, o.leaseMs]);
+        rows.push(...more.rows);
+        room -= more.rows.length;
+        if (room <= 0) break;
+      }
+    }
+    await client.query('commit');
+    return rows;
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Whether any endpoint has a concurrency limit; the claim path is simpler when none does. */
+export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
+  const { rows } = await pool.query('select exists (select 1 from endpoints where concurrency_limit is not null and archived_at is null) as any');
+  return rows[0].any as boolean;
+}
+
+/** When the next pending execution becomes due, if any: the worker sets a timer for it. */
+export async function nextDueAt(pool: pg.Pool): Promise<Date | null> {
+  // Only future work: past-due rows this worker cannot deliver (paused job, a handler it lacks)
+  // would otherwise wake it in a loop.
+  const { rows } = await pool.query(`select min(run_after) as at from executions where status = 'PENDING' and run_after > now()`);
+  return (rows[0]?.at as Date | null) ?? null;
+}

@@ -1,0 +1,98 @@
+/**
+ * Lease upkeep: heartbeats, the reconciler and release at shutdown.
+ */
+import type pg from 'pg';
+
+/**
+ * Extends the leases this worker still holds (same owner and epoch, still RUNNING, not yet
+ * expired). Returns, per execution still held, whether a cancellation was requested: the
+ * worker aborts those, and aborts every execution *not* returned (its lease is gone).
+ */
+const HEARTBEAT = `
+update executions e
+set lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
+from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
+where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.lease_expires_at > now()
+returning e.id, e.cancel_requested_at is not null as cancel_requested`;
+
+export async function heartbeat(
+  pool: pg.Pool,
+  held: { id: string; epoch: number }[],
+  leaseMs: number,
+): Promise<Map<string, boolean>> {
+  if (held.length === 0) return new Map();
+  const { rows } = await pool.query<{ id: string; cancel_requested: boolean }>(HEARTBEAT, [
+    held.map((h) => h.id),
+    held.map((h) => h.epoch),
+    leaseMs,
+  ]);
+  return new Map(rows.map((r) => [r.id, r.cancel_requested]));
+}
+
+/**
+ * The reconciler: executions whose lease expired (their worker died, stalled or was cut off).
+ * Candidates are taken with SKIP LOCKED, so every worker may run this concurrently. The lost
+ * attempt has already counted (at claim); the execution is retried after the endpoint's backoff,
+ * or FAILED with "lease expired" when that was its last attempt — nothing is reclaimed forever.
+ * A cancellation requested meanwhile ends it CANCELLED.
+ */
+const RECONCILE = `
+with expired as (
+  select e.id from executions e
+  where e.status = 'RUNNING' and e.lease_expires_at <= now()
+  order by e.lease_expires_at
+  limit $1
+  for update of e skip locked
+), updated as (
+  update executions e
+  set status = case when e.cancel_requested_at is not null then 'CANCELLED'
+                    when e.attempt_count >= e.max_attempts then 'FAILED'
+                    else 'PENDING' end,
+      run_after = case when e.cancel_requested_at is null and e.attempt_count < e.max_attempts
+                       then now() + make_interval(secs => jobgate_backoff_ms(en.backoff_base_ms, en.backoff_max_ms, e.attempt_count, en.jitter) / 1000)
+                       else e.run_after end,
+      finished_at = case when e.cancel_requested_at is not null or e.attempt_count >= e.max_attempts then now() end,
+      last_error = 'lease expired',
+      lease_owner = null,
+      lease_expires_at = null,
+      updated_at = now()
+  from expired x, endpoints en
+  where e.id = x.id and en.id = e.endpoint_id
+  returning e.id, e.lease_epoch, e.status
+), attempts_lost as (
+  update attempts a
+  set outcome = 'LEASE_EXPIRED', finished_at = now(), error = 'lease expired: the worker stopped heartbeating'
+  from updated u
+  where a.execution_id = u.id and a.lease_epoch = u.lease_epoch and a.outcome is null
+)
+select id, status from updated`;
+
+export async function reconcileExpiredLeases(pool: pg.Pool, limit = 500): Promise<{ id: string; status: string }[]> {
+  const { rows } = await pool.query<{ id: string; status: string }>(RECONCILE, [limit]);
+  return rows;
+}
+
+/**
+ * Graceful shutdown: hands executions this worker still holds back to the queue, due now, so
+ * another worker picks them up at once. The interrupted attempt is not counted (its row is
+ * removed and the count given back): the worker chose to stop, the endpoint did not fail.
+ */
+const RELEASE = `
+with released as (
+  update executions e
+  set status = 'PENDING', run_after = now(), lease_owner = null, lease_expires_at = null,
+      attempt_count = e.attempt_count - 1, updated_at = now()
+  from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
+  where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
+  returning e.id, e.lease_epoch
+), attempt_rows as (
+  delete from attempts a using released r where a.execution_id = r.id and a.lease_epoch = r.lease_epoch
+)
+select id from released`;
+
+export async function releaseExecutions(pool: pg.Pool, held: { id: string; epoch: number }[]): Promise<string[]> {
+  if (held.length === 0) return [];
+  const { rows } = await pool.query<{ id: string }>(RELEASE, [held.map((h) => h.id), held.map((h) => h.epoch)]);
+  await pool.query(`select pg_notify('jobgate_work', '')`);
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,186 @@
+/**
+ * One attempt at delivering an execution: an HTTP request or an in-process handler call, under
+ * a timeout and an abort signal. Returns the outcome to record; never throws.
+ */
+import { Agent, request, type Dispatcher } from 'undici';
+import type { ClaimedExecution } from '../../db/queries/claim.js';
+import type { AttemptOutcome } from '../../db/types.js';
+import type { HandlerRegistry } from './handlers.js';
+import { UnrecoverableError } from './handlers.js';
+import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
+import { signatureHeaders } from './signing.js';
+import { redact, render, renderDeep, TemplateError, type TemplateScope } from './template.js';
+
+export interface AttemptResult {
+  outcome: AttemptOutcome;
+  retryable: boolean;
+  retryDelayMs: number | null;
+  statusCode: number | null;
+  error: string | null;
+  responseExcerpt: string | null;
+}
+
+export interface DeliveryOptions {
+  handlers: HandlerRegistry;
+  /** CIDRs outbound HTTP may reach although they are private or special-purpose. */
+  outboundAllow?: string[];
+  defaultTimeoutMs: number;
+  /** Bytes of response body kept; the connection is dropped past it. */
+  responseCapBytes?: number;
+}
+
+/** Why the attempt's signal was aborted, when it was. */
+export type AbortReason = 'timeout' | 'cancelled' | 'lease-lost' | 'shutdown';
+
+const RETRYABLE_STATUS = (s: number) => s === 408 || s === 429 || s >= 500;
+const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
+
+/** Retry-After as seconds or an HTTP date, in milliseconds from now; undefined if absent or unreadable. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Math.min(Number(v.trim()) * 1000, MAX_RETRY_AFTER_MS);
+  const at = Date.parse(v);
+  if (Number.isNaN(at)) return undefined;
+  return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
+}
+
+export function createDelivery(options: DeliveryOptions) {
+  const policy: OutboundPolicy = createOutboundPolicy(options.outboundAllow ?? []);
+  const cap = options.responseCapBytes ?? 4096;
+  // Redirects are not followed: undici's request() returns a 3xx as it is.
+  const agent: Dispatcher = new Agent({ connect: { lookup: policy.lookup }, keepAliveTimeout: 10_000 });
+
+  const failure = (outcome: AttemptOutcome, error: string, retryable: boolean, extra: Partial<AttemptResult> = {}): AttemptResult => ({
+    outcome,
+    retryable,
+    retryDelayMs: null,
+    statusCode: null,
+    error,
+    responseExcerpt: null,
+    ...extra,
+  });
+
+  async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of body) {
+      const buf = chunk as Buffer;
+      chunks.push(buf);
+      size += buf.length;
+      if (size >= cap) {
+        // Enough: drop the connection rather than download the rest.
+        body.destroy();
+        break;
+      }
+    }
+    return Buffer.concat(chunks).subarray(0, cap).toString('utf8');
+  }
+
+  async function http(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
+    const scope: TemplateScope = { config: ex.config_entries ?? {}, input: ex.input };
+    let url: URL;
+    let headers: Record<string, string>;
+    let body: string | undefined;
+    try {
+      // Input values are user data: encode them inside the URL. Config values are the operator's.
+      url = new URL(render(ex.url!, scope, (s, from) => (from === 'input' ? encodeURIComponent(s) : s)));
+      headers = Object.fromEntries(Object.entries(ex.headers ?? {}).map(([k, v]) => [k.toLowerCase(), render(v, scope)]));
+      body = ex.method === 'GET' ? undefined : JSON.stringify(renderDeep(ex.input, scope));
+    } catch (error) {
+      if (error instanceof TemplateError || error instanceof TypeError) {
+        return failure('FAILED', redact(`cannot build the request: ${(error as Error).message}`, scope.config), false);
+      }
+      throw error;
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return failure('FAILED', `refused scheme ${url.protocol}`, false);
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const literalRefusal = /^[\d.]+$|:/.test(host) ? policy.refusal(host) : undefined;
+    if (literalRefusal) return failure('FAILED', `refused to connect to ${host}: ${literalRefusal}`, false);
+
+    if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+    headers['user-agent'] ??= 'jobgate';
+    if (ex.signing_secret) Object.assign(headers, signatureHeaders(ex.signing_secret, ex.id, body ?? ''));
+
+    try {
+      const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
+      const excerpt = redact(await readCapped(res.body), scope.config);
+      const code = res.statusCode;
+      if (code >= 200 && code < 300) {
+        return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
+      }
+      if (code >= 300 && code < 400) {
+        const to = res.headers.location ? ` to ${String(res.headers.location).slice(0, 200)}` : '';
+        return failure('FAILED', `redirect (${code}${to}) not followed`, false, { statusCode: code, responseExcerpt: excerpt });
+      }
+      const retryable = RETRYABLE_STATUS(code);
+      const retryAfter = code === 429 || code === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
+      return failure('FAILED', `HTTP ${code}`, retryable, { statusCode: code, responseExcerpt: excerpt, retryDelayMs: retryAfter ?? null });
+    } catch (error) {
+      if (signal.aborted) throw error; // the caller names the abort
+      const cause = (error as { cause?: unknown }).cause ?? error;
+      if (cause instanceof OutboundRefusedError || (error as { code?: string }).code === 'EJOBGATEREFUSED') {
+        return failure('FAILED', (cause as Error).message, false);
+      }
+      return failure('FAILED', redact(`network error: ${(error as Error).message}`, scope.config), true);
+    }
+  }
+
+  async function handler(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
+    const registered = options.handlers.get(ex.handler_name!);
+    if (!registered) return failure('FAILED', `no handler "${ex.handler_name}" is registered in this worker`, true);
+    let input = ex.input;
+    if (registered.schema) {
+      const parsed = registered.schema.safeParse(input);
+      if (!parsed.success) {
+        const detail = parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
+        return failure('FAILED', `input rejected by the handler's schema: ${detail}`, false);
+      }
+      input = parsed.data;
+    }
+    try {
+      await registered.fn(input, {
+        signal,
+        executionId: ex.id,
+        jobId: ex.job_id,
+        workspaceId: ex.workspace_id,
+        attempt: ex.attempt_count,
+      });
+      return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
+    } catch (error) {
+      if (signal.aborted) throw error;
+      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      return failure('FAILED', message.slice(0, 2000), !(error instanceof UnrecoverableError));
+    }
+  }
+
+  /** Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown. */
+  async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
+    const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
+    const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
+    const signal = external.signal;
+    const aborted = new Promise<never>((_, reject) => {
+      if (signal.aborted) reject(signal.reason);
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+    });
+    aborted.catch(() => {});
+    try {
+      const run = ex.kind === 'HTTP' ? http(ex, signal) : handler(ex, signal);
+      // A handler that ignores its signal cannot hold the attempt past an abort.
+      return await Promise.race([run, aborted]);
+    } catch (error) {
+      const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
+      if (reason === 'timeout') return failure('TIMED_OUT', `timed out after ${timeoutMs} ms`, true);
+      if (reason === 'cancelled') return failure('CANCELLED', 'cancelled while running', false);
+      if (reason === 'lease-lost') return failure('FAILED', 'lease lost: another worker may run it', true);
+      if (reason === 'shutdown') return failure('FAILED', 'worker shutting down', true);
+      return failure('FAILED', `unexpected: ${(error as Error).message}`, true);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  return { attempt, close: () => agent.close() };
+}
+
+export type Delivery = ReturnType<typeof createDelivery>;

@@ -1,0 +1,131 @@
+/**
+ * Outbound address policy for HTTP endpoints (SSRF defence). Loopback, private, link-local,
+ * cloud-metadata, CGNAT, multicast and other special-purpose addresses are refused unless an
+ * operator allows them (`JOBGATE_OUTBOUND_ALLOW`, a list of CIDRs).
+ *
+ * The check runs on the address actually connected to: inside the DNS lookup of the HTTP
+ * agent, so a name that resolves to a private address — or that re-resolves to one after a
+ * check (DNS rebinding) — is refused at connect time. IP literals are checked before the
+ * request, since Node does not call `lookup` for them. URL parsing has already turned decimal,
+ * octal and hex IPv4 spellings into dotted form; IPv6 forms that embed an IPv4 address
+ * (IPv4-mapped, IPv4-compatible, NAT64, 6to4) are judged by that IPv4 address.
+ */
+import dns from 'node:dns';
+import net from 'node:net';
+
+const V4_BLOCKED: [string, number][] = [
+  ['0.0.0.0', 8], // "this network"
+  ['10.0.0.0', 8], // private
+  ['100.64.0.0', 10], // carrier-grade NAT
+  ['127.0.0.0', 8], // loopback
+  ['169.254.0.0', 16], // link-local, including cloud metadata 169.254.169.254
+  ['172.16.0.0', 12], // private
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // documentation
+  ['192.88.99.0', 24], // 6to4 relay anycast
+  ['192.168.0.0', 16], // private
+  ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation
+  ['203.0.113.0', 24], // documentation
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, broadcast
+];
+
+const V6_BLOCKED: [string, number][] = [
+  ['::', 128], // unspecified
+  ['::1', 128], // loopback
+  ['fc00::', 7], // unique local
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated)
+  ['ff00::', 8], // multicast
+  ['2001:db8::', 32], // documentation
+  ['fd00:ec2::254', 128], // AWS metadata over IPv6 (inside fc00::/7 too; named for the record)
+];
+
+export class OutboundRefusedError extends Error {
+  override name = 'OutboundRefusedError';
+}
+
+function parseCidr(cidr: string): { address: string; prefix: number; type: 'ipv4' | 'ipv6' } {
+  const [address, prefixText] = cidr.trim().split('/');
+  const type = net.isIPv4(address ?? '') ? 'ipv4' : net.isIPv6(address ?? '') ? 'ipv6' : undefined;
+  if (!type || !address) throw new Error(`"${cidr}" is not an IP address or CIDR`);
+  const prefix = prefixText === undefined ? (type === 'ipv4' ? 32 : 128) : Number(prefixText);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > (type === 'ipv4' ? 32 : 128)) throw new Error(`"${cidr}" has a bad prefix`);
+  return { address, prefix, type };
+}
+
+function expandV6(address: string): number[] {
+  // 8 groups of 16 bits; handles "::" and a trailing dotted IPv4.
+  let text = address.toLowerCase().split('%')[0]!;
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (v4) {
+    const [a, b, c, d] = v4[1]!.split('.').map(Number) as [number, number, number, number];
+    text = text.slice(0, -v4[1]!.length) + `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail !== undefined ? (tail ? tail.split(':') : []) : [];
+  const fill = tail !== undefined ? 8 - h.length - t.length : 0;
+  return [...h, ...Array(fill).fill('0'), ...t].map((g) => Number.parseInt(g || '0', 16));
+}
+
+/** The IPv4 address an IPv6 address carries, for the forms that route to it. */
+export function embeddedIPv4(address: string): string | undefined {
+  if (!net.isIPv6(address)) return undefined;
+  const g = expandV6(address);
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && g[5] === 0xffff) return v4(g[6]!, g[7]!); // ::ffff:a.b.c.d (mapped)
+  if (zero(0, 6) && (g[6] !== 0 || g[7]! > 1)) return v4(g[6]!, g[7]!); // ::a.b.c.d (compatible)
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!); // 64:ff9b::/96 (NAT64)
+  if (g[0] === 0x2002) return v4(g[1]!, g[2]!); // 2002::/16 (6to4)
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!); // ::ffff:0:a.b.c.d (translated)
+  return undefined;
+}
+
+export interface OutboundPolicy {
+  /** Why `address` may not be connected to, or undefined when it may. */
+  refusal(address: string): string | undefined;
+  /** A `lookup` for net/tls connect options that resolves and refuses blocked addresses. */
+  lookup: net.LookupFunction;
+}
+
+export function createOutboundPolicy(allow: string[] = []): OutboundPolicy {
+  const blocked = new net.BlockList();
+  for (const [a, p] of V4_BLOCKED) blocked.addSubnet(a, p, 'ipv4');
+  for (const [a, p] of V6_BLOCKED) blocked.addSubnet(a, p, 'ipv6');
+  const allowed = new net.BlockList();
+  for (const cidr of allow) {
+    const c = parseCidr(cidr);
+    allowed.addSubnet(c.address, c.prefix, c.type);
+  }
+
+  const refusal = (address: string): string | undefined => {
+    const type: 'ipv4' | 'ipv6' | undefined = net.isIPv4(address) ? 'ipv4' : net.isIPv6(address) ? 'ipv6' : undefined;
+    if (!type) return `"${address}" is not an IP address`;
+    const v4 = type === 'ipv6' ? embeddedIPv4(address) : undefined;
+    const [addr, t]: [string, 'ipv4' | 'ipv6'] = v4 ? [v4, 'ipv4'] : [address, type];
+    if (allowed.check(addr, t) || allowed.check(address, type)) return undefined;
+    if (blocked.check(addr, t) || blocked.check(address, type)) {
+      return `address ${address} is loopback, private, link-local or otherwise special-purpose; set JOBGATE_OUTBOUND_ALLOW to allow it`;
+    }
+    return undefined;
+  };
+
+  const lookup: net.LookupFunction = (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) return callback(error, '', 0);
+      const list = addresses as dns.LookupAddress[];
+      const ok = list.filter((a) => refusal(a.address) === undefined);
+      if (ok.length === 0) {
+        const why = list.length ? refusal(list[0]!.address)! : `${hostname} has no address`;
+        return callback(Object.assign(new OutboundRefusedError(`refused to connect to ${hostname}: ${why}`), { code: 'EJOBGATEREFUSED' }), '', 0);
+      }
+      if ((options as dns.LookupOptions).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, ok);
+      callback(null, ok[0]!.address, ok[0]!.family);
+    });
+  };
+
+  return { refusal, lookup };
+}

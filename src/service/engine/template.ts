@@ -1,0 +1,53 @@
+/**
+ * `{{config.key}}` and `{{input.path.to.value}}` placeholders in endpoint urls, headers and
+ * string values of the body. An unknown placeholder is an error, not an empty string.
+ */
+export class TemplateError extends Error {
+  override name = 'TemplateError';
+}
+
+export interface TemplateScope {
+  config: Record<string, { value: string; secret: boolean }>;
+  input: unknown;
+}
+
+const PLACEHOLDER = /\{\{\s*(config|input)\.([A-Za-z0-9_.-]+)\s*\}\}/g;
+
+function lookupInput(input: unknown, path: string): string {
+  let v: unknown = input;
+  for (const part of path.split('.')) {
+    if (v === null || typeof v !== 'object' || !(part in (v as object))) throw new TemplateError(`{{input.${path}}}: no such value in the job input`);
+    v = (v as Record<string, unknown>)[part];
+  }
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+export function render(template: string, scope: TemplateScope, encode: (s: string, from: 'config' | 'input') => string = (s) => s): string {
+  return template.replace(PLACEHOLDER, (_m, source: 'config' | 'input', key: string) => {
+    if (source === 'config') {
+      const entry = scope.config[key];
+      if (!entry) throw new TemplateError(`{{config.${key}}}: the endpoint's config has no key "${key}"`);
+      return encode(entry.value, 'config');
+    }
+    return encode(lookupInput(scope.input, key), 'input');
+  });
+}
+
+/** Renders placeholders in every string of a JSON value. */
+export function renderDeep(value: unknown, scope: TemplateScope): unknown {
+  if (typeof value === 'string') return render(value, scope);
+  if (Array.isArray(value)) return value.map((v) => renderDeep(v, scope));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderDeep(v, scope)]));
+  }
+  return value;
+}
+
+/** Replaces every secret config value in `text`, for logs, errors and response excerpts. */
+export function redact(text: string, config: TemplateScope['config']): string {
+  let out = text;
+  for (const entry of Object.values(config)) {
+    if (entry.secret && entry.value.length >= 4) out = out.split(entry.value).join('[redacted]');
+  }
+  return out;
+}

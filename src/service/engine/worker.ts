@@ -1,0 +1,333 @@
+/**
+ * A worker: claims due executions in batches, runs their attempts, records outcomes in batches,
+ * keeps its leases alive, fences itself when it cannot, and reconciles expired leases of others.
+ *
+ *  - Woken by LISTEN/NOTIFY (`jobgate_work`) when work is added; a timer wakes it for the next
+ *    delayed execution; a slow fallback poll covers a lost notification. NOTIFY is only a hint.
+ *  - Leases live on the database clock. Heartbeats extend them; an execution missing from a
+ *    heartbeat's answer has lost its lease and its attempt is aborted. If no heartbeat has
+ *    succeeded for `fenceAfterMs` (database unreachable, event loop blocked), every attempt is
+ *    aborted before the leases can expire: two workers never run one execution at once because
+ *    of a stalled one. Outcomes are fenced on the lease epoch in SQL regardless.
+ *  - Completions are flushed as soon as the previous flush returns: no added delay, and under
+ *    load many outcomes share one statement.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { anyLimitedEndpoint, claimExecutions, nextDueAt, type ClaimedExecution } from '../../db/queries/claim.js';
+import { completeExecutions, type Completion } from '../../db/queries/complete.js';
+import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
+import type { Logger } from '../../log.js';
+import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
+import type { HandlerRegistry } from './handlers.js';
+
+export interface WorkerOptions {
+  pool: pg.Pool;
+  /** Connection string for the dedicated LISTEN connection. */
+  connectionString: string;
+  handlers: HandlerRegistry;
+  log: Logger;
+  workerId?: string;
+  /** Attempts in flight at once in this worker. Default 10. */
+  concurrency?: number;
+  /** Most executions claimed per statement. Default: concurrency. */
+  batchSize?: number;
+  leaseMs?: number;
+  heartbeatMs?: number;
+  /** Abort everything when no heartbeat succeeded for this long. Default 2/3 of the lease. */
+  fenceAfterMs?: number;
+  /** Fallback poll when no notification arrives. Default 5 s. */
+  pollMs?: number;
+  reconcileMs?: number;
+  defaultTimeoutMs?: number;
+  outboundAllow?: string[];
+}
+
+interface InFlight {
+  ex: ClaimedExecution;
+  controller: AbortController;
+  started: number;
+}
+
+export interface Worker {
+  id: string;
+  start(): Promise<void>;
+  /** Stops claiming, waits up to `graceMs` for attempts in flight, releases the rest. */
+  stop(opts?: { graceMs?: number }): Promise<void>;
+  /** Number of attempts in flight. */
+  inFlight(): number;
+  /** Wakes the claim loop (tests and in-process producers). */
+  kick(): void;
+}
+
+export function createWorker(options: WorkerOptions): Worker {
+  const { pool, log } = options;
+  const id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const concurrency = options.concurrency ?? 10;
+  const batchSize = options.batchSize ?? concurrency;
+  const leaseMs = options.leaseMs ?? 30_000;
+  const heartbeatMs = options.heartbeatMs ?? Math.min(10_000, Math.floor(leaseMs / 3));
+  const fenceAfterMs = options.fenceAfterMs ?? Math.floor((leaseMs * 2) / 3);
+  const pollMs = options.pollMs ?? 5_000;
+  const reconcileMs = options.reconcileMs ?? Math.min(5_000, leaseMs);
+  const delivery: Delivery = createDelivery({
+    handlers: options.handlers,
+    outboundAllow: options.outboundAllow ?? [],
+    defaultTimeoutMs: options.defaultTimeoutMs ?? 30_000,
+  });
+
+  const inFlight = new Map<string, InFlight>();
+  const pendingCompletions: Completion[] = [];
+  let flushing: Promise<void> | undefined;
+  let running = false;
+  let claiming = false;
+  let wantClaim = false;
+  let limited = false;
+  let lastLeaseOk = performance.now();
+  let listener: pg.Client | undefined;
+  let listenerRetry: NodeJS.Timeout | undefined;
+  const timers: NodeJS.Timeout[] = [];
+  let dueTimer: NodeJS.Timeout | undefined;
+  const idle: (() => void)[] = [];
+
+  const notifyIdle = () => {
+    if (inFlight.size === 0 && pendingCompletions.length === 0 && !flushing) idle.splice(0).forEach((f) => f());
+  };
+
+  function kick() {
+    if (!running) return;
+    wantClaim = true;
+    if (!claiming) void claimLoop();
+  }
+
+  async function claimLoop() {
+    claiming = true;
+    try {
+      while (running && wantClaim) {
+        wantClaim = false;
+        const room = concurrency - inFlight.size;
+        if (room <= 0) break;
+        const limit = Math.min(room, batchSize);
+        const sentAt = performance.now();
+        let claimed: ClaimedExecution[];
+        try {
+          claimed = await claimExecutions(pool, { workerId: id, limit, handlers: options.handlers.names(), leaseMs, limitedEndpoints: limited });
+        } catch (error) {
+          log.warn(`worker ${id}: claim failed: ${(error as Error).message}`);
+          break;
+        }
+        if (claimed.length > 0) lastLeaseOk = Math.max(lastLeaseOk, sentAt);
+        for (const ex of claimed) startAttempt(ex);
+        // A full batch means there is probably more.
+        if (claimed.length === limit) wantClaim = true;
+      }
+    } finally {
+      claiming = false;
+    }
+    if (running && wantClaim && inFlight.size < concurrency) void claimLoop();
+    else if (running) void armDueTimer();
+  }
+
+  async function armDueTimer() {
+    let at: Date | null;
+    try {
+      at = await nextDueAt(pool);
+    } catch {
+      return;
+    }
+    if (!running || !at) return;
+    clearTimeout(dueTimer);
+    // The database and this host may disagree on "now" by a little; waking early is harmless.
+    const delay = Math.max(0, Math.min(pollMs, at.getTime() - Date.now()));
+    dueTimer = setTimeout(kick, delay);
+    dueTimer.unref();
+  }
+
+  function startAttempt(ex: ClaimedExecution) {
+    const controller = new AbortController();
+    const entry: InFlight = { ex, controller, started: performance.now() };
+    inFlight.set(ex.id, entry);
+    if (ex.cancel_requested) controller.abort('cancelled' satisfies AbortReason);
+    void delivery.attempt(ex, controller).then((result) => {
+      pendingCompletions.push({
+        executionId: ex.id,
+        epoch: ex.lease_epoch,
+        durationMs: performance.now() - entry.started,
+        ...result,
+      });
+      scheduleFlush();
+    });
+  }
+
+  function scheduleFlush() {
+    if (flushing) return;
+    flushing = (async () => {
+      // Let outcomes that finish in the same tick share the statement.
+      await new Promise((r) => setImmediate(r));
+      while (pendingCompletions.length > 0) {
+        const batch = pendingCompletions.splice(0, 1000);
+        try {
+          const accepted = await completeExecutions(pool, batch);
+          for (const c of batch) {
+            if (!accepted.has(c.executionId)) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
+          }
+        } catch (error) {
+          // The leases will expire and the reconciler will retry these: at-least-once.
+          log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
+        }
+        for (const c of batch) inFlight.delete(c.executionId);
+      }
+    })().finally(() => {
+      flushing = undefined;
+      if (pendingCompletions.length > 0) scheduleFlush();
+      notifyIdle();
+      kick();
+    });
+  }
+
+  async function beat() {
+    if (inFlight.size === 0) {
+      lastLeaseOk = performance.now();
+      return;
+    }
+    const held = [...inFlight.values()].map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }));
+    const sentAt = performance.now();
+    try {
+      const alive = await heartbeat(pool, held, leaseMs);
+      lastLeaseOk = sentAt;
+      for (const h of held) {
+        const f = inFlight.get(h.id);
+        if (!f || f.controller.signal.aborted) continue;
+        if (!alive.has(h.id)) {
+          if (!pendingCompletions.some((c) => c.executionId === h.id)) {
+            log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`);
+            f.controller.abort('lease-lost' satisfies AbortReason);
+          }
+        } else if (alive.get(h.id)) {
+          f.controller.abort('cancelled' satisfies AbortReason);
+        }
+      }
+    } catch (error) {
+      log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
+    }
+  }
+
+  function fenceCheck() {
+    const silent = performance.now() - lastLeaseOk;
+    if (silent < fenceAfterMs || inFlight.size === 0) return;
+    let aborted = 0;
+    for (const f of inFlight.values()) {
+      if (!f.controller.signal.aborted) {
+        f.controller.abort('lease-lost' satisfies AbortReason);
+        aborted++;
+      }
+    }
+    if (aborted) log.error(`worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${aborted} attempt(s) before their leases expire`);
+  }
+
+  async function reconcile() {
+    try {
+      const rows = await reconcileExpiredLeases(pool);
+      if (rows.length) {
+        log.warn(`worker ${id}: reconciled ${rows.length} execution(s) whose lease expired`);
+        kick();
+      }
+    } catch (error) {
+      log.warn(`worker ${id}: reconcile failed: ${(error as Error).message}`);
+    }
+  }
+
+  async function listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: options.connectionString, application_name: 'jobgate-worker-listen' });
+    client.on('notification', (msg) => {
+      if (msg.channel === 'jobgate_work') kick();
+      else if (msg.channel === 'jobgate_cancel' && msg.payload) {
+        inFlight.get(msg.payload)?.controller.abort('cancelled' satisfies AbortReason);
+      }
+    });
+    const reconnect = (why: string) => {
+      if (!running || listener !== client) return;
+      listener = undefined;
+      client.end().catch(() => {});
+      log.warn(`worker ${id}: listen connection lost (${why}); polling until it is back`);
+      listenerRetry = setTimeout(() => void listen().catch(() => {}), 1000);
+      listenerRetry.unref();
+    };
+    client.on('error', (e) => reconnect(e.message));
+    client.on('end', () => reconnect('ended'));
+    try {
+      await client.connect();
+      await client.query('listen jobgate_work');
+      await client.query('listen jobgate_cancel');
+      listener = client;
+      kick(); // anything added while we were not listening
+    } catch (error) {
+      client.end().catch(() => {});
+      if (running) {
+        listenerRetry = setTimeout(() => void listen().catch(() => {}), 1000);
+        listenerRetry.unref();
+      }
+      throw error;
+    }
+  }
+
+  return {
+    id,
+    inFlight: () => inFlight.size,
+    kick,
+    async start() {
+      if (running) return;
+      running = true;
+      limited = await anyLimitedEndpoint(pool);
+      await reconcile();
+      await listen().catch((e: Error) => log.warn(`worker ${id}: listen failed (${e.message}); polling`));
+      const every = (ms: number, fn: () => unknown) => {
+        const t = setInterval(fn, ms);
+        t.unref();
+        timers.push(t);
+      };
+      every(heartbeatMs, beat);
+      every(Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4))), fenceCheck);
+      every(reconcileMs, reconcile);
+      every(pollMs, async () => {
+        limited = await anyLimitedEndpoint(pool).catch(() => limited);
+        kick();
+      });
+      log.info(`worker ${id}: started (concurrency ${concurrency}, lease ${leaseMs} ms, handlers: ${options.handlers.names().join(', ') || 'none'})`);
+      kick();
+    },
+    async stop({ graceMs = 10_000 } = {}) {
+      if (!running) return;
+      running = false;
+      timers.splice(0).forEach(clearInterval);
+      clearTimeout(dueTimer);
+      clearTimeout(listenerRetry);
+      const l = listener;
+      listener = undefined;
+      await l?.end().catch(() => {});
+      if (inFlight.size > 0) {
+        log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
+        // Leases must outlive the grace period.
+        const keepAlive = setInterval(beat, heartbeatMs);
+        await Promise.race([new Promise<void>((r) => idle.push(r)), new Promise((r) => setTimeout(r, graceMs).unref())]);
+        clearInterval(keepAlive);
+      }
+      const left = [...inFlight.values()].filter((f) => !pendingCompletions.some((c) => c.executionId === f.ex.id));
+      if (left.length > 0) {
+        const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).catch((e: Error) => {
+          log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
+          return [];
+        });
+        for (const f of left) f.controller.abort('shutdown' satisfies AbortReason);
+        log.info(`worker ${id}: released ${released.length} execution(s) to other workers`);
+      }
+      await flushing;
+      // Outcomes of released attempts are fenced out; do not wait on them.
+      for (const f of left) inFlight.delete(f.ex.id);
+      await delivery.close().catch(() => {});
+      log.info(`worker ${id}: stopped`);
+    },
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * Operator controls over executions: run a job now, cancel an execution, re-drive a failed one.
+ */
+import * as executionsRepo from '../db/repos/executions.js';
+import type { Actor } from './actor.js';
+import { parseInput, type ServiceContext } from './context.js';
+import { ConflictError, LockHeldError, NotFoundError, RetiredError } from './errors.js';
+import { idSchema, triggerJobSchema, type TriggerJobInput } from './inputs.js';
+import { assertJobMutable, lockJob } from './jobs.js';
+import { toExecution, type Execution } from './models.js';
+
+export interface TriggerJobResult {
+  execution: Execution;
+  /** false when `requestId` matched an earlier trigger, whose execution is returned. */
+  created: boolean;
+}
+
+export function createExecutionControlService(ctx: ServiceContext) {
+  const { db } = ctx;
+
+  return {
+    /**
+     * Runs a job now, outside its schedule: one new execution, due immediately. Without `force`
+     * it is refused (CONFLICT) while the job is paused or already has a pending or running
+     * execution; with `force` it runs anyway. A `requestId` makes it idempotent: a retry of the
+     * same request returns the same execution. A lock key still applies (LOCK_HELD).
+     * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job), CONFLICT, LOCK_HELD.
+     */
+    async triggerJob(actor: Actor, raw: TriggerJobInput): Promise<TriggerJobResult> {
+      const input = parseInput(triggerJobSchema, raw);
+      return db.transaction().execute(async (trx) => {
+        const { job, endpoint } = await lockJob(trx, actor, input.id);
+        if (input.requestId) {
+          const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
+          if (earlier) return { execution: toExecution(earlier), created: false };
+        }
+        assertJobMutable(actor, job, endpoint);
+        if (!input.force) {
+          if (job.status === 'PAUSED') throw new ConflictError(`job ${job.id} is paused; trigger it with force to run it anyway`);
+          const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job.id);
+          if (live) {
+            throw new ConflictError(`job ${job.id} already has a ${live.status.toLowerCase()} execution; trigger it with force to run another`, {
+              executionId: live.id,
+            });
+          }
+        }
+        if (job.lock_key) {
+          const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, job.lock_key);
+          if (holder) throw new LockHeldError(job.lock_key, { jobId: holder.job_id, executionId: holder.id });
+        }
+        const now = await ctx.now(trx);
+        const row = await executionsRepo.insertExecutionUnlessTaken(trx, {
+          workspace_id: actor.workspaceId,
+          job_id: job.id,
+          endpoint_id: job.endpoint_id,
+          scheduled_for: now,
+          max_attempts: job.max_attempts,
+          lock_key: job.lock_key,
+          trigger: 'MANUAL',
+          request_id: input.requestId ?? null,
+        });
+        if (row) return { execution: toExecution(row), created: true };
+        // A unique index refused it: a concurrent trigger with this request id, or the lock key.
+        if (input.requestId) {
+          const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
+          if (earlier) return { execution: toExecution(earlier), created: false };
+        }
+        const holder = job.lock_key ? await executionsRepo.findLockHolder(trx, actor.workspaceId, job.lock_key) : undefined;
+        if (holder) throw new LockHeldError(job.lock_key!, { jobId: holder.job_id, executionId: holder.id });
+        throw new ConflictError(`job ${job.id} was triggered concurrently; try again`);
+      });
+    },
+
+    /**
+     * Cancels an execution. A pending one is CANCELLED at once; a running one has its attempt
+     * aborted and ends CANCELLED when the attempt returns (the result shows `cancelRequested`).
+     * Throws NOT_FOUND, FORBIDDEN (internal job), CONFLICT (already finished).
+     */
+    async cancelExecution(actor: Actor, rawId: string): Promise<Execution> {
+      const id = parseInput(idSchema, rawId);
+      return db.transaction().execute(async (trx) => {
+        const current = await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id);
+        if (!current) throw new NotFoundError('Execution', id);
+        const { job, endpoint } = await lockJob(trx, actor, current.job_id);
+        if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint);
+        if (current.status === 'PENDING') {
+          return toExecution((await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!);
+        }
+        if (current.status === 'RUNNING') {
+          const [row] = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, { executionId: id });
+          return toExecution(row ?? current);
+        }
+        throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });
+      });
+    },
+
+    /**
+     * Re-drives a FAILED execution: a fresh attempt budget (the job's max attempts again), due
+     * now. Throws NOT_FOUND, RETIRED (its job was cancelled), FORBIDDEN (internal job),
+     * CONFLICT (not FAILED), LOCK_HELD (its lock key is taken meanwhile).
+     */
+    async retryExecution(actor: Actor, rawId: string): Promise<Execution> {
+      const id = parseInput(idSchema, rawId);
+      return db.transaction().execute(async (trx) => {
+        const current = await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id);
+        if (!current) throw new NotFoundError('Execution', id);
+        const { job, endpoint } = await lockJob(trx, actor, current.job_id);
+        if (job.status === 'RETIRED') throw new RetiredError(job.id);
+        assertJobMutable(actor, job, endpoint);
+        if (current.status !== 'FAILED') {
+          throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, { status: current.status });
+        }
+        if (current.lock_key) {
+          const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, current.lock_key);
+          if (holder) throw new LockHeldError(current.lock_key, { jobId: holder.job_id, executionId: holder.id });
+        }
+        return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
+      });
+    },
+  };
+}

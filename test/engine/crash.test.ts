@@ -1,0 +1,128 @@
+/**
+ * Workers as real processes, killed and stopped with real signals: no execution is lost, a lost
+ * attempt counts, a stalled worker's late writes are refused, and no execution ever has two
+ * overlapping attempts.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/engine.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+let t: TestDb;
+const children = new Set<ChildProcess>();
+
+function startWorker(id: string, env: Record<string, string> = {}): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/worker-process.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: t.url, WORKER_ID: id, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  let err = '';
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve(child));
+    child.once('exit', (code) => reject(new Error(`worker ${id} exited (${code}) before ready:\n${err}`)));
+  });
+}
+
+async function createWork(n: number, ms: number) {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'crash.work', kind: 'IMMEDIATE', input: { ms } });
+    ids.push(job.id);
+  }
+  return ids;
+}
+
+const allSucceeded = async (n: number) =>
+  (await t.query(`select count(*)::int as n from executions where status = 'SUCCEEDED'`)).rows[0].n === n;
+
+beforeEach(async () => {
+  t = await createTestDb();
+  await t.query(`create table side_effects (
+    id bigserial primary key, execution_id uuid not null, worker_id text not null, attempt int not null,
+    started_at timestamptz not null, finished_at timestamptz)`);
+  await t.service.registerEndpoint(t.actor, {
+    name: 'crash.work',
+    kind: 'HANDLER',
+    handlerName: 'work',
+    backoffBaseMs: 10,
+    backoffMaxMs: 10,
+    jitter: false,
+    maxAttempts: 5,
+  });
+});
+afterEach(async () => {
+  for (const c of children) c.kill('SIGKILL');
+  await eventually(async () => children.size === 0, 10_000).catch(() => {});
+  await t.close();
+});
+
+describe('worker processes', { timeout: 60_000 }, () => {
+  it('SIGKILL with executions in flight: a second worker finishes all of them, and the killed attempts count', async () => {
+    const a = await startWorker('a', { LEASE_MS: '2000', HEARTBEAT_MS: '500', CONCURRENCY: '5' });
+    await createWork(5, 60_000);
+    await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a'`)).rows[0].n === 5);
+    a.kill('SIGKILL');
+    await startWorker('b', { LEASE_MS: '2000', HEARTBEAT_MS: '500', RECONCILE_MS: '200', CONCURRENCY: '5' });
+    // b's handler also sleeps input.ms; shorten the remaining work so the test does not wait a minute.
+    await t.query(`update jobs set input = '{"ms": 50}'`);
+    await eventually(() => allSucceeded(5), 30_000, 'all five to succeed');
+    const { rows } = await t.query(`
+      select e.attempt_count, array_agg(a.outcome order by a.attempt_number) as outcomes, array_agg(a.worker_id order by a.attempt_number) as workers
+      from executions e join attempts a on a.execution_id = e.id group by e.id, e.attempt_count`);
+    expect(rows).toHaveLength(5);
+    for (const r of rows) {
+      expect(r.attempt_count).toBe(2);
+      expect(r.outcomes).toEqual(['LEASE_EXPIRED', 'SUCCEEDED']);
+      expect(r.workers).toEqual(['a', 'b']);
+    }
+  });
+
+  it('SIGSTOP past the lease, takeover, SIGCONT: none of the stalled worker\'s late writes is accepted', async () => {
+    const a = await startWorker('a', { LEASE_MS: '1500', HEARTBEAT_MS: '300', CONCURRENCY: '4' });
+    await createWork(4, 1000);
+    await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a'`)).rows[0].n === 4);
+    a.kill('SIGSTOP');
+    await startWorker('b', { LEASE_MS: '1500', HEARTBEAT_MS: '300', RECONCILE_MS: '200', CONCURRENCY: '4' });
+    await eventually(() => allSucceeded(4), 30_000, 'b to finish all four');
+    const before = (await t.query(`select id, status, lease_epoch, updated_at, finished_at from executions order by id`)).rows;
+    const attemptsBefore = (await t.query(`select * from attempts order by id`)).rows;
+    a.kill('SIGCONT');
+    // A wakes: its handlers finish (at-least-once: they ran), its outcomes are refused.
+    await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a' and finished_at is not null`)).rows[0].n === 4, 15_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await t.query(`select id, status, lease_epoch, updated_at, finished_at from executions order by id`)).rows).toEqual(before);
+    expect((await t.query(`select * from attempts order by id`)).rows).toEqual(attemptsBefore);
+    const { rows } = await t.query(`select execution_id, count(*) filter (where outcome = 'SUCCEEDED')::int as ok,
+      array_agg(worker_id || ':' || outcome order by attempt_number) as attempts from attempts group by execution_id`);
+    for (const r of rows) {
+      expect(r.ok).toBe(1);
+      expect(r.attempts).toEqual(['a:LEASE_EXPIRED', 'b:SUCCEEDED']);
+    }
+  });
+
+  it('two workers on 500 executions: every execution succeeds once, with no two overlapping attempts', async () => {
+    await Promise.all([startWorker('w1', { CONCURRENCY: '10' }), startWorker('w2', { CONCURRENCY: '10' })]);
+    const values = Array.from({ length: 500 }, (_, i) => `($1, $2, 'IMMEDIATE', '{"ms": ${i % 5}}', 5)`).join(',');
+    const endpoint = (await t.query(`select id from endpoints where name = 'crash.work'`)).rows[0].id;
+    // Bulk insert: jobs then one execution each, as createJob would.
+    await t.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ${values}`, [t.actor.workspaceId, endpoint]);
+    await t.query(`insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+      select workspace_id, id, endpoint_id, now(), now(), 5 from jobs`);
+    await eventually(() => allSucceeded(500), 45_000, 'all 500 to succeed');
+    const perExecution = await t.query(`select count(*)::int as n from attempts group by execution_id having count(*) <> 1`);
+    expect(perExecution.rows).toEqual([]);
+    const overlaps = await t.query(`select count(*)::int as n from side_effects s1 join side_effects s2
+      on s1.execution_id = s2.execution_id and s1.id < s2.id
+      and tstzrange(s1.started_at, coalesce(s1.finished_at, 'infinity')) && tstzrange(s2.started_at, coalesce(s2.finished_at, 'infinity'))`);
+    expect(overlaps.rows[0].n).toBe(0);
+    expect((await t.query(`select count(*)::int as n from side_effects`)).rows[0].n).toBe(500);
+    const byWorker = (await t.query(`select worker_id, count(*)::int as n from attempts group by worker_id`)).rows;
+    expect(byWorker).toHaveLength(2);
+  });
+});

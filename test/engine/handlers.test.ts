@@ -1,0 +1,111 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
+
+let t: TestDb;
+let h: EngineHarness;
+const seen: { input: unknown; attempt: number }[] = [];
+let failuresLeft = 0;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  h = engineHarness(t);
+  h.handle('echo', (input, ctx) => void seen.push({ input, attempt: ctx.attempt }));
+  h.handle('flaky', () => {
+    if (failuresLeft-- > 0) throw new Error('not yet');
+  });
+  h.handle('doomed', () => {
+    throw new UnrecoverableError('cannot ever work');
+  });
+  h.handlers.register('typed', z.object({ n: z.number() }), () => {});
+  for (const [name, handlerName] of [
+    ['h.echo', 'echo'],
+    ['h.flaky', 'flaky'],
+    ['h.doomed', 'doomed'],
+    ['h.typed', 'typed'],
+  ] as const) {
+    await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, backoffBaseMs: 40, backoffMaxMs: 1000, jitter: false, maxAttempts: 4 });
+  }
+  await h.worker();
+});
+afterEach(() => {
+  seen.length = 0;
+});
+afterAll(async () => {
+  await h.stopAll();
+  await t.close();
+});
+
+describe('HANDLER executions', () => {
+  it('runs the handler with the job input and records one succeeded attempt', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'IMMEDIATE', input: { hello: 'world' } });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    expect(seen).toEqual([{ input: { hello: 'world' }, attempt: 1 }]);
+    const attempts = await attemptsOf(t, ex.id);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ attempt_number: 1, outcome: 'SUCCEEDED', error: null });
+    expect(attempts[0].finished_at).toBeInstanceOf(Date);
+  });
+
+  it('retries a throwing handler with exponential backoff until it succeeds', async () => {
+    failuresLeft = 2;
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.flaky', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    const attempts = await attemptsOf(t, ex.id);
+    expect(attempts.map((a) => a.outcome)).toEqual(['FAILED', 'FAILED', 'SUCCEEDED']);
+    expect(attempts[0].error).toBe('Error: not yet');
+    // Each retry was scheduled base * 2^(n-1) after the failure (no jitter): 40 ms, then 80 ms.
+    const gaps = [1, 2].map((i) => attempts[i].started_at.getTime() - attempts[i - 1].finished_at.getTime());
+    expect(gaps[0]).toBeGreaterThanOrEqual(40);
+    expect(gaps[1]).toBeGreaterThanOrEqual(80);
+  });
+
+  it('fails at once, without retries, on an UnrecoverableError', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.doomed', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1, last_error: 'UnrecoverableError: cannot ever work' });
+  });
+
+  it('ends FAILED after the last attempt, visible with its error, and can be re-driven with a fresh budget', async () => {
+    failuresLeft = 100;
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.flaky', kind: 'IMMEDIATE', maxAttempts: 2 });
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 2, last_error: 'Error: not yet' });
+    failuresLeft = 0;
+    const redriven = await t.service.retryExecution(t.actor, ex.id);
+    expect(redriven).toMatchObject({ status: 'PENDING', maxAttempts: 4 });
+    const after = await settled(t, job.id, ['SUCCEEDED']);
+    expect(after.attempt_count).toBe(3);
+    expect((await attemptsOf(t, ex.id)).map((a) => a.outcome)).toEqual(['FAILED', 'FAILED', 'SUCCEEDED']);
+    expect(await t.service.retryExecution(t.actor, ex.id).catch((e) => e.code)).toBe('CONFLICT');
+  });
+
+  it("fails without retries when input does not match the handler's zod schema", async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.typed', kind: 'IMMEDIATE', input: { n: 'one' } });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('FAILED');
+    expect(ex.attempt_count).toBe(1);
+    expect(ex.last_error).toMatch(/input rejected by the handler's schema: n:/);
+  });
+
+  it('runs a DELAYED job at its time, not before', async () => {
+    const runAt = new Date(Date.now() + 600);
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'DELAYED', runAt, input: { late: true } });
+    const ex = await settled(t, job.id);
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt.started_at.getTime()).toBeGreaterThanOrEqual(runAt.getTime() - 50);
+  });
+
+  it('leaves executions of paused jobs alone until resumed', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'DELAYED', runAt: new Date(Date.now() + 300) });
+    await t.service.pauseJob(t.actor, job.id);
+    await new Promise((r) => setTimeout(r, 700));
+    expect((await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status).toBe('PENDING');
+    await t.service.resumeJob(t.actor, job.id);
+    await eventually(async () => (await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status === 'SUCCEEDED');
+  });
+});

@@ -1,0 +1,178 @@
+import { randomBytes } from 'node:crypto';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
+import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
+
+let t: TestDb;
+let h: EngineHarness;
+let target: HttpTarget;
+const secret = `whsec_${randomBytes(24).toString('base64')}`;
+
+async function endpoint(name: string, path: string, extra: Record<string, unknown> = {}) {
+  await t.service.registerEndpoint(t.actor, {
+    name,
+    kind: 'HTTP',
+    url: `${target.url}${path}`,
+    backoffBaseMs: 50,
+    backoffMaxMs: 1000,
+    jitter: false,
+    maxAttempts: 3,
+    ...extra,
+  });
+}
+
+beforeAll(async () => {
+  t = await createTestDb();
+  target = await startHttpTarget();
+  h = engineHarness(t);
+  // These tests deliver to a loopback server: allow loopback explicitly, as an operator would.
+  await h.worker({ outboundAllow: ['127.0.0.0/8'], defaultTimeoutMs: 5000 });
+});
+afterAll(async () => {
+  await h.stopAll();
+  await target.close();
+  await t.close();
+});
+
+describe('HTTP executions', () => {
+  it('POSTs the rendered request, signed per Standard Webhooks, and records the response', async () => {
+    const config = await t.service.setConfig(t.actor, {
+      name: 'crm.settings',
+      entries: [
+        { key: 'tenant', value: 'acme' },
+        { key: 'token', value: 'sk-very-secret', secret: true },
+      ],
+    });
+    await endpoint('crm.sync', '/ok/{{config.tenant}}/{{input.customer.id}}', {
+      configId: config.id,
+      headers: { Authorization: 'Bearer {{config.token}}', 'X-Customer': '{{input.customer.name}}' },
+      signingSecret: secret,
+    });
+    target.route('/ok/acme/c%2F7', (_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('thanks, got it'));
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'crm.sync',
+      kind: 'IMMEDIATE',
+      input: { customer: { id: 'c/7', name: 'Ada' }, note: 'for {{config.tenant}}' },
+    });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    const [hit] = target.hitsOf('/ok/acme/c%2F7');
+    expect(hit!.method).toBe('POST');
+    expect(hit!.headers.authorization).toBe('Bearer sk-very-secret');
+    expect(hit!.headers['x-customer']).toBe('Ada');
+    expect(hit!.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(hit!.body)).toEqual({ customer: { id: 'c/7', name: 'Ada' }, note: 'for acme' });
+    // An independent verifier accepts the signature.
+    const verified = new Webhook(secret).verify(hit!.body, hit!.headers as Record<string, string>);
+    expect(verified).toEqual(JSON.parse(hit!.body));
+    expect(hit!.headers['webhook-id']).toBe(ex.id);
+    expect(() => new Webhook(`whsec_${randomBytes(24).toString('base64')}`).verify(hit!.body, hit!.headers as Record<string, string>)).toThrow();
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt).toMatchObject({ outcome: 'SUCCEEDED', status_code: 200, response_excerpt: 'thanks, got it' });
+  });
+
+  it('retries 5xx responses with backoff, then succeeds', async () => {
+    await endpoint('flaky.api', '/flaky');
+    target.route('/flaky', (_req, res, n) => (n < 3 ? res.writeHead(503).end('busy') : res.writeHead(204).end()));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'flaky.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    const attempts = await attemptsOf(t, ex.id);
+    expect(attempts.map((a) => [a.outcome, a.status_code])).toEqual([
+      ['FAILED', 503],
+      ['FAILED', 503],
+      ['SUCCEEDED', 204],
+    ]);
+  });
+
+  it('honours Retry-After on 429', async () => {
+    await endpoint('limited.api', '/limited');
+    target.route('/limited', (_req, res, n) => (n === 1 ? res.writeHead(429, { 'retry-after': '1' }).end() : res.writeHead(200).end('ok')));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'limited.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    const attempts = await attemptsOf(t, ex.id);
+    expect(attempts.map((a) => a.status_code)).toEqual([429, 200]);
+    // Retry-After: 1 s, not the endpoint's 50 ms backoff.
+    expect(attempts[1].started_at.getTime() - attempts[0].finished_at.getTime()).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('fails a 4xx at once, without retries', async () => {
+    await endpoint('strict.api', '/strict');
+    target.route('/strict', (_req, res) => res.writeHead(422).end('{"error":"bad customer"}'));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'strict.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1, last_error: 'HTTP 422' });
+    expect((await attemptsOf(t, ex.id))[0].response_excerpt).toBe('{"error":"bad customer"}');
+  });
+
+  it('does not follow redirects', async () => {
+    await endpoint('moved.api', '/moved');
+    target.route('/moved', (_req, res) => res.writeHead(302, { location: `${target.url}/elsewhere` }).end());
+    target.route('/elsewhere', (_req, res) => res.writeHead(200).end());
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'moved.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('FAILED');
+    expect(ex.last_error).toMatch(/redirect \(302 to .*\/elsewhere\) not followed/);
+    expect(target.hitsOf('/elsewhere')).toHaveLength(0);
+  });
+
+  it('aborts an attempt at the endpoint timeout and retries it', async () => {
+    await endpoint('slow.api', '/slow', { timeoutMs: 200, maxAttempts: 2 });
+    target.route('/slow', () => {
+      /* never answers */
+    });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('FAILED');
+    const attempts = await attemptsOf(t, ex.id);
+    expect(attempts.map((a) => a.outcome)).toEqual(['TIMED_OUT', 'TIMED_OUT']);
+    expect(attempts[0].error).toBe('timed out after 200 ms');
+    // The request was really aborted, not left hanging.
+    expect(target.abandoned.filter((p) => p === '/slow')).toHaveLength(2);
+  });
+
+  it('reads the response body only up to the cap, then drops the connection', async () => {
+    await endpoint('big.api', '/big');
+    target.route('/big', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const chunk = 'x'.repeat(64 * 1024);
+      let sent = 0;
+      const pump = () => {
+        while (sent < 50 * 1024 * 1024) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+    });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'big.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt.response_excerpt).toHaveLength(4096);
+    expect(target.abandoned).toContain('/big');
+  });
+
+  it('keeps secret config values out of recorded errors and excerpts', async () => {
+    const config = await t.service.setConfig(t.actor, { name: 'leaky.settings', entries: [{ key: 'token', value: 'tok-abcdef-123', secret: true }] });
+    await endpoint('leaky.api', '/leaky', { configId: config.id, headers: { 'x-token': '{{config.token}}' } });
+    target.route('/leaky', (req, res) => res.writeHead(400).end(`you sent ${req.headers['x-token']}`));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'leaky.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt.response_excerpt).toBe('you sent [redacted]');
+    expect(JSON.stringify(await attemptsOf(t, ex.id))).not.toContain('tok-abcdef-123');
+    expect(h.logs.join('\n')).not.toContain('tok-abcdef-123');
+  });
+
+  it('fails without retries when a placeholder names a missing config key', async () => {
+    await endpoint('broken.template', '/ok/{{config.nope}}');
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1 });
+    expect(ex.last_error).toMatch(/config has no key "nope"/);
+  });
+});

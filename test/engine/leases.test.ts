@@ -1,0 +1,176 @@
+/**
+ * Leases, fencing, reconciliation, cancellation, graceful shutdown and concurrency limits, with
+ * real workers in this process sharing one database.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
+
+let t: TestDb;
+let h: EngineHarness;
+/** Releases every blocked handler invocation. */
+let release: () => void;
+let gate: Promise<void>;
+const started: string[] = [];
+
+function resetGate() {
+  gate = new Promise((r) => (release = r));
+}
+
+beforeEach(async () => {
+  t = await createTestDb();
+  h = engineHarness(t);
+  resetGate();
+  started.length = 0;
+  // Blocks until released; ignores its signal, like a handler stuck in a call it cannot cancel.
+  h.handle('stubborn', async (_input, ctx) => {
+    started.push(ctx.executionId);
+    await gate;
+  });
+  // Blocks until released or aborted.
+  h.handle('polite', async (_input, ctx) => {
+    started.push(ctx.executionId);
+    await Promise.race([gate, new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('aborted'))))]);
+  });
+  await t.service.registerEndpoint(t.actor, { name: 'slow.stubborn', kind: 'HANDLER', handlerName: 'stubborn', backoffBaseMs: 10, jitter: false });
+  await t.service.registerEndpoint(t.actor, { name: 'slow.polite', kind: 'HANDLER', handlerName: 'polite', backoffBaseMs: 10, jitter: false });
+});
+afterEach(async () => {
+  release();
+  await h.stopAll();
+  await t.close();
+});
+
+describe('leases', () => {
+  it('fences a worker whose lease expired: its late outcome is not recorded, and the execution completes once', async () => {
+    // One blocker per invocation, released in the order the test chooses.
+    const blockers: (() => void)[] = [];
+    h.handle('held', (_input, ctx) => {
+      started.push(ctx.executionId);
+      return new Promise<void>((r) => blockers.push(r));
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'slow.held', kind: 'HANDLER', handlerName: 'held', backoffBaseMs: 10, jitter: false });
+    await h.worker({ workerId: 'worker-a', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.held', kind: 'IMMEDIATE' });
+    await eventually(async () => blockers.length === 1);
+    // Force A's lease to expire (as if A had stalled); B reconciles it and takes over.
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    await h.worker({ workerId: 'worker-b' });
+    await eventually(async () => blockers.length === 2, 10_000, 'worker B to start the retry');
+    blockers[1]!(); // B finishes first and records SUCCEEDED
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    blockers[0]!(); // A wakes up late and tries to record its outcome
+    await eventually(async () => h.logs.some((l) => l.includes(`outcome of ${ex.id} not recorded: its lease was lost`)), 5000, "A's refused write");
+    const after = (await t.query('select status, attempt_count, lease_epoch from executions where id = $1', [ex.id])).rows[0];
+    expect(after).toMatchObject({ status: 'SUCCEEDED', attempt_count: 2, lease_epoch: 2 });
+    const attempts = await attemptsOf(t, ex.id);
+    expect(attempts.map((x) => [x.worker_id, x.outcome])).toEqual([
+      ['worker-a', 'LEASE_EXPIRED'],
+      ['worker-b', 'SUCCEEDED'],
+    ]);
+  });
+
+  it('reconciles an expired lease on the last attempt to FAILED with the reason "lease expired"', async () => {
+    await h.worker({ workerId: 'worker-a', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', maxAttempts: 1 });
+    await eventually(async () => started.length === 1);
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    await h.worker({ workerId: 'worker-b' });
+    const ex = await settled(t, job.id, ['FAILED']);
+    expect(ex).toMatchObject({ attempt_count: 1, last_error: 'lease expired' });
+    expect((await attemptsOf(t, ex.id))[0].outcome).toBe('LEASE_EXPIRED');
+    release();
+  });
+
+  it('aborts its own attempts when it cannot heartbeat before the lease runs out (self-fencing)', async () => {
+    await h.worker({ workerId: 'worker-a', leaseMs: 1500, heartbeatMs: 500, fenceAfterMs: 1000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE', maxAttempts: 1 });
+    await eventually(async () => started.length === 1);
+    // Make heartbeats fail: the worker's view of the database is gone, the row stays RUNNING.
+    await t.query(`create function refuse_heartbeat() returns trigger language plpgsql as $$
+      begin if new.lease_expires_at > old.lease_expires_at and new.status = 'RUNNING' then raise exception 'database unreachable (test)'; end if; return new; end $$`);
+    await t.query('create trigger refuse_heartbeat before update on executions for each row execute function refuse_heartbeat()');
+    await eventually(async () => h.logs.some((l) => /no heartbeat for \d+ ms; aborted 1 attempt/.test(l)), 10_000, 'the worker to fence itself');
+    await t.query('drop trigger refuse_heartbeat on executions');
+  });
+});
+
+describe('cancellation', () => {
+  it('cancels a running execution: its signal fires and it ends CANCELLED', async () => {
+    await h.worker();
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    const [ex0] = (await t.query('select id from executions where job_id = $1', [job.id])).rows;
+    const requested = await t.service.cancelExecution(t.actor, ex0.id);
+    expect(requested.status).toBe('RUNNING');
+    expect(requested.cancelRequestedAt).toBeInstanceOf(Date);
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('CANCELLED');
+    expect((await attemptsOf(t, ex.id)).map((a) => a.outcome)).toEqual(['CANCELLED']);
+    expect(await t.service.cancelExecution(t.actor, ex.id).catch((e) => e.code)).toBe('CONFLICT');
+  });
+
+  it('cancels a pending execution at once', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'DELAYED', runAt: new Date(Date.now() + 60_000) });
+    const [ex0] = (await t.query('select id from executions where job_id = $1', [job.id])).rows;
+    expect((await t.service.cancelExecution(t.actor, ex0.id)).status).toBe('CANCELLED');
+  });
+
+  it('cancelJob also stops its running execution', async () => {
+    await h.worker();
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    await t.service.cancelJob(t.actor, job.id);
+    expect((await settled(t, job.id)).status).toBe('CANCELLED');
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('lets attempts in flight finish within the grace period', async () => {
+    const w = await h.worker();
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    const stopping = w.stop({ graceMs: 5000 });
+    setTimeout(() => release(), 200);
+    await stopping;
+    expect((await settled(t, job.id)).status).toBe('SUCCEEDED');
+  });
+
+  it('releases what did not finish in time, uncounted, so another worker picks it up at once', async () => {
+    const w = await h.worker({ workerId: 'leaving' });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    await w.stop({ graceMs: 100 });
+    const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
+    expect(ex).toMatchObject({ status: 'PENDING', attempt_count: 0, lease_owner: null });
+    expect(await attemptsOf(t, ex.id)).toEqual([]);
+    release();
+    resetGate();
+    release();
+    await h.worker({ workerId: 'staying' });
+    const done = await settled(t, job.id);
+    expect(done).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
+    expect((await attemptsOf(t, ex.id)).map((a) => a.worker_id)).toEqual(['staying']);
+  });
+});
+
+describe('concurrency limits', () => {
+  it('never runs more attempts of an endpoint at once than its limit, across workers', async () => {
+    let running = 0;
+    let peak = 0;
+    h.handle('counted', async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await new Promise((r) => setTimeout(r, 60));
+      running--;
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'limited.target', kind: 'HANDLER', handlerName: 'counted', concurrencyLimit: 2 });
+    await Promise.all([h.worker({ concurrency: 5 }), h.worker({ concurrency: 5 })]);
+    const jobs = await Promise.all(
+      Array.from({ length: 12 }, () => t.service.createJob(t.actor, { endpointName: 'limited.target', kind: 'IMMEDIATE' })),
+    );
+    for (const { job } of jobs) expect((await settled(t, job.id)).status).toBe('SUCCEEDED');
+    expect(peak).toBe(2);
+  });
+});

@@ -1,0 +1,71 @@
+/**
+ * Workers in the test process, over a test database: real claims, real leases, real HTTP.
+ */
+import { createLogger } from '../../src/log.js';
+import { HandlerRegistry, type HandlerFn } from '../../src/service/engine/handlers.js';
+import { createWorker, type Worker, type WorkerOptions } from '../../src/service/engine/worker.js';
+import type { TestDb } from './db.js';
+
+export interface EngineHarness {
+  handlers: HandlerRegistry;
+  handle(name: string, fn: HandlerFn<any>): void;
+  worker(options?: Partial<WorkerOptions>): Promise<Worker>;
+  logs: string[];
+  stopAll(): Promise<void>;
+}
+
+export function engineHarness(t: TestDb): EngineHarness {
+  const handlers = new HandlerRegistry();
+  const workers: Worker[] = [];
+  const logs: string[] = [];
+  const log = createLogger('debug', (l) => logs.push(l));
+  return {
+    handlers,
+    logs,
+    handle: (name, fn) => handlers.register(name, undefined, fn),
+    async worker(options = {}) {
+      const w = createWorker({
+        pool: t.database.pool,
+        connectionString: t.url,
+        handlers,
+        log,
+        pollMs: 200,
+        reconcileMs: 200,
+        ...options,
+      });
+      await w.start();
+      workers.push(w);
+      return w;
+    },
+    async stopAll() {
+      await Promise.all(workers.splice(0).map((w) => w.stop({ graceMs: 2000 })));
+    },
+  };
+}
+
+/** Polls until `fn` returns a truthy value, or fails after `ms`. */
+export async function eventually<T>(fn: () => Promise<T | undefined | null | false>, ms = 10_000, what = 'condition'): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export async function executionOf(t: TestDb, jobId: string) {
+  return (await t.query('select * from executions where job_id = $1 order by created_at', [jobId])).rows;
+}
+
+export async function attemptsOf(t: TestDb, executionId: string) {
+  return (await t.query('select * from attempts where execution_id = $1 order by attempt_number', [executionId])).rows;
+}
+
+/** Waits for the job's (single) execution to reach one of `statuses`. */
+export async function settled(t: TestDb, jobId: string, statuses = ['SUCCEEDED', 'FAILED', 'CANCELLED'], ms = 10_000) {
+  return eventually(async () => {
+    const [ex] = await executionOf(t, jobId);
+    return ex && statuses.includes(ex.status) ? ex : undefined;
+  }, ms, `execution of ${jobId} to be ${statuses.join('/')}`);
+}
