@@ -3,11 +3,13 @@
  * `@hourly`-style nicknames, evaluated in an IANA time zone. Seconds are not supported: a
  * six-field expression is refused.
  *
- * Validation names the offending cron field, so a frontend can point at it. Occurrences are
- * computed by walking forward with cron-parser's `next()` (never `prev()`, which disagrees
- * with `next()` around DST transitions).
+ * Validation names the offending cron field, so a frontend can point at it. cron-parser parses;
+ * fire times come from the walk in cron-walk.ts (its DST rules are written there), which is
+ * what both `cronPreview` and the scheduler use. The non-standard `L`, `W`, `#` and `?` are
+ * refused.
  */
 import { CronExpressionParser } from 'cron-parser';
+import { compileCron, nextFireAfter, type CronSpec } from './cron-walk.js';
 import { ValidationError } from './errors.js';
 
 const FIELD_NAMES = ['minute', 'hour', 'day-of-month', 'month', 'day-of-week'] as const;
@@ -40,6 +42,10 @@ export function normalizeCron(expression: string, path: (string | number)[] = ['
   }
   // Probe each field alone, the others '*', so the error names the field that is wrong.
   fields.forEach((field, i) => {
+    const nonStandard = i === 2 ? /[lw?]/i : i === 4 ? /[l#?]/i : /\?/;
+    if (nonStandard.test(field)) {
+      throw ValidationError.at(path, `${FIELD_NAMES[i]} field "${field}": L, W, # and ? are not supported (standard crontab syntax only)`);
+    }
     const probe = FIELD_NAMES.map((_, j) => (j === i ? field : '*')).join(' ');
     try {
       CronExpressionParser.parse(probe, { tz: 'UTC' });
@@ -56,9 +62,22 @@ export function normalizeCron(expression: string, path: (string | number)[] = ['
   return normalized;
 }
 
+const compiled = new Map<string, CronSpec>();
+
+/** The compiled form of a normalised expression, cached. */
+export function specOf(expression: string): CronSpec {
+  let spec = compiled.get(expression);
+  if (!spec) {
+    spec = compileCron(expression);
+    if (compiled.size > 10_000) compiled.clear();
+    compiled.set(expression, spec);
+  }
+  return spec;
+}
+
 /**
- * The next `count` occurrences strictly after `after`, bounded by `endsAt`. Stops early (with
- * fewer results) when the expression has no further occurrence.
+ * The next `count` occurrences strictly after `after`, before `endsAt`. Stops early (with fewer
+ * results) when the expression has no further occurrence. The scheduler fires exactly these.
  */
 export function nextOccurrences(
   expression: string,
@@ -67,22 +86,14 @@ export function nextOccurrences(
   count: number,
   endsAt?: Date | null,
 ): Date[] {
-  const it = CronExpressionParser.parse(expression, {
-    currentDate: after,
-    tz: timezone,
-    ...(endsAt ? { endDate: endsAt } : {}),
-  });
+  const spec = specOf(expression);
   const out: Date[] = [];
+  let cursor = after.getTime();
   while (out.length < count) {
-    let next: Date;
-    try {
-      next = it.next().toDate();
-    } catch {
-      break; // past endDate, or no further occurrence
-    }
-    if (next.getTime() <= after.getTime()) continue;
-    if (endsAt && next.getTime() >= endsAt.getTime()) break;
-    out.push(next);
+    const next = nextFireAfter(spec, timezone, cursor);
+    if (next === null || (endsAt && next >= endsAt.getTime())) break;
+    out.push(new Date(next));
+    cursor = next;
   }
   return out;
 }
