@@ -10,7 +10,10 @@ import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import type { Actor } from './service/actor.js';
+import { drainDue } from './service/engine/drain.js';
 import { HandlerRegistry } from './service/engine/handlers.js';
+import { registerInternalHandlers } from './service/engine/reaper.js';
+import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
 import { createJobService } from './service/index.js';
 
@@ -39,9 +42,11 @@ export async function startApp(
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
   let worker: Worker | undefined;
+  let scheduler: Scheduler | undefined;
   const stop = async () => {
-    // Stop taking requests, let the worker drain within its grace period, then the database.
+    // Stop taking requests and firing, let the worker drain within its grace period, then the database.
     await gateway?.close();
+    await scheduler?.stop();
     await worker?.stop({ graceMs: config.worker.shutdownGraceMs });
     await database?.close();
     await source.stop();
@@ -53,7 +58,10 @@ export async function startApp(
     const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
+    registerInternalHandlers(handlers, database.pool);
     if (roles.worker) {
+      scheduler = createScheduler({ pool: database.pool, log });
+      scheduler.start();
       worker = createWorker({
         pool: database.pool,
         connectionString: source.connectionString,
@@ -70,12 +78,29 @@ export async function startApp(
     if (roles.gateway) {
       // Until API keys exist every request acts in the default workspace.
       const actor: Actor = { workspaceId: ws.id, kind: 'user', role: 'ADMIN' };
+      const pool = database.pool;
+      const runScheduler = createScheduler({ pool, log });
       gateway = await startGateway({
         service,
         authenticate: async () => actor,
         log,
         host: config.host,
         port: config.port,
+        runDue: config.cronSecret
+          ? {
+              secret: config.cronSecret,
+              log,
+              run: async () => {
+                const schedule = await runScheduler.tick();
+                const executions = await drainDue(pool, handlers, {
+                  limit: 100,
+                  defaultTimeoutMs: config.worker.defaultTimeoutMs,
+                  outboundAllow: config.worker.outboundAllow,
+                });
+                return { schedule, executions };
+              },
+            }
+          : undefined,
       });
       log.info(`gateway: GraphQL and GraphiQL at ${gateway.url}`);
     }

@@ -41,6 +41,11 @@ const envSchema = z.object({
     .optional()
     .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
     .refine((list) => list.every((c) => /^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(c)), 'must be a comma-separated list of IP addresses or CIDRs'),
+  JOBGATE_CRON_SECRET: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -58,6 +63,8 @@ export interface Config {
   defaultMaxAttempts: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   production: boolean;
+  /** Bearer secret of POST /jobs/run-due; undefined turns the route off. */
+  cronSecret: string | undefined;
   worker: {
     concurrency: number;
     leaseMs: number;
@@ -90,6 +97,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
     logLevel: e.JOBGATE_LOG_LEVEL,
     production: e.NODE_ENV === 'production',
+    cronSecret: e.JOBGATE_CRON_SECRET,
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,
       leaseMs: e.JOBGATE_LEASE_MS,

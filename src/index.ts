@@ -9,6 +9,8 @@ import type { ZodType } from 'zod';
 import { createDatabase, type Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
 import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
+import { registerInternalHandlers } from './service/engine/reaper.js';
+import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
@@ -56,7 +58,10 @@ export interface Jobgate {
    * Handlers run at least once per execution: make them idempotent.
    */
   handle<I = unknown>(name: string, schemaOrFn: ZodType<I> | HandlerFn<I>, fn?: HandlerFn<I>): void;
-  /** Starts a worker in this process for HTTP endpoints and the handlers registered here. */
+  /**
+   * Starts a worker in this process for HTTP endpoints and the handlers registered here, and
+   * (once per Jobgate) the cron scheduler beside it.
+   */
   startWorker(options?: StartWorkerOptions): Promise<Worker>;
   database: Database;
   /** Stops workers started here (gracefully), then closes the pool. */
@@ -75,6 +80,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const defaultActor = await actor();
   const handlers = new HandlerRegistry();
   const workers: Worker[] = [];
+  let scheduler: Scheduler | undefined;
   const log = options.log ?? createLogger('warn');
   return {
     service,
@@ -86,6 +92,11 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
     },
     async startWorker(workerOptions = {}) {
+      registerInternalHandlers(handlers, database.pool);
+      if (!scheduler) {
+        scheduler = createScheduler({ pool: database.pool, log });
+        scheduler.start();
+      }
       const worker = createWorker({
         ...workerOptions,
         pool: database.pool,
@@ -99,6 +110,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     },
     database,
     async close() {
+      await scheduler?.stop();
       await Promise.all(workers.splice(0).map((w) => w.stop()));
       await database.close();
     },

@@ -61,10 +61,11 @@ async function normalizedRows(t: TestDb) {
   const label = (id: string) => labels.get(id) ?? (labels.set(id, `#${labels.size + 1}`), labels.get(id)!);
   const out: Record<string, unknown[]> = {};
   for (const table of ['payload_specs', 'configs', 'endpoints', 'jobs', 'executions']) {
-    const { rows } = await t.query(`select * from ${table} where workspace_id = $1 order by created_at, name nulls last`.replace(
-      ', name nulls last',
-      table === 'executions' ? '' : ', name nulls last',
-    ), [t.actor.workspaceId]);
+    // jobgate's own rows (the reaper: its endpoint and job) are not part of the scenario.
+    const userOnly =
+      table === 'endpoints' ? `and type = 'USER'` : table === 'jobs' || table === 'executions' ? `and endpoint_id in (select id from endpoints where type = 'USER')` : '';
+    const order = table === 'executions' ? 'created_at' : 'created_at, name nulls last';
+    const { rows } = await t.query(`select * from ${table} where workspace_id = $1 ${userOnly} order by ${order}`, [t.actor.workspaceId]);
     out[table] = rows.map((row) =>
       Object.fromEntries(
         Object.entries(row).map(([k, v]) => {

@@ -93,6 +93,13 @@ export interface JobsTable {
   overlap_policy: OverlapPolicy | null;
   next_fire_at: Timestamp | null;
   lock_key: string | null;
+  last_fired_at: Timestamp | null;
+  skipped_ticks: Generated<number>;
+  last_skip_at: Timestamp | null;
+  last_skip_reason: string | null;
+  missed_ticks: Generated<number>;
+  schedule_error: string | null;
+  schedule_error_at: Timestamp | null;
   retired_at: Timestamp | null;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
@@ -112,6 +119,7 @@ export interface ExecutionsTable {
   cancel_requested_at: Timestamp | null;
   request_id: string | null;
   trigger: ColumnType<ExecutionTrigger, ExecutionTrigger | undefined, ExecutionTrigger>;
+  serial: Generated<boolean>;
   attempt_count: Generated<number>;
   max_attempts: number;
   run_after: Timestamp;

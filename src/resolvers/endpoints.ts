@@ -16,9 +16,10 @@ builder.queryFields((t) => ({
     args: {
       ...pageArgs(t.arg),
       includeArchived: t.arg.boolean({ description: 'Include archived endpoints. Default false.' }),
+      includeInternal: t.arg.boolean({ description: "Include jobgate's own INTERNAL endpoints. Default false." }),
     },
-    resolve: (_root, { includeArchived, ...page }, ctx) =>
-      ctx.service.endpoints(ctx.actor, page, { includeArchived: includeArchived ?? false }),
+    resolve: (_root, { includeArchived, includeInternal, ...page }, ctx) =>
+      ctx.service.endpoints(ctx.actor, page, { includeArchived: includeArchived ?? false, includeInternal: includeInternal ?? false }),
   }),
   endpoint: t.field({
     type: EndpointRef,

@@ -56,6 +56,27 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
       description: 'The next occurrence; null while paused or retired, or when the schedule has ended.',
       resolve: (c) => c.nextFireAt,
     }),
+    lastFiredAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'The occurrence most recently fired (its scheduled time).',
+      resolve: (c) => c.lastFiredAt,
+    }),
+    skippedTicks: t.exposeInt('skippedTicks', {
+      description: 'Occurrences skipped because the previous execution was still pending or running (overlap SKIP) or the lock key was held.',
+    }),
+    lastSkipAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When an occurrence was last skipped.', resolve: (c) => c.lastSkipAt }),
+    lastSkipReason: t.exposeString('lastSkipReason', {
+      nullable: true,
+      description: 'Why the last occurrence was skipped, e.g. how long the previous execution had been running.',
+    }),
+    missedTicks: t.exposeInt('missedTicks', {
+      description: 'Occurrences missed while no scheduler ran and not fired, per the misfire policy.',
+    }),
+    scheduleError: t.exposeString('scheduleError', {
+      nullable: true,
+      description: 'Why the schedule could not be computed at the last pass, if it could not; it continues from the next computable occurrence.',
+    }),
   }),
 });
 
@@ -175,6 +196,7 @@ export const JobFilterInputRef = builder.inputType('JobFilter', {
     status: t.field({ type: JobStatusEnum, description: 'Only jobs in this status.' }),
     kind: t.field({ type: JobKindEnum, description: 'Only jobs of this kind.' }),
     endpointId: t.id({ description: 'Only jobs on this endpoint.' }),
+    includeInternal: t.boolean({ description: "Include jobgate's own system jobs (such as each workspace's reaper). Default false." }),
   }),
 });
 

@@ -12,6 +12,7 @@ import type { GraphQLContext } from '../schema/builder.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
+import { handleRunDue, type RunDueOptions } from './run-due.js';
 
 export interface GatewayOptions {
   service: JobService;
@@ -19,6 +20,8 @@ export interface GatewayOptions {
   authenticate(request: Request): Promise<Actor>;
   log: Logger;
   graphiql?: boolean;
+  /** The serverless trigger, when JOBGATE_CRON_SECRET is set. */
+  runDue?: RunDueOptions | undefined;
 }
 
 export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
@@ -50,7 +53,9 @@ export interface RunningGateway {
 
 export async function startGateway(options: GatewayOptions & { host: string; port: number }): Promise<RunningGateway> {
   const yoga = createGatewayYoga(options);
-  const server = createServer(yoga);
+  const server = createServer((req, res) => {
+    if (!handleRunDue(options.runDue, req, res)) void yoga(req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => resolve());

@@ -193,6 +193,8 @@ export function nextFireAfter(spec: CronSpec, tz: string, after: number): number
       // No transition touches this day: wall order is instant order.
       const offset = segments[0]!.offset;
       for (const h of spec.hours) {
+        // Skip whole hours that end at or before `after` (the common case on the first day).
+        if (Date.UTC(y, mo - 1, d, h, 59) - offset <= after) continue;
         for (const mi of spec.minutes) {
           const t = Date.UTC(y, mo - 1, d, h, mi) - offset;
           if (t > after) return t;

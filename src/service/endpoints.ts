@@ -170,13 +170,18 @@ export function createEndpointService(ctx: ServiceContext) {
       return toEndpoint(await resolveEndpoint(db, actor, ref));
     },
 
-    async endpoints(actor: Actor, rawPage: PageInput = {}, opts: { includeArchived?: boolean } = {}): Promise<Connection<Endpoint>> {
+    async endpoints(
+      actor: Actor,
+      rawPage: PageInput = {},
+      opts: { includeArchived?: boolean; includeInternal?: boolean } = {},
+    ): Promise<Connection<Endpoint>> {
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const rows = await endpointsRepo.listEndpoints(db, actor.workspaceId, {
         limit: size + 1,
         afterId: page.after ? decodeCursor(page.after) : undefined,
         includeArchived: opts.includeArchived ?? false,
+        includeInternal: opts.includeInternal ?? false,
       });
       return toConnection(rows, size, toEndpoint);
     },

@@ -217,6 +217,7 @@ export const jobFilterSchema = z.object({
   status: z.enum(['ACTIVE', 'PAUSED', 'RETIRED']).nullish(),
   kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']).nullish(),
   endpointId: idSchema.nullish(),
+  includeInternal: z.boolean().nullish(),
 });
 export type JobFilter = z.input<typeof jobFilterSchema>;
 

@@ -324,6 +324,7 @@ export function createJobsService(ctx: ServiceContext) {
         status: filter.status,
         kind: filter.kind,
         endpointId: filter.endpointId,
+        includeInternal: filter.includeInternal,
       });
       return toConnection(rows, size, toJob);
     },

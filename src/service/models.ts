@@ -80,6 +80,13 @@ export interface CronSchedule {
   misfirePolicy: NonNullable<JobRow['misfire_policy']>;
   overlapPolicy: NonNullable<JobRow['overlap_policy']>;
   nextFireAt: Date | null;
+  lastFiredAt: Date | null;
+  skippedTicks: number;
+  lastSkipAt: Date | null;
+  lastSkipReason: string | null;
+  missedTicks: number;
+  scheduleError: string | null;
+  scheduleErrorAt: Date | null;
 }
 
 export interface Job {
@@ -205,6 +212,13 @@ export const toJob = (r: JobRow): Job => ({
           misfirePolicy: r.misfire_policy!,
           overlapPolicy: r.overlap_policy!,
           nextFireAt: r.next_fire_at,
+          lastFiredAt: r.last_fired_at,
+          skippedTicks: r.skipped_ticks,
+          lastSkipAt: r.last_skip_at,
+          lastSkipReason: r.last_skip_reason,
+          missedTicks: r.missed_ticks,
+          scheduleError: r.schedule_error,
+          scheduleErrorAt: r.schedule_error_at,
         }
       : null,
   retiredAt: r.retired_at,

@@ -22,7 +22,7 @@ describe('errors over GraphQL', () => {
     expect(error.extensions!.code).toBe('VALIDATION_FAILED');
     const paths = error.extensions!.issues.map((i: { path: string[] }) => i.path.join('.')).sort();
     expect(paths).toEqual(['maxAttempts', 'name', 'url']);
-    expect((await t.query('select count(*)::int as n from endpoints')).rows[0].n).toBe(0);
+    expect((await t.query("select count(*)::int as n from endpoints where type = 'USER'")).rows[0].n).toBe(0);
   });
 
   it('reports a payload-spec rejection with the path into the job input', async () => {

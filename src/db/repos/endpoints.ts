@@ -45,9 +45,10 @@ export async function updateEndpoint(db: Executor, workspaceId: string, id: stri
 export async function listEndpoints(
   db: Executor,
   workspaceId: string,
-  opts: { limit: number; afterId?: string | undefined; includeArchived?: boolean },
+  opts: { limit: number; afterId?: string | undefined; includeArchived?: boolean; includeInternal?: boolean },
 ): Promise<EndpointRow[]> {
   let q = db.selectFrom('endpoints').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (!opts.includeInternal) q = q.where('type', '=', 'USER');
   if (!opts.includeArchived) q = q.where('archived_at', 'is', null);
   if (opts.afterId) q = q.where(afterCursor('endpoints', opts.afterId, workspaceId));
   return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();

@@ -77,9 +77,15 @@ export async function listJobs(
     status?: JobStatus | null | undefined;
     kind?: string | null | undefined;
     endpointId?: string | null | undefined;
+    includeInternal?: boolean | null | undefined;
   },
 ): Promise<JobRow[]> {
   let q = db.selectFrom('jobs').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (!opts.includeInternal) {
+    q = q.where(({ exists, selectFrom }) =>
+      exists(selectFrom('endpoints as en').select('en.id').whereRef('en.id', '=', 'jobs.endpoint_id').where('en.type', '=', 'USER')),
+    );
+  }
   if (opts.status) q = q.where('status', '=', opts.status);
   if (opts.kind) q = q.where('kind', '=', opts.kind as JobRow['kind']);
   if (opts.endpointId) {

@@ -1,0 +1,51 @@
+/**
+ * `POST /jobs/run-due`: one scheduler pass and a bounded drain of due executions, for hosts
+ * whose only clock is a platform's minute cron. Requires `Authorization: Bearer
+ * $JOBGATE_CRON_SECRET`; the route does not exist when the secret is unset. Safe to call
+ * concurrently, or twice in one minute: the scheduler's compare-and-set and unique
+ * occurrences, and the claim's SKIP LOCKED, make a second call find nothing already done.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../log.js';
+
+export interface RunDueOptions {
+  secret: string;
+  run(): Promise<Record<string, unknown>>;
+  log: Logger;
+}
+
+function authorized(header: string | undefined, secret: string): boolean {
+  const match = /^Bearer (.+)$/.exec(header ?? '');
+  if (!match) return false;
+  const given = Buffer.from(match[1]!);
+  const expected = Buffer.from(secret);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** Handles the request if it is for /jobs/run-due; returns false to let the next handler have it. */
+export function handleRunDue(options: RunDueOptions | undefined, req: IncomingMessage, res: ServerResponse): boolean {
+  const path = (req.url ?? '').split('?')[0];
+  if (!options || path !== '/jobs/run-due') return false;
+  const send = (status: number, body: Record<string, unknown>) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
+  };
+  if (req.method !== 'POST') {
+    res.setHeader('allow', 'POST');
+    send(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
+    return true;
+  }
+  if (!authorized(req.headers.authorization, options.secret)) {
+    send(401, { error: { code: 'UNAUTHENTICATED', message: 'missing or wrong bearer token' } });
+    return true;
+  }
+  req.resume();
+  options.run().then(
+    (result) => send(200, result),
+    (error: unknown) => {
+      options.log.error(`run-due failed: ${(error as Error).stack ?? String(error)}`);
+      send(500, { error: { code: 'INTERNAL_SERVER_ERROR', message: 'Unexpected error.' } });
+    },
+  );
+  return true;
+}

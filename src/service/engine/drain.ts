@@ -1,0 +1,52 @@
+/**
+ * One bounded pass without a long-running worker, for serverless hosts: claim up to `limit` due
+ * executions, run them, record the outcomes. Same claim, same fence, same completion as the
+ * worker; safe to run concurrently with workers and with itself.
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
+import { anyLimitedEndpoint, claimExecutions } from '../../db/queries/claim.js';
+import { completeExecutions, type Completion } from '../../db/queries/complete.js';
+import { createDelivery } from './deliver.js';
+import type { HandlerRegistry } from './handlers.js';
+
+export interface DrainResult {
+  claimed: number;
+  succeeded: number;
+  failed: number;
+  retrying: number;
+  cancelled: number;
+}
+
+export async function drainDue(
+  pool: pg.Pool,
+  handlers: HandlerRegistry,
+  options: { limit: number; defaultTimeoutMs: number; outboundAllow?: string[] },
+): Promise<DrainResult> {
+  const delivery = createDelivery({ handlers, defaultTimeoutMs: options.defaultTimeoutMs, outboundAllow: options.outboundAllow ?? [] });
+  try {
+    // No heartbeats here: the lease must outlast the longest attempt (its timeout), with margin.
+    const { rows } = await pool.query<{ max: number | null }>('select max(timeout_ms) as max from endpoints');
+    const leaseMs = Math.max(rows[0]?.max ?? 0, options.defaultTimeoutMs) + 30_000;
+    const claimed = await claimExecutions(pool, {
+      workerId: `run-due:${randomBytes(3).toString('hex')}`,
+      limit: options.limit,
+      handlers: handlers.names(),
+      leaseMs,
+      limitedEndpoints: await anyLimitedEndpoint(pool),
+    });
+    const completions: Completion[] = await Promise.all(
+      claimed.map(async (ex) => {
+        const started = performance.now();
+        const result = await delivery.attempt(ex, new AbortController());
+        return { executionId: ex.id, epoch: ex.lease_epoch, durationMs: performance.now() - started, ...result };
+      }),
+    );
+    const recorded = await completeExecutions(pool, completions);
+    const count = (s: string) => [...recorded.values()].filter((v) => v === s).length;
+    return { claimed: claimed.length, succeeded: count('SUCCEEDED'), failed: count('FAILED'), retrying: count('PENDING'), cancelled: count('CANCELLED') };
+  } finally {
+    await delivery.close().catch(() => {});
+  }
+}
