@@ -70,9 +70,9 @@ describe('worker processes', { timeout: 60_000 }, () => {
     await createWork(5, 60_000);
     await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a'`)).rows[0].n === 5);
     a.kill('SIGKILL');
-    await startWorker('b', { LEASE_MS: '2000', HEARTBEAT_MS: '500', RECONCILE_MS: '200', CONCURRENCY: '5' });
-    // b's handler also sleeps input.ms; shorten the remaining work so the test does not wait a minute.
+    // b's handler also sleeps input.ms (read at claim time): shorten the work before b can claim it.
     await t.query(`update jobs set input = '{"ms": 50}'`);
+    await startWorker('b', { LEASE_MS: '2000', HEARTBEAT_MS: '500', RECONCILE_MS: '200', CONCURRENCY: '5' });
     await eventually(() => allSucceeded(5), 30_000, 'all five to succeed');
     const { rows } = await t.query(`
       select e.attempt_count, array_agg(a.outcome order by a.attempt_number) as outcomes, array_agg(a.worker_id order by a.attempt_number) as workers
