@@ -2,6 +2,8 @@
  * One jobgate process: database (embedded or external), migrations, service, gateway. The CLI
  * runs this; tests start it in child processes.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Config } from './config.js';
 import { openDatabaseSource, type DatabaseSource } from './db/connect.js';
 import { migrate } from './db/migrate.js';
@@ -9,13 +11,13 @@ import { createDatabase, type Database } from './db/pool.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
-import type { Actor } from './service/actor.js';
 import { drainDue } from './service/engine/drain.js';
 import { HandlerRegistry } from './service/engine/handlers.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
 import { createJobService } from './service/index.js';
+import { SecretBox } from './service/secrets.js';
 
 export interface RunningApp {
   url: string;
@@ -23,6 +25,23 @@ export interface RunningApp {
   stop(): Promise<void>;
   /** Resolves when the app must stop on its own (its embedded database went away). */
   lost: Promise<void>;
+}
+
+function bearer(header: string | null): string | undefined {
+  const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+  return match?.[1];
+}
+
+/** The embedded default's key for secrets at rest: generated once, kept in the data folder (0600). */
+function embeddedSecretKey(dataDir: string): string {
+  const file = path.join(dataDir, 'secret-key');
+  try {
+    return fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    const key = SecretBox.generateText();
+    fs.writeFileSync(file, key + '\n', { mode: 0o600, flag: 'wx' });
+    return key;
+  }
 }
 
 export interface AppRoles {
@@ -55,7 +74,10 @@ export async function startApp(
     const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
     if (applied.length === 0) log.info('migrations: up to date');
     database = createDatabase({ connectionString: source.connectionString, max: config.poolMax }, (m) => log.warn(m));
-    const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts });
+    const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
+    if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
+    const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
+    const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
     registerInternalHandlers(handlers, database.pool);
@@ -72,20 +94,28 @@ export async function startApp(
         heartbeatMs: config.worker.heartbeatMs,
         defaultTimeoutMs: config.worker.defaultTimeoutMs,
         outboundAllow: config.worker.outboundAllow,
+        secrets,
       });
       await worker.start();
     }
+    if (source.embedded && !(await service.anyApiKey())) {
+      // First start of the embedded default: a key so the new user can use GraphiQL at once.
+      const { key } = await service.bootstrapKey('default', 'ADMIN', 'bootstrap admin (first start)', true);
+      const file = path.join(config.dataDir, 'admin-key');
+      fs.writeFileSync(file, key + '\n', { mode: 0o600 });
+      log.info(`access: created the first ADMIN key; it is shown once here and saved in ${file}:\n\n    ${key}\n`);
+    }
     if (roles.gateway) {
-      // Until API keys exist every request acts in the default workspace.
-      const actor: Actor = { workspaceId: ws.id, kind: 'user', role: 'ADMIN' };
       const pool = database.pool;
       const runScheduler = createScheduler({ pool, log });
       gateway = await startGateway({
         service,
-        authenticate: async () => actor,
+        authenticate: (request) => service.authenticate(bearer(request.headers.get('authorization'))),
         log,
         host: config.host,
         port: config.port,
+        introspection: config.introspection,
+        maxBodyBytes: config.maxBodyBytes,
         runDue: config.cronSecret
           ? {
               secret: config.cronSecret,
@@ -96,6 +126,7 @@ export async function startApp(
                   limit: 100,
                   defaultTimeoutMs: config.worker.defaultTimeoutMs,
                   outboundAllow: config.worker.outboundAllow,
+                  secrets,
                 });
                 return { schedule, executions };
               },

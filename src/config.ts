@@ -46,6 +46,17 @@ const envSchema = z.object({
     .optional()
     .transform((v) => (v === '' ? undefined : v))
     .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
+  JOBGATE_SECRET_KEY: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => {
+      if (v === undefined) return true;
+      const raw = /^[0-9a-f]{64}$/i.test(v) ? Buffer.from(v, 'hex') : Buffer.from(v, 'base64');
+      return raw.length === 32;
+    }, 'must be 32 bytes, as base64 or hex (e.g. `openssl rand -base64 32`)'),
+  JOBGATE_INTROSPECTION: z.enum(['on', 'off']).default('on'),
+  JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -63,6 +74,11 @@ export interface Config {
   defaultMaxAttempts: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   production: boolean;
+  /** Whether authenticated callers may introspect the schema. */
+  introspection: boolean;
+  maxBodyBytes: number;
+  /** Key for secrets at rest (base64 or hex); the embedded default generates one. */
+  secretKey: string | undefined;
   /** Bearer secret of POST /jobs/run-due; undefined turns the route off. */
   cronSecret: string | undefined;
   worker: {
@@ -98,6 +114,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     logLevel: e.JOBGATE_LOG_LEVEL,
     production: e.NODE_ENV === 'production',
     cronSecret: e.JOBGATE_CRON_SECRET,
+    secretKey: e.JOBGATE_SECRET_KEY,
+    introspection: e.JOBGATE_INTROSPECTION === 'on',
+    maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,
       leaseMs: e.JOBGATE_LEASE_MS,

@@ -9,6 +9,7 @@ import type { ZodType } from 'zod';
 import { createDatabase, type Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
 import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
+import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
@@ -27,6 +28,11 @@ export interface JobgateOptions {
   defaultMaxAttempts?: number;
   poolMax?: number;
   log?: Logger;
+  /**
+   * Key for secrets at rest (32 bytes, base64 or hex): endpoint signing secrets and secret config
+   * values are stored encrypted with it. Without it, storing a secret is refused.
+   */
+  secretKey?: string;
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'>;
@@ -36,9 +42,13 @@ export type BoundService = {
   [K in keyof JobService]: JobService[K] extends (actor: Actor, ...args: infer A) => infer R ? (...args: A) => R : never;
 };
 
+/** Service functions that are not scoped to an actor (authentication and bootstrap). */
+const UNSCOPED = new Set(['authenticate', 'bootstrapKey', 'anyApiKey']);
+
 export function bindActor(service: JobService, actor: Actor): BoundService {
   const bound: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(service)) {
+    if (UNSCOPED.has(name)) continue;
     bound[name] = (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(actor, ...args);
   }
   return bound as BoundService;
@@ -48,8 +58,11 @@ export interface Jobgate {
   service: JobService;
   /** The service acting for the embedding application in the default workspace. */
   client: BoundService;
-  /** An actor for the embedding application in a workspace (by slug). Throws NOT_FOUND. */
-  actor(workspaceSlug?: string, role?: Role): Promise<Actor>;
+  /**
+   * An actor for the embedding application in a workspace (by slug). `onBehalfOfKeyId` records
+   * (and authorises) its changes as that API key's. Throws NOT_FOUND.
+   */
+  actor(workspaceSlug?: string, role?: Role, onBehalfOfKeyId?: string): Promise<Actor>;
   /** The service acting as `actor`. */
   as(actor: Actor): BoundService;
   /**
@@ -71,11 +84,12 @@ export interface Jobgate {
 export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, applicationName: 'jobgate-library' });
-  const service = createJobService({ db: database.db, defaultMaxAttempts: options.defaultMaxAttempts ?? 5 });
-  const actor = async (slug = 'default', role: Role = 'ADMIN'): Promise<Actor> => {
+  const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
+  const service = createJobService({ db: database.db, defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets });
+  const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     const ws = await findWorkspaceBySlug(database.db, slug);
     if (!ws) throw new NotFoundError('Workspace', slug);
-    return { workspaceId: ws.id, kind: 'library', role };
+    return { workspaceId: ws.id, kind: 'library', role, keyId: onBehalfOfKeyId };
   };
   const defaultActor = await actor();
   const handlers = new HandlerRegistry();
@@ -103,6 +117,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
         connectionString: options.databaseUrl,
         handlers,
         log,
+        secrets,
       });
       await worker.start();
       workers.push(worker);

@@ -15,7 +15,14 @@ commands:
   worker    a worker only
   migrate   apply pending migrations and exit
   schema    print the GraphQL SDL
+  keys create --role ADMIN|OPERATOR|VIEWER [--workspace SLUG] [--name NAME] [--installation-admin]
+            create an API key and print it (once)
 `;
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
 
 async function main(argv: string[]): Promise<number> {
   const command = argv[0];
@@ -24,7 +31,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(printSdl());
     return 0;
   }
-  if (command !== 'start' && command !== 'serve' && command !== 'worker' && command !== 'migrate') {
+  if (command !== 'start' && command !== 'serve' && command !== 'worker' && command !== 'migrate' && command !== 'keys') {
     process.stderr.write(USAGE);
     return command === undefined || command === 'help' || command === '--help' ? 0 : 2;
   }
@@ -39,6 +46,39 @@ async function main(argv: string[]): Promise<number> {
     throw error;
   }
   const log = createLogger(config.logLevel);
+
+  if (command === 'keys') {
+    const role = flag(argv, '--role');
+    if (argv[1] !== 'create' || (role !== 'ADMIN' && role !== 'OPERATOR' && role !== 'VIEWER')) {
+      process.stderr.write(USAGE);
+      return 2;
+    }
+    const source = await openDatabaseSource(config, log);
+    const { createDatabase } = await import('../db/pool.js');
+    const { createJobService, DomainError } = await import('../service/index.js');
+    const database = createDatabase({ connectionString: source.connectionString, max: 2 });
+    try {
+      await migrate(source.connectionString);
+      const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts });
+      const created = await service.bootstrapKey(
+        flag(argv, '--workspace') ?? 'default',
+        role,
+        flag(argv, '--name') ?? `created with jobgate keys create`,
+        argv.includes('--installation-admin'),
+      );
+      process.stdout.write(created.key + '\n');
+      return 0;
+    } catch (error) {
+      if (error instanceof DomainError) {
+        process.stderr.write(`jobgate: ${error.message}\n`);
+        return 1;
+      }
+      throw error;
+    } finally {
+      await database.close();
+      await source.stop();
+    }
+  }
 
   if (command === 'migrate') {
     const source = await openDatabaseSource(config, log);

@@ -64,6 +64,7 @@ export interface EndpointsTable {
   backoff_max_ms: Generated<number>;
   jitter: Generated<boolean>;
   concurrency_limit: number | null;
+  created_by_key_id: string | null;
   archived_at: Timestamp | null;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
@@ -100,6 +101,7 @@ export interface JobsTable {
   missed_ticks: Generated<number>;
   schedule_error: string | null;
   schedule_error_at: Timestamp | null;
+  created_by_key_id: string | null;
   retired_at: Timestamp | null;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
@@ -120,6 +122,7 @@ export interface ExecutionsTable {
   request_id: string | null;
   trigger: ColumnType<ExecutionTrigger, ExecutionTrigger | undefined, ExecutionTrigger>;
   serial: Generated<boolean>;
+  created_by_key_id: string | null;
   attempt_count: Generated<number>;
   max_attempts: number;
   run_after: Timestamp;
@@ -150,7 +153,36 @@ export interface AttemptsTable {
   response_excerpt: string | null;
 }
 
+export interface ApiKeysTable {
+  id: Generated<string>;
+  workspace_id: string;
+  name: string;
+  role: 'ADMIN' | 'OPERATOR' | 'VIEWER';
+  installation_admin: Generated<boolean>;
+  prefix: string;
+  key_hash: Buffer;
+  created_by_key_id: string | null;
+  created_at: GeneratedTimestamp;
+  last_used_at: Timestamp | null;
+  revoked_at: Timestamp | null;
+}
+
+export interface AuditLogTable {
+  id: Generated<number>;
+  workspace_id: string;
+  actor_kind: 'user' | 'library' | 'system';
+  actor_key_id: string | null;
+  action: string;
+  target_type: string | null;
+  target_id: string | null;
+  input: Json<unknown>;
+  result_code: string;
+  created_at: GeneratedTimestamp;
+}
+
 export interface DB {
+  api_keys: ApiKeysTable;
+  audit_log: AuditLogTable;
   workspaces: WorkspacesTable;
   payload_specs: PayloadSpecsTable;
   configs: ConfigsTable;
@@ -171,3 +203,5 @@ export type NewJob = Insertable<JobsTable>;
 export type JobPatch = Updateable<JobsTable>;
 export type ExecutionRow = Selectable<ExecutionsTable>;
 export type AttemptRow = Selectable<AttemptsTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type AuditRow = Selectable<AuditLogTable>;

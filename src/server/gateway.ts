@@ -12,6 +12,7 @@ import type { GraphQLContext } from '../schema/builder.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
+import { hardeningPlugins } from './hardening.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 
 export interface GatewayOptions {
@@ -22,6 +23,10 @@ export interface GatewayOptions {
   graphiql?: boolean;
   /** The serverless trigger, when JOBGATE_CRON_SECRET is set. */
   runDue?: RunDueOptions | undefined;
+  /** Whether introspection is allowed (to authenticated callers). Default true. */
+  introspection?: boolean;
+  /** Largest request body accepted, in bytes. Default 1 MB. */
+  maxBodyBytes?: number;
 }
 
 export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
@@ -34,6 +39,8 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     graphiql: options.graphiql === false ? false : { title: 'jobgate', defaultQuery: DEFAULT_QUERY },
     renderGraphiQL,
     maskedErrors: { maskError: createMaskError(options.log) },
+    batching: false,
+    plugins: hardeningPlugins({ introspection: options.introspection ?? true }),
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),
@@ -53,8 +60,25 @@ export interface RunningGateway {
 
 export async function startGateway(options: GatewayOptions & { host: string; port: number }): Promise<RunningGateway> {
   const yoga = createGatewayYoga(options);
+  const maxBody = options.maxBodyBytes ?? 1_000_000;
   const server = createServer((req, res) => {
-    if (!handleRunDue(options.runDue, req, res)) void yoga(req, res);
+    if (handleRunDue(options.runDue, req, res)) return;
+    if (req.method === 'POST') {
+      // Refuse oversized bodies before reading them; a body without a declared length is counted.
+      const declared = Number(req.headers['content-length'] ?? NaN);
+      if (declared > maxBody) return void tooLarge(res, maxBody);
+      if (Number.isNaN(declared)) {
+        let seen = 0;
+        req.on('data', (c: Buffer) => {
+          seen += c.length;
+          if (seen > maxBody) {
+            tooLarge(res, maxBody);
+            req.destroy();
+          }
+        });
+      }
+    }
+    void yoga(req, res);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -78,7 +102,16 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   };
 }
 
-const DEFAULT_QUERY = `# Welcome to jobgate. Try:
+function tooLarge(res: import('node:http').ServerResponse, max: number) {
+  if (res.headersSent) return;
+  res.writeHead(413, { 'content-type': 'application/json', connection: 'close' }).end(
+    JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }),
+  );
+}
+
+const DEFAULT_QUERY = `# Welcome to jobgate. Every request needs an API key: open "Headers" below and set
+#   { "Authorization": "Bearer <key>" }
+# (the embedded default saved its first ADMIN key in .jobgate/admin-key). Then try:
 query Overview {
   workspace { slug name }
   endpoints(first: 10) { nodes { id name kind url handlerName } }

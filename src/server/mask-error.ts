@@ -16,7 +16,8 @@ export function createMaskError(log: Logger) {
     const location = gqlError ? { nodes: gqlError.nodes, source: gqlError.source, positions: gqlError.positions, path: gqlError.path } : {};
 
     if (original instanceof DomainError) {
-      return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details } });
+      const http = original.code === 'UNAUTHENTICATED' ? { http: { status: 401 } } : {};
+      return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details, ...http } });
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
       return gqlError;

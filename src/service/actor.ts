@@ -12,8 +12,10 @@ export interface Actor {
    */
   kind: 'user' | 'library' | 'system';
   role: Role;
-  /** The API key acting, when there is one. */
+  /** The API key acting (or acted for), when there is one. */
   keyId?: string | undefined;
+  /** May create workspaces. */
+  installationAdmin?: boolean | undefined;
 }
 
 export function isSystem(actor: Actor): boolean {

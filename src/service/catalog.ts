@@ -5,6 +5,7 @@ import * as configsRepo from '../db/repos/configs.js';
 import * as specsRepo from '../db/repos/payload-specs.js';
 import * as workspacesRepo from '../db/repos/workspaces.js';
 import type { Actor } from './actor.js';
+import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import {
@@ -37,15 +38,17 @@ export function createCatalogService(ctx: ServiceContext) {
      * Throws VALIDATION_FAILED (bad schema), CONFLICT (name taken in the workspace).
      */
     async createPayloadSpec(actor: Actor, raw: CreatePayloadSpecInput): Promise<PayloadSpec> {
-      const input = parseInput(createPayloadSpecSchema, raw);
-      assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
-      const row = await specsRepo.insertPayloadSpec(db, actor.workspaceId, {
-        name: input.name,
-        description: input.description ?? null,
-        jsonSchema: input.jsonSchema,
+      return mutate(ctx, actor, { action: 'payloadSpec.create', role: 'OPERATOR', input: raw, target: (r: PayloadSpec) => ({ type: 'PayloadSpec', id: r.id }) }, async (trx) => {
+        const input = parseInput(createPayloadSpecSchema, raw);
+        assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
+        const row = await specsRepo.insertPayloadSpec(trx, actor.workspaceId, {
+          name: input.name,
+          description: input.description ?? null,
+          jsonSchema: input.jsonSchema,
+        });
+        if (!row) throw new ConflictError(`a payload spec named "${input.name}" already exists`, { name: input.name });
+        return toPayloadSpec(row);
       });
-      if (!row) throw new ConflictError(`a payload spec named "${input.name}" already exists`, { name: input.name });
-      return toPayloadSpec(row);
     },
 
     /**
@@ -53,14 +56,16 @@ export function createCatalogService(ctx: ServiceContext) {
      * Jobs already created keep the input they were validated with. Throws NOT_FOUND, VALIDATION_FAILED.
      */
     async updatePayloadSpec(actor: Actor, raw: UpdatePayloadSpecInput): Promise<PayloadSpec> {
-      const input = parseInput(updatePayloadSpecSchema, raw);
-      if (input.jsonSchema != null) assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
-      const row = await specsRepo.updatePayloadSpec(db, actor.workspaceId, input.id, {
-        ...(input.description !== undefined ? { description: input.description } : {}),
-        ...(input.jsonSchema != null ? { jsonSchema: input.jsonSchema } : {}),
+      return mutate(ctx, actor, { action: 'payloadSpec.update', role: 'OPERATOR', input: raw, target: { type: 'PayloadSpec', id: raw?.id } }, async (trx) => {
+        const input = parseInput(updatePayloadSpecSchema, raw);
+        if (input.jsonSchema != null) assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
+        const row = await specsRepo.updatePayloadSpec(trx, actor.workspaceId, input.id, {
+          ...(input.description !== undefined ? { description: input.description } : {}),
+          ...(input.jsonSchema != null ? { jsonSchema: input.jsonSchema } : {}),
+        });
+        if (!row) throw new NotFoundError('PayloadSpec', input.id);
+        return toPayloadSpec(row);
       });
-      if (!row) throw new NotFoundError('PayloadSpec', input.id);
-      return toPayloadSpec(row);
     },
 
     async payloadSpec(actor: Actor, id: string): Promise<PayloadSpec> {
@@ -84,9 +89,16 @@ export function createCatalogService(ctx: ServiceContext) {
      * stored but never returned. Throws VALIDATION_FAILED.
      */
     async setConfig(actor: Actor, raw: SetConfigInput): Promise<Config> {
-      const input = parseInput(setConfigSchema, raw);
-      const entries = Object.fromEntries(input.entries.map((e) => [e.key, { value: e.value, secret: e.secret ?? false }]));
-      return toConfig(await configsRepo.upsertConfig(db, actor.workspaceId, input.name, entries));
+      return mutate(ctx, actor, { action: 'config.set', role: 'OPERATOR', input: raw, target: (r: Config) => ({ type: 'Config', id: r.id }) }, async (trx) => {
+        const input = parseInput(setConfigSchema, raw);
+        const entries = Object.fromEntries(
+          input.entries.map((e, i) => [
+            e.key,
+            e.secret ? { value: ctx.seal(e.value, ['entries', i, 'value']), secret: true } : { value: e.value, secret: false },
+          ]),
+        );
+        return toConfig(await configsRepo.upsertConfig(trx, actor.workspaceId, input.name, entries));
+      });
     },
 
     async config(actor: Actor, id: string): Promise<Config> {

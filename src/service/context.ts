@@ -3,6 +3,7 @@ import type { ZodType, z } from 'zod';
 import type { Db } from '../db/pool.js';
 import type { Executor } from '../db/repos/scope.js';
 import { ValidationError } from './errors.js';
+import type { SecretBox } from './secrets.js';
 
 /** What every service area is built with. */
 export interface ServiceDeps {
@@ -14,18 +15,26 @@ export interface ServiceDeps {
    * database's. Tests of schedules inject one on purpose.
    */
   clock?: ((ex: Executor) => Promise<Date>) | undefined;
+  /** Encrypts signing secrets and secret config values at rest. Without it, storing one is refused. */
+  secrets?: SecretBox | undefined;
 }
 
 export interface ServiceContext {
   db: Db;
   defaultMaxAttempts: number;
   now(ex: Executor): Promise<Date>;
+  /** Seals a secret for storage; throws VALIDATION_FAILED at `path` when no key is configured. */
+  seal(plain: string, path: (string | number)[]): string;
 }
 
 export function createContext(deps: ServiceDeps): ServiceContext {
   return {
     db: deps.db,
     defaultMaxAttempts: deps.defaultMaxAttempts,
+    seal(plain, path) {
+      if (!deps.secrets) throw ValidationError.at(path, 'cannot store a secret: JOBGATE_SECRET_KEY is not configured');
+      return deps.secrets.seal(plain);
+    },
     now:
       deps.clock ??
       (async (ex) => {

@@ -12,6 +12,7 @@ import type { Executor } from '../db/repos/scope.js';
 import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
 import type { EndpointPatch, EndpointRow, EndpointType } from '../db/types.js';
 import { isSystem, type Actor } from './actor.js';
+import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ArchivedError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import {
@@ -56,6 +57,7 @@ function assertMutable(actor: Actor, row: EndpointRow): void {
   if (row.type === 'INTERNAL' && !isSystem(actor)) {
     throw new ForbiddenError(`endpoint "${row.name}" is internal to jobgate and cannot be changed`);
   }
+  requireOwnership(actor, row.created_by_key_id, `endpoint "${row.name}"`);
   if (row.archived_at) throw new ArchivedError(row.id);
 }
 
@@ -68,12 +70,17 @@ export function createEndpointService(ctx: ServiceContext) {
      * CONFLICT (a live endpoint has the name), FORBIDDEN (an INTERNAL endpoint from a non-system actor).
      */
     async registerEndpoint(actor: Actor, raw: RegisterEndpointInput, opts: { type?: EndpointType } = {}): Promise<Endpoint> {
-      const input = parseInput(registerEndpointSchema, raw);
-      const type = opts.type ?? 'USER';
-      if (type === 'INTERNAL' && !isSystem(actor)) throw new ForbiddenError('only jobgate itself registers INTERNAL endpoints');
-      await assertRefs(db, actor, input);
-      try {
-        const row = await endpointsRepo.insertEndpoint(db, {
+      const target = (r: Endpoint) => ({ type: 'Endpoint', id: r.id });
+      return mutate(ctx, actor, { action: 'endpoint.register', role: 'OPERATOR', input: raw, target }, async (trx) => {
+        const input = parseInput(registerEndpointSchema, raw);
+        const type = opts.type ?? 'USER';
+        if (type === 'INTERNAL' && !isSystem(actor)) throw new ForbiddenError('only jobgate itself registers INTERNAL endpoints');
+        await assertRefs(trx, actor, input);
+        // Checked first so the common refusal is a clean CONFLICT; the partial unique index decides races.
+        if (await endpointsRepo.findEndpointByName(trx, actor.workspaceId, input.name)) {
+          throw new ConflictError(`an endpoint named "${input.name}" already exists`, { name: input.name });
+        }
+        const row = await endpointsRepo.insertEndpoint(trx, {
           workspace_id: actor.workspaceId,
           name: input.name,
           description: input.description ?? null,
@@ -83,7 +90,7 @@ export function createEndpointService(ctx: ServiceContext) {
           method: input.kind === 'HTTP' ? (input.method ?? 'POST') : null,
           headers: JSON.stringify(input.headers ?? {}),
           timeout_ms: input.timeoutMs ?? null,
-          signing_secret: input.signingSecret ?? null,
+          signing_secret: input.signingSecret ? ctx.seal(input.signingSecret, ['signingSecret']) : null,
           handler_name: input.kind === 'HANDLER' ? input.handlerName! : null,
           payload_spec_id: input.payloadSpecId ?? null,
           config_id: input.configId ?? null,
@@ -92,14 +99,15 @@ export function createEndpointService(ctx: ServiceContext) {
           ...(input.backoffMaxMs != null ? { backoff_max_ms: input.backoffMaxMs } : {}),
           ...(input.jitter != null ? { jitter: input.jitter } : {}),
           concurrency_limit: input.concurrencyLimit ?? null,
+          created_by_key_id: actor.keyId ?? null,
         });
         return toEndpoint(row);
-      } catch (error) {
+      }).catch((error: unknown) => {
         if (isPgError(error, UNIQUE_VIOLATION)) {
-          throw new ConflictError(`an endpoint named "${input.name}" already exists`, { name: input.name });
+          throw new ConflictError(`an endpoint named "${(raw as { name?: string }).name}" already exists`, { name: (raw as { name?: string }).name });
         }
         throw error;
-      }
+      });
     },
 
     /**
@@ -107,8 +115,8 @@ export function createEndpointService(ctx: ServiceContext) {
      * Throws NOT_FOUND, VALIDATION_FAILED, ARCHIVED, FORBIDDEN (INTERNAL endpoint).
      */
     async updateEndpoint(actor: Actor, raw: UpdateEndpointInput): Promise<Endpoint> {
-      const input = parseInput(updateEndpointSchema, raw);
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'endpoint.update', role: 'OPERATOR', input: raw, target: { type: 'Endpoint', id: raw?.id } }, async (trx) => {
+        const input = parseInput(updateEndpointSchema, raw);
         const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, input.id, { forUpdate: true });
         if (!row) throw new NotFoundError('Endpoint', input.id);
         assertMutable(actor, row);
@@ -131,7 +139,9 @@ export function createEndpointService(ctx: ServiceContext) {
         if (input.method != null) patch.method = input.method;
         if (input.headers !== undefined) patch.headers = JSON.stringify(input.headers ?? {});
         if (input.timeoutMs !== undefined) patch.timeout_ms = input.timeoutMs;
-        if (input.signingSecret !== undefined) patch.signing_secret = input.signingSecret;
+        if (input.signingSecret !== undefined) {
+          patch.signing_secret = input.signingSecret === null ? null : ctx.seal(input.signingSecret, ['signingSecret']);
+        }
         if (input.handlerName != null) patch.handler_name = input.handlerName;
         if (input.payloadSpecId !== undefined) patch.payload_spec_id = input.payloadSpecId;
         if (input.configId !== undefined) patch.config_id = input.configId;
@@ -149,7 +159,7 @@ export function createEndpointService(ctx: ServiceContext) {
      * Throws NOT_FOUND, FORBIDDEN (INTERNAL), CONFLICT (it still has jobs that are not retired).
      */
     async archiveEndpoint(actor: Actor, id: string): Promise<Endpoint> {
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'endpoint.archive', role: 'OPERATOR', input: { id }, target: { type: 'Endpoint', id } }, async (trx) => {
         const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, id, { forUpdate: true });
         if (!row) throw new NotFoundError('Endpoint', id);
         if (row.archived_at) return toEndpoint(row);

@@ -34,7 +34,8 @@ export type ResourceKind =
   | 'PayloadSpec'
   | 'Config'
   | 'Job'
-  | 'Execution';
+  | 'Execution'
+  | 'ApiKey';
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';

@@ -3,6 +3,7 @@
  */
 import * as executionsRepo from '../db/repos/executions.js';
 import type { Actor } from './actor.js';
+import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, LockHeldError, NotFoundError, RetiredError } from './errors.js';
 import { idSchema, triggerJobSchema, type TriggerJobInput } from './inputs.js';
@@ -27,14 +28,14 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job), CONFLICT, LOCK_HELD.
      */
     async triggerJob(actor: Actor, raw: TriggerJobInput): Promise<TriggerJobResult> {
-      const input = parseInput(triggerJobSchema, raw);
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'job.trigger', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
+        const input = parseInput(triggerJobSchema, raw);
         const { job, endpoint } = await lockJob(trx, actor, input.id);
         if (input.requestId) {
           const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
           if (earlier) return { execution: toExecution(earlier), created: false };
         }
-        assertJobMutable(actor, job, endpoint);
+        assertJobMutable(actor, job, endpoint, { owned: false });
         if (!input.force) {
           if (job.status === 'PAUSED') throw new ConflictError(`job ${job.id} is paused; trigger it with force to run it anyway`);
           const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job.id);
@@ -58,6 +59,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           lock_key: job.lock_key,
           trigger: 'MANUAL',
           request_id: input.requestId ?? null,
+          created_by_key_id: actor.keyId ?? null,
         });
         if (row) return { execution: toExecution(row), created: true };
         // A unique index refused it: a concurrent trigger with this request id, or the lock key.
@@ -77,12 +79,13 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, FORBIDDEN (internal job), CONFLICT (already finished).
      */
     async cancelExecution(actor: Actor, rawId: string): Promise<Execution> {
-      const id = parseInput(idSchema, rawId);
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
+        const id = parseInput(idSchema, rawId);
         const current = await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id);
         if (!current) throw new NotFoundError('Execution', id);
         const { job, endpoint } = await lockJob(trx, actor, current.job_id);
-        if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint);
+        if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint, { owned: false });
+        requireOwnership(actor, current.created_by_key_id ?? job.created_by_key_id, `execution ${id}`);
         if (current.status === 'PENDING') {
           return toExecution((await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!);
         }
@@ -100,13 +103,13 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * CONFLICT (not FAILED), LOCK_HELD (its lock key is taken meanwhile).
      */
     async retryExecution(actor: Actor, rawId: string): Promise<Execution> {
-      const id = parseInput(idSchema, rawId);
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
+        const id = parseInput(idSchema, rawId);
         const current = await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id);
         if (!current) throw new NotFoundError('Execution', id);
         const { job, endpoint } = await lockJob(trx, actor, current.job_id);
         if (job.status === 'RETIRED') throw new RetiredError(job.id);
-        assertJobMutable(actor, job, endpoint);
+        assertJobMutable(actor, job, endpoint, { owned: false });
         if (current.status !== 'FAILED') {
           throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, { status: current.status });
         }

@@ -2,6 +2,7 @@
  * THE job service: every rule, guard and transaction of jobgate. GraphQL resolvers, the
  * library entry point and the CLI are adapters over this one object.
  */
+import { createAccessService } from './access.js';
 import { createCatalogService } from './catalog.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
@@ -11,6 +12,7 @@ import { createJobsService } from './jobs.js';
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
   return {
+    ...createAccessService(ctx),
     ...createCatalogService(ctx),
     ...createEndpointService(ctx),
     ...createJobsService(ctx),
@@ -25,4 +27,6 @@ export * from './errors.js';
 export type * from './models.js';
 export type { CreateJobResult, CancelJobResult } from './jobs.js';
 export type { TriggerJobResult } from './execution-control.js';
+export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';
+export { UnauthenticatedError } from './access.js';
 export type { Connection, Edge } from './pagination.js';

@@ -11,6 +11,7 @@ import type { Executor } from '../db/repos/scope.js';
 import type { EndpointRow, JobPatch, JobRow, NewJob } from '../db/types.js';
 import { sql } from 'kysely';
 import { isSystem, type Actor } from './actor.js';
+import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { firstFireAt, nextOccurrences, normalizeCron } from './cron.js';
 import {
@@ -78,10 +79,16 @@ function differingField(existing: JobRow, wanted: NewJob): string | undefined {
   return undefined;
 }
 
-export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow): void {
+/**
+ * Guards a change to a job: INTERNAL jobs are jobgate's own (FORBIDDEN); OPERATOR keys may
+ * update or cancel only jobs their key created (FORBIDDEN), though they may run and re-drive any
+ * (`owned: false`); a retired job cannot change (RETIRED).
+ */
+export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow, opts: { owned?: boolean } = {}): void {
   if (endpoint.type === 'INTERNAL' && !isSystem(actor)) {
     throw new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
   }
+  if (opts.owned !== false) requireOwnership(actor, job.created_by_key_id, `job ${job.id}`);
   if (job.status === 'RETIRED') throw new RetiredError(job.id);
 }
 
@@ -124,10 +131,11 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT, LOCK_HELD.
      */
     async createJob(actor: Actor, raw: CreateJobInput): Promise<CreateJobResult> {
-      const input = parseInput(createJobSchema, raw);
-      const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
-      const jobInput = input.input ?? {};
-      return db.transaction().execute(async (trx) => {
+      const target = (r: CreateJobResult) => ({ type: 'Job', id: r.job.id });
+      return mutate(ctx, actor, { action: 'job.create', role: 'OPERATOR', input: raw, target }, async (trx) => {
+        const input = parseInput(createJobSchema, raw);
+        const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
+        const jobInput = input.input ?? {};
         const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName });
         if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
         if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
@@ -150,6 +158,7 @@ export function createJobsService(ctx: ServiceContext) {
           misfire_policy: input.cron ? (input.cron.misfirePolicy ?? 'FIRE_LATEST') : null,
           overlap_policy: input.cron ? (input.cron.overlapPolicy ?? 'SKIP') : null,
           lock_key: input.lockKey ?? null,
+          created_by_key_id: actor.keyId ?? null,
         };
 
         const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
@@ -195,6 +204,7 @@ export function createJobsService(ctx: ServiceContext) {
             scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
             max_attempts: maxAttempts,
             lock_key: inserted.lock_key,
+            created_by_key_id: actor.keyId ?? null,
           });
           if (!execution) {
             // Only the live-lock index can refuse a new job's first execution: a concurrent job
@@ -214,8 +224,8 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
      */
     async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
-      const input = parseInput(updateJobSchema, raw);
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
+        const input = parseInput(updateJobSchema, raw);
         const { job, endpoint } = await lockJob(trx, actor, input.id);
         assertJobMutable(actor, job, endpoint);
         const patch: JobPatch = {};
@@ -263,7 +273,7 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
      */
     async pauseJob(actor: Actor, id: string): Promise<Job> {
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
         const { job, endpoint } = await lockJob(trx, actor, id);
         assertJobMutable(actor, job, endpoint);
         if (job.status === 'PAUSED') return toJob(job);
@@ -276,7 +286,7 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
      */
     async resumeJob(actor: Actor, id: string): Promise<Job> {
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
         const { job, endpoint } = await lockJob(trx, actor, id);
         assertJobMutable(actor, job, endpoint);
         if (job.status === 'ACTIVE') return toJob(job);
@@ -292,7 +302,7 @@ export function createJobsService(ctx: ServiceContext) {
      * FORBIDDEN (internal job).
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
-      return db.transaction().execute(async (trx) => {
+      return mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
         const { job, endpoint } = await lockJob(trx, actor, id);
         assertJobMutable(actor, job, endpoint);
         const retired = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, {

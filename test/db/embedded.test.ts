@@ -154,7 +154,10 @@ function startJobgate(dataDir: string): Jobgate {
 async function startServing(dataDir: string): Promise<{ jg: Jobgate; url: string }> {
   const jg = startJobgate(dataDir);
   const match = await jg.waitFor(READY);
-  return { jg, url: match[1]! };
+  const url = match[1]!;
+  const keyFile = path.join(dataDir, 'admin-key');
+  if (fs.existsSync(keyFile)) keyFor.set(url, fs.readFileSync(keyFile, 'utf8').trim());
+  return { jg, url };
 }
 
 async function stop(jg: Jobgate): Promise<Exit> {
@@ -162,10 +165,13 @@ async function stop(jg: Jobgate): Promise<Exit> {
   return jg.exited;
 }
 
+/** The ADMIN key the first start saved in the data folder, for the folder a URL's process serves. */
+const keyFor = new Map<string, string>();
+
 async function gql(url: string, query: string): Promise<Record<string, any>> {
   const res = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json' },
+    headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${keyFor.get(url) ?? ''}` },
     body: JSON.stringify({ query }),
   });
   const body = (await res.json()) as { data?: Record<string, any>; errors?: unknown };
@@ -197,6 +203,14 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
     const dataDir = makeDataDir();
     const { jg, url } = await startServing(dataDir);
     expect(jg.stderr()).toContain(`embedded postgres: initialising a new cluster in ${path.join(dataDir, 'pg')}`);
+    // The first start creates an ADMIN key, prints it once and saves it for the user.
+    const key = fs.readFileSync(path.join(dataDir, 'admin-key'), 'utf8').trim();
+    expect(key).toMatch(/^jg_/);
+    expect(jg.stderr()).toContain(key);
+    expect((fs.statSync(path.join(dataDir, 'admin-key')).mode & 0o777).toString(8)).toBe('600');
+    const anonymous = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ workspace { slug } }"}' });
+    expect(anonymous.status).toBe(401);
+    expect(((await anonymous.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('UNAUTHENTICATED');
     expect(jg.stderr()).toMatch(/embedded postgres: ready on 127\.0\.0\.1:\d+; data in /);
     expect(fs.existsSync(path.join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
     expect(fs.statSync(path.join(dataDir, 'postgres-credentials.json')).mode & 0o777).toBe(0o600);

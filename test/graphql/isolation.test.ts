@@ -27,7 +27,8 @@ beforeAll(async () => {
   });
   const { job } = await t.service.createJob(t.actor, { endpointId: endpoint.id, kind: 'IMMEDIATE', input: { mine: 'A' } });
   const execution = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node;
-  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id });
+  const key = await t.service.createApiKey(t.actor, { name: 'a key', role: 'OPERATOR' });
+  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id });
 });
 afterAll(() => t.close());
 
@@ -69,6 +70,11 @@ const probes: Record<string, Probe> = {
   triggerJob: { query: `mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }`, id: 'job', expect: 'NOT_FOUND' },
   cancelExecution: { query: `mutation ($id: ID!) { cancelExecution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
   retryExecution: { query: `mutation ($id: ID!) { retryExecution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
+  apiKeys: { query: `{ apiKeys { id name prefix } }`, expect: 'NO_A_DATA' },
+  auditLog: { query: `query ($id: String) { auditLog(targetId: $id) { entries { id targetId input } } }`, id: 'job', expect: 'NO_A_DATA' },
+  createApiKey: { query: `mutation { createApiKey(input: { name: "b", role: VIEWER }) { key apiKey { id } } }`, expect: 'NO_A_DATA' },
+  revokeApiKey: { query: `mutation ($id: ID!) { revokeApiKey(id: $id) { id } }`, id: 'apiKey', expect: 'NOT_FOUND' },
+  createWorkspace: { query: `mutation { createWorkspace(input: { slug: "default", name: "taken?" }) { workspace { id } } }`, expect: 'NO_A_DATA' },
 };
 
 const rootFields = () => [
@@ -78,7 +84,7 @@ const rootFields = () => [
 ];
 
 async function snapshotOfA() {
-  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions'];
+  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys'];
   const out: Record<string, unknown> = {};
   for (const table of tables) {
     out[table] = (await t.query(`select * from ${table} where workspace_id = $1 order by id`, [t.actor.workspaceId])).rows;

@@ -8,6 +8,10 @@ import { createDatabase, type Database } from '../../src/db/pool.js';
 import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repos/workspaces.js';
 import type { Actor } from '../../src/service/actor.js';
 import { createJobService, type JobService, type ServiceDeps } from '../../src/service/index.js';
+import { SecretBox } from '../../src/service/secrets.js';
+
+/** The test run's key for secrets at rest. */
+export const TEST_SECRETS = new SecretBox(Buffer.alloc(32, 7));
 
 export function serverUrl(): string {
   return inject('pgServerUrl');
@@ -58,7 +62,7 @@ export async function createTestDb(deps: Partial<ServiceDeps> = {}): Promise<Tes
   await adminQuery(`create database ${name} template ${inject('pgTemplate')}`);
   const url = urlFor(name);
   const database = createDatabase({ connectionString: url, max: 10 });
-  const service = createJobService({ db: database.db, defaultMaxAttempts: 5, ...deps });
+  const service = createJobService({ db: database.db, defaultMaxAttempts: 5, secrets: TEST_SECRETS, ...deps });
   const ws = (await findWorkspaceBySlug(database.db, 'default'))!;
   const other = await ensureWorkspace(database.db, 'other', 'Other workspace');
   return {

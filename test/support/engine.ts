@@ -4,7 +4,7 @@
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry, type HandlerFn } from '../../src/service/engine/handlers.js';
 import { createWorker, type Worker, type WorkerOptions } from '../../src/service/engine/worker.js';
-import type { TestDb } from './db.js';
+import { TEST_SECRETS, type TestDb } from './db.js';
 
 export interface EngineHarness {
   handlers: HandlerRegistry;
@@ -31,6 +31,7 @@ export function engineHarness(t: TestDb): EngineHarness {
         log,
         pollMs: 200,
         reconcileMs: 200,
+        secrets: TEST_SECRETS,
         ...options,
       });
       await w.start();

@@ -12,6 +12,7 @@ export interface NewExecutionRow {
   lock_key?: string | null;
   trigger?: 'SCHEDULE' | 'MANUAL';
   request_id?: string | null;
+  created_by_key_id?: string | null;
 }
 
 /**

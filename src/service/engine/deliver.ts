@@ -8,6 +8,7 @@ import type { AttemptOutcome } from '../../db/types.js';
 import type { HandlerRegistry } from './handlers.js';
 import { UnrecoverableError } from './handlers.js';
 import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
+import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
 import { redact, render, renderDeep, TemplateError, type TemplateScope } from './template.js';
 
@@ -27,6 +28,8 @@ export interface DeliveryOptions {
   defaultTimeoutMs: number;
   /** Bytes of response body kept; the connection is dropped past it. */
   responseCapBytes?: number;
+  /** Opens signing secrets and secret config values sealed at rest. */
+  secrets?: SecretBox | undefined;
 }
 
 /** Why the attempt's signal was aborted, when it was. */
@@ -77,8 +80,22 @@ export function createDelivery(options: DeliveryOptions) {
     return Buffer.concat(chunks).subarray(0, cap).toString('utf8');
   }
 
+  const open = (value: string): string => {
+    if (!isSealed(value)) return value;
+    if (!options.secrets) throw new TemplateError('a secret is sealed but this worker has no JOBGATE_SECRET_KEY to open it');
+    return options.secrets.open(value);
+  };
+
   async function http(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
-    const scope: TemplateScope = { config: ex.config_entries ?? {}, input: ex.input };
+    let scope: TemplateScope;
+    let signingSecret: string | null;
+    try {
+      const config = Object.fromEntries(Object.entries(ex.config_entries ?? {}).map(([k, e]) => [k, { ...e, value: e.secret ? open(e.value) : e.value }]));
+      scope = { config, input: ex.input };
+      signingSecret = ex.signing_secret ? open(ex.signing_secret) : null;
+    } catch (error) {
+      return failure('FAILED', `cannot open the endpoint's secrets: ${(error as Error).message}`, false);
+    }
     let url: URL;
     let headers: Record<string, string>;
     let body: string | undefined;
@@ -100,7 +117,7 @@ export function createDelivery(options: DeliveryOptions) {
 
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
-    if (ex.signing_secret) Object.assign(headers, signatureHeaders(ex.signing_secret, ex.id, body ?? ''));
+    if (signingSecret) Object.assign(headers, signatureHeaders(signingSecret, ex.id, body ?? ''));
 
     try {
       const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });

@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { anyLimitedEndpoint, claimExecutions } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { createDelivery } from './deliver.js';
+import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
 
 export interface DrainResult {
@@ -22,9 +23,14 @@ export interface DrainResult {
 export async function drainDue(
   pool: pg.Pool,
   handlers: HandlerRegistry,
-  options: { limit: number; defaultTimeoutMs: number; outboundAllow?: string[] },
+  options: { limit: number; defaultTimeoutMs: number; outboundAllow?: string[]; secrets?: SecretBox | undefined },
 ): Promise<DrainResult> {
-  const delivery = createDelivery({ handlers, defaultTimeoutMs: options.defaultTimeoutMs, outboundAllow: options.outboundAllow ?? [] });
+  const delivery = createDelivery({
+    handlers,
+    defaultTimeoutMs: options.defaultTimeoutMs,
+    outboundAllow: options.outboundAllow ?? [],
+    secrets: options.secrets,
+  });
   try {
     // No heartbeats here: the lease must outlast the longest attempt (its timeout), with margin.
     const { rows } = await pool.query<{ max: number | null }>('select max(timeout_ms) as max from endpoints');

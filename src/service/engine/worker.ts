@@ -21,6 +21,7 @@ import { completeExecutions, type Completion } from '../../db/queries/complete.j
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
+import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
 
 export interface WorkerOptions {
@@ -43,12 +44,16 @@ export interface WorkerOptions {
   reconcileMs?: number;
   defaultTimeoutMs?: number;
   outboundAllow?: string[];
+  /** Opens secrets sealed at rest (signing secrets, secret config values). */
+  secrets?: SecretBox | undefined;
 }
 
 interface InFlight {
   ex: ClaimedExecution;
   controller: AbortController;
   started: number;
+  /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
+  finished: boolean;
 }
 
 export interface Worker {
@@ -76,14 +81,23 @@ export function createWorker(options: WorkerOptions): Worker {
     handlers: options.handlers,
     outboundAllow: options.outboundAllow ?? [],
     defaultTimeoutMs: options.defaultTimeoutMs ?? 30_000,
+    secrets: options.secrets,
   });
 
+  // Leases held: attempts running, and attempts ended whose outcome is not recorded yet.
   const inFlight = new Map<string, InFlight>();
+  // Attempts running: what `concurrency` bounds. A slot frees when the attempt ends, so the next
+  // claim overlaps the flush of the previous outcomes instead of waiting for it; at most
+  // `concurrency` more leases are held for outcomes on their way to the database.
+  let executing = 0;
   const pendingCompletions: Completion[] = [];
   let flushing: Promise<void> | undefined;
   let running = false;
   let claiming = false;
   let wantClaim = false;
+  let kickQueued = false;
+  // The last claim was held back by the cap on leases awaiting their outcome's record.
+  let heldBack = false;
   let limited = false;
   let lastLeaseOk = performance.now();
   let listener: pg.Client | undefined;
@@ -102,32 +116,54 @@ export function createWorker(options: WorkerOptions): Worker {
     if (!claiming) void claimLoop();
   }
 
+  /** Kicks once after the current tick, so attempts ending together free their slots for one claim. */
+  function kickSoon() {
+    if (kickQueued) return;
+    kickQueued = true;
+    setImmediate(() => {
+      kickQueued = false;
+      kick();
+    });
+  }
+
+  function room(): number {
+    const free = concurrency - executing;
+    const unheld = 2 * concurrency - inFlight.size;
+    heldBack = unheld < free;
+    return Math.min(free, unheld);
+  }
+
   async function claimLoop() {
     claiming = true;
+    // Whether the queue looked empty (or the database unreachable): then the due timer is armed.
+    let short = false;
     try {
       while (running && wantClaim) {
         wantClaim = false;
-        const room = concurrency - inFlight.size;
-        if (room <= 0) break;
-        const limit = Math.min(room, batchSize);
+        const free = room();
+        if (free <= 0) break;
+        const limit = Math.min(free, batchSize);
         const sentAt = performance.now();
         let claimed: ClaimedExecution[];
         try {
           claimed = await claimExecutions(pool, { workerId: id, limit, handlers: options.handlers.names(), leaseMs, limitedEndpoints: limited });
         } catch (error) {
           log.warn(`worker ${id}: claim failed: ${(error as Error).message}`);
+          short = true;
           break;
         }
         if (claimed.length > 0) lastLeaseOk = Math.max(lastLeaseOk, sentAt);
         for (const ex of claimed) startAttempt(ex);
         // A full batch means there is probably more.
         if (claimed.length === limit) wantClaim = true;
+        else short = true;
       }
     } finally {
       claiming = false;
     }
-    if (running && wantClaim && inFlight.size < concurrency) void claimLoop();
-    else if (running) void armDueTimer();
+    if (running && wantClaim && room() > 0) void claimLoop();
+    // With every slot busy there is nothing to time: ending attempts kick the loop.
+    else if (running && short) void armDueTimer();
   }
 
   async function armDueTimer() {
@@ -147,10 +183,13 @@ export function createWorker(options: WorkerOptions): Worker {
 
   function startAttempt(ex: ClaimedExecution) {
     const controller = new AbortController();
-    const entry: InFlight = { ex, controller, started: performance.now() };
+    const entry: InFlight = { ex, controller, started: performance.now(), finished: false };
     inFlight.set(ex.id, entry);
+    executing++;
     if (ex.cancel_requested) controller.abort('cancelled' satisfies AbortReason);
     void delivery.attempt(ex, controller).then((result) => {
+      executing--;
+      entry.finished = true;
       pendingCompletions.push({
         executionId: ex.id,
         epoch: ex.lease_epoch,
@@ -158,6 +197,7 @@ export function createWorker(options: WorkerOptions): Worker {
         ...result,
       });
       scheduleFlush();
+      kickSoon();
     });
   }
 
@@ -173,6 +213,8 @@ export function createWorker(options: WorkerOptions): Worker {
           for (const c of batch) {
             if (!accepted.has(c.executionId)) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
           }
+          // A retry was scheduled: time it (claims running beside this flush could not see it).
+          if ([...accepted.values()].includes('PENDING')) void armDueTimer();
         } catch (error) {
           // The leases will expire and the reconciler will retry these: at-least-once.
           log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
@@ -183,7 +225,9 @@ export function createWorker(options: WorkerOptions): Worker {
       flushing = undefined;
       if (pendingCompletions.length > 0) scheduleFlush();
       notifyIdle();
-      kick();
+      // Recorded outcomes release their leases: claim if that cap held the last claim back, and
+      // when endpoints have concurrency limits (a recorded outcome frees an endpoint slot).
+      if (heldBack || limited) kick();
     });
   }
 
@@ -201,7 +245,8 @@ export function createWorker(options: WorkerOptions): Worker {
         const f = inFlight.get(h.id);
         if (!f || f.controller.signal.aborted) continue;
         if (!alive.has(h.id)) {
-          if (!pendingCompletions.some((c) => c.executionId === h.id)) {
+          // An ended attempt's outcome may have been recorded since the heartbeat was sent.
+          if (!f.finished) {
             log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`);
             f.controller.abort('lease-lost' satisfies AbortReason);
           }
@@ -314,7 +359,7 @@ export function createWorker(options: WorkerOptions): Worker {
         await Promise.race([new Promise<void>((r) => idle.push(r)), new Promise((r) => setTimeout(r, graceMs).unref())]);
         clearInterval(keepAlive);
       }
-      const left = [...inFlight.values()].filter((f) => !pendingCompletions.some((c) => c.executionId === f.ex.id));
+      const left = [...inFlight.values()].filter((f) => !f.finished);
       if (left.length > 0) {
         const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).catch((e: Error) => {
           log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);

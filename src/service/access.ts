@@ -1,0 +1,260 @@
+/**
+ * API keys, authentication, workspaces and the audit log.
+ */
+import { sql } from 'kysely';
+import { z } from 'zod';
+import type { ApiKeyRow, AuditRow } from '../db/types.js';
+import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
+import { isUuid, scoped } from '../db/repos/scope.js';
+import type { Actor, Role } from './actor.js';
+import { mutate, requireRole } from './audit.js';
+import { parseInput, type ServiceContext } from './context.js';
+import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
+import { toWorkspace, type Workspace } from './models.js';
+import { hashApiKey, newApiKey } from './secrets.js';
+
+export interface ApiKey {
+  id: string;
+  workspaceId: string;
+  name: string;
+  role: Role;
+  installationAdmin: boolean;
+  /** The first characters of the key, to tell keys apart. */
+  prefix: string;
+  createdByKeyId: string | null;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface CreateApiKeyResult {
+  apiKey: ApiKey;
+  /** The key itself. Shown this once; only its hash is stored. */
+  key: string;
+}
+
+export interface AuditEntry {
+  id: number;
+  actorKind: string;
+  actorKeyId: string | null;
+  action: string;
+  targetType: string | null;
+  targetId: string | null;
+  input: unknown;
+  resultCode: string;
+  createdAt: Date;
+}
+
+export interface AuditPage {
+  entries: AuditEntry[];
+  /** Pass as `after` for the next (older) page; null at the end. */
+  nextCursor: string | null;
+}
+
+const toApiKey = (r: ApiKeyRow): ApiKey => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  role: r.role,
+  installationAdmin: r.installation_admin,
+  prefix: r.prefix,
+  createdByKeyId: r.created_by_key_id,
+  createdAt: r.created_at,
+  lastUsedAt: r.last_used_at,
+  revokedAt: r.revoked_at,
+});
+
+const toAuditEntry = (r: AuditRow): AuditEntry => ({
+  id: r.id,
+  actorKind: r.actor_kind,
+  actorKeyId: r.actor_key_id,
+  action: r.action,
+  targetType: r.target_type,
+  targetId: r.target_id,
+  input: r.input,
+  resultCode: r.result_code,
+  createdAt: r.created_at,
+});
+
+export class UnauthenticatedError extends DomainError {
+  override name = 'UnauthenticatedError';
+  constructor(message = 'a valid API key is required: send "Authorization: Bearer <key>"') {
+    super('UNAUTHENTICATED', message);
+  }
+}
+
+export const createApiKeySchema = z.object({
+  name: z.string().min(1).max(200),
+  role: z.enum(['ADMIN', 'OPERATOR', 'VIEWER']),
+  installationAdmin: z.boolean().nullish(),
+});
+export type CreateApiKeyInput = z.input<typeof createApiKeySchema>;
+
+export const createWorkspaceSchema = z.object({
+  slug: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and -, up to 63 characters'),
+  name: z.string().min(1).max(200),
+});
+export type CreateWorkspaceInput = z.input<typeof createWorkspaceSchema>;
+
+export const auditFilterSchema = z.object({
+  action: z.string().max(100).nullish(),
+  targetId: z.string().max(100).nullish(),
+  resultCode: z.string().max(100).nullish(),
+  first: z.number().int().min(1).max(200).nullish(),
+  after: z.string().max(100).nullish(),
+});
+export type AuditFilter = z.input<typeof auditFilterSchema>;
+
+/** How stale `last_used_at` may get before a request refreshes it (one write per key per minute). */
+const LAST_USED_GRANULARITY = "interval '1 minute'";
+
+export function createAccessService(ctx: ServiceContext) {
+  const { db } = ctx;
+
+  async function insertKey(ex: typeof db, workspaceId: string, input: { name: string; role: Role; installationAdmin: boolean; createdBy: string | null }) {
+    const { key, prefix, hash } = newApiKey();
+    const row = await ex
+      .insertInto('api_keys')
+      .values({
+        workspace_id: scoped(workspaceId),
+        name: input.name,
+        role: input.role,
+        installation_admin: input.installationAdmin,
+        prefix,
+        key_hash: hash,
+        created_by_key_id: input.createdBy,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { apiKey: toApiKey(row), key };
+  }
+
+  return {
+    /**
+     * Who a bearer key is. Throws UNAUTHENTICATED for a missing, unknown or revoked key, with
+     * the same message for each. Records `last_used_at` (at most once a minute per key).
+     */
+    async authenticate(key: string | undefined | null): Promise<Actor> {
+      if (!key || !/^jg_[A-Za-z0-9_-]{20,100}$/.test(key)) throw new UnauthenticatedError();
+      const row = await db.selectFrom('api_keys').selectAll().where('key_hash', '=', hashApiKey(key)).executeTakeFirst();
+      if (!row || row.revoked_at) throw new UnauthenticatedError();
+      if (!row.last_used_at || Date.now() - row.last_used_at.getTime() > 60_000) {
+        await sql`update api_keys set last_used_at = now()
+                  where id = ${row.id} and (last_used_at is null or last_used_at < now() - ${sql.raw(LAST_USED_GRANULARITY)})`.execute(db);
+      }
+      return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.id, installationAdmin: row.installation_admin };
+    },
+
+    /**
+     * Creates an API key in the actor's workspace. ADMIN only; an installation-admin key only
+     * from an installation admin (or jobgate itself). The key is in the result, once.
+     */
+    async createApiKey(actor: Actor, raw: CreateApiKeyInput): Promise<CreateApiKeyResult> {
+      const target = (r: CreateApiKeyResult) => ({ type: 'ApiKey', id: r.apiKey.id });
+      return mutate(ctx, actor, { action: 'apiKey.create', role: 'ADMIN', input: raw, target }, async (trx) => {
+        const input = parseInput(createApiKeySchema, raw);
+        if (input.installationAdmin && !actor.installationAdmin && actor.kind !== 'system') {
+          throw new ForbiddenError('only an installation admin may create installation-admin keys');
+        }
+        return insertKey(trx as unknown as typeof db, actor.workspaceId, {
+          name: input.name,
+          role: input.role,
+          installationAdmin: input.installationAdmin ?? false,
+          createdBy: actor.keyId ?? null,
+        });
+      });
+    },
+
+    /** Revokes a key: it stops working at once, on open connections at their next operation. ADMIN only. Idempotent. */
+    async revokeApiKey(actor: Actor, id: string): Promise<ApiKey> {
+      return mutate(ctx, actor, { action: 'apiKey.revoke', role: 'ADMIN', input: { id }, target: { type: 'ApiKey', id } }, async (trx) => {
+        if (!isUuid(id)) throw new NotFoundError('ApiKey', id);
+        const row = await trx
+          .updateTable('api_keys')
+          .set({ revoked_at: sql<Date>`coalesce(revoked_at, now())` })
+          .where('workspace_id', '=', scoped(actor.workspaceId))
+          .where('id', '=', id)
+          .returningAll()
+          .executeTakeFirst();
+        if (!row) throw new NotFoundError('ApiKey', id);
+        return toApiKey(row);
+      });
+    },
+
+    /** The workspace's keys, newest first (never the keys themselves). ADMIN only. */
+    async apiKeys(actor: Actor): Promise<ApiKey[]> {
+      requireRole(actor, 'ADMIN', 'listing API keys');
+      const rows = await db
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('workspace_id', '=', scoped(actor.workspaceId))
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .execute();
+      return rows.map(toApiKey);
+    },
+
+    /**
+     * Creates a workspace (with its reaper) and its first ADMIN key. Installation admins only.
+     * Throws FORBIDDEN, VALIDATION_FAILED, CONFLICT (slug taken).
+     */
+    async createWorkspace(actor: Actor, raw: CreateWorkspaceInput): Promise<{ workspace: Workspace; adminKey: CreateApiKeyResult }> {
+      const target = (r: { workspace: Workspace }) => ({ type: 'Workspace', id: r.workspace.id });
+      return mutate(ctx, actor, { action: 'workspace.create', role: 'ADMIN', input: raw, target }, async (trx) => {
+        if (!actor.installationAdmin && actor.kind !== 'system') throw new ForbiddenError('creating workspaces needs an installation-admin key');
+        const input = parseInput(createWorkspaceSchema, raw);
+        const row = await trx
+          .insertInto('workspaces')
+          .values({ slug: input.slug, name: input.name })
+          .onConflict((oc) => oc.column('slug').doNothing())
+          .returningAll()
+          .executeTakeFirst();
+        if (!row) throw new ConflictError(`a workspace with slug "${input.slug}" already exists`, { slug: input.slug });
+        const adminKey = await insertKey(trx as unknown as typeof db, row.id, { name: 'first admin', role: 'ADMIN', installationAdmin: false, createdBy: actor.keyId ?? null });
+        return { workspace: toWorkspace(row), adminKey };
+      });
+    },
+
+    /** The audit log, newest first, filterable. ADMIN only. */
+    async auditLog(actor: Actor, raw: AuditFilter = {}): Promise<AuditPage> {
+      requireRole(actor, 'ADMIN', 'reading the audit log');
+      const f = parseInput(auditFilterSchema, raw);
+      const size = f.first ?? 50;
+      let afterId: number | undefined;
+      if (f.after) {
+        const m = /^a1:(\d+)$/.exec(Buffer.from(f.after, 'base64url').toString('utf8'));
+        if (!m) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
+        afterId = Number(m[1]);
+      }
+      let q = db.selectFrom('audit_log').selectAll().where('workspace_id', '=', scoped(actor.workspaceId));
+      if (f.action) q = q.where('action', '=', f.action);
+      if (f.targetId) q = q.where('target_id', '=', f.targetId);
+      if (f.resultCode) q = q.where('result_code', '=', f.resultCode);
+      if (afterId !== undefined) q = q.where('id', '<', afterId);
+      const rows = await q.orderBy('id', 'desc').limit(size + 1).execute();
+      const entries = rows.slice(0, size).map(toAuditEntry);
+      return {
+        entries,
+        nextCursor: rows.length > size ? Buffer.from(`a1:${entries.at(-1)!.id}`).toString('base64url') : null,
+      };
+    },
+
+    /**
+     * A new ADMIN key for a workspace by slug, as jobgate itself (the CLI's `keys create` and the
+     * embedded default's first start). Throws NOT_FOUND.
+     */
+    async bootstrapKey(workspaceSlug: string, role: Role, name: string, installationAdmin = false): Promise<CreateApiKeyResult> {
+      const ws = await findWorkspaceBySlug(db, workspaceSlug);
+      if (!ws) throw new NotFoundError('Workspace', workspaceSlug);
+      const system: Actor = { workspaceId: ws.id, kind: 'system', role: 'ADMIN', installationAdmin: true };
+      return mutate(ctx, system, { action: 'apiKey.bootstrap', role: 'ADMIN', input: { name, role }, target: (r: CreateApiKeyResult) => ({ type: 'ApiKey', id: r.apiKey.id }) }, (trx) =>
+        insertKey(trx as unknown as typeof db, ws.id, { name, role, installationAdmin, createdBy: null }),
+      );
+    },
+
+    /** Whether any key exists at all (the embedded default bootstraps one when none does). */
+    async anyApiKey(): Promise<boolean> {
+      return !!(await db.selectFrom('api_keys').select('id').limit(1).executeTakeFirst());
+    },
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * Every mutation goes through `mutate`: the role check, the transaction, and the audit row
+ * written in that same transaction (actor, action, target, redacted input, result). A refused
+ * or failed action changes nothing and is audited on its own, with its error code.
+ */
+import { sql } from 'kysely';
+import type { Transaction } from 'kysely';
+import type { DB } from '../db/types.js';
+import type { Actor, Role } from './actor.js';
+import type { ServiceContext } from './context.js';
+import { DomainError, ForbiddenError } from './errors.js';
+
+const RANK: Record<Role, number> = { VIEWER: 1, OPERATOR: 2, ADMIN: 3 };
+
+export function hasRole(actor: Actor, needed: Role): boolean {
+  return RANK[actor.role] >= RANK[needed];
+}
+
+/** Throws FORBIDDEN unless the actor's role is at least `needed`. */
+export function requireRole(actor: Actor, needed: Role, what: string): void {
+  if (!hasRole(actor, needed)) throw new ForbiddenError(`${what} needs the ${needed} role; this key is ${actor.role}`);
+}
+
+/**
+ * OPERATOR keys may change only what their own key created (or what was created on their
+ * behalf); ADMIN may change anything in the workspace.
+ */
+export function requireOwnership(actor: Actor, createdByKeyId: string | null, what: string): void {
+  if (actor.role === 'ADMIN' || actor.kind === 'system') return;
+  if (actor.keyId && createdByKeyId === actor.keyId) return;
+  throw new ForbiddenError(`an OPERATOR key may change only what it created; ${what} was created by another key`);
+}
+
+const SECRET_KEY = /secret|password|token|apikey|api_key|authorization/i;
+
+/** The input with secrets replaced: fields named like secrets, and config entries marked secret. */
+export function redact(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redact);
+  if (value instanceof Date) return value.toISOString();
+  if (value && typeof value === 'object') {
+    const obj = value as Record<string, unknown>;
+    const secretEntry = obj.secret === true && 'value' in obj;
+    return Object.fromEntries(
+      Object.entries(obj).map(([k, v]) => [k, (secretEntry && k === 'value') || (SECRET_KEY.test(k) && typeof v === 'string') ? '[redacted]' : redact(v)]),
+    );
+  }
+  return value;
+}
+
+export interface MutationSpec<T> {
+  /** What is done, e.g. "job.create". */
+  action: string;
+  /** The least role that may do it. */
+  role: Role;
+  /** The caller's input, recorded redacted. */
+  input: unknown;
+  /** What it acts on: known up front (an id), or read from the result. */
+  target: { type: string; id?: string | undefined } | ((result: T) => { type: string; id?: string | undefined });
+}
+
+async function writeAudit(
+  ex: Transaction<DB> | ServiceContext['db'],
+  actor: Actor,
+  action: string,
+  target: { type: string; id?: string | undefined } | undefined,
+  input: unknown,
+  code: string,
+): Promise<void> {
+  await sql`insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
+            values (${actor.workspaceId}, ${actor.kind}, ${actor.keyId ?? null}, ${action}, ${target?.type ?? null},
+                    ${target?.id ?? null}, ${JSON.stringify(redact(input) ?? {})}, ${code})`.execute(ex);
+}
+
+export async function mutate<T>(ctx: ServiceContext, actor: Actor, spec: MutationSpec<T>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+  const upfront = typeof spec.target === 'function' ? undefined : spec.target;
+  try {
+    requireRole(actor, spec.role, spec.action);
+    return await ctx.db.transaction().execute(async (trx) => {
+      const result = await fn(trx);
+      const target = typeof spec.target === 'function' ? spec.target(result) : spec.target;
+      await writeAudit(trx, actor, spec.action, target, spec.input, 'OK');
+      return result;
+    });
+  } catch (error) {
+    const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
+    // The change rolled back; the refusal is still on record.
+    await writeAudit(ctx.db, actor, spec.action, upfront, spec.input, code).catch(() => {});
+    throw error;
+  }
+}

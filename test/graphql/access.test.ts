@@ -1,0 +1,224 @@
+/**
+ * Keys, roles, ownership, audit and the hardened surface, through the real gateway over HTTP.
+ */
+import type { AddressInfo } from 'node:net';
+import { getIntrospectionQuery } from 'graphql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+let gw: RunningGateway;
+let url: string;
+const logs: string[] = [];
+const keys: Record<'ADMIN' | 'OPERATOR' | 'OPERATOR2' | 'VIEWER', string> = { ADMIN: '', OPERATOR: '', OPERATOR2: '', VIEWER: '' };
+const SIGNING_SECRET = 'whsec_c2lnbmluZy1zZWNyZXQtZm9yLXRlc3Rz';
+const CONFIG_SECRET = 'cfg-secret-value-9f8e7d';
+
+async function gql(key: string | undefined, query: string, variables: Record<string, unknown> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+    body: JSON.stringify({ query, variables }),
+  });
+  return { status: res.status, body: (await res.json()) as { data?: any; errors?: { message: string; extensions?: any }[] } };
+}
+
+beforeAll(async () => {
+  t = await createTestDb();
+  const log = createLogger('debug', (l) => logs.push(l));
+  gw = await startGateway({
+    service: t.service,
+    log,
+    host: '127.0.0.1',
+    port: 0,
+    maxBodyBytes: 100_000,
+    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+  });
+  url = `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}/graphql`;
+  keys.ADMIN = (await t.service.bootstrapKey('default', 'ADMIN', 'admin')).key;
+  const admin = await t.service.authenticate(keys.ADMIN);
+  for (const role of ['OPERATOR', 'VIEWER'] as const) keys[role] = (await t.service.createApiKey(admin, { name: role, role })).key;
+  keys.OPERATOR2 = (await t.service.createApiKey(admin, { name: 'second operator', role: 'OPERATOR' })).key;
+});
+afterAll(async () => {
+  await gw.close();
+  await t.close();
+});
+
+describe('authentication', () => {
+  it('refuses a missing, malformed or unknown key with UNAUTHENTICATED and 401', async () => {
+    for (const key of [undefined, 'nope', 'jg_unknownunknownunknownunknown']) {
+      const { status, body } = await gql(key, '{ workspace { slug } }');
+      expect(status).toBe(401);
+      expect(body.errors![0]!.extensions.code).toBe('UNAUTHENTICATED');
+      expect(body.data ?? null).toBeNull();
+    }
+  });
+
+  it('stops a revoked key at once', async () => {
+    const admin = await t.service.authenticate(keys.ADMIN);
+    const { key, apiKey } = await t.service.createApiKey(admin, { name: 'short-lived', role: 'VIEWER' });
+    expect((await gql(key, '{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
+    const revoked = await gql(keys.ADMIN, 'mutation ($id: ID!) { revokeApiKey(id: $id) { revokedAt } }', { id: apiKey.id });
+    expect(revoked.body.data.revokeApiKey.revokedAt).toEqual(expect.any(String));
+    expect((await gql(key, '{ workspace { slug } }')).body.errors![0]!.extensions.code).toBe('UNAUTHENTICATED');
+  });
+
+  it('stores keys hashed and lists them without the key', async () => {
+    const { rows } = await t.query('select key_hash, prefix from api_keys');
+    for (const r of rows) expect(Buffer.isBuffer(r.key_hash) && r.key_hash.length).toBe(32);
+    const listed = await gql(keys.ADMIN, '{ apiKeys { name role prefix lastUsedAt } }');
+    expect(JSON.stringify(listed.body)).not.toContain(keys.OPERATOR);
+    expect(listed.body.data.apiKeys.find((k: { name: string }) => k.name === 'admin').lastUsedAt).toEqual(expect.any(String));
+  });
+});
+
+describe('roles', () => {
+  let endpointId = '';
+  let ownJobId = '';
+  let executionId = '';
+  const setup = async () => {
+    if (endpointId) return;
+    const ep = await gql(keys.OPERATOR, 'mutation { registerEndpoint(input: { name: "role.target", kind: HANDLER, handlerName: "h" }) { id } }');
+    endpointId = ep.body.data.registerEndpoint.id;
+    const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', { e: endpointId });
+    ownJobId = job.body.data.createJob.job.id;
+    executionId = (await t.query('select id from executions where job_id = $1', [ownJobId])).rows[0].id;
+  };
+
+  const matrix: [string, string, (ids: { endpointId: string; jobId: string; executionId: string }) => Record<string, unknown>, Record<string, 'ok' | 'FORBIDDEN'>][] = [
+    ['createPayloadSpec', 'mutation { createPayloadSpec(input: { name: "spec.NAME", jsonSchema: true }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
+    ['setConfig', 'mutation { setConfig(input: { name: "cfg.NAME", entries: [] }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
+    ['registerEndpoint', 'mutation { registerEndpoint(input: { name: "ep.NAME", kind: HANDLER, handlerName: "h" }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
+    ['createJob', 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }', (i) => ({ e: i.endpointId }), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
+    ['triggerJob', 'mutation ($j: ID!) { triggerJob(input: { id: $j, force: true }) { created } }', (i) => ({ j: i.jobId }), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
+    ['createApiKey', 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['apiKeys', '{ apiKeys { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['auditLog', '{ auditLog { entries { id } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['createWorkspace', 'mutation { createWorkspace(input: { slug: "ws-NAME", name: "x" }) { workspace { id } } }', () => ({}), { ADMIN: 'FORBIDDEN', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['jobs', '{ jobs { nodes { id } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
+  ];
+  let n = 0;
+  for (const [name, query, vars, expected] of matrix) {
+    for (const role of ['ADMIN', 'OPERATOR', 'VIEWER'] as const) {
+      it(`${name} as ${role}: ${expected[role]}`, async () => {
+        await setup();
+        const res = await gql(keys[role], query.replace('NAME', `${role.toLowerCase()}-${n++}`), vars({ endpointId, jobId: ownJobId, executionId }));
+        if (expected[role] === 'ok') expect(res.body.errors).toBeUndefined();
+        else expect(res.body.errors![0]!.extensions.code).toBe('FORBIDDEN');
+      });
+    }
+  }
+
+  it('lets an OPERATOR change only what its own key created; ADMIN anything; refusals are audited', async () => {
+    await setup();
+    const update = 'mutation ($j: ID!) { updateJob(input: { id: $j, name: "renamed" }) { name } }';
+    const other = await gql(keys.OPERATOR2, update, { j: ownJobId });
+    expect(other.body.errors![0]!.extensions.code).toBe('FORBIDDEN');
+    expect((await gql(keys.OPERATOR2, 'mutation ($j: ID!) { cancelJob(id: $j) { cancelledExecutions } }', { j: ownJobId })).body.errors![0]!.extensions.code).toBe('FORBIDDEN');
+    expect((await gql(keys.OPERATOR, update, { j: ownJobId })).body.data.updateJob.name).toBe('renamed');
+    expect((await gql(keys.ADMIN, 'mutation ($j: ID!) { pauseJob(id: $j) { status } }', { j: ownJobId })).body.data.pauseJob.status).toBe('PAUSED');
+    const audit = await gql(keys.ADMIN, 'query ($j: String) { auditLog(targetId: $j) { entries { action resultCode actorKeyId } } }', { j: ownJobId });
+    const entries = audit.body.data.auditLog.entries as { action: string; resultCode: string }[];
+    expect(entries.map((e) => `${e.action}:${e.resultCode}`)).toEqual(
+      expect.arrayContaining(['job.update:FORBIDDEN', 'job.cancel:FORBIDDEN', 'job.update:OK', 'job.pause:OK']),
+    );
+    // The job records the key that created it.
+    const { rows } = await t.query('select created_by_key_id from jobs where id = $1', [ownJobId]);
+    expect(rows[0].created_by_key_id).toBe((await t.service.authenticate(keys.OPERATOR)).keyId);
+  });
+
+  it('lets an installation admin create a workspace, which gets its own admin key and reaper', async () => {
+    const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin', true)).key;
+    const res = await gql(root, 'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }');
+    expect(res.body.data.createWorkspace.workspace.slug).toBe('acme');
+    const acmeKey = res.body.data.createWorkspace.adminKey.key as string;
+    expect((await gql(acmeKey, '{ workspace { slug } }')).body.data.workspace.slug).toBe('acme');
+    const reaper = await gql(acmeKey, '{ jobs(filter: { includeInternal: true }) { nodes { name } } }');
+    expect(reaper.body.data.jobs.nodes).toEqual([{ name: 'reaper' }]);
+  });
+});
+
+describe('secrets', () => {
+  it('never returns, logs or audits a signing secret or a secret config value, and stores them encrypted', async () => {
+    await gql(keys.ADMIN, `mutation ($s: String) { registerEndpoint(input: { name: "secret.hook", kind: HTTP, url: "https://example.com/h", signingSecret: $s }) { id hasSigningSecret } }`, {
+      s: SIGNING_SECRET,
+    });
+    await gql(keys.ADMIN, `mutation ($v: String!) { setConfig(input: { name: "secret.cfg", entries: [{ key: "token", value: $v, secret: true }] }) { entries { value } } }`, {
+      v: CONFIG_SECRET,
+    });
+    const answers = JSON.stringify([
+      (await gql(keys.ADMIN, '{ endpoints { nodes { url hasSigningSecret config { entries { key value } } } } configs { nodes { entries { key value secret } } } }')).body,
+      (await gql(keys.ADMIN, '{ auditLog(first: 200) { entries { input } } }')).body,
+    ]);
+    const tables = ['endpoints', 'configs', 'audit_log'];
+    const stored = JSON.stringify(await Promise.all(tables.map(async (tb) => (await t.query(`select * from ${tb}`)).rows)));
+    for (const secret of [SIGNING_SECRET, CONFIG_SECRET]) {
+      expect(answers).not.toContain(secret);
+      expect(stored).not.toContain(secret);
+      expect(logs.join('\n')).not.toContain(secret);
+    }
+    expect(stored).toContain('enc:v1:');
+    expect(answers).toContain('[redacted]');
+  });
+});
+
+describe('limits', () => {
+  it('passes the full introspection query that code generators send', async () => {
+    const res = await gql(keys.VIEWER, getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, inputValueDeprecation: true }));
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data.__schema.queryType.name).toBe('Query');
+  });
+
+  it('refuses a query past the depth or cost limits with a clear error, and keeps serving', async () => {
+    // The deepest path the schema allows, multiplied by aliases at every level.
+    const leaf = 'config { entries { key value } } payloadSpec { jsonSchema }';
+    const fan = (inner: string, n: number) => Array.from({ length: n }, (_, i) => `f${i}: ${inner}`).join(' ');
+    const q = `{ ${fan(`executions(first: 100) { edges { node { ${fan(`job { ${fan(`endpoint { ${leaf} }`, 5)} }`, 5)} } } }`, 5)} }`;
+    const res = await gql(keys.VIEWER, q);
+    expect(res.body.errors?.[0]?.message).toMatch(/limit/i);
+    expect(res.body.data ?? null).toBeNull();
+    expect((await gql(keys.VIEWER, '{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
+  });
+
+  it('refuses an alias bomb', async () => {
+    const aliases = Array.from({ length: 200 }, (_, i) => `a${i}: workspace { slug }`).join(' ');
+    const res = await gql(keys.VIEWER, `{ ${aliases} }`);
+    expect(res.body.errors?.[0]?.message).toMatch(/alias/i);
+    expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
+  });
+
+  it('refuses a deep introspection query, even behind a fragment named __schema, and cyclic fragments', async () => {
+    let typeRef = 'name';
+    for (let i = 0; i < 20; i++) typeRef = `ofType { ${typeRef} }`;
+    const res = await gql(keys.VIEWER, `{ __schema { types { fields { type { ${typeRef} } } } } }`);
+    expect(res.body.errors?.[0]?.message).toMatch(/Introspection is limited to a depth/);
+    const sneaky = await gql(keys.VIEWER, `query { ...__schema } fragment __schema on Query { __schema { types { fields { type { ${typeRef} } } } } }`);
+    expect(sneaky.body.errors?.[0]?.message).toMatch(/depth|Introspection/i);
+    const cyclic = await gql(keys.VIEWER, 'query { ...A } fragment A on Query { workspace { slug } ...B } fragment B on Query { ...A }');
+    expect(cyclic.body.errors?.[0]?.message).toMatch(/cannot spread fragment|cycle/i);
+    expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
+  });
+
+  it('refuses an oversized body with 413 and keeps serving', async () => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` },
+      body: JSON.stringify({ query: '{ workspace { slug } }', variables: { pad: 'x'.repeat(200_000) } }),
+    });
+    expect(res.status).toBe(413);
+    expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
+  });
+
+  it('never suggests field names', async () => {
+    const res = await gql(keys.VIEWER, '{ workspac { slug } }');
+    expect(res.body.errors![0]!.message).not.toMatch(/Did you mean/);
+  });
+
+  it('refuses a simple (non-preflighted) browser request without a custom header (CSRF)', async () => {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ query: '{ workspace { slug } }' }) });
+    expect(res.status).toBe(403);
+  });
+});
