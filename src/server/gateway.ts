@@ -14,6 +14,7 @@ import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
 import { hardeningPlugins } from './hardening.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
+import { attachWebSocket } from '../subscriptions/ws.js';
 
 export interface GatewayOptions {
   service: JobService;
@@ -47,7 +48,11 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
       warn: (...args) => options.log.warn(args.map(String).join(' ')),
       error: (...args) => options.log.error(args.map(String).join(' ')),
     },
-    context: async ({ request }) => ({ actor: await options.authenticate(request), service: options.service }),
+    // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts).
+    context: async (initial) => ({
+      actor: (initial as { actor?: Actor }).actor ?? (await options.authenticate(initial.request)),
+      service: options.service,
+    }),
   }) as Yoga;
 }
 
@@ -84,6 +89,12 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     server.once('error', reject);
     server.listen(options.port, options.host, () => resolve());
   });
+  const ws = attachWebSocket(server, yoga, {
+    log: options.log,
+    maxPayload: maxBody,
+    // The same authentication as HTTP: a Request-shaped object carrying the key.
+    authenticate: (key) => options.authenticate(new Request('http://ws/', { headers: key ? { authorization: `Bearer ${key}` } : {} })),
+  });
   const { port } = server.address() as AddressInfo;
   // The address actually bound ("localhost" may resolve to ::1 first, where nothing listens).
   const shownHost = options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host.includes(':') ? `[${options.host}]` : options.host;
@@ -95,6 +106,7 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     url,
     close: () =>
       (closing ??= new Promise<void>((resolve) => {
+        void ws.close();
         server.close(() => resolve());
         server.closeIdleConnections();
         setTimeout(() => server.closeAllConnections(), 5000).unref();

@@ -1,0 +1,84 @@
+/**
+ * GraphQL over WebSocket (the graphql-transport-ws protocol, graphql-ws) on the gateway's port
+ * and path. Operations run through yoga's envelop (`getEnveloped`), so the limits, masking and
+ * context that guard HTTP guard WebSocket operations identically.
+ *
+ * The key travels in `connectionParams.authorization` (or the upgrade request's Authorization
+ * header) and is checked at connection_init (a bad key closes the socket with 4403) and again
+ * at every operation, so a revoked key stops working on an open socket at its next operation.
+ */
+import type { IncomingMessage, Server } from 'node:http';
+import { GraphQLError } from 'graphql';
+import { useServer } from 'graphql-ws/use/ws';
+import { WebSocketServer } from 'ws';
+import type { Logger } from '../log.js';
+import type { Actor } from '../service/actor.js';
+import { DomainError } from '../service/errors.js';
+import type { Yoga } from '../server/gateway.js';
+
+export interface WebSocketOptions {
+  authenticate(key: string | undefined): Promise<Actor>;
+  log: Logger;
+  /** Largest message accepted, in bytes. */
+  maxPayload?: number;
+}
+
+function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
+  const raw = (typeof params?.authorization === 'string' ? params.authorization : undefined) ?? request.headers.authorization;
+  if (!raw) return undefined;
+  return /^Bearer\s+(\S+)$/i.exec(raw)?.[1] ?? raw;
+}
+
+export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
+  const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000 });
+  const disposable = useServer<Record<string, unknown>, { request: IncomingMessage }>(
+    {
+      execute: (args: any) => args.rootValue.execute(args),
+      subscribe: (args: any) => args.rootValue.subscribe(args),
+      onConnect: async (ctx) => {
+        try {
+          await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
+          return true;
+        } catch {
+          return false; // 4403 Forbidden
+        }
+      },
+      onSubscribe: async (ctx, _id, payload) => {
+        let actor: Actor;
+        try {
+          actor = await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
+        } catch (error) {
+          const code = error instanceof DomainError ? error.code : 'UNAUTHENTICATED';
+          return [new GraphQLError(error instanceof DomainError ? error.message : 'authentication failed', { extensions: { code } })];
+        }
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ actor, params: payload });
+        let document;
+        try {
+          // Limits may throw here rather than report: either way the client gets the error.
+          document = parse(payload.query);
+          const errors = validate(schema, document);
+          if (errors.length > 0) return errors;
+        } catch (error) {
+          if (error instanceof GraphQLError) return [error];
+          options.log.error(`websocket: unexpected error validating an operation: ${(error as Error).stack ?? String(error)}`);
+          return [new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } })];
+        }
+        return {
+          schema,
+          operationName: payload.operationName,
+          document,
+          variableValues: payload.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute, subscribe },
+        };
+      },
+    },
+    wss,
+  );
+  return {
+    async close() {
+      await disposable.dispose();
+      await new Promise<void>((r) => wss.close(() => r()));
+    },
+  };
+}

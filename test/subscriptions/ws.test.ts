@@ -1,0 +1,82 @@
+/**
+ * GraphQL over a real WebSocket with a real graphql-ws client: the same authentication, limits
+ * and masking as HTTP, and revocation that takes effect on an open socket.
+ */
+import type { AddressInfo } from 'node:net';
+import { createClient, type Client } from 'graphql-ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { createLogger } from '../../src/log.js';
+import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+let gw: RunningGateway;
+let wsUrl: string;
+const clients: Client[] = [];
+
+beforeAll(async () => {
+  t = await createTestDb();
+  gw = await startGateway({
+    service: t.service,
+    log: createLogger('silent'),
+    host: '127.0.0.1',
+    port: 0,
+    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+  });
+  wsUrl = `ws://127.0.0.1:${(gw.server.address() as AddressInfo).port}/graphql`;
+});
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.dispose()));
+  await gw.close();
+  await t.close();
+});
+
+function client(key: string | undefined, onClose?: (code: number) => void): Client {
+  const c = createClient({
+    url: wsUrl,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+    lazy: false,
+    connectionParams: key ? { authorization: `Bearer ${key}` } : {},
+    on: { closed: (e) => onClose?.((e as { code: number }).code) },
+    onNonLazyError: () => {},
+  });
+  clients.push(c);
+  return c;
+}
+
+function run(c: Client, query: string): Promise<{ data?: any; errors?: readonly { message: string; extensions?: any }[] }> {
+  return new Promise((resolve, reject) => {
+    let result: any;
+    c.subscribe({ query }, { next: (r) => (result = r), error: (e) => (Array.isArray(e) ? resolve({ errors: e }) : reject(e)), complete: () => resolve(result) });
+  });
+}
+
+describe('GraphQL over WebSocket', () => {
+  it('runs operations for a valid key, and stops a revoked key at its next operation on the open socket', async () => {
+    const admin = (await t.service.bootstrapKey('default', 'ADMIN', 'ws admin')).key;
+    const adminActor = await t.service.authenticate(admin);
+    const { key, apiKey } = await t.service.createApiKey(adminActor, { name: 'ws viewer', role: 'VIEWER' });
+    const c = client(key);
+    expect((await run(c, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
+    await t.service.revokeApiKey(adminActor, apiKey.id);
+    const after = await run(c, '{ workspace { slug } }');
+    expect(after.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+  });
+
+  it('closes the connection with 4403 when connection_init carries no valid key', async () => {
+    const code = await new Promise<number>((resolve) => client('jg_notarealkeynotarealkeynotareal', resolve));
+    expect(code).toBe(4403);
+  });
+
+  it('applies the HTTP limits and masking to WebSocket operations', async () => {
+    const key = (await t.service.bootstrapKey('default', 'VIEWER', 'ws limits')).key;
+    const c = client(key);
+    const aliases = Array.from({ length: 200 }, (_, i) => `a${i}: workspace { slug }`).join(' ');
+    const res = await run(c, `{ ${aliases} }`);
+    expect(res.errors?.[0]?.message).toMatch(/alias/i);
+    const nf = await run(c, '{ job(id: "00000000-0000-4000-8000-000000000000") { id } }');
+    expect(nf.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+  });
+});
