@@ -87,16 +87,21 @@ select id, status from updated`;
 /** Records outcomes; returns the ids whose outcome was accepted, with their new status. */
 export async function completeExecutions(pool: pg.Pool, items: Completion[]): Promise<Map<string, string>> {
   if (items.length === 0) return new Map();
-  const { rows } = await pool.query<{ id: string; status: string }>(COMPLETE, [
-    items.map((i) => i.executionId),
-    items.map((i) => i.epoch),
-    items.map((i) => i.outcome),
-    items.map((i) => i.retryable),
-    items.map((i) => i.retryDelayMs),
-    items.map((i) => i.statusCode),
-    items.map((i) => Math.round(i.durationMs)),
-    items.map((i) => i.error),
-    items.map((i) => i.responseExcerpt),
-  ]);
+  // A named statement: parsed and planned once per connection.
+  const { rows } = await pool.query<{ id: string; status: string }>({
+    name: 'jobgate.complete',
+    text: COMPLETE,
+    values: [
+      items.map((i) => i.executionId),
+      items.map((i) => i.epoch),
+      items.map((i) => i.outcome),
+      items.map((i) => i.retryable),
+      items.map((i) => i.retryDelayMs),
+      items.map((i) => i.statusCode),
+      items.map((i) => Math.round(i.durationMs)),
+      items.map((i) => i.error),
+      items.map((i) => i.responseExcerpt),
+    ],
+  });
   return new Map(rows.map((r) => [r.id, r.status]));
 }
