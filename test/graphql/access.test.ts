@@ -212,6 +212,29 @@ describe('limits', () => {
     expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
   });
 
+  it('refuses introspection when the setting closes it, and still serves queries', async () => {
+    const closed = await startGateway({
+      service: t.service,
+      log: createLogger('silent'),
+      host: '127.0.0.1',
+      port: 0,
+      introspection: false,
+      authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+    });
+    try {
+      const at = `http://127.0.0.1:${(closed.server.address() as AddressInfo).port}/graphql`;
+      const ask = async (query: string) =>
+        (await (await fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` }, body: JSON.stringify({ query }) })).json()) as {
+          data?: any;
+          errors?: { message: string }[];
+        };
+      expect((await ask('{ __schema { queryType { name } } }')).errors?.[0]?.message).toMatch(/introspection/i);
+      expect((await ask('{ workspace { slug } }')).data.workspace.slug).toBe('default');
+    } finally {
+      await closed.close();
+    }
+  });
+
   it('never suggests field names', async () => {
     const res = await gql(keys.VIEWER, '{ workspac { slug } }');
     expect(res.body.errors![0]!.message).not.toMatch(/Did you mean/);

@@ -1,0 +1,88 @@
+/**
+ * The role matrix: every mutation of the schema with each role. A mutation added without a row
+ * here fails the suite. "allowed" means the role passes the guard (the call may still fail for
+ * another reason, e.g. CONFLICT); "refused" means FORBIDDEN, and nothing changes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../../src/schema/index.js';
+import type { Actor } from '../../src/service/actor.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+type Role = 'ADMIN' | 'OPERATOR' | 'VIEWER';
+let t: TestDb;
+let g: TestGateway;
+const actors = {} as Record<Role, Actor>;
+/** Per role: things created by that role's key (by ADMIN for VIEWER, who cannot create). */
+const own = {} as Record<Role, { endpoint: string; job: string; execution: string; spec: string; key: string }>;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  g = createTestGateway(t);
+  const admin = await t.service.authenticate((await t.service.bootstrapKey('default', 'ADMIN', 'matrix admin')).key);
+  actors.ADMIN = admin;
+  for (const role of ['OPERATOR', 'VIEWER'] as const) {
+    actors[role] = await t.service.authenticate((await t.service.createApiKey(admin, { name: role, role })).key);
+  }
+  for (const role of ['ADMIN', 'OPERATOR', 'VIEWER'] as const) {
+    const maker = role === 'VIEWER' ? admin : actors[role];
+    const spec = await t.service.createPayloadSpec(maker, { name: `m.${role.toLowerCase()}-spec`, jsonSchema: true });
+    const endpoint = await t.service.registerEndpoint(maker, { name: `m.${role.toLowerCase()}-ep`, kind: 'HANDLER', handlerName: 'h' });
+    const { job } = await t.service.createJob(maker, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const execution = (await t.service.executions(maker, { jobId: job.id })).edges[0]!.node.id;
+    const key = (await t.service.createApiKey(admin, { name: `victim of ${role}`, role: 'VIEWER' })).apiKey.id;
+    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key };
+  }
+});
+afterAll(() => t.close());
+
+type Case = { query: string; vars: (o: (typeof own)[Role], role: Role) => Record<string, unknown>; allowed: Role[] };
+const ALL: Role[] = ['ADMIN', 'OPERATOR'];
+const ADMIN_ONLY: Role[] = ['ADMIN'];
+
+const cases: Record<string, Case> = {
+  createPayloadSpec: { query: 'mutation ($n: String!) { createPayloadSpec(input: { name: $n, jsonSchema: true }) { id } }', vars: (_o, r) => ({ n: `p.${r.toLowerCase()}-new` }), allowed: ALL },
+  updatePayloadSpec: { query: 'mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, description: "d" }) { id } }', vars: (o) => ({ id: o.spec }), allowed: ALL },
+  setConfig: { query: 'mutation ($n: String!) { setConfig(input: { name: $n, entries: [] }) { id } }', vars: (_o, r) => ({ n: `c.${r.toLowerCase()}` }), allowed: ALL },
+  registerEndpoint: { query: 'mutation ($n: String!) { registerEndpoint(input: { name: $n, kind: HANDLER, handlerName: "h" }) { id } }', vars: (_o, r) => ({ n: `e.${r.toLowerCase()}-new` }), allowed: ALL },
+  updateEndpoint: { query: 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "d" }) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
+  archiveEndpoint: { query: 'mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
+  createJob: { query: 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }', vars: (o) => ({ e: o.endpoint }), allowed: ALL },
+  updateJob: { query: 'mutation ($id: ID!) { updateJob(input: { id: $id, name: "n" }) { id } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  pauseJob: { query: 'mutation ($id: ID!) { pauseJob(id: $id) { id } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  resumeJob: { query: 'mutation ($id: ID!) { resumeJob(id: $id) { id } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  triggerJob: { query: 'mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  cancelExecution: { query: 'mutation ($id: ID!) { cancelExecution(id: $id) { id } }', vars: (o) => ({ id: o.execution }), allowed: ALL },
+  retryExecution: { query: 'mutation ($id: ID!) { retryExecution(id: $id) { id } }', vars: (o) => ({ id: o.execution }), allowed: ALL },
+  cancelJob: { query: 'mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
+  revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
+  // Installation admins only: no workspace ADMIN key may.
+  createWorkspace: { query: 'mutation ($s: String!) { createWorkspace(input: { slug: $s, name: "x" }) { workspace { id } } }', vars: (_o, r) => ({ s: `ws-${r.toLowerCase()}` }), allowed: [] },
+};
+
+describe('role matrix', () => {
+  it('has a row for every mutation', () => {
+    expect(Object.keys(schema.getMutationType()!.getFields()).filter((f) => !(f in cases))).toEqual([]);
+  });
+
+  for (const [field, c] of Object.entries(cases)) {
+    for (const role of ['ADMIN', 'OPERATOR', 'VIEWER'] as const) {
+      const verdict = c.allowed.includes(role) ? 'allowed' : 'refused';
+      it(`${field} as ${role}: ${verdict}`, async () => {
+        const before = (await t.query('select count(*)::int as n from audit_log where result_code = $1', ['OK'])).rows[0].n;
+        const res = await g.gql(c.query, c.vars(own[role], role), actors[role]);
+        const code = res.errors?.[0]?.extensions?.code;
+        if (verdict === 'allowed') {
+          expect(code, JSON.stringify(res.errors)).not.toBe('FORBIDDEN');
+        } else {
+          expect(code).toBe('FORBIDDEN');
+          // Refused: nothing changed, and the refusal is on record.
+          expect((await t.query('select count(*)::int as n from audit_log where result_code = $1', ['OK'])).rows[0].n).toBe(before);
+          const last = (await t.query('select action, result_code, actor_key_id from audit_log order by id desc limit 1')).rows[0];
+          expect(last).toMatchObject({ result_code: 'FORBIDDEN', actor_key_id: actors[role].keyId });
+        }
+      });
+    }
+  }
+});
