@@ -190,13 +190,22 @@ describe('limits', () => {
     expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
   });
 
-  it('refuses a deep introspection query, even behind a fragment named __schema, and cyclic fragments', async () => {
+  it('refuses a deep introspection query, even behind a fragment named __schema or a fragment reused deeper, and cyclic fragments', async () => {
     let typeRef = 'name';
     for (let i = 0; i < 20; i++) typeRef = `ofType { ${typeRef} }`;
     const res = await gql(keys.VIEWER, `{ __schema { types { fields { type { ${typeRef} } } } } }`);
     expect(res.body.errors?.[0]?.message).toMatch(/Introspection is limited to a depth/);
     const sneaky = await gql(keys.VIEWER, `query { ...__schema } fragment __schema on Query { __schema { types { fields { type { ${typeRef} } } } } }`);
     expect(sneaky.body.errors?.[0]?.message).toMatch(/depth|Introspection/i);
+    // The same fragment shallow first, deep second: its depth is not cached from the first use.
+    let deep = 'name';
+    for (let i = 0; i < 12; i++) deep = `ofType { ${deep} }`;
+    const cached = await gql(
+      keys.VIEWER,
+      `{ a: __type(name: "Job") { ...T } b: __schema { types { fields { type { ofType { ofType { ...T } } } } } } } fragment T on __Type { name fields { type { ${deep} } } }`,
+    );
+    expect(cached.body.errors?.[0]?.message).toMatch(/depth/i);
+    expect(cached.body.data ?? null).toBeNull();
     const cyclic = await gql(keys.VIEWER, 'query { ...A } fragment A on Query { workspace { slug } ...B } fragment B on Query { ...A }');
     expect(cyclic.body.errors?.[0]?.message).toMatch(/cannot spread fragment|cycle/i);
     expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
