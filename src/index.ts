@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './log.js';
 import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
+import { createRunner, RecoverableRegistry, type RecoverableHandler, type Runner } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate } from './db/migrate.js';
@@ -72,8 +73,14 @@ export interface Jobgate {
    */
   handle<I = unknown>(name: string, schemaOrFn: ZodType<I> | HandlerFn<I>, fn?: HandlerFn<I>): void;
   /**
+   * Registers a recoverable handler: a long scan that checkpoints through `store` and returns
+   * `outcome.completed()`, `outcome.paused(cursor)` or `outcome.failed(message)`. Runs are
+   * started with `triggerRun(name, params)`; workers started here run them.
+   */
+  recoverable<P = unknown>(name: string, handler: { params?: ZodType<P>; run: RecoverableHandler<P>['run'] }): void;
+  /**
    * Starts a worker in this process for HTTP endpoints and the handlers registered here, and
-   * (once per Jobgate) the cron scheduler beside it.
+   * (once per Jobgate) the cron scheduler and the runner of recoverable handlers beside it.
    */
   startWorker(options?: StartWorkerOptions): Promise<Worker>;
   database: Database;
@@ -95,6 +102,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const handlers = new HandlerRegistry();
   const workers: Worker[] = [];
   let scheduler: Scheduler | undefined;
+  const recoverables = new RecoverableRegistry();
+  let runner: Runner | undefined;
   const log = options.log ?? createLogger('warn');
   return {
     service,
@@ -105,11 +114,18 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
     },
+    recoverable(name, handler) {
+      recoverables.register({ name, params: handler.params, run: handler.run });
+    },
     async startWorker(workerOptions = {}) {
       registerInternalHandlers(handlers, database.pool);
       if (!scheduler) {
         scheduler = createScheduler({ pool: database.pool, log });
         scheduler.start();
+      }
+      if (!runner) {
+        runner = createRunner({ pool: database.pool, registry: recoverables, log });
+        await runner.start();
       }
       const worker = createWorker({
         ...workerOptions,
@@ -126,6 +142,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     database,
     async close() {
       await scheduler?.stop();
+      await runner?.stop();
       await Promise.all(workers.splice(0).map((w) => w.stop()));
       await database.close();
     },
@@ -134,6 +151,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
+export { outcome, type RunStore, type RunOutcome } from './service/engine/recoverable.js';
 
 export { createJobService, type JobService } from './service/index.js';
 export * from './service/errors.js';

@@ -35,7 +35,8 @@ export type ResourceKind =
   | 'Config'
   | 'Job'
   | 'Execution'
-  | 'ApiKey';
+  | 'ApiKey'
+  | 'Run';
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';

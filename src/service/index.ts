@@ -8,6 +8,7 @@ import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
 import { createJobsService } from './jobs.js';
+import { createRunsService } from './runs.js';
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
@@ -17,6 +18,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createEndpointService(ctx),
     ...createJobsService(ctx),
     ...createExecutionControlService(ctx),
+    ...createRunsService(ctx),
   };
 }
 
@@ -29,4 +31,5 @@ export type { CreateJobResult, CancelJobResult } from './jobs.js';
 export type { TriggerJobResult } from './execution-control.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';
 export { UnauthenticatedError } from './access.js';
+export type { Run, Finding, RunStatus, Severity, TriggerRunResult } from './runs.js';
 export type { Connection, Edge } from './pagination.js';

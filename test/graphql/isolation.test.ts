@@ -28,7 +28,9 @@ beforeAll(async () => {
   const { job } = await t.service.createJob(t.actor, { endpointId: endpoint.id, kind: 'IMMEDIATE', input: { mine: 'A' } });
   const execution = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node;
   const key = await t.service.createApiKey(t.actor, { name: 'a key', role: 'OPERATOR' });
-  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id });
+  const run = (await t.service.triggerRun(t.actor, { name: 'a.scan' })).run;
+  await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'k', 'INFO', 'r-1')`, [t.actor.workspaceId, run.id]);
+  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id, run: run.id });
 });
 afterAll(() => t.close());
 
@@ -74,6 +76,10 @@ const probes: Record<string, Probe> = {
   auditLog: { query: `query ($id: String) { auditLog(targetId: $id) { entries { id targetId input } } }`, id: 'job', expect: 'NO_A_DATA' },
   createApiKey: { query: `mutation { createApiKey(input: { name: "b", role: VIEWER }) { key apiKey { id } } }`, expect: 'NO_A_DATA' },
   revokeApiKey: { query: `mutation ($id: ID!) { revokeApiKey(id: $id) { id } }`, id: 'apiKey', expect: 'NOT_FOUND' },
+  runs: { query: `{ runs { id name findings { nodes { id resourceId } } } }`, expect: 'NO_A_DATA' },
+  run: { query: `query ($id: ID!) { run(id: $id) { id findings { nodes { id } } } }`, id: 'run', expect: 'NOT_FOUND' },
+  triggerRun: { query: `mutation { triggerRun(input: { name: "a.scan" }) { outcome run { id } } }`, expect: 'NO_A_DATA' },
+  cancelRun: { query: `mutation ($id: ID!) { cancelRun(id: $id) { id } }`, id: 'run', expect: 'NOT_FOUND' },
   createWorkspace: { query: `mutation { createWorkspace(input: { slug: "default", name: "taken?" }) { workspace { id } } }`, expect: 'NO_A_DATA' },
 };
 
@@ -84,7 +90,7 @@ const rootFields = () => [
 ];
 
 async function snapshotOfA() {
-  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys'];
+  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys', 'runs', 'findings'];
   const out: Record<string, unknown> = {};
   for (const table of tables) {
     out[table] = (await t.query(`select * from ${table} where workspace_id = $1 order by id`, [t.actor.workspaceId])).rows;

@@ -14,7 +14,7 @@ let t: TestDb;
 let g: TestGateway;
 const actors = {} as Record<Role, Actor>;
 /** Per role: things created by that role's key (by ADMIN for VIEWER, who cannot create). */
-const own = {} as Record<Role, { endpoint: string; job: string; execution: string; spec: string; key: string }>;
+const own = {} as Record<Role, { endpoint: string; job: string; execution: string; spec: string; key: string; run: string }>;
 
 beforeAll(async () => {
   t = await createTestDb();
@@ -31,7 +31,8 @@ beforeAll(async () => {
     const { job } = await t.service.createJob(maker, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
     const execution = (await t.service.executions(maker, { jobId: job.id })).edges[0]!.node.id;
     const key = (await t.service.createApiKey(admin, { name: `victim of ${role}`, role: 'VIEWER' })).apiKey.id;
-    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key };
+    const run = (await t.service.triggerRun(maker, { name: `m.${role.toLowerCase()}-scan` })).run.id;
+    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run };
   }
 });
 afterAll(() => t.close());
@@ -55,6 +56,8 @@ const cases: Record<string, Case> = {
   cancelExecution: { query: 'mutation ($id: ID!) { cancelExecution(id: $id) { id } }', vars: (o) => ({ id: o.execution }), allowed: ALL },
   retryExecution: { query: 'mutation ($id: ID!) { retryExecution(id: $id) { id } }', vars: (o) => ({ id: o.execution }), allowed: ALL },
   cancelJob: { query: 'mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  triggerRun: { query: 'mutation ($n: String!) { triggerRun(input: { name: $n }) { outcome } }', vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }), allowed: ALL },
+  cancelRun: { query: 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', vars: (o) => ({ id: o.run }), allowed: ALL },
   createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
   revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
   // Installation admins only: no workspace ADMIN key may.

@@ -1,0 +1,35 @@
+import { builder } from '../schema/builder.js';
+import { RunRef, RunStatusEnum, TriggerRunInputRef, TriggerRunPayloadRef, triggerRunValidation } from '../schema/run.js';
+
+builder.queryFields((t) => ({
+  runs: t.field({
+    type: [RunRef],
+    description: 'Recoverable runs, newest first (at most 100), by handler name and/or status.',
+    args: {
+      name: t.arg.string({ description: 'Only runs of this handler.' }),
+      status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
+    },
+    resolve: (_root, args, ctx) => ctx.service.runs(ctx.actor, args),
+  }),
+  run: t.field({
+    type: RunRef,
+    description: 'One run. NOT_FOUND when no run of your workspace has this id.',
+    args: { id: t.arg.id({ required: true, description: 'The run id.' }) },
+    resolve: (_root, args, ctx) => ctx.service.run(ctx.actor, String(args.id)),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  triggerRun: t.field({
+    type: TriggerRunPayloadRef,
+    description: 'Runs a recoverable handler, idempotently: returns the active run, resumes a paused one, or starts a fresh one.',
+    args: { input: t.arg({ type: TriggerRunInputRef, required: true, description: 'Which handler.', validate: triggerRunValidation }) },
+    resolve: (_root, args, ctx) => ctx.service.triggerRun(ctx.actor, args.input as never),
+  }),
+  cancelRun: t.field({
+    type: RunRef,
+    description: 'Asks a running run to stop at its next safe boundary; it becomes PAUSED and can be resumed. CONFLICT when finished.',
+    args: { id: t.arg.id({ required: true, description: 'The run to cancel.' }) },
+    resolve: (_root, args, ctx) => ctx.service.cancelRun(ctx.actor, String(args.id)),
+  }),
+}));

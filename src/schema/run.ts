@@ -1,0 +1,106 @@
+import type { Finding, Run, TriggerRunResult } from '../service/runs.js';
+import { triggerRunSchema } from '../service/runs.js';
+import { builder } from './builder.js';
+import { DateTimeScalar, JSONScalar, zodInput } from './common.js';
+
+export const RunStatusEnum = builder.enumType('RunStatus', {
+  description: 'Lifecycle of a recoverable run.',
+  values: {
+    RUNNING: { description: 'A worker is scanning (or will pick it up shortly).' },
+    CANCEL_REQUESTED: { description: 'Asked to stop; it pauses at its next safe boundary.' },
+    PAUSED: { description: 'Stopped with its cursor kept: by a cancel, by its handler, or because its worker died. triggerRun resumes it.' },
+    COMPLETED: { description: 'Finished its scan.' },
+    FAILED: { description: 'Its handler failed; `error` says why.' },
+  } as const,
+});
+
+export const SeverityEnum = builder.enumType('Severity', {
+  description: 'How serious a finding is.',
+  values: {
+    INFO: { description: 'Worth knowing.' },
+    WARNING: { description: 'Something is off.' },
+    ERROR: { description: 'Something is wrong.' },
+    DATA_LOSS: { description: 'Data was lost or would be.' },
+  } as const,
+});
+
+export const FindingRef = builder.objectRef<Finding>('Finding').implement({
+  description: 'Something a run discovered. Unique per run, kind and resource: a replayed batch records nothing twice.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Increasing identifier; findings are listed in this order.' }),
+    kind: t.exposeString('kind', { description: 'What was found, e.g. "orphaned-blob".' }),
+    severity: t.field({ type: SeverityEnum, description: 'How serious it is.', resolve: (f) => f.severity }),
+    resourceId: t.exposeString('resourceId', { description: 'The thing it is about.' }),
+    detail: t.field({ type: JSONScalar, description: 'Whatever the handler recorded with it.', resolve: (f) => f.detail }),
+    createdAt: t.field({ type: DateTimeScalar, description: 'When it was recorded.', resolve: (f) => f.createdAt }),
+  }),
+});
+
+export const FindingCountRef = builder.objectRef<{ kind: string; severity: Finding['severity']; count: number }>('FindingCount').implement({
+  description: 'How many findings of one kind and severity a run has.',
+  fields: (t) => ({
+    kind: t.exposeString('kind', { description: 'The kind.' }),
+    severity: t.field({ type: SeverityEnum, description: 'The severity.', resolve: (c) => c.severity }),
+    count: t.exposeInt('count', { description: 'How many.' }),
+  }),
+});
+
+export const FindingPageRef = builder
+  .objectRef<{ findings: Finding[]; nextCursor: string | null; counts: { kind: string; severity: Finding['severity']; count: number }[] }>('FindingPage')
+  .implement({
+    description: "A page of a run's findings, oldest first, with the run's counts per kind and severity.",
+    fields: (t) => ({
+      nodes: t.field({ type: [FindingRef], description: 'The findings of this page.', resolve: (p) => p.findings }),
+      nextCursor: t.exposeString('nextCursor', { nullable: true, description: 'Pass as `after` for the next page; null at the end.' }),
+      counts: t.field({ type: [FindingCountRef], description: 'Counts per kind and severity over the whole run (not just this page).', resolve: (p) => p.counts }),
+    }),
+  });
+
+export const RunRef = builder.objectRef<Run>('Run').implement({
+  description: 'One run of a recoverable handler: a long scan that checkpoints a cursor and can be paused, resumed and survive crashes.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Stable identifier.' }),
+    name: t.exposeString('name', { description: 'The recoverable handler it runs.' }),
+    status: t.field({ type: RunStatusEnum, description: 'Where it is in its lifecycle.', resolve: (r) => r.status }),
+    params: t.field({ type: JSONScalar, description: 'The parameters it was triggered with.', resolve: (r) => r.params }),
+    cursor: t.exposeString('cursorBase64', { nullable: true, description: 'The last checkpointed cursor, base64; null before the first checkpoint.' }),
+    stats: t.field({ type: JSONScalar, description: 'Statistics accumulated over all checkpoints (numbers add up).', resolve: (r) => r.stats }),
+    processed: t.exposeFloat('processed', { description: 'Items processed so far, over all resumptions.' }),
+    total: t.exposeFloat('total', { nullable: true, description: 'Items in all, when the handler knows.' }),
+    progress: t.exposeFloat('progress', { nullable: true, description: 'processed / total, from 0 to 1; null while total is unknown.' }),
+    startedAt: t.field({ type: DateTimeScalar, description: 'When the run started; fixed across resumptions.', resolve: (r) => r.startedAt }),
+    updatedAt: t.field({ type: DateTimeScalar, description: 'When it last changed.', resolve: (r) => r.updatedAt }),
+    heartbeatAt: t.field({ type: DateTimeScalar, nullable: true, description: "Its worker's last sign of life.", resolve: (r) => r.heartbeatAt }),
+    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it completed or failed.', resolve: (r) => r.finishedAt }),
+    error: t.exposeString('error', { nullable: true, description: 'Why it failed.' }),
+    pauseReason: t.exposeString('pauseReason', { nullable: true, description: 'Why it is paused.' }),
+    findings: t.field({
+      type: FindingPageRef,
+      description: 'What the run found, oldest first.',
+      args: {
+        kind: t.arg.string({ description: 'Only findings of this kind.' }),
+        severity: t.arg({ type: SeverityEnum, description: 'Only findings of this severity.' }),
+        first: t.arg.int({ description: 'How many, 1 to 500. Default 100.' }),
+        after: t.arg.string({ description: '`nextCursor` of the previous page.' }),
+      },
+      resolve: (r, args, ctx) => ctx.service.findings(ctx.actor, r.id, args),
+    }),
+  }),
+});
+
+export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('TriggerRunPayload').implement({
+  description: 'The result of triggerRun.',
+  fields: (t) => ({
+    run: t.field({ type: RunRef, description: 'The run: new, resumed, or the one already active.', resolve: (r) => r.run }),
+    outcome: t.exposeString('outcome', { description: 'STARTED, RESUMED (a paused run continues from its cursor) or ACTIVE (already running; returned as it is).' }),
+  }),
+});
+
+export const TriggerRunInputRef = builder.inputType('TriggerRunInput', {
+  description: 'Run a recoverable handler.',
+  fields: (t) => ({
+    name: t.string({ required: true, description: 'The recoverable handler, as registered in the workers.' }),
+    params: t.field({ type: JSONScalar, description: "Parameters for a fresh run (checked by the handler's schema). Ignored when resuming." }),
+  }),
+});
+export const triggerRunValidation = zodInput(triggerRunSchema);

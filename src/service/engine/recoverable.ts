@@ -1,0 +1,291 @@
+/**
+ * The runner of recoverable handlers: long scans that talk to the engine only through a store.
+ *
+ *  - A runner takes an unowned RUNNING run of a handler it has (compare-and-set: owner, epoch
+ *    + 1) and runs it; every write the handler's store makes is fenced on that epoch, so a
+ *    runner that lost a run (declared crashed) cannot overwrite the one that took it over.
+ *  - It heartbeats while the handler runs. A run whose runner stopped heartbeating (killed,
+ *    host lost) is moved to PAUSED with the reason recorded — by the sweep every runner runs,
+ *    also at start — and is resumed by an operator or its schedule, not automatically.
+ *  - The engine never aborts a handler mid-batch: cancellation and shutdown only make
+ *    `store.status()` answer CANCEL_REQUESTED, and the handler stops at its next safe boundary.
+ *    A shutdown hands the run back (RUNNING, unowned) for another runner; a cancel pauses it.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type pg from 'pg';
+import type { ZodType } from 'zod';
+import type { Logger } from '../../log.js';
+import type { RunStatus, Severity } from '../runs.js';
+
+export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
+
+/** What a recoverable handler returns. */
+export const outcome = {
+  completed: (): RunOutcome => ({ kind: 'completed' }),
+  paused: (cursor?: unknown): RunOutcome => ({ kind: 'paused', cursor }),
+  failed: (message: string): RunOutcome => ({ kind: 'failed', message }),
+};
+
+export interface RunStore<P = unknown> {
+  runId: string;
+  /** Fixed when the run started; use it as "now" so a long scan does not drift. */
+  startedAt: Date;
+  params: P;
+  /** null on a fresh run; else the last checkpointed cursor (a Buffer, or the JSON value given). */
+  loadCursor(): Promise<unknown>;
+  /** Advances the cursor, adds `processed`, merges `stats` (numbers add up), bumps the heartbeat. */
+  checkpoint(cursor: unknown, progress: { processed: number; total?: number; stats?: Record<string, unknown> }): Promise<void>;
+  /** Poll between batches: CANCEL_REQUESTED means stop at the next safe boundary. */
+  status(): Promise<RunStatus>;
+  /** Idempotent per (run, kind, resourceId); returns whether it was new. */
+  recordFinding(finding: { kind: string; severity: Severity; resourceId: string; detail?: unknown }): Promise<boolean>;
+}
+
+export interface RecoverableHandler<P = any> {
+  name: string;
+  params?: ZodType<P> | undefined;
+  run(store: RunStore<P>, params: P): Promise<RunOutcome>;
+}
+
+export class RecoverableRegistry {
+  private readonly handlers = new Map<string, RecoverableHandler>();
+
+  register(handler: RecoverableHandler): void {
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name)) throw new Error(`recoverable name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
+    if (this.handlers.has(handler.name)) throw new Error(`a recoverable handler named "${handler.name}" is already registered`);
+    this.handlers.set(handler.name, handler);
+  }
+
+  get(name: string): RecoverableHandler | undefined {
+    return this.handlers.get(name);
+  }
+
+  names(): string[] {
+    return [...this.handlers.keys()];
+  }
+}
+
+/** Thrown from store writes when this runner no longer owns the run. */
+export class RunLostError extends Error {
+  override name = 'RunLostError';
+}
+
+interface TakenRun {
+  id: string;
+  workspace_id: string;
+  name: string;
+  status: RunStatus;
+  params: unknown;
+  cursor: Buffer | null;
+  cursor_json: boolean;
+  stats: Record<string, unknown>;
+  started_at: Date;
+  epoch: number;
+}
+
+const TAKE = `
+update runs r set owner = $1, epoch = r.epoch + 1, heartbeat_at = now(), updated_at = now()
+where r.id = (
+  select id from runs
+  where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is null and name = any($2::text[])
+  order by updated_at limit 1
+  for update skip locked
+)
+returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch`;
+
+/** Runs whose runner stopped heartbeating: paused with the reason, for an operator to resume. */
+const SWEEP = `
+update runs set status = 'PAUSED', owner = null,
+  pause_reason = 'its worker stopped heartbeating (killed or lost) at ' || to_char(heartbeat_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+  updated_at = now()
+where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null
+  and heartbeat_at < now() - make_interval(secs => $1::double precision / 1000)
+returning id, name`;
+
+export interface RunnerOptions {
+  pool: pg.Pool;
+  registry: RecoverableRegistry;
+  log: Logger;
+  ownerId?: string;
+  heartbeatMs?: number;
+  /** A run not heartbeated for this long is declared crashed. Default 30 s. */
+  staleMs?: number;
+  pollMs?: number;
+  /** Runs executed at once by this runner. Default 4. */
+  concurrency?: number;
+}
+
+function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!add) return into;
+  const out = { ...into };
+  for (const [k, v] of Object.entries(add)) {
+    out[k] = typeof v === 'number' && typeof out[k] === 'number' ? (out[k] as number) + v : v;
+  }
+  return out;
+}
+
+export function createRunner(options: RunnerOptions) {
+  const { pool, log } = options;
+  const owner = options.ownerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const heartbeatMs = options.heartbeatMs ?? 5000;
+  const staleMs = options.staleMs ?? 30_000;
+  const pollMs = options.pollMs ?? 1000;
+  const concurrency = options.concurrency ?? 4;
+  const active = new Map<string, { stopping: boolean; lost: boolean; done: Promise<void> }>();
+  let running = false;
+  let timer: NodeJS.Timeout | undefined;
+
+  async function execute(run: TakenRun) {
+    const handler = options.registry.get(run.name)!;
+    const state = active.get(run.id)!;
+    let stats = run.stats ?? {};
+    let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
+    const fence = [run.id, run.epoch, owner] as const;
+    const write = async (text: string, values: unknown[]) => {
+      const res = await pool.query(`${text} and id = $${values.length + 1} and epoch = $${values.length + 2} and owner = $${values.length + 3} returning status`, [...values, ...fence]);
+      if (res.rowCount === 0) {
+        state.lost = true;
+        throw new RunLostError(`run ${run.id} is no longer this worker's`);
+      }
+      return res.rows[0].status as RunStatus;
+    };
+    const encode = (c: unknown): [Buffer | null, boolean] =>
+      c === null || c === undefined ? [null, false] : Buffer.isBuffer(c) ? [c, false] : [Buffer.from(JSON.stringify(c)), true];
+
+    const store: RunStore = {
+      runId: run.id,
+      startedAt: run.started_at,
+      params: run.params,
+      loadCursor: async () => cursor,
+      async checkpoint(next, progress) {
+        const [bytes, json] = encode(next);
+        stats = mergeStats(stats, progress.stats);
+        await write(
+          `update runs set cursor = $1, cursor_json = $2, processed = processed + $3, total = coalesce($4, total), stats = $5,
+             heartbeat_at = now(), updated_at = now() where status in ('RUNNING', 'CANCEL_REQUESTED')`,
+          [bytes, json, Math.max(0, Math.floor(progress.processed)), progress.total ?? null, JSON.stringify(stats)],
+        );
+        cursor = next;
+      },
+      async status() {
+        if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
+        const { rows } = await pool.query('select status from runs where id = $1', [run.id]);
+        return rows[0].status as RunStatus;
+      },
+      async recordFinding(f) {
+        if (state.lost) throw new RunLostError(`run ${run.id} is no longer this worker's`);
+        const { rowCount } = await pool.query(
+          `insert into findings (workspace_id, run_id, kind, severity, resource_id, detail) values ($1, $2, $3, $4, $5, $6)
+           on conflict (run_id, kind, resource_id) do nothing`,
+          [run.workspace_id, run.id, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
+        );
+        if (rowCount) await pool.query(`select pg_notify('jobgate_findings', $1)`, [run.id]);
+        return (rowCount ?? 0) > 0;
+      },
+    };
+
+    const beat = setInterval(() => {
+      pool
+        .query(`update runs set heartbeat_at = now() where id = $1 and epoch = $2 and owner = $3`, [...fence])
+        .then((r) => {
+          if (r.rowCount === 0) state.lost = true;
+        })
+        .catch((e: Error) => log.warn(`runner ${owner}: heartbeat of run ${run.id} failed: ${e.message}`));
+    }, heartbeatMs);
+    beat.unref();
+
+    let result: RunOutcome;
+    try {
+      let params = run.params;
+      if (handler.params) {
+        const parsed = handler.params.safeParse(params);
+        if (!parsed.success) throw new Error(`params rejected: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ')}`);
+        params = parsed.data;
+      }
+      result = await handler.run(store, params);
+    } catch (error) {
+      result = error instanceof RunLostError ? { kind: 'failed', message: error.message } : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+    } finally {
+      clearInterval(beat);
+    }
+    if (state.lost) {
+      log.warn(`runner ${owner}: run ${run.id} was taken from this worker; its outcome is not recorded`);
+      return;
+    }
+    try {
+      if (result.kind === 'completed') {
+        await write(`update runs set status = 'COMPLETED', owner = null, finished_at = now(), updated_at = now() where true`, []);
+      } else if (result.kind === 'failed') {
+        await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [result.message.slice(0, 2000)]);
+      } else {
+        const [bytes, json] = result.cursor === undefined ? encode(cursor) : encode(result.cursor);
+        if (state.stopping) {
+          // Shutdown: hand the run back for another runner, unless an operator asked to cancel.
+          await write(
+            `update runs set cursor = $1, cursor_json = $2, owner = null,
+               status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
+               pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
+               updated_at = now() where true`,
+            [bytes, json],
+          );
+        } else {
+          await write(
+            `update runs set cursor = $1, cursor_json = $2, owner = null, status = 'PAUSED',
+               pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' else 'paused by its handler' end,
+               updated_at = now() where true`,
+            [bytes, json],
+          );
+        }
+      }
+    } catch (error) {
+      if (!(error instanceof RunLostError)) log.error(`runner ${owner}: recording the outcome of run ${run.id} failed: ${(error as Error).message}`);
+    }
+  }
+
+  async function poll() {
+    if (!running) return;
+    try {
+      await pool.query(SWEEP, [staleMs]).then((r) => {
+        for (const row of r.rows) log.warn(`runner ${owner}: run ${row.id} (${row.name}) stopped heartbeating; paused`);
+      });
+      const names = options.registry.names();
+      while (running && names.length > 0 && active.size < concurrency) {
+        const { rows } = await pool.query<TakenRun>(TAKE, [owner, names]);
+        const run = rows[0];
+        if (!run) break;
+        const state = { stopping: false, lost: false, done: Promise.resolve() };
+        active.set(run.id, state);
+        state.done = execute(run).finally(() => {
+          active.delete(run.id);
+          if (running) void poll();
+        });
+      }
+    } catch (error) {
+      log.warn(`runner ${owner}: poll failed: ${(error as Error).message}`);
+    }
+  }
+
+  return {
+    owner,
+    /** Wakes the runner (tests and in-process triggers). */
+    kick: () => void poll(),
+    active: () => active.size,
+    async start() {
+      if (running) return;
+      running = true;
+      await poll();
+      timer = setInterval(() => void poll(), pollMs);
+      timer.unref();
+    },
+    /** Asks running handlers to stop at their next boundary and hands their runs back. */
+    async stop({ graceMs = 10_000 } = {}) {
+      running = false;
+      clearInterval(timer);
+      for (const s of active.values()) s.stopping = true;
+      await Promise.race([Promise.all([...active.values()].map((s) => s.done)), new Promise((r) => setTimeout(r, graceMs).unref())]);
+    },
+  };
+}
+
+export type Runner = ReturnType<typeof createRunner>;

@@ -1,0 +1,223 @@
+/**
+ * Recoverable runs, as operators and frontends see them: trigger (idempotent), cancel, read,
+ * and their findings. The runner that executes them is src/service/engine/recoverable.ts.
+ */
+import { sql } from 'kysely';
+import { z } from 'zod';
+import { isUuid, scoped } from '../db/repos/scope.js';
+import type { Actor } from './actor.js';
+import { mutate } from './audit.js';
+import { parseInput, type ServiceContext } from './context.js';
+import { ConflictError, NotFoundError, ValidationError } from './errors.js';
+
+export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
+export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+
+export interface Run {
+  id: string;
+  workspaceId: string;
+  name: string;
+  status: RunStatus;
+  params: unknown;
+  /** The checkpointed cursor as base64, or null before the first checkpoint. */
+  cursorBase64: string | null;
+  stats: Record<string, unknown>;
+  processed: number;
+  total: number | null;
+  /** processed / total, when total is known. */
+  progress: number | null;
+  startedAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+  heartbeatAt: Date | null;
+  error: string | null;
+  pauseReason: string | null;
+}
+
+export interface Finding {
+  id: number;
+  runId: string;
+  kind: string;
+  severity: Severity;
+  resourceId: string;
+  detail: unknown;
+  createdAt: Date;
+}
+
+interface RunRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  status: RunStatus;
+  params: unknown;
+  cursor: Buffer | null;
+  stats: Record<string, unknown>;
+  processed: string | number;
+  total: string | number | null;
+  started_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+  heartbeat_at: Date | null;
+  error: string | null;
+  pause_reason: string | null;
+}
+
+export const toRun = (r: RunRow): Run => {
+  const processed = Number(r.processed);
+  const total = r.total === null ? null : Number(r.total);
+  return {
+    id: r.id,
+    workspaceId: r.workspace_id,
+    name: r.name,
+    status: r.status,
+    params: r.params,
+    cursorBase64: r.cursor ? r.cursor.toString('base64') : null,
+    stats: r.stats,
+    processed,
+    total,
+    progress: total ? Math.min(1, processed / total) : null,
+    startedAt: r.started_at,
+    updatedAt: r.updated_at,
+    finishedAt: r.finished_at,
+    heartbeatAt: r.heartbeat_at,
+    error: r.error,
+    pauseReason: r.pause_reason,
+  };
+};
+
+export const triggerRunSchema = z.object({
+  name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
+  params: z.unknown().optional(),
+});
+export type TriggerRunInput = z.input<typeof triggerRunSchema>;
+
+export const findingFilterSchema = z.object({
+  kind: z.string().max(200).nullish(),
+  severity: z.enum(['INFO', 'WARNING', 'ERROR', 'DATA_LOSS']).nullish(),
+  first: z.number().int().min(1).max(500).nullish(),
+  after: z.string().max(100).nullish(),
+});
+export type FindingFilter = z.input<typeof findingFilterSchema>;
+
+export interface TriggerRunResult {
+  run: Run;
+  /** STARTED (a fresh run), RESUMED (a paused run continues with its cursor), or ACTIVE (already running: returned as it is). */
+  outcome: 'STARTED' | 'RESUMED' | 'ACTIVE';
+}
+
+export function createRunsService(ctx: ServiceContext) {
+  const { db } = ctx;
+
+  return {
+    /**
+     * Triggers a recoverable handler by name, idempotently: an active run is returned as it is;
+     * a paused one is resumed with the same cursor and stats; otherwise a fresh run starts. The
+     * partial unique index on live runs makes concurrent triggers converge on one run.
+     * Throws VALIDATION_FAILED, FORBIDDEN.
+     */
+    async triggerRun(actor: Actor, raw: TriggerRunInput): Promise<TriggerRunResult> {
+      const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
+      return mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
+        const input = parseInput(triggerRunSchema, raw);
+        const ws = scoped(actor.workspaceId);
+        const live = async () =>
+          (
+            await sql<RunRow>`select * from runs where workspace_id = ${ws} and name = ${input.name}
+                              and status in ('RUNNING', 'CANCEL_REQUESTED', 'PAUSED') for update`.execute(trx)
+          ).rows[0];
+        let row = await live();
+        if (!row) {
+          const inserted = await sql<RunRow>`
+            insert into runs (workspace_id, name, params, created_by_key_id)
+            values (${ws}, ${input.name}, ${JSON.stringify(input.params ?? {})}, ${actor.keyId ?? null})
+            on conflict do nothing returning *`.execute(trx);
+          if (inserted.rows[0]) {
+            await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
+            return { run: toRun(inserted.rows[0]), outcome: 'STARTED' as const };
+          }
+          row = await live(); // lost the race: the winner is committed
+          if (!row) throw new ConflictError('the run was triggered concurrently and has already finished; trigger it again');
+        }
+        if (row.status !== 'PAUSED') return { run: toRun(row), outcome: 'ACTIVE' as const };
+        // Resume: same cursor, stats and started_at; any runner with the handler takes it.
+        const resumed = await sql<RunRow>`
+          update runs set status = 'RUNNING', owner = null, pause_reason = null, updated_at = now()
+          where id = ${row.id} and status = 'PAUSED' returning *`.execute(trx);
+        await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
+        return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
+      });
+    },
+
+    /**
+     * Asks a running run to stop at its next safe boundary: it becomes CANCEL_REQUESTED, and
+     * PAUSED once the handler sees it. A paused run is returned as it is.
+     * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
+     */
+    async cancelRun(actor: Actor, id: string): Promise<Run> {
+      return mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
+        if (!isUuid(id)) throw new NotFoundError('Run', id);
+        const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
+        const row = rows[0];
+        if (!row) throw new NotFoundError('Run', id);
+        if (row.status === 'COMPLETED' || row.status === 'FAILED') throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
+        if (row.status !== 'RUNNING') return toRun(row);
+        const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
+        return toRun(updated.rows[0]!);
+      });
+    },
+
+    async run(actor: Actor, id: string): Promise<Run> {
+      if (!isUuid(id)) throw new NotFoundError('Run', id);
+      const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id}`.execute(db);
+      if (!rows[0]) throw new NotFoundError('Run', id);
+      return toRun(rows[0]);
+    },
+
+    /** Runs, newest first, by name and/or status (at most 100). */
+    async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}): Promise<Run[]> {
+      const ws = scoped(actor.workspaceId);
+      const { rows } = await sql<RunRow>`
+        select * from runs where workspace_id = ${ws}
+          and (${filter.name ?? null}::text is null or name = ${filter.name ?? null})
+          and (${filter.status ?? null}::text is null or status = ${filter.status ?? null})
+        order by created_at desc, id desc limit 100`.execute(db);
+      return rows.map(toRun);
+    },
+
+    /** A run's findings in the order recorded, with counts per kind and severity. */
+    async findings(actor: Actor, runId: string, raw: FindingFilter = {}) {
+      const f = parseInput(findingFilterSchema, raw);
+      const ws = scoped(actor.workspaceId);
+      if (!isUuid(runId)) return { findings: [] as Finding[], nextCursor: null, counts: [] as { kind: string; severity: Severity; count: number }[] };
+      let afterId = 0;
+      if (f.after) {
+        const m = /^f1:(\d+)$/.exec(Buffer.from(f.after, 'base64url').toString('utf8'));
+        if (!m) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
+        afterId = Number(m[1]);
+      }
+      const size = f.first ?? 100;
+      const { rows } = await sql<{ id: string; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date }>`
+        select * from findings where workspace_id = ${ws} and run_id = ${runId} and id > ${afterId}
+          and (${f.kind ?? null}::text is null or kind = ${f.kind ?? null})
+          and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})
+        order by id limit ${size + 1}`.execute(db);
+      const counts = await sql<{ kind: string; severity: Severity; count: number }>`
+        select kind, severity, count(*)::int as count from findings where workspace_id = ${ws} and run_id = ${runId}
+        group by kind, severity order by kind, severity`.execute(db);
+      const page = rows.slice(0, size).map((r) => ({
+        id: Number(r.id),
+        runId: r.run_id,
+        kind: r.kind,
+        severity: r.severity,
+        resourceId: r.resource_id,
+        detail: r.detail,
+        createdAt: r.created_at,
+      }));
+      return {
+        findings: page,
+        nextCursor: rows.length > size ? Buffer.from(`f1:${page.at(-1)!.id}`).toString('base64url') : null,
+        counts: counts.rows,
+      };
+    },
+  };
+}

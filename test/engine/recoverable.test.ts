@@ -1,0 +1,190 @@
+/**
+ * Recoverable runs: checkpoints, pause/resume, cancellation, failures, concurrent triggers, and a
+ * runner process killed mid-scan.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createLogger } from '../../src/log.js';
+import { createRunner, outcome, RecoverableRegistry, type Runner } from '../../src/service/engine/recoverable.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/engine.js';
+import { createTestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let registry: RecoverableRegistry;
+let runners: Runner[];
+const children = new Set<ChildProcess>();
+let gate: Promise<void> = Promise.resolve();
+let openGate: () => void = () => {};
+/** Batches that have reached the gate. */
+let atGate = 0;
+
+const status = async (id: string) => (await t.service.run(t.actor, id)).status;
+
+beforeEach(async () => {
+  t = await createTestDb();
+  registry = new RecoverableRegistry();
+  runners = [];
+  atGate = 0;
+  // Walks 0..n-1 in batches; after each batch waits on the test's gate (open by default).
+  registry.register({
+    name: 'walk',
+    params: z.object({ n: z.number().int(), batch: z.number().int() }),
+    async run(store, params) {
+      let cursor = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
+      while (cursor < params.n) {
+        if ((await store.status()) === 'CANCEL_REQUESTED') return outcome.paused({ next: cursor });
+        const end = Math.min(params.n, cursor + params.batch);
+        for (let id = cursor; id < end; id++) if (id % 5 === 0) await store.recordFinding({ kind: 'fifth', severity: id % 10 === 0 ? 'WARNING' : 'INFO', resourceId: String(id) });
+        atGate++;
+        await gate;
+        await store.checkpoint({ next: end }, { processed: end - cursor, total: params.n, stats: { batches: 1, last: `#${end}` } });
+        cursor = end;
+      }
+      return outcome.completed();
+    },
+  });
+  registry.register({
+    name: 'broken',
+    async run(store) {
+      await store.checkpoint(Buffer.from([1, 2, 3]), { processed: 1 });
+      throw new Error('disk on fire');
+    },
+  });
+  await t.query(`create table scan_batches (run_id uuid, start_id int, pid int, at timestamptz default clock_timestamp())`);
+});
+afterEach(async () => {
+  openGate();
+  for (const c of children) c.kill('SIGKILL');
+  await Promise.all(runners.map((r) => r.stop({ graceMs: 2000 })));
+  await t.close();
+});
+
+async function runner(): Promise<Runner> {
+  const r = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
+  await r.start();
+  runners.push(r);
+  return r;
+}
+
+describe('recoverable runs', () => {
+  it('pauses on cancel and resumes from its cursor, with stats accumulating across the pause', async () => {
+    gate = new Promise((r) => (openGate = r));
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 100, batch: 10 } });
+    await eventually(async () => atGate === 1); // in its first batch
+    await t.service.cancelRun(t.actor, run.id);
+    openGate();
+    await eventually(async () => (await status(run.id)) === 'PAUSED');
+    const paused = await t.service.run(t.actor, run.id);
+    expect(paused.pauseReason).toBe('cancelled by an operator');
+    expect(paused.processed).toBeGreaterThan(0);
+    expect(paused.processed).toBeLessThan(100);
+    const resumed = await t.service.triggerRun(t.actor, { name: 'walk' });
+    expect(resumed).toMatchObject({ outcome: 'RESUMED', run: { id: run.id } });
+    await eventually(async () => (await status(run.id)) === 'COMPLETED');
+    const done = await t.service.run(t.actor, run.id);
+    expect(done).toMatchObject({ processed: 100, total: 100, progress: 1, stats: { batches: 10, last: '#100' } });
+    expect(done.startedAt).toEqual(run.startedAt);
+    expect(JSON.parse(Buffer.from(done.cursorBase64!, 'base64').toString())).toEqual({ next: 100 });
+    const { findings, counts } = await t.service.findings(t.actor, run.id);
+    expect(findings).toHaveLength(20);
+    expect(counts).toEqual([
+      { kind: 'fifth', severity: 'INFO', count: 10 },
+      { kind: 'fifth', severity: 'WARNING', count: 10 },
+    ]);
+  });
+
+  it('converges concurrent triggers on one run', async () => {
+    const results = await Promise.all(Array.from({ length: 8 }, () => t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 5 } })));
+    expect(new Set(results.map((r) => r.run.id)).size).toBe(1);
+    expect(results.filter((r) => r.outcome === 'STARTED')).toHaveLength(1);
+    expect((await t.query(`select count(*)::int as n from runs where name = 'walk'`)).rows[0].n).toBe(1);
+  });
+
+  it('completes when the cancel arrives during the last batch (nothing is left to pause)', async () => {
+    gate = new Promise((r) => (openGate = r));
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 10 } });
+    await eventually(async () => atGate === 1); // in its last (and only) batch
+    await t.service.cancelRun(t.actor, run.id);
+    openGate();
+    await eventually(async () => ['COMPLETED', 'PAUSED'].includes(await status(run.id)));
+    expect(await t.service.run(t.actor, run.id)).toMatchObject({ status: 'COMPLETED', processed: 10 });
+  });
+
+  it('records a thrown error as FAILED with its cause, keeping its last checkpoint', async () => {
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'broken' });
+    await eventually(async () => (await status(run.id)) === 'FAILED');
+    const failed = await t.service.run(t.actor, run.id);
+    expect(failed.error).toBe('Error: disk on fire');
+    expect(failed.cursorBase64).toBe(Buffer.from([1, 2, 3]).toString('base64'));
+    // A finished run is not resumed: a new trigger starts afresh.
+    expect((await t.service.triggerRun(t.actor, { name: 'broken' })).outcome).toBe('STARTED');
+  });
+
+  it('fails a run whose params its handler refuses', async () => {
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 'many' } });
+    await eventually(async () => (await status(run.id)) === 'FAILED');
+    expect((await t.service.run(t.actor, run.id)).error).toMatch(/params rejected: n:/);
+  });
+
+  it('survives a SIGKILLed runner: paused as crashed, resumed from the last checkpoint, at most one batch replayed, no finding twice', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...process.env, DATABASE_URL: t.url, STALE_MS: '1000' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.add(child);
+    await new Promise<void>((resolve) => child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
+    const { run } = await t.service.triggerRun(t.actor, { name: 'scan', params: { n: 400, batch: 20, ms: 40 } });
+    await eventually(async () => (await t.service.run(t.actor, run.id)).processed >= 100, 15_000);
+    child.kill('SIGKILL');
+    const atKill = (await t.service.run(t.actor, run.id)).processed;
+    // The sweep (any runner's: here one in this process) finds it stale and pauses it with the reason.
+    await runner();
+    await eventually(async () => (await status(run.id)) === 'PAUSED', 10_000);
+    expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
+    await Promise.all(runners.splice(0).map((r) => r.stop()));
+    // Resume on a fresh runner process.
+    const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...process.env, DATABASE_URL: t.url },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.add(second);
+    await new Promise<void>((resolve) => second.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
+    expect((await t.service.triggerRun(t.actor, { name: 'scan' })).outcome).toBe('RESUMED');
+    await eventually(async () => (await status(run.id)) === 'COMPLETED', 20_000);
+    const done = await t.service.run(t.actor, run.id);
+    expect(done.processed).toBe(400);
+    // Batches started after the kill begin at the last checkpoint: at most one batch is replayed.
+    const starts = (await t.query('select start_id from scan_batches where run_id = $1 order by at', [run.id])).rows.map((r) => r.start_id as number);
+    const replayed = starts.length - new Set(starts).size;
+    expect(replayed).toBeLessThanOrEqual(1);
+    expect(Math.min(...starts.filter((s, i) => starts.indexOf(s) !== i))).toBeGreaterThanOrEqual(atKill - 20);
+    const { rows } = await t.query(`select count(*)::int as n, count(distinct resource_id)::int as d from findings where run_id = $1`, [run.id]);
+    expect(rows[0]).toEqual({ n: Math.ceil(400 / 7), d: Math.ceil(400 / 7) });
+  });
+
+  it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {
+    const g = createTestGateway(t);
+    const trig = await g.gql(`mutation { triggerRun(input: { name: "walk", params: { n: 20, batch: 10 } }) { outcome run { id status } } }`);
+    expect(trig.data.triggerRun.outcome).toBe('STARTED');
+    await runner();
+    const id = trig.data.triggerRun.run.id;
+    await eventually(async () => (await status(id)) === 'COMPLETED');
+    const res = await g.gql(
+      `query ($id: ID!) { run(id: $id) { status processed total progress cursor stats findings(severity: WARNING) { nodes { resourceId } counts { severity count } } } }`,
+      { id },
+    );
+    expect(res.data.run).toMatchObject({ status: 'COMPLETED', processed: 20, total: 20, progress: 1, stats: { batches: 2 } });
+    expect(res.data.run.findings.nodes.map((n: { resourceId: string }) => n.resourceId)).toEqual(['0', '10']);
+    const cancel = await g.gql(`mutation ($id: ID!) { cancelRun(id: $id) { id } }`, { id });
+    expect(cancel.errors![0]!.extensions!.code).toBe('CONFLICT');
+  });
+});
