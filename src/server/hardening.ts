@@ -33,46 +33,60 @@ export const LIMITS = Object.freeze({
 });
 
 /**
- * Depth of selections below `__schema` / `__type`, following fragment spreads (each fragment at
- * most once per path, so cyclic fragments end). A fragment *named* `__schema` does not count as
- * introspection: only the fields do.
+ * Depth of selections below `__schema` / `__type`, following fragment spreads. Each fragment's
+ * depth is computed once and memoised (a spread that is already being computed counts as 0: a
+ * cycle, which graphql's own NoFragmentCycles rule refuses), so the work is linear in the
+ * document: fragments that spread each other twice per level cannot blow it up. A fragment
+ * *named* `__schema` does not count as introspection: only the fields do.
  */
 export function introspectionDepthRule(max: number) {
   return (context: ValidationContext): ASTVisitor => {
     const fragments = new Map<string, FragmentDefinitionNode>();
     for (const def of context.getDocument().definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
-    const depthOf = (set: SelectionSetNode | undefined, path: Set<string>): number => {
+    const fragmentDepth = new Map<string, number>();
+    const inProgress = new Set<string>();
+    const depthOf = (set: SelectionSetNode | undefined): number => {
       if (!set) return 0;
       let deepest = 0;
       for (const sel of set.selections) {
-        if (sel.kind === Kind.FIELD) deepest = Math.max(deepest, sel.selectionSet ? 1 + depthOf(sel.selectionSet, path) : 1);
-        else if (sel.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(sel.selectionSet, path));
-        else {
-          const name = sel.name.value;
-          if (path.has(name)) continue;
-          const next = new Set(path).add(name);
-          deepest = Math.max(deepest, depthOf(fragments.get(name)?.selectionSet, next));
-        }
+        if (sel.kind === Kind.FIELD) deepest = Math.max(deepest, sel.selectionSet ? 1 + depthOf(sel.selectionSet) : 1);
+        else if (sel.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(sel.selectionSet));
+        else deepest = Math.max(deepest, depthOfFragment(sel.name.value));
       }
       return deepest;
     };
-    const check = (set: SelectionSetNode | undefined, path: Set<string>) => {
+    const depthOfFragment = (name: string): number => {
+      const known = fragmentDepth.get(name);
+      if (known !== undefined) return known;
+      if (inProgress.has(name)) return 0;
+      inProgress.add(name);
+      const depth = depthOf(fragments.get(name)?.selectionSet);
+      inProgress.delete(name);
+      fragmentDepth.set(name, depth);
+      return depth;
+    };
+    // Where introspection fields sit: each selection set (operation or fragment) is scanned once.
+    const scanned = new Set<string>();
+    const check = (set: SelectionSetNode | undefined) => {
       if (!set) return;
       for (const sel of set.selections) {
         if (sel.kind === Kind.FIELD) {
           if (sel.name.value === '__schema' || sel.name.value === '__type') {
-            const depth = depthOf(sel.selectionSet, path);
+            const depth = depthOf(sel.selectionSet);
             if (depth > max) {
               context.reportError(new GraphQLError(`Introspection is limited to a depth of ${max}; this query goes ${depth} deep.`, { nodes: [sel] }));
             }
-          } else check(sel.selectionSet, path);
-        } else if (sel.kind === Kind.INLINE_FRAGMENT) check(sel.selectionSet, path);
-        else if (!path.has(sel.name.value)) check(fragments.get(sel.name.value)?.selectionSet, new Set(path).add(sel.name.value));
+          } else check(sel.selectionSet);
+        } else if (sel.kind === Kind.INLINE_FRAGMENT) check(sel.selectionSet);
+        else if (!scanned.has(sel.name.value)) {
+          scanned.add(sel.name.value);
+          check(fragments.get(sel.name.value)?.selectionSet);
+        }
       }
     };
     return {
       OperationDefinition(node) {
-        check(node.selectionSet, new Set());
+        check(node.selectionSet);
       },
     };
   };

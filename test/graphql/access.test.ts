@@ -211,6 +211,18 @@ describe('limits', () => {
     expect((await gql(keys.VIEWER, '{ workspace { slug } }')).status).toBe(200);
   });
 
+  it('answers a fragment explosion quickly, authenticated or not (validation work is linear)', async () => {
+    // Each fragment spreads the next twice: without memoising, the work doubles per level.
+    const n = 30;
+    const defs = Array.from({ length: n }, (_, i) =>
+      i === n - 1 ? `fragment F${i} on __Schema { queryType { name } }` : `fragment F${i} on __Schema { ...F${i + 1} ...F${i + 1} }`,
+    ).join(' ');
+    // Without memoising, 2^30 fragment visits: this test would hang past its timeout.
+    const res = await gql(undefined, `{ __schema { ...F0 } } ${defs}`);
+    expect(res.status).toBe(401);
+    expect((await gql(keys.VIEWER, `{ __schema { ...F0 } } ${defs}`)).body.data.__schema.queryType.name).toBe('Query');
+  });
+
   it('refuses an oversized body with 413 and keeps serving', async () => {
     const res = await fetch(url, {
       method: 'POST',
