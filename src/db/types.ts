@@ -22,6 +22,7 @@ export interface PayloadSpecsTable {
   description: string | null;
   json_schema: Json<Record<string, unknown> | boolean>;
   version: Generated<number>;
+  created_by_key_id: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
 }
@@ -36,6 +37,7 @@ export interface ConfigsTable {
   workspace_id: string;
   name: string;
   entries: Json<Record<string, ConfigEntry>>;
+  created_by_key_id: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
 }

@@ -31,7 +31,7 @@ export function requireOwnership(actor: Actor, createdByKeyId: string | null, wh
   throw new ForbiddenError(`an OPERATOR key may change only what it created; ${what} was created by another key`);
 }
 
-const SECRET_KEY = /secret|password|token|apikey|api_key|authorization/i;
+const SECRET_KEY = /secret|password|passwd|token|api[-_]?key|authorization|cookie|credential|session|x-auth|private[-_]?key/i;
 
 /** The input with secrets replaced: fields named like secrets, and config entries marked secret. */
 export function redact(value: unknown): unknown {

@@ -5,7 +5,7 @@ import * as configsRepo from '../db/repos/configs.js';
 import * as specsRepo from '../db/repos/payload-specs.js';
 import * as workspacesRepo from '../db/repos/workspaces.js';
 import type { Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import {
@@ -45,6 +45,7 @@ export function createCatalogService(ctx: ServiceContext) {
           name: input.name,
           description: input.description ?? null,
           jsonSchema: input.jsonSchema,
+          createdByKeyId: actor.keyId ?? null,
         });
         if (!row) throw new ConflictError(`a payload spec named "${input.name}" already exists`, { name: input.name });
         return toPayloadSpec(row);
@@ -59,6 +60,9 @@ export function createCatalogService(ctx: ServiceContext) {
       return mutate(ctx, actor, { action: 'payloadSpec.update', role: 'OPERATOR', input: raw, target: { type: 'PayloadSpec', id: raw?.id } }, async (trx) => {
         const input = parseInput(updatePayloadSpecSchema, raw);
         if (input.jsonSchema != null) assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
+        const current = await specsRepo.findPayloadSpecById(trx, actor.workspaceId, input.id);
+        if (!current) throw new NotFoundError('PayloadSpec', input.id);
+        requireOwnership(actor, current.created_by_key_id, `payload spec "${current.name}"`);
         const row = await specsRepo.updatePayloadSpec(trx, actor.workspaceId, input.id, {
           ...(input.description !== undefined ? { description: input.description } : {}),
           ...(input.jsonSchema != null ? { jsonSchema: input.jsonSchema } : {}),
@@ -97,7 +101,9 @@ export function createCatalogService(ctx: ServiceContext) {
             e.secret ? { value: ctx.seal(e.value, ['entries', i, 'value']), secret: true } : { value: e.value, secret: false },
           ]),
         );
-        return toConfig(await configsRepo.upsertConfig(trx, actor.workspaceId, input.name, entries));
+        const existing = await configsRepo.findConfigByName(trx, actor.workspaceId, input.name);
+        if (existing) requireOwnership(actor, existing.created_by_key_id, `config "${existing.name}"`);
+        return toConfig(await configsRepo.upsertConfig(trx, actor.workspaceId, input.name, entries, existing ? existing.created_by_key_id : (actor.keyId ?? null)));
       });
     },
 

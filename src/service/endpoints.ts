@@ -36,8 +36,14 @@ async function assertRefs(
   if (refs.payloadSpecId && !(await specsRepo.findPayloadSpecById(ex, actor.workspaceId, refs.payloadSpecId))) {
     throw new NotFoundError('PayloadSpec', refs.payloadSpecId);
   }
-  if (refs.configId && !(await configsRepo.findConfigById(ex, actor.workspaceId, refs.configId))) {
-    throw new NotFoundError('Config', refs.configId);
+  if (refs.configId) {
+    const config = await configsRepo.findConfigById(ex, actor.workspaceId, refs.configId);
+    if (!config) throw new NotFoundError('Config', refs.configId);
+    // An endpoint renders its config into requests it sends wherever its url says: pointing one
+    // at secrets is as good as reading them, so only their owner (or an ADMIN) may.
+    if (Object.values(config.entries).some((e) => e.secret)) {
+      requireOwnership(actor, config.created_by_key_id, `config "${config.name}" holds secrets and`);
+    }
   }
 }
 
@@ -45,10 +51,15 @@ async function assertRefs(
  * Looks an endpoint up by id or by name, in the actor's workspace. Throws NOT_FOUND.
  * By name finds only the live endpoint; by id also an archived one.
  */
-export async function resolveEndpoint(ex: Executor, actor: Actor, ref: { id?: string | null; name?: string | null }): Promise<EndpointRow> {
+export async function resolveEndpoint(
+  ex: Executor,
+  actor: Actor,
+  ref: { id?: string | null; name?: string | null },
+  opts: { forShare?: boolean } = {},
+): Promise<EndpointRow> {
   const row = ref.id
-    ? await endpointsRepo.findEndpointById(ex, actor.workspaceId, ref.id)
-    : await endpointsRepo.findEndpointByName(ex, actor.workspaceId, ref.name ?? '');
+    ? await endpointsRepo.findEndpointById(ex, actor.workspaceId, ref.id, opts)
+    : await endpointsRepo.findEndpointByName(ex, actor.workspaceId, ref.name ?? '', opts);
   if (!row) throw new NotFoundError('Endpoint', ref.id ?? ref.name ?? '');
   return row;
 }
@@ -75,6 +86,9 @@ export function createEndpointService(ctx: ServiceContext) {
         const input = parseInput(registerEndpointSchema, raw);
         const type = opts.type ?? 'USER';
         if (type === 'INTERNAL' && !isSystem(actor)) throw new ForbiddenError('only jobgate itself registers INTERNAL endpoints');
+        if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
+          throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
+        }
         await assertRefs(trx, actor, input);
         // Checked first so the common refusal is a clean CONFLICT; the partial unique index decides races.
         if (await endpointsRepo.findEndpointByName(trx, actor.workspaceId, input.name)) {
@@ -128,6 +142,9 @@ export function createEndpointService(ctx: ServiceContext) {
         }
         if (input.url === null) throw ValidationError.at(['url'], 'an HTTP endpoint needs a url');
         if (input.handlerName === null) throw ValidationError.at(['handlerName'], 'a HANDLER endpoint needs a handler name');
+        if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
+          throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
+        }
         const base = input.backoffBaseMs ?? row.backoff_base_ms;
         const max = input.backoffMaxMs ?? row.backoff_max_ms;
         if (max < base) throw ValidationError.at(['backoffMaxMs'], 'must be at least backoffBaseMs');

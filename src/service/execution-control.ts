@@ -1,6 +1,7 @@
 /**
  * Operator controls over executions: run a job now, cancel an execution, re-drive a failed one.
  */
+import { sql } from 'kysely';
 import * as executionsRepo from '../db/repos/executions.js';
 import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
@@ -49,12 +50,12 @@ export function createExecutionControlService(ctx: ServiceContext) {
           const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, job.lock_key);
           if (holder) throw new LockHeldError(job.lock_key, { jobId: holder.job_id, executionId: holder.id });
         }
-        const now = await ctx.now(trx);
         const row = await executionsRepo.insertExecutionUnlessTaken(trx, {
           workspace_id: actor.workspaceId,
           job_id: job.id,
           endpoint_id: job.endpoint_id,
-          scheduled_for: now,
+          // The database's clock, to the microsecond (a JS Date would round two triggers together).
+          scheduled_for: sql<Date>`now()` as never,
           max_attempts: job.max_attempts,
           lock_key: job.lock_key,
           trigger: 'MANUAL',
@@ -81,9 +82,11 @@ export function createExecutionControlService(ctx: ServiceContext) {
     async cancelExecution(actor: Actor, rawId: string): Promise<Execution> {
       return mutate(ctx, actor, { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
         const id = parseInput(idSchema, rawId);
-        const current = await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id);
-        if (!current) throw new NotFoundError('Execution', id);
-        const { job, endpoint } = await lockJob(trx, actor, current.job_id);
+        // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
+        const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
+        if (!peek) throw new NotFoundError('Execution', id);
+        const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
+        const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
         if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint, { owned: false });
         requireOwnership(actor, current.created_by_key_id ?? job.created_by_key_id, `execution ${id}`);
         if (current.status === 'PENDING') {
@@ -105,9 +108,11 @@ export function createExecutionControlService(ctx: ServiceContext) {
     async retryExecution(actor: Actor, rawId: string): Promise<Execution> {
       return mutate(ctx, actor, { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
         const id = parseInput(idSchema, rawId);
-        const current = await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id);
-        if (!current) throw new NotFoundError('Execution', id);
-        const { job, endpoint } = await lockJob(trx, actor, current.job_id);
+        // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
+        const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
+        if (!peek) throw new NotFoundError('Execution', id);
+        const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
+        const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
         if (job.status === 'RETIRED') throw new RetiredError(job.id);
         assertJobMutable(actor, job, endpoint, { owned: false });
         if (current.status !== 'FAILED') {

@@ -136,7 +136,8 @@ export function createJobsService(ctx: ServiceContext) {
         const input = parseInput(createJobSchema, raw);
         const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
         const jobInput = input.input ?? {};
-        const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName });
+        // FOR SHARE: an archive running now waits for this job, or this job sees the archive.
+        const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName }, { forShare: true });
         if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
         if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
         await validateInput(trx, actor, endpoint, jobInput);

@@ -192,9 +192,13 @@ describe('cron scheduler', () => {
     }
     expect(await firedOf(job.id)).toEqual(['2026-08-01T11:00:00.000Z', '2026-08-01T12:00:00.000Z']);
     expect((await t.service.job(t.actor, job.id)).cron!.nextFireAt).toBeNull();
-    // endsAt is in the past on the database clock too; the reaper retires it.
+    // endsAt is in the past on the database clock too; the reaper retires it, as cancelJob would.
     expect(await reapEndedCronJobs(t.database.pool, t.actor.workspaceId)).toBeGreaterThanOrEqual(1);
     expect((await t.service.job(t.actor, job.id)).status).toBe('RETIRED');
+    const left = (await t.query('select status from executions where job_id = $1', [job.id])).rows.map((r) => r.status);
+    expect(left).toEqual(['CANCELLED', 'CANCELLED']);
+    const audit = (await t.query(`select action, actor_kind from audit_log where target_id = $1 and action = 'job.reap'`, [job.id])).rows;
+    expect(audit).toEqual([{ action: 'job.reap', actor_kind: 'system' }]);
   });
 
   it('keeps scheduling other jobs when one schedule cannot be computed, and records the error on it', async () => {

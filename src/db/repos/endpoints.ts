@@ -7,23 +7,30 @@ export async function findEndpointById(
   db: Executor,
   workspaceId: string,
   id: string,
-  opts: { forUpdate?: boolean } = {},
+  opts: { forUpdate?: boolean; forShare?: boolean } = {},
 ): Promise<EndpointRow | undefined> {
   if (!isUuid(id)) return undefined;
   let q = db.selectFrom('endpoints').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id);
   if (opts.forUpdate) q = q.forUpdate();
+  else if (opts.forShare) q = q.forShare();
   return q.executeTakeFirst();
 }
 
 /** The live (not archived) endpoint with that name. */
-export async function findEndpointByName(db: Executor, workspaceId: string, name: string): Promise<EndpointRow | undefined> {
-  return db
+export async function findEndpointByName(
+  db: Executor,
+  workspaceId: string,
+  name: string,
+  opts: { forShare?: boolean } = {},
+): Promise<EndpointRow | undefined> {
+  let q = db
     .selectFrom('endpoints')
     .selectAll()
     .where('workspace_id', '=', scoped(workspaceId))
     .where('name', '=', name)
-    .where('archived_at', 'is', null)
-    .executeTakeFirst();
+    .where('archived_at', 'is', null);
+  if (opts.forShare) q = q.forShare();
+  return q.executeTakeFirst();
 }
 
 export async function insertEndpoint(db: Executor, row: NewEndpoint): Promise<EndpointRow> {

@@ -151,7 +151,7 @@ export async function cancelPendingExecutions(db: Executor, workspaceId: string,
   return Number(result.numUpdatedRows);
 }
 
-/** Moves the job's not-yet-started executions (a DELAYED job has at most one) to a new time. */
+/** Moves the job's not-yet-started scheduled execution (a DELAYED job has one) to a new time. */
 export async function reschedulePendingExecutions(db: Executor, workspaceId: string, jobId: string, at: Date): Promise<number> {
   const result = await db
     .updateTable('executions')
@@ -160,6 +160,8 @@ export async function reschedulePendingExecutions(db: Executor, workspaceId: str
     .where('job_id', '=', jobId)
     .where('status', '=', 'PENDING')
     .where('attempt_count', '=', 0)
+    // Manual triggers keep their own time.
+    .where('trigger', '=', 'SCHEDULE')
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
 }

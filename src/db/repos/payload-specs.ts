@@ -16,7 +16,7 @@ export async function findPayloadSpecById(db: Executor, workspaceId: string, id:
 export async function insertPayloadSpec(
   db: Executor,
   workspaceId: string,
-  spec: { name: string; description: string | null; jsonSchema: unknown },
+  spec: { name: string; description: string | null; jsonSchema: unknown; createdByKeyId: string | null },
 ): Promise<PayloadSpecRow | undefined> {
   return db
     .insertInto('payload_specs')
@@ -25,6 +25,7 @@ export async function insertPayloadSpec(
       name: spec.name,
       description: spec.description,
       json_schema: JSON.stringify(spec.jsonSchema),
+      created_by_key_id: spec.createdByKeyId,
     })
     .onConflict((oc) => oc.columns(['workspace_id', 'name']).doNothing())
     .returningAll()

@@ -8,14 +8,34 @@ import type { HandlerFn, HandlerRegistry } from './handlers.js';
 
 export const REAPER_HANDLER = 'jobgate.reaper';
 
-/** Retires ended cron jobs of one workspace; returns how many. */
+/**
+ * Retires ended cron jobs of one workspace, as cancelJob does, in one statement: the jobs are
+ * retired, their pending executions cancelled, their running ones asked to stop, and each
+ * retirement audited (as jobgate itself). Returns how many jobs.
+ */
+const REAP = `
+with reaped as (
+  update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
+  where workspace_id = $1 and kind = 'CRON' and status <> 'RETIRED' and ends_at is not null and ends_at <= now()
+  returning id, workspace_id
+), cancelled as (
+  update executions set status = 'CANCELLED', finished_at = now(), updated_at = now(), last_error = 'job ended (endsAt passed)'
+  where job_id in (select id from reaped) and status = 'PENDING'
+  returning id
+), asked as (
+  update executions set cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+  where job_id in (select id from reaped) and status = 'RUNNING'
+  returning id
+), audited as (
+  insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
+  select workspace_id, 'system', 'job.reap', 'Job', id::text, '{}'::jsonb, 'OK' from reaped
+)
+select (select count(*) from reaped)::int as jobs, coalesce((select array_agg(id) from asked), '{}') as asked`;
+
 export async function reapEndedCronJobs(pool: pg.Pool, workspaceId: string): Promise<number> {
-  const { rowCount } = await pool.query(
-    `update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
-     where workspace_id = $1 and kind = 'CRON' and status <> 'RETIRED' and ends_at is not null and ends_at <= now()`,
-    [workspaceId],
-  );
-  return rowCount ?? 0;
+  const { rows } = await pool.query<{ jobs: number; asked: string[] }>(REAP, [workspaceId]);
+  for (const id of rows[0]!.asked) await pool.query(`select pg_notify('jobgate_cancel', $1)`, [id]);
+  return rows[0]!.jobs;
 }
 
 /** Registers jobgate's own handlers (once per registry). */
