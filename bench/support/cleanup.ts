@@ -1,12 +1,13 @@
 /**
  * Cleanup that must happen however a benchmark ends: child processes killed, databases dropped,
  * an embedded cluster stopped. Registered actions run in reverse order from `runCleanup()`, on
- * SIGINT/SIGTERM, and (the synchronous part: killing children) on any exit.
+ * SIGINT/SIGTERM and on a crash, and (the synchronous part: killing children) on any exit.
  */
 type Action = { name: string; run: () => Promise<void> | void; onExit?: () => void };
 
 const actions: Action[] = [];
 let installed = false;
+let stopping = false;
 
 function install() {
   if (installed) return;
@@ -15,8 +16,19 @@ function install() {
   process.on('exit', () => {
     for (const a of actions) a.onExit?.();
   });
+  // A crash still drops the databases and stops the embedded cluster.
+  const crash = (error: unknown) => {
+    // Errors from connections the cleanup itself cut are expected.
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    void runCleanup().finally(() => process.exit(1));
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', crash);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
+      stopping = true;
       process.stderr.write(`bench: ${signal}, cleaning up\n`);
       void runCleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
     });

@@ -1,6 +1,7 @@
 /**
  * The Postgres server benchmarks run on: BENCH_DATABASE_URL if set, else the local server at
- * 127.0.0.1:5432 (user postgres), else an ephemeral embedded cluster in a temporary folder.
+ * 127.0.0.1:5432 (user postgres), else (or with BENCH_EMBEDDED=1) an ephemeral embedded cluster
+ * in a temporary folder.
  * Every measurement gets a fresh database, dropped afterwards.
  */
 import { randomBytes } from 'node:crypto';
@@ -66,11 +67,11 @@ export async function openServer(): Promise<BenchServer> {
     adminUrl = process.env.BENCH_DATABASE_URL;
     source = 'BENCH_DATABASE_URL';
     if (!(await answers(adminUrl))) throw new Error('BENCH_DATABASE_URL does not answer');
-  } else if (await answers(LOCAL)) {
+  } else if (process.env.BENCH_EMBEDDED !== '1' && (await answers(LOCAL))) {
     adminUrl = LOCAL;
     source = 'local';
   } else {
-    process.stderr.write('bench: no server at 127.0.0.1:5432; starting an embedded Postgres\n');
+    process.stderr.write('bench: starting an embedded Postgres (no server at 127.0.0.1:5432, or BENCH_EMBEDDED=1)\n');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-bench-pg-'));
     fs.chmodSync(dir, 0o755);
     const embedded = await startEmbeddedPostgres({ dataDir: dir, log: createLogger('warn'), ephemeral: true });

@@ -42,12 +42,13 @@ export interface ClaimedExecution {
 // Shared by both claim paths: take the leases, count the attempts, write the attempt rows, and
 // return what delivery needs (job input, endpoint target, config for templating) in one trip.
 // The candidates carry the job and endpoint columns, so each table is joined once.
+// Parameters: $1 the worker id (lease owner), $2 the lease in milliseconds.
 const CLAIM_TAIL = `), claimed as (
   update executions e
   set status = 'RUNNING',
       lease_owner = $1,
       lease_epoch = e.lease_epoch + 1,
-      lease_expires_at = now() + make_interval(secs => $4::double precision / 1000),
+      lease_expires_at = now() + make_interval(secs => $2::double precision / 1000),
       attempt_count = e.attempt_count + 1,
       updated_at = now()
   from candidates c
@@ -79,7 +80,8 @@ const SERIAL_TURN = `(not e.serial or (
 const CANDIDATE_COLUMNS = `e.id, j.input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers, en.timeout_ms,
          en.signing_secret, en.handler_name, en.config_id`;
 
-const CLAIM_UNLIMITED = `
+// $3 the handlers this worker has; the LIMIT is a parameter ($4) or a constant (see below).
+const claimUnlimitedSql = (limit: string) => `
 with candidates as (
   select ${CANDIDATE_COLUMNS}
   from executions e
@@ -92,7 +94,7 @@ with candidates as (
     and en.concurrency_limit is null
     and (en.kind = 'HTTP' or en.handler_name = any($3::text[]))
   order by e.run_after, e.id
-  limit $2
+  limit ${limit}
   for update of e skip locked
 ${CLAIM_TAIL}`;
 
@@ -108,6 +110,7 @@ where en.concurrency_limit is not null
                 and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL')))
   and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
 
+// $3 the endpoint, $4 the most this claim may take, $5 the endpoint's concurrency limit.
 const CLAIM_LIMITED = `
 with candidates as (
   select ${CANDIDATE_COLUMNS}
@@ -120,7 +123,9 @@ with candidates as (
     and ${SERIAL_TURN}
     and e.endpoint_id = $3
   order by e.run_after, e.id
-  limit $2
+  -- Free slots counted here, in this statement's snapshot, taken after the advisory lock was
+  -- granted: claims another worker committed before we got the lock are seen.
+  limit greatest(0, least($4::int, $5::int - (select count(*) from executions r where r.endpoint_id = $3 and r.status = 'RUNNING')))
   for update of e skip locked
 ${CLAIM_TAIL}`;
 
@@ -131,12 +136,31 @@ export interface ClaimOptions {
   leaseMs: number;
   /** Whether any endpoint has a concurrency limit; skips the limited path when none does. */
   limitedEndpoints: boolean;
+  /**
+   * The claim size this caller asks for most (a worker's batch size). A claim of exactly this
+   * many runs a statement whose LIMIT is a constant, planned once per connection.
+   */
+  usualLimit?: number;
 }
 
-// Named statements: each connection parses and plans these once, not on every claim (planning
-// was a third of a claim's time). Their plans do not depend on the parameters' values: every
-// path is an index walk in (run_after, id) order stopped by LIMIT, or a lookup by key.
-const claimUnlimited = (o: ClaimOptions) => ({ name: 'jobgate.claim', text: CLAIM_UNLIMITED, values: [o.workerId, o.limit, o.handlers, o.leaseMs] });
+// Named statements: each connection parses them once. A LIMIT given as a parameter makes
+// Postgres plan for an unknown row count (10% of the table) — a hash join over all executions —
+// so it keeps re-planning on every call to get the index walk; re-planning was a third of a
+// claim's time. A claim of the caller's usual size therefore uses a statement with the LIMIT
+// written in, whose cached plan is the index walk in (run_after, id) order stopped by the
+// LIMIT; other sizes take the parameterized one and are planned each time.
+const CLAIM_ANY_SIZE = claimUnlimitedSql('$4');
+const fixedSize = new Map<number, string>();
+
+function claimUnlimited(o: ClaimOptions): pg.QueryConfig {
+  const values: unknown[] = [o.workerId, o.leaseMs, o.handlers];
+  if (o.limit === o.usualLimit && Number.isInteger(o.limit) && o.limit > 0) {
+    let text = fixedSize.get(o.limit);
+    if (!text) fixedSize.set(o.limit, (text = claimUnlimitedSql(String(o.limit))));
+    return { name: `jobgate.claim/${o.limit}`, text, values };
+  }
+  return { name: 'jobgate.claim', text: CLAIM_ANY_SIZE, values: [...values, o.limit] };
+}
 
 export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<ClaimedExecution[]> {
   if (!o.limitedEndpoints) {
@@ -155,12 +179,13 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
         values: [o.handlers],
       });
       for (const ep of limited.rows) {
+        // A first estimate; the claim recounts after the lock (the count here may be stale).
         const free = Math.min(room, ep.concurrency_limit - ep.running);
         if (free <= 0) continue;
         const more = await client.query<ClaimedExecution>({
           name: 'jobgate.claim-limited',
           text: CLAIM_LIMITED,
-          values: [o.workerId, free, ep.id, o.leaseMs],
+          values: [o.workerId, o.leaseMs, ep.id, free, ep.concurrency_limit],
         });
         rows.push(...more.rows);
         room -= more.rows.length;

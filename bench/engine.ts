@@ -1,0 +1,335 @@
+/**
+ * The engine benchmark: jobgate's execution engine against graphile-worker 0.17 on the same
+ * Postgres server, with no-op work, so what is measured is the queue itself.
+ *
+ *  - Throughput: 20,000 executions (jobs) inserted in bulk with SQL, then drained by one and by
+ *    two worker processes. jobgate's window is read from its attempts table, first attempt
+ *    started to last attempt finished (both on the database clock). graphile-worker deletes
+ *    finished jobs, so its window runs from its first job starting (reported by the worker
+ *    processes) to the first poll, every 10 ms, that finds its jobs table empty (this errs
+ *    against graphile-worker by at most one poll interval).
+ *  - Latency: enqueue to handler start, 300 sequential single jobs with an idle in-process
+ *    worker (after 20 unmeasured warm-up jobs), on one clock: `performance.now()` before the
+ *    enqueue call and inside the handler. jobgate enqueues through the service's `createJob`
+ *    (one transaction: endpoint lookup, job and execution rows), graphile-worker through
+ *    WorkerUtils' `addJob`. `engine.latency.enqueue-call.p50` is how long that call itself took.
+ *  - Ratios jobgate ÷ graphile-worker, for both graphile-worker configurations (see
+ *    support/graphile.ts): throughput above 1 and latency below 1 favour jobgate.
+ *
+ * Every measurement runs on a fresh database (jobgate_bench_<random>, graphile_bench_<random>),
+ * dropped afterwards; worker processes are killed whatever happens. Nothing is asserted.
+ *
+ * Settings, the same for both systems: CONCURRENCY attempts at once per worker process; jobgate
+ * claims up to BATCH_SIZE executions per statement; pools of 10 connections.
+ */
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { makeWorkerUtils, run as runGraphile, runMigrations } from 'graphile-worker';
+import { migrate } from '../src/db/migrate.js';
+import { createJobgate } from '../src/index.js';
+import { createLogger } from '../src/log.js';
+import type { Figure } from './run.js';
+import { spawnChild, type Child } from './support/children.js';
+import { ADD_NOOP_JOBS, graphileLogger, graphilePreset, type GraphileConfigName } from './support/graphile.js';
+import { openServer, type BenchDatabase, type BenchServer } from './support/postgres.js';
+
+const env = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
+const EXECUTIONS = env('BENCH_ENGINE_EXECUTIONS', 20_000);
+const LATENCY_RUNS = env('BENCH_ENGINE_LATENCY_RUNS', 300);
+const WARMUP_RUNS = 20;
+const CONCURRENCY = env('BENCH_ENGINE_CONCURRENCY', 50);
+const BATCH_SIZE = env('BENCH_ENGINE_BATCH_SIZE', CONCURRENCY);
+const PROCESSES = [1, 2];
+const DRAIN_TIMEOUT_MS = env('BENCH_ENGINE_TIMEOUT_MS', 180_000);
+
+const ENDPOINT = 'bench.noop';
+const SYSTEMS = { jobgate: 'jobgate', default: 'graphile-worker', fast: 'graphile-worker-fast' } as const;
+
+const say = (msg: string) => process.stderr.write(`bench engine: ${msg}\n`);
+const now = () => performance.timeOrigin + performance.now();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Starts the timed part from a quiet server: no checkpoint due mid-run. */
+async function settle(c: pg.Client) {
+  await c.query('analyze');
+  await c.query('checkpoint').catch(() => {}); // needs superuser; harmless without
+}
+
+async function withDatabase<T>(server: BenchServer, prefix: string, fn: (db: BenchDatabase) => Promise<T>): Promise<T> {
+  const db = await server.createDatabase(prefix);
+  try {
+    return await fn(db);
+  } finally {
+    await db.drop();
+  }
+}
+
+/** A migrated jobgate database with the HANDLER endpoint `bench.noop` (handler `noop`). */
+async function prepareJobgate(db: BenchDatabase): Promise<{ workspaceId: string; endpointId: string }> {
+  await migrate(db.url);
+  const gate = await createJobgate({ databaseUrl: db.url, migrate: false, poolMax: 2, log: createLogger('warn') });
+  try {
+    const endpoint = await gate.client.registerEndpoint({ name: ENDPOINT, kind: 'HANDLER', handlerName: 'noop' });
+    return { workspaceId: (await gate.actor()).workspaceId, endpointId: endpoint.id };
+  } finally {
+    await gate.close();
+  }
+}
+
+async function startChildren(n: number, script: string, envFor: (i: number) => Record<string, string>): Promise<Child[]> {
+  const children = Array.from({ length: n }, (_, i) => spawnChild(script, envFor(i)));
+  await Promise.all(children.map((c) => c.line('ready')));
+  return children;
+}
+
+export async function jobgateThroughput(server: BenchServer, processes: number): Promise<number> {
+  return withDatabase(server, 'jobgate_bench', async (db) => {
+    const { workspaceId, endpointId } = await prepareJobgate(db);
+    return withClient(db.url, async (c) => {
+      // As createJob would write them: a job, and its execution due now.
+      await c.query(
+        `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts)
+         select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3::int)`,
+        [workspaceId, endpointId, EXECUTIONS],
+      );
+      await c.query(
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+         select workspace_id, id, endpoint_id, now(), now(), 5 from jobs where endpoint_id = $1`,
+        [endpointId],
+      );
+      await settle(c);
+      const children = await startChildren(processes, 'bench/workers/jobgate.ts', (i) => ({
+        DATABASE_URL: db.url,
+        WORKER_ID: `bench-${i + 1}`,
+        CONCURRENCY: String(CONCURRENCY),
+        BATCH_SIZE: String(BATCH_SIZE),
+      }));
+      try {
+        const go = now();
+        children.forEach((ch) => ch.send('go'));
+        const deadline = go + DRAIN_TIMEOUT_MS;
+        for (;;) {
+          const { rows } = await c.query(`select count(*)::int as n from executions where status in ('PENDING', 'RUNNING') and endpoint_id = $1`, [
+            endpointId,
+          ]);
+          if (rows[0].n === 0) break;
+          if (now() > deadline) {
+            const left = await c.query(`select id, status, attempt_count, lease_owner, lease_epoch, lease_expires_at, run_after, now() as now
+              from executions where status in ('PENDING', 'RUNNING') and endpoint_id = $1 limit 5`, [endpointId]);
+            throw new Error(`jobgate: ${rows[0].n} executions left after ${DRAIN_TIMEOUT_MS} ms, e.g. ${JSON.stringify(left.rows)}`);
+          }
+          await sleep(50);
+        }
+        const polled = now() - go;
+        const { rows } = await c.query(
+          `select extract(epoch from max(a.finished_at) - min(a.started_at)) * 1000 as ms,
+                  count(*)::int as attempts, count(*) filter (where a.outcome = 'SUCCEEDED')::int as ok
+           from attempts a join executions e on e.id = a.execution_id where e.endpoint_id = $1`,
+          [endpointId],
+        );
+        const { ms, attempts, ok } = rows[0] as { ms: number; attempts: number; ok: number };
+        if (ok !== EXECUTIONS || attempts !== EXECUTIONS) say(`jobgate: ${attempts} attempts, ${ok} succeeded (expected ${EXECUTIONS} each)`);
+        say(`jobgate, ${processes} process(es): ${Math.round(ms)} ms by attempts (${Math.round(polled)} ms from "go" by polling)`);
+        return (ok / ms) * 1000;
+      } finally {
+        await Promise.all(children.map((ch) => ch.stop()));
+      }
+    });
+  });
+}
+
+async function prepareGraphile(db: BenchDatabase) {
+  await runMigrations({ connectionString: db.url, logger: graphileLogger });
+}
+
+export async function graphileThroughput(server: BenchServer, config: GraphileConfigName, processes: number): Promise<number> {
+  return withDatabase(server, 'graphile_bench', async (db) => {
+    await prepareGraphile(db);
+    return withClient(db.url, async (c) => {
+      await c.query(ADD_NOOP_JOBS, [EXECUTIONS]);
+      await settle(c);
+      const children = await startChildren(processes, 'bench/workers/graphile.ts', () => ({
+        DATABASE_URL: db.url,
+        CONCURRENCY: String(CONCURRENCY),
+        FAST: config === 'fast' ? '1' : '0',
+      }));
+      try {
+        // A process that got no job never reports a first one.
+        const firsts = children.map((ch) =>
+          ch
+            .line('first', DRAIN_TIMEOUT_MS)
+            .then(Number)
+            .catch(() => Infinity),
+        );
+        const go = now();
+        children.forEach((ch) => ch.send('go'));
+        const deadline = go + DRAIN_TIMEOUT_MS;
+        let end: number;
+        for (;;) {
+          const sent = now();
+          // Through the primary key: cheap even with many dead rows behind it.
+          const { rows } = await c.query(`select id from graphile_worker._private_jobs order by id limit 1`);
+          if (rows.length === 0) {
+            end = sent;
+            break;
+          }
+          if (sent > deadline) throw new Error(`graphile-worker: jobs left after ${DRAIN_TIMEOUT_MS} ms`);
+          await sleep(10);
+        }
+        const started = (await Promise.all(firsts.map((f) => Promise.race([f, sleep(100).then(() => Infinity)])))).filter(Number.isFinite);
+        const start = Math.min(...started);
+        const ms = end - start;
+        say(`graphile-worker (${config}), ${processes} process(es): ${Math.round(ms)} ms (${Math.round(end - go)} ms from "go")`);
+        return (EXECUTIONS / ms) * 1000;
+      } finally {
+        await Promise.all(children.map((ch) => ch.stop()));
+      }
+    });
+  });
+}
+
+interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+interface Latency extends Percentiles {
+  /** Median time the enqueue call itself took (createJob, addJob): part of the latency. */
+  enqueue: number;
+}
+
+function percentiles(samples: number[]): Percentiles {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
+}
+
+/** Runs `enqueue` WARMUP_RUNS + LATENCY_RUNS times, one at a time, timing each to its handler's start. */
+async function sequentialLatency(enqueue: () => Promise<unknown>, started: { next: Promise<number> }): Promise<Latency> {
+  const samples: number[] = [];
+  const calls: number[] = [];
+  for (let i = 0; i < WARMUP_RUNS + LATENCY_RUNS; i++) {
+    const handlerStarted = started.next;
+    const t0 = performance.now();
+    await enqueue();
+    const returned = performance.now();
+    const t1 = await handlerStarted;
+    if (i >= WARMUP_RUNS) {
+      samples.push(t1 - t0);
+      calls.push(returned - t0);
+    }
+  }
+  return { ...percentiles(samples), enqueue: percentiles(calls).p50 };
+}
+
+/** A promise per handler start: `next` resolves at the next start, with its `performance.now()`. */
+function startSignal() {
+  let resolve!: (t: number) => void;
+  const signal = {
+    next: new Promise<number>((r) => (resolve = r)),
+    fire() {
+      const t = performance.now();
+      const r = resolve;
+      signal.next = new Promise<number>((x) => (resolve = x));
+      r(t);
+    },
+  };
+  return signal;
+}
+
+export async function jobgateLatency(server: BenchServer): Promise<Latency> {
+  return withDatabase(server, 'jobgate_bench', async (db) => {
+    await prepareJobgate(db);
+    const gate = await createJobgate({ databaseUrl: db.url, migrate: false, log: createLogger('warn') });
+    try {
+      const started = startSignal();
+      gate.handle('noop', () => started.fire());
+      await gate.startWorker({ concurrency: CONCURRENCY, batchSize: BATCH_SIZE });
+      return await sequentialLatency(() => gate.client.createJob({ endpointName: ENDPOINT, kind: 'IMMEDIATE' }), started);
+    } finally {
+      await gate.close();
+    }
+  });
+}
+
+export async function graphileLatency(server: BenchServer, config: GraphileConfigName): Promise<Latency> {
+  return withDatabase(server, 'graphile_bench', async (db) => {
+    await prepareGraphile(db);
+    const started = startSignal();
+    // Our own pool (graphile-worker's default size), so that every connection is closed before
+    // the database is dropped.
+    const pgPool = new pg.Pool({ connectionString: db.url, max: 10 });
+    pgPool.on('error', () => {});
+    pgPool.on('connect', (client) => client.on('error', () => {}));
+    try {
+      const runner = await runGraphile({
+        pgPool,
+        concurrency: CONCURRENCY,
+        noHandleSignals: true,
+        logger: graphileLogger,
+        taskList: { noop: async () => started.fire() },
+        preset: graphilePreset(config),
+      });
+      const utils = await makeWorkerUtils({ pgPool, logger: graphileLogger });
+      try {
+        return await sequentialLatency(() => utils.addJob('noop', {}), started);
+      } finally {
+        await utils.release();
+        await runner.stop();
+      }
+    } finally {
+      await pgPool.end();
+    }
+  });
+}
+
+export async function run(): Promise<Figure[]> {
+  const server = await openServer();
+  say(`postgres: ${server.source}; ${EXECUTIONS} executions, concurrency ${CONCURRENCY}, jobgate batch size ${BATCH_SIZE}`);
+  const [load] = os.loadavg();
+  if (load! > os.availableParallelism() / 4) say(`load average ${load!.toFixed(2)} on ${os.availableParallelism()} cores: other work is running, figures will be noisy`);
+  const figures: Figure[] = [];
+  const figure = (bench: string, system: string, value: number, unit: string) => {
+    figures.push({ bench, system, value, unit });
+    return value;
+  };
+  try {
+    const throughput = (n: number) => `engine.throughput.${n}-process${n > 1 ? 'es' : ''}`;
+    const tput: Record<string, Record<number, number>> = { jobgate: {}, default: {}, fast: {} };
+    for (const n of PROCESSES) tput.jobgate![n] = figure(throughput(n), SYSTEMS.jobgate, await jobgateThroughput(server, n), 'executions/s');
+    for (const config of ['default', 'fast'] as const) {
+      for (const n of PROCESSES) tput[config]![n] = figure(throughput(n), SYSTEMS[config], await graphileThroughput(server, config, n), 'executions/s');
+    }
+
+    const latency: Record<string, Latency> = {};
+    latency.jobgate = await jobgateLatency(server);
+    for (const config of ['default', 'fast'] as const) latency[config] = await graphileLatency(server, config);
+    for (const q of ['p50', 'p95', 'p99'] as const) {
+      for (const system of ['jobgate', 'default', 'fast'] as const) figure(`engine.latency.${q}`, SYSTEMS[system], latency[system]![q], 'ms');
+    }
+    // How much of the latency is the enqueue call (jobgate's createJob is a transaction of several
+    // statements; graphile-worker's addJob is one function call).
+    for (const system of ['jobgate', 'default', 'fast'] as const) figure('engine.latency.enqueue-call.p50', SYSTEMS[system], latency[system]!.enqueue, 'ms');
+
+    for (const config of ['default', 'fast'] as const) {
+      const versus = `jobgate/${SYSTEMS[config]}`;
+      for (const n of PROCESSES) figure(throughput(n), versus, tput.jobgate![n]! / tput[config]![n]!, 'ratio');
+      figure('engine.latency.p50', versus, latency.jobgate!.p50 / latency[config]!.p50, 'ratio');
+    }
+    return figures;
+  } finally {
+    await server.close();
+  }
+}
