@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 
@@ -60,6 +60,7 @@ interface RunRow {
   heartbeat_at: Date | null;
   error: string | null;
   pause_reason: string | null;
+  created_by_key_id: string | null;
 }
 
 export const toRun = (r: RunRow): Run => {
@@ -150,7 +151,8 @@ export function createRunsService(ctx: ServiceContext) {
 
     /**
      * Asks a running run to stop at its next safe boundary: it becomes CANCEL_REQUESTED, and
-     * PAUSED once the handler sees it. A paused run is returned as it is.
+     * PAUSED once the handler sees it. A paused run is returned as it is. OPERATOR keys may cancel
+     * only runs their key triggered.
      * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
      */
     async cancelRun(actor: Actor, id: string): Promise<Run> {
@@ -159,6 +161,7 @@ export function createRunsService(ctx: ServiceContext) {
         const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
         const row = rows[0];
         if (!row) throw new NotFoundError('Run', id);
+        requireOwnership(actor, row.created_by_key_id, `run ${id}`);
         if (row.status === 'COMPLETED' || row.status === 'FAILED') throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
         if (row.status !== 'RUNNING') return toRun(row);
         const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
