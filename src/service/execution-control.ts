@@ -6,9 +6,9 @@ import * as executionsRepo from '../db/repos/executions.js';
 import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { ConflictError, LockHeldError, NotFoundError, RetiredError } from './errors.js';
+import { ConflictError, NotFoundError, RetiredError } from './errors.js';
 import { idSchema, triggerJobSchema, type TriggerJobInput } from './inputs.js';
-import { assertJobMutable, lockJob } from './jobs.js';
+import { assertJobMutable, assertLockFree, lockJob } from './jobs.js';
 import { toExecution, type Execution } from './models.js';
 
 export interface TriggerJobResult {
@@ -18,7 +18,6 @@ export interface TriggerJobResult {
 }
 
 export function createExecutionControlService(ctx: ServiceContext) {
-  const { db } = ctx;
 
   return {
     /**
@@ -46,10 +45,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
             });
           }
         }
-        if (job.lock_key) {
-          const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, job.lock_key);
-          if (holder) throw new LockHeldError(job.lock_key, { jobId: holder.job_id, executionId: holder.id });
-        }
+        await assertLockFree(trx, actor, job.lock_key);
         const row = await executionsRepo.insertExecutionUnlessTaken(trx, {
           workspace_id: actor.workspaceId,
           job_id: job.id,
@@ -68,8 +64,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
           if (earlier) return { execution: toExecution(earlier), created: false };
         }
-        const holder = job.lock_key ? await executionsRepo.findLockHolder(trx, actor.workspaceId, job.lock_key) : undefined;
-        if (holder) throw new LockHeldError(job.lock_key!, { jobId: holder.job_id, executionId: holder.id });
+        await assertLockFree(trx, actor, job.lock_key);
         throw new ConflictError(`job ${job.id} was triggered concurrently; try again`);
       });
     },
@@ -118,10 +113,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
         if (current.status !== 'FAILED') {
           throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, { status: current.status });
         }
-        if (current.lock_key) {
-          const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, current.lock_key);
-          if (holder) throw new LockHeldError(current.lock_key, { jobId: holder.job_id, executionId: holder.id });
-        }
+        await assertLockFree(trx, actor, current.lock_key);
         return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
       });
     },

@@ -92,6 +92,17 @@ export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRo
   if (job.status === 'RETIRED') throw new RetiredError(job.id);
 }
 
+/**
+ * Throws LOCK_HELD, naming the holder, when a pending or running execution of the workspace holds
+ * `lockKey`. A check ahead of the insert, so the common refusal leaves the transaction intact;
+ * the partial unique index on live executions stays the authority.
+ */
+export async function assertLockFree(trx: Executor, actor: Actor, lockKey: string | null): Promise<void> {
+  if (!lockKey) return;
+  const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, lockKey);
+  if (holder) throw new LockHeldError(lockKey, { jobId: holder.job_id, executionId: holder.id });
+}
+
 /** The job, locked for update, with its endpoint. Throws NOT_FOUND. */
 export async function lockJob(trx: Executor, actor: Actor, id: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
   const job = await jobsRepo.findJobById(trx, actor.workspaceId, id, { forUpdate: true });
@@ -179,12 +190,7 @@ export function createJobsService(ctx: ServiceContext) {
           if (existing) return existing;
         }
 
-        if (row.lock_key) {
-          // Checked first so the common refusal leaves the transaction intact; the partial unique
-          // index on live executions stays the authority (see the insert below).
-          const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, row.lock_key);
-          if (holder) throw new LockHeldError(row.lock_key, { jobId: holder.job_id, executionId: holder.id });
-        }
+        await assertLockFree(trx, actor, row.lock_key ?? null);
         const now = await ctx.now(trx);
         if (row.kind === 'CRON') {
           row.next_fire_at = nextFire(row as JobRow, now);
@@ -210,8 +216,8 @@ export function createJobsService(ctx: ServiceContext) {
           if (!execution) {
             // Only the live-lock index can refuse a new job's first execution: a concurrent job
             // took the key after our check. Throwing rolls this job back with it.
-            const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, inserted.lock_key ?? '');
-            throw new LockHeldError(inserted.lock_key ?? '', { jobId: holder?.job_id ?? 'unknown', executionId: holder?.id ?? 'unknown' });
+            await assertLockFree(trx, actor, inserted.lock_key);
+            throw new LockHeldError(inserted.lock_key ?? '', { jobId: 'unknown', executionId: 'unknown' });
           }
         }
         return { job: toJob(inserted), created: true };
