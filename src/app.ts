@@ -17,6 +17,8 @@ import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
 import { createJobService } from './service/index.js';
+import { createHub, type Hub } from './subscriptions/hub.js';
+import { createLiveFeeds } from './subscriptions/live.js';
 import { SecretBox } from './service/secrets.js';
 
 export interface RunningApp {
@@ -62,9 +64,11 @@ export async function startApp(
   let gateway: RunningGateway | undefined;
   let worker: Worker | undefined;
   let scheduler: Scheduler | undefined;
+  let hub: Hub | undefined;
   const stop = async () => {
     // Stop taking requests and firing, let the worker drain within its grace period, then the database.
     await gateway?.close();
+    await hub?.stop();
     await scheduler?.stop();
     await worker?.stop({ graceMs: config.worker.shutdownGraceMs });
     await database?.close();
@@ -80,7 +84,7 @@ export async function startApp(
     const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
-    registerInternalHandlers(handlers, database.pool);
+    registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs });
     if (roles.worker) {
       scheduler = createScheduler({ pool: database.pool, log });
       scheduler.start();
@@ -108,8 +112,11 @@ export async function startApp(
     if (roles.gateway) {
       const pool = database.pool;
       const runScheduler = createScheduler({ pool, log });
+      hub = createHub({ pool, connectionString: source.connectionString, log });
+      await hub.start();
       gateway = await startGateway({
         service,
+        live: createLiveFeeds(service, hub),
         authenticate: (request) => service.authenticate(bearer(request.headers.get('authorization'))),
         log,
         host: config.host,

@@ -57,6 +57,7 @@ const envSchema = z.object({
     }, 'must be 32 bytes, as base64 or hex (e.g. `openssl rand -base64 32`)'),
   JOBGATE_INTROSPECTION: z.enum(['on', 'off']).default('on'),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
+  JOBGATE_EVENT_RETENTION_HOURS: intFrom(72, 1, 24 * 365),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -77,6 +78,8 @@ export interface Config {
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
   maxBodyBytes: number;
+  /** How long live events are kept for subscriptions to replay (reaper prunes older ones). */
+  eventRetentionMs: number;
   /** Key for secrets at rest (base64 or hex); the embedded default generates one. */
   secretKey: string | undefined;
   /** Bearer secret of POST /jobs/run-due; undefined turns the route off. */
@@ -117,6 +120,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     secretKey: e.JOBGATE_SECRET_KEY,
     introspection: e.JOBGATE_INTROSPECTION === 'on',
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
+    eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,
       leaseMs: e.JOBGATE_LEASE_MS,

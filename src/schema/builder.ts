@@ -6,10 +6,13 @@ import ZodPlugin from '@pothos/plugin-zod';
 import type { Actor } from '../service/actor.js';
 import { ValidationError } from '../service/errors.js';
 import type { JobService } from '../service/index.js';
+import type { LiveFeeds } from '../subscriptions/live.js';
 
 export interface GraphQLContext {
   actor: Actor;
   service: JobService;
+  /** Live subscriptions (the gateway's hub). */
+  live: LiveFeeds;
 }
 
 export const builder = new SchemaBuilder<{
@@ -39,3 +42,4 @@ export const builder = new SchemaBuilder<{
 
 builder.queryType({ description: 'Read the workspace: endpoints, payload specs, configs, jobs and executions.' });
 builder.mutationType({ description: 'Change the workspace. Every mutation is one transaction: it fully happens or not at all.' });
+builder.subscriptionType({ description: 'Watch the workspace live: run progress and findings, execution, job and run events. Over graphql-ws on /graphql, or Server-Sent Events.' });

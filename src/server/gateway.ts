@@ -14,6 +14,7 @@ import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
 import { hardeningPlugins } from './hardening.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
+import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { attachWebSocket } from '../subscriptions/ws.js';
 
 export interface GatewayOptions {
@@ -28,6 +29,12 @@ export interface GatewayOptions {
   introspection?: boolean;
   /** Largest request body accepted, in bytes. Default 1 MB. */
   maxBodyBytes?: number;
+  /** Live subscriptions; without them, subscribing answers UNAVAILABLE. */
+  live?: LiveFeeds | undefined;
+  /** WebSocket: how long a client may take to send connection_init (close 4408). Default 10 s. */
+  connectionInitWaitMs?: number;
+  /** WebSocket: a client whose unsent data passes this many bytes is cut off (close 1008). Default 4 MB. */
+  maxSendBufferBytes?: number;
 }
 
 export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
@@ -52,6 +59,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     context: async (initial) => ({
       actor: (initial as { actor?: Actor }).actor ?? (await options.authenticate(initial.request)),
       service: options.service,
+      live: options.live ?? noLiveFeeds,
     }),
   }) as Yoga;
 }
@@ -92,6 +100,8 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   const ws = attachWebSocket(server, yoga, {
     log: options.log,
     maxPayload: maxBody,
+    connectionInitWaitMs: options.connectionInitWaitMs,
+    maxSendBufferBytes: options.maxSendBufferBytes,
     // The same authentication as HTTP: a Request-shaped object carrying the key.
     authenticate: (key) => options.authenticate(new Request('http://ws/', { headers: key ? { authorization: `Bearer ${key}` } : {} })),
   });

@@ -14,7 +14,9 @@ export type ErrorCode =
   | 'RETIRED'
   | 'ARCHIVED'
   | 'INTERNAL_ENDPOINT'
-  | 'LOCK_HELD';
+  | 'LOCK_HELD'
+  | 'SLOW_CONSUMER'
+  | 'UNAVAILABLE';
 
 export class DomainError extends Error {
   override name = 'DomainError';

@@ -8,6 +8,7 @@ import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
 import { createJobsService } from './jobs.js';
+import { createLiveService } from './live.js';
 import { createRunsService } from './runs.js';
 
 export function createJobService(deps: ServiceDeps) {
@@ -19,6 +20,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createJobsService(ctx),
     ...createExecutionControlService(ctx),
     ...createRunsService(ctx),
+    ...createLiveService(ctx),
   };
 }
 

@@ -10,7 +10,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
-import { WebSocketServer } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../log.js';
 import type { Actor } from '../service/actor.js';
 import { DomainError } from '../service/errors.js';
@@ -20,7 +20,15 @@ export interface WebSocketOptions {
   authenticate(key: string | undefined): Promise<Actor>;
   log: Logger;
   /** Largest message accepted, in bytes. */
-  maxPayload?: number;
+  maxPayload?: number | undefined;
+  /** How long a client may take to send connection_init before the socket is closed with 4408. Default 10 s. */
+  connectionInitWaitMs?: number | undefined;
+  /**
+   * A subscriber that stops reading makes its socket buffer what it cannot send. Past this many
+   * bytes it is cut off (close 1008), so one stuck client cannot hold the gateway's memory or
+   * slow the others; it reconnects and resumes with its last cursor. Default 4 MB.
+   */
+  maxSendBufferBytes?: number | undefined;
 }
 
 function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
@@ -31,8 +39,18 @@ function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: I
 
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
   const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000 });
-  const disposable = useServer<Record<string, unknown>, { request: IncomingMessage }>(
+  const maxSendBuffer = options.maxSendBufferBytes ?? 4 * 1024 * 1024;
+  const disposable = useServer<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>(
     {
+      connectionInitWaitTimeout: options.connectionInitWaitMs ?? 10_000,
+      onNext: (ctx) => {
+        const socket = ctx.extra.socket;
+        if (socket.bufferedAmount > maxSendBuffer) {
+          options.log.warn(`websocket: a subscriber stopped reading (${socket.bufferedAmount} bytes unsent); closing its connection`);
+          socket.close(1008, 'slow consumer: too much unsent data');
+          setImmediate(() => socket.terminate());
+        }
+      },
       execute: (args: any) => args.rootValue.execute(args),
       subscribe: (args: any) => args.rootValue.subscribe(args),
       onConnect: async (ctx) => {

@@ -15,7 +15,7 @@ const NOWHERE = '00000000-0000-4000-8000-000000000000';
 
 beforeAll(async () => {
   t = await createTestDb();
-  g = createTestGateway(t);
+  g = createTestGateway(t, { live: true });
   const spec = await t.service.createPayloadSpec(t.actor, { name: 'a.spec', jsonSchema: { type: 'object' } });
   const config = await t.service.setConfig(t.actor, { name: 'a.config', entries: [{ key: 'k', value: 'a-secret-ish' }] });
   const endpoint = await t.service.registerEndpoint(t.actor, {
@@ -32,7 +32,10 @@ beforeAll(async () => {
   await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'k', 'INFO', 'r-1')`, [t.actor.workspaceId, run.id]);
   Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id, run: run.id });
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await g.close();
+  await t.close();
+});
 
 type Probe = {
   /** The operation, with `$id` standing for an id of workspace A (or of nowhere). */
@@ -81,6 +84,12 @@ const probes: Record<string, Probe> = {
   triggerRun: { query: `mutation { triggerRun(input: { name: "a.scan" }) { outcome run { id } } }`, expect: 'NO_A_DATA' },
   cancelRun: { query: `mutation ($id: ID!) { cancelRun(id: $id) { id } }`, id: 'run', expect: 'NOT_FOUND' },
   createWorkspace: { query: `mutation { createWorkspace(input: { slug: "default", name: "taken?" }) { workspace { id } } }`, expect: 'NO_A_DATA' },
+  // Subscriptions, over SSE: an id of A is NOT_FOUND; a stream replayed from the start carries nothing of A.
+  runProgress: { query: `subscription ($id: ID!) { runProgress(runId: $id) { id processed } }`, id: 'run', expect: 'NOT_FOUND' },
+  runFindings: { query: `subscription ($id: ID!) { runFindings(runId: $id, after: "0") { id resourceId } }`, id: 'run', expect: 'NOT_FOUND' },
+  executionUpdates: { query: `subscription ($id: ID) { executionUpdates(jobId: $id, after: "0") { executionId } }`, id: 'job', expect: 'NOT_FOUND' },
+  jobEvents: { query: `subscription { jobEvents(after: "0") { jobId endpointId } }`, expect: 'NO_A_DATA' },
+  runEvents: { query: `subscription { runEvents(after: "0") { runId name } }`, expect: 'NO_A_DATA' },
 };
 
 const rootFields = () => [

@@ -1,9 +1,10 @@
 /**
  * The reaper: every workspace's system job (provisioned by migration 000003 with the workspace)
  * runs this handler, which retires the workspace's cron jobs past their endsAt and stops their
- * schedules. Its endpoint is INTERNAL: users cannot create jobs on it, change it or cancel it.
+ * schedules, and drops the workspace's live events older than the retention window. Its endpoint is INTERNAL: users cannot create jobs on it, change it or cancel it.
  */
 import type pg from 'pg';
+import { pruneEvents } from '../../db/queries/events.js';
 import type { HandlerFn, HandlerRegistry } from './handlers.js';
 
 export const REAPER_HANDLER = 'jobgate.reaper';
@@ -38,11 +39,16 @@ export async function reapEndedCronJobs(pool: pg.Pool, workspaceId: string): Pro
   return rows[0]!.jobs;
 }
 
+/** How long live events are kept for subscriptions to replay, unless configured. */
+export const DEFAULT_EVENT_RETENTION_MS = 72 * 3_600_000;
+
 /** Registers jobgate's own handlers (once per registry). */
-export function registerInternalHandlers(registry: HandlerRegistry, pool: pg.Pool): void {
+export function registerInternalHandlers(registry: HandlerRegistry, pool: pg.Pool, options: { eventRetentionMs?: number } = {}): void {
   if (registry.get(REAPER_HANDLER)) return;
   const reaper: HandlerFn = async (_input, ctx) => {
     await reapEndedCronJobs(pool, ctx.workspaceId);
+    // Live events past the retention window: a subscription can no longer replay from before it.
+    await pruneEvents(pool, ctx.workspaceId, options.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS);
   };
   registry.register(REAPER_HANDLER, undefined, reaper);
 }

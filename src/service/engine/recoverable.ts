@@ -180,7 +180,6 @@ export function createRunner(options: RunnerOptions) {
            on conflict (run_id, kind, resource_id) do nothing`,
           [run.workspace_id, run.id, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
         );
-        if (rowCount) await pool.query(`select pg_notify('jobgate_findings', $1)`, [run.id]);
         return (rowCount ?? 0) > 0;
       },
     };

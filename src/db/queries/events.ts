@@ -1,0 +1,114 @@
+/**
+ * What the live hub reads: sequence positions for the watermark, event and finding ranges,
+ * and runs by id. Ranges are (after, upTo] on the primary key, so they read only new rows.
+ */
+import type pg from 'pg';
+
+export interface Positions {
+  events: bigint;
+  findings: bigint;
+}
+
+/**
+ * The last ids handed out, then (a separate statement, so it is read after them) the open
+ * transactions that hold the writer mark (migration 000009; src/subscriptions/watermark.ts).
+ * Sent as one simple-protocol message: one round trip.
+ */
+const POSITIONS = `
+select (select case when is_called then last_value else 0 end from events_id_seq) as events,
+       (select case when is_called then last_value else 0 end from findings_id_seq) as findings;
+select array(select virtualtransaction from pg_locks
+             where locktype = 'advisory' and classid = 27239 and objid = 1 and objsubid = 2
+               and database = (select oid from pg_database where datname = current_database())) as writers`;
+
+export async function readPositions(pool: pg.Pool): Promise<{ positions: Positions; writers: string[] }> {
+  const results = (await pool.query(POSITIONS)) as unknown as pg.QueryResult[];
+  const seq = results[0]!.rows[0] as { events: string; findings: string };
+  return { positions: { events: BigInt(seq.events), findings: BigInt(seq.findings) }, writers: results[1]!.rows[0].writers as string[] };
+}
+
+export interface EventRow {
+  id: string;
+  workspace_id: string;
+  topic: 'EXECUTION' | 'JOB' | 'RUN';
+  subject_id: string;
+  job_id: string | null;
+  endpoint_id: string | null;
+  name: string | null;
+  status: string;
+  previous_status: string | null;
+  attempt_count: number | null;
+  created_at: Date;
+}
+
+export interface EventMatch {
+  workspaceId: string;
+  topic: EventRow['topic'];
+  jobId?: string | undefined;
+  endpointId?: string | undefined;
+  name?: string | undefined;
+}
+
+const EVENTS_IN_RANGE = `
+select * from events
+where id > $1 and id <= $2 and workspace_id = any($3::uuid[])
+order by id limit $4`;
+
+/** Events of these workspaces in (after, upTo], oldest first, at most `limit`. */
+export async function eventsInRange(pool: pg.Pool, after: bigint, upTo: bigint, workspaceIds: string[], limit: number): Promise<EventRow[]> {
+  return (await pool.query<EventRow>(EVENTS_IN_RANGE, [after.toString(), upTo.toString(), workspaceIds, limit])).rows;
+}
+
+const MATCHING_EVENTS = `
+select * from events
+where id > $1 and id <= $2 and workspace_id = $3 and topic = $4
+  and ($5::uuid is null or job_id = $5) and ($6::uuid is null or endpoint_id = $6) and ($7::text is null or name = $7)
+order by id limit $8`;
+
+/** One subscriber's replay: its events in (after, upTo], oldest first, at most `limit`. */
+export async function matchingEvents(pool: pg.Pool, match: EventMatch, after: bigint, upTo: bigint, limit: number): Promise<EventRow[]> {
+  const { rows } = await pool.query<EventRow>(MATCHING_EVENTS, [
+    after.toString(),
+    upTo.toString(),
+    match.workspaceId,
+    match.topic,
+    match.jobId ?? null,
+    match.endpointId ?? null,
+    match.name ?? null,
+    limit,
+  ]);
+  return rows;
+}
+
+export interface FindingRow {
+  id: string;
+  workspace_id: string;
+  run_id: string;
+  kind: string;
+  severity: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+  resource_id: string;
+  detail: unknown;
+  created_at: Date;
+}
+
+const FINDINGS_IN_RANGE = `
+select * from findings where id > $1 and id <= $2 and run_id = any($3::uuid[]) order by id limit $4`;
+
+/** Findings of these runs in (after, upTo], in the order recorded, at most `limit`. */
+export async function findingsInRange(pool: pg.Pool, after: bigint, upTo: bigint, runIds: string[], limit: number): Promise<FindingRow[]> {
+  return (await pool.query<FindingRow>(FINDINGS_IN_RANGE, [after.toString(), upTo.toString(), runIds, limit])).rows;
+}
+
+/** Runs by id (the hub re-reads the ones it was told moved). */
+export async function runsById(pool: pg.Pool, ids: string[]) {
+  return (await pool.query(`select * from runs where id = any($1::uuid[])`, [ids])).rows;
+}
+
+/** Drops events older than the retention window; returns how many. */
+export async function pruneEvents(pool: pg.Pool | pg.PoolClient, workspaceId: string, retentionMs: number): Promise<number> {
+  const { rowCount } = await pool.query(
+    `delete from events where workspace_id = $1 and created_at < now() - make_interval(secs => $2::double precision / 1000)`,
+    [workspaceId, retentionMs],
+  );
+  return rowCount ?? 0;
+}

@@ -1,0 +1,381 @@
+/**
+ * The per-process fan-out of live events. One listening connection (./listener.ts) hints that
+ * something changed; the hub reads what changed from the database once and hands it to every
+ * subscription that matches, by workspace first, then by job, endpoint, run or name.
+ *
+ * Event streams (events and findings, both rows with increasing ids) are delivered in id order
+ * up to the stable watermark (./watermark.ts), so nothing is skipped. A subscription with an
+ * `after` cursor first replays (after, horizon] from the database, then continues live from
+ * the horizon; live rows that arrive while it replays wait in its buffer. The horizon is the
+ * highest id the hub has fetched or is fetching, so the boundary has no gap and no overlap.
+ *
+ * Run progress is not an event stream: a progress bar wants the latest state, so a hint naming
+ * a run makes the hub re-read that run (one query for all runs hinted at once) and push it to
+ * its watchers, skipping states they already have; bursts coalesce, the last state and the
+ * terminal one always arrive.
+ */
+import type pg from 'pg';
+import type { Logger } from '../log.js';
+import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
+import { toRun, type Run } from '../service/runs.js';
+import { Feed } from './feed.js';
+import { createListener, type Listener, type ListenMode } from './listener.js';
+import { Watermark } from './watermark.js';
+
+export interface HubOptions {
+  pool: pg.Pool;
+  /** For the listening connection (must reach Postgres itself, not a transaction pooler). */
+  connectionString: string;
+  log: Logger;
+  /** How often to look when notifications are not arriving. Default 1 s. */
+  pollMs?: number;
+  /** How soon to look again while a watermark waits for open transactions. Default 10 ms. */
+  settleMs?: number;
+  /** Most undelivered items one subscription may hold before it is ended. Default 10,000. */
+  feedLimit?: number;
+  /** Listener self-check cadence and probe timeout. */
+  checkEveryMs?: number;
+  probeTimeoutMs?: number;
+}
+
+const CHANNEL = 'jobgate_events';
+const PAGE = 5_000;
+const TERMINAL = new Set(['COMPLETED', 'FAILED']);
+
+interface StreamSub<T> {
+  feed: Feed<T>;
+  /** Deliver only ids above this. */
+  floor: bigint;
+  /** Live rows held back while the replay runs. */
+  buffer: T[] | undefined;
+}
+
+interface EventSub extends StreamSub<EventRow> {
+  match: EventMatch;
+}
+
+interface RunWatch {
+  feed: Feed<Run>;
+  last: string | undefined;
+}
+
+export function createHub(options: HubOptions) {
+  const { pool, log } = options;
+  const pollMs = options.pollMs ?? 1000;
+  const settleMs = options.settleMs ?? 10;
+  const feedLimit = options.feedLimit ?? 10_000;
+  const idleMs = 100;
+
+  const eventSubs = new Map<string, Set<EventSub>>(); // by workspace
+  const findingSubs = new Map<string, Set<StreamSub<FindingRow>>>(); // by run
+  const runWatches = new Map<string, Set<RunWatch>>(); // by run
+  let subscriptions = 0;
+
+  const watermark = new Watermark<Positions>();
+  /** Everything at or below is delivered or being fetched; undefined until the first settle. */
+  let horizon: Positions | undefined;
+  let ready: Promise<void> = Promise.resolve();
+  let markReady: (() => void) | undefined;
+  let cycling = false;
+  let again = false;
+  let settleTimer: NodeJS.Timeout | undefined;
+  let warnedStuck = false;
+  let stopped = false;
+
+  const dirtyRuns = new Set<string>();
+  let readingRuns = false;
+
+  function needHorizon() {
+    if (horizon) return;
+    if (!markReady) ready = new Promise<void>((r) => (markReady = r));
+    void cycle();
+  }
+
+  async function cycle(): Promise<void> {
+    if (stopped) return;
+    if (cycling) {
+      again = true;
+      return;
+    }
+    cycling = true;
+    try {
+      do {
+        again = false;
+        await step();
+      } while (again && !stopped);
+    } catch (error) {
+      log.warn(`live: reading new events failed (${(error as Error).message}); trying again`);
+      schedule(pollMs);
+    } finally {
+      cycling = false;
+    }
+    if (watermark.waiting) {
+      schedule(settleMs);
+      const waited = watermark.oldestWait();
+      if (waited > 10_000 && !warnedStuck) {
+        warnedStuck = true;
+        log.warn(`live: events have waited ${Math.round(waited / 1000)} s for an open transaction to end; a long transaction that wrote events or findings delays live delivery after it`);
+      }
+    } else warnedStuck = false;
+  }
+
+  function schedule(ms: number) {
+    if (settleTimer || stopped) return;
+    settleTimer = setTimeout(() => {
+      settleTimer = undefined;
+      void cycle();
+    }, ms);
+    settleTimer.unref();
+  }
+
+  async function step() {
+    const read = await readPositions(pool);
+    const settled = watermark.offer(read.positions, read.writers);
+    if (!settled) return;
+    if (!horizon) {
+      horizon = settled;
+      markReady?.();
+      markReady = undefined;
+      return;
+    }
+    const from = horizon;
+    const to: Positions = { events: max(from.events, settled.events), findings: max(from.findings, settled.findings) };
+    horizon = to; // new subscribers replay up to here; the fetch below delivers above `from`
+    if (to.events > from.events && eventSubs.size > 0) await deliverEvents(from.events, to.events);
+    if (to.findings > from.findings && findingSubs.size > 0) await deliverFindings(from.findings, to.findings);
+  }
+
+  async function deliverEvents(after: bigint, upTo: bigint) {
+    for (let cursor = after; cursor < upTo; ) {
+      const rows = await eventsInRange(pool, cursor, upTo, [...eventSubs.keys()], PAGE);
+      for (const row of rows) {
+        for (const sub of eventSubs.get(row.workspace_id) ?? []) if (matches(sub.match, row)) offer(sub, row, BigInt(row.id));
+      }
+      if (rows.length < PAGE) break;
+      cursor = BigInt(rows.at(-1)!.id);
+    }
+  }
+
+  async function deliverFindings(after: bigint, upTo: bigint) {
+    for (let cursor = after; cursor < upTo; ) {
+      const rows = await findingsInRange(pool, cursor, upTo, [...findingSubs.keys()], PAGE);
+      for (const row of rows) for (const sub of findingSubs.get(row.run_id) ?? []) offer(sub, row, BigInt(row.id));
+      if (rows.length < PAGE) break;
+      cursor = BigInt(rows.at(-1)!.id);
+    }
+  }
+
+  function offer<T>(sub: StreamSub<T>, row: T, id: bigint) {
+    if (id <= sub.floor) return;
+    if (sub.buffer) sub.buffer.push(row);
+    else sub.feed.push(row);
+  }
+
+  /**
+   * Starts a stream subscription: waits for a horizon, replays (after, horizon] with `replay`,
+   * then releases what arrived live meanwhile.
+   */
+  async function startStream<T extends { id: string }>(
+    sub: StreamSub<T>,
+    position: keyof Positions,
+    after: bigint | undefined,
+    replay: (from: bigint, upTo: bigint) => Promise<T[]>,
+  ) {
+    try {
+      await ready;
+      if (sub.feed.closed) return;
+      const upTo = horizon![position];
+      if (after === undefined || after >= upTo) {
+        sub.floor = after !== undefined && after > upTo ? after : upTo;
+        flush(sub);
+        return;
+      }
+      sub.floor = upTo;
+      for (let cursor = after; cursor < upTo && !sub.feed.closed; ) {
+        const rows = await replay(cursor, upTo);
+        for (const row of rows) sub.feed.push(row);
+        if (rows.length < PAGE) break;
+        cursor = BigInt(rows.at(-1)!.id);
+      }
+      flush(sub);
+    } catch (error) {
+      sub.feed.fail(error);
+    }
+  }
+
+  /** Releases the rows held during the replay; those at or below the floor it already has. */
+  function flush<T extends { id: string }>(sub: StreamSub<T>) {
+    const held = sub.buffer ?? [];
+    sub.buffer = undefined;
+    for (const row of held) if (BigInt(row.id) > sub.floor) sub.feed.push(row);
+  }
+
+  function add<K, V>(map: Map<K, Set<V>>, key: K, value: V) {
+    let set = map.get(key);
+    if (!set) map.set(key, (set = new Set()));
+    set.add(value);
+  }
+
+  function remove<K, V>(map: Map<K, Set<V>>, key: K, value: V) {
+    const set = map.get(key);
+    if (!set) return;
+    set.delete(value);
+    if (set.size === 0) map.delete(key);
+  }
+
+  async function readRuns() {
+    if (readingRuns || stopped) return;
+    readingRuns = true;
+    try {
+      while (dirtyRuns.size > 0) {
+        const ids = [...dirtyRuns].filter((id) => runWatches.has(id));
+        dirtyRuns.clear();
+        if (ids.length === 0) break;
+        for (const row of await runsById(pool, ids)) {
+          const run = toRun(row);
+          const key = `${run.status}|${run.processed}|${run.total}|${run.updatedAt.getTime()}|${JSON.stringify(run.stats)}`;
+          for (const watch of [...(runWatches.get(run.id) ?? [])]) {
+            if (watch.last !== key) {
+              watch.last = key;
+              watch.feed.push(run);
+            }
+            if (TERMINAL.has(run.status)) watch.feed.complete();
+          }
+        }
+      }
+    } catch (error) {
+      log.warn(`live: reading runs failed (${(error as Error).message}); trying again`);
+      setTimeout(() => void readRuns(), pollMs).unref();
+    } finally {
+      readingRuns = false;
+    }
+  }
+
+  function everythingMayHaveChanged() {
+    void cycle();
+    for (const id of runWatches.keys()) dirtyRuns.add(id);
+    void readRuns();
+  }
+
+  let pollTimer: NodeJS.Timeout | undefined;
+  function onMode(mode: ListenMode) {
+    clearInterval(pollTimer);
+    pollTimer = undefined;
+    if (mode === 'poll' && !stopped) {
+      pollTimer = setInterval(everythingMayHaveChanged, pollMs);
+      pollTimer.unref();
+    }
+  }
+
+  const listener: Listener = createListener({
+    connectionString: options.connectionString,
+    channel: CHANNEL,
+    log,
+    checkEveryMs: options.checkEveryMs,
+    probeTimeoutMs: options.probeTimeoutMs,
+    onListening: everythingMayHaveChanged,
+    onMode,
+    onHint(payload) {
+      if (payload === 'e' || payload === 'f') {
+        // The horizon is kept current even with no subscriber, so one that arrives with a
+        // cursor replays at once; without subscribers, at a relaxed pace.
+        if (subscriptions > 0 || markReady) void cycle();
+        else schedule(idleMs);
+      } else if (payload.startsWith('r:')) {
+        const id = payload.slice(2);
+        if (runWatches.has(id)) {
+          dirtyRuns.add(id);
+          void readRuns();
+        }
+      }
+    },
+  });
+  onMode('poll'); // until the listener's first probe comes back
+
+  return {
+    async start() {
+      await listener.start();
+      needHorizon();
+    },
+    listener,
+
+    /** Events matching `match`, after `after` (replayed) or from now on. */
+    events(match: EventMatch, after: bigint | undefined): Feed<EventRow> {
+      const sub: EventSub = {
+        match,
+        floor: 0n,
+        buffer: [],
+        feed: new Feed<EventRow>(feedLimit, () => {
+          remove(eventSubs, match.workspaceId, sub);
+          subscriptions--;
+        }),
+      };
+      subscriptions++;
+      add(eventSubs, match.workspaceId, sub);
+      needHorizon();
+      void startStream(sub, 'events', after, (from, upTo) => matchingEvents(pool, match, from, upTo, PAGE));
+      return sub.feed;
+    },
+
+    /** Findings of one run, after `after` (replayed) or from now on, in the order recorded. */
+    findings(runId: string, after: bigint | undefined): Feed<FindingRow> {
+      const sub: StreamSub<FindingRow> = {
+        floor: 0n,
+        buffer: [],
+        feed: new Feed<FindingRow>(feedLimit, () => {
+          remove(findingSubs, runId, sub);
+          subscriptions--;
+        }),
+      };
+      subscriptions++;
+      add(findingSubs, runId, sub);
+      needHorizon();
+      void startStream(sub, 'findings', after, (from, upTo) => findingsInRange(pool, from, upTo, [runId], PAGE));
+      return sub.feed;
+    },
+
+    /** The run's state now, then each change; completes after a terminal state. */
+    run(runId: string): Feed<Run> {
+      const watch: RunWatch = { last: undefined, feed: new Feed<Run>(feedLimit, () => remove(runWatches, runId, watch)) };
+      add(runWatches, runId, watch);
+      dirtyRuns.add(runId);
+      void readRuns();
+      return watch.feed;
+    },
+
+    /** Up to where events and findings are settled and delivered (undefined before the first settle). */
+    horizon: (): Positions | undefined => (horizon ? { ...horizon } : undefined),
+
+    /** Subscriptions open on this hub (for diagnostics and tests). */
+    stats: () => ({
+      /** Stream subscriptions past their replay, receiving live. */
+      events: [...eventSubs.values()].reduce((n, s) => n + [...s].filter((x) => !x.buffer).length, 0),
+      findings: [...findingSubs.values()].reduce((n, s) => n + [...s].filter((x) => !x.buffer).length, 0),
+      runs: [...runWatches.values()].reduce((n, s) => n + s.size, 0),
+      mode: listener.mode,
+    }),
+
+    async stop() {
+      stopped = true;
+      clearInterval(pollTimer);
+      clearTimeout(settleTimer);
+      await listener.stop();
+      for (const set of [...eventSubs.values(), ...findingSubs.values(), ...runWatches.values()]) for (const s of [...set]) s.feed.complete();
+    },
+  };
+}
+
+export type Hub = ReturnType<typeof createHub>;
+
+function max(a: bigint, b: bigint): bigint {
+  return a > b ? a : b;
+}
+
+function matches(match: EventMatch, row: EventRow): boolean {
+  return (
+    match.topic === row.topic &&
+    (match.jobId === undefined || match.jobId === row.job_id) &&
+    (match.endpointId === undefined || match.endpointId === row.endpoint_id) &&
+    (match.name === undefined || match.name === row.name)
+  );
+}

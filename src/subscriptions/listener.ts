@@ -1,0 +1,160 @@
+/**
+ * The one listening connection of a gateway process.
+ *
+ *  - Reconnects with capped, jittered backoff when the connection drops (Postgres restarted,
+ *    backend terminated, network cut), and tells the hub each time it listens again, so the
+ *    hub re-reads from its own positions: NOTIFY is a hint, the rows are the record.
+ *  - Checks itself every `checkEveryMs`: it sends a probe notification on its own channel and
+ *    expects it back. A probe query that does not return finds a half-open connection (it is
+ *    dropped and replaced); a probe that returns but is never delivered means LISTEN does not
+ *    work here — the signature of a transaction-mode pooler, which hands each statement to
+ *    any server connection. It says so, loudly, once, and the hub polls instead of waiting.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Logger } from '../log.js';
+
+export type ListenMode = 'notify' | 'poll';
+
+export interface ListenerOptions {
+  connectionString: string;
+  channel: string;
+  log: Logger;
+  onHint(payload: string): void;
+  /** After each (re)connection that listens: anything may have been missed meanwhile. */
+  onListening(): void;
+  /** 'notify' once a probe came back; 'poll' while disconnected or when LISTEN delivers nothing. */
+  onMode(mode: ListenMode): void;
+  checkEveryMs?: number;
+  probeTimeoutMs?: number;
+  applicationName?: string;
+}
+
+export function createListener(options: ListenerOptions) {
+  const { log, channel } = options;
+  const checkEveryMs = options.checkEveryMs ?? 10_000;
+  const probeTimeoutMs = options.probeTimeoutMs ?? 3_000;
+  let client: pg.Client | undefined;
+  let mode: ListenMode = 'poll';
+  let stopped = false;
+  let failures = 0;
+  let warnedDeaf = false;
+  let retry: NodeJS.Timeout | undefined;
+  const probes = new Map<string, () => void>();
+  const dropped = new WeakSet<pg.Client>();
+
+  const setMode = (next: ListenMode) => {
+    if (next === mode) return;
+    mode = next;
+    options.onMode(next);
+  };
+
+  function destroy(c: pg.Client) {
+    c.removeAllListeners('notification');
+    // end() waits for the server's goodbye, which a half-open connection never sends.
+    (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    c.end().catch(() => {});
+  }
+
+  function drop(c: pg.Client, why: string) {
+    if (dropped.has(c)) return;
+    dropped.add(c);
+    destroy(c);
+    if (client === c) client = undefined;
+    setMode('poll');
+    if (stopped) return;
+    const delay = Math.min(5_000, 100 * 2 ** failures++) * (0.5 + Math.random() / 2);
+    log.warn(`live: listening connection lost (${why}); polling, reconnecting in ${Math.round(delay)} ms`);
+    retry = setTimeout(() => void connect(), delay);
+    retry.unref();
+  }
+
+  async function connect() {
+    if (stopped) return;
+    const c = new pg.Client({ connectionString: options.connectionString, application_name: options.applicationName ?? 'jobgate-live', keepAlive: true });
+    c.on('error', (e: Error) => drop(c, e.message));
+    c.on('end', () => drop(c, 'connection closed'));
+    c.on('notification', (n) => {
+      if (n.channel !== channel) return;
+      const payload = n.payload ?? '';
+      if (payload.startsWith('probe:')) probes.get(payload)?.();
+      else options.onHint(payload);
+    });
+    try {
+      await c.connect();
+      await c.query(`listen ${pg.escapeIdentifier(channel)}`);
+    } catch (error) {
+      drop(c, (error as Error).message);
+      return;
+    }
+    if (stopped || dropped.has(c)) return void destroy(c);
+    client = c;
+    failures = 0;
+    options.onListening();
+    await check();
+  }
+
+  function within<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
+    let timer: NodeJS.Timeout;
+    return Promise.race([promise, new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), ms)))]).finally(() => clearTimeout(timer));
+  }
+
+  async function check() {
+    const c = client;
+    if (!c || stopped) return;
+    const nonce = `probe:${randomBytes(6).toString('hex')}`;
+    const delivered = new Promise<'delivered'>((r) => probes.set(nonce, () => r('delivered')));
+    try {
+      const sent = await within(c.query('select pg_notify($1, $2)', [channel, nonce]), probeTimeoutMs);
+      if (sent === 'timeout') return drop(c, `no answer to a probe within ${probeTimeoutMs} ms`);
+      const heard = await within(delivered, probeTimeoutMs);
+      if (client !== c) return;
+      if (heard === 'delivered') {
+        if (warnedDeaf) log.info('live: notifications arrive again; polling stopped');
+        warnedDeaf = false;
+        setMode('notify');
+      } else {
+        if (!warnedDeaf) {
+          log.error(
+            'live: LISTEN on this connection receives nothing (is DATABASE_URL a transaction-mode pooler, e.g. PgBouncer with pool_mode=transaction?). ' +
+              'Subscriptions fall back to polling the database every second; connect jobgate to Postgres directly or through a session-mode pool for live delivery.',
+          );
+        }
+        warnedDeaf = true;
+        setMode('poll');
+      }
+    } catch (error) {
+      drop(c, (error as Error).message);
+    } finally {
+      probes.delete(nonce);
+    }
+  }
+
+  const timer = setInterval(() => void check(), checkEveryMs);
+  timer.unref();
+
+  return {
+    start: () => connect(),
+    get mode(): ListenMode {
+      return mode;
+    },
+    /** The backend pid of the listening connection, when connected (for tests and diagnostics). */
+    async backendPid(): Promise<number | undefined> {
+      return client ? ((await client.query('select pg_backend_pid() as pid')).rows[0].pid as number) : undefined;
+    },
+    check,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      clearTimeout(retry);
+      if (client) {
+        const c = client;
+        client = undefined;
+        dropped.add(c);
+        destroy(c);
+      }
+    },
+  };
+}
+
+export type Listener = ReturnType<typeof createListener>;

@@ -1,0 +1,104 @@
+/**
+ * What subscription resolvers call: the service decides who may watch what, the hub delivers.
+ * Each function returns an AsyncIterator of the payload the schema exposes.
+ */
+import type { EventRow, FindingRow } from '../db/queries/events.js';
+import type { Actor } from '../service/actor.js';
+import { DomainError } from '../service/errors.js';
+import type { JobService } from '../service/index.js';
+import type { EventStreamInput } from '../service/live.js';
+import type { Finding, Run } from '../service/runs.js';
+import type { Hub } from './hub.js';
+
+export interface LiveEvent {
+  /** The event id: pass it back as `after` to resume right after this event. */
+  cursor: string;
+  subjectId: string;
+  jobId: string | null;
+  endpointId: string | null;
+  name: string | null;
+  status: string;
+  previousStatus: string | null;
+  attemptCount: number | null;
+  occurredAt: Date;
+}
+
+const toEvent = (r: EventRow): LiveEvent => ({
+  cursor: r.id,
+  subjectId: r.subject_id,
+  jobId: r.job_id,
+  endpointId: r.endpoint_id,
+  name: r.name,
+  status: r.status,
+  previousStatus: r.previous_status,
+  attemptCount: r.attempt_count,
+  occurredAt: r.created_at,
+});
+
+const toFinding = (r: FindingRow): Finding => ({
+  id: Number(r.id),
+  runId: r.run_id,
+  kind: r.kind,
+  severity: r.severity,
+  resourceId: r.resource_id,
+  detail: r.detail,
+  createdAt: r.created_at,
+});
+
+/**
+ * The feed's items mapped. Not an async generator: a generator awaiting its source cannot be
+ * returned until the source yields, so a client that leaves a quiet stream would leak it.
+ */
+function mapped<A, B>(source: AsyncIterableIterator<A>, map: (a: A) => B): AsyncIterableIterator<B> {
+  const iterator: AsyncIterableIterator<B> = {
+    next: async () => {
+      const r = await source.next();
+      return r.done ? { done: true, value: undefined } : { done: false, value: map(r.value) };
+    },
+    return: async () => {
+      await source.return?.();
+      return { done: true, value: undefined };
+    },
+    throw: async (error?: unknown) => {
+      await source.return?.();
+      throw error;
+    },
+    [Symbol.asyncIterator]: () => iterator,
+  };
+  return iterator;
+}
+
+export interface LiveFeeds {
+  runProgress(actor: Actor, runId: string): Promise<AsyncIterable<Run>>;
+  runFindings(actor: Actor, runId: string, after?: string | null): Promise<AsyncIterable<Finding>>;
+  executionUpdates(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+  jobEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+  runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+}
+
+export function createLiveFeeds(service: JobService, hub: Hub): LiveFeeds {
+  const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN', input: EventStreamInput) => {
+    const { match, after } = await service.authorizeEventStream(actor, topic, input);
+    return mapped(hub.events(match, after), toEvent);
+  };
+  return {
+    async runProgress(actor, runId) {
+      const { runId: id } = await service.authorizeRunStream(actor, runId);
+      return hub.run(id);
+    },
+    async runFindings(actor, runId, after) {
+      const target = await service.authorizeRunStream(actor, runId, after);
+      return mapped(hub.findings(target.runId, target.after), toFinding);
+    },
+    executionUpdates: (actor, input) => events(actor, 'EXECUTION', { ...input, name: undefined }),
+    jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),
+    runEvents: (actor, input) => events(actor, 'RUN', { name: input.name, after: input.after }),
+  };
+}
+
+/** For a gateway started without a hub (e.g. in-process tests of queries and mutations). */
+export const noLiveFeeds: LiveFeeds = new Proxy({} as LiveFeeds, {
+  get: () => async () => {
+    throw new DomainError('UNAVAILABLE', 'live subscriptions are not enabled on this gateway');
+  },
+});

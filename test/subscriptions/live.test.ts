@@ -1,0 +1,273 @@
+/**
+ * Live subscriptions through a real gateway and real graphql-ws clients, fed by triggers and
+ * LISTEN/NOTIFY on a real Postgres: order, replay with `after`, the replay/live boundary under
+ * out-of-order commits, rollbacks, workspaces, a terminated listening backend.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createLogger } from '../../src/log.js';
+import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
+import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
+
+let t: TestDb;
+let live: LiveGateway;
+let engine: EngineHarness;
+let key: string;
+let otherKey: string;
+let endpointId: string;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  live = await startLiveGateway(t, { hub: { checkEveryMs: 500, probeTimeoutMs: 500 } });
+  engine = engineHarness(t);
+  engine.handle('live.noop', async () => {});
+  key = (await t.service.bootstrapKey('default', 'VIEWER', 'live viewer')).key;
+  otherKey = (await t.service.bootstrapKey('other', 'ADMIN', 'other admin')).key;
+  endpointId = (await t.service.registerEndpoint(t.actor, { name: 'live.target', kind: 'HANDLER', handlerName: 'live.noop' })).id;
+});
+afterAll(async () => {
+  await engine.stopAll();
+  await live.close();
+  await t.close();
+});
+
+const EXECUTIONS = `subscription($jobId: ID, $endpointId: ID, $after: String) {
+  executionUpdates(jobId: $jobId, endpointId: $endpointId, after: $after) { cursor executionId jobId status previousStatus attemptCount }
+}`;
+const JOBS = `subscription($jobId: ID, $after: String) { jobEvents(jobId: $jobId, after: $after) { cursor jobId status previousStatus } }`;
+
+/** Subscribes, and resolves once the hub delivers live to it (it started from a settled horizon). */
+async function subscribed<T = any>(key: string, query: string, variables: Record<string, unknown> = {}) {
+  // Earlier subscriptions of this file end asynchronously; wait for the hub to have let them go.
+  const streams = () => live.hub.stats().events + live.hub.stats().findings;
+  await eventually(async () => streams() === open.size, 5000, 'earlier subscriptions to end');
+  const sub = collect<T>(live.client(key), query, variables);
+  const stop = sub.stop;
+  open.add(sub);
+  sub.stop = () => {
+    open.delete(sub);
+    stop();
+  };
+  await eventually(async () => streams() === open.size, 5000, 'the subscription to go live');
+  return sub;
+}
+const open = new Set<unknown>();
+
+describe('executionUpdates and jobEvents', () => {
+  it('streams an execution from creation to success, in order, and only for the job asked about', async () => {
+    const noise = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const sub = await subscribed(key, EXECUTIONS, { jobId: job.id });
+    await t.service.triggerJob(t.actor, { id: job.id, force: true });
+    await t.service.triggerJob(t.actor, { id: noise.job.id, force: true });
+    await engine.worker();
+    const items = await sub.until((xs) => xs.some((x) => x.status === 'SUCCEEDED'), 10_000, 'SUCCEEDED');
+    sub.stop();
+    // Without a cursor the stream starts at the hub's last settled point, so it may also carry
+    // the job's first (delayed) execution, created just before; the forced one is complete.
+    const forced = items.find((x) => x.status === 'SUCCEEDED')!.executionId;
+    expect(items.filter((x) => x.executionId === forced).map((x) => [x.previousStatus, x.status])).toEqual([
+      [null, 'PENDING'],
+      ['PENDING', 'RUNNING'],
+      ['RUNNING', 'SUCCEEDED'],
+    ]);
+    expect(new Set(items.map((x) => x.jobId))).toEqual(new Set([job.id]));
+    const cursors = items.map((x) => BigInt(x.cursor));
+    expect([...cursors].sort((a, b) => (a < b ? -1 : 1))).toEqual(cursors);
+    await engine.stopAll();
+  });
+
+  it('replays from a cursor: a client that resubscribes with its last cursor misses nothing and gets nothing twice', async () => {
+    const c = live.client(key);
+    const first = collect(c, JOBS, { after: '0' });
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    await first.until((xs) => xs.some((x) => x.jobId === job.id));
+    first.stop();
+    const last = first.items.at(-1)!.cursor as string;
+    // While nobody listens: paused, resumed, retired.
+    await t.service.pauseJob(t.actor, job.id);
+    await t.service.resumeJob(t.actor, job.id);
+    await t.service.cancelJob(t.actor, job.id);
+    const again = collect(c, JOBS, { jobId: job.id, after: last });
+    const items = await again.until((xs) => xs.some((x) => x.status === 'RETIRED'));
+    again.stop();
+    expect(items.map((x) => x.status)).toEqual(['PAUSED', 'ACTIVE', 'RETIRED']);
+    expect(items.every((x) => BigInt(x.cursor) > BigInt(last))).toBe(true);
+  });
+
+  it('sends nothing for a change that was rolled back', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const sub = await subscribed(key, JOBS, { jobId: job.id });
+    const client = await t.database.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query(`update jobs set status = 'PAUSED' where id = $1`, [job.id]);
+      await client.query('rollback');
+    } finally {
+      client.release();
+    }
+    await t.service.cancelJob(t.actor, job.id); // a real change after it
+    const items = await sub.until((xs) => xs.length > 0);
+    await new Promise((r) => setTimeout(r, 200));
+    sub.stop();
+    // (The job's creation may be in the stream too: it starts at the last settled point.)
+    expect(sub.items.filter((x) => x.previousStatus !== null).map((x) => [x.previousStatus, x.status])).toEqual([['ACTIVE', 'RETIRED']]);
+    expect(items.some((x) => x.status === 'PAUSED')).toBe(false);
+  });
+
+  it('never crosses workspaces: another workspace sees nothing of ours, and cannot name our job', async () => {
+    const theirs = await subscribed(otherKey, EXECUTIONS);
+    const ours = await subscribed(key, EXECUTIONS);
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    await ours.until((xs) => xs.some((x) => x.jobId === job.id));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(theirs.items).toEqual([]);
+    theirs.stop();
+    ours.stop();
+
+    const probe = collect(live.client(otherKey), EXECUTIONS, { jobId: job.id });
+    await eventually(async () => probe.errors.length > 0, 5000, 'a refusal');
+    expect(JSON.stringify(probe.errors)).toContain('NOT_FOUND');
+  });
+
+  it('refuses a cursor that is not one, with VALIDATION_FAILED and the field', async () => {
+    const sub = collect(live.client(key), JOBS, { after: 'yesterday' });
+    await eventually(async () => sub.errors.length > 0, 5000, 'a refusal');
+    expect(sub.errors[0]).toMatchObject({ extensions: { code: 'VALIDATION_FAILED' } });
+    expect(JSON.stringify(sub.errors[0])).toContain('after');
+  });
+});
+
+describe('runProgress and runFindings', () => {
+  let registry: RecoverableRegistry;
+  // Checkpoints need a permit from the test: the walk takes one before each checkpoint.
+  let permits = Infinity;
+  let waiting: (() => void)[] = [];
+  const allow = (n: number) => {
+    permits += n;
+    while (permits > 0 && waiting.length) {
+      permits--;
+      waiting.shift()!();
+    }
+  };
+  const permit = () =>
+    new Promise<void>((resolve) => {
+      if (permits > 0) {
+        permits--;
+        resolve();
+      } else waiting.push(resolve);
+    });
+  const hold = () => {
+    permits = 0;
+    waiting = [];
+  };
+
+  beforeAll(() => {
+    registry = new RecoverableRegistry();
+    // Ten batches of ten; waits on the test's gate before each checkpoint when it is closed.
+    registry.register({
+      name: 'live.walk',
+      params: z.object({ findings: z.boolean().default(false) }),
+      async run(store, params) {
+        let next = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
+        while (next < 100) {
+          if ((await store.status()) === 'CANCEL_REQUESTED') return outcome.paused({ next });
+          if (params.findings) for (let id = next; id < next + 10; id++) await store.recordFinding({ kind: 'seen', severity: 'INFO', resourceId: String(id) });
+          await permit();
+          next += 10;
+          await store.checkpoint({ next }, { processed: 10, total: 100, stats: { batches: 1 } });
+        }
+        return outcome.completed();
+      },
+    });
+  });
+
+  it('emits the state at once, then every checkpoint in order, and completes when the run completes', async () => {
+    hold();
+    const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
+    const { run } = await t.service.triggerRun(t.actor, { name: 'live.walk', params: {} });
+    const sub = collect(live.client(key), `subscription($id: ID!) { runProgress(runId: $id) { status processed total progress stats } }`, { id: run.id });
+    await sub.until((xs) => xs.length >= 1);
+    expect(sub.items[0]).toMatchObject({ status: 'RUNNING', processed: 0 });
+    await runner.start();
+    // One checkpoint at a time: each must arrive before the next is allowed.
+    for (let done = 10; done <= 50; done += 10) {
+      allow(1);
+      await sub.until((xs) => xs.some((x) => x.processed === done), 10_000, `processed ${done}`);
+    }
+    allow(Infinity);
+    await sub.until(() => sub.completed, 10_000, 'completion');
+    await runner.stop();
+    const processed = sub.items.map((x) => x.processed as number);
+    expect([...processed].sort((a, b) => a - b)).toEqual(processed);
+    expect(sub.items.at(-1)).toMatchObject({ status: 'COMPLETED', processed: 100, total: 100, progress: 1, stats: { batches: 10 } });
+    for (const n of [10, 20, 30, 40, 50]) expect(processed).toContain(n);
+  });
+
+  it('replays findings after a cursor, then streams new ones: no gap, no duplicate, even when commits land out of id order', async () => {
+    hold();
+    const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
+    const { run } = await t.service.triggerRun(t.actor, { name: 'live.walk', params: { findings: true } });
+    await runner.start();
+    await eventually(async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 10).catch(async (e) => {
+      console.log((await t.query('select id, status, processed, owner, error, params from runs')).rows, (await t.query('select count(*) from findings')).rows);
+      throw e;
+    });
+    const firstTen = (await t.query(`select id from findings where run_id = $1 order by id`, [run.id])).rows.map((r) => String(r.id));
+    const cursor = firstTen[4]!;
+    // Those ten are settled before the slow writer opens (an open writer holds back what follows it).
+    await eventually(async () => (live.hub.horizon()?.findings ?? 0n) >= BigInt(firstTen[9]!), 5000, 'the hub to settle the first ten');
+
+    // A second writer whose transaction takes an id first and commits last.
+    const slow = await t.database.pool.connect();
+    await slow.query('begin');
+    const held = (await slow.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'late', 'ERROR', 'held') returning id`, [t.actor.workspaceId, run.id])).rows[0].id as string;
+
+    const sub = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id kind resourceId } }`, { id: run.id, after: cursor });
+    await sub.until((xs) => xs.length >= 5, 10_000, 'the replay').catch(async (e) => {
+      await slow.query('rollback');
+      slow.release();
+      throw e;
+    });
+    expect(sub.items.map((x) => x.id)).toEqual(firstTen.slice(5));
+    allow(1); // the walk records the next ten, with ids after `held`, and commits them first
+    try {
+      await eventually(async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 20);
+      await new Promise((r) => setTimeout(r, 100));
+      // Committed but behind the open writer: not delivered yet, or order would break.
+      expect(sub.items.length).toBe(5);
+    } finally {
+      await slow.query('commit');
+      slow.release();
+    }
+    allow(Infinity);
+    await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED', 15_000, 'the run to complete');
+    const all = (await t.query(`select id from findings where run_id = $1 and id > $2 order by id`, [run.id, cursor])).rows.map((r) => String(r.id));
+    await sub.until((xs) => xs.length >= all.length, 10_000, `all ${all.length} findings`);
+    await new Promise((r) => setTimeout(r, 200));
+    await runner.stop();
+    sub.stop();
+    expect(sub.items.map((x) => x.id)).toEqual(all);
+    expect(all).toContain(String(held));
+  });
+
+  it('keeps delivering after the listening backend is terminated: the hub reconnects and re-reads from its position', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const sub = await subscribed(key, JOBS, { jobId: job.id });
+    const pid = await live.hub.listener.backendPid();
+    expect(pid).toBeTypeOf('number');
+    await t.query('select pg_terminate_backend($1)', [pid]);
+    // Changes while the listener is down (or reconnecting).
+    await t.service.pauseJob(t.actor, job.id);
+    await t.service.resumeJob(t.actor, job.id);
+    await eventually(async () => (await live.hub.listener.backendPid().catch(() => undefined)) !== undefined && live.hub.listener.mode === 'notify', 10_000, 'the listener to come back');
+    expect(await live.hub.listener.backendPid()).not.toBe(pid);
+    await t.service.cancelJob(t.actor, job.id);
+    const items = await sub.until((xs) => xs.some((x) => x.status === 'RETIRED'));
+    sub.stop();
+    expect(items.filter((x) => x.previousStatus !== null).map((x) => x.status)).toEqual(['PAUSED', 'ACTIVE', 'RETIRED']);
+    expect(live.logs.some((l) => l.includes('listening connection lost'))).toBe(true);
+  });
+});
