@@ -9,12 +9,14 @@ import './job.js';
 import './execution.js';
 import './access.js';
 import './run.js';
+import './handler.js';
 import '../resolvers/workspace.js';
 import '../resolvers/catalog.js';
 import '../resolvers/endpoints.js';
 import '../resolvers/jobs.js';
 import '../resolvers/access.js';
 import '../resolvers/runs.js';
+import '../resolvers/handlers.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

@@ -36,7 +36,8 @@ export type ResourceKind =
   | 'Job'
   | 'Execution'
   | 'ApiKey'
-  | 'Run';
+  | 'Run'
+  | 'Handler';
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';
