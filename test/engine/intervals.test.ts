@@ -78,7 +78,7 @@ describe('interval handlers', () => {
     await worker(make());
     for (let i = 1; i <= 4; i++) {
       expect((await t.service.triggerHandler(t.actor, { name: 'sweep' })).outcome).toBe('DUE_NOW');
-      hosts.forEach((h) => h.intervals.kick()); // all three race for the tick
+      void Promise.all(hosts.map((h) => h.intervals.kick())); // all three race for the tick
       await eventually(async () => Number((await stateOf('sweep')).ok_runs) === i);
     }
     // Every worker polled the due row many times; each tick ran once.
@@ -127,7 +127,7 @@ describe('interval handlers', () => {
     await eventually(async () => (await stateOf('stuck')).last_cause === 'TIMEOUT');
     expect(aborted).toBe(true);
     await eventually(async () => lateReturn);
-    hosts[0]!.intervals.kick();
+    await hosts[0]!.intervals.kick();
     const e = await entry('stuck');
     expect(e.lastOutcome).toMatchObject({ status: 'ERROR', cause: 'TIMEOUT', message: 'ran past its timeout of 100 ms' });
     expect(e.interval).toMatchObject({ okRuns: 0, errorRuns: 1, running: false, timeoutMs: 100 });
@@ -137,14 +137,17 @@ describe('interval handlers', () => {
     let release: () => void = () => {};
     let gate = new Promise<void>((r) => (release = r));
     await worker(recorded('report', () => gate.then(() => ({ count: 1 }))));
+    await worker(recorded('report', () => gate.then(() => ({ count: 1 }))));
     await t.service.triggerHandler(t.actor, { name: 'report' });
     await eventually(async () => (await entry('report')).interval?.running);
     expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'report' }))).toBe('CONFLICT');
     const forced = await t.service.triggerHandler(t.actor, { name: 'report', force: true });
     expect(forced.outcome).toBe('QUEUED_AFTER_RUNNING');
     expect(forced.handler.interval?.running).toBe(true);
-    // Still one tick running: the forced one waits for it.
-    for (const h of hosts) h.intervals.kick();
+    // Due now, but running: neither worker (the one running it, or the other) takes the next tick yet.
+    const held = await stateOf('report');
+    await Promise.all(hosts.map((h) => h.intervals.kick()));
+    expect(await stateOf('report')).toMatchObject({ owner: held.owner, epoch: held.epoch });
     expect((await t.query(`select count(*)::int as n from interval_ticks`)).rows[0].n).toBe(1);
     const open = release;
     gate = Promise.resolve();

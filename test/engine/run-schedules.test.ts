@@ -3,6 +3,7 @@
  * active run starts nothing and is counted; cron ticks follow the cron walk in their time zone.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createJobgate } from '../../src/index.js';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
@@ -134,6 +135,26 @@ describe('scheduled recoverable jobs', () => {
     const row = await scheduleRow('nightly');
     expect(row.next_due_at.toISOString()).toBe('2026-03-13T06:30:00.000Z');
     expect(row).toMatchObject({ ticks: 2, ticks_on_active: 1, cron_expression: '30 2 * * *', timezone: 'America/New_York' });
+  });
+
+  it('is registered through the library: gate.recoverable with a schedule and gate.interval appear in the catalogue', async () => {
+    const gate = await createJobgate({ databaseUrl: t.url, migrate: false, poolMax: 5, log: createLogger('silent') });
+    try {
+      gate.recoverable('weekly-check', { schedule: { cron: '0 6 * * 1', timezone: 'Europe/Paris', params: { deep: true } }, run: async () => outcome.completed() });
+      gate.interval('heartbeat-metrics', { everyMs: 15_000, run: async () => ({ count: 0 }) });
+      await gate.startWorker({ staleMs: 1000, enginePollMs: 50 });
+      await eventually(async () => scheduleRow('weekly-check'));
+      const list = await gate.client.handlers();
+      expect(list.find((h) => h.name === 'weekly-check')).toMatchObject({
+        kind: 'RECOVERABLE',
+        cadence: { cron: '0 6 * * 1', timezone: 'Europe/Paris', everyMs: null },
+        schedule: { ticks: 0, ticksOnActiveRun: 0 },
+      });
+      expect(list.find((h) => h.name === 'heartbeat-metrics')).toMatchObject({ kind: 'INTERVAL', cadence: { everyMs: 15_000 }, interval: { timeoutMs: 60_000 } });
+      expect((await scheduleRow('weekly-check')).params).toEqual({ deep: true });
+    } finally {
+      await gate.close();
+    }
   });
 
   it('refuses an invalid schedule at registration', () => {

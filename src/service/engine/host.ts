@@ -56,15 +56,17 @@ export function createEngineHost(options: EngineHostOptions) {
   const id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const staleMs = options.staleMs ?? 30_000;
   const pollMs = options.pollMs ?? 1000;
+  // Several heartbeats fit in the staleness window, for the worker's row and its runs alike.
+  const heartbeatMs = options.heartbeatMs ?? Math.max(100, Math.min(5000, Math.floor(staleMs / 6)));
   const presence = createPresence({
     pool,
     log,
     id,
-    heartbeatMs: options.heartbeatMs ?? Math.max(100, Math.min(5000, Math.floor(staleMs / 6))),
+    heartbeatMs,
     staleMs,
     registrations: () => registrationsOf(options.handlers, options.recoverables, options.intervals),
   });
-  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs: options.heartbeatMs });
+  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs });
   const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs });
   const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs });
   let started = false;

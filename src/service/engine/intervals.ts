@@ -134,7 +134,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
   const ensured = new Map<string, number>();
   let running = false;
-  let polling = false;
+  let current: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
 
   async function execute(name: string, epoch: string) {
@@ -188,9 +188,16 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
     for (const h of fresh) ensured.set(h.name, h.everyMs);
   }
 
-  async function poll() {
-    if (!running || polling) return;
-    polling = true;
+  /** One pass at a time; a timer firing during a pass shares it. */
+  function poll(): Promise<void> {
+    if (!running) return Promise.resolve();
+    current ??= pass().finally(() => {
+      current = undefined;
+    });
+    return current;
+  }
+
+  async function pass() {
     try {
       const swept = await pool.query<{ name: string }>(SWEEP);
       for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
@@ -208,14 +215,15 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       }
     } catch (error) {
       log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
-    } finally {
-      polling = false;
     }
   }
 
   return {
-    /** Looks for due ticks now (tests, and after a trigger in this process). */
-    kick: () => void poll(),
+    /** Looks for due ticks now, after any pass in progress; resolves when that pass is done (tests). */
+    async kick() {
+      await current;
+      await poll();
+    },
     /** Names of the ticks running in this worker. */
     active: () => [...active.keys()],
     async start() {
