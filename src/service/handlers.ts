@@ -110,20 +110,35 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
   const kind = filter.kind ?? null;
   const name = filter.name ?? null;
   // Live workers only: heartbeated within their own staleness window.
-  const regs = await sql<{ id: string; host: string; pid: number; started_at: Date; heartbeat_at: Date; kind: HandlerKind; name: string; timeout_ms: string | null }>`
-    select w.id, w.host, w.pid, w.started_at, w.heartbeat_at, h.kind, h.name, h."timeoutMs" as timeout_ms
-    from workers w cross join lateral jsonb_to_recordset(w.handlers) as h(kind text, name text, "timeoutMs" bigint)
+  const regs = await sql<{
+    id: string;
+    host: string;
+    pid: number;
+    started_at: Date;
+    heartbeat_at: Date;
+    kind: HandlerKind;
+    name: string;
+    timeout_ms: string | null;
+    scheduled_here: boolean;
+  }>`
+    select w.id, w.host, w.pid, w.started_at, w.heartbeat_at, h.kind, h.name, h."timeoutMs" as timeout_ms,
+           -- A recoverable registered with a schedule in the caller's workspace.
+           (h.kind = 'RECOVERABLE' and (h.cron is not null or h."everyMs" is not null)
+            and h.workspace = (select slug from workspaces where id = ${ws})) as scheduled_here
+    from workers w cross join lateral jsonb_to_recordset(w.handlers)
+      as h(kind text, name text, "timeoutMs" bigint, "everyMs" bigint, cron text, workspace text)
     where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
       and (${kind}::text is null or h.kind = ${kind}) and (${name}::text is null or h.name = ${name})
     order by h.kind, h.name, w.started_at, w.id`.execute(ex);
-  const byKey = new Map<string, HandlerInfo & { timeoutMs: number | null }>();
+  const byKey = new Map<string, HandlerInfo & { timeoutMs: number | null; scheduledHere: boolean }>();
   for (const r of regs.rows) {
     const key = `${r.kind}\u0000${r.name}`;
     let h = byKey.get(key);
     if (!h) {
-      h = { kind: r.kind, name: r.name, cadence: null, workers: [], lastOutcome: null, interval: null, schedule: null, lastRun: null, timeoutMs: num(r.timeout_ms) };
+      h = { kind: r.kind, name: r.name, cadence: null, workers: [], lastOutcome: null, interval: null, schedule: null, lastRun: null, timeoutMs: num(r.timeout_ms), scheduledHere: false };
       byKey.set(key, h);
     }
+    h.scheduledHere ||= r.scheduled_here;
     if (!h.workers.some((w) => w.id === r.id)) h.workers.push({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at });
   }
   const all = [...byKey.values()];
@@ -167,7 +182,8 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
     const scheduleOf = new Map(schedules.rows.map((r) => [r.name as string, r]));
     const runOf = new Map(lastRuns.rows.map((r) => [r.name as string, r]));
     for (const h of all.filter((x) => x.kind === 'RECOVERABLE')) {
-      const s = scheduleOf.get(h.name);
+      // A schedule row whose handler is no longer scheduled here (by any live worker) is history, not shown.
+      const s = h.scheduledHere ? scheduleOf.get(h.name) : undefined;
       if (s) {
         const cadence = { everyMs: num(s.every_ms), cron: s.cron_expression, timezone: s.timezone };
         h.cadence = cadence;
@@ -187,7 +203,7 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
       if (run) h.lastRun = toRun(run);
     }
   }
-  return all.map(({ timeoutMs: _t, ...h }) => h);
+  return all.map(({ timeoutMs: _t, scheduledHere: _s, ...h }) => h);
 }
 
 export function createHandlersService(ctx: ServiceContext) {

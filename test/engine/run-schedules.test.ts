@@ -30,7 +30,7 @@ afterEach(async () => {
   await t.close();
 });
 
-const scheduleRow = async (name: string) => (await t.query(`select * from run_schedules where name = $1`, [name])).rows[0];
+const scheduleRow = async (name: string) => (await t.query(`select * from run_schedules where name = $1 and workspace_id = (select id from workspaces where slug = 'default')`, [name])).rows[0];
 const makeDue = (name: string) => t.query(`update run_schedules set next_due_at = now() - interval '1 second' where name = $1`, [name]);
 
 describe('scheduled recoverable jobs', () => {
@@ -118,6 +118,8 @@ describe('scheduled recoverable jobs', () => {
       run: async () => outcome.completed(),
     });
     const scheduler = createRunScheduler({ pool: t.database.pool, log: createLogger('silent'), registry: recoverables, trigger: t.service.triggerRun, clock: () => now });
+    // Left by an older registration in another workspace: this worker schedules "nightly" in default only.
+    await t.query(`insert into run_schedules (workspace_id, name, every_ms, next_due_at) values ($1, 'nightly', 60000, '2026-01-01T00:00:00Z')`, [t.otherActor.workspaceId]);
     expect(await scheduler.tick()).toEqual([]);
     // 02:30 does not exist on 8 March 2026 in New York (spring forward): 03:30 EDT.
     expect((await scheduleRow('nightly')).next_due_at.toISOString()).toBe('2026-03-08T07:30:00.000Z');

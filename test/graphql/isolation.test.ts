@@ -32,7 +32,7 @@ beforeAll(async () => {
   await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'k', 'INFO', 'r-1')`, [t.actor.workspaceId, run.id]);
   // A live worker with A's recoverable handler and an interval handler: the catalogue is shared, A's run is not.
   await t.query(
-    `insert into workers (id, host, pid, stale_ms, handlers) values ('w-a', 'h', 1, 600000, '[{"kind":"RECOVERABLE","name":"a.scan"},{"kind":"INTERVAL","name":"a.tick","everyMs":60000}]')`,
+    `insert into workers (id, host, pid, stale_ms, handlers) values ('w-a', 'h', 1, 600000, '[{"kind":"RECOVERABLE","name":"a.scan","everyMs":60000,"workspace":"default"},{"kind":"INTERVAL","name":"a.tick","everyMs":60000}]')`,
   );
   await t.query(`insert into interval_handlers (name, every_ms, next_due_at) values ('a.tick', 60000, now() + interval '1 hour')`);
   await t.query(`insert into run_schedules (workspace_id, name, every_ms, next_due_at, last_tick_run_id) values ($1, 'a.scan', 60000, now(), $2)`, [t.actor.workspaceId, run.id]);

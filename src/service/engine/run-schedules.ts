@@ -65,12 +65,15 @@ on conflict (workspace_id, name) do update set
                      then excluded.next_due_at else run_schedules.next_due_at end,
   updated_at = now()`;
 
-/** Due schedules of the handlers this worker has; SKIP LOCKED splits them between workers. */
+/**
+ * Due schedules this worker registered (handler and workspace: a row left by an older
+ * registration elsewhere is not ticked); SKIP LOCKED splits them between workers.
+ */
 const TAKE_DUE = `
 select workspace_id, name, cron_expression, timezone, every_ms, params, next_due_at,
        next_due_at::text as seen -- exact, for the compare-and-set
 from run_schedules
-where name = any($1::text[]) and next_due_at <= $2
+where (workspace_id, name) in (select * from unnest($1::uuid[], $2::text[])) and next_due_at <= $3
 order by next_due_at
 limit 100
 for update skip locked`;
@@ -95,6 +98,8 @@ export function createRunScheduler(options: RunSchedulerOptions) {
   const { pool, log } = options;
   const pollMs = options.pollMs ?? 1000;
   const ensured = new Map<string, string>();
+  /** name -> the workspace its schedule (as registered here) triggers runs in. */
+  const workspaceOf = new Map<string, string>();
   let running = false;
   let passing: Promise<unknown> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -116,6 +121,7 @@ export function createRunScheduler(options: RunSchedulerOptions) {
       if (!ws.rows[0]) {
         log.error(`run schedule of ${h.name}: workspace "${slug}" does not exist; not scheduled`);
         ensured.set(h.name, key);
+        workspaceOf.delete(h.name);
         continue;
       }
       const now = await dbNow(pool);
@@ -123,20 +129,21 @@ export function createRunScheduler(options: RunSchedulerOptions) {
       const first = s.cron ? (firstFireAt(s.cron, s.timezone ?? 'UTC', now) ?? 'infinity') : new Date(now.getTime() + s.everyMs!);
       await pool.query(UPSERT, [ws.rows[0].id, h.name, s.cron ?? null, s.cron ? (s.timezone ?? 'UTC') : null, s.everyMs ?? null, JSON.stringify(s.params ?? {}), first]);
       ensured.set(h.name, key);
+      workspaceOf.set(h.name, ws.rows[0].id);
     }
   }
 
   /** One pass: every due tick of this worker's scheduled handlers. */
   async function tick(): Promise<ScheduleTick[]> {
     await ensure();
-    const names = options.registry.list().filter((h) => h.schedule).map((h) => h.name);
-    if (names.length === 0) return [];
+    const mine = [...workspaceOf.entries()];
+    if (mine.length === 0) return [];
     const out: ScheduleTick[] = [];
     const client = await pool.connect();
     try {
       await client.query('begin');
       const now = await dbNow(client);
-      const { rows } = await client.query<DueRow>(TAKE_DUE, [names, now]);
+      const { rows } = await client.query<DueRow>(TAKE_DUE, [mine.map(([, ws]) => ws), mine.map(([name]) => name), now]);
       for (const row of rows) {
         const next = nextAfter(row, new Date(Math.max(now.getTime(), row.next_due_at.getTime())));
         const actor: Actor = { workspaceId: row.workspace_id, kind: 'system', role: 'ADMIN' };
