@@ -13,6 +13,9 @@ import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import { drainDue } from './service/engine/drain.js';
 import { HandlerRegistry } from './service/engine/handlers.js';
+import { createEngineHost, type EngineHost } from './service/engine/host.js';
+import { IntervalRegistry } from './service/engine/intervals.js';
+import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
@@ -58,6 +61,8 @@ export async function startApp(
   log: Logger,
   roles: AppRoles = { gateway: true, worker: true },
   handlers: HandlerRegistry = new HandlerRegistry(),
+  recoverables: RecoverableRegistry = new RecoverableRegistry(),
+  intervals: IntervalRegistry = new IntervalRegistry(),
 ): Promise<RunningApp> {
   const source: DatabaseSource = await openDatabaseSource(config, log);
   let database: Database | undefined;
@@ -65,12 +70,13 @@ export async function startApp(
   let worker: Worker | undefined;
   let scheduler: Scheduler | undefined;
   let hub: Hub | undefined;
+  let host: EngineHost | undefined;
   const stop = async () => {
     // Stop taking requests and firing, let the worker drain within its grace period, then the database.
     await gateway?.close();
     await hub?.stop();
     await scheduler?.stop();
-    await worker?.stop({ graceMs: config.worker.shutdownGraceMs });
+    await Promise.all([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]);
     await database?.close();
     await source.stop();
   };
@@ -101,6 +107,11 @@ export async function startApp(
         secrets,
       });
       await worker.start();
+      // Recoverable runs (and their crash sweep), interval handlers, run schedules and this
+      // worker's entry in the handler catalogue. jobgate's own process registers no recoverable
+      // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
+      host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun });
+      await host.start();
     }
     if (source.embedded && !(await service.anyApiKey())) {
       // First start of the embedded default: a key so the new user can use GraphiQL at once.

@@ -11,7 +11,9 @@ import { createLogger, type Logger } from './log.js';
 import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
-import { createRunner, RecoverableRegistry, type RecoverableHandler, type Runner } from './service/engine/recoverable.js';
+import { createEngineHost, type EngineHost } from './service/engine/host.js';
+import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
+import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate } from './db/migrate.js';
@@ -36,7 +38,15 @@ export interface JobgateOptions {
   secretKey?: string;
 }
 
-export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'>;
+export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'> & {
+  /**
+   * This process is gone from the handler catalogue, its interval ticks are recorded as crashed
+   * and its recoverable runs paused, after this long without a heartbeat. Default 30 s.
+   */
+  staleMs?: number;
+  /** How often recoverable runs, interval ticks and run schedules are looked for. Default 1 s. */
+  enginePollMs?: number;
+};
 
 /** The service with the actor argument already filled in. */
 export type BoundService = {
@@ -75,12 +85,22 @@ export interface Jobgate {
   /**
    * Registers a recoverable handler: a long scan that checkpoints through `store` and returns
    * `outcome.completed()`, `outcome.paused(cursor)` or `outcome.failed(message)`. Runs are
-   * started with `triggerRun(name, params)`; workers started here run them.
+   * started with `triggerRun(name, params)`; workers started here run them. With `schedule`
+   * (`{ cron, timezone? }` or `{ everyMs }`, plus `params` and `workspace`), each tick calls
+   * `triggerRun`: a tick that finds the run active starts nothing and is counted.
    */
-  recoverable<P = unknown>(name: string, handler: { params?: ZodType<P>; run: RecoverableHandler<P>['run'] }): void;
+  recoverable<P = unknown>(name: string, handler: { params?: ZodType<P>; schedule?: RunSchedule; run: RecoverableHandler<P>['run'] }): void;
+  /**
+   * Registers an interval handler: plain periodic work, run every `everyMs` by one of the
+   * workers that registered it (never two ticks at once). `ctx.signal` fires on timeout
+   * (`timeoutMs`, default 60 s) and at shutdown; return `{ count }` to report how much it did.
+   * A throw is recorded as the tick's error and never stops the loop.
+   */
+  interval(name: string, handler: Omit<IntervalHandler, 'name'>): void;
   /**
    * Starts a worker in this process for HTTP endpoints and the handlers registered here, and
-   * (once per Jobgate) the cron scheduler and the runner of recoverable handlers beside it.
+   * (once per Jobgate) beside it: the cron scheduler, the runner of recoverable handlers and their
+   * schedules, interval handlers, and this process's entry in the handler catalogue.
    */
   startWorker(options?: StartWorkerOptions): Promise<Worker>;
   database: Database;
@@ -103,7 +123,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const workers: Worker[] = [];
   let scheduler: Scheduler | undefined;
   const recoverables = new RecoverableRegistry();
-  let runner: Runner | undefined;
+  const intervals = new IntervalRegistry();
+  let host: EngineHost | undefined;
   const log = options.log ?? createLogger('warn');
   return {
     service,
@@ -115,17 +136,20 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
     },
     recoverable(name, handler) {
-      recoverables.register({ name, params: handler.params, run: handler.run });
+      recoverables.register({ name, params: handler.params, schedule: handler.schedule, run: handler.run });
     },
-    async startWorker(workerOptions = {}) {
+    interval(name, handler) {
+      intervals.register({ ...handler, name });
+    },
+    async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       registerInternalHandlers(handlers, database.pool);
       if (!scheduler) {
         scheduler = createScheduler({ pool: database.pool, log });
         scheduler.start();
       }
-      if (!runner) {
-        runner = createRunner({ pool: database.pool, registry: recoverables, log });
-        await runner.start();
+      if (!host) {
+        host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs });
+        await host.start();
       }
       const worker = createWorker({
         ...workerOptions,
@@ -142,7 +166,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     database,
     async close() {
       await scheduler?.stop();
-      await runner?.stop();
+      await host?.stop();
       await Promise.all(workers.splice(0).map((w) => w.stop()));
       await database.close();
     },
@@ -151,7 +175,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
-export { outcome, type RunStore, type RunOutcome } from './service/engine/recoverable.js';
+export { outcome, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
+export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
 
 export { createJobService, type JobService } from './service/index.js';
 export * from './service/errors.js';

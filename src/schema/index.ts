@@ -10,6 +10,7 @@ import './execution.js';
 import './access.js';
 import './run.js';
 import './live.js';
+import './handler.js';
 import '../resolvers/workspace.js';
 import '../resolvers/catalog.js';
 import '../resolvers/endpoints.js';
@@ -17,6 +18,7 @@ import '../resolvers/jobs.js';
 import '../resolvers/access.js';
 import '../resolvers/runs.js';
 import '../resolvers/live.js';
+import '../resolvers/handlers.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

@@ -38,7 +38,8 @@ export type ResourceKind =
   | 'Job'
   | 'Execution'
   | 'ApiKey'
-  | 'Run';
+  | 'Run'
+  | 'Handler';
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';

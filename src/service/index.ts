@@ -7,6 +7,7 @@ import { createCatalogService } from './catalog.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
+import { createHandlersService } from './handlers.js';
 import { createJobsService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createRunsService } from './runs.js';
@@ -21,6 +22,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createExecutionControlService(ctx),
     ...createRunsService(ctx),
     ...createLiveService(ctx),
+    ...createHandlersService(ctx),
   };
 }
 
@@ -34,4 +36,5 @@ export type { TriggerJobResult } from './execution-control.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';
 export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult } from './runs.js';
+export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult } from './handlers.js';
 export type { Connection, Edge } from './pagination.js';

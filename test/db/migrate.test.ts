@@ -238,7 +238,7 @@ describe('migrate', () => {
     const dir = migrationsDir({ '000001_broken.sql': 'select * from no_such_table;' });
     await rejectionOf(migrate(db.url, { dir }));
     await rejectionOf(migrate(db.url, { dir }));
-    const locks = await query(db.url, `select 1 from pg_locks where locktype = 'advisory'`);
+    const locks = await query(db.url, `select 1 from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`);
     expect(locks).toEqual([]);
   });
 });

@@ -30,6 +30,12 @@ beforeAll(async () => {
   const key = await t.service.createApiKey(t.actor, { name: 'a key', role: 'OPERATOR' });
   const run = (await t.service.triggerRun(t.actor, { name: 'a.scan' })).run;
   await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'k', 'INFO', 'r-1')`, [t.actor.workspaceId, run.id]);
+  // A live worker with A's recoverable handler and an interval handler: the catalogue is shared, A's run is not.
+  await t.query(
+    `insert into workers (id, host, pid, stale_ms, handlers) values ('w-a', 'h', 1, 600000, '[{"kind":"RECOVERABLE","name":"a.scan","everyMs":60000,"workspace":"default"},{"kind":"INTERVAL","name":"a.tick","everyMs":60000}]')`,
+  );
+  await t.query(`insert into interval_handlers (name, every_ms, next_due_at) values ('a.tick', 60000, now() + interval '1 hour')`);
+  await t.query(`insert into run_schedules (workspace_id, name, every_ms, next_due_at, last_tick_run_id) values ($1, 'a.scan', 60000, now(), $2)`, [t.actor.workspaceId, run.id]);
   Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id, run: run.id });
 });
 afterAll(async () => {
@@ -83,6 +89,8 @@ const probes: Record<string, Probe> = {
   run: { query: `query ($id: ID!) { run(id: $id) { id findings { nodes { id } } } }`, id: 'run', expect: 'NOT_FOUND' },
   triggerRun: { query: `mutation { triggerRun(input: { name: "a.scan" }) { outcome run { id } } }`, expect: 'NO_A_DATA' },
   cancelRun: { query: `mutation ($id: ID!) { cancelRun(id: $id) { id } }`, id: 'run', expect: 'NOT_FOUND' },
+  handlers: { query: `{ handlers { kind name workers { id } lastRun { id } schedule { lastTickRunId } } }`, expect: 'NO_A_DATA' },
+  triggerHandler: { query: `mutation { triggerHandler(input: { name: "a.tick" }) { outcome handler { name lastRun { id } } } }`, expect: 'NO_A_DATA' },
   createWorkspace: { query: `mutation { createWorkspace(input: { slug: "default", name: "taken?" }) { workspace { id } } }`, expect: 'NO_A_DATA' },
   // Subscriptions, over SSE: an id of A is NOT_FOUND; a stream replayed from the start carries nothing of A.
   runProgress: { query: `subscription ($id: ID!) { runProgress(runId: $id) { id processed } }`, id: 'run', expect: 'NOT_FOUND' },
@@ -99,10 +107,10 @@ const rootFields = () => [
 ];
 
 async function snapshotOfA() {
-  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys', 'runs', 'findings'];
+  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys', 'runs', 'findings', 'run_schedules'];
   const out: Record<string, unknown> = {};
   for (const table of tables) {
-    out[table] = (await t.query(`select * from ${table} where workspace_id = $1 order by id`, [t.actor.workspaceId])).rows;
+    out[table] = (await t.query(`select * from ${table} where workspace_id = $1 order by ${table === 'run_schedules' ? 'name' : 'id'}`, [t.actor.workspaceId])).rows;
   }
   return out;
 }

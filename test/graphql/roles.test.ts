@@ -58,6 +58,8 @@ const cases: Record<string, Case> = {
   cancelJob: { query: 'mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   triggerRun: { query: 'mutation ($n: String!) { triggerRun(input: { name: $n }) { outcome } }', vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }), allowed: ALL },
   cancelRun: { query: 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', vars: (o) => ({ id: o.run }), allowed: ALL },
+  // Interval handlers are installation-wide: ADMIN only. (No worker has "nightly": an allowed call gets NOT_FOUND.)
+  triggerHandler: { query: 'mutation { triggerHandler(input: { name: "nightly" }) { outcome } }', vars: () => ({}), allowed: ADMIN_ONLY },
   createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
   revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
   // Installation admins only: no workspace ADMIN key may.

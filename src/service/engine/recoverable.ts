@@ -16,6 +16,7 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { ZodType } from 'zod';
 import type { Logger } from '../../log.js';
+import { normalizeCron } from '../cron.js';
 import type { RunStatus, Severity } from '../runs.js';
 
 export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
@@ -42,9 +43,28 @@ export interface RunStore<P = unknown> {
   recordFinding(finding: { kind: string; severity: Severity; resourceId: string; detail?: unknown }): Promise<boolean>;
 }
 
+/**
+ * When a recoverable handler runs on its own: each tick calls the idempotent trigger, so a tick
+ * that finds a run active starts nothing (it is counted). Exactly one of `cron` or `everyMs`.
+ */
+export interface RunSchedule {
+  /** Five-field cron expression (or `@daily`-style nickname), in `timezone`. */
+  cron?: string | undefined;
+  /** IANA time zone of `cron`. Default UTC. */
+  timezone?: string | undefined;
+  /** Or: a tick every this many ms. */
+  everyMs?: number | undefined;
+  /** Params of the runs it starts. */
+  params?: unknown;
+  /** Slug of the workspace its runs belong to. Default "default". */
+  workspace?: string | undefined;
+}
+
 export interface RecoverableHandler<P = any> {
   name: string;
   params?: ZodType<P> | undefined;
+  /** Runs it on a cron or an interval (in one workspace). */
+  schedule?: RunSchedule | undefined;
   run(store: RunStore<P>, params: P): Promise<RunOutcome>;
 }
 
@@ -54,7 +74,8 @@ export class RecoverableRegistry {
   register(handler: RecoverableHandler): void {
     if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name)) throw new Error(`recoverable name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
     if (this.handlers.has(handler.name)) throw new Error(`a recoverable handler named "${handler.name}" is already registered`);
-    this.handlers.set(handler.name, handler);
+    const schedule = handler.schedule ? validSchedule(handler.name, handler.schedule) : undefined;
+    this.handlers.set(handler.name, { ...handler, schedule });
   }
 
   get(name: string): RecoverableHandler | undefined {
@@ -64,6 +85,34 @@ export class RecoverableRegistry {
   names(): string[] {
     return [...this.handlers.keys()];
   }
+
+  list(): RecoverableHandler[] {
+    return [...this.handlers.values()];
+  }
+}
+
+/** The schedule with its cron normalised and time zone defaulted; throws (at registration) when invalid. */
+function validSchedule(name: string, schedule: RunSchedule): RunSchedule {
+  const fail = (why: string): never => {
+    throw new Error(`recoverable "${name}": schedule: ${why}`);
+  };
+  if ((schedule.cron === undefined) === (schedule.everyMs === undefined)) fail('give exactly one of cron or everyMs');
+  if (schedule.everyMs !== undefined && (!Number.isInteger(schedule.everyMs) || schedule.everyMs < 1000)) fail('everyMs must be a whole number of ms, at least 1000');
+  if (schedule.workspace !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(schedule.workspace)) fail(`workspace "${schedule.workspace}" is not a workspace slug`);
+  if (schedule.cron === undefined) return { ...schedule, timezone: undefined };
+  const timezone = schedule.timezone ?? 'UTC';
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: timezone });
+  } catch {
+    fail(`"${timezone}" is not a known IANA time zone`);
+  }
+  let cron = '';
+  try {
+    cron = normalizeCron(schedule.cron, ['schedule', 'cron']);
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  return { ...schedule, cron, timezone };
 }
 
 /** Thrown from store writes when this runner no longer owns the run. */

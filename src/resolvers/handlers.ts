@@ -1,0 +1,27 @@
+import { builder } from '../schema/builder.js';
+import { HandlerKindEnum, HandlerRef, TriggerHandlerInputRef, TriggerHandlerPayloadRef, triggerHandlerValidation } from '../schema/handler.js';
+
+builder.queryFields((t) => ({
+  handlers: t.field({
+    type: [HandlerRef],
+    description:
+      'The catalogue of handlers registered by live workers (HANDLER, RECOVERABLE, INTERVAL), by kind and name, with cadence, workers and last outcome. ' +
+      'Installation-wide, readable by any key; recoverable runs and schedules shown are your workspace\'s.',
+    args: {
+      kind: t.arg({ type: HandlerKindEnum, description: 'Only handlers of this kind.' }),
+      name: t.arg.string({ description: 'Only the handler(s) with this name.' }),
+    },
+    resolve: (_root, args, ctx) => ctx.service.handlers(ctx.actor, args),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  triggerHandler: t.field({
+    type: TriggerHandlerPayloadRef,
+    description:
+      'Runs an interval handler now (its next tick becomes due). CONFLICT while a tick is running, unless `force`, which queues one more tick right after it. ' +
+      'NOT_FOUND when no live worker has it. ADMIN only: interval handlers are installation-wide.',
+    args: { input: t.arg({ type: TriggerHandlerInputRef, required: true, description: 'Which handler.', validate: triggerHandlerValidation }) },
+    resolve: (_root, args, ctx) => ctx.service.triggerHandler(ctx.actor, args.input as never),
+  }),
+}));

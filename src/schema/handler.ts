@@ -1,0 +1,156 @@
+import type {
+  HandlerCadence,
+  HandlerInfo,
+  HandlerOutcome,
+  IntervalState,
+  RunScheduleState,
+  TriggerHandlerResult,
+  WorkerInfo,
+} from '../service/handlers.js';
+import { triggerHandlerSchema } from '../service/handlers.js';
+import { builder } from './builder.js';
+import { DateTimeScalar, zodInput } from './common.js';
+import { RunRef } from './run.js';
+
+export const HandlerKindEnum = builder.enumType('HandlerKind', {
+  description: 'What kind of code a handler is.',
+  values: {
+    HANDLER: { description: 'Serves HANDLER endpoints: runs executions of their jobs.' },
+    RECOVERABLE: { description: 'A recoverable handler: long scans run as runs (see `triggerRun`), optionally on a schedule.' },
+    INTERVAL: { description: 'Plain periodic work, run on its own cadence by one of the workers that have it.' },
+  } as const,
+});
+
+export const HandlerOutcomeStatusEnum = builder.enumType('HandlerOutcomeStatus', {
+  description: 'How an interval tick ended.',
+  values: {
+    OK: { description: 'It returned normally.' },
+    ERROR: { description: 'It did not: see `cause` and `message`.' },
+  } as const,
+});
+
+export const HandlerErrorCauseEnum = builder.enumType('HandlerErrorCause', {
+  description: 'Why an interval tick failed.',
+  values: {
+    HANDLER: { description: 'The handler threw.' },
+    TIMEOUT: { description: 'It ran past its timeout; its abort signal was fired.' },
+    CRASHED: { description: 'Its worker died (stopped heartbeating) while it ran.' },
+  } as const,
+});
+
+export const RunTriggerOutcomeEnum = builder.enumType('RunTriggerOutcome', {
+  description: 'What a trigger of a recoverable handler did.',
+  values: {
+    STARTED: { description: 'A fresh run started.' },
+    RESUMED: { description: 'A paused run resumed from its cursor.' },
+    ACTIVE: { description: 'A run was already active: nothing was started.' },
+  } as const,
+});
+
+export const TriggerHandlerOutcomeEnum = builder.enumType('TriggerHandlerOutcome', {
+  description: 'What triggerHandler did.',
+  values: {
+    DUE_NOW: { description: 'Its next tick is due now; a worker that has it runs it within a second or so.' },
+    QUEUED_AFTER_RUNNING: { description: 'It was running (and `force` was given): one more tick runs right after the running one ends.' },
+  } as const,
+});
+
+export const HandlerCadenceRef = builder.objectRef<HandlerCadence>('HandlerCadence').implement({
+  description: 'How often a handler runs: every `everyMs`, or on `cron` in `timezone`.',
+  fields: (t) => ({
+    everyMs: t.exposeFloat('everyMs', { nullable: true, description: 'Milliseconds between ticks; null for a cron cadence.' }),
+    cron: t.exposeString('cron', { nullable: true, description: 'Five-field cron expression; null for an interval cadence.' }),
+    timezone: t.exposeString('timezone', { nullable: true, description: 'IANA time zone of `cron`.' }),
+  }),
+});
+
+export const WorkerInfoRef = builder.objectRef<WorkerInfo>('Worker').implement({
+  description: 'A live worker process (it heartbeats; one that stops is dropped from the catalogue).',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'The worker id (host:pid:random).' }),
+    host: t.exposeString('host', { description: 'Host name it runs on.' }),
+    pid: t.exposeInt('pid', { description: 'Its process id on that host.' }),
+    startedAt: t.field({ type: DateTimeScalar, description: 'When it started.', resolve: (w) => w.startedAt }),
+    heartbeatAt: t.field({ type: DateTimeScalar, description: 'Its last heartbeat.', resolve: (w) => w.heartbeatAt }),
+  }),
+});
+
+export const HandlerOutcomeRef = builder.objectRef<HandlerOutcome>('HandlerOutcome').implement({
+  description: 'How the last tick of an interval handler ended.',
+  fields: (t) => ({
+    status: t.field({ type: HandlerOutcomeStatusEnum, description: 'OK or ERROR.', resolve: (o) => o.status }),
+    count: t.exposeFloat('count', { nullable: true, description: 'OK: the count the handler returned (what it handled); null when it returned none.' }),
+    cause: t.field({ type: HandlerErrorCauseEnum, nullable: true, description: 'ERROR: why.', resolve: (o) => o.cause }),
+    message: t.exposeString('message', { nullable: true, description: 'ERROR: what went wrong.' }),
+    startedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the tick started.', resolve: (o) => o.startedAt }),
+    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it ended (or was found crashed, or timed out).', resolve: (o) => o.finishedAt }),
+  }),
+});
+
+export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState').implement({
+  description: 'Where an interval handler stands (installation-wide).',
+  fields: (t) => ({
+    timeoutMs: t.exposeFloat('timeoutMs', { nullable: true, description: 'How long a tick may run before it is aborted as TIMEOUT.' }),
+    nextDueAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the next tick is due.', resolve: (s) => s.nextDueAt }),
+    running: t.exposeBoolean('running', { description: 'Whether a tick is running now.' }),
+    runningSince: t.field({ type: DateTimeScalar, nullable: true, description: 'When the running tick started.', resolve: (s) => s.runningSince }),
+    runningOn: t.exposeString('runningOn', { nullable: true, description: 'The worker running it.' }),
+    okRuns: t.exposeFloat('okRuns', { description: 'Ticks that ended OK, all time.' }),
+    errorRuns: t.exposeFloat('errorRuns', { description: 'Ticks that ended in ERROR, all time.' }),
+  }),
+});
+
+export const RunScheduleRef = builder.objectRef<RunScheduleState>('RunSchedule').implement({
+  description: 'The schedule of a recoverable handler in your workspace: each tick triggers a run, idempotently.',
+  fields: (t) => ({
+    cadence: t.field({ type: HandlerCadenceRef, description: 'Its cron (with time zone) or interval.', resolve: (s) => s.cadence }),
+    nextDueAt: t.field({ type: DateTimeScalar, nullable: true, description: 'The next tick; null when the cron has no further occurrence.', resolve: (s) => s.nextDueAt }),
+    ticks: t.exposeFloat('ticks', { description: 'Ticks so far.' }),
+    ticksOnActiveRun: t.exposeFloat('ticksOnActiveRun', { description: 'Ticks that found a run already active, and so started nothing.' }),
+    lastTickAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it last ticked.', resolve: (s) => s.lastTickAt }),
+    lastTickOutcome: t.field({ type: RunTriggerOutcomeEnum, nullable: true, description: 'What the last successful tick did.', resolve: (s) => s.lastTickOutcome }),
+    lastTickRunId: t.exposeID('lastTickRunId', { nullable: true, description: 'The run the last successful tick started, resumed or found active.' }),
+    lastError: t.exposeString('lastError', { nullable: true, description: 'Why the last tick failed to trigger; null when it did not.' }),
+    lastErrorAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When a tick last failed to trigger.', resolve: (s) => s.lastErrorAt }),
+  }),
+});
+
+export const HandlerRef = builder.objectRef<HandlerInfo>('Handler').implement({
+  description:
+    'A handler registered by live workers. The catalogue is installation-wide (handlers are code, not workspace data); ' +
+    'a recoverable handler\'s last run and schedule are those of your workspace.',
+  fields: (t) => ({
+    kind: t.field({ type: HandlerKindEnum, description: 'HANDLER, RECOVERABLE or INTERVAL.', resolve: (h) => h.kind }),
+    name: t.exposeString('name', { description: 'The name it is registered under.' }),
+    cadence: t.field({
+      type: HandlerCadenceRef,
+      nullable: true,
+      description: "INTERVAL: its period. RECOVERABLE: its schedule in your workspace, if any. HANDLER: null (it runs its endpoints' jobs).",
+      resolve: (h) => h.cadence,
+    }),
+    workers: t.field({ type: [WorkerInfoRef], description: 'The live workers that have it, oldest first.', resolve: (h) => h.workers }),
+    lastOutcome: t.field({ type: HandlerOutcomeRef, nullable: true, description: 'INTERVAL: how its last tick ended; null before the first.', resolve: (h) => h.lastOutcome }),
+    interval: t.field({ type: IntervalStateRef, nullable: true, description: 'INTERVAL: next tick, whether one is running, totals.', resolve: (h) => h.interval }),
+    schedule: t.field({ type: RunScheduleRef, nullable: true, description: 'RECOVERABLE: its schedule in your workspace, with its ticks; null when unscheduled here.', resolve: (h) => h.schedule }),
+    lastRun: t.field({ type: RunRef, nullable: true, description: 'RECOVERABLE: its newest run in your workspace.', resolve: (h) => h.lastRun }),
+  }),
+});
+
+export const TriggerHandlerPayloadRef = builder.objectRef<TriggerHandlerResult>('TriggerHandlerPayload').implement({
+  description: 'The result of triggerHandler.',
+  fields: (t) => ({
+    handler: t.field({ type: HandlerRef, description: 'The interval handler, as it stands after the trigger.', resolve: (r) => r.handler }),
+    outcome: t.field({ type: TriggerHandlerOutcomeEnum, description: 'Due now, or queued after the running tick.', resolve: (r) => r.outcome }),
+  }),
+});
+
+export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
+  description: 'Run an interval handler now.',
+  fields: (t) => ({
+    name: t.string({ required: true, description: 'The interval handler, as registered in the workers.' }),
+    force: t.boolean({
+      description: 'While a tick is running: without force the trigger is refused (CONFLICT); with force one more tick runs right after it. Default false.',
+    }),
+  }),
+});
+export const triggerHandlerValidation = zodInput(triggerHandlerSchema);

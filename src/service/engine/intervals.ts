@@ -1,0 +1,260 @@
+/**
+ * Interval handlers: plain periodic work (no cursor, no workspace), registered by name in worker
+ * processes. One row per name in `interval_handlers` holds the next tick and the last outcome.
+ *
+ *  - One execution per tick across any number of workers: a worker takes a tick with a
+ *    compare-and-set (due, and not running) that moves `next_due_at` and sets itself as owner
+ *    with a new epoch; the other workers' concurrent takes find nothing. A tick never overlaps
+ *    the previous one: ticks due while it runs coalesce into one, taken when it ends.
+ *  - Outcomes: OK with the count the handler returned, or ERROR with a cause: HANDLER (it
+ *    threw), TIMEOUT (it ran past its timeout: its signal is aborted and the tick is recorded at
+ *    once; whatever it does later is not), CRASHED (its worker stopped heartbeating mid-run,
+ *    found by the sweep every worker runs). Writes are fenced on the epoch, so a late finisher
+ *    can never overwrite a later outcome. A handler that throws never stops the loop.
+ *  - A clean shutdown aborts the signal and waits a grace period; a tick that did not finish by
+ *    then (or threw because it was aborted) is handed back, due at once, for another worker.
+ */
+import type pg from 'pg';
+import type { Logger } from '../../log.js';
+
+export interface IntervalContext {
+  /** Aborted on timeout and at shutdown: stop promptly. */
+  signal: AbortSignal;
+  name: string;
+  /** The worker running this tick. */
+  workerId: string;
+}
+
+/** What a tick returns: how many things it handled (shown as the last outcome's count). */
+export type IntervalResult = { count?: number } | void;
+
+export interface IntervalHandler {
+  name: string;
+  /** Period between ticks, in ms. */
+  everyMs: number;
+  /** How long a tick may run before it is aborted and recorded as TIMEOUT. Default 60 s. */
+  timeoutMs?: number | undefined;
+  run(ctx: IntervalContext): Promise<IntervalResult> | IntervalResult;
+}
+
+export const DEFAULT_INTERVAL_TIMEOUT_MS = 60_000;
+const MAX_MS = 2_147_483_647; // what setTimeout can wait
+
+export class IntervalRegistry {
+  private readonly handlers = new Map<string, IntervalHandler>();
+
+  register(handler: IntervalHandler): void {
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name)) throw new Error(`interval handler name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
+    if (this.handlers.has(handler.name)) throw new Error(`an interval handler named "${handler.name}" is already registered`);
+    const ms = (v: number | undefined, what: string) => {
+      if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > MAX_MS)) throw new Error(`interval handler "${handler.name}": ${what} must be a whole number of ms from 1 to ${MAX_MS}`);
+    };
+    ms(handler.everyMs, 'everyMs');
+    if (handler.everyMs === undefined) throw new Error(`interval handler "${handler.name}": everyMs is required`);
+    ms(handler.timeoutMs, 'timeoutMs');
+    this.handlers.set(handler.name, handler);
+  }
+
+  get(name: string): IntervalHandler | undefined {
+    return this.handlers.get(name);
+  }
+
+  list(): IntervalHandler[] {
+    return [...this.handlers.values()];
+  }
+}
+
+/**
+ * Creates the row of each registered handler, first due one period from now. A changed period
+ * is taken (last registration wins); a shorter one brings the next tick forward.
+ */
+const ENSURE = `
+insert into interval_handlers (name, every_ms, next_due_at)
+select v.name, v.every_ms, now() + make_interval(secs => v.every_ms / 1000.0)
+from unnest($1::text[], $2::bigint[]) as v(name, every_ms)
+on conflict (name) do update set every_ms = excluded.every_ms,
+  next_due_at = least(interval_handlers.next_due_at, excluded.next_due_at), updated_at = now()
+where interval_handlers.every_ms <> excluded.every_ms`;
+
+/**
+ * Takes due ticks: one execution per tick across workers. The row must be due and idle; taking
+ * it sets the owner and moves next_due_at, so a concurrent take (which re-reads the row after
+ * this one commits) no longer matches.
+ */
+const TAKE = `
+update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now(),
+  next_due_at = now() + make_interval(secs => every_ms / 1000.0), updated_at = now()
+where name = any($2::text[]) and owner is null and next_due_at <= now()
+returning name, epoch`;
+
+/** Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may. */
+const RECORD = `
+update interval_handlers set owner = null, run_started_at = null,
+  last_status = $4, last_count = $5, last_cause = $6, last_error = $7,
+  last_started_at = run_started_at, last_finished_at = now(),
+  ok_runs = ok_runs + ($4 = 'OK')::int, error_runs = error_runs + ($4 = 'ERROR')::int, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3`;
+
+/** Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker. */
+const HAND_BACK = `
+update interval_handlers set owner = null, run_started_at = null, next_due_at = now(), updated_at = now()
+where name = $1 and owner = $2 and epoch = $3`;
+
+/**
+ * Ticks whose worker is gone (its row missing or not heartbeating within its own stale_ms) were
+ * cut off mid-run: recorded as CRASHED and freed, so the next tick can be taken.
+ */
+const SWEEP = `
+update interval_handlers h set owner = null, run_started_at = null,
+  last_status = 'ERROR', last_count = null, last_cause = 'CRASHED',
+  last_error = 'its worker ' || h.owner || ' stopped heartbeating mid-run',
+  last_started_at = h.run_started_at, last_finished_at = now(), error_runs = h.error_runs + 1, updated_at = now()
+where h.owner is not null and not exists (
+  select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+)
+returning h.name`;
+
+export interface IntervalRunnerOptions {
+  pool: pg.Pool;
+  registry: IntervalRegistry;
+  log: Logger;
+  /** This worker's id in `workers` (its presence must be started first). */
+  workerId: string;
+  /** How often due ticks are looked for. Default 1 s. */
+  pollMs?: number;
+}
+
+type Outcome = { status: 'OK'; count: number | null } | { status: 'ERROR'; cause: 'HANDLER' | 'TIMEOUT'; message: string } | { status: 'HAND_BACK' };
+
+const TIMED_OUT = Symbol('timed out');
+
+export function createIntervalRunner(options: IntervalRunnerOptions) {
+  const { pool, log, workerId } = options;
+  const pollMs = options.pollMs ?? 1000;
+  const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
+  const ensured = new Map<string, number>();
+  let running = false;
+  let current: Promise<void> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  async function execute(name: string, epoch: string) {
+    const handler = options.registry.get(name)!;
+    const state = active.get(name)!;
+    const timeoutMs = handler.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS;
+    let deadline: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
+      deadline = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
+    });
+    const work = Promise.resolve().then(() => handler.run({ signal: state.controller.signal, name, workerId }));
+    work.catch(() => {}); // it may reject after its tick was recorded as a timeout
+    let result: Outcome;
+    try {
+      const r = await Promise.race([work, timedOut]);
+      if (r === TIMED_OUT) {
+        state.controller.abort(new Error(`timed out after ${timeoutMs} ms`));
+        result = { status: 'ERROR', cause: 'TIMEOUT', message: `ran past its timeout of ${timeoutMs} ms` };
+      } else {
+        const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
+        result = { status: 'OK', count };
+      }
+    } catch (error) {
+      result = state.stopping ? { status: 'HAND_BACK' } : { status: 'ERROR', cause: 'HANDLER', message: `${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`.slice(0, 2000) };
+    } finally {
+      clearTimeout(deadline);
+    }
+    await record(name, epoch, result);
+  }
+
+  async function record(name: string, epoch: string, result: Outcome) {
+    try {
+      const res =
+        result.status === 'HAND_BACK'
+          ? await pool.query(HAND_BACK, [name, workerId, epoch])
+          : result.status === 'OK'
+            ? await pool.query(RECORD, [name, workerId, epoch, 'OK', result.count, null, null])
+            : await pool.query(RECORD, [name, workerId, epoch, 'ERROR', null, result.cause, result.message]);
+      if (res.rowCount === 0) log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
+      else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: ${result.cause.toLowerCase()}: ${result.message}`);
+    } catch (error) {
+      // The tick stays owned; once this worker is gone the sweep records it as crashed.
+      log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
+    }
+  }
+
+  async function ensure() {
+    const fresh = options.registry.list().filter((h) => ensured.get(h.name) !== h.everyMs);
+    if (fresh.length === 0) return;
+    await pool.query(ENSURE, [fresh.map((h) => h.name), fresh.map((h) => h.everyMs)]);
+    for (const h of fresh) ensured.set(h.name, h.everyMs);
+  }
+
+  /** One pass at a time; a timer firing during a pass shares it. */
+  function poll(): Promise<void> {
+    if (!running) return Promise.resolve();
+    current ??= pass().finally(() => {
+      current = undefined;
+    });
+    return current;
+  }
+
+  async function pass() {
+    try {
+      const swept = await pool.query<{ name: string }>(SWEEP);
+      for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+      await ensure();
+      const names = options.registry.list().map((h) => h.name).filter((n) => !active.has(n));
+      if (names.length === 0) return;
+      const { rows } = await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names]);
+      for (const row of rows) {
+        const state = { controller: new AbortController(), done: Promise.resolve(), stopping: false };
+        active.set(row.name, state);
+        state.done = execute(row.name, row.epoch).finally(() => {
+          active.delete(row.name);
+          if (running) setImmediate(() => void poll());
+        });
+      }
+    } catch (error) {
+      log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
+    }
+  }
+
+  return {
+    /** Looks for due ticks now, after any pass in progress; resolves when that pass is done (tests). */
+    async kick() {
+      await current;
+      await poll();
+    },
+    /** Names of the ticks running in this worker. */
+    active: () => [...active.keys()],
+    async start() {
+      if (running) return;
+      running = true;
+      await poll();
+      timer = setInterval(() => void poll(), pollMs);
+      timer.unref();
+    },
+    /** Aborts running ticks, waits up to `graceMs` for them, and hands back the unfinished. */
+    async stop({ graceMs = 10_000 } = {}) {
+      if (!running) return;
+      running = false;
+      clearInterval(timer);
+      const left = [...active.entries()];
+      for (const [, s] of left) {
+        s.stopping = true;
+        s.controller.abort(new Error('the worker is shutting down'));
+      }
+      const all = Promise.all(left.map(([, s]) => s.done));
+      const settled = await Promise.race([all.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), graceMs).unref())]);
+      if (!settled) {
+        // Still running: hand back what is still ours (a late outcome is fenced out).
+        const { rows } = await pool.query<{ name: string; epoch: string }>(
+          `select name, epoch from interval_handlers where owner = $1 and name = any($2::text[])`,
+          [workerId, [...active.keys()]],
+        );
+        for (const row of rows) await record(row.name, row.epoch, { status: 'HAND_BACK' });
+      }
+    },
+  };
+}
+
+export type IntervalRunner = ReturnType<typeof createIntervalRunner>;

@@ -1,0 +1,248 @@
+/**
+ * The handler catalogue: what the live workers registered (HANDLER for HANDLER endpoints,
+ * RECOVERABLE, INTERVAL), with cadence and last outcome; and triggering an interval handler now.
+ *
+ * Scoping: handlers are code in worker processes, not tenant data, so the catalogue (names,
+ * kinds, workers, interval cadence and outcomes) is the installation's and any authenticated
+ * caller may read it. What belongs to a workspace is shown for the caller's workspace only: the
+ * last run of a recoverable handler and its schedule (which triggers runs in one workspace).
+ * Triggering an interval handler changes installation-level work, so it needs ADMIN.
+ */
+import { sql } from 'kysely';
+import { z } from 'zod';
+import { scoped, type Executor } from '../db/repos/scope.js';
+import type { Actor } from './actor.js';
+import { mutate } from './audit.js';
+import { parseInput, type ServiceContext } from './context.js';
+import { ConflictError, NotFoundError } from './errors.js';
+import { toRun, type Run } from './runs.js';
+
+export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
+
+export interface WorkerInfo {
+  id: string;
+  host: string;
+  pid: number;
+  startedAt: Date;
+  heartbeatAt: Date;
+}
+
+export interface HandlerCadence {
+  everyMs: number | null;
+  cron: string | null;
+  timezone: string | null;
+}
+
+export interface HandlerOutcome {
+  status: 'OK' | 'ERROR';
+  /** OK: what the handler returned as its count, if anything. */
+  count: number | null;
+  /** ERROR: HANDLER (it threw), TIMEOUT (ran past its timeout), CRASHED (its worker died mid-run). */
+  cause: 'HANDLER' | 'TIMEOUT' | 'CRASHED' | null;
+  message: string | null;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+export interface IntervalState {
+  timeoutMs: number | null;
+  nextDueAt: Date | null;
+  running: boolean;
+  runningSince: Date | null;
+  /** The worker running it now. */
+  runningOn: string | null;
+  okRuns: number;
+  errorRuns: number;
+}
+
+export interface RunScheduleState {
+  cadence: HandlerCadence;
+  nextDueAt: Date | null;
+  ticks: number;
+  /** Ticks that found a run active and started nothing. */
+  ticksOnActiveRun: number;
+  lastTickAt: Date | null;
+  lastTickOutcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | null;
+  lastTickRunId: string | null;
+  lastError: string | null;
+  lastErrorAt: Date | null;
+}
+
+export interface HandlerInfo {
+  kind: HandlerKind;
+  name: string;
+  /** INTERVAL: its period; RECOVERABLE: its schedule in the caller's workspace; HANDLER: null. */
+  cadence: HandlerCadence | null;
+  /** The live workers that registered it, oldest first. */
+  workers: WorkerInfo[];
+  /** INTERVAL only (installation-level). */
+  lastOutcome: HandlerOutcome | null;
+  interval: IntervalState | null;
+  /** RECOVERABLE only, in the caller's workspace. */
+  schedule: RunScheduleState | null;
+  lastRun: Run | null;
+}
+
+export const handlerFilterSchema = z.object({
+  kind: z.enum(['HANDLER', 'RECOVERABLE', 'INTERVAL']).nullish(),
+  name: z.string().max(200).nullish(),
+});
+export type HandlerFilter = z.input<typeof handlerFilterSchema>;
+
+export const triggerHandlerSchema = z.object({
+  name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
+  force: z.boolean().nullish(),
+});
+export type TriggerHandlerInput = z.input<typeof triggerHandlerSchema>;
+
+export interface TriggerHandlerResult {
+  handler: HandlerInfo;
+  /** DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right after the running one. */
+  outcome: 'DUE_NOW' | 'QUEUED_AFTER_RUNNING';
+}
+
+/** A timestamptz that is a real instant ('infinity' comes back as a number). */
+const instant = (v: unknown): Date | null => (v instanceof Date && !Number.isNaN(v.getTime()) ? v : null);
+const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKind | null; name?: string | null }): Promise<HandlerInfo[]> {
+  const ws = scoped(actor.workspaceId);
+  const kind = filter.kind ?? null;
+  const name = filter.name ?? null;
+  // Live workers only: heartbeated within their own staleness window.
+  const regs = await sql<{
+    id: string;
+    host: string;
+    pid: number;
+    started_at: Date;
+    heartbeat_at: Date;
+    kind: HandlerKind;
+    name: string;
+    timeout_ms: string | null;
+    scheduled_here: boolean;
+  }>`
+    select w.id, w.host, w.pid, w.started_at, w.heartbeat_at, h.kind, h.name, h."timeoutMs" as timeout_ms,
+           -- A recoverable registered with a schedule in the caller's workspace.
+           (h.kind = 'RECOVERABLE' and (h.cron is not null or h."everyMs" is not null)
+            and h.workspace = (select slug from workspaces where id = ${ws})) as scheduled_here
+    from workers w cross join lateral jsonb_to_recordset(w.handlers)
+      as h(kind text, name text, "timeoutMs" bigint, "everyMs" bigint, cron text, workspace text)
+    where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+      and (${kind}::text is null or h.kind = ${kind}) and (${name}::text is null or h.name = ${name})
+    order by h.kind, h.name, w.started_at, w.id`.execute(ex);
+  const byKey = new Map<string, HandlerInfo & { timeoutMs: number | null; scheduledHere: boolean }>();
+  for (const r of regs.rows) {
+    const key = `${r.kind}\u0000${r.name}`;
+    let h = byKey.get(key);
+    if (!h) {
+      h = { kind: r.kind, name: r.name, cadence: null, workers: [], lastOutcome: null, interval: null, schedule: null, lastRun: null, timeoutMs: num(r.timeout_ms), scheduledHere: false };
+      byKey.set(key, h);
+    }
+    h.scheduledHere ||= r.scheduled_here;
+    if (!h.workers.some((w) => w.id === r.id)) h.workers.push({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at });
+  }
+  const all = [...byKey.values()];
+  const intervalNames = all.filter((h) => h.kind === 'INTERVAL').map((h) => h.name);
+  const recoverableNames = all.filter((h) => h.kind === 'RECOVERABLE').map((h) => h.name);
+
+  if (intervalNames.length > 0) {
+    const { rows } = await sql<any>`select * from interval_handlers where name = any(${intervalNames}::text[])`.execute(ex);
+    const rowOf = new Map(rows.map((r) => [r.name as string, r]));
+    for (const h of all.filter((x) => x.kind === 'INTERVAL')) {
+      const r = rowOf.get(h.name);
+      if (!r) continue;
+      h.cadence = { everyMs: Number(r.every_ms), cron: null, timezone: null };
+      h.interval = {
+        timeoutMs: h.timeoutMs,
+        nextDueAt: instant(r.next_due_at),
+        running: r.owner !== null,
+        runningSince: instant(r.run_started_at),
+        runningOn: r.owner,
+        okRuns: Number(r.ok_runs),
+        errorRuns: Number(r.error_runs),
+      };
+      h.lastOutcome = r.last_status
+        ? {
+            status: r.last_status,
+            count: num(r.last_count),
+            cause: r.last_cause,
+            message: r.last_error,
+            startedAt: instant(r.last_started_at),
+            finishedAt: instant(r.last_finished_at),
+          }
+        : null;
+    }
+  }
+
+  if (recoverableNames.length > 0) {
+    const schedules = await sql<any>`select * from run_schedules where workspace_id = ${ws} and name = any(${recoverableNames}::text[])`.execute(ex);
+    const lastRuns = await sql<any>`
+      select distinct on (name) * from runs where workspace_id = ${ws} and name = any(${recoverableNames}::text[])
+      order by name, created_at desc, id desc`.execute(ex);
+    const scheduleOf = new Map(schedules.rows.map((r) => [r.name as string, r]));
+    const runOf = new Map(lastRuns.rows.map((r) => [r.name as string, r]));
+    for (const h of all.filter((x) => x.kind === 'RECOVERABLE')) {
+      // A schedule row whose handler is no longer scheduled here (by any live worker) is history, not shown.
+      const s = h.scheduledHere ? scheduleOf.get(h.name) : undefined;
+      if (s) {
+        const cadence = { everyMs: num(s.every_ms), cron: s.cron_expression, timezone: s.timezone };
+        h.cadence = cadence;
+        h.schedule = {
+          cadence,
+          nextDueAt: instant(s.next_due_at),
+          ticks: Number(s.ticks),
+          ticksOnActiveRun: Number(s.ticks_on_active),
+          lastTickAt: instant(s.last_tick_at),
+          lastTickOutcome: s.last_tick_outcome,
+          lastTickRunId: s.last_tick_run_id,
+          lastError: s.last_error,
+          lastErrorAt: instant(s.last_error_at),
+        };
+      }
+      const run = runOf.get(h.name);
+      if (run) h.lastRun = toRun(run);
+    }
+  }
+  return all.map(({ timeoutMs: _t, scheduledHere: _s, ...h }) => h);
+}
+
+export function createHandlersService(ctx: ServiceContext) {
+  return {
+    /**
+     * The handlers registered by live workers, by kind and name, each with its workers, cadence
+     * and last outcome. Installation-wide; workspace data (a recoverable's last run and schedule)
+     * is the caller's workspace's. Any role. Throws VALIDATION_FAILED.
+     */
+    async handlers(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerInfo[]> {
+      const filter = parseInput(handlerFilterSchema, raw);
+      return catalogue(ctx.db, actor, filter);
+    },
+
+    /**
+     * Makes an interval handler's next tick due now; a worker that has it runs it within its poll
+     * period. While it is running: refused (CONFLICT) without `force`; with `force`, one more tick
+     * is queued right after the running one (ticks never overlap). ADMIN only.
+     * Throws NOT_FOUND (no live worker has it), CONFLICT, FORBIDDEN, VALIDATION_FAILED.
+     */
+    async triggerHandler(actor: Actor, raw: TriggerHandlerInput): Promise<TriggerHandlerResult> {
+      return mutate(ctx, actor, { action: 'handler.trigger', role: 'ADMIN', input: raw, target: { type: 'Handler', id: raw?.name } }, async (trx) => {
+        const input = parseInput(triggerHandlerSchema, raw);
+        const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+        if (!found) throw new NotFoundError('Handler', input.name);
+        const { rows } = await sql<{ owner: string | null; run_started_at: Date | null }>`
+          select owner, run_started_at from interval_handlers where name = ${input.name} for update`.execute(trx);
+        const row = rows[0];
+        if (!row) throw new NotFoundError('Handler', input.name);
+        if (row.owner !== null && !input.force) {
+          throw new ConflictError(`interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`, {
+            runningOn: row.owner,
+          });
+        }
+        // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
+        await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${input.name}`.execute(trx);
+        const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+        return { handler: handler!, outcome: row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const) };
+      });
+    },
+  };
+}

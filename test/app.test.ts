@@ -1,0 +1,49 @@
+/**
+ * `jobgate start` / `jobgate worker` (startApp): the worker role runs the recoverable runner, interval
+ * handlers and the handler catalogue, even with no user handler registered; the gateway serves them.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startApp, type RunningApp } from '../src/app.js';
+import { parseConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { createTestDb, type TestDb } from './support/db.js';
+import { eventually } from './support/engine.js';
+
+let t: TestDb;
+let app: RunningApp | undefined;
+
+beforeEach(async () => {
+  t = await createTestDb();
+});
+afterEach(async () => {
+  await app?.stop();
+  app = undefined;
+  await t.close();
+});
+
+describe('startApp', () => {
+  it('as gateway and worker, lists itself in the catalogue and sweeps crashed runs and interval ticks', async () => {
+    // Work left by a worker that died: a recoverable run and an interval tick it owned.
+    const { run } = await t.service.triggerRun(t.actor, { name: 'orphan-scan' });
+    await t.query(`update runs set owner = 'dead-worker', heartbeat_at = now() - interval '10 minutes' where id = $1`, [run.id]);
+    await t.query(`insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at) values ('cleanup', 60000, now(), 'dead-worker', 1, now())`);
+    const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent' });
+    app = await startApp(config, createLogger('silent'));
+    // Its sweeps ran at start.
+    await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'PAUSED');
+    await eventually(async () => (await t.query(`select last_cause from interval_handlers where name = 'cleanup'`)).rows[0].last_cause === 'CRASHED');
+    // Over HTTP: the catalogue shows jobgate's own handler on this process's worker.
+    const { key } = await t.service.bootstrapKey('default', 'VIEWER', 'app test');
+    const res = await fetch(app.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ query: '{ handlers { kind name workers { pid } } }' }),
+    });
+    const body = (await res.json()) as { data: { handlers: { kind: string; name: string; workers: { pid: number }[] }[] } };
+    expect(body.data.handlers).toContainEqual({ kind: 'HANDLER', name: 'jobgate.reaper', workers: [{ pid: process.pid }] });
+    await app.stop();
+    app = undefined;
+    // A clean stop leaves the catalogue.
+    expect((await t.query(`select count(*)::int as n from workers`)).rows[0].n).toBe(0);
+  });
+});

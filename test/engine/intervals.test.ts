@@ -1,0 +1,220 @@
+/**
+ * Interval handlers: one execution per tick across workers, outcomes (ok with a count, handler
+ * errors, timeouts, crashes), triggering with and without force, and the catalogue over GraphQL.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { HandlerRegistry } from '../../src/service/engine/handlers.js';
+import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
+import { IntervalRegistry, type IntervalHandler } from '../../src/service/engine/intervals.js';
+import { RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/engine.js';
+import { createTestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let hosts: EngineHost[];
+const children = new Set<ChildProcess>();
+const HOUR = 3_600_000;
+
+beforeEach(async () => {
+  t = await createTestDb();
+  hosts = [];
+  await t.query(`create table interval_ticks (id serial, name text, worker text, pid int, started_at timestamptz default clock_timestamp(), finished_at timestamptz)`);
+});
+afterEach(async () => {
+  for (const c of children) c.kill('SIGKILL');
+  children.clear();
+  await Promise.all(hosts.map((h) => h.stop({ graceMs: 1000 })));
+  await t.close();
+});
+
+/** A worker (its engine host) in this process with these interval handlers. */
+async function worker(...handlers: IntervalHandler[]): Promise<EngineHost> {
+  const intervals = new IntervalRegistry();
+  for (const h of handlers) intervals.register(h);
+  const host = createEngineHost({
+    pool: t.database.pool,
+    log: createLogger('silent'),
+    handlers: new HandlerRegistry(),
+    recoverables: new RecoverableRegistry(),
+    intervals,
+    triggerRun: t.service.triggerRun,
+    staleMs: 1000,
+    pollMs: 50,
+  });
+  await host.start();
+  hosts.push(host);
+  return host;
+}
+
+/** Records the tick in interval_ticks (start and end on the database clock). */
+function recorded(name: string, body: (signal: AbortSignal) => Promise<{ count?: number } | void> = async () => ({ count: 1 })): IntervalHandler {
+  return {
+    name,
+    everyMs: HOUR,
+    async run(ctx) {
+      const { rows } = await t.query(`insert into interval_ticks (name, worker) values ($1, $2) returning id`, [name, ctx.workerId]);
+      const out = await body(ctx.signal);
+      await t.query(`update interval_ticks set finished_at = clock_timestamp() where id = $1`, [rows[0].id]);
+      return out;
+    },
+  };
+}
+
+const stateOf = async (name: string) => (await t.query(`select * from interval_handlers where name = $1`, [name])).rows[0];
+const entry = async (name: string) => (await t.service.handlers(t.actor, { kind: 'INTERVAL', name }))[0]!;
+
+describe('interval handlers', () => {
+  it('runs a due tick exactly once across three workers that all have it, recording ok with its count', async () => {
+    const make = () => recorded('sweep', async () => {
+      await new Promise((r) => setTimeout(r, 50));
+      return { count: 42 };
+    });
+    await worker(make());
+    await worker(make());
+    await worker(make());
+    for (let i = 1; i <= 4; i++) {
+      expect((await t.service.triggerHandler(t.actor, { name: 'sweep' })).outcome).toBe('DUE_NOW');
+      void Promise.all(hosts.map((h) => h.intervals.kick())); // all three race for the tick
+      await eventually(async () => Number((await stateOf('sweep')).ok_runs) === i);
+    }
+    // Every worker polled the due row many times; each tick ran once.
+    expect((await t.query(`select count(*)::int as n from interval_ticks`)).rows[0].n).toBe(4);
+    const e = await entry('sweep');
+    expect(e.workers).toHaveLength(3);
+    expect(e.cadence).toEqual({ everyMs: HOUR, cron: null, timezone: null });
+    expect(e.lastOutcome).toMatchObject({ status: 'OK', count: 42, cause: null, message: null });
+    expect(e.interval).toMatchObject({ running: false, okRuns: 4, errorRuns: 0 });
+    // The next tick is a period away, not due again at once.
+    expect(e.interval!.nextDueAt!.getTime()).toBeGreaterThan(e.lastOutcome!.finishedAt!.getTime() + HOUR / 2);
+  });
+
+  it('records a throw as ERROR with cause HANDLER, and the next tick still runs', async () => {
+    let calls = 0;
+    await worker(
+      recorded('flaky', async () => {
+        if (++calls === 1) throw new Error('boom');
+        return { count: 3 };
+      }),
+    );
+    await t.service.triggerHandler(t.actor, { name: 'flaky' });
+    await eventually(async () => Number((await stateOf('flaky')).error_runs) === 1);
+    expect((await entry('flaky')).lastOutcome).toMatchObject({ status: 'ERROR', cause: 'HANDLER', message: 'Error: boom', count: null });
+    await t.service.triggerHandler(t.actor, { name: 'flaky' });
+    await eventually(async () => Number((await stateOf('flaky')).ok_runs) === 1);
+    expect((await entry('flaky')).lastOutcome).toMatchObject({ status: 'OK', count: 3, cause: null });
+  });
+
+  it('aborts a tick past its timeout, records TIMEOUT, and ignores what it returns later', async () => {
+    let aborted = false;
+    let lateReturn = false;
+    await worker({
+      name: 'stuck',
+      everyMs: HOUR,
+      timeoutMs: 100,
+      async run(ctx) {
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
+        aborted = true;
+        await new Promise((r) => setTimeout(r, 200));
+        lateReturn = true;
+        return { count: 99 };
+      },
+    });
+    await t.service.triggerHandler(t.actor, { name: 'stuck' });
+    await eventually(async () => (await stateOf('stuck')).last_cause === 'TIMEOUT');
+    expect(aborted).toBe(true);
+    await eventually(async () => lateReturn);
+    await hosts[0]!.intervals.kick();
+    const e = await entry('stuck');
+    expect(e.lastOutcome).toMatchObject({ status: 'ERROR', cause: 'TIMEOUT', message: 'ran past its timeout of 100 ms' });
+    expect(e.interval).toMatchObject({ okRuns: 0, errorRuns: 1, running: false, timeoutMs: 100 });
+  });
+
+  it('refuses a trigger while running without force; with force, queues one more tick right after, never two at once', async () => {
+    let release: () => void = () => {};
+    let gate = new Promise<void>((r) => (release = r));
+    await worker(recorded('report', () => gate.then(() => ({ count: 1 }))));
+    await worker(recorded('report', () => gate.then(() => ({ count: 1 }))));
+    await t.service.triggerHandler(t.actor, { name: 'report' });
+    await eventually(async () => (await entry('report')).interval?.running);
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'report' }))).toBe('CONFLICT');
+    const forced = await t.service.triggerHandler(t.actor, { name: 'report', force: true });
+    expect(forced.outcome).toBe('QUEUED_AFTER_RUNNING');
+    expect(forced.handler.interval?.running).toBe(true);
+    // Due now, but running: neither worker (the one running it, or the other) takes the next tick yet.
+    const held = await stateOf('report');
+    await Promise.all(hosts.map((h) => h.intervals.kick()));
+    expect(await stateOf('report')).toMatchObject({ owner: held.owner, epoch: held.epoch });
+    expect((await t.query(`select count(*)::int as n from interval_ticks`)).rows[0].n).toBe(1);
+    const open = release;
+    gate = Promise.resolve();
+    open();
+    await eventually(async () => Number((await stateOf('report')).ok_runs) === 2);
+    const ticks = (await t.query(`select started_at, finished_at from interval_ticks order by id`)).rows;
+    expect(ticks).toHaveLength(2);
+    expect(ticks[1].started_at.getTime()).toBeGreaterThanOrEqual(ticks[0].finished_at.getTime());
+    // Both triggers and the refusal are audited.
+    const audit = (await t.query(`select result_code from audit_log where action = 'handler.trigger' order by id`)).rows.map((r) => r.result_code);
+    expect(audit).toEqual(['OK', 'CONFLICT', 'OK']);
+  });
+
+  it('answers NOT_FOUND for a handler no live worker has (unknown, or only on a dead worker)', async () => {
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'nowhere' }))).toBe('NOT_FOUND');
+    await t.query(
+      `insert into workers (id, host, pid, stale_ms, heartbeat_at, handlers) values ('ghost', 'h', 1, 1000, now() - interval '1 minute', '[{"kind":"INTERVAL","name":"haunted","everyMs":1000}]')`,
+    );
+    await t.query(`insert into interval_handlers (name, every_ms, next_due_at) values ('haunted', 1000, now())`);
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'haunted' }))).toBe('NOT_FOUND');
+    expect(await t.service.handlers(t.actor, { name: 'haunted' })).toEqual([]);
+  });
+
+  it('records a tick whose worker was SIGKILLed as CRASHED (found by another worker), then ticks again on a live worker', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/interval-process.ts'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...process.env, DATABASE_URL: t.url, STALE_MS: '1000' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.add(child);
+    await new Promise<void>((resolve) => child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
+    await t.service.triggerHandler(t.actor, { name: 'slow' });
+    await eventually(async () => (await t.query(`select count(*)::int as n from interval_ticks where pid = $1`, [child.pid])).rows[0].n === 1, 15_000);
+    expect((await entry('slow')).interval).toMatchObject({ running: true });
+    child.kill('SIGKILL');
+    const survivor = await worker({ name: 'slow', everyMs: HOUR, run: async () => ({ count: 7 }) });
+    await eventually(async () => (await stateOf('slow')).last_cause === 'CRASHED', 15_000);
+    const crashed = await entry('slow');
+    expect(crashed.lastOutcome).toMatchObject({ status: 'ERROR', cause: 'CRASHED' });
+    expect(crashed.lastOutcome!.message).toMatch(/stopped heartbeating mid-run/);
+    // The dead worker is out of the catalogue.
+    expect(crashed.workers.map((w) => w.id)).toEqual([survivor.id]);
+    await t.service.triggerHandler(t.actor, { name: 'slow' });
+    await eventually(async () => Number((await stateOf('slow')).ok_runs) === 1);
+    expect((await entry('slow')).lastOutcome).toMatchObject({ status: 'OK', count: 7 });
+  });
+
+  it('is reachable over GraphQL: handlers with kind, cadence, workers and last outcome; triggerHandler', async () => {
+    const host = await worker(recorded('digest', async () => ({ count: 5 })));
+    const g = createTestGateway(t);
+    const trig = await g.gql(`mutation { triggerHandler(input: { name: "digest" }) { outcome handler { name kind } } }`);
+    expect(trig.data.triggerHandler).toEqual({ outcome: 'DUE_NOW', handler: { name: 'digest', kind: 'INTERVAL' } });
+    await eventually(async () => Number((await stateOf('digest')).ok_runs) === 1);
+    const res = await g.gql(`{ handlers(kind: INTERVAL) { kind name cadence { everyMs cron } workers { id pid } lastOutcome { status count cause finishedAt } interval { running okRuns } } }`);
+    expect(res.data.handlers).toEqual([
+      {
+        kind: 'INTERVAL',
+        name: 'digest',
+        cadence: { everyMs: HOUR, cron: null },
+        workers: [{ id: host.id, pid: process.pid }],
+        lastOutcome: { status: 'OK', count: 5, cause: null, finishedAt: expect.any(String) },
+        interval: { running: false, okRuns: 1 },
+      },
+    ]);
+    const missing = await g.gql(`mutation { triggerHandler(input: { name: "nope" }) { outcome } }`);
+    expect(missing.errors![0]!.extensions!.code).toBe('NOT_FOUND');
+    const bad = await g.gql(`mutation { triggerHandler(input: { name: "no spaces" }) { outcome } }`);
+    expect(bad.errors![0]!.extensions!.code).toBe('VALIDATION_FAILED');
+  });
+});
