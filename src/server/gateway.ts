@@ -33,8 +33,6 @@ export interface GatewayOptions {
   live?: LiveFeeds | undefined;
   /** WebSocket: how long a client may take to send connection_init (close 4408). Default 10 s. */
   connectionInitWaitMs?: number;
-  /** WebSocket: a client whose unsent data passes this many bytes is cut off (close 1008). Default 4 MB. */
-  maxSendBufferBytes?: number;
 }
 
 export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
@@ -59,9 +57,14 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     context: async (initial) => ({
       actor: (initial as { actor?: Actor }).actor ?? (await options.authenticate(initial.request)),
       service: options.service,
-      live: options.live ?? noLiveFeeds,
+      live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
     }),
   }) as Yoga;
+}
+
+/** A WebSocket operation carries its connection's cut-off (see src/subscriptions/ws.ts). */
+function liveFor(live: LiveFeeds, initial: { cutOff?: () => void }): LiveFeeds {
+  return initial.cutOff ? live.forConnection(initial.cutOff) : live;
 }
 
 export interface RunningGateway {
@@ -101,7 +104,6 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     log: options.log,
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
-    maxSendBufferBytes: options.maxSendBufferBytes,
     // The same authentication as HTTP: a Request-shaped object carrying the key.
     authenticate: (key) => options.authenticate(new Request('http://ws/', { headers: key ? { authorization: `Bearer ${key}` } : {} })),
   });

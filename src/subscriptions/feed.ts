@@ -1,15 +1,19 @@
 /**
- * One subscriber's queue: the hub pushes, graphql-js pulls (an AsyncIterator). Unbounded
- * queues are how one stuck subscriber takes a gateway down, so a feed holds at most `limit`
- * undelivered items; past that it ends with SLOW_CONSUMER and the client resubscribes with its
- * last cursor (nothing is lost: the events are rows).
+ * One subscriber's queue: the hub pushes, graphql-js pulls (an AsyncIterator). graphql-ws
+ * pulls the next item only when the socket took the previous one, so a client that reads
+ * slowly shows up here, as a growing queue, not in the socket's buffer.
+ *
+ * The queue is bounded by its owner, not here: the hub stops pushing to a feed that holds
+ * `limit` items and lets that subscriber catch up from the database once it has drained (see
+ * hub.ts), so a burst never costs more than `limit` items of memory per subscriber and never
+ * slows the others. A subscriber that stops pulling altogether is cut off by the hub.
  */
 import { DomainError } from '../service/errors.js';
 
 export class SlowConsumerError extends DomainError {
   override name = 'SlowConsumerError';
-  constructor(limit: number) {
-    super('SLOW_CONSUMER', `this subscription fell more than ${limit} events behind and was ended; subscribe again with the cursor of the last event you received`);
+  constructor(stalledMs: number) {
+    super('SLOW_CONSUMER', `this subscription read nothing for ${stalledMs} ms while events waited, and was ended; subscribe again with the cursor of the last event you received`);
   }
 }
 
@@ -17,17 +21,26 @@ export class Feed<T> implements AsyncIterableIterator<T> {
   private readonly items: T[] = [];
   private waiting: ((r: IteratorResult<T>) => void) | undefined;
   private failWaiting: ((e: unknown) => void) | undefined;
+  private drainWaiters: { below: number; resolve: () => void }[] = [];
   private ended = false;
   private error: unknown;
+  /** When the consumer last took an item (or asked for one). */
+  lastPullAt = Date.now();
 
   constructor(
-    private readonly limit: number,
     /** Called once when the feed ends for any reason (client left, complete, failure). */
     private readonly onEnd: () => void,
+    /** Keep only the newest queued item (run progress: the latest state is what matters). */
+    private readonly coalesce = false,
   ) {}
 
   get closed(): boolean {
     return this.ended;
+  }
+
+  /** Items queued and not yet taken. */
+  get size(): number {
+    return this.items.length;
   }
 
   push(item: T): void {
@@ -38,8 +51,21 @@ export class Feed<T> implements AsyncIterableIterator<T> {
       resolve({ value: item, done: false });
       return;
     }
-    if (this.items.length >= this.limit) return this.fail(new SlowConsumerError(this.limit));
-    this.items.push(item);
+    if (this.coalesce && this.items.length > 0) this.items[this.items.length - 1] = item;
+    else this.items.push(item);
+  }
+
+  /** Resolves once fewer than `below` items are queued (or the feed ended). */
+  drained(below: number): Promise<void> {
+    if (this.items.length < below || this.ended) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push({ below, resolve }));
+  }
+
+  private notifyDrain() {
+    if (this.drainWaiters.length === 0) return;
+    const still: typeof this.drainWaiters = [];
+    for (const w of this.drainWaiters) (this.items.length < w.below || this.ended ? w.resolve() : still.push(w));
+    this.drainWaiters = still;
   }
 
   /** Ends the stream after what is queued (a run that finished). */
@@ -47,6 +73,7 @@ export class Feed<T> implements AsyncIterableIterator<T> {
     if (this.ended) return;
     this.ended = true;
     this.onEnd();
+    this.notifyDrain();
     if (this.waiting && this.items.length === 0) {
       const resolve = this.waiting;
       this.waiting = this.failWaiting = undefined;
@@ -61,15 +88,22 @@ export class Feed<T> implements AsyncIterableIterator<T> {
     this.error = error;
     this.items.length = 0;
     this.onEnd();
+    this.notifyDrain();
     if (this.failWaiting) {
       const reject = this.failWaiting;
       this.waiting = this.failWaiting = undefined;
+      this.error = undefined;
       reject(error);
     }
   }
 
   next(): Promise<IteratorResult<T>> {
-    if (this.items.length > 0) return Promise.resolve({ value: this.items.shift()!, done: false });
+    this.lastPullAt = Date.now();
+    if (this.items.length > 0) {
+      const value = this.items.shift()!;
+      this.notifyDrain();
+      return Promise.resolve({ value, done: false });
+    }
     if (this.error !== undefined) {
       const error = this.error;
       this.error = undefined;

@@ -4,10 +4,16 @@
  * subscription that matches, by workspace first, then by job, endpoint, run or name.
  *
  * Event streams (events and findings, both rows with increasing ids) are delivered in id order
- * up to the stable watermark (./watermark.ts), so nothing is skipped. A subscription with an
- * `after` cursor first replays (after, horizon] from the database, then continues live from
- * the horizon; live rows that arrive while it replays wait in its buffer. The horizon is the
- * highest id the hub has fetched or is fetching, so the boundary has no gap and no overlap.
+ * up to the stable watermark (./watermark.ts), so nothing is skipped. Each stream subscription
+ * is either LIVE (the hub pushes what it fetched for everyone) or CATCHING UP (it reads its own
+ * rows from the database, a page at a time, as fast as its client takes them). A subscription
+ * with an `after` cursor starts by catching up; a live one whose client falls `feedLimit` rows
+ * behind (a burst, a slow network) drops back to catching up from the last row it was given,
+ * so memory per subscriber stays bounded and a slow client never slows the others. A client
+ * that takes nothing for `stallMs` while rows wait is cut off (SLOW_CONSUMER); it resumes with
+ * its last cursor. The horizon is the highest id the hub has fetched or is fetching; a catch-up
+ * turns live only when it has read up to the current horizon, so the switch has no gap and no
+ * overlap.
  *
  * Run progress is not an event stream: a progress bar wants the latest state, so a hint naming
  * a run makes the hub re-read that run (one query for all runs hinted at once) and push it to
@@ -18,7 +24,7 @@ import type pg from 'pg';
 import type { Logger } from '../log.js';
 import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
 import { toRun, type Run } from '../service/runs.js';
-import { Feed } from './feed.js';
+import { Feed, SlowConsumerError } from './feed.js';
 import { createListener, type Listener, type ListenMode } from './listener.js';
 import { Watermark } from './watermark.js';
 
@@ -31,8 +37,10 @@ export interface HubOptions {
   pollMs?: number;
   /** How soon to look again while a watermark waits for open transactions. Default 10 ms. */
   settleMs?: number;
-  /** Most undelivered items one subscription may hold before it is ended. Default 10,000. */
+  /** Most undelivered rows one subscription holds in memory; past that it catches up from the database. Default 1,000. */
   feedLimit?: number;
+  /** A subscription whose client takes nothing for this long while rows wait is cut off. Default 30 s. */
+  stallMs?: number;
   /** Listener self-check cadence and probe timeout. */
   checkEveryMs?: number;
   probeTimeoutMs?: number;
@@ -44,10 +52,15 @@ const TERMINAL = new Set(['COMPLETED', 'FAILED']);
 
 interface StreamSub<T> {
   feed: Feed<T>;
-  /** Deliver only ids above this. */
-  floor: bigint;
-  /** Live rows held back while the replay runs. */
-  buffer: T[] | undefined;
+  /** LIVE: the hub pushes rows above `last`. Otherwise the subscription reads its own. */
+  live: boolean;
+  /** The id of the last row given to the feed (or the position it starts after). */
+  last: bigint;
+  /** Reads this subscription's rows in (after, upTo], oldest first, at most a page. */
+  read: (after: bigint, upTo: bigint) => Promise<T[]>;
+  position: keyof Positions;
+  /** Cuts the client's connection off (a WebSocket is closed), when it stalls. */
+  cutOff: (() => void) | undefined;
 }
 
 interface EventSub extends StreamSub<EventRow> {
@@ -59,11 +72,14 @@ interface RunWatch {
   last: string | undefined;
 }
 
+const idOf = (row: { id: string }) => BigInt(row.id);
+
 export function createHub(options: HubOptions) {
   const { pool, log } = options;
   const pollMs = options.pollMs ?? 1000;
   const settleMs = options.settleMs ?? 10;
-  const feedLimit = options.feedLimit ?? 10_000;
+  const feedLimit = options.feedLimit ?? 1_000;
+  const stallMs = options.stallMs ?? 30_000;
   const idleMs = 100;
 
   const eventSubs = new Map<string, Set<EventSub>>(); // by workspace
@@ -165,49 +181,79 @@ export function createHub(options: HubOptions) {
     }
   }
 
-  function offer<T>(sub: StreamSub<T>, row: T, id: bigint) {
-    if (id <= sub.floor) return;
-    if (sub.buffer) sub.buffer.push(row);
-    else sub.feed.push(row);
+  function offer<T extends { id: string }>(sub: StreamSub<T>, row: T, id: bigint) {
+    if (!sub.live || id <= sub.last) return;
+    if (sub.feed.size >= feedLimit) {
+      // Too far behind to keep in memory: it reads the rest itself once its client has drained.
+      sub.live = false;
+      void catchUp(sub);
+      return;
+    }
+    sub.last = id;
+    sub.feed.push(row);
   }
 
   /**
-   * Starts a stream subscription: waits for a horizon, replays (after, horizon] with `replay`,
-   * then releases what arrived live meanwhile.
+   * Reads a subscription's rows from the database from its `last` up to the horizon, a page
+   * at a time, waiting for its client to take each page; turns it live when it has read
+   * everything up to the current horizon (no await between that check and the switch).
    */
-  async function startStream<T extends { id: string }>(
-    sub: StreamSub<T>,
-    position: keyof Positions,
-    after: bigint | undefined,
-    replay: (from: bigint, upTo: bigint) => Promise<T[]>,
-  ) {
+  async function catchUp<T extends { id: string }>(sub: StreamSub<T>) {
     try {
       await ready;
-      if (sub.feed.closed) return;
-      const upTo = horizon![position];
-      if (after === undefined || after >= upTo) {
-        sub.floor = after !== undefined && after > upTo ? after : upTo;
-        flush(sub);
-        return;
+      while (!sub.feed.closed && !stopped) {
+        await untilDrained(sub);
+        if (sub.feed.closed) return;
+        const upTo = horizon![sub.position];
+        if (sub.last >= upTo) {
+          sub.live = true;
+          return;
+        }
+        const rows = await sub.read(sub.last, upTo);
+        for (const row of rows) {
+          sub.last = idOf(row);
+          sub.feed.push(row);
+        }
+        if (rows.length < PAGE) sub.last = upTo > sub.last ? upTo : sub.last;
       }
-      sub.floor = upTo;
-      for (let cursor = after; cursor < upTo && !sub.feed.closed; ) {
-        const rows = await replay(cursor, upTo);
-        for (const row of rows) sub.feed.push(row);
-        if (rows.length < PAGE) break;
-        cursor = BigInt(rows.at(-1)!.id);
-      }
-      flush(sub);
     } catch (error) {
       sub.feed.fail(error);
     }
   }
 
-  /** Releases the rows held during the replay; those at or below the floor it already has. */
-  function flush<T extends { id: string }>(sub: StreamSub<T>) {
-    const held = sub.buffer ?? [];
-    sub.buffer = undefined;
-    for (const row of held) if (BigInt(row.id) > sub.floor) sub.feed.push(row);
+  /** Waits until the feed is half empty; a client that takes nothing for `stallMs` is cut off. */
+  async function untilDrained<T>(sub: StreamSub<T>) {
+    for (;;) {
+      if (sub.feed.size < feedLimit / 2 || sub.feed.closed) return;
+      let timer: NodeJS.Timeout | undefined;
+      const stalled = new Promise<'stalled'>((r) => (timer = setTimeout(() => r('stalled'), Math.max(10, sub.feed.lastPullAt + stallMs - Date.now()))));
+      const result = await Promise.race([sub.feed.drained(feedLimit / 2).then(() => 'drained' as const), stalled]);
+      clearTimeout(timer);
+      if (result === 'stalled' && Date.now() - sub.feed.lastPullAt >= stallMs && !sub.feed.closed) {
+        log.warn(`live: a subscriber took nothing for ${stallMs} ms with ${sub.feed.size} rows waiting; ending it`);
+        sub.feed.fail(new SlowConsumerError(stallMs));
+        sub.cutOff?.();
+        return;
+      }
+    }
+  }
+
+  /** Starts a stream subscription: from `after` (catching up first), or live from the horizon. */
+  async function startStream<T extends { id: string }>(sub: StreamSub<T>, after: bigint | undefined) {
+    try {
+      await ready;
+      if (sub.feed.closed) return;
+      const upTo = horizon![sub.position];
+      if (after === undefined || after >= upTo) {
+        sub.last = after !== undefined && after > upTo ? after : upTo;
+        sub.live = true;
+        return;
+      }
+      sub.last = after;
+      await catchUp(sub);
+    } catch (error) {
+      sub.feed.fail(error);
+    }
   }
 
   function add<K, V>(map: Map<K, Set<V>>, key: K, value: V) {
@@ -300,12 +346,15 @@ export function createHub(options: HubOptions) {
     listener,
 
     /** Events matching `match`, after `after` (replayed) or from now on. */
-    events(match: EventMatch, after: bigint | undefined): Feed<EventRow> {
+    events(match: EventMatch, after: bigint | undefined, cutOff?: () => void): Feed<EventRow> {
       const sub: EventSub = {
         match,
-        floor: 0n,
-        buffer: [],
-        feed: new Feed<EventRow>(feedLimit, () => {
+        live: false,
+        last: 0n,
+        position: 'events',
+        cutOff,
+        read: (from, upTo) => matchingEvents(pool, match, from, upTo, PAGE),
+        feed: new Feed<EventRow>(() => {
           remove(eventSubs, match.workspaceId, sub);
           subscriptions--;
         }),
@@ -313,16 +362,19 @@ export function createHub(options: HubOptions) {
       subscriptions++;
       add(eventSubs, match.workspaceId, sub);
       needHorizon();
-      void startStream(sub, 'events', after, (from, upTo) => matchingEvents(pool, match, from, upTo, PAGE));
+      void startStream(sub, after);
       return sub.feed;
     },
 
     /** Findings of one run, after `after` (replayed) or from now on, in the order recorded. */
-    findings(runId: string, after: bigint | undefined): Feed<FindingRow> {
+    findings(runId: string, after: bigint | undefined, cutOff?: () => void): Feed<FindingRow> {
       const sub: StreamSub<FindingRow> = {
-        floor: 0n,
-        buffer: [],
-        feed: new Feed<FindingRow>(feedLimit, () => {
+        live: false,
+        last: 0n,
+        position: 'findings',
+        cutOff,
+        read: (from, upTo) => findingsInRange(pool, from, upTo, [runId], PAGE),
+        feed: new Feed<FindingRow>(() => {
           remove(findingSubs, runId, sub);
           subscriptions--;
         }),
@@ -330,13 +382,14 @@ export function createHub(options: HubOptions) {
       subscriptions++;
       add(findingSubs, runId, sub);
       needHorizon();
-      void startStream(sub, 'findings', after, (from, upTo) => findingsInRange(pool, from, upTo, [runId], PAGE));
+      void startStream(sub, after);
       return sub.feed;
     },
 
     /** The run's state now, then each change; completes after a terminal state. */
     run(runId: string): Feed<Run> {
-      const watch: RunWatch = { last: undefined, feed: new Feed<Run>(feedLimit, () => remove(runWatches, runId, watch)) };
+      // Coalescing: a client that reads slowly gets the newest state, never a backlog.
+      const watch: RunWatch = { last: undefined, feed: new Feed<Run>(() => remove(runWatches, runId, watch), true) };
       add(runWatches, runId, watch);
       dirtyRuns.add(runId);
       void readRuns();
@@ -349,8 +402,8 @@ export function createHub(options: HubOptions) {
     /** Subscriptions open on this hub (for diagnostics and tests). */
     stats: () => ({
       /** Stream subscriptions past their replay, receiving live. */
-      events: [...eventSubs.values()].reduce((n, s) => n + [...s].filter((x) => !x.buffer).length, 0),
-      findings: [...findingSubs.values()].reduce((n, s) => n + [...s].filter((x) => !x.buffer).length, 0),
+      events: [...eventSubs.values()].reduce((n, s) => n + [...s].filter((x) => x.live).length, 0),
+      findings: [...findingSubs.values()].reduce((n, s) => n + [...s].filter((x) => x.live).length, 0),
       runs: [...runWatches.values()].reduce((n, s) => n + s.size, 0),
       mode: listener.mode,
     }),

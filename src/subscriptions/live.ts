@@ -74,21 +74,24 @@ export interface LiveFeeds {
   executionUpdates(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   jobEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+  /** The same feeds for one client connection: `cutOff` is called when it falls too far behind. */
+  forConnection(cutOff: () => void): LiveFeeds;
 }
 
-export function createLiveFeeds(service: JobService, hub: Hub): LiveFeeds {
+export function createLiveFeeds(service: JobService, hub: Hub, cutOff?: () => void): LiveFeeds {
   const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN', input: EventStreamInput) => {
     const { match, after } = await service.authorizeEventStream(actor, topic, input);
-    return mapped(hub.events(match, after), toEvent);
+    return mapped(hub.events(match, after, cutOff), toEvent);
   };
   return {
+    forConnection: (connectionCutOff) => createLiveFeeds(service, hub, connectionCutOff),
     async runProgress(actor, runId) {
       const { runId: id } = await service.authorizeRunStream(actor, runId);
       return hub.run(id);
     },
     async runFindings(actor, runId, after) {
       const target = await service.authorizeRunStream(actor, runId, after);
-      return mapped(hub.findings(target.runId, target.after), toFinding);
+      return mapped(hub.findings(target.runId, target.after, cutOff), toFinding);
     },
     executionUpdates: (actor, input) => events(actor, 'EXECUTION', { ...input, name: undefined }),
     jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),
@@ -97,8 +100,14 @@ export function createLiveFeeds(service: JobService, hub: Hub): LiveFeeds {
 }
 
 /** For a gateway started without a hub (e.g. in-process tests of queries and mutations). */
-export const noLiveFeeds: LiveFeeds = new Proxy({} as LiveFeeds, {
-  get: () => async () => {
-    throw new DomainError('UNAVAILABLE', 'live subscriptions are not enabled on this gateway');
-  },
-});
+const unavailable = async (): Promise<never> => {
+  throw new DomainError('UNAVAILABLE', 'live subscriptions are not enabled on this gateway');
+};
+export const noLiveFeeds: LiveFeeds = {
+  runProgress: unavailable,
+  runFindings: unavailable,
+  executionUpdates: unavailable,
+  jobEvents: unavailable,
+  runEvents: unavailable,
+  forConnection: () => noLiveFeeds,
+};

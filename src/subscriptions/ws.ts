@@ -23,12 +23,6 @@ export interface WebSocketOptions {
   maxPayload?: number | undefined;
   /** How long a client may take to send connection_init before the socket is closed with 4408. Default 10 s. */
   connectionInitWaitMs?: number | undefined;
-  /**
-   * A subscriber that stops reading makes its socket buffer what it cannot send. Past this many
-   * bytes it is cut off (close 1008), so one stuck client cannot hold the gateway's memory or
-   * slow the others; it reconnects and resumes with its last cursor. Default 4 MB.
-   */
-  maxSendBufferBytes?: number | undefined;
 }
 
 function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
@@ -39,18 +33,10 @@ function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: I
 
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
   const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000 });
-  const maxSendBuffer = options.maxSendBufferBytes ?? 4 * 1024 * 1024;
   const disposable = useServer<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>(
     {
       connectionInitWaitTimeout: options.connectionInitWaitMs ?? 10_000,
-      onNext: (ctx) => {
-        const socket = ctx.extra.socket;
-        if (socket.bufferedAmount > maxSendBuffer) {
-          options.log.warn(`websocket: a subscriber stopped reading (${socket.bufferedAmount} bytes unsent); closing its connection`);
-          socket.close(1008, 'slow consumer: too much unsent data');
-          setImmediate(() => socket.terminate());
-        }
-      },
+
       execute: (args: any) => args.rootValue.execute(args),
       subscribe: (args: any) => args.rootValue.subscribe(args),
       onConnect: async (ctx) => {
@@ -69,7 +55,15 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           const code = error instanceof DomainError ? error.code : 'UNAUTHENTICATED';
           return [new GraphQLError(error instanceof DomainError ? error.message : 'authentication failed', { extensions: { code } })];
         }
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ actor, params: payload });
+        // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
+        // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.
+        const socket = ctx.extra.socket;
+        const cutOff = () => {
+          options.log.warn('websocket: a subscriber stopped reading and fell too far behind; closing its connection (1008)');
+          socket.close(1008, 'slow consumer');
+          setImmediate(() => socket.terminate());
+        };
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ actor, params: payload, cutOff });
         let document;
         try {
           // Limits may throw here rather than report: either way the client gets the error.

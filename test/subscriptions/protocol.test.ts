@@ -1,0 +1,143 @@
+/**
+ * The graphql-transport-ws protocol spoken by hand over a raw WebSocket, so every close code a
+ * misbehaving client can provoke is checked: 4401, 4403, 4408, 4409, 4429, 4400, and the
+ * cut-off (1008) of a subscriber that stops reading.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { startLiveGateway, type LiveGateway } from '../support/live.js';
+
+let t: TestDb;
+let live: LiveGateway;
+let key: string;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  live = await startLiveGateway(t, { gateway: { connectionInitWaitMs: 300 }, hub: { feedLimit: 500, stallMs: 1000 } });
+  key = (await t.service.bootstrapKey('default', 'VIEWER', 'protocol viewer')).key;
+});
+afterAll(async () => {
+  await live.close();
+  await t.close();
+});
+
+interface Raw {
+  socket: WebSocket;
+  messages: any[];
+  closed: Promise<{ code: number; reason: string }>;
+  send(message: unknown): void;
+  next(type: string): Promise<any>;
+}
+
+async function open(): Promise<Raw> {
+  const socket = new WebSocket(live.wsUrl, 'graphql-transport-ws');
+  const messages: any[] = [];
+  const closed = new Promise<{ code: number; reason: string }>((r) => socket.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+  socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  return {
+    socket,
+    messages,
+    closed,
+    send: (m) => socket.send(typeof m === 'string' ? m : JSON.stringify(m)),
+    async next(type) {
+      for (const deadline = Date.now() + 5000; Date.now() < deadline; ) {
+        const found = messages.find((m) => m.type === type);
+        if (found) return found;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error(`no ${type} message; got ${JSON.stringify(messages)}`);
+    },
+  };
+}
+
+const init = (k = key) => ({ type: 'connection_init', payload: { authorization: `Bearer ${k}` } });
+const subscribe = (id: string, query = 'subscription { jobEvents { cursor } }') => ({ type: 'subscribe', id, payload: { query } });
+
+describe('graphql-transport-ws close codes', () => {
+  it('4401 when a subscribe comes before connection_init is acknowledged', async () => {
+    const c = await open();
+    c.send(subscribe('1'));
+    expect((await c.closed).code).toBe(4401);
+  });
+
+  it('4403 when connection_init carries a key that is not valid', async () => {
+    const c = await open();
+    c.send(init('jg_not_a_key'));
+    expect((await c.closed).code).toBe(4403);
+  });
+
+  it('4408 when connection_init does not arrive in time', async () => {
+    const c = await open();
+    expect((await c.closed).code).toBe(4408);
+  });
+
+  it('4429 on a second connection_init', async () => {
+    const c = await open();
+    c.send(init());
+    await c.next('connection_ack');
+    c.send(init());
+    expect((await c.closed).code).toBe(4429);
+  });
+
+  it('4409 when a subscription id is reused while the first is live', async () => {
+    const c = await open();
+    c.send(init());
+    await c.next('connection_ack');
+    c.send(subscribe('same'));
+    await new Promise((r) => setTimeout(r, 100));
+    c.send(subscribe('same'));
+    expect((await c.closed).code).toBe(4409);
+  });
+
+  it('4400 on a message that is not one of the protocol', async () => {
+    const c = await open();
+    c.send(init());
+    await c.next('connection_ack');
+    c.send({ type: 'no-such-type' });
+    expect((await c.closed).code).toBe(4400);
+  });
+
+  it('cuts off a subscriber that stops reading, while one that keeps reading gets a burst larger than its queue in full, in order', async () => {
+    const endpoint = await t.service.registerEndpoint(t.actor, { name: 'protocol.target', kind: 'HANDLER', handlerName: 'nobody' });
+    const stuck = await open();
+    const healthy = await open();
+    for (const c of [stuck, healthy]) {
+      c.send(init());
+      await c.next('connection_ack');
+      c.send(subscribe('s', 'subscription { executionUpdates(after: "0") { cursor executionId jobId endpointId status previousStatus attemptCount occurredAt } }'));
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    // Stop reading: the client's socket buffers fill, then the server's.
+    (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.pause();
+    // Many events at once: 20,000 executions created in one statement.
+    const { job } = await t.service.createJob(t.actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    await t.query(
+      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, max_attempts, run_after)
+       select workspace_id, id, endpoint_id, now() + make_interval(secs => g), 1, now() + interval '1000 years' from jobs, generate_series(1, 20000) g where id = $1`,
+      [job.id],
+    );
+    for (const deadline = Date.now() + 20_000; !live.logs.some((l) => l.includes('stopped reading')) && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(live.logs.some((l) => l.includes('stopped reading'))).toBe(true);
+    // Once it reads again it finds its connection gone (closed, or reset before the close frame).
+    (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.resume();
+    const closed = await stuck.closed;
+    expect([1008, 1006]).toContain(closed.code);
+    for (const deadline = Date.now() + 20_000; healthy.messages.filter((m) => m.type === 'next').length < 20_001 && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // The healthy one fell behind the burst too, caught up from the database, and got every
+    // event once, in order.
+    const cursors = healthy.messages.filter((m) => m.type === 'next').map((m) => BigInt(m.payload.data.executionUpdates.cursor));
+    const expected = (await t.query(`select id from events where topic = 'EXECUTION' and workspace_id = $1 order by id`, [t.actor.workspaceId])).rows.map((r) => BigInt(r.id));
+    expect(cursors).toEqual(expected);
+    expect(cursors.length).toBe(20_001);
+    healthy.socket.close();
+  });
+});
