@@ -6,6 +6,7 @@
  */
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
+import { run as live } from './live.js';
 import { run as recoverable } from './recoverable.js';
 
 export interface Figure {
@@ -21,6 +22,7 @@ const benches: Bench[] = [
   { name: 'engine', run: engine },
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
+  { name: 'live', run: live },
 ];
 
 async function main() {

@@ -6,6 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
+import { HandlerRegistry } from '../../src/service/engine/handlers.js';
+import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/reaper.js';
 import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
@@ -269,5 +271,25 @@ describe('runProgress and runFindings', () => {
     sub.stop();
     expect(items.filter((x) => x.previousStatus !== null).map((x) => x.status)).toEqual(['PAUSED', 'ACTIVE', 'RETIRED']);
     expect(live.logs.some((l) => l.includes('listening connection lost'))).toBe(true);
+  });
+});
+
+describe('event retention', () => {
+  it("the reaper drops its workspace's events older than the retention window and keeps the rest", async () => {
+    const registry = new HandlerRegistry();
+    registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
+    await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    await t.service.createJob(t.otherActor, { endpointId: (await t.service.registerEndpoint(t.otherActor, { name: 'other.target', kind: 'HANDLER', handlerName: 'x' })).id, kind: 'IMMEDIATE' });
+    await t.query(`update events set created_at = now() - interval '2 hours'`);
+    const ours = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    const count = async (ws: string, old: boolean) =>
+      (await t.query(`select count(*)::int as n from events where workspace_id = $1 and (created_at < now() - interval '1 hour') = $2`, [ws, old])).rows[0].n as number;
+    expect(await count(t.actor.workspaceId, true)).toBeGreaterThan(0);
+    const reaper = registry.get(REAPER_HANDLER)!;
+    await reaper.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 });
+    expect(await count(t.actor.workspaceId, true)).toBe(0);
+    expect(await count(t.actor.workspaceId, false)).toBeGreaterThan(0); // the newest job's events
+    expect(await count(t.otherActor.workspaceId, true)).toBeGreaterThan(0); // another workspace's reaper prunes those
+    expect((await t.query(`select count(*)::int as n from events where subject_id = $1`, [ours.job.id])).rows[0].n).toBe(1);
   });
 });

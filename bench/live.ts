@@ -1,0 +1,186 @@
+/**
+ * Live subscriptions under load: 1,000 graphql-ws subscribers (one WebSocket each) on one
+ * gateway process, watching 10 runs with runProgress, while the runs checkpoint 100 times a
+ * second in total. Figures: delivery latency from the checkpoint's commit (as its writer saw
+ * it acknowledged) to each subscriber, p50/p99, and the gateway process's RSS and CPU.
+ *
+ * The gateway is `jobgate serve` as deployed: compiled (`npm run build`) and run with node, in
+ * its own process, so its memory and CPU (read from /proc) are its own; running it through
+ * tsx, as `npm start` does, adds about 100 MB of RSS for the transpiler. The checkpoints are
+ * the same single UPDATE a recoverable runner makes, issued from this process, so writer and
+ * subscribers share one clock.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createClient, type Client } from 'graphql-ws';
+import pg from 'pg';
+import WebSocket from 'ws';
+import { migrate } from '../src/db/migrate.js';
+import { createDatabase } from '../src/db/pool.js';
+import { createJobService } from '../src/service/index.js';
+import type { Figure } from './run.js';
+import { onCleanup } from './support/cleanup.js';
+import { openServer } from './support/postgres.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+/** `node dist/cli/main.js serve` on `url`; resolves with its port and a reader of its RSS and CPU. */
+async function serve(url: string) {
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
+  const child = spawn(process.execPath, ['dist/cli/main.js', 'serve'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stop = onCleanup(`gateway ${child.pid}`, async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }, () => void child.kill('SIGKILL'));
+  const port = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      const m = /GraphiQL at http:\/\/[^:]+:(\d+)\//.exec(out);
+      if (m) resolve(m[1]!);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`jobgate serve exited (${code}):\n${out}`)));
+  });
+  const ticks = 100; // USER_HZ on Linux
+  const stats = () => {
+    const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
+    const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+    const fields = fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const cpuMicros = ((Number(fields[11]) + Number(fields[12])) / ticks) * 1e6; // utime + stime
+    return { rss, cpuMicros, at: performance.now() };
+  };
+  return { port, stats, stop };
+}
+
+const SUBSCRIBERS = Number(process.env.BENCH_LIVE_SUBSCRIBERS ?? 1000);
+const RUNS = 10;
+const CHECKPOINTS_PER_SECOND = 100;
+const WARMUP_MS = 3_000;
+const MEASURE_MS = Number(process.env.BENCH_LIVE_MS ?? 15_000);
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export async function run(): Promise<Figure[]> {
+  const server = await openServer();
+  const target = await server.createDatabase('jobgate_bench_live');
+  const clients: Client[] = [];
+  try {
+    await migrate(target.url);
+    const database = createDatabase({ connectionString: target.url, max: 4 });
+    const service = createJobService({ db: database.db, defaultMaxAttempts: 5 });
+    const { key } = await service.bootstrapKey('default', 'VIEWER', 'live bench');
+    const actor = await service.authenticate(key);
+    const system = { ...actor, kind: 'system' as const, role: 'ADMIN' as const };
+    const runIds: string[] = [];
+    for (let i = 0; i < RUNS; i++) runIds.push((await service.triggerRun(system, { name: `bench.live.${i}` })).run.id);
+
+    const gateway = await serve(target.url);
+    const { port, stats } = gateway;
+
+    // When each (run, processed) checkpoint was acknowledged to its writer.
+    const committedAt = new Map<string, number>();
+    const latencies: number[] = [];
+    let measuring = false;
+    let received = 0;
+    const connected: Promise<void>[] = [];
+    for (let i = 0; i < SUBSCRIBERS; i++) {
+      const runId = runIds[i % RUNS]!;
+      const client = createClient({ url: `ws://127.0.0.1:${port}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${key}` }, retryAttempts: 0 });
+      clients.push(client);
+      connected.push(
+        new Promise<void>((resolve, reject) => {
+          let first = true;
+          client.subscribe<{ runProgress: { processed: number } }>(
+            { query: `subscription($id: ID!) { runProgress(runId: $id) { processed } }`, variables: { id: runId } },
+            {
+              next: (message) => {
+                const now = performance.now();
+                if (first) {
+                  first = false;
+                  resolve();
+                  return;
+                }
+                const at = committedAt.get(`${runId}:${message.data!.runProgress.processed}`);
+                if (measuring && at !== undefined) {
+                  latencies.push(now - at);
+                  received++;
+                }
+              },
+              error: reject,
+              complete: () => {},
+            },
+          );
+        }),
+      );
+    }
+    await Promise.all(connected);
+
+    // The writer: round-robin over the runs, one checkpoint every 10 ms.
+    const writer = new pg.Client({ connectionString: target.url });
+    await writer.connect();
+    let stop = false;
+    let written = 0;
+    const processed = new Map(runIds.map((id) => [id, 0]));
+    const writing = (async () => {
+      const interval = 1000 / CHECKPOINTS_PER_SECOND;
+      const start = performance.now();
+      for (let n = 0; !stop; n++) {
+        const wait = start + n * interval - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const runId = runIds[n % RUNS]!;
+        const next = processed.get(runId)! + 1;
+        processed.set(runId, next);
+        await writer.query(
+          `update runs set cursor = $2, cursor_json = true, processed = $3::bigint, stats = jsonb_build_object('batches', $3::bigint), heartbeat_at = now(), updated_at = now() where id = $1`,
+          [runId, Buffer.from(JSON.stringify({ next })), next],
+        );
+        committedAt.set(`${runId}:${next}`, performance.now());
+        written++;
+      }
+    })();
+
+    await new Promise((r) => setTimeout(r, WARMUP_MS));
+    const before = stats();
+    const writtenBefore = written;
+    measuring = true;
+    await new Promise((r) => setTimeout(r, MEASURE_MS));
+    measuring = false;
+    const after = stats();
+    const writtenDuring = written - writtenBefore;
+    stop = true;
+    await writing;
+    await writer.end();
+    await Promise.all(clients.splice(0).map((c) => c.dispose()));
+    await gateway.stop();
+    await database.close();
+
+    latencies.sort((a, b) => a - b);
+    const wallMs = after.at - before.at;
+    const system_ = `jobgate, ${SUBSCRIBERS} subscribers`;
+    return [
+      { bench: 'live', system: system_, value: writtenDuring / (wallMs / 1000), unit: 'checkpoints/s written' },
+      { bench: 'live', system: system_, value: received / (wallMs / 1000), unit: 'updates/s delivered (all subscribers)' },
+      { bench: 'live', system: system_, value: percentile(latencies, 50), unit: 'ms commit-to-client p50' },
+      { bench: 'live', system: system_, value: percentile(latencies, 99), unit: 'ms commit-to-client p99' },
+      { bench: 'live', system: system_, value: after.rss / 1024 / 1024, unit: 'MB gateway RSS' },
+      { bench: 'live', system: system_, value: ((after.cpuMicros - before.cpuMicros) / 1000 / wallMs) * 100, unit: '% of a core, gateway CPU' },
+    ];
+  } finally {
+    await Promise.all(clients.map((c) => c.dispose()));
+    await target.drop();
+    await server.close();
+  }
+}
