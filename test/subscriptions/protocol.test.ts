@@ -102,6 +102,30 @@ describe('graphql-transport-ws close codes', () => {
     expect((await c.closed).code).toBe(4400);
   });
 
+  it('closes with 1009 a message larger than the payload limit, before parsing it', async () => {
+    const c = await open();
+    c.send(init());
+    await c.next('connection_ack');
+    c.send(subscribe('big', `subscription { jobEvents(after: "0") { cursor } } # ${'x'.repeat(1_100_000)}`));
+    expect((await c.closed).code).toBe(1009);
+  });
+
+  it('holds one listening connection for the whole gateway, however many subscriptions are open', async () => {
+    const sockets: Raw[] = [];
+    for (let i = 0; i < 20; i++) {
+      const c = await open();
+      c.send(init());
+      await c.next('connection_ack');
+      c.send(subscribe(`n${i}`));
+      sockets.push(c);
+    }
+    for (let i = 0; i < 100 && live.hub.stats().events < 20; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(live.hub.stats().events).toBe(20);
+    const { rows } = await t.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'jobgate-live'`);
+    expect(rows[0].n).toBe(1);
+    for (const c of sockets) c.socket.close();
+  });
+
   it('cuts off a subscriber that stops reading, while one that keeps reading gets a burst larger than its queue in full, in order', async () => {
     const endpoint = await t.service.registerEndpoint(t.actor, { name: 'protocol.target', kind: 'HANDLER', handlerName: 'nobody' });
     const stuck = await open();
