@@ -29,7 +29,9 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 /** `node dist/cli/main.js serve` on `url`; resolves with its port and a reader of its RSS and CPU. */
 async function serve(url: string) {
   execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
-  const child = spawn(process.execPath, ['dist/cli/main.js', 'serve'], {
+  // BENCH_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", to look inside the gateway.
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, 'dist/cli/main.js', 'serve'], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
