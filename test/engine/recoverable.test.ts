@@ -171,6 +171,25 @@ describe('recoverable runs', () => {
     expect(rows[0]).toEqual({ n: Math.ceil(400 / 7), d: Math.ceil(400 / 7) });
   });
 
+  it("judges a run's staleness by its owner's window, not by the sweeping runner's", async () => {
+    gate = new Promise((r) => (openGate = r));
+    // The owner heartbeats rarely and has a long window; the sweeper has a short one.
+    const owner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 60_000, pollMs: 50, staleMs: 300_000 });
+    await owner.start();
+    runners.push(owner);
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 20, batch: 10 } });
+    await eventually(async () => atGate === 1);
+    // Silent for 5 s: past the sweeper's 1 s window, well inside its owner's 300 s.
+    await t.query(`update runs set heartbeat_at = now() - interval '5 seconds' where id = $1`, [run.id]);
+    await runner(); // staleMs 1000; its start runs the sweep once before it resolves
+    expect(await status(run.id)).toBe('RUNNING');
+    // Past the owner's own window, any runner's sweep declares it crashed.
+    await t.query(`update runs set heartbeat_at = now() - interval '301 seconds' where id = $1`, [run.id]);
+    runners[1]!.kick();
+    await eventually(async () => (await status(run.id)) === 'PAUSED');
+    expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
+  });
+
   it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {
     const g = createTestGateway(t);
     const trig = await g.gql(`mutation { triggerRun(input: { name: "walk", params: { n: 20, batch: 10 } }) { outcome run { id status } } }`);

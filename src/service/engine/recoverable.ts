@@ -133,8 +133,13 @@ interface TakenRun {
   epoch: number;
 }
 
+/**
+ * Takes one unowned live run of a handler this runner has: SKIP LOCKED splits runs between
+ * runners, the epoch bump fences out any earlier owner. It records this runner's staleness window
+ * on the run, so every sweeper judges the run by its owner's heartbeat cadence.
+ */
 const TAKE = `
-update runs r set owner = $1, epoch = r.epoch + 1, heartbeat_at = now(), updated_at = now()
+update runs r set owner = $1, epoch = r.epoch + 1, stale_ms = $3, heartbeat_at = now(), updated_at = now()
 where r.id = (
   select id from runs
   where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is null and name = any($2::text[])
@@ -143,13 +148,18 @@ where r.id = (
 )
 returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch`;
 
-/** Runs whose runner stopped heartbeating: paused with the reason, for an operator to resume. */
+/**
+ * Runs whose owner stopped heartbeating for longer than the owner's own window (recorded on the
+ * run when taken; the sweeper's `$1` only for runs taken before that was recorded): paused with
+ * the reason, for an operator to resume. A healthy runner with a long window is never swept by
+ * one with a short window. Served by the partial index runs_owned_heartbeat.
+ */
 const SWEEP = `
 update runs set status = 'PAUSED', owner = null,
   pause_reason = 'its worker stopped heartbeating (killed or lost) at ' || to_char(heartbeat_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
   updated_at = now()
 where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null
-  and heartbeat_at < now() - make_interval(secs => $1::double precision / 1000)
+  and heartbeat_at < now() - make_interval(secs => coalesce(stale_ms, $1::double precision) / 1000)
 returning id, name`;
 
 export interface RunnerOptions {
@@ -158,7 +168,10 @@ export interface RunnerOptions {
   log: Logger;
   ownerId?: string;
   heartbeatMs?: number;
-  /** A run not heartbeated for this long is declared crashed. Default 30 s. */
+  /**
+   * A run this runner owns that is not heartbeated for this long is declared crashed (by any
+   * runner's sweep: the window is recorded on the run). Default 30 s.
+   */
   staleMs?: number;
   pollMs?: number;
   /** Runs executed at once by this runner. Default 4. */
@@ -299,7 +312,7 @@ export function createRunner(options: RunnerOptions) {
       });
       const names = options.registry.names();
       while (running && names.length > 0 && active.size < concurrency) {
-        const { rows } = await pool.query<TakenRun>(TAKE, [owner, names]);
+        const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);
         const run = rows[0];
         if (!run) break;
         const state = { stopping: false, lost: false, done: Promise.resolve() };
