@@ -190,6 +190,46 @@ describe('recoverable runs', () => {
     expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
   });
 
+  it('answers CANCEL_REQUESTED from status() once the run is no longer this runner\'s (taken over, or paused)', async () => {
+    const seen: string[] = [];
+    registry.register({
+      name: 'poller',
+      async run(store) {
+        seen.push(await store.status());
+        atGate++;
+        await gate;
+        seen.push(await store.status());
+        return outcome.completed();
+      },
+    });
+    gate = new Promise((r) => (openGate = r));
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'poller' });
+    await eventually(async () => atGate === 1);
+    // What a sweep, a resume and a take by another runner leave: RUNNING again, under a new owner and epoch.
+    await t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [run.id]);
+    openGate();
+    await eventually(async () => seen.length === 2);
+    expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
+    // The old runner recorded nothing over the new owner's run.
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: 'another-runner' });
+
+    // Swept and not resumed: PAUSED, unowned. The handler is told to stop, not shown PAUSED.
+    seen.length = 0;
+    atGate = 0;
+    gate = new Promise((r) => (openGate = r));
+    await t.query(`update runs set status = 'COMPLETED', owner = null, finished_at = now() where id = $1`, [run.id]);
+    const second = await t.service.triggerRun(t.actor, { name: 'poller' });
+    await eventually(async () => atGate === 1);
+    await t.query(`update runs set status = 'PAUSED', owner = null, pause_reason = 'its worker stopped heartbeating' where id = $1`, [second.run.id]);
+    openGate();
+    await eventually(async () => seen.length === 2);
+    expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
+    // Its "completed" is not recorded over the pause.
+    await eventually(async () => runners[0]!.active() === 0);
+    expect(await status(second.run.id)).toBe('PAUSED');
+  });
+
   it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {
     const g = createTestGateway(t);
     const trig = await g.gql(`mutation { triggerRun(input: { name: "walk", params: { n: 20, batch: 10 } }) { outcome run { id status } } }`);

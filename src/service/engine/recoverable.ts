@@ -37,7 +37,10 @@ export interface RunStore<P = unknown> {
   loadCursor(): Promise<unknown>;
   /** Advances the cursor, adds `processed`, merges `stats` (numbers add up), bumps the heartbeat. */
   checkpoint(cursor: unknown, progress: { processed: number; total?: number; stats?: Record<string, unknown> }): Promise<void>;
-  /** Poll between batches: CANCEL_REQUESTED means stop at the next safe boundary. */
+  /**
+   * Poll between batches: CANCEL_REQUESTED means stop at the next safe boundary. Also answered
+   * when the run is no longer this runner's (declared crashed, taken over, or not live any more).
+   */
   status(): Promise<RunStatus>;
   /** Idempotent per (run, kind, resourceId); returns whether it was new. */
   recordFinding(finding: { kind: string; severity: Severity; resourceId: string; detail?: unknown }): Promise<boolean>;
@@ -232,8 +235,17 @@ export function createRunner(options: RunnerOptions) {
       },
       async status() {
         if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
-        const { rows } = await pool.query('select status from runs where id = $1', [run.id]);
-        return rows[0].status as RunStatus;
+        // The run as this runner took it (same owner and epoch), still live. Anything else (swept
+        // and paused, resumed and taken by another runner, finished) means: stop now.
+        const { rows } = await pool.query<{ status: RunStatus }>(
+          `select status from runs where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
+          [...fence],
+        );
+        if (!rows[0]) {
+          state.lost = true;
+          return 'CANCEL_REQUESTED';
+        }
+        return rows[0].status;
       },
       async recordFinding(f) {
         if (state.lost) throw new RunLostError(`run ${run.id} is no longer this worker's`);
