@@ -62,7 +62,7 @@ export interface RunScheduleState {
   /** Ticks that found a run active and started nothing. */
   ticksOnActiveRun: number;
   lastTickAt: Date | null;
-  lastTickOutcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | null;
+  lastTickOutcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | 'HELD' | null;
   lastTickRunId: string | null;
   lastError: string | null;
   lastErrorAt: Date | null;

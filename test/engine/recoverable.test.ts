@@ -79,7 +79,7 @@ describe('recoverable runs', () => {
     openGate();
     await eventually(async () => (await status(run.id)) === 'PAUSED');
     const paused = await t.service.run(t.actor, run.id);
-    expect(paused.pauseReason).toBe('cancelled by an operator');
+    expect(paused).toMatchObject({ pauseReason: 'cancelled by an operator', pauseKind: 'CANCELLED' });
     expect(paused.processed).toBeGreaterThan(0);
     expect(paused.processed).toBeLessThan(100);
     const resumed = await t.service.triggerRun(t.actor, { name: 'walk' });
@@ -149,6 +149,7 @@ describe('recoverable runs', () => {
     await runner();
     await eventually(async () => (await status(run.id)) === 'PAUSED', 10_000);
     expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
+    expect((await t.service.run(t.actor, run.id)).pauseKind).toBe('CRASHED');
     await Promise.all(runners.splice(0).map((r) => r.stop()));
     // Resume on a fresh runner process.
     const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
@@ -221,13 +222,22 @@ describe('recoverable runs', () => {
     await t.query(`update runs set status = 'COMPLETED', owner = null, finished_at = now() where id = $1`, [run.id]);
     const second = await t.service.triggerRun(t.actor, { name: 'poller' });
     await eventually(async () => atGate === 1);
-    await t.query(`update runs set status = 'PAUSED', owner = null, pause_reason = 'its worker stopped heartbeating' where id = $1`, [second.run.id]);
+    await t.query(`update runs set status = 'PAUSED', owner = null, pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating' where id = $1`, [second.run.id]);
     openGate();
     await eventually(async () => seen.length === 2);
     expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
     // Its "completed" is not recorded over the pause.
     await eventually(async () => runners[0]!.active() === 0);
     expect(await status(second.run.id)).toBe('PAUSED');
+  });
+
+  it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 10 } });
+    await t.query(`update runs set status = 'PAUSED', pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating at x' where id = $1`, [run.id]);
+    const cancelled = await t.service.cancelRun(t.actor, run.id);
+    expect(cancelled).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator (was: its worker stopped heartbeating at x)' });
+    expect((await t.service.triggerRun(t.actor, { name: 'walk' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect(await t.service.triggerRun(t.actor, { name: 'walk' })).toMatchObject({ outcome: 'RESUMED', run: { status: 'RUNNING', pauseKind: null } });
   });
 
   it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {

@@ -154,11 +154,14 @@ returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_j
 /**
  * Runs whose owner stopped heartbeating for longer than the owner's own window (recorded on the
  * run when taken; the sweeper's `$1` only for runs taken before that was recorded): paused with
- * the reason, for an operator to resume. A healthy runner with a long window is never swept by
+ * the reason and kind (CRASHED; CANCELLED when an operator had asked it to stop), for an operator
+ * or its schedule to resume. A healthy runner with a long window is never swept by
  * one with a short window. Served by the partial index runs_owned_heartbeat.
  */
 const SWEEP = `
 update runs set status = 'PAUSED', owner = null,
+  -- An operator had asked it to stop: it stays an operator's pause (schedules do not resume it).
+  pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' else 'CRASHED' end,
   pause_reason = 'its worker stopped heartbeating (killed or lost) at ' || to_char(heartbeat_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
   updated_at = now()
 where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null
@@ -298,6 +301,7 @@ export function createRunner(options: RunnerOptions) {
           await write(
             `update runs set cursor = $1, cursor_json = $2, owner = null,
                status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
+               pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
                pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
                updated_at = now() where true`,
             [bytes, json],
@@ -305,6 +309,7 @@ export function createRunner(options: RunnerOptions) {
         } else {
           await write(
             `update runs set cursor = $1, cursor_json = $2, owner = null, status = 'PAUSED',
+               pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' else 'HANDLER' end,
                pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' else 'paused by its handler' end,
                updated_at = now() where true`,
             [bytes, json],
