@@ -8,6 +8,8 @@ alter table runs add column stale_ms integer check (stale_ms > 0);
 -- The crash sweep looks at owned, live runs only (few, whatever the number of finished runs).
 create index runs_owned_heartbeat on runs (heartbeat_at)
   where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null;
+-- The catalogue's last run per recoverable handler in a workspace (distinct on name, newest first).
+create index runs_workspace_name_created on runs (workspace_id, name, created_at desc, id desc);
 
 -- A tick past its timeout has its outcome (TIMEOUT) recorded at the deadline but stays owned
 -- until its handler returns: no next tick starts beside a handler that ignores its signal.
