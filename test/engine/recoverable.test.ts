@@ -54,6 +54,7 @@ beforeEach(async () => {
     },
   });
   await t.query(`create table scan_batches (run_id uuid, start_id int, pid int, at timestamptz default clock_timestamp())`);
+  await t.query(`create table finding_news (run_id uuid, resource_id text, pid int)`);
 });
 afterEach(async () => {
   openGate();
@@ -149,7 +150,11 @@ describe('recoverable runs', () => {
     await runner();
     await eventually(async () => (await status(run.id)) === 'PAUSED', 10_000);
     expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
-    expect((await t.service.run(t.actor, run.id)).pauseKind).toBe('CRASHED');
+    const crashed = await t.service.run(t.actor, run.id);
+    expect(crashed.pauseKind).toBe('CRASHED');
+    // The last checkpoint the killed process made: where the resumed scan must start.
+    const checkpoint = (JSON.parse(Buffer.from(crashed.cursorBase64!, 'base64').toString()) as { next: number }).next;
+    expect(checkpoint).toBe(crashed.processed);
     await Promise.all(runners.splice(0).map((r) => r.stop()));
     // Resume on a fresh runner process.
     const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
@@ -163,13 +168,27 @@ describe('recoverable runs', () => {
     await eventually(async () => (await status(run.id)) === 'COMPLETED', 20_000);
     const done = await t.service.run(t.actor, run.id);
     expect(done.processed).toBe(400);
-    // Batches started after the kill begin at the last checkpoint: at most one batch is replayed.
-    const starts = (await t.query('select start_id from scan_batches where run_id = $1 order by at', [run.id])).rows.map((r) => r.start_id as number);
-    const replayed = starts.length - new Set(starts).size;
-    expect(replayed).toBeLessThanOrEqual(1);
-    expect(Math.min(...starts.filter((s, i) => starts.indexOf(s) !== i))).toBeGreaterThanOrEqual(atKill - 20);
-    const { rows } = await t.query(`select count(*)::int as n, count(distinct resource_id)::int as d from findings where run_id = $1`, [run.id]);
-    expect(rows[0]).toEqual({ n: Math.ceil(400 / 7), d: Math.ceil(400 / 7) });
+    // The resumed process starts exactly at the last checkpoint and walks on batch by batch.
+    const startsOf = async (pid: number) =>
+      (await t.query('select start_id from scan_batches where run_id = $1 and pid = $2 order by at', [run.id, pid])).rows.map((r) => r.start_id as number);
+    const before = await startsOf(child.pid!);
+    const after = await startsOf(second.pid!);
+    expect(after).toEqual(Array.from({ length: (400 - checkpoint) / 20 }, (_, i) => checkpoint + i * 20));
+    // The killed process got at most one batch past its last checkpoint: at most one batch is replayed.
+    const replayed = before.filter((s) => after.includes(s));
+    expect(replayed.length).toBeLessThanOrEqual(1);
+    expect(before.filter((s) => s >= checkpoint)).toEqual(replayed);
+    expect(checkpoint).toBeGreaterThanOrEqual(atKill);
+    // Across both processes, recordFinding answered "new" at most once per resource, replay included.
+    const news = (await t.query(`select resource_id, count(*)::int as n from finding_news where run_id = $1 group by resource_id`, [run.id])).rows;
+    expect(news.filter((r) => r.n !== 1)).toEqual([]);
+    // Every multiple of 7 was found. One the killed process recorded just before dying (its note in
+    // finding_news lost with it) was answered "not new" on replay: only the replayed batch can lack a note.
+    const multiples = Array.from({ length: 400 }, (_, i) => i).filter((i) => i % 7 === 0);
+    const found = (await t.query(`select resource_id from findings where run_id = $1`, [run.id])).rows.map((r) => Number(r.resource_id));
+    expect(found.sort((a, b) => a - b)).toEqual(multiples);
+    const noted = new Set(news.map((r) => Number(r.resource_id)));
+    expect(multiples.filter((m) => !noted.has(m) && !(m >= checkpoint && m < checkpoint + 20))).toEqual([]);
   });
 
   it("judges a run's staleness by its owner's window, not by the sweeping runner's", async () => {
