@@ -44,6 +44,7 @@ export const RunTriggerOutcomeEnum = builder.enumType('RunTriggerOutcome', {
     STARTED: { description: 'A fresh run started.' },
     RESUMED: { description: 'A paused run resumed from its cursor.' },
     ACTIVE: { description: 'A run was already active: nothing was started.' },
+    HELD: { description: 'The run is paused by an operator (cancelRun): a schedule leaves it paused; only triggerRun resumes it.' },
   } as const,
 });
 

@@ -14,6 +14,15 @@ export const RunStatusEnum = builder.enumType('RunStatus', {
   } as const,
 });
 
+export const RunPauseKindEnum = builder.enumType('RunPauseKind', {
+  description: 'Why a run is paused.',
+  values: {
+    CANCELLED: { description: 'An operator cancelled it (cancelRun). Its schedule leaves it paused; triggerRun resumes it.' },
+    CRASHED: { description: 'Its worker stopped heartbeating (killed, host lost). triggerRun or its schedule resumes it.' },
+    HANDLER: { description: 'Its handler returned paused on its own. triggerRun or its schedule resumes it.' },
+  } as const,
+});
+
 export const SeverityEnum = builder.enumType('Severity', {
   description: 'How serious a finding is.',
   values: {
@@ -74,6 +83,7 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
     finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it completed or failed.', resolve: (r) => r.finishedAt }),
     error: t.exposeString('error', { nullable: true, description: 'Why it failed.' }),
     pauseReason: t.exposeString('pauseReason', { nullable: true, description: 'Why it is paused.' }),
+    pauseKind: t.field({ type: RunPauseKindEnum, nullable: true, description: 'Why it is paused, as a value to switch on; null unless PAUSED.', resolve: (r) => r.pauseKind }),
     findings: t.field({
       type: FindingPageRef,
       description: 'What the run found, oldest first.',
@@ -92,7 +102,7 @@ export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('Trigger
   description: 'The result of triggerRun.',
   fields: (t) => ({
     run: t.field({ type: RunRef, description: 'The run: new, resumed, or the one already active.', resolve: (r) => r.run }),
-    outcome: t.exposeString('outcome', { description: 'STARTED, RESUMED (a paused run continues from its cursor) or ACTIVE (already running; returned as it is).' }),
+    outcome: t.exposeString('outcome', { description: 'STARTED, RESUMED (a paused run, however it was paused, continues from its cursor) or ACTIVE (already running; returned as it is).' }),
   }),
 });
 

@@ -62,7 +62,7 @@ export interface RunScheduleState {
   /** Ticks that found a run active and started nothing. */
   ticksOnActiveRun: number;
   lastTickAt: Date | null;
-  lastTickOutcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | null;
+  lastTickOutcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | 'HELD' | null;
   lastTickRunId: string | null;
   lastError: string | null;
   lastErrorAt: Date | null;
@@ -176,9 +176,13 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
 
   if (recoverableNames.length > 0) {
     const schedules = await sql<any>`select * from run_schedules where workspace_id = ${ws} and name = any(${recoverableNames}::text[])`.execute(ex);
+    // The newest run of each name: one probe per name of runs_workspace_name_created (000011),
+    // not a sort of every run the handler ever had.
     const lastRuns = await sql<any>`
-      select distinct on (name) * from runs where workspace_id = ${ws} and name = any(${recoverableNames}::text[])
-      order by name, created_at desc, id desc`.execute(ex);
+      select r.* from unnest(${recoverableNames}::text[]) as n(name)
+      cross join lateral (
+        select * from runs where workspace_id = ${ws} and name = n.name order by created_at desc, id desc limit 1
+      ) r`.execute(ex);
     const scheduleOf = new Map(schedules.rows.map((r) => [r.name as string, r]));
     const runOf = new Map(lastRuns.rows.map((r) => [r.name as string, r]));
     for (const h of all.filter((x) => x.kind === 'RECOVERABLE')) {

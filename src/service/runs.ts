@@ -12,6 +12,8 @@ import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
 export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+/** Why a run is paused: an operator's cancel, its worker's crash, or its own handler. */
+export type PauseKind = 'CANCELLED' | 'CRASHED' | 'HANDLER';
 
 export interface Run {
   id: string;
@@ -32,6 +34,8 @@ export interface Run {
   heartbeatAt: Date | null;
   error: string | null;
   pauseReason: string | null;
+  /** Set while PAUSED: CANCELLED (an operator), CRASHED (its worker died) or HANDLER (it paused itself). */
+  pauseKind: PauseKind | null;
 }
 
 export interface Finding {
@@ -60,6 +64,7 @@ interface RunRow {
   heartbeat_at: Date | null;
   error: string | null;
   pause_reason: string | null;
+  pause_kind: PauseKind | null;
   created_by_key_id: string | null;
 }
 
@@ -83,6 +88,7 @@ export const toRun = (r: RunRow): Run => {
     heartbeatAt: r.heartbeat_at,
     error: r.error,
     pauseReason: r.pause_reason,
+    pauseKind: r.pause_kind,
   };
 };
 
@@ -102,8 +108,20 @@ export type FindingFilter = z.input<typeof findingFilterSchema>;
 
 export interface TriggerRunResult {
   run: Run;
-  /** STARTED (a fresh run), RESUMED (a paused run continues with its cursor), or ACTIVE (already running: returned as it is). */
-  outcome: 'STARTED' | 'RESUMED' | 'ACTIVE';
+  /**
+   * STARTED (a fresh run), RESUMED (a paused run continues with its cursor), ACTIVE (already
+   * running: returned as it is), or HELD (paused by an operator's cancel and left paused: only
+   * with `resumeCancelled: false`, as schedules trigger).
+   */
+  outcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | 'HELD';
+}
+
+export interface TriggerRunOptions {
+  /**
+   * Whether a run paused by an operator's cancel is resumed. Default true (an operator, GraphQL,
+   * the library); schedules pass false, so a scan an operator stopped stays stopped.
+   */
+  resumeCancelled?: boolean;
 }
 
 export function createRunsService(ctx: ServiceContext) {
@@ -113,10 +131,12 @@ export function createRunsService(ctx: ServiceContext) {
     /**
      * Triggers a recoverable handler by name, idempotently: an active run is returned as it is;
      * a paused one is resumed with the same cursor and stats; otherwise a fresh run starts. The
-     * partial unique index on live runs makes concurrent triggers converge on one run.
+     * partial unique index on live runs makes concurrent triggers converge on one run. With
+     * `resumeCancelled: false` (schedules) a run paused by an operator's cancel is left paused
+     * (HELD); runs paused by a crash or by their handler are resumed either way.
      * Throws VALIDATION_FAILED, FORBIDDEN.
      */
-    async triggerRun(actor: Actor, raw: TriggerRunInput): Promise<TriggerRunResult> {
+    async triggerRun(actor: Actor, raw: TriggerRunInput, options: TriggerRunOptions = {}): Promise<TriggerRunResult> {
       const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
       return mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
         const input = parseInput(triggerRunSchema, raw);
@@ -140,9 +160,10 @@ export function createRunsService(ctx: ServiceContext) {
           if (!row) throw new ConflictError('the run was triggered concurrently and has already finished; trigger it again');
         }
         if (row.status !== 'PAUSED') return { run: toRun(row), outcome: 'ACTIVE' as const };
+        if (row.pause_kind === 'CANCELLED' && options.resumeCancelled === false) return { run: toRun(row), outcome: 'HELD' as const };
         // Resume: same cursor, stats and started_at; any runner with the handler takes it.
         const resumed = await sql<RunRow>`
-          update runs set status = 'RUNNING', owner = null, pause_reason = null, updated_at = now()
+          update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, updated_at = now()
           where id = ${row.id} and status = 'PAUSED' returning *`.execute(trx);
         await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
         return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
@@ -151,7 +172,8 @@ export function createRunsService(ctx: ServiceContext) {
 
     /**
      * Asks a running run to stop at its next safe boundary: it becomes CANCEL_REQUESTED, and
-     * PAUSED once the handler sees it. A paused run is returned as it is. OPERATOR keys may cancel
+     * PAUSED (kind CANCELLED) once the handler sees it. A run already paused by a crash or by its
+     * handler is marked CANCELLED, so its schedule no longer resumes it. OPERATOR keys may cancel
      * only runs their key triggered.
      * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
      */
@@ -163,6 +185,13 @@ export function createRunsService(ctx: ServiceContext) {
         if (!row) throw new NotFoundError('Run', id);
         requireOwnership(actor, row.created_by_key_id, `run ${id}`);
         if (row.status === 'COMPLETED' || row.status === 'FAILED') throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
+        if (row.status === 'PAUSED') {
+          if (row.pause_kind === 'CANCELLED') return toRun(row);
+          const held = await sql<RunRow>`
+            update runs set pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator (was: ' || coalesce(pause_reason, 'paused') || ')', updated_at = now()
+            where id = ${id} returning *`.execute(trx);
+          return toRun(held.rows[0]!);
+        }
         if (row.status !== 'RUNNING') return toRun(row);
         const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
         return toRun(updated.rows[0]!);

@@ -127,10 +127,51 @@ describe('interval handlers', () => {
     await eventually(async () => (await stateOf('stuck')).last_cause === 'TIMEOUT');
     expect(aborted).toBe(true);
     await eventually(async () => lateReturn);
-    await hosts[0]!.intervals.kick();
+    // Freed once its handler returned (it stays running until then).
+    await eventually(async () => (await stateOf('stuck')).owner === null);
     const e = await entry('stuck');
     expect(e.lastOutcome).toMatchObject({ status: 'ERROR', cause: 'TIMEOUT', message: 'ran past its timeout of 100 ms' });
     expect(e.interval).toMatchObject({ okRuns: 0, errorRuns: 1, running: false, timeoutMs: 100 });
+  });
+
+  it('keeps a tick that ignores its signal past its timeout running: TIMEOUT is recorded, but no next tick starts until it returns', async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    // Ignores ctx.signal entirely: returns only when the test releases it.
+    const deaf = (): IntervalHandler => ({ ...recorded('deaf', () => gate.then(() => ({ count: 1 }))), timeoutMs: 100 });
+    await worker(deaf());
+    await worker(deaf());
+    await t.service.triggerHandler(t.actor, { name: 'deaf' });
+    await eventually(async () => (await stateOf('deaf')).last_cause === 'TIMEOUT');
+    const held = await stateOf('deaf');
+    expect(held.owner).not.toBeNull();
+    const e = await entry('deaf');
+    expect(e.lastOutcome).toMatchObject({ status: 'ERROR', cause: 'TIMEOUT' });
+    expect(e.interval).toMatchObject({ running: true, errorRuns: 1 });
+    // Still running: a plain trigger is refused, a forced one queues a tick after it; no worker takes it now.
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'deaf' }))).toBe('CONFLICT');
+    expect((await t.service.triggerHandler(t.actor, { name: 'deaf', force: true })).outcome).toBe('QUEUED_AFTER_RUNNING');
+    await Promise.all(hosts.map((h) => h.intervals.kick()));
+    expect(await stateOf('deaf')).toMatchObject({ owner: held.owner, epoch: held.epoch });
+    expect(hosts.flatMap((h) => h.intervals.active())).toEqual(['deaf']);
+    release();
+    // Once it returns (its late outcome is not recorded), the queued tick runs, after it.
+    await eventually(async () => Number((await stateOf('deaf')).ok_runs) === 1);
+    const ticks = (await t.query(`select started_at, finished_at from interval_ticks order by id`)).rows;
+    expect(ticks).toHaveLength(2);
+    expect(ticks[1].started_at.getTime()).toBeGreaterThanOrEqual(ticks[0].finished_at.getTime());
+    expect(await stateOf('deaf')).toMatchObject({ error_runs: 1, ok_runs: 1, overrun: false });
+  });
+
+  it('frees a tick that ran past its timeout when its worker dies, without recording a second outcome', async () => {
+    await t.query(`insert into workers (id, host, pid, stale_ms, heartbeat_at) values ('ghost', 'h', 1, 1000, now() - interval '1 minute')`);
+    await t.query(
+      `insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at, overrun, last_status, last_cause, last_error, error_runs)
+       values ('orphan', $1, now() + interval '1 hour', 'ghost', 3, now() - interval '2 minutes', true, 'ERROR', 'TIMEOUT', 'ran past its timeout of 100 ms', 1)`,
+      [HOUR],
+    );
+    await worker({ name: 'orphan', everyMs: HOUR, run: async () => ({ count: 1 }) });
+    expect(await stateOf('orphan')).toMatchObject({ owner: null, run_started_at: null, overrun: false, last_cause: 'TIMEOUT', error_runs: 1 });
   });
 
   it('refuses a trigger while running without force; with force, queues one more tick right after, never two at once', async () => {

@@ -54,6 +54,7 @@ beforeEach(async () => {
     },
   });
   await t.query(`create table scan_batches (run_id uuid, start_id int, pid int, at timestamptz default clock_timestamp())`);
+  await t.query(`create table finding_news (run_id uuid, resource_id text, pid int)`);
 });
 afterEach(async () => {
   openGate();
@@ -79,7 +80,7 @@ describe('recoverable runs', () => {
     openGate();
     await eventually(async () => (await status(run.id)) === 'PAUSED');
     const paused = await t.service.run(t.actor, run.id);
-    expect(paused.pauseReason).toBe('cancelled by an operator');
+    expect(paused).toMatchObject({ pauseReason: 'cancelled by an operator', pauseKind: 'CANCELLED' });
     expect(paused.processed).toBeGreaterThan(0);
     expect(paused.processed).toBeLessThan(100);
     const resumed = await t.service.triggerRun(t.actor, { name: 'walk' });
@@ -149,6 +150,11 @@ describe('recoverable runs', () => {
     await runner();
     await eventually(async () => (await status(run.id)) === 'PAUSED', 10_000);
     expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
+    const crashed = await t.service.run(t.actor, run.id);
+    expect(crashed.pauseKind).toBe('CRASHED');
+    // The last checkpoint the killed process made: where the resumed scan must start.
+    const checkpoint = (JSON.parse(Buffer.from(crashed.cursorBase64!, 'base64').toString()) as { next: number }).next;
+    expect(checkpoint).toBe(crashed.processed);
     await Promise.all(runners.splice(0).map((r) => r.stop()));
     // Resume on a fresh runner process.
     const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
@@ -162,13 +168,95 @@ describe('recoverable runs', () => {
     await eventually(async () => (await status(run.id)) === 'COMPLETED', 20_000);
     const done = await t.service.run(t.actor, run.id);
     expect(done.processed).toBe(400);
-    // Batches started after the kill begin at the last checkpoint: at most one batch is replayed.
-    const starts = (await t.query('select start_id from scan_batches where run_id = $1 order by at', [run.id])).rows.map((r) => r.start_id as number);
-    const replayed = starts.length - new Set(starts).size;
-    expect(replayed).toBeLessThanOrEqual(1);
-    expect(Math.min(...starts.filter((s, i) => starts.indexOf(s) !== i))).toBeGreaterThanOrEqual(atKill - 20);
-    const { rows } = await t.query(`select count(*)::int as n, count(distinct resource_id)::int as d from findings where run_id = $1`, [run.id]);
-    expect(rows[0]).toEqual({ n: Math.ceil(400 / 7), d: Math.ceil(400 / 7) });
+    // The resumed process starts exactly at the last checkpoint and walks on batch by batch.
+    const startsOf = async (pid: number) =>
+      (await t.query('select start_id from scan_batches where run_id = $1 and pid = $2 order by at', [run.id, pid])).rows.map((r) => r.start_id as number);
+    const before = await startsOf(child.pid!);
+    const after = await startsOf(second.pid!);
+    expect(after).toEqual(Array.from({ length: (400 - checkpoint) / 20 }, (_, i) => checkpoint + i * 20));
+    // The killed process got at most one batch past its last checkpoint: at most one batch is replayed.
+    const replayed = before.filter((s) => after.includes(s));
+    expect(replayed.length).toBeLessThanOrEqual(1);
+    expect(before.filter((s) => s >= checkpoint)).toEqual(replayed);
+    expect(checkpoint).toBeGreaterThanOrEqual(atKill);
+    // Across both processes, recordFinding answered "new" at most once per resource, replay included.
+    const news = (await t.query(`select resource_id, count(*)::int as n from finding_news where run_id = $1 group by resource_id`, [run.id])).rows;
+    expect(news.filter((r) => r.n !== 1)).toEqual([]);
+    // Every multiple of 7 was found. One the killed process recorded just before dying (its note in
+    // finding_news lost with it) was answered "not new" on replay: only the replayed batch can lack a note.
+    const multiples = Array.from({ length: 400 }, (_, i) => i).filter((i) => i % 7 === 0);
+    const found = (await t.query(`select resource_id from findings where run_id = $1`, [run.id])).rows.map((r) => Number(r.resource_id));
+    expect(found.sort((a, b) => a - b)).toEqual(multiples);
+    const noted = new Set(news.map((r) => Number(r.resource_id)));
+    expect(multiples.filter((m) => !noted.has(m) && !(m >= checkpoint && m < checkpoint + 20))).toEqual([]);
+  });
+
+  it("judges a run's staleness by its owner's window, not by the sweeping runner's", async () => {
+    gate = new Promise((r) => (openGate = r));
+    // The owner heartbeats rarely and has a long window; the sweeper has a short one.
+    const owner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 60_000, pollMs: 50, staleMs: 300_000 });
+    await owner.start();
+    runners.push(owner);
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 20, batch: 10 } });
+    await eventually(async () => atGate === 1);
+    // Silent for 5 s: past the sweeper's 1 s window, well inside its owner's 300 s.
+    await t.query(`update runs set heartbeat_at = now() - interval '5 seconds' where id = $1`, [run.id]);
+    await runner(); // staleMs 1000; its start runs the sweep once before it resolves
+    expect(await status(run.id)).toBe('RUNNING');
+    // Past the owner's own window, any runner's sweep declares it crashed.
+    await t.query(`update runs set heartbeat_at = now() - interval '301 seconds' where id = $1`, [run.id]);
+    runners[1]!.kick();
+    await eventually(async () => (await status(run.id)) === 'PAUSED');
+    expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
+  });
+
+  it('answers CANCEL_REQUESTED from status() once the run is no longer this runner\'s (taken over, or paused)', async () => {
+    const seen: string[] = [];
+    registry.register({
+      name: 'poller',
+      async run(store) {
+        seen.push(await store.status());
+        atGate++;
+        await gate;
+        seen.push(await store.status());
+        return outcome.completed();
+      },
+    });
+    gate = new Promise((r) => (openGate = r));
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'poller' });
+    await eventually(async () => atGate === 1);
+    // What a sweep, a resume and a take by another runner leave: RUNNING again, under a new owner and epoch.
+    await t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [run.id]);
+    openGate();
+    await eventually(async () => seen.length === 2);
+    expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
+    // The old runner recorded nothing over the new owner's run.
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: 'another-runner' });
+
+    // Swept and not resumed: PAUSED, unowned. The handler is told to stop, not shown PAUSED.
+    seen.length = 0;
+    atGate = 0;
+    gate = new Promise((r) => (openGate = r));
+    await t.query(`update runs set status = 'COMPLETED', owner = null, finished_at = now() where id = $1`, [run.id]);
+    const second = await t.service.triggerRun(t.actor, { name: 'poller' });
+    await eventually(async () => atGate === 1);
+    await t.query(`update runs set status = 'PAUSED', owner = null, pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating' where id = $1`, [second.run.id]);
+    openGate();
+    await eventually(async () => seen.length === 2);
+    expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
+    // Its "completed" is not recorded over the pause.
+    await eventually(async () => runners[0]!.active() === 0);
+    expect(await status(second.run.id)).toBe('PAUSED');
+  });
+
+  it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 10 } });
+    await t.query(`update runs set status = 'PAUSED', pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating at x' where id = $1`, [run.id]);
+    const cancelled = await t.service.cancelRun(t.actor, run.id);
+    expect(cancelled).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator (was: its worker stopped heartbeating at x)' });
+    expect((await t.service.triggerRun(t.actor, { name: 'walk' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect(await t.service.triggerRun(t.actor, { name: 'walk' })).toMatchObject({ outcome: 'RESUMED', run: { status: 'RUNNING', pauseKind: null } });
   });
 
   it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {

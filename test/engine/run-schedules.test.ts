@@ -109,6 +109,67 @@ describe('scheduled recoverable jobs', () => {
     expect(Number(third.ticks_on_active)).toBe(1);
   });
 
+  it('a scheduled tick leaves a run an operator cancelled paused (HELD), resumes one paused by a crash, and an operator trigger resumes either', async () => {
+    const gates: (() => void)[] = [];
+    const recoverables = new RecoverableRegistry();
+    recoverables.register({
+      name: 'deep-scan',
+      schedule: { everyMs: 3_600_000 },
+      async run(store) {
+        for (;;) {
+          if ((await store.status()) === 'CANCEL_REQUESTED') return outcome.paused({ at: 1 });
+          atGate++;
+          await new Promise<void>((r) => gates.push(r));
+        }
+      },
+    });
+    release = () => gates.splice(0).forEach((f) => f());
+    host = createEngineHost({
+      pool: t.database.pool,
+      log: createLogger('silent'),
+      handlers: new HandlerRegistry(),
+      recoverables,
+      intervals: new IntervalRegistry(),
+      triggerRun: t.service.triggerRun,
+      staleMs: 1000,
+      pollMs: 50,
+    });
+    await host.start();
+    await eventually(async () => scheduleRow('deep-scan'));
+    await makeDue('deep-scan');
+    await eventually(async () => Number((await scheduleRow('deep-scan')).ticks) === 1);
+    const runId = (await scheduleRow('deep-scan')).last_tick_run_id as string;
+    await eventually(async () => atGate === 1);
+
+    // An operator stops it: PAUSED, kind CANCELLED.
+    await t.service.cancelRun(t.actor, runId);
+    release();
+    await eventually(async () => (await t.service.run(t.actor, runId)).status === 'PAUSED');
+    expect(await t.service.run(t.actor, runId)).toMatchObject({ pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator' });
+    // The schedule's next tick leaves it paused.
+    await makeDue('deep-scan');
+    await eventually(async () => Number((await scheduleRow('deep-scan')).ticks) === 2);
+    expect(await scheduleRow('deep-scan')).toMatchObject({ last_tick_outcome: 'HELD', last_tick_run_id: runId, ticks_on_active: 0 });
+    expect(await t.service.run(t.actor, runId)).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED' });
+
+    // An operator's trigger resumes it, over GraphQL as through the library.
+    const g = createTestGateway(t);
+    const resumed = await g.gql(`mutation { triggerRun(input: { name: "deep-scan" }) { outcome run { id status pauseKind } } }`);
+    expect(resumed.data.triggerRun).toEqual({ outcome: 'RESUMED', run: { id: runId, status: 'RUNNING', pauseKind: null } });
+    await eventually(async () => atGate === 2);
+
+    // Paused by a crash (what the sweep leaves): the schedule's tick resumes it.
+    await host.runner.stop({ graceMs: 0 }); // no runner takes it again here: the row is what this checks
+    await t.query(
+      `update runs set status = 'PAUSED', owner = null, pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating' where id = $1`,
+      [runId],
+    );
+    await makeDue('deep-scan');
+    await eventually(async () => Number((await scheduleRow('deep-scan')).ticks) === 3);
+    expect(await scheduleRow('deep-scan')).toMatchObject({ last_tick_outcome: 'RESUMED', last_tick_run_id: runId });
+    expect(await t.service.run(t.actor, runId)).toMatchObject({ status: 'RUNNING', pauseKind: null, pauseReason: null });
+  });
+
   it('ticks a cron schedule in its time zone with the cron walk: a wall time skipped by DST is shifted, missed ticks coalesce', async () => {
     let now = new Date('2026-03-07T12:00:00Z');
     const recoverables = new RecoverableRegistry();

@@ -1,7 +1,8 @@
 /**
  * A runner of the recoverable handler `scan` in its own process, for tests that SIGKILL it.
  * `scan` walks ids 0..params.n-1 in batches of params.batch, recording a finding for every
- * multiple of 7, checkpointing after each batch and sleeping params.ms per batch.
+ * multiple of 7, checkpointing after each batch and sleeping params.ms per batch. It notes each
+ * batch it starts in `scan_batches`, and each recordFinding that answered "new" in `finding_news`.
  * env: DATABASE_URL, STALE_MS. Prints "ready".
  */
 import { createLogger } from '../../src/log.js';
@@ -19,7 +20,9 @@ registry.register({
       const end = Math.min(params.n, cursor + params.batch);
       await pool.query('insert into scan_batches (run_id, start_id, pid) values ($1, $2, $3)', [store.runId, cursor, process.pid]);
       for (let id = cursor; id < end; id++) {
-        if (id % 7 === 0) await store.recordFinding({ kind: 'multiple-of-seven', severity: 'INFO', resourceId: String(id) });
+        if (id % 7 === 0 && (await store.recordFinding({ kind: 'multiple-of-seven', severity: 'INFO', resourceId: String(id) }))) {
+          await pool.query('insert into finding_news (run_id, resource_id, pid) values ($1, $2, $3)', [store.runId, String(id), process.pid]);
+        }
       }
       await new Promise((r) => setTimeout(r, params.ms));
       await store.checkpoint({ next: end }, { processed: end - cursor, total: params.n, stats: { batches: 1 } });

@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import type { Actor } from '../actor.js';
-import type { TriggerRunInput, TriggerRunResult } from '../runs.js';
+import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
 import type { HandlerRegistry } from './handlers.js';
 import { createIntervalRunner, DEFAULT_INTERVAL_TIMEOUT_MS, type IntervalRegistry } from './intervals.js';
 import { createPresence, type Registration } from './presence.js';
@@ -23,7 +23,7 @@ export interface EngineHostOptions {
   recoverables: RecoverableRegistry;
   intervals: IntervalRegistry;
   /** The service's triggerRun (schedules call it). */
-  triggerRun: (actor: Actor, input: TriggerRunInput) => Promise<TriggerRunResult>;
+  triggerRun: (actor: Actor, input: TriggerRunInput, options?: TriggerRunOptions) => Promise<TriggerRunResult>;
   id?: string;
   /** Presence heartbeat period. Default 5 s. */
   heartbeatMs?: number;

@@ -7,9 +7,13 @@
  *    with a new epoch; the other workers' concurrent takes find nothing. A tick never overlaps
  *    the previous one: ticks due while it runs coalesce into one, taken when it ends.
  *  - Outcomes: OK with the count the handler returned, or ERROR with a cause: HANDLER (it
- *    threw), TIMEOUT (it ran past its timeout: its signal is aborted and the tick is recorded at
- *    once; whatever it does later is not), CRASHED (its worker stopped heartbeating mid-run,
- *    found by the sweep every worker runs). Writes are fenced on the epoch, so a late finisher
+ *    threw), TIMEOUT (it ran past its timeout: its signal is aborted and the outcome is recorded
+ *    at once; whatever it returns later is not), CRASHED (its worker stopped heartbeating
+ *    mid-run, found by the sweep every worker runs).
+ *  - A tick past its timeout stays owned (`overrun`) until its handler's promise settles: the
+ *    signal is only a request, and a handler that ignores it must not get a second tick beside
+ *    it, in this worker or another. If its worker dies meanwhile, the sweep frees it without
+ *    recording a second outcome. Writes are fenced on the epoch, so a late finisher
  *    can never overwrite a later outcome. A handler that throws never stops the loop.
  *  - A clean shutdown aborts the signal and waits a grace period; a tick that did not finish by
  *    then (or threw because it was aborted) is handed back, due at once, for another worker.
@@ -89,27 +93,55 @@ returning name, epoch`;
 
 /** Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may. */
 const RECORD = `
-update interval_handlers set owner = null, run_started_at = null,
+update interval_handlers set owner = null, run_started_at = null, overrun = false,
   last_status = $4, last_count = $5, last_cause = $6, last_error = $7,
   last_started_at = run_started_at, last_finished_at = now(),
   ok_runs = ok_runs + ($4 = 'OK')::int, error_runs = error_runs + ($4 = 'ERROR')::int, updated_at = now()
 where name = $1 and owner = $2 and epoch = $3`;
 
-/** Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker. */
+/**
+ * Records a TIMEOUT at the deadline (fenced) but keeps the tick owned, marked overrun: the row is
+ * still not idle, so TAKE (owner is null) cannot start the next tick anywhere until RELEASE.
+ */
+const RECORD_OVERRUN = `
+update interval_handlers set overrun = true,
+  last_status = 'ERROR', last_count = null, last_cause = 'TIMEOUT', last_error = $4,
+  last_started_at = run_started_at, last_finished_at = now(),
+  error_runs = error_runs + 1, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3`;
+
+/** Frees an overrun tick once its handler has returned (fenced); its outcome is already recorded. */
+const RELEASE = `
+update interval_handlers set owner = null, run_started_at = null, overrun = false, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3 and overrun`;
+
+/**
+ * Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker
+ * (an overrun tick, whose outcome is recorded, keeps its next tick time).
+ */
 const HAND_BACK = `
-update interval_handlers set owner = null, run_started_at = null, next_due_at = now(), updated_at = now()
+update interval_handlers set owner = null, run_started_at = null, overrun = false,
+  next_due_at = case when overrun then next_due_at else now() end, updated_at = now()
 where name = $1 and owner = $2 and epoch = $3`;
 
 /**
  * Ticks whose worker is gone (its row missing or not heartbeating within its own stale_ms) were
- * cut off mid-run: recorded as CRASHED and freed, so the next tick can be taken.
+ * cut off mid-run: recorded as CRASHED and freed, so the next tick can be taken. An overrun tick
+ * already has its outcome (TIMEOUT): SWEEP_OVERRUN only frees it.
  */
 const SWEEP = `
 update interval_handlers h set owner = null, run_started_at = null,
   last_status = 'ERROR', last_count = null, last_cause = 'CRASHED',
   last_error = 'its worker ' || h.owner || ' stopped heartbeating mid-run',
   last_started_at = h.run_started_at, last_finished_at = now(), error_runs = h.error_runs + 1, updated_at = now()
-where h.owner is not null and not exists (
+where h.owner is not null and not h.overrun and not exists (
+  select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+)
+returning h.name`;
+
+const SWEEP_OVERRUN = `
+update interval_handlers h set owner = null, run_started_at = null, overrun = false, updated_at = now()
+where h.owner is not null and h.overrun and not exists (
   select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
 )
 returning h.name`;
@@ -124,7 +156,12 @@ export interface IntervalRunnerOptions {
   pollMs?: number;
 }
 
-type Outcome = { status: 'OK'; count: number | null } | { status: 'ERROR'; cause: 'HANDLER' | 'TIMEOUT'; message: string } | { status: 'HAND_BACK' };
+type Outcome =
+  | { status: 'OK'; count: number | null }
+  | { status: 'ERROR'; cause: 'HANDLER'; message: string }
+  | { status: 'TIMEOUT'; message: string }
+  | { status: 'HAND_BACK' }
+  | { status: 'RELEASE' };
 
 const TIMED_OUT = Symbol('timed out');
 
@@ -152,7 +189,14 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       const r = await Promise.race([work, timedOut]);
       if (r === TIMED_OUT) {
         state.controller.abort(new Error(`timed out after ${timeoutMs} ms`));
-        result = { status: 'ERROR', cause: 'TIMEOUT', message: `ran past its timeout of ${timeoutMs} ms` };
+        // Recorded now; the tick stays this worker's (owned, overrun, in `active`) until the
+        // handler's promise settles, whatever it returns then is not recorded.
+        await record(name, epoch, { status: 'TIMEOUT', message: `ran past its timeout of ${timeoutMs} ms` });
+        await work.then(
+          () => {},
+          () => {},
+        );
+        result = { status: 'RELEASE' };
       } else {
         const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
         result = { status: 'OK', count };
@@ -170,11 +214,17 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       const res =
         result.status === 'HAND_BACK'
           ? await pool.query(HAND_BACK, [name, workerId, epoch])
-          : result.status === 'OK'
-            ? await pool.query(RECORD, [name, workerId, epoch, 'OK', result.count, null, null])
-            : await pool.query(RECORD, [name, workerId, epoch, 'ERROR', null, result.cause, result.message]);
-      if (res.rowCount === 0) log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
-      else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: ${result.cause.toLowerCase()}: ${result.message}`);
+          : result.status === 'RELEASE'
+            ? await pool.query(RELEASE, [name, workerId, epoch])
+            : result.status === 'TIMEOUT'
+              ? await pool.query(RECORD_OVERRUN, [name, workerId, epoch, result.message])
+              : result.status === 'OK'
+                ? await pool.query(RECORD, [name, workerId, epoch, 'OK', result.count, null, null])
+                : await pool.query(RECORD, [name, workerId, epoch, 'ERROR', null, result.cause, result.message]);
+      if (res.rowCount === 0 && result.status === 'RELEASE') log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
+      else if (res.rowCount === 0) log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
+      else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
+      else if (result.status === 'TIMEOUT') log.warn(`worker ${workerId}: interval ${name}: timeout: ${result.message}; it stays running until its handler returns`);
     } catch (error) {
       // The tick stays owned; once this worker is gone the sweep records it as crashed.
       log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
@@ -201,6 +251,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
     try {
       const swept = await pool.query<{ name: string }>(SWEEP);
       for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+      const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
+      for (const row of freed.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
       await ensure();
       const names = options.registry.list().map((h) => h.name).filter((n) => !active.has(n));
       if (names.length === 0) return;

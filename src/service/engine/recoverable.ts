@@ -37,7 +37,10 @@ export interface RunStore<P = unknown> {
   loadCursor(): Promise<unknown>;
   /** Advances the cursor, adds `processed`, merges `stats` (numbers add up), bumps the heartbeat. */
   checkpoint(cursor: unknown, progress: { processed: number; total?: number; stats?: Record<string, unknown> }): Promise<void>;
-  /** Poll between batches: CANCEL_REQUESTED means stop at the next safe boundary. */
+  /**
+   * Poll between batches: CANCEL_REQUESTED means stop at the next safe boundary. Also answered
+   * when the run is no longer this runner's (declared crashed, taken over, or not live any more).
+   */
   status(): Promise<RunStatus>;
   /** Idempotent per (run, kind, resourceId); returns whether it was new. */
   recordFinding(finding: { kind: string; severity: Severity; resourceId: string; detail?: unknown }): Promise<boolean>;
@@ -133,8 +136,13 @@ interface TakenRun {
   epoch: number;
 }
 
+/**
+ * Takes one unowned live run of a handler this runner has: SKIP LOCKED splits runs between
+ * runners, the epoch bump fences out any earlier owner. It records this runner's staleness window
+ * on the run, so every sweeper judges the run by its owner's heartbeat cadence.
+ */
 const TAKE = `
-update runs r set owner = $1, epoch = r.epoch + 1, heartbeat_at = now(), updated_at = now()
+update runs r set owner = $1, epoch = r.epoch + 1, stale_ms = $3, heartbeat_at = now(), updated_at = now()
 where r.id = (
   select id from runs
   where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is null and name = any($2::text[])
@@ -143,13 +151,21 @@ where r.id = (
 )
 returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch`;
 
-/** Runs whose runner stopped heartbeating: paused with the reason, for an operator to resume. */
+/**
+ * Runs whose owner stopped heartbeating for longer than the owner's own window (recorded on the
+ * run when taken; the sweeper's `$1` only for runs taken before that was recorded): paused with
+ * the reason and kind (CRASHED; CANCELLED when an operator had asked it to stop), for an operator
+ * or its schedule to resume. A healthy runner with a long window is never swept by
+ * one with a short window. Served by the partial index runs_owned_heartbeat.
+ */
 const SWEEP = `
 update runs set status = 'PAUSED', owner = null,
+  -- An operator had asked it to stop: it stays an operator's pause (schedules do not resume it).
+  pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' else 'CRASHED' end,
   pause_reason = 'its worker stopped heartbeating (killed or lost) at ' || to_char(heartbeat_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
   updated_at = now()
 where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null
-  and heartbeat_at < now() - make_interval(secs => $1::double precision / 1000)
+  and heartbeat_at < now() - make_interval(secs => coalesce(stale_ms, $1::double precision) / 1000)
 returning id, name`;
 
 export interface RunnerOptions {
@@ -158,7 +174,10 @@ export interface RunnerOptions {
   log: Logger;
   ownerId?: string;
   heartbeatMs?: number;
-  /** A run not heartbeated for this long is declared crashed. Default 30 s. */
+  /**
+   * A run this runner owns that is not heartbeated for this long is declared crashed (by any
+   * runner's sweep: the window is recorded on the run). Default 30 s.
+   */
   staleMs?: number;
   pollMs?: number;
   /** Runs executed at once by this runner. Default 4. */
@@ -219,8 +238,17 @@ export function createRunner(options: RunnerOptions) {
       },
       async status() {
         if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
-        const { rows } = await pool.query('select status from runs where id = $1', [run.id]);
-        return rows[0].status as RunStatus;
+        // The run as this runner took it (same owner and epoch), still live. Anything else (swept
+        // and paused, resumed and taken by another runner, finished) means: stop now.
+        const { rows } = await pool.query<{ status: RunStatus }>(
+          `select status from runs where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
+          [...fence],
+        );
+        if (!rows[0]) {
+          state.lost = true;
+          return 'CANCEL_REQUESTED';
+        }
+        return rows[0].status;
       },
       async recordFinding(f) {
         if (state.lost) throw new RunLostError(`run ${run.id} is no longer this worker's`);
@@ -273,6 +301,7 @@ export function createRunner(options: RunnerOptions) {
           await write(
             `update runs set cursor = $1, cursor_json = $2, owner = null,
                status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
+               pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
                pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
                updated_at = now() where true`,
             [bytes, json],
@@ -280,6 +309,7 @@ export function createRunner(options: RunnerOptions) {
         } else {
           await write(
             `update runs set cursor = $1, cursor_json = $2, owner = null, status = 'PAUSED',
+               pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' else 'HANDLER' end,
                pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' else 'paused by its handler' end,
                updated_at = now() where true`,
             [bytes, json],
@@ -299,7 +329,7 @@ export function createRunner(options: RunnerOptions) {
       });
       const names = options.registry.names();
       while (running && names.length > 0 && active.size < concurrency) {
-        const { rows } = await pool.query<TakenRun>(TAKE, [owner, names]);
+        const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);
         const run = rows[0];
         if (!run) break;
         const state = { stopping: false, lost: false, done: Promise.resolve() };

@@ -6,7 +6,8 @@
  *  - a due row is taken with FOR UPDATE SKIP LOCKED, so one worker handles a tick, and its
  *    next_due_at is moved with a compare-and-set on the value read, in the same transaction;
  *  - the tick calls the idempotent `triggerRun` (as jobgate itself, audited): it starts a run,
- *    resumes a paused one, or finds one active and starts nothing. The outcome is noted on the
+ *    resumes one paused by a crash or by its handler, leaves one an operator cancelled paused
+ *    (HELD: a scan an operator stopped stays stopped), or finds one active and starts nothing. The outcome is noted on the
  *    row (a tick on an active run bumps `ticks_on_active`);
  *  - the trigger commits before the tick does: a worker dying in between leaves the tick due, and
  *    the worker that takes it again finds the run active. Ticks missed while no worker ran
@@ -17,7 +18,7 @@ import type { Logger } from '../../log.js';
 import type { Actor } from '../actor.js';
 import { firstFireAt, specOf } from '../cron.js';
 import { nextFireAfter } from '../cron-walk.js';
-import type { TriggerRunInput, TriggerRunResult } from '../runs.js';
+import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
 import type { RecoverableRegistry, RunSchedule } from './recoverable.js';
 
 export interface RunSchedulerOptions {
@@ -25,7 +26,7 @@ export interface RunSchedulerOptions {
   log: Logger;
   registry: RecoverableRegistry;
   /** The service's triggerRun. */
-  trigger: (actor: Actor, input: TriggerRunInput) => Promise<TriggerRunResult>;
+  trigger: (actor: Actor, input: TriggerRunInput, options?: TriggerRunOptions) => Promise<TriggerRunResult>;
   /** Injected clock for tests; default: the database's now(). */
   clock?: () => Date;
   /** How often due ticks are looked for. Default 1 s. */
@@ -149,7 +150,8 @@ export function createRunScheduler(options: RunSchedulerOptions) {
         const actor: Actor = { workspaceId: row.workspace_id, kind: 'system', role: 'ADMIN' };
         let result: ScheduleTick;
         try {
-          const r = await options.trigger(actor, { name: row.name, params: row.params });
+          // A run an operator cancelled stays paused (HELD); one paused by a crash or its handler resumes.
+          const r = await options.trigger(actor, { name: row.name, params: row.params }, { resumeCancelled: false });
           result = { workspaceId: row.workspace_id, name: row.name, outcome: r.outcome, runId: r.run.id };
         } catch (error) {
           // A failed trigger (e.g. a run that finished in the very moment) is noted; the next tick tries again.
