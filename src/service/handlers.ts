@@ -4,10 +4,11 @@
  *
  * Scoping: handlers are code in worker processes, not tenant data, so the catalogue (names,
  * kinds, workers, interval cadence and outcomes) is the installation's and any authenticated
- * caller may read it. What belongs to a workspace is shown for the caller's workspace only: the
+ * caller may read it; where workers run and handler error text only installation admins see. What belongs to a workspace is shown for the caller's workspace only: the
  * last run of a recoverable handler and its schedule (which triggers runs in one workspace).
  * Triggering an interval handler changes installation-level work, so it needs ADMIN.
  */
+import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import { scoped, type Executor } from '../db/repos/scope.js';
@@ -21,8 +22,8 @@ export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
 
 export interface WorkerInfo {
   id: string;
-  host: string;
-  pid: number;
+  host: string | null;
+  pid: number | null;
   startedAt: Date;
   heartbeatAt: Date;
 }
@@ -210,6 +211,24 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
   return all.map(({ timeoutMs: _t, scheduledHere: _s, ...h }) => h);
 }
 
+/** jobgate itself, the embedding application, and installation-admin keys see the machines and handler errors. */
+const seesInstallation = (actor: Actor) => actor.kind !== 'user' || actor.installationAdmin === true;
+
+/**
+ * For a tenant's keys: the catalogue without where workers run and without handler error text,
+ * which belong to the installation (and an error can carry anything). Worker ids, which embed
+ * host and pid, become a stable digest so `runningOn` still matches `workers`.
+ */
+function withoutInstallationDetails(h: HandlerInfo): HandlerInfo {
+  const opaque = (id: string) => `worker-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
+  return {
+    ...h,
+    workers: h.workers.map((w) => ({ ...w, id: opaque(w.id), host: null, pid: null })),
+    lastOutcome: h.lastOutcome ? { ...h.lastOutcome, message: null } : null,
+    interval: h.interval ? { ...h.interval, runningOn: h.interval.runningOn === null ? null : opaque(h.interval.runningOn) } : null,
+  };
+}
+
 export function createHandlersService(ctx: ServiceContext) {
   return {
     /**
@@ -219,7 +238,8 @@ export function createHandlersService(ctx: ServiceContext) {
      */
     async handlers(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerInfo[]> {
       const filter = parseInput(handlerFilterSchema, raw);
-      return catalogue(ctx.db, actor, filter);
+      const all = await catalogue(ctx.db, actor, filter);
+      return seesInstallation(actor) ? all : all.map(withoutInstallationDetails);
     },
 
     /**

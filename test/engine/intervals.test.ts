@@ -65,7 +65,9 @@ function recorded(name: string, body: (signal: AbortSignal) => Promise<{ count?:
 }
 
 const stateOf = async (name: string) => (await t.query(`select * from interval_handlers where name = $1`, [name])).rows[0];
-const entry = async (name: string) => (await t.service.handlers(t.actor, { kind: 'INTERVAL', name }))[0]!;
+/** An installation admin sees where workers run and handler error text; tenants' keys do not. */
+const installationAdmin = () => ({ ...t.actor, installationAdmin: true });
+const entry = async (name: string) => (await t.service.handlers(installationAdmin(), { kind: 'INTERVAL', name }))[0]!;
 
 describe('interval handlers', () => {
   it('runs a due tick exactly once across three workers that all have it, recording ok with its count', async () => {
@@ -242,7 +244,7 @@ describe('interval handlers', () => {
     const trig = await g.gql(`mutation { triggerHandler(input: { name: "digest" }) { outcome handler { name kind } } }`);
     expect(trig.data.triggerHandler).toEqual({ outcome: 'DUE_NOW', handler: { name: 'digest', kind: 'INTERVAL' } });
     await eventually(async () => Number((await stateOf('digest')).ok_runs) === 1);
-    const res = await g.gql(`{ handlers(kind: INTERVAL) { kind name cadence { everyMs cron } workers { id pid } lastOutcome { status count cause finishedAt } interval { running okRuns } } }`);
+    const res = await g.gql(`{ handlers(kind: INTERVAL) { kind name cadence { everyMs cron } workers { id pid } lastOutcome { status count cause finishedAt } interval { running okRuns } } }`, {}, installationAdmin());
     expect(res.data.handlers).toEqual([
       {
         kind: 'INTERVAL',
@@ -253,6 +255,9 @@ describe('interval handlers', () => {
         interval: { running: false, okRuns: 1 },
       },
     ]);
+    const tenant = await g.gql(`{ handlers(kind: INTERVAL) { workers { id host pid } lastOutcome { status message } } }`);
+    expect(tenant.data.handlers[0].workers).toEqual([{ id: expect.stringMatching(/^worker-[0-9a-f]{12}$/), host: null, pid: null }]);
+    expect(JSON.stringify(tenant)).not.toContain(host.id);
     const missing = await g.gql(`mutation { triggerHandler(input: { name: "nope" }) { outcome } }`);
     expect(missing.errors![0]!.extensions!.code).toBe('NOT_FOUND');
     const bad = await g.gql(`mutation { triggerHandler(input: { name: "no spaces" }) { outcome } }`);
