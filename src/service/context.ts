@@ -23,6 +23,8 @@ export interface ServiceContext {
   db: Db;
   defaultMaxAttempts: number;
   now(ex: Executor): Promise<Date>;
+  /** Whether `now` is the database's own `now()` (no clock injected), so SQL may use now() for it. */
+  databaseClock: boolean;
   /** Seals a secret for storage; throws VALIDATION_FAILED at `path` when no key is configured. */
   seal(plain: string, path: (string | number)[]): string;
 }
@@ -31,6 +33,7 @@ export function createContext(deps: ServiceDeps): ServiceContext {
   return {
     db: deps.db,
     defaultMaxAttempts: deps.defaultMaxAttempts,
+    databaseClock: !deps.clock,
     seal(plain, path) {
       if (!deps.secrets) throw ValidationError.at(path, 'cannot store a secret: JOBGATE_SECRET_KEY is not configured');
       return deps.secrets.seal(plain);
