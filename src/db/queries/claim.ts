@@ -213,6 +213,11 @@ export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
 export async function nextDueAt(pool: pg.Pool): Promise<Date | null> {
   // Only future work: past-due rows this worker cannot deliver (paused job, a handler it lacks)
   // would otherwise wake it in a loop.
-  const { rows } = await pool.query(`select min(run_after) as at from executions where status = 'PENDING' and run_after > now()`);
+  // Named: an idle worker runs this after every short claim; planning it each time cost more
+  // than running it.
+  const { rows } = await pool.query({
+    name: 'jobgate.next-due',
+    text: `select min(run_after) as at from executions where status = 'PENDING' and run_after > now()`,
+  });
   return (rows[0]?.at as Date | null) ?? null;
 }
