@@ -136,7 +136,7 @@ export function createJobsService(ctx: ServiceContext) {
     const { kind } = input;
     if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey) return undefined;
     const action = 'job.create';
-    const inserted = await auditingFailure(ctx, actor, action, raw, () => insertJobInOneStatement(db, {
+    const inserted = await auditingFailure(ctx, actor, action, raw, () => insertJobInOneStatement(db, ctx.pool, {
       workspaceId: actor.workspaceId,
       endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
       system: isSystem(actor),

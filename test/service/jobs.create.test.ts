@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createJobService } from '../../src/service/index.js';
 import { ValidationError } from '../../src/service/errors.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 
@@ -242,22 +243,27 @@ describe('createJob', () => {
     // No key: one statement. An idempotency key takes the full transactional path.
     const request = { endpointName: 'plain.task', kind: 'DELAYED' as const, name: 'same rows', runAt: new Date(Date.now() + 60_000), input: { a: [1, { b: 'c' }] }, maxAttempts: 3 };
     const quick = await t.service.createJob(t.actor, request);
+    // Without the pg pool, the one statement goes through kysely (unnamed).
+    const unpooled = await createJobService({ db: t.db, defaultMaxAttempts: 5 }).createJob(t.actor, request);
     const full = await t.service.createJob(t.actor, { ...request, idempotencyKey: 'same-rows' });
     const job = async (id: string) => {
       const { id: _id, idempotency_key: _key, created_at: _c, updated_at: _u, ...rest } = (await t.query('select * from jobs where id = $1', [id])).rows[0];
       return rest;
     };
     expect(await job(quick.job.id)).toEqual(await job(full.job.id));
+    expect(await job(unpooled.job.id)).toEqual(await job(full.job.id));
     expect(quick.job).toEqual({ ...full.job, id: quick.job.id, idempotencyKey: null, createdAt: quick.job.createdAt, updatedAt: quick.job.updatedAt });
     const execution = async (jobId: string) => {
       const { id: _id, job_id: _j, created_at: _c, updated_at: _u, ...rest } = (await t.query('select * from executions where job_id = $1', [jobId])).rows[0];
       return rest;
     };
     expect(await execution(quick.job.id)).toEqual(await execution(full.job.id));
+    expect(await execution(unpooled.job.id)).toEqual(await execution(full.job.id));
     const audit = async (jobId: string) => {
       const { id: _id, target_id, created_at: _c, input, ...rest } = (await t.query(`select * from audit_log where target_id = $1`, [jobId])).rows[0];
       return { ...rest, target: target_id === jobId, input: { ...input, idempotencyKey: undefined } };
     };
     expect(await audit(quick.job.id)).toEqual(await audit(full.job.id));
+    expect(await audit(unpooled.job.id)).toEqual(await audit(full.job.id));
   });
 });
