@@ -1,5 +1,7 @@
 -- Cheaper writes on the claim/complete path, measured with the engine benchmark (see the
--- commit messages for the figures). Nothing here changes what is stored or guaranteed.
+-- commit messages for the figures). Nothing here changes what is stored. One database-level
+-- check becomes the claim statement's job: that an attempt's workspace is its execution's
+-- (see the last section).
 
 -- Attempts are found by (execution_id, attempt_number): the claim writes attempt_number =
 -- attempt_count, which no path changes while the lease is held. The (execution_id,
