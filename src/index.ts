@@ -112,7 +112,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const service = createJobService({ db: database.db, defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets });
+  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     const ws = await findWorkspaceBySlug(database.db, slug);
     if (!ws) throw new NotFoundError('Workspace', slug);

@@ -59,7 +59,7 @@ async function main(argv: string[]): Promise<number> {
     const database = createDatabase({ connectionString: source.connectionString, max: 2 });
     try {
       await migrate(source.connectionString);
-      const service = createJobService({ db: database.db, defaultMaxAttempts: config.defaultMaxAttempts });
+      const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts });
       const created = await service.bootstrapKey(
         flag(argv, '--workspace') ?? 'default',
         role,

@@ -58,6 +58,11 @@ export interface MutationSpec<T> {
   target: { type: string; id?: string | undefined } | ((result: T) => { type: string; id?: string | undefined });
 }
 
+/** The audit row's `input` column: the caller's input, redacted, as JSON text. */
+export function auditInput(input: unknown): string {
+  return JSON.stringify(redact(input) ?? {});
+}
+
 async function writeAudit(
   ex: Transaction<DB> | ServiceContext['db'],
   actor: Actor,
@@ -68,7 +73,21 @@ async function writeAudit(
 ): Promise<void> {
   await sql`insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
             values (${actor.workspaceId}, ${actor.kind}, ${actor.keyId ?? null}, ${action}, ${target?.type ?? null},
-                    ${target?.id ?? null}, ${JSON.stringify(redact(input) ?? {})}, ${code})`.execute(ex);
+                    ${target?.id ?? null}, ${auditInput(input)}, ${code})`.execute(ex);
+}
+
+/**
+ * For a mutation done by one statement that writes its own 'OK' audit row (its input from
+ * `auditInput`), after the caller checked the role: a failure is audited as `mutate` audits it.
+ */
+export async function auditingFailure<T>(ctx: ServiceContext, actor: Actor, action: string, input: unknown, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
+    await writeAudit(ctx.db, actor, action, undefined, input, code).catch(() => {});
+    throw error;
+  }
 }
 
 export async function mutate<T>(ctx: ServiceContext, actor: Actor, spec: MutationSpec<T>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {

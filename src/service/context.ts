@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import type pg from 'pg';
 import type { ZodType, z } from 'zod';
 import type { Db } from '../db/pool.js';
 import type { Executor } from '../db/repos/scope.js';
@@ -8,6 +9,11 @@ import type { SecretBox } from './secrets.js';
 /** What every service area is built with. */
 export interface ServiceDeps {
   db: Db;
+  /**
+   * The pg pool under `db`, when the caller has it: the hottest statements (createJob's
+   * one-statement path) then run as named statements, planned once per connection.
+   */
+  pool?: pg.Pool | undefined;
   /** Max attempts when neither the job nor its endpoint sets one. */
   defaultMaxAttempts: number;
   /**
@@ -21,8 +27,11 @@ export interface ServiceDeps {
 
 export interface ServiceContext {
   db: Db;
+  pool: pg.Pool | undefined;
   defaultMaxAttempts: number;
   now(ex: Executor): Promise<Date>;
+  /** Whether `now` is the database's own `now()` (no clock injected), so SQL may use now() for it. */
+  databaseClock: boolean;
   /** Seals a secret for storage; throws VALIDATION_FAILED at `path` when no key is configured. */
   seal(plain: string, path: (string | number)[]): string;
 }
@@ -30,7 +39,9 @@ export interface ServiceContext {
 export function createContext(deps: ServiceDeps): ServiceContext {
   return {
     db: deps.db,
+    pool: deps.pool,
     defaultMaxAttempts: deps.defaultMaxAttempts,
+    databaseClock: !deps.clock,
     seal(plain, path) {
       if (!deps.secrets) throw ValidationError.at(path, 'cannot store a secret: JOBGATE_SECRET_KEY is not configured');
       return deps.secrets.seal(plain);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createJobService } from '../../src/service/index.js';
 import { ValidationError } from '../../src/service/errors.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 
@@ -217,5 +218,52 @@ describe('createJob', () => {
     } finally {
       await t.query('drop trigger refuse_execution on executions');
     }
+  });
+
+  it('commits the job, its execution and its audit row together or not at all on the one-statement path too', async () => {
+    // plain.task has no payload spec and the job no key: createJob writes it in one statement.
+    await t.query(`create function refuse_first_execution() returns trigger language plpgsql as $$
+      begin if new.max_attempts = 98 then raise exception 'refused by test'; end if; return new; end $$`);
+    await t.query('create trigger refuse_first_execution before insert on executions for each row execute function refuse_first_execution()');
+    try {
+      const count = async (table: string) => (await t.query(`select count(*)::int as n from ${table}`)).rows[0].n as number;
+      const [jobs, ok] = [await count('jobs'), await count(`audit_log where action = 'job.create' and result_code = 'OK'`)];
+      await expect(t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', maxAttempts: 98 })).rejects.toThrow(/refused by test/);
+      expect(await count('jobs')).toBe(jobs);
+      expect(await count(`audit_log where action = 'job.create' and result_code = 'OK'`)).toBe(ok);
+      const { rows } = await t.query(`select result_code from audit_log where action = 'job.create' order by id desc limit 1`);
+      expect(rows[0].result_code).toBe('INTERNAL_ERROR');
+    } finally {
+      await t.query('drop trigger refuse_first_execution on executions');
+      await t.query('drop function refuse_first_execution()');
+    }
+  });
+
+  it('leaves the same job, execution and audit rows on the one-statement path as in the full transaction', async () => {
+    // No key: one statement. An idempotency key takes the full transactional path.
+    const request = { endpointName: 'plain.task', kind: 'DELAYED' as const, name: 'same rows', runAt: new Date(Date.now() + 60_000), input: { a: [1, { b: 'c' }] }, maxAttempts: 3 };
+    const quick = await t.service.createJob(t.actor, request);
+    // Without the pg pool, the one statement goes through kysely (unnamed).
+    const unpooled = await createJobService({ db: t.db, defaultMaxAttempts: 5 }).createJob(t.actor, request);
+    const full = await t.service.createJob(t.actor, { ...request, idempotencyKey: 'same-rows' });
+    const job = async (id: string) => {
+      const { id: _id, idempotency_key: _key, created_at: _c, updated_at: _u, ...rest } = (await t.query('select * from jobs where id = $1', [id])).rows[0];
+      return rest;
+    };
+    expect(await job(quick.job.id)).toEqual(await job(full.job.id));
+    expect(await job(unpooled.job.id)).toEqual(await job(full.job.id));
+    expect(quick.job).toEqual({ ...full.job, id: quick.job.id, idempotencyKey: null, createdAt: quick.job.createdAt, updatedAt: quick.job.updatedAt });
+    const execution = async (jobId: string) => {
+      const { id: _id, job_id: _j, created_at: _c, updated_at: _u, ...rest } = (await t.query('select * from executions where job_id = $1', [jobId])).rows[0];
+      return rest;
+    };
+    expect(await execution(quick.job.id)).toEqual(await execution(full.job.id));
+    expect(await execution(unpooled.job.id)).toEqual(await execution(full.job.id));
+    const audit = async (jobId: string) => {
+      const { id: _id, target_id, created_at: _c, input, ...rest } = (await t.query(`select * from audit_log where target_id = $1`, [jobId])).rows[0];
+      return { ...rest, target: target_id === jobId, input: { ...input, idempotencyKey: undefined } };
+    };
+    expect(await audit(quick.job.id)).toEqual(await audit(full.job.id));
+    expect(await audit(unpooled.job.id)).toEqual(await audit(full.job.id));
   });
 });

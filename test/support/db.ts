@@ -62,7 +62,7 @@ export async function createTestDb(deps: Partial<ServiceDeps> = {}): Promise<Tes
   await adminQuery(`create database ${name} template ${inject('pgTemplate')}`);
   const url = urlFor(name);
   const database = createDatabase({ connectionString: url, max: 10 });
-  const service = createJobService({ db: database.db, defaultMaxAttempts: 5, secrets: TEST_SECRETS, ...deps });
+  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5, secrets: TEST_SECRETS, ...deps });
   const ws = (await findWorkspaceBySlug(database.db, 'default'))!;
   const other = await ensureWorkspace(database.db, 'other', 'Other workspace');
   return {

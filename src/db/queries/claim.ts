@@ -27,6 +27,8 @@ export interface ClaimedExecution {
   attempt_count: number;
   max_attempts: number;
   cancel_requested: boolean;
+  /** A QUEUE cron job's occurrence: its outcome's record gives the job's next one its turn. */
+  serial: boolean;
   input: unknown;
   endpoint_name: string;
   kind: 'HTTP' | 'HANDLER';
@@ -54,7 +56,7 @@ const CLAIM_TAIL = `), claimed as (
   from candidates c
   where e.id = c.id
   returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
-            e.cancel_requested_at is not null as cancel_requested,
+            e.cancel_requested_at is not null as cancel_requested, e.serial,
             c.input, c.endpoint_name, c.kind, c.url, c.method, c.headers, c.timeout_ms,
             c.signing_secret, c.handler_name, c.config_id
 ), attempt_rows as (
@@ -62,7 +64,7 @@ const CLAIM_TAIL = `), claimed as (
   select workspace_id, id, attempt_count, lease_epoch, $1 from claimed
 )
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
-       cl.cancel_requested, cl.input, cl.endpoint_name, cl.kind, cl.url, cl.method, cl.headers, cl.timeout_ms,
+       cl.cancel_requested, cl.serial, cl.input, cl.endpoint_name, cl.kind, cl.url, cl.method, cl.headers, cl.timeout_ms,
        cl.signing_secret, cl.handler_name, cf.entries as config_entries
 from claimed cl
 left join configs cf on cf.id = cl.config_id`;
@@ -136,25 +138,24 @@ export interface ClaimOptions {
   leaseMs: number;
   /** Whether any endpoint has a concurrency limit; skips the limited path when none does. */
   limitedEndpoints: boolean;
-  /**
-   * The claim size this caller asks for most (a worker's batch size). A claim of exactly this
-   * many runs a statement whose LIMIT is a constant, planned once per connection.
-   */
-  usualLimit?: number;
 }
 
-// Named statements: each connection parses them once. A LIMIT given as a parameter makes
-// Postgres plan for an unknown row count (10% of the table) — a hash join over all executions —
-// so it keeps re-planning on every call to get the index walk; re-planning was a third of a
-// claim's time. A claim of the caller's usual size therefore uses a statement with the LIMIT
-// written in, whose cached plan is the index walk in (run_after, id) order stopped by the
-// LIMIT; other sizes take the parameterized one and are planned each time.
+// Named statements: each connection parses and plans them once. A LIMIT given as a parameter
+// makes Postgres plan for an unknown row count (10% of the table) — a hash join over all
+// executions — so it keeps re-planning on every call to get the index walk. Every claim size
+// therefore gets its own statement with the LIMIT written in, whose cached plan is the index
+// walk in (run_after, id) order stopped by the LIMIT. Claims are sized to a worker's free slots,
+// so sizes other than the batch size are common: when only the usual size had a fixed statement,
+// re-planning the others was ~10% of the database's CPU on the engine benchmark. Sizes are
+// bounded by the batch size, so a connection holds at most that many plans; a size past
+// MAX_FIXED (a one-off drain) is planned each time.
+const MAX_FIXED = 1000;
 const CLAIM_ANY_SIZE = claimUnlimitedSql('$4');
 const fixedSize = new Map<number, string>();
 
 function claimUnlimited(o: ClaimOptions): pg.QueryConfig {
   const values: unknown[] = [o.workerId, o.leaseMs, o.handlers];
-  if (o.limit === o.usualLimit && Number.isInteger(o.limit) && o.limit > 0) {
+  if (Number.isInteger(o.limit) && o.limit > 0 && o.limit <= MAX_FIXED) {
     let text = fixedSize.get(o.limit);
     if (!text) fixedSize.set(o.limit, (text = claimUnlimitedSql(String(o.limit))));
     return { name: `jobgate.claim/${o.limit}`, text, values };
@@ -212,6 +213,11 @@ export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
 export async function nextDueAt(pool: pg.Pool): Promise<Date | null> {
   // Only future work: past-due rows this worker cannot deliver (paused job, a handler it lacks)
   // would otherwise wake it in a loop.
-  const { rows } = await pool.query(`select min(run_after) as at from executions where status = 'PENDING' and run_after > now()`);
+  // Named: an idle worker runs this after every short claim; planning it each time cost more
+  // than running it.
+  const { rows } = await pool.query({
+    name: 'jobgate.next-due',
+    text: `select min(run_after) as at from executions where status = 'PENDING' and run_after > now()`,
+  });
   return (rows[0]?.at as Date | null) ?? null;
 }

@@ -30,47 +30,44 @@ export interface Completion {
   responseExcerpt: string | null;
 }
 
+// The fence is the UPDATE's own WHERE clause: Postgres re-checks it on the row's latest version
+// when a concurrent write got there first, so no separate FOR UPDATE pass (a row lock, a WAL
+// record and a tuple write per execution) is needed. The next state is computed once per row,
+// from that same latest version, in the multi-column SET.
 const COMPLETE = `
 with done as (
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::boolean[], $5::double precision[],
                        $6::int[], $7::int[], $8::text[], $9::text[])
     as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt)
-), fenced as (
-  select e.id, e.lease_epoch, e.attempt_count, e.max_attempts, e.cancel_requested_at, en.backoff_base_ms, en.backoff_max_ms, en.jitter,
-         d.outcome, d.retryable, d.delay_ms, d.error
-  from done d
-  join executions e on e.id = d.id
-  join endpoints en on en.id = e.endpoint_id
-  where e.lease_epoch = d.epoch
-    and e.status = 'RUNNING'
-    and e.lease_expires_at > now()
-  for update of e
-), decided as (
-  select f.*,
-         case
-           when f.cancel_requested_at is not null then 'CANCELLED'
-           when f.outcome = 'SUCCEEDED' then 'SUCCEEDED'
-           when f.retryable and f.attempt_count < f.max_attempts then 'PENDING'
-           else 'FAILED'
-         end as next_status
-  from fenced f
 ), updated as (
   update executions e
-  set status = n.next_status,
-      run_after = case when n.next_status = 'PENDING'
-                       then now() + make_interval(secs => coalesce(n.delay_ms,
-                              jobgate_backoff_ms(n.backoff_base_ms, n.backoff_max_ms, n.attempt_count, n.jitter)) / 1000)
-                       else e.run_after end,
+  set (status, run_after, last_error, finished_at) = (
+        select n.next_status,
+               case when n.next_status = 'PENDING'
+                    then now() + make_interval(secs => coalesce(d.delay_ms,
+                           jobgate_backoff_ms(en.backoff_base_ms, en.backoff_max_ms, e.attempt_count, en.jitter)) / 1000)
+                    else e.run_after end,
+               case when n.next_status = 'SUCCEEDED' then null
+                    when n.next_status = 'CANCELLED' then coalesce(d.error, 'cancelled')
+                    else d.error end,
+               case when n.next_status = 'PENDING' then null else now() end
+        from (select case
+                       when e.cancel_requested_at is not null then 'CANCELLED'
+                       when d.outcome = 'SUCCEEDED' then 'SUCCEEDED'
+                       when d.retryable and e.attempt_count < e.max_attempts then 'PENDING'
+                       else 'FAILED'
+                     end as next_status) n),
       lease_owner = null,
       lease_expires_at = null,
-      last_error = case when n.next_status = 'SUCCEEDED' then null
-                        when n.next_status = 'CANCELLED' then coalesce(n.error, 'cancelled')
-                        else n.error end,
-      finished_at = case when n.next_status = 'PENDING' then null else now() end,
       updated_at = now()
-  from decided n
-  where e.id = n.id
-  returning e.id, e.lease_epoch, e.status
+  from done d, endpoints en
+  -- The fence: only the current lease (same epoch, still running, not expired) records.
+  where e.id = d.id
+    and e.lease_epoch = d.epoch
+    and e.status = 'RUNNING'
+    and e.lease_expires_at > now()
+    and en.id = e.endpoint_id
+  returning e.id, e.lease_epoch, e.attempt_count, e.status
 ), attempts_done as (
   update attempts a
   set finished_at = now(),
@@ -80,7 +77,8 @@ with done as (
       error = d.error,
       response_excerpt = d.excerpt
   from updated u join done d on d.id = u.id
-  where a.execution_id = u.id and a.lease_epoch = u.lease_epoch
+  -- The claim wrote this attempt with attempt_number = attempt_count, under this epoch.
+  where a.execution_id = u.id and a.attempt_number = u.attempt_count and a.lease_epoch = u.lease_epoch
 )
 select id, status from updated`;
 

@@ -17,8 +17,11 @@
  *    handlers, +5-15% executions/s for one process, for ~20% more database CPU per execution).
  *    At most `concurrency` more leases are held for outcomes on their way to the database.
  *  - When a claim comes back short the queue is empty for this worker: it claims again on a hint
- *    only (a notification, the due timer, the poll, or a recorded outcome, which can free an
- *    endpoint's concurrency slot or a serial job's turn), not every time a slot frees.
+ *    only (a notification, the due timer, the poll, or a recorded outcome that can free an
+ *    endpoint's concurrency slot or a serial job's turn), not every time a slot frees. Other
+ *    recorded outcomes make nothing claimable, so they do not claim: an idle worker's claim
+ *    loop is then free when the next notification arrives (on the engine benchmark's latency
+ *    run, each execution cost a second, empty claim and its due-timer query otherwise).
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -161,7 +164,6 @@ export function createWorker(options: WorkerOptions): Worker {
           claimed = await claimExecutions(pool, {
             workerId: id,
             limit,
-            usualLimit: batchSize,
             handlers: options.handlers.names(),
             leaseMs,
             limitedEndpoints: limited,
@@ -226,18 +228,26 @@ export function createWorker(options: WorkerOptions): Worker {
 
   function scheduleFlush() {
     if (flushing) return;
+    // Whether this flush records an outcome that can make another execution claimable.
+    let freedTurn = false;
     flushing = (async () => {
       // Let outcomes that finish in the same tick share the statement.
       await new Promise((r) => setImmediate(r));
       while (pendingCompletions.length > 0) {
         const batch = pendingCompletions.splice(0, 1000);
+        // A serial execution's outcome gives its job's next occurrence the turn.
+        if (batch.some((c) => inFlight.get(c.executionId)?.ex.serial)) freedTurn = true;
         try {
           const accepted = await completeExecutions(pool, batch);
           for (const c of batch) {
             if (!accepted.has(c.executionId)) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
           }
-          // A retry was scheduled: time it (claims running beside this flush could not see it).
-          if ([...accepted.values()].includes('PENDING')) void armDueTimer();
+          // A retry was scheduled: claim it if it is due already, else time it (claims running
+          // beside this flush could not see it).
+          if ([...accepted.values()].includes('PENDING')) {
+            freedTurn = true;
+            void armDueTimer();
+          }
         } catch (error) {
           // The leases will expire and the reconciler will retry these: at-least-once.
           log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
@@ -250,9 +260,10 @@ export function createWorker(options: WorkerOptions): Worker {
       notifyIdle();
       // A recorded outcome releases its lease, and can make other executions claimable (a
       // concurrency slot of its endpoint, the next occurrence of a serial job): claim again if
-      // the lease cap held the last claim back or the last claim came back short. Under load
-      // (full claims) ending attempts already keep the loop going.
-      if (heldBack || drained || limited) kick();
+      // the lease cap held the last claim back, or if the last claim came back short and this
+      // flush freed a slot or a turn. Under load (full claims) ending attempts already keep the
+      // loop going.
+      if (heldBack || limited || (drained && freedTurn)) kick();
     });
   }
 
