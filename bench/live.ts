@@ -27,10 +27,9 @@ import { openServer } from './support/postgres.js';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
 /** `node dist/cli/main.js serve` on `url`; resolves with its port and a reader of its RSS and CPU. */
-async function serve(url: string) {
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
+async function serve(url: string, flags: string[]) {
   // BENCH_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", to look inside the gateway.
-  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const nodeArgs = [...flags, ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
   const child = spawn(process.execPath, [...nodeArgs, 'dist/cli/main.js', 'serve'], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info' },
@@ -75,7 +74,18 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/**
+ * Twice: with node's defaults, and with the old generation capped at 256 MB as a container
+ * deployment would set it (NODE_OPTIONS). The live set is small (~100 MB at 1,000
+ * subscribers); with a multi-GB default limit V8 lets garbage pile up before collecting, which
+ * is most of the default RSS and of its tail latency.
+ */
 export async function run(): Promise<Figure[]> {
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
+  return [...(await measure([], 'node defaults')), ...(await measure(['--max-old-space-size=256'], 'old space 256 MB'))];
+}
+
+async function measure(flags: string[], label: string): Promise<Figure[]> {
   const server = await openServer();
   const target = await server.createDatabase('jobgate_bench_live');
   const clients: Client[] = [];
@@ -89,7 +99,7 @@ export async function run(): Promise<Figure[]> {
     const runIds: string[] = [];
     for (let i = 0; i < RUNS; i++) runIds.push((await service.triggerRun(system, { name: `bench.live.${i}` })).run.id);
 
-    const gateway = await serve(target.url);
+    const gateway = await serve(target.url, flags);
     const { port, stats } = gateway;
 
     // When each (run, processed) checkpoint was acknowledged to its writer.
@@ -171,7 +181,7 @@ export async function run(): Promise<Figure[]> {
 
     latencies.sort((a, b) => a - b);
     const wallMs = after.at - before.at;
-    const system_ = `jobgate, ${SUBSCRIBERS} subscribers`;
+    const system_ = `jobgate, ${SUBSCRIBERS} subscribers, ${label}`;
     return [
       { bench: 'live', system: system_, value: writtenDuring / (wallMs / 1000), unit: 'checkpoints/s written' },
       { bench: 'live', system: system_, value: received / (wallMs / 1000), unit: 'updates/s delivered (all subscribers)' },
