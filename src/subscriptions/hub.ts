@@ -57,7 +57,7 @@ interface StreamSub<T> {
   /** The id of the last row given to the feed (or the position it starts after). */
   last: bigint;
   /** Reads this subscription's rows in (after, upTo], oldest first, at most a page. */
-  read: (after: bigint, upTo: bigint) => Promise<T[]>;
+  read: (after: bigint, upTo: bigint, limit: number) => Promise<T[]>;
   position: keyof Positions;
   /** Cuts the client's connection off (a WebSocket is closed), when it stalls. */
   cutOff: (() => void) | undefined;
@@ -126,7 +126,8 @@ export function createHub(options: HubOptions) {
       cycling = false;
     }
     if (watermark.waiting) {
-      schedule(settleMs);
+      // Look again soon, less often the longer a writer stays open (each look reads pg_locks).
+      schedule(Math.min(200, settleMs * 2 ** Math.floor(watermark.oldestWait() / 100)));
       const waited = watermark.oldestWait();
       if (waited > 10_000 && !warnedStuck) {
         warnedStuck = true;
@@ -157,8 +158,14 @@ export function createHub(options: HubOptions) {
     const from = horizon;
     const to: Positions = { events: max(from.events, settled.events), findings: max(from.findings, settled.findings) };
     horizon = to; // new subscribers replay up to here; the fetch below delivers above `from`
-    if (to.events > from.events && eventSubs.size > 0) await deliverEvents(from.events, to.events);
-    if (to.findings > from.findings && findingSubs.size > 0) await deliverFindings(from.findings, to.findings);
+    try {
+      if (to.events > from.events && eventSubs.size > 0) await deliverEvents(from.events, to.events);
+      if (to.findings > from.findings && findingSubs.size > 0) await deliverFindings(from.findings, to.findings);
+    } catch (error) {
+      // Deliver (from, to] again next time: what got through is skipped (ids <= each one's `last`).
+      horizon = from;
+      throw error;
+    }
   }
 
   async function deliverEvents(after: bigint, upTo: bigint) {
@@ -199,9 +206,9 @@ export function createHub(options: HubOptions) {
    * everything up to the current horizon (no await between that check and the switch).
    */
   async function catchUp<T extends { id: string }>(sub: StreamSub<T>) {
-    try {
-      await ready;
-      while (!sub.feed.closed && !stopped) {
+    for (let failures = 0; !sub.feed.closed && !stopped; ) {
+      try {
+        await ready;
         await untilDrained(sub);
         if (sub.feed.closed) return;
         const upTo = horizon![sub.position];
@@ -209,15 +216,23 @@ export function createHub(options: HubOptions) {
           sub.live = true;
           return;
         }
-        const rows = await sub.read(sub.last, upTo);
+        // At most what fits under the limit: memory per subscriber stays at `feedLimit` rows.
+        const room = Math.max(1, Math.min(PAGE, feedLimit - sub.feed.size));
+        const rows = await sub.read(sub.last, upTo, room);
         for (const row of rows) {
           sub.last = idOf(row);
           sub.feed.push(row);
         }
-        if (rows.length < PAGE) sub.last = upTo > sub.last ? upTo : sub.last;
+        if (rows.length < room) sub.last = upTo > sub.last ? upTo : sub.last;
+        failures = 0;
+      } catch (error) {
+        // The database going away (a restart, a killed connection) is waited out: the
+        // subscription continues where it was once queries work again.
+        if (!transient(error)) return sub.feed.fail(error);
+        const delay = Math.min(5_000, 100 * 2 ** failures++);
+        log.warn(`live: catching a subscription up failed (${(error as Error).message}); retrying in ${delay} ms`);
+        await new Promise((r) => setTimeout(r, delay).unref());
       }
-    } catch (error) {
-      sub.feed.fail(error);
     }
   }
 
@@ -250,10 +265,10 @@ export function createHub(options: HubOptions) {
         return;
       }
       sub.last = after;
-      await catchUp(sub);
     } catch (error) {
-      sub.feed.fail(error);
+      return sub.feed.fail(error);
     }
+    await catchUp(sub);
   }
 
   function add<K, V>(map: Map<K, Set<V>>, key: K, value: V) {
@@ -272,9 +287,10 @@ export function createHub(options: HubOptions) {
   async function readRuns() {
     if (readingRuns || stopped) return;
     readingRuns = true;
+    let ids: string[] = [];
     try {
       while (dirtyRuns.size > 0) {
-        const ids = [...dirtyRuns].filter((id) => runWatches.has(id));
+        ids = [...dirtyRuns].filter((id) => runWatches.has(id));
         dirtyRuns.clear();
         if (ids.length === 0) break;
         for (const row of await runsById(pool, ids)) {
@@ -290,6 +306,7 @@ export function createHub(options: HubOptions) {
         }
       }
     } catch (error) {
+      for (const id of ids) dirtyRuns.add(id); // read them again, or a state (the terminal one) is lost
       log.warn(`live: reading runs failed (${(error as Error).message}); trying again`);
       setTimeout(() => void readRuns(), pollMs).unref();
     } finally {
@@ -353,7 +370,7 @@ export function createHub(options: HubOptions) {
         last: 0n,
         position: 'events',
         cutOff,
-        read: (from, upTo) => matchingEvents(pool, match, from, upTo, PAGE),
+        read: (from, upTo, limit) => matchingEvents(pool, match, from, upTo, limit),
         feed: new Feed<EventRow>(() => {
           remove(eventSubs, match.workspaceId, sub);
           subscriptions--;
@@ -373,7 +390,7 @@ export function createHub(options: HubOptions) {
         last: 0n,
         position: 'findings',
         cutOff,
-        read: (from, upTo) => findingsInRange(pool, from, upTo, [runId], PAGE),
+        read: (from, upTo, limit) => findingsInRange(pool, from, upTo, [runId], limit),
         feed: new Feed<FindingRow>(() => {
           remove(findingSubs, runId, sub);
           subscriptions--;
@@ -419,6 +436,13 @@ export function createHub(options: HubOptions) {
 }
 
 export type Hub = ReturnType<typeof createHub>;
+
+/** Errors that pass: the connection or the server went away, or it is starting or stopping. */
+function transient(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(code))) return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test((error as Error).message ?? '');
+}
 
 function max(a: bigint, b: bigint): bigint {
   return a > b ? a : b;

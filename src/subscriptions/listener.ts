@@ -89,7 +89,6 @@ export function createListener(options: ListenerOptions) {
     }
     if (stopped || dropped.has(c)) return void destroy(c);
     client = c;
-    failures = 0;
     options.onListening();
     await check();
   }
@@ -110,6 +109,7 @@ export function createListener(options: ListenerOptions) {
       const heard = await within(delivered, probeTimeoutMs);
       if (client !== c) return;
       if (heard === 'delivered') {
+        failures = 0; // only a connection that works resets the backoff: no storm against a server that drops us
         if (warnedDeaf) log.info('live: notifications arrive again; polling stopped');
         warnedDeaf = false;
         setMode('notify');

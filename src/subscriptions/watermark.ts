@@ -14,6 +14,11 @@
  * This is the idea behind PgQ's snapshot-based batches, narrowed to the transactions that write
  * events: an open writer delays later events until it ends (a reader logs when that lasts
  * long); other open transactions, however long, do not.
+ *
+ * It relies on two things that hold today and must keep holding: the id sequences hand out one
+ * value at a time (CACHE 1, the identity default: a cached value would be taken before the
+ * mark), and no writer uses two-phase commit (a prepared transaction's locks move to a holder
+ * with a different virtual transaction id).
  */
 
 /** The sequence positions read before a list of open writers: settled once those have ended. */
@@ -39,9 +44,10 @@ export class Watermark<P> {
       this.pending = [];
       return positions;
     }
-    // Candidates behind a long writer pile up; a newer one settles no earlier, so keep few.
-    if (this.pending.length >= 64) this.pending.splice(0, this.pending.length - 63);
-    this.pending.push({ positions, writers, seenAt: now });
+    // Candidates pile up behind a long writer. The oldest settles first, so it is never dropped;
+    // at the cap the newest is replaced (it settles no earlier than the one replacing it).
+    if (this.pending.length >= 64) this.pending[this.pending.length - 1] = { positions, writers, seenAt: now };
+    else this.pending.push({ positions, writers, seenAt: now });
     return settled;
   }
 

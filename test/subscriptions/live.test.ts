@@ -9,7 +9,7 @@ import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/reaper.js';
 import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createTestDb, type TestDb } from '../support/db.js';
+import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
 
@@ -271,6 +271,31 @@ describe('runProgress and runFindings', () => {
     sub.stop();
     expect(items.filter((x) => x.previousStatus !== null).map((x) => x.status)).toEqual(['PAUSED', 'ACTIVE', 'RETIRED']);
     expect(live.logs.some((l) => l.includes('listening connection lost'))).toBe(true);
+  });
+});
+
+describe('database connections lost', () => {
+  it("keeps every subscription converging when the hub's pool connections are killed under it", async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const liveSub = await subscribed(key, JOBS, { jobId: job.id });
+    const replaying = collect(live.client(key), JOBS, { jobId: job.id, after: '0' });
+    await replaying.until((xs) => xs.length >= 1);
+    for (let round = 0; round < 3; round++) {
+      await adminQuery(
+        `select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid() and application_name <> 'jobgate-live'`,
+        [t.name],
+      );
+      await (round % 2 === 0 ? t.service.pauseJob(t.actor, job.id) : t.service.resumeJob(t.actor, job.id)).catch(async () => {
+        // The service's own pool met a killed connection first; the change is made on the retry.
+        await (round % 2 === 0 ? t.service.pauseJob(t.actor, job.id) : t.service.resumeJob(t.actor, job.id));
+      });
+    }
+    const expected = ['PAUSED', 'ACTIVE', 'PAUSED'];
+    for (const sub of [liveSub, replaying]) {
+      const items = await sub.until((xs) => xs.filter((x) => x.previousStatus !== null).length >= 3, 15_000, 'the three changes');
+      expect(items.filter((x) => x.previousStatus !== null).map((x) => x.status)).toEqual(expected);
+      sub.stop();
+    }
   });
 });
 
