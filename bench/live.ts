@@ -49,6 +49,7 @@ async function serve(url: string, flags: string[]) {
       if (m) resolve(m[1]!);
     };
     child.stdout!.on('data', onData);
+    if (process.env.BENCH_VERBOSE) child.stdout!.on('data', (b: Buffer) => process.stderr.write(b));
     child.stderr!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`jobgate serve exited (${code}):\n${out}`)));
   });
@@ -186,7 +187,9 @@ async function measure(flags: string[], label: string): Promise<Figure[]> {
       { bench: 'live', system: system_, value: writtenDuring / (wallMs / 1000), unit: 'checkpoints/s written' },
       { bench: 'live', system: system_, value: received / (wallMs / 1000), unit: 'updates/s delivered (all subscribers)' },
       { bench: 'live', system: system_, value: percentile(latencies, 50), unit: 'ms commit-to-client p50' },
+      { bench: 'live', system: system_, value: percentile(latencies, 95), unit: 'ms commit-to-client p95' },
       { bench: 'live', system: system_, value: percentile(latencies, 99), unit: 'ms commit-to-client p99' },
+      { bench: 'live', system: system_, value: latencies.at(-1) ?? NaN, unit: 'ms commit-to-client max' },
       { bench: 'live', system: system_, value: after.rss / 1024 / 1024, unit: 'MB gateway RSS' },
       { bench: 'live', system: system_, value: ((after.cpuMicros - before.cpuMicros) / 1000 / wallMs) * 100, unit: '% of a core, gateway CPU' },
     ];
