@@ -25,7 +25,7 @@ import type { Logger } from '../log.js';
 import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
 import { toRun, type Run } from '../service/runs.js';
 import { Feed, SlowConsumerError } from './feed.js';
-import { createListener, type Listener, type ListenMode } from './listener.js';
+import { createListener, type Listener, type ListenMode } from '../db/listener.js';
 import { Watermark } from './watermark.js';
 
 export interface HubOptions {
@@ -332,13 +332,13 @@ export function createHub(options: HubOptions) {
 
   const listener: Listener = createListener({
     connectionString: options.connectionString,
-    channel: CHANNEL,
+    channels: [CHANNEL],
     log,
     checkEveryMs: options.checkEveryMs,
     probeTimeoutMs: options.probeTimeoutMs,
     onListening: everythingMayHaveChanged,
     onMode,
-    onHint(payload) {
+    onHint(_channel, payload) {
       if (payload === 'e' || payload === 'f') {
         // The horizon is kept current even with no subscriber, so one that arrives with a
         // cursor replays at once; without subscribers, at a relaxed pace.

@@ -27,6 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import { createListener, type Listener } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueAt, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
@@ -115,8 +116,7 @@ export function createWorker(options: WorkerOptions): Worker {
   let drained = true;
   let limited = false;
   let lastLeaseOk = performance.now();
-  let listener: pg.Client | undefined;
-  let listenerRetry: NodeJS.Timeout | undefined;
+  let listener: Listener | undefined;
   const timers: NodeJS.Timeout[] = [];
   let dueTimer: NodeJS.Timeout | undefined;
   const idle: (() => void)[] = [];
@@ -320,39 +320,27 @@ export function createWorker(options: WorkerOptions): Worker {
     }
   }
 
+  /**
+   * The LISTEN connection: work added wakes the worker, a cancellation aborts its attempt. It
+   * reconnects with backoff and probes itself (src/db/listener.ts); while it is down or deaf
+   * the poll timer keeps the worker going.
+   */
   async function listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: options.connectionString, application_name: 'jobgate-worker-listen' });
-    client.on('notification', (msg) => {
-      if (msg.channel === 'jobgate_work') kick();
-      else if (msg.channel === 'jobgate_cancel' && msg.payload) {
-        inFlight.get(msg.payload)?.controller.abort('cancelled' satisfies AbortReason);
-      }
+    listener = createListener({
+      connectionString: options.connectionString,
+      channels: ['jobgate_work', 'jobgate_cancel'],
+      log,
+      applicationName: 'jobgate-worker-listen',
+      onHint(channel, payload) {
+        if (channel === 'jobgate_work') kick();
+        else if (payload) inFlight.get(payload)?.controller.abort('cancelled' satisfies AbortReason);
+      },
+      onListening: () => kick(), // anything added while we were not listening
+      onMode: () => {},
     });
-    const reconnect = (why: string) => {
-      if (!running || listener !== client) return;
-      listener = undefined;
-      client.end().catch(() => {});
-      log.warn(`worker ${id}: listen connection lost (${why}); polling until it is back`);
-      listenerRetry = setTimeout(() => void listen().catch(() => {}), 1000);
-      listenerRetry.unref();
-    };
-    client.on('error', (e) => reconnect(e.message));
-    client.on('end', () => reconnect('ended'));
-    try {
-      await client.connect();
-      await client.query('listen jobgate_work');
-      await client.query('listen jobgate_cancel');
-      listener = client;
-      kick(); // anything added while we were not listening
-    } catch (error) {
-      client.end().catch(() => {});
-      if (running) {
-        listenerRetry = setTimeout(() => void listen().catch(() => {}), 1000);
-        listenerRetry.unref();
-      }
-      throw error;
-    }
+    await listener.start();
   }
+
 
   return {
     id,
@@ -363,7 +351,7 @@ export function createWorker(options: WorkerOptions): Worker {
       running = true;
       limited = await anyLimitedEndpoint(pool);
       await reconcile();
-      await listen().catch((e: Error) => log.warn(`worker ${id}: listen failed (${e.message}); polling`));
+      await listen();
       const every = (ms: number, fn: () => unknown) => {
         const t = setInterval(fn, ms);
         t.unref();
@@ -384,10 +372,9 @@ export function createWorker(options: WorkerOptions): Worker {
       running = false;
       timers.splice(0).forEach(clearInterval);
       clearTimeout(dueTimer);
-      clearTimeout(listenerRetry);
       const l = listener;
       listener = undefined;
-      await l?.end().catch(() => {});
+      await l?.stop();
       if (inFlight.size > 0) {
         log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
         // Leases must outlive the grace period.

@@ -1,5 +1,5 @@
 /**
- * The one listening connection of a gateway process.
+ * A LISTEN connection that stays healthy: the one of a gateway's live hub, and each worker's.
  *
  *  - Reconnects with capped, jittered backoff when the connection drops (Postgres restarted,
  *    backend terminated, network cut), and tells the hub each time it listens again, so the
@@ -18,9 +18,9 @@ export type ListenMode = 'notify' | 'poll';
 
 export interface ListenerOptions {
   connectionString: string;
-  channel: string;
+  channels: string[];
   log: Logger;
-  onHint(payload: string): void;
+  onHint(channel: string, payload: string): void;
   /** After each (re)connection that listens: anything may have been missed meanwhile. */
   onListening(): void;
   /** 'notify' once a probe came back; 'poll' while disconnected or when LISTEN delivers nothing. */
@@ -31,7 +31,11 @@ export interface ListenerOptions {
 }
 
 export function createListener(options: ListenerOptions) {
-  const { log, channel } = options;
+  const { log } = options;
+  const name = options.applicationName ?? 'jobgate-live';
+  // Probes go to a channel of this connection's own, so they wake nobody else.
+  const probeChannel = `jobgate_probe_${randomBytes(6).toString('hex')}`;
+  const channels = new Set(options.channels);
   const checkEveryMs = options.checkEveryMs ?? 10_000;
   const probeTimeoutMs = options.probeTimeoutMs ?? 3_000;
   let client: pg.Client | undefined;
@@ -64,25 +68,24 @@ export function createListener(options: ListenerOptions) {
     setMode('poll');
     if (stopped) return;
     const delay = Math.min(5_000, 100 * 2 ** failures++) * (0.5 + Math.random() / 2);
-    log.warn(`live: listening connection lost (${why}); polling, reconnecting in ${Math.round(delay)} ms`);
+    log.warn(`${name}: listening connection lost (${why}); polling, reconnecting in ${Math.round(delay)} ms`);
     retry = setTimeout(() => void connect(), delay);
     retry.unref();
   }
 
   async function connect() {
     if (stopped) return;
-    const c = new pg.Client({ connectionString: options.connectionString, application_name: options.applicationName ?? 'jobgate-live', keepAlive: true });
+    const c = new pg.Client({ connectionString: options.connectionString, application_name: name, keepAlive: true });
     c.on('error', (e: Error) => drop(c, e.message));
     c.on('end', () => drop(c, 'connection closed'));
     c.on('notification', (n) => {
-      if (n.channel !== channel) return;
       const payload = n.payload ?? '';
-      if (payload.startsWith('probe:')) probes.get(payload)?.();
-      else options.onHint(payload);
+      if (n.channel === probeChannel) probes.get(payload)?.();
+      else if (channels.has(n.channel)) options.onHint(n.channel, payload);
     });
     try {
       await c.connect();
-      await c.query(`listen ${pg.escapeIdentifier(channel)}`);
+      for (const channel of [...channels, probeChannel]) await c.query(`listen ${pg.escapeIdentifier(channel)}`);
     } catch (error) {
       drop(c, (error as Error).message);
       return;
@@ -104,20 +107,20 @@ export function createListener(options: ListenerOptions) {
     const nonce = `probe:${randomBytes(6).toString('hex')}`;
     const delivered = new Promise<'delivered'>((r) => probes.set(nonce, () => r('delivered')));
     try {
-      const sent = await within(c.query('select pg_notify($1, $2)', [channel, nonce]), probeTimeoutMs);
+      const sent = await within(c.query('select pg_notify($1, $2)', [probeChannel, nonce]), probeTimeoutMs);
       if (sent === 'timeout') return drop(c, `no answer to a probe within ${probeTimeoutMs} ms`);
       const heard = await within(delivered, probeTimeoutMs);
       if (client !== c) return;
       if (heard === 'delivered') {
         failures = 0; // only a connection that works resets the backoff: no storm against a server that drops us
-        if (warnedDeaf) log.info('live: notifications arrive again; polling stopped');
+        if (warnedDeaf) log.info(`${name}: notifications arrive again; polling stopped`);
         warnedDeaf = false;
         setMode('notify');
       } else {
         if (!warnedDeaf) {
           log.error(
-            'live: LISTEN on this connection receives nothing (is DATABASE_URL a transaction-mode pooler, e.g. PgBouncer with pool_mode=transaction?). ' +
-              'Subscriptions fall back to polling the database every second; connect jobgate to Postgres directly or through a session-mode pool for live delivery.',
+            `${name}: LISTEN on this connection receives nothing (is DATABASE_URL a transaction-mode pooler, e.g. PgBouncer with pool_mode=transaction?). ` +
+              'Falling back to polling the database; connect jobgate to Postgres directly or through a session-mode pool for live delivery.',
           );
         }
         warnedDeaf = true;

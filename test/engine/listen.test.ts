@@ -1,0 +1,48 @@
+/**
+ * The worker's LISTEN connection: work is picked up by notification (the poll is set far out
+ * of reach here), and after its backend is terminated the worker listens again on its own.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
+
+let t: TestDb;
+let engine: EngineHarness;
+let endpointId: string;
+const ran: string[] = [];
+
+beforeAll(async () => {
+  t = await createTestDb();
+  engine = engineHarness(t);
+  engine.handle('listen.record', async (_input, ctx) => void ran.push(ctx.executionId));
+  endpointId = (await t.service.registerEndpoint(t.actor, { name: 'listen.target', kind: 'HANDLER', handlerName: 'listen.record' })).id;
+});
+afterAll(async () => {
+  await engine.stopAll();
+  await t.close();
+});
+
+const listenPid = async () =>
+  (await t.query(`select pid from pg_stat_activity where datname = current_database() and application_name = 'jobgate-worker-listen'`)).rows.map((r) => r.pid as number);
+
+describe('worker LISTEN connection', () => {
+  it('is woken by notifications, and listens again after its backend is terminated', async () => {
+    await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    const first = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node.id;
+    await eventually(async () => ran.includes(first), 10_000, 'the first execution (woken by NOTIFY)');
+
+    const [pid] = await listenPid();
+    expect(pid).toBeTypeOf('number');
+    await t.query('select pg_terminate_backend($1)', [pid]);
+    await eventually(async () => {
+      const pids = await listenPid();
+      return pids.length === 1 && pids[0] !== pid;
+    }, 10_000, 'a new listening connection');
+    expect(engine.logs.some((l) => l.includes('jobgate-worker-listen: listening connection lost'))).toBe(true);
+
+    const again = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    const second = (await t.service.executions(t.actor, { jobId: again.job.id })).edges[0]!.node.id;
+    await eventually(async () => ran.includes(second), 10_000, 'the second execution (woken by NOTIFY on the new connection)');
+  });
+});
