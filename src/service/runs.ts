@@ -92,6 +92,17 @@ export const toRun = (r: RunRow): Run => {
   };
 };
 
+/** A findings row as the API shows it. */
+export const toFinding = (r: { id: string | number; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date }): Finding => ({
+  id: Number(r.id),
+  runId: r.run_id,
+  kind: r.kind,
+  severity: r.severity,
+  resourceId: r.resource_id,
+  detail: r.detail,
+  createdAt: r.created_at,
+});
+
 export const triggerRunSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
   params: z.unknown().optional(),
@@ -236,15 +247,7 @@ export function createRunsService(ctx: ServiceContext) {
       const counts = await sql<{ kind: string; severity: Severity; count: number }>`
         select kind, severity, count(*)::int as count from findings where workspace_id = ${ws} and run_id = ${runId}
         group by kind, severity order by kind, severity`.execute(db);
-      const page = rows.slice(0, size).map((r) => ({
-        id: Number(r.id),
-        runId: r.run_id,
-        kind: r.kind,
-        severity: r.severity,
-        resourceId: r.resource_id,
-        detail: r.detail,
-        createdAt: r.created_at,
-      }));
+      const page = rows.slice(0, size).map(toFinding);
       return {
         findings: page,
         nextCursor: rows.length > size ? Buffer.from(`f1:${page.at(-1)!.id}`).toString('base64url') : null,

@@ -2,12 +2,12 @@
  * What subscription resolvers call: the service decides who may watch what, the hub delivers.
  * Each function returns an AsyncIterator of the payload the schema exposes.
  */
-import type { EventRow, FindingRow } from '../db/queries/events.js';
+import type { EventRow } from '../db/queries/events.js';
 import type { Actor } from '../service/actor.js';
 import { DomainError } from '../service/errors.js';
 import type { JobService } from '../service/index.js';
 import type { EventStreamInput } from '../service/live.js';
-import type { Finding, Run } from '../service/runs.js';
+import { toFinding, type Finding, type Run } from '../service/runs.js';
 import type { Hub } from './hub.js';
 
 export interface LiveEvent {
@@ -35,15 +35,6 @@ const toEvent = (r: EventRow): LiveEvent => ({
   occurredAt: r.created_at,
 });
 
-const toFinding = (r: FindingRow): Finding => ({
-  id: Number(r.id),
-  runId: r.run_id,
-  kind: r.kind,
-  severity: r.severity,
-  resourceId: r.resource_id,
-  detail: r.detail,
-  createdAt: r.created_at,
-});
 
 /**
  * The feed's items mapped. Not an async generator: a generator awaiting its source cannot be
