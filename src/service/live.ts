@@ -3,13 +3,15 @@
  * workspace. A job, endpoint or run of another workspace is NOT_FOUND, as everywhere else; the
  * fan-out then only ever matches events of the workspace decided here.
  */
-import { sql } from 'kysely';
 import { z } from 'zod';
 import type { EventMatch } from '../db/queries/events.js';
-import { isUuid, scoped } from '../db/repos/scope.js';
+import { findEndpointById } from '../db/repos/endpoints.js';
+import { findJobById } from '../db/repos/jobs.js';
+import { scoped } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { NotFoundError, type ResourceKind } from './errors.js';
+import { NotFoundError } from './errors.js';
+import { findRun } from './runs.js';
 import { idSchema } from './inputs.js';
 
 /** An event id as a decimal string (a bigint does not fit GraphQL's Int). */
@@ -28,12 +30,6 @@ export type EventTopic = EventMatch['topic'];
 export function createLiveService(ctx: ServiceContext) {
   const { db } = ctx;
 
-  async function mustExist(resource: ResourceKind, table: 'jobs' | 'endpoints' | 'runs', workspaceId: string, id: string) {
-    if (!isUuid(id)) throw new NotFoundError(resource, id);
-    const { rows } = await sql<{ one: number }>`select 1 as one from ${sql.table(table)} where workspace_id = ${workspaceId} and id = ${id}`.execute(db);
-    if (!rows[0]) throw new NotFoundError(resource, id);
-  }
-
   return {
     /**
      * Authorises a stream of execution, job or run events in the actor's workspace, optionally
@@ -43,8 +39,8 @@ export function createLiveService(ctx: ServiceContext) {
     async authorizeEventStream(actor: Actor, topic: EventTopic, raw: EventStreamInput): Promise<{ match: EventMatch; after: bigint | undefined }> {
       const input = parseInput(eventStreamSchema, raw);
       const workspaceId = scoped(actor.workspaceId);
-      if (input.jobId) await mustExist('Job', 'jobs', workspaceId, input.jobId);
-      if (input.endpointId) await mustExist('Endpoint', 'endpoints', workspaceId, input.endpointId);
+      if (input.jobId && !(await findJobById(db, workspaceId, input.jobId))) throw new NotFoundError('Job', input.jobId);
+      if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId))) throw new NotFoundError('Endpoint', input.endpointId);
       return {
         match: { workspaceId, topic, jobId: input.jobId ?? undefined, endpointId: input.endpointId ?? undefined, name: input.name ?? undefined },
         after: input.after ? BigInt(input.after) : undefined,
@@ -54,7 +50,7 @@ export function createLiveService(ctx: ServiceContext) {
     /** Authorises watching one run (its progress or its findings). Throws NOT_FOUND, VALIDATION_FAILED. */
     async authorizeRunStream(actor: Actor, runId: string, rawAfter?: string | null): Promise<{ runId: string; after: bigint | undefined }> {
       const { after } = parseInput(z.object({ after: eventCursorSchema.nullish() }), { after: rawAfter });
-      await mustExist('Run', 'runs', scoped(actor.workspaceId), runId);
+      await findRun(db, actor.workspaceId, runId);
       return { runId, after: after ? BigInt(after) : undefined };
     },
   };

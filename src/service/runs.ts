@@ -4,7 +4,7 @@
  */
 import { sql } from 'kysely';
 import { z } from 'zod';
-import { isUuid, scoped } from '../db/repos/scope.js';
+import { isUuid, scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
@@ -48,7 +48,7 @@ export interface Finding {
   createdAt: Date;
 }
 
-interface RunRow {
+export interface RunRow {
   id: string;
   workspace_id: string;
   name: string;
@@ -91,6 +91,14 @@ export const toRun = (r: RunRow): Run => {
     pauseKind: r.pause_kind,
   };
 };
+
+/** The run of this workspace with this id; NOT_FOUND otherwise (also for an id of another workspace). */
+export async function findRun(db: Executor, workspaceId: string, id: string): Promise<RunRow> {
+  if (!isUuid(id)) throw new NotFoundError('Run', id);
+  const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(workspaceId)} and id = ${id}`.execute(db);
+  if (!rows[0]) throw new NotFoundError('Run', id);
+  return rows[0];
+}
 
 /** A findings row as the API shows it. */
 export const toFinding = (r: { id: string | number; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date }): Finding => ({
@@ -210,10 +218,7 @@ export function createRunsService(ctx: ServiceContext) {
     },
 
     async run(actor: Actor, id: string): Promise<Run> {
-      if (!isUuid(id)) throw new NotFoundError('Run', id);
-      const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id}`.execute(db);
-      if (!rows[0]) throw new NotFoundError('Run', id);
-      return toRun(rows[0]);
+      return toRun(await findRun(db, actor.workspaceId, id));
     },
 
     /** Runs, newest first, by name and/or status (at most 100). */

@@ -17,7 +17,7 @@ import type pg from 'pg';
 import type { ZodType } from 'zod';
 import type { Logger } from '../../log.js';
 import { normalizeCron } from '../cron.js';
-import type { RunStatus, Severity } from '../runs.js';
+import type { RunRow, RunStatus, Severity } from '../runs.js';
 
 export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
 
@@ -123,18 +123,11 @@ export class RunLostError extends Error {
   override name = 'RunLostError';
 }
 
-interface TakenRun {
-  id: string;
-  workspace_id: string;
-  name: string;
-  status: RunStatus;
-  params: unknown;
-  cursor: Buffer | null;
+/** What TAKE returns: the run's row, with its cursor encoding and the epoch this runner now holds. */
+type TakenRun = Pick<RunRow, 'id' | 'workspace_id' | 'name' | 'status' | 'params' | 'cursor' | 'stats' | 'started_at'> & {
   cursor_json: boolean;
-  stats: Record<string, unknown>;
-  started_at: Date;
   epoch: number;
-}
+};
 
 /**
  * Takes one unowned live run of a handler this runner has: SKIP LOCKED splits runs between
