@@ -85,7 +85,6 @@ export function createHub(options: HubOptions) {
   const eventSubs = new Map<string, Set<EventSub>>(); // by workspace
   const findingSubs = new Map<string, Set<StreamSub<FindingRow>>>(); // by run
   const runWatches = new Map<string, Set<RunWatch>>(); // by run
-  let subscriptions = 0;
 
   const watermark = new Watermark<Positions>();
   /** Everything at or below is delivered or being fetched; undefined until the first settle. */
@@ -342,7 +341,7 @@ export function createHub(options: HubOptions) {
       if (payload === 'e' || payload === 'f') {
         // The horizon is kept current even with no subscriber, so one that arrives with a
         // cursor replays at once; without subscribers, at a relaxed pace.
-        if (subscriptions > 0 || markReady) void cycle();
+        if (eventSubs.size > 0 || findingSubs.size > 0 || markReady) void cycle();
         else schedule(idleMs);
       } else if (payload.startsWith('r:')) {
         const id = payload.slice(2);
@@ -373,10 +372,8 @@ export function createHub(options: HubOptions) {
         read: (from, upTo, limit) => matchingEvents(pool, match, from, upTo, limit),
         feed: new Feed<EventRow>(() => {
           remove(eventSubs, match.workspaceId, sub);
-          subscriptions--;
         }),
       };
-      subscriptions++;
       add(eventSubs, match.workspaceId, sub);
       needHorizon();
       void startStream(sub, after);
@@ -393,10 +390,8 @@ export function createHub(options: HubOptions) {
         read: (from, upTo, limit) => findingsInRange(pool, from, upTo, [runId], limit),
         feed: new Feed<FindingRow>(() => {
           remove(findingSubs, runId, sub);
-          subscriptions--;
         }),
       };
-      subscriptions++;
       add(findingSubs, runId, sub);
       needHorizon();
       void startStream(sub, after);
