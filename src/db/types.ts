@@ -131,6 +131,8 @@ export interface ExecutionsTable {
   lease_owner: string | null;
   lease_epoch: Generated<number>;
   lease_expires_at: Timestamp | null;
+  /** When the attempt in progress was claimed (the attempt's start until its row is written). */
+  attempt_started_at: Timestamp | null;
   last_error: string | null;
   finished_at: Timestamp | null;
   created_at: GeneratedTimestamp;
@@ -139,8 +141,11 @@ export interface ExecutionsTable {
 
 export type AttemptOutcome = 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'LEASE_EXPIRED' | 'CANCELLED';
 
+/**
+ * One row per ended attempt, keyed by (execution_id, attempt_number). The attempt in progress
+ * has no row yet: it is the RUNNING execution (see listAttempts).
+ */
 export interface AttemptsTable {
-  id: Generated<string>;
   workspace_id: string;
   execution_id: string;
   attempt_number: number;

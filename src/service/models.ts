@@ -2,6 +2,7 @@
  * What the service returns: plain objects in the API's vocabulary, built from rows. Secrets
  * (signing secrets, secret config values) are dropped here, so no caller can leak them.
  */
+import { createHash } from 'node:crypto';
 import type {
   AttemptRow,
   ConfigRow,
@@ -243,8 +244,17 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   updatedAt: r.updated_at,
 });
 
+/**
+ * An attempt's id: derived from its execution and number, so the attempt in progress (read from
+ * its execution) and the row written when it ends have the same one. UUID-shaped, like every id.
+ */
+export function attemptId(executionId: string, attemptNumber: number): string {
+  const h = createHash('md5').update(`attempt:${executionId}:${attemptNumber}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
 export const toAttempt = (r: AttemptRow): Attempt => ({
-  id: r.id,
+  id: attemptId(r.execution_id, r.attempt_number),
   executionId: r.execution_id,
   attemptNumber: r.attempt_number,
   workerId: r.worker_id,

@@ -93,13 +93,13 @@ describe('worker processes', { timeout: 60_000 }, () => {
     await startWorker('b', { LEASE_MS: '1500', HEARTBEAT_MS: '300', RECONCILE_MS: '200', CONCURRENCY: '4' });
     await eventually(() => allSucceeded(4), 30_000, 'b to finish all four');
     const before = (await t.query(`select id, status, lease_epoch, updated_at, finished_at from executions order by id`)).rows;
-    const attemptsBefore = (await t.query(`select * from attempts order by id`)).rows;
+    const attemptsBefore = (await t.query(`select * from attempts order by execution_id, attempt_number`)).rows;
     a.kill('SIGCONT');
     // A wakes: its handlers finish (at-least-once: they ran), its outcomes are refused.
     await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a' and finished_at is not null`)).rows[0].n === 4, 15_000);
     await new Promise((r) => setTimeout(r, 1000));
     expect((await t.query(`select id, status, lease_epoch, updated_at, finished_at from executions order by id`)).rows).toEqual(before);
-    expect((await t.query(`select * from attempts order by id`)).rows).toEqual(attemptsBefore);
+    expect((await t.query(`select * from attempts order by execution_id, attempt_number`)).rows).toEqual(attemptsBefore);
     const { rows } = await t.query(`select execution_id, count(*) filter (where outcome = 'SUCCEEDED')::int as ok,
       array_agg(worker_id || ':' || outcome order by attempt_number) as attempts from attempts group by execution_id`);
     for (const r of rows) {

@@ -8,6 +8,8 @@ let t: TestDb;
 let h: EngineHarness;
 const seen: { input: unknown; attempt: number }[] = [];
 let failuresLeft = 0;
+let openGate: () => void = () => {};
+let gate = Promise.resolve();
 
 beforeAll(async () => {
   t = await createTestDb();
@@ -20,11 +22,13 @@ beforeAll(async () => {
     throw new UnrecoverableError('cannot ever work');
   });
   h.handlers.register('typed', z.object({ n: z.number() }), () => {});
+  h.handle('gated', () => gate);
   for (const [name, handlerName] of [
     ['h.echo', 'echo'],
     ['h.flaky', 'flaky'],
     ['h.doomed', 'doomed'],
     ['h.typed', 'typed'],
+    ['h.gated', 'gated'],
   ] as const) {
     await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, backoffBaseMs: 40, backoffMaxMs: 1000, jitter: false, maxAttempts: 4 });
   }
@@ -48,6 +52,25 @@ describe('HANDLER executions', () => {
     expect(attempts).toHaveLength(1);
     expect(attempts[0]).toMatchObject({ attempt_number: 1, outcome: 'SUCCEEDED', error: null });
     expect(attempts[0].finished_at).toBeInstanceOf(Date);
+  });
+
+  it('lists the attempt in progress from its execution, under the id its row keeps once it ends', async () => {
+    gate = new Promise<void>((r) => (openGate = r));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.gated', kind: 'IMMEDIATE' });
+    const running = await settled(t, job.id, ['RUNNING']);
+    // No row yet: the attempt is the running execution.
+    expect(await attemptsOf(t, running.id)).toEqual([]);
+    const [inProgress, ...more] = await t.service.attempts(t.actor, running.id);
+    expect(more).toEqual([]);
+    expect(inProgress).toMatchObject({ executionId: running.id, attemptNumber: 1, workerId: running.lease_owner, finishedAt: null, outcome: null });
+    expect(inProgress!.startedAt).toEqual(running.attempt_started_at);
+    // Another workspace sees nothing of it.
+    expect(await t.service.attempts(t.otherActor, running.id)).toEqual([]);
+    openGate();
+    const ex = await settled(t, job.id);
+    const [ended] = await t.service.attempts(t.actor, ex.id);
+    expect(ended).toMatchObject({ id: inProgress!.id, attemptNumber: 1, workerId: running.lease_owner, outcome: 'SUCCEEDED', startedAt: inProgress!.startedAt });
+    expect(ended!.finishedAt!.getTime()).toBeGreaterThanOrEqual(ended!.startedAt.getTime());
   });
 
   it('retries a throwing handler with exponential backoff until it succeeds', async () => {

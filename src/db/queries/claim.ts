@@ -1,11 +1,10 @@
 /**
  * Claiming due executions: the hot query of the engine.
  *
- * One statement claims a batch and writes its attempt rows: candidates are selected with
- * `FOR UPDATE SKIP LOCKED` (concurrent workers never wait on, or take, each other's rows), each
- * claimed execution gets a new lease (owner, epoch + 1, expiry on the database clock) and its
- * attempt count is incremented at claim time — so an attempt lost to a crash has already
- * counted. The attempt row is inserted in the same statement, keyed by (execution, epoch).
+ * One statement claims a batch: candidates are selected with `FOR UPDATE SKIP LOCKED`
+ * (concurrent workers never wait on, or take, each other's rows), each claimed execution gets a
+ * new lease (owner, epoch + 1, expiry on the database clock) and its attempt count is
+ * incremented at claim time — so an attempt lost to a crash has already counted.
  *
  * Only executions this worker can deliver are candidates: HTTP endpoints, and HANDLER
  * endpoints whose handler is registered in this process. Executions of jobs that are not ACTIVE
@@ -41,9 +40,13 @@ export interface ClaimedExecution {
   config_entries: Record<string, { value: string; secret: boolean }> | null;
 }
 
-// Shared by both claim paths: take the leases, count the attempts, write the attempt rows, and
-// return what delivery needs (job input, endpoint target, config for templating) in one trip.
-// The candidates carry the job and endpoint columns, so each table is joined once.
+// Shared by both claim paths: take the leases, count the attempts and return what delivery needs
+// (job input, endpoint target, config for templating) in one trip. The attempt in progress is
+// the claimed row itself (attempt_count, lease_epoch, lease_owner, attempt_started_at); its
+// attempts row is written when it ends (migration 000013). The candidates carry only their id:
+// an UPDATE ... FROM keeps a whole-row copy of each joined row for its concurrent-update
+// recheck, so wide candidate rows (job input, endpoint headers) were copied for nothing; the
+// job and endpoint are read again, by primary key, for the rows actually claimed.
 // Parameters: $1 the worker id (lease owner), $2 the lease in milliseconds.
 const CLAIM_TAIL = `), claimed as (
   update executions e
@@ -52,22 +55,20 @@ const CLAIM_TAIL = `), claimed as (
       lease_epoch = e.lease_epoch + 1,
       lease_expires_at = now() + make_interval(secs => $2::double precision / 1000),
       attempt_count = e.attempt_count + 1,
+      attempt_started_at = now(),
       updated_at = now()
   from candidates c
   where e.id = c.id
   returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
-            e.cancel_requested_at is not null as cancel_requested, e.serial,
-            c.input, c.endpoint_name, c.kind, c.url, c.method, c.headers, c.timeout_ms,
-            c.signing_secret, c.handler_name, c.config_id
-), attempt_rows as (
-  insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id)
-  select workspace_id, id, attempt_count, lease_epoch, $1 from claimed
+            e.cancel_requested_at is not null as cancel_requested, e.serial
 )
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
-       cl.cancel_requested, cl.serial, cl.input, cl.endpoint_name, cl.kind, cl.url, cl.method, cl.headers, cl.timeout_ms,
-       cl.signing_secret, cl.handler_name, cf.entries as config_entries
+       cl.cancel_requested, cl.serial, j.input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
+       en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries
 from claimed cl
-left join configs cf on cf.id = cl.config_id`;
+join jobs j on j.id = cl.job_id
+join endpoints en on en.id = cl.endpoint_id
+left join configs cf on cf.id = en.config_id`;
 
 // Serial executions (a QUEUE cron job's occurrences) run one at a time, in occurrence order:
 // one is a candidate only while none of its job runs and no earlier one of its job is pending.
@@ -78,14 +79,10 @@ const SERIAL_TURN = `(not e.serial or (
       and not exists (select 1 from executions p where p.job_id = e.job_id and p.status = 'PENDING' and p.serial
                       and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
 
-// The columns of the job and endpoint that CLAIM_TAIL passes on to delivery.
-const CANDIDATE_COLUMNS = `e.id, j.input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers, en.timeout_ms,
-         en.signing_secret, en.handler_name, en.config_id`;
-
 // $3 the handlers this worker has; the LIMIT is a parameter ($4) or a constant (see below).
 const claimUnlimitedSql = (limit: string) => `
 with candidates as (
-  select ${CANDIDATE_COLUMNS}
+  select e.id
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
@@ -115,7 +112,7 @@ where en.concurrency_limit is not null
 // $3 the endpoint, $4 the most this claim may take, $5 the endpoint's concurrency limit.
 const CLAIM_LIMITED = `
 with candidates as (
-  select ${CANDIDATE_COLUMNS}
+  select e.id
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id

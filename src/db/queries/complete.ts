@@ -12,7 +12,7 @@
  *   failed, retryable, attempts remain    -> PENDING, run_after = now() + delay
  *   otherwise                             -> FAILED
  * The delay is the worker's (a Retry-After) or, when null, the endpoint's backoff.
- * The attempt row is finished in the same statement.
+ * The attempt's row is written in the same statement.
  */
 import type pg from 'pg';
 import type { AttemptOutcome } from '../types.js';
@@ -67,23 +67,24 @@ with done as (
     and e.status = 'RUNNING'
     and e.lease_expires_at > now()
     and en.id = e.endpoint_id
-  returning e.id, e.lease_epoch, e.attempt_count, e.status
-), attempts_done as (
-  update attempts a
-  set finished_at = now(),
-      outcome = case when u.status = 'CANCELLED' and d.outcome <> 'SUCCEEDED' then 'CANCELLED' else d.outcome end,
-      status_code = d.status_code,
-      duration_ms = d.duration_ms,
-      error = d.error,
-      response_excerpt = d.excerpt
+  returning e.id, e.workspace_id, e.lease_epoch, e.attempt_count, e.attempt_started_at, e.status
+), attempt_rows as (
+  -- The attempt's row, written once now that it has ended: its number is the attempt count the
+  -- claim set, its start the claim's time, its worker the lease holder ($10).
+  insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
+                        outcome, status_code, duration_ms, error, response_excerpt)
+  select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, $10, coalesce(u.attempt_started_at, now()), now(),
+         case when u.status = 'CANCELLED' and d.outcome <> 'SUCCEEDED' then 'CANCELLED' else d.outcome end,
+         d.status_code, d.duration_ms, d.error, d.excerpt
   from updated u join done d on d.id = u.id
-  -- The claim wrote this attempt with attempt_number = attempt_count, under this epoch.
-  where a.execution_id = u.id and a.attempt_number = u.attempt_count and a.lease_epoch = u.lease_epoch
 )
 select id, status from updated`;
 
-/** Records outcomes; returns the ids whose outcome was accepted, with their new status. */
-export async function completeExecutions(pool: pg.Pool, items: Completion[]): Promise<Map<string, string>> {
+/**
+ * Records outcomes of attempts made by `workerId` (the lease holder); returns the ids whose
+ * outcome was accepted, with their new status.
+ */
+export async function completeExecutions(pool: pg.Pool, workerId: string, items: Completion[]): Promise<Map<string, string>> {
   if (items.length === 0) return new Map();
   // A named statement: parsed and planned once per connection.
   const { rows } = await pool.query<{ id: string; status: string }>({
@@ -99,6 +100,7 @@ export async function completeExecutions(pool: pg.Pool, items: Completion[]): Pr
       items.map((i) => Math.round(i.durationMs)),
       items.map((i) => i.error),
       items.map((i) => i.responseExcerpt),
+      workerId,
     ],
   });
   return new Map(rows.map((r) => [r.id, r.status]));

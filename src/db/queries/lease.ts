@@ -38,7 +38,7 @@ export async function heartbeat(
  */
 const RECONCILE = `
 with expired as (
-  select e.id from executions e
+  select e.id, e.lease_owner, e.attempt_started_at from executions e
   where e.status = 'RUNNING' and e.lease_expires_at <= now()
   order by e.lease_expires_at
   limit $1
@@ -58,12 +58,14 @@ with expired as (
       updated_at = now()
   from expired x, endpoints en
   where e.id = x.id and en.id = e.endpoint_id
-  returning e.id, e.lease_epoch, e.status
+  returning e.id, e.workspace_id, e.lease_epoch, e.attempt_count, e.status
 ), attempts_lost as (
-  update attempts a
-  set outcome = 'LEASE_EXPIRED', finished_at = now(), error = 'lease expired: the worker stopped heartbeating'
-  from updated u
-  where a.execution_id = u.id and a.lease_epoch = u.lease_epoch and a.outcome is null
+  -- The lost attempt's row; the candidates were read before this statement's update, so they
+  -- still carry its worker and start.
+  insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome, error)
+  select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, coalesce(x.lease_owner, 'unknown'),
+         coalesce(x.attempt_started_at, now()), now(), 'LEASE_EXPIRED', 'lease expired: the worker stopped heartbeating'
+  from updated u join expired x on x.id = u.id
 )
 select id, status from updated`;
 
@@ -74,8 +76,8 @@ export async function reconcileExpiredLeases(pool: pg.Pool, limit = 500): Promis
 
 /**
  * Graceful shutdown: hands executions this worker still holds back to the queue, due now, so
- * another worker picks them up at once. The interrupted attempt is not counted (its row is
- * removed and the count given back): the worker chose to stop, the endpoint did not fail.
+ * another worker picks them up at once. The interrupted attempt is not counted (the count is
+ * given back, and no attempt row is written): the worker chose to stop, the endpoint did not fail.
  */
 const RELEASE = `
 with released as (
@@ -84,9 +86,7 @@ with released as (
       attempt_count = e.attempt_count - 1, updated_at = now()
   from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
   where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
-  returning e.id, e.lease_epoch
-), attempt_rows as (
-  delete from attempts a using released r where a.execution_id = r.id and a.lease_epoch = r.lease_epoch
+  returning e.id
 )
 select id from released`;
 

@@ -192,13 +192,23 @@ export async function listExecutions(
   return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
 }
 
+/**
+ * An execution's attempts in order: the ended ones are rows; the one in progress, if the
+ * execution is RUNNING, is read from the execution itself (its row is written when it ends).
+ */
 export async function listAttempts(db: Executor, workspaceId: string, executionId: string): Promise<AttemptRow[]> {
   if (!isUuid(executionId)) return [];
-  return db
-    .selectFrom('attempts')
-    .selectAll()
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('execution_id', '=', executionId)
-    .orderBy('attempt_number', 'asc')
-    .execute();
+  const ws = scoped(workspaceId);
+  const { rows } = await sql<AttemptRow>`
+    select workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
+           outcome, status_code, duration_ms, error, response_excerpt
+    from attempts
+    where workspace_id = ${ws} and execution_id = ${executionId}
+    union all
+    select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
+           null, null, null, null, null
+    from executions
+    where workspace_id = ${ws} and id = ${executionId} and status = 'RUNNING'
+    order by attempt_number`.execute(db);
+  return rows;
 }

@@ -35,8 +35,9 @@ export async function drainDue(
     // No heartbeats here: the lease must outlast the longest attempt (its timeout), with margin.
     const { rows } = await pool.query<{ max: number | null }>('select max(timeout_ms) as max from endpoints');
     const leaseMs = Math.max(rows[0]?.max ?? 0, options.defaultTimeoutMs) + 30_000;
+    const workerId = `run-due:${randomBytes(3).toString('hex')}`;
     const claimed = await claimExecutions(pool, {
-      workerId: `run-due:${randomBytes(3).toString('hex')}`,
+      workerId,
       limit: options.limit,
       handlers: handlers.names(),
       leaseMs,
@@ -49,7 +50,7 @@ export async function drainDue(
         return { executionId: ex.id, epoch: ex.lease_epoch, durationMs: performance.now() - started, ...result };
       }),
     );
-    const recorded = await completeExecutions(pool, completions);
+    const recorded = await completeExecutions(pool, workerId, completions);
     const count = (s: string) => [...recorded.values()].filter((v) => v === s).length;
     return { claimed: claimed.length, succeeded: count('SUCCEEDED'), failed: count('FAILED'), retrying: count('PENDING'), cancelled: count('CANCELLED') };
   } finally {

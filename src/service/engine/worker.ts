@@ -238,7 +238,7 @@ export function createWorker(options: WorkerOptions): Worker {
         // A serial execution's outcome gives its job's next occurrence the turn.
         if (batch.some((c) => inFlight.get(c.executionId)?.ex.serial)) freedTurn = true;
         try {
-          const accepted = await completeExecutions(pool, batch);
+          const accepted = await completeExecutions(pool, id, batch);
           for (const c of batch) {
             if (!accepted.has(c.executionId)) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
           }
