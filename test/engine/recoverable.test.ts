@@ -250,6 +250,36 @@ describe('recoverable runs', () => {
     expect(await status(second.run.id)).toBe('PAUSED');
   });
 
+  it('records no finding once the run is no longer this runner\'s, and tells the handler so', async () => {
+    const thrown: string[] = [];
+    registry.register({
+      name: 'late-finder',
+      async run(store) {
+        await store.recordFinding({ kind: 'k', severity: 'INFO', resourceId: 'before' });
+        atGate++;
+        await gate;
+        try {
+          await store.recordFinding({ kind: 'k', severity: 'INFO', resourceId: 'after' });
+        } catch (error) {
+          thrown.push((error as Error).name);
+          throw error;
+        }
+        return outcome.completed();
+      },
+    });
+    gate = new Promise((r) => (openGate = r));
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'late-finder' });
+    await eventually(async () => atGate === 1);
+    await t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [run.id]);
+    openGate();
+    await eventually(async () => thrown.length === 1);
+    expect(thrown).toEqual(['RunLostError']);
+    expect((await t.query(`select resource_id from findings where run_id = $1 order by resource_id`, [run.id])).rows).toEqual([{ resource_id: 'before' }]);
+    await eventually(async () => runners[0]!.active() === 0);
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: 'another-runner' });
+  });
+
   it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {
     const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 10 } });
     await t.query(`update runs set status = 'PAUSED', pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating at x' where id = $1`, [run.id]);

@@ -245,12 +245,28 @@ export function createRunner(options: RunnerOptions) {
       },
       async recordFinding(f) {
         if (state.lost) throw new RunLostError(`run ${run.id} is no longer this worker's`);
-        const { rowCount } = await pool.query(
-          `insert into findings (workspace_id, run_id, kind, severity, resource_id, detail) values ($1, $2, $3, $4, $5, $6)
-           on conflict (run_id, kind, resource_id) do nothing`,
-          [run.workspace_id, run.id, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
+        // Fenced like every other write: only while the run is still this runner's (same owner
+        // and epoch, live). FOR SHARE waits for a takeover committing now and re-reads the run
+        // after it, so a finding never lands on a run another runner has taken.
+        const { rows } = await pool.query<{ live: boolean; inserted: boolean }>(
+          `with live as (
+             select workspace_id from runs
+             where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')
+             for share
+           ), inserted as (
+             insert into findings (workspace_id, run_id, kind, severity, resource_id, detail)
+             select workspace_id, $1, $4, $5, $6, $7 from live
+             on conflict (run_id, kind, resource_id) do nothing
+             returning 1
+           )
+           select exists (select 1 from live) as live, exists (select 1 from inserted) as inserted`,
+          [...fence, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
         );
-        return (rowCount ?? 0) > 0;
+        if (!rows[0]!.live) {
+          state.lost = true;
+          throw new RunLostError(`run ${run.id} is no longer this worker's`);
+        }
+        return rows[0]!.inserted;
       },
     };
 
