@@ -13,6 +13,8 @@ export interface WorkspacesTable {
   slug: string;
   name: string;
   created_at: GeneratedTimestamp;
+  /** The highest live-event id pruned from this workspace (bigint, as text); replays start above it. */
+  events_pruned_through: Generated<string>;
 }
 
 export interface PayloadSpecsTable {

@@ -2,7 +2,8 @@ import { builder } from '../schema/builder.js';
 import { ExecutionEventRef, JobEventRef, RunEventRef } from '../schema/live.js';
 import { FindingRef, RunRef } from '../schema/run.js';
 
-const AFTER = 'The `cursor` of the last event you received: the stream replays what came after it, then goes live. Omit to start from now ("0" replays everything kept).';
+const AFTER =
+  'The `cursor` of the last event you received: the stream replays what came after it, then goes live. Omit to start from now ("0" replays everything kept). A cursor whose next events are past the retention window is refused with CURSOR_EXPIRED.';
 
 builder.subscriptionFields((t) => ({
   runProgress: t.field({

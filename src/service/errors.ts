@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'INTERNAL_ENDPOINT'
   | 'LOCK_HELD'
   | 'SLOW_CONSUMER'
+  | 'CURSOR_EXPIRED'
   | 'UNAVAILABLE';
 
 export class DomainError extends Error {
@@ -122,5 +123,17 @@ export class LockHeldError extends DomainError {
       holderJobId: holder.jobId,
       holderExecutionId: holder.executionId,
     });
+  }
+}
+
+/** A stream was asked to replay from before the oldest events still kept (retention pruned them). */
+export class CursorExpiredError extends DomainError {
+  override name = 'CursorExpiredError';
+  constructor(after: string, oldestCursor: string) {
+    super(
+      'CURSOR_EXPIRED',
+      `events after cursor ${after} are past the retention window and no longer kept; re-read the current state, then subscribe without \`after\` (or from cursor ${oldestCursor} or later)`,
+      { after, oldestCursor },
+    );
   }
 }

@@ -10,7 +10,7 @@ import { findJobById } from '../db/repos/jobs.js';
 import { scoped } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { NotFoundError } from './errors.js';
+import { CursorExpiredError, NotFoundError } from './errors.js';
 import { findRun } from './runs.js';
 import { idSchema } from './inputs.js';
 
@@ -34,16 +34,27 @@ export function createLiveService(ctx: ServiceContext) {
     /**
      * Authorises a stream of execution, job or run events in the actor's workspace, optionally
      * narrowed to a job, an endpoint or (runs) a handler name, from `after` on. Throws
-     * VALIDATION_FAILED (a bad cursor), NOT_FOUND (a job or endpoint not in the workspace).
+     * VALIDATION_FAILED (a bad cursor), NOT_FOUND (a job or endpoint not in the workspace),
+     * CURSOR_EXPIRED (events after `after` were pruned: replaying would skip them silently).
+     * `after` "0" asks for everything kept, and is never refused.
      */
     async authorizeEventStream(actor: Actor, topic: EventTopic, raw: EventStreamInput): Promise<{ match: EventMatch; after: bigint | undefined }> {
       const input = parseInput(eventStreamSchema, raw);
       const workspaceId = scoped(actor.workspaceId);
       if (input.jobId && !(await findJobById(db, workspaceId, input.jobId))) throw new NotFoundError('Job', input.jobId);
       if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId))) throw new NotFoundError('Endpoint', input.endpointId);
+      const after = input.after ? BigInt(input.after) : undefined;
+      if (after !== undefined && after > 0n) {
+        const { events_pruned_through: horizon } = await db
+          .selectFrom('workspaces')
+          .select('events_pruned_through')
+          .where('id', '=', workspaceId)
+          .executeTakeFirstOrThrow();
+        if (after < BigInt(horizon)) throw new CursorExpiredError(input.after!, String(horizon));
+      }
       return {
         match: { workspaceId, topic, jobId: input.jobId ?? undefined, endpointId: input.endpointId ?? undefined, name: input.name ?? undefined },
-        after: input.after ? BigInt(input.after) : undefined,
+        after,
       };
     },
 

@@ -317,4 +317,39 @@ describe('event retention', () => {
     expect(await count(t.otherActor.workspaceId, true)).toBeGreaterThan(0); // another workspace's reaper prunes those
     expect((await t.query(`select count(*)::int as n from events where subject_id = $1`, [ours.job.id])).rows[0].n).toBe(1);
   });
+
+  it('refuses to replay from a cursor whose next events were pruned (CURSOR_EXPIRED), and replays from one above them', async () => {
+    const registry = new HandlerRegistry();
+    registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    const cursorOf = async (status: string) =>
+      String((await t.query(`select id from events where subject_id = $1 and status = $2`, [job.id, status])).rows[0].id);
+    const created = await cursorOf('ACTIVE');
+    await t.service.pauseJob(t.actor, job.id);
+    const paused = await cursorOf('PAUSED');
+    await t.service.resumeJob(t.actor, job.id);
+    // The pause ages past the window and is pruned; the resume stays.
+    await t.query(`update events set created_at = now() - interval '2 hours' where id <= $1`, [paused]);
+    await registry.get(REAPER_HANDLER)!.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 });
+
+    // From before the pruned pause: refused, rather than silently resuming at the resume.
+    const stale = collect(live.client(key), JOBS, { jobId: job.id, after: created });
+    await eventually(async () => stale.errors.length > 0, 5000, 'a refusal');
+    expect(stale.errors[0]).toMatchObject({ extensions: { code: 'CURSOR_EXPIRED', oldestCursor: paused } });
+    expect(stale.items).toEqual([]);
+    // From the pruned event itself: everything after it is kept.
+    const fresh = await subscribed(key, JOBS, { jobId: job.id, after: paused });
+    const items = await fresh.until((xs) => xs.length >= 1, 5000, 'the resume');
+    expect(items.map((x) => [x.previousStatus, x.status])).toEqual([['PAUSED', 'ACTIVE']]);
+    fresh.stop();
+    // "0" asks for everything kept, and is never refused.
+    const all = await subscribed(key, JOBS, { jobId: job.id, after: '0' });
+    expect((await all.until((xs) => xs.length >= 1, 5000, 'what is kept')).map((x) => x.status)).toEqual(['ACTIVE']);
+    all.stop();
+    // Another workspace's horizon is its own.
+    const elsewhere = collect(live.client(otherKey), JOBS, { after: created });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(elsewhere.errors).toEqual([]);
+    elsewhere.stop();
+  });
 });

@@ -106,9 +106,17 @@ export async function runsById(pool: pg.Pool, ids: string[]) {
 
 /** Drops events older than the retention window; returns how many. */
 export async function pruneEvents(pool: pg.Pool | pg.PoolClient, workspaceId: string, retentionMs: number): Promise<number> {
-  const { rowCount } = await pool.query(
-    `delete from events where workspace_id = $1 and created_at < now() - make_interval(secs => $2::double precision / 1000)`,
+  // The deletion and the workspace's replay horizon (migration 000014) move together.
+  const { rows } = await pool.query<{ n: number }>(
+    `with pruned as (
+       delete from events where workspace_id = $1 and created_at < now() - make_interval(secs => $2::double precision / 1000)
+       returning id
+     ), horizon as (
+       update workspaces set events_pruned_through = greatest(events_pruned_through, (select max(id) from pruned))
+       where id = $1 and exists (select 1 from pruned)
+     )
+     select count(*)::int as n from pruned`,
     [workspaceId, retentionMs],
   );
-  return rowCount ?? 0;
+  return rows[0]!.n;
 }
