@@ -1,15 +1,17 @@
 import { builder } from '../schema/builder.js';
-import { RunRef, RunStatusEnum, TriggerRunInputRef, TriggerRunPayloadRef, triggerRunValidation } from '../schema/run.js';
+import { pageArgs } from '../schema/common.js';
+import { RunConnectionRef, RunRef, RunStatusEnum, TriggerRunInputRef, TriggerRunPayloadRef, triggerRunValidation } from '../schema/run.js';
 
 builder.queryFields((t) => ({
   runs: t.field({
-    type: [RunRef],
-    description: 'Recoverable runs, newest first (at most 100), by handler name and/or status.',
+    type: RunConnectionRef,
+    description: 'Recoverable runs of the workspace, newest first, by handler name and/or status.',
     args: {
+      ...pageArgs(t.arg),
       name: t.arg.string({ description: 'Only runs of this handler.' }),
       status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
     },
-    resolve: (_root, args, ctx) => ctx.service.runs(ctx.actor, args),
+    resolve: (_root, { name, status, ...page }, ctx) => ctx.service.runs(ctx.actor, { name, status }, page),
   }),
   run: t.field({
     type: RunRef,

@@ -1,7 +1,7 @@
 import type { Finding, Run, TriggerRunResult } from '../service/runs.js';
 import { triggerRunSchema } from '../service/runs.js';
 import { builder } from './builder.js';
-import { DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
 
 export const RunStatusEnum = builder.enumType('RunStatus', {
   description: 'Lifecycle of a recoverable run.',
@@ -97,6 +97,8 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
     }),
   }),
 });
+
+export const RunConnectionRef = connectionOf('Run', RunRef, 'run');
 
 export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('TriggerRunPayload').implement({
   description: 'The result of triggerRun.',

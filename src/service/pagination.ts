@@ -32,7 +32,7 @@ export function decodeCursor(cursor: string): string {
 
 /** `(created_at, id) < (cursor row's)`: the keyset predicate, for a table with those columns. */
 export function afterCursor(
-  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs',
+  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs' | 'runs',
   cursorId: string,
   workspaceId: string,
 ): Expression<SqlBool> {

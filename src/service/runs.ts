@@ -9,6 +9,8 @@ import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
+import { pageSchema, type PageInput } from './inputs.js';
+import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
 export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
@@ -221,15 +223,19 @@ export function createRunsService(ctx: ServiceContext) {
       return toRun(await findRun(db, actor.workspaceId, id));
     },
 
-    /** Runs, newest first, by name and/or status (at most 100). */
-    async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}): Promise<Run[]> {
+    /** Runs, newest first, by name and/or status, a page at a time. */
+    async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}, rawPage: PageInput = {}): Promise<Connection<Run>> {
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
       const ws = scoped(actor.workspaceId);
+      const after = page.after ? afterCursor('runs', decodeCursor(page.after), ws) : sql<boolean>`true`;
       const { rows } = await sql<RunRow>`
         select * from runs where workspace_id = ${ws}
           and (${filter.name ?? null}::text is null or name = ${filter.name ?? null})
           and (${filter.status ?? null}::text is null or status = ${filter.status ?? null})
-        order by created_at desc, id desc limit 100`.execute(db);
-      return rows.map(toRun);
+          and ${after}
+        order by created_at desc, id desc limit ${size + 1}`.execute(db);
+      return toConnection(rows, size, toRun);
     },
 
     /** A run's findings in the order recorded, with counts per kind and severity. */

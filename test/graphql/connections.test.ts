@@ -43,6 +43,28 @@ describe('connections', () => {
     expect(names).not.toContain(first.data.jobs.edges[1].node.name);
   });
 
+  it('pages through runs newest first, filtered by handler and status', async () => {
+    for (const name of ['scan.a', 'scan.b', 'scan.c', 'other.d']) await t.service.triggerRun(t.actor, { name });
+    await t.service.triggerRun(t.otherActor, { name: 'scan.z' });
+    const RUNS = `query ($first: Int, $after: String, $name: String, $status: RunStatus) {
+      runs(first: $first, after: $after, name: $name, status: $status) { nodes { name status } pageInfo { hasNextPage endCursor } }
+    }`;
+    const seen: string[] = [];
+    let after: string | null = null;
+    for (;;) {
+      const res: any = await g.gql(RUNS, { first: 3, after });
+      expect(res.errors).toBeUndefined();
+      seen.push(...res.data.runs.nodes.map((n: any) => n.name));
+      if (!res.data.runs.pageInfo.hasNextPage) break;
+      after = res.data.runs.pageInfo.endCursor;
+    }
+    expect(seen).toEqual(['other.d', 'scan.c', 'scan.b', 'scan.a']);
+    const byName: any = await g.gql(RUNS, { name: 'scan.b' });
+    expect(byName.data.runs.nodes).toEqual([{ name: 'scan.b', status: 'RUNNING' }]);
+    const none: any = await g.gql(RUNS, { status: 'COMPLETED' });
+    expect(none.data.runs).toEqual({ nodes: [], pageInfo: { hasNextPage: false, endCursor: null } });
+  });
+
   it('refuses a cursor it did not issue and a page size out of range', async () => {
     const bad = await g.gql(JOBS, { after: 'bm90LWEtY3Vyc29y' });
     expect(bad.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['after'] }] });

@@ -85,7 +85,7 @@ const probes: Record<string, Probe> = {
   auditLog: { query: `query ($id: String) { auditLog(targetId: $id) { entries { id targetId input } } }`, id: 'job', expect: 'NO_A_DATA' },
   createApiKey: { query: `mutation { createApiKey(input: { name: "b", role: VIEWER }) { key apiKey { id } } }`, expect: 'NO_A_DATA' },
   revokeApiKey: { query: `mutation ($id: ID!) { revokeApiKey(id: $id) { id } }`, id: 'apiKey', expect: 'NOT_FOUND' },
-  runs: { query: `{ runs { id name findings { nodes { id resourceId } } } }`, expect: 'NO_A_DATA' },
+  runs: { query: `{ runs { nodes { id name findings { nodes { id resourceId } } } } }`, expect: 'NO_A_DATA' },
   run: { query: `query ($id: ID!) { run(id: $id) { id findings { nodes { id } } } }`, id: 'run', expect: 'NOT_FOUND' },
   triggerRun: { query: `mutation { triggerRun(input: { name: "a.scan" }) { outcome run { id } } }`, expect: 'NO_A_DATA' },
   cancelRun: { query: `mutation ($id: ID!) { cancelRun(id: $id) { id } }`, id: 'run', expect: 'NOT_FOUND' },
