@@ -14,6 +14,7 @@ import { createMaskError } from './mask-error.js';
 import { hardeningPlugins } from './hardening.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
+import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
 import { attachWebSocket } from '../subscriptions/ws.js';
 
 export interface GatewayOptions {
@@ -53,7 +54,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     renderGraphiQL,
     maskedErrors: { maskError: createMaskError(options.log) },
     batching: false,
-    plugins: hardeningPlugins({ introspection: options.introspection ?? true }),
+    plugins: [...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),
