@@ -9,6 +9,7 @@ import type { JobService } from '../service/index.js';
 import type { EventStreamInput } from '../service/live.js';
 import { toFinding, type Finding, type Run } from '../service/runs.js';
 import type { Hub } from './hub.js';
+import { mapIterator, mappedOnce } from './map-iterator.js';
 
 export interface LiveEvent {
   /** The event id: pass it back as `after` to resume right after this event. */
@@ -23,7 +24,8 @@ export interface LiveEvent {
   occurredAt: Date;
 }
 
-const toEvent = (r: EventRow): LiveEvent => ({
+/** Once per row: every subscriber it matches gets the same object (see ./shared-execution.ts). */
+const toEvent = mappedOnce((r: EventRow): LiveEvent => ({
   cursor: r.id,
   subjectId: r.subject_id,
   jobId: r.job_id,
@@ -33,31 +35,8 @@ const toEvent = (r: EventRow): LiveEvent => ({
   previousStatus: r.previous_status,
   attemptCount: r.attempt_count,
   occurredAt: r.created_at,
-});
-
-
-/**
- * The feed's items mapped. Not an async generator: a generator awaiting its source cannot be
- * returned until the source yields, so a client that leaves a quiet stream would leak it.
- */
-function mapped<A, B>(source: AsyncIterableIterator<A>, map: (a: A) => B): AsyncIterableIterator<B> {
-  const iterator: AsyncIterableIterator<B> = {
-    next: async () => {
-      const r = await source.next();
-      return r.done ? { done: true, value: undefined } : { done: false, value: map(r.value) };
-    },
-    return: async () => {
-      await source.return?.();
-      return { done: true, value: undefined };
-    },
-    throw: async (error?: unknown) => {
-      await source.return?.();
-      throw error;
-    },
-    [Symbol.asyncIterator]: () => iterator,
-  };
-  return iterator;
-}
+}));
+const toFindingOnce = mappedOnce(toFinding);
 
 export interface LiveFeeds {
   runProgress(actor: Actor, runId: string): Promise<AsyncIterable<Run>>;
@@ -72,7 +51,7 @@ export interface LiveFeeds {
 export function createLiveFeeds(service: JobService, hub: Hub, cutOff?: () => void): LiveFeeds {
   const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN', input: EventStreamInput) => {
     const { match, after } = await service.authorizeEventStream(actor, topic, input);
-    return mapped(hub.events(match, after, cutOff), toEvent);
+    return mapIterator(hub.events(match, after, cutOff), toEvent);
   };
   return {
     forConnection: (connectionCutOff) => createLiveFeeds(service, hub, connectionCutOff),
@@ -82,7 +61,7 @@ export function createLiveFeeds(service: JobService, hub: Hub, cutOff?: () => vo
     },
     async runFindings(actor, runId, after) {
       const target = await service.authorizeRunStream(actor, runId, after);
-      return mapped(hub.findings(target.runId, target.after, cutOff), toFinding);
+      return mapIterator(hub.findings(target.runId, target.after, cutOff), toFindingOnce);
     },
     executionUpdates: (actor, input) => events(actor, 'EXECUTION', { ...input, name: undefined }),
     jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),

@@ -32,7 +32,10 @@ function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: I
 }
 
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
-  const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000 });
+  // No permessage-deflate (ws's default, stated so it stays): payloads are small JSON, and
+  // compressing each one per socket costs CPU and a zlib context (~300 KB) per connection, where
+  // one gateway holds thousands of subscribers.
+  const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000, perMessageDeflate: false });
   const disposable = useServer<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>(
     {
       connectionInitWaitTimeout: options.connectionInitWaitMs ?? 10_000,

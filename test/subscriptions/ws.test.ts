@@ -79,4 +79,15 @@ describe('GraphQL over WebSocket', () => {
     const nf = await run(c, '{ job(id: "00000000-0000-4000-8000-000000000000") { id } }');
     expect(nf.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
   });
+
+  it('does not compress messages, even for a client that offers permessage-deflate', async () => {
+    // The ws client offers the extension by default; the gateway must decline it.
+    const socket = new WebSocket(wsUrl, 'graphql-transport-ws', { perMessageDeflate: true });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('open', () => resolve());
+      socket.once('error', reject);
+    });
+    expect(socket.extensions).toBe('');
+    socket.close();
+  });
 });
