@@ -19,16 +19,22 @@ export interface DatabaseOptions {
   applicationName?: string;
 }
 
-/** One pg pool and the Kysely instance over it. Pool errors on idle clients are logged, not fatal. */
+/** One pg pool and the Kysely instance over it. Connection errors are logged, never fatal. */
 export function createDatabase(options: DatabaseOptions, log: (msg: string) => void = () => {}): Database {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'jobgate',
   });
-  // An idle client whose server went away emits 'error' on the pool; without a listener
-  // that would crash the process.
+  // A client whose server went away (a restart, a terminated backend, a cut network) emits
+  // 'error': on the pool while it is idle, and on the client itself while it is checked out
+  // between queries (a transaction in progress). Without a listener either one is an uncaught
+  // exception that ends the process; with one, the query in flight fails, the client is not
+  // queryable any more and the pool drops it on release.
   pool.on('error', (error) => log(`postgres pool: idle client error: ${error.message}`));
+  pool.on('connect', (client) => {
+    client.on('error', (error) => log(`postgres pool: client error: ${error.message}`));
+  });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   let closed = false;
   return {

@@ -13,8 +13,8 @@ export interface WorkspacesTable {
   slug: string;
   name: string;
   created_at: GeneratedTimestamp;
-  /** The highest live-event id pruned from this workspace (bigint, as text); replays start above it. */
-  events_pruned_through: Generated<string>;
+  /** The highest live-event id pruned from this workspace; replays start above it (migration 000014). */
+  events_pruned_through: Generated<number>;
 }
 
 export interface PayloadSpecsTable {

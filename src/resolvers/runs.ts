@@ -3,7 +3,7 @@ import { pageArgs } from '../schema/common.js';
 import { RunConnectionRef, RunRef, RunStatusEnum, TriggerRunInputRef, TriggerRunPayloadRef, triggerRunValidation } from '../schema/run.js';
 
 builder.queryFields((t) => ({
-  runs: t.field({
+  runConnection: t.field({
     type: RunConnectionRef,
     description: 'Recoverable runs of the workspace, newest first, by handler name and/or status.',
     args: {
@@ -11,7 +11,17 @@ builder.queryFields((t) => ({
       name: t.arg.string({ description: 'Only runs of this handler.' }),
       status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
     },
-    resolve: (_root, { name, status, ...page }, ctx) => ctx.service.runs(ctx.actor, { name, status }, page),
+    resolve: (_root, { name, status, ...page }, ctx) => ctx.service.runConnection(ctx.actor, { name, status }, page),
+  }),
+  runs: t.field({
+    type: [RunRef],
+    description: 'The newest 100 recoverable runs, by handler name and/or status.',
+    deprecationReason: 'Use runConnection: it pages past the newest 100.',
+    args: {
+      name: t.arg.string({ description: 'Only runs of this handler.' }),
+      status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
+    },
+    resolve: (_root, args, ctx) => ctx.service.runs(ctx.actor, args),
   }),
   run: t.field({
     type: RunRef,

@@ -249,7 +249,7 @@ export const toExecution = (r: ExecutionRow): Execution => ({
  * its execution) and the row written when it ends have the same one. UUID-shaped, like every id.
  */
 export function attemptId(executionId: string, attemptNumber: number): string {
-  const h = createHash('md5').update(`attempt:${executionId}:${attemptNumber}`).digest('hex');
+  const h = createHash('sha256').update(`attempt:${executionId}:${attemptNumber}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 

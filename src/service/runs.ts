@@ -148,7 +148,7 @@ export interface TriggerRunOptions {
 export function createRunsService(ctx: ServiceContext) {
   const { db } = ctx;
 
-  return {
+  const service = {
     /**
      * Triggers a recoverable handler by name, idempotently: an active run is returned as it is;
      * a paused one is resumed with the same cursor and stats; otherwise a fresh run starts. The
@@ -223,8 +223,11 @@ export function createRunsService(ctx: ServiceContext) {
       return toRun(await findRun(db, actor.workspaceId, id));
     },
 
-    /** Runs, newest first, by name and/or status, a page at a time. */
-    async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}, rawPage: PageInput = {}): Promise<Connection<Run>> {
+    /**
+     * Runs, newest first, by name and/or status, a page at a time. Throws VALIDATION_FAILED (a
+     * cursor this list did not issue, a page size out of range).
+     */
+    async runConnection(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}, rawPage: PageInput = {}): Promise<Connection<Run>> {
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const ws = scoped(actor.workspaceId);
@@ -236,6 +239,11 @@ export function createRunsService(ctx: ServiceContext) {
           and ${after}
         order by created_at desc, id desc limit ${size + 1}`.execute(db);
       return toConnection(rows, size, toRun);
+    },
+
+    /** @deprecated The newest 100 runs only; use `runConnection`, which pages past them. */
+    async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}): Promise<Run[]> {
+      return (await service.runConnection(actor, filter, { first: 100 })).edges.map((e) => e.node);
     },
 
     /** A run's findings in the order recorded, with counts per kind and severity. */
@@ -266,4 +274,5 @@ export function createRunsService(ctx: ServiceContext) {
       };
     },
   };
+  return service;
 }

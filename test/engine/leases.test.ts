@@ -3,6 +3,9 @@
  * real workers in this process sharing one database.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { claimExecutions } from '../../src/db/queries/claim.js';
+import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
+import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
@@ -50,7 +53,8 @@ describe('leases', () => {
       return new Promise<void>((r) => blockers.push(r));
     });
     await t.service.registerEndpoint(t.actor, { name: 'slow.held', kind: 'HANDLER', handlerName: 'held', backoffBaseMs: 10, jitter: false });
-    await h.worker({ workerId: 'worker-a', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    // One slot, held by its stalled attempt: the retry can only be B's.
+    await h.worker({ workerId: 'worker-a', concurrency: 1, leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.held', kind: 'IMMEDIATE' });
     await eventually(async () => blockers.length === 1);
     // Force A's lease to expire (as if A had stalled); B reconciles it and takes over.
@@ -69,6 +73,30 @@ describe('leases', () => {
       ['worker-a', 'LEASE_EXPIRED'],
       ['worker-b', 'SUCCEEDED'],
     ]);
+  });
+
+  it('records the current attempt of a batch that also carries an earlier, fenced-out attempt of the same execution', async () => {
+    await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    const claim = (limit: number) => claimExecutions(t.database.pool, { workerId: 'w', limit, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    const [first] = await claim(1);
+    // Its lease expires and the reconciler retries it; the same worker claims it again, with a
+    // second execution beside it.
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where id = $1`, [first!.id]);
+    await reconcileExpiredLeases(t.database.pool);
+    await t.query(`update executions set run_after = now() where id = $1`, [first!.id]);
+    await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    const again = await claim(2);
+    const second = again.find((x) => x.id === first!.id)!;
+    const other = again.find((x) => x.id !== first!.id)!;
+    expect(second.lease_epoch).toBe(first!.lease_epoch + 1);
+    const done = (ex: { id: string }, epoch: number): Completion => ({
+      executionId: ex.id, epoch, outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, durationMs: 1, error: null, responseExcerpt: null,
+    });
+    // The stuck first attempt returns at last, in the same flush as the other two.
+    const accepted = await completeExecutions(t.database.pool, 'w', [done(first!, first!.lease_epoch), done(second, second.lease_epoch), done(other, other.lease_epoch)]);
+    expect(Object.fromEntries(accepted)).toEqual({ [second.id]: 'SUCCEEDED', [other.id]: 'SUCCEEDED' });
+    expect((await attemptsOf(t, first!.id)).map((a) => [a.attempt_number, a.outcome])).toEqual([[1, 'LEASE_EXPIRED'], [2, 'SUCCEEDED']]);
+    expect((await attemptsOf(t, other.id)).map((a) => a.outcome)).toEqual(['SUCCEEDED']);
   });
 
   it('reconciles an expired lease on the last attempt to FAILED with the reason "lease expired"', async () => {

@@ -47,22 +47,25 @@ describe('connections', () => {
     for (const name of ['scan.a', 'scan.b', 'scan.c', 'other.d']) await t.service.triggerRun(t.actor, { name });
     await t.service.triggerRun(t.otherActor, { name: 'scan.z' });
     const RUNS = `query ($first: Int, $after: String, $name: String, $status: RunStatus) {
-      runs(first: $first, after: $after, name: $name, status: $status) { nodes { name status } pageInfo { hasNextPage endCursor } }
+      runConnection(first: $first, after: $after, name: $name, status: $status) { nodes { name status } pageInfo { hasNextPage endCursor } }
     }`;
     const seen: string[] = [];
     let after: string | null = null;
     for (;;) {
       const res: any = await g.gql(RUNS, { first: 3, after });
       expect(res.errors).toBeUndefined();
-      seen.push(...res.data.runs.nodes.map((n: any) => n.name));
-      if (!res.data.runs.pageInfo.hasNextPage) break;
-      after = res.data.runs.pageInfo.endCursor;
+      seen.push(...res.data.runConnection.nodes.map((n: any) => n.name));
+      if (!res.data.runConnection.pageInfo.hasNextPage) break;
+      after = res.data.runConnection.pageInfo.endCursor;
     }
     expect(seen).toEqual(['other.d', 'scan.c', 'scan.b', 'scan.a']);
     const byName: any = await g.gql(RUNS, { name: 'scan.b' });
-    expect(byName.data.runs.nodes).toEqual([{ name: 'scan.b', status: 'RUNNING' }]);
+    expect(byName.data.runConnection.nodes).toEqual([{ name: 'scan.b', status: 'RUNNING' }]);
     const none: any = await g.gql(RUNS, { status: 'COMPLETED' });
-    expect(none.data.runs).toEqual({ nodes: [], pageInfo: { hasNextPage: false, endCursor: null } });
+    expect(none.data.runConnection).toEqual({ nodes: [], pageInfo: { hasNextPage: false, endCursor: null } });
+    // The deprecated list still answers, newest first.
+    const list: any = await g.gql(`{ runs { name } }`);
+    expect(list.data.runs.map((r: any) => r.name)).toEqual(['other.d', 'scan.c', 'scan.b', 'scan.a']);
   });
 
   it('refuses a cursor it did not issue and a page size out of range', async () => {

@@ -346,6 +346,15 @@ describe('event retention', () => {
     const all = await subscribed(key, JOBS, { jobId: job.id, after: '0' });
     expect((await all.until((xs) => xs.length >= 1, 5000, 'what is kept')).map((x) => x.status)).toEqual(['ACTIVE']);
     all.stop();
+    // A prune landing after the stream was authorised (here: straight to the hub, past
+    // authorisation) is caught by the replay's own read, in the same snapshot as the rows.
+    await t.query(`update workspaces set events_pruned_through = $2 where id = $1`, [t.actor.workspaceId, paused]);
+    const feed = live.hub.events({ workspaceId: t.actor.workspaceId, topic: 'JOB', jobId: job.id }, BigInt(created));
+    const outcome = await feed.next().then(
+      (r) => ({ delivered: r.value }),
+      (e: { code?: string }) => ({ refused: e.code }),
+    );
+    expect(outcome).toEqual({ refused: 'CURSOR_EXPIRED' });
     // Another workspace's horizon is its own.
     const elsewhere = collect(live.client(otherKey), JOBS, { after: created });
     await new Promise((r) => setTimeout(r, 300));

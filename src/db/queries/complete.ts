@@ -76,7 +76,9 @@ with done as (
   select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, $10, coalesce(u.attempt_started_at, now()), now(),
          case when u.status = 'CANCELLED' and d.outcome <> 'SUCCEEDED' then 'CANCELLED' else d.outcome end,
          d.status_code, d.duration_ms, d.error, d.excerpt
-  from updated u join done d on d.id = u.id
+  -- By id and epoch: a batch may also carry an earlier, fenced-out attempt of the same execution
+  -- (its lease was lost and the execution claimed again), which must not write this row.
+  from updated u join done d on d.id = u.id and d.epoch = u.lease_epoch
 )
 select id, status from updated`;
 

@@ -59,25 +59,41 @@ export async function eventsInRange(pool: pg.Pool, after: bigint, upTo: bigint, 
   return (await pool.query<EventRow>(EVENTS_IN_RANGE, [after.toString(), upTo.toString(), workspaceIds, limit])).rows;
 }
 
+// With the workspace's replay horizon (migration 000014) read in the same snapshot: a prune that
+// committed before this read shows in both, so a replay can tell that rows it is about to skip
+// over were deleted. The workspace row is always there, so the horizon comes back with no events.
 const MATCHING_EVENTS = `
-select * from events
-where id > $1 and id <= $2 and workspace_id = $3 and topic = $4
-  and ($5::uuid is null or job_id = $5) and ($6::uuid is null or endpoint_id = $6) and ($7::text is null or name = $7)
-order by id limit $8`;
+select w.events_pruned_through as pruned_through, e.*
+from workspaces w
+left join lateral (
+  select * from events
+  where id > $1 and id <= $2 and workspace_id = $3 and topic = $4
+    and ($5::uuid is null or job_id = $5) and ($6::uuid is null or endpoint_id = $6) and ($7::text is null or name = $7)
+  order by id limit $8
+) e on true
+where w.id = $3`;
 
-/** One subscriber's replay: its events in (after, upTo], oldest first, at most `limit`. */
-export async function matchingEvents(pool: pg.Pool, match: EventMatch, after: bigint, upTo: bigint, limit: number): Promise<EventRow[]> {
-  const { rows } = await pool.query<EventRow>(MATCHING_EVENTS, [
-    after.toString(),
-    upTo.toString(),
-    match.workspaceId,
-    match.topic,
-    match.jobId ?? null,
-    match.endpointId ?? null,
-    match.name ?? null,
-    limit,
-  ]);
-  return rows;
+/**
+ * One subscriber's replay: its events in (after, upTo], oldest first, at most `limit`, and the
+ * highest event id pruned from its workspace so far (events above it are all still kept).
+ */
+export async function matchingEvents(
+  pool: pg.Pool,
+  match: EventMatch,
+  after: bigint,
+  upTo: bigint,
+  limit: number,
+): Promise<{ rows: EventRow[]; prunedThrough: bigint }> {
+  const { rows } = await pool.query<EventRow & { pruned_through: number }>({
+    name: 'jobgate.matching-events',
+    text: MATCHING_EVENTS,
+    values: [after.toString(), upTo.toString(), match.workspaceId, match.topic, match.jobId ?? null, match.endpointId ?? null, match.name ?? null, limit],
+  });
+  const prunedThrough = BigInt(rows[0]?.pruned_through ?? 0);
+  return {
+    prunedThrough,
+    rows: rows.filter((r) => r.id !== null).map(({ pruned_through: _, ...row }) => row as EventRow),
+  };
 }
 
 export interface FindingRow {

@@ -66,6 +66,9 @@ with expired as (
   select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, coalesce(x.lease_owner, 'unknown'),
          coalesce(x.attempt_started_at, now()), now(), 'LEASE_EXPIRED', 'lease expired: the worker stopped heartbeating'
   from updated u join expired x on x.id = u.id
+  -- No row can exist for this attempt (one is written only when an attempt ends, and this one
+  -- has not); if one ever did, the reconciler must still free the rest of its batch.
+  on conflict (execution_id, attempt_number) do nothing
 )
 select id, status from updated`;
 
@@ -85,7 +88,10 @@ with released as (
   set status = 'PENDING', run_after = now(), lease_owner = null, lease_expires_at = null,
       attempt_count = e.attempt_count - 1, updated_at = now()
   from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
+  -- A lease already expired is not this worker's to hand back: its attempt was lost and counts
+  -- (the reconciler ends it).
   where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
+    and e.lease_expires_at > now()
   returning e.id
 )
 select id from released`;

@@ -252,7 +252,9 @@ export function createWorker(options: WorkerOptions): Worker {
           // The leases will expire and the reconciler will retry these: at-least-once.
           log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
         }
-        for (const c of batch) inFlight.delete(c.executionId);
+        // Only the entry of this attempt: the execution may have been claimed again since (its
+        // earlier lease lost), and that attempt's entry keeps its heartbeats.
+        for (const c of batch) if (inFlight.get(c.executionId)?.ex.lease_epoch === c.epoch) inFlight.delete(c.executionId);
       }
     })().finally(() => {
       flushing = undefined;
