@@ -106,8 +106,15 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
+  // Once listening, the server still reports errors (accept failing with EMFILE when file
+  // descriptors run out, say), and the WebSocket server re-emits them: without a listener
+  // each would end the process. The gateway logs them and keeps serving its connections.
+  server.on('error', (error) => options.log.error(`gateway: server error: ${error.message}`));
   const ws = attachWebSocket(server, yoga, {
     log: options.log,
     maxPayload: maxBody,

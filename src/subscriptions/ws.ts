@@ -8,6 +8,7 @@
  * at every operation, so a revoked key stops working on an open socket at its next operation.
  */
 import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -35,7 +36,16 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
   // No permessage-deflate (ws's default, stated so it stays): payloads are small JSON, and
   // compressing each one per socket costs CPU and a zlib context (~300 KB) per connection, where
   // one gateway holds thousands of subscribers.
-  const wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000, perMessageDeflate: false });
+  //
+  // Not attached to the HTTP server (noServer): an attached WebSocketServer re-emits every error
+  // of the HTTP server, and graphql-ws answers a WebSocketServer error by closing every socket
+  // with 1011, then leaves the next one unhandled (fatal). An accept failing once under load
+  // (EMFILE) must not disconnect every subscriber; the gateway logs server errors itself.
+  const wss = new WebSocketServer({ noServer: true, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000, perMessageDeflate: false });
+  // Upgrades to another path are refused (400) by handleUpgrade, as an attached server does.
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) =>
+    wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
+  server.on('upgrade', onUpgrade);
   const disposable = useServer<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>(
     {
       connectionInitWaitTimeout: options.connectionInitWaitMs ?? 10_000,
@@ -92,6 +102,7 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
   );
   return {
     async close() {
+      server.off('upgrade', onUpgrade);
       await disposable.dispose();
       await new Promise<void>((r) => wss.close(() => r()));
     },

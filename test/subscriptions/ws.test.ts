@@ -80,6 +80,21 @@ describe('GraphQL over WebSocket', () => {
     expect(nf.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
   });
 
+  it('logs errors the listening server reports (accept failing, say), keeping every connection open', async () => {
+    const key = (await t.service.bootstrapKey('default', 'VIEWER', 'ws server errors')).key;
+    const closed: number[] = [];
+    const open = client(key, (code) => closed.push(code));
+    expect((await run(open, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
+    // What node emits when accept() fails, e.g. EMFILE with every file descriptor in use; twice.
+    const emfile = () => Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
+    expect(() => gw.server.emit('error', emfile())).not.toThrow();
+    expect(() => gw.server.emit('error', emfile())).not.toThrow();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(closed).toEqual([]);
+    expect((await run(open, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
+    expect((await run(client(key), '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
+  });
+
   it('does not compress messages, even for a client that offers permessage-deflate', async () => {
     // The ws client offers the extension by default; the gateway must decline it.
     const socket = new WebSocket(wsUrl, 'graphql-transport-ws', { perMessageDeflate: true });
