@@ -23,6 +23,7 @@ import { createJobService } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
 import { SecretBox } from './service/secrets.js';
+import { inOrder } from './shutdown.js';
 
 export interface RunningApp {
   url: string;
@@ -72,13 +73,17 @@ export async function startApp(
   let hub: Hub | undefined;
   let host: EngineHost | undefined;
   const stop = async () => {
-    // Stop taking requests and firing, let the worker drain within its grace period, then the database.
-    await gateway?.close();
-    await hub?.stop();
-    await scheduler?.stop();
-    await Promise.all([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]);
-    await database?.close();
-    await source.stop();
+    // Stop taking requests and firing, let the worker drain within its grace period, then the
+    // database. Every step runs even when one before it failed (the database unreachable, say):
+    // the pool is closed and an embedded server stopped, not left running behind the process.
+    await inOrder([
+      () => gateway?.close(),
+      () => hub?.stop(),
+      () => scheduler?.stop(),
+      () => Promise.all([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]),
+      () => database?.close(),
+      () => source.stop(),
+    ]);
   };
   try {
     const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
@@ -159,3 +164,4 @@ export async function startApp(
     throw error;
   }
 }
+

@@ -21,6 +21,7 @@ import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
 import { NotFoundError } from './service/errors.js';
 import { createJobService, type JobService } from './service/index.js';
+import { inOrder } from './shutdown.js';
 
 export interface JobgateOptions {
   /** Postgres connection string. */
@@ -165,10 +166,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     },
     database,
     async close() {
-      await scheduler?.stop();
-      await host?.stop();
-      await Promise.all(workers.splice(0).map((w) => w.stop()));
-      await database.close();
+      // Every step runs even when one before it failed: the pool is always closed.
+      await inOrder([() => scheduler?.stop(), () => host?.stop(), () => Promise.all(workers.splice(0).map((w) => w.stop())), () => database.close()]);
     },
   };
 }

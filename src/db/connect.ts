@@ -16,7 +16,8 @@ export interface DatabaseSource {
 }
 
 export async function ensureDatabase(serverUrl: string, name: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl });
+  const client = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000 });
+  client.on('error', () => {}); // the query in flight fails with it; see migrate.ts
   await client.connect();
   try {
     const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [name]);

@@ -84,8 +84,14 @@ export function createListener(options: ListenerOptions) {
       else if (channels.has(n.channel)) options.onHint(n.channel, payload);
     });
     try {
-      await c.connect();
-      for (const channel of [...channels, probeChannel]) await c.query(`listen ${pg.escapeIdentifier(channel)}`);
+      // Bounded like a probe: a server (or proxy) that accepts the connection and then never
+      // answers would otherwise leave no retry scheduled, and the process polling for good.
+      const listening = (async () => {
+        await c.connect();
+        for (const channel of [...channels, probeChannel]) await c.query(`listen ${pg.escapeIdentifier(channel)}`);
+      })();
+      listening.catch(() => {}); // a late failure after the timeout has already dropped it
+      if ((await within(listening, probeTimeoutMs)) === 'timeout') return drop(c, `no answer within ${probeTimeoutMs} ms while connecting`);
     } catch (error) {
       drop(c, (error as Error).message);
       return;

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
 /** Any stable 64-bit number; the same in every jobgate process. */
-const MIGRATION_LOCK_KEY = 7_143_020_511;
+export const MIGRATION_LOCK_KEY = 7_143_020_511;
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 
@@ -57,7 +57,10 @@ export async function migrate(
 ): Promise<MigrateResult> {
   const log = options.log ?? (() => {});
   const files = await readMigrations(options.dir);
-  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate' });
+  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate', keepAlive: true, connectionTimeoutMillis: 10_000 });
+  // A connection lost mid-migration fails the query in flight (and the transaction); the
+  // 'error' event pg also emits must not become an uncaught exception in the host process.
+  client.on('error', (error) => log(`migrate: connection error: ${error.message}`));
   await client.connect();
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);

@@ -17,6 +17,8 @@ export interface DatabaseOptions {
   connectionString: string;
   max?: number;
   applicationName?: string;
+  /** Longest wait for a connection (a new one, or a free one from the pool). Default 10 s. */
+  connectionTimeoutMs?: number;
 }
 
 /** One pg pool and the Kysely instance over it. Connection errors are logged, never fatal. */
@@ -25,6 +27,15 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
     connectionString: options.connectionString,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'jobgate',
+    // A server that vanished without closing (a crashed host, a failover, state dropped by a
+    // NAT or firewall) never answers: without keepalive a query waits forever, its client is
+    // never returned, and once all are held every caller queues forever, silently. Keepalive
+    // lets the kernel find the dead peer (minutes, by its probe settings), which fails the
+    // query and frees the client; a bounded wait for a client turns a held pool into errors
+    // that every loop logs and retries, instead of a queue that only grows.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
   });
   // A client whose server went away (a restart, a terminated backend, a cut network) emits
   // 'error': on the pool while it is idle, and on the client itself while it is checked out

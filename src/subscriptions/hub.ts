@@ -443,8 +443,10 @@ export type Hub = ReturnType<typeof createHub>;
 /** Errors that pass: the connection or the server went away, or it is starting or stopping. */
 function transient(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(code))) return true;
-  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test((error as Error).message ?? '');
+  const network = ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'];
+  if (typeof code === 'string' && (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', ...network].includes(code))) return true;
+  // pg-pool's "timeout exceeded when trying to connect": every pooled connection held or unreachable.
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test((error as Error).message ?? '');
 }
 
 function max(a: bigint, b: bigint): bigint {

@@ -298,12 +298,18 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       const all = Promise.all(left.map(([, s]) => s.done));
       const settled = await Promise.race([all.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), graceMs).unref())]);
       if (!settled) {
-        // Still running: hand back what is still ours (a late outcome is fenced out).
-        const { rows } = await pool.query<{ name: string; epoch: string }>(
-          `select name, epoch from interval_handlers where owner = $1 and name = any($2::text[])`,
-          [workerId, [...active.keys()]],
-        );
-        for (const row of rows) await record(row.name, row.epoch, { status: 'HAND_BACK' });
+        // Still running: hand back what is still ours (a late outcome is fenced out). With the
+        // database unreachable the hand-back is skipped, not fatal to the rest of the shutdown:
+        // another worker's sweep records the tick as crashed once this worker stops heartbeating.
+        try {
+          const { rows } = await pool.query<{ name: string; epoch: string }>(
+            `select name, epoch from interval_handlers where owner = $1 and name = any($2::text[])`,
+            [workerId, [...active.keys()]],
+          );
+          for (const row of rows) await record(row.name, row.epoch, { status: 'HAND_BACK' });
+        } catch (error) {
+          log.warn(`worker ${workerId}: handing back unfinished interval ticks failed (${(error as Error).message}); the sweep will free them`);
+        }
       }
     },
   };

@@ -343,10 +343,15 @@ export function createRunner(options: RunnerOptions) {
         if (!run) break;
         const state = { stopping: false, lost: false, done: Promise.resolve() };
         active.set(run.id, state);
-        state.done = execute(run).finally(() => {
-          active.delete(run.id);
-          if (running) void poll();
-        });
+        // A failure outside the handler (its outcome could not be written, a stored cursor that
+        // does not parse) is logged, never an unhandled rejection: the sweep pauses the run once
+        // its heartbeat stops.
+        state.done = execute(run)
+          .catch((error: unknown) => log.error(`runner ${owner}: run ${run.id} (${run.name}) failed outside its handler: ${(error as Error)?.message ?? String(error)}`))
+          .finally(() => {
+            active.delete(run.id);
+            if (running) void poll();
+          });
       }
     } catch (error) {
       log.warn(`runner ${owner}: poll failed: ${(error as Error).message}`);
