@@ -56,8 +56,13 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
         try {
           await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
           return true;
-        } catch {
-          return false; // 4403 Forbidden
+        } catch (error) {
+          if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
+          // The key could not be checked (the database unreachable): not the client's fault, and
+          // 4403 would tell it not to retry. 1013 "try again later" lets it reconnect.
+          options.log.warn(`websocket: could not authenticate a connection (${(error as Error)?.message ?? String(error)}); closing it with 1013`);
+          ctx.extra.socket.close(1013, 'Try again later');
+          return false;
         }
       },
       onSubscribe: async (ctx, _id, payload) => {
@@ -65,8 +70,9 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
         try {
           actor = await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
         } catch (error) {
-          const code = error instanceof DomainError ? error.code : 'UNAUTHENTICATED';
-          return [new GraphQLError(error instanceof DomainError ? error.message : 'authentication failed', { extensions: { code } })];
+          if (error instanceof DomainError) return [new GraphQLError(error.message, { extensions: { code: error.code } })];
+          options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
+          return [new GraphQLError('the key could not be checked just now (the database is unreachable); try again', { extensions: { code: 'UNAVAILABLE' } })];
         }
         // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
         // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.

@@ -95,7 +95,42 @@ describe('GraphQL over WebSocket', () => {
     expect((await run(client(key), '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
   });
 
-  it('does not compress messages, even for a client that offers permessage-deflate', async () => {
+  it('tells a client to retry (1013, UNAVAILABLE) when its key cannot be checked, and 4403 only for a bad key', async () => {
+    const key = (await t.service.bootstrapKey('default', 'VIEWER', 'ws outage')).key;
+    let down = false;
+    const flaky = await startGateway({
+      service: t.service,
+      log: createLogger('silent'),
+      host: '127.0.0.1',
+      port: 0,
+      authenticate: async (request) => {
+        if (down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+        return t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]);
+      },
+    });
+    try {
+      const url = `ws://127.0.0.1:${(flaky.server.address() as AddressInfo).port}/graphql`;
+      const connect = (k: string) =>
+        new Promise<number>((resolve) => {
+          const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, connectionParams: { authorization: `Bearer ${k}` }, on: { closed: (e) => resolve((e as { code: number }).code) }, onNonLazyError: () => {} });
+          clients.push(c);
+        });
+      down = true;
+      expect(await connect(key)).toBe(1013);
+      down = false;
+      expect(await connect('jg_not_a_real_key_at_all_000000')).toBe(4403);
+      // Connected while the database answered; it stops answering before the next operation.
+      const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, onNonLazyError: () => {}, connectionParams: { authorization: `Bearer ${key}` } });
+      clients.push(c);
+      expect((await run(c, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
+      down = true;
+      expect((await run(c, '{ workspace { slug } }')).errors?.[0]?.extensions?.code).toBe('UNAVAILABLE');
+    } finally {
+      await flaky.close();
+    }
+  });
+
+    it('does not compress messages, even for a client that offers permessage-deflate', async () => {
     // The ws client offers the extension by default; the gateway must decline it.
     const socket = new WebSocket(wsUrl, 'graphql-transport-ws', { perMessageDeflate: true });
     await new Promise<void>((resolve, reject) => {
