@@ -23,7 +23,7 @@ import { createJobService } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
 import { SecretBox } from './service/secrets.js';
-import { inOrder } from './shutdown.js';
+import { inOrder, settled } from './shutdown.js';
 
 export interface RunningApp {
   url: string;
@@ -80,7 +80,7 @@ export async function startApp(
       () => gateway?.close(),
       () => hub?.stop(),
       () => scheduler?.stop(),
-      () => Promise.all([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]),
+      () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]),
       () => database?.close(),
       () => source.stop(),
     ]);
@@ -88,7 +88,7 @@ export async function startApp(
   try {
     const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
     if (applied.length === 0) log.info('migrations: up to date');
-    database = createDatabase({ connectionString: source.connectionString, max: config.poolMax }, (m) => log.warn(m));
+    database = createDatabase({ connectionString: source.connectionString, max: config.poolMax, connectionTimeoutMs: config.poolWaitMs }, (m) => log.warn(m));
     const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
@@ -164,4 +164,3 @@ export async function startApp(
     throw error;
   }
 }
-

@@ -30,6 +30,7 @@ const envSchema = z.object({
   JOBGATE_DATA_DIR: z.string().optional(),
   JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
   DATABASE_POOL_MAX: intFrom(10, 1, 1000),
+  DATABASE_POOL_WAIT_MS: intFrom(30_000, 100, 3_600_000),
   JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(5, 1, 100),
   JOBGATE_WORKER_CONCURRENCY: intFrom(20, 1, 10_000),
   JOBGATE_LEASE_MS: intFrom(30_000, 1_000, 3_600_000),
@@ -72,6 +73,8 @@ export interface Config {
   /** Port for the embedded Postgres; 0 picks a free one. */
   embeddedPort: number;
   poolMax: number;
+  /** Longest wait for a pooled connection before the caller gets an error. */
+  poolWaitMs: number;
   defaultMaxAttempts: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   production: boolean;
@@ -113,6 +116,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     dataDir: path.resolve(cwd, e.JOBGATE_DATA_DIR ?? '.jobgate'),
     embeddedPort: e.JOBGATE_EMBEDDED_PORT,
     poolMax: e.DATABASE_POOL_MAX,
+    poolWaitMs: e.DATABASE_POOL_WAIT_MS,
     defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
     logLevel: e.JOBGATE_LOG_LEVEL,
     production: e.NODE_ENV === 'production',

@@ -21,7 +21,7 @@ import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
 import { NotFoundError } from './service/errors.js';
 import { createJobService, type JobService } from './service/index.js';
-import { inOrder } from './shutdown.js';
+import { inOrder, settled } from './shutdown.js';
 
 export interface JobgateOptions {
   /** Postgres connection string. */
@@ -31,6 +31,8 @@ export interface JobgateOptions {
   /** Max attempts when neither a job nor its endpoint sets one. Default 5. */
   defaultMaxAttempts?: number;
   poolMax?: number;
+  /** Longest wait for a pooled connection before the caller gets an error. Default 30 s. */
+  poolWaitMs?: number;
   log?: Logger;
   /**
    * Key for secrets at rest (32 bytes, base64 or hex): endpoint signing secrets and secret config
@@ -111,7 +113,7 @@ export interface Jobgate {
 
 export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
-  const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, applicationName: 'jobgate-library' });
+  const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
   const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
@@ -167,7 +169,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     database,
     async close() {
       // Every step runs even when one before it failed: the pool is always closed.
-      await inOrder([() => scheduler?.stop(), () => host?.stop(), () => Promise.all(workers.splice(0).map((w) => w.stop())), () => database.close()]);
+      await inOrder([() => scheduler?.stop(), () => host?.stop(), () => settled(workers.splice(0).map((w) => w.stop())), () => database.close()]);
     },
   };
 }

@@ -15,3 +15,10 @@ export async function inOrder(steps: (() => unknown)[]): Promise<void> {
   }
   if (first) throw first.error;
 }
+
+/** Waits for all of them, whatever fails (no step cut short by another's failure); then throws the first failure. */
+export async function settled(steps: (Promise<unknown> | undefined)[]): Promise<void> {
+  const results = await Promise.allSettled(steps);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}

@@ -9,6 +9,12 @@ describe('configuration', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('bounds the wait for a pooled connection: 30 s unless DATABASE_POOL_WAIT_MS says otherwise', () => {
+    expect(parseConfig({}).poolWaitMs).toBe(30_000);
+    expect(parseConfig({ DATABASE_POOL_WAIT_MS: '5000' }).poolWaitMs).toBe(5000);
+    expect(() => parseConfig({ DATABASE_POOL_WAIT_MS: '0' })).toThrow(/DATABASE_POOL_WAIT_MS/);
+  });
+
   it('treats an empty DATABASE_URL as unset', () => {
     expect(parseConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined();
   });

@@ -27,6 +27,8 @@ export interface ListenerOptions {
   onMode(mode: ListenMode): void;
   checkEveryMs?: number;
   probeTimeoutMs?: number;
+  /** How long connecting and listening may take before it is given up and retried. Default 10 s. */
+  connectTimeoutMs?: number;
   applicationName?: string;
 }
 
@@ -38,6 +40,9 @@ export function createListener(options: ListenerOptions) {
   const channels = new Set(options.channels);
   const checkEveryMs = options.checkEveryMs ?? 10_000;
   const probeTimeoutMs = options.probeTimeoutMs ?? 3_000;
+  // Connecting is several round trips (TCP, TLS, authentication, one LISTEN per channel): a
+  // budget of its own, not a probe's.
+  const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
   let client: pg.Client | undefined;
   let mode: ListenMode = 'poll';
   let stopped = false;
@@ -84,14 +89,14 @@ export function createListener(options: ListenerOptions) {
       else if (channels.has(n.channel)) options.onHint(n.channel, payload);
     });
     try {
-      // Bounded like a probe: a server (or proxy) that accepts the connection and then never
-      // answers would otherwise leave no retry scheduled, and the process polling for good.
+      // Bounded: a server (or proxy) that accepts the connection and then never answers would
+      // otherwise leave no retry scheduled, and the process polling for good.
       const listening = (async () => {
         await c.connect();
         for (const channel of [...channels, probeChannel]) await c.query(`listen ${pg.escapeIdentifier(channel)}`);
       })();
       listening.catch(() => {}); // a late failure after the timeout has already dropped it
-      if ((await within(listening, probeTimeoutMs)) === 'timeout') return drop(c, `no answer within ${probeTimeoutMs} ms while connecting`);
+      if ((await within(listening, connectTimeoutMs)) === 'timeout') return drop(c, `no answer within ${connectTimeoutMs} ms while connecting`);
     } catch (error) {
       drop(c, (error as Error).message);
       return;

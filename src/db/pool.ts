@@ -17,7 +17,7 @@ export interface DatabaseOptions {
   connectionString: string;
   max?: number;
   applicationName?: string;
-  /** Longest wait for a connection (a new one, or a free one from the pool). Default 10 s. */
+  /** Longest wait for a connection (a new one, or a free one from the pool). Default 30 s. */
   connectionTimeoutMs?: number;
 }
 
@@ -27,15 +27,16 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
     connectionString: options.connectionString,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'jobgate',
-    // A server that vanished without closing (a crashed host, a failover, state dropped by a
-    // NAT or firewall) never answers: without keepalive a query waits forever, its client is
-    // never returned, and once all are held every caller queues forever, silently. Keepalive
-    // lets the kernel find the dead peer (minutes, by its probe settings), which fails the
-    // query and frees the client; a bounded wait for a client turns a held pool into errors
-    // that every loop logs and retries, instead of a queue that only grows.
+    // A server that vanished without closing (a crashed host, a failover) never answers:
+    // without keepalive a query waits forever, its client is never returned, and once all are
+    // held every caller queues forever, silently. With it a client waiting on a reply finds the
+    // dead peer in about 20 s (10 s idle, then libuv's 10 probes a second apart); a query whose
+    // bytes were never acknowledged is bounded by TCP retransmission (tcp_retries2, ~15 min).
+    // Meanwhile the bounded wait for a client turns a held pool into errors that every loop
+    // logs and retries, instead of a queue that only grows.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
-    connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 30_000,
   });
   // A client whose server went away (a restart, a terminated backend, a cut network) emits
   // 'error': on the pool while it is idle, and on the client itself while it is checked out

@@ -8,6 +8,7 @@ import { createYoga, type GraphiQLOptions, type YogaServerInstance } from 'graph
 import type { Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
+import { UnauthenticatedError } from '../service/access.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
@@ -112,15 +113,25 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     });
   });
   // Once listening, the server still reports errors (accept failing with EMFILE when file
-  // descriptors run out, say), and the WebSocket server re-emits them: without a listener
-  // each would end the process. The gateway logs them and keeps serving its connections.
+  // descriptors run out, say): without a listener each would end the process. The gateway
+  // logs them and keeps serving its connections.
   server.on('error', (error) => options.log.error(`gateway: server error: ${error.message}`));
   const ws = attachWebSocket(server, yoga, {
     log: options.log,
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
-    // The same authentication as HTTP: a Request-shaped object carrying the key.
-    authenticate: (key) => options.authenticate(new Request('http://ws/', { headers: key ? { authorization: `Bearer ${key}` } : {} })),
+    // The same authentication as HTTP: a Request-shaped object carrying the key. A key that is
+    // not a valid header value (a newline, a character past U+00FF) cannot be one: refused as
+    // any bad key is, not reported as a server failure.
+    authenticate: (key) => {
+      let request: Request;
+      try {
+        request = new Request('http://ws/', { headers: key ? { authorization: `Bearer ${key}` } : {} });
+      } catch {
+        throw new UnauthenticatedError();
+      }
+      return options.authenticate(request);
+    },
   });
   const { port } = server.address() as AddressInfo;
   // The address actually bound ("localhost" may resolve to ::1 first, where nothing listens).

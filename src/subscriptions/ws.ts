@@ -58,8 +58,8 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           return true;
         } catch (error) {
           if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
-          // The key could not be checked (the database unreachable): not the client's fault, and
-          // 4403 would tell it not to retry. 1013 "try again later" lets it reconnect.
+          // The key could not be checked (the database unreachable): not the client's fault.
+          // 4403 says "this key is forbidden"; 1013 says "try again later", which is the truth.
           options.log.warn(`websocket: could not authenticate a connection (${(error as Error)?.message ?? String(error)}); closing it with 1013`);
           ctx.extra.socket.close(1013, 'Try again later');
           return false;

@@ -100,7 +100,7 @@ describe('connections', () => {
       onHint: () => {},
       onListening: () => {},
       onMode: () => {},
-      probeTimeoutMs: 200,
+      connectTimeoutMs: 200,
     });
     const starting = listener.start();
     closers.push(() => listener.stop());

@@ -119,6 +119,9 @@ describe('GraphQL over WebSocket', () => {
       expect(await connect(key)).toBe(1013);
       down = false;
       expect(await connect('jg_not_a_real_key_at_all_000000')).toBe(4403);
+      // Not even a valid header value: still a bad key, not a server failure.
+      expect(await connect('ключ')).toBe(4403);
+      expect(await connect('jg_line\nbreak')).toBe(4403);
       // Connected while the database answered; it stops answering before the next operation.
       const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, onNonLazyError: () => {}, connectionParams: { authorization: `Bearer ${key}` } });
       clients.push(c);
@@ -128,6 +131,16 @@ describe('GraphQL over WebSocket', () => {
     } finally {
       await flaky.close();
     }
+  });
+
+  it('refuses WebSocket upgrades on any other path (400)', async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const ws = new WebSocket(wsUrl.replace('/graphql', '/other'), 'graphql-transport-ws');
+      ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on('open', () => reject(new Error('upgraded on /other')));
+      ws.on('error', () => {});
+    });
+    expect(status).toBe(400);
   });
 
     it('does not compress messages, even for a client that offers permessage-deflate', async () => {
