@@ -176,7 +176,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
-export { outcome, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
+export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
 
 export { createJobService, type JobService } from './service/index.js';

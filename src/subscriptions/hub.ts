@@ -23,6 +23,7 @@
 import type pg from 'pg';
 import type { Logger } from '../log.js';
 import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
+import { isConnectionError } from '../db/sqlstate.js';
 import { CursorExpiredError } from '../service/errors.js';
 import { toRun, type Run } from '../service/runs.js';
 import { Feed, SlowConsumerError } from './feed.js';
@@ -228,7 +229,7 @@ export function createHub(options: HubOptions) {
       } catch (error) {
         // The database going away (a restart, a killed connection) is waited out: the
         // subscription continues where it was once queries work again.
-        if (!transient(error)) return sub.feed.fail(error);
+        if (!isConnectionError(error)) return sub.feed.fail(error);
         const delay = Math.min(5_000, 100 * 2 ** failures++);
         log.warn(`live: catching a subscription up failed (${(error as Error).message}); retrying in ${delay} ms`);
         await new Promise((r) => setTimeout(r, delay).unref());
@@ -439,15 +440,6 @@ export function createHub(options: HubOptions) {
 }
 
 export type Hub = ReturnType<typeof createHub>;
-
-/** Errors that pass: the connection or the server went away, or it is starting or stopping. */
-function transient(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  const network = ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'];
-  if (typeof code === 'string' && (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', ...network].includes(code))) return true;
-  // pg-pool's "timeout exceeded when trying to connect": every pooled connection held or unreachable.
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test((error as Error).message ?? '');
-}
 
 function max(a: bigint, b: bigint): bigint {
   return a > b ? a : b;

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
 import { createRunner, outcome, RecoverableRegistry, type Runner } from '../../src/service/engine/recoverable.js';
-import { createTestDb, type TestDb } from '../support/db.js';
+import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
@@ -278,6 +278,47 @@ describe('recoverable runs', () => {
     expect((await t.query(`select resource_id from findings where run_id = $1 order by resource_id`, [run.id])).rows).toEqual([{ resource_id: 'before' }]);
     await eventually(async () => runners[0]!.active() === 0);
     expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: 'another-runner' });
+  });
+
+  it('hands a run back, to resume from its last checkpoint, when a checkpoint loses its database connection (not FAILED)', async () => {
+    const starts: number[] = [];
+    registry.register({
+      name: 'db-blip',
+      async run(store) {
+        let next = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
+        starts.push(next);
+        for (; next < 3; next++) {
+          atGate++;
+          await gate;
+          await store.checkpoint({ next: next + 1 }, { processed: 1, total: 3 });
+        }
+        return outcome.completed();
+      },
+    });
+    const logs: string[] = [];
+    const r = createRunner({ pool: t.database.pool, registry, log: createLogger('debug', (l) => logs.push(l)), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
+    await r.start();
+    runners.push(r);
+    gate = new Promise((res) => (openGate = res));
+    const { run } = await t.service.triggerRun(t.actor, { name: 'db-blip' });
+    await eventually(async () => atGate === 1);
+    // The first checkpoint waits behind a lock on the run's row, and its connection is cut.
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from runs where id = $1 for update', [run.id]);
+      openGate();
+      const blocked = await eventually(async () => (await adminQuery<{ pid: number }>(
+        `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and query like 'update runs set cursor%'`, [t.name])).rows[0], 5000, 'the checkpoint to wait');
+      await adminQuery('select pg_terminate_backend($1)', [blocked.pid]);
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+    await eventually(async () => (await status(run.id)) === 'COMPLETED', 10_000, 'the run to complete after its hand-back');
+    expect(starts).toEqual([0, 0]); // taken again from its last checkpoint (none had committed)
+    expect(logs.some((l) => l.includes('lost its database mid-run'))).toBe(true);
+    expect((await t.query(`select error, processed from runs where id = $1`, [run.id])).rows[0]).toEqual({ error: null, processed: 3 });
   });
 
   it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {

@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type pg from 'pg';
+import { isConnectionError } from '../../db/sqlstate.js';
 import type { ZodType } from 'zod';
 import type { Logger } from '../../log.js';
 import { normalizeCron } from '../cron.js';
@@ -123,6 +124,15 @@ export class RunLostError extends Error {
   override name = 'RunLostError';
 }
 
+/**
+ * What a store call throws when jobgate's database could not be reached (a restart, a cut
+ * connection, every pooled connection held): the run is handed back, to resume from its last
+ * checkpoint, instead of ending FAILED. Handlers should let it propagate.
+ */
+export class RunStoreUnavailableError extends Error {
+  override name = 'RunStoreUnavailableError';
+}
+
 /** What TAKE returns: the run's row, with its cursor encoding and the epoch this runner now holds. */
 type TakenRun = Pick<RunRow, 'id' | 'workspace_id' | 'name' | 'status' | 'params' | 'cursor' | 'stats' | 'started_at'> & {
   cursor_json: boolean;
@@ -211,6 +221,18 @@ export function createRunner(options: RunnerOptions) {
       }
       return res.rows[0].status as RunStatus;
     };
+    // Set when a store call found the database unreachable: however the handler then ends
+    // (rethrowing, wrapping, failing), the run is handed back rather than recorded FAILED.
+    let unavailable = false;
+    const reach = async <T>(call: () => Promise<T>): Promise<T> => {
+      try {
+        return await call();
+      } catch (error) {
+        if (!isConnectionError(error)) throw error;
+        unavailable = true;
+        throw new RunStoreUnavailableError(`run ${run.id}: the database could not be reached (${(error as Error).message})`, { cause: error });
+      }
+    };
     const encode = (c: unknown): [Buffer | null, boolean] =>
       c === null || c === undefined ? [null, false] : Buffer.isBuffer(c) ? [c, false] : [Buffer.from(JSON.stringify(c)), true];
 
@@ -222,10 +244,12 @@ export function createRunner(options: RunnerOptions) {
       async checkpoint(next, progress) {
         const [bytes, json] = encode(next);
         stats = mergeStats(stats, progress.stats);
-        await write(
-          `update runs set cursor = $1, cursor_json = $2, processed = processed + $3, total = coalesce($4, total), stats = $5,
-             heartbeat_at = now(), updated_at = now() where status in ('RUNNING', 'CANCEL_REQUESTED')`,
-          [bytes, json, Math.max(0, Math.floor(progress.processed)), progress.total ?? null, JSON.stringify(stats)],
+        await reach(() =>
+          write(
+            `update runs set cursor = $1, cursor_json = $2, processed = processed + $3, total = coalesce($4, total), stats = $5,
+               heartbeat_at = now(), updated_at = now() where status in ('RUNNING', 'CANCEL_REQUESTED')`,
+            [bytes, json, Math.max(0, Math.floor(progress.processed)), progress.total ?? null, JSON.stringify(stats)],
+          ),
         );
         cursor = next;
       },
@@ -233,9 +257,11 @@ export function createRunner(options: RunnerOptions) {
         if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
         // The run as this runner took it (same owner and epoch), still live. Anything else (swept
         // and paused, resumed and taken by another runner, finished) means: stop now.
-        const { rows } = await pool.query<{ status: RunStatus }>(
-          `select status from runs where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
-          [...fence],
+        const { rows } = await reach(() =>
+          pool.query<{ status: RunStatus }>(
+            `select status from runs where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
+            [...fence],
+          ),
         );
         if (!rows[0]) {
           state.lost = true;
@@ -248,7 +274,8 @@ export function createRunner(options: RunnerOptions) {
         // Fenced like every other write: only while the run is still this runner's (same owner
         // and epoch, live). FOR SHARE waits for a takeover committing now and re-reads the run
         // after it, so a finding never lands on a run another runner has taken.
-        const { rows } = await pool.query<{ live: boolean; inserted: boolean }>(
+        const { rows } = await reach(() =>
+          pool.query<{ live: boolean; inserted: boolean }>(
           `with live as (
              select workspace_id from runs
              where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')
@@ -261,6 +288,7 @@ export function createRunner(options: RunnerOptions) {
            )
            select exists (select 1 from live) as live, exists (select 1 from inserted) as inserted`,
           [...fence, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
+          ),
         );
         if (!rows[0]!.live) {
           state.lost = true;
@@ -291,6 +319,10 @@ export function createRunner(options: RunnerOptions) {
       result = await handler.run(store, params);
     } catch (error) {
       result = error instanceof RunLostError ? { kind: 'failed', message: error.message } : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+      if (unavailable && !state.lost) {
+        log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
+        result = outcome.paused();
+      }
     } finally {
       clearInterval(beat);
     }
@@ -305,8 +337,9 @@ export function createRunner(options: RunnerOptions) {
         await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [result.message.slice(0, 2000)]);
       } else {
         const [bytes, json] = result.cursor === undefined ? encode(cursor) : encode(result.cursor);
-        if (state.stopping) {
-          // Shutdown: hand the run back for another runner, unless an operator asked to cancel.
+        if (state.stopping || unavailable) {
+          // Shutdown, or the database lost mid-run: hand the run back for a runner to take again
+          // (from its last checkpoint), unless an operator asked to cancel.
           await write(
             `update runs set cursor = $1, cursor_json = $2, owner = null,
                status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
