@@ -31,6 +31,7 @@ import { createListener, type Listener } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueAt, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
+import { isConnectionError } from '../../db/sqlstate.js';
 import type { Logger } from '../../log.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
@@ -233,6 +234,7 @@ export function createWorker(options: WorkerOptions): Worker {
     flushing = (async () => {
       // Let outcomes that finish in the same tick share the statement.
       await new Promise((r) => setImmediate(r));
+      let failures = 0;
       while (pendingCompletions.length > 0) {
         const batch = pendingCompletions.splice(0, 1000);
         // A serial execution's outcome gives its job's next occurrence the turn.
@@ -248,7 +250,19 @@ export function createWorker(options: WorkerOptions): Worker {
             freedTurn = true;
             void armDueTimer();
           }
+          failures = 0;
         } catch (error) {
+          // The database went away for a moment (a restart, a cut connection): the leases are
+          // still held, and heartbeats keep them while they can, so try again rather than lose
+          // these outcomes, until the leases may have run out (no lease-extending answer from the
+          // database for a lease's length) or the worker stops.
+          if (running && isConnectionError(error) && performance.now() - lastLeaseOk < leaseMs) {
+            const delay = Math.min(2_000, 100 * 2 ** failures++);
+            log.warn(`worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying in ${delay} ms`);
+            pendingCompletions.unshift(...batch);
+            await new Promise((r) => setTimeout(r, delay));
+            continue;
+          }
           // The leases will expire and the reconciler will retry these: at-least-once.
           log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
         }
