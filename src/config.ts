@@ -29,7 +29,8 @@ const envSchema = z.object({
   PORT: intFrom(4000, 0, 65535),
   JOBGATE_DATA_DIR: z.string().optional(),
   JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
-  DATABASE_POOL_MAX: intFrom(10, 1, 1000),
+  // At least 2: a run schedule's tick holds one connection while it triggers the run on another.
+  DATABASE_POOL_MAX: intFrom(10, 2, 1000),
   DATABASE_POOL_WAIT_MS: intFrom(30_000, 100, 3_600_000),
   JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(5, 1, 100),
   JOBGATE_WORKER_CONCURRENCY: intFrom(20, 1, 10_000),

@@ -30,6 +30,7 @@ export interface JobgateOptions {
   migrate?: boolean;
   /** Max attempts when neither a job nor its endpoint sets one. Default 5. */
   defaultMaxAttempts?: number;
+  /** Most connections to Postgres, at least 2. Default 10. */
   poolMax?: number;
   /** Longest wait for a pooled connection before the caller gets an error. Default 30 s. */
   poolWaitMs?: number;
@@ -112,6 +113,10 @@ export interface Jobgate {
 }
 
 export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
+  // A run schedule's tick holds one connection while it triggers the run on another.
+  if (options.poolMax !== undefined && !(Number.isInteger(options.poolMax) && options.poolMax >= 2)) {
+    throw new RangeError(`poolMax must be an integer of at least 2 (got ${options.poolMax})`);
+  }
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;

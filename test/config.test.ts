@@ -13,6 +13,8 @@ describe('configuration', () => {
     expect(parseConfig({}).poolWaitMs).toBe(30_000);
     expect(parseConfig({ DATABASE_POOL_WAIT_MS: '5000' }).poolWaitMs).toBe(5000);
     expect(() => parseConfig({ DATABASE_POOL_WAIT_MS: '0' })).toThrow(/DATABASE_POOL_WAIT_MS/);
+    // One connection cannot serve a run schedule's tick (it holds one while triggering on another).
+    expect(() => parseConfig({ DATABASE_POOL_MAX: '1' })).toThrow(/DATABASE_POOL_MAX/);
   });
 
   it('treats an empty DATABASE_URL as unset', () => {
