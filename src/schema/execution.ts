@@ -76,7 +76,7 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
     finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it reached a final status.', resolve: (e) => e.finishedAt }),
     attempts: t.field({
       type: [AttemptRef],
-      description: 'Every attempt, oldest first.',
+      description: 'Every attempt, oldest first; while the execution is RUNNING the last one is the attempt in progress (no finishedAt or outcome yet).',
       resolve: (e, _a, ctx) => ctx.service.attempts(ctx.actor, e.id),
     }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When the execution was created.', resolve: (e) => e.createdAt }),
