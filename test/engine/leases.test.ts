@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
 import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
-import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
+import { createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;
@@ -104,19 +104,9 @@ describe('leases', () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
     const running = await settled(t, job.id, ['RUNNING']);
     // The outcome's statement waits behind a lock on the execution's row, and its connection is cut.
-    const holder = await t.database.pool.connect();
-    try {
-      await holder.query('begin');
-      await holder.query('select 1 from executions where id = $1 for update', [running.id]);
-      release();
-      const blocked = await eventually(async () => (await adminQuery<{ pid: number }>(
-        `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and query like '%with done as%'`, [t.name])).rows[0], 5000, 'the outcome to wait');
-      await adminQuery('select pg_terminate_backend($1)', [blocked.pid]);
-      await eventually(async () => h.logs.some((l) => l.includes('outcome(s) failed') && l.includes('retrying')), 5000, 'a retry');
-    } finally {
-      await holder.query('rollback');
-      holder.release();
-    }
+    await cutWhileBlocked(t, { sql: 'select 1 from executions where id = $1 for update', values: [running.id] }, '%with done as%', release, () =>
+      eventually(async () => h.logs.some((l) => l.includes('outcome(s) failed') && l.includes('retrying')), 5000, 'a retry'),
+    );
     const ex = await settled(t, job.id);
     expect(ex).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
     expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['worker-r', 'SUCCEEDED']]);

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
 import { createRunner, outcome, RecoverableRegistry, type Runner } from '../../src/service/engine/recoverable.js';
-import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
+import { createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
@@ -303,18 +303,7 @@ describe('recoverable runs', () => {
     const { run } = await t.service.triggerRun(t.actor, { name: 'db-blip' });
     await eventually(async () => atGate === 1);
     // The first checkpoint waits behind a lock on the run's row, and its connection is cut.
-    const holder = await t.database.pool.connect();
-    try {
-      await holder.query('begin');
-      await holder.query('select 1 from runs where id = $1 for update', [run.id]);
-      openGate();
-      const blocked = await eventually(async () => (await adminQuery<{ pid: number }>(
-        `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and query like 'update runs set cursor%'`, [t.name])).rows[0], 5000, 'the checkpoint to wait');
-      await adminQuery('select pg_terminate_backend($1)', [blocked.pid]);
-    } finally {
-      await holder.query('rollback');
-      holder.release();
-    }
+    await cutWhileBlocked(t, { sql: 'select 1 from runs where id = $1 for update', values: [run.id] }, 'update runs set cursor%', openGate);
     await eventually(async () => (await status(run.id)) === 'COMPLETED', 10_000, 'the run to complete after its hand-back');
     expect(starts).toEqual([0, 0]); // taken again from its last checkpoint (none had committed)
     expect(logs.some((l) => l.includes('lost its database mid-run'))).toBe(true);

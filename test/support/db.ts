@@ -93,3 +93,38 @@ export async function codeOf(fn: () => Promise<unknown>): Promise<string> {
   }
   throw new Error('expected an error, but the call succeeded');
 }
+
+/**
+ * Cuts a statement's connection while it runs: holds a row lock (`lockSql` with `values`, in a
+ * transaction of its own), runs `start` (which sets off the statement), waits for a backend of
+ * `t` blocked on that lock running a query that matches `queryLike`, terminates it, then
+ * `whileCut()` runs before the lock is let go.
+ */
+export async function cutWhileBlocked(
+  t: TestDb,
+  lock: { sql: string; values: unknown[] },
+  queryLike: string,
+  start: () => void,
+  whileCut: () => Promise<unknown> = async () => {},
+): Promise<void> {
+  const holder = await t.database.pool.connect();
+  try {
+    await holder.query('begin');
+    await holder.query(lock.sql, lock.values);
+    start();
+    let pid: number | undefined;
+    for (const until = Date.now() + 5000; pid === undefined; ) {
+      pid = (await adminQuery<{ pid: number }>(
+        `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and query like $2`,
+        [t.name, queryLike],
+      )).rows[0]?.pid;
+      if (pid === undefined && Date.now() > until) throw new Error(`no statement like ${queryLike} waited on the lock`);
+      if (pid === undefined) await new Promise((r) => setTimeout(r, 25));
+    }
+    await adminQuery('select pg_terminate_backend($1)', [pid]);
+    await whileCut();
+  } finally {
+    await holder.query('rollback');
+    holder.release();
+  }
+}
