@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
@@ -62,6 +63,26 @@ afterEach(async () => {
   await Promise.all(runners.map((r) => r.stop({ graceMs: 2000 })));
   await t.close();
 });
+
+/**
+ * The test database's pool, with chosen statements failing the way a lost connection fails them:
+ * before they reach the server, or after they committed (the answer lost on the way back).
+ */
+function faultyPool(failure: (sql: string) => 'before' | 'after' | undefined): pg.Pool {
+  const lost = () => new Error('Connection terminated unexpectedly');
+  return new Proxy(t.database.pool, {
+    get(target, prop, receiver) {
+      if (prop !== 'query') return Reflect.get(target, prop, receiver);
+      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
+        const when = failure(typeof text === 'string' ? text.trim() : text.text.trim());
+        if (when === 'before') throw lost();
+        const result = await target.query(text as string, values);
+        if (when === 'after') throw lost();
+        return result;
+      };
+    },
+  });
+}
 
 async function runner(): Promise<Runner> {
   const r = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
@@ -308,6 +329,53 @@ describe('recoverable runs', () => {
     expect(starts).toEqual([0, 0]); // taken again from its last checkpoint (none had committed)
     expect(logs.some((l) => l.includes('lost its database mid-run'))).toBe(true);
     expect((await t.query(`select error, processed from runs where id = $1`, [run.id])).rows[0]).toEqual({ error: null, processed: 3 });
+  });
+
+  it('backs off between takes of a run whose checkpoints keep losing the database (no loop of takes)', async () => {
+    let takes = 0;
+    registry.register({
+      name: 'always-cut',
+      async run(store) {
+        takes++;
+        await store.checkpoint({ next: 1 }, { processed: 1 });
+        return outcome.completed();
+      },
+    });
+    const cut = faultyPool((sql) => (sql.startsWith('update runs set cursor') ? 'before' : undefined));
+    const r = createRunner({ pool: cut, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 20, staleMs: 10_000 });
+    await r.start();
+    runners.push(r);
+    const { run } = await t.service.triggerRun(t.actor, { name: 'always-cut' });
+    await new Promise((res) => setTimeout(res, 3_500));
+    // Taken at once, then after 1 s, then 2 s more: a handful of takes, not hundreds.
+    expect(takes).toBeGreaterThanOrEqual(2);
+    expect(takes).toBeLessThanOrEqual(4);
+    const row = (await t.query(`select status, error, outage_hand_backs, processed from runs where id = $1`, [run.id])).rows[0];
+    expect(row).toMatchObject({ status: 'RUNNING', error: null, processed: 0 });
+    expect(row.outage_hand_backs).toBeGreaterThanOrEqual(2);
+  });
+
+  it('keeps the cursor a checkpoint committed even when its answer was lost: resumed past it, nothing counted twice', async () => {
+    const starts: number[] = [];
+    registry.register({
+      name: 'lost-answer',
+      async run(store) {
+        let next = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
+        starts.push(next);
+        for (; next < 3; next++) await store.checkpoint({ next: next + 1 }, { processed: 1, total: 3, stats: { batches: 1 } });
+        return outcome.completed();
+      },
+    });
+    let checkpoints = 0;
+    // The second checkpoint commits, and its answer is lost.
+    const cut = faultyPool((sql) => (sql.startsWith('update runs set cursor') && ++checkpoints === 2 ? 'after' : undefined));
+    const r = createRunner({ pool: cut, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 20, staleMs: 10_000 });
+    await r.start();
+    runners.push(r);
+    const { run } = await t.service.triggerRun(t.actor, { name: 'lost-answer' });
+    await eventually(async () => (await status(run.id)) === 'COMPLETED', 10_000, 'the run to complete');
+    expect(starts).toEqual([0, 2]);
+    expect((await t.query(`select processed, total, stats from runs where id = $1`, [run.id])).rows[0]).toEqual({ processed: 3, total: 3, stats: { batches: 3 } });
   });
 
   it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {

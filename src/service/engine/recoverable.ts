@@ -145,10 +145,12 @@ type TakenRun = Pick<RunRow, 'id' | 'workspace_id' | 'name' | 'status' | 'params
  * on the run, so every sweeper judges the run by its owner's heartbeat cadence.
  */
 const TAKE = `
-update runs r set owner = $1, epoch = r.epoch + 1, stale_ms = $3, heartbeat_at = now(), updated_at = now()
+update runs r set owner = $1, epoch = r.epoch + 1, stale_ms = $3, heartbeat_at = now(), resume_after = null, updated_at = now()
 where r.id = (
   select id from runs
   where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is null and name = any($2::text[])
+    -- Handed back after a database failure: not before its backoff (migration 000015).
+    and (resume_after is null or resume_after <= now())
   order by updated_at limit 1
   for update skip locked
 )
@@ -221,12 +223,15 @@ export function createRunner(options: RunnerOptions) {
       }
       return res.rows[0].status as RunStatus;
     };
-    // Set when a store call found the database unreachable: however the handler then ends
-    // (rethrowing, wrapping, failing), the run is handed back rather than recorded FAILED.
+    // Whether the last store call found the database unreachable (a later one that works clears
+    // it). If so when the handler ends by throwing or failing, the run is handed back, after a
+    // backoff, rather than recorded FAILED; a pause or completion it returns stands.
     let unavailable = false;
     const reach = async <T>(call: () => Promise<T>): Promise<T> => {
       try {
-        return await call();
+        const result = await call();
+        unavailable = false;
+        return result;
       } catch (error) {
         if (!isConnectionError(error)) throw error;
         unavailable = true;
@@ -243,14 +248,16 @@ export function createRunner(options: RunnerOptions) {
       loadCursor: async () => cursor,
       async checkpoint(next, progress) {
         const [bytes, json] = encode(next);
-        stats = mergeStats(stats, progress.stats);
+        const merged = mergeStats(stats, progress.stats);
         await reach(() =>
           write(
             `update runs set cursor = $1, cursor_json = $2, processed = processed + $3, total = coalesce($4, total), stats = $5,
-               heartbeat_at = now(), updated_at = now() where status in ('RUNNING', 'CANCEL_REQUESTED')`,
-            [bytes, json, Math.max(0, Math.floor(progress.processed)), progress.total ?? null, JSON.stringify(stats)],
+               outage_hand_backs = 0, heartbeat_at = now(), updated_at = now() where status in ('RUNNING', 'CANCEL_REQUESTED')`,
+            [bytes, json, Math.max(0, Math.floor(progress.processed)), progress.total ?? null, JSON.stringify(merged)],
           ),
         );
+        // Only once written: a checkpoint retried after a failure does not count its stats twice.
+        stats = merged;
         cursor = next;
       },
       async status() {
@@ -319,10 +326,6 @@ export function createRunner(options: RunnerOptions) {
       result = await handler.run(store, params);
     } catch (error) {
       result = error instanceof RunLostError ? { kind: 'failed', message: error.message } : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
-      if (unavailable && !state.lost) {
-        log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
-        result = outcome.paused();
-      }
     } finally {
       clearInterval(beat);
     }
@@ -331,15 +334,31 @@ export function createRunner(options: RunnerOptions) {
       return;
     }
     try {
-      if (result.kind === 'completed') {
+      if (unavailable && result.kind === 'failed') {
+        // The database failed the run, not its handler. The cursor, processed count and stats
+        // the database holds were committed together by the last checkpoint that got through:
+        // they stay (a checkpoint whose answer was lost may have committed; writing the cursor
+        // known here could rewind past it). Taken again after a backoff, unless an operator
+        // asked it to stop.
+        log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
+        await write(
+          `update runs set owner = null,
+             status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
+             pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
+             pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
+             resume_after = now() + make_interval(secs => least(60, 2 ^ least(outage_hand_backs, 6))),
+             outage_hand_backs = outage_hand_backs + 1,
+             updated_at = now() where true`,
+          [],
+        );
+      } else if (result.kind === 'completed') {
         await write(`update runs set status = 'COMPLETED', owner = null, finished_at = now(), updated_at = now() where true`, []);
       } else if (result.kind === 'failed') {
         await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [result.message.slice(0, 2000)]);
       } else {
         const [bytes, json] = result.cursor === undefined ? encode(cursor) : encode(result.cursor);
-        if (state.stopping || unavailable) {
-          // Shutdown, or the database lost mid-run: hand the run back for a runner to take again
-          // (from its last checkpoint), unless an operator asked to cancel.
+        if (state.stopping) {
+          // Shutdown: hand the run back for another runner, unless an operator asked to cancel.
           await write(
             `update runs set cursor = $1, cursor_json = $2, owner = null,
                status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,

@@ -235,6 +235,8 @@ export function createWorker(options: WorkerOptions): Worker {
       // Let outcomes that finish in the same tick share the statement.
       await new Promise((r) => setImmediate(r));
       let failures = 0;
+      // When the outcomes now queued first failed to be recorded, if they have.
+      let failingSince: number | undefined;
       while (pendingCompletions.length > 0) {
         const batch = pendingCompletions.splice(0, 1000);
         // A serial execution's outcome gives its job's next occurrence the turn.
@@ -242,27 +244,35 @@ export function createWorker(options: WorkerOptions): Worker {
         try {
           const accepted = await completeExecutions(pool, id, batch);
           for (const c of batch) {
-            if (!accepted.has(c.executionId)) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
+            if (accepted.has(c.executionId)) continue;
+            // After a failed try the first one may have committed, its answer lost: then this
+            // one matches nothing, and the outcome is recorded all the same.
+            if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
+            else log.warn(`worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`);
           }
           // A retry was scheduled: claim it if it is due already, else time it (claims running
-          // beside this flush could not see it).
-          if ([...accepted.values()].includes('PENDING')) {
+          // beside this flush could not see it; nor can a committed try whose answer was lost).
+          if (failingSince !== undefined || [...accepted.values()].includes('PENDING')) {
             freedTurn = true;
             void armDueTimer();
           }
           failures = 0;
+          failingSince = undefined;
         } catch (error) {
           // The database went away for a moment (a restart, a cut connection): the leases are
           // still held, and heartbeats keep them while they can, so try again rather than lose
-          // these outcomes, until the leases may have run out (no lease-extending answer from the
-          // database for a lease's length) or the worker stops.
-          if (running && isConnectionError(error) && performance.now() - lastLeaseOk < leaseMs) {
+          // these outcomes, for at most a lease's length from the first failure (then they are
+          // dropped: their entries go, heartbeats stop covering them, the leases lapse and the
+          // reconciler retries them) and while the worker runs.
+          failingSince ??= performance.now();
+          if (running && isConnectionError(error) && performance.now() - failingSince < leaseMs) {
             const delay = Math.min(2_000, 100 * 2 ** failures++);
             log.warn(`worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying in ${delay} ms`);
             pendingCompletions.unshift(...batch);
-            await new Promise((r) => setTimeout(r, delay));
+            await new Promise((r) => setTimeout(r, delay).unref());
             continue;
           }
+          failingSince = undefined;
           // The leases will expire and the reconciler will retry these: at-least-once.
           log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
         }
