@@ -1,11 +1,12 @@
 /**
  * The one place errors are shaped for clients. Domain errors keep their message and get their
  * stable `extensions.code` (plus machine-readable details such as validation issue paths).
- * GraphQL's own errors (syntax, validation, variable coercion) pass through. Everything else
- * is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
+ * GraphQL's own errors (syntax, validation, variable coercion) pass through. A database that
+ * cannot be reached is UNAVAILABLE (retry later). Everything else is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
  * INTERNAL_SERVER_ERROR — never a stack trace or an internal message.
  */
 import { GraphQLError } from 'graphql';
+import { isConnectionError } from '../db/sqlstate.js';
 import { DomainError } from '../service/errors.js';
 import type { Logger } from '../log.js';
 
@@ -21,6 +22,15 @@ export function createMaskError(log: Logger) {
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
       return gqlError;
+    }
+    // The database could not be reached (a restart, a cut connection, every pooled connection
+    // held): not a bug, and a client can retry. Logged in one line, answered UNAVAILABLE (503).
+    if (isConnectionError(original)) {
+      log.warn(`database unreachable${gqlError?.path ? ` at ${gqlError.path.join('.')}` : ''}: ${(original as Error).message}`);
+      return new GraphQLError('the database is unreachable just now; try again', {
+        ...location,
+        extensions: { code: 'UNAVAILABLE', http: { status: 503 } },
+      });
     }
     const cause = original instanceof Error ? original : new Error(String(original));
     log.error(`unexpected error${gqlError?.path ? ` at ${gqlError.path.join('.')}` : ''}: ${cause.stack ?? cause.message}`);

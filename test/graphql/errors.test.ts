@@ -1,4 +1,9 @@
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../../src/db/pool.js';
+import { createLogger } from '../../src/log.js';
+import { createGatewayYoga } from '../../src/server/gateway.js';
+import { createJobService } from '../../src/service/index.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 
@@ -84,7 +89,32 @@ describe('errors over GraphQL', () => {
     }
   });
 
-  it('refuses a DateTime that is not ISO-8601 before any resolver runs', async () => {
+  it('answers UNAVAILABLE (503), not an internal error, while the database cannot be reached', async () => {
+    // A port nothing listens on: every connection is refused.
+    const closed = net.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    const down = createDatabase({ connectionString: `postgres://postgres@127.0.0.1:${port}/none`, connectionTimeoutMs: 1000 });
+    const logged: string[] = [];
+    const yoga = createGatewayYoga({
+      service: createJobService({ db: down.db, pool: down.pool, defaultMaxAttempts: 5 }),
+      log: createLogger('debug', (l) => logged.push(l)),
+      authenticate: async () => t.actor,
+    });
+    try {
+      const res = await yoga.fetch('http://test/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ workspace { slug } }' }) });
+      expect(res.status).toBe(503);
+      const body = (await res.json()) as { errors: { message: string; extensions: unknown }[] };
+      expect(body.errors[0]!.extensions).toEqual({ code: 'UNAVAILABLE' });
+      expect(JSON.stringify(body)).not.toMatch(/ECONNREFUSED|at .*\.ts/);
+      expect(logged.some((l) => l.includes('database unreachable'))).toBe(true);
+    } finally {
+      await down.close();
+    }
+  });
+
+    it('refuses a DateTime that is not ISO-8601 before any resolver runs', async () => {
     const res = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'DELAYED', runAt: 'tomorrow' } });
     expect(res.errors![0]!.message).toMatch(/ISO-8601/);
     expect(res.data).toBeUndefined();
