@@ -2,25 +2,26 @@ import { builder } from '../schema/builder.js';
 import { pageArgs } from '../schema/common.js';
 import { RunConnectionRef, RunRef, RunStatusEnum, TriggerRunInputRef, TriggerRunPayloadRef, triggerRunValidation } from '../schema/run.js';
 
+/** The filters both run lists take. */
+function runFilterArgs(arg: Parameters<typeof pageArgs>[0]) {
+  return {
+    name: arg.string({ description: 'Only runs of this handler.' }),
+    status: arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
+  };
+}
+
 builder.queryFields((t) => ({
   runConnection: t.field({
     type: RunConnectionRef,
     description: 'Recoverable runs of the workspace, newest first, by handler name and/or status.',
-    args: {
-      ...pageArgs(t.arg),
-      name: t.arg.string({ description: 'Only runs of this handler.' }),
-      status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
-    },
+    args: { ...pageArgs(t.arg), ...runFilterArgs(t.arg) },
     resolve: (_root, { name, status, ...page }, ctx) => ctx.service.runConnection(ctx.actor, { name, status }, page),
   }),
   runs: t.field({
     type: [RunRef],
     description: 'The newest 100 recoverable runs, by handler name and/or status.',
     deprecationReason: 'Use runConnection: it pages past the newest 100.',
-    args: {
-      name: t.arg.string({ description: 'Only runs of this handler.' }),
-      status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status.' }),
-    },
+    args: runFilterArgs(t.arg),
     resolve: (_root, args, ctx) => ctx.service.runs(ctx.actor, args),
   }),
   run: t.field({

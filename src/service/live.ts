@@ -27,6 +27,16 @@ export type EventStreamInput = z.input<typeof eventStreamSchema>;
 
 export type EventTopic = EventMatch['topic'];
 
+/**
+ * The replay rule: a stream may go on from `after` only if no event above it was pruned
+ * (`prunedThrough` is the workspace's highest pruned id). `after` 0 means "everything kept" and
+ * is never refused. Checked when a stream is authorised and again by each replay read, in the
+ * snapshot of the rows it reads (src/subscriptions/hub.ts). Throws CURSOR_EXPIRED.
+ */
+export function assertCursorKept(after: bigint, prunedThrough: bigint): void {
+  if (after > 0n && after < prunedThrough) throw new CursorExpiredError(after.toString(), prunedThrough.toString());
+}
+
 export function createLiveService(ctx: ServiceContext) {
   const { db } = ctx;
 
@@ -50,7 +60,7 @@ export function createLiveService(ctx: ServiceContext) {
           .select('events_pruned_through')
           .where('id', '=', workspaceId)
           .executeTakeFirstOrThrow();
-        if (after < BigInt(horizon)) throw new CursorExpiredError(input.after!, String(horizon));
+        assertCursorKept(after, BigInt(horizon));
       }
       return {
         match: { workspaceId, topic, jobId: input.jobId ?? undefined, endpointId: input.endpointId ?? undefined, name: input.name ?? undefined },

@@ -24,7 +24,7 @@ import type pg from 'pg';
 import type { Logger } from '../log.js';
 import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
 import { isConnectionError } from '../db/sqlstate.js';
-import { CursorExpiredError } from '../service/errors.js';
+import { assertCursorKept } from '../service/live.js';
 import { toRun, type Run } from '../service/runs.js';
 import { Feed, SlowConsumerError } from './feed.js';
 import { createListener, type Listener, type ListenMode } from '../db/listener.js';
@@ -373,10 +373,9 @@ export function createHub(options: HubOptions) {
         cutOff,
         read: async (from, upTo, limit) => {
           const { rows, prunedThrough } = await matchingEvents(pool, match, from, upTo, limit);
-          // Events after `from` were pruned (retention) since the stream was authorised or while
-          // it caught up: going on would skip them silently. A stream from "0" (everything kept)
-          // is only held to this once it has read something.
-          if (from > 0n && from < prunedThrough) throw new CursorExpiredError(from.toString(), prunedThrough.toString());
+          // Events after `from` may have been pruned (retention) since the stream was authorised
+          // or while it caught up: going on would skip them silently.
+          assertCursorKept(from, prunedThrough);
           return rows;
         },
         feed: new Feed<EventRow>(() => {

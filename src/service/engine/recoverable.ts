@@ -156,6 +156,13 @@ where r.id = (
 )
 returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch`;
 
+// Handing a run back (shutdown, or its database lost mid-run): unowned and RUNNING for a runner
+// to take again, unless an operator asked it to stop, which makes it that operator's pause.
+const HAND_BACK = `owner = null,
+  status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
+  pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
+  pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end`;
+
 /**
  * Runs whose owner stopped heartbeating for longer than the owner's own window (recorded on the
  * run when taken; the sweeper's `$1` only for runs taken before that was recorded): paused with
@@ -342,10 +349,7 @@ export function createRunner(options: RunnerOptions) {
         // asked it to stop.
         log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
         await write(
-          `update runs set owner = null,
-             status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
-             pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
-             pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
+          `update runs set ${HAND_BACK},
              resume_after = now() + make_interval(secs => least(60, 2 ^ least(outage_hand_backs, 6))),
              outage_hand_backs = outage_hand_backs + 1,
              updated_at = now() where true`,
@@ -360,10 +364,7 @@ export function createRunner(options: RunnerOptions) {
         if (state.stopping) {
           // Shutdown: hand the run back for another runner, unless an operator asked to cancel.
           await write(
-            `update runs set cursor = $1, cursor_json = $2, owner = null,
-               status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'RUNNING' end,
-               pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
-               pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
+            `update runs set cursor = $1, cursor_json = $2, ${HAND_BACK},
                updated_at = now() where true`,
             [bytes, json],
           );
