@@ -32,6 +32,21 @@ function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: I
   return /^Bearer\s+(\S+)$/i.exec(raw)?.[1] ?? raw;
 }
 
+/**
+ * A socket error is a client's bad frame (too large, invalid UTF-8, a protocol violation) or a
+ * dropped connection; ws has already started closing the socket with the matching close code
+ * (1009, 1007, 1002), and ends it if the client does not finish the handshake. graphql-ws
+ * answers each one by printing a stack trace to stderr, so any client could flood the log by
+ * opening connections that send bad frames. Its handler (added while the connection event was
+ * emitted) is replaced by one log line.
+ */
+function replaceErrorHandler(ws: WebSocket, log: Logger) {
+  ws.removeAllListeners('error');
+  ws.on('error', (error: Error & { code?: string }) => {
+    log.info(`websocket: closing a connection after a socket error (${error.code ?? 'error'}: ${error.message})`);
+  });
+}
+
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
   // No permessage-deflate (ws's default, stated so it stays): payloads are small JSON, and
   // compressing each one per socket costs CPU and a zlib context (~300 KB) per connection, where
@@ -44,7 +59,10 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
   const wss = new WebSocketServer({ noServer: true, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000, perMessageDeflate: false });
   // Upgrades to another path are refused (400) by handleUpgrade, as an attached server does.
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) =>
-    wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      wss.emit('connection', ws, request);
+      replaceErrorHandler(ws, options.log);
+    });
   server.on('upgrade', onUpgrade);
   const disposable = useServer<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>(
     {

@@ -143,7 +143,48 @@ describe('GraphQL over WebSocket', () => {
     expect(status).toBe(400);
   });
 
-    it('does not compress messages, even for a client that offers permessage-deflate', async () => {
+  it('closes a connection that sends a bad frame with its close code, logging one line, never a stack trace', async () => {
+    const lines: string[] = [];
+    const printed: unknown[][] = [];
+    const consoleError = console.error;
+    console.error = (...args: unknown[]) => void printed.push(args);
+    const quiet = await startGateway({
+      service: t.service,
+      log: createLogger('info', (line) => lines.push(line)),
+      host: '127.0.0.1',
+      port: 0,
+      maxBodyBytes: 1000,
+      authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+    });
+    try {
+      const url = `ws://127.0.0.1:${(quiet.server.address() as AddressInfo).port}/graphql`;
+      const closeCode = (frame: string | Buffer) =>
+        new Promise<number>((resolve) => {
+          const socket = new WebSocket(url, 'graphql-transport-ws');
+          socket.on('open', () => socket.send(frame, { binary: false }));
+          socket.on('close', (code) => resolve(code));
+          socket.on('error', () => {});
+        });
+      expect(await closeCode('x'.repeat(5000))).toBe(1009); // larger than the limit
+      expect(await closeCode(Buffer.from([0xff, 0xfe, 0xfd]))).toBe(1007); // not UTF-8
+      expect(printed).toEqual([]);
+      const logged = lines.filter((l) => l.includes('socket error'));
+      expect(logged).toHaveLength(2);
+      expect(logged[0]).toMatch(/WS_ERR_UNSUPPORTED_MESSAGE_LENGTH/);
+      expect(logged[1]).toMatch(/WS_ERR_INVALID_UTF8/);
+      expect(logged.join('\n')).not.toMatch(/\n\s+at /);
+      // The gateway still serves.
+      const key = (await t.service.bootstrapKey('default', 'VIEWER', 'ws bad frames')).key;
+      const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, onNonLazyError: () => {}, connectionParams: { authorization: `Bearer ${key}` } });
+      clients.push(c);
+      expect((await run(c, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
+    } finally {
+      console.error = consoleError;
+      await quiet.close();
+    }
+  });
+
+  it('does not compress messages, even for a client that offers permessage-deflate', async () => {
     // The ws client offers the extension by default; the gateway must decline it.
     const socket = new WebSocket(wsUrl, 'graphql-transport-ws', { perMessageDeflate: true });
     await new Promise<void>((resolve, reject) => {
