@@ -8,6 +8,10 @@
  *    finished jobs, so its window runs from its first job starting (reported by the worker
  *    processes) to the first poll, every 10 ms, that finds its jobs table empty (this errs
  *    against graphile-worker by at most one poll interval).
+ *  - CPU per execution during each drain, from /proc: the database server's backends serving the
+ *    benchmark database, and the worker processes (support/cpu.ts). Both are counted from "go" to
+ *    the drain's end, so they include each worker's start; they are printed only when the server
+ *    runs on this host.
  *  - Latency: enqueue to handler start, 300 sequential single jobs with an idle in-process
  *    worker (after 20 unmeasured warm-up jobs), on one clock: `performance.now()` before the
  *    enqueue call and inside the handler. jobgate enqueues through the service's `createJob`
@@ -31,6 +35,7 @@ import { createJobgate } from '../src/index.js';
 import { createLogger } from '../src/log.js';
 import type { Figure } from './run.js';
 import { spawnChild, type Child } from './support/children.js';
+import { backendPids, measureCpu, type CpuSplit } from './support/cpu.js';
 import { ADD_NOOP_JOBS, graphileLogger, graphilePreset, type GraphileConfigName } from './support/graphile.js';
 import { openServer, type BenchDatabase, type BenchServer } from './support/postgres.js';
 
@@ -93,7 +98,13 @@ async function startChildren(n: number, script: string, envFor: (i: number) => R
   return children;
 }
 
-export async function jobgateThroughput(server: BenchServer, processes: number): Promise<number> {
+/** Executions per second, and the CPU each execution cost the database server and the workers. */
+export interface Throughput {
+  rate: number;
+  cpu: CpuSplit | undefined;
+}
+
+export async function jobgateThroughput(server: BenchServer, processes: number): Promise<Throughput> {
   return withDatabase(server, 'jobgate_bench', async (db) => {
     const { workspaceId, endpointId } = await prepareJobgate(db);
     return withClient(db.url, async (c) => {
@@ -116,6 +127,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
         BATCH_SIZE: String(BATCH_SIZE),
       }));
       try {
+        const cpu = measureCpu(await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'), children.map((ch) => ch.pid));
         const go = now();
         children.forEach((ch) => ch.send('go'));
         const deadline = go + DRAIN_TIMEOUT_MS;
@@ -135,6 +147,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
           await sleep(50);
         }
         const polled = now() - go;
+        const split = cpu.stop(EXECUTIONS);
         const { rows } = await c.query(
           `select extract(epoch from max(a.finished_at) - min(a.started_at)) * 1000 as ms,
                   count(*)::int as attempts, count(*) filter (where a.outcome = 'SUCCEEDED')::int as ok
@@ -144,7 +157,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
         const { ms, attempts, ok } = rows[0] as { ms: number; attempts: number; ok: number };
         if (ok !== EXECUTIONS || attempts !== EXECUTIONS) say(`jobgate: ${attempts} attempts, ${ok} succeeded (expected ${EXECUTIONS} each)`);
         say(`jobgate, ${processes} process(es): ${Math.round(ms)} ms by attempts (${Math.round(polled)} ms from "go" by polling)`);
-        return (ok / ms) * 1000;
+        return { rate: (ok / ms) * 1000, cpu: split };
       } finally {
         await Promise.all(children.map((ch) => ch.stop()));
       }
@@ -156,7 +169,7 @@ async function prepareGraphile(db: BenchDatabase) {
   await runMigrations({ connectionString: db.url, logger: graphileLogger });
 }
 
-export async function graphileThroughput(server: BenchServer, config: GraphileConfigName, processes: number): Promise<number> {
+export async function graphileThroughput(server: BenchServer, config: GraphileConfigName, processes: number): Promise<Throughput> {
   return withDatabase(server, 'graphile_bench', async (db) => {
     await prepareGraphile(db);
     return withClient(db.url, async (c) => {
@@ -175,6 +188,7 @@ export async function graphileThroughput(server: BenchServer, config: GraphileCo
             .then(Number)
             .catch(() => Infinity),
         );
+        const cpu = measureCpu(await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'), children.map((ch) => ch.pid));
         const go = now();
         children.forEach((ch) => ch.send('go'));
         const deadline = go + DRAIN_TIMEOUT_MS;
@@ -194,7 +208,7 @@ export async function graphileThroughput(server: BenchServer, config: GraphileCo
         const start = Math.min(...started);
         const ms = end - start;
         say(`graphile-worker (${config}), ${processes} process(es): ${Math.round(ms)} ms (${Math.round(end - go)} ms from "go")`);
-        return (EXECUTIONS / ms) * 1000;
+        return { rate: (EXECUTIONS / ms) * 1000, cpu: cpu.stop(EXECUTIONS) };
       } finally {
         await Promise.all(children.map((ch) => ch.stop()));
       }
@@ -311,9 +325,21 @@ export async function run(): Promise<Figure[]> {
   try {
     const throughput = (n: number) => `engine.throughput.${n}-process${n > 1 ? 'es' : ''}`;
     const tput: Record<string, Record<number, number>> = { jobgate: {}, default: {}, fast: {} };
-    for (const n of PROCESSES) tput.jobgate![n] = figure(throughput(n), SYSTEMS.jobgate, await jobgateThroughput(server, n), 'executions/s');
+    const cpu: [system: string, n: number, split: CpuSplit | undefined][] = [];
+    const record = (system: keyof typeof SYSTEMS, n: number, t: Throughput) => {
+      tput[system]![n] = figure(throughput(n), SYSTEMS[system], t.rate, 'executions/s');
+      cpu.push([SYSTEMS[system], n, t.cpu]);
+    };
+    for (const n of PROCESSES) record('jobgate', n, await jobgateThroughput(server, n));
     for (const config of ['default', 'fast'] as const) {
-      for (const n of PROCESSES) tput[config]![n] = figure(throughput(n), SYSTEMS[config], await graphileThroughput(server, config, n), 'executions/s');
+      for (const n of PROCESSES) record(config, n, await graphileThroughput(server, config, n));
+    }
+    // Where each execution's CPU went during the drains (unknown for a server on another host).
+    for (const [system, n, split] of cpu) {
+      if (!split) continue;
+      const suffix = `${n}-process${n > 1 ? 'es' : ''}`;
+      figure(`engine.cpu-per-execution.postgres.${suffix}`, system, split.postgres, 'µs');
+      figure(`engine.cpu-per-execution.workers.${suffix}`, system, split.workers, 'µs');
     }
 
     const latency: Record<string, Latency> = {};
