@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { render, TemplateError } from '../../src/service/engine/template.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
@@ -174,5 +175,11 @@ describe('HTTP executions', () => {
     const ex = await settled(t, job.id);
     expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1 });
     expect(ex.last_error).toMatch(/config has no key "nope"/);
+  });
+});
+
+describe('templates', () => {
+  it.each(['constructor', '__proto__', 'toString', 'customer.hasOwnProperty'])('refuses {{input.%s}}, which the input does not hold', (path) => {
+    expect(() => render(`/x/{{input.${path}}}`, { config: {}, input: { customer: { id: 'c1' } } })).toThrow(TemplateError);
   });
 });
