@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseRetryAfter } from '../../src/service/engine/deliver.js';
 import { render, TemplateError } from '../../src/service/engine/template.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
@@ -181,5 +182,31 @@ describe('HTTP executions', () => {
 describe('templates', () => {
   it.each(['constructor', '__proto__', 'toString', 'customer.hasOwnProperty'])('refuses {{input.%s}}, which the input does not hold', (path) => {
     expect(() => render(`/x/{{input.${path}}}`, { config: {}, input: { customer: { id: 'c1' } } })).toThrow(TemplateError);
+  });
+});
+
+describe('Retry-After', () => {
+  const now = Date.UTC(2030, 0, 1, 12, 0, 0);
+
+  it('reads delta-seconds and HTTP-dates', () => {
+    expect(parseRetryAfter('120', now)).toBe(120_000);
+    expect(parseRetryAfter('Tue, 01 Jan 2030 12:00:30 GMT', now)).toBe(30_000);
+    expect(parseRetryAfter('Tuesday, 01-Jan-30 12:00:30 GMT', now)).toBe(30_000);
+    expect(parseRetryAfter('Tue, 01 Jan 2030 11:00:00 GMT', now)).toBe(0);
+  });
+
+  it.each(['1.5', '-1', '+5', 'soon', ''])('ignores %j, leaving the endpoint backoff to decide', (value) => {
+    expect(parseRetryAfter(value, now)).toBeUndefined();
+  });
+
+  it('reads an asctime date as GMT, whatever the local time zone', () => {
+    const tz = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      expect(parseRetryAfter('Tue Jan  1 12:00:30 2030', now)).toBe(30_000);
+    } finally {
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
+    }
   });
 });

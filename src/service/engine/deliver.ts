@@ -38,12 +38,19 @@ export type AbortReason = 'timeout' | 'cancelled' | 'lease-lost' | 'shutdown';
 const RETRYABLE_STATUS = (s: number) => s === 408 || s === 429 || s >= 500;
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 
+// The three HTTP-date forms (RFC 9110 §5.6.7). Date.parse alone reads almost anything as a date:
+// "1.5", "-1" and "+5" as days of 2001, so "retry now" instead of the endpoint's backoff.
+const IMF_FIXDATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const RFC850_DATE = /^[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
+const ASCTIME_DATE = /^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
+
 /** Retry-After as seconds or an HTTP date, in milliseconds from now; undefined if absent or unreadable. */
 export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
+  const v = (Array.isArray(value) ? value[0] : value)?.trim();
   if (!v) return undefined;
-  if (/^\d+$/.test(v.trim())) return Math.min(Number(v.trim()) * 1000, MAX_RETRY_AFTER_MS);
-  const at = Date.parse(v);
+  if (/^\d+$/.test(v)) return Math.min(Number(v) * 1000, MAX_RETRY_AFTER_MS);
+  // asctime carries no zone but means GMT; Date.parse would read it as local time.
+  const at = IMF_FIXDATE.test(v) || RFC850_DATE.test(v) ? Date.parse(v) : ASCTIME_DATE.test(v) ? Date.parse(`${v} GMT`) : Number.NaN;
   if (Number.isNaN(at)) return undefined;
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
