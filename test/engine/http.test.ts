@@ -170,6 +170,29 @@ describe('HTTP executions', () => {
     expect(h.logs.join('\n')).not.toContain('tok-abcdef-123');
   });
 
+  it('keeps a secret out of the recorded error when a redirect echoes it in its location', async () => {
+    const config = await t.service.setConfig(t.actor, { name: 'moved.settings', entries: [{ key: 'key', value: 'key-4f2c9a77', secret: true }] });
+    // A trailing-slash redirect that keeps the query string: an everyday server habit.
+    await endpoint('moved.keyed', '/keyed?key={{config.key}}', { configId: config.id });
+    target.route('/keyed', (req, res) => res.writeHead(301, { location: `${target.url}/keyed/${new URL(req.url!, 'http://x').search}` }).end());
+    // The same, with the key where the error's 200-character cut of the location falls.
+    await endpoint('moved.long', '/long?key={{config.key}}', { configId: config.id });
+    target.route('/long', (req, res) => {
+      const start = `${target.url}/long/?pad=`;
+      res.writeHead(301, { location: `${start}${'p'.repeat(196 - start.length - 5)}&key=${new URL(req.url!, 'http://x').searchParams.get('key')}` }).end();
+    });
+    for (const [name, pattern] of [
+      ['moved.keyed', /redirect \(301 to .*\/keyed\/\?key=\[redacted\]\) not followed/],
+      ['moved.long', /redirect \(301 to .*&key=\[red\) not followed/],
+    ] as const) {
+      const { job } = await t.service.createJob(t.actor, { endpointName: name, kind: 'IMMEDIATE' });
+      const ex = await settled(t, job.id);
+      expect(ex.status).toBe('FAILED');
+      expect(ex.last_error).toMatch(pattern);
+      expect(JSON.stringify(await attemptsOf(t, ex.id))).not.toContain('key-');
+    }
+  });
+
   it('fails without retries when a placeholder names a missing config key', async () => {
     await endpoint('broken.template', '/ok/{{config.nope}}');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });

@@ -120,7 +120,9 @@ export function createDelivery(options: DeliveryOptions) {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return failure('FAILED', `refused scheme ${url.protocol}`, false);
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const literalRefusal = /^[\d.]+$|:/.test(host) ? policy.refusal(host) : undefined;
-    if (literalRefusal) return failure('FAILED', `refused to connect to ${host}: ${literalRefusal}`, false);
+    // The url may carry secret config values, and these messages quote it.
+    const hide = (text: string) => redact(text, scope.config);
+    if (literalRefusal) return failure('FAILED', hide(`refused to connect to ${host}: ${literalRefusal}`), false);
 
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
@@ -134,7 +136,8 @@ export function createDelivery(options: DeliveryOptions) {
         return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
       }
       if (code >= 300 && code < 400) {
-        const to = res.headers.location ? ` to ${String(res.headers.location).slice(0, 200)}` : '';
+        // Redacted before it is cut short, so that the cut cannot leave the start of a secret.
+        const to = res.headers.location ? ` to ${hide(String(res.headers.location)).slice(0, 200)}` : '';
         return failure('FAILED', `redirect (${code}${to}) not followed`, false, { statusCode: code, responseExcerpt: excerpt });
       }
       const retryable = RETRYABLE_STATUS(code);
@@ -144,9 +147,9 @@ export function createDelivery(options: DeliveryOptions) {
       if (signal.aborted) throw error; // the caller names the abort
       const cause = (error as { cause?: unknown }).cause ?? error;
       if (cause instanceof OutboundRefusedError || (error as { code?: string }).code === 'EJOBGATEREFUSED') {
-        return failure('FAILED', (cause as Error).message, false);
+        return failure('FAILED', hide((cause as Error).message), false);
       }
-      return failure('FAILED', redact(`network error: ${(error as Error).message}`, scope.config), true);
+      return failure('FAILED', hide(`network error: ${(error as Error).message}`), true);
     }
   }
 
