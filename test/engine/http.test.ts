@@ -193,6 +193,18 @@ describe('HTTP executions', () => {
     }
   });
 
+  it('keeps the start of a secret out of an excerpt that the cap cuts through it', async () => {
+    const config = await t.service.setConfig(t.actor, { name: 'cut.settings', entries: [{ key: 'token', value: 'cut-secret-0123456789', secret: true }] });
+    await endpoint('cut.api', '/cut', { configId: config.id, headers: { 'x-token': '{{config.token}}' } });
+    // The secret starts 8 bytes before the 4 KiB cap.
+    target.route('/cut', (req, res) => res.writeHead(200).end(`${'x'.repeat(4096 - 8)}${req.headers['x-token']}`));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'cut.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt.response_excerpt).not.toContain('cut-secr');
+    expect(attempt.response_excerpt).toMatch(/^x+\[redacted\]$/);
+  });
+
   it('fails without retries when a placeholder names a missing config key', async () => {
     await endpoint('broken.template', '/ok/{{config.nope}}');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });

@@ -71,20 +71,37 @@ export function createDelivery(options: DeliveryOptions) {
     ...extra,
   });
 
-  async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
+  async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<Buffer> {
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of body) {
       const buf = chunk as Buffer;
       chunks.push(buf);
       size += buf.length;
-      if (size >= cap) {
+      if (size >= limit) {
         // Enough: drop the connection rather than download the rest.
         body.destroy();
         break;
       }
     }
-    return Buffer.concat(chunks).subarray(0, cap).toString('utf8');
+    return Buffer.concat(chunks).subarray(0, limit);
+  }
+
+  /**
+   * The first `cap` bytes of the body, redacted. A secret that the cap cuts through is kept whole
+   * so that it is redacted whole: cut first, and its start would be left in clear. So the body is
+   * read past the cap by the longest secret's length.
+   */
+  async function excerptOf(body: Dispatcher.ResponseData['body'], config: TemplateScope['config']): Promise<string> {
+    const secrets = Object.values(config).filter((e) => e.secret).map((e) => e.value);
+    const raw = await readCapped(body, cap + Math.max(0, ...secrets.map((v) => Buffer.byteLength(v))));
+    const text = raw.toString('utf8');
+    let end = raw.subarray(0, cap).toString('utf8').length;
+    for (const secret of secrets) {
+      if (secret.length < 4) continue; // redact leaves these alone
+      for (let i = text.indexOf(secret); i !== -1 && i < end; i = text.indexOf(secret, i + 1)) end = Math.max(end, i + secret.length);
+    }
+    return redact(text.slice(0, end), config);
   }
 
   const open = (value: string): string => {
@@ -130,7 +147,7 @@ export function createDelivery(options: DeliveryOptions) {
 
     try {
       const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
-      const excerpt = redact(await readCapped(res.body), scope.config);
+      const excerpt = await excerptOf(res.body, scope.config);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
         return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
