@@ -205,6 +205,17 @@ describe('HTTP executions', () => {
     expect(attempt.response_excerpt).toMatch(/^x+\[redacted\]$/);
   });
 
+  it('records the outcome of a binary response, its NUL bytes shown as U+FFFD', async () => {
+    await endpoint('binary.api', '/binary');
+    target.route('/binary', (_req, res) => res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x00, 0x41])));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'binary.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt).toMatchObject({ outcome: 'SUCCEEDED', status_code: 200 });
+    expect(attempt.response_excerpt).toBe('PK\u0003\u0004\uFFFD\uFFFDA');
+  });
+
   it('fails without retries when a placeholder names a missing config key', async () => {
     await endpoint('broken.template', '/ok/{{config.nope}}');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });

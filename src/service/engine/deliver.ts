@@ -200,6 +200,14 @@ export function createDelivery(options: DeliveryOptions) {
 
   /** Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown. */
   async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
+    const result = await attemptOnce(ex, external);
+    // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
+    // the statement that records the outcome, and with it every outcome batched alongside.
+    const storable = (text: string | null) => text?.replaceAll('\0', '\uFFFD') ?? null;
+    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt) };
+  }
+
+  async function attemptOnce(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;
