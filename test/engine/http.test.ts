@@ -216,6 +216,18 @@ describe('HTTP executions', () => {
     expect(attempt.response_excerpt).toBe('PK\u0003\u0004\uFFFD\uFFFDA');
   });
 
+  it('fails at once, sending nothing, when a rendered header value carries a line break or a non-Latin-1 character', async () => {
+    await endpoint('inject.api', '/inject', { headers: { 'x-customer': '{{input.name}}' } });
+    target.route('/inject', (_req, res) => res.writeHead(200).end());
+    for (const name of ['Ada\r\nx-admin: yes', '李雷']) {
+      const { job } = await t.service.createJob(t.actor, { endpointName: 'inject.api', kind: 'IMMEDIATE', input: { name } });
+      const ex = await settled(t, job.id);
+      expect(ex, name).toMatchObject({ status: 'FAILED', attempt_count: 1 });
+      expect(ex.last_error).toMatch(/cannot build the request: invalid x-customer header/);
+    }
+    expect(target.hitsOf('/inject')).toHaveLength(0);
+  });
+
   it('fails without retries when a placeholder names a missing config key', async () => {
     await endpoint('broken.template', '/ok/{{config.nope}}');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });

@@ -166,6 +166,11 @@ export function createDelivery(options: DeliveryOptions) {
       if (cause instanceof OutboundRefusedError || (error as { code?: string }).code === 'EJOBGATEREFUSED') {
         return failure('FAILED', hide((cause as Error).message), false);
       }
+      // undici refused the request as built, before sending it (a header value with a line break
+      // or a character beyond Latin-1, from the input or the config): the same request next time.
+      if ((error as { code?: string }).code === 'UND_ERR_INVALID_ARG') {
+        return failure('FAILED', hide(`cannot build the request: ${(error as Error).message}`), false);
+      }
       return failure('FAILED', hide(`network error: ${(error as Error).message}`), true);
     }
   }
