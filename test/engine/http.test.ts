@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseRetryAfter } from '../../src/service/engine/deliver.js';
+import { render, TemplateError } from '../../src/service/engine/template.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
@@ -168,11 +170,101 @@ describe('HTTP executions', () => {
     expect(h.logs.join('\n')).not.toContain('tok-abcdef-123');
   });
 
+  it('keeps a secret out of the recorded error when a redirect echoes it in its location', async () => {
+    const config = await t.service.setConfig(t.actor, { name: 'moved.settings', entries: [{ key: 'key', value: 'key-4f2c9a77', secret: true }] });
+    // A trailing-slash redirect that keeps the query string: an everyday server habit.
+    await endpoint('moved.keyed', '/keyed?key={{config.key}}', { configId: config.id });
+    target.route('/keyed', (req, res) => res.writeHead(301, { location: `${target.url}/keyed/${new URL(req.url!, 'http://x').search}` }).end());
+    // The same, with the key where the error's 200-character cut of the location falls.
+    await endpoint('moved.long', '/long?key={{config.key}}', { configId: config.id });
+    target.route('/long', (req, res) => {
+      const start = `${target.url}/long/?pad=`;
+      res.writeHead(301, { location: `${start}${'p'.repeat(196 - start.length - 5)}&key=${new URL(req.url!, 'http://x').searchParams.get('key')}` }).end();
+    });
+    for (const [name, pattern] of [
+      ['moved.keyed', /redirect \(301 to .*\/keyed\/\?key=\[redacted\]\) not followed/],
+      ['moved.long', /redirect \(301 to .*&key=\[red\) not followed/],
+    ] as const) {
+      const { job } = await t.service.createJob(t.actor, { endpointName: name, kind: 'IMMEDIATE' });
+      const ex = await settled(t, job.id);
+      expect(ex.status).toBe('FAILED');
+      expect(ex.last_error).toMatch(pattern);
+      expect(JSON.stringify(await attemptsOf(t, ex.id))).not.toContain('key-');
+    }
+  });
+
+  it('keeps the start of a secret out of an excerpt that the cap cuts through it', async () => {
+    const config = await t.service.setConfig(t.actor, { name: 'cut.settings', entries: [{ key: 'token', value: 'cut-secret-0123456789', secret: true }] });
+    await endpoint('cut.api', '/cut', { configId: config.id, headers: { 'x-token': '{{config.token}}' } });
+    // The secret starts 8 bytes before the 4 KiB cap.
+    target.route('/cut', (req, res) => res.writeHead(200).end(`${'x'.repeat(4096 - 8)}${req.headers['x-token']}`));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'cut.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt.response_excerpt).not.toContain('cut-secr');
+    expect(attempt.response_excerpt).toMatch(/^x+\[redacted\]$/);
+  });
+
+  it('records the outcome of a binary response, its NUL bytes shown as U+FFFD', async () => {
+    await endpoint('binary.api', '/binary');
+    target.route('/binary', (_req, res) => res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x00, 0x41])));
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'binary.api', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('SUCCEEDED');
+    const [attempt] = await attemptsOf(t, ex.id);
+    expect(attempt).toMatchObject({ outcome: 'SUCCEEDED', status_code: 200 });
+    expect(attempt.response_excerpt).toBe('PK\u0003\u0004\uFFFD\uFFFDA');
+  });
+
+  it('fails at once, sending nothing, when a rendered header value carries a line break or a non-Latin-1 character', async () => {
+    await endpoint('inject.api', '/inject', { headers: { 'x-customer': '{{input.name}}' } });
+    target.route('/inject', (_req, res) => res.writeHead(200).end());
+    for (const name of ['Ada\r\nx-admin: yes', '李雷']) {
+      const { job } = await t.service.createJob(t.actor, { endpointName: 'inject.api', kind: 'IMMEDIATE', input: { name } });
+      const ex = await settled(t, job.id);
+      expect(ex, name).toMatchObject({ status: 'FAILED', attempt_count: 1 });
+      expect(ex.last_error).toMatch(/cannot build the request: invalid x-customer header/);
+    }
+    expect(target.hitsOf('/inject')).toHaveLength(0);
+  });
+
   it('fails without retries when a placeholder names a missing config key', async () => {
     await endpoint('broken.template', '/ok/{{config.nope}}');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });
     const ex = await settled(t, job.id);
     expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1 });
     expect(ex.last_error).toMatch(/config has no key "nope"/);
+  });
+});
+
+describe('templates', () => {
+  it.each(['constructor', '__proto__', 'toString', 'customer.hasOwnProperty'])('refuses {{input.%s}}, which the input does not hold', (path) => {
+    expect(() => render(`/x/{{input.${path}}}`, { config: {}, input: { customer: { id: 'c1' } } })).toThrow(TemplateError);
+  });
+});
+
+describe('Retry-After', () => {
+  const now = Date.UTC(2030, 0, 1, 12, 0, 0);
+
+  it('reads delta-seconds and HTTP-dates', () => {
+    expect(parseRetryAfter('120', now)).toBe(120_000);
+    expect(parseRetryAfter('Tue, 01 Jan 2030 12:00:30 GMT', now)).toBe(30_000);
+    expect(parseRetryAfter('Tuesday, 01-Jan-30 12:00:30 GMT', now)).toBe(30_000);
+    expect(parseRetryAfter('Tue, 01 Jan 2030 11:00:00 GMT', now)).toBe(0);
+  });
+
+  it.each(['1.5', '-1', '+5', 'soon', ''])('ignores %j, leaving the endpoint backoff to decide', (value) => {
+    expect(parseRetryAfter(value, now)).toBeUndefined();
+  });
+
+  it('reads an asctime date as GMT, whatever the local time zone', () => {
+    const tz = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      expect(parseRetryAfter('Tue Jan  1 12:00:30 2030', now)).toBe(30_000);
+    } finally {
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
+    }
   });
 });

@@ -28,11 +28,17 @@ describe('outbound address policy', () => {
     '64:ff9b::a9fe:a9fe',
     '2002:7f00:1::',
     '::ffff:0:a00:1',
+    '2001:0:4136:e378:8000:63bf:80ff:fffe', // Teredo, client 127.0.0.1 (stored inverted)
+    '2001:0:4136:e378:8000:63bf:f5ff:fffe', // Teredo, client 10.0.0.1
+    '64:ff9b:1::a00:1', // local-use NAT64 (RFC 8215)
+    '100::1', // discard-only
+    '2001:2::1', // benchmarking
+    '3fff::1', // documentation (RFC 9637)
   ])('refuses %s', (address) => {
     expect(policy.refusal(address)).toMatch(/special-purpose/);
   });
 
-  it.each(['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8'])('allows public %s', (address) => {
+  it.each(['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2001:0:4136:e378:8000:63bf:f7f7:f7f7'])('allows public %s', (address) => {
     expect(policy.refusal(address)).toBeUndefined();
   });
 
@@ -40,6 +46,7 @@ describe('outbound address policy', () => {
     expect(embeddedIPv4('::ffff:10.0.0.1')).toBe('10.0.0.1');
     expect(embeddedIPv4('64:ff9b::7f00:1')).toBe('127.0.0.1');
     expect(embeddedIPv4('2002:a9fe:a9fe::1')).toBe('169.254.169.254');
+    expect(embeddedIPv4('2001:0:4136:e378:8000:63bf:3fff:fdd2')).toBe('192.0.2.45'); // Teredo (RFC 4380's example)
     expect(embeddedIPv4('2606:4700::1111')).toBeUndefined();
   });
 

@@ -38,12 +38,19 @@ export type AbortReason = 'timeout' | 'cancelled' | 'lease-lost' | 'shutdown';
 const RETRYABLE_STATUS = (s: number) => s === 408 || s === 429 || s >= 500;
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 
+// The three HTTP-date forms (RFC 9110 §5.6.7). Date.parse alone reads almost anything as a date:
+// "1.5", "-1" and "+5" as days of 2001, so "retry now" instead of the endpoint's backoff.
+const IMF_FIXDATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const RFC850_DATE = /^[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
+const ASCTIME_DATE = /^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
+
 /** Retry-After as seconds or an HTTP date, in milliseconds from now; undefined if absent or unreadable. */
 export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
+  const v = (Array.isArray(value) ? value[0] : value)?.trim();
   if (!v) return undefined;
-  if (/^\d+$/.test(v.trim())) return Math.min(Number(v.trim()) * 1000, MAX_RETRY_AFTER_MS);
-  const at = Date.parse(v);
+  if (/^\d+$/.test(v)) return Math.min(Number(v) * 1000, MAX_RETRY_AFTER_MS);
+  // asctime carries no zone but means GMT; Date.parse would read it as local time.
+  const at = IMF_FIXDATE.test(v) || RFC850_DATE.test(v) ? Date.parse(v) : ASCTIME_DATE.test(v) ? Date.parse(`${v} GMT`) : Number.NaN;
   if (Number.isNaN(at)) return undefined;
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
@@ -64,20 +71,37 @@ export function createDelivery(options: DeliveryOptions) {
     ...extra,
   });
 
-  async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
+  async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<Buffer> {
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of body) {
       const buf = chunk as Buffer;
       chunks.push(buf);
       size += buf.length;
-      if (size >= cap) {
+      if (size >= limit) {
         // Enough: drop the connection rather than download the rest.
         body.destroy();
         break;
       }
     }
-    return Buffer.concat(chunks).subarray(0, cap).toString('utf8');
+    return Buffer.concat(chunks).subarray(0, limit);
+  }
+
+  /**
+   * The first `cap` bytes of the body, redacted. A secret that the cap cuts through is kept whole
+   * so that it is redacted whole: cut first, and its start would be left in clear. So the body is
+   * read past the cap by the longest secret's length.
+   */
+  async function excerptOf(body: Dispatcher.ResponseData['body'], config: TemplateScope['config']): Promise<string> {
+    const secrets = Object.values(config).filter((e) => e.secret).map((e) => e.value);
+    const raw = await readCapped(body, cap + Math.max(0, ...secrets.map((v) => Buffer.byteLength(v))));
+    const text = raw.toString('utf8');
+    let end = raw.subarray(0, cap).toString('utf8').length;
+    for (const secret of secrets) {
+      if (secret.length < 4) continue; // redact leaves these alone
+      for (let i = text.indexOf(secret); i !== -1 && i < end; i = text.indexOf(secret, i + 1)) end = Math.max(end, i + secret.length);
+    }
+    return redact(text.slice(0, end), config);
   }
 
   const open = (value: string): string => {
@@ -113,7 +137,9 @@ export function createDelivery(options: DeliveryOptions) {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return failure('FAILED', `refused scheme ${url.protocol}`, false);
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const literalRefusal = /^[\d.]+$|:/.test(host) ? policy.refusal(host) : undefined;
-    if (literalRefusal) return failure('FAILED', `refused to connect to ${host}: ${literalRefusal}`, false);
+    // The url may carry secret config values, and these messages quote it.
+    const hide = (text: string) => redact(text, scope.config);
+    if (literalRefusal) return failure('FAILED', hide(`refused to connect to ${host}: ${literalRefusal}`), false);
 
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
@@ -121,13 +147,14 @@ export function createDelivery(options: DeliveryOptions) {
 
     try {
       const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
-      const excerpt = redact(await readCapped(res.body), scope.config);
+      const excerpt = await excerptOf(res.body, scope.config);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
         return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
       }
       if (code >= 300 && code < 400) {
-        const to = res.headers.location ? ` to ${String(res.headers.location).slice(0, 200)}` : '';
+        // Redacted before it is cut short, so that the cut cannot leave the start of a secret.
+        const to = res.headers.location ? ` to ${hide(String(res.headers.location)).slice(0, 200)}` : '';
         return failure('FAILED', `redirect (${code}${to}) not followed`, false, { statusCode: code, responseExcerpt: excerpt });
       }
       const retryable = RETRYABLE_STATUS(code);
@@ -137,9 +164,14 @@ export function createDelivery(options: DeliveryOptions) {
       if (signal.aborted) throw error; // the caller names the abort
       const cause = (error as { cause?: unknown }).cause ?? error;
       if (cause instanceof OutboundRefusedError || (error as { code?: string }).code === 'EJOBGATEREFUSED') {
-        return failure('FAILED', (cause as Error).message, false);
+        return failure('FAILED', hide((cause as Error).message), false);
       }
-      return failure('FAILED', redact(`network error: ${(error as Error).message}`, scope.config), true);
+      // undici refused the request as built, before sending it (a header value with a line break
+      // or a character beyond Latin-1, from the input or the config): the same request next time.
+      if ((error as { code?: string }).code === 'UND_ERR_INVALID_ARG') {
+        return failure('FAILED', hide(`cannot build the request: ${(error as Error).message}`), false);
+      }
+      return failure('FAILED', hide(`network error: ${(error as Error).message}`), true);
     }
   }
 
@@ -173,6 +205,14 @@ export function createDelivery(options: DeliveryOptions) {
 
   /** Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown. */
   async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
+    const result = await attemptOnce(ex, external);
+    // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
+    // the statement that records the outcome, and with it every outcome batched alongside.
+    const storable = (text: string | null) => text?.replaceAll('\0', '\uFFFD') ?? null;
+    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt) };
+  }
+
+  async function attemptOnce(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;

@@ -8,7 +8,7 @@
  * check (DNS rebinding) — is refused at connect time. IP literals are checked before the
  * request, since Node does not call `lookup` for them. URL parsing has already turned decimal,
  * octal and hex IPv4 spellings into dotted form; IPv6 forms that embed an IPv4 address
- * (IPv4-mapped, IPv4-compatible, NAT64, 6to4) are judged by that IPv4 address.
+ * (IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo) are judged by that IPv4 address.
  */
 import dns from 'node:dns';
 import net from 'node:net';
@@ -34,6 +34,10 @@ const V4_BLOCKED: [string, number][] = [
 const V6_BLOCKED: [string, number][] = [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // local-use IPv4/IPv6 translation (RFC 8215): a site's own NAT64, to any IPv4
+  ['100::', 64], // discard-only
+  ['2001:2::', 48], // benchmarking
+  ['3fff::', 20], // documentation (RFC 9637)
   ['fc00::', 7], // unique local
   ['fe80::', 10], // link-local
   ['fec0::', 10], // site-local (deprecated)
@@ -80,6 +84,7 @@ export function embeddedIPv4(address: string): string | undefined {
   if (zero(0, 6) && (g[6] !== 0 || g[7]! > 1)) return v4(g[6]!, g[7]!); // ::a.b.c.d (compatible)
   if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!); // 64:ff9b::/96 (NAT64)
   if (g[0] === 0x2002) return v4(g[1]!, g[2]!); // 2002::/16 (6to4)
+  if (g[0] === 0x2001 && g[1] === 0) return v4(g[6]! ^ 0xffff, g[7]! ^ 0xffff); // 2001::/32 (Teredo: the client, stored inverted)
   if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!); // ::ffff:0:a.b.c.d (translated)
   return undefined;
 }

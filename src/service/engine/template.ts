@@ -16,7 +16,8 @@ const PLACEHOLDER = /\{\{\s*(config|input)\.([A-Za-z0-9_.-]+)\s*\}\}/g;
 function lookupInput(input: unknown, path: string): string {
   let v: unknown = input;
   for (const part of path.split('.')) {
-    if (v === null || typeof v !== 'object' || !(part in (v as object))) throw new TemplateError(`{{input.${path}}}: no such value in the job input`);
+    // Own keys only: `in` would also find inherited ones (constructor, __proto__) and render them.
+    if (v === null || typeof v !== 'object' || !Object.hasOwn(v, part)) throw new TemplateError(`{{input.${path}}}: no such value in the job input`);
     v = (v as Record<string, unknown>)[part];
   }
   return typeof v === 'string' ? v : JSON.stringify(v);
