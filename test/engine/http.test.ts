@@ -228,6 +228,24 @@ describe('HTTP executions', () => {
     expect(target.hitsOf('/inject')).toHaveLength(0);
   });
 
+  it('fails at once, sending nothing, when an input value would move the url to another path (. or ..)', async () => {
+    await endpoint('paths.api', '/v1/customers/{{input.id}}/notify');
+    target.route('/v1/notify', (_req, res) => res.writeHead(200).end());
+    target.route('/v1/customers/notify', (_req, res) => res.writeHead(200).end());
+    target.route('/v1/customers/c..7/notify', (_req, res) => res.writeHead(200).end());
+    for (const id of ['..', '.']) {
+      const { job } = await t.service.createJob(t.actor, { endpointName: 'paths.api', kind: 'IMMEDIATE', input: { id } });
+      const ex = await settled(t, job.id);
+      expect(ex, id).toMatchObject({ status: 'FAILED', attempt_count: 1 });
+      expect(ex.last_error).toMatch(/cannot build the request: an input value rendered into the url is "\.{1,2}"/);
+    }
+    expect(target.hitsOf('/v1/notify')).toHaveLength(0);
+    expect(target.hitsOf('/v1/customers/notify')).toHaveLength(0);
+    // Dots inside a value are only characters.
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'paths.api', kind: 'IMMEDIATE', input: { id: 'c..7' } });
+    expect((await settled(t, job.id)).status).toBe('SUCCEEDED');
+  });
+
   it('fails without retries when a placeholder names a missing config key', async () => {
     await endpoint('broken.template', '/ok/{{config.nope}}');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'broken.template', kind: 'IMMEDIATE' });

@@ -44,6 +44,18 @@ const IMF_FIXDATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2}
 const RFC850_DATE = /^[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT$/;
 const ASCTIME_DATE = /^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
 
+/**
+ * An input value as it goes into an endpoint's url. Encoding keeps it inside its path segment,
+ * query value or fragment, except for `.` and `..`, which encoding leaves as they are (and the URL
+ * parser treats `%2e` as a dot too): as a whole segment, either would move the request to another
+ * path of the target, with the endpoint's headers (`/customers/{{input.id}}/notify` with `..` is
+ * `/notify`). Both are refused, wherever they fall.
+ */
+function urlInputValue(value: string): string {
+  if (value === '.' || value === '..') throw new TemplateError(`an input value rendered into the url is "${value}", which would change the url's path`);
+  return encodeURIComponent(value);
+}
+
 /** Retry-After as seconds or an HTTP date, in milliseconds from now; undefined if absent or unreadable. */
 export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
   const v = (Array.isArray(value) ? value[0] : value)?.trim();
@@ -125,7 +137,7 @@ export function createDelivery(options: DeliveryOptions) {
     let body: string | undefined;
     try {
       // Input values are user data: encode them inside the URL. Config values are the operator's.
-      url = new URL(render(ex.url!, scope, (s, from) => (from === 'input' ? encodeURIComponent(s) : s)));
+      url = new URL(render(ex.url!, scope, (s, from) => (from === 'input' ? urlInputValue(s) : s)));
       headers = Object.fromEntries(Object.entries(ex.headers ?? {}).map(([k, v]) => [k.toLowerCase(), render(v, scope)]));
       body = ex.method === 'GET' ? undefined : JSON.stringify(renderDeep(ex.input, scope));
     } catch (error) {
