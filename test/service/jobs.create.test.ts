@@ -204,6 +204,26 @@ describe('createJob', () => {
     expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' }))).toBe('ARCHIVED');
   });
 
+  it('refuses text Postgres cannot store, and still records the refusal in the audit log', async () => {
+    const name = 'nul\u0000name';
+    const error = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', name }).catch((e) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).issues.map((i) => i.path)).toEqual([['name']]);
+    const { rows } = await t.query(
+      "select result_code, input->>'name' as name from audit_log where action = 'job.create' order by id desc limit 1",
+    );
+    // Stored with the NUL replaced: the refused input is on record, as close to what was sent as Postgres allows.
+    expect(rows).toEqual([{ result_code: 'VALIDATION_FAILED', name: 'nul\ufffdname' }]);
+  });
+
+  it('refuses input that is not JSON (a bigint, a cycle) as VALIDATION_FAILED, not an internal error', async () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    for (const input of [{ n: 10n }, cyclic]) {
+      expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', input }))).toBe('VALIDATION_FAILED');
+    }
+  });
+
   it('commits the job and its first execution together or not at all', async () => {
     // Make the execution insert fail: the job insert before it must roll back with it.
     await t.query(`create function refuse_execution() returns trigger language plpgsql as $$
