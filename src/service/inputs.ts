@@ -80,8 +80,14 @@ export const jsonValue = () => z.unknown().superRefine(checkJson);
 
 export const idSchema = z.string().min(1).max(100);
 
-/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates. */
-export const dateSchema = z.preprocess((v) => (typeof v === 'string' ? new Date(v) : v), z.date({ error: 'must be a valid date-time' }));
+/** The earliest instant a Postgres timestamptz holds (4714-11-24 BC); the latest is past JavaScript's. */
+const EARLIEST_TIMESTAMP = Date.UTC(-4713, 10, 24);
+
+/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates and dates Postgres cannot store. */
+export const dateSchema = z.preprocess(
+  (v) => (typeof v === 'string' ? new Date(v) : v),
+  z.date({ error: 'must be a valid date-time' }).refine((d) => d.getTime() >= EARLIEST_TIMESTAMP, 'must not be earlier than 4714-11-24 BC'),
+);
 
 export const pageSchema = z.object({
   first: z.number().int().min(1).max(100).nullish(),

@@ -224,6 +224,23 @@ describe('createJob', () => {
     }
   });
 
+  it('refuses a date before the earliest Postgres can store (4714 BC) as VALIDATION_FAILED naming the field', async () => {
+    const earliest = new Date('-004713-11-24T00:00:00.000Z');
+    const before = new Date(earliest.getTime() - 1);
+    for (const runAt of [before, new Date(-8.64e15), '-010000-01-01T00:00:00Z']) {
+      const error = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'DELAYED', runAt }).catch((e) => e);
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).issues.map((i) => i.path)).toEqual([['runAt']]);
+    }
+    const cron = await t.service
+      .createJob(t.actor, { endpointName: 'plain.task', kind: 'CRON', cron: { expression: '0 * * * *', startsAt: before } })
+      .catch((e) => e);
+    expect((cron as ValidationError).issues.map((i) => i.path)).toEqual([['cron', 'startsAt']]);
+    // The earliest instant itself is storable: a DELAYED job that long overdue simply runs now.
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'DELAYED', runAt: earliest });
+    expect(job.runAt?.toISOString()).toBe(earliest.toISOString());
+  });
+
   it('commits the job and its first execution together or not at all', async () => {
     // Make the execution insert fail: the job insert before it must roll back with it.
     await t.query(`create function refuse_execution() returns trigger language plpgsql as $$
