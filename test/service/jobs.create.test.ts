@@ -116,6 +116,39 @@ describe('createJob', () => {
     expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(before);
   });
 
+  it('is CONFLICT, naming the field, when a key is reused with a different name, max attempts, lock key or schedule', async () => {
+    const plain = { endpointName: 'plain.task', kind: 'IMMEDIATE' as const, idempotencyKey: 'opts-1', name: 'n', maxAttempts: 3, lockKey: 'opts-lock' };
+    const first = await t.service.createJob(t.actor, plain);
+    for (const [change, field] of [
+      [{ name: 'other' }, 'name'],
+      [{ maxAttempts: 4 }, 'maxAttempts'],
+      [{ lockKey: 'another-lock' }, 'lockKey'],
+      [{ lockKey: null }, 'lockKey'],
+    ] as const) {
+      const error = await t.service.createJob(t.actor, { ...plain, ...change }).catch((e) => e);
+      expect(error, field).toMatchObject({ code: 'CONFLICT', details: { field, jobId: first.job.id } });
+    }
+    // Leaving out maxAttempts is not a different request: it was resolved, not asked for.
+    const { maxAttempts: _omitted, ...withoutMax } = plain;
+    expect((await t.service.createJob(t.actor, withoutMax)).created).toBe(false);
+
+    const cron = { expression: '0 * * * *', startsAt: new Date('2031-01-01T00:00:00Z'), endsAt: new Date('2032-01-01T00:00:00Z') };
+    const scheduled = { endpointName: 'plain.task', kind: 'CRON' as const, idempotencyKey: 'opts-2', cron };
+    await t.service.createJob(t.actor, scheduled);
+    for (const [change, field] of [
+      [{ startsAt: new Date('2031-02-01T00:00:00Z') }, 'cron.startsAt'],
+      [{ endsAt: null }, 'cron.endsAt'],
+      [{ misfirePolicy: 'SKIP' }, 'cron.misfirePolicy'],
+      [{ overlapPolicy: 'ALLOW' }, 'cron.overlapPolicy'],
+    ] as const) {
+      const error = await t.service.createJob(t.actor, { ...scheduled, cron: { ...cron, ...change } }).catch((e) => e);
+      expect(error, field).toMatchObject({ code: 'CONFLICT', details: { field } });
+    }
+    // The defaults, spelt out, are the same request.
+    const spelt = { ...cron, timezone: 'UTC', misfirePolicy: 'FIRE_LATEST' as const, overlapPolicy: 'SKIP' as const };
+    expect((await t.service.createJob(t.actor, { ...scheduled, cron: spelt })).created).toBe(false);
+  });
+
   it('scopes idempotency keys per endpoint', async () => {
     const a = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: 'shared' });
     const b = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', idempotencyKey: 'shared' });
