@@ -268,7 +268,7 @@ export function createJobsService(ctx: ServiceContext) {
     },
 
     /**
-     * Changes a job's name, input (re-validated against the payload spec), max attempts (also
+     * Changes a job's name, input (re-validated against the payload spec; null is {}), max attempts (also
      * for its pending executions), DELAYED `runAt` (moving its not-yet-started execution) or
      * CRON schedule (next fire time recomputed from now).
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
@@ -281,8 +281,10 @@ export function createJobsService(ctx: ServiceContext) {
         const patch: JobPatch = {};
         if (input.name !== undefined) patch.name = input.name;
         if (input.input !== undefined) {
-          await validateInput(trx, actor, endpoint, input.input);
-          patch.input = JSON.stringify(input.input);
+          // null is no input, as in createJob: a job's input is never JSON null (Job.input is non-null).
+          const jobInput = input.input ?? {};
+          await validateInput(trx, actor, endpoint, jobInput);
+          patch.input = JSON.stringify(jobInput);
         }
         if (input.maxAttempts != null) {
           patch.max_attempts = input.maxAttempts;
