@@ -249,11 +249,17 @@ describe('createJob', () => {
     expect(rows).toEqual([{ result_code: 'VALIDATION_FAILED', name: 'nul\ufffdname' }]);
   });
 
-  it('refuses input that is not JSON (a bigint, a cycle) as VALIDATION_FAILED, not an internal error', async () => {
+  it('refuses input that is not JSON (a bigint, a cycle, nesting 10,000 deep) as VALIDATION_FAILED, and audits each refusal', async () => {
     const cyclic: Record<string, unknown> = { a: 1 };
     cyclic.self = cyclic;
-    for (const input of [{ n: 10n }, cyclic]) {
-      expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', input }))).toBe('VALIDATION_FAILED');
+    let deep: unknown = 1;
+    for (let i = 0; i < 10_000; i++) deep = [deep];
+    const inputs = [{ n: 10n }, cyclic, deep];
+    for (const [i, input] of inputs.entries()) {
+      const name = `not-json-${i}`;
+      expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', name, input }))).toBe('VALIDATION_FAILED');
+      const { rows } = await t.query("select result_code from audit_log where action = 'job.create' and input->>'name' = $1", [name]);
+      expect(rows, name).toEqual([{ result_code: 'VALIDATION_FAILED' }]);
     }
   });
 
