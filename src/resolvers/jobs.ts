@@ -65,7 +65,8 @@ builder.mutationFields((t) => ({
     type: CreateJobPayloadRef,
     description:
       'Creates a job with its first execution (or, for CRON, its schedule) in one transaction. ' +
-      'Errors: VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT (idempotency key reused with a different request).',
+      'Errors: VALIDATION_FAILED, NOT_FOUND, ARCHIVED, INTERNAL_ENDPOINT, CONFLICT (idempotency key reused with a different request), ' +
+      'LOCK_HELD (another pending or running execution holds its lock key).',
     args: { input: t.arg({ type: CreateJobInputRef, required: true, description: 'The job.', validate: createJobValidation }) },
     resolve: (_root, args, ctx) => ctx.service.createJob(ctx.actor, args.input as never),
   }),
@@ -113,7 +114,9 @@ builder.mutationFields((t) => ({
   }),
   retryExecution: t.field({
     type: ExecutionRef,
-    description: 'Re-drives a FAILED execution with a fresh attempt budget, due now. CONFLICT when it is not FAILED.',
+    description:
+      'Re-drives a FAILED execution with a fresh attempt budget, due now. CONFLICT when it is not FAILED; ' +
+      'RETIRED when its job was cancelled; LOCK_HELD when its lock key is held by another pending or running execution.',
     args: { id: t.arg.id({ required: true, description: 'The failed execution.' }) },
     resolve: (_root, args, ctx) => ctx.service.retryExecution(ctx.actor, id(args.id)),
   }),

@@ -182,7 +182,7 @@ export const UpdateJobInputRef = builder.inputType('UpdateJobInput', {
   fields: (t) => ({
     id: t.id({ required: true, description: 'The job to change.' }),
     name: t.string({ description: 'New display name; null clears it.' }),
-    input: t.field({ type: JSONScalar, description: "New payload; checked against the endpoint's payload spec." }),
+    input: t.field({ type: JSONScalar, description: "New payload; checked against the endpoint's payload spec. null sets it to {}, as in createJob." }),
     maxAttempts: t.int({ description: 'New attempts per execution; pending executions take it too.' }),
     runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: new time, while the execution has not started.' }),
     cron: t.field({ type: CronScheduleUpdateInputRef, description: 'CRON: schedule changes.' }),

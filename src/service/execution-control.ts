@@ -3,6 +3,7 @@
  */
 import { sql } from 'kysely';
 import * as executionsRepo from '../db/repos/executions.js';
+import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
 import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
@@ -114,7 +115,19 @@ export function createExecutionControlService(ctx: ServiceContext) {
           throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, { status: current.status });
         }
         await assertLockFree(trx, actor, current.lock_key);
-        return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
+        if (!current.lock_key) return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
+        // The check cannot see a key taken by a transaction not yet committed: the update then waits
+        // on the live-lock index and fails with a unique violation once that one commits. The
+        // savepoint keeps this transaction usable, so the refusal can name the holder.
+        await sql`savepoint redrive`.execute(trx);
+        try {
+          return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
+        } catch (error) {
+          if (!isPgError(error, UNIQUE_VIOLATION)) throw error;
+          await sql`rollback to savepoint redrive`.execute(trx);
+          await assertLockFree(trx, actor, current.lock_key);
+          throw error;
+        }
       });
     },
   };

@@ -13,23 +13,93 @@ export const ENDPOINT_NAME = /^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*
 const CONFIG_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
+// Postgres text and jsonb refuse U+0000, and a UTF-16 surrogate without its pair is no
+// character at all (jsonb refuses its escape; text would silently store U+FFFD, so two different
+// keys could become one). Checked here, such input is VALIDATION_FAILED naming the field instead
+// of a database error masked as internal.
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const UNSTORABLE_MESSAGE = 'must not contain NUL (U+0000) or an unpaired UTF-16 surrogate';
+
+/** Whether Postgres can store the string as it is. */
+export function isStorableText(value: string): boolean {
+  return !UNSTORABLE.test(value);
+}
+
+/** A string Postgres can store. Every free-text input field is one. */
+export const text = () => z.string().refine(isStorableText, UNSTORABLE_MESSAGE);
+
+/**
+ * Deepest nesting of arrays and objects a JSON input may have. Far beyond any real payload, and
+ * well inside what the recursive code after it (JSON.stringify, key-order comparison, audit
+ * redaction) can walk without overflowing the stack.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+type JsonProblem = { path: (string | number)[]; message: string };
+
+/** The first reason `value` cannot be stored as jsonb unchanged; paths are relative to it. */
+function jsonProblem(value: unknown, path: (string | number)[], ancestors: Set<object>): JsonProblem | undefined {
+  switch (typeof value) {
+    case 'string':
+      return isStorableText(value) ? undefined : { path, message: UNSTORABLE_MESSAGE };
+    case 'number':
+      // JSON.stringify would write Infinity and NaN as null.
+      return Number.isFinite(value) ? undefined : { path, message: 'must be a finite number' };
+    case 'boolean':
+    case 'undefined':
+      return undefined;
+    case 'object':
+      break;
+    default:
+      return { path, message: `is not a JSON value (a ${typeof value})` };
+  }
+  if (value === null || value instanceof Date) return undefined;
+  if (ancestors.has(value)) return { path: [], message: 'contains itself; JSON cannot hold a cycle' };
+  if (path.length >= MAX_JSON_DEPTH) return { path: [], message: `is nested more than ${MAX_JSON_DEPTH} levels deep` };
+  ancestors.add(value);
+  try {
+    const entries: [string | number, unknown][] = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    for (const [key, child] of entries) {
+      if (typeof key === 'string' && !isStorableText(key)) return { path: [...path, key], message: `has a key that ${UNSTORABLE_MESSAGE}` };
+      const problem = jsonProblem(child, [...path, key], ancestors);
+      if (problem) return problem;
+    }
+  } finally {
+    ancestors.delete(value);
+  }
+  return undefined;
+}
+
+function checkJson(value: unknown, ctx: z.RefinementCtx): void {
+  const problem = jsonProblem(value, [], new Set());
+  if (problem) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+}
+
+/** Any JSON value that Postgres can store as jsonb. */
+export const jsonValue = () => z.unknown().superRefine(checkJson);
+
 export const idSchema = z.string().min(1).max(100);
 
-/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates. */
-export const dateSchema = z.preprocess((v) => (typeof v === 'string' ? new Date(v) : v), z.date({ error: 'must be a valid date-time' }));
+/** The earliest instant a Postgres timestamptz holds (4714-11-24 BC); the latest is past JavaScript's. */
+const EARLIEST_TIMESTAMP = Date.UTC(-4713, 10, 24);
+
+/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates and dates Postgres cannot store. */
+export const dateSchema = z.preprocess(
+  (v) => (typeof v === 'string' ? new Date(v) : v),
+  z.date({ error: 'must be a valid date-time' }).refine((d) => d.getTime() >= EARLIEST_TIMESTAMP, 'must not be earlier than 4714-11-24 BC'),
+);
 
 export const pageSchema = z.object({
   first: z.number().int().min(1).max(100).nullish(),
-  after: z.string().max(200).nullish(),
+  after: text().max(200).nullish(),
 });
 export type PageInput = z.input<typeof pageSchema>;
 
 const headersSchema = z
-  .record(z.string().regex(HEADER_NAME, 'is not a valid header name').max(256), z.string().max(8192))
+  .record(text().regex(HEADER_NAME, 'is not a valid header name').max(256), text().max(8192))
   .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers');
 
-const httpUrl = z
-  .string()
+const httpUrl = text()
   .max(2048)
   .refine((v) => {
     try {
@@ -53,15 +123,15 @@ const httpFields = {
   method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).nullish(),
   headers: headersSchema.nullish(),
   timeoutMs: z.number().int().min(1).max(3_600_000).nullish(),
-  signingSecret: z.string().min(16, 'must be at least 16 characters').max(512).nullish(),
+  signingSecret: text().min(16, 'must be at least 16 characters').max(512).nullish(),
 };
 
 export const registerEndpointSchema = z
   .object({
-    name: z.string().max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words, e.g. "billing.send-invoice"'),
-    description: z.string().max(2000).nullish(),
+    name: text().max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words, e.g. "billing.send-invoice"'),
+    description: text().max(2000).nullish(),
     kind: z.enum(['HTTP', 'HANDLER']),
-    handlerName: z.string().min(1).max(200).nullish(),
+    handlerName: text().min(1).max(200).nullish(),
     payloadSpecId: idSchema.nullish(),
     configId: idSchema.nullish(),
     ...httpFields,
@@ -85,8 +155,8 @@ export type RegisterEndpointInput = z.input<typeof registerEndpointSchema>;
 
 export const updateEndpointSchema = z.object({
   id: idSchema,
-  description: z.string().max(2000).nullish(),
-  handlerName: z.string().min(1).max(200).nullish(),
+  description: text().max(2000).nullish(),
+  handlerName: text().min(1).max(200).nullish(),
   /** null clears the reference; absent leaves it. */
   payloadSpecId: idSchema.nullish(),
   /** null clears the reference; absent leaves it. */
@@ -97,36 +167,36 @@ export const updateEndpointSchema = z.object({
 export type UpdateEndpointInput = z.input<typeof updateEndpointSchema>;
 
 export const endpointRefSchema = z
-  .object({ id: idSchema.nullish(), name: z.string().max(200).nullish() })
+  .object({ id: idSchema.nullish(), name: text().max(200).nullish() })
   .refine((v) => (v.id == null) !== (v.name == null), 'give exactly one of id or name');
 export type EndpointRef = z.input<typeof endpointRefSchema>;
 
 /** A JSON Schema document: an object or a boolean. Whether it is a *valid* schema is checked by the service. */
-const jsonSchemaDocument = z.union([z.record(z.string(), z.unknown()), z.boolean()], {
-  error: 'must be a JSON Schema (an object or a boolean)',
-});
+const jsonSchemaDocument = z
+  .union([z.record(z.string(), z.unknown()), z.boolean()], { error: 'must be a JSON Schema (an object or a boolean)' })
+  .superRefine(checkJson);
 
 export const createPayloadSpecSchema = z.object({
-  name: z.string().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
-  description: z.string().max(2000).nullish(),
+  name: text().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
+  description: text().max(2000).nullish(),
   jsonSchema: jsonSchemaDocument,
 });
 export type CreatePayloadSpecInput = z.input<typeof createPayloadSpecSchema>;
 
 export const updatePayloadSpecSchema = z.object({
   id: idSchema,
-  description: z.string().max(2000).nullish(),
+  description: text().max(2000).nullish(),
   jsonSchema: jsonSchemaDocument.nullish(),
 });
 export type UpdatePayloadSpecInput = z.input<typeof updatePayloadSpecSchema>;
 
 export const setConfigSchema = z.object({
-  name: z.string().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
+  name: text().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
   entries: z
     .array(
       z.object({
-        key: z.string().regex(CONFIG_KEY, 'must start with a letter or _ and hold only letters, digits, _ . -'),
-        value: z.string().max(65_536),
+        key: text().regex(CONFIG_KEY, 'must start with a letter or _ and hold only letters, digits, _ . -'),
+        value: text().max(65_536),
         secret: z.boolean().nullish(),
       }),
     )
@@ -155,7 +225,7 @@ const timezone = z
   }, 'is not a known IANA time zone (e.g. "Europe/Paris", "UTC")');
 
 export const cronScheduleSchema = z.object({
-  expression: z.string().min(1).max(200),
+  expression: text().min(1).max(200),
   timezone: timezone.nullish(),
   startsAt: dateSchema.nullish(),
   endsAt: dateSchema.nullish(),
@@ -163,21 +233,20 @@ export const cronScheduleSchema = z.object({
   overlapPolicy: z.enum(['SKIP', 'QUEUE', 'ALLOW']).nullish(),
 });
 
-const idempotencyKey = z
-  .string()
+const idempotencyKey = text()
   .min(1, 'must not be empty; omit it for a job without a key')
   .max(200);
 
 export const createJobSchema = z
   .object({
     endpointId: idSchema.nullish(),
-    endpointName: z.string().max(200).nullish(),
-    name: z.string().min(1).max(200).nullish(),
+    endpointName: text().max(200).nullish(),
+    name: text().min(1).max(200).nullish(),
     kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']),
-    input: z.unknown().optional(),
+    input: jsonValue().optional(),
     maxAttempts: z.number().int().min(1).max(100).nullish(),
     idempotencyKey: idempotencyKey.nullish(),
-    lockKey: z.string().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
+    lockKey: text().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
     runAt: dateSchema.nullish(),
     cron: cronScheduleSchema.nullish(),
   })
@@ -205,8 +274,8 @@ export type CreateJobInput = z.input<typeof createJobSchema>;
 
 export const updateJobSchema = z.object({
   id: idSchema,
-  name: z.string().min(1).max(200).nullish(),
-  input: z.unknown().optional(),
+  name: text().min(1).max(200).nullish(),
+  input: jsonValue().optional(),
   maxAttempts: z.number().int().min(1).max(100).nullish(),
   runAt: dateSchema.nullish(),
   cron: cronScheduleSchema.partial().nullish(),
@@ -228,7 +297,7 @@ export const executionFilterSchema = z.object({
 export type ExecutionFilter = z.input<typeof executionFilterSchema>;
 
 export const cronPreviewSchema = z.object({
-  expression: z.string().min(1).max(200),
+  expression: text().min(1).max(200),
   timezone: timezone.nullish(),
   from: dateSchema.nullish(),
   count: z.number().int().min(1).max(100).nullish(),
@@ -240,6 +309,6 @@ export const triggerJobSchema = z.object({
   /** Run even if the job is paused or already has a pending or running execution. */
   force: z.boolean().nullish(),
   /** Makes the trigger idempotent: the same request id returns the same execution. */
-  requestId: z.string().min(1, 'must not be empty; omit it for none').max(200).nullish(),
+  requestId: text().min(1, 'must not be empty; omit it for none').max(200).nullish(),
 });
 export type TriggerJobInput = z.input<typeof triggerJobSchema>;

@@ -70,13 +70,24 @@ function canonical(value: unknown): string {
 
 const sameTime = (a: Date | null | undefined, b: Date | null | undefined) => (a?.getTime() ?? null) === (b?.getTime() ?? null);
 
-/** The first field in which a repeated request differs from the job its key already names, if any. */
-function differingField(existing: JobRow, wanted: NewJob): string | undefined {
+/**
+ * The first field in which a repeated request differs from the job its key already names, if any.
+ * Max attempts counts only when the request gives it: otherwise it is resolved from the endpoint,
+ * whose setting may have changed since, and the same request would conflict with itself.
+ */
+function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: number | null | undefined): string | undefined {
   if (existing.kind !== wanted.kind) return 'kind';
   if (canonical(existing.input) !== canonical(JSON.parse(wanted.input as string))) return 'input';
   if (!sameTime(existing.run_at, wanted.run_at as Date | null)) return 'runAt';
   if (existing.cron_expression !== (wanted.cron_expression ?? null)) return 'cron.expression';
   if (existing.timezone !== (wanted.timezone ?? null)) return 'cron.timezone';
+  if (existing.name !== (wanted.name ?? null)) return 'name';
+  if (askedMaxAttempts != null && existing.max_attempts !== askedMaxAttempts) return 'maxAttempts';
+  if (existing.lock_key !== (wanted.lock_key ?? null)) return 'lockKey';
+  if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
+  if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
+  if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
+  if (existing.overlap_policy !== (wanted.overlap_policy ?? null)) return 'cron.overlapPolicy';
   return undefined;
 }
 
@@ -208,7 +219,7 @@ export function createJobsService(ctx: ServiceContext) {
         const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
           const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, endpoint.id, key);
           if (!existing) return undefined;
-          const field = differingField(existing, row);
+          const field = differingField(existing, row, input.maxAttempts);
           if (field) {
             throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
               jobId: existing.id,
@@ -257,7 +268,7 @@ export function createJobsService(ctx: ServiceContext) {
     },
 
     /**
-     * Changes a job's name, input (re-validated against the payload spec), max attempts (also
+     * Changes a job's name, input (re-validated against the payload spec; null is {}), max attempts (also
      * for its pending executions), DELAYED `runAt` (moving its not-yet-started execution) or
      * CRON schedule (next fire time recomputed from now).
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
@@ -270,8 +281,10 @@ export function createJobsService(ctx: ServiceContext) {
         const patch: JobPatch = {};
         if (input.name !== undefined) patch.name = input.name;
         if (input.input !== undefined) {
-          await validateInput(trx, actor, endpoint, input.input);
-          patch.input = JSON.stringify(input.input);
+          // null is no input, as in createJob: a job's input is never JSON null (Job.input is non-null).
+          const jobInput = input.input ?? {};
+          await validateInput(trx, actor, endpoint, jobInput);
+          patch.input = JSON.stringify(jobInput);
         }
         if (input.maxAttempts != null) {
           patch.max_attempts = input.maxAttempts;

@@ -4,6 +4,7 @@
  * strictly below that row's (created_at, id) pair, read with full database precision.
  */
 import { sql, type Expression, type SqlBool } from 'kysely';
+import { isUuid } from '../db/repos/scope.js';
 import { ValidationError } from './errors.js';
 import type { PageInput } from './inputs.js';
 
@@ -26,7 +27,8 @@ export function encodeCursor(id: string): string {
 export function decodeCursor(cursor: string): string {
   const text = Buffer.from(cursor, 'base64url').toString('utf8');
   const match = /^v1:([0-9a-f-]{36})$/.exec(text);
-  if (!match) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
+  // The shape alone lets 36 dashes through, which Postgres refuses as a uuid (an internal error).
+  if (!match || !isUuid(match[1]!)) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
   return match[1]!;
 }
 

@@ -75,3 +75,40 @@ describe('triggerJob', () => {
     expect(retry.errors![0]!.extensions).toMatchObject({ code: 'CONFLICT', status: 'CANCELLED' });
   });
 });
+
+describe('retryExecution', () => {
+  it('is LOCK_HELD, naming the holder, when a concurrent transaction takes the lock key between its check and the re-drive', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', lockKey: 'redrive-key' });
+    const failed = (await t.query<{ id: string }>("update executions set status = 'FAILED', finished_at = now() where job_id = $1 returning id", [job.id])).rows[0]!.id;
+    const other = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+
+    // Another transaction takes the key and has not committed yet: the lock check cannot see it,
+    // and the re-drive's update waits on the unique index until it commits.
+    const taker = await t.database.pool.connect();
+    try {
+      await taker.query('begin');
+      const holder = (await taker.query<{ id: string }>(
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, lock_key)
+         select workspace_id, id, endpoint_id, now() + interval '1 day', now() + interval '1 day', 1, 'redrive-key' from jobs where id = $1
+         returning id`,
+        [other.job.id],
+      )).rows[0]!.id;
+      const retry = t.service.retryExecution(t.actor, failed).catch((e) => e);
+      for (let i = 0; ; i++) {
+        const { rows } = await t.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update \"executions\"%'");
+        if (rows.length) break;
+        if (i > 200) throw new Error('the re-drive never waited on the lock key');
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      await taker.query('commit');
+      const error = await retry;
+      expect(error).toMatchObject({ code: 'LOCK_HELD', details: { lockKey: 'redrive-key', holderJobId: other.job.id, holderExecutionId: holder } });
+    } finally {
+      await taker.query('rollback').catch(() => {});
+      taker.release();
+    }
+    expect((await t.query('select status from executions where id = $1', [failed])).rows[0].status).toBe('FAILED');
+    const audit = await t.query("select result_code from audit_log where action = 'execution.retry' and input->>'id' = $1", [failed]);
+    expect(audit.rows).toEqual([{ result_code: 'LOCK_HELD' }]);
+  });
+});

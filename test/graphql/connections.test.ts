@@ -75,6 +75,17 @@ describe('connections', () => {
     expect(big.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['first'] }] });
   });
 
+  it('refuses a forged cursor of the right shape whose id is not a UUID', async () => {
+    // 36 characters of hex digits and dashes pass a shape check, but no row has such an id.
+    for (const forged of ['-'.repeat(36), 'a'.repeat(36)]) {
+      const after = Buffer.from(`v1:${forged}`).toString('base64url');
+      const jobs = await g.gql(JOBS, { after });
+      expect(jobs.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['after'] }] });
+      const executions = await g.gql(`query ($after: String) { executions(after: $after) { nodes { id } } }`, { after });
+      expect(executions.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['after'] }] });
+    }
+  });
+
   it('lists executions by job and status, with attempts and job resolvable', async () => {
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', name: 'with-exec' });
     const res = await g.gql(

@@ -114,6 +114,46 @@ describe('errors over GraphQL', () => {
     }
   });
 
+  it('refuses text and JSON that Postgres cannot store (NUL, lone surrogates) as VALIDATION_FAILED naming the field, and writes nothing', async () => {
+    const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
+    const loggedBefore = g.logged.length;
+    const base = { endpointName: 'tick.tock', kind: 'IMMEDIATE' };
+    const cases: [Record<string, unknown>, (string | number)[]][] = [
+      [{ ...base, name: 'a\u0000b' }, ['name']],
+      [{ ...base, name: 'lone \ud800' }, ['name']],
+      [{ ...base, idempotencyKey: 'k\u0000' }, ['idempotencyKey']],
+      [{ ...base, idempotencyKey: 'k\udc00' }, ['idempotencyKey']],
+      [{ ...base, lockKey: 'lock\u0000' }, ['lockKey']],
+      [{ ...base, endpointName: 'tick.tock\u0000' }, ['endpointName']],
+      [{ ...base, input: { note: 'x\u0000y' } }, ['input', 'note']],
+      [{ ...base, input: { list: ['ok', 'lone \ud83d'] } }, ['input', 'list', 1]],
+      [{ ...base, input: { 'key\u0000': 1 } }, ['input', 'key\u0000']],
+    ];
+    for (const [input, path] of cases) {
+      const res = await g.gql(CREATE_JOB, { input });
+      expect(res.errors?.[0]?.extensions, JSON.stringify(input)).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path }] });
+    }
+    const endpoint = await g.gql(`query ($name: String) { endpoint(name: $name) { id } }`, { name: 'tick\u0000' });
+    expect(endpoint.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['name'] }] });
+    expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(jobsBefore);
+    expect(g.logged.slice(loggedBefore).filter((l) => l.includes('unexpected error'))).toEqual([]);
+  });
+
+  it('refuses JSON input nested too deep or holding a number JSON cannot carry, instead of failing or storing null', async () => {
+    const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
+    const raw = async (inputJson: string) => {
+      const body = `{"query":${JSON.stringify(CREATE_JOB)},"variables":{"input":{"endpointName":"tick.tock","kind":"IMMEDIATE","input":${inputJson}}}}`;
+      const res = await g.yoga.fetch('http://jobgate.test/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      return (await res.json()) as { errors?: { extensions?: Record<string, any> }[] };
+    };
+    const deep = await raw(`${'['.repeat(10_000)}1${']'.repeat(10_000)}`);
+    expect(deep.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['input'] }] });
+    // 1e400 parses to Infinity, which JSON.stringify would have written as null.
+    const huge = await raw('{"amount": 1e400}');
+    expect(huge.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['input', 'amount'] }] });
+    expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(jobsBefore);
+  });
+
     it('refuses a DateTime that is not ISO-8601 before any resolver runs', async () => {
     const res = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'DELAYED', runAt: 'tomorrow' } });
     expect(res.errors![0]!.message).toMatch(/ISO-8601/);

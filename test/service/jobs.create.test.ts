@@ -116,6 +116,39 @@ describe('createJob', () => {
     expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(before);
   });
 
+  it('is CONFLICT, naming the field, when a key is reused with a different name, max attempts, lock key or schedule', async () => {
+    const plain = { endpointName: 'plain.task', kind: 'IMMEDIATE' as const, idempotencyKey: 'opts-1', name: 'n', maxAttempts: 3, lockKey: 'opts-lock' };
+    const first = await t.service.createJob(t.actor, plain);
+    for (const [change, field] of [
+      [{ name: 'other' }, 'name'],
+      [{ maxAttempts: 4 }, 'maxAttempts'],
+      [{ lockKey: 'another-lock' }, 'lockKey'],
+      [{ lockKey: null }, 'lockKey'],
+    ] as const) {
+      const error = await t.service.createJob(t.actor, { ...plain, ...change }).catch((e) => e);
+      expect(error, field).toMatchObject({ code: 'CONFLICT', details: { field, jobId: first.job.id } });
+    }
+    // Leaving out maxAttempts is not a different request: it was resolved, not asked for.
+    const { maxAttempts: _omitted, ...withoutMax } = plain;
+    expect((await t.service.createJob(t.actor, withoutMax)).created).toBe(false);
+
+    const cron = { expression: '0 * * * *', startsAt: new Date('2031-01-01T00:00:00Z'), endsAt: new Date('2032-01-01T00:00:00Z') };
+    const scheduled = { endpointName: 'plain.task', kind: 'CRON' as const, idempotencyKey: 'opts-2', cron };
+    await t.service.createJob(t.actor, scheduled);
+    for (const [change, field] of [
+      [{ startsAt: new Date('2031-02-01T00:00:00Z') }, 'cron.startsAt'],
+      [{ endsAt: null }, 'cron.endsAt'],
+      [{ misfirePolicy: 'SKIP' }, 'cron.misfirePolicy'],
+      [{ overlapPolicy: 'ALLOW' }, 'cron.overlapPolicy'],
+    ] as const) {
+      const error = await t.service.createJob(t.actor, { ...scheduled, cron: { ...cron, ...change } }).catch((e) => e);
+      expect(error, field).toMatchObject({ code: 'CONFLICT', details: { field } });
+    }
+    // The defaults, spelt out, are the same request.
+    const spelt = { ...cron, timezone: 'UTC', misfirePolicy: 'FIRE_LATEST' as const, overlapPolicy: 'SKIP' as const };
+    expect((await t.service.createJob(t.actor, { ...scheduled, cron: spelt })).created).toBe(false);
+  });
+
   it('scopes idempotency keys per endpoint', async () => {
     const a = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, idempotencyKey: 'shared' });
     const b = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', idempotencyKey: 'shared' });
@@ -202,6 +235,49 @@ describe('createJob', () => {
     const ep = await t.service.registerEndpoint(t.actor, { name: 'old.target', kind: 'HANDLER', handlerName: 'old' });
     await t.service.archiveEndpoint(t.actor, ep.id);
     expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' }))).toBe('ARCHIVED');
+  });
+
+  it('refuses text Postgres cannot store, and still records the refusal in the audit log', async () => {
+    const name = 'nul\u0000name';
+    const error = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', name }).catch((e) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).issues.map((i) => i.path)).toEqual([['name']]);
+    const { rows } = await t.query(
+      "select result_code, input->>'name' as name from audit_log where action = 'job.create' order by id desc limit 1",
+    );
+    // Stored with the NUL replaced: the refused input is on record, as close to what was sent as Postgres allows.
+    expect(rows).toEqual([{ result_code: 'VALIDATION_FAILED', name: 'nul\ufffdname' }]);
+  });
+
+  it('refuses input that is not JSON (a bigint, a cycle, nesting 10,000 deep) as VALIDATION_FAILED, and audits each refusal', async () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    let deep: unknown = 1;
+    for (let i = 0; i < 10_000; i++) deep = [deep];
+    const inputs = [{ n: 10n }, cyclic, deep];
+    for (const [i, input] of inputs.entries()) {
+      const name = `not-json-${i}`;
+      expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', name, input }))).toBe('VALIDATION_FAILED');
+      const { rows } = await t.query("select result_code from audit_log where action = 'job.create' and input->>'name' = $1", [name]);
+      expect(rows, name).toEqual([{ result_code: 'VALIDATION_FAILED' }]);
+    }
+  });
+
+  it('refuses a date before the earliest Postgres can store (4714 BC) as VALIDATION_FAILED naming the field', async () => {
+    const earliest = new Date('-004713-11-24T00:00:00.000Z');
+    const before = new Date(earliest.getTime() - 1);
+    for (const runAt of [before, new Date(-8.64e15), '-010000-01-01T00:00:00Z']) {
+      const error = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'DELAYED', runAt }).catch((e) => e);
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).issues.map((i) => i.path)).toEqual([['runAt']]);
+    }
+    const cron = await t.service
+      .createJob(t.actor, { endpointName: 'plain.task', kind: 'CRON', cron: { expression: '0 * * * *', startsAt: before } })
+      .catch((e) => e);
+    expect((cron as ValidationError).issues.map((i) => i.path)).toEqual([['cron', 'startsAt']]);
+    // The earliest instant itself is storable: a DELAYED job that long overdue simply runs now.
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'DELAYED', runAt: earliest });
+    expect(job.runAt?.toISOString()).toBe(earliest.toISOString());
   });
 
   it('commits the job and its first execution together or not at all', async () => {

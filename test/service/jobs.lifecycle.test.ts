@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway } from '../support/graphql.js';
 
 let t: TestDb;
 let endpointId: string;
@@ -71,6 +72,16 @@ describe('updateJob', () => {
     expect(updated).toMatchObject({ input: { a: 2 }, name: 'renamed', maxAttempts: 9 });
     const { rows } = await t.query('select max_attempts from executions where job_id = $1', [job.id]);
     expect(rows[0].max_attempts).toBe(9);
+  });
+
+  it('treats an explicit null input as no input ({}), as createJob does, so the job stays readable', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: { a: 1 } });
+    expect((await t.service.updateJob(t.actor, { id: job.id, input: null })).input).toEqual({});
+    expect((await t.query('select input from jobs where id = $1', [job.id])).rows[0].input).toEqual({});
+    // Job.input is non-null: a stored JSON null answered the client an internal error for a committed change.
+    const g = createTestGateway(t);
+    const res = await g.gql(`mutation ($input: UpdateJobInput!) { updateJob(input: $input) { input } }`, { input: { id: job.id, input: null } });
+    expect(res).toEqual({ data: { updateJob: { input: {} } } });
   });
 
   it('moves a DELAYED job and its pending execution to the new runAt', async () => {
