@@ -9,6 +9,7 @@ import { isUuid, scoped } from '../db/repos/scope.js';
 import type { Actor, Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
+import { text } from './inputs.js';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
 import { hashApiKey, newApiKey } from './secrets.js';
@@ -84,7 +85,7 @@ export class UnauthenticatedError extends DomainError {
 }
 
 export const createApiKeySchema = z.object({
-  name: z.string().min(1).max(200),
+  name: text().min(1).max(200),
   role: z.enum(['ADMIN', 'OPERATOR', 'VIEWER']),
   installationAdmin: z.boolean().nullish(),
 });
@@ -92,16 +93,16 @@ export type CreateApiKeyInput = z.input<typeof createApiKeySchema>;
 
 export const createWorkspaceSchema = z.object({
   slug: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and -, up to 63 characters'),
-  name: z.string().min(1).max(200),
+  name: text().min(1).max(200),
 });
 export type CreateWorkspaceInput = z.input<typeof createWorkspaceSchema>;
 
 export const auditFilterSchema = z.object({
-  action: z.string().max(100).nullish(),
-  targetId: z.string().max(100).nullish(),
-  resultCode: z.string().max(100).nullish(),
+  action: text().max(100).nullish(),
+  targetId: text().max(100).nullish(),
+  resultCode: text().max(100).nullish(),
   first: z.number().int().min(1).max(200).nullish(),
-  after: z.string().max(100).nullish(),
+  after: text().max(100).nullish(),
 });
 export type AuditFilter = z.input<typeof auditFilterSchema>;
 

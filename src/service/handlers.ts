@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
+import { text } from './inputs.js';
 import { scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { mutate } from './audit.js';
@@ -86,7 +87,7 @@ export interface HandlerInfo {
 
 export const handlerFilterSchema = z.object({
   kind: z.enum(['HANDLER', 'RECOVERABLE', 'INTERVAL']).nullish(),
-  name: z.string().max(200).nullish(),
+  name: text().max(200).nullish(),
 });
 export type HandlerFilter = z.input<typeof handlerFilterSchema>;
 

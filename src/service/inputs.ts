@@ -12,6 +12,10 @@ import { z } from 'zod';
 export const ENDPOINT_NAME = /^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$/;
 const CONFIG_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+// A field value (RFC 9110 §5.5): no line breaks or other control characters, nothing past U+00FF.
+// Refused when the endpoint is registered, so that no delivery fails on the endpoint's own value.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const HEADER_VALUE_MESSAGE = 'is not a valid header value: no line breaks or control characters, nothing beyond U+00FF';
 
 // Postgres text and jsonb refuse U+0000, and a UTF-16 surrogate without its pair is no
 // character at all (jsonb refuses its escape; text would silently store U+FFFD, so two different
@@ -96,7 +100,7 @@ export const pageSchema = z.object({
 export type PageInput = z.input<typeof pageSchema>;
 
 const headersSchema = z
-  .record(text().regex(HEADER_NAME, 'is not a valid header name').max(256), text().max(8192))
+  .record(text().regex(HEADER_NAME, 'is not a valid header name').max(256), text().max(8192).regex(HEADER_VALUE, HEADER_VALUE_MESSAGE))
   .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers');
 
 const httpUrl = text()

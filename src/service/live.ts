@@ -12,7 +12,7 @@ import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { CursorExpiredError, NotFoundError } from './errors.js';
 import { findRun } from './runs.js';
-import { idSchema } from './inputs.js';
+import { idSchema, text } from './inputs.js';
 
 /** An event id as a decimal string (a bigint does not fit GraphQL's Int). */
 export const eventCursorSchema = z.string().regex(/^\d{1,18}$/, 'is not a cursor of this stream: pass the `cursor` (or finding `id`) of the last item you received');
@@ -20,7 +20,7 @@ export const eventCursorSchema = z.string().regex(/^\d{1,18}$/, 'is not a cursor
 export const eventStreamSchema = z.object({
   jobId: idSchema.nullish(),
   endpointId: idSchema.nullish(),
-  name: z.string().min(1).max(200).nullish(),
+  name: text().min(1).max(200).nullish(),
   after: eventCursorSchema.nullish(),
 });
 export type EventStreamInput = z.input<typeof eventStreamSchema>;

@@ -9,7 +9,7 @@ import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
-import { pageSchema, type PageInput } from './inputs.js';
+import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
 import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
@@ -115,17 +115,23 @@ export const toFinding = (r: { id: string | number; run_id: string; kind: string
 
 export const triggerRunSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
-  params: z.unknown().optional(),
+  params: jsonValue().optional(),
 });
 export type TriggerRunInput = z.input<typeof triggerRunSchema>;
 
 export const findingFilterSchema = z.object({
-  kind: z.string().max(200).nullish(),
+  kind: text().max(200).nullish(),
   severity: z.enum(['INFO', 'WARNING', 'ERROR', 'DATA_LOSS']).nullish(),
   first: z.number().int().min(1).max(500).nullish(),
-  after: z.string().max(100).nullish(),
+  after: text().max(100).nullish(),
 });
 export type FindingFilter = z.input<typeof findingFilterSchema>;
+
+export const runFilterSchema = z.object({
+  name: text().max(200).nullish(),
+  status: z.enum(['RUNNING', 'CANCEL_REQUESTED', 'PAUSED', 'COMPLETED', 'FAILED'] satisfies RunStatus[]).nullish(),
+});
+export type RunFilter = z.input<typeof runFilterSchema>;
 
 export interface TriggerRunResult {
   run: Run;
@@ -227,7 +233,8 @@ export function createRunsService(ctx: ServiceContext) {
      * Runs, newest first, by name and/or status, a page at a time. Throws VALIDATION_FAILED (a
      * cursor this list did not issue, a page size out of range).
      */
-    async runConnection(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}, rawPage: PageInput = {}): Promise<Connection<Run>> {
+    async runConnection(actor: Actor, rawFilter: RunFilter = {}, rawPage: PageInput = {}): Promise<Connection<Run>> {
+      const filter = parseInput(runFilterSchema, rawFilter);
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const ws = scoped(actor.workspaceId);

@@ -139,6 +139,37 @@ describe('errors over GraphQL', () => {
     expect(g.logged.slice(loggedBefore).filter((l) => l.includes('unexpected error'))).toEqual([]);
   });
 
+  it('refuses NUL in the other text arguments too (runs, audit log, handlers, keys, run params), and header values no request could carry, writing nothing', async () => {
+    const keysBefore = (await t.query('select count(*)::int as n from api_keys')).rows[0].n;
+    const endpointsBefore = (await t.query('select count(*)::int as n from endpoints')).rows[0].n;
+    const loggedBefore = g.logged.length;
+    const cases: [string, Record<string, unknown>, (string | number)[]][] = [
+      ['query ($v: String) { runConnection(name: $v) { edges { node { id } } } }', { v: 'scan\u0000' }, ['name']],
+      ['query ($v: String) { auditLog(action: $v) { nextCursor } }', { v: 'job.create\u0000' }, ['action']],
+      ['query ($v: String) { auditLog(targetId: $v) { nextCursor } }', { v: 'x\u0000' }, ['targetId']],
+      ['query ($v: String) { handlers(name: $v) { name } }', { v: 'noop\u0000' }, ['name']],
+      ['mutation ($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }', { input: { name: 'ci\u0000', role: 'VIEWER' } }, ['name']],
+      ['mutation ($input: TriggerRunInput!) { triggerRun(input: $input) { outcome } }', { input: { name: 'scan', params: { path: '/a\u0000' } } }, ['params', 'path']],
+      [
+        'mutation ($input: RegisterEndpointInput!) { registerEndpoint(input: $input) { id } }',
+        { input: { name: 'headers.bad', kind: 'HTTP', url: 'https://example.com/x', headers: { 'x-note': 'a\r\nx-admin: yes' } } },
+        ['headers', 'x-note'],
+      ],
+      [
+        'mutation ($input: RegisterEndpointInput!) { registerEndpoint(input: $input) { id } }',
+        { input: { name: 'headers.wide', kind: 'HTTP', url: 'https://example.com/x', headers: { 'x-note': '李雷' } } },
+        ['headers', 'x-note'],
+      ],
+    ];
+    for (const [query, variables, path] of cases) {
+      const res = await g.gql(query, variables);
+      expect(res.errors?.[0]?.extensions, query).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path }] });
+    }
+    expect((await t.query('select count(*)::int as n from api_keys')).rows[0].n).toBe(keysBefore);
+    expect((await t.query('select count(*)::int as n from endpoints')).rows[0].n).toBe(endpointsBefore);
+    expect(g.logged.slice(loggedBefore).filter((l) => l.includes('unexpected error'))).toEqual([]);
+  });
+
   it('refuses JSON input nested too deep or holding a number JSON cannot carry, instead of failing or storing null', async () => {
     const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
     const raw = async (inputJson: string) => {
