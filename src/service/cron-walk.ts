@@ -222,7 +222,13 @@ export function nextFireAfter(spec: CronSpec, tz: string, after: number): number
       continue;
     }
     const fire = firesOfDay(spec, tz, y, mo, d).find((t) => t > after);
-    if (fire !== undefined) return fire;
+    if (fire === undefined) continue;
+    // A fall-back just after midnight (00:01 in St John's until 2011) repeats the end of this
+    // day after the start of the next: the next day's first fire can come before this one.
+    const next = new Date(day + DAY);
+    const [ny, nmo, nd] = [next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate()];
+    const early = dayMatches(spec, ny, nmo, nd) ? firesOfDay(spec, tz, ny, nmo, nd).find((t) => t > after) : undefined;
+    return early !== undefined && early < fire ? early : fire;
   }
   return null;
 }
