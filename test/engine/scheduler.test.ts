@@ -217,6 +217,22 @@ describe('cron scheduler', () => {
     await t.query(`update jobs set timezone = 'UTC' where id = $1`, [bad]);
   });
 
+  it('after a schedule error clears, fires the next real occurrence, not the minute it retried at', async () => {
+    const c = clockAt('2026-09-02T10:00:00Z');
+    const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/5 * * * *', overlapPolicy: 'ALLOW' } });
+    await t.query(`update jobs set timezone = 'Gone/Nowhere' where id = $1`, [job.id]);
+    const s = c.scheduler();
+    c.set('2026-09-02T10:05:00Z');
+    expect((await s.tick()).errors).toBe(1); // retried at 10:06
+    await t.query(`update jobs set timezone = 'UTC' where id = $1`, [job.id]);
+    c.set('2026-09-02T10:06:00Z');
+    await s.tick();
+    c.set('2026-09-02T10:10:00Z');
+    await s.tick();
+    expect(await firedOf(job.id)).toEqual(['2026-09-02T10:10:00.000Z']);
+    expect((await t.service.job(t.actor, job.id)).cron!.scheduleError).toBeNull();
+  });
+
   it('fires nothing for a paused job, and continues from now with no backlog on resume', async () => {
     const c = clockAt('2026-10-01T10:00:00Z');
     const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/10 * * * *', misfirePolicy: 'FIRE_ALL' } });
