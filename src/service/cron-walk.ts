@@ -156,6 +156,25 @@ function dayMatches(spec: CronSpec, y: number, mo: number, d: number): boolean {
   return spec.bothDaysMustMatch ? dom && dow : dom || dow;
 }
 
+/**
+ * Whether any date matches the day fields. Every matching date fires (a skipped wall time fires
+ * shifted), and the Gregorian calendar repeats every 400 years, a whole number of weeks, so one
+ * cycle decides it.
+ */
+export function everFires(spec: CronSpec): boolean {
+  for (let day = Date.UTC(2000, 0, 1); day < Date.UTC(2400, 0, 1); day += DAY) {
+    const date = new Date(day);
+    const y = date.getUTCFullYear();
+    const mo = date.getUTCMonth() + 1;
+    if (!spec.months.has(mo)) {
+      day = Date.UTC(y, mo, 1) - DAY;
+      continue;
+    }
+    if (dayMatches(spec, y, mo, date.getUTCDate())) return true;
+  }
+  return false;
+}
+
 /** Every fire instant of one local day, ascending, without duplicates. */
 function firesOfDay(spec: CronSpec, tz: string, y: number, mo: number, d: number): number[] {
   const segments = segmentsOfDay(tz, y, mo, d);
@@ -203,7 +222,13 @@ export function nextFireAfter(spec: CronSpec, tz: string, after: number): number
       continue;
     }
     const fire = firesOfDay(spec, tz, y, mo, d).find((t) => t > after);
-    if (fire !== undefined) return fire;
+    if (fire === undefined) continue;
+    // A fall-back just after midnight (00:01 in St John's until 2011) repeats the end of this
+    // day after the start of the next: the next day's first fire can come before this one.
+    const next = new Date(day + DAY);
+    const [ny, nmo, nd] = [next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate()];
+    const early = dayMatches(spec, ny, nmo, nd) ? firesOfDay(spec, tz, ny, nmo, nd).find((t) => t > after) : undefined;
+    return early !== undefined && early < fire ? early : fire;
   }
   return null;
 }

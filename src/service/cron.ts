@@ -5,11 +5,11 @@
  *
  * Validation names the offending cron field, so a frontend can point at it. cron-parser parses;
  * fire times come from the walk in cron-walk.ts (its DST rules are written there), which is
- * what both `cronPreview` and the scheduler use. The non-standard `L`, `W`, `#` and `?` are
- * refused.
+ * what both `cronPreview` and the scheduler use. The non-standard `L`, `W`, `#`, `?` and `H` are
+ * refused, and so is an expression no date satisfies.
  */
 import { CronExpressionParser } from 'cron-parser';
-import { compileCron, nextFireAfter, type CronSpec } from './cron-walk.js';
+import { compileCron, everFires, nextFireAfter, type CronSpec } from './cron-walk.js';
 import { ValidationError } from './errors.js';
 
 const FIELD_NAMES = ['minute', 'hour', 'day-of-month', 'month', 'day-of-week'] as const;
@@ -46,6 +46,11 @@ export function normalizeCron(expression: string, path: (string | number)[] = ['
     if (nonStandard.test(field)) {
       throw ValidationError.at(path, `${FIELD_NAMES[i]} field "${field}": L, W, # and ? are not supported (standard crontab syntax only)`);
     }
+    // cron-parser reads H as a value drawn at random on each parse: every process, and every
+    // preview, would fire at its own time. The lookbehind spares the day name "thu".
+    if (/(?<![a-z])h/i.test(field)) {
+      throw ValidationError.at(path, `${FIELD_NAMES[i]} field "${field}": H (a hashed, random value) is not supported (standard crontab syntax only)`);
+    }
     const probe = FIELD_NAMES.map((_, j) => (j === i ? field : '*')).join(' ');
     try {
       CronExpressionParser.parse(probe, { tz: 'UTC' });
@@ -58,6 +63,14 @@ export function normalizeCron(expression: string, path: (string | number)[] = ['
     CronExpressionParser.parse(normalized, { tz: 'UTC' });
   } catch (error) {
     throw ValidationError.at(path, (error as Error).message);
+  }
+  // cron-parser refuses 30 February only when day-of-week is '*'; '*/1' makes the days AND too.
+  if (!everFires(specOf(normalized))) {
+    throw ValidationError.at(
+      path,
+      `never fires: no date has day-of-month "${fields[2]}" in month "${fields[3]}" on day-of-week "${fields[4]}"` +
+        ' (when either day field starts with "*", both must match)',
+    );
   }
   return normalized;
 }

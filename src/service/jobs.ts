@@ -270,7 +270,8 @@ export function createJobsService(ctx: ServiceContext) {
     /**
      * Changes a job's name, input (re-validated against the payload spec; null is {}), max attempts (also
      * for its pending executions), DELAYED `runAt` (moving its not-yet-started execution) or
-     * CRON schedule (next fire time recomputed from now).
+     * CRON schedule (next fire time recomputed from now when the expression, zone or start
+     * changes; a change of policies or end keeps a due occurrence).
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
      */
     async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
@@ -314,7 +315,14 @@ export function createJobsService(ctx: ServiceContext) {
           if (merged.starts_at && merged.ends_at && merged.ends_at <= merged.starts_at) {
             throw ValidationError.at(['cron', 'endsAt'], 'must be after startsAt');
           }
-          if (job.status === 'ACTIVE') patch.next_fire_at = nextFire(merged, await ctx.now(trx));
+          if (job.status === 'ACTIVE') {
+            const rescheduled =
+              merged.cron_expression !== job.cron_expression || merged.timezone !== job.timezone || !sameTime(merged.starts_at, job.starts_at);
+            // Same fire times: keep the stored next one, which may be due right now or a backlog
+            // the misfire policy is to handle; recomputing from now would drop it.
+            if (rescheduled || !job.next_fire_at) patch.next_fire_at = nextFire(merged, await ctx.now(trx));
+            else if (merged.ends_at && job.next_fire_at >= merged.ends_at) patch.next_fire_at = null;
+          }
         }
         return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
       });

@@ -217,6 +217,40 @@ describe('cron scheduler', () => {
     await t.query(`update jobs set timezone = 'UTC' where id = $1`, [bad]);
   });
 
+  it('after a schedule error clears, fires the next real occurrence, not the minute it retried at', async () => {
+    const c = clockAt('2026-09-02T10:00:00Z');
+    const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/5 * * * *', overlapPolicy: 'ALLOW' } });
+    await t.query(`update jobs set timezone = 'Gone/Nowhere' where id = $1`, [job.id]);
+    const s = c.scheduler();
+    c.set('2026-09-02T10:05:00Z');
+    expect((await s.tick()).errors).toBe(1); // retried at 10:06
+    await t.query(`update jobs set timezone = 'UTC' where id = $1`, [job.id]);
+    c.set('2026-09-02T10:06:00Z');
+    await s.tick();
+    c.set('2026-09-02T10:10:00Z');
+    await s.tick();
+    expect(await firedOf(job.id)).toEqual(['2026-09-02T10:10:00.000Z']);
+    expect((await t.service.job(t.actor, job.id)).cron!.scheduleError).toBeNull();
+  });
+
+  it('keeps a due occurrence when an update changes only the policies or the end', async () => {
+    const c = clockAt('2026-09-03T10:00:30Z');
+    const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 * * * *', misfirePolicy: 'FIRE_LATEST' } });
+    c.set('2026-09-03T11:00:20Z'); // 11:00 is due; no scheduler has passed yet
+    await c.service.updateJob(t.actor, { id: job.id, cron: { overlapPolicy: 'ALLOW', endsAt: new Date('2026-12-01T00:00:00Z') } });
+    await c.scheduler().tick();
+    expect(await firedOf(job.id)).toEqual(['2026-09-03T11:00:00.000Z']);
+    // A changed expression is a new schedule, from now.
+    c.set('2026-09-03T12:00:10Z');
+    const moved = await c.service.updateJob(t.actor, { id: job.id, cron: { expression: '30 * * * *' } });
+    expect(moved.cron!.nextFireAt!.toISOString()).toBe('2026-09-03T12:30:00.000Z');
+    // An end moved before the next occurrence ends the schedule; moved back, it resumes from now.
+    const ended = await c.service.updateJob(t.actor, { id: job.id, cron: { endsAt: new Date('2026-09-03T12:20:00Z') } });
+    expect(ended.cron!.nextFireAt).toBeNull();
+    const reopened = await c.service.updateJob(t.actor, { id: job.id, cron: { endsAt: null } });
+    expect(reopened.cron!.nextFireAt!.toISOString()).toBe('2026-09-03T12:30:00.000Z');
+  });
+
   it('fires nothing for a paused job, and continues from now with no backlog on resume', async () => {
     const c = clockAt('2026-10-01T10:00:00Z');
     const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/10 * * * *', misfirePolicy: 'FIRE_ALL' } });

@@ -113,6 +113,26 @@ describe('cron fire times across DST, against a brute-force walk', () => {
     });
   }
 
+  it("keeps real cadence through a fall-back at 00:01, which repeats the end of the previous day (St John's until 2011)", () => {
+    // 00:01 NDT became 23:01 NST: 00:00 NDT on the 7th comes before 23:15 NST on the 6th.
+    const got = nextOccurrences('*/15 * * * *', 'America/St_Johns', new Date('2010-11-07T01:59:00Z'), 6).map((d) => d.toISOString());
+    expect(got).toEqual([
+      '2010-11-07T02:00:00.000Z', // 23:30 NDT
+      '2010-11-07T02:15:00.000Z', // 23:45 NDT
+      '2010-11-07T02:30:00.000Z', // 00:00 NDT
+      '2010-11-07T02:45:00.000Z', // 23:15 NST
+      '2010-11-07T03:00:00.000Z', // 23:30 NST
+      '2010-11-07T03:15:00.000Z', // 23:45 NST
+    ]);
+    const from = Date.UTC(2010, 10, 5);
+    const to = Date.UTC(2010, 10, 9);
+    for (const expr of EXPRESSIONS) {
+      const expected = bruteForce(expr, 'America/St_Johns', from, to).map((t) => new Date(t).toISOString());
+      const walked = nextOccurrences(normalizeCron(expr), 'America/St_Johns', new Date(from - 1), 10_000, new Date(to)).map((d) => d.toISOString());
+      expect(walked, expr).toEqual(expected);
+    }
+  });
+
   it('shifts a skipped 02:30 by the gap in New York and fires it once that day', () => {
     const got = nextOccurrences('30 2 * * *', 'America/New_York', new Date('2026-03-07T12:00:00Z'), 3).map((d) => d.toISOString());
     // 02:30 EST on the 7th, 03:30 EDT on the 8th (02:30 does not exist), 02:30 EDT on the 9th.

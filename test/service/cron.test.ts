@@ -22,6 +22,26 @@ describe('cron expressions', () => {
     expect(messageOf('* * * *')).toMatch(/5 fields/);
   });
 
+  it('refuses the random H of Jenkins-style crontabs, which would pick a different time in every process', () => {
+    expect(messageOf('H * * * *')).toMatch(/^minute field "H": .*not supported/);
+    expect(messageOf('0 H(0-5) * * *')).toMatch(/^hour field "H\(0-5\)"/);
+    expect(messageOf('0 0 H * *')).toMatch(/^day-of-month field "H"/);
+    expect(messageOf('0 0 * H *')).toMatch(/^month field "H"/);
+    expect(messageOf('H/5 * * * thu')).toMatch(/^minute field "H\/5"/);
+    expect(messageOf('0 0 * * H')).toMatch(/^day-of-week field "H"/);
+    // Day names are not H.
+    expect(normalizeCron('0 9 * * thu')).toBe('0 9 * * thu');
+  });
+
+  it('refuses an expression that never fires, naming the fields that cannot meet', () => {
+    // Day-of-week "*/1" starts with '*', so both day fields must match: 30 February never comes.
+    expect(messageOf('0 0 30 2 */1')).toMatch(/never fires/);
+    expect(messageOf('0 0 31 4,6 */2')).toMatch(/never fires/);
+    // A restricted day of week rescues it (either field matching fires).
+    expect(normalizeCron('0 0 30 2 1')).toBe('0 0 30 2 1');
+    expect(nextOccurrences('0 0 30 2 1', 'UTC', new Date('2026-01-01T00:00:00Z'), 1)[0]!.toISOString()).toBe('2026-02-02T00:00:00.000Z');
+  });
+
   it('accepts nicknames and normalises whitespace', () => {
     expect(normalizeCron('@daily')).toBe('0 0 * * *');
     expect(normalizeCron('  */5   *  * * *  ')).toBe('*/5 * * * *');

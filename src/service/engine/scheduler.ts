@@ -68,6 +68,8 @@ interface DueJob {
   next_fire_at: Date;
   seen: string;
   misfire_policy: 'FIRE_LATEST' | 'SKIP' | 'FIRE_ALL';
+  /** The last pass could not compute the schedule: next_fire_at is its retry time, not an occurrence. */
+  retrying: boolean;
   overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW';
   max_attempts: number;
   lock_key: string | null;
@@ -81,6 +83,7 @@ select j.id, j.workspace_id, j.endpoint_id, j.cron_expression, j.timezone, j.end
        -- Exact, for the compare-and-set: a JS Date would drop the microseconds.
        j.next_fire_at::text as seen,
        j.misfire_policy, j.overlap_policy, j.max_attempts, j.lock_key,
+       j.schedule_error is not null as retrying,
        live.id as live_id, live.status as live_status, live.created_at as live_since
 from jobs j
 left join lateral (
@@ -143,7 +146,7 @@ export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
     const spec = specOf(job.cron_expression);
     const end = job.ends_at?.getTime() ?? Infinity;
     const due: number[] = [];
-    let t: number | null = job.next_fire_at.getTime();
+    let t: number | null = job.retrying ? nextFireAfter(spec, job.timezone, job.next_fire_at.getTime() - 1) : job.next_fire_at.getTime();
     let total = 0;
     let walked = 0;
     while (t !== null && t <= now.getTime() && t < end) {
