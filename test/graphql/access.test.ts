@@ -154,6 +154,26 @@ describe('roles', () => {
     expect(code(await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "fake.reaper", kind: HANDLER, handlerName: "jobgate.reaper" }) { id } }'))).toBe('VALIDATION_FAILED');
   });
 
+  it("keeps an OPERATOR from re-aiming its own endpoint once an ADMIN wired another key's secrets into it", async () => {
+    const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
+    const cfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.wired", entries: [{ key: "token", value: "wired-s3cret-value", secret: true }] }) { id } }');
+    const ep = await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "op.wired", kind: HTTP, url: "https://partner.example/hook" }) { id } }');
+    const id = ep.body.data.registerEndpoint.id as string;
+    // The ADMIN gives the operator's endpoint the secret it needs, for the url it was registered with.
+    const wire = await gql(keys.ADMIN, 'mutation ($id: ID!, $c: ID) { updateEndpoint(input: { id: $id, configId: $c, headers: { authorization: "Bearer {{config.token}}" } }) { id } }', {
+      id,
+      c: cfg.body.data.setConfig.id,
+    });
+    expect(wire.body.errors).toBeUndefined();
+    // Sending that secret somewhere else is as good as reading it.
+    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, url: "https://attacker.example/" }) { id } }', { id }))).toBe('FORBIDDEN');
+    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, headers: { x: "{{config.token}}" } }) { id } }', { id }))).toBe('FORBIDDEN');
+    const { rows } = await t.query('select url, headers from endpoints where id = $1', [id]);
+    expect(rows[0]).toEqual({ url: 'https://partner.example/hook', headers: { authorization: 'Bearer {{config.token}}' } });
+    // What does not change where or what it sends stays the operator's to change.
+    expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "mine" }) { description } }', { id })).body.data.updateEndpoint.description).toBe('mine');
+  });
+
   it('lets an installation admin create a workspace, which gets its own admin key and reaper', async () => {
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin', true)).key;
     const res = await gql(root, 'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }');
