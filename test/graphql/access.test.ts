@@ -185,6 +185,40 @@ describe('roles', () => {
   });
 });
 
+describe('installation details', () => {
+  it("shows a workspace's keys neither where workers run nor handler error text, in triggerHandler's answer and its CONFLICT either", async () => {
+    const worker = 'build-host-7.internal:4242:a1b2c3';
+    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ($1, 'build-host-7.internal', 4242, 600000, '[{"kind":"INTERVAL","name":"nightly.sweep","everyMs":60000}]')`, [worker]);
+    await t.query(
+      `insert into interval_handlers (name, every_ms, next_due_at, last_status, last_cause, last_error, last_started_at, last_finished_at)
+       values ('nightly.sweep', 60000, now() + interval '1 hour', 'ERROR', 'HANDLER', 'boom at row 17 of acme.invoices', now(), now())`,
+    );
+    const fields = 'kind name workers { id host pid } lastOutcome { status message } interval { runningOn }';
+    const leaks = (body: unknown) => {
+      const text = JSON.stringify(body);
+      return ['build-host-7', '4242', 'acme.invoices'].filter((s) => text.includes(s));
+    };
+    const listed = await gql(keys.ADMIN, `{ handlers(name: "nightly.sweep") { ${fields} } }`);
+    expect(listed.body.data.handlers).toHaveLength(1);
+    expect(leaks(listed.body)).toEqual([]);
+    const triggered = await gql(keys.ADMIN, `mutation { triggerHandler(input: { name: "nightly.sweep" }) { outcome handler { ${fields} } } }`);
+    expect(triggered.body.data.triggerHandler.outcome).toBe('DUE_NOW');
+    expect(leaks(triggered.body)).toEqual([]);
+    // While it runs, the refusal names the worker as the catalogue does.
+    await t.query(`update interval_handlers set owner = $1, run_started_at = now() where name = 'nightly.sweep'`, [worker]);
+    const refused = await gql(keys.ADMIN, 'mutation { triggerHandler(input: { name: "nightly.sweep" }) { outcome } }');
+    expect(refused.body.errors![0]!.extensions.code).toBe('CONFLICT');
+    expect(leaks(refused.body)).toEqual([]);
+    expect(refused.body.errors![0]!.extensions.runningOn).toBe(listed.body.data.handlers[0].workers[0].id);
+    // An installation admin sees the machines.
+    const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin for details', true)).key;
+    const full = await gql(root, `mutation { triggerHandler(input: { name: "nightly.sweep", force: true }) { outcome handler { ${fields} } } }`);
+    expect(full.body.data.triggerHandler.handler.workers[0]).toEqual({ id: worker, host: 'build-host-7.internal', pid: 4242 });
+    expect(full.body.data.triggerHandler.handler.lastOutcome.message).toBe('boom at row 17 of acme.invoices');
+    await t.query(`delete from workers where id = $1`, [worker]);
+  });
+});
+
 describe('secrets', () => {
   it('never returns, logs or audits a signing secret or a secret config value, and stores them encrypted', async () => {
     await gql(keys.ADMIN, `mutation ($s: String) { registerEndpoint(input: { name: "secret.hook", kind: HTTP, url: "https://example.com/h", signingSecret: $s }) { id hasSigningSecret } }`, {
