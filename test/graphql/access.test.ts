@@ -261,6 +261,18 @@ describe('secrets', () => {
     expect(stored).toContain('enc:v1:');
     expect(answers).toContain('[redacted]');
   });
+
+  it('keeps a config value meant as secret out of the audit row of its refusal, whatever `secret` was sent as', async () => {
+    const admin = await t.service.authenticate(keys.ADMIN);
+    // A library caller passing a form's "true" or 1: refused, and the refusal is audited.
+    for (const secret of ['true', 1]) {
+      const value = `form-secret-${String(secret)}-7c6b5a`;
+      await expect(t.service.setConfig(admin, { name: 'form.cfg', entries: [{ key: 'token', value, secret: secret as never }] })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+      const { rows } = await t.query(`select input::text as input from audit_log where action = 'config.set' order by id desc limit 1`);
+      expect(rows[0].input).not.toContain(value);
+      expect(rows[0].input).toContain('[redacted]');
+    }
+  });
 });
 
 describe('limits', () => {
