@@ -39,7 +39,7 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     attemptNumber: t.exposeInt('attemptNumber', { description: '1 for the first attempt.' }),
-    workerId: t.exposeString('workerId', { description: 'The worker that made the attempt.' }),
+    workerId: t.exposeString('workerId', { description: 'The worker that made the attempt: its id for installation admins; for other keys a stable digest of it, as in `handlers`.' }),
     startedAt: t.field({ type: DateTimeScalar, description: 'When it started.', resolve: (a) => a.startedAt }),
     finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it ended; null while running.', resolve: (a) => a.finishedAt }),
     outcome: t.field({ type: AttemptOutcomeEnum, nullable: true, description: 'How it ended; null while running.', resolve: (a) => a.outcome }),

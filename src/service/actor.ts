@@ -21,3 +21,12 @@ export interface Actor {
 export function isSystem(actor: Actor): boolean {
   return actor.kind === 'system';
 }
+
+/**
+ * Whether the actor sees the installation's own details (where workers run, handler error
+ * text): jobgate itself, the embedding application and installation-admin keys do; a
+ * workspace's keys do not.
+ */
+export function seesInstallation(actor: Actor): boolean {
+  return actor.kind !== 'user' || actor.installationAdmin === true;
+}

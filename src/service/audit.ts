@@ -50,7 +50,9 @@ export function redact(value: unknown, depth = 0): unknown {
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
   if (value && typeof value === 'object') {
     const obj = value as Record<string, unknown>;
-    const secretEntry = obj.secret === true && 'value' in obj;
+    // Anything but an explicit "not secret": a refused entry ("true", 1) is still audited, and
+    // its value must not be on record in clear because its flag was malformed.
+    const secretEntry = 'value' in obj && obj.secret !== undefined && obj.secret !== null && obj.secret !== false;
     return Object.fromEntries(
       Object.entries(obj).map(([k, v]) => [
         redact(k),

@@ -126,7 +126,8 @@ export function createEndpointService(ctx: ServiceContext) {
 
     /**
      * Changes an endpoint. `payloadSpecId` / `configId`: null clears, absent leaves as is.
-     * Throws NOT_FOUND, VALIDATION_FAILED, ARCHIVED, FORBIDDEN (INTERNAL endpoint).
+     * Throws NOT_FOUND, VALIDATION_FAILED, ARCHIVED, FORBIDDEN (INTERNAL endpoint; an OPERATOR
+     * pointing it at, or changing the url or headers of one that uses, another key's config with secrets).
      */
     async updateEndpoint(actor: Actor, raw: UpdateEndpointInput): Promise<Endpoint> {
       return mutate(ctx, actor, { action: 'endpoint.update', role: 'OPERATOR', input: raw, target: { type: 'Endpoint', id: raw?.id } }, async (trx) => {
@@ -148,7 +149,14 @@ export function createEndpointService(ctx: ServiceContext) {
         const base = input.backoffBaseMs ?? row.backoff_base_ms;
         const max = input.backoffMaxMs ?? row.backoff_max_ms;
         if (max < base) throw ValidationError.at(['backoffMaxMs'], 'must be at least backoffBaseMs');
-        await assertRefs(trx, actor, input);
+        // A new url or new headers send the endpoint's config somewhere else: the config it keeps
+        // is checked as if it were being pointed at now, or an OPERATOR whose endpoint an ADMIN
+        // gave secrets could re-aim it and read them.
+        const reaims = input.url != null || input.headers !== undefined;
+        await assertRefs(trx, actor, {
+          payloadSpecId: input.payloadSpecId,
+          configId: input.configId !== undefined ? input.configId : reaims ? row.config_id : undefined,
+        });
 
         const patch: EndpointPatch = {};
         if (input.description !== undefined) patch.description = input.description;

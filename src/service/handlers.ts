@@ -8,15 +8,15 @@
  * last run of a recoverable handler and its schedule (which triggers runs in one workspace).
  * Triggering an interval handler changes installation-level work, so it needs ADMIN.
  */
-import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import { text } from './inputs.js';
 import { scoped, type Executor } from '../db/repos/scope.js';
-import type { Actor } from './actor.js';
+import { seesInstallation, type Actor } from './actor.js';
 import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
+import { opaqueWorkerId } from './models.js';
 import { toRun, type Run } from './runs.js';
 
 export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
@@ -212,23 +212,22 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
   return all.map(({ timeoutMs: _t, scheduledHere: _s, ...h }) => h);
 }
 
-/** jobgate itself, the embedding application, and installation-admin keys see the machines and handler errors. */
-const seesInstallation = (actor: Actor) => actor.kind !== 'user' || actor.installationAdmin === true;
-
 /**
  * For a tenant's keys: the catalogue without where workers run and without handler error text,
- * which belong to the installation (and an error can carry anything). Worker ids, which embed
- * host and pid, become a stable digest so `runningOn` still matches `workers`.
+ * which belong to the installation (and an error can carry anything). Worker ids become their
+ * digest, so `runningOn` still matches `workers`.
  */
 function withoutInstallationDetails(h: HandlerInfo): HandlerInfo {
-  const opaque = (id: string) => `worker-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
   return {
     ...h,
-    workers: h.workers.map((w) => ({ ...w, id: opaque(w.id), host: null, pid: null })),
+    workers: h.workers.map((w) => ({ ...w, id: opaqueWorkerId(w.id), host: null, pid: null })),
     lastOutcome: h.lastOutcome ? { ...h.lastOutcome, message: null } : null,
-    interval: h.interval ? { ...h.interval, runningOn: h.interval.runningOn === null ? null : opaque(h.interval.runningOn) } : null,
+    interval: h.interval ? { ...h.interval, runningOn: h.interval.runningOn === null ? null : opaqueWorkerId(h.interval.runningOn) } : null,
   };
 }
+
+/** The catalogue entry as this actor may see it: every answer that carries one goes through here. */
+const handlerFor = (actor: Actor, h: HandlerInfo) => (seesInstallation(actor) ? h : withoutInstallationDetails(h));
 
 export function createHandlersService(ctx: ServiceContext) {
   return {
@@ -240,7 +239,7 @@ export function createHandlersService(ctx: ServiceContext) {
     async handlers(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerInfo[]> {
       const filter = parseInput(handlerFilterSchema, raw);
       const all = await catalogue(ctx.db, actor, filter);
-      return seesInstallation(actor) ? all : all.map(withoutInstallationDetails);
+      return all.map((h) => handlerFor(actor, h));
     },
 
     /**
@@ -260,13 +259,13 @@ export function createHandlersService(ctx: ServiceContext) {
         if (!row) throw new NotFoundError('Handler', input.name);
         if (row.owner !== null && !input.force) {
           throw new ConflictError(`interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`, {
-            runningOn: row.owner,
+            runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
           });
         }
         // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
         await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${input.name}`.execute(trx);
         const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-        return { handler: handler!, outcome: row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const) };
+        return { handler: handlerFor(actor, handler!), outcome: row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const) };
       });
     },
   };

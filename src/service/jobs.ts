@@ -10,7 +10,7 @@ import * as specsRepo from '../db/repos/payload-specs.js';
 import type { Executor } from '../db/repos/scope.js';
 import type { EndpointRow, JobPatch, JobRow, NewJob } from '../db/types.js';
 import { sql } from 'kysely';
-import { isSystem, type Actor } from './actor.js';
+import { isSystem, seesInstallation, type Actor } from './actor.js';
 import { auditInput, auditingFailure, hasRole, mutate, requireOwnership } from './audit.js';
 import { insertJobInOneStatement } from '../db/queries/create-job.js';
 import { parseInput, type ServiceContext } from './context.js';
@@ -41,7 +41,7 @@ import {
   type UpdateJobInput,
 } from './inputs.js';
 import { validateAgainstSpec } from './json-schema.js';
-import { toAttempt, toExecution, toJob, type Attempt, type Execution, type Job } from './models.js';
+import { opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job } from './models.js';
 import { decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
 export interface CreateJobResult {
@@ -420,9 +420,10 @@ export function createJobsService(ctx: ServiceContext) {
       return toConnection(rows, size, toExecution);
     },
 
-    /** The attempts of one execution, oldest first. */
+    /** The attempts of one execution, oldest first; a workspace's keys see workers by digest (see handlers.ts). */
     async attempts(actor: Actor, executionId: string): Promise<Attempt[]> {
-      return (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
+      const attempts = (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
+      return seesInstallation(actor) ? attempts : attempts.map((a) => ({ ...a, workerId: a.workerId && opaqueWorkerId(a.workerId) }));
     },
 
     /**

@@ -253,6 +253,11 @@ export function attemptId(executionId: string, attemptNumber: number): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
+/** A worker id as a workspace's key sees it: worker ids embed host and pid, so a stable digest. */
+export function opaqueWorkerId(id: string): string {
+  return `worker-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
+}
+
 export const toAttempt = (r: AttemptRow): Attempt => ({
   id: attemptId(r.execution_id, r.attempt_number),
   executionId: r.execution_id,

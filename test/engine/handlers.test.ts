@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { opaqueWorkerId } from '../../src/service/models.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
@@ -60,16 +61,17 @@ describe('HANDLER executions', () => {
     const running = await settled(t, job.id, ['RUNNING']);
     // No row yet: the attempt is the running execution.
     expect(await attemptsOf(t, running.id)).toEqual([]);
+    // A workspace's key sees the worker by digest (where workers run is the installation's).
     const [inProgress, ...more] = await t.service.attempts(t.actor, running.id);
     expect(more).toEqual([]);
-    expect(inProgress).toMatchObject({ executionId: running.id, attemptNumber: 1, workerId: running.lease_owner, finishedAt: null, outcome: null });
+    expect(inProgress).toMatchObject({ executionId: running.id, attemptNumber: 1, workerId: opaqueWorkerId(running.lease_owner), finishedAt: null, outcome: null });
     expect(inProgress!.startedAt).toEqual(running.attempt_started_at);
     // Another workspace sees nothing of it.
     expect(await t.service.attempts(t.otherActor, running.id)).toEqual([]);
     openGate();
     const ex = await settled(t, job.id);
     const [ended] = await t.service.attempts(t.actor, ex.id);
-    expect(ended).toMatchObject({ id: inProgress!.id, attemptNumber: 1, workerId: running.lease_owner, outcome: 'SUCCEEDED', startedAt: inProgress!.startedAt });
+    expect(ended).toMatchObject({ id: inProgress!.id, attemptNumber: 1, workerId: opaqueWorkerId(running.lease_owner), outcome: 'SUCCEEDED', startedAt: inProgress!.startedAt });
     expect(ended!.finishedAt!.getTime()).toBeGreaterThanOrEqual(ended!.startedAt.getTime());
   });
 

@@ -154,6 +154,26 @@ describe('roles', () => {
     expect(code(await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "fake.reaper", kind: HANDLER, handlerName: "jobgate.reaper" }) { id } }'))).toBe('VALIDATION_FAILED');
   });
 
+  it("keeps an OPERATOR from re-aiming its own endpoint once an ADMIN wired another key's secrets into it", async () => {
+    const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
+    const cfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.wired", entries: [{ key: "token", value: "wired-s3cret-value", secret: true }] }) { id } }');
+    const ep = await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "op.wired", kind: HTTP, url: "https://partner.example/hook" }) { id } }');
+    const id = ep.body.data.registerEndpoint.id as string;
+    // The ADMIN gives the operator's endpoint the secret it needs, for the url it was registered with.
+    const wire = await gql(keys.ADMIN, 'mutation ($id: ID!, $c: ID) { updateEndpoint(input: { id: $id, configId: $c, headers: { authorization: "Bearer {{config.token}}" } }) { id } }', {
+      id,
+      c: cfg.body.data.setConfig.id,
+    });
+    expect(wire.body.errors).toBeUndefined();
+    // Sending that secret somewhere else is as good as reading it.
+    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, url: "https://attacker.example/" }) { id } }', { id }))).toBe('FORBIDDEN');
+    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, headers: { x: "{{config.token}}" } }) { id } }', { id }))).toBe('FORBIDDEN');
+    const { rows } = await t.query('select url, headers from endpoints where id = $1', [id]);
+    expect(rows[0]).toEqual({ url: 'https://partner.example/hook', headers: { authorization: 'Bearer {{config.token}}' } });
+    // What does not change where or what it sends stays the operator's to change.
+    expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "mine" }) { description } }', { id })).body.data.updateEndpoint.description).toBe('mine');
+  });
+
   it('lets an installation admin create a workspace, which gets its own admin key and reaper', async () => {
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin', true)).key;
     const res = await gql(root, 'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }');
@@ -162,6 +182,60 @@ describe('roles', () => {
     expect((await gql(acmeKey, '{ workspace { slug } }')).body.data.workspace.slug).toBe('acme');
     const reaper = await gql(acmeKey, '{ jobs(filter: { includeInternal: true }) { nodes { name } } }');
     expect(reaper.body.data.jobs.nodes).toEqual([{ name: 'reaper' }]);
+  });
+});
+
+describe('installation details', () => {
+  it("shows a workspace's keys neither where workers run nor handler error text, in triggerHandler's answer and its CONFLICT either", async () => {
+    const worker = 'build-host-7.internal:4242:a1b2c3';
+    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ($1, 'build-host-7.internal', 4242, 600000, '[{"kind":"INTERVAL","name":"nightly.sweep","everyMs":60000}]')`, [worker]);
+    await t.query(
+      `insert into interval_handlers (name, every_ms, next_due_at, last_status, last_cause, last_error, last_started_at, last_finished_at)
+       values ('nightly.sweep', 60000, now() + interval '1 hour', 'ERROR', 'HANDLER', 'boom at row 17 of acme.invoices', now(), now())`,
+    );
+    const fields = 'kind name workers { id host pid } lastOutcome { status message } interval { runningOn }';
+    const leaks = (body: unknown) => {
+      const text = JSON.stringify(body);
+      return ['build-host-7', '4242', 'acme.invoices'].filter((s) => text.includes(s));
+    };
+    const listed = await gql(keys.ADMIN, `{ handlers(name: "nightly.sweep") { ${fields} } }`);
+    expect(listed.body.data.handlers).toHaveLength(1);
+    expect(leaks(listed.body)).toEqual([]);
+    const triggered = await gql(keys.ADMIN, `mutation { triggerHandler(input: { name: "nightly.sweep" }) { outcome handler { ${fields} } } }`);
+    expect(triggered.body.data.triggerHandler.outcome).toBe('DUE_NOW');
+    expect(leaks(triggered.body)).toEqual([]);
+    // While it runs, the refusal names the worker as the catalogue does.
+    await t.query(`update interval_handlers set owner = $1, run_started_at = now() where name = 'nightly.sweep'`, [worker]);
+    const refused = await gql(keys.ADMIN, 'mutation { triggerHandler(input: { name: "nightly.sweep" }) { outcome } }');
+    expect(refused.body.errors![0]!.extensions.code).toBe('CONFLICT');
+    expect(leaks(refused.body)).toEqual([]);
+    expect(refused.body.errors![0]!.extensions.runningOn).toBe(listed.body.data.handlers[0].workers[0].id);
+    // An installation admin sees the machines.
+    const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin for details', true)).key;
+    const full = await gql(root, `mutation { triggerHandler(input: { name: "nightly.sweep", force: true }) { outcome handler { ${fields} } } }`);
+    expect(full.body.data.triggerHandler.handler.workers[0]).toEqual({ id: worker, host: 'build-host-7.internal', pid: 4242 });
+    expect(full.body.data.triggerHandler.handler.lastOutcome.message).toBe('boom at row 17 of acme.invoices');
+    await t.query(`delete from workers where id = $1`, [worker]);
+  });
+
+  it("names an attempt's worker to a workspace's keys by its digest, as the catalogue does, not by host and pid", async () => {
+    const ep = await gql(keys.OPERATOR, 'mutation { registerEndpoint(input: { name: "attempts.where", kind: HANDLER, handlerName: "h" }) { id } }');
+    const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', { e: ep.body.data.registerEndpoint.id });
+    const { rows } = await t.query('select id, workspace_id from executions where job_id = $1', [job.body.data.createJob.job.id]);
+    const worker = 'payments-db-host.internal:31337:d4e5f6';
+    await t.query(
+      `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, finished_at, outcome, error)
+       values ($1, $2, 1, 1, $3, now(), 'FAILED', 'boom')`,
+      [rows[0].workspace_id, rows[0].id, worker],
+    );
+    const ask = (key: string) => gql(key, 'query ($id: ID!) { execution(id: $id) { attempts { workerId error } } }', { id: rows[0].id });
+    for (const key of [keys.VIEWER, keys.ADMIN]) {
+      const res = await ask(key);
+      expect(JSON.stringify(res.body)).not.toMatch(/payments-db-host|31337/);
+      expect(res.body.data.execution.attempts).toEqual([{ workerId: expect.stringMatching(/^worker-[0-9a-f]{12}$/), error: 'boom' }]);
+    }
+    const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin for attempts', true)).key;
+    expect((await ask(root)).body.data.execution.attempts[0].workerId).toBe(worker);
   });
 });
 
@@ -186,6 +260,18 @@ describe('secrets', () => {
     }
     expect(stored).toContain('enc:v1:');
     expect(answers).toContain('[redacted]');
+  });
+
+  it('keeps a config value meant as secret out of the audit row of its refusal, whatever `secret` was sent as', async () => {
+    const admin = await t.service.authenticate(keys.ADMIN);
+    // A library caller passing a form's "true" or 1: refused, and the refusal is audited.
+    for (const secret of ['true', 1]) {
+      const value = `form-secret-${String(secret)}-7c6b5a`;
+      await expect(t.service.setConfig(admin, { name: 'form.cfg', entries: [{ key: 'token', value, secret: secret as never }] })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+      const { rows } = await t.query(`select input::text as input from audit_log where action = 'config.set' order by id desc limit 1`);
+      expect(rows[0].input).not.toContain(value);
+      expect(rows[0].input).toContain('[redacted]');
+    }
   });
 });
 
