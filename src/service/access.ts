@@ -166,18 +166,32 @@ export function createAccessService(ctx: ServiceContext) {
       });
     },
 
-    /** Revokes a key: it stops working at once, on open connections at their next operation. ADMIN only. Idempotent. */
+    /**
+     * Revokes a key: it stops working at once, on open connections at their next operation. ADMIN
+     * only; an installation-admin key only by an installation admin (or jobgate itself), as only
+     * they may create one: otherwise any ADMIN of its workspace could lock the installation's
+     * administrators out. Idempotent.
+     */
     async revokeApiKey(actor: Actor, id: string): Promise<ApiKey> {
       return mutate(ctx, actor, { action: 'apiKey.revoke', role: 'ADMIN', input: { id }, target: { type: 'ApiKey', id } }, async (trx) => {
         if (!isUuid(id)) throw new NotFoundError('ApiKey', id);
+        const key = await trx
+          .selectFrom('api_keys')
+          .select('installation_admin')
+          .where('workspace_id', '=', scoped(actor.workspaceId))
+          .where('id', '=', id)
+          .forUpdate()
+          .executeTakeFirst();
+        if (!key) throw new NotFoundError('ApiKey', id);
+        if (key.installation_admin && !actor.installationAdmin && actor.kind !== 'system') {
+          throw new ForbiddenError('only an installation admin may revoke an installation-admin key');
+        }
         const row = await trx
           .updateTable('api_keys')
           .set({ revoked_at: sql<Date>`coalesce(revoked_at, now())` })
-          .where('workspace_id', '=', scoped(actor.workspaceId))
           .where('id', '=', id)
           .returningAll()
-          .executeTakeFirst();
-        if (!row) throw new NotFoundError('ApiKey', id);
+          .executeTakeFirstOrThrow();
         return toApiKey(row);
       });
     },

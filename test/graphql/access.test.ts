@@ -174,6 +174,17 @@ describe('roles', () => {
     expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "mine" }) { description } }', { id })).body.data.updateEndpoint.description).toBe('mine');
   });
 
+  it('lets only an installation admin revoke an installation-admin key', async () => {
+    const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
+    const root = await t.service.bootstrapKey('default', 'ADMIN', 'installation admin to keep', true);
+    const revoke = (key: string) => gql(key, 'mutation ($id: ID!) { revokeApiKey(id: $id) { revokedAt } }', { id: root.apiKey.id });
+    expect(code(await revoke(keys.ADMIN!))).toBe('FORBIDDEN');
+    expect((await t.query('select revoked_at from api_keys where id = $1', [root.apiKey.id])).rows[0].revoked_at).toBeNull();
+    expect((await gql(root.key, '{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
+    const other = (await t.service.bootstrapKey('default', 'ADMIN', 'another installation admin', true)).key;
+    expect((await revoke(other)).body.data.revokeApiKey.revokedAt).toEqual(expect.any(String));
+  });
+
   it('lets an installation admin create a workspace, which gets its own admin key and reaper', async () => {
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin', true)).key;
     const res = await gql(root, 'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }');
