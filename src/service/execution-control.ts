@@ -89,7 +89,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           return toExecution((await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!);
         }
         if (current.status === 'RUNNING') {
-          const [row] = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, { executionId: id });
+          const row = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, id);
           return toExecution(row ?? current);
         }
         throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });

@@ -362,9 +362,7 @@ export function createJobsService(ctx: ServiceContext) {
           retired_at: sql<Date>`now()` as never,
           next_fire_at: null,
         });
-        const cancelledExecutions = await executionsRepo.cancelPendingExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
-        // Running attempts are asked to stop; they end CANCELLED when they return.
-        await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, { jobId: job.id });
+        const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
         return { job: toJob(retired), cancelledExecutions };
       });
     },

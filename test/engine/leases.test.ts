@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
 import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
-import { createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
+import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
+import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;
@@ -164,6 +165,71 @@ describe('cancellation', () => {
     await eventually(async () => started.length === 1);
     await t.service.cancelJob(t.actor, job.id);
     expect((await settled(t, job.id)).status).toBe('CANCELLED');
+  });
+});
+
+/** Waits until `n` backends of this test's database wait on a lock. */
+async function waitingOnLock(n: number): Promise<void> {
+  await eventually(async () => (await adminQuery<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'`,
+    [t.name],
+  )).rows[0]!.n >= n, 5000, `${n} statement(s) to wait on a lock`);
+}
+
+describe('cancellation racing with the outcome', () => {
+  const retryableFailure = (ex: { id: string; lease_epoch: number }): Completion => ({
+    executionId: ex.id, epoch: ex.lease_epoch, outcome: 'FAILED', retryable: true, retryDelayMs: null, statusCode: null, durationMs: 1, error: 'boom', responseExcerpt: null,
+  });
+
+  it('cancelJob while the running attempt\'s retry is being scheduled: the execution ends CANCELLED and frees its lock key', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' });
+    const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    // A row lock of the test's own orders the two writers: the attempt's outcome (a retryable
+    // failure, so PENDING again) commits first, while cancelJob's transaction is under way.
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
+      const completing = completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]);
+      await waitingOnLock(1);
+      const cancelling = t.service.cancelJob(t.actor, job.id);
+      await waitingOnLock(2);
+      await holder.query('commit');
+      expect(Object.fromEntries(await completing)).toEqual({ [ex!.id]: 'PENDING' });
+      await cancelling;
+    } finally {
+      holder.release();
+    }
+    const [after] = (await t.query('select status from executions where id = $1', [ex!.id])).rows;
+    expect(after.status).toBe('CANCELLED');
+    await expect(t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' })).resolves.toMatchObject({ created: true });
+  });
+
+  it('the reaper retiring a cron job while its running attempt\'s retry is being scheduled: the execution ends CANCELLED', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'CRON', cron: { expression: '0 0 1 1 *' } });
+    await t.query(
+      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, serial)
+       select workspace_id, id, endpoint_id, now(), now(), 5, false from jobs where id = $1`,
+      [job.id],
+    );
+    const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    await t.query(`update jobs set ends_at = now() - interval '1 second' where id = $1`, [job.id]);
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
+      const completing = completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]);
+      await waitingOnLock(1);
+      const reaping = reapEndedCronJobs(t.database.pool, t.actor.workspaceId);
+      await waitingOnLock(2);
+      await holder.query('commit');
+      expect(Object.fromEntries(await completing)).toEqual({ [ex!.id]: 'PENDING' });
+      expect(await reaping).toBe(1);
+    } finally {
+      holder.release();
+    }
+    const [after] = (await t.query('select status, last_error from executions where id = $1', [ex!.id])).rows;
+    expect(after).toEqual({ status: 'CANCELLED', last_error: 'job ended (endsAt passed)' });
   });
 });
 
