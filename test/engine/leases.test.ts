@@ -262,6 +262,20 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('graceful shutdown and cancellation', () => {
+  it('ends CANCELLED at once an execution whose cancellation the stopping worker had not seen yet, rather than leaving it RUNNING until its lease expires', async () => {
+    const w = await h.worker({ workerId: 'leaving', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    // Cancellation requested, its notification lost (a hint only) and no heartbeat since to carry it.
+    await t.query('update executions set cancel_requested_at = now() where job_id = $1', [job.id]);
+    await w.stop({ graceMs: 100 });
+    const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
+    expect(ex).toMatchObject({ status: 'CANCELLED', lease_owner: null });
+    expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['leaving', 'CANCELLED']]);
+  });
+});
+
 describe('concurrency limits', () => {
   it('never runs more attempts of an endpoint at once than its limit, across workers', async () => {
     let running = 0;

@@ -67,8 +67,9 @@ interface InFlight {
   started: number;
   /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
   finished: boolean;
-  /** Handed back at shutdown: its outcome, if it ever comes, is not recorded. */
+  /** Being handed back at shutdown: its outcome waits in `held` for the release's answer. */
   released?: boolean;
+  held?: Completion;
 }
 
 export interface Worker {
@@ -213,13 +214,12 @@ export function createWorker(options: WorkerOptions): Worker {
     void delivery.attempt(ex, controller).then((result) => {
       executing--;
       entry.finished = true;
-      if (entry.released) return;
-      pendingCompletions.push({
-        executionId: ex.id,
-        epoch: ex.lease_epoch,
-        durationMs: performance.now() - entry.started,
-        ...result,
-      });
+      const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: performance.now() - entry.started, ...result };
+      if (entry.released) {
+        entry.held = completion;
+        return;
+      }
+      pendingCompletions.push(completion);
       scheduleFlush();
       // The slot is free now; when the last claim found the queue empty there is nothing to claim
       // into it until a hint arrives (a notification, the due timer, the flush below).
@@ -416,11 +416,26 @@ export function createWorker(options: WorkerOptions): Worker {
           f.released = true;
           f.controller.abort('shutdown' satisfies AbortReason);
         }
-        const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).catch((e: Error) => {
-          log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
-          return [];
-        });
-        log.info(`worker ${id}: released ${released.length} execution(s) to other workers`);
+        const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).then(
+          (ids) => new Set(ids),
+          (e: Error) => {
+            log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
+            return undefined;
+          },
+        );
+        if (released) {
+          log.info(`worker ${id}: released ${released.size} execution(s) to other workers`);
+          // What the release would not take back (a cancellation was requested, or the lease had
+          // already expired) gets its outcome recorded, fenced as any: a cancelled one ends
+          // CANCELLED now instead of staying RUNNING, holding its lock key, concurrency slot and
+          // serial turn, until its lease expires.
+          for (const f of left) {
+            if (released.has(f.ex.id)) continue;
+            f.released = false;
+            if (f.held) pendingCompletions.push(f.held);
+          }
+          if (pendingCompletions.length > 0) scheduleFlush();
+        }
       }
       await flushing;
       // Outcomes of released attempts are fenced out; do not wait on them.
