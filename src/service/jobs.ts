@@ -344,7 +344,10 @@ export function createJobsService(ctx: ServiceContext) {
         if (job.status === 'ACTIVE') return toJob(job);
         const patch: JobPatch = { status: 'ACTIVE' };
         if (job.kind === 'CRON') patch.next_fire_at = nextFire(job, await ctx.now(trx));
-        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
+        const resumed = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch);
+        // Its pending executions that came due while paused are claimable now.
+        await executionsRepo.notifyWork(trx);
+        return toJob(resumed);
       });
     },
 

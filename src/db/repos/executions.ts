@@ -30,6 +30,14 @@ export async function insertExecutionUnlessTaken(db: Executor, row: NewExecution
     .executeTakeFirst();
 }
 
+/**
+ * Wakes the workers (inside the caller's transaction, so they see what it committed): for a
+ * change that makes executions already due claimable, which no worker's due timer covers.
+ */
+export async function notifyWork(db: Executor): Promise<void> {
+  await sql`select pg_notify('jobgate_work', '')`.execute(db);
+}
+
 /** The pending or running execution holding a lock key in the workspace, if any. */
 export async function findLockHolder(db: Executor, workspaceId: string, lockKey: string): Promise<ExecutionRow | undefined> {
   return db
@@ -122,7 +130,7 @@ export async function redriveFailed(db: Executor, workspaceId: string, id: strin
     .where('status', '=', 'FAILED')
     .returningAll()
     .executeTakeFirst();
-  if (row) await sql`select pg_notify('jobgate_work', '')`.execute(db);
+  if (row) await notifyWork(db);
   return row;
 }
 
