@@ -262,6 +262,35 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('graceful shutdown and a claim in flight', () => {
+  it('runs or hands back what a claim in flight at stop claims, instead of running it after the worker stopped', async () => {
+    const w = await h.worker({ workerId: 'leaving', reconcileMs: 600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'DELAYED', runAt: new Date(Date.now() + 60_000) });
+    await t.service.pauseJob(t.actor, job.id);
+    await t.query('update executions set run_after = now() where job_id = $1', [job.id]);
+    // The claim that the resumed job sets off waits on a table lock of the test's own.
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('lock table executions in exclusive mode');
+      await t.service.resumeJob(t.actor, job.id);
+      await waitingOnLock(1);
+    } catch (error) {
+      holder.release();
+      throw error;
+    }
+    const stopping = w.stop({ graceMs: 100 });
+    await new Promise((r) => setTimeout(r, 300));
+    await holder.query('commit');
+    holder.release();
+    await stopping;
+    await eventually(async () => started.length === 1, 5000, 'the claimed attempt to start');
+    await new Promise((r) => setTimeout(r, 200));
+    const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
+    expect(ex).toMatchObject({ status: 'PENDING', attempt_count: 0, lease_owner: null });
+  });
+});
+
 describe('graceful shutdown and cancellation', () => {
   it('ends CANCELLED at once an execution whose cancellation the stopping worker had not seen yet, rather than leaving it RUNNING until its lease expires', async () => {
     const w = await h.worker({ workerId: 'leaving', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000 });

@@ -110,6 +110,7 @@ export function createWorker(options: WorkerOptions): Worker {
   let flushing: Promise<void> | undefined;
   let running = false;
   let claiming = false;
+  let claimRun: Promise<void> | undefined;
   let wantClaim = false;
   let kickQueued = false;
   // The last claim was held back by the cap on leases awaiting their outcome's record.
@@ -130,7 +131,7 @@ export function createWorker(options: WorkerOptions): Worker {
   function kick() {
     if (!running) return;
     wantClaim = true;
-    if (!claiming) void claimLoop();
+    if (!claiming) claimRun = claimLoop();
   }
 
   /** Kicks once after the current tick, so attempts ending together free their slots for one claim. */
@@ -185,7 +186,7 @@ export function createWorker(options: WorkerOptions): Worker {
     } finally {
       claiming = false;
     }
-    if (running && wantClaim && room() > 0) void claimLoop();
+    if (running && wantClaim && room() > 0) claimRun = claimLoop();
     // With every slot busy there is nothing to time: ending attempts kick the loop.
     else if (running && short) void armDueTimer();
   }
@@ -401,6 +402,9 @@ export function createWorker(options: WorkerOptions): Worker {
       const l = listener;
       listener = undefined;
       await l?.stop();
+      // A claim in flight commits leases: its attempts start, and below they finish within the
+      // grace period or are handed back, rather than run on after stop() with no heartbeat.
+      while (claiming) await claimRun;
       if (inFlight.size > 0) {
         log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
         // Leases must outlive the grace period.
