@@ -2,7 +2,7 @@
  * The worker's LISTEN connection: work is picked up by notification (the poll is set far out
  * of reach here), and after its backend is terminated the worker listens again on its own.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 
@@ -76,5 +76,23 @@ describe('worker LISTEN connection', () => {
     expect(ran).not.toContain(second);
     await t.service.cancelExecution(t.actor, first);
     await eventually(async () => ran.includes(second), 5000, 'the next occurrence');
+  });
+
+  it("times the next delayed execution on the database's clock: a host clock ahead does not make it spin", async () => {
+    const realNow = Date.now.bind(Date);
+    const dueQueries = vi.spyOn(t.database.pool, 'query');
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 10_000);
+    try {
+      await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
+      const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(realNow() + 2000) });
+      const id = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node.id;
+      await eventually(async () => ran.includes(id), 5000, 'the delayed execution');
+      const looked = dueQueries.mock.calls.filter(([q]) => (q as { name?: string }).name === 'jobgate.next-due').length;
+      // One look per claim that came back short: a handful, not one per turn of the event loop.
+      expect(looked).toBeLessThan(20);
+    } finally {
+      clock.mockRestore();
+      dueQueries.mockRestore();
+    }
   });
 });

@@ -28,7 +28,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createListener, type Listener } from '../../db/listener.js';
-import { anyLimitedEndpoint, claimExecutions, nextDueAt, type ClaimedExecution } from '../../db/queries/claim.js';
+import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import { isConnectionError } from '../../db/sqlstate.js';
@@ -192,16 +192,17 @@ export function createWorker(options: WorkerOptions): Worker {
   }
 
   async function armDueTimer() {
-    let at: Date | null;
+    let inMs: number | null;
     try {
-      at = await nextDueAt(pool);
+      inMs = await nextDueInMs(pool);
     } catch {
       return;
     }
-    if (!running || !at) return;
+    if (!running || inMs === null) return;
     clearTimeout(dueTimer);
-    // The database and this host may disagree on "now" by a little; waking early is harmless.
-    const delay = Math.max(0, Math.min(pollMs, at.getTime() - Date.now()));
+    // On the database's clock (the claim's): a host clock ahead of it would wake the worker early,
+    // over and over. The query's round trip makes the timer late by as much, at most.
+    const delay = Math.max(0, Math.min(pollMs, inMs));
     dueTimer = setTimeout(kick, delay);
     dueTimer.unref();
   }
