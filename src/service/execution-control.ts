@@ -86,10 +86,13 @@ export function createExecutionControlService(ctx: ServiceContext) {
         if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint, { owned: false });
         requireOwnership(actor, current.created_by_key_id ?? job.created_by_key_id, `execution ${id}`);
         if (current.status === 'PENDING') {
-          return toExecution((await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!);
+          const cancelled = (await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!;
+          // The job's next serial occurrence, due already and waiting for this one, has its turn.
+          if (current.serial) await executionsRepo.notifyWork(trx);
+          return toExecution(cancelled);
         }
         if (current.status === 'RUNNING') {
-          const [row] = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, { executionId: id });
+          const row = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, id);
           return toExecution(row ?? current);
         }
         throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });

@@ -352,7 +352,10 @@ export function createJobsService(ctx: ServiceContext) {
         if (job.status === 'ACTIVE') return toJob(job);
         const patch: JobPatch = { status: 'ACTIVE' };
         if (job.kind === 'CRON') patch.next_fire_at = nextFire(job, await ctx.now(trx));
-        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
+        const resumed = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch);
+        // Its pending executions that came due while paused are claimable now.
+        await executionsRepo.notifyWork(trx);
+        return toJob(resumed);
       });
     },
 
@@ -370,9 +373,7 @@ export function createJobsService(ctx: ServiceContext) {
           retired_at: sql<Date>`now()` as never,
           next_fire_at: null,
         });
-        const cancelledExecutions = await executionsRepo.cancelPendingExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
-        // Running attempts are asked to stop; they end CANCELLED when they return.
-        await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, { jobId: job.id });
+        const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
         return { job: toJob(retired), cancelledExecutions };
       });
     },

@@ -117,6 +117,18 @@ describe('HANDLER executions', () => {
     expect(ex.last_error).toMatch(/input rejected by the handler's schema: n:/);
   });
 
+  it("records a failed attempt when the handler's schema throws something that is not an Error", async () => {
+    // A refinement that throws (instead of reporting an issue) escapes zod's safeParse as it is.
+    h.handlers.register('odd-schema', z.object({}).refine(() => {
+      throw undefined;
+    }), () => {});
+    await t.service.registerEndpoint(t.actor, { name: 'h.odd-schema', kind: 'HANDLER', handlerName: 'odd-schema', maxAttempts: 1 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.odd-schema', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('FAILED');
+    expect((await attemptsOf(t, ex.id)).map((a) => [a.outcome, a.error])).toEqual([['FAILED', 'unexpected: undefined']]);
+  });
+
   it('runs a DELAYED job at its time, not before', async () => {
     const runAt = new Date(Date.now() + 600);
     const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'DELAYED', runAt, input: { late: true } });

@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
 import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
-import { createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
+import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
+import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;
@@ -167,6 +168,71 @@ describe('cancellation', () => {
   });
 });
 
+/** Waits until `n` backends of this test's database wait on a lock. */
+async function waitingOnLock(n: number): Promise<void> {
+  await eventually(async () => (await adminQuery<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'`,
+    [t.name],
+  )).rows[0]!.n >= n, 5000, `${n} statement(s) to wait on a lock`);
+}
+
+describe('cancellation racing with the outcome', () => {
+  const retryableFailure = (ex: { id: string; lease_epoch: number }): Completion => ({
+    executionId: ex.id, epoch: ex.lease_epoch, outcome: 'FAILED', retryable: true, retryDelayMs: null, statusCode: null, durationMs: 1, error: 'boom', responseExcerpt: null,
+  });
+
+  it('cancelJob while the running attempt\'s retry is being scheduled: the execution ends CANCELLED and frees its lock key', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' });
+    const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    // A row lock of the test's own orders the two writers: the attempt's outcome (a retryable
+    // failure, so PENDING again) commits first, while cancelJob's transaction is under way.
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
+      const completing = completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]);
+      await waitingOnLock(1);
+      const cancelling = t.service.cancelJob(t.actor, job.id);
+      await waitingOnLock(2);
+      await holder.query('commit');
+      expect(Object.fromEntries(await completing)).toEqual({ [ex!.id]: 'PENDING' });
+      await cancelling;
+    } finally {
+      holder.release();
+    }
+    const [after] = (await t.query('select status from executions where id = $1', [ex!.id])).rows;
+    expect(after.status).toBe('CANCELLED');
+    await expect(t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' })).resolves.toMatchObject({ created: true });
+  });
+
+  it('the reaper retiring a cron job while its running attempt\'s retry is being scheduled: the execution ends CANCELLED', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'CRON', cron: { expression: '0 0 1 1 *' } });
+    await t.query(
+      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, serial)
+       select workspace_id, id, endpoint_id, now(), now(), 5, false from jobs where id = $1`,
+      [job.id],
+    );
+    const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    await t.query(`update jobs set ends_at = now() - interval '1 second' where id = $1`, [job.id]);
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
+      const completing = completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]);
+      await waitingOnLock(1);
+      const reaping = reapEndedCronJobs(t.database.pool, t.actor.workspaceId);
+      await waitingOnLock(2);
+      await holder.query('commit');
+      expect(Object.fromEntries(await completing)).toEqual({ [ex!.id]: 'PENDING' });
+      expect(await reaping).toBe(1);
+    } finally {
+      holder.release();
+    }
+    const [after] = (await t.query('select status, last_error from executions where id = $1', [ex!.id])).rows;
+    expect(after).toEqual({ status: 'CANCELLED', last_error: 'job ended (endsAt passed)' });
+  });
+});
+
 describe('graceful shutdown', () => {
   it('lets attempts in flight finish within the grace period', async () => {
     const w = await h.worker();
@@ -193,6 +259,49 @@ describe('graceful shutdown', () => {
     const done = await settled(t, job.id);
     expect(done).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
     expect((await attemptsOf(t, ex.id)).map((a) => a.worker_id)).toEqual(['staying']);
+  });
+});
+
+describe('graceful shutdown and a claim in flight', () => {
+  it('runs or hands back what a claim in flight at stop claims, instead of running it after the worker stopped', async () => {
+    const w = await h.worker({ workerId: 'leaving', reconcileMs: 600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'DELAYED', runAt: new Date(Date.now() + 60_000) });
+    await t.service.pauseJob(t.actor, job.id);
+    await t.query('update executions set run_after = now() where job_id = $1', [job.id]);
+    // The claim that the resumed job sets off waits on a table lock of the test's own.
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('lock table executions in exclusive mode');
+      await t.service.resumeJob(t.actor, job.id);
+      await waitingOnLock(1);
+    } catch (error) {
+      holder.release();
+      throw error;
+    }
+    const stopping = w.stop({ graceMs: 100 });
+    await new Promise((r) => setTimeout(r, 300));
+    await holder.query('commit');
+    holder.release();
+    await stopping;
+    await eventually(async () => started.length === 1, 5000, 'the claimed attempt to start');
+    await new Promise((r) => setTimeout(r, 200));
+    const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
+    expect(ex).toMatchObject({ status: 'PENDING', attempt_count: 0, lease_owner: null });
+  });
+});
+
+describe('graceful shutdown and cancellation', () => {
+  it('ends CANCELLED at once an execution whose cancellation the stopping worker had not seen yet, rather than leaving it RUNNING until its lease expires', async () => {
+    const w = await h.worker({ workerId: 'leaving', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    // Cancellation requested, its notification lost (a hint only) and no heartbeat since to carry it.
+    await t.query('update executions set cancel_requested_at = now() where job_id = $1', [job.id]);
+    await w.stop({ graceMs: 100 });
+    const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
+    expect(ex).toMatchObject({ status: 'CANCELLED', lease_owner: null });
+    expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['leaving', 'CANCELLED']]);
   });
 });
 

@@ -2,7 +2,7 @@
  * The worker's LISTEN connection: work is picked up by notification (the poll is set far out
  * of reach here), and after its backend is terminated the worker listens again on its own.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 
@@ -44,5 +44,55 @@ describe('worker LISTEN connection', () => {
     const again = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
     const second = (await t.service.executions(t.actor, { jobId: again.job.id })).edges[0]!.node.id;
     await eventually(async () => ran.includes(second), 10_000, 'the second execution (woken by NOTIFY on the new connection)');
+  });
+
+  it('is woken when a paused job whose execution came due meanwhile is resumed', async () => {
+    await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 300) });
+    await t.service.pauseJob(t.actor, job.id);
+    const id = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node.id;
+    // Due now; the workers' timers have fired and found it paused, so none is set for it.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(ran).not.toContain(id);
+    await t.service.resumeJob(t.actor, job.id);
+    await eventually(async () => ran.includes(id), 5000, 'the resumed job\'s execution');
+  });
+
+  it('is woken when a pending serial occurrence is cancelled, so the next one takes its turn', async () => {
+    await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 0 1 1 *', overlapPolicy: 'QUEUE' } });
+    // Two queued occurrences, as the scheduler leaves them: the first waits an hour for its retry,
+    // the second is due but not its turn.
+    const occurrence = async (minutesAgo: number, retryInMinutes: number) =>
+      (await t.query(
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, attempt_count, serial)
+         select workspace_id, id, endpoint_id, now() - make_interval(mins => $2), now() + make_interval(mins => $3), 5, $4, true
+         from jobs where id = $1 returning id`,
+        [job.id, minutesAgo, retryInMinutes, retryInMinutes > 0 ? 1 : 0],
+      )).rows[0].id as string;
+    const first = await occurrence(2, 60);
+    const second = await occurrence(1, -1);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(ran).not.toContain(second);
+    await t.service.cancelExecution(t.actor, first);
+    await eventually(async () => ran.includes(second), 5000, 'the next occurrence');
+  });
+
+  it("times the next delayed execution on the database's clock: a host clock ahead does not make it spin", async () => {
+    const realNow = Date.now.bind(Date);
+    const dueQueries = vi.spyOn(t.database.pool, 'query');
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 10_000);
+    try {
+      await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
+      const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(realNow() + 2000) });
+      const id = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node.id;
+      await eventually(async () => ran.includes(id), 5000, 'the delayed execution');
+      const looked = dueQueries.mock.calls.filter(([q]) => (q as { name?: string }).name === 'jobgate.next-due').length;
+      // One look per claim that came back short: a handful, not one per turn of the event loop.
+      expect(looked).toBeLessThan(20);
+    } finally {
+      clock.mockRestore();
+      dueQueries.mockRestore();
+    }
   });
 });

@@ -206,15 +206,23 @@ export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
   return rows[0].any as boolean;
 }
 
-/** When the next pending execution becomes due, if any: the worker sets a timer for it. */
-export async function nextDueAt(pool: pg.Pool): Promise<Date | null> {
+/**
+ * In how many milliseconds the next pending execution becomes due, if any: the worker sets a
+ * timer for it. A duration on the database's clock, not a time: the claim compares run_after
+ * with the database's now(), so a timer set from a host clock ahead of it fired before the
+ * execution was due, the claim found nothing, and the worker looked and claimed again at once,
+ * in a loop, for as long as the clocks disagree.
+ */
+export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
   // Only future work: past-due rows this worker cannot deliver (paused job, a handler it lacks)
   // would otherwise wake it in a loop.
   // Named: an idle worker runs this after every short claim; planning it each time cost more
   // than running it.
   const { rows } = await pool.query({
     name: 'jobgate.next-due',
-    text: `select min(run_after) as at from executions where status = 'PENDING' and run_after > now()`,
+    text: `select extract(epoch from min(run_after) - now()) * 1000 as in_ms
+           from executions where status = 'PENDING' and run_after > now()`,
   });
-  return (rows[0]?.at as Date | null) ?? null;
+  const inMs = rows[0]?.in_ms as string | number | null | undefined;
+  return inMs == null ? null : Number(inMs);
 }

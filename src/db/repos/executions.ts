@@ -30,6 +30,14 @@ export async function insertExecutionUnlessTaken(db: Executor, row: NewExecution
     .executeTakeFirst();
 }
 
+/**
+ * Wakes the workers (inside the caller's transaction, so they see what it committed): for a
+ * change that makes executions already due claimable, which no worker's due timer covers.
+ */
+export async function notifyWork(db: Executor): Promise<void> {
+  await sql`select pg_notify('jobgate_work', '')`.execute(db);
+}
+
 /** The pending or running execution holding a lock key in the workspace, if any. */
 export async function findLockHolder(db: Executor, workspaceId: string, lockKey: string): Promise<ExecutionRow | undefined> {
   return db
@@ -86,23 +94,20 @@ export async function cancelIfPending(db: Executor, workspaceId: string, id: str
 }
 
 /**
- * Asks the workers running the job's (or one) execution to abort it: it ends CANCELLED when
- * the attempt returns. The NOTIFY is a hint; heartbeats carry the request too.
+ * Asks the worker running an execution to abort it: it ends CANCELLED when the attempt returns.
+ * The NOTIFY is a hint; heartbeats carry the request too. The caller holds the row locked.
  */
-export async function requestCancelOfRunning(
-  db: Executor,
-  workspaceId: string,
-  where: { jobId: string } | { executionId: string },
-): Promise<ExecutionRow[]> {
-  let q = db
+export async function requestCancelOfRunning(db: Executor, workspaceId: string, executionId: string): Promise<ExecutionRow | undefined> {
+  const row = await db
     .updateTable('executions')
     .set({ cancel_requested_at: sql<Date>`coalesce(cancel_requested_at, now())`, updated_at: sql<Date>`now()` })
     .where('workspace_id', '=', scoped(workspaceId))
-    .where('status', '=', 'RUNNING');
-  q = 'jobId' in where ? q.where('job_id', '=', where.jobId) : q.where('id', '=', where.executionId);
-  const rows = await q.returningAll().execute();
-  for (const row of rows) await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
-  return rows;
+    .where('status', '=', 'RUNNING')
+    .where('id', '=', executionId)
+    .returningAll()
+    .executeTakeFirst();
+  if (row) await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
+  return row;
 }
 
 /**
@@ -125,7 +130,7 @@ export async function redriveFailed(db: Executor, workspaceId: string, id: strin
     .where('status', '=', 'FAILED')
     .returningAll()
     .executeTakeFirst();
-  if (row) await sql`select pg_notify('jobgate_work', '')`.execute(db);
+  if (row) await notifyWork(db);
   return row;
 }
 
@@ -139,16 +144,27 @@ export async function findExecutionById(db: Executor, workspaceId: string, id: s
     .executeTakeFirst();
 }
 
-/** Cancels every execution of the job that has not started. Returns how many. */
-export async function cancelPendingExecutions(db: Executor, workspaceId: string, jobId: string, reason: string): Promise<number> {
-  const result = await db
-    .updateTable('executions')
-    .set({ status: 'CANCELLED', finished_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, last_error: reason })
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('job_id', '=', jobId)
-    .where('status', '=', 'PENDING')
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+/**
+ * Cancels a job's live executions: pending ones at once, running ones asked to abort (they end
+ * CANCELLED when their attempt returns or their lease is reconciled). Returns how many were
+ * cancelled at once. One UPDATE over both states, on purpose: a row is re-read when it is locked,
+ * so an attempt's outcome or the reconciler turning it from RUNNING back to PENDING (a retry)
+ * while this runs still has it cancelled. Two statements (pending, then running) each missed a
+ * row that moved between them, and left it PENDING on a retired job, never claimed, holding its
+ * lock key for good.
+ */
+export async function cancelLiveExecutions(db: Executor, workspaceId: string, jobId: string, reason: string): Promise<number> {
+  const { rows } = await sql<{ id: string; status: string }>`
+    update executions
+    set status = case when status = 'PENDING' then 'CANCELLED' else status end,
+        finished_at = case when status = 'PENDING' then now() else finished_at end,
+        last_error = case when status = 'PENDING' then ${reason} else last_error end,
+        cancel_requested_at = case when status = 'RUNNING' then coalesce(cancel_requested_at, now()) else cancel_requested_at end,
+        updated_at = now()
+    where workspace_id = ${scoped(workspaceId)} and job_id = ${jobId} and status in ('PENDING', 'RUNNING')
+    returning id, status`.execute(db);
+  for (const row of rows) if (row.status === 'RUNNING') await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
+  return rows.filter((r) => r.status === 'CANCELLED').length;
 }
 
 /** Moves the job's not-yet-started scheduled execution (a DELAYED job has one) to a new time. */

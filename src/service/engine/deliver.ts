@@ -56,6 +56,19 @@ function urlInputValue(value: string): string {
   return encodeURIComponent(value);
 }
 
+/**
+ * What was thrown, as text, whatever it is: handlers and handler schemas may throw anything
+ * (undefined, a string, an object whose conversion throws), and describing it must not throw.
+ */
+function describeThrown(thrown: unknown, withName = false): string {
+  if (thrown instanceof Error) return withName ? `${thrown.name}: ${thrown.message}` : thrown.message;
+  try {
+    return String(thrown);
+  } catch {
+    return Object.prototype.toString.call(thrown);
+  }
+}
+
 /** Retry-After as seconds or an HTTP date, in milliseconds from now; undefined if absent or unreadable. */
 export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
   const v = (Array.isArray(value) ? value[0] : value)?.trim();
@@ -210,8 +223,7 @@ export function createDelivery(options: DeliveryOptions) {
       return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
     } catch (error) {
       if (signal.aborted) throw error;
-      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-      return failure('FAILED', message.slice(0, 2000), !(error instanceof UnrecoverableError));
+      return failure('FAILED', describeThrown(error, true).slice(0, 2000), !(error instanceof UnrecoverableError));
     }
   }
 
@@ -243,7 +255,8 @@ export function createDelivery(options: DeliveryOptions) {
       if (reason === 'cancelled') return failure('CANCELLED', 'cancelled while running', false);
       if (reason === 'lease-lost') return failure('FAILED', 'lease lost: another worker may run it', true);
       if (reason === 'shutdown') return failure('FAILED', 'worker shutting down', true);
-      return failure('FAILED', `unexpected: ${(error as Error).message}`, true);
+      // Not a rethrow of a known failure: this must still answer, or the attempt never ends.
+      return failure('FAILED', `unexpected: ${describeThrown(error).slice(0, 2000)}`, true);
     } finally {
       clearTimeout(timer);
     }

@@ -28,7 +28,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createListener, type Listener } from '../../db/listener.js';
-import { anyLimitedEndpoint, claimExecutions, nextDueAt, type ClaimedExecution } from '../../db/queries/claim.js';
+import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import { isConnectionError } from '../../db/sqlstate.js';
@@ -67,8 +67,9 @@ interface InFlight {
   started: number;
   /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
   finished: boolean;
-  /** Handed back at shutdown: its outcome, if it ever comes, is not recorded. */
+  /** Being handed back at shutdown: its outcome waits in `held` for the release's answer. */
   released?: boolean;
+  held?: Completion;
 }
 
 export interface Worker {
@@ -109,6 +110,7 @@ export function createWorker(options: WorkerOptions): Worker {
   let flushing: Promise<void> | undefined;
   let running = false;
   let claiming = false;
+  let claimRun: Promise<void> | undefined;
   let wantClaim = false;
   let kickQueued = false;
   // The last claim was held back by the cap on leases awaiting their outcome's record.
@@ -129,7 +131,7 @@ export function createWorker(options: WorkerOptions): Worker {
   function kick() {
     if (!running) return;
     wantClaim = true;
-    if (!claiming) void claimLoop();
+    if (!claiming) claimRun = claimLoop();
   }
 
   /** Kicks once after the current tick, so attempts ending together free their slots for one claim. */
@@ -184,22 +186,23 @@ export function createWorker(options: WorkerOptions): Worker {
     } finally {
       claiming = false;
     }
-    if (running && wantClaim && room() > 0) void claimLoop();
+    if (running && wantClaim && room() > 0) claimRun = claimLoop();
     // With every slot busy there is nothing to time: ending attempts kick the loop.
     else if (running && short) void armDueTimer();
   }
 
   async function armDueTimer() {
-    let at: Date | null;
+    let inMs: number | null;
     try {
-      at = await nextDueAt(pool);
+      inMs = await nextDueInMs(pool);
     } catch {
       return;
     }
-    if (!running || !at) return;
+    if (!running || inMs === null) return;
     clearTimeout(dueTimer);
-    // The database and this host may disagree on "now" by a little; waking early is harmless.
-    const delay = Math.max(0, Math.min(pollMs, at.getTime() - Date.now()));
+    // On the database's clock (the claim's): a host clock ahead of it would wake the worker early,
+    // over and over. The query's round trip makes the timer late by as much, at most.
+    const delay = Math.max(0, Math.min(pollMs, inMs));
     dueTimer = setTimeout(kick, delay);
     dueTimer.unref();
   }
@@ -213,13 +216,12 @@ export function createWorker(options: WorkerOptions): Worker {
     void delivery.attempt(ex, controller).then((result) => {
       executing--;
       entry.finished = true;
-      if (entry.released) return;
-      pendingCompletions.push({
-        executionId: ex.id,
-        epoch: ex.lease_epoch,
-        durationMs: performance.now() - entry.started,
-        ...result,
-      });
+      const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: performance.now() - entry.started, ...result };
+      if (entry.released) {
+        entry.held = completion;
+        return;
+      }
+      pendingCompletions.push(completion);
       scheduleFlush();
       // The slot is free now; when the last claim found the queue empty there is nothing to claim
       // into it until a hint arrives (a notification, the due timer, the flush below).
@@ -401,6 +403,9 @@ export function createWorker(options: WorkerOptions): Worker {
       const l = listener;
       listener = undefined;
       await l?.stop();
+      // A claim in flight commits leases: its attempts start, and below they finish within the
+      // grace period or are handed back, rather than run on after stop() with no heartbeat.
+      while (claiming) await claimRun;
       if (inFlight.size > 0) {
         log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
         // Leases must outlive the grace period.
@@ -416,11 +421,26 @@ export function createWorker(options: WorkerOptions): Worker {
           f.released = true;
           f.controller.abort('shutdown' satisfies AbortReason);
         }
-        const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).catch((e: Error) => {
-          log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
-          return [];
-        });
-        log.info(`worker ${id}: released ${released.length} execution(s) to other workers`);
+        const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).then(
+          (ids) => new Set(ids),
+          (e: Error) => {
+            log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
+            return undefined;
+          },
+        );
+        if (released) {
+          log.info(`worker ${id}: released ${released.size} execution(s) to other workers`);
+          // What the release would not take back (a cancellation was requested, or the lease had
+          // already expired) gets its outcome recorded, fenced as any: a cancelled one ends
+          // CANCELLED now instead of staying RUNNING, holding its lock key, concurrency slot and
+          // serial turn, until its lease expires.
+          for (const f of left) {
+            if (released.has(f.ex.id)) continue;
+            f.released = false;
+            if (f.held) pendingCompletions.push(f.held);
+          }
+          if (pendingCompletions.length > 0) scheduleFlush();
+        }
       }
       await flushing;
       // Outcomes of released attempts are fenced out; do not wait on them.
