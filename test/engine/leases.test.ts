@@ -176,6 +176,26 @@ async function waitingOnLock(n: number): Promise<void> {
   )).rows[0]!.n >= n, 5000, `${n} statement(s) to wait on a lock`);
 }
 
+/**
+ * Orders two writers of one execution: a row lock of the test's own holds both, `first` queued
+ * behind it before `second`, and they go in that order when it is released.
+ */
+async function inOrderBehindRowLock<A, B>(executionId: string, first: () => Promise<A>, second: () => Promise<B>): Promise<[A, B]> {
+  const holder = await t.database.pool.connect();
+  try {
+    await holder.query('begin');
+    await holder.query('select 1 from executions where id = $1 for update', [executionId]);
+    const a = first();
+    await waitingOnLock(1);
+    const b = second();
+    await waitingOnLock(2);
+    await holder.query('commit');
+    return [await a, await b];
+  } finally {
+    holder.release();
+  }
+}
+
 describe('cancellation racing with the outcome', () => {
   const retryableFailure = (ex: { id: string; lease_epoch: number }): Completion => ({
     executionId: ex.id, epoch: ex.lease_epoch, outcome: 'FAILED', retryable: true, retryDelayMs: null, statusCode: null, durationMs: 1, error: 'boom', responseExcerpt: null,
@@ -184,22 +204,14 @@ describe('cancellation racing with the outcome', () => {
   it('cancelJob while the running attempt\'s retry is being scheduled: the execution ends CANCELLED and frees its lock key', async () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' });
     const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
-    // A row lock of the test's own orders the two writers: the attempt's outcome (a retryable
-    // failure, so PENDING again) commits first, while cancelJob's transaction is under way.
-    const holder = await t.database.pool.connect();
-    try {
-      await holder.query('begin');
-      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
-      const completing = completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]);
-      await waitingOnLock(1);
-      const cancelling = t.service.cancelJob(t.actor, job.id);
-      await waitingOnLock(2);
-      await holder.query('commit');
-      expect(Object.fromEntries(await completing)).toEqual({ [ex!.id]: 'PENDING' });
-      await cancelling;
-    } finally {
-      holder.release();
-    }
+    // The attempt's outcome (a retryable failure, so PENDING again) commits first, while
+    // cancelJob's transaction is under way.
+    const [completed] = await inOrderBehindRowLock(
+      ex!.id,
+      () => completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]),
+      () => t.service.cancelJob(t.actor, job.id),
+    );
+    expect(Object.fromEntries(completed)).toEqual({ [ex!.id]: 'PENDING' });
     const [after] = (await t.query('select status from executions where id = $1', [ex!.id])).rows;
     expect(after.status).toBe('CANCELLED');
     await expect(t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' })).resolves.toMatchObject({ created: true });
@@ -214,20 +226,13 @@ describe('cancellation racing with the outcome', () => {
     );
     const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
     await t.query(`update jobs set ends_at = now() - interval '1 second' where id = $1`, [job.id]);
-    const holder = await t.database.pool.connect();
-    try {
-      await holder.query('begin');
-      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
-      const completing = completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]);
-      await waitingOnLock(1);
-      const reaping = reapEndedCronJobs(t.database.pool, t.actor.workspaceId);
-      await waitingOnLock(2);
-      await holder.query('commit');
-      expect(Object.fromEntries(await completing)).toEqual({ [ex!.id]: 'PENDING' });
-      expect(await reaping).toBe(1);
-    } finally {
-      holder.release();
-    }
+    const [completed, reaped] = await inOrderBehindRowLock(
+      ex!.id,
+      () => completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]),
+      () => reapEndedCronJobs(t.database.pool, t.actor.workspaceId),
+    );
+    expect(Object.fromEntries(completed)).toEqual({ [ex!.id]: 'PENDING' });
+    expect(reaped).toBe(1);
     const [after] = (await t.query('select status, last_error from executions where id = $1', [ex!.id])).rows;
     expect(after).toEqual({ status: 'CANCELLED', last_error: 'job ended (endsAt passed)' });
   });
