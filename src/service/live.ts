@@ -56,7 +56,8 @@ export function createLiveService(ctx: ServiceContext) {
      * Authorises a stream of execution, job or run events in the actor's workspace, optionally
      * narrowed to a job, an endpoint or (runs) a handler name, from `after` on. Throws
      * VALIDATION_FAILED (a bad cursor, or one above every event id handed out), NOT_FOUND (a job
-     * or endpoint not in the workspace), CURSOR_EXPIRED (events after `after` were pruned: replaying would skip them silently).
+     * or endpoint not in the workspace), CURSOR_EXPIRED (events after `after` were pruned:
+     * replaying would skip them silently).
      * `after` "0" asks for everything kept, and is never refused.
      */
     async authorizeEventStream(actor: Actor, topic: EventTopic, raw: EventStreamInput): Promise<{ match: EventMatch; after: bigint | undefined }> {
