@@ -3,6 +3,7 @@
  * workspace. A job, endpoint or run of another workspace is NOT_FOUND, as everywhere else; the
  * fan-out then only ever matches events of the workspace decided here.
  */
+import { sql } from 'kysely';
 import { z } from 'zod';
 import type { EventMatch } from '../db/queries/events.js';
 import { findEndpointById } from '../db/repos/endpoints.js';
@@ -10,7 +11,7 @@ import { findJobById } from '../db/repos/jobs.js';
 import { scoped } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { CursorExpiredError, NotFoundError } from './errors.js';
+import { CursorExpiredError, NotFoundError, ValidationError } from './errors.js';
 import { findRun } from './runs.js';
 import { idSchema, text } from './inputs.js';
 
@@ -37,6 +38,16 @@ export function assertCursorKept(after: bigint, prunedThrough: bigint): void {
   if (after > 0n && after < prunedThrough) throw new CursorExpiredError(after.toString(), prunedThrough.toString());
 }
 
+/**
+ * A cursor above the last id its sequence handed out names no item: it is another stream's
+ * (a finding id passed as an event cursor), or from a database restored to an earlier state.
+ * Taken as a position, it would skip every new item until the ids reached it, in silence.
+ * Throws VALIDATION_FAILED.
+ */
+function assertCursorHandedOut(after: bigint, latest: bigint): void {
+  if (after > latest) throw ValidationError.at(['after'], `is not a cursor of this stream: no id after ${latest} has been handed out; pass the \`cursor\` (or finding \`id\`) of the last item you received`);
+}
+
 export function createLiveService(ctx: ServiceContext) {
   const { db } = ctx;
 
@@ -44,8 +55,9 @@ export function createLiveService(ctx: ServiceContext) {
     /**
      * Authorises a stream of execution, job or run events in the actor's workspace, optionally
      * narrowed to a job, an endpoint or (runs) a handler name, from `after` on. Throws
-     * VALIDATION_FAILED (a bad cursor), NOT_FOUND (a job or endpoint not in the workspace),
-     * CURSOR_EXPIRED (events after `after` were pruned: replaying would skip them silently).
+     * VALIDATION_FAILED (a bad cursor, or one above every event id handed out), NOT_FOUND (a job
+     * or endpoint not in the workspace), CURSOR_EXPIRED (events after `after` were pruned:
+     * replaying would skip them silently).
      * `after` "0" asks for everything kept, and is never refused.
      */
     async authorizeEventStream(actor: Actor, topic: EventTopic, raw: EventStreamInput): Promise<{ match: EventMatch; after: bigint | undefined }> {
@@ -55,12 +67,12 @@ export function createLiveService(ctx: ServiceContext) {
       if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId))) throw new NotFoundError('Endpoint', input.endpointId);
       const after = input.after ? BigInt(input.after) : undefined;
       if (after !== undefined && after > 0n) {
-        const { events_pruned_through: horizon } = await db
-          .selectFrom('workspaces')
-          .select('events_pruned_through')
-          .where('id', '=', workspaceId)
-          .executeTakeFirstOrThrow();
-        assertCursorKept(after, BigInt(horizon));
+        const { rows } = await sql<{ pruned: string; latest: string }>`
+          select events_pruned_through as pruned,
+                 (select case when is_called then last_value else 0 end from events_id_seq) as latest
+          from workspaces where id = ${workspaceId}`.execute(db);
+        assertCursorHandedOut(after, BigInt(rows[0]!.latest));
+        assertCursorKept(after, BigInt(rows[0]!.pruned));
       }
       return {
         match: { workspaceId, topic, jobId: input.jobId ?? undefined, endpointId: input.endpointId ?? undefined, name: input.name ?? undefined },
@@ -68,11 +80,19 @@ export function createLiveService(ctx: ServiceContext) {
       };
     },
 
-    /** Authorises watching one run (its progress or its findings). Throws NOT_FOUND, VALIDATION_FAILED. */
+    /**
+     * Authorises watching one run (its progress or its findings, from `after` on). Throws
+     * NOT_FOUND, VALIDATION_FAILED (a bad cursor, or one above every finding id handed out).
+     */
     async authorizeRunStream(actor: Actor, runId: string, rawAfter?: string | null): Promise<{ runId: string; after: bigint | undefined }> {
       const { after } = parseInput(z.object({ after: eventCursorSchema.nullish() }), { after: rawAfter });
       await findRun(db, actor.workspaceId, runId);
-      return { runId, after: after ? BigInt(after) : undefined };
+      const from = after ? BigInt(after) : undefined;
+      if (from !== undefined && from > 0n) {
+        const { rows } = await sql<{ latest: string }>`select case when is_called then last_value else 0 end as latest from findings_id_seq`.execute(db);
+        assertCursorHandedOut(from, BigInt(rows[0]!.latest));
+      }
+      return { runId, after: from };
     },
   };
 }

@@ -47,6 +47,56 @@ function replaceErrorHandler(ws: WebSocket, log: Logger) {
   });
 }
 
+/**
+ * The protocol lets a client reuse a subscription id once it has sent `complete` for it, and
+ * graphql-ws mishandles a reuse that arrives before the first subscription has wound down (its
+ * handler still returning the stream, or still setting it up): the first one's ending sees the
+ * new id and sends the client `complete` for it, and deletes its entry, so the second
+ * subscription is answered `complete` at once and never streams. So a message naming an id the
+ * client just completed waits until that subscription's handler has ended (the ws adapter's
+ * message listener returns the handler's promise; without one nothing waits). Other ids, and a
+ * reuse of an id still active (4409), pass at once. Only client messages are parsed here, and
+ * only ones that name an id: few and small.
+ */
+function holdReusedIds(ws: WebSocket) {
+  const listeners = ws.listeners('message') as ((data: unknown, isBinary: boolean) => unknown)[];
+  if (listeners.length !== 1) return;
+  const handle = listeners[0]!;
+  ws.removeAllListeners('message');
+  const running = new Map<string, Promise<unknown>>(); // subscribe handlers by id, until they end
+  const held = new Map<string, Promise<unknown>>(); // messages for an id wait on this
+  ws.on('message', (data: unknown, isBinary: boolean) => {
+    const message = idMessage(data);
+    if (!message) return void handle.call(ws, data, isBinary);
+    const { type, id } = message;
+    const deliver = () => {
+      if (type === 'subscribe') {
+        const done = Promise.resolve(handle.call(ws, data, isBinary)).catch(() => {});
+        running.set(id, done);
+        void done.then(() => running.get(id) === done && running.delete(id));
+        return undefined;
+      }
+      const ending = running.get(id);
+      void handle.call(ws, data, isBinary);
+      return ending; // what the client completed: later messages for this id wait for its end
+    };
+    const before = held.get(id);
+    const wait = before ? before.then(deliver) : deliver();
+    if (!wait) return;
+    held.set(id, wait);
+    void wait.then(() => held.get(id) === wait && held.delete(id));
+  });
+}
+
+function idMessage(data: unknown): { type: 'subscribe' | 'complete'; id: string } | undefined {
+  try {
+    const message = JSON.parse(String(data)) as { type?: unknown; id?: unknown };
+    return (message.type === 'subscribe' || message.type === 'complete') && typeof message.id === 'string' ? { type: message.type, id: message.id } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
   // No permessage-deflate (ws's default, stated so it stays): payloads are small JSON, and
   // compressing each one per socket costs CPU and a zlib context (~300 KB) per connection, where
@@ -62,6 +112,7 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
     wss.handleUpgrade(request, socket, head, (ws) => {
       wss.emit('connection', ws, request);
       replaceErrorHandler(ws, options.log);
+      holdReusedIds(ws);
     });
   server.on('upgrade', onUpgrade);
   const disposable = useServer<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>(

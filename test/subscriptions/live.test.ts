@@ -255,6 +255,31 @@ describe('runProgress and runFindings', () => {
     expect(all).toContain(String(held));
   });
 
+  it('refuses a cursor beyond every id handed out (VALIDATION_FAILED), which would otherwise skip every event until the ids reach it', async () => {
+    allow(Infinity);
+    const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
+    const { run } = await t.service.triggerRun(t.actor, { name: 'live.walk', params: {} });
+    await runner.start();
+    await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED', 15_000, 'the run to complete');
+    await runner.stop();
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const latest = async (seq: string) => BigInt((await t.query(`select last_value from ${seq}`)).rows[0].last_value);
+    // A cursor of another stream, or from a database restored to an older state: both far ahead.
+    const ahead = String((await latest('events_id_seq')) + (await latest('findings_id_seq')) + 1_000n);
+    const events = collect(live.client(key), JOBS, { jobId: job.id, after: ahead });
+    const findings = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id } }`, { id: run.id, after: ahead });
+    await eventually(async () => events.errors.length > 0 && findings.errors.length > 0, 5000, 'both refused');
+    for (const sub of [events, findings]) {
+      expect(sub.errors[0]).toMatchObject({ extensions: { code: 'VALIDATION_FAILED' } });
+      expect(JSON.stringify(sub.errors[0])).toContain('after');
+    }
+    // The last id handed out is still a cursor (nothing after it yet): the stream goes on from it.
+    const atLatest = await subscribed(key, JOBS, { jobId: job.id, after: String(await latest('events_id_seq')) });
+    await t.service.cancelJob(t.actor, job.id);
+    await atLatest.until((xs) => xs.some((x) => x.status === 'RETIRED'));
+    atLatest.stop();
+  });
+
   it('keeps delivering after the listening backend is terminated: the hub reconnects and re-reads from its position', async () => {
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
     const sub = await subscribed(key, JOBS, { jobId: job.id });

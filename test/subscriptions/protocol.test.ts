@@ -94,6 +94,29 @@ describe('graphql-transport-ws close codes', () => {
     expect((await c.closed).code).toBe(4409);
   });
 
+  it('gives a subscription id reused right after its complete a stream of its own, not the end of the first', async () => {
+    // A workspace of its own, so its events are no one else's.
+    const own = (await t.service.bootstrapKey('other', 'ADMIN', 'reuse admin')).key;
+    const actor = await t.service.authenticate(own);
+    const endpoint = await t.service.registerEndpoint(actor, { name: 'protocol.reuse', kind: 'HANDLER', handlerName: 'nobody' });
+    const c = await open();
+    c.send(init(own));
+    await c.next('connection_ack');
+    for (let i = 0; i < 100 && live.hub.stats().events > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    c.send(subscribe('again'));
+    for (let i = 0; i < 100 && live.hub.stats().events < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    // Back to back, as the protocol allows once the first is complete.
+    c.send({ type: 'complete', id: 'again' });
+    c.send(subscribe('again'));
+    await new Promise((r) => setTimeout(r, 300));
+    const { job } = await t.service.createJob(actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    for (let i = 0; i < 250 && !c.messages.some((m) => m.type === 'next'); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(c.messages.filter((m) => m.id === 'again').map((m) => m.type)).toEqual(['next']);
+    const events = (await t.query(`select id from events where topic = 'JOB' and subject_id = $1`, [job.id])).rows;
+    expect(c.messages.find((m) => m.type === 'next').payload.data.jobEvents.cursor).toBe(String(events[0].id));
+    c.socket.close();
+  });
+
   it('4400 on a message that is not one of the protocol', async () => {
     const c = await open();
     c.send(init());
