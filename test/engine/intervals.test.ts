@@ -316,4 +316,35 @@ describe('interval handlers', () => {
     await t.service.triggerHandler(t.actor, { name: 'nul-error' });
     await eventually(async () => Number((await stateOf('nul-error')).ok_runs) === 1, 5000, 'the next tick');
   });
+
+  it('hands back, uncounted, a tick taken while the worker was stopping', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let holding = false;
+    let arm = false;
+    const pool = hookedPool(async (sql) => {
+      if (arm && sql.startsWith('update interval_handlers set owner = $1, epoch')) {
+        arm = false;
+        holding = true;
+        await held;
+      }
+    });
+    const host = await workerOn(pool, {
+      name: 'late-take',
+      everyMs: HOUR,
+      run: (ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))),
+    });
+    arm = true;
+    await t.query(`update interval_handlers set next_due_at = now() where name = 'late-take'`);
+    await eventually(async () => holding, 5000, 'a take in flight');
+    const stopped = host.stop({ graceMs: 1000 });
+    await new Promise((r) => setTimeout(r, 100));
+    release();
+    await stopped;
+    await new Promise((r) => setTimeout(r, 300)); // time for a take stop() did not wait for to land
+    // Handed back (due at once, no outcome), not left running under a worker that is gone.
+    const row = await stateOf('late-take');
+    expect(row).toMatchObject({ owner: null, last_status: null, error_runs: 0, ok_runs: 0 });
+    expect(host.intervals.active()).toEqual([]);
+  });
 });

@@ -305,6 +305,9 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       if (!running) return;
       running = false;
       clearInterval(timer);
+      // A take in flight starts its ticks: they are aborted and handed back below like any other,
+      // rather than run on, unstopped, after stop() returned.
+      await current;
       const left = [...active.entries()];
       for (const [, s] of left) {
         s.stopping = true;
