@@ -403,4 +403,63 @@ describe('recoverable runs', () => {
     const cancel = await g.gql(`mutation ($id: ID!) { cancelRun(id: $id) { id } }`, { id });
     expect(cancel.errors![0]!.extensions!.code).toBe('CONFLICT');
   });
+
+  it('ends at once as FAILED, saying why, a run whose outcome cannot be stored (not left to be swept as crashed)', async () => {
+    registry.register({ name: 'no-outcome', run: async () => undefined as never });
+    registry.register({
+      name: 'cyclic-pause',
+      async run(store) {
+        await store.checkpoint({ next: 1 }, { processed: 1 });
+        const cursor: Record<string, unknown> = {};
+        cursor.self = cursor;
+        return outcome.paused(cursor);
+      },
+    });
+    registry.register({
+      name: 'nul-error',
+      async run() {
+        throw new Error('bad\u0000byte');
+      },
+    });
+    await runner();
+    const ids = await Promise.all(['no-outcome', 'cyclic-pause', 'nul-error'].map(async (name) => (await t.service.triggerRun(t.actor, { name })).run.id));
+    // Left owned with no heartbeat, each would be swept a second later, PAUSED as CRASHED.
+    const ended = await Promise.all(ids.map((id) => eventually(async () => (['FAILED', 'PAUSED'].includes(await status(id)) ? t.service.run(t.actor, id) : null), 5000)));
+    expect(ended.map((r) => r.status)).toEqual(['FAILED', 'FAILED', 'FAILED']);
+    expect(ended[0]!.error).toMatch(/returned undefined, not an outcome/);
+    expect(ended[1]!.error).toMatch(/^ValidationError: cursor: cannot be stored as JSON \(Converting circular structure/);
+    // Its last good checkpoint is kept.
+    expect(JSON.parse(Buffer.from(ended[1]!.cursorBase64!, 'base64').toString())).toEqual({ next: 1 });
+    expect(ended[2]!.error).toBe('Error: bad\ufffdbyte');
+  });
+
+  it('refuses a checkpoint it cannot store (no cursor, a NUL in stats, a count that is not a number) with VALIDATION_FAILED, keeping the last good one', async () => {
+    const refused: { code?: string; issues?: { path: unknown[] }[] }[] = [];
+    registry.register({
+      name: 'bad-checkpoint',
+      async run(store) {
+        await store.checkpoint({ next: 1 }, { processed: 1, stats: { seen: 1 } });
+        const bad: [unknown, { processed: number; stats?: Record<string, unknown> }][] = [
+          [undefined, { processed: 1, stats: { seen: 1 } }],
+          [{ next: 2 }, { processed: 1, stats: { note: 'a\u0000b' } }],
+          [{ next: 2 }, { processed: Number.NaN }],
+        ];
+        for (const [cursor, progress] of bad) await store.checkpoint(cursor, progress).catch((error) => refused.push(error));
+        return outcome.paused();
+      },
+    });
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'bad-checkpoint' });
+    await eventually(async () => (await status(run.id)) === 'PAUSED');
+    expect(refused.map((e) => [e.code, e.issues?.[0]?.path])).toEqual([
+      ['VALIDATION_FAILED', ['cursor']],
+      ['VALIDATION_FAILED', ['stats', 'note']],
+      ['VALIDATION_FAILED', ['processed']],
+    ]);
+    const paused = await t.service.run(t.actor, run.id);
+    expect(paused).toMatchObject({ processed: 1, stats: { seen: 1 }, pauseKind: 'HANDLER' });
+    expect(JSON.parse(Buffer.from(paused.cursorBase64!, 'base64').toString())).toEqual({ next: 1 });
+  });
+
+
 });
