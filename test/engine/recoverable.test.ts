@@ -84,6 +84,19 @@ function faultyPool(failure: (sql: string) => 'before' | 'after' | undefined): p
   });
 }
 
+/** The test database's pool, with a hook that may hold chosen statements before they are sent. */
+function hookedPool(before: (sql: string) => Promise<void> | void): pg.Pool {
+  return new Proxy(t.database.pool, {
+    get(target, prop, receiver) {
+      if (prop !== 'query') return Reflect.get(target, prop, receiver);
+      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
+        await before(typeof text === 'string' ? text.trim() : text.text.trim());
+        return target.query(text as string, values);
+      };
+    },
+  });
+}
+
 async function runner(): Promise<Runner> {
   const r = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
   await r.start();
@@ -459,6 +472,65 @@ describe('recoverable runs', () => {
     const paused = await t.service.run(t.actor, run.id);
     expect(paused).toMatchObject({ processed: 1, stats: { seen: 1 }, pauseKind: 'HANDLER' });
     expect(JSON.parse(Buffer.from(paused.cursorBase64!, 'base64').toString())).toEqual({ next: 1 });
+  });
+
+  it('hands back a run it took while stopping, rather than run it on after stop()', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let holding = false;
+    let arm = false;
+    const pool = hookedPool(async (sql) => {
+      if (arm && sql.startsWith('update runs r set owner = $1')) {
+        arm = false;
+        holding = true;
+        await held;
+      }
+    });
+    const r = createRunner({ pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
+    await r.start();
+    runners.push(r);
+    arm = true;
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 1_000_000, batch: 10 } });
+    await eventually(async () => holding, 5000, 'a take in flight');
+    const stopped = r.stop({ graceMs: 2000 });
+    await new Promise((res) => setTimeout(res, 100));
+    release();
+    await stopped;
+    await new Promise((res) => setTimeout(res, 300)); // time for a take stop() did not wait for to land
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: null });
+    expect(r.active()).toBe(0);
+  });
+
+  it('keeps a run it takes again in its count while its earlier execution of that run winds down', async () => {
+    let second: () => void = () => {};
+    const secondGate = new Promise<void>((res) => (second = res));
+    let calls = 0;
+    let woundDown = false;
+    registry.register({
+      name: 'retaken',
+      async run(store) {
+        const mine = ++calls;
+        atGate++;
+        await (mine === 1 ? gate : secondGate);
+        await store.status();
+        if (mine === 1) woundDown = true;
+        return outcome.completed();
+      },
+    });
+    gate = new Promise((res) => (openGate = res));
+    const r = await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'retaken' });
+    await eventually(async () => atGate === 1);
+    // What a sweep (a heartbeat late) and a resume leave: RUNNING and unowned; the same runner takes it again.
+    await t.query(`update runs set owner = null where id = $1`, [run.id]);
+    await eventually(async () => atGate === 2);
+    openGate();
+    await eventually(async () => woundDown);
+    await new Promise((res) => setTimeout(res, 100));
+    expect(r.active()).toBe(1);
+    second();
+    await eventually(async () => (await status(run.id)) === 'COMPLETED');
+    await eventually(async () => r.active() === 0);
   });
 
 

@@ -247,6 +247,12 @@ function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> 
   return out;
 }
 
+interface RunState {
+  stopping: boolean;
+  lost: boolean;
+  done: Promise<void>;
+}
+
 export function createRunner(options: RunnerOptions) {
   const { pool, log } = options;
   const owner = options.ownerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
@@ -254,13 +260,16 @@ export function createRunner(options: RunnerOptions) {
   const staleMs = options.staleMs ?? 30_000;
   const pollMs = options.pollMs ?? 1000;
   const concurrency = options.concurrency ?? 4;
-  const active = new Map<string, { stopping: boolean; lost: boolean; done: Promise<void> }>();
+  // By run and epoch: a run taken again by this runner (swept while its heartbeat was late, then
+  // resumed) while its earlier execution winds down is two entries, each counted and waited for.
+  const active = new Map<string, RunState>();
+  // Polls in flight: stop() waits for them, so a run one takes is stopped and handed back like any other.
+  const polling = new Set<Promise<void>>();
   let running = false;
   let timer: NodeJS.Timeout | undefined;
 
-  async function execute(run: TakenRun) {
+  async function execute(run: TakenRun, state: RunState) {
     const handler = options.registry.get(run.name)!;
-    const state = active.get(run.id)!;
     let stats = run.stats ?? {};
     let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
     const fence = [run.id, run.epoch, owner] as const;
@@ -434,7 +443,14 @@ export function createRunner(options: RunnerOptions) {
     }
   }
 
-  async function poll() {
+  function poll(): Promise<void> {
+    const p = pollOnce();
+    polling.add(p);
+    void p.finally(() => polling.delete(p));
+    return p;
+  }
+
+  async function pollOnce() {
     if (!running) return;
     try {
       await pool.query(SWEEP, [staleMs]).then((r) => {
@@ -445,15 +461,16 @@ export function createRunner(options: RunnerOptions) {
         const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);
         const run = rows[0];
         if (!run) break;
-        const state = { stopping: false, lost: false, done: Promise.resolve() };
-        active.set(run.id, state);
+        const state: RunState = { stopping: false, lost: false, done: Promise.resolve() };
+        const key = `${run.id}#${run.epoch}`;
+        active.set(key, state);
         // A failure outside the handler (its outcome could not be written, a stored cursor that
         // does not parse) is logged, never an unhandled rejection: the sweep pauses the run once
         // its heartbeat stops.
-        state.done = execute(run)
+        state.done = execute(run, state)
           .catch((error: unknown) => log.error(`runner ${owner}: run ${run.id} (${run.name}) failed outside its handler: ${(error as Error)?.message ?? String(error)}`))
           .finally(() => {
-            active.delete(run.id);
+            active.delete(key);
             if (running) void poll();
           });
       }
@@ -478,6 +495,7 @@ export function createRunner(options: RunnerOptions) {
     async stop({ graceMs = 10_000 } = {}) {
       running = false;
       clearInterval(timer);
+      await Promise.all([...polling]);
       for (const s of active.values()) s.stopping = true;
       await Promise.race([Promise.all([...active.values()].map((s) => s.done)), new Promise((r) => setTimeout(r, graceMs).unref())]);
     },
