@@ -533,5 +533,11 @@ describe('recoverable runs', () => {
     await eventually(async () => r.active() === 0);
   });
 
-
+  it('pauses at once, as cancelled, a run no runner holds (its handler may be registered nowhere)', async () => {
+    const { run } = await t.service.triggerRun(t.actor, { name: 'registered-nowhere' });
+    // No runner will ever take it to see a CANCEL_REQUESTED: asked to stop, it must stop now.
+    expect(await t.service.cancelRun(t.actor, run.id)).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator' });
+    expect((await t.service.triggerRun(t.actor, { name: 'registered-nowhere' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect((await t.service.triggerRun(t.actor, { name: 'registered-nowhere' })).outcome).toBe('RESUMED');
+  });
 });
