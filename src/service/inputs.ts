@@ -29,6 +29,11 @@ export function isStorableText(value: string): boolean {
   return !UNSTORABLE.test(value);
 }
 
+/** The string with what Postgres cannot store (NUL, unpaired surrogates) replaced by U+FFFD: for text jobgate records, not input. */
+export function storableText(value: string): string {
+  return value.replace(new RegExp(UNSTORABLE.source, 'g'), '\ufffd');
+}
+
 /** A string Postgres can store. Every free-text input field is one. */
 export const text = () => z.string().refine(isStorableText, UNSTORABLE_MESSAGE);
 

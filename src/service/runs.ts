@@ -68,6 +68,8 @@ export interface RunRow {
   pause_reason: string | null;
   pause_kind: PauseKind | null;
   created_by_key_id: string | null;
+  /** The runner executing it now; null while no runner holds it. */
+  owner: string | null;
 }
 
 export const toRun = (r: RunRow): Run => {
@@ -199,7 +201,8 @@ export function createRunsService(ctx: ServiceContext) {
 
     /**
      * Asks a running run to stop at its next safe boundary: it becomes CANCEL_REQUESTED, and
-     * PAUSED (kind CANCELLED) once the handler sees it. A run already paused by a crash or by its
+     * PAUSED (kind CANCELLED) once the handler sees it. A live run no runner holds (not taken
+     * yet, handed back, or of a handler no worker has) is PAUSED at once. A run already paused by a crash or by its
      * handler is marked CANCELLED, so its schedule no longer resumes it. OPERATOR keys may cancel
      * only runs their key triggered.
      * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
@@ -218,6 +221,15 @@ export function createRunsService(ctx: ServiceContext) {
             update runs set pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator (was: ' || coalesce(pause_reason, 'paused') || ')', updated_at = now()
             where id = ${id} returning *`.execute(trx);
           return toRun(held.rows[0]!);
+        }
+        if (row.owner === null) {
+          // No handler is running it to see a CANCEL_REQUESTED, and perhaps none ever will (a
+          // handler no worker registers): left to a runner, the run could never be stopped. A
+          // runner's take skips this locked row, and after the commit finds it paused.
+          const paused = await sql<RunRow>`
+            update runs set status = 'PAUSED', pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator', updated_at = now()
+            where id = ${id} returning *`.execute(trx);
+          return toRun(paused.rows[0]!);
         }
         if (row.status !== 'RUNNING') return toRun(row);
         const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);

@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
@@ -33,10 +34,14 @@ afterEach(async () => {
 
 /** A worker (its engine host) in this process with these interval handlers. */
 async function worker(...handlers: IntervalHandler[]): Promise<EngineHost> {
+  return workerOn(t.database.pool, ...handlers);
+}
+
+async function workerOn(pool: pg.Pool, ...handlers: IntervalHandler[]): Promise<EngineHost> {
   const intervals = new IntervalRegistry();
   for (const h of handlers) intervals.register(h);
   const host = createEngineHost({
-    pool: t.database.pool,
+    pool,
     log: createLogger('silent'),
     handlers: new HandlerRegistry(),
     recoverables: new RecoverableRegistry(),
@@ -62,6 +67,23 @@ function recorded(name: string, body: (signal: AbortSignal) => Promise<{ count?:
       return out;
     },
   };
+}
+
+/**
+ * The test database's pool with a hook before chosen statements: it may throw (a lost
+ * connection) or wait, before the statement reaches the server.
+ */
+function hookedPool(before: (sql: string) => Promise<void> | void): pg.Pool {
+  const pool = t.database.pool;
+  return new Proxy(pool, {
+    get(target, prop, receiver) {
+      if (prop !== 'query') return Reflect.get(target, prop, receiver);
+      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
+        await before(typeof text === 'string' ? text.trim() : text.text.trim());
+        return target.query(text as string, values);
+      };
+    },
+  });
 }
 
 const stateOf = async (name: string) => (await t.query(`select * from interval_handlers where name = $1`, [name])).rows[0];
@@ -262,5 +284,67 @@ describe('interval handlers', () => {
     expect(missing.errors![0]!.extensions!.code).toBe('NOT_FOUND');
     const bad = await g.gql(`mutation { triggerHandler(input: { name: "no spaces" }) { outcome } }`);
     expect(bad.errors![0]!.extensions!.code).toBe('VALIDATION_FAILED');
+  });
+
+  it('ticks again after writing an outcome lost its connection: the outcome is written on a later pass', async () => {
+    let cuts = 1;
+    const pool = hookedPool((sql) => {
+      if (sql.startsWith('update interval_handlers set owner = null, run_started_at = null, overrun = false,\n  last_status') && cuts-- > 0) {
+        throw new Error('Connection terminated unexpectedly');
+      }
+    });
+    await workerOn(pool, recorded('blip', async () => ({ count: 5 })));
+    await t.service.triggerHandler(t.actor, { name: 'blip' });
+    // Left owned by a live worker, the tick would hold the handler on every worker for good.
+    await eventually(async () => Number((await stateOf('blip')).ok_runs) === 1, 5000, 'the outcome to be written');
+    expect(await stateOf('blip')).toMatchObject({ owner: null, last_status: 'OK', last_count: 5 });
+    await t.service.triggerHandler(t.actor, { name: 'blip' });
+    await eventually(async () => Number((await stateOf('blip')).ok_runs) === 2, 5000, 'the next tick');
+  });
+
+  it('records a handler error whose text holds a NUL, and ticks again', async () => {
+    let calls = 0;
+    await worker(
+      recorded('nul-error', async () => {
+        if (++calls === 1) throw new Error('bad\u0000byte');
+        return { count: 1 };
+      }),
+    );
+    await t.service.triggerHandler(t.actor, { name: 'nul-error' });
+    await eventually(async () => Number((await stateOf('nul-error')).error_runs) === 1, 5000, 'the error to be recorded');
+    expect(await stateOf('nul-error')).toMatchObject({ owner: null, last_cause: 'HANDLER', last_error: 'Error: bad\ufffdbyte' });
+    await t.service.triggerHandler(t.actor, { name: 'nul-error' });
+    await eventually(async () => Number((await stateOf('nul-error')).ok_runs) === 1, 5000, 'the next tick');
+  });
+
+  it('hands back, uncounted, a tick taken while the worker was stopping', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let holding = false;
+    let arm = false;
+    const pool = hookedPool(async (sql) => {
+      if (arm && sql.startsWith('update interval_handlers set owner = $1, epoch')) {
+        arm = false;
+        holding = true;
+        await held;
+      }
+    });
+    const host = await workerOn(pool, {
+      name: 'late-take',
+      everyMs: HOUR,
+      run: (ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))),
+    });
+    arm = true;
+    await t.query(`update interval_handlers set next_due_at = now() where name = 'late-take'`);
+    await eventually(async () => holding, 5000, 'a take in flight');
+    const stopped = host.stop({ graceMs: 1000 });
+    await new Promise((r) => setTimeout(r, 100));
+    release();
+    await stopped;
+    await new Promise((r) => setTimeout(r, 300)); // time for a take stop() did not wait for to land
+    // Handed back (due at once, no outcome), not left running under a worker that is gone.
+    const row = await stateOf('late-take');
+    expect(row).toMatchObject({ owner: null, last_status: null, error_runs: 0, ok_runs: 0 });
+    expect(host.intervals.active()).toEqual([]);
   });
 });

@@ -84,6 +84,19 @@ function faultyPool(failure: (sql: string) => 'before' | 'after' | undefined): p
   });
 }
 
+/** The test database's pool, with a hook that may hold chosen statements before they are sent. */
+function hookedPool(before: (sql: string) => Promise<void> | void): pg.Pool {
+  return new Proxy(t.database.pool, {
+    get(target, prop, receiver) {
+      if (prop !== 'query') return Reflect.get(target, prop, receiver);
+      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
+        await before(typeof text === 'string' ? text.trim() : text.text.trim());
+        return target.query(text as string, values);
+      };
+    },
+  });
+}
+
 async function runner(): Promise<Runner> {
   const r = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
   await r.start();
@@ -402,5 +415,129 @@ describe('recoverable runs', () => {
     expect(res.data.run.findings.nodes.map((n: { resourceId: string }) => n.resourceId)).toEqual(['0', '10']);
     const cancel = await g.gql(`mutation ($id: ID!) { cancelRun(id: $id) { id } }`, { id });
     expect(cancel.errors![0]!.extensions!.code).toBe('CONFLICT');
+  });
+
+  it('ends at once as FAILED, saying why, a run whose outcome cannot be stored (not left to be swept as crashed)', async () => {
+    registry.register({ name: 'no-outcome', run: async () => undefined as never });
+    registry.register({
+      name: 'cyclic-pause',
+      async run(store) {
+        await store.checkpoint({ next: 1 }, { processed: 1 });
+        const cursor: Record<string, unknown> = {};
+        cursor.self = cursor;
+        return outcome.paused(cursor);
+      },
+    });
+    registry.register({
+      name: 'nul-error',
+      async run() {
+        throw new Error('bad\u0000byte');
+      },
+    });
+    await runner();
+    const ids = await Promise.all(['no-outcome', 'cyclic-pause', 'nul-error'].map(async (name) => (await t.service.triggerRun(t.actor, { name })).run.id));
+    // Left owned with no heartbeat, each would be swept a second later, PAUSED as CRASHED.
+    const ended = await Promise.all(ids.map((id) => eventually(async () => (['FAILED', 'PAUSED'].includes(await status(id)) ? t.service.run(t.actor, id) : null), 5000)));
+    expect(ended.map((r) => r.status)).toEqual(['FAILED', 'FAILED', 'FAILED']);
+    expect(ended[0]!.error).toMatch(/returned undefined, not an outcome/);
+    expect(ended[1]!.error).toMatch(/^ValidationError: cursor: cannot be stored as JSON \(Converting circular structure/);
+    // Its last good checkpoint is kept.
+    expect(JSON.parse(Buffer.from(ended[1]!.cursorBase64!, 'base64').toString())).toEqual({ next: 1 });
+    expect(ended[2]!.error).toBe('Error: bad\ufffdbyte');
+  });
+
+  it('refuses a checkpoint it cannot store (no cursor, a NUL in stats, a count that is not a number) with VALIDATION_FAILED, keeping the last good one', async () => {
+    const refused: { code?: string; issues?: { path: unknown[] }[] }[] = [];
+    registry.register({
+      name: 'bad-checkpoint',
+      async run(store) {
+        await store.checkpoint({ next: 1 }, { processed: 1, stats: { seen: 1 } });
+        const bad: [unknown, { processed: number; stats?: Record<string, unknown> }][] = [
+          [undefined, { processed: 1, stats: { seen: 1 } }],
+          [{ next: 2 }, { processed: 1, stats: { note: 'a\u0000b' } }],
+          [{ next: 2 }, { processed: Number.NaN }],
+        ];
+        for (const [cursor, progress] of bad) await store.checkpoint(cursor, progress).catch((error) => refused.push(error));
+        return outcome.paused();
+      },
+    });
+    await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'bad-checkpoint' });
+    await eventually(async () => (await status(run.id)) === 'PAUSED');
+    expect(refused.map((e) => [e.code, e.issues?.[0]?.path])).toEqual([
+      ['VALIDATION_FAILED', ['cursor']],
+      ['VALIDATION_FAILED', ['stats', 'note']],
+      ['VALIDATION_FAILED', ['processed']],
+    ]);
+    const paused = await t.service.run(t.actor, run.id);
+    expect(paused).toMatchObject({ processed: 1, stats: { seen: 1 }, pauseKind: 'HANDLER' });
+    expect(JSON.parse(Buffer.from(paused.cursorBase64!, 'base64').toString())).toEqual({ next: 1 });
+  });
+
+  it('hands back a run it took while stopping, rather than run it on after stop()', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    let holding = false;
+    let arm = false;
+    const pool = hookedPool(async (sql) => {
+      if (arm && sql.startsWith('update runs r set owner = $1')) {
+        arm = false;
+        holding = true;
+        await held;
+      }
+    });
+    const r = createRunner({ pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
+    await r.start();
+    runners.push(r);
+    arm = true;
+    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 1_000_000, batch: 10 } });
+    await eventually(async () => holding, 5000, 'a take in flight');
+    const stopped = r.stop({ graceMs: 2000 });
+    await new Promise((res) => setTimeout(res, 100));
+    release();
+    await stopped;
+    await new Promise((res) => setTimeout(res, 300)); // time for a take stop() did not wait for to land
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: null });
+    expect(r.active()).toBe(0);
+  });
+
+  it('keeps a run it takes again in its count while its earlier execution of that run winds down', async () => {
+    let second: () => void = () => {};
+    const secondGate = new Promise<void>((res) => (second = res));
+    let calls = 0;
+    let woundDown = false;
+    registry.register({
+      name: 'retaken',
+      async run(store) {
+        const mine = ++calls;
+        atGate++;
+        await (mine === 1 ? gate : secondGate);
+        await store.status();
+        if (mine === 1) woundDown = true;
+        return outcome.completed();
+      },
+    });
+    gate = new Promise((res) => (openGate = res));
+    const r = await runner();
+    const { run } = await t.service.triggerRun(t.actor, { name: 'retaken' });
+    await eventually(async () => atGate === 1);
+    // What a sweep (a heartbeat late) and a resume leave: RUNNING and unowned; the same runner takes it again.
+    await t.query(`update runs set owner = null where id = $1`, [run.id]);
+    await eventually(async () => atGate === 2);
+    openGate();
+    await eventually(async () => woundDown);
+    await new Promise((res) => setTimeout(res, 100));
+    expect(r.active()).toBe(1);
+    second();
+    await eventually(async () => (await status(run.id)) === 'COMPLETED');
+    await eventually(async () => r.active() === 0);
+  });
+
+  it('pauses at once, as cancelled, a run no runner holds (its handler may be registered nowhere)', async () => {
+    const { run } = await t.service.triggerRun(t.actor, { name: 'registered-nowhere' });
+    // No runner will ever take it to see a CANCEL_REQUESTED: asked to stop, it must stop now.
+    expect(await t.service.cancelRun(t.actor, run.id)).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator' });
+    expect((await t.service.triggerRun(t.actor, { name: 'registered-nowhere' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect((await t.service.triggerRun(t.actor, { name: 'registered-nowhere' })).outcome).toBe('RESUMED');
   });
 });

@@ -129,7 +129,7 @@ describe('roles', () => {
     const run = await gql(keys.OPERATOR, 'mutation { triggerRun(input: { name: "op.scan" }) { run { id } } }');
     const runId = run.body.data.triggerRun.run.id;
     expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', { id: runId })).body.errors![0]!.extensions.code).toBe('FORBIDDEN');
-    expect((await gql(keys.OPERATOR, 'mutation ($id: ID!) { cancelRun(id: $id) { status } }', { id: runId })).body.data.cancelRun.status).toBe('CANCEL_REQUESTED');
+    expect((await gql(keys.OPERATOR, 'mutation ($id: ID!) { cancelRun(id: $id) { status } }', { id: runId })).body.data.cancelRun.status).toBe('PAUSED');
     // The job records the key that created it.
     const { rows } = await t.query('select created_by_key_id from jobs where id = $1', [ownJobId]);
     expect(rows[0].created_by_key_id).toBe((await t.service.authenticate(keys.OPERATOR)).keyId);

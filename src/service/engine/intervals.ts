@@ -20,6 +20,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
+import { storableText } from '../inputs.js';
 
 export interface IntervalContext {
   /** Aborted on timeout and at shutdown: stop promptly. */
@@ -158,7 +159,7 @@ export interface IntervalRunnerOptions {
 
 type Outcome =
   | { status: 'OK'; count: number | null }
-  | { status: 'ERROR'; cause: 'HANDLER'; message: string }
+  | { status: 'ERROR'; cause: 'HANDLER' | 'TIMEOUT'; message: string }
   | { status: 'TIMEOUT'; message: string }
   | { status: 'HAND_BACK' }
   | { status: 'RELEASE' };
@@ -170,6 +171,9 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   const pollMs = options.pollMs ?? 1000;
   const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
   const ensured = new Map<string, number>();
+  // Outcomes whose write failed, by name: the tick stays owned by this (live) worker, which no
+  // sweep frees, so each pass writes them again (fenced on the epoch) until one gets through.
+  const unrecorded = new Map<string, { epoch: string; result: Outcome }>();
   let running = false;
   let current: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -191,25 +195,31 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         state.controller.abort(new Error(`timed out after ${timeoutMs} ms`));
         // Recorded now; the tick stays this worker's (owned, overrun, in `active`) until the
         // handler's promise settles, whatever it returns then is not recorded.
-        await record(name, epoch, { status: 'TIMEOUT', message: `ran past its timeout of ${timeoutMs} ms` });
+        const message = `ran past its timeout of ${timeoutMs} ms`;
+        const overrun = await record(name, epoch, { status: 'TIMEOUT', message });
         await work.then(
           () => {},
           () => {},
         );
-        result = { status: 'RELEASE' };
+        // Not marked overrun (its write failed): RELEASE would match nothing, so the TIMEOUT is the outcome to write.
+        result = overrun ? { status: 'RELEASE' } : { status: 'ERROR', cause: 'TIMEOUT', message };
       } else {
         const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
         result = { status: 'OK', count };
       }
     } catch (error) {
-      result = state.stopping ? { status: 'HAND_BACK' } : { status: 'ERROR', cause: 'HANDLER', message: `${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`.slice(0, 2000) };
+      // Postgres text cannot hold a NUL: left in, the outcome could never be written.
+      const message = storableText(`${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`.slice(0, 2000));
+      result = state.stopping ? { status: 'HAND_BACK' } : { status: 'ERROR', cause: 'HANDLER', message };
     } finally {
       clearTimeout(deadline);
     }
     await record(name, epoch, result);
   }
 
-  async function record(name: string, epoch: string, result: Outcome) {
+  /** Writes the outcome (fenced); false when the write failed (then retried by later passes, but for TIMEOUT). */
+  async function record(name: string, epoch: string, result: Outcome): Promise<boolean> {
+    unrecorded.delete(name);
     try {
       const res =
         result.status === 'HAND_BACK'
@@ -225,9 +235,13 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       else if (res.rowCount === 0) log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
       else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
       else if (result.status === 'TIMEOUT') log.warn(`worker ${workerId}: interval ${name}: timeout: ${result.message}; it stays running until its handler returns`);
+      return true;
     } catch (error) {
-      // The tick stays owned; once this worker is gone the sweep records it as crashed.
+      // The tick stays owned. Written again by the next pass; once this worker is gone, the
+      // sweep records it as crashed instead.
       log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
+      if (result.status !== 'TIMEOUT') unrecorded.set(name, { epoch, result });
+      return false;
     }
   }
 
@@ -254,6 +268,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
       for (const row of freed.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
       await ensure();
+      for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
       const names = options.registry.list().map((h) => h.name).filter((n) => !active.has(n));
       if (names.length === 0) return;
       const { rows } = await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names]);
@@ -290,6 +305,9 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       if (!running) return;
       running = false;
       clearInterval(timer);
+      // A take in flight starts its ticks: they are aborted and handed back below like any other,
+      // rather than run on, unstopped, after stop() returned.
+      await current;
       const left = [...active.entries()];
       for (const [, s] of left) {
         s.stopping = true;
@@ -311,6 +329,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
           log.warn(`worker ${workerId}: handing back unfinished interval ticks failed (${(error as Error).message}); the sweep will free them`);
         }
       }
+      // A last try; what still fails is freed by the sweep once this worker's row is gone.
+      for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
     },
   };
 }

@@ -13,11 +13,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { inspect } from 'node:util';
 import type pg from 'pg';
 import { isConnectionError } from '../../db/sqlstate.js';
-import type { ZodType } from 'zod';
+import { z, type ZodType } from 'zod';
 import type { Logger } from '../../log.js';
 import { normalizeCron } from '../cron.js';
+import { ValidationError } from '../errors.js';
+import { jsonValue, storableText } from '../inputs.js';
 import type { RunRow, RunStatus, Severity } from '../runs.js';
 
 export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
@@ -36,7 +39,12 @@ export interface RunStore<P = unknown> {
   params: P;
   /** null on a fresh run; else the last checkpointed cursor (a Buffer, or the JSON value given). */
   loadCursor(): Promise<unknown>;
-  /** Advances the cursor, adds `processed`, merges `stats` (numbers add up), bumps the heartbeat. */
+  /**
+   * Advances the cursor, adds `processed`, merges `stats` (numbers add up), bumps the heartbeat.
+   * Throws ValidationError (VALIDATION_FAILED), writing nothing, for a cursor JSON cannot hold
+   * (undefined, a cycle, a bigint; checkpoint null to start over), stats jsonb cannot hold, or
+   * counts that are not numbers.
+   */
   checkpoint(cursor: unknown, progress: { processed: number; total?: number; stats?: Record<string, unknown> }): Promise<void>;
   /**
    * Poll between batches: CANCEL_REQUESTED means stop at the next safe boundary. Also answered
@@ -196,6 +204,40 @@ export interface RunnerOptions {
   concurrency?: number;
 }
 
+/** What a checkpoint's progress must be to be stored (the database would refuse the rest, less clearly). */
+const progressSchema = z.object({
+  processed: z.number(),
+  total: z.number().int().min(0).nullish(),
+  stats: jsonValue().optional(),
+});
+
+/** The cursor as stored: a Buffer's bytes, or JSON text. Throws ValidationError for what JSON cannot hold. */
+function encodeCursor(c: unknown): [Buffer | null, boolean] {
+  if (c === null) return [null, false];
+  if (Buffer.isBuffer(c)) return [c, false];
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(c);
+  } catch (error) {
+    throw ValidationError.at(['cursor'], `cannot be stored as JSON (${(error as Error).message})`);
+  }
+  // Stored as NULL, undefined would silently send a resumed run back to the start.
+  if (json === undefined) throw ValidationError.at(['cursor'], `cannot be stored as JSON (${c === undefined ? 'undefined; checkpoint null to start over' : `a ${typeof c}`})`);
+  return [Buffer.from(json), true];
+}
+
+/**
+ * What the handler returned, as an outcome the database can record. Anything else (a handler
+ * that returns nothing) is a failure saying so: an outcome that cannot be written would leave
+ * the run owned, unheartbeated, to be swept later as if its worker had crashed.
+ */
+function recordable(result: unknown): RunOutcome {
+  const r = result as Partial<{ kind: string; message: unknown }> | null | undefined;
+  if (r?.kind === 'completed' || r?.kind === 'paused') return r as RunOutcome;
+  if (r?.kind === 'failed') return { kind: 'failed', message: storableText(String(r.message)).slice(0, 2000) };
+  return outcome.failed(`the handler returned ${inspect(result, { depth: 1, breakLength: Infinity }).slice(0, 200)}, not an outcome (outcome.completed(), outcome.paused() or outcome.failed())`);
+}
+
 function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> | undefined): Record<string, unknown> {
   if (!add) return into;
   const out = { ...into };
@@ -205,6 +247,12 @@ function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> 
   return out;
 }
 
+interface RunState {
+  stopping: boolean;
+  lost: boolean;
+  done: Promise<void>;
+}
+
 export function createRunner(options: RunnerOptions) {
   const { pool, log } = options;
   const owner = options.ownerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
@@ -212,13 +260,16 @@ export function createRunner(options: RunnerOptions) {
   const staleMs = options.staleMs ?? 30_000;
   const pollMs = options.pollMs ?? 1000;
   const concurrency = options.concurrency ?? 4;
-  const active = new Map<string, { stopping: boolean; lost: boolean; done: Promise<void> }>();
+  // By run and epoch: a run taken again by this runner (swept while its heartbeat was late, then
+  // resumed) while its earlier execution winds down is two entries, each counted and waited for.
+  const active = new Map<string, RunState>();
+  // Polls in flight: stop() waits for them, so a run one takes is stopped and handed back like any other.
+  const polling = new Set<Promise<void>>();
   let running = false;
   let timer: NodeJS.Timeout | undefined;
 
-  async function execute(run: TakenRun) {
+  async function execute(run: TakenRun, state: RunState) {
     const handler = options.registry.get(run.name)!;
-    const state = active.get(run.id)!;
     let stats = run.stats ?? {};
     let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
     const fence = [run.id, run.epoch, owner] as const;
@@ -245,16 +296,15 @@ export function createRunner(options: RunnerOptions) {
         throw new RunStoreUnavailableError(`run ${run.id}: the database could not be reached (${(error as Error).message})`, { cause: error });
       }
     };
-    const encode = (c: unknown): [Buffer | null, boolean] =>
-      c === null || c === undefined ? [null, false] : Buffer.isBuffer(c) ? [c, false] : [Buffer.from(JSON.stringify(c)), true];
-
     const store: RunStore = {
       runId: run.id,
       startedAt: run.started_at,
       params: run.params,
       loadCursor: async () => cursor,
       async checkpoint(next, progress) {
-        const [bytes, json] = encode(next);
+        const checked = progressSchema.safeParse(progress);
+        if (!checked.success) throw ValidationError.fromZod(checked.error);
+        const [bytes, json] = encodeCursor(next);
         const merged = mergeStats(stats, progress.stats);
         await reach(() =>
           write(
@@ -322,7 +372,7 @@ export function createRunner(options: RunnerOptions) {
     }, heartbeatMs);
     beat.unref();
 
-    let result: RunOutcome;
+    let result: unknown;
     try {
       let params = run.params;
       if (handler.params) {
@@ -340,8 +390,18 @@ export function createRunner(options: RunnerOptions) {
       log.warn(`runner ${owner}: run ${run.id} was taken from this worker; its outcome is not recorded`);
       return;
     }
+    let final = recordable(result);
+    let pausedAt: [Buffer | null, boolean] = [null, false];
+    if (final.kind === 'paused') {
+      try {
+        pausedAt = encodeCursor(final.cursor === undefined ? cursor : final.cursor);
+      } catch (error) {
+        // Its last checkpoint stays in the row.
+        final = outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+      }
+    }
     try {
-      if (unavailable && result.kind === 'failed') {
+      if (unavailable && final.kind === 'failed') {
         // The database failed the run, not its handler. The cursor, processed count and stats
         // the database holds were committed together by the last checkpoint that got through:
         // they stay (a checkpoint whose answer was lost may have committed; writing the cursor
@@ -355,12 +415,12 @@ export function createRunner(options: RunnerOptions) {
              updated_at = now() where true`,
           [],
         );
-      } else if (result.kind === 'completed') {
+      } else if (final.kind === 'completed') {
         await write(`update runs set status = 'COMPLETED', owner = null, finished_at = now(), updated_at = now() where true`, []);
-      } else if (result.kind === 'failed') {
-        await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [result.message.slice(0, 2000)]);
+      } else if (final.kind === 'failed') {
+        await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [final.message.slice(0, 2000)]);
       } else {
-        const [bytes, json] = result.cursor === undefined ? encode(cursor) : encode(result.cursor);
+        const [bytes, json] = pausedAt;
         if (state.stopping) {
           // Shutdown: hand the run back for another runner, unless an operator asked to cancel.
           await write(
@@ -383,7 +443,14 @@ export function createRunner(options: RunnerOptions) {
     }
   }
 
-  async function poll() {
+  function poll(): Promise<void> {
+    const p = pollOnce();
+    polling.add(p);
+    void p.finally(() => polling.delete(p));
+    return p;
+  }
+
+  async function pollOnce() {
     if (!running) return;
     try {
       await pool.query(SWEEP, [staleMs]).then((r) => {
@@ -394,15 +461,16 @@ export function createRunner(options: RunnerOptions) {
         const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);
         const run = rows[0];
         if (!run) break;
-        const state = { stopping: false, lost: false, done: Promise.resolve() };
-        active.set(run.id, state);
+        const state: RunState = { stopping: false, lost: false, done: Promise.resolve() };
+        const key = `${run.id}#${run.epoch}`;
+        active.set(key, state);
         // A failure outside the handler (its outcome could not be written, a stored cursor that
         // does not parse) is logged, never an unhandled rejection: the sweep pauses the run once
         // its heartbeat stops.
-        state.done = execute(run)
+        state.done = execute(run, state)
           .catch((error: unknown) => log.error(`runner ${owner}: run ${run.id} (${run.name}) failed outside its handler: ${(error as Error)?.message ?? String(error)}`))
           .finally(() => {
-            active.delete(run.id);
+            active.delete(key);
             if (running) void poll();
           });
       }
@@ -427,6 +495,7 @@ export function createRunner(options: RunnerOptions) {
     async stop({ graceMs = 10_000 } = {}) {
       running = false;
       clearInterval(timer);
+      await Promise.all([...polling]);
       for (const s of active.values()) s.stopping = true;
       await Promise.race([Promise.all([...active.values()].map((s) => s.done)), new Promise((r) => setTimeout(r, graceMs).unref())]);
     },
