@@ -6,7 +6,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { createLogger } from '../../src/log.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const READY = /gateway: GraphQL and GraphiQL at (http:\/\/\S+)/;
@@ -27,6 +30,8 @@ interface Jobgate {
 }
 
 const children = new Set<ChildProcess>();
+/** Embedded servers a test started in this process. */
+const stopLater: (() => Promise<void>)[] = [];
 const dirs: string[] = [];
 
 function isAlive(pid: number): boolean {
@@ -184,6 +189,7 @@ const configNames = async (url: string) =>
   ((await gql(url, '{ configs { nodes { name } } }')).configs.nodes as { name: string }[]).map((n) => n.name);
 
 afterEach(async () => {
+  for (const stopServer of stopLater.splice(0)) await stopServer().catch(() => {});
   for (const child of children) child.kill('SIGKILL');
   await waitUntil('every jobgate child exited', () => children.size === 0, 10_000).catch(() => {});
   for (const dir of dirs.splice(0)) {
@@ -351,5 +357,33 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
         release();
       }
     });
+  });
+});
+
+describe('startEmbeddedPostgres on a port another Postgres already serves', { timeout: 60_000 }, () => {
+  it('fails quoting the bind error instead of taking the other server for its own', async () => {
+    // The other server lets anyone in from 127.0.0.1 without a password, as many development
+    // servers (and Docker images with POSTGRES_HOST_AUTH_METHOD=trust) do.
+    const log = createLogger('silent');
+    const other = await startEmbeddedPostgres({ dataDir: makeDataDir(), log, ephemeral: true });
+    stopLater.push(() => other.stop());
+    fs.writeFileSync(path.join(other.clusterDir, 'pg_hba.conf'), 'host all all 127.0.0.1/32 trust\n');
+    const admin = new pg.Client({ connectionString: other.connectionString });
+    await admin.connect();
+    await admin.query('select pg_reload_conf()');
+    await admin.end();
+
+    const dataDir = makeDataDir();
+    const started = startEmbeddedPostgres({ dataDir, port: other.port, log, ephemeral: true });
+    // Were it to resolve, stop it too, so the assertion below fails without leaving a server.
+    void started.then((s) => stopLater.push(() => s.stop()), () => {});
+    await expect(started).rejects.toThrow(/exited during start[\s\S]*Address already in use/);
+    // Nothing was created on the other server, and the folder is free for a next start.
+    const check = new pg.Client({ connectionString: other.connectionString });
+    await check.connect();
+    const { rows } = await check.query(`select count(*)::int as n from pg_database where datname = 'jobgate'`);
+    await check.end();
+    expect(rows[0].n).toBe(0);
+    expect(fs.existsSync(path.join(dataDir, 'jobgate.pid'))).toBe(false);
   });
 });
