@@ -88,7 +88,7 @@ function makeDataDir(): string {
   return dir;
 }
 
-function startJobgate(dataDir: string): Jobgate {
+function startJobgate(dataDir: string, args: string[] = ['start']): Jobgate {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     JOBGATE_DATA_DIR: dataDir,
@@ -97,7 +97,7 @@ function startJobgate(dataDir: string): Jobgate {
     JOBGATE_LOG_LEVEL: 'info',
   };
   for (const name of ['TEST_DATABASE_URL', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -322,6 +322,22 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
       expect(fs.existsSync(path.join(moved![1]!, 'PG_VERSION'))).toBe(true);
       expect(await gql(url, '{ workspace { slug } }')).toEqual({ workspace: { slug: 'default' } });
       expect(await stop(jg)).toEqual({ code: 0, signal: null });
+    },
+  );
+
+  it.each(['migrate', 'keys create --role VIEWER'])(
+    'a SIGTERM during `jobgate %s` on the embedded Postgres stops that Postgres and fails the command',
+    async (command) => {
+      const dataDir = makeDataDir();
+      const jg = startJobgate(dataDir, command.split(' '));
+      // The moment its postgres runs (initdb first: it is a first start), before the command is done.
+      const postmaster = `-D ${path.join(dataDir, 'pg')} `;
+      await waitUntil('postgres runs', () => processesMentioning(postmaster).length > 0, START_TIMEOUT);
+      jg.child.kill('SIGTERM');
+      expect(await jg.exited).toEqual({ code: 1, signal: null });
+      expect(jg.stderr()).toContain('interrupted (SIGTERM)');
+      expect(processesMentioning(postmaster)).toEqual([]);
+      expect(fs.existsSync(path.join(dataDir, 'jobgate.pid'))).toBe(false);
     },
   );
 
