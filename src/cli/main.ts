@@ -1,5 +1,5 @@
 /**
- * `jobgate <command>`: start | migrate | schema. Exit codes: 0 ok, 1 failure, 2 usage.
+ * `jobgate <command>`: start | serve | worker | migrate | schema | keys create. Exit codes: 0 ok, 1 failure, 2 usage.
  */
 import { parseConfig, ConfigError } from '../config.js';
 import { openDatabaseSource } from '../db/connect.js';
@@ -25,8 +25,25 @@ function flag(args: string[], name: string): string | undefined {
   return i >= 0 ? args[i + 1] : undefined;
 }
 
+const KEYS_OPTIONS_WITH_VALUE = new Set(['--role', '--workspace', '--name']);
+
+/** The first argument `command` does not take, if any. */
+function unexpectedArgument(argv: string[]): string | undefined {
+  if (argv[0] !== 'keys') return argv[1];
+  for (let i = 2; i < argv.length; i++) {
+    if (KEYS_OPTIONS_WITH_VALUE.has(argv[i]!)) i++;
+    else if (argv[i] !== '--installation-admin') return argv[i];
+  }
+  return undefined;
+}
+
 async function main(argv: string[]): Promise<number> {
   const command = argv[0];
+  // Before anything runs: `jobgate serve --help` must not start a server (or migrate a database).
+  if (command === 'help' || argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   if (command === 'schema') {
     const { printSdl } = await import('../schema/index.js');
     process.stdout.write(printSdl());
@@ -34,7 +51,12 @@ async function main(argv: string[]): Promise<number> {
   }
   if (command !== 'start' && command !== 'serve' && command !== 'worker' && command !== 'migrate' && command !== 'keys') {
     process.stderr.write(USAGE);
-    return command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+    return command === undefined ? 0 : 2;
+  }
+  const unexpected = unexpectedArgument(argv);
+  if (unexpected !== undefined) {
+    process.stderr.write(`jobgate: ${command} does not take "${unexpected}"\n\n${USAGE}`);
+    return 2;
   }
   let config;
   try {
