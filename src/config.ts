@@ -2,7 +2,9 @@
  * The process configuration: `process.env` parsed once, with every bad variable named at
  * once, into a frozen object. Factories receive it; tests build their own with `parseConfig`.
  */
+import net from 'node:net';
 import path from 'node:path';
+import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 
 const intFrom = (def: number, min: number, max: number) =>
@@ -11,7 +13,8 @@ const intFrom = (def: number, min: number, max: number) =>
     .optional()
     .transform((v, ctx) => {
       if (v === undefined || v === '') return def;
-      const n = Number(v);
+      // Decimal digits only: Number() reads " " as 0, and "0x10" or "3e4" as numbers nobody wrote.
+      const n = /^\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
       if (!Number.isInteger(n) || n < min || n > max) {
         ctx.addIssue({ code: 'custom', message: `must be a whole number from ${min} to ${max}` });
         return z.NEVER;
@@ -24,10 +27,27 @@ const envSchema = z.object({
     .string()
     .optional()
     .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string'),
-  HOST: z.string().default('127.0.0.1'),
+    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string')
+    // pg's own parser, so a URL it cannot read is refused here, by name, not at the first connect.
+    .refine((v) => {
+      if (v === undefined) return true;
+      try {
+        parseConnectionString(v);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)'),
+  // Empty means the default: to Node, an empty host is every interface.
+  HOST: z
+    .string()
+    .optional()
+    .transform((v) => (v === undefined || v === '' ? '127.0.0.1' : v)),
   PORT: intFrom(4000, 0, 65535),
-  JOBGATE_DATA_DIR: z.string().optional(),
+  JOBGATE_DATA_DIR: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v)),
   JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
   // At least 2: a run schedule's tick holds one connection while it triggers the run on another.
   DATABASE_POOL_MAX: intFrom(10, 2, 1000),
@@ -42,7 +62,7 @@ const envSchema = z.object({
     .string()
     .optional()
     .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
-    .refine((list) => list.every((c) => /^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(c)), 'must be a comma-separated list of IP addresses or CIDRs'),
+    .refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_CRON_SECRET: z
     .string()
     .optional()
@@ -63,6 +83,15 @@ const envSchema = z.object({
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
+
+/** What the outbound policy accepts (src/service/engine/outbound.ts): checked here, so a bad entry is named at start. */
+function isIpOrCidr(entry: string): boolean {
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const version = net.isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
+}
 
 export interface Config {
   /** Connection string of an external Postgres; undefined means "start the embedded one". */

@@ -126,7 +126,12 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     if (!ws) throw new NotFoundError('Workspace', slug);
     return { workspaceId: ws.id, kind: 'library', role, keyId: onBehalfOfKeyId };
   };
-  const defaultActor = await actor();
+  // The caller gets no Jobgate to close() if this fails: close the pool here, or it holds the
+  // process open for its idle timeout.
+  const defaultActor = await actor().catch(async (error: unknown) => {
+    await database.close();
+    throw error;
+  });
   const handlers = new HandlerRegistry();
   const workers: Worker[] = [];
   let scheduler: Scheduler | undefined;

@@ -39,4 +39,20 @@ describe('the jobgate command', () => {
     const { stdout } = await cli(['schema']);
     expect(stdout).toBe(printSdl());
   });
+
+  it('--help prints the usage on stdout and exits 0, also after a command, without running it', async () => {
+    // A server that is not there: a command that ran would fail to connect.
+    const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
+    for (const args of [['--help'], ['help'], ['migrate', '--help'], ['serve', '-h'], ['keys', 'create', '--help']]) {
+      const { stdout } = await cli(args, nowhere);
+      expect(stdout, args.join(' ')).toMatch(/^usage: jobgate <command>/);
+    }
+  });
+
+  it('refuses an unknown command or an argument a command does not take, with the usage and exit 2', async () => {
+    const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
+    for (const args of [['bogus'], ['migrate', 'now'], ['start', '--port', '5000']]) {
+      await expect(cli(args, nowhere), args.join(' ')).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: jobgate <command>') });
+    }
+  });
 });

@@ -425,7 +425,10 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       `postgres://${enc(credentials.user)}:${enc(credentials.password)}@127.0.0.1:${port}/${enc(database)}`;
     const connectionString = urlFor('postgres');
 
-    // Ready when it answers a query: log lines are locale- and version-dependent.
+    // Ready when it answers a query: log lines are locale- and version-dependent. The answer
+    // must come from this cluster: when the port is taken, another server answers there until
+    // ours gives up binding it, and one that lets anyone in from 127.0.0.1 (trust auth, common
+    // on development machines) would otherwise be taken for ours and migrated.
     const deadline = Date.now() + 60_000;
     for (;;) {
       if (!running) {
@@ -437,9 +440,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       client.on('error', () => {});
       try {
         await client.connect();
-        await client.query('select 1');
+        const { rows } = await client.query<{ dir: string }>("select current_setting('data_directory') as dir");
         await client.end();
-        break;
+        if (rows[0]?.dir === clusterDir) break;
       } catch {
         await client.end().catch(() => {});
       }

@@ -44,7 +44,13 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
   // exception that ends the process; with one, the query in flight fails, the client is not
   // queryable any more and the pool drops it on release.
   pool.on('error', (error) => log(`postgres pool: idle client error: ${error.message}`));
+  // pg's pool.end() resolves once it has asked each connection to end, not once they have:
+  // close() waits for the sockets, so a server stopped right after (the embedded one, at
+  // shutdown) finds no connection of ours to terminate.
+  const open = new Set<pg.PoolClient>();
   pool.on('connect', (client) => {
+    open.add(client);
+    client.on('end', () => open.delete(client));
     client.on('error', (error) => log(`postgres pool: client error: ${error.message}`));
   });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
@@ -56,6 +62,9 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
       if (closed) return;
       closed = true;
       await db.destroy();
+      // Kysely ends the pool only if it ran a query; a pool used only directly is ended here.
+      if (!pool.ending) await pool.end();
+      await Promise.all([...open].map((client) => new Promise<void>((resolve) => (open.has(client) ? client.once('end', () => resolve()) : resolve()))));
     },
   };
 }

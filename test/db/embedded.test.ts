@@ -6,7 +6,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { createLogger } from '../../src/log.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const READY = /gateway: GraphQL and GraphiQL at (http:\/\/\S+)/;
@@ -27,6 +30,8 @@ interface Jobgate {
 }
 
 const children = new Set<ChildProcess>();
+/** Embedded servers a test started in this process. */
+const stopLater: (() => Promise<void>)[] = [];
 const dirs: string[] = [];
 
 function isAlive(pid: number): boolean {
@@ -83,7 +88,7 @@ function makeDataDir(): string {
   return dir;
 }
 
-function startJobgate(dataDir: string): Jobgate {
+function startJobgate(dataDir: string, args: string[] = ['start']): Jobgate {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     JOBGATE_DATA_DIR: dataDir,
@@ -92,7 +97,7 @@ function startJobgate(dataDir: string): Jobgate {
     JOBGATE_LOG_LEVEL: 'info',
   };
   for (const name of ['TEST_DATABASE_URL', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -184,6 +189,7 @@ const configNames = async (url: string) =>
   ((await gql(url, '{ configs { nodes { name } } }')).configs.nodes as { name: string }[]).map((n) => n.name);
 
 afterEach(async () => {
+  for (const stopServer of stopLater.splice(0)) await stopServer().catch(() => {});
   for (const child of children) child.kill('SIGKILL');
   await waitUntil('every jobgate child exited', () => children.size === 0, 10_000).catch(() => {});
   for (const dir of dirs.splice(0)) {
@@ -319,6 +325,22 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
     },
   );
 
+  it.each(['migrate', 'keys create --role VIEWER'])(
+    'a SIGTERM during `jobgate %s` on the embedded Postgres stops that Postgres and fails the command',
+    async (command) => {
+      const dataDir = makeDataDir();
+      const jg = startJobgate(dataDir, command.split(' '));
+      // The moment its postgres runs (initdb first: it is a first start), before the command is done.
+      const postmaster = `-D ${path.join(dataDir, 'pg')} `;
+      await waitUntil('postgres runs', () => processesMentioning(postmaster).length > 0, START_TIMEOUT);
+      jg.child.kill('SIGTERM');
+      expect(await jg.exited).toEqual({ code: 1, signal: null });
+      expect(jg.stderr()).toContain('interrupted (SIGTERM)');
+      expect(processesMentioning(postmaster)).toEqual([]);
+      expect(fs.existsSync(path.join(dataDir, 'jobgate.pid'))).toBe(false);
+    },
+  );
+
   describe('a stale jobgate.pid does not block a start', () => {
     it.each([
       [
@@ -351,5 +373,33 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
         release();
       }
     });
+  });
+});
+
+describe('startEmbeddedPostgres on a port another Postgres already serves', { timeout: 60_000 }, () => {
+  it('fails quoting the bind error instead of taking the other server for its own', async () => {
+    // The other server lets anyone in from 127.0.0.1 without a password, as many development
+    // servers (and Docker images with POSTGRES_HOST_AUTH_METHOD=trust) do.
+    const log = createLogger('silent');
+    const other = await startEmbeddedPostgres({ dataDir: makeDataDir(), log, ephemeral: true });
+    stopLater.push(() => other.stop());
+    fs.writeFileSync(path.join(other.clusterDir, 'pg_hba.conf'), 'host all all 127.0.0.1/32 trust\n');
+    const admin = new pg.Client({ connectionString: other.connectionString });
+    await admin.connect();
+    await admin.query('select pg_reload_conf()');
+    await admin.end();
+
+    const dataDir = makeDataDir();
+    const started = startEmbeddedPostgres({ dataDir, port: other.port, log, ephemeral: true });
+    // Were it to resolve, stop it too, so the assertion below fails without leaving a server.
+    void started.then((s) => stopLater.push(() => s.stop()), () => {});
+    await expect(started).rejects.toThrow(/exited during start[\s\S]*Address already in use/);
+    // Nothing was created on the other server, and the folder is free for a next start.
+    const check = new pg.Client({ connectionString: other.connectionString });
+    await check.connect();
+    const { rows } = await check.query(`select count(*)::int as n from pg_database where datname = 'jobgate'`);
+    await check.end();
+    expect(rows[0].n).toBe(0);
+    expect(fs.existsSync(path.join(dataDir, 'jobgate.pid'))).toBe(false);
   });
 });

@@ -2,7 +2,9 @@
  * The connection pool when the server ends a connection: a checked-out client (a transaction
  * in progress) must not take the process down with it.
  */
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../../src/db/pool.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;
@@ -31,5 +33,23 @@ describe('pool', () => {
     } finally {
       process.off('uncaughtException', onUncaught);
     }
+  });
+
+  it('has closed every connection when close() resolves, so a server stopped right after ends none of them', async () => {
+    // The embedded server is stopped right after the pool closes: a connection still open then
+    // is ended by the server, and each logged "terminating connection due to administrator
+    // command" on every clean shutdown.
+    const database = createDatabase({ connectionString: t.url, max: 3 });
+    let opened = 0;
+    let ended = 0;
+    database.pool.on('connect', (client) => {
+      opened++;
+      client.on('end', () => ended++);
+    });
+    // Through kysely as the service does (which is what ends the pool), and directly as the engine does.
+    await Promise.all([sql`select pg_sleep(0.05)`.execute(database.db), database.pool.query('select pg_sleep(0.05)'), database.pool.query('select pg_sleep(0.05)')]);
+    await database.close();
+    expect(opened).toBe(3);
+    expect(ended).toBe(3);
   });
 });
