@@ -11,7 +11,7 @@ import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from '../../src/service/engine/intervals.js';
 import { RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { codeOf, createTestDb, holdNext, hookedPool, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
@@ -67,23 +67,6 @@ function recorded(name: string, body: (signal: AbortSignal) => Promise<{ count?:
       return out;
     },
   };
-}
-
-/**
- * The test database's pool with a hook before chosen statements: it may throw (a lost
- * connection) or wait, before the statement reaches the server.
- */
-function hookedPool(before: (sql: string) => Promise<void> | void): pg.Pool {
-  const pool = t.database.pool;
-  return new Proxy(pool, {
-    get(target, prop, receiver) {
-      if (prop !== 'query') return Reflect.get(target, prop, receiver);
-      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
-        await before(typeof text === 'string' ? text.trim() : text.text.trim());
-        return target.query(text as string, values);
-      };
-    },
-  });
 }
 
 const stateOf = async (name: string) => (await t.query(`select * from interval_handlers where name = $1`, [name])).rows[0];
@@ -288,7 +271,7 @@ describe('interval handlers', () => {
 
   it('ticks again after writing an outcome lost its connection: the outcome is written on a later pass', async () => {
     let cuts = 1;
-    const pool = hookedPool((sql) => {
+    const pool = hookedPool(t.database.pool, (sql) => {
       if (sql.startsWith('update interval_handlers set owner = null, run_started_at = null, overrun = false,\n  last_status') && cuts-- > 0) {
         throw new Error('Connection terminated unexpectedly');
       }
@@ -318,28 +301,19 @@ describe('interval handlers', () => {
   });
 
   it('hands back, uncounted, a tick taken while the worker was stopping', async () => {
-    let release: () => void = () => {};
-    const held = new Promise<void>((r) => (release = r));
-    let holding = false;
-    let arm = false;
-    const pool = hookedPool(async (sql) => {
-      if (arm && sql.startsWith('update interval_handlers set owner = $1, epoch')) {
-        arm = false;
-        holding = true;
-        await held;
-      }
-    });
+    const take = holdNext('update interval_handlers set owner = $1, epoch');
+    const pool = hookedPool(t.database.pool, take.hook);
     const host = await workerOn(pool, {
       name: 'late-take',
       everyMs: HOUR,
       run: (ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))),
     });
-    arm = true;
+    take.arm();
     await t.query(`update interval_handlers set next_due_at = now() where name = 'late-take'`);
-    await eventually(async () => holding, 5000, 'a take in flight');
+    await eventually(async () => take.holding(), 5000, 'a take in flight');
     const stopped = host.stop({ graceMs: 1000 });
     await new Promise((r) => setTimeout(r, 100));
-    release();
+    take.release();
     await stopped;
     await new Promise((r) => setTimeout(r, 300)); // time for a take stop() did not wait for to land
     // Handed back (due at once, no outcome), not left running under a worker that is gone.

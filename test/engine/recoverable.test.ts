@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
 import { createRunner, outcome, RecoverableRegistry, type Runner } from '../../src/service/engine/recoverable.js';
-import { createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
+import { createTestDb, cutWhileBlocked, holdNext, hookedPool, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
@@ -79,19 +79,6 @@ function faultyPool(failure: (sql: string) => 'before' | 'after' | undefined): p
         const result = await target.query(text as string, values);
         if (when === 'after') throw lost();
         return result;
-      };
-    },
-  });
-}
-
-/** The test database's pool, with a hook that may hold chosen statements before they are sent. */
-function hookedPool(before: (sql: string) => Promise<void> | void): pg.Pool {
-  return new Proxy(t.database.pool, {
-    get(target, prop, receiver) {
-      if (prop !== 'query') return Reflect.get(target, prop, receiver);
-      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
-        await before(typeof text === 'string' ? text.trim() : text.text.trim());
-        return target.query(text as string, values);
       };
     },
   });
@@ -475,26 +462,17 @@ describe('recoverable runs', () => {
   });
 
   it('hands back a run it took while stopping, rather than run it on after stop()', async () => {
-    let release: () => void = () => {};
-    const held = new Promise<void>((r) => (release = r));
-    let holding = false;
-    let arm = false;
-    const pool = hookedPool(async (sql) => {
-      if (arm && sql.startsWith('update runs r set owner = $1')) {
-        arm = false;
-        holding = true;
-        await held;
-      }
-    });
+    const take = holdNext('update runs r set owner = $1');
+    const pool = hookedPool(t.database.pool, take.hook);
     const r = createRunner({ pool, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
     await r.start();
     runners.push(r);
-    arm = true;
+    take.arm();
     const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 1_000_000, batch: 10 } });
-    await eventually(async () => holding, 5000, 'a take in flight');
+    await eventually(async () => take.holding(), 5000, 'a take in flight');
     const stopped = r.stop({ graceMs: 2000 });
     await new Promise((res) => setTimeout(res, 100));
-    release();
+    take.release();
     await stopped;
     await new Promise((res) => setTimeout(res, 300)); // time for a take stop() did not wait for to land
     expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: null });

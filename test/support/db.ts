@@ -128,3 +128,41 @@ export async function cutWhileBlocked(
     holder.release();
   }
 }
+
+/**
+ * `pool` with a hook run before every statement it sends (the statement's text, trimmed): the
+ * hook may throw (a lost connection, say) or wait, before the statement reaches the server.
+ */
+export function hookedPool(pool: pg.Pool, before: (sql: string) => Promise<void> | void): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop, receiver) {
+      if (prop !== 'query') return Reflect.get(target, prop, receiver);
+      return async (text: string | pg.QueryConfig, values?: unknown[]) => {
+        await before(typeof text === 'string' ? text.trim() : text.text.trim());
+        return target.query(text as string, values);
+      };
+    },
+  });
+}
+
+/**
+ * A `hookedPool` hook that, once armed, holds the next statement starting with `prefix` until
+ * released: a statement in flight at a moment of the test's choosing.
+ */
+export function holdNext(prefix: string) {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let armed = false;
+  let holding = false;
+  return {
+    hook: async (sql: string) => {
+      if (!armed || !sql.startsWith(prefix)) return;
+      armed = false;
+      holding = true;
+      await gate;
+    },
+    arm: () => void (armed = true),
+    holding: () => holding,
+    release: () => release(),
+  };
+}
