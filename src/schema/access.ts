@@ -10,7 +10,7 @@ export const RoleEnum = builder.enumType('Role', {
   values: {
     ADMIN: { description: 'Everything in the workspace, including API keys and the audit log.' },
     OPERATOR: {
-      description: 'Create jobs and endpoints; update or cancel those its own key created; run, cancel and re-drive executions.',
+      description: 'Create jobs and endpoints; update or cancel those its own key created; run and re-drive any execution, and cancel the executions its key started or of jobs its key created.',
     },
     VIEWER: { description: 'Read and subscribe only.' },
   } as const,
