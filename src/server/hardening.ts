@@ -11,12 +11,17 @@
  * Introspection can be turned off with JOBGATE_INTROSPECTION=off.
  */
 import { EnvelopArmor } from '@escape.tech/graphql-armor';
+import { costLimitRule, type CostLimitOptions } from '@escape.tech/graphql-armor-cost-limit';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import {
   GraphQLError,
   Kind,
   NoSchemaIntrospectionCustomRule,
+  validate,
+  visit,
   type ASTVisitor,
+  type ExecutionArgs,
+  type FieldNode,
   type FragmentDefinitionNode,
   type SelectionSetNode,
   type ValidationContext,
@@ -92,10 +97,70 @@ export function introspectionDepthRule(max: number) {
   };
 }
 
+const COST: CostLimitOptions = { maxCost: LIMITS.cost, ignoreIntrospection: true, flattenFragments: true };
+/** The largest page a list returns (the service refuses a larger `first` with VALIDATION_FAILED). */
+const MAX_PAGE = 100;
+
+/**
+ * The document as the cost model should see it when it runs: graphql-armor multiplies a list's
+ * cost by its `first` only when that is a literal, so `first: $n` was priced as one item and
+ * `runConnection(first: $n) { nodes { findings(first: $m) ... } }` with n = m = 100 (10,000
+ * findings) passed a limit its literal twin fails 26 times over. Each variable `first` becomes
+ * the literal it will be (its value, or its default), at most the largest page: a larger one is
+ * refused by its list, with the field's own error. Undefined when no `first` was a variable:
+ * validation has already priced the document exactly.
+ */
+function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues'>): ExecutionArgs['document'] | undefined {
+  const values = args.variableValues ?? {};
+  const defaults = new Map<string, unknown>();
+  for (const def of args.document.definitions) {
+    if (def.kind !== Kind.OPERATION_DEFINITION) continue;
+    for (const v of def.variableDefinitions ?? []) if (v.defaultValue?.kind === Kind.INT) defaults.set(v.variable.name.value, Number(v.defaultValue.value));
+  }
+  let changed = false;
+  const priced = visit(args.document, {
+    Field(node): FieldNode | undefined {
+      const first = node.arguments?.find((a) => a.name.value === 'first');
+      if (first?.value.kind !== Kind.VARIABLE) return undefined;
+      const name = first.value.name.value;
+      const value = name in values ? values[name] : defaults.get(name);
+      // Anything else is refused when the variable is coerced, or means the default page.
+      if (typeof value !== 'number' || !Number.isInteger(value)) return undefined;
+      changed = true;
+      return {
+        ...node,
+        arguments: node.arguments!.map((a) => (a === first ? { ...a, value: { kind: Kind.INT, value: String(Math.min(value, MAX_PAGE)) } } : a)),
+      };
+    },
+  });
+  return changed ? priced : undefined;
+}
+
+/** Prices the operation again with its variables' page sizes (see `withPageSizes`), before it runs. */
+function usePagedCostLimit(): Plugin {
+  const check = (args: ExecutionArgs): GraphQLError | undefined => {
+    const priced = withPageSizes(args);
+    if (!priced) return undefined;
+    const errors: GraphQLError[] = [];
+    validate(args.schema, priced, [costLimitRule({ ...COST, propagateOnRejection: false, onReject: [(_context, error) => void errors.push(error)] })]);
+    return errors[0];
+  };
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      const error = check(args);
+      if (error) setResultAndStopExecution({ errors: [error] });
+    },
+    onSubscribe({ args, setResultAndStopExecution }) {
+      const error = check(args);
+      if (error) setResultAndStopExecution({ errors: [error] });
+    },
+  };
+}
+
 export function hardeningPlugins(options: { introspection: boolean }): Plugin[] {
   const armor = new EnvelopArmor({
     maxDepth: { n: LIMITS.depth, ignoreIntrospection: true, flattenFragments: true },
-    costLimit: { maxCost: LIMITS.cost, ignoreIntrospection: true, flattenFragments: true },
+    costLimit: { ...COST },
     maxAliases: { n: LIMITS.aliases },
     maxDirectives: { n: LIMITS.directives },
     maxTokens: { n: LIMITS.tokens },
@@ -107,5 +172,5 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
       if (!options.introspection) addValidationRule(NoSchemaIntrospectionCustomRule);
     },
   };
-  return [...(armor.protect().plugins as Plugin[]), rules, useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
+  return [...(armor.protect().plugins as Plugin[]), rules, usePagedCostLimit(), useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
 }

@@ -304,6 +304,21 @@ describe('limits', () => {
     expect((await gql(keys.VIEWER, '{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
   });
 
+  it('prices a list by the `first` it will return: a variable is priced at its value, as a literal is', async () => {
+    const nested = (n: string, m: string) => `runConnection(first: ${n}) { nodes { findings(first: ${m}) { nodes { id kind detail } } } }`;
+    const literal = await gql(keys.VIEWER, `{ ${nested('100', '100')} }`);
+    expect(literal.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    const variables = await gql(keys.VIEWER, `query ($n: Int, $m: Int) { ${nested('$n', '$m')} }`, { n: 100, m: 100 });
+    expect(variables.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    expect(variables.body.data ?? null).toBeNull();
+    const defaults = await gql(keys.VIEWER, `query ($n: Int = 100, $m: Int = 100) { ${nested('$n', '$m')} }`);
+    expect(defaults.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    // Small pages are still served, through variables as through literals.
+    const small = await gql(keys.VIEWER, `query ($n: Int, $m: Int) { ${nested('$n', '$m')} }`, { n: 10, m: 10 });
+    expect(small.body.errors).toBeUndefined();
+    expect(small.body.data.runConnection.nodes).toBeInstanceOf(Array);
+  });
+
   it('refuses an alias bomb', async () => {
     const aliases = Array.from({ length: 200 }, (_, i) => `a${i}: workspace { slug }`).join(' ');
     const res = await gql(keys.VIEWER, `{ ${aliases} }`);
