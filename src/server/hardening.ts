@@ -37,46 +37,76 @@ export const LIMITS = Object.freeze({
   introspectionDepth: 15,
 });
 
+const isIntrospection = (field: FieldNode) => field.name.value === '__schema' || field.name.value === '__type';
+
 /**
- * Depth of selections below `__schema` / `__type`, following fragment spreads. Each fragment's
- * depth is computed once and memoised (a spread that is already being computed counts as 0: a
- * cycle, which graphql's own NoFragmentCycles rule refuses), so the work is linear in the
- * document: fragments that spread each other twice per level cannot blow it up. A fragment
- * *named* `__schema` does not count as introspection: only the fields do.
+ * Depth of a selection set, following fragment spreads, leaving out the fields `skip` says to.
+ * Each fragment's depth is computed once and memoised (a spread that is already being computed
+ * counts as 0: a cycle, which graphql's own NoFragmentCycles rule refuses), so the work is linear
+ * in the document: fragments that spread each other twice per level cannot blow it up.
+ */
+function depthCounter(context: ValidationContext, skip: (field: FieldNode) => boolean) {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const def of context.getDocument().definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
+  const fragmentDepth = new Map<string, number>();
+  const inProgress = new Set<string>();
+  const depthOf = (set: SelectionSetNode | undefined): number => {
+    if (!set) return 0;
+    let deepest = 0;
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.FIELD) {
+        if (!skip(sel)) deepest = Math.max(deepest, sel.selectionSet ? 1 + depthOf(sel.selectionSet) : 1);
+      } else if (sel.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(sel.selectionSet));
+      else deepest = Math.max(deepest, depthOfFragment(sel.name.value));
+    }
+    return deepest;
+  };
+  const depthOfFragment = (name: string): number => {
+    const known = fragmentDepth.get(name);
+    if (known !== undefined) return known;
+    if (inProgress.has(name)) return 0;
+    inProgress.add(name);
+    const depth = depthOf(fragments.get(name)?.selectionSet);
+    inProgress.delete(name);
+    fragmentDepth.set(name, depth);
+    return depth;
+  };
+  return { fragments, depthOf };
+}
+
+/**
+ * Depth of an operation, introspection left out: both `__schema` and `__type` are held by
+ * `introspectionDepthRule` instead. (graphql-armor's maxDepth exempts only `__schema`, so a tool
+ * asking `__type(name:) { ...FullType }` with graphql's own fragments went 14 deep and was
+ * refused.) Counted as graphql-armor counts, with the same message.
+ */
+export function queryDepthRule(max: number) {
+  return (context: ValidationContext): ASTVisitor => {
+    const { depthOf } = depthCounter(context, isIntrospection);
+    return {
+      OperationDefinition(node) {
+        const depth = depthOf(node.selectionSet);
+        if (depth > max) context.reportError(new GraphQLError(`Syntax Error: Query depth limit of ${max} exceeded, found ${depth}.`));
+      },
+    };
+  };
+}
+
+/**
+ * Depth of selections below `__schema` / `__type`, following fragment spreads (see
+ * `depthCounter`). A fragment *named* `__schema` does not count as introspection: only the
+ * fields do.
  */
 export function introspectionDepthRule(max: number) {
   return (context: ValidationContext): ASTVisitor => {
-    const fragments = new Map<string, FragmentDefinitionNode>();
-    for (const def of context.getDocument().definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
-    const fragmentDepth = new Map<string, number>();
-    const inProgress = new Set<string>();
-    const depthOf = (set: SelectionSetNode | undefined): number => {
-      if (!set) return 0;
-      let deepest = 0;
-      for (const sel of set.selections) {
-        if (sel.kind === Kind.FIELD) deepest = Math.max(deepest, sel.selectionSet ? 1 + depthOf(sel.selectionSet) : 1);
-        else if (sel.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(sel.selectionSet));
-        else deepest = Math.max(deepest, depthOfFragment(sel.name.value));
-      }
-      return deepest;
-    };
-    const depthOfFragment = (name: string): number => {
-      const known = fragmentDepth.get(name);
-      if (known !== undefined) return known;
-      if (inProgress.has(name)) return 0;
-      inProgress.add(name);
-      const depth = depthOf(fragments.get(name)?.selectionSet);
-      inProgress.delete(name);
-      fragmentDepth.set(name, depth);
-      return depth;
-    };
+    const { fragments, depthOf } = depthCounter(context, () => false);
     // Where introspection fields sit: each selection set (operation or fragment) is scanned once.
     const scanned = new Set<string>();
     const check = (set: SelectionSetNode | undefined) => {
       if (!set) return;
       for (const sel of set.selections) {
         if (sel.kind === Kind.FIELD) {
-          if (sel.name.value === '__schema' || sel.name.value === '__type') {
+          if (isIntrospection(sel)) {
             const depth = depthOf(sel.selectionSet);
             if (depth > max) {
               context.reportError(new GraphQLError(`Introspection is limited to a depth of ${max}; this query goes ${depth} deep.`, { nodes: [sel] }));
@@ -159,7 +189,8 @@ function usePagedCostLimit(): Plugin {
 
 export function hardeningPlugins(options: { introspection: boolean }): Plugin[] {
   const armor = new EnvelopArmor({
-    maxDepth: { n: LIMITS.depth, ignoreIntrospection: true, flattenFragments: true },
+    // Depth is queryDepthRule's: it exempts `__type` as well as `__schema`.
+    maxDepth: { enabled: false },
     costLimit: { ...COST },
     maxAliases: { n: LIMITS.aliases },
     maxDirectives: { n: LIMITS.directives },
@@ -168,6 +199,7 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
   });
   const rules: Plugin = {
     onValidate({ addValidationRule }) {
+      addValidationRule(queryDepthRule(LIMITS.depth));
       addValidationRule(introspectionDepthRule(LIMITS.introspectionDepth));
       if (!options.introspection) addValidationRule(NoSchemaIntrospectionCustomRule);
     },

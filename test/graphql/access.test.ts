@@ -293,6 +293,25 @@ describe('limits', () => {
     expect(res.body.data.__schema.queryType.name).toBe('Query');
   });
 
+  it('holds introspection through __type to the introspection depth, not the query depth, as through __schema', async () => {
+    // graphql's own fragments, as a tool asking for one type sends them: TypeRef is 9 ofType deep.
+    const full = getIntrospectionQuery({ descriptions: true, inputValueDeprecation: true });
+    const fragments = full.slice(full.indexOf('fragment FullType'));
+    const res = await gql(keys.VIEWER, `query { __type(name: "Job") { ...FullType } } ${fragments}`);
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data.__type.name).toBe('Job');
+    let typeRef = 'name';
+    for (let i = 0; i < 20; i++) typeRef = `ofType { ${typeRef} }`;
+    const deep = await gql(keys.VIEWER, `{ __type(name: "Job") { fields { type { ${typeRef} } } } }`);
+    expect(deep.body.errors?.[0]?.message).toMatch(/Introspection is limited to a depth|Cost limit/);
+    expect(deep.body.data ?? null).toBeNull();
+    // Everything else is still held to the query depth.
+    let nested = 'slug';
+    for (let i = 0; i < 12; i++) nested = `f${i} { ${nested} }`;
+    const tooDeep = await gql(keys.VIEWER, `{ workspace { ${nested} } }`);
+    expect(tooDeep.body.errors?.map((e) => e.message)).toContainEqual(expect.stringMatching(/Query depth limit of 12 exceeded, found 14/));
+  });
+
   it('refuses a query past the depth or cost limits with a clear error, and keeps serving', async () => {
     // The deepest path the schema allows, multiplied by aliases at every level.
     const leaf = 'config { entries { key value } } payloadSpec { jsonSchema }';
