@@ -14,6 +14,7 @@ import { EnvelopArmor } from '@escape.tech/graphql-armor';
 import { costLimitRule, type CostLimitOptions } from '@escape.tech/graphql-armor-cost-limit';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import {
+  getOperationAST,
   GraphQLError,
   Kind,
   NoSchemaIntrospectionCustomRule,
@@ -140,15 +141,16 @@ const MAX_PAGE = 100;
  * refused by its list, with the field's own error. Undefined when no `first` was a variable:
  * validation has already priced the document exactly.
  */
-function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues'>): ExecutionArgs['document'] | undefined {
+function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' | 'operationName'>): ExecutionArgs['document'] | undefined {
+  // The variables are the operation's that runs: the others in the document are left out.
+  const operation = getOperationAST(args.document, args.operationName);
+  if (!operation) return undefined;
   const values = args.variableValues ?? {};
   const defaults = new Map<string, unknown>();
-  for (const def of args.document.definitions) {
-    if (def.kind !== Kind.OPERATION_DEFINITION) continue;
-    for (const v of def.variableDefinitions ?? []) if (v.defaultValue?.kind === Kind.INT) defaults.set(v.variable.name.value, Number(v.defaultValue.value));
-  }
+  for (const v of operation.variableDefinitions ?? []) if (v.defaultValue?.kind === Kind.INT) defaults.set(v.variable.name.value, Number(v.defaultValue.value));
+  const document = { ...args.document, definitions: args.document.definitions.filter((d) => d === operation || d.kind === Kind.FRAGMENT_DEFINITION) };
   let changed = false;
-  const priced = visit(args.document, {
+  const priced = visit(document, {
     Field(node): FieldNode | undefined {
       const first = node.arguments?.find((a) => a.name.value === 'first');
       if (first?.value.kind !== Kind.VARIABLE) return undefined;

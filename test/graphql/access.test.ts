@@ -336,6 +336,13 @@ describe('limits', () => {
     const small = await gql(keys.VIEWER, `query ($n: Int, $m: Int) { ${nested('$n', '$m')} }`, { n: 10, m: 10 });
     expect(small.body.errors).toBeUndefined();
     expect(small.body.data.runConnection.nodes).toBeInstanceOf(Array);
+    // Only the operation that runs is priced with the variables sent.
+    const other = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` },
+      body: JSON.stringify({ query: `query Small { workspace { slug } } query Big ($n: Int) { ${nested('$n', '$n')} }`, operationName: 'Small', variables: { n: 100 } }),
+    });
+    expect(((await other.json()) as { data: { workspace: { slug: string } } }).data.workspace.slug).toBe('default');
   });
 
   it('refuses an alias bomb', async () => {
