@@ -1,7 +1,8 @@
 /**
  * Limits on what one GraphQL request may ask for. Defaults (README "Limits"):
  *
- *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor), with
+ *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor's model, each
+ *   list priced at the `first` it will use, variables and defaults included), with
  *   introspection exempt from depth and cost but held by its own depth rule (15 levels below
  *   __schema/__type, through fragments, cycle-safe) — the full getIntrospectionQuery() that code
  *   generators send passes every limit. Field suggestions ("Did you mean…") are never sent.
@@ -186,7 +187,7 @@ function withPageSizes(args: Pick<ExecutionArgs, 'schema' | 'document' | 'variab
   return changed ? priced : undefined;
 }
 
-/** Prices the operation again with its variables' page sizes (see `withPageSizes`), before it runs. */
+/** Prices the operation again with the page sizes its lists will use (see `withPageSizes`), before it runs. */
 function usePagedCostLimit(): Plugin {
   const check = (args: ExecutionArgs): GraphQLError | undefined => {
     const priced = withPageSizes(args);
