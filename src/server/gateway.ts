@@ -47,20 +47,25 @@ export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
 const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
+  const maskError = createMaskError(options.log);
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
     graphiql: options.graphiql === false ? false : { title: 'jobgate', defaultQuery: DEFAULT_QUERY },
     renderGraphiQL,
-    maskedErrors: { maskError: createMaskError(options.log) },
+    maskedErrors: { maskError },
     batching: false,
     plugins: [...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),
       warn: (...args) => options.log.warn(args.map(String).join(' ')),
-      error: (...args) => options.log.error(args.map(String).join(' ')),
+      // Yoga's copy of an error the masking already dealt with (see mask-error.ts) is dropped.
+      error: (...args) => {
+        if (args.length === 1 && maskError.handled(args[0])) return;
+        options.log.error(args.map(String).join(' '));
+      },
     },
     // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts).
     context: async (initial) => ({

@@ -1,7 +1,8 @@
 /**
  * Limits on what one GraphQL request may ask for. Defaults (README "Limits"):
  *
- *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor), with
+ *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor's model, each
+ *   list priced at the `first` it will use, variables and defaults included), with
  *   introspection exempt from depth and cost but held by its own depth rule (15 levels below
  *   __schema/__type, through fragments, cycle-safe) — the full getIntrospectionQuery() that code
  *   generators send passes every limit. Field suggestions ("Did you mean…") are never sent.
@@ -11,17 +12,27 @@
  * Introspection can be turned off with JOBGATE_INTROSPECTION=off.
  */
 import { EnvelopArmor } from '@escape.tech/graphql-armor';
+import { costLimitRule, type CostLimitOptions } from '@escape.tech/graphql-armor-cost-limit';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import {
+  getOperationAST,
   GraphQLError,
   Kind,
   NoSchemaIntrospectionCustomRule,
+  TypeInfo,
+  validate,
+  visit,
+  visitWithTypeInfo,
   type ASTVisitor,
+  type ExecutionArgs,
+  type FieldNode,
   type FragmentDefinitionNode,
   type SelectionSetNode,
   type ValidationContext,
+  type ValueNode,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { DEFAULT_PAGE_SIZE } from '../service/pagination.js';
 
 export const LIMITS = Object.freeze({
   depth: 12,
@@ -32,46 +43,76 @@ export const LIMITS = Object.freeze({
   introspectionDepth: 15,
 });
 
+const isIntrospection = (field: FieldNode) => field.name.value === '__schema' || field.name.value === '__type';
+
 /**
- * Depth of selections below `__schema` / `__type`, following fragment spreads. Each fragment's
- * depth is computed once and memoised (a spread that is already being computed counts as 0: a
- * cycle, which graphql's own NoFragmentCycles rule refuses), so the work is linear in the
- * document: fragments that spread each other twice per level cannot blow it up. A fragment
- * *named* `__schema` does not count as introspection: only the fields do.
+ * Depth of a selection set, following fragment spreads, leaving out the fields `skip` says to.
+ * Each fragment's depth is computed once and memoised (a spread that is already being computed
+ * counts as 0: a cycle, which graphql's own NoFragmentCycles rule refuses), so the work is linear
+ * in the document: fragments that spread each other twice per level cannot blow it up.
+ */
+function depthCounter(context: ValidationContext, skip: (field: FieldNode) => boolean) {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const def of context.getDocument().definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
+  const fragmentDepth = new Map<string, number>();
+  const inProgress = new Set<string>();
+  const depthOf = (set: SelectionSetNode | undefined): number => {
+    if (!set) return 0;
+    let deepest = 0;
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.FIELD) {
+        if (!skip(sel)) deepest = Math.max(deepest, sel.selectionSet ? 1 + depthOf(sel.selectionSet) : 1);
+      } else if (sel.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(sel.selectionSet));
+      else deepest = Math.max(deepest, depthOfFragment(sel.name.value));
+    }
+    return deepest;
+  };
+  const depthOfFragment = (name: string): number => {
+    const known = fragmentDepth.get(name);
+    if (known !== undefined) return known;
+    if (inProgress.has(name)) return 0;
+    inProgress.add(name);
+    const depth = depthOf(fragments.get(name)?.selectionSet);
+    inProgress.delete(name);
+    fragmentDepth.set(name, depth);
+    return depth;
+  };
+  return { fragments, depthOf };
+}
+
+/**
+ * Depth of an operation, introspection left out: both `__schema` and `__type` are held by
+ * `introspectionDepthRule` instead. (graphql-armor's maxDepth exempts only `__schema`, so a tool
+ * asking `__type(name:) { ...FullType }` with graphql's own fragments went 14 deep and was
+ * refused.) Counted as graphql-armor counts, with the same message.
+ */
+export function queryDepthRule(max: number) {
+  return (context: ValidationContext): ASTVisitor => {
+    const { depthOf } = depthCounter(context, isIntrospection);
+    return {
+      OperationDefinition(node) {
+        const depth = depthOf(node.selectionSet);
+        if (depth > max) context.reportError(new GraphQLError(`Syntax Error: Query depth limit of ${max} exceeded, found ${depth}.`));
+      },
+    };
+  };
+}
+
+/**
+ * Depth of selections below `__schema` / `__type`, following fragment spreads (see
+ * `depthCounter`). A fragment *named* `__schema` does not count as introspection: only the
+ * fields do.
  */
 export function introspectionDepthRule(max: number) {
   return (context: ValidationContext): ASTVisitor => {
-    const fragments = new Map<string, FragmentDefinitionNode>();
-    for (const def of context.getDocument().definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
-    const fragmentDepth = new Map<string, number>();
-    const inProgress = new Set<string>();
-    const depthOf = (set: SelectionSetNode | undefined): number => {
-      if (!set) return 0;
-      let deepest = 0;
-      for (const sel of set.selections) {
-        if (sel.kind === Kind.FIELD) deepest = Math.max(deepest, sel.selectionSet ? 1 + depthOf(sel.selectionSet) : 1);
-        else if (sel.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(sel.selectionSet));
-        else deepest = Math.max(deepest, depthOfFragment(sel.name.value));
-      }
-      return deepest;
-    };
-    const depthOfFragment = (name: string): number => {
-      const known = fragmentDepth.get(name);
-      if (known !== undefined) return known;
-      if (inProgress.has(name)) return 0;
-      inProgress.add(name);
-      const depth = depthOf(fragments.get(name)?.selectionSet);
-      inProgress.delete(name);
-      fragmentDepth.set(name, depth);
-      return depth;
-    };
+    const { fragments, depthOf } = depthCounter(context, () => false);
     // Where introspection fields sit: each selection set (operation or fragment) is scanned once.
     const scanned = new Set<string>();
     const check = (set: SelectionSetNode | undefined) => {
       if (!set) return;
       for (const sel of set.selections) {
         if (sel.kind === Kind.FIELD) {
-          if (sel.name.value === '__schema' || sel.name.value === '__type') {
+          if (isIntrospection(sel)) {
             const depth = depthOf(sel.selectionSet);
             if (depth > max) {
               context.reportError(new GraphQLError(`Introspection is limited to a depth of ${max}; this query goes ${depth} deep.`, { nodes: [sel] }));
@@ -92,10 +133,86 @@ export function introspectionDepthRule(max: number) {
   };
 }
 
+const COST: CostLimitOptions = { maxCost: LIMITS.cost, ignoreIntrospection: true, flattenFragments: true };
+/** The largest page a list returns (the service refuses a larger `first` with VALIDATION_FAILED). */
+const MAX_PAGE = 100;
+
+/**
+ * The document as the cost model should see it when it runs: graphql-armor multiplies a list's
+ * cost by its `first` only when that is a literal, so `first: $n`, and a list with no `first`
+ * (which returns the default page of 20), were priced as one item:
+ * `runConnection(first: $n) { nodes { findings(first: $m) ... } }` with n = m = 100 (10,000
+ * findings) passed a limit its literal twin fails 26 times over. Each such `first` becomes the
+ * literal the list will use (the variable's value or default, else the default page), at most
+ * the largest page: a larger one is refused by its list, with the field's own error. Undefined
+ * when every `first` was an integer literal: validation has already priced the document exactly.
+ */
+function withPageSizes(args: Pick<ExecutionArgs, 'schema' | 'document' | 'variableValues' | 'operationName'>): ExecutionArgs['document'] | undefined {
+  // The variables are the operation's that runs: the others in the document are left out.
+  const operation = getOperationAST(args.document, args.operationName);
+  if (!operation) return undefined;
+  const values = args.variableValues ?? {};
+  const defaults = new Map<string, ValueNode>();
+  for (const v of operation.variableDefinitions ?? []) if (v.defaultValue) defaults.set(v.variable.name.value, v.defaultValue);
+  const pageOf = (value: ValueNode | undefined): number | undefined => {
+    if (value === undefined || value.kind === Kind.NULL) return DEFAULT_PAGE_SIZE;
+    if (value.kind !== Kind.VARIABLE) return undefined;
+    const name = value.name.value;
+    if (!(name in values)) {
+      const fallback = defaults.get(name);
+      return fallback?.kind === Kind.INT ? Number(fallback.value) : pageOf(fallback);
+    }
+    const given = values[name];
+    if (given == null) return DEFAULT_PAGE_SIZE;
+    // Anything else is refused when the variable is coerced.
+    return typeof given === 'number' && Number.isInteger(given) ? given : undefined;
+  };
+  const document = { ...args.document, definitions: args.document.definitions.filter((d) => d === operation || d.kind === Kind.FRAGMENT_DEFINITION) };
+  const typeInfo = new TypeInfo(args.schema);
+  let changed = false;
+  const priced = visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      Field(node): FieldNode | undefined {
+        if (!typeInfo.getFieldDef()?.args.some((a) => a.name === 'first')) return undefined;
+        const first = node.arguments?.find((a) => a.name.value === 'first');
+        const page = pageOf(first?.value);
+        if (page === undefined) return undefined;
+        changed = true;
+        const literal = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'first' }, value: { kind: Kind.INT, value: String(Math.min(page, MAX_PAGE)) } } as const;
+        return { ...node, arguments: [...(node.arguments ?? []).filter((a) => a !== first), literal] };
+      },
+    }),
+  );
+  return changed ? priced : undefined;
+}
+
+/** Prices the operation again with the page sizes its lists will use (see `withPageSizes`), before it runs. */
+function usePagedCostLimit(): Plugin {
+  const check = (args: ExecutionArgs): GraphQLError | undefined => {
+    const priced = withPageSizes(args);
+    if (!priced) return undefined;
+    const errors: GraphQLError[] = [];
+    validate(args.schema, priced, [costLimitRule({ ...COST, propagateOnRejection: false, onReject: [(_context, error) => void errors.push(error)] })]);
+    return errors[0];
+  };
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      const error = check(args);
+      if (error) setResultAndStopExecution({ errors: [error] });
+    },
+    onSubscribe({ args, setResultAndStopExecution }) {
+      const error = check(args);
+      if (error) setResultAndStopExecution({ errors: [error] });
+    },
+  };
+}
+
 export function hardeningPlugins(options: { introspection: boolean }): Plugin[] {
   const armor = new EnvelopArmor({
-    maxDepth: { n: LIMITS.depth, ignoreIntrospection: true, flattenFragments: true },
-    costLimit: { maxCost: LIMITS.cost, ignoreIntrospection: true, flattenFragments: true },
+    // Depth is queryDepthRule's: it exempts `__type` as well as `__schema`.
+    maxDepth: { enabled: false },
+    costLimit: { ...COST },
     maxAliases: { n: LIMITS.aliases },
     maxDirectives: { n: LIMITS.directives },
     maxTokens: { n: LIMITS.tokens },
@@ -103,9 +220,10 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
   });
   const rules: Plugin = {
     onValidate({ addValidationRule }) {
+      addValidationRule(queryDepthRule(LIMITS.depth));
       addValidationRule(introspectionDepthRule(LIMITS.introspectionDepth));
       if (!options.introspection) addValidationRule(NoSchemaIntrospectionCustomRule);
     },
   };
-  return [...(armor.protect().plugins as Plugin[]), rules, useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
+  return [...(armor.protect().plugins as Plugin[]), rules, usePagedCostLimit(), useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
 }

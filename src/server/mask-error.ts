@@ -4,14 +4,28 @@
  * GraphQL's own errors (syntax, validation, variable coercion) pass through. A database that
  * cannot be reached is UNAVAILABLE (retry later). Everything else is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
  * INTERNAL_SERVER_ERROR — never a stack trace or an internal message.
+ *
+ * Yoga also logs, at error level, every error that masking replaced, as `String(error)`: for a
+ * GraphQLError that prints the lines of the operation around it, literal arguments and all (a
+ * signing secret written inline in a refused mutation). This function has already logged what the
+ * server needs (nothing for a domain error: the client got it), so `handled` lets the gateway's
+ * log adapter drop yoga's copy.
  */
 import { GraphQLError } from 'graphql';
 import { isConnectionError } from '../db/sqlstate.js';
 import { DomainError } from '../service/errors.js';
 import type { Logger } from '../log.js';
 
-export function createMaskError(log: Logger) {
-  return (error: unknown, message: string): Error => {
+export interface MaskError {
+  (error: unknown, message: string): Error;
+  /** Whether `value` is an error this function was given: logged by it as far as it needs. */
+  handled(value: unknown): boolean;
+}
+
+export function createMaskError(log: Logger): MaskError {
+  const seen = new WeakSet<object>();
+  const mask = (error: unknown, message: string): Error => {
+    if (typeof error === 'object' && error !== null) seen.add(error);
     const gqlError = error instanceof GraphQLError ? error : undefined;
     const original = gqlError ? gqlError.originalError : error;
     const location = gqlError ? { nodes: gqlError.nodes, source: gqlError.source, positions: gqlError.positions, path: gqlError.path } : {};
@@ -36,4 +50,5 @@ export function createMaskError(log: Logger) {
     log.error(`unexpected error${gqlError?.path ? ` at ${gqlError.path.join('.')}` : ''}: ${cause.stack ?? cause.message}`);
     return new GraphQLError(message, { ...location, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
   };
+  return Object.assign(mask, { handled: (value: unknown) => typeof value === 'object' && value !== null && seen.has(value) });
 }

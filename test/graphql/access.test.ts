@@ -293,6 +293,25 @@ describe('limits', () => {
     expect(res.body.data.__schema.queryType.name).toBe('Query');
   });
 
+  it('holds introspection through __type to the introspection depth, not the query depth, as through __schema', async () => {
+    // graphql's own fragments, as a tool asking for one type sends them: TypeRef is 9 ofType deep.
+    const full = getIntrospectionQuery({ descriptions: true, inputValueDeprecation: true });
+    const fragments = full.slice(full.indexOf('fragment FullType'));
+    const res = await gql(keys.VIEWER, `query { __type(name: "Job") { ...FullType } } ${fragments}`);
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data.__type.name).toBe('Job');
+    let typeRef = 'name';
+    for (let i = 0; i < 20; i++) typeRef = `ofType { ${typeRef} }`;
+    const deep = await gql(keys.VIEWER, `{ __type(name: "Job") { fields { type { ${typeRef} } } } }`);
+    expect(deep.body.errors?.[0]?.message).toMatch(/Introspection is limited to a depth|Cost limit/);
+    expect(deep.body.data ?? null).toBeNull();
+    // Everything else is still held to the query depth.
+    let nested = 'slug';
+    for (let i = 0; i < 12; i++) nested = `f${i} { ${nested} }`;
+    const tooDeep = await gql(keys.VIEWER, `{ workspace { ${nested} } }`);
+    expect(tooDeep.body.errors?.map((e) => e.message)).toContainEqual(expect.stringMatching(/Query depth limit of 12 exceeded, found 14/));
+  });
+
   it('refuses a query past the depth or cost limits with a clear error, and keeps serving', async () => {
     // The deepest path the schema allows, multiplied by aliases at every level.
     const leaf = 'config { entries { key value } } payloadSpec { jsonSchema }';
@@ -302,6 +321,35 @@ describe('limits', () => {
     expect(res.body.errors?.[0]?.message).toMatch(/limit/i);
     expect(res.body.data ?? null).toBeNull();
     expect((await gql(keys.VIEWER, '{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
+  });
+
+  it('prices a list by the `first` it will return: a variable at its value, none at the default page, as a literal is', async () => {
+    const nested = (n: string, m: string) => `runConnection(first: ${n}) { nodes { findings(first: ${m}) { nodes { id kind detail } } } }`;
+    const literal = await gql(keys.VIEWER, `{ ${nested('100', '100')} }`);
+    expect(literal.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    const variables = await gql(keys.VIEWER, `query ($n: Int, $m: Int) { ${nested('$n', '$m')} }`, { n: 100, m: 100 });
+    expect(variables.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    expect(variables.body.data ?? null).toBeNull();
+    const defaults = await gql(keys.VIEWER, `query ($n: Int = 100, $m: Int = 100) { ${nested('$n', '$m')} }`);
+    expect(defaults.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    // No `first` (or a null one) is the default page of 20, priced as `first: 20` is.
+    const twenty = await gql(keys.VIEWER, `{ ${nested('20', '20')} }`);
+    expect(twenty.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    const omitted = await gql(keys.VIEWER, '{ runConnection { nodes { findings { nodes { id kind detail } } } } }');
+    expect(omitted.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    const nulls = await gql(keys.VIEWER, `query ($n: Int) { ${nested('$n', 'null')} }`, { n: null });
+    expect(nulls.body.errors?.[0]?.message).toMatch(/Cost limit/);
+    // Small pages are still served, through variables as through literals.
+    const small = await gql(keys.VIEWER, `query ($n: Int, $m: Int) { ${nested('$n', '$m')} }`, { n: 10, m: 10 });
+    expect(small.body.errors).toBeUndefined();
+    expect(small.body.data.runConnection.nodes).toBeInstanceOf(Array);
+    // Only the operation that runs is priced with the variables sent.
+    const other = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` },
+      body: JSON.stringify({ query: `query Small { workspace { slug } } query Big ($n: Int) { ${nested('$n', '$n')} }`, operationName: 'Small', variables: { n: 100 } }),
+    });
+    expect(((await other.json()) as { data: { workspace: { slug: string } } }).data.workspace.slug).toBe('default');
   });
 
   it('refuses an alias bomb', async () => {

@@ -89,6 +89,17 @@ describe('errors over GraphQL', () => {
     }
   });
 
+  it('keeps the text of a refused operation, and any secret written inline in it, out of the server log', async () => {
+    const secret = 'whsec_inline-literal-secret-0123456789';
+    const viewer = { ...t.actor, role: 'VIEWER' as const };
+    const refused = [
+      await g.gql(`mutation { registerEndpoint(input: { name: "inline.hook", kind: HTTP, url: "https://example.com/h", signingSecret: "${secret}" }) { id } }`, undefined, viewer),
+      await g.gql(`mutation { registerEndpoint(input: { name: "Bad Name", kind: HTTP, url: "https://example.com/h", signingSecret: "${secret}" }) { id } }`),
+    ];
+    expect(refused.map((r) => r.errors![0]!.extensions!.code)).toEqual(['FORBIDDEN', 'VALIDATION_FAILED']);
+    expect(g.logged.join('\n')).not.toContain(secret);
+  });
+
   it('answers UNAVAILABLE (503), not an internal error, while the database cannot be reached', async () => {
     // A port nothing listens on: every connection is refused.
     const closed = net.createServer();
