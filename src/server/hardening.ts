@@ -19,20 +19,16 @@ import {
   GraphQLError,
   Kind,
   NoSchemaIntrospectionCustomRule,
-  TypeInfo,
   validate,
   visit,
-  visitWithTypeInfo,
   type ASTVisitor,
   type ExecutionArgs,
   type FieldNode,
   type FragmentDefinitionNode,
   type SelectionSetNode,
   type ValidationContext,
-  type ValueNode,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { DEFAULT_PAGE_SIZE } from '../service/pagination.js';
 
 export const LIMITS = Object.freeze({
   depth: 12,
@@ -139,51 +135,37 @@ const MAX_PAGE = 100;
 
 /**
  * The document as the cost model should see it when it runs: graphql-armor multiplies a list's
- * cost by its `first` only when that is a literal, so `first: $n`, and a list with no `first`
- * (which returns the default page of 20), were priced as one item:
+ * cost by its `first` only when that is a literal, so `first: $n` was priced as one item and
  * `runConnection(first: $n) { nodes { findings(first: $m) ... } }` with n = m = 100 (10,000
- * findings) passed a limit its literal twin fails 26 times over. Each such `first` becomes the
- * literal the list will use (the variable's value or default, else the default page), at most
- * the largest page: a larger one is refused by its list, with the field's own error. Undefined
- * when every `first` was an integer literal: validation has already priced the document exactly.
+ * findings) passed a limit its literal twin fails 26 times over. Each variable `first` becomes
+ * the literal it will be (its value, or its default), at most the largest page: a larger one is
+ * refused by its list, with the field's own error. Undefined when no `first` was a variable:
+ * validation has already priced the document exactly.
  */
-function withPageSizes(args: Pick<ExecutionArgs, 'schema' | 'document' | 'variableValues' | 'operationName'>): ExecutionArgs['document'] | undefined {
+function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' | 'operationName'>): ExecutionArgs['document'] | undefined {
   // The variables are the operation's that runs: the others in the document are left out.
   const operation = getOperationAST(args.document, args.operationName);
   if (!operation) return undefined;
   const values = args.variableValues ?? {};
-  const defaults = new Map<string, ValueNode>();
-  for (const v of operation.variableDefinitions ?? []) if (v.defaultValue) defaults.set(v.variable.name.value, v.defaultValue);
-  const pageOf = (value: ValueNode | undefined): number | undefined => {
-    if (value === undefined || value.kind === Kind.NULL) return DEFAULT_PAGE_SIZE;
-    if (value.kind !== Kind.VARIABLE) return undefined;
-    const name = value.name.value;
-    if (!(name in values)) {
-      const fallback = defaults.get(name);
-      return fallback?.kind === Kind.INT ? Number(fallback.value) : pageOf(fallback);
-    }
-    const given = values[name];
-    if (given == null) return DEFAULT_PAGE_SIZE;
-    // Anything else is refused when the variable is coerced.
-    return typeof given === 'number' && Number.isInteger(given) ? given : undefined;
-  };
+  const defaults = new Map<string, unknown>();
+  for (const v of operation.variableDefinitions ?? []) if (v.defaultValue?.kind === Kind.INT) defaults.set(v.variable.name.value, Number(v.defaultValue.value));
   const document = { ...args.document, definitions: args.document.definitions.filter((d) => d === operation || d.kind === Kind.FRAGMENT_DEFINITION) };
-  const typeInfo = new TypeInfo(args.schema);
   let changed = false;
-  const priced = visit(
-    document,
-    visitWithTypeInfo(typeInfo, {
-      Field(node): FieldNode | undefined {
-        if (!typeInfo.getFieldDef()?.args.some((a) => a.name === 'first')) return undefined;
-        const first = node.arguments?.find((a) => a.name.value === 'first');
-        const page = pageOf(first?.value);
-        if (page === undefined) return undefined;
-        changed = true;
-        const literal = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'first' }, value: { kind: Kind.INT, value: String(Math.min(page, MAX_PAGE)) } } as const;
-        return { ...node, arguments: [...(node.arguments ?? []).filter((a) => a !== first), literal] };
-      },
-    }),
-  );
+  const priced = visit(document, {
+    Field(node): FieldNode | undefined {
+      const first = node.arguments?.find((a) => a.name.value === 'first');
+      if (first?.value.kind !== Kind.VARIABLE) return undefined;
+      const name = first.value.name.value;
+      const value = name in values ? values[name] : defaults.get(name);
+      // Anything else is refused when the variable is coerced, or means the default page.
+      if (typeof value !== 'number' || !Number.isInteger(value)) return undefined;
+      changed = true;
+      return {
+        ...node,
+        arguments: node.arguments!.map((a) => (a === first ? { ...a, value: { kind: Kind.INT, value: String(Math.min(value, MAX_PAGE)) } } : a)),
+      };
+    },
+  });
   return changed ? priced : undefined;
 }
 
