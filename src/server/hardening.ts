@@ -1,8 +1,9 @@
 /**
  * Limits on what one GraphQL request may ask for. Defaults (README "Limits"):
  *
- *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor's model, each
- *   list priced at the `first` it will use, variables and defaults included), with
+ *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor's model: a
+ *   list is priced at its `first`, a variable's value or default included; a list with no
+ *   `first` is priced as one item, although it returns the default page), with
  *   introspection exempt from depth and cost but held by its own depth rule (15 levels below
  *   __schema/__type, through fragments, cycle-safe) — the full getIntrospectionQuery() that code
  *   generators send passes every limit. Field suggestions ("Did you mean…") are never sent.
