@@ -1,6 +1,11 @@
 /**
  * Payload specs are JSON Schema (draft 2020-12 keywords as ajv supports them, with formats).
  * ajv compiles each spec once per (id, version); compiled validators are cached.
+ *
+ * Each compile gets an ajv instance of its own. One shared instance registers every schema's
+ * `$id`, so a second spec with the same `$id` (another workspace's, or the next version of the
+ * same spec) failed to compile, and a spec could `$ref` a schema of another workspace by its id.
+ * An instance costs about 5 ms, once per spec version.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -26,17 +31,38 @@ function newAjv(): Ajv {
   return ajv;
 }
 
-const ajv = newAjv();
-const cache = new Map<string, ValidateFunction>();
+/** Latest compiled version per spec id: an older version is dropped when a newer one is compiled. */
+const cache = new Map<string, { version: number; validate: ValidateFunction }>();
+
+const LOOP_MESSAGE = 'refers to itself without end: a $ref cycle that never reaches into the input';
+
+/**
+ * Runs a compiled validator. A `$ref` cycle that never descends into the instance (`{"$ref": "#"}`)
+ * compiles but recurses until the stack overflows; that is reported as `loop`, never thrown as a
+ * RangeError. Input is at most MAX_JSON_DEPTH deep, so a schema that recurses through the input
+ * stays far from the stack's limit.
+ */
+function run(validate: ValidateFunction, input: unknown): 'valid' | 'invalid' | 'loop' {
+  try {
+    return validate(input) ? 'valid' : 'invalid';
+  } catch (error) {
+    if (error instanceof RangeError) return 'loop';
+    throw error;
+  }
+}
+
+// One value of each JSON type: a cycle that loops whatever the input is shows on one of them.
+const PROBES: unknown[] = [null, true, 0, '', [], {}];
 
 /** Throws a ValidationError at `path` unless `schema` is a valid JSON Schema. */
 export function assertValidJsonSchema(schema: unknown, path: (string | number)[] = ['jsonSchema']): void {
-  const probe = newAjv();
+  let validate: ValidateFunction;
   try {
-    probe.compile(schema as object);
+    validate = newAjv().compile(schema as object);
   } catch (error) {
     throw ValidationError.at(path, `is not a valid JSON Schema: ${(error as Error).message}`);
   }
+  if (PROBES.some((probe) => run(validate, probe) === 'loop')) throw ValidationError.at(path, LOOP_MESSAGE);
 }
 
 function issuesOf(errors: ErrorObject[] | null | undefined, prefix: (string | number)[]): ValidationIssue[] {
@@ -58,11 +84,15 @@ export function validateAgainstSpec(
   input: unknown,
   prefix: (string | number)[] = ['input'],
 ): void {
-  const cacheKey = `${spec.id}@${spec.version}`;
-  let validate = cache.get(cacheKey);
+  const cached = cache.get(spec.id);
+  let validate = cached?.version === spec.version ? cached.validate : undefined;
   if (!validate) {
-    validate = ajv.compile(spec.json_schema as object);
-    cache.set(cacheKey, validate);
+    validate = newAjv().compile(spec.json_schema as object);
+    cache.set(spec.id, { version: spec.version, validate });
   }
-  if (!validate(input)) throw new ValidationError(issuesOf(validate.errors, prefix));
+  // A spec that loops on some input can have been stored before creation probed for loops, or
+  // loop only on input shaped like this one: the input cannot be checked, so it is refused.
+  const outcome = run(validate, input);
+  if (outcome === 'loop') throw ValidationError.at(prefix, `cannot be checked: the payload spec ${LOOP_MESSAGE}`);
+  if (outcome === 'invalid') throw new ValidationError(issuesOf(validate.errors, prefix));
 }
