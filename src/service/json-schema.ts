@@ -7,12 +7,36 @@
  * same spec) failed to compile, and a spec could `$ref` a schema of another workspace by its id.
  * An instance costs about 5 ms, once per spec version.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type CodeOptions, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { RE2JS } from 're2js';
 import { ValidationError, type ValidationIssue } from './errors.js';
+
+type RegExpEngine = NonNullable<CodeOptions['regExp']>;
+type RegExpLike = ReturnType<RegExpEngine>;
 
 // ajv-formats is CommonJS with `exports.default`; NodeNext sees the namespace.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
+
+/**
+ * `pattern` and `patternProperties` run on RE2 (re2js, pure JavaScript), in time linear in the
+ * input. On the built-in backtracking engine one spec with `"pattern": "^(a+)+$"` and a job input
+ * of 40 "a"s and a "!" blocked the event loop, every workspace's requests with it, for hours.
+ * RE2 has no lookaround or backreferences: a spec using them is refused when it is created, with
+ * the pattern named.
+ */
+const linearRegExp: RegExpEngine = Object.assign(compileLinear, { code: 'linearRegExp' });
+
+function compileLinear(pattern: string): RegExpLike {
+  let re: RE2JS;
+  try {
+    re = RE2JS.compile(RE2JS.translateRegExp(pattern));
+  } catch (error) {
+    throw new Error(`pattern "${pattern}" is not supported (patterns run on a linear-time engine: no lookaround, no backreferences): ${(error as Error).message}`);
+  }
+  // ajv keys compiled patterns by toString(): it must differ between patterns.
+  return { test: (s: string) => re.test(s), toString: () => pattern } as RegExpLike;
+}
 
 function newAjv(): Ajv {
   // Strict about the schema's own keywords (a typo such as "requird" is refused), lenient about
@@ -26,6 +50,7 @@ function newAjv(): Ajv {
     strictTuples: false,
     allowUnionTypes: true,
     validateSchema: true,
+    code: { regExp: linearRegExp },
   });
   addFormats(ajv);
   return ajv;
@@ -87,7 +112,12 @@ export function validateAgainstSpec(
   const cached = cache.get(spec.id);
   let validate = cached?.version === spec.version ? cached.validate : undefined;
   if (!validate) {
-    validate = newAjv().compile(spec.json_schema as object);
+    try {
+      validate = newAjv().compile(spec.json_schema as object);
+    } catch (error) {
+      // Stored before a rule that now refuses it (a lookaround pattern): no input can be checked.
+      throw ValidationError.at(prefix, `cannot be checked: the payload spec is no longer accepted: ${(error as Error).message}`);
+    }
     cache.set(spec.id, { version: spec.version, validate });
   }
   // A spec that loops on some input can have been stored before creation probed for loops, or

@@ -173,6 +173,47 @@ describe('payload specs and configs', () => {
     expect((await t.query('select count(*)::int as n from jobs where endpoint_id = $1', [ep.id])).rows[0].n).toBe(0);
   });
 
+  it('checks patterns in time linear in the input, so a backtracking-prone pattern cannot stall the gateway', async () => {
+    // On a backtracking engine this pattern takes about 2^n steps on n "a"s and a "!": seconds here, hours at 40.
+    const spec = await t.service.createPayloadSpec(t.actor, {
+      name: 'redos.spec',
+      jsonSchema: { type: 'object', properties: { id: { type: 'string', pattern: '^(a+)+$' } }, patternProperties: { '^(b+)+$': { type: 'number' } } },
+    });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'redos.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: 'aaa' } });
+    const started = performance.now();
+    const error = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: `${'a'.repeat(30)}!`, [`${'b'.repeat(30)}!`]: 'x' } })
+      .catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues.map((i) => i.path)).toEqual([['input', 'id']]);
+  });
+
+  it('refuses a pattern that needs backtracking (lookaround, backreferences) when the spec is created', async () => {
+    for (const pattern of ['^(?!admin).*$', '^(a)\\1$']) {
+      const error = (await t.service
+        .createPayloadSpec(t.actor, { name: 'backtrack.spec', jsonSchema: { type: 'string', pattern } })
+        .catch((e) => e)) as { code: string; issues: { path: unknown[]; message: string }[] };
+      expect(error.code).toBe('VALIDATION_FAILED');
+      expect(error.issues[0]!.path).toEqual(['jsonSchema']);
+      expect(error.issues[0]!.message).toContain(pattern);
+    }
+    expect((await t.query("select count(*)::int as n from payload_specs where name = 'backtrack.spec'")).rows[0].n).toBe(0);
+  });
+
+  it('answers VALIDATION_FAILED, not a crash, for a lookaround pattern stored before such patterns were refused', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'legacy.lookahead', jsonSchema: { type: 'string' } });
+    await t.query(`update payload_specs set json_schema = '{"type": "string", "pattern": "^(?!x)"}'::jsonb, version = version + 1 where id = $1`, [spec.id]);
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'legacy.lookahead', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const error = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: 'y' }).catch((e) => e)) as {
+      code: string;
+      issues: { path: unknown[] }[];
+    };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues[0]!.path).toEqual(['input']);
+  });
+
   it('replaces config entries and hides secret values', async () => {
     await t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }] });
     const c = await t.service.setConfig(t.actor, {
