@@ -214,6 +214,23 @@ describe('payload specs and configs', () => {
     expect(error.issues[0]!.path).toEqual(['input']);
   });
 
+  it('checks uniqueItems in time near-linear in the array, and still finds duplicates whatever their key order', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'unique.spec', jsonSchema: { type: 'object', properties: { rows: { type: 'array', uniqueItems: true } } } });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'unique.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    // About 350 KB of input, well inside the request body limit; ajv compares every pair of items.
+    const rows = Array.from({ length: 30_000 }, (_, i) => ({ n: i }));
+    const started = performance.now();
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows } });
+    expect(performance.now() - started).toBeLessThan(1500);
+
+    const error = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [{ a: 1, b: [1, { c: 2 }] }, 3, { b: [1, { c: 2 }], a: 1 }] } })
+      .catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues.map((i) => i.path)).toEqual([['input', 'rows']]);
+    await expect(t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [1, '1', [1], { 1: 1 }, null, 0] } })).resolves.toBeTruthy();
+  });
+
   it('replaces config entries and hides secret values', async () => {
     await t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }] });
     const c = await t.service.setConfig(t.actor, {
