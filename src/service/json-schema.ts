@@ -134,8 +134,15 @@ export function assertValidJsonSchema(schema: unknown, path: (string | number)[]
   if (PROBES.some((probe) => run(validate, probe) === 'loop')) throw ValidationError.at(path, LOOP_MESSAGE);
 }
 
+/**
+ * Most issues one refusal lists. With allErrors, a 1 MB input of 300,000 wrong items gave
+ * 300,000 issues and a 9 MB message, twenty times the request, sent back and logged.
+ */
+const MAX_ISSUES = 100;
+
 function issuesOf(errors: ErrorObject[] | null | undefined, prefix: (string | number)[]): ValidationIssue[] {
-  return (errors ?? []).map((e) => {
+  const all = errors ?? [];
+  const issues = all.slice(0, MAX_ISSUES).map((e) => {
     const segments = e.instancePath
       .split('/')
       .slice(1)
@@ -145,6 +152,8 @@ function issuesOf(errors: ErrorObject[] | null | undefined, prefix: (string | nu
     const message = e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
     return { path: [...prefix, ...segments, ...missing], message };
   });
+  if (all.length > MAX_ISSUES) issues.push({ path: prefix, message: `and ${all.length - MAX_ISSUES} more issue(s) not listed` });
+  return issues;
 }
 
 /** Validates `input` against a payload spec; throws a ValidationError whose paths start at `prefix`. */

@@ -231,6 +231,18 @@ describe('payload specs and configs', () => {
     await expect(t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [1, '1', [1], { 1: 1 }, null, 0] } })).resolves.toBeTruthy();
   });
 
+  it('lists at most 100 issues of one refused input, and says how many more there were', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'many.issues', jsonSchema: { type: 'array', items: { type: 'string' } } });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'many.issues', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const error = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: Array.from({ length: 5000 }, () => 1) })
+      .catch((e) => e)) as { code: string; issues: { path: unknown[]; message: string }[] };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues).toHaveLength(101);
+    expect(error.issues[0]).toEqual({ path: ['input', 0], message: 'must be string' });
+    expect(error.issues[100]).toEqual({ path: ['input'], message: 'and 4900 more issue(s) not listed' });
+  });
+
   it('replaces config entries and hides secret values', async () => {
     await t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }] });
     const c = await t.service.setConfig(t.actor, {
