@@ -1,5 +1,6 @@
 /**
- * Payload specs are JSON Schema (draft 2020-12 keywords as ajv supports them, with formats).
+ * Payload specs are JSON Schema draft-07 (ajv's default `Ajv` class, with ajv-formats): a
+ * 2020-12 `$schema` or keyword (`prefixItems`) is refused as not a valid schema.
  * ajv compiles each spec once per (id, version); compiled validators are cached.
  *
  * Each compile gets an ajv instance of its own. One shared instance registers every schema's
