@@ -116,6 +116,133 @@ describe('payload specs and configs', () => {
     expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: {} }))).toBe('VALIDATION_FAILED');
   });
 
+  it('checks each spec against its own schema when two share a $id, across workspaces and versions', async () => {
+    const $id = 'https://specs.example/order';
+    const mine = await t.service.createPayloadSpec(t.actor, { name: 'same-id.mine', jsonSchema: { $id, type: 'object' } });
+    const myEp = await t.service.registerEndpoint(t.actor, { name: 'same-id.mine', kind: 'HANDLER', handlerName: 'h', payloadSpecId: mine.id });
+    await t.service.createJob(t.actor, { endpointId: myEp.id, kind: 'IMMEDIATE', input: {} });
+
+    const theirs = await t.service.createPayloadSpec(t.otherActor, { name: 'same-id.theirs', jsonSchema: { $id, type: 'object', required: ['z'] } });
+    const theirEp = await t.service.registerEndpoint(t.otherActor, { name: 'same-id.theirs', kind: 'HANDLER', handlerName: 'h', payloadSpecId: theirs.id });
+    const refused = (await t.service.createJob(t.otherActor, { endpointId: theirEp.id, kind: 'IMMEDIATE', input: {} }).catch((e) => e)) as {
+      code: string;
+      issues: { path: unknown[] }[];
+    };
+    expect(refused.code).toBe('VALIDATION_FAILED');
+    expect(refused.issues.map((i) => i.path)).toEqual([['input', 'z']]);
+    await expect(t.service.createJob(t.otherActor, { endpointId: theirEp.id, kind: 'IMMEDIATE', input: { z: 1 } })).resolves.toBeTruthy();
+
+    // A new version keeping its $id replaces the old one rather than colliding with it.
+    await t.service.updatePayloadSpec(t.actor, { id: mine.id, jsonSchema: { $id, type: 'object', required: ['y'] } });
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: myEp.id, kind: 'IMMEDIATE', input: {} }))).toBe('VALIDATION_FAILED');
+  });
+
+  it('refuses a schema whose $ref cycle never reaches into the input, and keeps ones that recurse through it', async () => {
+    for (const [name, jsonSchema] of [
+      ['loop.self', { $ref: '#' }],
+      ['loop.pair', { $defs: { a: { $ref: '#/$defs/b' }, b: { allOf: [{ $ref: '#/$defs/a' }] } }, $ref: '#/$defs/a' }],
+    ] as const) {
+      const error = (await t.service.createPayloadSpec(t.actor, { name, jsonSchema }).catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
+      expect(error.code).toBe('VALIDATION_FAILED');
+      expect(error.issues[0]!.path).toEqual(['jsonSchema']);
+    }
+    expect((await t.query("select count(*)::int as n from payload_specs where name like 'loop.%'")).rows[0].n).toBe(0);
+
+    const tree = await t.service.createPayloadSpec(t.actor, {
+      name: 'tree.node',
+      jsonSchema: { type: 'object', properties: { children: { type: 'array', items: { $ref: '#' } } }, additionalProperties: false },
+    });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'tree.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: tree.id });
+    await expect(t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { children: [{ children: [] }] } })).resolves.toBeTruthy();
+    const deep = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { children: [{ x: 1 }] } }).catch((e) => e)) as {
+      issues: { path: unknown[] }[];
+    };
+    expect(deep.issues.map((i) => i.path)).toEqual([['input', 'children', 0]]);
+  });
+
+  it('answers VALIDATION_FAILED, not a crash, for a looping spec stored before such specs were refused', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'legacy.loop', jsonSchema: { type: 'object' } });
+    await t.query(`update payload_specs set json_schema = '{"$ref": "#"}'::jsonb, version = version + 1 where id = $1`, [spec.id]);
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'legacy.loop', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const error = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: {} }).catch((e) => e)) as {
+      code: string;
+      issues: { path: unknown[] }[];
+    };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues[0]!.path).toEqual(['input']);
+    expect((await t.query('select count(*)::int as n from jobs where endpoint_id = $1', [ep.id])).rows[0].n).toBe(0);
+  });
+
+  it('checks patterns in time linear in the input, so a backtracking-prone pattern cannot stall the gateway', async () => {
+    // On a backtracking engine this pattern takes about 2^n steps on n "a"s and a "!": seconds here, hours at 40.
+    const spec = await t.service.createPayloadSpec(t.actor, {
+      name: 'redos.spec',
+      jsonSchema: { type: 'object', properties: { id: { type: 'string', pattern: '^(a+)+$' } }, patternProperties: { '^(b+)+$': { type: 'number' } } },
+    });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'redos.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: 'aaa' } });
+    const started = performance.now();
+    const error = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: `${'a'.repeat(30)}!`, [`${'b'.repeat(30)}!`]: 'x' } })
+      .catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues.map((i) => i.path)).toEqual([['input', 'id']]);
+  });
+
+  it('refuses a pattern that needs backtracking (lookaround, backreferences) when the spec is created', async () => {
+    for (const pattern of ['^(?!admin).*$', '^(a)\\1$']) {
+      const error = (await t.service
+        .createPayloadSpec(t.actor, { name: 'backtrack.spec', jsonSchema: { type: 'string', pattern } })
+        .catch((e) => e)) as { code: string; issues: { path: unknown[]; message: string }[] };
+      expect(error.code).toBe('VALIDATION_FAILED');
+      expect(error.issues[0]!.path).toEqual(['jsonSchema']);
+      expect(error.issues[0]!.message).toContain(pattern);
+    }
+    expect((await t.query("select count(*)::int as n from payload_specs where name = 'backtrack.spec'")).rows[0].n).toBe(0);
+  });
+
+  it('answers VALIDATION_FAILED, not a crash, for a lookaround pattern stored before such patterns were refused', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'legacy.lookahead', jsonSchema: { type: 'string' } });
+    await t.query(`update payload_specs set json_schema = '{"type": "string", "pattern": "^(?!x)"}'::jsonb, version = version + 1 where id = $1`, [spec.id]);
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'legacy.lookahead', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const error = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: 'y' }).catch((e) => e)) as {
+      code: string;
+      issues: { path: unknown[] }[];
+    };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues[0]!.path).toEqual(['input']);
+  });
+
+  it('checks uniqueItems in time near-linear in the array, and still finds duplicates whatever their key order', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'unique.spec', jsonSchema: { type: 'object', properties: { rows: { type: 'array', uniqueItems: true } } } });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'unique.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    // About 350 KB of input, well inside the request body limit; ajv compares every pair of items.
+    const rows = Array.from({ length: 30_000 }, (_, i) => ({ n: i }));
+    const started = performance.now();
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows } });
+    expect(performance.now() - started).toBeLessThan(1500);
+
+    const error = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [{ a: 1, b: [1, { c: 2 }] }, 3, { b: [1, { c: 2 }], a: 1 }] } })
+      .catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues.map((i) => i.path)).toEqual([['input', 'rows']]);
+    await expect(t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [1, '1', [1], { 1: 1 }, null, 0] } })).resolves.toBeTruthy();
+  });
+
+  it('lists at most 100 issues of one refused input, and says how many more there were', async () => {
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'many.issues', jsonSchema: { type: 'array', items: { type: 'string' } } });
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'many.issues', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const error = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: Array.from({ length: 5000 }, () => 1) })
+      .catch((e) => e)) as { code: string; issues: { path: unknown[]; message: string }[] };
+    expect(error.code).toBe('VALIDATION_FAILED');
+    expect(error.issues).toHaveLength(101);
+    expect(error.issues[0]).toEqual({ path: ['input', 0], message: 'must be string' });
+    expect(error.issues[100]).toEqual({ path: ['input'], message: 'and 4900 more issue(s) not listed' });
+  });
+
   it('replaces config entries and hides secret values', async () => {
     await t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }] });
     const c = await t.service.setConfig(t.actor, {
