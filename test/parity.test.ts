@@ -21,7 +21,7 @@ interface Driver {
 
 async function scenario(d: Driver) {
   const spec = await d.createPayloadSpec({ name: 'order.placed', jsonSchema: { type: 'object', required: ['orderId'] } });
-  const config = await d.setConfig({ name: 'shop.settings', entries: [{ key: 'host', value: 'shop.example' }, { key: 'token', value: 't0k', secret: true }] });
+  const config = await d.setConfig({ name: 'shop.settings', entries: [{ key: 'host', value: 'shop.example' }, { key: 'token', value: 't0k3n', secret: true }] });
   const other = await d.setConfig({ name: 'shop.other', entries: [] });
   const endpoint = await d.registerEndpoint({
     name: 'shop.notify',

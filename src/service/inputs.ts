@@ -199,6 +199,9 @@ export const updatePayloadSpecSchema = z.object({
 });
 export type UpdatePayloadSpecInput = z.input<typeof updatePayloadSpecSchema>;
 
+/** Shortest secret config value: redaction (src/service/engine/template.ts) leaves shorter ones in clear. */
+export const MIN_SECRET_LENGTH = 4;
+
 export const setConfigSchema = z.object({
   name: text().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
   entries: z
@@ -215,6 +218,11 @@ export const setConfigSchema = z.object({
       entries.forEach((e, i) => {
         if (seen.has(e.key)) ctx.addIssue({ code: 'custom', path: [i, 'key'], message: `duplicate key "${e.key}"` });
         seen.add(e.key);
+        // Redaction leaves values this short alone (they would blank ordinary text), so a secret
+        // this short could show in a recorded error or response excerpt.
+        if (e.secret && e.value.length < MIN_SECRET_LENGTH) {
+          ctx.addIssue({ code: 'custom', path: [i, 'value'], message: `a secret value must be at least ${MIN_SECRET_LENGTH} characters, or it cannot be kept out of errors and excerpts` });
+        }
       });
     }),
 });

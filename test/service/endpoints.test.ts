@@ -10,7 +10,7 @@ afterAll(() => t.close());
 describe('endpoints', () => {
   it('stores payload-spec and config references given at registration in their columns', async () => {
     const spec = await t.service.createPayloadSpec(t.actor, { name: 'ref.spec', jsonSchema: { type: 'object' } });
-    const config = await t.service.setConfig(t.actor, { name: 'ref.config', entries: [{ key: 'token', value: 't', secret: true }] });
+    const config = await t.service.setConfig(t.actor, { name: 'ref.config', entries: [{ key: 'token', value: 'tok3n', secret: true }] });
     const ep = await t.service.registerEndpoint(t.actor, {
       name: 'ref.at-create',
       kind: 'HTTP',
@@ -65,6 +65,15 @@ describe('endpoints', () => {
       .catch((e) => e)) as { issues: { path: string[] }[] };
     expect(bad.issues.map((i) => i.path.join('.')).sort()).toEqual(['handlerName', 'name', 'url']);
     expect(await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'h.no-name', kind: 'HANDLER' }))).toBe('VALIDATION_FAILED');
+  });
+
+  it('refuses a secret config value too short to be redacted (VALIDATION_FAILED), storing nothing', async () => {
+    const err = await t.service.setConfig(t.actor, { name: 'short.secret', entries: [{ key: 'host', value: 'a' }, { key: 'pin', value: '123', secret: true }] }).catch((e) => e);
+    expect(err.code).toBe('VALIDATION_FAILED');
+    expect(err.issues).toEqual([expect.objectContaining({ path: ['entries', 1, 'value'] })]);
+    expect((await t.query(`select count(*)::int as n from configs where name = 'short.secret'`)).rows[0].n).toBe(0);
+    // Short values that are not secret are fine, and so is a secret of four characters.
+    await expect(t.service.setConfig(t.actor, { name: 'short.secret', entries: [{ key: 'host', value: 'a' }, { key: 'pin', value: '1234', secret: true }] })).resolves.toBeDefined();
   });
 
   it('never returns the signing secret, only whether one is set', async () => {

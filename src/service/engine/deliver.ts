@@ -11,6 +11,7 @@ import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from 
 import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
 import { redact, render, renderDeep, TemplateError, type TemplateScope } from './template.js';
+import { MIN_SECRET_LENGTH } from '../inputs.js';
 
 export interface AttemptResult {
   outcome: AttemptOutcome;
@@ -123,7 +124,7 @@ export function createDelivery(options: DeliveryOptions) {
     const text = raw.toString('utf8');
     let end = raw.subarray(0, cap).toString('utf8').length;
     for (const secret of secrets) {
-      if (secret.length < 4) continue; // redact leaves these alone
+      if (secret.length < MIN_SECRET_LENGTH) continue; // redact leaves these alone
       for (let i = text.indexOf(secret); i !== -1 && i < end; i = text.indexOf(secret, i + 1)) end = Math.max(end, i + secret.length);
     }
     return redact(text.slice(0, end), config);

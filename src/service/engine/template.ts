@@ -2,6 +2,8 @@
  * `{{config.key}}` and `{{input.path.to.value}}` placeholders in endpoint urls, headers and
  * string values of the body. An unknown placeholder is an error, not an empty string.
  */
+import { MIN_SECRET_LENGTH } from '../inputs.js';
+
 export class TemplateError extends Error {
   override name = 'TemplateError';
 }
@@ -48,7 +50,7 @@ export function renderDeep(value: unknown, scope: TemplateScope): unknown {
 export function redact(text: string, config: TemplateScope['config']): string {
   let out = text;
   for (const entry of Object.values(config)) {
-    if (entry.secret && entry.value.length >= 4) out = out.split(entry.value).join('[redacted]');
+    if (entry.secret && entry.value.length >= MIN_SECRET_LENGTH) out = out.split(entry.value).join('[redacted]');
   }
   return out;
 }
