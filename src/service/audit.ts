@@ -9,7 +9,7 @@ import type { DB } from '../db/types.js';
 import type { Actor, Role } from './actor.js';
 import type { ServiceContext } from './context.js';
 import { DomainError, ForbiddenError } from './errors.js';
-import { MAX_JSON_DEPTH } from './inputs.js';
+import { MAX_JSON_DEPTH, storableText } from './inputs.js';
 
 const RANK: Record<Role, number> = { VIEWER: 1, OPERATOR: 2, ADMIN: 3 };
 
@@ -34,8 +34,6 @@ export function requireOwnership(actor: Actor, createdByKeyId: string | null, wh
 
 const SECRET_KEY = /secret|password|passwd|token|api[-_]?key|authorization|cookie|credential|session|x-auth|private[-_]?key/i;
 
-const UNSTORABLE_CHARS = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-
 /**
  * The input with secrets replaced: fields named like secrets, and config entries marked secret.
  * It is also made storable as jsonb whatever the caller sent, so that a refusal of input the
@@ -43,7 +41,7 @@ const UNSTORABLE_CHARS = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-
  * strings, and nesting past MAX_JSON_DEPTH (or a cycle) a marker.
  */
 export function redact(value: unknown, depth = 0): unknown {
-  if (typeof value === 'string') return value.replace(UNSTORABLE_CHARS, '\ufffd');
+  if (typeof value === 'string') return storableText(value);
   if (typeof value === 'bigint') return value.toString();
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
   if (value && typeof value === 'object' && depth >= MAX_JSON_DEPTH) return '[nested too deep]';
@@ -55,7 +53,7 @@ export function redact(value: unknown, depth = 0): unknown {
     const secretEntry = 'value' in obj && obj.secret !== undefined && obj.secret !== null && obj.secret !== false;
     return Object.fromEntries(
       Object.entries(obj).map(([k, v]) => [
-        redact(k),
+        storableText(k),
         (secretEntry && k === 'value') || (SECRET_KEY.test(k) && typeof v === 'string') ? '[redacted]' : redact(v, depth + 1),
       ]),
     );

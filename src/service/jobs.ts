@@ -10,6 +10,7 @@ import * as specsRepo from '../db/repos/payload-specs.js';
 import type { Executor } from '../db/repos/scope.js';
 import type { EndpointRow, JobPatch, JobRow, NewJob } from '../db/types.js';
 import { sql } from 'kysely';
+import { canonicalJson } from './canonical-json.js';
 import { isSystem, seesInstallation, type Actor } from './actor.js';
 import { auditInput, auditingFailure, hasRole, mutate, requireOwnership } from './audit.js';
 import { insertJobInOneStatement } from '../db/queries/create-job.js';
@@ -56,18 +57,6 @@ export interface CancelJobResult {
   cancelledExecutions: number;
 }
 
-/** JSON with object keys sorted, so two inputs compare by content (jsonb reorders keys). */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
 const sameTime = (a: Date | null | undefined, b: Date | null | undefined) => (a?.getTime() ?? null) === (b?.getTime() ?? null);
 
 /**
@@ -77,7 +66,7 @@ const sameTime = (a: Date | null | undefined, b: Date | null | undefined) => (a?
  */
 function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: number | null | undefined): string | undefined {
   if (existing.kind !== wanted.kind) return 'kind';
-  if (canonical(existing.input) !== canonical(JSON.parse(wanted.input as string))) return 'input';
+  if (canonicalJson(existing.input) !== canonicalJson(JSON.parse(wanted.input as string))) return 'input';
   if (!sameTime(existing.run_at, wanted.run_at as Date | null)) return 'runAt';
   if (existing.cron_expression !== (wanted.cron_expression ?? null)) return 'cron.expression';
   if (existing.timezone !== (wanted.timezone ?? null)) return 'cron.timezone';

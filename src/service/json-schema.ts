@@ -11,6 +11,7 @@
 import { Ajv, type CodeOptions, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { RE2JS } from 're2js';
+import { canonicalJson } from './canonical-json.js';
 import { ValidationError, type ValidationIssue } from './errors.js';
 
 type RegExpEngine = NonNullable<CodeOptions['regExp']>;
@@ -37,19 +38,6 @@ function compileLinear(pattern: string): RegExpLike {
   }
   // ajv keys compiled patterns by toString(): it must differ between patterns.
   return { test: (s: string) => re.test(s), toString: () => pattern } as RegExpLike;
-}
-
-/** A string equal for two JSON values exactly when JSON Schema calls them equal (object key order aside). */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
-    const obj = value as Record<string, unknown>;
-    return `{${Object.keys(obj)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }
 
 /**

@@ -11,7 +11,7 @@ import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from 
 import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
 import { redact, render, renderDeep, TemplateError, type TemplateScope } from './template.js';
-import { MIN_SECRET_LENGTH } from '../inputs.js';
+import { MIN_SECRET_LENGTH, storableText } from '../inputs.js';
 
 export interface AttemptResult {
   outcome: AttemptOutcome;
@@ -233,7 +233,7 @@ export function createDelivery(options: DeliveryOptions) {
     const result = await attemptOnce(ex, external);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
-    const storable = (text: string | null) => text?.replaceAll('\0', '\uFFFD') ?? null;
+    const storable = (text: string | null) => (text === null ? null : storableText(text));
     return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt) };
   }
 
