@@ -19,6 +19,7 @@ import { isConnectionError } from '../../db/sqlstate.js';
 import { z, type ZodType } from 'zod';
 import type { Logger } from '../../log.js';
 import { normalizeCron } from '../cron.js';
+import { parseInput } from '../context.js';
 import { ValidationError } from '../errors.js';
 import { jsonValue, storableText } from '../inputs.js';
 import type { RunRow, RunStatus, Severity } from '../runs.js';
@@ -302,8 +303,7 @@ export function createRunner(options: RunnerOptions) {
       params: run.params,
       loadCursor: async () => cursor,
       async checkpoint(next, progress) {
-        const checked = progressSchema.safeParse(progress);
-        if (!checked.success) throw ValidationError.fromZod(checked.error);
+        parseInput(progressSchema, progress);
         const [bytes, json] = encodeCursor(next);
         const merged = mergeStats(stats, progress.stats);
         await reach(() =>
