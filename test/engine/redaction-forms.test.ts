@@ -4,7 +4,7 @@
  * same forms through a real echoing target.
  */
 import { describe, expect, it } from 'vitest';
-import { CARRIERS, createRedactor, REDACTED, secretForms } from '../../src/service/engine/redaction.js';
+import { CARRIERS, createRedactor, FormsCache, REDACTED, secretForms, TWO_LAYERS_UP_TO } from '../../src/service/engine/redaction.js';
 
 const SECRET = 'Pa"ss/w+rd &x=1\\é<>\'Zq`{}|^#?;:@$,~!()*[]%80d51d35';
 const json = (s: string) => JSON.stringify(s).slice(1, -1);
@@ -74,7 +74,7 @@ describe('the redactor', () => {
   );
 
   it('sends the WHATWG percent-encode sets exactly as Node\'s URL parser does', () => {
-    const chars = [...Array.from({ length: 0x5f }, (_, i) => String.fromCharCode(0x20 + i)), 'é', '\u00ff', '€'];
+    const chars = [...Array.from({ length: 0x5f }, (_, i) => String.fromCharCode(0x20 + i)), '\t', '\n', '\r', 'é', '\u00ff', '€'];
     for (const c of chars) {
       const path = new URL(`http://h/a${c}a`).pathname;
       // `?` and `#` end the path and the query: they are delimiters there, sent as they are.
@@ -123,6 +123,16 @@ describe('the redactor', () => {
   it('leaves values shorter than the stored minimum alone, and text without secrets as it is', () => {
     expect(createRedactor(['abc']).redact('abc abc')).toBe('abc abc');
     expect(createRedactor([]).redact('nothing here')).toBe('nothing here');
+  });
+
+  it(`redacts a secret longer than ${TWO_LAYERS_UP_TO} characters in every single form, and JSON-escaped twice`, () => {
+    const long = `-----BEGIN KEY-----\n${'MIIEvQIBADANBgkq+/hkiG9w0BAQ"EFAASC\\'.repeat(120)}\n-----END KEY-----`;
+    expect(long.length).toBeGreaterThan(TWO_LAYERS_UP_TO);
+    const r = createRedactor([long], new FormsCache());
+    for (const [name, form] of FORMS.filter(([n]) => !/twice|redirect query|inside JSON/.test(n))) {
+      expect(r.redact(`a ${form(long)} b`), name).toBe(`a ${REDACTED} b`);
+    }
+    expect(r.redact(`a ${json(json(long))} b`)).toBe(`a ${REDACTED} b`);
   });
 
   it('lists each form once', () => {

@@ -10,7 +10,7 @@ import { UnrecoverableError } from './handlers.js';
 import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
 import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
-import { createRedactor, type Redactor } from './redaction.js';
+import { createRedactor, FormsCache, type Redactor } from './redaction.js';
 import { render, renderDeep, TemplateError, type TemplateScope } from './template.js';
 import { storableText } from '../inputs.js';
 
@@ -124,12 +124,7 @@ export function createDelivery(options: DeliveryOptions) {
     return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
   }
 
-  // Forms of each secret seen, kept across attempts: building them costs more than using them.
-  const formsCache = new Map<string, string[]>();
-  const redactorFor = (secrets: string[]): Redactor => {
-    if (formsCache.size > 1000) formsCache.clear();
-    return createRedactor(secrets, formsCache);
-  };
+  const formsCache = new FormsCache();
 
   const open = (value: string): string => {
     if (!isSealed(value)) return value;
@@ -150,7 +145,7 @@ export function createDelivery(options: DeliveryOptions) {
     // The signing secret is never sent, but the target holds it too and may quote it back.
     const secrets = Object.values(config).filter((e) => e.secret).map((e) => e.value);
     if (signingSecret) secrets.push(signingSecret);
-    return { scope: { config, input: ex.input }, signingSecret, redactor: redactorFor(secrets) };
+    return { scope: { config, input: ex.input }, signingSecret, redactor: createRedactor(secrets, formsCache) };
   }
 
   async function http(ex: ClaimedExecution, opened: Opened, signal: AbortSignal): Promise<AttemptResult> {

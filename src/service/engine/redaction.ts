@@ -14,13 +14,15 @@
  *        writes it (`<`, `>`, `&` as \u003c...);
  *      percent-encoding with each common set of characters left as they are: the WHATWG URL
  *        parser's sets for fragment, query, special query, path (which also turns `\` into `/`)
- *        and userinfo (what `new URL` sends for a config value rendered into a url unencoded),
+ *        and userinfo, after it drops tabs and line breaks (what `new URL` sends for a config
+ *        value rendered into a url unencoded),
  *        its component and form sets, encodeURIComponent, encodeURI, and RFC 3986's unreserved
  *        set; each also with `+` for a space (form encoding);
  *      HTML escaping, with named (`&quot;`) and numeric (`&#34;`) references;
  *  - `s` itself, every carrier of `s`, and every carrier of those: two layers, in any order
  *    (a JSON body echoed inside JSON, a JSON body echoed into a redirect's query string, a url
- *    echoed inside JSON, a percent-encoded value encoded again);
+ *    echoed inside JSON, a percent-encoded value encoded again). Past TWO_LAYERS_UP_TO
+ *    characters, two layers only of JSON;
  *  - base64 and base64url of `s` and of its JSON forms, at each of the 3 alignments a secret can
  *    have inside a longer base64 text (Basic auth's `user:secret`, an echoed body): the
  *    characters that depend on the secret's bytes alone, and, for a secret that ends the encoded
@@ -47,22 +49,15 @@ export const REDACTED = '[redacted]';
 type Carrier = (s: string) => string;
 
 const hex2 = (n: number) => `%${n.toString(16).toUpperCase().padStart(2, '0')}`;
-const ALNUM = /[A-Za-z0-9]/;
+const utf8Percent = (ch: string) => [...Buffer.from(ch, 'utf8')].map(hex2).join('');
 
 /**
  * Percent-encoding that leaves letters, digits and the ASCII characters in `keep` as they are,
  * and encodes everything else (controls, other ASCII, every non-ASCII character) as UTF-8 bytes.
  */
 function percent(keep: string, spaceAsPlus = false): Carrier {
-  return (s) => {
-    let out = '';
-    for (const ch of s) {
-      if (ch === ' ' && spaceAsPlus) out += '+';
-      else if (ch.length === 1 && ch < '\x7f' && ch > ' ' && (ALNUM.test(ch) || keep.includes(ch))) out += ch;
-      else for (const byte of Buffer.from(ch, 'utf8')) out += hex2(byte);
-    }
-    return out;
-  };
+  const encoded = new RegExp(`[^A-Za-z0-9${keep.replace(/[\\\]^-]/g, '\\$&')}]`, 'gu');
+  return (s) => s.replace(encoded, (ch) => (ch === ' ' && spaceAsPlus ? '+' : utf8Percent(ch)));
 }
 
 /** Printable ASCII that is neither a letter nor a digit, less `encoded`. */
@@ -104,8 +99,11 @@ export const CARRIERS: Record<string, Carrier> = {
   'json-go': (s) => jsonContent(s).replace(/[<>&\u2028\u2029]/g, u4),
   ...Object.fromEntries(
     Object.entries(PERCENT_SETS).flatMap(([name, keep]) => {
-      // The URL parser reads a backslash in a special url's path as a slash before encoding it.
-      const pre = name === 'url-path' ? (s: string) => s.replace(/\\/g, '/') : (s: string) => s;
+      // The URL parser drops tabs and line breaks before anything else, and reads a backslash in
+      // a special url's path as a slash.
+      const parsed = ['url-fragment', 'url-query', 'url-special-query', 'url-path', 'url-userinfo'].includes(name);
+      const strip = (s: string) => (parsed ? s.replace(/[\t\n\r]/g, '') : s);
+      const pre = name === 'url-path' ? (s: string) => strip(s).replace(/\\/g, '/') : strip;
       const plain = percent(keep);
       const plus = percent(keep, true);
       return [
@@ -149,28 +147,67 @@ function base64Forms(text: string): string[] {
  * text, "İ" becomes two units), so that positions found in folded text are positions in the text.
  */
 function fold(text: string): string {
+  const lower = text.toLowerCase();
+  // No character's lower case is shorter than it, so the same length means none grew.
+  if (lower.length === text.length) return lower;
   let out = '';
   for (let i = 0; i < text.length; i++) {
     const c = text[i]!;
-    const lower = c.toLowerCase();
-    out += lower.length === 1 ? lower : c;
+    const l = c.toLowerCase();
+    out += l.length === 1 ? l : c;
   }
   return out;
 }
 
+/**
+ * Longest secret whose forms are built two layers deep. Two layers cost about 700 passes over
+ * text a few times the secret's length (~100 ms for 2 KiB of punctuation, once per secret per
+ * worker); longer secrets (key files, certificates) get one layer, plus JSON in JSON.
+ */
+export const TWO_LAYERS_UP_TO = 2048;
+
+const JSON_CARRIERS = ['json', 'json-ascii', 'json-php', 'json-go'];
+
 /** Every form of `secret` that redaction looks for (see the module comment), longest first. */
 export function secretForms(secret: string): string[] {
-  const carriers = Object.values(CARRIERS);
+  const deep = secret.length <= TWO_LAYERS_UP_TO;
   const forms = new Set<string>([secret]);
-  for (const outer of carriers) {
+  for (const [name, outer] of Object.entries(CARRIERS)) {
     const once = outer(secret);
     forms.add(once);
-    for (const inner of carriers) forms.add(inner(once));
+    for (const [innerName, inner] of Object.entries(CARRIERS)) {
+      if (deep || (JSON_CARRIERS.includes(name) && JSON_CARRIERS.includes(innerName))) forms.add(inner(once));
+    }
   }
   for (const name of [undefined, ...BASE64_OF]) {
     for (const form of base64Forms(name ? CARRIERS[name]!(secret) : secret)) forms.add(form);
   }
   return [...new Set([...forms].map(fold))].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
+}
+
+/**
+ * Forms by secret, kept across attempts (building them costs far more than searching for them),
+ * up to a budget of characters: past it the cache starts over, keeping the newest, rather than
+ * grow. The largest secret allowed (64 KiB) has under 10 million characters of forms.
+ */
+export class FormsCache {
+  private readonly forms = new Map<string, string[]>();
+  private chars = 0;
+  constructor(private readonly budgetChars = 16_000_000) {}
+
+  get(secret: string): string[] {
+    let forms = this.forms.get(secret);
+    if (forms) return forms;
+    forms = secretForms(secret);
+    const size = forms.reduce((n, f) => n + f.length, 0);
+    if (this.chars + size > this.budgetChars) {
+      this.forms.clear();
+      this.chars = 0;
+    }
+    this.forms.set(secret, forms);
+    this.chars += size;
+    return forms;
+  }
 }
 
 export interface Redactor {
@@ -193,18 +230,13 @@ export interface Redactor {
 /**
  * A redactor for `secrets` (secret config values, the signing secret). Values shorter than
  * MIN_SECRET_LENGTH are ignored: they would blank ordinary text, and storing one is refused.
- * `forms` may be a cache (by secret) that the caller keeps across attempts.
+ * `cache` keeps the forms of secrets across attempts.
  */
-export function createRedactor(secrets: Iterable<string>, cache?: Map<string, string[]>): Redactor {
+export function createRedactor(secrets: Iterable<string>, cache?: FormsCache): Redactor {
   const forms: string[] = [];
   for (const secret of new Set(secrets)) {
     if (secret.length < MIN_SECRET_LENGTH) continue;
-    let of = cache?.get(secret);
-    if (!of) {
-      of = secretForms(secret);
-      cache?.set(secret, of);
-    }
-    forms.push(...of);
+    forms.push(...(cache ? cache.get(secret) : secretForms(secret)));
   }
   const longestFormBytes = Math.max(0, ...forms.map((f) => Buffer.byteLength(f)));
 
