@@ -107,8 +107,10 @@ describe('the redactor', () => {
     expect(createRedactor([SECRET]).redact(`${encodeURIComponent(json(SECRET))}${SECRET}`)).toBe(REDACTED);
   });
 
-  it('keeps positions when case folding would lengthen text before the secret (İ)', () => {
+  it('folds case character by character: positions hold when folding would lengthen text (İ)', () => {
     expect(createRedactor(['Secret-99']).redact('İİİ secret-99 İ')).toBe(`İİİ ${REDACTED} İ`);
+    // Folded the same alone and inside longer text: a final sigma, a character beyond the BMP.
+    expect(createRedactor(['ΑΒΓΣ-İx-𐐀z']).redact('x αβγσ-İX-𐐨Z y | ΑΒΓΣ-İX-𐐀Z')).toBe(`x ${REDACTED} y | ${REDACTED}`);
   });
 
   it('changes nothing when run twice, even for a secret that "[redacted]" contains', () => {

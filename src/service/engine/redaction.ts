@@ -64,7 +64,7 @@ function percent(keep: string, spaceAsPlus = false): Carrier {
 const punctuationBut = (encoded: string) => [...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'].filter((c) => !encoded.includes(c)).join('');
 
 // The WHATWG URL standard's percent-encode sets, as Node's URL parser applies them (checked
-// against it in test/engine/redaction.test.ts). Each is the one before it plus a few characters.
+// against it in test/engine/redaction-forms.test.ts). Each is the one before it plus a few characters.
 const FRAGMENT = ' "<>`';
 const QUERY = ' "#<>';
 const SPECIAL_QUERY = `${QUERY}'`;
@@ -116,7 +116,7 @@ export const CARRIERS: Record<string, Carrier> = {
   'html-numeric': (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`),
 };
 
-const BASE64_OF = ['json', 'json-ascii', 'json-php', 'json-go'];
+const JSON_CARRIERS = ['json', 'json-ascii', 'json-php', 'json-go'];
 
 /**
  * The parts of base64 (and base64url) of `text` that show wherever `text` sits in a longer
@@ -143,20 +143,19 @@ function base64Forms(text: string): string[] {
 }
 
 /**
- * Case folding that keeps every UTF-16 unit where it was (a plain toLowerCase can lengthen
- * text, "İ" becomes two units), so that positions found in folded text are positions in the text.
+ * Case folding character by character, keeping each where it was: a plain toLowerCase can
+ * lengthen text ("İ" becomes two units) and folds by context (a final "Σ"), so positions found in
+ * folded text would not be positions in the text, and a secret could fold differently alone
+ * than inside a longer text.
  */
 function fold(text: string): string {
-  const lower = text.toLowerCase();
-  // No character's lower case is shorter than it, so the same length means none grew.
-  if (lower.length === text.length) return lower;
-  let out = '';
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    const l = c.toLowerCase();
-    out += l.length === 1 ? l : c;
-  }
-  return out;
+  if (/^[\x00-\x7f]*$/.test(text)) return text.toLowerCase();
+  return text
+    .replace(/[^\x00-\x7f]/gu, (ch) => {
+      const lower = ch.toLowerCase();
+      return lower.length === ch.length ? lower : ch;
+    })
+    .replace(/[A-Z]+/g, (run) => run.toLowerCase());
 }
 
 /**
@@ -165,8 +164,6 @@ function fold(text: string): string {
  * worker); longer secrets (key files, certificates) get one layer, plus JSON in JSON.
  */
 export const TWO_LAYERS_UP_TO = 2048;
-
-const JSON_CARRIERS = ['json', 'json-ascii', 'json-php', 'json-go'];
 
 /** Every form of `secret` that redaction looks for (see the module comment), longest first. */
 export function secretForms(secret: string): string[] {
@@ -179,7 +176,7 @@ export function secretForms(secret: string): string[] {
       if (deep || (JSON_CARRIERS.includes(name) && JSON_CARRIERS.includes(innerName))) forms.add(inner(once));
     }
   }
-  for (const name of [undefined, ...BASE64_OF]) {
+  for (const name of [undefined, ...JSON_CARRIERS]) {
     for (const form of base64Forms(name ? CARRIERS[name]!(secret) : secret)) forms.add(form);
   }
   return [...new Set([...forms].map(fold))].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
