@@ -327,6 +327,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       // TCP only: no socket files to collide with a system server's in /tmp.
       '-c', 'unix_socket_directories=',
       '-c', 'max_connections=200',
+      // What an error puts in the server log beyond its one-line message: the DETAIL of a check
+      // or not-null violation quotes the whole row ("Failing row contains (...)": an endpoint's
+      // url, headers and sealed signing secret), CONTEXT and STATEMENT quote the query, and a
+      // failing statement's parameters could be logged too. None of it goes to the log.
+      '-c', 'log_error_verbosity=terse',
+      '-c', 'log_min_error_statement=panic',
+      '-c', 'log_parameter_max_length_on_error=0',
       ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
     ];
     const child: ChildProcess = spawn(bins.postgres, args, {

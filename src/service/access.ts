@@ -255,10 +255,12 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
-     * A new ADMIN key for a workspace by slug, as jobgate itself (the CLI's `keys create` and the
-     * embedded default's first start). Throws NOT_FOUND.
+     * A new key for a workspace by slug, as jobgate itself (the CLI's `keys create` and the
+     * embedded default's first start). Throws NOT_FOUND, VALIDATION_FAILED (a name or role the
+     * table would refuse: checked here, since a refusal there logs the row).
      */
     async bootstrapKey(workspaceSlug: string, role: Role, name: string, installationAdmin = false): Promise<CreateApiKeyResult> {
+      parseInput(createApiKeySchema, { name, role, installationAdmin });
       const ws = await findWorkspaceBySlug(db, workspaceSlug);
       if (!ws) throw new NotFoundError('Workspace', workspaceSlug);
       const system: Actor = { workspaceId: ws.id, kind: 'system', role: 'ADMIN', installationAdmin: true };
