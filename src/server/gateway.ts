@@ -4,7 +4,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createYoga, type GraphiQLOptions, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
@@ -46,8 +46,25 @@ export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
  */
 const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
 
+/**
+ * Who each HTTP request acts as, decided before anything reads its document (Invariant 10): yoga
+ * builds the context only after parsing and validating, so authenticating there let a stranger
+ * learn the schema from the errors of documents it never had the right to send (`Cannot query
+ * field "jbos"` beside a 401 for a real one). `onParams` is the first hook that sees a GraphQL
+ * request (GraphiQL's page is served before it, and needs no key); a refusal thrown here is
+ * masked as any error is: UNAUTHENTICATED, 401. The actor waits here for the context.
+ */
+function useAuthenticateFirst(authenticate: GatewayOptions['authenticate'], actors: WeakMap<Request, Actor>): Plugin {
+  return {
+    async onParams({ request }) {
+      actors.set(request, await authenticate(request));
+    },
+  };
+}
+
 export function createGatewayYoga(options: GatewayOptions): Yoga {
   const maskError = createMaskError(options.log);
+  const actors = new WeakMap<Request, Actor>();
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -56,7 +73,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     renderGraphiQL,
     maskedErrors: { maskError },
     batching: false,
-    plugins: [...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
+    plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),
@@ -67,9 +84,10 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
         options.log.error(args.map(String).join(' '));
       },
     },
-    // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts).
+    // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts), HTTP ones
+    // by `useAuthenticateFirst`.
     context: async (initial) => ({
-      actor: (initial as { actor?: Actor }).actor ?? (await options.authenticate(initial.request)),
+      actor: (initial as { actor?: Actor }).actor ?? actors.get(initial.request) ?? (await options.authenticate(initial.request)),
       service: options.service,
       live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
     }),

@@ -1,7 +1,8 @@
 /**
  * The one place errors are shaped for clients. Domain errors keep their message and get their
  * stable `extensions.code` (plus machine-readable details such as validation issue paths).
- * GraphQL's own errors (syntax, validation, variable coercion) pass through. A database that
+ * GraphQL's own errors (syntax, validation, variable coercion) pass through, without any
+ * "Did you mean …" suggestion. A database that
  * cannot be reached is UNAVAILABLE (retry later). Everything else is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
  * INTERNAL_SERVER_ERROR — never a stack trace or an internal message.
  *
@@ -15,6 +16,7 @@ import { GraphQLError } from 'graphql';
 import { isConnectionError } from '../db/sqlstate.js';
 import { DomainError } from '../service/errors.js';
 import type { Logger } from '../log.js';
+import { withoutSuggestions } from './hardening.js';
 
 export interface MaskError {
   (error: unknown, message: string): Error;
@@ -35,7 +37,7 @@ export function createMaskError(log: Logger): MaskError {
       return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details, ...http } });
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
-      return gqlError;
+      return withoutSuggestions(gqlError);
     }
     // The database could not be reached (a restart, a cut connection, every pooled connection
     // held): not a bug, and a client can retry. Logged in one line, answered UNAVAILABLE (503).
@@ -52,3 +54,4 @@ export function createMaskError(log: Logger): MaskError {
   };
   return Object.assign(mask, { handled: (value: unknown) => typeof value === 'object' && value !== null && seen.has(value) });
 }
+
