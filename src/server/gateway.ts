@@ -13,6 +13,7 @@ import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
 import { hardeningPlugins } from './hardening.js';
+import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
@@ -111,22 +112,7 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const server = createServer((req, res) => {
     if (handleRunDue(options.runDue, req, res)) return;
-    if (req.method === 'POST') {
-      // Refuse oversized bodies before reading them; a body without a declared length is counted.
-      const declared = Number(req.headers['content-length'] ?? NaN);
-      if (declared > maxBody) return void tooLarge(res, maxBody);
-      if (Number.isNaN(declared)) {
-        let seen = 0;
-        req.on('data', (c: Buffer) => {
-          seen += c.length;
-          if (seen > maxBody) {
-            tooLarge(res, maxBody);
-            req.destroy();
-          }
-        });
-      }
-    }
-    void yoga(req, res);
+    limitRequestBody(req, res, maxBody, () => void yoga(req, res));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -173,13 +159,6 @@ export async function startGateway(options: GatewayOptions & { host: string; por
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       })),
   };
-}
-
-function tooLarge(res: import('node:http').ServerResponse, max: number) {
-  if (res.headersSent) return;
-  res.writeHead(413, { 'content-type': 'application/json', connection: 'close' }).end(
-    JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }),
-  );
 }
 
 const DEFAULT_QUERY = `# Welcome to jobgate. Every request needs an API key: open "Headers" below and set

@@ -232,7 +232,9 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
     // Depth is queryDepthRule's: it exempts `__type` as well as `__schema`.
     maxDepth: { enabled: false },
     costLimit: { ...COST },
-    maxAliases: { n: LIMITS.aliases },
+    // Every alias counts: graphql-armor exempts aliases of `__typename` by default, and 900 of
+    // them each cost a resolver call and an output key while aliases of real fields are refused.
+    maxAliases: { n: LIMITS.aliases, allowList: [] },
     maxDirectives: { n: LIMITS.directives },
     maxTokens: { n: LIMITS.tokens },
     // Its mask misses enum values ("Did you mean the enum value …?") and never sees variable
