@@ -129,6 +129,7 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     log: options.log,
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
+    watchKey: options.live?.watchKey,
     // The same authentication as HTTP: a Request-shaped object carrying the key. A key that is
     // not a valid header value (a newline, a character past U+00FF) cannot be one: refused as
     // any bad key is, not reported as a server failure.

@@ -4,6 +4,7 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
+import { activeKeysByIds, notifyKeyChanged } from '../db/repos/api-keys.js';
 import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import type { Actor, Role } from './actor.js';
@@ -147,6 +148,23 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
+     * Of these actors, the ones their key no longer backs as it did when they were
+     * authenticated: the key is revoked (or gone), or grants another role or installation-admin
+     * standing now. Whatever such an actor has open must end (Invariant 10): a lowered role would
+     * otherwise keep what it may no longer open, and a raised one is simply authenticated again.
+     * Actors without a key (jobgate itself, the library) never lapse. One query for all.
+     */
+    async lapsedActors<A extends Actor>(actors: readonly A[]): Promise<A[]> {
+      const ids = [...new Set(actors.flatMap((a) => (a.kind === 'user' && a.keyId ? [a.keyId] : [])))];
+      const standing = new Map((await activeKeysByIds(db, ids.filter(isUuid))).map((k) => [k.id, k]));
+      return actors.filter((a) => {
+        if (a.kind !== 'user' || !a.keyId) return false;
+        const key = standing.get(a.keyId);
+        return !key || key.role !== a.role || key.installation_admin !== (a.installationAdmin === true);
+      });
+    },
+
+    /**
      * Creates an API key in the actor's workspace. ADMIN only; an installation-admin key only
      * from an installation admin (or jobgate itself). The key is in the result, once.
      */
@@ -167,7 +185,8 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
-     * Revokes a key: it stops working at once, on open connections at their next operation. ADMIN
+     * Revokes a key: it stops working at once: new requests are refused, and the gateways end
+     * the live streams it has open (a notification sent in this transaction). ADMIN
      * only; an installation-admin key only by an installation admin (or jobgate itself), as only
      * they may create one: otherwise any ADMIN of its workspace could lock the installation's
      * administrators out. Idempotent.
@@ -192,6 +211,8 @@ export function createAccessService(ctx: ServiceContext) {
           .where('id', '=', id)
           .returningAll()
           .executeTakeFirstOrThrow();
+        // Every gateway replica ends the key's live streams when this commits (see lapsedActors).
+        await notifyKeyChanged(trx, id);
         return toApiKey(row);
       });
     },
