@@ -10,6 +10,7 @@ import { isUuid, scoped } from '../db/repos/scope.js';
 import type { Actor, Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
+import type { WorkspaceCursors } from './cursors.js';
 import { text } from './inputs.js';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
@@ -36,7 +37,8 @@ export interface CreateApiKeyResult {
 }
 
 export interface AuditEntry {
-  id: number;
+  /** Opaque and stable: the row's id sealed with its workspace's key (./cursors.ts). */
+  id: string;
   actorKind: string;
   actorKeyId: string | null;
   action: string;
@@ -66,8 +68,8 @@ const toApiKey = (r: ApiKeyRow): ApiKey => ({
   revokedAt: r.revoked_at,
 });
 
-const toAuditEntry = (r: AuditRow): AuditEntry => ({
-  id: r.id,
+const toAuditEntry = (r: AuditRow, cursors: WorkspaceCursors): AuditEntry => ({
+  id: cursors.seal('audit', r.id),
   actorKind: r.actor_kind,
   actorKeyId: r.actor_key_id,
   action: r.action,
@@ -256,22 +258,19 @@ export function createAccessService(ctx: ServiceContext) {
       requireRole(actor, 'ADMIN', 'reading the audit log');
       const f = parseInput(auditFilterSchema, raw);
       const size = f.first ?? 50;
-      let afterId: number | undefined;
-      if (f.after) {
-        const m = /^a1:(\d+)$/.exec(Buffer.from(f.after, 'base64url').toString('utf8'));
-        if (!m) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
-        afterId = Number(m[1]);
-      }
+      const cursors = await ctx.cursors.forWorkspace(db, scoped(actor.workspaceId));
+      const afterId = f.after ? Number(cursors.open('audit', f.after, ['after'])) : undefined;
       let q = db.selectFrom('audit_log').selectAll().where('workspace_id', '=', scoped(actor.workspaceId));
       if (f.action) q = q.where('action', '=', f.action);
       if (f.targetId) q = q.where('target_id', '=', f.targetId);
       if (f.resultCode) q = q.where('result_code', '=', f.resultCode);
       if (afterId !== undefined) q = q.where('id', '<', afterId);
       const rows = await q.orderBy('id', 'desc').limit(size + 1).execute();
-      const entries = rows.slice(0, size).map(toAuditEntry);
+      const entries = rows.slice(0, size).map((r) => toAuditEntry(r, cursors));
       return {
         entries,
-        nextCursor: rows.length > size ? Buffer.from(`a1:${entries.at(-1)!.id}`).toString('base64url') : null,
+        // A page goes on after (below) its last entry: its id is the cursor.
+        nextCursor: rows.length > size ? entries.at(-1)!.id : null,
       };
     },
 

@@ -377,8 +377,11 @@ export function createHub(options: HubOptions) {
     /** The hub's log, for what is built on it. */
     log,
 
-    /** Events matching `match`, after `after` (replayed) or from now on. */
-    events(match: EventMatch, after: bigint | undefined, cutOff?: () => void): Feed<EventRow> {
+    /**
+     * Events matching `match`, after `after` (replayed) or from now on. `cursorOf` seals an id as
+     * the workspace's cursor, for the error of a replay that finds its events pruned.
+     */
+    events(match: EventMatch, after: bigint | undefined, cursorOf: (id: bigint) => string, cutOff?: () => void): Feed<EventRow> {
       const sub: EventSub = {
         match,
         live: false,
@@ -389,7 +392,7 @@ export function createHub(options: HubOptions) {
           const { rows, prunedThrough } = await matchingEvents(pool, match, from, upTo, limit);
           // Events after `from` may have been pruned (retention) since the stream was authorised
           // or while it caught up: going on would skip them silently.
-          assertCursorKept(from, prunedThrough);
+          assertCursorKept(from, prunedThrough, cursorOf);
           return rows;
         },
         feed: new Feed<EventRow>(() => {
