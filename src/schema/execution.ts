@@ -1,7 +1,7 @@
 import type { TriggerJobResult } from '../service/execution-control.js';
 import type { Attempt, Execution } from '../service/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar } from './common.js';
+import { connectionOf, DateTimeScalar, pageArgs } from './common.js';
 import { JobRef } from './job.js';
 
 export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
@@ -85,6 +85,21 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
 });
 
 export const ExecutionConnectionRef = connectionOf('Execution', ExecutionRef, 'execution');
+
+builder.objectFields(JobRef, (t) => ({
+  executions: t.field({
+    type: ExecutionConnectionRef,
+    description: "This job's executions, newest first.",
+    args: { ...pageArgs(t.arg), status: t.arg({ type: ExecutionStatusEnum, description: 'Only executions in this status.' }) },
+    resolve: (j, { status, ...page }, ctx) => ctx.service.executions(ctx.actor, { jobId: j.id, status }, page),
+  }),
+  lastExecution: t.field({
+    type: ExecutionRef,
+    nullable: true,
+    description: "This job's newest execution; null before its first (a cron job before it first fires).",
+    resolve: (j, _args, ctx) => ctx.service.lastExecution(ctx.actor, j.id),
+  }),
+}));
 
 export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('TriggerJobPayload').implement({
   description: 'The result of triggerJob.',

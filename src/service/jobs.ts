@@ -42,7 +42,7 @@ import {
   type UpdateJobInput,
 } from './inputs.js';
 import { validateAgainstSpec } from './json-schema.js';
-import { opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job } from './models.js';
+import { jobState, opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job, type JobState } from './models.js';
 import { decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
 export interface CreateJobResult {
@@ -408,6 +408,22 @@ export function createJobsService(ctx: ServiceContext) {
         status: filter.status,
       });
       return toConnection(rows, size, toExecution);
+    },
+
+    /** The newest execution of a job (by creation), or null when it has none yet. */
+    async lastExecution(actor: Actor, jobId: string): Promise<Execution | null> {
+      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId });
+      return row ? toExecution(row) : null;
+    },
+
+    /**
+     * The state a user reads (see jobState): COMPLETED or FAILED for a one-off job whose
+     * execution ended. Reads the newest execution only for an ACTIVE one-off job.
+     */
+    async jobState(actor: Actor, job: Job): Promise<JobState> {
+      if (job.status !== 'ACTIVE' || job.kind === 'CRON') return jobState(job, undefined);
+      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId: job.id });
+      return jobState(job, row?.status);
     },
 
     /** The attempts of one execution, oldest first; a workspace's keys see workers by digest (see handlers.ts). */
