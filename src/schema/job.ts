@@ -2,7 +2,7 @@ import { createJobSchema, triggerJobSchema, updateJobSchema } from '../service/i
 import type { CancelJobResult, CreateJobResult } from '../service/jobs.js';
 import type { CronSchedule, Job } from '../service/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, pageArgs, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs, zodInput } from './common.js';
 import { EndpointRef } from './endpoint.js';
 
 export const JobKindEnum = builder.enumType('JobKind', {
@@ -230,6 +230,10 @@ export const JobFilterInputRef = builder.inputType('JobFilter', {
     kind: t.field({ type: JobKindEnum, description: 'Only jobs of this kind.' }),
     endpointId: t.id({ description: 'Only jobs on this endpoint.' }),
     includeInternal: t.boolean({ description: "Include jobgate's own system jobs (such as each workspace's reaper). Default false." }),
+    search: t.string({
+      description: 'Only jobs whose name starts with this (in any case) or whose idempotency key starts with it (exactly). 1 to 200 characters.',
+    }),
+    order: t.field({ type: ListOrderEnum, description: 'NEWEST_FIRST (default) or OLDEST_FIRST, by creation time.' }),
   }),
 });
 
