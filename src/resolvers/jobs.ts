@@ -1,6 +1,6 @@
 import { builder } from '../schema/builder.js';
 import { DateTimeScalar, pageArgs } from '../schema/common.js';
-import { ExecutionConnectionRef, ExecutionRef, ExecutionStatusEnum, TriggerJobPayloadRef } from '../schema/execution.js';
+import { ExecutionConnectionRef, ExecutionFilterInputRef, ExecutionRef, ExecutionStatusEnum, TriggerJobPayloadRef } from '../schema/execution.js';
 import {
   CancelJobPayloadRef,
   CreateJobInputRef,
@@ -32,14 +32,15 @@ builder.queryFields((t) => ({
   }),
   executions: t.field({
     type: ExecutionConnectionRef,
-    description: 'Executions of the workspace, newest first; optionally of one job and/or in one status.',
+    description: 'Executions of the workspace, newest first unless `filter.order` says otherwise; narrowed by `filter` (and, as before it existed, by `jobId` and `status`).',
     args: {
       ...pageArgs(t.arg),
-      jobId: t.arg.id({ description: 'Only executions of this job.' }),
+      jobId: t.arg.id({ description: 'Only executions of this job (as `filter.jobId`).' }),
       status: t.arg({ type: ExecutionStatusEnum, description: 'Only executions in this status.' }),
+      filter: t.arg({ type: ExecutionFilterInputRef, description: 'Only executions matching this.' }),
     },
-    resolve: (_root, { jobId, status, ...page }, ctx) =>
-      ctx.service.executions(ctx.actor, { jobId: jobId == null ? jobId : id(jobId), status }, page),
+    resolve: (_root, { jobId, status, filter, ...page }, ctx) =>
+      ctx.service.executions(ctx.actor, { ...(filter ?? {}), ...(jobId == null ? {} : { jobId: id(jobId) }), status } as never, page),
   }),
   execution: t.field({
     type: ExecutionRef,

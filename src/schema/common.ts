@@ -4,7 +4,7 @@
 import { GraphQLError, Kind, type ValueNode } from 'graphql';
 import type { ObjectRef } from '@pothos/core';
 import type { ZodType } from 'zod';
-import type { Connection, Edge } from '../service/pagination.js';
+import { COUNT_LIMIT, type Connection, type Edge } from '../service/pagination.js';
 import { builder } from './builder.js';
 
 export const DateTimeScalar = builder.scalarType('DateTime', {
@@ -76,6 +76,14 @@ export const PageInfoRef = builder
     }),
   });
 
+export const ListOrderEnum = builder.enumType('ListOrder', {
+  description: 'The order of a list, by creation time.',
+  values: {
+    NEWEST_FIRST: { description: 'Newest first (default).' },
+    OLDEST_FIRST: { description: 'Oldest first.' },
+  } as const,
+});
+
 /** Defines `<Name>Connection` and `<Name>Edge` over a node type. */
 export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: string) {
   const edge = builder.objectRef<Edge<T>>(`${name}Edge`).implement({
@@ -91,6 +99,18 @@ export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: str
       edges: t.field({ type: [edge], description: 'The items of this page, each with its cursor.', resolve: (c) => c.edges }),
       nodes: t.field({ type: [node], description: 'The items of this page, without cursors.', resolve: (c) => c.edges.map((e) => e.node) as never }),
       pageInfo: t.field({ type: PageInfoRef, description: 'Whether there is a next page, and the cursor to get it.', resolve: (c) => c.pageInfo }),
+      totalCount: t.int({
+        nullable: true,
+        description:
+          `How many ${what}s the whole list holds (with its filters), counted only when asked for, up to ${COUNT_LIMIT}: ` +
+          `past that it reads ${COUNT_LIMIT} and totalCountCapped is true. null for a list that is not counted.`,
+        resolve: (c) => c.count?.() ?? null,
+      }),
+      totalCountCapped: t.boolean({
+        nullable: true,
+        description: `Whether totalCount stopped at its bound of ${COUNT_LIMIT} (the list holds at least that many). null when not counted.`,
+        resolve: async (c) => (c.count ? (await c.count()) >= COUNT_LIMIT : null),
+      }),
     }),
   });
 }

@@ -1,7 +1,7 @@
 import type { TriggerJobResult } from '../service/execution-control.js';
 import type { Attempt, Execution } from '../service/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar } from './common.js';
+import { connectionOf, DateTimeScalar, ListOrderEnum, pageArgs } from './common.js';
 import { JobRef } from './job.js';
 
 export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
@@ -85,6 +85,34 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
 });
 
 export const ExecutionConnectionRef = connectionOf('Execution', ExecutionRef, 'execution');
+
+export const ExecutionFilterInputRef = builder.inputType('ExecutionFilter', {
+  description: 'Narrows an execution list. All given conditions must hold.',
+  fields: (t) => ({
+    jobId: t.id({ description: 'Only executions of this job.' }),
+    endpointId: t.id({ description: 'Only executions on this endpoint.' }),
+    statuses: t.field({ type: [ExecutionStatusEnum], description: 'Only executions in one of these statuses.' }),
+    trigger: t.field({ type: ExecutionTriggerEnum, description: 'Only executions created this way.' }),
+    createdAfter: t.field({ type: DateTimeScalar, description: 'Only executions created at or after this instant.' }),
+    createdBefore: t.field({ type: DateTimeScalar, description: 'Only executions created before this instant.' }),
+    order: t.field({ type: ListOrderEnum, description: 'NEWEST_FIRST (default) or OLDEST_FIRST, by creation time.' }),
+  }),
+});
+
+builder.objectFields(JobRef, (t) => ({
+  executions: t.field({
+    type: ExecutionConnectionRef,
+    description: "This job's executions, newest first.",
+    args: { ...pageArgs(t.arg), status: t.arg({ type: ExecutionStatusEnum, description: 'Only executions in this status.' }) },
+    resolve: (j, { status, ...page }, ctx) => ctx.service.executions(ctx.actor, { jobId: j.id, status }, page),
+  }),
+  lastExecution: t.field({
+    type: ExecutionRef,
+    nullable: true,
+    description: "This job's newest execution; null before its first (a cron job before it first fires).",
+    resolve: (j, _args, ctx) => ctx.service.lastExecution(ctx.actor, j.id),
+  }),
+}));
 
 export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('TriggerJobPayload').implement({
   description: 'The result of triggerJob.',

@@ -10,7 +10,7 @@ import type {
 import { triggerHandlerSchema } from '../service/handlers.js';
 import { builder } from './builder.js';
 import { DateTimeScalar, zodInput } from './common.js';
-import { RunRef } from './run.js';
+import { RunRef, RunTriggerOutcomeEnum } from './run.js';
 
 export const HandlerKindEnum = builder.enumType('HandlerKind', {
   description: 'What kind of code a handler is.',
@@ -38,15 +38,6 @@ export const HandlerErrorCauseEnum = builder.enumType('HandlerErrorCause', {
   } as const,
 });
 
-export const RunTriggerOutcomeEnum = builder.enumType('RunTriggerOutcome', {
-  description: 'What a trigger of a recoverable handler did.',
-  values: {
-    STARTED: { description: 'A fresh run started.' },
-    RESUMED: { description: 'A paused run resumed from its cursor.' },
-    ACTIVE: { description: 'A run was already active: nothing was started.' },
-    HELD: { description: 'The run is paused by an operator (cancelRun): a schedule leaves it paused; only triggerRun resumes it.' },
-  } as const,
-});
 
 export const TriggerHandlerOutcomeEnum = builder.enumType('TriggerHandlerOutcome', {
   description: 'What triggerHandler did.',

@@ -11,6 +11,7 @@ import './access.js';
 import './run.js';
 import './live.js';
 import './handler.js';
+import './errors.js';
 import '../resolvers/workspace.js';
 import '../resolvers/catalog.js';
 import '../resolvers/endpoints.js';

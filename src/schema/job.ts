@@ -2,7 +2,7 @@ import { createJobSchema, triggerJobSchema, updateJobSchema } from '../service/i
 import type { CancelJobResult, CreateJobResult } from '../service/jobs.js';
 import type { CronSchedule, Job } from '../service/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs, zodInput } from './common.js';
 import { EndpointRef } from './endpoint.js';
 
 export const JobKindEnum = builder.enumType('JobKind', {
@@ -20,6 +20,20 @@ export const JobStatusEnum = builder.enumType('JobStatus', {
     ACTIVE: { description: 'Runs as scheduled.' },
     PAUSED: { description: 'Runs nothing until resumed; a cron schedule resumes from then, with no backlog.' },
     RETIRED: { description: 'Cancelled for good: pending executions were cancelled and nothing more runs.' },
+  } as const,
+});
+
+export const JobStateEnum = builder.enumType('JobState', {
+  description:
+    'What a job is doing, as a list screen shows it. A one-off job (IMMEDIATE, DELAYED) keeps `status` ACTIVE after it ran ' +
+    '(so that a re-drive can run it again); its state follows its newest execution.',
+  values: {
+    ACTIVE: { description: 'Will run: a cron job on schedule, or a one-off job whose execution is pending or running.' },
+    PAUSED: { description: 'Runs nothing until resumed.' },
+    RETIRED: { description: 'Cancelled for good.' },
+    COMPLETED: { description: 'A one-off job whose execution succeeded.' },
+    FAILED: { description: 'A one-off job whose execution failed (every attempt); retryExecution runs it again.' },
+    CANCELLED: { description: 'A one-off job whose execution was cancelled; triggerJob runs it again.' },
   } as const,
 });
 
@@ -87,6 +101,11 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
     name: t.exposeString('name', { nullable: true, description: 'Optional display name.' }),
     kind: t.field({ type: JobKindEnum, description: 'IMMEDIATE, DELAYED or CRON.', resolve: (j) => j.kind }),
     status: t.field({ type: JobStatusEnum, description: 'ACTIVE, PAUSED or RETIRED.', resolve: (j) => j.status }),
+    state: t.field({
+      type: JobStateEnum,
+      description: 'What the job is doing: `status`, with COMPLETED, FAILED or CANCELLED for a one-off job whose execution ended.',
+      resolve: (j, _args, ctx) => ctx.service.jobState(ctx.actor, j),
+    }),
     endpoint: t.field({
       type: EndpointRef,
       description: 'Where the job is delivered.',
@@ -111,6 +130,20 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
 });
 
 export const JobConnectionRef = connectionOf('Job', JobRef, 'job');
+
+builder.objectFields(EndpointRef, (t) => ({
+  jobs: t.field({
+    type: JobConnectionRef,
+    description: 'Jobs on this endpoint, newest first.',
+    args: {
+      ...pageArgs(t.arg),
+      status: t.arg({ type: JobStatusEnum, description: 'Only jobs in this status.' }),
+      kind: t.arg({ type: JobKindEnum, description: 'Only jobs of this kind.' }),
+    },
+    resolve: (e, { status, kind, ...page }, ctx) =>
+      ctx.service.jobs(ctx.actor, { endpointId: e.id, status, kind, includeInternal: true }, page),
+  }),
+}));
 
 export const CreateJobPayloadRef = builder.objectRef<CreateJobResult>('CreateJobPayload').implement({
   description: 'The result of createJob.',
@@ -197,6 +230,10 @@ export const JobFilterInputRef = builder.inputType('JobFilter', {
     kind: t.field({ type: JobKindEnum, description: 'Only jobs of this kind.' }),
     endpointId: t.id({ description: 'Only jobs on this endpoint.' }),
     includeInternal: t.boolean({ description: "Include jobgate's own system jobs (such as each workspace's reaper). Default false." }),
+    search: t.string({
+      description: 'Only jobs whose name starts with this (in any case) or whose idempotency key starts with it (exactly). 1 to 200 characters.',
+    }),
+    order: t.field({ type: ListOrderEnum, description: 'NEWEST_FIRST (default) or OLDEST_FIRST, by creation time.' }),
   }),
 });
 

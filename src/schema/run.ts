@@ -100,11 +100,29 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
 
 export const RunConnectionRef = connectionOf('Run', RunRef, 'run');
 
+export const RunTriggerOutcomeEnum = builder.enumType('RunTriggerOutcome', {
+  description: 'What a trigger of a recoverable handler did.',
+  values: {
+    STARTED: { description: 'A fresh run started.' },
+    RESUMED: { description: 'A paused run resumed from its cursor.' },
+    ACTIVE: { description: 'A run was already active: nothing was started.' },
+    HELD: { description: 'The run is paused by an operator (cancelRun): a schedule leaves it paused; only triggerRun resumes it.' },
+  } as const,
+});
+
 export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('TriggerRunPayload').implement({
   description: 'The result of triggerRun.',
   fields: (t) => ({
     run: t.field({ type: RunRef, description: 'The run: new, resumed, or the one already active.', resolve: (r) => r.run }),
-    outcome: t.exposeString('outcome', { description: 'STARTED, RESUMED (a paused run, however it was paused, continues from its cursor) or ACTIVE (already running; returned as it is).' }),
+    result: t.field({
+      type: RunTriggerOutcomeEnum,
+      description: 'STARTED, RESUMED (a paused run, however it was paused, continues from its cursor) or ACTIVE (already running; returned as it is).',
+      resolve: (r) => r.outcome,
+    }),
+    outcome: t.exposeString('outcome', {
+      description: 'The same value as `result`, as a string.',
+      deprecationReason: 'Use `result`: the same value, typed as the RunTriggerOutcome enum.',
+    }),
   }),
 });
 

@@ -7,9 +7,9 @@
  * destroying the request while yoga read it too, and a socket closed with unread data is reset
  * by the kernel, so a client still sending (Node's fetch) saw ECONNRESET instead of the 413.
  *
- * A refused body is answered at once and then drained, thrown away as it arrives, so the client
- * reads the answer; up to DRAIN_FACTOR times the limit, past which the connection is cut (a client
- * that keeps sending that long is not waiting for an answer).
+ * A refused body is answered at once and then drained, thrown away as it arrives, the answer
+ * ended with it, so the client reads the answer; up to DRAIN_FACTOR times the limit, past which
+ * the connection is cut (a client that keeps sending that long is not waiting for an answer).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
@@ -40,15 +40,22 @@ export function limitRequestBody(req: IncomingMessage, res: ServerResponse, max:
 }
 
 function refuse(req: IncomingMessage, res: ServerResponse, max: number, alreadyRead: number): void {
+  // The answer is written at once but ended only when the body has been read to its end: Node
+  // closes a connection whose response ended before its request did, and the bytes the client
+  // is still sending then meet a reset (ECONNRESET on its write) instead of the answer.
   if (!res.headersSent) {
-    res.writeHead(413, { 'content-type': 'application/json' }).end(
-      JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }),
-    );
+    res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
+    res.write(JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }));
   }
   let drained = alreadyRead;
   req.on('data', (chunk: Buffer) => {
     drained += chunk.length;
-    if (drained > DRAIN_FACTOR * max) req.destroy();
+    if (drained > DRAIN_FACTOR * max) {
+      res.end();
+      req.destroy();
+    }
   });
+  req.once('end', () => res.end());
+  req.once('error', () => res.end());
   req.resume();
 }

@@ -64,7 +64,20 @@ export function createMaskError(log: Logger): MaskError {
  */
 function withCode(error: GraphQLError): GraphQLError {
   const node = error.nodes?.[0];
-  if (error.extensions?.code !== undefined || node?.kind !== Kind.VARIABLE_DEFINITION) return error;
+  if (error.extensions?.code !== undefined) return error;
+  if (node?.kind !== Kind.VARIABLE_DEFINITION) {
+    // A refusal of the whole document that yoga did not code: graphql-armor's cost limit throws
+    // out of validation, and the page-size repricing refuses at execution. Neither has a path
+    // (field errors do) nor a cause (masked errors do). "Syntax Error:" is armor's wording, and
+    // wrong: the document parsed.
+    if (error.path !== undefined || error.originalError != null) return error;
+    return new GraphQLError(error.message.replace(/^Syntax Error: /, ''), {
+      nodes: error.nodes,
+      source: error.source,
+      positions: error.positions,
+      extensions: { ...error.extensions, code: 'GRAPHQL_VALIDATION_FAILED' },
+    });
+  }
   return new GraphQLError(error.message, {
     nodes: error.nodes,
     source: error.source,

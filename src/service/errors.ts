@@ -5,19 +5,26 @@
  */
 import type { ZodError } from 'zod';
 
-export type ErrorCode =
-  | 'NOT_FOUND'
-  | 'VALIDATION_FAILED'
-  | 'CONFLICT'
-  | 'FORBIDDEN'
-  | 'UNAUTHENTICATED'
-  | 'RETIRED'
-  | 'ARCHIVED'
-  | 'INTERNAL_ENDPOINT'
-  | 'LOCK_HELD'
-  | 'SLOW_CONSUMER'
-  | 'CURSOR_EXPIRED'
-  | 'UNAVAILABLE';
+/**
+ * Every code the service gives, with what it means for a caller. The GraphQL schema publishes
+ * them as the `ErrorCode` enum (src/schema/errors.ts), so generated clients can switch on them.
+ */
+export const ERROR_CODES = {
+  NOT_FOUND: 'No such object in your workspace (an id from another workspace is not found either).',
+  VALIDATION_FAILED: 'The input is invalid; `extensions.issues` lists the path and message of each bad field. Nothing was changed.',
+  CONFLICT: 'The request contradicts the current state (e.g. an idempotency key reused with a different request). Nothing was changed.',
+  FORBIDDEN: "Your key's role may not do this.",
+  UNAUTHENTICATED: 'No valid API key: missing, unknown, revoked or expired (HTTP 401).',
+  RETIRED: 'The job is retired: it can no longer run or change.',
+  ARCHIVED: 'The object is archived and can no longer be used for new work.',
+  INTERNAL_ENDPOINT: "The endpoint is jobgate's own: users cannot create jobs on it, change it or cancel it.",
+  LOCK_HELD: 'Another job with the same lock key has a pending or running execution.',
+  SLOW_CONSUMER: 'A live subscription fell too far behind and was cut; resubscribe with `after` to resume.',
+  CURSOR_EXPIRED: 'The events after this cursor were pruned by retention; start again without `after`.',
+  UNAVAILABLE: 'The database cannot be reached just now (HTTP 503): retry later.',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
 
 export class DomainError extends Error {
   override name = 'DomainError';

@@ -316,18 +316,35 @@ export const updateJobSchema = z.object({
 });
 export type UpdateJobInput = z.input<typeof updateJobSchema>;
 
+const listOrder = z.enum(['NEWEST_FIRST', 'OLDEST_FIRST']);
+
 export const jobFilterSchema = z.object({
   status: z.enum(['ACTIVE', 'PAUSED', 'RETIRED']).nullish(),
   kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']).nullish(),
   endpointId: idSchema.nullish(),
   includeInternal: z.boolean().nullish(),
+  search: text().min(1).max(200).nullish(),
+  order: listOrder.nullish(),
 });
 export type JobFilter = z.input<typeof jobFilterSchema>;
 
-export const executionFilterSchema = z.object({
-  jobId: idSchema.nullish(),
-  status: z.enum(['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED']).nullish(),
-});
+const executionStatus = z.enum(['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED']);
+
+export const executionFilterSchema = z
+  .object({
+    jobId: idSchema.nullish(),
+    endpointId: idSchema.nullish(),
+    status: executionStatus.nullish(),
+    statuses: z.array(executionStatus).max(5).nullish(),
+    trigger: z.enum(['SCHEDULE', 'MANUAL']).nullish(),
+    createdAfter: dateSchema.nullish(),
+    createdBefore: dateSchema.nullish(),
+    order: listOrder.nullish(),
+  })
+  .refine((f) => !(f.createdAfter && f.createdBefore) || f.createdAfter < f.createdBefore, {
+    path: ['createdBefore'],
+    message: 'must be after createdAfter',
+  });
 export type ExecutionFilter = z.input<typeof executionFilterSchema>;
 
 export const cronPreviewSchema = z.object({

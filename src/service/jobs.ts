@@ -42,8 +42,8 @@ import {
   type UpdateJobInput,
 } from './inputs.js';
 import { validateAgainstSpec } from './json-schema.js';
-import { opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job } from './models.js';
-import { decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
+import { jobState, opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job, type JobState } from './models.js';
+import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
 export interface CreateJobResult {
   job: Job;
@@ -378,15 +378,9 @@ export function createJobsService(ctx: ServiceContext) {
       const filter = parseInput(jobFilterSchema, rawFilter);
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
-      const rows = await jobsRepo.listJobs(db, actor.workspaceId, {
-        limit: size + 1,
-        afterId: page.after ? decodeCursor(page.after) : undefined,
-        status: filter.status,
-        kind: filter.kind,
-        endpointId: filter.endpointId,
-        includeInternal: filter.includeInternal,
-      });
-      return toConnection(rows, size, toJob);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await jobsRepo.listJobs(db, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toJob, () => jobsRepo.countJobs(db, actor.workspaceId, filter, COUNT_LIMIT));
     },
 
     /** Throws NOT_FOUND. */
@@ -396,18 +390,34 @@ export function createJobsService(ctx: ServiceContext) {
       return toExecution(row);
     },
 
-    /** Executions, newest first; by job and/or status. A jobId of another workspace yields an empty list. */
+    /**
+     * Executions, newest first unless `order` says otherwise; by job, endpoint, statuses, trigger
+     * and creation time. An id of another workspace yields an empty list. VALIDATION_FAILED for a
+     * bad filter.
+     */
     async executions(actor: Actor, rawFilter: ExecutionFilter = {}, rawPage: PageInput = {}): Promise<Connection<Execution>> {
       const filter = parseInput(executionFilterSchema, rawFilter);
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
-      const rows = await executionsRepo.listExecutions(db, actor.workspaceId, {
-        limit: size + 1,
-        afterId: page.after ? decodeCursor(page.after) : undefined,
-        jobId: filter.jobId,
-        status: filter.status,
-      });
-      return toConnection(rows, size, toExecution);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await executionsRepo.listExecutions(db, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toExecution, () => executionsRepo.countExecutions(db, actor.workspaceId, filter, COUNT_LIMIT));
+    },
+
+    /** The newest execution of a job (by creation), or null when it has none yet. */
+    async lastExecution(actor: Actor, jobId: string): Promise<Execution | null> {
+      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId });
+      return row ? toExecution(row) : null;
+    },
+
+    /**
+     * The state a user reads (see jobState): COMPLETED or FAILED for a one-off job whose
+     * execution ended. Reads the newest execution only for an ACTIVE one-off job.
+     */
+    async jobState(actor: Actor, job: Job): Promise<JobState> {
+      if (job.status !== 'ACTIVE' || job.kind === 'CRON') return jobState(job, undefined);
+      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId: job.id });
+      return jobState(job, row?.status);
     },
 
     /** The attempts of one execution, oldest first; a workspace's keys see workers by digest (see handlers.ts). */

@@ -108,6 +108,23 @@ export interface Job {
   updatedAt: Date;
 }
 
+/**
+ * What a user reads a job's state as. A one-off job (IMMEDIATE, DELAYED) is done once its
+ * execution is: its stored status stays ACTIVE, so that a re-drive of a failed execution runs it
+ * again, and its state follows the execution instead.
+ */
+export type JobState = 'ACTIVE' | 'PAUSED' | 'RETIRED' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+
+/** The state of `job`, given the status of its newest execution (undefined when it has none). */
+export function jobState(job: Pick<Job, 'kind' | 'status'>, newest: ExecutionRow['status'] | undefined): JobState {
+  if (job.status !== 'ACTIVE' || job.kind === 'CRON') return job.status;
+  if (newest === 'SUCCEEDED') return 'COMPLETED';
+  if (newest === 'FAILED') return 'FAILED';
+  // cancelExecution, the job kept: nothing more runs unless someone triggers it.
+  if (newest === 'CANCELLED') return 'CANCELLED';
+  return 'ACTIVE';
+}
+
 export interface Execution {
   id: string;
   workspaceId: string;

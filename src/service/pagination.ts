@@ -16,6 +16,11 @@ export interface Edge<T> {
 export interface Connection<T> {
   edges: Edge<T>[];
   pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+  /**
+   * How many items the whole list holds, at most COUNT_LIMIT; run only when a client asks.
+   * Absent for lists that are not counted.
+   */
+  count?: () => Promise<number>;
 }
 
 export const DEFAULT_PAGE_SIZE = 20;
@@ -32,22 +37,43 @@ export function decodeCursor(cursor: string): string {
   return match[1]!;
 }
 
-/** `(created_at, id) < (cursor row's)`: the keyset predicate, for a table with those columns. */
+/** The order of a list: by (created_at, id), newest first unless asked otherwise. */
+export type ListOrder = 'NEWEST_FIRST' | 'OLDEST_FIRST';
+
+/**
+ * `(created_at, id) < (cursor row's)` (or `>` when the list is oldest first): the keyset
+ * predicate, for a table with those columns.
+ */
 export function afterCursor(
   table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs' | 'runs',
   cursorId: string,
   workspaceId: string,
+  order: ListOrder = 'NEWEST_FIRST',
 ): Expression<SqlBool> {
   const t = sql.table(table);
-  return sql<SqlBool>`(${t}.created_at, ${t}.id) < (select c.created_at, c.id from ${t} as c where c.id = ${cursorId} and c.workspace_id = ${workspaceId})`;
+  const cursorRow = sql`(select c.created_at, c.id from ${t} as c where c.id = ${cursorId} and c.workspace_id = ${workspaceId})`;
+  return order === 'OLDEST_FIRST'
+    ? sql<SqlBool>`(${t}.created_at, ${t}.id) > ${cursorRow}`
+    : sql<SqlBool>`(${t}.created_at, ${t}.id) < ${cursorRow}`;
 }
+
+/**
+ * Counting is bounded: past this many, a count reads the bound. An exact count of a million
+ * rows costs a scan of them; a list screen needs "10,000+" there, not the digit.
+ */
+export const COUNT_LIMIT = 10_000;
 
 export function pageSize(page: PageInput | undefined): number {
   return page?.first ?? DEFAULT_PAGE_SIZE;
 }
 
-/** Builds the connection from rows fetched with `limit size + 1`. */
-export function toConnection<R extends { id: string }, T>(rows: R[], size: number, map: (row: R) => T): Connection<T> {
+/** Builds the connection from rows fetched with `limit size + 1`; `count` counts the whole list. */
+export function toConnection<R extends { id: string }, T>(
+  rows: R[],
+  size: number,
+  map: (row: R) => T,
+  count?: () => Promise<number>,
+): Connection<T> {
   const hasNextPage = rows.length > size;
   const edges = rows.slice(0, size).map((row) => ({ cursor: encodeCursor(row.id), node: map(row) }));
   return {
@@ -58,5 +84,12 @@ export function toConnection<R extends { id: string }, T>(rows: R[], size: numbe
       startCursor: edges[0]?.cursor ?? null,
       endCursor: edges.at(-1)?.cursor ?? null,
     },
+    ...(count ? { count: once(count) } : {}),
   };
+}
+
+/** totalCount and totalCountCapped share one count. */
+function once<T>(fn: () => Promise<T>): () => Promise<T> {
+  let result: Promise<T> | undefined;
+  return () => (result ??= fn());
 }

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { AttemptRow, ExecutionRow, ExecutionStatus } from '../types.js';
-import { afterCursor } from '../../service/pagination.js';
+import { afterCursor, type ListOrder } from '../../service/pagination.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export interface NewExecutionRow {
@@ -193,19 +193,63 @@ export async function setPendingMaxAttempts(db: Executor, workspaceId: string, j
     .execute();
 }
 
+export interface ExecutionListFilter {
+  jobId?: string | null | undefined;
+  endpointId?: string | null | undefined;
+  status?: ExecutionStatus | null | undefined;
+  statuses?: readonly ExecutionStatus[] | null | undefined;
+  trigger?: 'SCHEDULE' | 'MANUAL' | null | undefined;
+  createdAfter?: Date | null | undefined;
+  createdBefore?: Date | null | undefined;
+}
+
+/**
+ * The rows of a workspace's execution list, before order and page. Each filter a list screen
+ * uses has an index that serves it newest first: (workspace, created_at), (job, created_at),
+ * (endpoint, created_at) and, for the dead-letter view, FAILED ones alone (migration 000017).
+ * Undefined when a filter names an id that cannot exist (the list is empty).
+ */
+function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListFilter) {
+  let q = db.selectFrom('executions').where('executions.workspace_id', '=', scoped(workspaceId));
+  if (f.jobId) {
+    if (!isUuid(f.jobId)) return undefined;
+    q = q.where('job_id', '=', f.jobId);
+  }
+  if (f.endpointId) {
+    if (!isUuid(f.endpointId)) return undefined;
+    q = q.where('endpoint_id', '=', f.endpointId);
+  }
+  if (f.status) q = q.where('status', '=', f.status);
+  if (f.statuses && f.statuses.length > 0) q = q.where('status', 'in', [...f.statuses]);
+  if (f.trigger) q = q.where('trigger', '=', f.trigger);
+  if (f.createdAfter) q = q.where('created_at', '>=', f.createdAfter);
+  if (f.createdBefore) q = q.where('created_at', '<', f.createdBefore);
+  return q;
+}
+
 export async function listExecutions(
   db: Executor,
   workspaceId: string,
-  opts: { limit: number; afterId?: string | undefined; jobId?: string | null | undefined; status?: ExecutionStatus | null | undefined },
+  opts: ExecutionListFilter & { limit: number; afterId?: string | undefined; order?: ListOrder | null | undefined },
 ): Promise<ExecutionRow[]> {
-  let q = db.selectFrom('executions').selectAll().where('workspace_id', '=', scoped(workspaceId));
-  if (opts.jobId) {
-    if (!isUuid(opts.jobId)) return [];
-    q = q.where('job_id', '=', opts.jobId);
-  }
-  if (opts.status) q = q.where('status', '=', opts.status);
-  if (opts.afterId) q = q.where(afterCursor('executions', opts.afterId, workspaceId));
-  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+  const base = filteredExecutions(db, workspaceId, opts);
+  if (!base) return [];
+  let q = base.selectAll();
+  const order = opts.order ?? 'NEWEST_FIRST';
+  if (opts.afterId) q = q.where(afterCursor('executions', opts.afterId, workspaceId, order));
+  const direction = order === 'OLDEST_FIRST' ? 'asc' : 'desc';
+  return q.orderBy('created_at', direction).orderBy('id', direction).limit(opts.limit).execute();
+}
+
+/** How many executions match, counting at most `limit` (see COUNT_LIMIT). */
+export async function countExecutions(db: Executor, workspaceId: string, filter: ExecutionListFilter, limit: number): Promise<number> {
+  const base = filteredExecutions(db, workspaceId, filter);
+  if (!base) return 0;
+  const row = await db
+    .selectFrom(base.select(sql<number>`1`.as('one')).limit(limit).as('matching'))
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { JobPatch, JobRow, JobStatus, NewJob } from '../types.js';
-import { afterCursor } from '../../service/pagination.js';
+import { afterCursor, type ListOrder } from '../../service/pagination.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findJobById(
@@ -68,30 +68,67 @@ export async function countLiveJobsOnEndpoint(db: Executor, workspaceId: string,
   return Number(row.n);
 }
 
-export async function listJobs(
-  db: Executor,
-  workspaceId: string,
-  opts: {
-    limit: number;
-    afterId?: string | undefined;
-    status?: JobStatus | null | undefined;
-    kind?: string | null | undefined;
-    endpointId?: string | null | undefined;
-    includeInternal?: boolean | null | undefined;
-  },
-): Promise<JobRow[]> {
-  let q = db.selectFrom('jobs').selectAll().where('workspace_id', '=', scoped(workspaceId));
-  if (!opts.includeInternal) {
+export interface JobListFilter {
+  status?: JobStatus | null | undefined;
+  kind?: string | null | undefined;
+  endpointId?: string | null | undefined;
+  includeInternal?: boolean | null | undefined;
+  /** A prefix of the name (any case) or of the idempotency key (exact case). */
+  search?: string | null | undefined;
+}
+
+/** `%` and `_` match themselves in a prefix search. */
+const likePrefix = (text: string) => `${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/**
+ * The rows of a workspace's job list, before order and page; undefined when a filter names an
+ * id that cannot exist. Search is served by two prefix indexes (migration 000017): on
+ * lower(name) and on idempotency_key, both per workspace.
+ */
+function filteredJobs(db: Executor, workspaceId: string, f: JobListFilter) {
+  let q = db.selectFrom('jobs').where('jobs.workspace_id', '=', scoped(workspaceId));
+  if (!f.includeInternal) {
     q = q.where(({ exists, selectFrom }) =>
       exists(selectFrom('endpoints as en').select('en.id').whereRef('en.id', '=', 'jobs.endpoint_id').where('en.type', '=', 'USER')),
     );
   }
-  if (opts.status) q = q.where('status', '=', opts.status);
-  if (opts.kind) q = q.where('kind', '=', opts.kind as JobRow['kind']);
-  if (opts.endpointId) {
-    if (!isUuid(opts.endpointId)) return [];
-    q = q.where('endpoint_id', '=', opts.endpointId);
+  if (f.status) q = q.where('status', '=', f.status);
+  if (f.kind) q = q.where('kind', '=', f.kind as JobRow['kind']);
+  if (f.endpointId) {
+    if (!isUuid(f.endpointId)) return undefined;
+    q = q.where('endpoint_id', '=', f.endpointId);
   }
-  if (opts.afterId) q = q.where(afterCursor('jobs', opts.afterId, workspaceId));
-  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
+  if (f.search) {
+    const pattern = likePrefix(f.search);
+    const lowered = likePrefix(f.search.toLowerCase());
+    q = q.where((eb) =>
+      eb.or([eb(sql`lower(jobs.name)`, 'like', lowered), eb('idempotency_key', 'like', pattern)]),
+    );
+  }
+  return q;
+}
+
+export async function listJobs(
+  db: Executor,
+  workspaceId: string,
+  opts: JobListFilter & { limit: number; afterId?: string | undefined; order?: ListOrder | null | undefined },
+): Promise<JobRow[]> {
+  const base = filteredJobs(db, workspaceId, opts);
+  if (!base) return [];
+  let q = base.selectAll();
+  const order = opts.order ?? 'NEWEST_FIRST';
+  if (opts.afterId) q = q.where(afterCursor('jobs', opts.afterId, workspaceId, order));
+  const direction = order === 'OLDEST_FIRST' ? 'asc' : 'desc';
+  return q.orderBy('created_at', direction).orderBy('id', direction).limit(opts.limit).execute();
+}
+
+/** How many jobs match, counting at most `limit` (see COUNT_LIMIT). */
+export async function countJobs(db: Executor, workspaceId: string, filter: JobListFilter, limit: number): Promise<number> {
+  const base = filteredJobs(db, workspaceId, filter);
+  if (!base) return 0;
+  const row = await db
+    .selectFrom(base.select(sql<number>`1`.as('one')).limit(limit).as('matching'))
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }

@@ -1,0 +1,24 @@
+/**
+ * The codes a client finds in `errors[].extensions.code`, published as an enum so that codegen
+ * types them. No field returns it: GraphQL errors are not typed by the schema, so the enum is
+ * the contract, and the masking in src/server/mask-error.ts gives nothing outside it.
+ */
+import { ERROR_CODES } from '../service/errors.js';
+import { builder } from './builder.js';
+
+/** Codes given by the GraphQL edge itself, before or around the service. */
+const EDGE_CODES = {
+  GRAPHQL_PARSE_FAILED: 'The document is not valid GraphQL syntax.',
+  GRAPHQL_VALIDATION_FAILED: 'The document does not fit the schema, or exceeds a limit (depth, cost, aliases, tokens).',
+  PAYLOAD_TOO_LARGE: 'The request body is larger than the gateway accepts (HTTP 413).',
+  INTERNAL_SERVER_ERROR: 'An unexpected failure; no detail is sent. The server log has it.',
+} as const;
+
+export const ErrorCodeEnum = builder.enumType('ErrorCode', {
+  description:
+    'Every value `errors[].extensions.code` takes. Switch on it, not on messages (which may change). ' +
+    'A client should treat a code it does not know as INTERNAL_SERVER_ERROR.',
+  values: Object.fromEntries(
+    Object.entries({ ...ERROR_CODES, ...EDGE_CODES }).map(([code, description]) => [code, { description }]),
+  ) as Record<keyof typeof ERROR_CODES | keyof typeof EDGE_CODES, { description: string }>,
+});
