@@ -183,18 +183,18 @@ describe('payload specs and configs', () => {
   });
 
   it('checks patterns in time linear in the input, so a backtracking-prone pattern cannot stall the gateway', async () => {
-    // On a backtracking engine this pattern takes about 2^n steps on n "a"s and a "!": seconds here, hours at 40.
+    // On a backtracking engine this pattern takes about 2^n steps on n "a"s and a "!": seconds at
+    // 30, hours at 40. At 40 the call cannot finish within the test's timeout unless the engine
+    // is linear; no wall-clock bound is asserted (the figure is the benchmark's to print).
     const spec = await t.service.createPayloadSpec(t.actor, {
       name: 'redos.spec',
       jsonSchema: { type: 'object', properties: { id: { type: 'string', pattern: '^(a+)+$' } }, patternProperties: { '^(b+)+$': { type: 'number' } } },
     });
     const ep = await t.service.registerEndpoint(t.actor, { name: 'redos.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
     await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: 'aaa' } });
-    const started = performance.now();
     const error = (await t.service
-      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: `${'a'.repeat(30)}!`, [`${'b'.repeat(30)}!`]: 'x' } })
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: `${'a'.repeat(40)}!`, [`${'b'.repeat(40)}!`]: 'x' } })
       .catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
-    expect(performance.now() - started).toBeLessThan(1000);
     expect(error.code).toBe('VALIDATION_FAILED');
     expect(error.issues.map((i) => i.path)).toEqual([['input', 'id']]);
   });
@@ -226,11 +226,11 @@ describe('payload specs and configs', () => {
   it('checks uniqueItems in time near-linear in the array, and still finds duplicates whatever their key order', async () => {
     const spec = await t.service.createPayloadSpec(t.actor, { name: 'unique.spec', jsonSchema: { type: 'object', properties: { rows: { type: 'array', uniqueItems: true } } } });
     const ep = await t.service.registerEndpoint(t.actor, { name: 'unique.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
-    // About 350 KB of input, well inside the request body limit; ajv compares every pair of items.
-    const rows = Array.from({ length: 30_000 }, (_, i) => ({ n: i }));
-    const started = performance.now();
+    // ajv compares every pair of items: 30,000 took 11 s, so 100,000 would take about 2 minutes,
+    // far past the test's timeout; a linear check takes a fraction of a second. No wall-clock
+    // bound is asserted (the figure is the benchmark's to print).
+    const rows = Array.from({ length: 100_000 }, (_, i) => ({ n: i }));
     await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows } });
-    expect(performance.now() - started).toBeLessThan(1500);
 
     const error = (await t.service
       .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [{ a: 1, b: [1, { c: 2 }] }, 3, { b: [1, { c: 2 }], a: 1 }] } })
