@@ -138,6 +138,7 @@ export async function startApp(
         host: config.host,
         port: config.port,
         introspection: config.introspection,
+        corsOrigins: config.corsOrigins,
         maxBodyBytes: config.maxBodyBytes,
         runDue: config.cronSecret
           ? {

@@ -78,11 +78,29 @@ const envSchema = z.object({
       return raw.length === 32;
     }, 'must be 32 bytes, as base64 or hex (e.g. `openssl rand -base64 32`)'),
   JOBGATE_INTROSPECTION: z.enum(['on', 'off']).default('on'),
+  JOBGATE_CORS_ORIGINS: z
+    .string()
+    .optional()
+    .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
+    .refine(
+      (list) => list.every((o) => o === '*' || isOrigin(o)),
+      'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
+    ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(72, 1, 24 * 365),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
+
+/** An origin as a browser sends it: scheme, host and port only. */
+function isOrigin(entry: string): boolean {
+  try {
+    const url = new URL(entry);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === entry;
+  } catch {
+    return false;
+  }
+}
 
 /** What the outbound policy accepts (src/service/engine/outbound.ts): checked here, so a bad entry is named at start. */
 function isIpOrCidr(entry: string): boolean {
@@ -111,6 +129,8 @@ export interface Config {
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
   maxBodyBytes: number;
+  /** Origins whose pages may call the API from a browser (CORS); empty: none but the gateway's own; `*`: any. */
+  corsOrigins: string[];
   /** How long live events are kept for subscriptions to replay (reaper prunes older ones). */
   eventRetentionMs: number;
   /** Key for secrets at rest (base64 or hex); the embedded default generates one. */
@@ -154,6 +174,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     secretKey: e.JOBGATE_SECRET_KEY,
     introspection: e.JOBGATE_INTROSPECTION === 'on',
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
+    corsOrigins: e.JOBGATE_CORS_ORIGINS,
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,

@@ -1,6 +1,6 @@
 import { builder } from '../schema/builder.js';
 import { DateTimeScalar, pageArgs } from '../schema/common.js';
-import { ExecutionConnectionRef, ExecutionFilterInputRef, ExecutionRef, ExecutionStatusEnum, TriggerJobPayloadRef } from '../schema/execution.js';
+import { BulkResultRef, ExecutionConnectionRef, ExecutionFilterInputRef, ExecutionRef, ExecutionStatusEnum, TriggerJobPayloadRef } from '../schema/execution.js';
 import {
   CancelJobPayloadRef,
   CreateJobInputRef,
@@ -120,5 +120,37 @@ builder.mutationFields((t) => ({
       'RETIRED when its job was cancelled; LOCK_HELD when its lock key is held by another pending or running execution.',
     args: { id: t.arg.id({ required: true, description: 'The failed execution.' }) },
     resolve: (_root, args, ctx) => ctx.service.retryExecution(ctx.actor, id(args.id)),
+  }),
+  retryExecutions: t.field({
+    type: BulkResultRef,
+    description:
+      'Re-drives the FAILED executions matching `filter` (the dead-letter view\'s "retry all"), newest first, each as retryExecution would. ' +
+      'At most `limit` per call (default 100, at most 1000): call again while `more`. OPERATOR or ADMIN.',
+    args: {
+      filter: t.arg({ type: ExecutionFilterInputRef, description: 'Which executions; statuses other than FAILED in it are ignored.' }),
+      limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
+    },
+    resolve: (_root, args, ctx) => ctx.service.retryExecutions(ctx.actor, args as never),
+  }),
+  cancelExecutions: t.field({
+    type: BulkResultRef,
+    description: 'Cancels the PENDING and RUNNING executions matching `filter`, each as cancelExecution would. At most `limit` per call (default 100, at most 1000). OPERATOR or ADMIN.',
+    args: {
+      filter: t.arg({ type: ExecutionFilterInputRef, description: 'Which executions; statuses other than PENDING and RUNNING in it are ignored.' }),
+      limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
+    },
+    resolve: (_root, args, ctx) => ctx.service.cancelExecutions(ctx.actor, args as never),
+  }),
+  pauseJobs: t.field({
+    type: BulkResultRef,
+    description: 'Pauses each job, as pauseJob would. 1 to 1000 ids. OPERATOR or ADMIN.',
+    args: { ids: t.arg.idList({ required: true, description: 'The jobs.' }) },
+    resolve: (_root, args, ctx) => ctx.service.pauseJobs(ctx.actor, args.ids.map(id)),
+  }),
+  resumeJobs: t.field({
+    type: BulkResultRef,
+    description: 'Resumes each job, as resumeJob would. 1 to 1000 ids. OPERATOR or ADMIN.',
+    args: { ids: t.arg.idList({ required: true, description: 'The jobs.' }) },
+    resolve: (_root, args, ctx) => ctx.service.resumeJobs(ctx.actor, args.ids.map(id)),
   }),
 }));

@@ -1,7 +1,9 @@
+import type { BulkResult, BulkSkip } from '../service/bulk.js';
 import type { TriggerJobResult } from '../service/execution-control.js';
 import type { Attempt, Execution } from '../service/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, ListOrderEnum, pageArgs } from './common.js';
+import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
 
 export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
@@ -119,5 +121,24 @@ export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('Trigger
   fields: (t) => ({
     execution: t.field({ type: ExecutionRef, description: 'The execution that runs the job now.', resolve: (r) => r.execution }),
     created: t.exposeBoolean('created', { description: 'false when the requestId was seen before and its execution is returned.' }),
+  }),
+});
+
+const BulkSkipRef = builder.objectRef<BulkSkip>('BulkSkip').implement({
+  description: 'An item a bulk action left as it was, and why.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'The execution or job.' }),
+    code: t.field({ type: ErrorCodeEnum, description: 'The code the single action gave, e.g. CONFLICT or LOCK_HELD.', resolve: (s) => s.code }),
+    message: t.exposeString('message', { description: 'What the single action said.' }),
+  }),
+});
+
+export const BulkResultRef = builder.objectRef<BulkResult>('BulkResult').implement({
+  description: 'What a bulk action did. Each item went through the single action (its guards and audit row); the selection is audited once more as a whole.',
+  fields: (t) => ({
+    matched: t.exposeInt('matched', { description: 'Items selected (at most the limit).' }),
+    changed: t.exposeInt('changed', { description: 'Items changed.' }),
+    skipped: t.field({ type: [BulkSkipRef], description: 'Items left as they were, each with its reason.', resolve: (r) => r.skipped }),
+    more: t.exposeBoolean('more', { description: 'Whether more items matched than the limit took: call again for the next ones.' }),
   }),
 });

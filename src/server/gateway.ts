@@ -29,6 +29,11 @@ export interface GatewayOptions {
   runDue?: RunDueOptions | undefined;
   /** Whether introspection is allowed (to authenticated callers). Default true. */
   introspection?: boolean;
+  /**
+   * Origins whose browser pages may call the API (CORS). Default none: a page on another origin
+   * gets no CORS headers, so its browser refuses it the answer. `*` allows any origin.
+   */
+  corsOrigins?: string[];
   /** Largest request body accepted, in bytes. Default 1 MB. */
   maxBodyBytes?: number;
   /** Live subscriptions; without them, subscribing answers UNAVAILABLE. */
@@ -73,6 +78,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     graphiql: options.graphiql === false ? false : { title: 'jobgate', defaultQuery: DEFAULT_QUERY },
     renderGraphiQL,
     maskedErrors: { maskError },
+    cors: corsFor(options.corsOrigins ?? []),
     batching: false,
     plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
@@ -93,6 +99,23 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
       live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
     }),
   }) as Yoga;
+}
+
+/**
+ * Yoga's default reflects any origin with credentials allowed. Keys travel in a header, not a
+ * cookie, so that default leaks nothing by itself, but an API a browser on any origin may call is
+ * not a default an operator chose; the console is served from the gateway's own origin and needs
+ * none. Credentials are never allowed: there are no cookies to send.
+ */
+function corsFor(origins: string[]) {
+  if (origins.length === 0) return false;
+  return {
+    origin: origins.includes('*') ? '*' : origins,
+    credentials: false,
+    methods: ['GET', 'POST'],
+    allowedHeaders: ['authorization', 'content-type', 'accept', 'x-jobgate-csrf'],
+    maxAge: 600,
+  };
 }
 
 /** A WebSocket operation carries its connection's cut-off (see src/subscriptions/ws.ts). */

@@ -60,8 +60,11 @@ export function createContext(deps: ServiceDeps): ServiceContext {
 }
 
 /** Parses service input; a failure is a VALIDATION_FAILED carrying each bad field's path. */
-export function parseInput<S extends ZodType>(schema: S, input: unknown): z.output<S> {
+export function parseInput<S extends ZodType>(schema: S, input: unknown, at: (string | number)[] = []): z.output<S> {
   const result = schema.safeParse(input);
-  if (!result.success) throw ValidationError.fromZod(result.error);
+  if (!result.success) {
+    const error = ValidationError.fromZod(result.error);
+    throw at.length === 0 ? error : new ValidationError(error.issues.map((i) => ({ ...i, path: [...at, ...i.path] })));
+  }
   return result.data;
 }

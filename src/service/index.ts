@@ -3,6 +3,7 @@
  * library entry point and the CLI are adapters over this one object.
  */
 import { createAccessService } from './access.js';
+import { createBulkService } from './bulk.js';
 import { createCatalogService } from './catalog.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
@@ -14,12 +15,15 @@ import { createRunsService } from './runs.js';
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
+  const jobs = createJobsService(ctx);
+  const control = createExecutionControlService(ctx);
   return {
     ...createAccessService(ctx),
     ...createCatalogService(ctx),
     ...createEndpointService(ctx),
-    ...createJobsService(ctx),
-    ...createExecutionControlService(ctx),
+    ...jobs,
+    ...control,
+    ...createBulkService(ctx, { ...jobs, ...control }),
     ...createRunsService(ctx),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
@@ -33,6 +37,7 @@ export * from './errors.js';
 export type * from './models.js';
 export type { CreateJobResult, CancelJobResult } from './jobs.js';
 export type { TriggerJobResult } from './execution-control.js';
+export type { BulkResult, BulkSkip } from './bulk.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';
 export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult } from './runs.js';

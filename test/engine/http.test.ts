@@ -75,6 +75,19 @@ describe('HTTP executions', () => {
     expect(attempt).toMatchObject({ outcome: 'SUCCEEDED', status_code: 200, response_excerpt: 'thanks, got it' });
   });
 
+  it('signs with a plain (non-whsec_) secret so that the reference verifier accepts it in its whsec_ form, or raw', async () => {
+    const plain = 'a plain secret of mine, 40 characters!!';
+    await endpoint('plain.signed', '/plain', { signingSecret: plain });
+    target.route('/plain', (_req, res) => res.writeHead(204).end());
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'plain.signed', kind: 'IMMEDIATE', input: { n: 1 } });
+    expect((await settled(t, job.id)).status).toBe('SUCCEEDED');
+    const [hit] = target.hitsOf('/plain');
+    const headers = hit!.headers as Record<string, string>;
+    // What the README tells a receiver to do with a plain secret.
+    expect(new Webhook(`whsec_${Buffer.from(plain, 'utf8').toString('base64')}`).verify(hit!.body, headers)).toEqual({ n: 1 });
+    expect(new Webhook(plain, { format: 'raw' }).verify(hit!.body, headers)).toEqual({ n: 1 });
+  });
+
   it('retries 5xx responses with backoff, then succeeds', async () => {
     await endpoint('flaky.api', '/flaky');
     target.route('/flaky', (_req, res, n) => (n < 3 ? res.writeHead(503).end('busy') : res.writeHead(204).end()));
