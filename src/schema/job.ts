@@ -152,6 +152,12 @@ export const CreateJobPayloadRef = builder.objectRef<CreateJobResult>('CreateJob
     created: t.exposeBoolean('created', {
       description: 'false when the idempotency key was already used with the same request and the existing job is returned.',
     }),
+    eventCursor: t.string({
+      description:
+        'Pass as `after` to executionUpdates(jobId:) or jobEvents(jobId:) right after createJob: every event of the job arrives, ' +
+        'from its creation (the first execution PENDING), none twice, however late the subscription starts.',
+      resolve: (r, _args, ctx) => ctx.service.eventCursorBeforeJob(ctx.actor, r.job),
+    }),
   }),
 });
 

@@ -5,7 +5,7 @@
  */
 import { sql } from 'kysely';
 import { z } from 'zod';
-import type { EventMatch } from '../db/queries/events.js';
+import { positionBeforeJob, type EventMatch } from '../db/queries/events.js';
 import { findEndpointById } from '../db/repos/endpoints.js';
 import { findJobById } from '../db/repos/jobs.js';
 import { scoped } from '../db/repos/scope.js';
@@ -65,6 +65,17 @@ export function createLiveService(ctx: ServiceContext) {
   const { db } = ctx;
 
   return {
+    /**
+     * The event cursor just before `job`'s first event: a page that created the job subscribes
+     * to executionUpdates or jobEvents of it with this as `after` and receives every event of
+     * the job, from its creation, once. The latest position when the job's events were pruned.
+     */
+    async eventCursorBeforeJob(actor: Actor, job: { id: string; createdAt: Date }): Promise<string> {
+      const workspaceId = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, workspaceId);
+      return cursors.seal('event', await positionBeforeJob(db, workspaceId, job.id, job.createdAt));
+    },
+
     /**
      * Authorises a stream of execution, job or run events in the actor's workspace, optionally
      * narrowed to a job, an endpoint or (runs) a handler name, from `after` on. Throws

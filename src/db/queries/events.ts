@@ -2,7 +2,9 @@
  * What the live hub reads: sequence positions for the watermark, event and finding ranges,
  * and runs by id. Ranges are (after, upTo] on the primary key, so they read only new rows.
  */
+import { sql } from 'kysely';
 import type pg from 'pg';
+import type { Executor } from '../repos/scope.js';
 
 export interface Positions {
   events: bigint;
@@ -135,4 +137,17 @@ export async function pruneEvents(pool: pg.Pool | pg.PoolClient, workspaceId: st
     [workspaceId, retentionMs],
   );
   return rows[0]!.n;
+}
+
+/**
+ * The position just before a job's first event (its creation), or the latest position when its
+ * events were pruned. The job's events carry its creating transaction's now() as created_at, so
+ * the BRIN index on created_at confines the read to the newest block ranges of the table.
+ */
+export async function positionBeforeJob(db: Executor, workspaceId: string, jobId: string, createdAt: Date): Promise<bigint> {
+  const { rows } = await sql<{ position: string }>`
+    select coalesce(
+      (select min(id) - 1 from events where workspace_id = ${workspaceId} and job_id = ${jobId} and created_at >= ${createdAt}),
+      (select case when is_called then last_value else 0 end from events_id_seq)) as position`.execute(db);
+  return BigInt(rows[0]!.position);
 }
