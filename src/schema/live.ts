@@ -28,9 +28,17 @@ export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').
     }),
     attemptCount: t.int({ description: 'Attempts made when it changed.', resolve: (e) => e.attemptCount ?? 0 }),
     occurredAt: t.field({ type: DateTimeScalar, description: 'When the change was written.', resolve: (e) => e.occurredAt }),
+    executionNow: t.field({
+      type: ExecutionRef,
+      description:
+        'The execution as it is now, read when asked for: in a burst it has often moved on since this event, and each read costs a query. ' +
+        "The event's own fields are the state at the event's moment.",
+      resolve: (e, _a, ctx) => ctx.service.execution(ctx.actor, e.subjectId),
+    }),
     execution: t.field({
       type: ExecutionRef,
       description: 'The execution as it is now (read when asked for; it may have moved on since this event).',
+      deprecationReason: "Use `executionNow` (the same current row, named for what it is), or the event's own fields for the state at its moment.",
       resolve: (e, _a, ctx) => ctx.service.execution(ctx.actor, e.subjectId),
     }),
   }),
@@ -50,7 +58,17 @@ export const JobEventRef = builder.objectRef<LiveEvent>('JobEvent').implement({
       resolve: (e) => e.previousStatus as Status<typeof JobStatusEnum> | null,
     }),
     occurredAt: t.field({ type: DateTimeScalar, description: 'When the change was written.', resolve: (e) => e.occurredAt }),
-    job: t.field({ type: JobRef, description: 'The job as it is now.', resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.subjectId) }),
+    jobNow: t.field({
+      type: JobRef,
+      description: "The job as it is now, read when asked for (it may have moved on since this event; the event's own fields are its state then).",
+      resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.subjectId),
+    }),
+    job: t.field({
+      type: JobRef,
+      description: 'The job as it is now.',
+      deprecationReason: 'Use `jobNow` (the same current row, named for what it is).',
+      resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.subjectId),
+    }),
   }),
 });
 
@@ -68,6 +86,16 @@ export const RunEventRef = builder.objectRef<LiveEvent>('RunEvent').implement({
       resolve: (e) => e.previousStatus as Status<typeof RunStatusEnum> | null,
     }),
     occurredAt: t.field({ type: DateTimeScalar, description: 'When the change was written.', resolve: (e) => e.occurredAt }),
-    run: t.field({ type: RunRef, description: 'The run as it is now.', resolve: (e, _a, ctx) => ctx.service.run(ctx.actor, e.subjectId) }),
+    runNow: t.field({
+      type: RunRef,
+      description: "The run as it is now, read when asked for (it may have moved on since this event; the event's own fields are its state then).",
+      resolve: (e, _a, ctx) => ctx.service.run(ctx.actor, e.subjectId),
+    }),
+    run: t.field({
+      type: RunRef,
+      description: 'The run as it is now.',
+      deprecationReason: 'Use `runNow` (the same current row, named for what it is).',
+      resolve: (e, _a, ctx) => ctx.service.run(ctx.actor, e.subjectId),
+    }),
   }),
 });

@@ -37,7 +37,7 @@ async function createJob(): Promise<{ id: string; cursor: string }> {
   return { id: body.data.createJob.job.id, cursor: body.data.createJob.eventCursor };
 }
 
-const EXECUTIONS = `subscription($jobId: ID, $after: String) { executionUpdates(jobId: $jobId, after: $after) { cursor status } }`;
+const EXECUTIONS = `subscription($jobId: ID, $after: String) { executionUpdates(jobId: $jobId, after: $after) { cursor status executionNow { status } } }`;
 const JOBS = `subscription($jobId: ID, $after: String) { jobEvents(jobId: $jobId, after: $after) { status previousStatus } }`;
 
 describe('create, then subscribe', () => {
@@ -46,11 +46,13 @@ describe('create, then subscribe', () => {
       const job = await createJob();
       // The worker may finish the execution before the page subscribes: the worst case for a page.
       await eventually(async () => (await t.query(`select status from executions where job_id = $1`, [job.id])).rows[0]?.status === 'SUCCEEDED', 10_000, 'the execution to succeed');
-      const sub = collect<{ cursor: string; status: string }>(live.client(key), EXECUTIONS, { jobId: job.id, after: job.cursor });
+      const sub = collect<{ cursor: string; status: string; executionNow: { status: string } }>(live.client(key), EXECUTIONS, { jobId: job.id, after: job.cursor });
       const items = await sub.until((xs) => xs.some((x) => x.status === 'SUCCEEDED'), 10_000, 'SUCCEEDED');
       sub.stop();
       expect(items.map((x) => x.status)).toEqual(['PENDING', 'RUNNING', 'SUCCEEDED']);
       expect(new Set(items.map((x) => x.cursor)).size).toBe(3);
+      // Each event says its own moment; `executionNow` is the row as it is at delivery.
+      expect(items.map((x) => x.executionNow.status)).toEqual(['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED']);
     }
   });
 
