@@ -20,7 +20,7 @@ import { migrate } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
 import { NotFoundError } from './service/errors.js';
-import { createJobService, type JobService } from './service/index.js';
+import { createJobService, createJobServiceIn, type JobService, type OuterTransaction, type ServiceDeps } from './service/index.js';
 import { inOrder, settled } from './shutdown.js';
 
 export interface JobgateOptions {
@@ -81,6 +81,16 @@ export interface Jobgate {
   /** The service acting as `actor`. */
   as(actor: Actor): BoundService;
   /**
+   * The service acting inside the caller's own open transaction: `tx` is a pg client on which
+   * BEGIN was sent (a PoolClient, from any pool on the same database), or a Kysely `Transaction`.
+   * Jobs, executions, runs, their audit rows and the wake-up notifications commit with the
+   * caller's work or roll back with it (no trace). Every refusal (an idempotent repeat,
+   * LOCK_HELD, VALIDATION_FAILED, CONFLICT, ...) leaves the caller's transaction usable: each
+   * call runs in a savepoint. Calls on one transaction run one at a time. Acts as `actor`,
+   * default the embedding application in the default workspace.
+   */
+  inTransaction(tx: OuterTransaction, actor?: Actor): BoundService;
+  /**
    * Registers the in-process handler for HANDLER endpoints whose `handlerName` is `name`. With a
    * zod schema, input is parsed first and a mismatch fails the execution without retries.
    * Handlers run at least once per execution: make them idempotent.
@@ -120,7 +130,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets });
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
+  const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     const ws = await findWorkspaceBySlug(database.db, slug);
     if (!ws) throw new NotFoundError('Workspace', slug);
@@ -144,6 +155,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     client: bindActor(service, defaultActor),
     actor,
     as: (a) => bindActor(service, a),
+    inTransaction: (tx, a = defaultActor) => bindActor(createJobServiceIn(deps, tx), a),
     handle(name, schemaOrFn, fn) {
       if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
@@ -189,7 +201,7 @@ export type { Worker } from './service/engine/worker.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
 
-export { createJobService, type JobService } from './service/index.js';
+export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
 export * from './service/errors.js';
 export type { Actor, Role } from './service/actor.js';
 export type * from './service/models.js';

@@ -4,6 +4,7 @@
  */
 import { createAccessService } from './access.js';
 import { createCatalogService } from './catalog.js';
+import { outerExecutor, type OuterTransaction } from '../db/outer.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
@@ -27,7 +28,18 @@ export function createJobService(deps: ServiceDeps) {
 }
 
 export type JobService = ReturnType<typeof createJobService>;
+
+/**
+ * The same service over the caller's own open transaction (a pg client inside BEGIN, or a
+ * Kysely Transaction): every change it makes (rows, audit rows, NOTIFY wake-ups) commits or rolls
+ * back with the caller's work, and no refusal aborts the caller's transaction (see
+ * ServiceDeps.outerTransaction). Cheap to build: one per caller transaction.
+ */
+export function createJobServiceIn(deps: Omit<ServiceDeps, 'db' | 'pool' | 'outerTransaction'>, tx: OuterTransaction): JobService {
+  return createJobService({ ...deps, db: outerExecutor(tx), outerTransaction: true });
+}
 export type { ServiceDeps } from './context.js';
+export type { OuterTransaction } from '../db/outer.js';
 export type { Actor, Role } from './actor.js';
 export * from './errors.js';
 export type * from './models.js';
