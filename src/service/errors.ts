@@ -17,7 +17,8 @@ export type ErrorCode =
   | 'LOCK_HELD'
   | 'SLOW_CONSUMER'
   | 'CURSOR_EXPIRED'
-  | 'UNAVAILABLE';
+  | 'UNAVAILABLE'
+  | 'LEASE_LOST';
 
 export class DomainError extends Error {
   override name = 'DomainError';
@@ -135,5 +136,16 @@ export class CursorExpiredError extends DomainError {
       `events after cursor ${after} are past the retention window and no longer kept; re-read the current state, then subscribe without \`after\` (or from cursor ${oldestCursor} or later)`,
       { after, oldestCursor },
     );
+  }
+}
+
+/**
+ * A handler's fenced transaction (ctx.transaction) found its lease gone: expired, reconciled, or
+ * taken over by another worker. Nothing it wrote was committed; another attempt may run.
+ */
+export class LeaseLostError extends DomainError {
+  override name = 'LeaseLostError';
+  constructor(executionId: string, epoch: number) {
+    super('LEASE_LOST', `the lease of execution ${executionId} (epoch ${epoch}) is no longer held; the transaction was rolled back`, { executionId, epoch });
   }
 }

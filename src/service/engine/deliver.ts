@@ -2,11 +2,14 @@
  * One attempt at delivering an execution: an HTTP request or an in-process handler call, under
  * a timeout and an abort signal. Returns the outcome to record; never throws.
  */
+import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { ClaimedExecution } from '../../db/queries/claim.js';
 import type { AttemptOutcome } from '../../db/types.js';
 import type { HandlerRegistry } from './handlers.js';
 import { UnrecoverableError } from './handlers.js';
+import { fencedTransaction, type FencedTransaction } from './fenced.js';
 import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
 import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
@@ -20,6 +23,8 @@ export interface AttemptResult {
   statusCode: number | null;
   error: string | null;
   responseExcerpt: string | null;
+  /** Already recorded by the handler's fenced transaction (`complete: true`): nothing to flush. */
+  recorded?: boolean;
 }
 
 export interface DeliveryOptions {
@@ -31,6 +36,8 @@ export interface DeliveryOptions {
   responseCapBytes?: number;
   /** Opens signing secrets and secret config values sealed at rest. */
   secrets?: SecretBox | undefined;
+  /** The pool and worker id handlers' fenced transactions (ctx.transaction) run with. */
+  fence?: { pool: pg.Pool; workerId: string } | undefined;
 }
 
 /** Why the attempt's signal was aborted, when it was. */
@@ -201,7 +208,11 @@ export function createDelivery(options: DeliveryOptions) {
     }
   }
 
-  async function handler(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
+  const unfenced: FencedTransaction = async () => {
+    throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
+  };
+
+  async function handler(ex: ClaimedExecution, signal: AbortSignal, state: { recorded: boolean }): Promise<AttemptResult> {
     const registered = options.handlers.get(ex.handler_name!);
     if (!registered) return failure('FAILED', `no handler "${ex.handler_name}" is registered in this worker`, true);
     let input = ex.input;
@@ -220,6 +231,15 @@ export function createDelivery(options: DeliveryOptions) {
         jobId: ex.job_id,
         workspaceId: ex.workspace_id,
         attempt: ex.attempt_count,
+        transaction: options.fence
+          ? fencedTransaction({
+              ...options.fence,
+              executionId: ex.id,
+              epoch: ex.lease_epoch,
+              startedAt: performance.now(),
+              onRecorded: () => void (state.recorded = true),
+            })
+          : unfenced,
       });
       return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
     } catch (error) {
@@ -230,14 +250,17 @@ export function createDelivery(options: DeliveryOptions) {
 
   /** Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown. */
   async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
-    const result = await attemptOnce(ex, external);
+    const state = { recorded: false };
+    const result = await attemptOnce(ex, external, state);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
     const storable = (text: string | null) => (text === null ? null : storableText(text));
-    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt) };
+    // Read after the attempt ended: a fenced commit that recorded success wins over whatever the
+    // handler did next (a throw, an abort).
+    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt), recorded: state.recorded };
   }
 
-  async function attemptOnce(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
+  async function attemptOnce(ex: ClaimedExecution, external: AbortController, state: { recorded: boolean }): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;
@@ -247,7 +270,7 @@ export function createDelivery(options: DeliveryOptions) {
     });
     aborted.catch(() => {});
     try {
-      const run = ex.kind === 'HTTP' ? http(ex, signal) : handler(ex, signal);
+      const run = ex.kind === 'HTTP' ? http(ex, signal) : handler(ex, signal, state);
       // A handler that ignores its signal cannot hold the attempt past an abort.
       return await Promise.race([run, aborted]);
     } catch (error) {
