@@ -135,6 +135,8 @@ export interface ExecutionsTable {
   lease_expires_at: Timestamp | null;
   /** When the attempt in progress was claimed (the attempt's start until its row is written). */
   attempt_started_at: Timestamp | null;
+  /** The input delivered, pinned at creation (migration 000030); null for executions finished before it. */
+  input: ColumnType<unknown, string | undefined, string>;
   last_error: string | null;
   finished_at: Timestamp | null;
   created_at: GeneratedTimestamp;
@@ -160,6 +162,15 @@ export interface AttemptsTable {
   duration_ms: number | null;
   error: string | null;
   response_excerpt: string | null;
+  /** The HTTP target as called (url, method, headers; secrets redacted); null for handlers. */
+  target: AttemptTarget | null;
+}
+
+/** What an HTTP attempt called, as sent; secret config values redacted. */
+export interface AttemptTarget {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
 }
 
 export interface ApiKeysTable {

@@ -244,6 +244,7 @@ export function createJobsService(ctx: ServiceContext) {
             max_attempts: maxAttempts,
             lock_key: inserted.lock_key,
             created_by_key_id: actor.keyId ?? null,
+            input: row.input as string,
           });
           if (!execution) {
             // Only the live-lock index can refuse a new job's first execution: a concurrent job
@@ -257,7 +258,8 @@ export function createJobsService(ctx: ServiceContext) {
     },
 
     /**
-     * Changes a job's name, input (re-validated against the payload spec; null is {}), max attempts (also
+     * Changes a job's name, input (re-validated against the payload spec; null is {}; executions
+     * already created keep the input they were created with), max attempts (also
      * for its pending executions), DELAYED `runAt` (moving its not-yet-started execution) or
      * CRON schedule (next fire time recomputed from now when the expression, zone or start
      * changes; a change of policies or end keeps a due occurrence).

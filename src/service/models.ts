@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import type {
   AttemptRow,
+  AttemptTarget,
   ConfigRow,
   EndpointRow,
   ExecutionRow,
@@ -12,6 +13,8 @@ import type {
   PayloadSpecRow,
   WorkspaceRow,
 } from '../db/types.js';
+
+export type { AttemptTarget } from '../db/types.js';
 
 export interface Workspace {
   id: string;
@@ -122,6 +125,11 @@ export interface Execution {
   trigger: ExecutionRow['trigger'];
   /** When an operator asked a running attempt to stop. */
   cancelRequestedAt: Date | null;
+  /**
+   * The input it is delivered with, pinned when it was created: retries use it, and editing the
+   * job changes only later executions. Null for executions finished before inputs were pinned.
+   */
+  input: unknown;
   lastError: string | null;
   finishedAt: Date | null;
   createdAt: Date;
@@ -140,6 +148,8 @@ export interface Attempt {
   durationMs: number | null;
   error: string | null;
   responseExcerpt: string | null;
+  /** What an HTTP attempt called (url, method, headers as sent; secrets redacted). */
+  target: AttemptTarget | null;
 }
 
 export const toWorkspace = (r: WorkspaceRow): Workspace => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
@@ -238,6 +248,7 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
   trigger: r.trigger,
   cancelRequestedAt: r.cancel_requested_at,
+  input: r.input ?? null,
   lastError: r.last_error,
   finishedAt: r.finished_at,
   createdAt: r.created_at,
@@ -270,4 +281,5 @@ export const toAttempt = (r: AttemptRow): Attempt => ({
   durationMs: r.duration_ms,
   error: r.error,
   responseExcerpt: r.response_excerpt,
+  target: r.target ?? null,
 });

@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { ClaimedExecution } from '../../db/queries/claim.js';
-import type { AttemptOutcome } from '../../db/types.js';
+import type { AttemptOutcome, AttemptTarget } from '../../db/types.js';
 import type { HandlerRegistry } from './handlers.js';
 import { UnrecoverableError } from './handlers.js';
 import { fencedTransaction, type FencedTransaction } from './fenced.js';
@@ -25,6 +25,14 @@ export interface AttemptResult {
   responseExcerpt: string | null;
   /** Already recorded by the handler's fenced transaction (`complete: true`): nothing to flush. */
   recorded?: boolean;
+  /** What an HTTP attempt called, as sent (secrets redacted); null for handlers and unbuilt requests. */
+  target?: AttemptTarget | null;
+}
+
+/** What one attempt leaves behind besides its result, whichever way it ends (an abort included). */
+interface AttemptState {
+  recorded: boolean;
+  target: AttemptTarget | null;
 }
 
 export interface DeliveryOptions {
@@ -143,7 +151,7 @@ export function createDelivery(options: DeliveryOptions) {
     return options.secrets.open(value);
   };
 
-  async function http(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
+  async function http(ex: ClaimedExecution, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
     let scope: TemplateScope;
     let signingSecret: string | null;
     try {
@@ -177,9 +185,12 @@ export function createDelivery(options: DeliveryOptions) {
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
     if (signingSecret) Object.assign(headers, signatureHeaders(signingSecret, ex.id, body ?? ''));
+    const method = ex.method ?? 'POST';
+    // Recorded on the attempt as sent, before sending: a timeout or an abort called it too.
+    state.target = { url: hide(url.toString()), method, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, hide(v)])) };
 
     try {
-      const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
+      const res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
       const excerpt = await excerptOf(res.body, scope.config);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
@@ -212,7 +223,7 @@ export function createDelivery(options: DeliveryOptions) {
     throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
   };
 
-  async function handler(ex: ClaimedExecution, signal: AbortSignal, state: { recorded: boolean }): Promise<AttemptResult> {
+  async function handler(ex: ClaimedExecution, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
     const registered = options.handlers.get(ex.handler_name!);
     if (!registered) return failure('FAILED', `no handler "${ex.handler_name}" is registered in this worker`, true);
     let input = ex.input;
@@ -250,17 +261,17 @@ export function createDelivery(options: DeliveryOptions) {
 
   /** Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown. */
   async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
-    const state = { recorded: false };
+    const state: AttemptState = { recorded: false, target: null };
     const result = await attemptOnce(ex, external, state);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
     const storable = (text: string | null) => (text === null ? null : storableText(text));
     // Read after the attempt ended: a fenced commit that recorded success wins over whatever the
     // handler did next (a throw, an abort).
-    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt), recorded: state.recorded };
+    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt), recorded: state.recorded, target: state.target };
   }
 
-  async function attemptOnce(ex: ClaimedExecution, external: AbortController, state: { recorded: boolean }): Promise<AttemptResult> {
+  async function attemptOnce(ex: ClaimedExecution, external: AbortController, state: AttemptState): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;
@@ -270,7 +281,7 @@ export function createDelivery(options: DeliveryOptions) {
     });
     aborted.catch(() => {});
     try {
-      const run = ex.kind === 'HTTP' ? http(ex, signal) : handler(ex, signal, state);
+      const run = ex.kind === 'HTTP' ? http(ex, signal, state) : handler(ex, signal, state);
       // A handler that ignores its signal cannot hold the attempt past an abort.
       return await Promise.race([run, aborted]);
     } catch (error) {
