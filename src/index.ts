@@ -15,6 +15,7 @@ import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
+import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
@@ -117,6 +118,13 @@ export interface Jobgate {
    * schedules, interval handlers, and this process's entry in the handler catalogue.
    */
   startWorker(options?: StartWorkerOptions): Promise<Worker>;
+  /**
+   * One serverless pass, what POST /jobs/run-due does, for a route handler called by a platform
+   * cron (Next.js, Hono, ...): expired leases are reconciled, due cron occurrences fire, and up to
+   * `limit` (default 100) due executions run here, HTTP endpoints and the handlers registered on
+   * this Jobgate. Safe concurrently with itself and with workers. No worker needs to be started.
+   */
+  runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
   database: Database;
   /** Stops workers started here (gracefully), then closes the pool. */
   close(): Promise<void>;
@@ -146,6 +154,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const handlers = new HandlerRegistry();
   const workers: Worker[] = [];
   let scheduler: Scheduler | undefined;
+  let passScheduler: Scheduler | undefined;
   const recoverables = new RecoverableRegistry();
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
@@ -188,6 +197,12 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       workers.push(worker);
       return worker;
     },
+    async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
+      registerInternalHandlers(handlers, database.pool);
+      // Not started: its loop is for long-running processes; a pass calls its tick once.
+      passScheduler ??= createScheduler({ pool: database.pool, log });
+      return runDuePass({ pool: database.pool, handlers, scheduler: passScheduler, defaultTimeoutMs: defaultTimeoutMs ?? 30_000, outboundAllow, secrets }, { limit });
+    },
     database,
     async close() {
       // Every step runs even when one before it failed: the pool is always closed.
@@ -198,6 +213,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
+export type { RunDueResult } from './service/engine/run-due.js';
+export type { FencedTransaction, FencedTransactionOptions } from './service/engine/fenced.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
 
