@@ -21,7 +21,16 @@ import { migrate } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
 import { NotFoundError } from './service/errors.js';
-import { createJobService, createJobServiceIn, type JobService, type OuterTransaction, type ServiceDeps } from './service/index.js';
+import {
+  createJobService,
+  createJobServiceIn,
+  type DeclaredSchedule,
+  type DeclaredScheduleInput,
+  type DeclareSchedulesResult,
+  type JobService,
+  type OuterTransaction,
+  type ServiceDeps,
+} from './service/index.js';
 import { inOrder, settled } from './shutdown.js';
 
 export interface JobgateOptions {
@@ -124,6 +133,18 @@ export interface Jobgate {
    * `limit` (default 100) due executions run here, HTTP endpoints and the handlers registered on
    * this Jobgate. Safe concurrently with itself and with workers. No worker needs to be started.
    */
+  /**
+   * Declares a cron schedule by name, for start-up code: creates the CRON job if missing, updates
+   * it in place when the declaration changed (a new expression is an update, never a CONFLICT),
+   * or leaves it as it is. `endpoint` names an endpoint; `handler` an in-process handler, whose
+   * HANDLER endpoint (named after it) is registered if missing. Safe from many replicas at once.
+   */
+  schedule(name: string, spec: Omit<DeclaredScheduleInput, 'name'>, actor?: Actor): Promise<DeclaredSchedule>;
+  /**
+   * Declares a set of schedules in one transaction (see `schedule`); with `retireUndeclared`,
+   * the workspace's declared schedules this set no longer names are retired.
+   */
+  schedules(specs: Record<string, Omit<DeclaredScheduleInput, 'name'>>, options?: { retireUndeclared?: boolean; actor?: Actor }): Promise<DeclareSchedulesResult>;
   runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
   database: Database;
   /** Stops workers started here (gracefully), then closes the pool. */
@@ -196,6 +217,12 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       await worker.start();
       workers.push(worker);
       return worker;
+    },
+    async schedule(name, spec, a = defaultActor) {
+      return (await service.declareSchedules(a, { schedules: [{ ...spec, name }] })).schedules[0]!;
+    },
+    schedules(specs, { retireUndeclared, actor: a = defaultActor } = {}) {
+      return service.declareSchedules(a, { schedules: Object.entries(specs).map(([name, spec]) => ({ ...spec, name })), retireUndeclared });
     },
     async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
       registerInternalHandlers(handlers, database.pool);

@@ -98,6 +98,8 @@ export interface JobsTable {
   overlap_policy: OverlapPolicy | null;
   next_fire_at: Timestamp | null;
   lock_key: string | null;
+  /** The name a declared schedule (declareSchedules, gate.schedule) goes by; unique among live jobs. */
+  schedule_name: string | null;
   last_fired_at: Timestamp | null;
   skipped_ticks: Generated<number>;
   last_skip_at: Timestamp | null;

@@ -12,6 +12,7 @@ import { createHandlersService } from './handlers.js';
 import { createJobsService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createRunsService } from './runs.js';
+import { createSchedulesService } from './schedules.js';
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
@@ -24,6 +25,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createRunsService(ctx),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
+    ...createSchedulesService(ctx),
   };
 }
 
@@ -44,6 +46,7 @@ export type { Actor, Role } from './actor.js';
 export * from './errors.js';
 export type * from './models.js';
 export type { CreateJobResult, CancelJobResult } from './jobs.js';
+export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, DeclareSchedulesResult } from './schedules.js';
 export type { TriggerJobResult } from './execution-control.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';
 export { UnauthenticatedError } from './access.js';

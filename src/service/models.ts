@@ -104,6 +104,8 @@ export interface Job {
   maxAttempts: number;
   idempotencyKey: string | null;
   lockKey: string | null;
+  /** Set on a declared schedule (declareSchedules / gate.schedule): the name the code declares it by. */
+  scheduleName: string | null;
   runAt: Date | null;
   cron: CronSchedule | null;
   retiredAt: Date | null;
@@ -212,6 +214,7 @@ export const toJob = (r: JobRow): Job => ({
   maxAttempts: r.max_attempts,
   idempotencyKey: r.idempotency_key,
   lockKey: r.lock_key,
+  scheduleName: r.schedule_name ?? null,
   runAt: r.run_at,
   cron:
     r.kind === 'CRON'
