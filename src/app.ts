@@ -11,7 +11,7 @@ import { createDatabase, type Database } from './db/pool.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
-import { drainDue } from './service/engine/drain.js';
+import { runDuePass } from './service/engine/run-due.js';
 import { HandlerRegistry } from './service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry } from './service/engine/intervals.js';
@@ -144,16 +144,16 @@ export async function startApp(
           ? {
               secret: config.cronSecret,
               log,
-              run: async () => {
-                const schedule = await runScheduler.tick();
-                const executions = await drainDue(pool, handlers, {
-                  limit: 100,
+              run: async () => ({
+                ...(await runDuePass({
+                  pool,
+                  handlers,
+                  scheduler: runScheduler,
                   defaultTimeoutMs: config.worker.defaultTimeoutMs,
                   outboundAllow: config.worker.outboundAllow,
                   secrets,
-                });
-                return { schedule, executions };
-              },
+                })),
+              }),
             }
           : undefined,
       });

@@ -15,12 +15,22 @@ import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
+import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
 import { NotFoundError } from './service/errors.js';
-import { createJobService, type JobService } from './service/index.js';
+import {
+  createJobService,
+  createJobServiceIn,
+  type DeclaredSchedule,
+  type DeclaredScheduleInput,
+  type DeclareSchedulesResult,
+  type JobService,
+  type OuterTransaction,
+  type ServiceDeps,
+} from './service/index.js';
 import { inOrder, settled } from './shutdown.js';
 
 export interface JobgateOptions {
@@ -81,6 +91,16 @@ export interface Jobgate {
   /** The service acting as `actor`. */
   as(actor: Actor): BoundService;
   /**
+   * The service acting inside the caller's own open transaction: `tx` is a pg client on which
+   * BEGIN was sent (a PoolClient, from any pool on the same database), or a Kysely `Transaction`.
+   * Jobs, executions, runs, their audit rows and the wake-up notifications commit with the
+   * caller's work or roll back with it (no trace). Every refusal (an idempotent repeat,
+   * LOCK_HELD, VALIDATION_FAILED, CONFLICT, ...) leaves the caller's transaction usable: each
+   * call runs in a savepoint. Calls on one transaction run one at a time. Acts as `actor`,
+   * default the embedding application in the default workspace.
+   */
+  inTransaction(tx: OuterTransaction, actor?: Actor): BoundService;
+  /**
    * Registers the in-process handler for HANDLER endpoints whose `handlerName` is `name`. With a
    * zod schema, input is parsed first and a mismatch fails the execution without retries.
    * Handlers run at least once per execution: make them idempotent.
@@ -107,6 +127,25 @@ export interface Jobgate {
    * schedules, interval handlers, and this process's entry in the handler catalogue.
    */
   startWorker(options?: StartWorkerOptions): Promise<Worker>;
+  /**
+   * One serverless pass, what POST /jobs/run-due does, for a route handler called by a platform
+   * cron (Next.js, Hono, ...): expired leases are reconciled, due cron occurrences fire, and up to
+   * `limit` (default 100) due executions run here, HTTP endpoints and the handlers registered on
+   * this Jobgate. Safe concurrently with itself and with workers. No worker needs to be started.
+   */
+  /**
+   * Declares a cron schedule by name, for start-up code: creates the CRON job if missing, updates
+   * it in place when the declaration changed (a new expression is an update, never a CONFLICT),
+   * or leaves it as it is. `endpoint` names an endpoint; `handler` an in-process handler, whose
+   * HANDLER endpoint (named after it) is registered if missing. Safe from many replicas at once.
+   */
+  schedule(name: string, spec: Omit<DeclaredScheduleInput, 'name'>, actor?: Actor): Promise<DeclaredSchedule>;
+  /**
+   * Declares a set of schedules in one transaction (see `schedule`); with `retireUndeclared`,
+   * the workspace's declared schedules this set no longer names are retired.
+   */
+  schedules(specs: Record<string, Omit<DeclaredScheduleInput, 'name'>>, options?: { retireUndeclared?: boolean; actor?: Actor }): Promise<DeclareSchedulesResult>;
+  runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
   database: Database;
   /** Stops workers started here (gracefully), then closes the pool. */
   close(): Promise<void>;
@@ -120,7 +159,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets });
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
+  const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     const ws = await findWorkspaceBySlug(database.db, slug);
     if (!ws) throw new NotFoundError('Workspace', slug);
@@ -135,6 +175,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const handlers = new HandlerRegistry();
   const workers: Worker[] = [];
   let scheduler: Scheduler | undefined;
+  let passScheduler: Scheduler | undefined;
   const recoverables = new RecoverableRegistry();
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
@@ -144,6 +185,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     client: bindActor(service, defaultActor),
     actor,
     as: (a) => bindActor(service, a),
+    inTransaction: (tx, a = defaultActor) => bindActor(createJobServiceIn(deps, tx), a),
     handle(name, schemaOrFn, fn) {
       if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
@@ -176,6 +218,18 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       workers.push(worker);
       return worker;
     },
+    async schedule(name, spec, a = defaultActor) {
+      return (await service.declareSchedules(a, { schedules: [{ ...spec, name }] })).schedules[0]!;
+    },
+    schedules(specs, { retireUndeclared, actor: a = defaultActor } = {}) {
+      return service.declareSchedules(a, { schedules: Object.entries(specs).map(([name, spec]) => ({ ...spec, name })), retireUndeclared });
+    },
+    async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
+      registerInternalHandlers(handlers, database.pool);
+      // Not started: its loop is for long-running processes; a pass calls its tick once.
+      passScheduler ??= createScheduler({ pool: database.pool, log });
+      return runDuePass({ pool: database.pool, handlers, scheduler: passScheduler, defaultTimeoutMs: defaultTimeoutMs ?? 30_000, outboundAllow, secrets }, { limit });
+    },
     database,
     async close() {
       // Every step runs even when one before it failed: the pool is always closed.
@@ -186,10 +240,12 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
+export type { RunDueResult } from './service/engine/run-due.js';
+export type { FencedTransaction, FencedTransactionOptions } from './service/engine/fenced.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
 
-export { createJobService, type JobService } from './service/index.js';
+export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
 export * from './service/errors.js';
 export type { Actor, Role } from './service/actor.js';
 export type * from './service/models.js';

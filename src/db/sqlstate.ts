@@ -6,6 +6,8 @@ export const NOT_NULL_VIOLATION = '23502';
 export const SERIALIZATION_FAILURE = '40001';
 export const INVALID_TEXT_REPRESENTATION = '22P02';
 export const LOCK_NOT_AVAILABLE = '55P03';
+/** SAVEPOINT outside a transaction block. */
+export const NO_ACTIVE_TRANSACTION = '25P01';
 
 export interface PgError extends Error {
   code: string;

@@ -100,6 +100,8 @@ export interface JobsTable {
   overlap_policy: OverlapPolicy | null;
   next_fire_at: Timestamp | null;
   lock_key: string | null;
+  /** The name a declared schedule (declareSchedules, gate.schedule) goes by; unique among live jobs. */
+  schedule_name: string | null;
   last_fired_at: Timestamp | null;
   skipped_ticks: Generated<number>;
   last_skip_at: Timestamp | null;
@@ -137,6 +139,8 @@ export interface ExecutionsTable {
   lease_expires_at: Timestamp | null;
   /** When the attempt in progress was claimed (the attempt's start until its row is written). */
   attempt_started_at: Timestamp | null;
+  /** The input delivered, pinned at creation (migration 000018); null for executions finished before it. */
+  input: ColumnType<unknown, string | undefined, string>;
   last_error: string | null;
   finished_at: Timestamp | null;
   created_at: GeneratedTimestamp;
@@ -162,6 +166,15 @@ export interface AttemptsTable {
   duration_ms: number | null;
   error: string | null;
   response_excerpt: string | null;
+  /** The HTTP target as called (url, method, headers; secrets redacted); null for handlers. */
+  target: AttemptTarget | null;
+}
+
+/** What an HTTP attempt called, as sent; secret config values redacted. */
+export interface AttemptTarget {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
 }
 
 export interface ApiKeysTable {

@@ -1,8 +1,8 @@
 import type { BulkResult, BulkSkip } from '../service/bulk.js';
 import type { TriggerJobResult } from '../service/execution-control.js';
-import type { Attempt, Execution } from '../service/models.js';
+import type { Attempt, AttemptTarget, Execution } from '../service/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, ListOrderEnum, pageArgs } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
 import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
 
@@ -36,6 +36,19 @@ export const AttemptOutcomeEnum = builder.enumType('AttemptOutcome', {
   } as const,
 });
 
+export const AttemptTargetRef = builder.objectRef<AttemptTarget>('AttemptTarget').implement({
+  description: "The HTTP request an attempt sent, as sent: placeholders rendered, secret config values shown as [redacted].",
+  fields: (t) => ({
+    url: t.exposeString('url', { description: 'The url called.' }),
+    method: t.exposeString('method', { description: 'The HTTP method used.' }),
+    headers: t.field({
+      type: JSONScalar,
+      description: 'The request headers sent (lower-case names to values), signature headers included.',
+      resolve: (a) => a.headers,
+    }),
+  }),
+});
+
 export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
   description: 'One try at delivering an execution.',
   fields: (t) => ({
@@ -49,6 +62,13 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
     durationMs: t.exposeInt('durationMs', { nullable: true, description: 'How long it took, in milliseconds.' }),
     error: t.exposeString('error', { nullable: true, description: 'What went wrong, when it failed.' }),
     responseExcerpt: t.exposeString('responseExcerpt', { nullable: true, description: 'The start of the response body, capped.' }),
+    target: t.field({
+      type: AttemptTargetRef,
+      nullable: true,
+      description:
+        "HTTP endpoints: the request this attempt sent, as the endpoint was when it was made (a later change of the endpoint does not rewrite it). Null for handlers, for attempts that never built a request, and for attempts from before targets were recorded.",
+      resolve: (a) => a.target,
+    }),
   }),
 });
 
@@ -73,6 +93,13 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
       nullable: true,
       description: 'When cancellation of the running attempt was requested; it ends CANCELLED when the attempt returns.',
       resolve: (e) => e.cancelRequestedAt,
+    }),
+    input: t.field({
+      type: JSONScalar,
+      nullable: true,
+      description:
+        "The input this execution is delivered with, fixed when it was created: every attempt and retry uses it, and updateJob changes only executions created after the update. Null only for executions that had finished before inputs were pinned.",
+      resolve: (e) => e.input,
     }),
     lastError: t.exposeString('lastError', { nullable: true, description: 'The most recent error or the reason it ended.' }),
     finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it reached a final status.', resolve: (e) => e.finishedAt }),

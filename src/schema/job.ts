@@ -113,6 +113,11 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
     }),
     input: t.field({ type: JSONScalar, description: 'The payload delivered to the endpoint.', resolve: (j) => j.input }),
     maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts per execution (job override, else endpoint, else default).' }),
+    scheduleName: t.exposeString('scheduleName', {
+      nullable: true,
+      description:
+        "Set on a cron job the embedding application's code declares by name (the library's gate.schedule): re-declaring it at start-up updates this job instead of creating another. Null for jobs created through createJob.",
+    }),
     idempotencyKey: t.exposeString('idempotencyKey', {
       nullable: true,
       description: 'The key that makes creating this job idempotent, unique per endpoint; null when none was given.',

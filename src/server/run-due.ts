@@ -1,7 +1,8 @@
 /**
- * `POST /jobs/run-due`: one scheduler pass and a bounded drain of due executions, for hosts
- * whose only clock is a platform's minute cron. Requires `Authorization: Bearer
- * $JOBGATE_CRON_SECRET`; the route does not exist when the secret is unset. Safe to call
+ * `POST /jobs/run-due` (or `GET`, as Vercel Cron calls it): the serverless pass of
+ * service/engine/run-due.ts (reconcile expired leases, one scheduler pass, a bounded drain of due
+ * executions), for hosts whose only clock is a platform's minute cron. Requires `Authorization:
+ * Bearer $JOBGATE_CRON_SECRET`; the route does not exist when the secret is unset. Safe to call
  * concurrently, or twice in one minute: the scheduler's compare-and-set and unique
  * occurrences, and the claim's SKIP LOCKED, make a second call find nothing already done.
  */
@@ -30,9 +31,10 @@ export function handleRunDue(options: RunDueOptions | undefined, req: IncomingMe
   const send = (status: number, body: Record<string, unknown>) => {
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
   };
-  if (req.method !== 'POST') {
-    res.setHeader('allow', 'POST');
-    send(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
+  // GET too: Vercel Cron (and other platform crons) can only send GET, with the same bearer.
+  if (req.method !== 'POST' && req.method !== 'GET') {
+    res.setHeader('allow', 'GET, POST');
+    send(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST or GET' } });
     return true;
   }
   if (!authorized(req.headers.authorization, options.secret)) {

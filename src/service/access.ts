@@ -7,7 +7,7 @@ import type { ApiKeyRow, AuditRow } from '../db/types.js';
 import { activeKeysByIds, notifyKeyChanged } from '../db/repos/api-keys.js';
 import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
-import type { Actor, Role } from './actor.js';
+import { isInstallationAdmin, type Actor, type Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
@@ -191,11 +191,26 @@ export function createAccessService(ctx: ServiceContext) {
      * the live streams it has open (a notification sent in this transaction). ADMIN
      * only; an installation-admin key only by an installation admin (or jobgate itself), as only
      * they may create one: otherwise any ADMIN of its workspace could lock the installation's
-     * administrators out. Idempotent.
+     * administrators out. Idempotent. The workspace's last live ADMIN key is refused (CONFLICT,
+     * `details.reason: 'LAST_ADMIN_KEY'`): a workspace must never be left with no one to administer it.
      */
     async revokeApiKey(actor: Actor, id: string): Promise<ApiKey> {
       return mutate(ctx, actor, { action: 'apiKey.revoke', role: 'ADMIN', input: { id }, target: { type: 'ApiKey', id } }, async (trx) => {
         if (!isUuid(id)) throw new NotFoundError('ApiKey', id);
+        // The workspace's live ADMIN keys, locked first and in id order: two revokes of its last
+        // two ADMIN keys run one after the other (no deadlock), and the second sees one left.
+        const admins = await trx
+          .selectFrom('api_keys')
+          .select('id')
+          .where('workspace_id', '=', scoped(actor.workspaceId))
+          .where('role', '=', 'ADMIN')
+          .where('revoked_at', 'is', null)
+          .orderBy('id')
+          .forUpdate()
+          .execute();
+        if (admins.length === 1 && admins[0]!.id === id) {
+          throw new ConflictError('this is the workspace\'s last ADMIN key; create another ADMIN key before revoking it', { reason: 'LAST_ADMIN_KEY' });
+        }
         const key = await trx
           .selectFrom('api_keys')
           .select('installation_admin')
@@ -204,7 +219,7 @@ export function createAccessService(ctx: ServiceContext) {
           .forUpdate()
           .executeTakeFirst();
         if (!key) throw new NotFoundError('ApiKey', id);
-        if (key.installation_admin && !actor.installationAdmin && actor.kind !== 'system') {
+        if (key.installation_admin && !isInstallationAdmin(actor)) {
           throw new ForbiddenError('only an installation admin may revoke an installation-admin key');
         }
         const row = await trx
@@ -233,13 +248,14 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
-     * Creates a workspace (with its reaper) and its first ADMIN key. Installation admins only.
+     * Creates a workspace (with its reaper) and its first ADMIN key. Installation admins only
+     * (isInstallationAdmin: an installation-admin key, jobgate itself, or the embedding application).
      * Throws FORBIDDEN, VALIDATION_FAILED, CONFLICT (slug taken).
      */
     async createWorkspace(actor: Actor, raw: CreateWorkspaceInput): Promise<{ workspace: Workspace; adminKey: CreateApiKeyResult }> {
       const target = (r: { workspace: Workspace }) => ({ type: 'Workspace', id: r.workspace.id });
       return mutate(ctx, actor, { action: 'workspace.create', role: 'ADMIN', input: raw, target }, async (trx) => {
-        if (!actor.installationAdmin && actor.kind !== 'system') throw new ForbiddenError('creating workspaces needs an installation-admin key');
+        if (!isInstallationAdmin(actor)) throw new ForbiddenError('creating workspaces needs an installation-admin key');
         const input = parseInput(createWorkspaceSchema, raw);
         const row = await trx
           .insertInto('workspaces')

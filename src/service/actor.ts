@@ -23,6 +23,15 @@ export function isSystem(actor: Actor): boolean {
 }
 
 /**
+ * Whether the actor administers the installation (may create workspaces, revoke installation-admin
+ * keys): jobgate itself; the embedding application, which owns the database, unless it acts on
+ * behalf of an API key (then that key's standing counts); installation-admin keys.
+ */
+export function isInstallationAdmin(actor: Actor): boolean {
+  return actor.kind === 'system' || (actor.kind === 'library' && !actor.keyId) || actor.installationAdmin === true;
+}
+
+/**
  * Whether the actor sees the installation's own details (where workers run, handler error
  * text): jobgate itself, the embedding application and installation-admin keys do; a
  * workspace's keys do not.

@@ -95,29 +95,38 @@ async function writeAudit(
  * `auditInput`), after the caller checked the role: a failure is audited as `mutate` audits it.
  */
 export async function auditingFailure<T>(ctx: ServiceContext, actor: Actor, action: string, input: unknown, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (error) {
-    const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
-    await writeAudit(ctx.db, actor, action, undefined, input, code).catch(() => {});
-    throw error;
-  }
+  return ctx.exclusive(async () => {
+    try {
+      return await ctx.atomic(fn);
+    } catch (error) {
+      const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
+      await ctx.atomic(() => writeAudit(ctx.db, actor, action, undefined, input, code)).catch(() => {});
+      throw error;
+    }
+  });
 }
 
+/**
+ * Runs `fn` in the service's transaction (ctx.transaction: its own, or a savepoint of the
+ * caller's) with the audit row. A refusal is audited after the rollback; inside a caller's
+ * transaction that row is the caller's too, and goes where the caller's work goes.
+ */
 export async function mutate<T>(ctx: ServiceContext, actor: Actor, spec: MutationSpec<T>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
   const upfront = typeof spec.target === 'function' ? undefined : spec.target;
-  try {
-    requireRole(actor, spec.role, spec.action);
-    return await ctx.db.transaction().execute(async (trx) => {
-      const result = await fn(trx);
-      const target = typeof spec.target === 'function' ? spec.target(result) : spec.target;
-      await writeAudit(trx, actor, spec.action, target, spec.input, 'OK');
-      return result;
-    });
-  } catch (error) {
-    const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
-    // The change rolled back; the refusal is still on record.
-    await writeAudit(ctx.db, actor, spec.action, upfront, spec.input, code).catch(() => {});
-    throw error;
-  }
+  return ctx.exclusive(async () => {
+    try {
+      requireRole(actor, spec.role, spec.action);
+      return await ctx.transaction(async (trx) => {
+        const result = await fn(trx);
+        const target = typeof spec.target === 'function' ? spec.target(result) : spec.target;
+        await writeAudit(trx, actor, spec.action, target, spec.input, 'OK');
+        return result;
+      });
+    } catch (error) {
+      const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
+      // The change rolled back; the refusal is still on record.
+      await ctx.atomic(() => writeAudit(ctx.db, actor, spec.action, upfront, spec.input, code)).catch(() => {});
+      throw error;
+    }
+  });
 }

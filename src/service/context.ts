@@ -1,9 +1,11 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { ZodType, z } from 'zod';
 import type { Db } from '../db/pool.js';
 import type { Executor } from '../db/repos/scope.js';
 import { createCursorKeys, type CursorKeys } from './cursors.js';
+import { isPgError, NO_ACTIVE_TRANSACTION } from '../db/sqlstate.js';
+import type { DB } from '../db/types.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 
@@ -24,6 +26,13 @@ export interface ServiceDeps {
   clock?: ((ex: Executor) => Promise<Date>) | undefined;
   /** Encrypts signing secrets and secret config values at rest. Without it, storing one is refused. */
   secrets?: SecretBox | undefined;
+  /**
+   * `db` is the caller's own open transaction (one connection; see db/outer.ts), not a pool:
+   * the service then opens no transaction of its own. Each mutation runs inside a SAVEPOINT of
+   * the caller's transaction, rolled back to on any refusal, so no statement of ours can abort
+   * the caller's work; what we write commits or rolls back with it.
+   */
+  outerTransaction?: boolean | undefined;
 }
 
 export interface ServiceContext {
@@ -37,12 +46,64 @@ export interface ServiceContext {
   seal(plain: string, path: (string | number)[]): string;
   /** Per-workspace opaque cursors for events, findings and audit entries (./cursors.ts). */
   cursors: CursorKeys;
+  /** Whether `db` is the caller's open transaction (see ServiceDeps.outerTransaction). */
+  outer: boolean;
+  /**
+   * The service's one transaction boundary: `fn` commits or rolls back as a whole. On the pool,
+   * a transaction of its own; in the caller's transaction, a savepoint, released on success and
+   * rolled back to on a throw, so the caller's transaction stays usable after any refusal.
+   */
+  transaction<T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T>;
+  /**
+   * Statements outside `transaction` that must not abort the caller's transaction if they fail
+   * (the audit row of a refusal, createJob's one-statement path): a savepoint in the caller's
+   * transaction, nothing extra on the pool.
+   */
+  atomic<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * One service call at a time on the caller's transaction: two interleaved calls would nest
+   * their savepoints wrongly (releasing one releases every later one). Identity on the pool.
+   */
+  exclusive<T>(fn: () => Promise<T>): Promise<T>;
 }
 
 export function createContext(deps: ServiceDeps): ServiceContext {
+  const outer = deps.outerTransaction === true;
+  let savepoints = 0;
+  let tail: Promise<unknown> = Promise.resolve();
+  async function inSavepoint<T>(fn: () => Promise<T>): Promise<T> {
+    const name = sql.raw(`jobgate_${++savepoints}`);
+    try {
+      await sql`savepoint ${name}`.execute(deps.db);
+    } catch (error) {
+      if (isPgError(error, NO_ACTIVE_TRANSACTION)) throw new TypeError('jobgate: the transaction passed in is not open (BEGIN it first)');
+      throw error;
+    }
+    try {
+      const result = await fn();
+      await sql`release savepoint ${name}`.execute(deps.db);
+      return result;
+    } catch (error) {
+      // The refusal is what the caller needs to see; a failed rollback (a lost connection)
+      // leaves their transaction unusable, which their next statement reports.
+      await sql`rollback to savepoint ${name}`.execute(deps.db).catch(() => {});
+      await sql`release savepoint ${name}`.execute(deps.db).catch(() => {});
+      throw error;
+    }
+  }
   return {
     db: deps.db,
-    pool: deps.pool,
+    outer,
+    transaction: (fn) => (outer ? inSavepoint(() => fn(deps.db as Transaction<DB>)) : deps.db.transaction().execute(fn)),
+    atomic: (fn) => (outer ? inSavepoint(fn) : fn()),
+    exclusive(fn) {
+      if (!outer) return fn();
+      const run = tail.then(fn, fn);
+      tail = run.catch(() => {});
+      return run;
+    },
+    // Named statements go through the pool's connections, never the caller's.
+    pool: outer ? undefined : deps.pool,
     defaultMaxAttempts: deps.defaultMaxAttempts,
     databaseClock: !deps.clock,
     cursors: createCursorKeys(),

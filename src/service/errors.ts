@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   SLOW_CONSUMER: 'A live subscription fell too far behind and was cut; resubscribe with `after` to resume.',
   CURSOR_EXPIRED: 'The events after this cursor were pruned by retention; start again without `after`.',
   UNAVAILABLE: 'The database cannot be reached just now (HTTP 503): retry later.',
+  LEASE_LOST: "A handler's fenced transaction (ctx.transaction) found its lease lost or taken over: nothing it wrote was committed.",
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -142,5 +143,16 @@ export class CursorExpiredError extends DomainError {
       `events after cursor ${after} are past the retention window and no longer kept; re-read the current state, then subscribe without \`after\` (or from cursor ${oldestCursor}, the oldest it can resume from)`,
       { after, oldestCursor },
     );
+  }
+}
+
+/**
+ * A handler's fenced transaction (ctx.transaction) found its lease gone: expired, reconciled, or
+ * taken over by another worker. Nothing it wrote was committed; another attempt may run.
+ */
+export class LeaseLostError extends DomainError {
+  override name = 'LeaseLostError';
+  constructor(executionId: string, epoch: number) {
+    super('LEASE_LOST', `the lease of execution ${executionId} (epoch ${epoch}) is no longer held; the transaction was rolled back`, { executionId, epoch });
   }
 }

@@ -58,6 +58,8 @@ export function createExecutionControlService(ctx: ServiceContext) {
           trigger: 'MANUAL',
           request_id: input.requestId ?? null,
           created_by_key_id: actor.keyId ?? null,
+          // The job's input as of now, read under its row lock: later edits do not reach it.
+          input: JSON.stringify(job.input),
         });
         if (row) return { execution: toExecution(row), created: true };
         // A unique index refused it: a concurrent trigger with this request id, or the lock key.

@@ -5,6 +5,7 @@
 import { createAccessService } from './access.js';
 import { createBulkService } from './bulk.js';
 import { createCatalogService } from './catalog.js';
+import { outerExecutor, type OuterTransaction } from '../db/outer.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
@@ -12,6 +13,7 @@ import { createHandlersService } from './handlers.js';
 import { createJobsService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createRunsService } from './runs.js';
+import { createSchedulesService } from './schedules.js';
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
@@ -27,15 +29,28 @@ export function createJobService(deps: ServiceDeps) {
     ...createRunsService(ctx),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
+    ...createSchedulesService(ctx),
   };
 }
 
 export type JobService = ReturnType<typeof createJobService>;
+
+/**
+ * The same service over the caller's own open transaction (a pg client inside BEGIN, or a
+ * Kysely Transaction): every change it makes (rows, audit rows, NOTIFY wake-ups) commits or rolls
+ * back with the caller's work, and no refusal aborts the caller's transaction (see
+ * ServiceDeps.outerTransaction). Cheap to build: one per caller transaction.
+ */
+export function createJobServiceIn(deps: Omit<ServiceDeps, 'db' | 'pool' | 'outerTransaction'>, tx: OuterTransaction): JobService {
+  return createJobService({ ...deps, db: outerExecutor(tx), outerTransaction: true });
+}
 export type { ServiceDeps } from './context.js';
+export type { OuterTransaction } from '../db/outer.js';
 export type { Actor, Role } from './actor.js';
 export * from './errors.js';
 export type * from './models.js';
 export type { CreateJobResult, CancelJobResult } from './jobs.js';
+export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, DeclareSchedulesResult } from './schedules.js';
 export type { TriggerJobResult } from './execution-control.js';
 export type { BulkResult, BulkSkip } from './bulk.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';

@@ -9,7 +9,8 @@ import * as jobsRepo from '../db/repos/jobs.js';
 import * as specsRepo from '../db/repos/payload-specs.js';
 import type { Executor } from '../db/repos/scope.js';
 import type { EndpointRow, JobPatch, JobRow, NewJob } from '../db/types.js';
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
+import type { DB } from '../db/types.js';
 import { canonicalJson } from './canonical-json.js';
 import { isSystem, seesInstallation, type Actor } from './actor.js';
 import { auditInput, auditingFailure, hasRole, mutate, requireOwnership } from './audit.js';
@@ -113,15 +114,176 @@ export async function lockJob(trx: Executor, actor: Actor, id: string): Promise<
   return { job, endpoint };
 }
 
-export function createJobsService(ctx: ServiceContext) {
-  const { db } = ctx;
-
+/**
+ * The bodies of createJob, updateJob and cancelJob, inside a transaction the caller owns (their
+ * own mutate, or declareSchedules', which composes them under one lock and one audit row).
+ */
+export function createJobsInternals(ctx: ServiceContext) {
   async function validateInput(ex: Executor, actor: Actor, endpoint: EndpointRow, input: unknown): Promise<void> {
     if (!endpoint.payload_spec_id) return;
     const spec = await specsRepo.findPayloadSpecById(ex, actor.workspaceId, endpoint.payload_spec_id);
     if (spec) validateAgainstSpec(spec, input, ['input']);
   }
 
+  function nextFire(job: Pick<JobRow, 'cron_expression' | 'timezone' | 'starts_at' | 'ends_at'>, now: Date): Date | null {
+    return firstFireAt(job.cron_expression!, job.timezone!, now, job.starts_at, job.ends_at);
+  }
+
+  /** createJob's rules, in `trx`; `extra.scheduleName` marks a declared schedule (declareSchedules). */
+  async function createJobIn(trx: Transaction<DB>, actor: Actor, raw: CreateJobInput, extra: { scheduleName?: string } = {}): Promise<CreateJobResult> {
+    const input = parseInput(createJobSchema, raw);
+    const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
+    const jobInput = input.input ?? {};
+    // FOR SHARE: an archive running now waits for this job, or this job sees the archive.
+    const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName }, { forShare: true });
+    if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
+    if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
+    await validateInput(trx, actor, endpoint, jobInput);
+    const maxAttempts = input.maxAttempts ?? endpoint.max_attempts ?? ctx.defaultMaxAttempts;
+
+    const row: NewJob = {
+      workspace_id: actor.workspaceId,
+      endpoint_id: endpoint.id,
+      name: input.name ?? null,
+      kind: input.kind,
+      input: JSON.stringify(jobInput),
+      max_attempts: maxAttempts,
+      idempotency_key: input.idempotencyKey ?? null,
+      run_at: input.kind === 'DELAYED' ? input.runAt! : null,
+      cron_expression: expression,
+      timezone: input.cron ? (input.cron.timezone ?? 'UTC') : null,
+      starts_at: input.cron?.startsAt ?? null,
+      ends_at: input.cron?.endsAt ?? null,
+      misfire_policy: input.cron ? (input.cron.misfirePolicy ?? 'FIRE_LATEST') : null,
+      overlap_policy: input.cron ? (input.cron.overlapPolicy ?? 'SKIP') : null,
+      lock_key: input.lockKey ?? null,
+      created_by_key_id: actor.keyId ?? null,
+      schedule_name: extra.scheduleName ?? null,
+    };
+
+    const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
+      const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, endpoint.id, key);
+      if (!existing) return undefined;
+      const field = differingField(existing, row, input.maxAttempts);
+      if (field) {
+        throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
+          jobId: existing.id,
+          field,
+        });
+      }
+      return { job: toJob(existing), created: false };
+    };
+    if (row.idempotency_key) {
+      const existing = await existingFor(row.idempotency_key);
+      if (existing) return existing;
+    }
+
+    await assertLockFree(trx, actor, row.lock_key ?? null);
+    const now = await ctx.now(trx);
+    if (row.kind === 'CRON') {
+      row.next_fire_at = nextFire(row as JobRow, now);
+      if (!row.next_fire_at) throw ValidationError.at(['cron'], 'the schedule has no occurrence before endsAt');
+    }
+    const inserted = await jobsRepo.insertJobUnlessKeyTaken(trx, row);
+    if (!inserted) {
+      // Lost the race on the unique index: the winner is committed and visible now.
+      const winner = await existingFor(row.idempotency_key!);
+      if (winner) return winner;
+      throw new Error('idempotency insert conflicted but no job holds the key');
+    }
+    if (inserted.kind !== 'CRON') {
+      const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
+        workspace_id: actor.workspaceId,
+        job_id: inserted.id,
+        endpoint_id: endpoint.id,
+        scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
+        max_attempts: maxAttempts,
+        lock_key: inserted.lock_key,
+        created_by_key_id: actor.keyId ?? null,
+        input: row.input as string,
+      });
+      if (!execution) {
+        // Only the live-lock index can refuse a new job's first execution: a concurrent job
+        // took the key after our check. Throwing rolls this job back with it.
+        await assertLockFree(trx, actor, inserted.lock_key);
+        throw new LockHeldError(inserted.lock_key ?? '', { jobId: 'unknown', executionId: 'unknown' });
+      }
+    }
+    return { job: toJob(inserted), created: true };
+  }
+
+  /** updateJob's rules, in `trx`. */
+  async function updateJobIn(trx: Transaction<DB>, actor: Actor, raw: UpdateJobInput): Promise<Job> {
+    const input = parseInput(updateJobSchema, raw);
+    const { job, endpoint } = await lockJob(trx, actor, input.id);
+    assertJobMutable(actor, job, endpoint);
+    const patch: JobPatch = {};
+    if (input.name !== undefined) patch.name = input.name;
+    if (input.input !== undefined) {
+      // null is no input, as in createJob: a job's input is never JSON null (Job.input is non-null).
+      const jobInput = input.input ?? {};
+      await validateInput(trx, actor, endpoint, jobInput);
+      patch.input = JSON.stringify(jobInput);
+    }
+    if (input.maxAttempts != null) {
+      patch.max_attempts = input.maxAttempts;
+      await executionsRepo.setPendingMaxAttempts(trx, actor.workspaceId, job.id, input.maxAttempts);
+    }
+    if (input.runAt != null) {
+      if (job.kind !== 'DELAYED') throw ValidationError.at(['runAt'], 'is only for DELAYED jobs');
+      const moved = await executionsRepo.reschedulePendingExecutions(trx, actor.workspaceId, job.id, input.runAt);
+      if (moved === 0) throw new ConflictError('the delayed execution has already started; runAt can no longer change');
+      patch.run_at = input.runAt;
+    }
+    if (input.cron != null) {
+      if (job.kind !== 'CRON') throw ValidationError.at(['cron'], 'is only for CRON jobs');
+      const c = input.cron;
+      if (c.expression != null) patch.cron_expression = normalizeCron(c.expression, ['cron', 'expression']);
+      if (c.timezone != null) patch.timezone = c.timezone;
+      if (c.startsAt !== undefined) patch.starts_at = c.startsAt;
+      if (c.endsAt !== undefined) patch.ends_at = c.endsAt;
+      if (c.misfirePolicy != null) patch.misfire_policy = c.misfirePolicy;
+      if (c.overlapPolicy != null) patch.overlap_policy = c.overlapPolicy;
+      const merged = {
+        cron_expression: (patch.cron_expression as string | undefined) ?? job.cron_expression,
+        timezone: (patch.timezone as string | undefined) ?? job.timezone,
+        starts_at: patch.starts_at !== undefined ? (patch.starts_at as Date | null) : job.starts_at,
+        ends_at: patch.ends_at !== undefined ? (patch.ends_at as Date | null) : job.ends_at,
+      };
+      if (merged.starts_at && merged.ends_at && merged.ends_at <= merged.starts_at) {
+        throw ValidationError.at(['cron', 'endsAt'], 'must be after startsAt');
+      }
+      if (job.status === 'ACTIVE') {
+        const rescheduled =
+          merged.cron_expression !== job.cron_expression || merged.timezone !== job.timezone || !sameTime(merged.starts_at, job.starts_at);
+        // Same fire times: keep the stored next one, which may be due right now or a backlog
+        // the misfire policy is to handle; recomputing from now would drop it.
+        if (rescheduled || !job.next_fire_at) patch.next_fire_at = nextFire(merged, await ctx.now(trx));
+        else if (merged.ends_at && job.next_fire_at >= merged.ends_at) patch.next_fire_at = null;
+      }
+    }
+    return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
+  }
+
+  /** cancelJob's rules, in `trx`. */
+  async function cancelJobIn(trx: Transaction<DB>, actor: Actor, id: string): Promise<CancelJobResult> {
+    const { job, endpoint } = await lockJob(trx, actor, id);
+    assertJobMutable(actor, job, endpoint);
+    const retired = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, {
+      status: 'RETIRED',
+      retired_at: sql<Date>`now()` as never,
+      next_fire_at: null,
+    });
+    const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
+    return { job: toJob(retired), cancelledExecutions };
+  }
+
+  return { validateInput, nextFire, createJobIn, updateJobIn, cancelJobIn };
+}
+
+export function createJobsService(ctx: ServiceContext) {
+  const { db } = ctx;
+  const { validateInput, nextFire, createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
 
   /**
    * createJob in one statement when nothing can refuse it or change its outcome (see
@@ -152,10 +314,6 @@ export function createJobsService(ctx: ServiceContext) {
     return inserted ? { job: toJob(inserted), created: true } : undefined;
   }
 
-  function nextFire(job: Pick<JobRow, 'cron_expression' | 'timezone' | 'starts_at' | 'ends_at'>, now: Date): Date | null {
-    return firstFireAt(job.cron_expression!, job.timezone!, now, job.starts_at, job.ends_at);
-  }
-
   return {
     /**
      * Creates a job and, in the same transaction, its first execution (IMMEDIATE: due now;
@@ -175,146 +333,19 @@ export function createJobsService(ctx: ServiceContext) {
       const quick = await createInOneStatement(actor, raw);
       if (quick) return quick;
       const target = (r: CreateJobResult) => ({ type: 'Job', id: r.job.id });
-      return mutate(ctx, actor, { action: 'job.create', role: 'OPERATOR', input: raw, target }, async (trx) => {
-        const input = parseInput(createJobSchema, raw);
-        const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
-        const jobInput = input.input ?? {};
-        // FOR SHARE: an archive running now waits for this job, or this job sees the archive.
-        const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName }, { forShare: true });
-        if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
-        if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
-        await validateInput(trx, actor, endpoint, jobInput);
-        const maxAttempts = input.maxAttempts ?? endpoint.max_attempts ?? ctx.defaultMaxAttempts;
-
-        const row: NewJob = {
-          workspace_id: actor.workspaceId,
-          endpoint_id: endpoint.id,
-          name: input.name ?? null,
-          kind: input.kind,
-          input: JSON.stringify(jobInput),
-          max_attempts: maxAttempts,
-          idempotency_key: input.idempotencyKey ?? null,
-          run_at: input.kind === 'DELAYED' ? input.runAt! : null,
-          cron_expression: expression,
-          timezone: input.cron ? (input.cron.timezone ?? 'UTC') : null,
-          starts_at: input.cron?.startsAt ?? null,
-          ends_at: input.cron?.endsAt ?? null,
-          misfire_policy: input.cron ? (input.cron.misfirePolicy ?? 'FIRE_LATEST') : null,
-          overlap_policy: input.cron ? (input.cron.overlapPolicy ?? 'SKIP') : null,
-          lock_key: input.lockKey ?? null,
-          created_by_key_id: actor.keyId ?? null,
-        };
-
-        const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
-          const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, endpoint.id, key);
-          if (!existing) return undefined;
-          const field = differingField(existing, row, input.maxAttempts);
-          if (field) {
-            throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
-              jobId: existing.id,
-              field,
-            });
-          }
-          return { job: toJob(existing), created: false };
-        };
-        if (row.idempotency_key) {
-          const existing = await existingFor(row.idempotency_key);
-          if (existing) return existing;
-        }
-
-        await assertLockFree(trx, actor, row.lock_key ?? null);
-        const now = await ctx.now(trx);
-        if (row.kind === 'CRON') {
-          row.next_fire_at = nextFire(row as JobRow, now);
-          if (!row.next_fire_at) throw ValidationError.at(['cron'], 'the schedule has no occurrence before endsAt');
-        }
-        const inserted = await jobsRepo.insertJobUnlessKeyTaken(trx, row);
-        if (!inserted) {
-          // Lost the race on the unique index: the winner is committed and visible now.
-          const winner = await existingFor(row.idempotency_key!);
-          if (winner) return winner;
-          throw new Error('idempotency insert conflicted but no job holds the key');
-        }
-        if (inserted.kind !== 'CRON') {
-          const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
-            workspace_id: actor.workspaceId,
-            job_id: inserted.id,
-            endpoint_id: endpoint.id,
-            scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
-            max_attempts: maxAttempts,
-            lock_key: inserted.lock_key,
-            created_by_key_id: actor.keyId ?? null,
-          });
-          if (!execution) {
-            // Only the live-lock index can refuse a new job's first execution: a concurrent job
-            // took the key after our check. Throwing rolls this job back with it.
-            await assertLockFree(trx, actor, inserted.lock_key);
-            throw new LockHeldError(inserted.lock_key ?? '', { jobId: 'unknown', executionId: 'unknown' });
-          }
-        }
-        return { job: toJob(inserted), created: true };
-      });
+      return mutate(ctx, actor, { action: 'job.create', role: 'OPERATOR', input: raw, target }, (trx) => createJobIn(trx, actor, raw));
     },
 
     /**
-     * Changes a job's name, input (re-validated against the payload spec; null is {}), max attempts (also
+     * Changes a job's name, input (re-validated against the payload spec; null is {}; executions
+     * already created keep the input they were created with), max attempts (also
      * for its pending executions), DELAYED `runAt` (moving its not-yet-started execution) or
      * CRON schedule (next fire time recomputed from now when the expression, zone or start
      * changes; a change of policies or end keeps a due occurrence).
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
      */
     async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
-      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
-        const input = parseInput(updateJobSchema, raw);
-        const { job, endpoint } = await lockJob(trx, actor, input.id);
-        assertJobMutable(actor, job, endpoint);
-        const patch: JobPatch = {};
-        if (input.name !== undefined) patch.name = input.name;
-        if (input.input !== undefined) {
-          // null is no input, as in createJob: a job's input is never JSON null (Job.input is non-null).
-          const jobInput = input.input ?? {};
-          await validateInput(trx, actor, endpoint, jobInput);
-          patch.input = JSON.stringify(jobInput);
-        }
-        if (input.maxAttempts != null) {
-          patch.max_attempts = input.maxAttempts;
-          await executionsRepo.setPendingMaxAttempts(trx, actor.workspaceId, job.id, input.maxAttempts);
-        }
-        if (input.runAt != null) {
-          if (job.kind !== 'DELAYED') throw ValidationError.at(['runAt'], 'is only for DELAYED jobs');
-          const moved = await executionsRepo.reschedulePendingExecutions(trx, actor.workspaceId, job.id, input.runAt);
-          if (moved === 0) throw new ConflictError('the delayed execution has already started; runAt can no longer change');
-          patch.run_at = input.runAt;
-        }
-        if (input.cron != null) {
-          if (job.kind !== 'CRON') throw ValidationError.at(['cron'], 'is only for CRON jobs');
-          const c = input.cron;
-          if (c.expression != null) patch.cron_expression = normalizeCron(c.expression, ['cron', 'expression']);
-          if (c.timezone != null) patch.timezone = c.timezone;
-          if (c.startsAt !== undefined) patch.starts_at = c.startsAt;
-          if (c.endsAt !== undefined) patch.ends_at = c.endsAt;
-          if (c.misfirePolicy != null) patch.misfire_policy = c.misfirePolicy;
-          if (c.overlapPolicy != null) patch.overlap_policy = c.overlapPolicy;
-          const merged = {
-            cron_expression: (patch.cron_expression as string | undefined) ?? job.cron_expression,
-            timezone: (patch.timezone as string | undefined) ?? job.timezone,
-            starts_at: patch.starts_at !== undefined ? (patch.starts_at as Date | null) : job.starts_at,
-            ends_at: patch.ends_at !== undefined ? (patch.ends_at as Date | null) : job.ends_at,
-          };
-          if (merged.starts_at && merged.ends_at && merged.ends_at <= merged.starts_at) {
-            throw ValidationError.at(['cron', 'endsAt'], 'must be after startsAt');
-          }
-          if (job.status === 'ACTIVE') {
-            const rescheduled =
-              merged.cron_expression !== job.cron_expression || merged.timezone !== job.timezone || !sameTime(merged.starts_at, job.starts_at);
-            // Same fire times: keep the stored next one, which may be due right now or a backlog
-            // the misfire policy is to handle; recomputing from now would drop it.
-            if (rescheduled || !job.next_fire_at) patch.next_fire_at = nextFire(merged, await ctx.now(trx));
-            else if (merged.ends_at && job.next_fire_at >= merged.ends_at) patch.next_fire_at = null;
-          }
-        }
-        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
-      });
+      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, (trx) => updateJobIn(trx, actor, raw));
     },
 
     /**
@@ -354,17 +385,7 @@ export function createJobsService(ctx: ServiceContext) {
      * FORBIDDEN (internal job).
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
-      return mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
-        const { job, endpoint } = await lockJob(trx, actor, id);
-        assertJobMutable(actor, job, endpoint);
-        const retired = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, {
-          status: 'RETIRED',
-          retired_at: sql<Date>`now()` as never,
-          next_fire_at: null,
-        });
-        const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
-        return { job: toJob(retired), cancelledExecutions };
-      });
+      return mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) => cancelJobIn(trx, actor, id));
     },
 
     /** Throws NOT_FOUND. */

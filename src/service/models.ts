@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import type {
   AttemptRow,
+  AttemptTarget,
   ConfigRow,
   EndpointRow,
   ExecutionRow,
@@ -12,6 +13,8 @@ import type {
   PayloadSpecRow,
   WorkspaceRow,
 } from '../db/types.js';
+
+export type { AttemptTarget } from '../db/types.js';
 
 export interface Workspace {
   id: string;
@@ -101,6 +104,8 @@ export interface Job {
   maxAttempts: number;
   idempotencyKey: string | null;
   lockKey: string | null;
+  /** Set on a declared schedule (declareSchedules / gate.schedule): the name the code declares it by. */
+  scheduleName: string | null;
   runAt: Date | null;
   cron: CronSchedule | null;
   retiredAt: Date | null;
@@ -139,6 +144,11 @@ export interface Execution {
   trigger: ExecutionRow['trigger'];
   /** When an operator asked a running attempt to stop. */
   cancelRequestedAt: Date | null;
+  /**
+   * The input it is delivered with, pinned when it was created: retries use it, and editing the
+   * job changes only later executions. Null for executions finished before inputs were pinned.
+   */
+  input: unknown;
   lastError: string | null;
   finishedAt: Date | null;
   createdAt: Date;
@@ -157,6 +167,8 @@ export interface Attempt {
   durationMs: number | null;
   error: string | null;
   responseExcerpt: string | null;
+  /** What an HTTP attempt called (url, method, headers as sent; secrets redacted). */
+  target: AttemptTarget | null;
 }
 
 export const toWorkspace = (r: WorkspaceRow): Workspace => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
@@ -219,6 +231,7 @@ export const toJob = (r: JobRow): Job => ({
   maxAttempts: r.max_attempts,
   idempotencyKey: r.idempotency_key,
   lockKey: r.lock_key,
+  scheduleName: r.schedule_name ?? null,
   runAt: r.run_at,
   cron:
     r.kind === 'CRON'
@@ -255,6 +268,7 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
   trigger: r.trigger,
   cancelRequestedAt: r.cancel_requested_at,
+  input: r.input ?? null,
   lastError: r.last_error,
   finishedAt: r.finished_at,
   createdAt: r.created_at,
@@ -287,4 +301,5 @@ export const toAttempt = (r: AttemptRow): Attempt => ({
   durationMs: r.duration_ms,
   error: r.error,
   responseExcerpt: r.response_excerpt,
+  target: r.target ?? null,
 });

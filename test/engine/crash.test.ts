@@ -70,8 +70,10 @@ describe('worker processes', { timeout: 60_000 }, () => {
     await createWork(5, 60_000);
     await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a'`)).rows[0].n === 5);
     a.kill('SIGKILL');
-    // b's handler also sleeps input.ms (read at claim time): shorten the work before b can claim it.
-    await t.query(`update jobs set input = '{"ms": 50}'`);
+    // b's handler also sleeps input.ms: shorten the work before b can claim it. The input is the
+    // execution's own (pinned at creation, migration 000018), so it is changed there: editing the
+    // job would reach only executions created after the edit.
+    await t.query(`update executions set input = '{"ms": 50}'`);
     await startWorker('b', { LEASE_MS: '2000', HEARTBEAT_MS: '500', RECONCILE_MS: '200', CONCURRENCY: '5' });
     await eventually(() => allSucceeded(5), 30_000, 'all five to succeed');
     const { rows } = await t.query(`

@@ -1,11 +1,14 @@
 /**
- * POST /jobs/run-due over real HTTP: one scheduler pass and a bounded drain, behind a secret.
+ * POST (or GET) /jobs/run-due over real HTTP: expired leases reconciled, one scheduler pass and a
+ * bounded drain, behind a secret. And the same pass from the library, gate.runDue().
  */
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { drainDue } from '../../src/service/engine/drain.js';
+import { claimExecutions } from '../../src/db/queries/claim.js';
+import { createJobgate } from '../../src/index.js';
+import { runDuePass } from '../../src/service/engine/run-due.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createScheduler } from '../../src/service/engine/scheduler.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
@@ -33,10 +36,7 @@ beforeAll(async () => {
     runDue: {
       secret: SECRET,
       log,
-      run: async () => ({
-        schedule: await scheduler.tick(),
-        executions: await drainDue(t.database.pool, handlers, { limit: 100, defaultTimeoutMs: 5000 }),
-      }),
+      run: async () => ({ ...(await runDuePass({ pool: t.database.pool, handlers, scheduler, defaultTimeoutMs: 5000 })) }),
     },
   });
   base = `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}`;
@@ -59,7 +59,9 @@ describe('POST /jobs/run-due', () => {
     expect((await call()).status).toBe(401);
     expect((await call('Bearer not-the-secret')).status).toBe(401);
     expect(runs).toBe(0);
-    expect((await fetch(`${base}/jobs/run-due`)).status).toBe(405);
+    expect((await fetch(`${base}/jobs/run-due`)).status).toBe(401);
+    expect((await fetch(`${base}/jobs/run-due`, { headers: { authorization: 'Bearer not-the-secret' } })).status).toBe(401);
+    expect((await fetch(`${base}/jobs/run-due`, { method: 'PUT', headers: { authorization: `Bearer ${SECRET}` } })).status).toBe(405);
   });
 
   it('fires due cron occurrences and drains due executions, once, even when called twice at once', async () => {
@@ -71,6 +73,54 @@ describe('POST /jobs/run-due', () => {
     expect(runs).toBe(4);
     const { rows } = await t.query(`select status, count(*)::int as n from executions group by status`);
     expect(rows).toEqual([{ status: 'SUCCEEDED', n: 4 }]);
+  });
+
+  it('accepts GET with the secret, as Vercel Cron sends it', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'sls.count-get', kind: 'HANDLER', handlerName: 'count' });
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' });
+    const before = runs;
+    const res = await fetch(`${base}/jobs/run-due`, { headers: { authorization: `Bearer ${SECRET}` } });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { executions: { succeeded: number } }).executions.succeeded).toBe(1);
+    expect(runs).toBe(before + 1);
+  });
+
+  it('reconciles an attempt whose runner died (lease expired), so it is retried rather than left RUNNING', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'sls.killed', kind: 'HANDLER', handlerName: 'count', backoffBaseMs: 1, backoffMaxMs: 1, jitter: false, maxAttempts: 3 });
+    const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' });
+    // A pass claimed it, then its function instance was killed: RUNNING, with no one to finish it.
+    const [claimed] = await claimExecutions(t.database.pool, { workerId: 'run-due:killed', limit: 1, handlers: ['count'], leaseMs: 60_000, limitedEndpoints: false });
+    expect(claimed!.job_id).toBe(job.id);
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where id = $1`, [claimed!.id]);
+    const res = await fetch(`${base}/jobs/run-due`, { method: 'POST', headers: { authorization: `Bearer ${SECRET}` } });
+    expect(((await res.json()) as { reconciled: { retrying: number } }).reconciled.retrying).toBe(1);
+    // The retry runs on this pass or the next (its backoff is 1 ms).
+    for (let i = 0; i < 20; i++) {
+      const { rows } = await t.query(`select status from executions where id = $1`, [claimed!.id]);
+      if (rows[0].status === 'SUCCEEDED') break;
+      await fetch(`${base}/jobs/run-due`, { method: 'POST', headers: { authorization: `Bearer ${SECRET}` } });
+    }
+    const { rows } = await t.query(`select outcome, worker_id from attempts where execution_id = $1 order by attempt_number`, [claimed!.id]);
+    expect(rows.map((r) => [r.worker_id, r.outcome])).toEqual([
+      ['run-due:killed', 'LEASE_EXPIRED'],
+      [expect.stringMatching(/^run-due:/), 'SUCCEEDED'],
+    ]);
+  });
+
+  it('is gate.runDue() in the library: the same pass, with the handlers registered there and no worker started', async () => {
+    const gate = await createJobgate({ databaseUrl: t.url, migrate: false });
+    try {
+      const seen: unknown[] = [];
+      gate.handle('lib-count', (input) => void seen.push(input));
+      await gate.client.registerEndpoint({ name: 'sls.library', kind: 'HANDLER', handlerName: 'lib-count' });
+      await gate.client.createJob({ endpointName: 'sls.library', kind: 'IMMEDIATE', input: { n: 1 } });
+      const result = await gate.runDue();
+      expect(result.executions).toMatchObject({ claimed: 1, succeeded: 1 });
+      expect(result.reconciled).toEqual({ retrying: 0, failed: 0, cancelled: 0 });
+      expect(seen).toEqual([{ n: 1 }]);
+    } finally {
+      await gate.close();
+    }
   });
 
   it('does not exist unless JOBGATE_CRON_SECRET is set, and refuses a short secret', () => {

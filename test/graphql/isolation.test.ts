@@ -81,6 +81,11 @@ const probes: Record<string, Probe> = {
   triggerJob: { query: `mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }`, id: 'job', expect: 'NOT_FOUND' },
   cancelExecution: { query: `mutation ($id: ID!) { cancelExecution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
   retryExecution: { query: `mutation ($id: ID!) { retryExecution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
+  retryExecutions: { query: `mutation ($id: ID) { retryExecutions(filter: { jobId: $id }) { matched changed } }`, id: 'job', expect: 'NO_A_DATA' },
+  cancelExecutions: { query: `mutation ($id: ID) { cancelExecutions(filter: { jobId: $id }) { matched changed } }`, id: 'job', expect: 'NO_A_DATA' },
+  // A's job is not B's: skipped as NOT_FOUND, changed nothing.
+  pauseJobs: { query: `mutation ($id: ID!) { pauseJobs(ids: [$id]) { matched changed skipped { code } } }`, id: 'job', expect: 'NO_A_DATA' },
+  resumeJobs: { query: `mutation ($id: ID!) { resumeJobs(ids: [$id]) { matched changed skipped { code } } }`, id: 'job', expect: 'NO_A_DATA' },
   apiKeys: { query: `{ apiKeys { id name prefix } }`, expect: 'NO_A_DATA' },
   auditLog: { query: `query ($id: String) { auditLog(targetId: $id) { entries { id targetId input } } }`, id: 'job', expect: 'NO_A_DATA' },
   createApiKey: { query: `mutation { createApiKey(input: { name: "b", role: VIEWER }) { key apiKey { id } } }`, expect: 'NO_A_DATA' },

@@ -341,7 +341,7 @@ describe('event retention', () => {
       (await t.query(`select count(*)::int as n from events where workspace_id = $1 and (created_at < now() - interval '1 hour') = $2`, [ws, old])).rows[0].n as number;
     expect(await count(t.actor.workspaceId, true)).toBeGreaterThan(0);
     const reaper = registry.get(REAPER_HANDLER)!;
-    await reaper.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 });
+    await reaper.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 } as never);
     expect(await count(t.actor.workspaceId, true)).toBe(0);
     expect(await count(t.actor.workspaceId, false)).toBeGreaterThan(0); // the newest job's events
     expect(await count(t.otherActor.workspaceId, true)).toBeGreaterThan(0); // another workspace's reaper prunes those
@@ -360,7 +360,7 @@ describe('event retention', () => {
     await t.service.resumeJob(t.actor, job.id);
     // The pause ages past the window and is pruned; the resume stays.
     await t.query(`update events set created_at = now() - interval '2 hours' where id <= $1`, [cursors.open('event', paused).toString()]);
-    await registry.get(REAPER_HANDLER)!.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 });
+    await registry.get(REAPER_HANDLER)!.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 } as never);
 
     // From before the pruned pause: refused, rather than silently resuming at the resume.
     const stale = collect(live.client(key), JOBS, { jobId: job.id, after: created });

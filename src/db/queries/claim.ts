@@ -60,10 +60,12 @@ const CLAIM_TAIL = `), claimed as (
   from candidates c
   where e.id = c.id
   returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
-            e.cancel_requested_at is not null as cancel_requested, e.serial
+            e.cancel_requested_at is not null as cancel_requested, e.serial, e.input
 )
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
-       cl.cancel_requested, cl.serial, j.input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
+       -- The execution's pinned input (migration 000018); the job's only for an execution that had
+       -- finished before pinning and was re-driven since.
+       cl.cancel_requested, cl.serial, coalesce(cl.input, j.input) as input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
        en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries
 from claimed cl
 join jobs j on j.id = cl.job_id

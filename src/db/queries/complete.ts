@@ -15,7 +15,7 @@
  * The attempt's row is written in the same statement.
  */
 import type pg from 'pg';
-import type { AttemptOutcome } from '../types.js';
+import type { AttemptOutcome, AttemptTarget } from '../types.js';
 
 export interface Completion {
   executionId: string;
@@ -28,6 +28,8 @@ export interface Completion {
   durationMs: number;
   error: string | null;
   responseExcerpt: string | null;
+  /** The HTTP target the attempt called, secrets redacted; null for handlers. */
+  target?: AttemptTarget | null;
 }
 
 // The fence is the UPDATE's own WHERE clause: Postgres re-checks it on the row's latest version
@@ -37,8 +39,8 @@ export interface Completion {
 const COMPLETE = `
 with done as (
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::boolean[], $5::double precision[],
-                       $6::int[], $7::int[], $8::text[], $9::text[])
-    as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt)
+                       $6::int[], $7::int[], $8::text[], $9::text[], $11::jsonb[])
+    as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt, target)
 ), updated as (
   update executions e
   set (status, run_after, last_error, finished_at) = (
@@ -72,10 +74,10 @@ with done as (
   -- The attempt's row, written once now that it has ended: its number is the attempt count the
   -- claim set, its start the claim's time, its worker the lease holder ($10).
   insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
-                        outcome, status_code, duration_ms, error, response_excerpt)
+                        outcome, status_code, duration_ms, error, response_excerpt, target)
   select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, $10, coalesce(u.attempt_started_at, now()), now(),
          case when u.status = 'CANCELLED' and d.outcome <> 'SUCCEEDED' then 'CANCELLED' else d.outcome end,
-         d.status_code, d.duration_ms, d.error, d.excerpt
+         d.status_code, d.duration_ms, d.error, d.excerpt, d.target
   -- By id and epoch: a batch may also carry an earlier, fenced-out attempt of the same execution
   -- (its lease was lost and the execution claimed again), which must not write this row.
   from updated u join done d on d.id = u.id and d.epoch = u.lease_epoch
@@ -84,9 +86,10 @@ select id, status from updated`;
 
 /**
  * Records outcomes of attempts made by `workerId` (the lease holder); returns the ids whose
- * outcome was accepted, with their new status.
+ * outcome was accepted, with their new status. On a client, inside its transaction (a handler's
+ * fenced transaction records its success this way).
  */
-export async function completeExecutions(pool: pg.Pool, workerId: string, items: Completion[]): Promise<Map<string, string>> {
+export async function completeExecutions(pool: pg.Pool | pg.PoolClient, workerId: string, items: Completion[]): Promise<Map<string, string>> {
   if (items.length === 0) return new Map();
   // A named statement: parsed and planned once per connection.
   const { rows } = await pool.query<{ id: string; status: string }>({
@@ -103,6 +106,7 @@ export async function completeExecutions(pool: pg.Pool, workerId: string, items:
       items.map((i) => i.error),
       items.map((i) => i.responseExcerpt),
       workerId,
+      items.map((i) => (i.target ? JSON.stringify(i.target) : null)),
     ],
   });
   return new Map(rows.map((r) => [r.id, r.status]));

@@ -57,8 +57,8 @@ with en as (
   from en
   returning *
 ), execution as (
-  insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, created_by_key_id)
-  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, created_by_key_id
+  insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, created_by_key_id, input)
+  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, created_by_key_id, input
   from job
 ), audit as (
   insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)

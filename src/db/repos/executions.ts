@@ -13,6 +13,8 @@ export interface NewExecutionRow {
   trigger?: 'SCHEDULE' | 'MANUAL';
   request_id?: string | null;
   created_by_key_id?: string | null;
+  /** The input to deliver, as JSON text: pinned now, whatever later edits do to the job. */
+  input?: string;
 }
 
 /**
@@ -261,12 +263,12 @@ export async function listAttempts(db: Executor, workspaceId: string, executionI
   const ws = scoped(workspaceId);
   const { rows } = await sql<AttemptRow>`
     select workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
-           outcome, status_code, duration_ms, error, response_excerpt
+           outcome, status_code, duration_ms, error, response_excerpt, target
     from attempts
     where workspace_id = ${ws} and execution_id = ${executionId}
     union all
     select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
-           null, null, null, null, null
+           null, null, null, null, null, null
     from executions
     where workspace_id = ${ws} and id = ${executionId} and status = 'RUNNING'
     order by attempt_number`.execute(db);

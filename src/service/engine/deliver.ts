@@ -2,11 +2,14 @@
  * One attempt at delivering an execution: an HTTP request or an in-process handler call, under
  * a timeout and an abort signal. Returns the outcome to record; never throws.
  */
+import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { ClaimedExecution } from '../../db/queries/claim.js';
-import type { AttemptOutcome } from '../../db/types.js';
+import type { AttemptOutcome, AttemptTarget } from '../../db/types.js';
 import type { HandlerRegistry } from './handlers.js';
 import { UnrecoverableError } from './handlers.js';
+import { fencedTransaction, type FencedTransaction } from './fenced.js';
 import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
 import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
@@ -21,6 +24,16 @@ export interface AttemptResult {
   statusCode: number | null;
   error: string | null;
   responseExcerpt: string | null;
+  /** Already recorded by the handler's fenced transaction (`complete: true`): nothing to flush. */
+  recorded?: boolean;
+  /** What an HTTP attempt called, as sent (secrets redacted); null for handlers and unbuilt requests. */
+  target?: AttemptTarget | null;
+}
+
+/** What one attempt leaves behind besides its result, whichever way it ends (an abort included). */
+interface AttemptState {
+  recorded: boolean;
+  target: AttemptTarget | null;
 }
 
 export interface DeliveryOptions {
@@ -32,6 +45,8 @@ export interface DeliveryOptions {
   responseCapBytes?: number;
   /** Opens signing secrets and secret config values sealed at rest. */
   secrets?: SecretBox | undefined;
+  /** The pool and worker id handlers' fenced transactions (ctx.transaction) run with. */
+  fence?: { pool: pg.Pool; workerId: string } | undefined;
 }
 
 /** Why the attempt's signal was aborted, when it was. */
@@ -148,7 +163,7 @@ export function createDelivery(options: DeliveryOptions) {
     return { scope: { config, input: ex.input }, signingSecret, redactor: createRedactor(secrets, formsCache) };
   }
 
-  async function http(ex: ClaimedExecution, opened: Opened, signal: AbortSignal): Promise<AttemptResult> {
+  async function http(ex: ClaimedExecution, opened: Opened, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
     const { scope, signingSecret, redactor } = opened;
     let url: URL;
     let headers: Record<string, string>;
@@ -172,9 +187,12 @@ export function createDelivery(options: DeliveryOptions) {
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
     if (signingSecret) Object.assign(headers, signatureHeaders(signingSecret, ex.id, body ?? ''));
+    const method = ex.method ?? 'POST';
+    // Recorded on the attempt as sent, before sending: a timeout or an abort called it too.
+    state.target = { url: redactor.redact(url.toString()), method, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, redactor.redact(v)])) };
 
     try {
-      const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
+      const res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
       const excerpt = await excerptOf(res.body, redactor);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
@@ -203,7 +221,11 @@ export function createDelivery(options: DeliveryOptions) {
     }
   }
 
-  async function handler(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
+  const unfenced: FencedTransaction = async () => {
+    throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
+  };
+
+  async function handler(ex: ClaimedExecution, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
     const registered = options.handlers.get(ex.handler_name!);
     if (!registered) return failure('FAILED', `no handler "${ex.handler_name}" is registered in this worker`, true);
     let input = ex.input;
@@ -222,6 +244,15 @@ export function createDelivery(options: DeliveryOptions) {
         jobId: ex.job_id,
         workspaceId: ex.workspace_id,
         attempt: ex.attempt_count,
+        transaction: options.fence
+          ? fencedTransaction({
+              ...options.fence,
+              executionId: ex.id,
+              epoch: ex.lease_epoch,
+              startedAt: performance.now(),
+              onRecorded: () => void (state.recorded = true),
+            })
+          : unfenced,
       });
       return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
     } catch (error) {
@@ -237,6 +268,7 @@ export function createDelivery(options: DeliveryOptions) {
    * undici message, an unexpected throw. The excerpt was redacted before it was cut.
    */
   async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
+    const state: AttemptState = { recorded: false, target: null };
     let opened: Opened | undefined;
     let result: AttemptResult | undefined;
     try {
@@ -244,15 +276,23 @@ export function createDelivery(options: DeliveryOptions) {
     } catch (error) {
       result = failure('FAILED', `cannot open the endpoint's secrets: ${(error as Error).message}`, false);
     }
-    result ??= await attemptOnce(ex, external, opened);
+    result ??= await attemptOnce(ex, external, opened, state);
     const redact = (text: string) => (opened ? opened.redactor.redact(text) : text);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
     const storable = (text: string | null) => (text === null ? null : storableText(text));
-    return { ...result, error: storable(result.error === null ? null : redact(result.error)), responseExcerpt: storable(result.responseExcerpt) };
+    // Read after the attempt ended: a fenced commit that recorded success wins over whatever the
+    // handler did next (a throw, an abort).
+    return {
+      ...result,
+      error: storable(result.error === null ? null : redact(result.error)),
+      responseExcerpt: storable(result.responseExcerpt),
+      recorded: state.recorded,
+      target: state.target,
+    };
   }
 
-  async function attemptOnce(ex: ClaimedExecution, external: AbortController, opened: Opened | undefined): Promise<AttemptResult> {
+  async function attemptOnce(ex: ClaimedExecution, external: AbortController, opened: Opened | undefined, state: AttemptState): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;
@@ -262,7 +302,7 @@ export function createDelivery(options: DeliveryOptions) {
     });
     aborted.catch(() => {});
     try {
-      const run = opened ? http(ex, opened, signal) : handler(ex, signal);
+      const run = opened ? http(ex, opened, signal, state) : handler(ex, signal, state);
       // A handler that ignores its signal cannot hold the attempt past an abort.
       return await Promise.race([run, aborted]);
     } catch (error) {

@@ -2,6 +2,7 @@
  * In-process handlers for HANDLER endpoints, registered by name through the library.
  */
 import type { ZodType } from 'zod';
+import type { FencedTransaction } from './fenced.js';
 
 export interface HandlerContext {
   /** Fires on timeout, on cancellation, when the lease is lost, and at shutdown. Stop promptly. */
@@ -11,6 +12,15 @@ export interface HandlerContext {
   workspaceId: string;
   /** 1 for the first attempt. */
   attempt: number;
+  /**
+   * Runs `fn` in a transaction of its own (on a client of the worker's pool) that commits only
+   * while this attempt's lease is held: a worker whose lease expired or was taken over cannot
+   * commit it, and gets LeaseLostError with everything rolled back. With `{ complete: true }`
+   * the execution's success is recorded in the same commit (exactly-once for database work);
+   * what the handler returns or throws afterwards no longer changes the outcome. Pass the client
+   * to `gate.inTransaction(client)` to enqueue follow-up work in the same commit.
+   */
+  transaction: FencedTransaction;
 }
 
 export type HandlerFn<I = unknown> = (input: I, ctx: HandlerContext) => unknown;

@@ -98,6 +98,7 @@ export function createWorker(options: WorkerOptions): Worker {
     outboundAllow: options.outboundAllow ?? [],
     defaultTimeoutMs: options.defaultTimeoutMs ?? 30_000,
     secrets: options.secrets,
+    fence: { pool, workerId: id },
   });
 
   // Leases held: attempts running, and attempts ended whose outcome is not recorded yet.
@@ -216,6 +217,14 @@ export function createWorker(options: WorkerOptions): Worker {
     void delivery.attempt(ex, controller).then((result) => {
       executing--;
       entry.finished = true;
+      if (result.recorded) {
+        // The handler's fenced transaction recorded the success with its own writes, and with it
+        // released the lease: nothing to flush, and its slot and endpoint turn are free.
+        if (inFlight.get(ex.id) === entry) inFlight.delete(ex.id);
+        notifyIdle();
+        kick();
+        return;
+      }
       const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: performance.now() - entry.started, ...result };
       if (entry.released) {
         entry.held = completion;
