@@ -2,8 +2,10 @@ import { createPayloadSpecSchema, setConfigSchema, updatePayloadSpecSchema } fro
 import type { Config, ConfigEntryView, PayloadSpec } from '../service/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { NodeRef } from './node.js';
 
 export const PayloadSpecRef = builder.objectRef<PayloadSpec>('PayloadSpec').implement({
+  interfaces: [NodeRef],
   description:
     'A JSON Schema that the input of every job on an endpoint referring to it must satisfy. ' +
     'Job creation is refused with VALIDATION_FAILED, naming the bad field, when it does not.',
@@ -30,6 +32,7 @@ export const ConfigEntryRef = builder.objectRef<ConfigEntryView>('ConfigEntry').
 });
 
 export const ConfigRef = builder.objectRef<Config>('Config').implement({
+  interfaces: [NodeRef],
   description:
     'Named values for templating: an endpoint referring to a config may use `{{config.key}}` in its url, headers and body.',
   fields: (t) => ({

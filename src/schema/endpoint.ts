@@ -3,6 +3,7 @@ import type { Endpoint } from '../service/models.js';
 import { builder } from './builder.js';
 import { ConfigRef, PayloadSpecRef } from './catalog.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { NodeRef } from './node.js';
 
 export const EndpointKindEnum = builder.enumType('EndpointKind', {
   description: 'How work is delivered to an endpoint.',
@@ -33,6 +34,7 @@ export const HttpMethodEnum = builder.enumType('HttpMethod', {
 
 export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
   description: 'A named delivery target: an HTTP URL or an in-process handler, with its retry policy.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'Unique among live endpoints of the workspace; dotted lowercase, e.g. "billing.send-invoice".' }),

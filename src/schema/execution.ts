@@ -5,6 +5,7 @@ import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
 import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
+import { NodeRef } from './node.js';
 
 export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
   description: 'Lifecycle of an execution.',
@@ -74,6 +75,7 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
 
 export const ExecutionRef = builder.objectRef<Execution>('Execution').implement({
   description: 'One firing of a job, with its attempts. Unique per job and scheduled time.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     job: t.field({ type: JobRef, description: 'The job this execution belongs to.', resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.jobId) }),

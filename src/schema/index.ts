@@ -2,6 +2,7 @@
  * Assembles the schema: area type files, then the root fields in src/resolvers. This is the only
  * module under src/schema that imports src/resolvers.
  */
+import './node.js';
 import './workspace.js';
 import './catalog.js';
 import './endpoint.js';
@@ -13,6 +14,7 @@ import './live.js';
 import './handler.js';
 import './errors.js';
 import '../resolvers/workspace.js';
+import '../resolvers/node.js';
 import '../resolvers/catalog.js';
 import '../resolvers/endpoints.js';
 import '../resolvers/jobs.js';

@@ -4,6 +4,7 @@ import type { CronSchedule, Job } from '../service/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs, zodInput } from './common.js';
 import { EndpointRef } from './endpoint.js';
+import { NodeRef } from './node.js';
 
 export const JobKindEnum = builder.enumType('JobKind', {
   description: 'When a job runs.',
@@ -96,6 +97,7 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
 
 export const JobRef = builder.objectRef<Job>('Job').implement({
   description: 'Work to run on an endpoint: once now, once later, or on a cron schedule. Each firing is an Execution.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { nullable: true, description: 'Optional display name.' }),

@@ -2,6 +2,7 @@ import type { Finding, Run, TriggerRunResult } from '../service/runs.js';
 import { triggerRunSchema } from '../service/runs.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { NodeRef } from './node.js';
 
 export const RunStatusEnum = builder.enumType('RunStatus', {
   description: 'Lifecycle of a recoverable run.',
@@ -67,6 +68,7 @@ export const FindingPageRef = builder
 
 export const RunRef = builder.objectRef<Run>('Run').implement({
   description: 'One run of a recoverable handler: a long scan that checkpoints a cursor and can be paused, resumed and survive crashes.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'The recoverable handler it runs.' }),

@@ -12,6 +12,7 @@ import { createExecutionControlService } from './execution-control.js';
 import { createHandlersService } from './handlers.js';
 import { createJobsService } from './jobs.js';
 import { createLiveService } from './live.js';
+import { createNodeService } from './nodes.js';
 import { createRunsService } from './runs.js';
 import { createSchedulesService } from './schedules.js';
 
@@ -19,14 +20,18 @@ export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
   const jobs = createJobsService(ctx);
   const control = createExecutionControlService(ctx);
+  const catalog = createCatalogService(ctx);
+  const endpoints = createEndpointService(ctx);
+  const runs = createRunsService(ctx);
   return {
     ...createAccessService(ctx),
-    ...createCatalogService(ctx),
-    ...createEndpointService(ctx),
+    ...catalog,
+    ...endpoints,
     ...jobs,
     ...control,
     ...createBulkService(ctx, { ...jobs, ...control }),
-    ...createRunsService(ctx),
+    ...runs,
+    ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs }),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),

@@ -112,4 +112,24 @@ describe('links and states for frontends', () => {
     expect(fields.find((f) => f.name === 'result')).toMatchObject({ type: { ofType: { name: 'RunTriggerOutcome' } }, isDeprecated: false });
     expect(fields.find((f) => f.name === 'outcome')!.isDeprecated).toBe(true);
   });
+
+  it('fetches any object of the workspace by id alone through node(id:), as a Relay or normalized cache refetches', async () => {
+    const job = await create('links.ok');
+    await settled(t, job.id);
+    const endpoint = (await g.gql('{ endpoint(name: "links.ok") { id } }')).data.endpoint.id;
+    const workspace = (await g.gql('{ workspace { id } }')).data.workspace.id;
+    const spec = await t.service.createPayloadSpec(t.actor, { name: 'links.spec', jsonSchema: true });
+    const config = await t.service.setConfig(t.actor, { name: 'links.config', entries: [] });
+    const run = (await g.gql('mutation { triggerRun(input: { name: "links.node" }) { run { id } } }')).data.triggerRun.run.id;
+    const read = async (id: string) => (await g.gql(`{ node(id: "${id}") { id __typename ... on Job { state } } }`)).data.node;
+    expect(await read(job.id)).toEqual({ id: job.id, __typename: 'Job', state: 'COMPLETED' });
+    expect(await read(job.lastExecution!.id)).toEqual({ id: job.lastExecution!.id, __typename: 'Execution' });
+    expect(await read(endpoint)).toEqual({ id: endpoint, __typename: 'Endpoint' });
+    expect(await read(workspace)).toEqual({ id: workspace, __typename: 'Workspace' });
+    expect(await read(spec.id)).toEqual({ id: spec.id, __typename: 'PayloadSpec' });
+    expect(await read(config.id)).toEqual({ id: config.id, __typename: 'Config' });
+    expect(await read(run)).toEqual({ id: run, __typename: 'Run' });
+    expect(await read('00000000-0000-0000-0000-000000000000')).toBeNull();
+    expect(await read('not-a-uuid')).toBeNull();
+  });
 });

@@ -86,6 +86,7 @@ const probes: Record<string, Probe> = {
   // A's job is not B's: skipped as NOT_FOUND, changed nothing.
   pauseJobs: { query: `mutation ($id: ID!) { pauseJobs(ids: [$id]) { matched changed skipped { code } } }`, id: 'job', expect: 'NO_A_DATA' },
   resumeJobs: { query: `mutation ($id: ID!) { resumeJobs(ids: [$id]) { matched changed skipped { code } } }`, id: 'job', expect: 'NO_A_DATA' },
+  node: { query: `query ($id: ID!) { node(id: $id) { id __typename } }`, id: 'job', expect: 'NO_A_DATA' },
   apiKeys: { query: `{ apiKeys { id name prefix } }`, expect: 'NO_A_DATA' },
   auditLog: { query: `query ($id: String) { auditLog(targetId: $id) { entries { id targetId input } } }`, id: 'job', expect: 'NO_A_DATA' },
   createApiKey: { query: `mutation { createApiKey(input: { name: "b", role: VIEWER }) { key apiKey { id } } }`, expect: 'NO_A_DATA' },

@@ -1,0 +1,48 @@
+/**
+ * Objects by id alone, for Relay's `node(id:)`: the workspace's own, never another's (an id of
+ * another workspace is null, as an id of nothing is).
+ */
+import { tableHolding, type NodeTable } from '../db/repos/nodes.js';
+import type { Actor } from './actor.js';
+import type { ServiceContext } from './context.js';
+
+export type NodeKind = 'Workspace' | 'Job' | 'Execution' | 'Endpoint' | 'PayloadSpec' | 'Config' | 'Run';
+
+const KIND_OF: Record<NodeTable, NodeKind> = {
+  jobs: 'Job',
+  executions: 'Execution',
+  endpoints: 'Endpoint',
+  payload_specs: 'PayloadSpec',
+  configs: 'Config',
+  runs: 'Run',
+};
+
+interface Getters {
+  workspace(actor: Actor): Promise<{ id: string }>;
+  job(actor: Actor, id: string): Promise<object>;
+  execution(actor: Actor, id: string): Promise<object>;
+  endpoint(actor: Actor, ref: { id: string }): Promise<object>;
+  payloadSpec(actor: Actor, id: string): Promise<object>;
+  config(actor: Actor, id: string): Promise<object>;
+  run(actor: Actor, id: string): Promise<object>;
+}
+
+export function createNodeService(ctx: ServiceContext, get: Getters) {
+  return {
+    /** The object with this id in the actor's workspace, and its kind; null when there is none. */
+    async node(actor: Actor, id: string): Promise<{ kind: NodeKind; value: object } | null> {
+      if (id === actor.workspaceId) return { kind: 'Workspace', value: await get.workspace(actor) };
+      const table = await tableHolding(ctx.db, actor.workspaceId, id);
+      if (!table) return null;
+      const kind = KIND_OF[table];
+      const value =
+        kind === 'Job' ? await get.job(actor, id)
+        : kind === 'Execution' ? await get.execution(actor, id)
+        : kind === 'Endpoint' ? await get.endpoint(actor, { id })
+        : kind === 'PayloadSpec' ? await get.payloadSpec(actor, id)
+        : kind === 'Config' ? await get.config(actor, id)
+        : await get.run(actor, id);
+      return { kind, value };
+    },
+  };
+}
