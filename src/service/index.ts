@@ -3,6 +3,7 @@
  * library entry point and the CLI are adapters over this one object.
  */
 import { createAccessService } from './access.js';
+import { createAlertsService } from './alerts.js';
 import { createCatalogService } from './catalog.js';
 import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
@@ -23,6 +24,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createRunsService(ctx),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
+    ...createAlertsService(ctx),
   };
 }
 
@@ -38,3 +40,4 @@ export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult } from './runs.js';
 export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult } from './handlers.js';
 export type { Connection, Edge } from './pagination.js';
+export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts.js';
