@@ -11,6 +11,7 @@ import './access.js';
 import './run.js';
 import './live.js';
 import './handler.js';
+import './alert.js';
 import '../resolvers/workspace.js';
 import '../resolvers/catalog.js';
 import '../resolvers/endpoints.js';
@@ -19,6 +20,7 @@ import '../resolvers/access.js';
 import '../resolvers/runs.js';
 import '../resolvers/live.js';
 import '../resolvers/handlers.js';
+import '../resolvers/alerts.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

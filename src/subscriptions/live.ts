@@ -44,12 +44,14 @@ export interface LiveFeeds {
   executionUpdates(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   jobEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+  /** New alert notifications (events of topic ALERT, migration 000050). */
+  alerts(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   /** The same feeds for one client connection: `cutOff` is called when it falls too far behind. */
   forConnection(cutOff: () => void): LiveFeeds;
 }
 
 export function createLiveFeeds(service: JobService, hub: Hub, cutOff?: () => void): LiveFeeds {
-  const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN', input: EventStreamInput) => {
+  const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN' | 'ALERT', input: EventStreamInput) => {
     const { match, after } = await service.authorizeEventStream(actor, topic, input);
     return mapIterator(hub.events(match, after, cutOff), toEvent);
   };
@@ -66,6 +68,7 @@ export function createLiveFeeds(service: JobService, hub: Hub, cutOff?: () => vo
     executionUpdates: (actor, input) => events(actor, 'EXECUTION', { ...input, name: undefined }),
     jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),
     runEvents: (actor, input) => events(actor, 'RUN', { name: input.name, after: input.after }),
+    alerts: (actor, input) => events(actor, 'ALERT', { after: input.after }),
   };
 }
 
@@ -79,5 +82,6 @@ export const noLiveFeeds: LiveFeeds = {
   executionUpdates: unavailable,
   jobEvents: unavailable,
   runEvents: unavailable,
+  alerts: unavailable,
   forConnection: () => noLiveFeeds,
 };
