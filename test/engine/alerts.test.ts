@@ -199,4 +199,23 @@ describe('alerts', () => {
     const second = await eventually(async () => mails.find((x) => x.data.includes(m.id)));
     expect(second.to).toEqual(['admins@test.local']);
   });
+
+  it('carries no secret: error texts in alerts are the redacted ones the engine stored', async () => {
+    const token = 'sk-alert-secret-7731';
+    const config = await t.service.setConfig(t.actor, { name: 'alerting.secrets', entries: [{ key: 'token', value: token, secret: true }] });
+    // The secret is in the host name: the failure's message (a DNS error) would quote it.
+    await t.service.registerEndpoint(t.actor, { name: 'alerts.leaky', kind: 'HTTP', url: `http://{{config.token}}.invalid/x`, configId: config.id, maxAttempts: 1 });
+    const r = await rule('no secrets');
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'alerts.leaky', kind: 'IMMEDIATE' });
+    const ex = await settled(t, job.id);
+    expect(ex.status).toBe('FAILED');
+    await evaluateAlerts(t.database.pool, t.actor.workspaceId);
+    const [n] = await notifications(r.id);
+    expect(n.summary).toContain('[redacted]');
+    const delivered = await eventually(async () => sinkBodies().find((b) => b.id === n.id));
+    for (const text of [JSON.stringify(n), JSON.stringify(delivered)]) {
+      expect(text).not.toContain(token);
+      expect(text.toLowerCase()).not.toContain(token.toLowerCase());
+    }
+  });
 });
