@@ -94,6 +94,11 @@ export function resolvedSummary(condition: AlertCondition, subject: AlertSubject
   }
 }
 
+/** A digest: the window ended with the condition still holding and occurrences held back. */
+export function digestSummary(condition: AlertCondition, subject: AlertSubject, occurrences: number): string {
+  return `Still firing: ${condition} for ${subjectLabel(subject)}, ${occurrences} occurrence(s) since it started`;
+}
+
 export function withSuppressed(summary: string, suppressed: number): string {
   return suppressed > 0 ? `${summary} (${suppressed} more since the last notification)` : summary;
 }

@@ -53,7 +53,7 @@ import {
   type AlertStateRow,
 } from '../../db/queries/alert-notify.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
-import { emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
+import { digestSummary, emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
 
 export const ALERTS_HANDLER = 'jobgate.alerts';
 export const ALERT_EMAIL_HANDLER = 'jobgate.alert-email';
@@ -370,8 +370,8 @@ class Evaluation {
   }
 
   private async notify(rule: AlertRuleRow, subject: AlertSubject, st: AlertStateRow, kind: 'FIRING' | 'RESOLVED', detail: Record<string, unknown>): Promise<void> {
-    const base = kind === 'FIRING' ? firingSummary(rule.condition, subject, detail.digest ? { ...detail, errorsInARow: st.occurrences, attempts: '?' } : detail) : resolvedSummary(rule.condition, subject);
-    const summary = withSuppressed(detail.digest ? `Still firing: ${base}` : base, st.suppressed);
+    const base = kind === 'RESOLVED' ? resolvedSummary(rule.condition, subject) : detail.digest ? digestSummary(rule.condition, subject, st.occurrences) : firingSummary(rule.condition, subject, detail);
+    const summary = withSuppressed(base, st.suppressed);
     const windowStart = kind === 'FIRING' ? this.now : st.window_start!;
     const row = await insertNotification(this.client, {
       workspaceId: this.workspaceId,
