@@ -30,17 +30,12 @@ import type pg from 'pg';
 import {
   eventsToEvaluate,
   findingsToEvaluate,
-  intervalHealth,
-  jobsLastSuccess,
   lockActiveRules,
   lockCursor,
   readOpenWriters,
   readSequencePositions,
-  recoverablesLastSuccess,
   saveCursor,
-  scheduleErrors,
   type AlertCursorRow,
-  type IntervalHealth,
 } from '../../db/queries/alert-evaluation.js';
 import {
   enqueueDelivery,
@@ -54,38 +49,18 @@ import {
 } from '../../db/queries/alert-notify.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
 import { digestSummary, emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
+import { handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
 
 export const ALERTS_HANDLER = 'jobgate.alerts';
 export const ALERT_EMAIL_HANDLER = 'jobgate.alert-email';
 
 const SEVERITY_RANK = { INFO: 1, WARNING: 2, ERROR: 3, DATA_LOSS: 4 } as const;
 
-interface Signal {
-  rule: AlertRuleRow;
-  subject: AlertSubject;
-  at: Date;
-  kind: 'occur' | 'clear';
-  detail?: Record<string, unknown>;
-  /** State checks: the counter seen now, and how many occurrences it is past the one last seen. */
-  observed?: string;
-  countFrom?: (previous: string | null) => number;
-}
-
 export interface EvaluateResult {
   /** False when another pass held the workspace's cursor (this one skipped). */
   evaluated: boolean;
   notifications: number;
 }
-
-/** Whether the rule's subject selection takes this subject (no selection takes every one). */
-function selects(rule: AlertRuleRow, s: { jobId?: string | null; endpointId?: string | null; name?: string | null }): boolean {
-  if (rule.job_ids.length + rule.endpoint_ids.length + rule.handler_names.length === 0) return true;
-  return (!!s.jobId && rule.job_ids.includes(s.jobId)) || (!!s.endpointId && rule.endpoint_ids.includes(s.endpointId)) || (!!s.name && rule.handler_names.includes(s.name));
-}
-
-const jobSubject = (id: string, name: string | null): AlertSubject => ({ type: 'JOB', key: `job:${id}`, id, name });
-const handlerSubject = (type: 'RECOVERABLE' | 'INTERVAL', name: string): AlertSubject => ({ type, key: `${type.toLowerCase()}:${name}`, id: null, name });
-const stateKey = (ruleId: string, subjectKey: string) => `${ruleId}|${subjectKey}`;
 
 /**
  * Evaluates the workspace's alert rules over what happened since the last pass, in passes of at
@@ -202,68 +177,6 @@ async function pass(pool: pg.Pool, workspaceId: string, batch: number, settleWai
   } finally {
     client.release();
   }
-}
-
-/** Interval handlers' errors, cron schedule errors and dead man's switches, as they are now. */
-async function stateSignals(client: pg.PoolClient, workspaceId: string, rules: AlertRuleRow[], now: Date, firing: Set<string>): Promise<Signal[]> {
-  const signals: Signal[] = [];
-  const clearIfFiring = (rule: AlertRuleRow, subject: AlertSubject) => {
-    if (firing.has(stateKey(rule.id, subject.key))) signals.push({ rule, subject, at: now, kind: 'clear' });
-  };
-  let intervals: IntervalHealth[] | undefined;
-  const loadIntervals = async () => (intervals ??= await intervalHealth(client));
-  const schedules = rules.some((r) => r.condition === 'SCHEDULE_ERROR') ? await scheduleErrors(client, workspaceId) : [];
-  for (const rule of rules) {
-    if (rule.condition === 'INTERVAL_ERROR') {
-      for (const h of await loadIntervals()) {
-        if (h.opt_out || !selects(rule, { name: h.name })) continue;
-        const subject = handlerSubject('INTERVAL', h.name);
-        if (h.last_status === 'ERROR' && h.error_streak >= rule.min_consecutive) {
-          // Error text of interval handlers is the installation's, not shown to a workspace (as in the catalogue): the cause only.
-          const detail = { name: h.name, errorsInARow: h.error_streak, cause: h.last_cause };
-          signals.push({ rule, subject, at: now, kind: 'occur', detail, observed: String(h.error_runs), countFrom: (prev) => (prev === null ? 1 : Math.max(0, h.error_runs - Number(prev))) });
-        } else if (firing.has(stateKey(rule.id, subject.key))) signals.push({ rule, subject, at: now, kind: 'clear', observed: String(h.error_runs) });
-      }
-    } else if (rule.condition === 'SCHEDULE_ERROR') {
-      const bad = new Set<string>();
-      for (const j of schedules) {
-        if (!selects(rule, { jobId: j.id, endpointId: j.endpoint_id })) continue;
-        const subject = jobSubject(j.id, j.name);
-        bad.add(subject.key);
-        const observed = j.schedule_error_at.toISOString();
-        signals.push({ rule, subject, at: j.schedule_error_at, kind: 'occur', detail: { jobId: j.id, jobName: j.name, error: excerpt(j.schedule_error) }, observed, countFrom: (prev) => (prev === observed ? 0 : 1) });
-      }
-      for (const key of firing) {
-        const [ruleId, subjectKey] = key.split('|') as [string, string];
-        if (ruleId === rule.id && !bad.has(subjectKey)) signals.push({ rule, subject: jobSubject(subjectKey.slice(4), null), at: now, kind: 'clear' });
-      }
-    } else if (rule.condition === 'NO_SUCCESS') {
-      const limit = rule.no_success_ms!;
-      const check = (subject: AlertSubject, lastSuccess: Date | null, extra: Record<string, unknown>) => {
-        // Silent since its last success, or since the rule exists when that is later (a new rule does not fire at once).
-        const since = new Date(Math.max(lastSuccess?.getTime() ?? 0, rule.created_at.getTime()));
-        if (now.getTime() - since.getTime() >= limit) {
-          const observed = since.toISOString();
-          signals.push({ rule, subject, at: now, kind: 'occur', detail: { ...extra, noSuccessMs: limit, lastSuccessAt: lastSuccess?.toISOString() ?? null }, observed, countFrom: (prev) => (prev === observed ? 0 : 1) });
-        } else clearIfFiring(rule, subject);
-      };
-      if (rule.job_ids.length + rule.endpoint_ids.length > 0 || rule.handler_names.length === 0) {
-        for (const j of await jobsLastSuccess(client, workspaceId, rule)) check(jobSubject(j.id, j.name), j.since, { jobId: j.id, jobName: j.name });
-      }
-      if (rule.handler_names.length > 0) {
-        const byName = new Map((await loadIntervals()).map((h) => [h.name, h]));
-        const recoverable = rule.handler_names.filter((n) => !byName.has(n));
-        const runs = recoverable.length ? await recoverablesLastSuccess(client, workspaceId, recoverable) : new Map<string, Date | null>();
-        for (const name of rule.handler_names) {
-          const h = byName.get(name);
-          if (h?.opt_out) continue;
-          if (h) check(handlerSubject('INTERVAL', name), h.last_ok_at ?? h.created_at, { name });
-          else check(handlerSubject('RECOVERABLE', name), runs.get(name) ?? null, { name });
-        }
-      }
-    }
-  }
-  return signals;
 }
 
 /** The states of one pass, what it changes in them, and the notifications it writes. */
