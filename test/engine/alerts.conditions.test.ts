@@ -10,6 +10,7 @@ import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
 import { IntervalRegistry } from '../../src/service/engine/intervals.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { registerInternalHandlers } from '../../src/service/engine/reaper.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 
@@ -40,6 +41,7 @@ beforeAll(async () => {
     },
   });
   h = engineHarness(t);
+  registerInternalHandlers(h.handlers, t.database.pool);
   h.handle('alerting.ok', async () => {});
   await h.worker();
   host = createEngineHost({ pool: t.database.pool, log: createLogger('silent'), handlers: h.handlers, recoverables, intervals, triggerRun: t.service.triggerRun, staleMs: 2000, pollMs: 50 });
@@ -138,5 +140,10 @@ describe('alert conditions', () => {
     await evaluate();
     await evaluate();
     expect((await sent(rule.id)).map((n) => n.kind)).toEqual(['FIRING', 'RESOLVED']);
+  });
+
+  it('shows the evaluator and the email sender in the handler catalogue, as the reaper', async () => {
+    const names = (await t.service.handlers(t.actor, { kind: 'HANDLER' })).map((x) => x.name);
+    expect(names).toEqual(expect.arrayContaining(['jobgate.reaper', 'jobgate.alerts', 'jobgate.alert-email']));
   });
 });
