@@ -95,7 +95,7 @@ export async function startApp(
     const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
-    registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs });
+    registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
     if (roles.worker) {
       scheduler = createScheduler({ pool: database.pool, log });
       scheduler.start();

@@ -88,6 +88,18 @@ const envSchema = z.object({
     ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(72, 1, 24 * 365),
+  // Alerts by email (src/service/engine/alert-handlers.ts).
+  JOBGATE_SMTP_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || /^smtps?:\/\//.test(v), 'must be an smtp:// or smtps:// URL'),
+  JOBGATE_SMTP_FROM: z.string().optional().transform((v) => (v === '' ? undefined : v)),
+  JOBGATE_ALERT_EMAIL_TO: z
+    .string()
+    .optional()
+    .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
+    .refine((list) => list.every((a) => /^[^\s@,]+@[^\s@,]+$/.test(a)), 'must be a comma-separated list of email addresses'),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -137,6 +149,8 @@ export interface Config {
   secretKey: string | undefined;
   /** Bearer secret of POST /jobs/run-due; undefined turns the route off. */
   cronSecret: string | undefined;
+  /** Email alerts: the SMTP server, the sender, and recipients for rules that name none. */
+  alerts: { smtpUrl: string | undefined; from: string | undefined; defaultTo: string[] };
   worker: {
     concurrency: number;
     leaseMs: number;
@@ -176,6 +190,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     corsOrigins: e.JOBGATE_CORS_ORIGINS,
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
+    alerts: Object.freeze({ smtpUrl: e.JOBGATE_SMTP_URL, from: e.JOBGATE_SMTP_FROM, defaultTo: e.JOBGATE_ALERT_EMAIL_TO }),
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,
       leaseMs: e.JOBGATE_LEASE_MS,

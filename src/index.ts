@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './log.js';
 import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
+import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
@@ -50,6 +51,8 @@ export interface JobgateOptions {
    * values are stored encrypted with it. Without it, storing a secret is refused.
    */
   secretKey?: string;
+  /** Email alerts from this process's workers: SMTP server, sender, default recipients (see the README's Alerts). */
+  alertEmail?: AlertEmailOptions;
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'> & {
@@ -197,7 +200,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       intervals.register({ ...handler, name });
     },
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      registerInternalHandlers(handlers, database.pool);
+      registerInternalHandlers(handlers, database.pool, { alerts: options.alertEmail });
       if (!scheduler) {
         scheduler = createScheduler({ pool: database.pool, log });
         scheduler.start();
@@ -250,3 +253,5 @@ export * from './service/errors.js';
 export type { Actor, Role } from './service/actor.js';
 export type * from './service/models.js';
 export { migrate, MigrationError } from './db/migrate.js';
+export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './service/alerts.js';
+export type { AlertEmailOptions } from './service/engine/alert-handlers.js';

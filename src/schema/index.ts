@@ -13,6 +13,7 @@ import './run.js';
 import './live.js';
 import './handler.js';
 import './errors.js';
+import './alert.js';
 import '../resolvers/workspace.js';
 import '../resolvers/node.js';
 import '../resolvers/catalog.js';
@@ -22,6 +23,7 @@ import '../resolvers/access.js';
 import '../resolvers/runs.js';
 import '../resolvers/live.js';
 import '../resolvers/handlers.js';
+import '../resolvers/alerts.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

@@ -48,7 +48,9 @@ export type ResourceKind =
   | 'Execution'
   | 'ApiKey'
   | 'Run'
-  | 'Handler';
+  | 'Handler'
+  | 'AlertRule'
+  | 'Alert';
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';

@@ -4,6 +4,7 @@
  */
 import { createAccessService } from './access.js';
 import { createBulkService } from './bulk.js';
+import { createAlertsService } from './alerts.js';
 import { createCatalogService } from './catalog.js';
 import { outerExecutor, type OuterTransaction } from '../db/outer.js';
 import { createContext, type ServiceDeps } from './context.js';
@@ -35,6 +36,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),
+    ...createAlertsService(ctx),
   };
 }
 
@@ -63,3 +65,4 @@ export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult } from './runs.js';
 export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult } from './handlers.js';
 export type { Connection, Edge } from './pagination.js';
+export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts.js';

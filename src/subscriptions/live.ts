@@ -54,6 +54,8 @@ export interface LiveFeeds {
   executionUpdates(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   jobEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+  /** New alert notifications (events of topic ALERT, migration 000020). */
+  alerts(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   /** The same feeds for one client connection: `cutOff` is called when it falls too far behind. */
   forConnection(cutOff: () => void): LiveFeeds;
   /**
@@ -83,7 +85,7 @@ function guarded<T>(keys: KeyWatch, actor: Actor, feed: Feed<T>): Feed<T> {
 }
 
 function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, cutOff: (() => void) | undefined): LiveFeeds {
-  const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN', input: EventStreamInput) => {
+  const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN' | 'ALERT', input: EventStreamInput) => {
     const { match, after, cursorOf } = await service.authorizeEventStream(actor, topic, input);
     return mapIterator(guarded(keys, actor, hub.events(match, after, cursorOf, cutOff)), toEvent(cursorOf));
   };
@@ -101,6 +103,7 @@ function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, cutOff: (() => 
     executionUpdates: (actor, input) => events(actor, 'EXECUTION', { ...input, name: undefined }),
     jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),
     runEvents: (actor, input) => events(actor, 'RUN', { name: input.name, after: input.after }),
+    alerts: (actor, input) => events(actor, 'ALERT', { after: input.after }),
   };
 }
 
@@ -114,6 +117,7 @@ export const noLiveFeeds: LiveFeeds = {
   executionUpdates: unavailable,
   jobEvents: unavailable,
   runEvents: unavailable,
+  alerts: unavailable,
   forConnection: () => noLiveFeeds,
   // Without streams, nothing outlives its request but a WebSocket, whose every operation is
   // authenticated anew.

@@ -44,7 +44,7 @@ const allSucceeded = async (n: number) =>
 beforeEach(async () => {
   t = await createTestDb();
   // The worker processes run the scheduler too; keep the reapers out of these counts.
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
   await t.query(`create table side_effects (
     id bigserial primary key, execution_id uuid not null, worker_id text not null, attempt int not null,
     started_at timestamptz not null, finished_at timestamptz)`);

@@ -15,7 +15,7 @@ const runs: { job: string; scheduledFor: string; start: number; end: number }[] 
 
 beforeEach(async () => {
   t = await createTestDb();
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
   h = engineHarness(t);
   runs.length = 0;
   h.handle('slow', async (_input, ctx) => {

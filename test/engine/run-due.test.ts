@@ -22,7 +22,7 @@ let runs = 0;
 
 beforeAll(async () => {
   t = await createTestDb();
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
   const handlers = new HandlerRegistry();
   handlers.register('count', undefined, () => void runs++);
   const log = createLogger('silent');

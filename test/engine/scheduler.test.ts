@@ -20,7 +20,7 @@ beforeEach(async () => {
   t = await createTestDb();
   endpointId = (await t.service.registerEndpoint(t.actor, { name: 'cron.target', kind: 'HANDLER', handlerName: 'nobody' })).id;
   // The reapers' schedules start at the real now; these tests run in other years.
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
 });
 afterEach(() => t.close());
 

@@ -36,7 +36,13 @@ beforeAll(async () => {
   );
   await t.query(`insert into interval_handlers (name, every_ms, next_due_at) values ('a.tick', 60000, now() + interval '1 hour')`);
   await t.query(`insert into run_schedules (workspace_id, name, every_ms, next_due_at, last_tick_run_id) values ($1, 'a.scan', 60000, now(), $2)`, [t.actor.workspaceId, run.id]);
-  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id, run: run.id });
+  const rule = await t.service.createAlertRule(t.actor, { name: 'a.rule', condition: 'EXECUTION_FAILED', email: true, jobIds: [job.id] });
+  const alert = (await t.query(
+    `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, subject_id, window_start, first_seen_at, last_seen_at, occurrences, summary)
+     values ($1, $2, 'EXECUTION_FAILED', 'FIRING', 'JOB', 'job:' || $3::text, $3::uuid, now(), now(), now(), 1, 'A failed') returning id`,
+    [t.actor.workspaceId, rule.id, job.id],
+  )).rows[0].id as string;
+  Object.assign(a, { spec: spec.id, config: config.id, endpoint: endpoint.id, job: job.id, execution: execution.id, apiKey: key.apiKey.id, run: run.id, rule: rule.id, alert });
 });
 afterAll(async () => {
   await g.close();
@@ -105,6 +111,15 @@ const probes: Record<string, Probe> = {
   executionUpdates: { query: `subscription ($id: ID) { executionUpdates(jobId: $id, after: "0") { executionId } }`, id: 'job', expect: 'NOT_FOUND' },
   jobEvents: { query: `subscription { jobEvents(after: "0") { jobId endpointId } }`, expect: 'NO_A_DATA' },
   runEvents: { query: `subscription { runEvents(after: "0") { runId name } }`, expect: 'NO_A_DATA' },
+  alertRules: { query: `{ alertRules { nodes { id name jobIds } } }`, expect: 'NO_A_DATA' },
+  alertRule: { query: `query ($id: ID!) { alertRule(id: $id) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
+  alerts: { query: `{ alerts { nodes { id summary subjectId } } }`, expect: 'NO_A_DATA' },
+  alert: { query: `query ($id: ID!) { alert(id: $id) { id } }`, id: 'alert', expect: 'NOT_FOUND' },
+  createAlertRule: { query: `mutation ($id: ID!) { createAlertRule(input: { name: "b.rule", condition: EXECUTION_FAILED, email: true, jobIds: [$id] }) { id } }`, id: 'job', expect: 'NOT_FOUND' },
+  updateAlertRule: { query: `mutation ($id: ID!) { updateAlertRule(input: { id: $id, enabled: false }) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
+  deleteAlertRule: { query: `mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
+  setJobAlertsOptOut: { query: `mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }`, id: 'job', expect: 'NOT_FOUND' },
+  alertRaised: { query: `subscription { alertRaised(after: "0") { alertId alert { id summary } } }`, expect: 'NO_A_DATA' },
 };
 
 const rootFields = () => [
@@ -114,7 +129,7 @@ const rootFields = () => [
 ];
 
 async function snapshotOfA() {
-  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys', 'runs', 'findings', 'run_schedules'];
+  const tables = ['endpoints', 'payload_specs', 'configs', 'jobs', 'executions', 'api_keys', 'runs', 'findings', 'run_schedules', 'alert_rules', 'alert_notifications'];
   const out: Record<string, unknown> = {};
   for (const table of tables) {
     out[table] = (await t.query(`select * from ${table} where workspace_id = $1 order by ${table === 'run_schedules' ? 'name' : 'id'}`, [t.actor.workspaceId])).rows;

@@ -14,7 +14,7 @@ let t: TestDb;
 let g: TestGateway;
 const actors = {} as Record<Role, Actor>;
 /** Per role: things created by that role's key (by ADMIN for VIEWER, who cannot create). */
-const own = {} as Record<Role, { endpoint: string; job: string; execution: string; spec: string; key: string; run: string }>;
+const own = {} as Record<Role, { endpoint: string; job: string; execution: string; spec: string; key: string; run: string; rule: string }>;
 
 beforeAll(async () => {
   t = await createTestDb();
@@ -32,7 +32,8 @@ beforeAll(async () => {
     const execution = (await t.service.executions(maker, { jobId: job.id })).edges[0]!.node.id;
     const key = (await t.service.createApiKey(admin, { name: `victim of ${role}`, role: 'VIEWER' })).apiKey.id;
     const run = (await t.service.triggerRun(maker, { name: `m.${role.toLowerCase()}-scan` })).run.id;
-    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run };
+    const rule = (await t.service.createAlertRule(admin, { name: `m.${role.toLowerCase()}-rule`, condition: 'EXECUTION_FAILED', email: true })).id;
+    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule };
   }
 });
 afterAll(() => t.close());
@@ -59,11 +60,16 @@ const cases: Record<string, Case> = {
   cancelExecutions: { query: 'mutation ($j: ID) { cancelExecutions(filter: { jobId: $j }) { matched } }', vars: (o) => ({ j: o.job }), allowed: ALL },
   pauseJobs: { query: 'mutation ($id: ID!) { pauseJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   resumeJobs: { query: 'mutation ($id: ID!) { resumeJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  setJobAlertsOptOut: { query: 'mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   cancelJob: { query: 'mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   triggerRun: { query: 'mutation ($n: String!) { triggerRun(input: { name: $n }) { outcome } }', vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }), allowed: ALL },
   cancelRun: { query: 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', vars: (o) => ({ id: o.run }), allowed: ALL },
   // Interval handlers are installation-wide: ADMIN only. (No worker has "nightly": an allowed call gets NOT_FOUND.)
   triggerHandler: { query: 'mutation { triggerHandler(input: { name: "nightly" }) { outcome } }', vars: () => ({}), allowed: ADMIN_ONLY },
+  // Alert rules say who hears of what: ADMIN only.
+  createAlertRule: { query: 'mutation ($n: String!) { createAlertRule(input: { name: $n, condition: EXECUTION_FAILED, email: true }) { id } }', vars: (_o, r) => ({ n: `a.${r.toLowerCase()}` }), allowed: ADMIN_ONLY },
+  updateAlertRule: { query: 'mutation ($id: ID!) { updateAlertRule(input: { id: $id, rateLimitMs: 60000 }) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
+  deleteAlertRule: { query: 'mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
   createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
   revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
   // Installation admins only: no workspace ADMIN key may.

@@ -32,7 +32,8 @@ export async function readPositions(pool: pg.Pool): Promise<{ positions: Positio
 export interface EventRow {
   id: string;
   workspace_id: string;
-  topic: 'EXECUTION' | 'JOB' | 'RUN';
+  /** ALERT: a new alert notification (migration 000020); subject_id is the notification. */
+  topic: 'EXECUTION' | 'JOB' | 'RUN' | 'ALERT';
   subject_id: string;
   job_id: string | null;
   endpoint_id: string | null;

@@ -39,6 +39,8 @@ export interface IntervalHandler {
   everyMs: number;
   /** How long a tick may run before it is aborted and recorded as TIMEOUT. Default 60 s. */
   timeoutMs?: number | undefined;
+  /** Never raise alerts about this handler (published in the catalogue, read by the alert evaluator). */
+  alertsOptOut?: boolean | undefined;
   run(ctx: IntervalContext): Promise<IntervalResult> | IntervalResult;
 }
 

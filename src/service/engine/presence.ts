@@ -23,6 +23,8 @@ export interface Registration {
   timeoutMs?: number | undefined;
   /** RECOVERABLE scheduled: the slug of the workspace its schedule triggers runs in. */
   workspace?: string | undefined;
+  /** INTERVAL: opted out of alerts at registration. */
+  alertsOptOut?: boolean | undefined;
 }
 
 export interface PresenceOptions {

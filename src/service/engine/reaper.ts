@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import { pruneEvents } from '../../db/queries/events.js';
 import type { HandlerFn, HandlerRegistry } from './handlers.js';
+import { registerAlertHandlers, type AlertEmailOptions } from './alert-handlers.js';
 
 export const REAPER_HANDLER = 'jobgate.reaper';
 
@@ -46,7 +47,9 @@ export async function reapEndedCronJobs(pool: pg.Pool, workspaceId: string): Pro
 export const DEFAULT_EVENT_RETENTION_MS = 72 * 3_600_000;
 
 /** Registers jobgate's own handlers (once per registry). */
-export function registerInternalHandlers(registry: HandlerRegistry, pool: pg.Pool, options: { eventRetentionMs?: number } = {}): void {
+export function registerInternalHandlers(registry: HandlerRegistry, pool: pg.Pool, options: { eventRetentionMs?: number; alerts?: AlertEmailOptions } = {}): void {
+  // The alert evaluator and email sender are internal work too (migration 000020).
+  registerAlertHandlers(registry, pool, options.alerts);
   if (registry.get(REAPER_HANDLER)) return;
   const reaper: HandlerFn = async (_input, ctx) => {
     await reapEndedCronJobs(pool, ctx.workspaceId);

@@ -1,0 +1,148 @@
+/**
+ * What a notification says: its one-line summary, the webhook body (jobgate's JSON, or a
+ * Slack-compatible `{text}`) and the email. Only what the evaluator read from jobgate's own rows
+ * goes in: names, ids, counts, and error texts the engine already stored redacted (an execution's
+ * `last_error` is redacted of its endpoint's secrets when recorded). No config value, header or
+ * input is ever read into a notification.
+ */
+import type { AlertCondition } from '../db/repos/alerts.js';
+import { storableText } from './inputs.js';
+
+export interface AlertSubject {
+  type: 'JOB' | 'RECOVERABLE' | 'INTERVAL';
+  key: string;
+  id: string | null;
+  name: string | null;
+}
+
+export interface AlertMessage {
+  id: string;
+  kind: 'FIRING' | 'RESOLVED';
+  condition: AlertCondition;
+  rule: { id: string; name: string };
+  workspaceId: string;
+  subject: AlertSubject;
+  summary: string;
+  windowStart: Date;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  occurrences: number;
+  suppressedCount: number;
+  detail: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/** Error texts in a notification are cut short: a notification is a pointer, not a log. */
+export function excerpt(text: string | null | undefined, max = 500): string | null {
+  if (text == null) return null;
+  const clean = storableText(text);
+  return clean.length > max ? `${clean.slice(0, max)}…` : clean;
+}
+
+export function subjectLabel(s: AlertSubject): string {
+  const name = s.name ?? s.id ?? s.key;
+  switch (s.type) {
+    case 'JOB':
+      return `job "${name}"`;
+    case 'RECOVERABLE':
+      return `recoverable handler "${name}"`;
+    case 'INTERVAL':
+      return `interval handler "${name}"`;
+  }
+}
+
+function duration(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${Math.round(ms / 1000)} s`;
+}
+
+/** The summary of a FIRING notification of `condition` about `subject`, from its detail. */
+export function firingSummary(condition: AlertCondition, subject: AlertSubject, d: Record<string, unknown>): string {
+  const who = subjectLabel(subject);
+  switch (condition) {
+    case 'EXECUTION_FAILED':
+      return `An execution of ${who}${d.endpointName ? ` (endpoint ${String(d.endpointName)})` : ''} failed after ${String(d.attempts ?? '?')} attempt(s)${d.error ? `: ${String(d.error)}` : ''}`;
+    case 'RUN_FAILED':
+      return d.crashed ? `A run of ${who} was paused: its worker stopped heartbeating (crashed)` : `A run of ${who} failed${d.error ? `: ${String(d.error)}` : ''}`;
+    case 'INTERVAL_ERROR':
+      return `${who[0]!.toUpperCase()}${who.slice(1)} recorded ${String(d.errorsInARow)} error(s) in a row (last cause ${String(d.cause ?? 'unknown')})`;
+    case 'SCHEDULE_ERROR':
+      return `The schedule of ${who} failed to compute${d.error ? `: ${String(d.error)}` : ''}`;
+    case 'NO_SUCCESS':
+      return `No success of ${who} for ${duration(Number(d.noSuccessMs))}`;
+    case 'FINDING':
+      return `A run of ${who} recorded a ${String(d.severity)} finding "${String(d.kind)}" on ${String(d.resourceId)}`;
+  }
+}
+
+export function resolvedSummary(condition: AlertCondition, subject: AlertSubject): string {
+  const who = subjectLabel(subject);
+  switch (condition) {
+    case 'EXECUTION_FAILED':
+      return `Resolved: an execution of ${who} succeeded`;
+    case 'RUN_FAILED':
+      return `Resolved: a run of ${who} completed`;
+    case 'INTERVAL_ERROR':
+      return `Resolved: ${who} recorded a successful tick`;
+    case 'SCHEDULE_ERROR':
+      return `Resolved: the schedule of ${who} computes again`;
+    case 'NO_SUCCESS':
+      return `Resolved: ${who} succeeded again`;
+    case 'FINDING':
+      return `Resolved: ${who}`;
+  }
+}
+
+/** A digest: the window ended with the condition still holding and occurrences held back. */
+export function digestSummary(condition: AlertCondition, subject: AlertSubject, occurrences: number): string {
+  return `Still firing: ${condition} for ${subjectLabel(subject)}, ${occurrences} occurrence(s) since it started`;
+}
+
+export function withSuppressed(summary: string, suppressed: number): string {
+  return suppressed > 0 ? `${summary} (${suppressed} more since the last notification)` : summary;
+}
+
+/** The JSON body of a webhook (format JSON): stable field names a receiver can switch on. */
+export function webhookBody(m: AlertMessage, format: 'JSON' | 'SLACK'): unknown {
+  if (format === 'SLACK') {
+    // Slack incoming webhooks (and Mattermost, Rocket.Chat...) take {text}; mrkdwn is left plain.
+    const icon = m.kind === 'FIRING' ? ':rotating_light:' : ':white_check_mark:';
+    return { text: `${icon} [jobgate] ${m.summary} (rule "${m.rule.name}", alert ${m.id})` };
+  }
+  return {
+    type: 'jobgate.alert',
+    id: m.id,
+    kind: m.kind,
+    condition: m.condition,
+    rule: m.rule,
+    workspaceId: m.workspaceId,
+    subject: { type: m.subject.type, id: m.subject.id, name: m.subject.name },
+    summary: m.summary,
+    windowStart: m.windowStart.toISOString(),
+    firstSeenAt: m.firstSeenAt.toISOString(),
+    lastSeenAt: m.lastSeenAt.toISOString(),
+    occurrences: m.occurrences,
+    suppressedCount: m.suppressedCount,
+    detail: m.detail,
+    createdAt: m.createdAt.toISOString(),
+  };
+}
+
+/** The input of an email delivery job: the rule's recipients (empty: the configured default). */
+export function emailInput(m: AlertMessage, to: string[]): { to: string[]; subject: string; text: string; alertId: string } {
+  const lines = [
+    m.summary,
+    '',
+    `Rule: ${m.rule.name}`,
+    `Condition: ${m.condition} (${m.kind})`,
+    `Subject: ${subjectLabel(m.subject)}`,
+    `First seen: ${m.firstSeenAt.toISOString()}`,
+    `Last seen: ${m.lastSeenAt.toISOString()}`,
+    `Occurrences: ${m.occurrences}`,
+    `Suppressed since the last notification: ${m.suppressedCount}`,
+    `Alert id: ${m.id}`,
+  ];
+  const subject = `[jobgate] ${m.kind === 'FIRING' ? 'ALERT' : 'RESOLVED'}: ${m.summary}`;
+  return { to, subject: subject.length > 200 ? `${subject.slice(0, 199)}…` : subject, text: lines.join('\n'), alertId: m.id };
+}

@@ -1,0 +1,62 @@
+/**
+ * jobgate's two alert handlers, registered beside the reaper in every worker process so that
+ * they show in the handler catalogue: `jobgate.alerts` (the evaluator, ./alert-evaluator.ts) and
+ * `jobgate.alert-email` (sends one notification by SMTP with nodemailer).
+ *
+ * Recipients: the rule's `emailTo`, else the installation's default list (JOBGATE_ALERT_EMAIL_TO).
+ * API keys carry no email address, so "the workspace's admins" cannot be looked up; the default
+ * list is where an installation names them.
+ */
+import nodemailer from 'nodemailer';
+import type pg from 'pg';
+import { z } from 'zod';
+import { evaluateAlerts, ALERT_EMAIL_HANDLER, ALERTS_HANDLER } from './alert-evaluator.js';
+import { UnrecoverableError, type HandlerFn, type HandlerRegistry } from './handlers.js';
+
+export interface AlertEmailOptions {
+  /** smtp:// or smtps:// URL of the mail server (JOBGATE_SMTP_URL); without it email cannot be sent. */
+  smtpUrl?: string | undefined;
+  /** The From address (JOBGATE_SMTP_FROM). */
+  from?: string | undefined;
+  /** Recipients when a rule names none (JOBGATE_ALERT_EMAIL_TO). */
+  defaultTo?: string[] | undefined;
+}
+
+const emailJobInput = z.object({
+  to: z.array(z.string()).max(50),
+  subject: z.string().max(1000),
+  text: z.string().max(100_000),
+  alertId: z.string(),
+});
+
+/** The email sender: one message per job; a failed send is retried by the engine (SMTP errors are transient more often than not). */
+export function alertEmailHandler(options: AlertEmailOptions): HandlerFn {
+  // One transport per process: nodemailer pools nothing by default, each send opens a connection.
+  const transport = options.smtpUrl ? nodemailer.createTransport(options.smtpUrl) : undefined;
+  return async (raw, ctx) => {
+    const input = emailJobInput.safeParse(raw);
+    if (!input.success) throw new UnrecoverableError('not an alert email job input');
+    const to = input.data.to.length > 0 ? input.data.to : (options.defaultTo ?? []);
+    if (!transport) throw new UnrecoverableError('email alerts need JOBGATE_SMTP_URL; re-drive this execution once it is set');
+    if (to.length === 0) throw new UnrecoverableError("no recipients: set the rule's emailTo, or JOBGATE_ALERT_EMAIL_TO");
+    if (ctx.signal.aborted) throw new Error('aborted before sending');
+    await transport.sendMail({
+      from: options.from ?? 'jobgate <jobgate@localhost>',
+      to,
+      subject: input.data.subject,
+      text: input.data.text,
+      // The same id on every retry: a receiving system can drop a message it already has.
+      messageId: `<alert-${input.data.alertId}@jobgate>`,
+      headers: { 'X-Jobgate-Alert': input.data.alertId },
+    });
+  };
+}
+
+/** Registers the evaluator and the email sender (once per registry). */
+export function registerAlertHandlers(registry: HandlerRegistry, pool: pg.Pool, options: AlertEmailOptions = {}): void {
+  if (registry.get(ALERTS_HANDLER)) return;
+  registry.register(ALERTS_HANDLER, undefined, async (_input, ctx) => {
+    await evaluateAlerts(pool, ctx.workspaceId);
+  });
+  registry.register(ALERT_EMAIL_HANDLER, undefined, alertEmailHandler(options));
+}
