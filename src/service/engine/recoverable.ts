@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { inspect } from 'node:util';
 import type pg from 'pg';
-import { isConnectionError } from '../../db/sqlstate.js';
+import { isConnectionError } from '../../db/unavailable.js';
 import { z, type ZodType } from 'zod';
 import type { Logger } from '../../log.js';
 import { normalizeCron } from '../cron.js';

@@ -31,7 +31,7 @@ import { createListener, type Listener } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
-import { isConnectionError } from '../../db/sqlstate.js';
+import { isConnectionError } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
