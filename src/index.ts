@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './log.js';
 import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
+import { createAvailability } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
@@ -42,7 +43,7 @@ export interface JobgateOptions {
   secretKey?: string;
 }
 
-export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'> & {
+export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
   /**
    * This process is gone from the handler catalogue, its interval ticks are recorded as crashed
    * and its recoverable runs paused, after this long without a heartbeat. Default 30 s.
@@ -139,6 +140,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
   const log = options.log ?? createLogger('warn');
+  // One view of the database for every loop this Jobgate starts: an outage is logged once.
+  const availability = createAvailability(log);
   return {
     service,
     client: bindActor(service, defaultActor),
@@ -157,11 +160,11 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       registerInternalHandlers(handlers, database.pool);
       if (!scheduler) {
-        scheduler = createScheduler({ pool: database.pool, log });
+        scheduler = createScheduler({ pool: database.pool, log, availability });
         scheduler.start();
       }
       if (!host) {
-        host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs });
+        host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs, availability });
         await host.start();
       }
       const worker = createWorker({
@@ -171,6 +174,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
         handlers,
         log,
         secrets,
+        availability,
       });
       await worker.start();
       workers.push(worker);
