@@ -104,9 +104,17 @@ function expectAlive(p: Proc) {
   expect(() => process.kill(p.pid, 0)).not.toThrow();
 }
 
+/** `eventually`, failing at once (and saying so) if a worker process exits meanwhile. */
+function whileAlive<T>(fn: () => Promise<T | undefined | null | false>, ms: number, what: string): Promise<T> {
+  return eventually(async () => {
+    for (const p of procs) expectAlive(p);
+    return fn();
+  }, ms, what);
+}
+
 /** Waits until every process has logged a line matching `pattern` after its stderr offset in `marks`. */
 async function logged(marks: number[], pattern: RegExp, what: string) {
-  await eventually(async () => procs.every((p, i) => pattern.test(p.stderr().slice(marks[i]))), 30_000, `every worker to log ${what}`);
+  await whileAlive(async () => procs.every((p, i) => pattern.test(p.stderr().slice(marks[i]))), 30_000, `every worker to log ${what}`);
 }
 
 /** `n` executions due now, alternating between the handler endpoint and the HTTP one. */
@@ -159,7 +167,7 @@ async function expectThroughputBack() {
   );
   await q(`select pg_notify('jobgate_work', '')`);
   const ids = rows.map((r) => r.id);
-  await eventually(async () => (await succeeded(ids)) === ids.length, 30_000, 'the work added after the outage to succeed');
+  await whileAlive(async () => (await succeeded(ids)) === ids.length, 30_000, 'the work added after the outage to succeed');
   expect(met).toBe(true);
   const workers = (await q(`select distinct worker_id from attempts where execution_id = any($1)`, [ids])).rows.map((r) => r.worker_id);
   expect(workers.some((w: string) => w.includes(`:${procs[0]!.pid}:`))).toBe(true);
@@ -227,19 +235,19 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     await logged(before, /listening connection lost/, 'that its listening connection was cut');
     for (const p of procs) expectAlive(p);
     const ids = await createWork(20);
-    await eventually(async () => (await succeeded(ids)) === ids.length, 30_000, 'the new work to succeed');
+    await whileAlive(async () => (await succeeded(ids)) === ids.length, 30_000, 'the new work to succeed');
     await expectNoAttemptSpent(ids);
     for (const p of procs) expectAlive(p);
   });
 
   it('a postmaster restart under running workers: they wait, say so once, resume, and the outage costs no attempt', async () => {
     const ids = await createWork(300);
-    await eventually(async () => (await succeeded(ids)) >= 40, 30_000, 'work to be under way');
+    await whileAlive(async () => (await succeeded(ids)) >= 40, 30_000, 'work to be under way');
     const before = marks();
     await server.stop();
     await logged(before, /the database is unreachable/, 'that it is waiting for the database');
     server = await startCluster();
-    await eventually(async () => (await succeeded(ids)) === ids.length, 60_000, 'all the work to succeed');
+    await whileAlive(async () => (await succeeded(ids)) === ids.length, 60_000, 'all the work to succeed');
     await expectNoAttemptSpent(ids);
     await logged(before, /the database answers again after/, 'that the database is back');
     for (const p of procs) {
@@ -252,7 +260,7 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
 
   it('a database refusing connections for longer than the lease: the leases are not lost, the outcomes are recorded', async () => {
     const ids = await createWork(300);
-    await eventually(async () => (await succeeded(ids)) >= 40, 30_000, 'work to be under way');
+    await whileAlive(async () => (await succeeded(ids)) >= 40, 30_000, 'work to be under way');
     const before = marks();
     await admin(`alter database ${DB} allow_connections false`);
     const since = (await admin<{ at: string }>(`select now()::text as at`)).rows[0]!.at;
@@ -262,7 +270,7 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
       await eventually(async () => Number((await terminateBackends()).rowCount) === 0, 10_000, 'every backend of the database to be gone');
       await logged(before, /the database is unreachable/, 'that it is waiting for the database');
       // Longer than a lease, on the database's clock (the one leases expire on).
-      await eventually(
+      await whileAlive(
         async () => (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0].past,
         30_000,
         'the outage to outlast the lease',
@@ -271,18 +279,18 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     } finally {
       await admin(`alter database ${DB} allow_connections true`);
     }
-    await eventually(async () => (await succeeded(ids)) === ids.length, 60_000, 'all the work to succeed');
+    await whileAlive(async () => (await succeeded(ids)) === ids.length, 60_000, 'all the work to succeed');
     await expectNoAttemptSpent(ids);
     await logged(before, /the database answers again after/, 'that the database is back');
     for (const p of procs) {
       expectAlive(p);
-      if (process.env.OUTAGE_DEBUG) console.log(p.stderr().slice(before[procs.indexOf(p)]));
       expect(p.stderr().slice(before[procs.indexOf(p)]).match(/the database is unreachable/g)).toHaveLength(1);
     }
     await expectThroughputBack();
   });
 
   it('exits when told: SIGTERM stops each worker with code 0', async () => {
+    for (const p of procs) expectAlive(p);
     const exits = procs.map((p) => new Promise<number | null>((r) => p.child.once('exit', (code) => r(code))));
     for (const p of procs) p.child.kill('SIGTERM');
     expect(await Promise.all(exits)).toEqual([0, 0]);
