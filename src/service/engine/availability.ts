@@ -26,11 +26,17 @@ export interface Availability {
   readonly down: boolean;
   /** Milliseconds since the last outage ended; Infinity when there has been none. */
   sinceBack(): number;
+  /**
+   * Calls `fn` each time an outage ends, whichever loop noticed: a worker whose own claims had
+   * not failed yet claims at once instead of at its next poll. Returns the unsubscribe.
+   */
+  onBack(fn: () => void): () => void;
 }
 
 export function createAvailability(log: Logger, name = 'jobgate'): Availability {
   let downSince: number | undefined;
   let backAt: number | undefined;
+  const listeners = new Set<() => void>();
   return {
     unreachable(error, what) {
       if (!isConnectionError(error)) return false;
@@ -47,12 +53,17 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
       backAt = performance.now();
       // At the level of the line it ends, so whoever sees that an outage began sees it end.
       log.warn(`${name}: the database answers again after ${(ms / 1000).toFixed(1)} s; resuming`);
+      for (const fn of listeners) fn();
     },
     get down() {
       return downSince !== undefined;
     },
     sinceBack() {
       return backAt === undefined ? Infinity : performance.now() - backAt;
+    },
+    onBack(fn) {
+      listeners.add(fn);
+      return () => void listeners.delete(fn);
     },
   };
 }

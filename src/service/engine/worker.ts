@@ -129,6 +129,7 @@ export function createWorker(options: WorkerOptions): Worker {
   // apart, so claiming resumes within a second of the database answering again.
   let retryTimer: NodeJS.Timeout | undefined;
   let claimRetries = 0;
+  let unsubscribeBack: (() => void) | undefined;
   const idle: (() => void)[] = [];
 
   const notifyIdle = () => {
@@ -436,6 +437,7 @@ export function createWorker(options: WorkerOptions): Worker {
         limited = await anyLimitedEndpoint(pool).catch(() => limited);
         kick();
       }).ref();
+      unsubscribeBack = availability.onBack(kick);
       log.info(`worker ${id}: started (concurrency ${concurrency}, lease ${leaseMs} ms, handlers: ${options.handlers.names().join(', ') || 'none'})`);
       kick();
     },
@@ -445,6 +447,7 @@ export function createWorker(options: WorkerOptions): Worker {
       timers.splice(0).forEach(clearInterval);
       clearTimeout(dueTimer);
       clearTimeout(retryTimer);
+      unsubscribeBack?.();
       const l = listener;
       listener = undefined;
       await l?.stop();
