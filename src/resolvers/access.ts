@@ -39,7 +39,7 @@ builder.mutationFields((t) => ({
   }),
   revokeApiKey: t.field({
     type: ApiKeyRef,
-    description: 'Revokes an API key: it stops working at once, on open connections at their next operation. ADMIN only; an installation-admin key only by an installation admin (FORBIDDEN otherwise).',
+    description: 'Revokes an API key: it stops working at once, live streams included: its WebSocket connections close with 4403 and its Server-Sent Events streams end with UNAUTHENTICATED, on every gateway. ADMIN only; an installation-admin key only by an installation admin (FORBIDDEN otherwise).',
     args: { id: t.arg.id({ required: true, description: 'The key to revoke.' }) },
     resolve: (_root, args, ctx) => ctx.service.revokeApiKey(ctx.actor, String(args.id)),
   }),

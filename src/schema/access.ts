@@ -49,7 +49,7 @@ export const CreateWorkspacePayloadRef = builder.objectRef<{ workspace: Workspac
 export const AuditEntryRef = builder.objectRef<AuditEntry>('AuditEntry').implement({
   description: 'One mutation, as recorded: who, what, on what, with which (redacted) input, and how it ended.',
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Increasing identifier.' }),
+    id: t.exposeID('id', { description: 'Opaque, stable identifier, meaningful in this workspace only; entries are listed newest first.' }),
     actorKind: t.exposeString('actorKind', { description: '"user" (an API key), "library" (the embedding app) or "system" (jobgate).' }),
     actorKeyId: t.exposeID('actorKeyId', { nullable: true, description: 'The API key that acted, if any.' }),
     action: t.exposeString('action', { description: 'What was done, e.g. "job.create".' }),

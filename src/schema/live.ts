@@ -15,7 +15,7 @@ type Status<E> = E extends { $inferType: infer T } ? T : never;
 export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').implement({
   description: 'An execution changed state: created (PENDING), claimed (RUNNING), retried (back to PENDING), or finished.',
   fields: (t) => ({
-    cursor: t.exposeString('cursor', { description: 'Pass as `after` to resume the stream right after this event.' }),
+    cursor: t.exposeString('cursor', { description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.' }),
     executionId: t.exposeID('subjectId', { description: 'The execution.' }),
     jobId: t.field({ type: 'ID', description: 'Its job.', resolve: (e) => e.jobId! }),
     endpointId: t.field({ type: 'ID', description: 'Its endpoint.', resolve: (e) => e.endpointId! }),
@@ -39,7 +39,7 @@ export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').
 export const JobEventRef = builder.objectRef<LiveEvent>('JobEvent').implement({
   description: 'A job was created, paused, resumed or retired.',
   fields: (t) => ({
-    cursor: t.exposeString('cursor', { description: 'Pass as `after` to resume the stream right after this event.' }),
+    cursor: t.exposeString('cursor', { description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.' }),
     jobId: t.exposeID('subjectId', { description: 'The job.' }),
     endpointId: t.field({ type: 'ID', description: 'Its endpoint.', resolve: (e) => e.endpointId! }),
     status: t.field({ type: JobStatusEnum, description: 'The status it moved to.', resolve: (e) => e.status as Status<typeof JobStatusEnum> }),
@@ -57,7 +57,7 @@ export const JobEventRef = builder.objectRef<LiveEvent>('JobEvent').implement({
 export const RunEventRef = builder.objectRef<LiveEvent>('RunEvent').implement({
   description: 'A recoverable run started or changed status (for progress within a run, subscribe to runProgress).',
   fields: (t) => ({
-    cursor: t.exposeString('cursor', { description: 'Pass as `after` to resume the stream right after this event.' }),
+    cursor: t.exposeString('cursor', { description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.' }),
     runId: t.exposeID('subjectId', { description: 'The run.' }),
     name: t.string({ description: 'The recoverable handler it runs.', resolve: (e) => e.name ?? '' }),
     status: t.field({ type: RunStatusEnum, description: 'The status it moved to.', resolve: (e) => e.status as Status<typeof RunStatusEnum> }),

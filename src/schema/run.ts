@@ -36,7 +36,7 @@ export const SeverityEnum = builder.enumType('Severity', {
 export const FindingRef = builder.objectRef<Finding>('Finding').implement({
   description: 'Something a run discovered. Unique per run, kind and resource: a replayed batch records nothing twice.',
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Increasing identifier; findings are listed in this order.' }),
+    id: t.exposeID('id', { description: 'Opaque, stable identifier, meaningful in this workspace only; pass it as `after` (of `findings` or `runFindings`) to continue after this finding. Findings are listed in the order recorded.' }),
     kind: t.exposeString('kind', { description: 'What was found, e.g. "orphaned-blob".' }),
     severity: t.field({ type: SeverityEnum, description: 'How serious it is.', resolve: (f) => f.severity }),
     resourceId: t.exposeString('resourceId', { description: 'The thing it is about.' }),

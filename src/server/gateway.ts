@@ -4,7 +4,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createYoga, type GraphiQLOptions, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
@@ -13,6 +13,7 @@ import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
 import { hardeningPlugins } from './hardening.js';
+import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
@@ -46,8 +47,25 @@ export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
  */
 const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
 
+/**
+ * Who each HTTP request acts as, decided before anything reads its document (Invariant 10): yoga
+ * builds the context only after parsing and validating, so authenticating there let a stranger
+ * learn the schema from the errors of documents it never had the right to send (`Cannot query
+ * field "jbos"` beside a 401 for a real one). `onParams` is the first hook that sees a GraphQL
+ * request (GraphiQL's page is served before it, and needs no key); a refusal thrown here is
+ * masked as any error is: UNAUTHENTICATED, 401. The actor waits here for the context.
+ */
+function useAuthenticateFirst(authenticate: GatewayOptions['authenticate'], actors: WeakMap<Request, Actor>): Plugin {
+  return {
+    async onParams({ request }) {
+      actors.set(request, await authenticate(request));
+    },
+  };
+}
+
 export function createGatewayYoga(options: GatewayOptions): Yoga {
   const maskError = createMaskError(options.log);
+  const actors = new WeakMap<Request, Actor>();
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -56,7 +74,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     renderGraphiQL,
     maskedErrors: { maskError },
     batching: false,
-    plugins: [...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
+    plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),
@@ -67,9 +85,10 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
         options.log.error(args.map(String).join(' '));
       },
     },
-    // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts).
+    // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts), HTTP ones
+    // by `useAuthenticateFirst`.
     context: async (initial) => ({
-      actor: (initial as { actor?: Actor }).actor ?? (await options.authenticate(initial.request)),
+      actor: (initial as { actor?: Actor }).actor ?? actors.get(initial.request) ?? (await options.authenticate(initial.request)),
       service: options.service,
       live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
     }),
@@ -93,22 +112,7 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const server = createServer((req, res) => {
     if (handleRunDue(options.runDue, req, res)) return;
-    if (req.method === 'POST') {
-      // Refuse oversized bodies before reading them; a body without a declared length is counted.
-      const declared = Number(req.headers['content-length'] ?? NaN);
-      if (declared > maxBody) return void tooLarge(res, maxBody);
-      if (Number.isNaN(declared)) {
-        let seen = 0;
-        req.on('data', (c: Buffer) => {
-          seen += c.length;
-          if (seen > maxBody) {
-            tooLarge(res, maxBody);
-            req.destroy();
-          }
-        });
-      }
-    }
-    void yoga(req, res);
+    limitRequestBody(req, res, maxBody, () => void yoga(req, res));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -125,6 +129,7 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     log: options.log,
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
+    watchKey: options.live?.watchKey,
     // The same authentication as HTTP: a Request-shaped object carrying the key. A key that is
     // not a valid header value (a newline, a character past U+00FF) cannot be one: refused as
     // any bad key is, not reported as a server failure.
@@ -155,13 +160,6 @@ export async function startGateway(options: GatewayOptions & { host: string; por
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       })),
   };
-}
-
-function tooLarge(res: import('node:http').ServerResponse, max: number) {
-  if (res.headersSent) return;
-  res.writeHead(413, { 'content-type': 'application/json', connection: 'close' }).end(
-    JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }),
-  );
 }
 
 const DEFAULT_QUERY = `# Welcome to jobgate. Every request needs an API key: open "Headers" below and set

@@ -6,7 +6,8 @@
  *   `first` is priced as one item, although it returns the default page), with
  *   introspection exempt from depth and cost but held by its own depth rule (15 levels below
  *   __schema/__type, through fragments, cycle-safe) — the full getIntrospectionQuery() that code
- *   generators send passes every limit. Field suggestions ("Did you mean…") are never sent.
+ *   generators send passes every limit. Suggestions ("Did you mean…", for fields, arguments,
+ *   types, input fields and enum values, in validation and in variable coercion) are never sent.
  *   Request bodies are capped (JOBGATE_MAX_BODY_BYTES, default 1 MB); batching is off.
  *   Browser requests that skip CORS preflight need a custom header (CSRF prevention).
  *
@@ -191,15 +192,54 @@ function usePagedCostLimit(): Plugin {
   };
 }
 
+/**
+ * graphql-js ends a message with a suggestion: `Did you mean "a" or "b"?`, `Did you mean the enum
+ * value "X"?`. GraphQL names cannot hold a `?`, so the suggestion runs to the first one.
+ */
+const SUGGESTION = /\s*Did you mean\b[^?]*\?/g;
+
+/** The error with any "Did you mean …?" taken out of its message (the same error when there is none). */
+export function withoutSuggestions(error: GraphQLError): GraphQLError {
+  const message = error.message.replace(SUGGESTION, '');
+  if (message === error.message) return error;
+  return new GraphQLError(message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: error.extensions,
+  });
+}
+
+/**
+ * Suggestions name parts of the schema ("Did you mean …"), so errors would map it for a key
+ * even with introspection closed. Validation errors lose theirs here (HTTP and WebSocket both
+ * validate through envelop); execution errors, variable coercion among them, in the error
+ * masking (./mask-error.ts).
+ */
+function useNoSuggestions(): Plugin {
+  return {
+    onValidate: () =>
+      ({ valid, result, setResult }) => {
+        if (!valid) setResult(result.map((error) => (error instanceof GraphQLError ? withoutSuggestions(error) : error)));
+      },
+  };
+}
+
 export function hardeningPlugins(options: { introspection: boolean }): Plugin[] {
   const armor = new EnvelopArmor({
     // Depth is queryDepthRule's: it exempts `__type` as well as `__schema`.
     maxDepth: { enabled: false },
     costLimit: { ...COST },
-    maxAliases: { n: LIMITS.aliases },
+    // Every alias counts: graphql-armor exempts aliases of `__typename` by default, and 900 of
+    // them each cost a resolver call and an output key while aliases of real fields are refused.
+    maxAliases: { n: LIMITS.aliases, allowList: [] },
     maxDirectives: { n: LIMITS.directives },
     maxTokens: { n: LIMITS.tokens },
-    blockFieldSuggestion: { enabled: true },
+    // Its mask misses enum values ("Did you mean the enum value …?") and never sees variable
+    // coercion (an execution error): `useNoSuggestions` and the error masking do it instead.
+    blockFieldSuggestion: { enabled: false },
   });
   const rules: Plugin = {
     onValidate({ addValidationRule }) {
@@ -208,5 +248,5 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
       if (!options.introspection) addValidationRule(NoSchemaIntrospectionCustomRule);
     },
   };
-  return [...(armor.protect().plugins as Plugin[]), rules, usePagedCostLimit(), useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
+  return [...(armor.protect().plugins as Plugin[]), rules, useNoSuggestions(), usePagedCostLimit(), useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
 }

@@ -1,7 +1,10 @@
 /**
  * The one place errors are shaped for clients. Domain errors keep their message and get their
  * stable `extensions.code` (plus machine-readable details such as validation issue paths).
- * GraphQL's own errors (syntax, validation, variable coercion) pass through. A database that
+ * GraphQL's own errors (syntax, validation, variable coercion) pass through, without any
+ * "Did you mean …" suggestion; a variable's value that cannot be coerced (an unknown enum value,
+ * a missing field, a wrong type) is bad input like any other: VALIDATION_FAILED, with the
+ * variable as its issue's path. A database that
  * cannot be reached is UNAVAILABLE (retry later). Everything else is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
  * INTERNAL_SERVER_ERROR — never a stack trace or an internal message.
  *
@@ -11,10 +14,11 @@
  * server needs (nothing for a domain error: the client got it), so `handled` lets the gateway's
  * log adapter drop yoga's copy.
  */
-import { GraphQLError } from 'graphql';
+import { GraphQLError, Kind } from 'graphql';
 import { isConnectionError } from '../db/unavailable.js';
 import { DomainError } from '../service/errors.js';
 import type { Logger } from '../log.js';
+import { withoutSuggestions } from './hardening.js';
 
 export interface MaskError {
   (error: unknown, message: string): Error;
@@ -35,7 +39,7 @@ export function createMaskError(log: Logger): MaskError {
       return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details, ...http } });
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
-      return gqlError;
+      return withCode(withoutSuggestions(gqlError));
     }
     // The database could not be reached (a restart, a cut connection, every pooled connection
     // held): not a bug, and a client can retry. Logged in one line, answered UNAVAILABLE (503).
@@ -51,4 +55,21 @@ export function createMaskError(log: Logger): MaskError {
     return new GraphQLError(message, { ...location, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
   };
   return Object.assign(mask, { handled: (value: unknown) => typeof value === 'object' && value !== null && seen.has(value) });
+}
+
+/**
+ * graphql-js reports a variable value it cannot coerce against the variable's definition, and
+ * gives it no code (yoga's own codes, GRAPHQL_PARSE_FAILED and GRAPHQL_VALIDATION_FAILED, are for
+ * the document). Recognised by that node, never by the message's text.
+ */
+function withCode(error: GraphQLError): GraphQLError {
+  const node = error.nodes?.[0];
+  if (error.extensions?.code !== undefined || node?.kind !== Kind.VARIABLE_DEFINITION) return error;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    extensions: { ...error.extensions, code: 'VALIDATION_FAILED', issues: [{ path: [node.variable.name.value], message: error.message }] },
+  });
 }

@@ -4,11 +4,13 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
+import { activeKeysByIds, notifyKeyChanged } from '../db/repos/api-keys.js';
 import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import type { Actor, Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
+import type { WorkspaceCursors } from './cursors.js';
 import { text } from './inputs.js';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
@@ -35,7 +37,8 @@ export interface CreateApiKeyResult {
 }
 
 export interface AuditEntry {
-  id: number;
+  /** Opaque and stable: the row's id sealed with its workspace's key (./cursors.ts). */
+  id: string;
   actorKind: string;
   actorKeyId: string | null;
   action: string;
@@ -65,8 +68,8 @@ const toApiKey = (r: ApiKeyRow): ApiKey => ({
   revokedAt: r.revoked_at,
 });
 
-const toAuditEntry = (r: AuditRow): AuditEntry => ({
-  id: r.id,
+const toAuditEntry = (r: AuditRow, cursors: WorkspaceCursors): AuditEntry => ({
+  id: cursors.seal('audit', r.id),
   actorKind: r.actor_kind,
   actorKeyId: r.actor_key_id,
   action: r.action,
@@ -147,6 +150,23 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
+     * Of these actors, the ones their key no longer backs as it did when they were
+     * authenticated: the key is revoked (or gone), or grants another role or installation-admin
+     * standing now. Whatever such an actor has open must end (Invariant 10): a lowered role would
+     * otherwise keep what it may no longer open, and a raised one is simply authenticated again.
+     * Actors without a key (jobgate itself, the library) never lapse. One query for all.
+     */
+    async lapsedActors<A extends Actor>(actors: readonly A[]): Promise<A[]> {
+      const ids = [...new Set(actors.flatMap((a) => (a.kind === 'user' && a.keyId ? [a.keyId] : [])))];
+      const standing = new Map((await activeKeysByIds(db, ids.filter(isUuid))).map((k) => [k.id, k]));
+      return actors.filter((a) => {
+        if (a.kind !== 'user' || !a.keyId) return false;
+        const key = standing.get(a.keyId);
+        return !key || key.role !== a.role || key.installation_admin !== (a.installationAdmin === true);
+      });
+    },
+
+    /**
      * Creates an API key in the actor's workspace. ADMIN only; an installation-admin key only
      * from an installation admin (or jobgate itself). The key is in the result, once.
      */
@@ -167,7 +187,8 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
-     * Revokes a key: it stops working at once, on open connections at their next operation. ADMIN
+     * Revokes a key: it stops working at once: new requests are refused, and the gateways end
+     * the live streams it has open (a notification sent in this transaction). ADMIN
      * only; an installation-admin key only by an installation admin (or jobgate itself), as only
      * they may create one: otherwise any ADMIN of its workspace could lock the installation's
      * administrators out. Idempotent.
@@ -192,6 +213,8 @@ export function createAccessService(ctx: ServiceContext) {
           .where('id', '=', id)
           .returningAll()
           .executeTakeFirstOrThrow();
+        // Every gateway replica ends the key's live streams when this commits (see lapsedActors).
+        await notifyKeyChanged(trx, id);
         return toApiKey(row);
       });
     },
@@ -235,30 +258,29 @@ export function createAccessService(ctx: ServiceContext) {
       requireRole(actor, 'ADMIN', 'reading the audit log');
       const f = parseInput(auditFilterSchema, raw);
       const size = f.first ?? 50;
-      let afterId: number | undefined;
-      if (f.after) {
-        const m = /^a1:(\d+)$/.exec(Buffer.from(f.after, 'base64url').toString('utf8'));
-        if (!m) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
-        afterId = Number(m[1]);
-      }
+      const cursors = await ctx.cursors.forWorkspace(db, scoped(actor.workspaceId));
+      const afterId = f.after ? Number(cursors.open('audit', f.after, ['after'])) : undefined;
       let q = db.selectFrom('audit_log').selectAll().where('workspace_id', '=', scoped(actor.workspaceId));
       if (f.action) q = q.where('action', '=', f.action);
       if (f.targetId) q = q.where('target_id', '=', f.targetId);
       if (f.resultCode) q = q.where('result_code', '=', f.resultCode);
       if (afterId !== undefined) q = q.where('id', '<', afterId);
       const rows = await q.orderBy('id', 'desc').limit(size + 1).execute();
-      const entries = rows.slice(0, size).map(toAuditEntry);
+      const entries = rows.slice(0, size).map((r) => toAuditEntry(r, cursors));
       return {
         entries,
-        nextCursor: rows.length > size ? Buffer.from(`a1:${entries.at(-1)!.id}`).toString('base64url') : null,
+        // A page goes on after (below) its last entry: its id is the cursor.
+        nextCursor: rows.length > size ? entries.at(-1)!.id : null,
       };
     },
 
     /**
-     * A new ADMIN key for a workspace by slug, as jobgate itself (the CLI's `keys create` and the
-     * embedded default's first start). Throws NOT_FOUND.
+     * A new key for a workspace by slug, as jobgate itself (the CLI's `keys create` and the
+     * embedded default's first start). Throws NOT_FOUND, VALIDATION_FAILED (a name or role the
+     * table would refuse: checked here, since a refusal there logs the row).
      */
     async bootstrapKey(workspaceSlug: string, role: Role, name: string, installationAdmin = false): Promise<CreateApiKeyResult> {
+      parseInput(createApiKeySchema, { name, role, installationAdmin });
       const ws = await findWorkspaceBySlug(db, workspaceSlug);
       if (!ws) throw new NotFoundError('Workspace', workspaceSlug);
       const system: Actor = { workspaceId: ws.id, kind: 'system', role: 'ADMIN', installationAdmin: true };

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { ZodType, z } from 'zod';
 import type { Db } from '../db/pool.js';
 import type { Executor } from '../db/repos/scope.js';
+import { createCursorKeys, type CursorKeys } from './cursors.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 
@@ -34,6 +35,8 @@ export interface ServiceContext {
   databaseClock: boolean;
   /** Seals a secret for storage; throws VALIDATION_FAILED at `path` when no key is configured. */
   seal(plain: string, path: (string | number)[]): string;
+  /** Per-workspace opaque cursors for events, findings and audit entries (./cursors.ts). */
+  cursors: CursorKeys;
 }
 
 export function createContext(deps: ServiceDeps): ServiceContext {
@@ -42,6 +45,7 @@ export function createContext(deps: ServiceDeps): ServiceContext {
     pool: deps.pool,
     defaultMaxAttempts: deps.defaultMaxAttempts,
     databaseClock: !deps.clock,
+    cursors: createCursorKeys(),
     seal(plain, path) {
       if (!deps.secrets) throw ValidationError.at(path, 'cannot store a secret: JOBGATE_SECRET_KEY is not configured');
       return deps.secrets.seal(plain);

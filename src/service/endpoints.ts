@@ -16,6 +16,8 @@ import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ArchivedError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import {
+  DEFAULT_BACKOFF_BASE_MS,
+  DEFAULT_BACKOFF_MAX_MS,
   endpointRefSchema,
   pageSchema,
   registerEndpointSchema,
@@ -85,6 +87,8 @@ export function createEndpointService(ctx: ServiceContext) {
       return mutate(ctx, actor, { action: 'endpoint.register', role: 'OPERATOR', input: raw, target }, async (trx) => {
         const input = parseInput(registerEndpointSchema, raw);
         const type = opts.type ?? 'USER';
+        // A library caller may pass anything here; the table's check would otherwise be the guard.
+        if (type !== 'USER' && type !== 'INTERNAL') throw ValidationError.at(['type'], 'must be USER or INTERNAL');
         if (type === 'INTERNAL' && !isSystem(actor)) throw new ForbiddenError('only jobgate itself registers INTERNAL endpoints');
         if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
           throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
@@ -109,8 +113,9 @@ export function createEndpointService(ctx: ServiceContext) {
           payload_spec_id: input.payloadSpecId ?? null,
           config_id: input.configId ?? null,
           max_attempts: input.maxAttempts ?? null,
-          ...(input.backoffBaseMs != null ? { backoff_base_ms: input.backoffBaseMs } : {}),
-          ...(input.backoffMaxMs != null ? { backoff_max_ms: input.backoffMaxMs } : {}),
+          // Written, not left to the column defaults, so that what the schema checked is what is stored.
+          backoff_base_ms: input.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS,
+          backoff_max_ms: input.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS,
           ...(input.jitter != null ? { jitter: input.jitter } : {}),
           concurrency_limit: input.concurrencyLimit ?? null,
           created_by_key_id: actor.keyId ?? null,
@@ -148,7 +153,11 @@ export function createEndpointService(ctx: ServiceContext) {
         }
         const base = input.backoffBaseMs ?? row.backoff_base_ms;
         const max = input.backoffMaxMs ?? row.backoff_max_ms;
-        if (max < base) throw ValidationError.at(['backoffMaxMs'], 'must be at least backoffBaseMs');
+        if (max < base) {
+          // Name the field that was given: the other is the stored value.
+          if (input.backoffMaxMs == null) throw ValidationError.at(['backoffBaseMs'], `must be at most the endpoint's backoffMaxMs (${max})`);
+          throw ValidationError.at(['backoffMaxMs'], input.backoffBaseMs == null ? `must be at least the endpoint's backoffBaseMs (${base})` : 'must be at least backoffBaseMs');
+        }
         // A new url or new headers send the endpoint's config somewhere else: the config it keeps
         // is checked as if it were being pointed at now, or an OPERATOR whose endpoint an ADMIN
         // gave secrets could re-aim it and read them.

@@ -126,13 +126,13 @@ export class LockHeldError extends DomainError {
   }
 }
 
-/** A stream was asked to replay from before the oldest events still kept (retention pruned them). */
+/** A stream was asked to replay from before the oldest events still kept (retention pruned them). Both cursors are sealed (./cursors.ts). */
 export class CursorExpiredError extends DomainError {
   override name = 'CursorExpiredError';
   constructor(after: string, oldestCursor: string) {
     super(
       'CURSOR_EXPIRED',
-      `events after cursor ${after} are past the retention window and no longer kept; re-read the current state, then subscribe without \`after\` (or from cursor ${oldestCursor} or later)`,
+      `events after cursor ${after} are past the retention window and no longer kept; re-read the current state, then subscribe without \`after\` (or from cursor ${oldestCursor}, the oldest it can resume from)`,
       { after, oldestCursor },
     );
   }

@@ -119,6 +119,15 @@ const httpUrl = text()
     }
   }, 'must be an http:// or https:// URL');
 
+/**
+ * An endpoint's backoff when it sets none (the columns' defaults in migration 000001 are the
+ * same, and the service writes these rather than leave it to them): a bound given alone is
+ * checked against the other's default here, where a failure names the field, instead of by the
+ * table's check constraint, which answers an internal error and logs the row, secrets and all.
+ */
+export const DEFAULT_BACKOFF_BASE_MS = 1000;
+export const DEFAULT_BACKOFF_MAX_MS = 300_000;
+
 const retryFields = {
   maxAttempts: z.number().int().min(1).max(100).nullish(),
   backoffBaseMs: z.number().int().min(1).max(86_400_000).nullish(),
@@ -156,8 +165,16 @@ export const registerEndpointSchema = z
         if (v[f] != null) ctx.addIssue({ code: 'custom', path: [f], message: 'is only for HTTP endpoints' });
       }
     }
-    if (v.backoffBaseMs != null && v.backoffMaxMs != null && v.backoffMaxMs < v.backoffBaseMs) {
-      ctx.addIssue({ code: 'custom', path: ['backoffMaxMs'], message: 'must be at least backoffBaseMs' });
+    const base = v.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS;
+    const max = v.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS;
+    if (max < base) {
+      // The field that was given is the one to change: the other is its default.
+      if (v.backoffMaxMs == null) {
+        ctx.addIssue({ code: 'custom', path: ['backoffBaseMs'], message: `must be at most backoffMaxMs, which is ${DEFAULT_BACKOFF_MAX_MS} when not given` });
+      } else {
+        const of = v.backoffBaseMs == null ? `the default backoffBaseMs (${DEFAULT_BACKOFF_BASE_MS})` : 'backoffBaseMs';
+        ctx.addIssue({ code: 'custom', path: ['backoffMaxMs'], message: `must be at least ${of}` });
+      }
     }
   });
 export type RegisterEndpointInput = z.input<typeof registerEndpointSchema>;
@@ -199,7 +216,7 @@ export const updatePayloadSpecSchema = z.object({
 });
 export type UpdatePayloadSpecInput = z.input<typeof updatePayloadSpecSchema>;
 
-/** Shortest secret config value: redaction (src/service/engine/template.ts) leaves shorter ones in clear. */
+/** Shortest secret config value: redaction (src/service/engine/redaction.ts) leaves shorter ones in clear. */
 export const MIN_SECRET_LENGTH = 4;
 
 export const setConfigSchema = z.object({

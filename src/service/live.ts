@@ -13,10 +13,22 @@ import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { CursorExpiredError, NotFoundError, ValidationError } from './errors.js';
 import { findRun } from './runs.js';
+import type { WorkspaceCursors } from './cursors.js';
 import { idSchema, text } from './inputs.js';
 
-/** An event id as a decimal string (a bigint does not fit GraphQL's Int). */
-export const eventCursorSchema = z.string().regex(/^\d{1,18}$/, 'is not a cursor of this stream: pass the `cursor` (or finding `id`) of the last item you received');
+/**
+ * An event cursor (or finding id) as the API shows it: sealed per workspace (./cursors.ts), or
+ * "0" for "everything kept". Its content is checked when it is opened.
+ */
+export const eventCursorSchema = text().max(100);
+const NOT_A_CURSOR = 'is not a cursor of this stream: pass the `cursor` (or finding `id`) of the last item you received';
+
+/** Opens `after` ("0" is 0): VALIDATION_FAILED when it is not a cursor of `kind` of this workspace. */
+function openAfter(cursors: WorkspaceCursors, kind: 'event' | 'finding', after: string | null | undefined): bigint | undefined {
+  if (after == null) return undefined;
+  if (after === '0') return 0n;
+  return cursors.open(kind, after, ['after'], NOT_A_CURSOR);
+}
 
 export const eventStreamSchema = z.object({
   jobId: idSchema.nullish(),
@@ -32,20 +44,21 @@ export type EventTopic = EventMatch['topic'];
  * The replay rule: a stream may go on from `after` only if no event above it was pruned
  * (`prunedThrough` is the workspace's highest pruned id). `after` 0 means "everything kept" and
  * is never refused. Checked when a stream is authorised and again by each replay read, in the
- * snapshot of the rows it reads (src/subscriptions/hub.ts). Throws CURSOR_EXPIRED.
+ * snapshot of the rows it reads (src/subscriptions/hub.ts). `cursorOf` seals an id for the
+ * error (the workspace's own cursors, never a raw id). Throws CURSOR_EXPIRED.
  */
-export function assertCursorKept(after: bigint, prunedThrough: bigint): void {
-  if (after > 0n && after < prunedThrough) throw new CursorExpiredError(after.toString(), prunedThrough.toString());
+export function assertCursorKept(after: bigint, prunedThrough: bigint, cursorOf: (id: bigint) => string): void {
+  if (after > 0n && after < prunedThrough) throw new CursorExpiredError(cursorOf(after), cursorOf(prunedThrough));
 }
 
 /**
- * A cursor above the last id its sequence handed out names no item: it is another stream's
- * (a finding id passed as an event cursor), or from a database restored to an earlier state.
- * Taken as a position, it would skip every new item until the ids reached it, in silence.
- * Throws VALIDATION_FAILED.
+ * A cursor above the last id its sequence handed out names no item: it can only come from a
+ * database restored to an earlier state (sealed cursors cannot be made up). Taken as a position,
+ * it would skip every new item until the ids reached it, in silence. The message does not say
+ * the last id: the sequences are installation-wide. Throws VALIDATION_FAILED.
  */
 function assertCursorHandedOut(after: bigint, latest: bigint): void {
-  if (after > latest) throw ValidationError.at(['after'], `is not a cursor of this stream: no id after ${latest} has been handed out; pass the \`cursor\` (or finding \`id\`) of the last item you received`);
+  if (after > latest) throw ValidationError.at(['after'], `is not a cursor of this stream: it is ahead of every item recorded (a database restored to an earlier state?); pass the \`cursor\` (or finding \`id\`) of the last item you received`);
 }
 
 export function createLiveService(ctx: ServiceContext) {
@@ -60,23 +73,30 @@ export function createLiveService(ctx: ServiceContext) {
      * replaying would skip them silently).
      * `after` "0" asks for everything kept, and is never refused.
      */
-    async authorizeEventStream(actor: Actor, topic: EventTopic, raw: EventStreamInput): Promise<{ match: EventMatch; after: bigint | undefined }> {
+    async authorizeEventStream(
+      actor: Actor,
+      topic: EventTopic,
+      raw: EventStreamInput,
+    ): Promise<{ match: EventMatch; after: bigint | undefined; cursorOf: (id: bigint | string) => string }> {
       const input = parseInput(eventStreamSchema, raw);
       const workspaceId = scoped(actor.workspaceId);
       if (input.jobId && !(await findJobById(db, workspaceId, input.jobId))) throw new NotFoundError('Job', input.jobId);
       if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId))) throw new NotFoundError('Endpoint', input.endpointId);
-      const after = input.after ? BigInt(input.after) : undefined;
+      const cursors = await ctx.cursors.forWorkspace(db, workspaceId);
+      const cursorOf = (id: bigint | string) => cursors.seal('event', id);
+      const after = openAfter(cursors, 'event', input.after);
       if (after !== undefined && after > 0n) {
         const { rows } = await sql<{ pruned: string; latest: string }>`
           select events_pruned_through as pruned,
                  (select case when is_called then last_value else 0 end from events_id_seq) as latest
           from workspaces where id = ${workspaceId}`.execute(db);
         assertCursorHandedOut(after, BigInt(rows[0]!.latest));
-        assertCursorKept(after, BigInt(rows[0]!.pruned));
+        assertCursorKept(after, BigInt(rows[0]!.pruned), cursorOf);
       }
       return {
         match: { workspaceId, topic, jobId: input.jobId ?? undefined, endpointId: input.endpointId ?? undefined, name: input.name ?? undefined },
         after,
+        cursorOf,
       };
     },
 
@@ -84,15 +104,16 @@ export function createLiveService(ctx: ServiceContext) {
      * Authorises watching one run (its progress or its findings, from `after` on). Throws
      * NOT_FOUND, VALIDATION_FAILED (a bad cursor, or one above every finding id handed out).
      */
-    async authorizeRunStream(actor: Actor, runId: string, rawAfter?: string | null): Promise<{ runId: string; after: bigint | undefined }> {
+    async authorizeRunStream(actor: Actor, runId: string, rawAfter?: string | null): Promise<{ runId: string; after: bigint | undefined; cursors: WorkspaceCursors }> {
       const { after } = parseInput(z.object({ after: eventCursorSchema.nullish() }), { after: rawAfter });
       await findRun(db, actor.workspaceId, runId);
-      const from = after ? BigInt(after) : undefined;
+      const cursors = await ctx.cursors.forWorkspace(db, scoped(actor.workspaceId));
+      const from = openAfter(cursors, 'finding', after);
       if (from !== undefined && from > 0n) {
         const { rows } = await sql<{ latest: string }>`select case when is_called then last_value else 0 end as latest from findings_id_seq`.execute(db);
         assertCursorHandedOut(from, BigInt(rows[0]!.latest));
       }
-      return { runId, after: from };
+      return { runId, after: from, cursors };
     },
   };
 }

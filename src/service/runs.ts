@@ -8,6 +8,7 @@ import { isUuid, scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
+import type { WorkspaceCursors } from './cursors.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
 import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
@@ -41,7 +42,8 @@ export interface Run {
 }
 
 export interface Finding {
-  id: number;
+  /** Opaque and stable: the row's id sealed with its workspace's key (./cursors.ts); also the `after` of the next page or stream. */
+  id: string;
   runId: string;
   kind: string;
   severity: Severity;
@@ -104,9 +106,12 @@ export async function findRun(db: Executor, workspaceId: string, id: string): Pr
   return rows[0];
 }
 
-/** A findings row as the API shows it. */
-export const toFinding = (r: { id: string | number; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date }): Finding => ({
-  id: Number(r.id),
+/** A findings row as the API shows it, its id sealed with its workspace's cursors. */
+export const toFinding = (
+  r: { id: string | number; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date },
+  cursors: WorkspaceCursors,
+): Finding => ({
+  id: cursors.seal('finding', r.id),
   runId: r.run_id,
   kind: r.kind,
   severity: r.severity,
@@ -270,12 +275,8 @@ export function createRunsService(ctx: ServiceContext) {
       const f = parseInput(findingFilterSchema, raw);
       const ws = scoped(actor.workspaceId);
       if (!isUuid(runId)) return { findings: [] as Finding[], nextCursor: null, counts: [] as { kind: string; severity: Severity; count: number }[] };
-      let afterId = 0;
-      if (f.after) {
-        const m = /^f1:(\d+)$/.exec(Buffer.from(f.after, 'base64url').toString('utf8'));
-        if (!m) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
-        afterId = Number(m[1]);
-      }
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      const afterId = f.after ? cursors.open('finding', f.after, ['after']).toString() : '0';
       const size = f.first ?? 100;
       const { rows } = await sql<{ id: string; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date }>`
         select * from findings where workspace_id = ${ws} and run_id = ${runId} and id > ${afterId}
@@ -285,10 +286,11 @@ export function createRunsService(ctx: ServiceContext) {
       const counts = await sql<{ kind: string; severity: Severity; count: number }>`
         select kind, severity, count(*)::int as count from findings where workspace_id = ${ws} and run_id = ${runId}
         group by kind, severity order by kind, severity`.execute(db);
-      const page = rows.slice(0, size).map(toFinding);
+      const page = rows.slice(0, size).map((r) => toFinding(r, cursors));
       return {
         findings: page,
-        nextCursor: rows.length > size ? Buffer.from(`f1:${page.at(-1)!.id}`).toString('base64url') : null,
+        // A page goes on after its last finding: its id is the cursor.
+        nextCursor: rows.length > size ? page.at(-1)!.id : null,
         counts: counts.rows,
       };
     },

@@ -34,6 +34,21 @@ export class Feed<T> implements AsyncIterableIterator<T> {
     private readonly coalesce = false,
   ) {}
 
+  private also: (() => void)[] = [];
+
+  /** Calls `fn` once when the feed ends (at once if it has): for watchers beside its owner. */
+  whenEnded(fn: () => void): void {
+    if (this.ended) fn();
+    else this.also.push(fn);
+  }
+
+  private ending(): void {
+    this.onEnd();
+    const also = this.also;
+    this.also = [];
+    for (const fn of also) fn();
+  }
+
   get closed(): boolean {
     return this.ended;
   }
@@ -72,7 +87,7 @@ export class Feed<T> implements AsyncIterableIterator<T> {
   complete(): void {
     if (this.ended) return;
     this.ended = true;
-    this.onEnd();
+    this.ending();
     this.notifyDrain();
     if (this.waiting && this.items.length === 0) {
       const resolve = this.waiting;
@@ -87,7 +102,7 @@ export class Feed<T> implements AsyncIterableIterator<T> {
     this.ended = true;
     this.error = error;
     this.items.length = 0;
-    this.onEnd();
+    this.ending();
     this.notifyDrain();
     if (this.failWaiting) {
       const reject = this.failWaiting;

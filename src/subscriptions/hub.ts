@@ -15,6 +15,9 @@
  * turns live only when it has read up to the current horizon, so the switch has no gap and no
  * overlap.
  *
+ * The same channel carries `k:<key id>`: an API key's standing changed (revoked), for the
+ * gateway's KeyWatch (./key-watch.ts) to end what the key has open.
+ *
  * Run progress is not an event stream: a progress bar wants the latest state, so a hint naming
  * a run makes the hub re-read that run (one query for all runs hinted at once) and push it to
  * its watchers, skipping states they already have; bursts coalesce, the last state and the
@@ -98,6 +101,9 @@ export function createHub(options: HubOptions) {
   let settleTimer: NodeJS.Timeout | undefined;
   let warnedStuck = false;
   let stopped = false;
+
+  /** Who hears that an API key's standing may have changed (./key-watch.ts); undefined: any key's. */
+  const keyHints = new Set<(keyId: string | undefined) => void>();
 
   const dirtyRuns = new Set<string>();
   let readingRuns = false;
@@ -337,7 +343,10 @@ export function createHub(options: HubOptions) {
     log,
     checkEveryMs: options.checkEveryMs,
     probeTimeoutMs: options.probeTimeoutMs,
-    onListening: everythingMayHaveChanged,
+    onListening: () => {
+      everythingMayHaveChanged();
+      for (const fn of keyHints) fn(undefined); // a revocation may have been missed meanwhile
+    },
     onMode,
     onHint(_channel, payload) {
       if (payload === 'e' || payload === 'f') {
@@ -345,6 +354,9 @@ export function createHub(options: HubOptions) {
         // cursor replays at once; without subscribers, at a relaxed pace.
         if (eventSubs.size > 0 || findingSubs.size > 0 || markReady) void cycle();
         else schedule(idleMs);
+      } else if (payload.startsWith('k:')) {
+        const keyId = payload.slice(2);
+        for (const fn of keyHints) fn(keyId);
       } else if (payload.startsWith('r:')) {
         const id = payload.slice(2);
         if (runWatches.has(id)) {
@@ -362,9 +374,14 @@ export function createHub(options: HubOptions) {
       needHorizon();
     },
     listener,
+    /** The hub's log, for what is built on it. */
+    log,
 
-    /** Events matching `match`, after `after` (replayed) or from now on. */
-    events(match: EventMatch, after: bigint | undefined, cutOff?: () => void): Feed<EventRow> {
+    /**
+     * Events matching `match`, after `after` (replayed) or from now on. `cursorOf` seals an id as
+     * the workspace's cursor, for the error of a replay that finds its events pruned.
+     */
+    events(match: EventMatch, after: bigint | undefined, cursorOf: (id: bigint) => string, cutOff?: () => void): Feed<EventRow> {
       const sub: EventSub = {
         match,
         live: false,
@@ -375,7 +392,7 @@ export function createHub(options: HubOptions) {
           const { rows, prunedThrough } = await matchingEvents(pool, match, from, upTo, limit);
           // Events after `from` may have been pruned (retention) since the stream was authorised
           // or while it caught up: going on would skip them silently.
-          assertCursorKept(from, prunedThrough);
+          assertCursorKept(from, prunedThrough, cursorOf);
           return rows;
         },
         feed: new Feed<EventRow>(() => {
@@ -414,6 +431,16 @@ export function createHub(options: HubOptions) {
       dirtyRuns.add(runId);
       void readRuns();
       return watch.feed;
+    },
+
+    /**
+     * Calls `fn` with the key a revocation hint names (`k:<id>`, sent by the revoking
+     * transaction), and with undefined after the listener (re)connects, when hints may have been
+     * missed. Returns the function that stops it.
+     */
+    onKeyHint(fn: (keyId: string | undefined) => void): () => void {
+      keyHints.add(fn);
+      return () => keyHints.delete(fn);
     },
 
     /** Up to where events and findings are settled and delivered (undefined before the first settle). */

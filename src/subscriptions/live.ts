@@ -2,17 +2,20 @@
  * What subscription resolvers call: the service decides who may watch what, the hub delivers.
  * Each function returns an AsyncIterator of the payload the schema exposes.
  */
-import type { EventRow } from '../db/queries/events.js';
+import type { EventRow, FindingRow } from '../db/queries/events.js';
 import type { Actor } from '../service/actor.js';
 import { DomainError } from '../service/errors.js';
 import type { JobService } from '../service/index.js';
+import type { WorkspaceCursors } from '../service/cursors.js';
 import type { EventStreamInput } from '../service/live.js';
 import { toFinding, type Finding, type Run } from '../service/runs.js';
+import type { Feed } from './feed.js';
 import type { Hub } from './hub.js';
+import { KeyWatch } from './key-watch.js';
 import { mapIterator, mappedOnce } from './map-iterator.js';
 
 export interface LiveEvent {
-  /** The event id: pass it back as `after` to resume right after this event. */
+  /** The event's id sealed for its workspace: pass it back as `after` to resume right after this event. */
   cursor: string;
   subjectId: string;
   jobId: string | null;
@@ -24,19 +27,26 @@ export interface LiveEvent {
   occurredAt: Date;
 }
 
-/** Once per row: every subscriber it matches gets the same object (see ./shared-execution.ts). */
-const toEvent = mappedOnce((r: EventRow): LiveEvent => ({
-  cursor: r.id,
-  subjectId: r.subject_id,
-  jobId: r.job_id,
-  endpointId: r.endpoint_id,
-  name: r.name,
-  status: r.status,
-  previousStatus: r.previous_status,
-  attemptCount: r.attempt_count,
-  occurredAt: r.created_at,
-}));
-const toFindingOnce = mappedOnce(toFinding);
+/**
+ * Once per row: every subscriber it matches gets the same object (see ./shared-execution.ts).
+ * The cursor is sealed with the workspace's key (src/service/cursors.ts); every subscriber a row
+ * matches is of its workspace, so whichever maps it first seals it as all would.
+ */
+const eventOnce = mappedOnce<EventRow, LiveEvent>();
+const toEvent = (cursorOf: (id: string) => string) =>
+  eventOnce((r) => ({
+    cursor: cursorOf(r.id),
+    subjectId: r.subject_id,
+    jobId: r.job_id,
+    endpointId: r.endpoint_id,
+    name: r.name,
+    status: r.status,
+    previousStatus: r.previous_status,
+    attemptCount: r.attempt_count,
+    occurredAt: r.created_at,
+  }));
+const findingOnce = mappedOnce<FindingRow, Finding>();
+const toFindingOnce = (cursors: WorkspaceCursors) => findingOnce((r) => toFinding(r, cursors));
 
 export interface LiveFeeds {
   runProgress(actor: Actor, runId: string): Promise<AsyncIterable<Run>>;
@@ -46,22 +56,47 @@ export interface LiveFeeds {
   runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   /** The same feeds for one client connection: `cutOff` is called when it falls too far behind. */
   forConnection(cutOff: () => void): LiveFeeds;
+  /**
+   * Calls `end` once if the actor's key lapses (revoked, another role) while this watches; for
+   * what a transport holds open beside its streams (a WebSocket). Returns the unwatch.
+   */
+  watchKey(actor: Actor, end: (error: DomainError) => void): () => void;
 }
 
-export function createLiveFeeds(service: JobService, hub: Hub, cutOff?: () => void): LiveFeeds {
+export interface LiveFeedOptions {
+  /** How often the keys of open streams are checked again, notifications or not. Default 5 s. */
+  keyRecheckMs?: number | undefined;
+}
+
+export function createLiveFeeds(service: JobService, hub: Hub, options: LiveFeedOptions = {}): LiveFeeds {
+  // One watch per process, fed by the hub's listening connection: every stream opened here ends
+  // when its key lapses (./key-watch.ts), whatever the transport.
+  const keys = new KeyWatch({ lapsedActors: (actors) => service.lapsedActors(actors), log: hub.log, recheckMs: options.keyRecheckMs ?? 5_000 });
+  hub.onKeyHint((keyId) => keys.hint(keyId));
+  return feedsFor(service, hub, keys, undefined);
+}
+
+/** A hub feed that fails with UNAUTHENTICATED when its actor's key lapses. */
+function guarded<T>(keys: KeyWatch, actor: Actor, feed: Feed<T>): Feed<T> {
+  feed.whenEnded(keys.watch(actor, (error) => feed.fail(error)));
+  return feed;
+}
+
+function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, cutOff: (() => void) | undefined): LiveFeeds {
   const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN', input: EventStreamInput) => {
-    const { match, after } = await service.authorizeEventStream(actor, topic, input);
-    return mapIterator(hub.events(match, after, cutOff), toEvent);
+    const { match, after, cursorOf } = await service.authorizeEventStream(actor, topic, input);
+    return mapIterator(guarded(keys, actor, hub.events(match, after, cursorOf, cutOff)), toEvent(cursorOf));
   };
   return {
-    forConnection: (connectionCutOff) => createLiveFeeds(service, hub, connectionCutOff),
+    forConnection: (connectionCutOff) => feedsFor(service, hub, keys, connectionCutOff),
+    watchKey: (actor, end) => keys.watch(actor, end),
     async runProgress(actor, runId) {
       const { runId: id } = await service.authorizeRunStream(actor, runId);
-      return hub.run(id);
+      return guarded(keys, actor, hub.run(id));
     },
     async runFindings(actor, runId, after) {
       const target = await service.authorizeRunStream(actor, runId, after);
-      return mapIterator(hub.findings(target.runId, target.after, cutOff), toFindingOnce);
+      return mapIterator(guarded(keys, actor, hub.findings(target.runId, target.after, cutOff)), toFindingOnce(target.cursors));
     },
     executionUpdates: (actor, input) => events(actor, 'EXECUTION', { ...input, name: undefined }),
     jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),
@@ -80,4 +115,7 @@ export const noLiveFeeds: LiveFeeds = {
   jobEvents: unavailable,
   runEvents: unavailable,
   forConnection: () => noLiveFeeds,
+  // Without streams, nothing outlives its request but a WebSocket, whose every operation is
+  // authenticated anew.
+  watchKey: () => () => {},
 };

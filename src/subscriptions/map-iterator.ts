@@ -35,13 +35,15 @@ export function mapIterator<A, B>(
 }
 
 /**
- * `map` remembered per input object: an item the hub hands to many subscribers (one event row,
- * one run state) maps to one output object, so what is built from it downstream can be shared
- * too (./shared-execution.ts keys its results on the payload object).
+ * Maps remembered per input object: an item the hub hands to many subscribers (one event row,
+ * one finding) maps to one output object, so what is built from it downstream can be shared
+ * too (./shared-execution.ts keys its results on the payload object). Each subscriber brings
+ * its own `map` (a closure over its workspace's cursors); all of them share one memory, so the
+ * first to reach an item maps it for all: every `map` given must map an item alike.
  */
-export function mappedOnce<A extends object, B>(map: (a: A) => B): (a: A) => B {
+export function mappedOnce<A extends object, B>(): (map: (a: A) => B) => (a: A) => B {
   const seen = new WeakMap<A, B>();
-  return (a) => {
+  return (map) => (a) => {
     let b = seen.get(a);
     if (b === undefined) seen.set(a, (b = map(a)));
     return b;

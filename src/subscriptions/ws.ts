@@ -5,7 +5,8 @@
  *
  * The key travels in `connectionParams.authorization` (or the upgrade request's Authorization
  * header) and is checked at connection_init (a bad key closes the socket with 4403) and again
- * at every operation, so a revoked key stops working on an open socket at its next operation.
+ * at every operation; a key that is revoked (or changes role) while connected has its socket
+ * closed with 4403 at once (see ./key-watch.ts).
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -24,7 +25,12 @@ export interface WebSocketOptions {
   maxPayload?: number | undefined;
   /** How long a client may take to send connection_init before the socket is closed with 4408. Default 10 s. */
   connectionInitWaitMs?: number | undefined;
+  /** Calls `end` if the actor's key lapses (revoked, another role) while the connection is open; returns the unwatch. */
+  watchKey?: ((actor: Actor, end: () => void) => () => void) | undefined;
 }
+
+/** The close code and reason of a connection whose key lapsed: 4403 is graphql-ws's "Forbidden", which its clients do not retry. */
+const KEY_LAPSED = { code: 4403, reason: 'API key revoked or changed' } as const;
 
 function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
   const raw = (typeof params?.authorization === 'string' ? params.authorization : undefined) ?? request.headers.authorization;
@@ -123,7 +129,12 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
       subscribe: (args: any) => args.rootValue.subscribe(args),
       onConnect: async (ctx) => {
         try {
-          await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
+          const actor = await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
+          // A revoked key stops everything it had open at once (Invariant 10): the connection is
+          // closed, ending its subscriptions with it, on whichever replica holds it.
+          const socket = ctx.extra.socket;
+          const unwatch = options.watchKey?.(actor, () => socket.close(KEY_LAPSED.code, KEY_LAPSED.reason));
+          if (unwatch) socket.once('close', unwatch);
           return true;
         } catch (error) {
           if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid

@@ -175,7 +175,8 @@ describe('HTTP executions', () => {
     // A trailing-slash redirect that keeps the query string: an everyday server habit.
     await endpoint('moved.keyed', '/keyed?key={{config.key}}', { configId: config.id });
     target.route('/keyed', (req, res) => res.writeHead(301, { location: `${target.url}/keyed/${new URL(req.url!, 'http://x').search}` }).end());
-    // The same, with the key where the error's 200-character cut of the location falls.
+    // The same, with the key where the error's 200-character cut of the location falls: the cut
+    // comes after redaction and moves past the key, so it is replaced whole.
     await endpoint('moved.long', '/long?key={{config.key}}', { configId: config.id });
     target.route('/long', (req, res) => {
       const start = `${target.url}/long/?pad=`;
@@ -183,7 +184,7 @@ describe('HTTP executions', () => {
     });
     for (const [name, pattern] of [
       ['moved.keyed', /redirect \(301 to .*\/keyed\/\?key=\[redacted\]\) not followed/],
-      ['moved.long', /redirect \(301 to .*&key=\[red\) not followed/],
+      ['moved.long', /redirect \(301 to .*&key=\[redacted\]\) not followed/],
     ] as const) {
       const { job } = await t.service.createJob(t.actor, { endpointName: name, kind: 'IMMEDIATE' });
       const ex = await settled(t, job.id);

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/reaper.js';
 import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { cursorsOf, type TestCursors } from '../support/cursors.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
@@ -19,6 +20,8 @@ let engine: EngineHarness;
 let key: string;
 let otherKey: string;
 let endpointId: string;
+/** The default workspace's cursors, to relate what streams show to the rows behind them. */
+let cursors: TestCursors;
 
 beforeAll(async () => {
   t = await createTestDb();
@@ -28,6 +31,7 @@ beforeAll(async () => {
   key = (await t.service.bootstrapKey('default', 'VIEWER', 'live viewer')).key;
   otherKey = (await t.service.bootstrapKey('other', 'ADMIN', 'other admin')).key;
   endpointId = (await t.service.registerEndpoint(t.actor, { name: 'live.target', kind: 'HANDLER', handlerName: 'live.noop' })).id;
+  cursors = await cursorsOf(t, t.actor.workspaceId);
 });
 afterAll(async () => {
   await engine.stopAll();
@@ -76,8 +80,8 @@ describe('executionUpdates and jobEvents', () => {
       ['RUNNING', 'SUCCEEDED'],
     ]);
     expect(new Set(items.map((x) => x.jobId))).toEqual(new Set([job.id]));
-    const cursors = items.map((x) => BigInt(x.cursor));
-    expect([...cursors].sort((a, b) => (a < b ? -1 : 1))).toEqual(cursors);
+    const ids = items.map((x) => cursors.open('event', x.cursor));
+    expect([...ids].sort((a, b) => (a < b ? -1 : 1))).toEqual(ids);
     await engine.stopAll();
   });
 
@@ -96,7 +100,7 @@ describe('executionUpdates and jobEvents', () => {
     const items = await again.until((xs) => xs.some((x) => x.status === 'RETIRED'));
     again.stop();
     expect(items.map((x) => x.status)).toEqual(['PAUSED', 'ACTIVE', 'RETIRED']);
-    expect(items.every((x) => BigInt(x.cursor) > BigInt(last))).toBe(true);
+    expect(items.every((x) => cursors.open('event', x.cursor) > cursors.open('event', last))).toBe(true);
   });
 
   it('sends nothing for a change that was rolled back', async () => {
@@ -227,13 +231,14 @@ describe('runProgress and runFindings', () => {
     await slow.query('begin');
     const held = (await slow.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'late', 'ERROR', 'held') returning id`, [t.actor.workspaceId, run.id])).rows[0].id as string;
 
-    const sub = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id kind resourceId } }`, { id: run.id, after: cursor });
+    const sub = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id kind resourceId } }`, { id: run.id, after: cursors.seal('finding', cursor) });
+    const ids = () => sub.items.map((x) => String(cursors.open('finding', x.id)));
     await sub.until((xs) => xs.length >= 5, 10_000, 'the replay').catch(async (e) => {
       await slow.query('rollback');
       slow.release();
       throw e;
     });
-    expect(sub.items.map((x) => x.id)).toEqual(firstTen.slice(5));
+    expect(ids()).toEqual(firstTen.slice(5));
     allow(1); // the walk records the next ten, with ids after `held`, and commits them first
     try {
       await eventually(async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 20);
@@ -251,7 +256,7 @@ describe('runProgress and runFindings', () => {
     await new Promise((r) => setTimeout(r, 200));
     await runner.stop();
     sub.stop();
-    expect(sub.items.map((x) => x.id)).toEqual(all);
+    expect(ids()).toEqual(all);
     expect(all).toContain(String(held));
   });
 
@@ -264,17 +269,17 @@ describe('runProgress and runFindings', () => {
     await runner.stop();
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
     const latest = async (seq: string) => BigInt((await t.query(`select last_value from ${seq}`)).rows[0].last_value);
-    // A cursor of another stream, or from a database restored to an older state: both far ahead.
-    const ahead = String((await latest('events_id_seq')) + (await latest('findings_id_seq')) + 1_000n);
-    const events = collect(live.client(key), JOBS, { jobId: job.id, after: ahead });
-    const findings = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id } }`, { id: run.id, after: ahead });
+    // Cursors from a database restored to an older state: the workspace's own, but far ahead.
+    const ahead = (await latest('events_id_seq')) + (await latest('findings_id_seq')) + 1_000n;
+    const events = collect(live.client(key), JOBS, { jobId: job.id, after: cursors.seal('event', ahead) });
+    const findings = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id } }`, { id: run.id, after: cursors.seal('finding', ahead) });
     await eventually(async () => events.errors.length > 0 && findings.errors.length > 0, 5000, 'both refused');
     for (const sub of [events, findings]) {
       expect(sub.errors[0]).toMatchObject({ extensions: { code: 'VALIDATION_FAILED' } });
       expect(JSON.stringify(sub.errors[0])).toContain('after');
     }
     // The last id handed out is still a cursor (nothing after it yet): the stream goes on from it.
-    const atLatest = await subscribed(key, JOBS, { jobId: job.id, after: String(await latest('events_id_seq')) });
+    const atLatest = await subscribed(key, JOBS, { jobId: job.id, after: cursors.seal('event', await latest('events_id_seq')) });
     await t.service.cancelJob(t.actor, job.id);
     await atLatest.until((xs) => xs.some((x) => x.status === 'RETIRED'));
     atLatest.stop();
@@ -347,14 +352,14 @@ describe('event retention', () => {
     const registry = new HandlerRegistry();
     registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
-    const cursorOf = async (status: string) =>
-      String((await t.query(`select id from events where subject_id = $1 and status = $2`, [job.id, status])).rows[0].id);
+    const idOf = async (status: string) => String((await t.query(`select id from events where subject_id = $1 and status = $2`, [job.id, status])).rows[0].id);
+    const cursorOf = async (status: string) => cursors.seal('event', await idOf(status));
     const created = await cursorOf('ACTIVE');
     await t.service.pauseJob(t.actor, job.id);
     const paused = await cursorOf('PAUSED');
     await t.service.resumeJob(t.actor, job.id);
     // The pause ages past the window and is pruned; the resume stays.
-    await t.query(`update events set created_at = now() - interval '2 hours' where id <= $1`, [paused]);
+    await t.query(`update events set created_at = now() - interval '2 hours' where id <= $1`, [cursors.open('event', paused).toString()]);
     await registry.get(REAPER_HANDLER)!.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 });
 
     // From before the pruned pause: refused, rather than silently resuming at the resume.
@@ -373,15 +378,16 @@ describe('event retention', () => {
     all.stop();
     // A prune landing after the stream was authorised (here: straight to the hub, past
     // authorisation) is caught by the replay's own read, in the same snapshot as the rows.
-    await t.query(`update workspaces set events_pruned_through = $2 where id = $1`, [t.actor.workspaceId, paused]);
-    const feed = live.hub.events({ workspaceId: t.actor.workspaceId, topic: 'JOB', jobId: job.id }, BigInt(created));
+    await t.query(`update workspaces set events_pruned_through = $2 where id = $1`, [t.actor.workspaceId, cursors.open('event', paused).toString()]);
+    const feed = live.hub.events({ workspaceId: t.actor.workspaceId, topic: 'JOB', jobId: job.id }, cursors.open('event', created), (id) => cursors.seal('event', id));
     const outcome = await feed.next().then(
       (r) => ({ delivered: r.value }),
       (e: { code?: string }) => ({ refused: e.code }),
     );
     expect(outcome).toEqual({ refused: 'CURSOR_EXPIRED' });
-    // Another workspace's horizon is its own.
-    const elsewhere = collect(live.client(otherKey), JOBS, { after: created });
+    // Another workspace's horizon is its own: its cursor at the same position is not refused.
+    const other = await cursorsOf(t, t.otherActor.workspaceId);
+    const elsewhere = collect(live.client(otherKey), JOBS, { after: other.seal('event', cursors.open('event', created)) });
     await new Promise((r) => setTimeout(r, 300));
     expect(elsewhere.errors).toEqual([]);
     elsewhere.stop();

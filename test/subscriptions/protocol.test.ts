@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { cursorsOf } from '../support/cursors.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { startLiveGateway, type LiveGateway } from '../support/live.js';
 
@@ -112,8 +113,9 @@ describe('graphql-transport-ws close codes', () => {
     const { job } = await t.service.createJob(actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     for (let i = 0; i < 250 && !c.messages.some((m) => m.type === 'next'); i++) await new Promise((r) => setTimeout(r, 20));
     expect(c.messages.filter((m) => m.id === 'again').map((m) => m.type)).toEqual(['next']);
-    const events = (await t.query(`select id from events where topic = 'JOB' and subject_id = $1`, [job.id])).rows;
-    expect(c.messages.find((m) => m.type === 'next').payload.data.jobEvents.cursor).toBe(String(events[0].id));
+    const events = (await t.query(`select id, workspace_id from events where topic = 'JOB' and subject_id = $1`, [job.id])).rows;
+    const cursors = await cursorsOf(t, events[0].workspace_id);
+    expect(c.messages.find((m) => m.type === 'next').payload.data.jobEvents.cursor).toBe(cursors.seal('event', events[0].id));
     c.socket.close();
   });
 
@@ -181,7 +183,8 @@ describe('graphql-transport-ws close codes', () => {
     }
     // The healthy one fell behind the burst too, caught up from the database, and got every
     // event once, in order.
-    const cursors = healthy.messages.filter((m) => m.type === 'next').map((m) => BigInt(m.payload.data.executionUpdates.cursor));
+    const sealed = await cursorsOf(t, t.actor.workspaceId);
+    const cursors = healthy.messages.filter((m) => m.type === 'next').map((m) => sealed.open('event', m.payload.data.executionUpdates.cursor));
     const expected = (await t.query(`select id from events where topic = 'EXECUTION' and workspace_id = $1 order by id`, [t.actor.workspaceId])).rows.map((r) => BigInt(r.id));
     expect(cursors).toEqual(expected);
     expect(cursors.length).toBe(20_001);

@@ -29,19 +29,34 @@ export default async function setup(project: TestProject) {
   let embedded: EmbeddedPostgres | undefined;
   let tmp: string | undefined;
   let serverUrl = process.env.TEST_DATABASE_URL;
-  if (!serverUrl) {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-test-pg-'));
-    fs.chmodSync(tmp, 0o755);
-    embedded = await startEmbeddedPostgres({ dataDir: tmp, log: createLogger('warn'), ephemeral: true });
-    serverUrl = embedded.connectionString;
-  }
   const template = `jobgate_tpl_${process.pid}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`drop database if exists ${template}`);
-  await admin.query(`create database ${template}`);
-  await admin.end();
-  await migrate(withDatabase(serverUrl, template));
+  try {
+    if (!serverUrl) {
+      tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-test-pg-'));
+      fs.chmodSync(tmp, 0o755);
+      embedded = await startEmbeddedPostgres({ dataDir: tmp, log: createLogger('warn'), ephemeral: true });
+      serverUrl = embedded.connectionString;
+    }
+    const admin = new pg.Client({ connectionString: serverUrl });
+    admin.on('error', () => {});
+    try {
+      await admin.connect();
+      await admin.query(`drop database if exists ${template}`);
+      await admin.query(`create database ${template}`);
+    } finally {
+      await admin.end().catch(() => {});
+    }
+    await migrate(withDatabase(serverUrl, template));
+  } catch (error) {
+    // Without a database no test can run: say why in one line, instead of vitest's stack trace
+    // of this file followed by every test file's failure. A cluster that failed to start keeps
+    // its folder, so the log the message names can still be read.
+    await embedded?.stop().catch(() => {});
+    const where = process.env.TEST_DATABASE_URL ? 'the server at TEST_DATABASE_URL' : 'an embedded Postgres';
+    const reason = (error instanceof Error ? error.message : String(error)).split('\n')[0];
+    process.stderr.write(`\njobgate tests: cannot run: no database (${where}): ${reason}\n\n`);
+    process.exit(1);
+  }
 
   project.provide('pgServerUrl', serverUrl);
   project.provide('pgTemplate', template);

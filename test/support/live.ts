@@ -8,7 +8,7 @@ import WebSocket from 'ws';
 import { createLogger } from '../../src/log.js';
 import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/server/gateway.js';
 import { createHub, type Hub, type HubOptions } from '../../src/subscriptions/hub.js';
-import { createLiveFeeds } from '../../src/subscriptions/live.js';
+import { createLiveFeeds, type LiveFeedOptions } from '../../src/subscriptions/live.js';
 import type { TestDb } from './db.js';
 
 export interface LiveGateway {
@@ -24,7 +24,7 @@ export interface LiveGateway {
 
 export async function startLiveGateway(
   t: TestDb,
-  options: { hub?: Partial<HubOptions>; gateway?: Partial<GatewayOptions>; connectionString?: string } = {},
+  options: { hub?: Partial<HubOptions>; gateway?: Partial<GatewayOptions>; live?: LiveFeedOptions; connectionString?: string } = {},
 ): Promise<LiveGateway> {
   const logs: string[] = [];
   const log = createLogger('debug', (l) => logs.push(l));
@@ -35,7 +35,7 @@ export async function startLiveGateway(
     log,
     host: '127.0.0.1',
     port: 0,
-    live: createLiveFeeds(t.service, hub),
+    live: createLiveFeeds(t.service, hub, options.live),
     authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
     ...options.gateway,
   });

@@ -10,8 +10,9 @@ import { UnrecoverableError } from './handlers.js';
 import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
 import { isSealed, type SecretBox } from '../secrets.js';
 import { signatureHeaders } from './signing.js';
-import { redact, render, renderDeep, TemplateError, type TemplateScope } from './template.js';
-import { MIN_SECRET_LENGTH, storableText } from '../inputs.js';
+import { createRedactor, FormsCache, type Redactor } from './redaction.js';
+import { render, renderDeep, TemplateError, type TemplateScope } from './template.js';
+import { storableText } from '../inputs.js';
 
 export interface AttemptResult {
   outcome: AttemptOutcome;
@@ -114,21 +115,16 @@ export function createDelivery(options: DeliveryOptions) {
   }
 
   /**
-   * The first `cap` bytes of the body, redacted. A secret that the cap cuts through is kept whole
-   * so that it is redacted whole: cut first, and its start would be left in clear. So the body is
-   * read past the cap by the longest secret's length.
+   * The first `cap` bytes of the body, redacted before it is cut: a secret (in any of its forms)
+   * that the cap cuts through is kept whole so that it is redacted whole; cut first, and its
+   * start would be left in clear. So the body is read past the cap by the longest form's length.
    */
-  async function excerptOf(body: Dispatcher.ResponseData['body'], config: TemplateScope['config']): Promise<string> {
-    const secrets = Object.values(config).filter((e) => e.secret).map((e) => e.value);
-    const raw = await readCapped(body, cap + Math.max(0, ...secrets.map((v) => Buffer.byteLength(v))));
-    const text = raw.toString('utf8');
-    let end = raw.subarray(0, cap).toString('utf8').length;
-    for (const secret of secrets) {
-      if (secret.length < MIN_SECRET_LENGTH) continue; // redact leaves these alone
-      for (let i = text.indexOf(secret); i !== -1 && i < end; i = text.indexOf(secret, i + 1)) end = Math.max(end, i + secret.length);
-    }
-    return redact(text.slice(0, end), config);
+  async function excerptOf(body: Dispatcher.ResponseData['body'], redactor: Redactor): Promise<string> {
+    const raw = await readCapped(body, cap + redactor.longestFormBytes);
+    return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
   }
+
+  const formsCache = new FormsCache();
 
   const open = (value: string): string => {
     if (!isSealed(value)) return value;
@@ -136,16 +132,24 @@ export function createDelivery(options: DeliveryOptions) {
     return options.secrets.open(value);
   };
 
-  async function http(ex: ClaimedExecution, signal: AbortSignal): Promise<AttemptResult> {
-    let scope: TemplateScope;
-    let signingSecret: string | null;
-    try {
-      const config = Object.fromEntries(Object.entries(ex.config_entries ?? {}).map(([k, e]) => [k, { ...e, value: e.secret ? open(e.value) : e.value }]));
-      scope = { config, input: ex.input };
-      signingSecret = ex.signing_secret ? open(ex.signing_secret) : null;
-    } catch (error) {
-      return failure('FAILED', `cannot open the endpoint's secrets: ${(error as Error).message}`, false);
-    }
+  /** An HTTP endpoint's secrets, opened for one attempt, and the redactor that keeps them out of its record. */
+  interface Opened {
+    scope: TemplateScope;
+    signingSecret: string | null;
+    redactor: Redactor;
+  }
+
+  function openSecrets(ex: ClaimedExecution): Opened {
+    const config = Object.fromEntries(Object.entries(ex.config_entries ?? {}).map(([k, e]) => [k, { ...e, value: e.secret ? open(e.value) : e.value }]));
+    const signingSecret = ex.signing_secret ? open(ex.signing_secret) : null;
+    // The signing secret is never sent, but the target holds it too and may quote it back.
+    const secrets = Object.values(config).filter((e) => e.secret).map((e) => e.value);
+    if (signingSecret) secrets.push(signingSecret);
+    return { scope: { config, input: ex.input }, signingSecret, redactor: createRedactor(secrets, formsCache) };
+  }
+
+  async function http(ex: ClaimedExecution, opened: Opened, signal: AbortSignal): Promise<AttemptResult> {
+    const { scope, signingSecret, redactor } = opened;
     let url: URL;
     let headers: Record<string, string>;
     let body: string | undefined;
@@ -156,16 +160,14 @@ export function createDelivery(options: DeliveryOptions) {
       body = ex.method === 'GET' ? undefined : JSON.stringify(renderDeep(ex.input, scope));
     } catch (error) {
       if (error instanceof TemplateError || error instanceof TypeError) {
-        return failure('FAILED', redact(`cannot build the request: ${(error as Error).message}`, scope.config), false);
+        return failure('FAILED', `cannot build the request: ${(error as Error).message}`, false);
       }
       throw error;
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return failure('FAILED', `refused scheme ${url.protocol}`, false);
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const literalRefusal = /^[\d.]+$|:/.test(host) ? policy.refusal(host) : undefined;
-    // The url may carry secret config values, and these messages quote it.
-    const hide = (text: string) => redact(text, scope.config);
-    if (literalRefusal) return failure('FAILED', hide(`refused to connect to ${host}: ${literalRefusal}`), false);
+    if (literalRefusal) return failure('FAILED', `refused to connect to ${host}: ${literalRefusal}`, false);
 
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
@@ -173,14 +175,14 @@ export function createDelivery(options: DeliveryOptions) {
 
     try {
       const res = await request(url, { method: (ex.method ?? 'POST') as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
-      const excerpt = await excerptOf(res.body, scope.config);
+      const excerpt = await excerptOf(res.body, redactor);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
         return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
       }
       if (code >= 300 && code < 400) {
         // Redacted before it is cut short, so that the cut cannot leave the start of a secret.
-        const to = res.headers.location ? ` to ${hide(String(res.headers.location)).slice(0, 200)}` : '';
+        const to = res.headers.location ? ` to ${redactor.redactPrefix(String(res.headers.location), 200)}` : '';
         return failure('FAILED', `redirect (${code}${to}) not followed`, false, { statusCode: code, responseExcerpt: excerpt });
       }
       const retryable = RETRYABLE_STATUS(code);
@@ -190,14 +192,14 @@ export function createDelivery(options: DeliveryOptions) {
       if (signal.aborted) throw error; // the caller names the abort
       const cause = (error as { cause?: unknown }).cause ?? error;
       if (cause instanceof OutboundRefusedError || (error as { code?: string }).code === 'EJOBGATEREFUSED') {
-        return failure('FAILED', hide((cause as Error).message), false);
+        return failure('FAILED', (cause as Error).message, false);
       }
       // undici refused the request as built, before sending it (a header value with a line break
       // or a character beyond Latin-1, from the input or the config): the same request next time.
       if ((error as { code?: string }).code === 'UND_ERR_INVALID_ARG') {
-        return failure('FAILED', hide(`cannot build the request: ${(error as Error).message}`), false);
+        return failure('FAILED', `cannot build the request: ${(error as Error).message}`, false);
       }
-      return failure('FAILED', hide(`network error: ${(error as Error).message}`), true);
+      return failure('FAILED', `network error: ${(error as Error).message}`, true);
     }
   }
 
@@ -228,16 +230,29 @@ export function createDelivery(options: DeliveryOptions) {
     }
   }
 
-  /** Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown. */
+  /**
+   * Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown.
+   * What it returns is what gets recorded (attempt row, lastError, logs, notifications), so every
+   * error is redacted here, whichever path built it: the url in a refusal or a DNS error, an
+   * undici message, an unexpected throw. The excerpt was redacted before it was cut.
+   */
   async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
-    const result = await attemptOnce(ex, external);
+    let opened: Opened | undefined;
+    let result: AttemptResult | undefined;
+    try {
+      if (ex.kind === 'HTTP') opened = openSecrets(ex);
+    } catch (error) {
+      result = failure('FAILED', `cannot open the endpoint's secrets: ${(error as Error).message}`, false);
+    }
+    result ??= await attemptOnce(ex, external, opened);
+    const redact = (text: string) => (opened ? opened.redactor.redact(text) : text);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
     const storable = (text: string | null) => (text === null ? null : storableText(text));
-    return { ...result, error: storable(result.error), responseExcerpt: storable(result.responseExcerpt) };
+    return { ...result, error: storable(result.error === null ? null : redact(result.error)), responseExcerpt: storable(result.responseExcerpt) };
   }
 
-  async function attemptOnce(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
+  async function attemptOnce(ex: ClaimedExecution, external: AbortController, opened: Opened | undefined): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;
@@ -247,7 +262,7 @@ export function createDelivery(options: DeliveryOptions) {
     });
     aborted.catch(() => {});
     try {
-      const run = ex.kind === 'HTTP' ? http(ex, signal) : handler(ex, signal);
+      const run = opened ? http(ex, opened, signal) : handler(ex, signal);
       // A handler that ignores its signal cannot hold the attempt past an abort.
       return await Promise.race([run, aborted]);
     } catch (error) {

@@ -2,8 +2,6 @@
  * `{{config.key}}` and `{{input.path.to.value}}` placeholders in endpoint urls, headers and
  * string values of the body. An unknown placeholder is an error, not an empty string.
  */
-import { MIN_SECRET_LENGTH } from '../inputs.js';
-
 export class TemplateError extends Error {
   override name = 'TemplateError';
 }
@@ -44,13 +42,4 @@ export function renderDeep(value: unknown, scope: TemplateScope): unknown {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderDeep(v, scope)]));
   }
   return value;
-}
-
-/** Replaces every secret config value in `text`, for logs, errors and response excerpts. */
-export function redact(text: string, config: TemplateScope['config']): string {
-  let out = text;
-  for (const entry of Object.values(config)) {
-    if (entry.secret && entry.value.length >= MIN_SECRET_LENGTH) out = out.split(entry.value).join('[redacted]');
-  }
-  return out;
 }

@@ -1,0 +1,117 @@
+/**
+ * What ends a key's live streams when the key lapses (Invariant 10: a revoked key stops
+ * everything it had open at once, live streams included). A request is authenticated once, when
+ * it starts; a subscription and a WebSocket connection outlive that moment, so this process
+ * remembers, per key, what each one has open here, and ends it when the service says the key no
+ * longer backs its actor (`service.lapsedActors`: revoked, or another role now).
+ *
+ * How a replica learns of it:
+ *  - at once: the revoking transaction sends a NOTIFY hint naming the key
+ *    (src/db/repos/api-keys.ts), which the hub's one listening connection hears on every
+ *    gateway replica; the key is then checked against its row (a hint is never taken as proof);
+ *  - as a backstop, every `recheckMs` while anything is watched, and whenever the listener
+ *    (re)connects: a NOTIFY is lost while a listener is down, never arrives through a
+ *    transaction-mode pooler, and a role can be changed by hand in the database;
+ *  - right after each watch starts: a revocation that committed between the key's check and
+ *    the watch would have been heard by nobody.
+ * Checks are batched: one query for all the keys due at that moment.
+ */
+import type { Logger } from '../log.js';
+import { UnauthenticatedError } from '../service/access.js';
+import type { Actor } from '../service/actor.js';
+
+export interface KeyWatchOptions {
+  /** The service's rule: of these actors, those their key no longer backs. */
+  lapsedActors(actors: readonly Actor[]): Promise<Actor[]>;
+  log: Logger;
+  /** How often everything watched is checked again, notifications or not. */
+  recheckMs: number;
+}
+
+interface Watcher {
+  actor: Actor;
+  end(error: UnauthenticatedError): void;
+}
+
+export class KeyWatch {
+  /** By key id. */
+  private readonly watched = new Map<string, Set<Watcher>>();
+  private readonly due = new Set<string>();
+  private checking: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: KeyWatchOptions) {}
+
+  /**
+   * Calls `end` once, with UNAUTHENTICATED, if the actor's key lapses while watched. Returns the
+   * function that stops watching. An actor without a key (jobgate itself, the library) is not
+   * watched: it has no key to revoke.
+   */
+  watch(actor: Actor, end: (error: UnauthenticatedError) => void): () => void {
+    const keyId = actor.kind === 'user' ? actor.keyId : undefined;
+    if (!keyId) return () => {};
+    const watcher: Watcher = { actor, end };
+    let set = this.watched.get(keyId);
+    if (!set) this.watched.set(keyId, (set = new Set()));
+    set.add(watcher);
+    this.timer ??= setInterval(() => this.hint(undefined), this.options.recheckMs).unref();
+    this.hint(keyId);
+    return () => this.unwatch(keyId, watcher);
+  }
+
+  /** A key may have lapsed (undefined: any key may have; a notification may have been missed). */
+  hint(keyId: string | undefined): void {
+    if (keyId === undefined) for (const id of this.watched.keys()) this.due.add(id);
+    else if (this.watched.has(keyId)) this.due.add(keyId);
+    else return;
+    void this.check();
+  }
+
+  /** Keys watched, for diagnostics and tests. */
+  get size(): number {
+    return this.watched.size;
+  }
+
+  private unwatch(keyId: string, watcher: Watcher) {
+    const set = this.watched.get(keyId);
+    if (!set?.delete(watcher) || set.size > 0) return;
+    this.watched.delete(keyId);
+    if (this.watched.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  /** Checks the keys due, one query for all of them; keys that come due meanwhile get the next. */
+  private async check(): Promise<void> {
+    if (this.checking) return;
+    // Hints that arrive in the same tick (a listener's burst, many subscriptions opening) share a query.
+    this.checking = new Promise<void>((r) => setImmediate(r)).then(async () => {
+      while (this.due.size > 0) {
+        const keys = [...this.due];
+        this.due.clear();
+        const watchers = keys.flatMap((id) => [...(this.watched.get(id) ?? [])]);
+        let lapsed: Actor[];
+        try {
+          lapsed = await this.options.lapsedActors(watchers.map((w) => w.actor));
+        } catch (error) {
+          // The database could not be asked (it went away): the periodic re-check asks again.
+          this.options.log.warn(`live: could not check ${keys.length} API key(s) of open streams (${(error as Error).message}); checking again in ${this.options.recheckMs} ms`);
+          return;
+        }
+        const gone = new Set(lapsed);
+        for (const watcher of watchers) {
+          if (!gone.has(watcher.actor)) continue;
+          this.unwatch(watcher.actor.keyId!, watcher);
+          watcher.end(new UnauthenticatedError('this API key was revoked, or what it grants changed: its live streams have ended; authenticate again'));
+        }
+      }
+    });
+    try {
+      await this.checking;
+    } finally {
+      this.checking = undefined;
+      if (this.due.size > 0) void this.check();
+    }
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Limits at the edges of the gateway, over real HTTP: aliases of every field count, a body with
+ * no declared length is answered 413 (not a reset connection), and a variable that cannot be
+ * coerced carries a code a client can switch on.
+ */
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+let gw: RunningGateway;
+let url: string;
+let key: string;
+
+beforeAll(async () => {
+  t = await createTestDb();
+  gw = await startGateway({
+    service: t.service,
+    log: createLogger('silent'),
+    host: '127.0.0.1',
+    port: 0,
+    maxBodyBytes: 100_000,
+    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+  });
+  url = `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}/graphql`;
+  key = (await t.service.bootstrapKey('default', 'ADMIN', 'admin')).key;
+});
+afterAll(async () => {
+  await gw.close();
+  await t.close();
+});
+
+type Body = { data?: any; errors?: { message: string; extensions?: any }[] };
+
+async function gql(query: string, variables: Record<string, unknown> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  return { status: res.status, body: (await res.json()) as Body };
+}
+
+/**
+ * A 2 MB body sent in chunks of `size` with no Content-Length (Transfer-Encoding: chunked), each
+ * chunk after `pauseMs`: a client still sending when the gateway answers.
+ */
+function chunked(parts: string[], pauseMs = 0): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let i = 0;
+  return new ReadableStream({
+    async pull(controller) {
+      if (pauseMs) await new Promise((r) => setTimeout(r, pauseMs));
+      if (i < parts.length) controller.enqueue(encoder.encode(parts[i++]));
+      else controller.close();
+    },
+  });
+}
+
+async function postChunked(parts: string[], pauseMs = 0) {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: chunked(parts, pauseMs),
+    duplex: 'half',
+  } as RequestInit);
+}
+
+describe('aliases', () => {
+  it('counts aliases of __typename against the alias limit, as aliases of any field', async () => {
+    const many = Array.from({ length: 900 }, (_, i) => `t${i}: __typename`).join(' ');
+    const res = await gql(`{ ${many} }`);
+    expect(res.body.data ?? null).toBeNull();
+    expect(res.body.errors?.[0]?.message).toMatch(/Aliases limit of 20 exceeded, found 900/);
+    // Within the limit, an aliased __typename still works.
+    const few = await gql('{ a: __typename b: __typename }');
+    expect(few.body.data).toEqual({ a: 'Query', b: 'Query' });
+  });
+});
+
+describe('request bodies', () => {
+  it('answers a 2 MB chunked body (no Content-Length) with 413 and a JSON error, however it is sent, and keeps serving', async () => {
+    // Chunk sizes and pauses vary so that the answer finds the client at different points of
+    // its upload; each must get the answer, not a reset connection.
+    for (const size of [16 * 1024, 64 * 1024, 256 * 1024]) {
+      for (const pauseMs of [0, 1, 2]) {
+        const pad = 'x'.repeat(size);
+        const parts = ['{"query":"{ workspace { slug } }","variables":{"pad":"', ...Array.from({ length: Math.ceil((2 * 1024 * 1024) / size) }, () => pad), '"}}'];
+        const res = await postChunked(parts, pauseMs);
+        expect(res.status).toBe(413);
+        const body = (await res.json()) as Body;
+        expect(body.errors?.[0]?.extensions?.code).toBe('PAYLOAD_TOO_LARGE');
+      }
+    }
+    expect((await gql('{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
+  });
+
+  it('serves a chunked body within the limit as any other', async () => {
+    const res = await postChunked(['{"query":"{ workspace', ' { slug } }"}']);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as Body).data.workspace.slug).toBe('default');
+  });
+});
+
+describe('variable coercion', () => {
+  it('answers a variable that cannot be coerced with VALIDATION_FAILED, naming the variable', async () => {
+    const res = await gql('mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }', { input: { endpointName: 'x', kind: 'SOMETIME' } });
+    expect(res.body.data ?? null).toBeNull();
+    expect(res.body.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['input'] }] });
+    const missing = await gql('query ($first: Int!) { jobs(first: $first) { nodes { id } } }');
+    expect(missing.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+    const wrongType = await gql('query ($first: Int) { jobs(first: $first) { nodes { id } } }', { first: 'ten' });
+    expect(wrongType.body.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+  });
+});
