@@ -13,6 +13,7 @@ import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import { runDuePass } from './service/engine/run-due.js';
 import { HandlerRegistry } from './service/engine/handlers.js';
+import { createAvailability } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry } from './service/engine/intervals.js';
 import { RecoverableRegistry } from './service/engine/recoverable.js';
@@ -97,7 +98,9 @@ export async function startApp(
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
     registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
     if (roles.worker) {
-      scheduler = createScheduler({ pool: database.pool, log });
+      // One view of the database for all the worker's loops: an outage is logged once.
+      const availability = createAvailability(log);
+      scheduler = createScheduler({ pool: database.pool, log, availability });
       scheduler.start();
       worker = createWorker({
         pool: database.pool,
@@ -110,12 +113,13 @@ export async function startApp(
         defaultTimeoutMs: config.worker.defaultTimeoutMs,
         outboundAllow: config.worker.outboundAllow,
         secrets,
+        availability,
       });
       await worker.start();
       // Recoverable runs (and their crash sweep), interval handlers, run schedules and this
       // worker's entry in the handler catalogue. jobgate's own process registers no recoverable
       // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
-      host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun });
+      host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability });
       await host.start();
     }
     if (source.embedded && !(await service.anyApiKey())) {

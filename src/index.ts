@@ -12,6 +12,7 @@ import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
+import { createAvailability } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
@@ -55,7 +56,7 @@ export interface JobgateOptions {
   alertEmail?: AlertEmailOptions;
 }
 
-export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log'> & {
+export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
   /**
    * This process is gone from the handler catalogue, its interval ticks are recorded as crashed
    * and its recoverable runs paused, after this long without a heartbeat. Default 30 s.
@@ -183,6 +184,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
   const log = options.log ?? createLogger('warn');
+  // One view of the database for every loop this Jobgate starts: an outage is logged once.
+  const availability = createAvailability(log);
   return {
     service,
     client: bindActor(service, defaultActor),
@@ -202,11 +205,11 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       registerInternalHandlers(handlers, database.pool, { alerts: options.alertEmail });
       if (!scheduler) {
-        scheduler = createScheduler({ pool: database.pool, log });
+        scheduler = createScheduler({ pool: database.pool, log, availability });
         scheduler.start();
       }
       if (!host) {
-        host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs });
+        host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs, availability });
         await host.start();
       }
       const worker = createWorker({
@@ -216,6 +219,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
         handlers,
         log,
         secrets,
+        availability,
       });
       await worker.start();
       workers.push(worker);

@@ -49,6 +49,9 @@ export function createListener(options: ListenerOptions) {
   let failures = 0;
   let warnedDeaf = false;
   let retry: NodeJS.Timeout | undefined;
+  // Since when it has been trying to listen again: an outage is logged when it starts and when
+  // it ends, not at every reconnection that fails in between.
+  let lostSince: number | undefined;
   const probes = new Map<string, () => void>();
   const dropped = new WeakSet<pg.Client>();
 
@@ -73,7 +76,11 @@ export function createListener(options: ListenerOptions) {
     setMode('poll');
     if (stopped) return;
     const delay = Math.min(5_000, 100 * 2 ** failures++) * (0.5 + Math.random() / 2);
-    log.warn(`${name}: listening connection lost (${why}); polling, reconnecting in ${Math.round(delay)} ms`);
+    const line = `${name}: listening connection lost (${why}); polling, reconnecting in ${Math.round(delay)} ms`;
+    if (lostSince === undefined) log.warn(line);
+    else log.debug(line);
+    lostSince ??= Date.now();
+    // Unreferenced: whoever needs this process up holds it (a started worker, the HTTP server).
     retry = setTimeout(() => void connect(), delay);
     retry.unref();
   }
@@ -103,6 +110,8 @@ export function createListener(options: ListenerOptions) {
     }
     if (stopped || dropped.has(c)) return void destroy(c);
     client = c;
+    if (lostSince !== undefined) log.info(`${name}: listening again after ${((Date.now() - lostSince) / 1000).toFixed(1)} s`);
+    lostSince = undefined;
     options.onListening();
     await check();
   }

@@ -23,18 +23,4 @@ export function isPgError(error: unknown, code?: string): error is PgError {
   );
 }
 
-/**
- * Whether an error means the database could not be reached or the connection was lost (not
- * that the statement was wrong): Postgres's connection-exception class (08), an administrator
- * or crash shutdown (57P01-3), too many connections, the network's own errors, and pg / pg-pool
- * reporting a dead connection or a pool wait that ran out. Worth waiting out and retrying.
- * (The one place that reads message text: pg and pg-pool report these without codes.)
- */
-export function isConnectionError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  const network = ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'];
-  if (typeof code === 'string' && (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', ...network].includes(code))) return true;
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
-    (error as Error | null)?.message ?? '',
-  );
-}
+// Whether an error means "the database is unavailable, retry": src/db/unavailable.ts.

@@ -15,7 +15,7 @@
  * log adapter drop yoga's copy.
  */
 import { GraphQLError, Kind } from 'graphql';
-import { isConnectionError } from '../db/sqlstate.js';
+import { isConnectionError } from '../db/unavailable.js';
 import { DomainError } from '../service/errors.js';
 import type { Logger } from '../log.js';
 import { withoutSuggestions } from './hardening.js';

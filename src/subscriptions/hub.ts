@@ -26,7 +26,7 @@
 import type pg from 'pg';
 import type { Logger } from '../log.js';
 import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
-import { isConnectionError } from '../db/sqlstate.js';
+import { isConnectionError } from '../db/unavailable.js';
 import { assertCursorKept } from '../service/live.js';
 import { toRun, type Run } from '../service/runs.js';
 import { Feed, SlowConsumerError } from './feed.js';

@@ -100,7 +100,7 @@ describe('leases', () => {
     expect((await attemptsOf(t, other.id)).map((a) => a.outcome)).toEqual(['SUCCEEDED']);
   });
 
-  it('records an outcome whose first recording lost its database connection, by trying again while the lease holds', async () => {
+  it('records an outcome whose first recording lost its database connection, by trying again', async () => {
     await h.worker({ workerId: 'worker-r', heartbeatMs: 200 });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
     const running = await settled(t, job.id, ['RUNNING']);
@@ -111,6 +111,19 @@ describe('leases', () => {
     const ex = await settled(t, job.id);
     expect(ex).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
     expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['worker-r', 'SUCCEEDED']]);
+  });
+
+  it('records the outcome of an attempt whose lease ran out while nobody took it: expiry alone is no takeover', async () => {
+    // No heartbeat, fence or reconciler of its own in the test's time: only the expiry changes.
+    await h.worker({ workerId: 'worker-a', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    // As after an outage longer than the lease: the lease ran out while nobody could take it.
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    release();
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1, lease_epoch: 1 });
+    expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['worker-a', 'SUCCEEDED']]);
   });
 
     it('reconciles an expired lease on the last attempt to FAILED with the reason "lease expired"', async () => {

@@ -10,6 +10,7 @@ import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/reaper.js';
 import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { cursorsOf, type TestCursors } from '../support/cursors.js';
+import { isConnectionError } from '../../src/db/unavailable.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
@@ -315,10 +316,16 @@ describe('database connections lost', () => {
         `select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid() and application_name <> 'jobgate-live'`,
         [t.name],
       );
-      await (round % 2 === 0 ? t.service.pauseJob(t.actor, job.id) : t.service.resumeJob(t.actor, job.id)).catch(async () => {
-        // The service's own pool met a killed connection first; the change is made on the retry.
-        await (round % 2 === 0 ? t.service.pauseJob(t.actor, job.id) : t.service.resumeJob(t.actor, job.id));
-      });
+      // The service's own pool may hand out killed connections first (one per idle client that
+      // has not reported its end yet); the change is made on a retry.
+      for (let tries = 0; ; tries++) {
+        try {
+          await (round % 2 === 0 ? t.service.pauseJob(t.actor, job.id) : t.service.resumeJob(t.actor, job.id));
+          break;
+        } catch (error) {
+          if (!isConnectionError(error) || tries >= 10) throw error;
+        }
+      }
     }
     const expected = ['PAUSED', 'ACTIVE', 'PAUSED'];
     for (const sub of [liveSub, replaying]) {

@@ -2,9 +2,13 @@
  * Recording attempt outcomes, many per statement.
  *
  * The fence: an outcome is accepted only from the lease that is current — same epoch, still
- * RUNNING, lease not expired on the database clock. A worker that lost its lease (expired,
- * reconciled, taken over) matches no row, so its late write changes nothing; this is what makes
- * a *recorded* completion exactly-once while execution itself is at-least-once.
+ * RUNNING. A worker that lost its lease (reconciled, taken over) matches no row, so its late
+ * write changes nothing; this is what makes a *recorded* completion exactly-once while
+ * execution itself is at-least-once. An expired lease that nobody has taken yet is still its
+ * owner's: expiry lets the reconciler take it, it is not itself a taking. So the owner of an
+ * attempt that ended while the database was unreachable for longer than the lease records its
+ * outcome when the database is back (reconcilers hold off for a lease after an outage), instead
+ * of the attempt being counted as lost and its handler run a second time.
  *
  * The next state is decided here, from the attempt's outcome and the execution's row:
  *   cancel requested                      -> CANCELLED
@@ -63,11 +67,11 @@ with done as (
       lease_expires_at = null,
       updated_at = now()
   from done d, endpoints en
-  -- The fence: only the current lease (same epoch, still running, not expired) records.
+  -- The fence: only the current lease (same epoch, still running) records. Expiry is not
+  -- checked: until a reconciler or a claim moves the row on, nobody else has the execution.
   where e.id = d.id
     and e.lease_epoch = d.epoch
     and e.status = 'RUNNING'
-    and e.lease_expires_at > now()
     and en.id = e.endpoint_id
   returning e.id, e.workspace_id, e.lease_epoch, e.attempt_count, e.attempt_started_at, e.status
 ), attempt_rows as (

@@ -10,6 +10,7 @@ import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import type { Actor } from '../actor.js';
 import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
+import { createAvailability, type Availability } from './availability.js';
 import type { HandlerRegistry } from './handlers.js';
 import { createIntervalRunner, DEFAULT_INTERVAL_TIMEOUT_MS, type IntervalRegistry } from './intervals.js';
 import { createPresence, type Registration } from './presence.js';
@@ -31,6 +32,8 @@ export interface EngineHostOptions {
   staleMs?: number;
   /** Poll period of the runner, the intervals and the schedules. Default 1 s. */
   pollMs?: number;
+  /** The process's view of its database (shared with its worker, so an outage is logged once). */
+  availability?: Availability;
 }
 
 /** Everything registered in a process, as the catalogue shows it. */
@@ -58,6 +61,7 @@ export function createEngineHost(options: EngineHostOptions) {
   const pollMs = options.pollMs ?? 1000;
   // Several heartbeats fit in the staleness window, for the worker's row and its runs alike.
   const heartbeatMs = options.heartbeatMs ?? Math.max(100, Math.min(5000, Math.floor(staleMs / 6)));
+  const availability = options.availability ?? createAvailability(log, `worker ${id}`);
   const presence = createPresence({
     pool,
     log,
@@ -65,10 +69,11 @@ export function createEngineHost(options: EngineHostOptions) {
     heartbeatMs,
     staleMs,
     registrations: () => registrationsOf(options.handlers, options.recoverables, options.intervals),
+    availability,
   });
-  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs });
-  const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs });
-  const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs });
+  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs, availability });
+  const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability });
+  const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs, availability });
   let started = false;
 
   return {

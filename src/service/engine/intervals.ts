@@ -21,6 +21,7 @@
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import { storableText } from '../inputs.js';
+import { createAvailability, type Availability } from './availability.js';
 
 export interface IntervalContext {
   /** Aborted on timeout and at shutdown: stop promptly. */
@@ -157,6 +158,8 @@ export interface IntervalRunnerOptions {
   workerId: string;
   /** How often due ticks are looked for. Default 1 s. */
   pollMs?: number;
+  /** The process's view of its database: its loops report outages there, so one is logged once. */
+  availability?: Availability;
 }
 
 type Outcome =
@@ -170,6 +173,7 @@ const TIMED_OUT = Symbol('timed out');
 
 export function createIntervalRunner(options: IntervalRunnerOptions) {
   const { pool, log, workerId } = options;
+  const availability = options.availability ?? createAvailability(log, `worker ${workerId}`);
   const pollMs = options.pollMs ?? 1000;
   const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
   const ensured = new Map<string, number>();
@@ -265,7 +269,9 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
 
   async function pass() {
     try {
+      const askedAt = performance.now();
       const swept = await pool.query<{ name: string }>(SWEEP);
+      availability.reached(askedAt);
       for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
       const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
       for (const row of freed.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
@@ -283,7 +289,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         });
       }
     } catch (error) {
-      log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'interval poll')) log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
     }
   }
 

@@ -7,6 +7,7 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
+import { createAvailability, type Availability } from './availability.js';
 
 export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
 
@@ -36,6 +37,8 @@ export interface PresenceOptions {
   heartbeatMs?: number;
   /** Not live after this long without a heartbeat. Default 6 heartbeats, at least 5 s. */
   staleMs?: number;
+  /** The process's view of its database: its loops report outages there, so one is logged once. */
+  availability?: Availability;
 }
 
 const UPSERT = `
@@ -44,6 +47,7 @@ on conflict (id) do update set heartbeat_at = now(), stale_ms = excluded.stale_m
 
 export function createPresence(options: PresenceOptions) {
   const { pool, log, id } = options;
+  const availability = options.availability ?? createAvailability(log, `worker ${id}`);
   const heartbeatMs = options.heartbeatMs ?? 5000;
   const staleMs = options.staleMs ?? Math.max(5000, heartbeatMs * 6);
   let timer: NodeJS.Timeout | undefined;
@@ -53,11 +57,13 @@ export function createPresence(options: PresenceOptions) {
 
   async function beat() {
     try {
+      const askedAt = performance.now();
       await write();
+      availability.reached(askedAt);
       // Now and then, forget workers gone for a day (they are long out of the catalogue).
       if (beats++ % 100 === 0) await pool.query(`delete from workers where heartbeat_at < now() - interval '1 day'`);
     } catch (error) {
-      log.warn(`worker ${id}: presence heartbeat failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'presence heartbeat')) log.warn(`worker ${id}: presence heartbeat failed: ${(error as Error).message}`);
     }
   }
 

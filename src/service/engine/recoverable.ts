@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { inspect } from 'node:util';
 import type pg from 'pg';
-import { isConnectionError } from '../../db/sqlstate.js';
+import { isConnectionError } from '../../db/unavailable.js';
 import { z, type ZodType } from 'zod';
 import type { Logger } from '../../log.js';
 import { normalizeCron } from '../cron.js';
@@ -23,6 +23,7 @@ import { parseInput } from '../context.js';
 import { ValidationError } from '../errors.js';
 import { jsonValue, storableText } from '../inputs.js';
 import type { RunRow, RunStatus, Severity } from '../runs.js';
+import { createAvailability, type Availability } from './availability.js';
 
 export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
 
@@ -203,6 +204,8 @@ export interface RunnerOptions {
   pollMs?: number;
   /** Runs executed at once by this runner. Default 4. */
   concurrency?: number;
+  /** The process's view of its database: its loops report outages there, so one is logged once. */
+  availability?: Availability;
 }
 
 /** What a checkpoint's progress must be to be stored (the database would refuse the rest, less clearly). */
@@ -261,6 +264,7 @@ export function createRunner(options: RunnerOptions) {
   const staleMs = options.staleMs ?? 30_000;
   const pollMs = options.pollMs ?? 1000;
   const concurrency = options.concurrency ?? 4;
+  const availability = options.availability ?? createAvailability(log, `runner ${owner}`);
   // By run and epoch: a run taken again by this runner (swept while its heartbeat was late, then
   // resumed) while its earlier execution winds down is two entries, each counted and waited for.
   const active = new Map<string, RunState>();
@@ -368,7 +372,7 @@ export function createRunner(options: RunnerOptions) {
         .then((r) => {
           if (r.rowCount === 0) state.lost = true;
         })
-        .catch((e: Error) => log.warn(`runner ${owner}: heartbeat of run ${run.id} failed: ${e.message}`));
+        .catch((e: Error) => availability.unreachable(e, 'run heartbeat') || log.warn(`runner ${owner}: heartbeat of run ${run.id} failed: ${e.message}`));
     }, heartbeatMs);
     beat.unref();
 
@@ -453,12 +457,20 @@ export function createRunner(options: RunnerOptions) {
   async function pollOnce() {
     if (!running) return;
     try {
-      await pool.query(SWEEP, [staleMs]).then((r) => {
-        for (const row of r.rows) log.warn(`runner ${owner}: run ${row.id} (${row.name}) stopped heartbeating; paused`);
-      });
+      // Heartbeats that stopped while nobody could reach the database are not crashes: for
+      // staleMs after an outage the runners that lived through it get to heartbeat first.
+      if (!availability.down && availability.sinceBack() >= staleMs) {
+        const askedAt = performance.now();
+        await pool.query(SWEEP, [staleMs]).then((r) => {
+          for (const row of r.rows) log.warn(`runner ${owner}: run ${row.id} (${row.name}) stopped heartbeating; paused`);
+        });
+        availability.reached(askedAt);
+      }
       const names = options.registry.names();
       while (running && names.length > 0 && active.size < concurrency) {
+        const askedAt = performance.now();
         const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);
+        availability.reached(askedAt);
         const run = rows[0];
         if (!run) break;
         const state: RunState = { stopping: false, lost: false, done: Promise.resolve() };
@@ -475,7 +487,7 @@ export function createRunner(options: RunnerOptions) {
           });
       }
     } catch (error) {
-      log.warn(`runner ${owner}: poll failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'recoverable runner')) log.warn(`runner ${owner}: poll failed: ${(error as Error).message}`);
     }
   }
 

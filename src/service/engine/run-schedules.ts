@@ -20,6 +20,7 @@ import { firstFireAt, specOf } from '../cron.js';
 import { nextFireAfter } from '../cron-walk.js';
 import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
 import type { RecoverableRegistry, RunSchedule } from './recoverable.js';
+import { createAvailability, type Availability } from './availability.js';
 
 export interface RunSchedulerOptions {
   pool: pg.Pool;
@@ -31,6 +32,8 @@ export interface RunSchedulerOptions {
   clock?: () => Date;
   /** How often due ticks are looked for. Default 1 s. */
   pollMs?: number;
+  /** The process's view of its database: its loops report outages there, so one is logged once. */
+  availability?: Availability;
 }
 
 export interface ScheduleTick {
@@ -97,6 +100,7 @@ function nextAfter(row: { cron_expression: string | null; timezone: string | nul
 
 export function createRunScheduler(options: RunSchedulerOptions) {
   const { pool, log } = options;
+  const availability = options.availability ?? createAvailability(log, 'run schedules');
   const pollMs = options.pollMs ?? 1000;
   const ensured = new Map<string, string>();
   /** name -> the workspace its schedule (as registered here) triggers runs in. */
@@ -186,7 +190,7 @@ export function createRunScheduler(options: RunSchedulerOptions) {
       passing = tick();
       await passing;
     } catch (error) {
-      log.warn(`run schedules: pass failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'run schedules')) log.warn(`run schedules: pass failed: ${(error as Error).message}`);
     } finally {
       passing = undefined;
     }

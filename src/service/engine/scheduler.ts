@@ -22,6 +22,7 @@ import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import { specOf } from '../cron.js';
 import { nextFireAfter } from '../cron-walk.js';
+import { createAvailability, type Availability } from './availability.js';
 
 export const FIRE_ALL_CAP = 100;
 /**
@@ -43,6 +44,8 @@ export interface SchedulerOptions {
   misfireGraceMs?: number;
   /** Longest sleep between passes. Default 1 s. */
   pollMs?: number;
+  /** The process's view of its database: its loops report outages there, so one is logged once. */
+  availability?: Availability;
 }
 
 export interface TickResult {
@@ -199,6 +202,7 @@ export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
 
 export function createScheduler(options: SchedulerOptions) {
   const { pool, log } = options;
+  const availability = options.availability ?? createAvailability(log, 'scheduler');
   const batchSize = options.batchSize ?? 500;
   const graceMs = options.misfireGraceMs ?? 60_000;
   const pollMs = options.pollMs ?? 1000;
@@ -325,14 +329,17 @@ export function createScheduler(options: SchedulerOptions) {
       passing = tick();
       await passing;
       if (!options.clock) {
+        const askedAt = performance.now();
         const { rows } = await pool.query<{ wait: number | null }>(
           `select extract(epoch from (min(next_fire_at) - now())) * 1000 as wait from jobs where kind = 'CRON' and status = 'ACTIVE'`,
         );
+        // A pass may fail job by job and still return: this answer is the one that counts.
+        availability.reached(askedAt);
         const wait = rows[0]?.wait;
         if (wait !== null && wait !== undefined) delay = Math.max(0, Math.min(pollMs, Number(wait)));
       }
     } catch (error) {
-      log.warn(`scheduler: pass failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'scheduler')) log.warn(`scheduler: pass failed: ${(error as Error).message}`);
     } finally {
       passing = undefined;
     }

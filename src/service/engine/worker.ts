@@ -31,8 +31,8 @@ import { createListener, type Listener } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
-import { isConnectionError } from '../../db/sqlstate.js';
 import type { Logger } from '../../log.js';
+import { createAvailability, type Availability } from './availability.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
@@ -59,6 +59,8 @@ export interface WorkerOptions {
   outboundAllow?: string[];
   /** Opens secrets sealed at rest (signing secrets, secret config values). */
   secrets?: SecretBox | undefined;
+  /** The process's view of its database (shared by its loops, so an outage is logged once). */
+  availability?: Availability;
 }
 
 interface InFlight {
@@ -93,6 +95,7 @@ export function createWorker(options: WorkerOptions): Worker {
   const fenceAfterMs = options.fenceAfterMs ?? Math.floor((leaseMs * 2) / 3);
   const pollMs = options.pollMs ?? 5_000;
   const reconcileMs = options.reconcileMs ?? Math.min(5_000, leaseMs);
+  const availability = options.availability ?? createAvailability(log, `worker ${id}`);
   const delivery: Delivery = createDelivery({
     handlers: options.handlers,
     outboundAllow: options.outboundAllow ?? [],
@@ -123,6 +126,11 @@ export function createWorker(options: WorkerOptions): Worker {
   let listener: Listener | undefined;
   const timers: NodeJS.Timeout[] = [];
   let dueTimer: NodeJS.Timeout | undefined;
+  // While the database is unreachable the claim is retried on this timer, at most a second
+  // apart, so claiming resumes within a second of the database answering again.
+  let retryTimer: NodeJS.Timeout | undefined;
+  let claimRetries = 0;
+  let unsubscribeBack: (() => void) | undefined;
   const idle: (() => void)[] = [];
 
   const notifyIdle = () => {
@@ -173,10 +181,18 @@ export function createWorker(options: WorkerOptions): Worker {
             limitedEndpoints: limited,
           });
         } catch (error) {
-          log.warn(`worker ${id}: claim failed: ${(error as Error).message}`);
           short = drained = true;
+          if (availability.unreachable(error, 'claim')) {
+            retryClaim();
+            return;
+          }
+          log.warn(`worker ${id}: claim failed: ${(error as Error).message}`);
           break;
         }
+        availability.reached(sentAt);
+        claimRetries = 0;
+        clearTimeout(retryTimer);
+        retryTimer = undefined;
         if (claimed.length > 0) lastLeaseOk = Math.max(lastLeaseOk, sentAt);
         for (const ex of claimed) startAttempt(ex);
         // A full batch means there is probably more.
@@ -187,16 +203,29 @@ export function createWorker(options: WorkerOptions): Worker {
     } finally {
       claiming = false;
     }
-    if (running && wantClaim && room() > 0) claimRun = claimLoop();
+    if (!running) return;
+    if (wantClaim && room() > 0) claimRun = claimLoop();
     // With every slot busy there is nothing to time: ending attempts kick the loop.
-    else if (running && short) void armDueTimer();
+    else if (short) void armDueTimer();
+  }
+
+  function retryClaim() {
+    clearTimeout(retryTimer);
+    const delay = Math.min(1000, 50 * 2 ** claimRetries++);
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      kick();
+    }, delay);
+    // The worker's own referenced interval (see start) keeps the process up meanwhile.
+    retryTimer.unref();
   }
 
   async function armDueTimer() {
     let inMs: number | null;
     try {
       inMs = await nextDueInMs(pool);
-    } catch {
+    } catch (error) {
+      if (running && availability.unreachable(error, 'due timer')) retryClaim();
       return;
     }
     if (!running || inMs === null) return;
@@ -252,8 +281,10 @@ export function createWorker(options: WorkerOptions): Worker {
         const batch = pendingCompletions.splice(0, 1000);
         // A serial execution's outcome gives its job's next occurrence the turn.
         if (batch.some((c) => inFlight.get(c.executionId)?.ex.serial)) freedTurn = true;
+        const askedAt = performance.now();
         try {
           const accepted = await completeExecutions(pool, id, batch);
+          availability.reached(askedAt);
           for (const c of batch) {
             if (accepted.has(c.executionId)) continue;
             // After a failed try the first one may have committed, its answer lost: then this
@@ -270,15 +301,16 @@ export function createWorker(options: WorkerOptions): Worker {
           failures = 0;
           failingSince = undefined;
         } catch (error) {
-          // The database went away for a moment (a restart, a cut connection): the leases are
-          // still held, and heartbeats keep them while they can, so try again rather than lose
-          // these outcomes, for at most a lease's length from the first failure (then they are
-          // dropped: their entries go, heartbeats stop covering them, the leases lapse and the
-          // reconciler retries them) and while the worker runs.
+          // The database went away (a restart, a cut connection, an outage of any length): try
+          // again, at most a second apart, for as long as it takes and the worker runs, rather
+          // than lose these outcomes. They stay recordable: the fence is the lease's epoch, which
+          // only a reconciler or another claim moves, and reconcilers hold off for a lease after
+          // an outage (see reconcile) so the owners that lived through it record first.
+          const first = failingSince === undefined;
           failingSince ??= performance.now();
-          if (running && isConnectionError(error) && performance.now() - failingSince < leaseMs) {
-            const delay = Math.min(2_000, 100 * 2 ** failures++);
-            log.warn(`worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying in ${delay} ms`);
+          if (running && availability.unreachable(error, 'recording outcomes')) {
+            const delay = Math.min(1_000, 100 * 2 ** failures++);
+            if (first) log.warn(`worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying until the database answers`);
             pendingCompletions.unshift(...batch);
             await new Promise((r) => setTimeout(r, delay).unref());
             continue;
@@ -313,6 +345,7 @@ export function createWorker(options: WorkerOptions): Worker {
     const sentAt = performance.now();
     try {
       const alive = await heartbeat(pool, held, leaseMs);
+      availability.reached(sentAt);
       lastLeaseOk = sentAt;
       for (const h of held) {
         const f = inFlight.get(h.id);
@@ -328,7 +361,7 @@ export function createWorker(options: WorkerOptions): Worker {
         }
       }
     } catch (error) {
-      log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'heartbeat')) log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
     }
   }
 
@@ -337,7 +370,8 @@ export function createWorker(options: WorkerOptions): Worker {
     if (silent < fenceAfterMs || inFlight.size === 0) return;
     let aborted = 0;
     for (const f of inFlight.values()) {
-      if (!f.controller.signal.aborted) {
+      // An attempt that has ended only waits for its outcome's record: nothing to stop.
+      if (!f.finished && !f.controller.signal.aborted) {
         f.controller.abort('lease-lost' satisfies AbortReason);
         aborted++;
       }
@@ -346,14 +380,20 @@ export function createWorker(options: WorkerOptions): Worker {
   }
 
   async function reconcile() {
+    // Leases that ran out while nobody could reach the database are not evidence that their
+    // workers died: for a lease's length after an outage, the owners that lived through it get
+    // to heartbeat, record or hand back first. A worker that did die is reconciled after that.
+    if (availability.down || availability.sinceBack() < leaseMs) return;
+    const askedAt = performance.now();
     try {
       const rows = await reconcileExpiredLeases(pool);
+      availability.reached(askedAt);
       if (rows.length) {
         log.warn(`worker ${id}: reconciled ${rows.length} execution(s) whose lease expired`);
         kick();
       }
     } catch (error) {
-      log.warn(`worker ${id}: reconcile failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'reconcile')) log.warn(`worker ${id}: reconcile failed: ${(error as Error).message}`);
     }
   }
 
@@ -393,14 +433,20 @@ export function createWorker(options: WorkerOptions): Worker {
         const t = setInterval(fn, ms);
         t.unref();
         timers.push(t);
+        return t;
       };
       every(heartbeatMs, beat);
       every(Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4))), fenceCheck);
       every(reconcileMs, reconcile);
+      // The one referenced handle of a started worker, released by stop(): every other timer
+      // and socket of the engine is unreferenced or comes and goes with the database, so when
+      // the database went away nothing else was left and the process exited 0, silently, in
+      // the middle of its work (issue 14). A started worker runs until it is stopped.
       every(pollMs, async () => {
         limited = await anyLimitedEndpoint(pool).catch(() => limited);
         kick();
-      });
+      }).ref();
+      unsubscribeBack = availability.onBack(kick);
       log.info(`worker ${id}: started (concurrency ${concurrency}, lease ${leaseMs} ms, handlers: ${options.handlers.names().join(', ') || 'none'})`);
       kick();
     },
@@ -409,6 +455,8 @@ export function createWorker(options: WorkerOptions): Worker {
       running = false;
       timers.splice(0).forEach(clearInterval);
       clearTimeout(dueTimer);
+      clearTimeout(retryTimer);
+      unsubscribeBack?.();
       const l = listener;
       listener = undefined;
       await l?.stop();

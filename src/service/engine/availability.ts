@@ -1,0 +1,69 @@
+/**
+ * One process's view of whether its database answers. Every loop of the engine (claims,
+ * heartbeats, the reconciler, outcomes, the scheduler, the catalogue, runners) reports here
+ * instead of logging each failed try: an outage is said once when it starts and once when it
+ * ends, whatever the number of loops and retries in between, and the reconciler can tell that
+ * leases expired while nobody could reach the database (see `sinceBack`).
+ */
+import { performance } from 'node:perf_hooks';
+import { isConnectionError } from '../../db/unavailable.js';
+import type { Logger } from '../../log.js';
+
+export interface Availability {
+  /**
+   * Whether `error` means the database is unreachable. If so the outage is noted (the first
+   * report of one is logged) and the caller should wait and retry without logging it itself.
+   */
+  unreachable(error: unknown, what: string): boolean;
+  /**
+   * A statement asked at `askedAt` (performance.now()) got its answer: ends the outage, if one
+   * was noted before it was asked (logged once). An answer to a statement already under way when
+   * the outage was noted proves nothing: it may come from a connection the outage had not reached
+   * yet.
+   */
+  reached(askedAt: number): void;
+  /** Whether an outage has been noted and no statement has been answered since. */
+  readonly down: boolean;
+  /** Milliseconds since the last outage ended; Infinity when there has been none. */
+  sinceBack(): number;
+  /**
+   * Calls `fn` each time an outage ends, whichever loop noticed: a worker whose own claims had
+   * not failed yet claims at once instead of at its next poll. Returns the unsubscribe.
+   */
+  onBack(fn: () => void): () => void;
+}
+
+export function createAvailability(log: Logger, name = 'jobgate'): Availability {
+  let downSince: number | undefined;
+  let backAt: number | undefined;
+  const listeners = new Set<() => void>();
+  return {
+    unreachable(error, what) {
+      if (!isConnectionError(error)) return false;
+      if (downSince === undefined) {
+        downSince = performance.now();
+        log.warn(`${name}: the database is unreachable (${what}: ${(error as Error)?.message ?? String(error)}); waiting for it, retrying every second at most`);
+      }
+      return true;
+    },
+    reached(askedAt) {
+      if (downSince === undefined || askedAt < downSince) return;
+      const ms = performance.now() - downSince;
+      downSince = undefined;
+      backAt = performance.now();
+      // At the level of the line it ends, so whoever sees that an outage began sees it end.
+      log.warn(`${name}: the database answers again after ${(ms / 1000).toFixed(1)} s; resuming`);
+      for (const fn of listeners) fn();
+    },
+    get down() {
+      return downSince !== undefined;
+    },
+    sinceBack() {
+      return backAt === undefined ? Infinity : performance.now() - backAt;
+    },
+    onBack(fn) {
+      listeners.add(fn);
+      return () => void listeners.delete(fn);
+    },
+  };
+}

@@ -1,0 +1,313 @@
+/**
+ * Workers through database outages, as an operator meets them: a CLI worker (`jobgate worker`)
+ * and a library-mode worker, each a real process, on a Postgres cluster of this file's own that
+ * the test terminates, restarts and closes to connections. Afterwards the same processes are
+ * alive, every execution succeeded on its first attempt (the outage spent none), and work added
+ * after the outage runs on both.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { ServerResponse } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureDatabase } from '../../src/db/connect.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
+import { migrate } from '../../src/db/migrate.js';
+import { isConnectionError } from '../../src/db/unavailable.js';
+import { createDatabase, type Database } from '../../src/db/pool.js';
+import { createLogger } from '../../src/log.js';
+import type { Actor } from '../../src/service/actor.js';
+import { createJobService } from '../../src/service/index.js';
+import { eventually } from '../support/engine.js';
+import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const LEASE_MS = 3000;
+const CONCURRENCY = 4;
+const DB = 'jobgate';
+
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  pid: number;
+  stderr(): string;
+}
+
+let dataDir: string;
+let port: number;
+let server: EmbeddedPostgres;
+let url: string;
+let database: Database;
+let target: HttpTarget;
+let workspaceId: string;
+const endpointIds: Record<string, string> = {};
+const procs: Proc[] = [];
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+const startCluster = () => startEmbeddedPostgres({ dataDir, port, log: createLogger('warn'), ephemeral: true });
+
+/** SQL on the cluster's `postgres` database, which stays open while `jobgate` refuses connections. */
+async function admin<T extends pg.QueryResultRow = any>(text: string, values: unknown[] = []) {
+  const client = new pg.Client({ connectionString: server.connectionString });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await client.query<T>(text, values);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The test's own statements. Killing every backend of the database kills the test pool's idle
+ * connections too, and the next statement may be handed one of them: retried, as a worker's
+ * statements are (this is the test's connection, not what the test is about).
+ */
+async function q<T extends pg.QueryResultRow = any>(text: string, values: unknown[] = []): Promise<pg.QueryResult<T>> {
+  for (let tries = 0; ; tries++) {
+    try {
+      return await database.pool.query<T>(text, values);
+    } catch (error) {
+      if (tries >= 20 || !isConnectionError(error)) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+function spawnProc(name: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<Proc> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      DATABASE_URL: url,
+      JOBGATE_LOG_LEVEL: 'info',
+      JOBGATE_OUTBOUND_ALLOW: '127.0.0.0/8',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const proc: Proc = { name, child, pid: child.pid!, stderr: () => err };
+  procs.push(proc);
+  return new Promise((resolve, reject) => {
+    const check = () => ready.test(out + err) && resolve(proc);
+    child.stdout!.on('data', check);
+    child.stderr!.on('data', check);
+    child.once('exit', (code, signal) => reject(new Error(`${name} exited (${code ?? signal}) before it was ready:\n${err}`)));
+  });
+}
+
+/** The same process, still running: never exited, answers signal 0. */
+function expectAlive(p: Proc) {
+  expect({ name: p.name, exitCode: p.child.exitCode, signal: p.child.signalCode }).toEqual({ name: p.name, exitCode: null, signal: null });
+  expect(() => process.kill(p.pid, 0)).not.toThrow();
+}
+
+/** `eventually`, failing at once (and saying so) if a worker process exits meanwhile. */
+function whileAlive<T>(fn: () => Promise<T | undefined | null | false>, ms: number, what: string): Promise<T> {
+  return eventually(async () => {
+    for (const p of procs) expectAlive(p);
+    return fn();
+  }, ms, what);
+}
+
+/** Waits until every process has logged a line matching `pattern` after its stderr offset in `marks`. */
+async function logged(marks: number[], pattern: RegExp, what: string) {
+  await whileAlive(async () => procs.every((p, i) => pattern.test(p.stderr().slice(marks[i]))), 30_000, `every worker to log ${what}`);
+}
+
+/** `n` executions due now, alternating between the handler endpoint and the HTTP one. */
+async function createWork(n: number, input: object = { ms: 30 }): Promise<string[]> {
+  const { rows } = await q<{ id: string }>(
+    `with j as (
+       insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts)
+       select $1, case when i % 2 = 0 then $2::uuid else $3::uuid end, 'IMMEDIATE', $4, 5 from generate_series(1, $5) i
+       returning id, workspace_id, endpoint_id)
+     insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+     select workspace_id, id, endpoint_id, now(), now(), 5 from j returning id`,
+    [workspaceId, endpointIds['outage.handler'], endpointIds['outage.http'], JSON.stringify(input), n],
+  );
+  await q(`select pg_notify('jobgate_work', '')`);
+  return rows.map((r) => r.id);
+}
+
+const succeeded = async (ids: string[]) =>
+  Number((await q(`select count(*) from executions where id = any($1) and status = 'SUCCEEDED'`, [ids])).rows[0].count);
+
+/** Every execution SUCCEEDED on its first attempt, one attempt row each: the outage cost none. */
+async function expectNoAttemptSpent(ids: string[]) {
+  const { rows } = await q(
+    `select e.status, e.attempt_count, array_agg(a.outcome order by a.attempt_number) filter (where a.outcome is not null) as outcomes
+     from executions e left join attempts a on a.execution_id = e.id where e.id = any($1) group by e.id`,
+    [ids],
+  );
+  expect(rows).toHaveLength(ids.length);
+  const spent = rows.filter((r) => r.status !== 'SUCCEEDED' || r.attempt_count !== 1 || JSON.stringify(r.outcomes) !== '["SUCCEEDED"]');
+  expect(spent).toEqual([]);
+}
+
+// Requests to /meet are held until MEET of them are in flight at once: more than one worker's
+// concurrency, so the meeting happens only if both processes are claiming.
+const MEET = CONCURRENCY + 2;
+let held: ServerResponse[] = [];
+let met = false;
+
+/** Work added now runs, on both processes. */
+async function expectThroughputBack() {
+  held = [];
+  met = false;
+  const { rows } = await q<{ id: string }>(
+    `with j as (
+       insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts)
+       select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3) returning id, workspace_id, endpoint_id)
+     insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+     select workspace_id, id, endpoint_id, now(), now(), 5 from j returning id`,
+    [workspaceId, endpointIds['outage.meet'], 2 * CONCURRENCY],
+  );
+  await q(`select pg_notify('jobgate_work', '')`);
+  const ids = rows.map((r) => r.id);
+  await whileAlive(async () => (await succeeded(ids)) === ids.length, 30_000, 'the work added after the outage to succeed');
+  expect(met).toBe(true);
+  const workers = (await q(`select distinct worker_id from attempts where execution_id = any($1)`, [ids])).rows.map((r) => r.worker_id);
+  expect(workers.some((w: string) => w.includes(`:${procs[0]!.pid}:`))).toBe(true);
+  expect(workers).toContain(`library-${procs[1]!.pid}`);
+  await expectNoAttemptSpent(ids);
+}
+
+beforeAll(async () => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-outage-'));
+  fs.chmodSync(dataDir, 0o755);
+  // A fixed port, so the cluster comes back where the workers look for it.
+  port = await freePort();
+  server = await startCluster();
+  await ensureDatabase(server.connectionString, DB);
+  url = server.urlFor(DB);
+  await migrate(url);
+  database = createDatabase({ connectionString: url, max: 4 });
+  target = await startHttpTarget();
+  target.route('/ok', (_req, res) => void setTimeout(() => res.writeHead(200).end('ok'), 30));
+  target.route('/meet', (_req, res) => {
+    if (met) return void res.writeHead(200).end('ok');
+    held.push(res);
+    if (held.length >= MEET) {
+      met = true;
+      for (const r of held.splice(0)) r.writeHead(200).end('ok');
+    }
+  });
+  workspaceId = (await q(`select id from workspaces where slug = 'default'`)).rows[0].id;
+  // The workers run the scheduler too; keep the reaper out of these counts.
+  await q(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
+  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5 });
+  const actor: Actor = { workspaceId, kind: 'user', role: 'ADMIN' };
+  const endpoint = async (name: string, kind: 'HTTP' | 'HANDLER', where: string) => {
+    const target = kind === 'HTTP' ? { url: where } : { handlerName: where };
+    const created = await service.registerEndpoint(actor, { name, kind, ...target, backoffBaseMs: 10, backoffMaxMs: 10, jitter: false });
+    endpointIds[name] = created.id;
+  };
+  await endpoint('outage.handler', 'HANDLER', 'sleep');
+  await endpoint('outage.http', 'HTTP', `${target.url}/ok`);
+  await endpoint('outage.meet', 'HTTP', `${target.url}/meet`);
+  const lease = { JOBGATE_LEASE_MS: String(LEASE_MS), JOBGATE_HEARTBEAT_MS: '1000', JOBGATE_WORKER_CONCURRENCY: String(CONCURRENCY) };
+  await Promise.all([
+    spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], lease, /worker \S+: started/),
+    spawnProc('library worker', ['test/support/library-worker-process.ts'], { LEASE_MS: String(LEASE_MS), HEARTBEAT_MS: '1000', CONCURRENCY: String(CONCURRENCY) }, /^ready$/m),
+  ]);
+  // Fixed order for the assertions: the CLI first.
+  procs.sort((a, b) => (a.name === 'jobgate worker' ? -1 : b.name === 'jobgate worker' ? 1 : 0));
+}, 120_000);
+
+afterAll(async () => {
+  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  await database?.close().catch(() => {});
+  await target?.close();
+  await server?.stop();
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+}, 60_000);
+
+const terminateBackends = () => admin(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [DB]);
+const marks = () => procs.map((p) => p.stderr().length);
+
+describe('workers through a database outage', { timeout: 120_000 }, () => {
+  it('an idle worker survives pg_terminate_backend of all its connections, and runs the work added after', async () => {
+    const before = marks();
+    await terminateBackends();
+    await logged(before, /listening connection lost/, 'that its listening connection was cut');
+    for (const p of procs) expectAlive(p);
+    const ids = await createWork(20);
+    await whileAlive(async () => (await succeeded(ids)) === ids.length, 30_000, 'the new work to succeed');
+    await expectNoAttemptSpent(ids);
+    for (const p of procs) expectAlive(p);
+  });
+
+  it('a postmaster restart under running workers: they wait, say so once, resume, and the outage costs no attempt', async () => {
+    const ids = await createWork(300);
+    await whileAlive(async () => (await succeeded(ids)) >= 40, 30_000, 'work to be under way');
+    const before = marks();
+    await server.stop();
+    await logged(before, /the database is unreachable/, 'that it is waiting for the database');
+    server = await startCluster();
+    await whileAlive(async () => (await succeeded(ids)) === ids.length, 60_000, 'all the work to succeed');
+    await expectNoAttemptSpent(ids);
+    await logged(before, /the database answers again after/, 'that the database is back');
+    for (const p of procs) {
+      expectAlive(p);
+      // Once per outage, not once per retry.
+      expect(p.stderr().slice(before[procs.indexOf(p)]).match(/the database is unreachable/g)).toHaveLength(1);
+    }
+    await expectThroughputBack();
+  });
+
+  it('a database refusing connections for longer than the lease: the leases are not lost, the outcomes are recorded', async () => {
+    const ids = await createWork(300);
+    await whileAlive(async () => (await succeeded(ids)) >= 40, 30_000, 'work to be under way');
+    const before = marks();
+    await admin(`alter database ${DB} allow_connections false`);
+    const since = (await admin<{ at: string }>(`select now()::text as at`)).rows[0]!.at;
+    try {
+      // Until none is left: a connection that was being opened when the database was closed to
+      // new ones gets through, and is terminated on a later round.
+      await eventually(async () => Number((await terminateBackends()).rowCount) === 0, 10_000, 'every backend of the database to be gone');
+      await logged(before, /the database is unreachable/, 'that it is waiting for the database');
+      // Longer than a lease, on the database's clock (the one leases expire on).
+      await whileAlive(
+        async () => (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0].past,
+        30_000,
+        'the outage to outlast the lease',
+      );
+      for (const p of procs) expectAlive(p);
+    } finally {
+      await admin(`alter database ${DB} allow_connections true`);
+    }
+    await whileAlive(async () => (await succeeded(ids)) === ids.length, 60_000, 'all the work to succeed');
+    await expectNoAttemptSpent(ids);
+    await logged(before, /the database answers again after/, 'that the database is back');
+    for (const p of procs) {
+      expectAlive(p);
+      expect(p.stderr().slice(before[procs.indexOf(p)]).match(/the database is unreachable/g)).toHaveLength(1);
+    }
+    await expectThroughputBack();
+  });
+
+  it('exits when told: SIGTERM stops each worker with code 0', async () => {
+    for (const p of procs) expectAlive(p);
+    const exits = procs.map((p) => new Promise<number | null>((r) => p.child.once('exit', (code) => r(code))));
+    for (const p of procs) p.child.kill('SIGTERM');
+    expect(await Promise.all(exits)).toEqual([0, 0]);
+  });
+});
