@@ -40,21 +40,24 @@ export function limitRequestBody(req: IncomingMessage, res: ServerResponse, max:
 }
 
 function refuse(req: IncomingMessage, res: ServerResponse, max: number, alreadyRead: number): void {
-  // The answer is written at once but ended only when the body has been read to its end: Node
-  // closes a connection whose response ended before its request did, and the bytes the client
-  // is still sending then meet a reset (ECONNRESET on its write) instead of the answer.
+  // The answer is written at once, whole (a declared length, so the client needs no closing
+  // chunk), but ended only when the body has been read to its end: Node closes a connection whose
+  // response ended before its request did, and the bytes the client is still sending then meet a
+  // reset (ECONNRESET on its write) instead of the answer.
   if (!res.headersSent) {
-    res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
-    res.write(JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] }));
+    const body = JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] });
+    res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.write(body);
   }
   let drained = alreadyRead;
-  req.on('data', (chunk: Buffer) => {
+  const onData = (chunk: Buffer) => {
     drained += chunk.length;
-    if (drained > DRAIN_FACTOR * max) {
-      res.end();
-      req.destroy();
-    }
-  });
+    if (drained <= DRAIN_FACTOR * max) return;
+    req.off('data', onData);
+    // Cut only once the answer has left: destroying at once could drop its last bytes.
+    res.end(() => req.destroy());
+  };
+  req.on('data', onData);
   req.once('end', () => res.end());
   req.once('error', () => res.end());
   req.resume();

@@ -63,8 +63,8 @@ function percent(keep: string, spaceAsPlus = false): Carrier {
 /** Printable ASCII that is neither a letter nor a digit, less `encoded`. */
 const punctuationBut = (encoded: string) => [...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'].filter((c) => !encoded.includes(c)).join('');
 
-// The WHATWG URL standard's percent-encode sets, as Node's URL parser applies them (checked
-// against it in test/engine/redaction-forms.test.ts). Each is the one before it plus a few characters.
+// The WHATWG URL standard's percent-encode sets (each the one before it plus a few characters),
+// the parsed ones as this Node's URL parser applies them (checked in test/engine/redaction-forms.test.ts).
 const FRAGMENT = ' "<>`';
 const QUERY = ' "#<>';
 const SPECIAL_QUERY = `${QUERY}'`;
@@ -73,12 +73,30 @@ const USERINFO = `${PATH}/:;=@[\\]^|`;
 const COMPONENT = `${USERINFO}$%&+,`;
 const FORM = `${COMPONENT}!'()~`;
 
+/**
+ * What this Node's URL parser leaves as it is, read from the parser itself: its sets follow the
+ * standard as its version has it (Node 24 encodes `^` in a path, Node 20 and 22 do not). The
+ * characters a part treats as delimiters cannot be probed there and keep the standard's verdict.
+ */
+function keptByParser(standard: string, probe: (c: string) => string, delimiters: string): string {
+  return [...punctuationBut('')]
+    .filter((c) => {
+      if (delimiters.includes(c)) return standard.includes(c);
+      try {
+        return probe(`a${c}a`) === `a${c}a`;
+      } catch {
+        return standard.includes(c);
+      }
+    })
+    .join('');
+}
+
 const PERCENT_SETS: Record<string, string> = {
-  'url-fragment': punctuationBut(FRAGMENT),
-  'url-query': punctuationBut(QUERY),
-  'url-special-query': punctuationBut(SPECIAL_QUERY),
-  'url-path': punctuationBut(PATH),
-  'url-userinfo': punctuationBut(USERINFO),
+  'url-fragment': keptByParser(punctuationBut(FRAGMENT), (s) => new URL(`http://h/#${s}`).hash.slice(1), ''),
+  'url-query': keptByParser(punctuationBut(QUERY), (s) => new URL(`foo://h/?${s}`).search.slice(1), '#'),
+  'url-special-query': keptByParser(punctuationBut(SPECIAL_QUERY), (s) => new URL(`http://h/?${s}`).search.slice(1), '#'),
+  'url-path': keptByParser(punctuationBut(PATH), (s) => new URL(`http://h/${s}`).pathname.slice(1), '?#\\'),
+  'url-userinfo': keptByParser(punctuationBut(USERINFO), (s) => new URL(`http://${s}@h/`).username, '/?#@:\\'),
   'url-component': punctuationBut(COMPONENT),
   'url-form': punctuationBut(FORM),
   encodeURIComponent: "-_.!~*'()",
