@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { JobPatch, JobRow, JobStatus, NewJob } from '../types.js';
-import { afterCursor, type ListOrder } from '../../service/pagination.js';
+import type { ListOrder } from '../../service/pagination.js';
+import { countAtMost, orderedPage } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findJobById(
@@ -115,20 +116,11 @@ export async function listJobs(
 ): Promise<JobRow[]> {
   const base = filteredJobs(db, workspaceId, opts);
   if (!base) return [];
-  let q = base.selectAll();
-  const order = opts.order ?? 'NEWEST_FIRST';
-  if (opts.afterId) q = q.where(afterCursor('jobs', opts.afterId, workspaceId, order));
-  const direction = order === 'OLDEST_FIRST' ? 'asc' : 'desc';
-  return q.orderBy('created_at', direction).orderBy('id', direction).limit(opts.limit).execute();
+  return orderedPage(base.selectAll(), 'jobs', workspaceId, opts).execute();
 }
 
 /** How many jobs match, counting at most `limit` (see COUNT_LIMIT). */
 export async function countJobs(db: Executor, workspaceId: string, filter: JobListFilter, limit: number): Promise<number> {
   const base = filteredJobs(db, workspaceId, filter);
-  if (!base) return 0;
-  const row = await db
-    .selectFrom(base.select(sql<number>`1`.as('one')).limit(limit).as('matching'))
-    .select((eb) => eb.fn.countAll<string>().as('n'))
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
+  return base ? countAtMost(db, base, limit) : 0;
 }
