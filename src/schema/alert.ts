@@ -18,7 +18,10 @@ export const AlertConditionEnum = builder.enumType('AlertCondition', {
     INTERVAL_ERROR: { description: 'An interval handler recorded ERROR, `minConsecutive` times in a row. Resolved by its next OK tick.' },
     SCHEDULE_ERROR: { description: "A cron job's schedule could not be computed (the job's scheduleError). Resolved when it computes again." },
     NO_SUCCESS: { description: "A dead man's switch: a job or handler had no success for `noSuccessMs`. With no subject chosen it watches every active CRON job. Resolved by a success." },
-    FINDING: { description: 'A recoverable run recorded a finding at or above `minSeverity`. Not resolved (findings are facts).' },
+    FINDING: {
+      description:
+        'A recoverable run recorded a finding at or above `minSeverity`. Findings are facts and stay; the condition clears when a later run of the same handler COMPLETES with no finding at or above `minSeverity` (a failed or paused run clears nothing), and that sends one RESOLVED notification.',
+    },
   } as const,
 });
 

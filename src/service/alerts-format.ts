@@ -90,7 +90,7 @@ export function resolvedSummary(condition: AlertCondition, subject: AlertSubject
     case 'NO_SUCCESS':
       return `Resolved: ${who} succeeded again`;
     case 'FINDING':
-      return `Resolved: ${who}`;
+      return `Resolved: a later run of ${who} completed with no finding at or above the rule's severity`;
   }
 }
 

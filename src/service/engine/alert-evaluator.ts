@@ -15,7 +15,7 @@
  *     in commit order: see src/subscriptions/watermark.ts; the candidate waiting to settle is
  *     kept in the cursor row, so any worker's next pass can settle it);
  *  2. turns them, and the state checks (interval handlers' errors, cron schedule errors, dead
- *     man's switches), into occurrences and clearances per (rule, subject);
+ *     man's switches, a clean run after findings), into occurrences and clearances per (rule, subject);
  *  3. updates the (rule, subject) state rows: the first occurrence in a rate-limit window
  *     notifies, later ones are counted as suppressed and reported by the next notification (or
  *     by a digest when the window ends and the condition still holds); a clearance of a notified
@@ -49,7 +49,7 @@ import {
 } from '../../db/queries/alert-notify.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
 import { digestSummary, emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
-import { handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
+import { findingClears, handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
 
 export const ALERTS_HANDLER = 'jobgate.alerts';
 export const ALERT_EMAIL_HANDLER = 'jobgate.alert-email';
@@ -162,9 +162,13 @@ async function pass(pool: pg.Pool, workspaceId: string, batch: number, settleWai
         }
       }
       const levelRules = rules.filter((r) => ['INTERVAL_ERROR', 'SCHEDULE_ERROR', 'NO_SUCCESS'].includes(r.condition));
-      await evaluator.preload(signals, levelRules.map((r) => r.id));
+      await evaluator.preload(signals, [...levelRules, ...findingRules].map((r) => r.id));
       signals.push(...(await stateSignals(client, workspaceId, levelRules, now, evaluator.firingKeys())));
       for (const s of signals) await evaluator.apply(s);
+      // After this pass's findings: a clean run resolves what they fired only once they are applied.
+      if (findingRules.length > 0) {
+        for (const s of await findingClears(client, workspaceId, evaluator.firing(findingRules), findingsTo)) await evaluator.apply(s);
+      }
       await evaluator.flush();
       await evaluator.digests(new Map(rules.map((r) => [r.id, r])));
     }
@@ -201,6 +205,12 @@ class Evaluation {
     }
   }
 
+  /** The firing states of these rules, as this pass has left them so far. */
+  firing(rules: AlertRuleRow[]): { rule: AlertRuleRow; state: AlertStateRow }[] {
+    const byId = new Map(rules.map((r) => [r.id, r]));
+    return [...this.states.values()].filter((s) => s.firing && byId.has(s.rule_id)).map((state) => ({ rule: byId.get(state.rule_id)!, state }));
+  }
+
   firingKeys(): Set<string> {
     return new Set([...this.states.entries()].filter(([, s]) => s.firing).map(([k]) => k));
   }
@@ -224,7 +234,7 @@ class Evaluation {
       if (s.observed !== undefined) st.observed = s.observed;
       st.firing = false;
       if (st.notified) {
-        await this.notify(s.rule, s.subject, st, 'RESOLVED', {});
+        await this.notify(s.rule, s.subject, st, 'RESOLVED', s.detail ?? {});
         st.suppressed = 0;
       }
       st.notified = false;
