@@ -47,7 +47,7 @@ import {
   statesDueForDigest,
   type AlertStateRow,
 } from '../../db/queries/alert-notify.js';
-import type { AlertRuleRow } from '../../db/repos/alerts.js';
+import type { AlertKind, AlertRuleRow } from '../../db/repos/alerts.js';
 import { digestSummary, emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
 import { findingClears, handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
 
@@ -292,7 +292,7 @@ class Evaluation {
     }
   }
 
-  private async notify(rule: AlertRuleRow, subject: AlertSubject, st: AlertStateRow, kind: 'FIRING' | 'RESOLVED', detail: Record<string, unknown>): Promise<void> {
+  private async notify(rule: AlertRuleRow, subject: AlertSubject, st: AlertStateRow, kind: AlertKind, detail: Record<string, unknown>): Promise<void> {
     const base = kind === 'RESOLVED' ? resolvedSummary(rule.condition, subject) : detail.digest ? digestSummary(rule.condition, subject, st.occurrences) : firingSummary(rule.condition, subject, detail);
     const summary = withSuppressed(base, st.suppressed);
     const windowStart = kind === 'FIRING' ? this.now : st.window_start!;
@@ -321,7 +321,7 @@ class Evaluation {
       suppressedCount: st.suppressed, detail, createdAt: row.created_at,
     };
     const webhook = rule.webhook_endpoint_id ? await enqueueDelivery(this.client, this.workspaceId, { endpointId: rule.webhook_endpoint_id }, row.id, webhookBody(message, rule.webhook_format)) : undefined;
-    const email = rule.email ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message, rule.email_to)) : undefined;
+    const email = rule.email ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message)) : undefined;
     await setDeliveryJobs(this.client, row.id, { webhook: webhook ?? null, email: email ?? null });
   }
 }
