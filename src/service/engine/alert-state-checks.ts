@@ -1,9 +1,9 @@
 /**
  * What the alert evaluator (./alert-evaluator.ts) turns into occurrences and clearances besides
  * events: the state checks (interval handlers' errors in a row, cron schedule errors, dead man's
- * switches, findings cleared by a later clean run), and the subject helpers both share. A state check counts an occurrence only when
- * its counter moved since the state row last saw it (`observed`), so a condition that holds
- * across passes is one occurrence, not one per pass.
+ * switches, findings cleared by a later clean run), and the subject helpers both share. A state
+ * check counts an occurrence only when its counter moved since the state row last saw it
+ * (`observed`), so a condition that holds across passes is one occurrence, not one per pass.
  */
 import type pg from 'pg';
 import { cleanRunAfter, intervalHealth, jobsLastSuccess, recoverablesLastSuccess, scheduleErrors, type IntervalHealth } from '../../db/queries/alert-evaluation.js';
@@ -94,7 +94,6 @@ export async function stateSignals(client: pg.PoolClient, workspaceId: string, r
   }
   return signals;
 }
-
 
 /**
  * FINDING conditions that cleared: for each firing (rule, handler), the next run of that handler
