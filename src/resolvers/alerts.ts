@@ -18,19 +18,19 @@ import { pageArgs } from '../schema/common.js';
 builder.queryFields((t) => ({
   alertRules: t.field({
     type: AlertRuleConnectionRef,
-    description: 'Alert rules of the workspace, newest first.',
+    description: 'Alert rules of the workspace, newest first. ADMIN only (FORBIDDEN otherwise): rules hold email addresses and webhook destinations.',
     args: pageArgs(t.arg),
     resolve: (_root, args, ctx) => ctx.service.alertRules(ctx.actor, args),
   }),
   alertRule: t.field({
     type: AlertRuleRef,
-    description: 'One alert rule. NOT_FOUND when no live rule of your workspace has this id.',
+    description: 'One alert rule. ADMIN only (FORBIDDEN otherwise). NOT_FOUND when no live rule of your workspace has this id.',
     args: { id: t.arg.id({ required: true, description: 'The rule id.' }) },
     resolve: (_root, args, ctx) => ctx.service.alertRule(ctx.actor, String(args.id)),
   }),
   alerts: t.field({
     type: AlertConnectionRef,
-    description: 'Alerts (notifications) of the workspace, newest first, optionally of one rule.',
+    description: 'Alerts (notifications) of the workspace, newest first, optionally of one rule. Every role: an alert says what happened, never to whom it was sent.',
     args: { ...pageArgs(t.arg), ruleId: t.arg.id({ description: 'Only alerts raised by this rule.' }) },
     resolve: (_root, { ruleId, ...page }, ctx) => ctx.service.alerts(ctx.actor, { ruleId: ruleId == null ? null : String(ruleId) }, page),
   }),
@@ -72,7 +72,7 @@ builder.mutationFields((t) => ({
 builder.subscriptionFields((t) => ({
   alertRaised: t.field({
     type: AlertEventRef,
-    description: 'New alerts of your workspace, in order, as the evaluator raises them.',
+    description: 'New alerts of your workspace, in order, as the evaluator raises them. Every role; the alert\'s rule (and so its destinations) only for ADMIN, as in `alerts`.',
     args: {
       after: t.arg.string({
         description: 'The `cursor` of the last event you received: the stream replays what came after it, then goes live. Omit to start from now. CURSOR_EXPIRED past the retention window.',

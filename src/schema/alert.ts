@@ -18,7 +18,10 @@ export const AlertConditionEnum = builder.enumType('AlertCondition', {
     INTERVAL_ERROR: { description: 'An interval handler recorded ERROR, `minConsecutive` times in a row. Resolved by its next OK tick.' },
     SCHEDULE_ERROR: { description: "A cron job's schedule could not be computed (the job's scheduleError). Resolved when it computes again." },
     NO_SUCCESS: { description: "A dead man's switch: a job or handler had no success for `noSuccessMs`. With no subject chosen it watches every active CRON job. Resolved by a success." },
-    FINDING: { description: 'A recoverable run recorded a finding at or above `minSeverity`. Not resolved (findings are facts).' },
+    FINDING: {
+      description:
+        'A recoverable run recorded a finding at or above `minSeverity`. Findings are facts and stay; the condition clears when a later run of the same handler COMPLETES with no finding at or above `minSeverity` (a failed or paused run clears nothing), and that sends one RESOLVED notification.',
+    },
   } as const,
 });
 
@@ -60,7 +63,8 @@ export const AlertDeliveryStateEnum = builder.enumType('AlertDeliveryState', {
 });
 
 export const AlertRuleRef = builder.objectRef<AlertRule>('AlertRule').implement({
-  description: 'Which condition notifies which destinations, for which subjects, how often at most.',
+  description:
+    'Which condition notifies which destinations, for which subjects, how often at most. Readable by ADMIN keys only (FORBIDDEN for OPERATOR and VIEWER): a rule holds people\'s email addresses and where webhooks go, which is who-hears-what configuration, like API keys. What a rule raised (Alert, with its ruleName) is readable by every role.',
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'Unique among the live rules of the workspace.' }),
@@ -71,10 +75,13 @@ export const AlertRuleRef = builder.objectRef<AlertRule>('AlertRule').implement(
     minConsecutive: t.exposeInt('minConsecutive', { description: 'INTERVAL_ERROR: errors in a row before it fires.' }),
     noSuccessMs: t.exposeFloat('noSuccessMs', { nullable: true, description: 'NO_SUCCESS: how long without a success, in ms.' }),
     minSeverity: t.field({ type: SeverityEnum, nullable: true, description: 'FINDING: the least severity that fires.', resolve: (r) => r.minSeverity }),
-    webhookEndpointId: t.exposeID('webhookEndpointId', { nullable: true, description: 'The HTTP endpoint that receives notifications (signed, retried and recorded like any job on it).' }),
+    webhookEndpointId: t.exposeID('webhookEndpointId', { nullable: true, description: 'The HTTP endpoint that receives notifications (signed, retried and recorded like any job on it). ADMIN only, as the whole rule.' }),
     webhookFormat: t.field({ type: AlertWebhookFormatEnum, description: 'The body the webhook receives.', resolve: (r) => r.webhookFormat }),
     email: t.exposeBoolean('email', { description: 'Whether notifications are also emailed.' }),
-    emailTo: t.exposeStringList('emailTo', { description: "Email recipients; empty means the installation's default list (JOBGATE_ALERT_EMAIL_TO)." }),
+    emailTo: t.exposeStringList('emailTo', {
+      description:
+        "Email recipients; empty means the installation's default list (JOBGATE_ALERT_EMAIL_TO). ADMIN only, as the whole rule: no other read shows them (email delivery jobs carry the rule's id, not the addresses, and a failed send's recorded error has them masked).",
+    }),
     rateLimitMs: t.exposeFloat('rateLimitMs', { description: 'At most one FIRING notification per subject in this long (default 6 h); the others are counted and reported by the next one.' }),
     enabled: t.exposeBoolean('enabled', { description: 'A disabled rule evaluates nothing.' }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When it was created.', resolve: (r) => r.createdAt }),
@@ -88,10 +95,11 @@ export const AlertRef = builder.objectRef<Alert>('Alert').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier; also in the webhook body and the email.' }),
     ruleId: t.exposeID('ruleId', { description: 'The rule that raised it.' }),
+    ruleName: t.exposeString('ruleName', { description: 'The name of the rule that raised it (as it is now; a deleted rule keeps its name). Readable by every role.' }),
     rule: t.field({
       type: AlertRuleRef,
       nullable: true,
-      description: 'The rule, or null when it has been deleted since.',
+      description: 'The rule, or null when it has been deleted since. ADMIN only (FORBIDDEN for other keys, as alertRule): it holds the destinations; ruleName is for everyone.',
       resolve: (a, _args, ctx) => ctx.service.alertRule(ctx.actor, a.ruleId).catch((e: unknown) => (e instanceof DomainError && e.code === 'NOT_FOUND' ? null : Promise.reject(e))),
     }),
     condition: t.field({ type: AlertConditionEnum, description: 'What happened.', resolve: (a) => a.condition }),
@@ -111,7 +119,7 @@ export const AlertRef = builder.objectRef<Alert>('Alert').implement({
     webhookJob: t.field({
       type: JobRef,
       nullable: true,
-      description: 'The job delivering it to the webhook (its executions and attempts are the delivery history).',
+      description: 'The job delivering it to the webhook (its executions and attempts are the delivery history); a job of the workspace like any other, readable by every role. Its input is the webhook body, which names no email address.',
       resolve: (a, _args, ctx) => (a.webhookJobId ? ctx.service.job(ctx.actor, a.webhookJobId) : null),
     }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When it was raised.', resolve: (a) => a.createdAt }),
@@ -124,7 +132,7 @@ export const AlertEventRef = builder.objectRef<LiveEvent>('AlertEvent').implemen
   fields: (t) => ({
     cursor: t.exposeString('cursor', { description: 'Pass as `after` to resume the stream right after this event.' }),
     alertId: t.exposeID('subjectId', { description: 'The alert.' }),
-    kind: t.field({ type: AlertKindEnum, description: 'FIRING or RESOLVED.', resolve: (e) => e.status as 'FIRING' | 'RESOLVED' }),
+    kind: t.field({ type: AlertKindEnum, description: 'FIRING or RESOLVED.', resolve: (e) => e.status as Alert['kind'] }),
     occurredAt: t.field({ type: DateTimeScalar, description: 'When it was raised.', resolve: (e) => e.occurredAt }),
     alert: t.field({ type: AlertRef, description: 'The alert, with its delivery state as it is now.', resolve: (e, _a, ctx) => ctx.service.alert(ctx.actor, e.subjectId) }),
   }),

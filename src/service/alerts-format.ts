@@ -5,11 +5,11 @@
  * `last_error` is redacted of its endpoint's secrets when recorded). No config value, header or
  * input is ever read into a notification.
  */
-import type { AlertCondition } from '../db/repos/alerts.js';
+import type { AlertCondition, AlertKind, AlertSubjectType } from '../db/repos/alerts.js';
 import { storableText } from './inputs.js';
 
 export interface AlertSubject {
-  type: 'JOB' | 'RECOVERABLE' | 'INTERVAL';
+  type: AlertSubjectType;
   key: string;
   id: string | null;
   name: string | null;
@@ -17,7 +17,7 @@ export interface AlertSubject {
 
 export interface AlertMessage {
   id: string;
-  kind: 'FIRING' | 'RESOLVED';
+  kind: AlertKind;
   condition: AlertCondition;
   rule: { id: string; name: string };
   workspaceId: string;
@@ -90,7 +90,7 @@ export function resolvedSummary(condition: AlertCondition, subject: AlertSubject
     case 'NO_SUCCESS':
       return `Resolved: ${who} succeeded again`;
     case 'FINDING':
-      return `Resolved: ${who}`;
+      return `Resolved: a later run of ${who} completed with no finding at or above the rule's severity`;
   }
 }
 
@@ -129,8 +129,12 @@ export function webhookBody(m: AlertMessage, format: 'JSON' | 'SLACK'): unknown 
   };
 }
 
-/** The input of an email delivery job: the rule's recipients (empty: the configured default). */
-export function emailInput(m: AlertMessage, to: string[]): { to: string[]; subject: string; text: string; alertId: string } {
+/**
+ * The input of an email delivery job. It names the rule, not the recipients: a job's input is
+ * readable by every key of the workspace (jobs, executions), a rule's addresses only by ADMIN,
+ * so the sender reads them from the rule when it sends (./engine/alert-handlers.ts).
+ */
+export function emailInput(m: AlertMessage): { ruleId: string; subject: string; text: string; alertId: string } {
   const lines = [
     m.summary,
     '',
@@ -144,5 +148,5 @@ export function emailInput(m: AlertMessage, to: string[]): { to: string[]; subje
     `Alert id: ${m.id}`,
   ];
   const subject = `[jobgate] ${m.kind === 'FIRING' ? 'ALERT' : 'RESOLVED'}: ${m.summary}`;
-  return { to, subject: subject.length > 200 ? `${subject.slice(0, 199)}…` : subject, text: lines.join('\n'), alertId: m.id };
+  return { ruleId: m.rule.id, subject: subject.length > 200 ? `${subject.slice(0, 199)}…` : subject, text: lines.join('\n'), alertId: m.id };
 }

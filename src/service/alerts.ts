@@ -6,11 +6,11 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
 import * as alertsRepo from '../db/repos/alerts.js';
-import type { AlertNotificationRow, AlertRuleFields, AlertRuleRow } from '../db/repos/alerts.js';
+import type { AlertNotificationFields, AlertNotificationRow, AlertRuleFields, AlertRuleRow } from '../db/repos/alerts.js';
 import { findEndpointById } from '../db/repos/endpoints.js';
 import { isUuid, scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { idSchema, pageSchema, text, type PageInput } from './inputs.js';
@@ -45,21 +45,11 @@ export interface AlertRule {
 
 export type AlertDeliveryState = 'NONE' | 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
 
-export interface Alert {
+/** One notification as the API shows it: what it says (the fields the evaluator wrote), its rule's name, where its deliveries are. */
+export interface Alert extends AlertNotificationFields {
   id: string;
-  ruleId: string;
-  condition: AlertCondition;
-  kind: 'FIRING' | 'RESOLVED';
-  subjectType: 'JOB' | 'RECOVERABLE' | 'INTERVAL';
-  subjectId: string | null;
-  subjectName: string | null;
-  windowStart: Date;
-  firstSeenAt: Date;
-  lastSeenAt: Date;
-  occurrences: number;
-  suppressedCount: number;
-  summary: string;
-  detail: Record<string, unknown>;
+  /** Readable by every role, unlike the rule itself (ADMIN only: it holds the destinations). */
+  ruleName: string;
   webhookJobId: string | null;
   emailJobId: string | null;
   /** Derived from each delivery job's execution: NONE when the destination is not used (or was gone). */
@@ -92,6 +82,7 @@ export const toAlertRule = (r: AlertRuleRow): AlertRule => ({
 export const toAlert = (r: AlertNotificationRow): Alert => ({
   id: r.id,
   ruleId: r.rule_id,
+  ruleName: r.rule_name,
   condition: r.condition,
   kind: r.kind,
   subjectType: r.subject_type,
@@ -238,21 +229,30 @@ export function createAlertsService(ctx: ServiceContext) {
       });
     },
 
+    /**
+     * One live rule (ADMIN: a rule holds email addresses and webhook destinations, so it is read
+     * as API keys are, by ADMIN only; alerts themselves are every role's). Throws FORBIDDEN, NOT_FOUND.
+     */
     async alertRule(actor: Actor, id: string): Promise<AlertRule> {
+      requireRole(actor, 'ADMIN', 'reading alert rules');
       const row = await alertsRepo.findAlertRule(db, actor.workspaceId, id);
       if (!row) throw new NotFoundError('AlertRule', id);
       return toAlertRule(row);
     },
 
-    /** The workspace's rules, newest first. */
+    /** The workspace's rules, newest first (ADMIN, as alertRule). Throws FORBIDDEN. */
     async alertRules(actor: Actor, rawPage: PageInput = {}): Promise<Connection<AlertRule>> {
+      requireRole(actor, 'ADMIN', 'reading alert rules');
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const rows = await alertsRepo.listAlertRules(db, actor.workspaceId, { limit: size + 1, afterId: page.after ? decodeCursor(page.after) : undefined });
       return toConnection(rows, size, toAlertRule);
     },
 
-    /** Notifications, newest first, optionally of one rule. */
+    /**
+     * Notifications, newest first, optionally of one rule. Every role: a notification carries
+     * names, ids, counts and redacted error excerpts, never a destination.
+     */
     async alerts(actor: Actor, rawFilter: AlertFilter = {}, rawPage: PageInput = {}): Promise<Connection<Alert>> {
       const filter = parseInput(alertFilterSchema, rawFilter);
       const page = parseInput(pageSchema, rawPage);

@@ -40,6 +40,19 @@ beforeAll(async () => {
       return outcome.completed();
     },
   });
+  // Audits that record what their params say, then complete or fail.
+  for (const name of ['alerting.audit', 'alerting.audit-b']) {
+    recoverables.register({
+      name,
+      async run(store, params: { severity?: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS'; count?: number; fail?: boolean }) {
+        for (let i = 0; params.severity && i < (params.count ?? 1); i++) await store.recordFinding({ kind: 'drift', severity: params.severity, resourceId: `${store.runId}/${i}` });
+        return params.fail ? outcome.failed('audit broke') : outcome.completed();
+      },
+    });
+  }
+  // Every pass is the test's own (evaluate()): a background pass between a crash and its resume,
+  // or between a finding and the clean run after it, would hide what a test is about.
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'alerts'`);
   h = engineHarness(t);
   registerInternalHandlers(h.handlers, t.database.pool);
   h.handle('alerting.ok', async () => {});
@@ -110,6 +123,80 @@ describe('alert conditions', () => {
     await eventually(async () => (await t.service.run(t.actor, again.run.id)).status === 'COMPLETED');
     await evaluate();
     expect((await sent(failed.id)).map((n) => n.kind)).toEqual(['FIRING', 'RESOLVED']);
+  });
+
+  it('alerts on a run paused as CRASHED and resumed before the evaluator passes, once', async () => {
+    // No runner here has this handler: its run stays unowned until the test makes it a stale owner's.
+    const rule = await t.service.createAlertRule(t.actor, { name: 'crashes', condition: 'RUN_FAILED', handlerNames: ['alerting.crashy'], webhookEndpointId: webhookId });
+    const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.crashy' });
+    // As a worker that took it and died leaves it: owned, its heartbeat long past its window.
+    await t.query(`update runs set owner = 'gone-worker', heartbeat_at = now() - interval '1 hour', stale_ms = 1000 where id = $1`, [run.id]);
+    // The engine's own sweep pauses it as CRASHED ...
+    await eventually(async () => (await t.service.run(t.actor, run.id)).pauseKind === 'CRASHED');
+    // ... and it is resumed before any evaluation: by the time the evaluator passes, it is RUNNING again.
+    expect((await t.service.triggerRun(t.actor, { name: 'alerting.crashy' })).outcome).toBe('RESUMED');
+    expect(await t.service.run(t.actor, run.id)).toMatchObject({ status: 'RUNNING', pauseKind: null });
+    await evaluate();
+    await evaluate();
+    const notes = await sent(rule.id);
+    expect(notes.map((n) => [n.kind, n.subject_name])).toEqual([['FIRING', 'alerting.crashy']]);
+    expect(notes[0].detail).toMatchObject({ runId: run.id, crashed: true });
+    expect(notes[0].summary).toContain('crashed');
+    await t.service.cancelRun(t.actor, run.id);
+  });
+
+  it('resolves a FINDING alert once, when a later run of the handler completes with no finding at or above the severity', async () => {
+    const rule = await t.service.createAlertRule(t.actor, { name: 'drift', condition: 'FINDING', minSeverity: 'ERROR', handlerNames: ['alerting.audit'], webhookEndpointId: webhookId });
+    const audit = async (params: Record<string, unknown>, name = 'alerting.audit') => {
+      const { run } = await t.service.triggerRun(t.actor, { name, params });
+      await eventually(async () => ['COMPLETED', 'FAILED'].includes((await t.service.run(t.actor, run.id)).status));
+      return run.id;
+    };
+    await audit({ severity: 'ERROR' });
+    await evaluate();
+    expect((await sent(rule.id)).map((n) => n.kind)).toEqual(['FIRING']);
+    // A run that failed scanned nothing to the end: it clears nothing.
+    await audit({ fail: true });
+    await evaluate();
+    // Nor does the same run, nor a clean pass with nothing new.
+    await evaluate();
+    expect((await sent(rule.id)).map((n) => n.kind)).toEqual(['FIRING']);
+    // A finding below the rule's severity is not "as bad": this run clears it.
+    const clean = await audit({ severity: 'WARNING' });
+    await evaluate();
+    await evaluate();
+    const notes = await sent(rule.id);
+    expect(notes.map((n) => n.kind)).toEqual(['FIRING', 'RESOLVED']);
+    expect(notes[1]).toMatchObject({ subject_type: 'RECOVERABLE', subject_name: 'alerting.audit', window_start: notes[0].window_start });
+    expect(notes[1].detail).toMatchObject({ runId: clean });
+    expect(notes[1].summary).toContain('completed with no finding');
+    // Another clean run: resolved already, nothing more.
+    await audit({});
+    await evaluate();
+    expect((await sent(rule.id)).map((n) => n.kind)).toEqual(['FIRING', 'RESOLVED']);
+  });
+
+  it('fires and then resolves a FINDING alert when the finding and the clean run that follows are evaluated in one pass', async () => {
+    const rule = await t.service.createAlertRule(t.actor, { name: 'drift-b', condition: 'FINDING', minSeverity: 'WARNING', handlerNames: ['alerting.audit-b'], webhookEndpointId: webhookId });
+    for (const params of [{ severity: 'DATA_LOSS' }, { severity: 'INFO' }]) {
+      const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.audit-b', params });
+      await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED');
+    }
+    await evaluate();
+    expect((await sent(rule.id)).map((n) => n.kind)).toEqual(['FIRING', 'RESOLVED']);
+  });
+
+  it('resolves a FINDING alert only once every finding before the clean run is read, however far behind the evaluator is', async () => {
+    const rule = await t.service.createAlertRule(t.actor, { name: 'drift-c', condition: 'FINDING', minSeverity: 'ERROR', handlerNames: ['alerting.audit-b'], webhookEndpointId: webhookId });
+    for (const params of [{ severity: 'ERROR', count: 3 }, {}]) {
+      const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.audit-b', params });
+      await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED');
+    }
+    // One finding (and one event) per pass: the clean run is in sight from the first pass, the last two findings are not.
+    await evaluateAlerts(t.database.pool, t.actor.workspaceId, { batch: 1 });
+    await evaluate();
+    const notes = await sent(rule.id);
+    expect(notes.map((n) => [n.kind, n.occurrences])).toEqual([['FIRING', 1], ['RESOLVED', 3]]);
   });
 
   it("fires a dead man's switch for a job with no success, once, and resolves it on the next success", async () => {

@@ -28,6 +28,14 @@ beforeAll(async () => {
   smtp = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
+    // As a mail server refuses an unknown mailbox: its reply quotes the address.
+    onRcptTo(address, _session, callback) {
+      if (address.address.startsWith('refused')) {
+        const refusal = Object.assign(new Error(`5.1.1 <${address.address}>: Recipient address rejected: User unknown`), { responseCode: 550 });
+        return callback(refusal);
+      }
+      callback();
+    },
     onData(stream, session, callback) {
       let data = '';
       stream.on('data', (c: Buffer) => (data += c.toString('utf8')));
@@ -198,6 +206,31 @@ describe('alerts', () => {
     const [m] = await notifications(fallback.id);
     const second = await eventually(async () => mails.find((x) => x.data.includes(m.id)));
     expect(second.to).toEqual(['admins@test.local']);
+  });
+
+  it('reads the recipients from the rule when sending, and records a refused send without the address', async () => {
+    const address = 'refused-oncall@test.local';
+    const r = await t.service.createAlertRule(t.actor, { name: 'refused by the server', condition: 'EXECUTION_FAILED', email: true, emailTo: [address], jobIds: [] });
+    await failingJob('refused');
+    await evaluateAlerts(t.database.pool, t.actor.workspaceId);
+    const [n] = await notifications(r.id);
+    // The delivery job names the rule: its input is readable by every key of the workspace, the addresses are not.
+    const emailJob = (await t.query(`select input from jobs where id = $1`, [n.email_job_id])).rows[0];
+    expect(emailJob.input).toMatchObject({ ruleId: r.id, alertId: n.id });
+    expect(JSON.stringify(emailJob.input)).not.toContain(address);
+    const attempt = await eventually(async () => (await t.query(`select a.error from attempts a join executions x on x.id = a.execution_id where x.job_id = $1 and a.error is not null`, [n.email_job_id])).rows[0]);
+    // The server's reply is kept (what an operator needs to see), the address it quoted is not.
+    expect(attempt.error).toContain('Recipient address rejected');
+    expect(attempt.error).toContain('<[address]>');
+    expect(attempt.error.toLowerCase()).not.toContain(address);
+    const execution = (await t.query(`select last_error from executions where job_id = $1`, [n.email_job_id])).rows[0];
+    expect(String(execution.last_error).toLowerCase()).not.toContain(address);
+    // The rule says where from now on: retries read it again.
+    await t.service.updateAlertRule(t.actor, { id: r.id, emailTo: ['fixed-oncall@test.local'] });
+    // (Its retry is not waited for: the mail server's backoff is seconds long.)
+    await t.query(`update executions set run_after = now() where job_id = $1 and status = 'PENDING'`, [n.email_job_id]);
+    const mail = await eventually(async () => mails.find((m) => m.data.includes(n.id)), 15_000);
+    expect(mail.to).toEqual(['fixed-oncall@test.local']);
   });
 
   it('carries no secret: error texts in alerts are the redacted ones the engine stored', async () => {

@@ -79,6 +79,8 @@ describe('roles', () => {
   let endpointId = '';
   let ownJobId = '';
   let executionId = '';
+  let ruleId = '';
+  let alertId = '';
   const setup = async () => {
     if (endpointId) return;
     const ep = await gql(keys.OPERATOR, 'mutation { registerEndpoint(input: { name: "role.target", kind: HANDLER, handlerName: "h" }) { id } }');
@@ -86,9 +88,18 @@ describe('roles', () => {
     const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', { e: endpointId });
     ownJobId = job.body.data.createJob.job.id;
     executionId = (await t.query('select id from executions where job_id = $1', [ownJobId])).rows[0].id;
+    const rule = await gql(keys.ADMIN, 'mutation { createAlertRule(input: { name: "role.rule", condition: EXECUTION_FAILED, email: true, emailTo: ["oncall@role.test"] }) { id } }');
+    ruleId = rule.body.data.createAlertRule.id;
+    // One alert of that rule, as the evaluator writes it (no worker runs here).
+    alertId = (await t.query(
+      `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, subject_id, window_start, first_seen_at, last_seen_at, occurrences, summary)
+       select workspace_id, $1::uuid, 'EXECUTION_FAILED', 'FIRING', 'JOB', 'job:' || $2::text, $2::uuid, now(), now(), now(), 1, 'A failed' from jobs where id = $2::uuid returning id`,
+      [ruleId, ownJobId],
+    )).rows[0].id;
   };
 
-  const matrix: [string, string, (ids: { endpointId: string; jobId: string; executionId: string }) => Record<string, unknown>, Record<string, 'ok' | 'FORBIDDEN'>][] = [
+  type Ids = { endpointId: string; jobId: string; executionId: string; ruleId: string; alertId: string };
+  const matrix: [string, string, (ids: Ids) => Record<string, unknown>, Record<string, 'ok' | 'FORBIDDEN'>][] = [
     ['createPayloadSpec', 'mutation { createPayloadSpec(input: { name: "spec.NAME", jsonSchema: true }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
     ['setConfig', 'mutation { setConfig(input: { name: "cfg.NAME", entries: [] }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
     ['registerEndpoint', 'mutation { registerEndpoint(input: { name: "ep.NAME", kind: HANDLER, handlerName: "h" }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
@@ -99,15 +110,24 @@ describe('roles', () => {
     ['auditLog', '{ auditLog { entries { id } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
     ['createWorkspace', 'mutation { createWorkspace(input: { slug: "ws-NAME", name: "x" }) { workspace { id } } }', () => ({}), { ADMIN: 'FORBIDDEN', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
     ['jobs', '{ jobs { nodes { id } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
+    // Alert rules hold email addresses and webhook destinations: ADMIN only, as API keys. What they raised is every role's.
+    ['alertRules', '{ alertRules { nodes { id emailTo webhookEndpointId } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['alertRule', 'query ($id: ID!) { alertRule(id: $id) { id emailTo } }', (i) => ({ id: i.ruleId }), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['alerts', '{ alerts { nodes { id ruleId ruleName summary detail } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
+    ['alert', 'query ($id: ID!) { alert(id: $id) { id ruleName } }', (i) => ({ id: i.alertId }), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
+    ['alerts.rule', '{ alerts { nodes { id rule { emailTo } } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    ['alert.rule', 'query ($id: ID!) { alert(id: $id) { rule { name emailTo } } }', (i) => ({ id: i.alertId }), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
   ];
   let n = 0;
   for (const [name, query, vars, expected] of matrix) {
     for (const role of ['ADMIN', 'OPERATOR', 'VIEWER'] as const) {
       it(`${name} as ${role}: ${expected[role]}`, async () => {
         await setup();
-        const res = await gql(keys[role], query.replace('NAME', `${role.toLowerCase()}-${n++}`), vars({ endpointId, jobId: ownJobId, executionId }));
+        const res = await gql(keys[role], query.replace('NAME', `${role.toLowerCase()}-${n++}`), vars({ endpointId, jobId: ownJobId, executionId, ruleId, alertId }));
         if (expected[role] === 'ok') expect(res.body.errors).toBeUndefined();
         else expect(res.body.errors![0]!.extensions.code).toBe('FORBIDDEN');
+        // A refused read leaks nothing of what it refused (here: a rule's recipients).
+        if (expected[role] === 'FORBIDDEN') expect(JSON.stringify(res.body)).not.toContain('oncall@role.test');
       });
     }
   }

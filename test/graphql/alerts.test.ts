@@ -16,6 +16,7 @@ let live: LiveGateway;
 let h: EngineHarness;
 let viewerKey: string;
 let otherKey: string;
+let adminKey: string;
 
 beforeAll(async () => {
   t = await createTestDb();
@@ -29,6 +30,7 @@ beforeAll(async () => {
   await h.worker();
   viewerKey = (await t.service.bootstrapKey('default', 'VIEWER', 'alerts viewer')).key;
   otherKey = (await t.service.bootstrapKey('other', 'VIEWER', 'other viewer')).key;
+  adminKey = (await t.service.bootstrapKey('default', 'ADMIN', 'alerts admin')).key;
 });
 afterAll(async () => {
   await h.stopAll();
@@ -77,7 +79,7 @@ describe('alert rules over GraphQL', () => {
   });
 
   it('lists alerts with their delivery state, and streams new ones to the workspace only', async () => {
-    const query = `subscription { alertRaised { cursor kind alert { id condition subjectName summary emailDelivery rule { name } } } }`;
+    const query = `subscription { alertRaised { cursor kind alert { id condition subjectName summary emailDelivery ruleName } } }`;
     const mine = collect(live.client(viewerKey), query);
     const theirs = collect(live.client(otherKey), query);
     await eventually(async () => live.hub.stats().events === 2, 5000, 'both subscriptions to go live');
@@ -85,7 +87,7 @@ describe('alert rules over GraphQL', () => {
     await settled(t, job.id);
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     const [event] = await mine.until((items) => items.length > 0, 10_000, 'the alert event');
-    expect(event).toMatchObject({ kind: 'FIRING', alert: { condition: 'EXECUTION_FAILED', subjectName: 'streamed', rule: { name: 'all failures' } } });
+    expect(event).toMatchObject({ kind: 'FIRING', alert: { condition: 'EXECUTION_FAILED', subjectName: 'streamed', ruleName: 'all failures' } });
     // No worker here runs the INTERNAL email handler: the delivery waits, it is not lost.
     expect(event.alert.emailDelivery).toBe('PENDING');
     const page = await g.gql(`{ alerts(first: 10) { nodes { id kind suppressedCount webhookDelivery emailDelivery summary } } }`);
@@ -103,6 +105,53 @@ describe('alert rules over GraphQL', () => {
     expect(mine.items).toHaveLength(1);
     mine.stop();
     theirs.stop();
+  });
+
+  it('keeps rules and their addresses to ADMIN keys; a VIEWER reads alerts, their stream and their delivery jobs, with no address in them', async () => {
+    const address = 'private-oncall@test.local';
+    const viewer = await t.service.authenticate(viewerKey);
+    const created = await g.gql(CREATE, { input: { name: 'private', condition: 'EXECUTION_FAILED', email: true, emailTo: [address] } });
+    const ruleId = created.data.createAlertRule.id;
+    const ALERT_FIELDS = 'id ruleId ruleName condition kind subjectType subjectId subjectName summary detail occurrences suppressedCount webhookDelivery emailDelivery webhookJob { id input }';
+    const viewerStream = collect(live.client(viewerKey), `subscription { alertRaised(after: "0") { cursor alert { ${ALERT_FIELDS} } } }`);
+    const viewerRule = collect(live.client(viewerKey), `subscription { alertRaised(after: "0") { alert { id rule { emailTo } } } }`);
+    const adminRule = collect(live.client(adminKey), `subscription { alertRaised(after: "0") { alert { id ruleName rule { emailTo } } } }`);
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'gql.fails', kind: 'IMMEDIATE', name: 'private-failure' });
+    await settled(t, job.id);
+    await evaluateAlerts(t.database.pool, t.actor.workspaceId);
+    const raised = (await t.query(`select id, email_job_id from alert_notifications where rule_id = $1`, [ruleId])).rows[0];
+
+    // The rule: ADMIN only, whichever way it is asked for.
+    for (const query of [`{ alertRules { nodes { id emailTo } } }`, `query ($id: ID!) { alertRule(id: $id) { id emailTo } }`]) {
+      const res = await g.gql(query, { id: ruleId }, viewer);
+      expect(res.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+      expect(JSON.stringify(res)).not.toContain(address);
+    }
+    const viaAlert = await g.gql(`query ($id: ID!) { alert(id: $id) { id rule { emailTo } } }`, { id: raised.id }, viewer);
+    expect(viaAlert.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+    expect(viaAlert.data?.alert).toEqual({ id: raised.id, rule: null });
+    expect((await g.gql(`query ($id: ID!) { alert(id: $id) { rule { emailTo } } }`, { id: raised.id })).data.alert.rule.emailTo).toEqual([address]);
+
+    // Alerts: every field a VIEWER may read, and the delivery jobs, name no address.
+    const list = await g.gql(`{ alerts(first: 50) { nodes { ${ALERT_FIELDS} } } }`, {}, viewer);
+    expect(list.errors).toBeUndefined();
+    expect(list.data.alerts.nodes).toContainEqual(expect.objectContaining({ id: raised.id, ruleId, ruleName: 'private', subjectName: 'private-failure' }));
+    expect(JSON.stringify(list)).not.toContain(address);
+    const emailJob = await g.gql(`query ($id: ID!) { job(id: $id) { id input } }`, { id: raised.email_job_id }, viewer);
+    expect(emailJob.data.job.input).toMatchObject({ ruleId, alertId: raised.id });
+    expect(JSON.stringify(emailJob)).not.toContain(address);
+
+    // The stream: the same alert, no address; its rule FORBIDDEN to the VIEWER, there for the ADMIN.
+    const streamed = await viewerStream.until((items) => items.some((i: any) => i.alert.id === raised.id), 10_000, 'the alert, streamed');
+    expect(JSON.stringify(streamed)).not.toContain(address);
+    await eventually(async () => viewerRule.errors.length > 0, 10_000, 'the FORBIDDEN rule field');
+    expect(viewerRule.errors[0]).toMatchObject({ extensions: { code: 'FORBIDDEN' } });
+    expect(JSON.stringify(viewerRule.items)).not.toContain(address);
+    const forAdmin = await adminRule.until((items) => items.some((i: any) => i.alert.id === raised.id), 10_000, "the ADMIN's stream");
+    expect(forAdmin.find((i: any) => i.alert.id === raised.id).alert).toEqual({ id: raised.id, ruleName: 'private', rule: { emailTo: [address] } });
+    viewerStream.stop();
+    viewerRule.stop();
+    adminRule.stop();
   });
 
   it('shows and sets a job opt-out', async () => {

@@ -91,14 +91,16 @@ export interface EvaluatedEvent {
  * The events a pass evaluates, in id order: executions ending (FAILED, SUCCEEDED) and runs ending
  * or pausing, with what a notification says about them. The execution's error is the text the
  * engine stored, already redacted of the endpoint's secrets (src/service/engine/deliver.ts).
- * A run's pause kind is read as it is now: a run paused as CRASHED and already resumed by the
- * time of the pass is not seen as crashed (the pass runs every minute).
+ * A run's pause kind is the one its PAUSED event recorded (migration 000022), not the run's as
+ * it is now: a run paused as CRASHED and resumed before the pass (which runs every minute) is
+ * still seen as crashed. Only events written before that migration carry none; for those the
+ * run's current kind is the best there is.
  */
 export async function eventsToEvaluate(client: pg.PoolClient, workspaceId: string, after: bigint, upTo: bigint, limit: number): Promise<EvaluatedEvent[]> {
   const { rows } = await client.query<EvaluatedEvent>(
     `select e.id::text, e.topic, e.subject_id, e.job_id, e.endpoint_id, e.name, e.status, e.attempt_count, e.created_at,
             j.name as job_name, coalesce(j.alerts_opt_out, false) as opt_out, en.name as endpoint_name, en.type as endpoint_type,
-            x.last_error, r.pause_kind, r.error as run_error
+            x.last_error, case when e.status = 'PAUSED' then coalesce(e.pause_kind, r.pause_kind) end as pause_kind, r.error as run_error
      from events e
      left join jobs j on e.topic = 'EXECUTION' and j.id = e.job_id
      left join endpoints en on e.topic = 'EXECUTION' and en.id = e.endpoint_id
@@ -208,4 +210,37 @@ export async function recoverablesLastSuccess(client: pg.PoolClient, workspaceId
     [workspaceId, names],
   );
   return new Map(rows.map((r) => [r.name, r.since]));
+}
+
+/** Severities from least to most severe: `array_position` over this ranks them in SQL. */
+const SEVERITIES = ['INFO', 'WARNING', 'ERROR', 'DATA_LOSS'];
+
+/**
+ * What clears a FINDING condition for the recoverable handler `name`: its first run that started
+ * after `since` (when the last finding that fired was recorded: a run started later is a later
+ * run, since a handler has one live run at a time) and COMPLETED with no finding at or above
+ * `minSeverity`. Only once the evaluator has read every such finding of that run and of the runs
+ * before it (ids up to `findingsUpTo`, where its cursor stops this pass): a finding it has yet
+ * to read, of an earlier run, must fire before a later clean run resolves it, never after.
+ * Undefined while no such run exists.
+ */
+export async function cleanRunAfter(
+  client: pg.PoolClient,
+  workspaceId: string,
+  name: string,
+  since: Date,
+  minSeverity: AlertRuleRow['min_severity'],
+  findingsUpTo: bigint,
+): Promise<{ id: string; finished_at: Date } | undefined> {
+  const { rows } = await client.query<{ id: string; finished_at: Date }>(
+    `select b.id, b.finished_at from runs b
+     where b.workspace_id = $1 and b.name = $2 and b.status = 'COMPLETED' and b.started_at > $3
+       and not exists (select 1 from findings f where f.run_id = b.id and array_position($4::text[], f.severity) >= array_position($4::text[], $5))
+       and not exists (select 1 from findings f join runs a on a.id = f.run_id
+                       where f.id > $6 and f.workspace_id = $1 and a.name = $2 and a.started_at <= b.started_at
+                         and array_position($4::text[], f.severity) >= array_position($4::text[], $5))
+     order by b.started_at limit 1`,
+    [workspaceId, name, since, SEVERITIES, minSeverity ?? 'INFO', findingsUpTo.toString()],
+  );
+  return rows[0];
 }

@@ -4,7 +4,7 @@
  * all, and the engine (not the evaluator) then delivers them, with its retries and attempt history.
  */
 import type pg from 'pg';
-import type { AlertCondition } from '../repos/alerts.js';
+import type { AlertNotificationFields } from '../repos/alerts.js';
 
 export interface AlertStateRow {
   rule_id: string;
@@ -58,22 +58,10 @@ export async function saveState(client: pg.PoolClient, workspaceId: string, s: A
   );
 }
 
-export interface NewNotification {
+/** A notification to write: what it says, with its workspace and the subject's state key. */
+export interface NewNotification extends AlertNotificationFields {
   workspaceId: string;
-  ruleId: string;
-  condition: AlertCondition;
-  kind: 'FIRING' | 'RESOLVED';
-  subjectType: 'JOB' | 'RECOVERABLE' | 'INTERVAL';
   subjectKey: string;
-  subjectId: string | null;
-  subjectName: string | null;
-  windowStart: Date;
-  firstSeenAt: Date;
-  lastSeenAt: Date;
-  occurrences: number;
-  suppressedCount: number;
-  summary: string;
-  detail: Record<string, unknown>;
 }
 
 /**
@@ -143,4 +131,14 @@ export async function jobLabels(client: pg.PoolClient, workspaceId: string, jobI
     [workspaceId, jobIds],
   );
   return new Map(rows.map((r) => [r.id, { name: r.name, endpointId: r.endpoint_id }]));
+}
+
+/**
+ * The recipients of a rule's email, read by the sender when it sends (its job's input names the
+ * rule, never the addresses). A rule deleted since the alert was raised still has them: the
+ * alert is delivered as raised. Empty: the installation's default list; undefined: no such rule.
+ */
+export async function alertEmailRecipients(pool: pg.Pool, workspaceId: string, ruleId: string): Promise<string[] | undefined> {
+  const { rows } = await pool.query<{ email_to: string[] }>(`select email_to from alert_rules where workspace_id = $1 and id = $2`, [workspaceId, ruleId]);
+  return rows[0]?.email_to;
 }

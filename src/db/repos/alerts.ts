@@ -7,6 +7,28 @@ import { isUuid, scoped, type Executor } from './scope.js';
 
 export type AlertCondition = 'EXECUTION_FAILED' | 'RUN_FAILED' | 'INTERVAL_ERROR' | 'SCHEDULE_ERROR' | 'NO_SUCCESS' | 'FINDING';
 export type AlertSeverity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+export type AlertKind = 'FIRING' | 'RESOLVED';
+export type AlertSubjectType = 'JOB' | 'RECOVERABLE' | 'INTERVAL';
+
+/**
+ * What one notification says, in the one shape both sides use: the evaluator writes it
+ * (../queries/alert-notify.ts, NewNotification) and the service reads it back (Alert).
+ */
+export interface AlertNotificationFields {
+  ruleId: string;
+  condition: AlertCondition;
+  kind: AlertKind;
+  subjectType: AlertSubjectType;
+  subjectId: string | null;
+  subjectName: string | null;
+  windowStart: Date;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  occurrences: number;
+  suppressedCount: number;
+  summary: string;
+  detail: Record<string, unknown>;
+}
 
 export interface AlertRuleRow {
   id: string;
@@ -54,8 +76,8 @@ export interface AlertNotificationRow {
   workspace_id: string;
   rule_id: string;
   condition: AlertCondition;
-  kind: 'FIRING' | 'RESOLVED';
-  subject_type: 'JOB' | 'RECOVERABLE' | 'INTERVAL';
+  kind: AlertKind;
+  subject_type: AlertSubjectType;
   subject_key: string;
   subject_id: string | null;
   subject_name: string | null;
@@ -69,6 +91,8 @@ export interface AlertNotificationRow {
   webhook_job_id: string | null;
   email_job_id: string | null;
   created_at: Date;
+  /** The rule's name (joined; a deleted rule keeps its row, and so its name). */
+  rule_name: string;
   /** The status of each delivery job's execution (joined), null when there is none. */
   webhook_status: string | null;
   email_status: string | null;
@@ -135,6 +159,7 @@ export async function listAlertRules(db: Executor, workspaceId: string, opts: { 
 }
 
 const NOTIFICATION_COLUMNS = sql`n.*,
+  (select r.name from alert_rules r where r.id = n.rule_id) as rule_name,
   (select x.status from executions x where x.job_id = n.webhook_job_id order by x.created_at desc limit 1) as webhook_status,
   (select x.status from executions x where x.job_id = n.email_job_id order by x.created_at desc limit 1) as email_status`;
 

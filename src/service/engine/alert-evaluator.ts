@@ -15,7 +15,7 @@
  *     in commit order: see src/subscriptions/watermark.ts; the candidate waiting to settle is
  *     kept in the cursor row, so any worker's next pass can settle it);
  *  2. turns them, and the state checks (interval handlers' errors, cron schedule errors, dead
- *     man's switches), into occurrences and clearances per (rule, subject);
+ *     man's switches, a clean run after findings), into occurrences and clearances per (rule, subject);
  *  3. updates the (rule, subject) state rows: the first occurrence in a rate-limit window
  *     notifies, later ones are counted as suppressed and reported by the next notification (or
  *     by a digest when the window ends and the condition still holds); a clearance of a notified
@@ -47,9 +47,9 @@ import {
   statesDueForDigest,
   type AlertStateRow,
 } from '../../db/queries/alert-notify.js';
-import type { AlertRuleRow } from '../../db/repos/alerts.js';
+import type { AlertKind, AlertRuleRow } from '../../db/repos/alerts.js';
 import { digestSummary, emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
-import { handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
+import { findingClears, handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
 
 export const ALERTS_HANDLER = 'jobgate.alerts';
 export const ALERT_EMAIL_HANDLER = 'jobgate.alert-email';
@@ -162,9 +162,13 @@ async function pass(pool: pg.Pool, workspaceId: string, batch: number, settleWai
         }
       }
       const levelRules = rules.filter((r) => ['INTERVAL_ERROR', 'SCHEDULE_ERROR', 'NO_SUCCESS'].includes(r.condition));
-      await evaluator.preload(signals, levelRules.map((r) => r.id));
+      await evaluator.preload(signals, [...levelRules, ...findingRules].map((r) => r.id));
       signals.push(...(await stateSignals(client, workspaceId, levelRules, now, evaluator.firingKeys())));
       for (const s of signals) await evaluator.apply(s);
+      // After this pass's findings: a clean run resolves what they fired only once they are applied.
+      if (findingRules.length > 0) {
+        for (const s of await findingClears(client, workspaceId, evaluator.firing(findingRules), findingsTo)) await evaluator.apply(s);
+      }
       await evaluator.flush();
       await evaluator.digests(new Map(rules.map((r) => [r.id, r])));
     }
@@ -201,6 +205,12 @@ class Evaluation {
     }
   }
 
+  /** The firing states of these rules, as this pass has left them so far. */
+  firing(rules: AlertRuleRow[]): { rule: AlertRuleRow; state: AlertStateRow }[] {
+    const byId = new Map(rules.map((r) => [r.id, r]));
+    return [...this.states.values()].filter((s) => s.firing && byId.has(s.rule_id)).map((state) => ({ rule: byId.get(state.rule_id)!, state }));
+  }
+
   firingKeys(): Set<string> {
     return new Set([...this.states.entries()].filter(([, s]) => s.firing).map(([k]) => k));
   }
@@ -224,7 +234,7 @@ class Evaluation {
       if (s.observed !== undefined) st.observed = s.observed;
       st.firing = false;
       if (st.notified) {
-        await this.notify(s.rule, s.subject, st, 'RESOLVED', {});
+        await this.notify(s.rule, s.subject, st, 'RESOLVED', s.detail ?? {});
         st.suppressed = 0;
       }
       st.notified = false;
@@ -282,7 +292,7 @@ class Evaluation {
     }
   }
 
-  private async notify(rule: AlertRuleRow, subject: AlertSubject, st: AlertStateRow, kind: 'FIRING' | 'RESOLVED', detail: Record<string, unknown>): Promise<void> {
+  private async notify(rule: AlertRuleRow, subject: AlertSubject, st: AlertStateRow, kind: AlertKind, detail: Record<string, unknown>): Promise<void> {
     const base = kind === 'RESOLVED' ? resolvedSummary(rule.condition, subject) : detail.digest ? digestSummary(rule.condition, subject, st.occurrences) : firingSummary(rule.condition, subject, detail);
     const summary = withSuppressed(base, st.suppressed);
     const windowStart = kind === 'FIRING' ? this.now : st.window_start!;
@@ -311,7 +321,7 @@ class Evaluation {
       suppressedCount: st.suppressed, detail, createdAt: row.created_at,
     };
     const webhook = rule.webhook_endpoint_id ? await enqueueDelivery(this.client, this.workspaceId, { endpointId: rule.webhook_endpoint_id }, row.id, webhookBody(message, rule.webhook_format)) : undefined;
-    const email = rule.email ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message, rule.email_to)) : undefined;
+    const email = rule.email ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message)) : undefined;
     await setDeliveryJobs(this.client, row.id, { webhook: webhook ?? null, email: email ?? null });
   }
 }

@@ -1,12 +1,13 @@
 /**
  * What the alert evaluator (./alert-evaluator.ts) turns into occurrences and clearances besides
  * events: the state checks (interval handlers' errors in a row, cron schedule errors, dead man's
- * switches), and the subject helpers both share. A state check counts an occurrence only when
- * its counter moved since the state row last saw it (`observed`), so a condition that holds
- * across passes is one occurrence, not one per pass.
+ * switches, findings cleared by a later clean run), and the subject helpers both share. A state
+ * check counts an occurrence only when its counter moved since the state row last saw it
+ * (`observed`), so a condition that holds across passes is one occurrence, not one per pass.
  */
 import type pg from 'pg';
-import { intervalHealth, jobsLastSuccess, recoverablesLastSuccess, scheduleErrors, type IntervalHealth } from '../../db/queries/alert-evaluation.js';
+import { cleanRunAfter, intervalHealth, jobsLastSuccess, recoverablesLastSuccess, scheduleErrors, type IntervalHealth } from '../../db/queries/alert-evaluation.js';
+import type { AlertStateRow } from '../../db/queries/alert-notify.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
 import { excerpt, type AlertSubject } from '../alerts-format.js';
 
@@ -94,3 +95,20 @@ export async function stateSignals(client: pg.PoolClient, workspaceId: string, r
   return signals;
 }
 
+/**
+ * FINDING conditions that cleared: for each firing (rule, handler), the next run of that handler
+ * that completed with no finding at or above the rule's severity (cleanRunAfter says when that
+ * run counts). Findings are facts, so what clears the condition is the handler scanning again
+ * and finding nothing as bad. `firing` holds the states as the pass left them, after this pass's
+ * findings were applied.
+ */
+export async function findingClears(client: pg.PoolClient, workspaceId: string, firing: { rule: AlertRuleRow; state: AlertStateRow }[], findingsUpTo: bigint): Promise<Signal[]> {
+  const signals: Signal[] = [];
+  for (const { rule, state } of firing) {
+    if (rule.condition !== 'FINDING' || !state.subject_key.startsWith('recoverable:') || !state.last_seen_at) continue;
+    const name = state.subject_key.slice('recoverable:'.length);
+    const run = await cleanRunAfter(client, workspaceId, name, state.last_seen_at, rule.min_severity, findingsUpTo);
+    if (run) signals.push({ rule, subject: handlerSubject('RECOVERABLE', name), at: run.finished_at, kind: 'clear', detail: { runId: run.id, name } });
+  }
+  return signals;
+}
