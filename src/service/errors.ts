@@ -60,6 +60,23 @@ export class NotFoundError extends DomainError {
   }
 }
 
+/**
+ * A trigger of a handler that no live worker (heartbeating, with that handler registered) has:
+ * the work would wait for a worker that may never come. NOT_FOUND, with `reason: NO_LIVE_WORKER`
+ * and the handler's kind and name beside the code, so a client can tell it from an unknown id.
+ */
+export class NoLiveWorkerError extends DomainError {
+  override name = 'NoLiveWorkerError';
+  constructor(kind: 'RECOVERABLE' | 'INTERVAL', handlerName: string, hint: string) {
+    super('NOT_FOUND', `no live worker has registered the ${kind === 'RECOVERABLE' ? 'recoverable' : 'interval'} handler ${JSON.stringify(handlerName)}; ${hint}`, {
+      resource: 'Handler',
+      reason: 'NO_LIVE_WORKER',
+      handlerKind: kind,
+      handlerName,
+    });
+  }
+}
+
 export interface ValidationIssue {
   /** Path of the offending field, from the root of the input. */
   path: (string | number)[];
