@@ -10,7 +10,8 @@ import type { ZodError } from 'zod';
  * them as the `ErrorCode` enum (src/schema/errors.ts), so generated clients can switch on them.
  */
 export const ERROR_CODES = {
-  NOT_FOUND: 'No such object in your workspace (an id from another workspace is not found either).',
+  NOT_FOUND:
+    'No such object in your workspace (an id from another workspace is not found either); or, for a trigger of a handler, no live worker has registered it (`extensions.reason` is `NO_LIVE_WORKER`).',
   VALIDATION_FAILED: 'The input is invalid; `extensions.issues` lists the path and message of each bad field. Nothing was changed.',
   CONFLICT: 'The request contradicts the current state (e.g. an idempotency key reused with a different request). Nothing was changed.',
   FORBIDDEN: "Your key's role may not do this.",
