@@ -1,6 +1,7 @@
 /**
  * The handler catalogue: what the live workers registered (HANDLER for HANDLER endpoints,
- * RECOVERABLE, INTERVAL), with cadence and last outcome; and triggering an interval handler now.
+ * RECOVERABLE, INTERVAL), with cadence and last outcome; and triggering an interval handler now
+ * (the only way an on-demand one runs), optionally waiting for that tick's outcome.
  *
  * Scoping: handlers are code in worker processes, not tenant data, so the catalogue (names,
  * kinds, workers, interval cadence and outcomes) is the installation's and any authenticated
