@@ -98,7 +98,7 @@ async function measure(flags: string[], label: string): Promise<Figure[]> {
     const actor = await service.authenticate(key);
     const system = { ...actor, kind: 'system' as const, role: 'ADMIN' as const };
     const runIds: string[] = [];
-    for (let i = 0; i < RUNS; i++) runIds.push((await service.triggerRun(system, { name: `bench.live.${i}` })).run.id);
+    for (let i = 0; i < RUNS; i++) runIds.push((await service.triggerRun(system, { name: `bench.live.${i}`, force: true })).run.id);
 
     const gateway = await serve(target.url, flags);
     const { port, stats } = gateway;

@@ -61,7 +61,7 @@ export async function run(): Promise<Figure[]> {
     });
     const runner = createRunner({ pool: database.pool, registry, log: createLogger('warn'), pollMs: 50 });
     await runner.start();
-    await service.triggerRun(actor, { name: 'bench.scan' });
+    await service.triggerRun(actor, { name: 'bench.scan', force: true });
     runner.kick();
     await finished;
     await runner.stop();

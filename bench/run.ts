@@ -6,6 +6,7 @@
  */
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
+import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
 import { run as recoverable } from './recoverable.js';
 
@@ -23,6 +24,7 @@ const benches: Bench[] = [
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
+  { name: 'intervals', run: intervals },
 ];
 
 async function main() {

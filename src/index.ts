@@ -113,16 +113,20 @@ export interface Jobgate {
   /**
    * Registers a recoverable handler: a long scan that checkpoints through `store` and returns
    * `outcome.completed()`, `outcome.paused(cursor)` or `outcome.failed(message)`. Runs are
-   * started with `triggerRun(name, params)`; workers started here run them. With `schedule`
+   * started with `triggerRun({ name, params })`, refused (NOT_FOUND) while no live worker has
+   * the handler unless `force: true`; workers started here run them. With `schedule`
    * (`{ cron, timezone? }` or `{ everyMs }`, plus `params` and `workspace`), each tick calls
    * `triggerRun`: a tick that finds the run active starts nothing and is counted.
    */
   recoverable<P = unknown>(name: string, handler: { params?: ZodType<P>; schedule?: RunSchedule; run: RecoverableHandler<P>['run'] }): void;
   /**
    * Registers an interval handler: plain periodic work, run every `everyMs` by one of the
-   * workers that registered it (never two ticks at once). `ctx.signal` fires on timeout
-   * (`timeoutMs`, default 60 s) and at shutdown; return `{ count }` to report how much it did.
-   * A throw is recorded as the tick's error and never stops the loop.
+   * workers that registered it (never two ticks at once: ticks due while one runs coalesce, and
+   * the rest are counted as skipped). With `onDemand: true` instead of `everyMs` it has no
+   * cadence and runs only when triggered: `client.triggerHandler({ name, wait: true })` runs it
+   * now and answers with the tick's outcome. `ctx.signal` fires on timeout (`timeoutMs`, default
+   * 60 s) and at shutdown; return `{ count }` to report how much it did. A throw is recorded as
+   * the tick's error and never stops the loop.
    */
   interval(name: string, handler: Omit<IntervalHandler, 'name'>): void;
   /**
@@ -131,12 +135,6 @@ export interface Jobgate {
    * schedules, interval handlers, and this process's entry in the handler catalogue.
    */
   startWorker(options?: StartWorkerOptions): Promise<Worker>;
-  /**
-   * One serverless pass, what POST /jobs/run-due does, for a route handler called by a platform
-   * cron (Next.js, Hono, ...): expired leases are reconciled, due cron occurrences fire, and up to
-   * `limit` (default 100) due executions run here, HTTP endpoints and the handlers registered on
-   * this Jobgate. Safe concurrently with itself and with workers. No worker needs to be started.
-   */
   /**
    * Declares a cron schedule by name, for start-up code: creates the CRON job if missing, updates
    * it in place when the declaration changed (a new expression is an update, never a CONFLICT),
@@ -149,6 +147,12 @@ export interface Jobgate {
    * the workspace's declared schedules this set no longer names are retired.
    */
   schedules(specs: Record<string, Omit<DeclaredScheduleInput, 'name'>>, options?: { retireUndeclared?: boolean; actor?: Actor }): Promise<DeclareSchedulesResult>;
+  /**
+   * One serverless pass, what POST /jobs/run-due does, for a route handler called by a platform
+   * cron (Next.js, Hono, ...): expired leases are reconciled, due cron occurrences fire, and up to
+   * `limit` (default 100) due executions run here, HTTP endpoints and the handlers registered on
+   * this Jobgate. Safe concurrently with itself and with workers. No worker needs to be started.
+   */
   runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
   database: Database;
   /** Stops workers started here (gracefully), then closes the pool. */
@@ -253,6 +257,18 @@ export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
 
 export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
+export type {
+  Run,
+  Finding,
+  TriggerRunInput,
+  TriggerRunResult,
+  HandlerInfo,
+  HandlerOutcome,
+  IntervalState,
+  TriggerHandlerInput,
+  TriggerHandlerResult,
+  TriggeredTick,
+} from './service/index.js';
 export * from './service/errors.js';
 export type { Actor, Role } from './service/actor.js';
 export type * from './service/models.js';

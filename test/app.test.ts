@@ -24,7 +24,7 @@ afterEach(async () => {
 describe('startApp', () => {
   it('as gateway and worker, lists itself in the catalogue and sweeps crashed runs and interval ticks', async () => {
     // Work left by a worker that died: a recoverable run and an interval tick it owned.
-    const { run } = await t.service.triggerRun(t.actor, { name: 'orphan-scan' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'orphan-scan' });
     await t.query(`update runs set owner = 'dead-worker', heartbeat_at = now() - interval '10 minutes' where id = $1`, [run.id]);
     await t.query(`insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at) values ('cleanup', 60000, now(), 'dead-worker', 1, now())`);
     const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent' });

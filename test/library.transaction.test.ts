@@ -45,7 +45,7 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
       await client.query(`insert into orders values ('o-rolled-back')`);
       const inTx = gate.inTransaction(client);
       const { job } = await inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-rolled-back', input: { order: 'o-rolled-back' } });
-      await inTx.triggerRun({ name: 'tx-scan' });
+      await inTx.triggerRun({ name: 'tx-scan', force: true });
       // The caller's transaction sees them; nobody else does yet.
       expect((await client.query('select count(*)::int as n from jobs where id = $1', [job.id])).rows[0].n).toBe(1);
       expect((await t.query('select count(*)::int as n from jobs where id = $1', [job.id])).rows[0].n).toBe(0);
@@ -104,19 +104,22 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
       // triggerJob refusals: already pending (CONFLICT), its lock key taken (LOCK_HELD with force).
       codes.push(await codeOf(() => inTx.triggerJob({ id: keyed })));
       codes.push(await codeOf(() => inTx.triggerRun({ name: 'not a valid name!' })));
-      const run = await inTx.triggerRun({ name: 'tx-run' });
-      const again = await inTx.triggerRun({ name: 'tx-run' });
+      // No live worker has this recoverable handler: refused, unless forced.
+      codes.push(await codeOf(() => inTx.triggerRun({ name: 'tx-unregistered' })));
+      const run = await inTx.triggerRun({ name: 'tx-run', force: true });
+      const again = await inTx.triggerRun({ name: 'tx-run', force: true });
       expect([run.outcome, again.outcome, again.run.id]).toEqual(['STARTED', 'ACTIVE', run.run.id]);
       await client.query(`insert into orders values ('after-triggers')`);
       await client.query('commit');
     } finally {
       client.release();
     }
-    expect(codes).toEqual(['CONFLICT', 'LOCK_HELD', 'VALIDATION_FAILED', 'VALIDATION_FAILED', 'NOT_FOUND', 'NOT_FOUND', 'CONFLICT', 'VALIDATION_FAILED']);
+    expect(codes).toEqual(['CONFLICT', 'LOCK_HELD', 'VALIDATION_FAILED', 'VALIDATION_FAILED', 'NOT_FOUND', 'NOT_FOUND', 'CONFLICT', 'VALIDATION_FAILED', 'NOT_FOUND']);
     const orders = (await t.query(`select id from orders where id like 'after-%' order by id`)).rows.map((r) => r.id);
     expect(orders).toEqual(['after-conflict', 'after-create', 'after-lock-held', 'after-not-found', 'after-repeat', 'after-triggers', 'after-validation']);
     expect((await t.query(`select name from jobs where name like 'tx-keyed' or name like 'tx-locked%' order by name`)).rows.map((r) => r.name)).toEqual(['tx-keyed', 'tx-locked']);
     expect((await t.query(`select count(*)::int as n from runs where name = 'tx-run'`)).rows[0].n).toBe(1);
+    expect((await t.query(`select count(*)::int as n from runs where name = 'tx-unregistered'`)).rows[0].n).toBe(0);
     // The refusals are on record with their codes, committed with the rest.
     const refused = (await t.query(`select result_code from audit_log where action = 'job.create' and input::text like '%tx-locked-2%'`)).rows;
     expect(refused.map((r) => r.result_code)).toEqual(['LOCK_HELD']);

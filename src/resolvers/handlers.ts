@@ -20,7 +20,8 @@ builder.mutationFields((t) => ({
     type: TriggerHandlerPayloadRef,
     description:
       'Runs an interval handler now (its next tick becomes due). CONFLICT while a tick is running, unless `force`, which queues one more tick right after it. ' +
-      'NOT_FOUND when no live worker has it. ADMIN only: interval handlers are installation-wide.',
+      'NOT_FOUND (`extensions.reason: NO_LIVE_WORKER`) when no live worker has it. With `wait`, answers with the tick\'s outcome once it has one (or when the wait runs out). ' +
+      'ADMIN only: interval handlers are installation-wide.',
     args: { input: t.arg({ type: TriggerHandlerInputRef, required: true, description: 'Which handler.', validate: triggerHandlerValidation }) },
     resolve: (_root, args, ctx) => ctx.service.triggerHandler(ctx.actor, args.input as never),
   }),

@@ -35,7 +35,9 @@ builder.queryFields((t) => ({
 builder.mutationFields((t) => ({
   triggerRun: t.field({
     type: TriggerRunPayloadRef,
-    description: 'Runs a recoverable handler, idempotently: returns the active run, resumes a paused one, or starts a fresh one.',
+    description:
+      'Runs a recoverable handler, idempotently: returns the active run, resumes a paused one, or starts a fresh one. ' +
+      'NOT_FOUND (`extensions.reason: NO_LIVE_WORKER`) when no live worker has registered the handler, unless `force`.',
     args: { input: t.arg({ type: TriggerRunInputRef, required: true, description: 'Which handler.', validate: triggerRunValidation }) },
     resolve: (_root, args, ctx) => ctx.service.triggerRun(ctx.actor, args.input as never),
   }),

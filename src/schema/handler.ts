@@ -4,10 +4,11 @@ import type {
   HandlerOutcome,
   IntervalState,
   RunScheduleState,
+  TriggeredTick,
   TriggerHandlerResult,
   WorkerInfo,
 } from '../service/handlers.js';
-import { triggerHandlerSchema } from '../service/handlers.js';
+import { DEFAULT_TRIGGER_WAIT_MS, MAX_TRIGGER_WAIT_MS, triggerHandlerSchema } from '../service/handlers.js';
 import { builder } from './builder.js';
 import { DateTimeScalar, zodInput } from './common.js';
 import { RunRef, RunTriggerOutcomeEnum } from './run.js';
@@ -17,7 +18,7 @@ export const HandlerKindEnum = builder.enumType('HandlerKind', {
   values: {
     HANDLER: { description: 'Serves HANDLER endpoints: runs executions of their jobs.' },
     RECOVERABLE: { description: 'A recoverable handler: long scans run as runs (see `triggerRun`), optionally on a schedule.' },
-    INTERVAL: { description: 'Plain periodic work, run on its own cadence by one of the workers that have it.' },
+    INTERVAL: { description: 'Plain periodic work, run on its own cadence (or, on demand, only when triggered with `triggerHandler`) by one of the workers that have it.' },
   } as const,
 });
 
@@ -38,6 +39,14 @@ export const HandlerErrorCauseEnum = builder.enumType('HandlerErrorCause', {
   } as const,
 });
 
+export const TriggeredTickStateEnum = builder.enumType('TriggeredTickState', {
+  description: 'Where the tick a `triggerHandler` with `wait` made due stood when the mutation answered.',
+  values: {
+    FINISHED: { description: 'Its outcome is recorded: see `outcome`. A TIMEOUT is recorded at the deadline, while the handler may still be returning.' },
+    RUNNING: { description: 'A worker took it and it had not ended when the wait ran out; it goes on, and its outcome will show as the handler\'s `lastOutcome`.' },
+    PENDING: { description: 'No worker had taken it when the wait ran out; it is still due.' },
+  } as const,
+});
 
 export const TriggerHandlerOutcomeEnum = builder.enumType('TriggerHandlerOutcome', {
   description: 'What triggerHandler did.',
@@ -83,12 +92,18 @@ export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState'
   description: 'Where an interval handler stands (installation-wide).',
   fields: (t) => ({
     timeoutMs: t.exposeFloat('timeoutMs', { nullable: true, description: 'How long a tick may run before it is aborted as TIMEOUT.' }),
-    nextDueAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the next tick is due.', resolve: (s) => s.nextDueAt }),
+    nextDueAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the next tick is due; null for an on-demand handler not triggered.', resolve: (s) => s.nextDueAt }),
     running: t.exposeBoolean('running', { description: 'Whether a tick is running now.' }),
     runningSince: t.field({ type: DateTimeScalar, nullable: true, description: 'When the running tick started.', resolve: (s) => s.runningSince }),
     runningOn: t.exposeString('runningOn', { nullable: true, description: 'The worker running it (its `id`, as in `workers`).' }),
     okRuns: t.exposeFloat('okRuns', { description: 'Ticks that ended OK, all time.' }),
     errorRuns: t.exposeFloat('errorRuns', { description: 'Ticks that ended in ERROR, all time.' }),
+    skippedTicks: t.exposeFloat('skippedTicks', {
+      description:
+        'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: those due during a run ' +
+        'coalesce into one, run right after it; the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
+    }),
+    onDemand: t.exposeBoolean('onDemand', { description: 'Whether it has no cadence: it runs only when triggered (`triggerHandler`); `nextDueAt` is null until then.' }),
   }),
 });
 
@@ -117,7 +132,7 @@ export const HandlerRef = builder.objectRef<HandlerInfo>('Handler').implement({
     cadence: t.field({
       type: HandlerCadenceRef,
       nullable: true,
-      description: "INTERVAL: its period. RECOVERABLE: its schedule in your workspace, if any. HANDLER: null (it runs its endpoints' jobs).",
+      description: "INTERVAL: its period (null on demand). RECOVERABLE: its schedule in your workspace, if any. HANDLER: null (it runs its endpoints' jobs).",
       resolve: (h) => h.cadence,
     }),
     workers: t.field({ type: [WorkerInfoRef], description: 'The live workers that have it, oldest first.', resolve: (h) => h.workers }),
@@ -128,11 +143,21 @@ export const HandlerRef = builder.objectRef<HandlerInfo>('Handler').implement({
   }),
 });
 
+export const TriggeredTickRef = builder.objectRef<TriggeredTick>('TriggeredTick').implement({
+  description: 'The tick a `triggerHandler` with `wait` made due, as the wait left it.',
+  fields: (t) => ({
+    state: t.field({ type: TriggeredTickStateEnum, description: 'FINISHED (its outcome is below), RUNNING or PENDING (the wait ran out first).', resolve: (k) => k.state }),
+    outcome: t.field({ type: HandlerOutcomeRef, nullable: true, description: 'FINISHED: how it ended (status, count, cause, message, start and finish); null otherwise.', resolve: (k) => k.outcome }),
+    durationMs: t.exposeFloat('durationMs', { nullable: true, description: 'FINISHED: milliseconds from its start to its outcome; null otherwise.' }),
+  }),
+});
+
 export const TriggerHandlerPayloadRef = builder.objectRef<TriggerHandlerResult>('TriggerHandlerPayload').implement({
   description: 'The result of triggerHandler.',
   fields: (t) => ({
-    handler: t.field({ type: HandlerRef, description: 'The interval handler, as it stands after the trigger.', resolve: (r) => r.handler }),
+    handler: t.field({ type: HandlerRef, description: 'The interval handler, as it stands after the trigger (before the tick ran).', resolve: (r) => r.handler }),
     outcome: t.field({ type: TriggerHandlerOutcomeEnum, description: 'Due now, or queued after the running tick.', resolve: (r) => r.outcome }),
+    tick: t.field({ type: TriggeredTickRef, nullable: true, description: 'With `wait: true`: the triggered tick and, once it finished, its outcome. Null without `wait`.', resolve: (r) => r.tick }),
   }),
 });
 
@@ -143,6 +168,12 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
     force: t.boolean({
       description: 'While a tick is running: without force the trigger is refused (CONFLICT); with force one more tick runs right after it. Default false.',
     }),
+    wait: t.boolean({
+      description:
+        'Answer only once the triggered tick has its outcome (in `tick`), or when `waitTimeoutMs` runs out (the tick goes on). The trigger is committed first; ' +
+        'the wait holds no transaction. Default false.',
+    }),
+    waitTimeoutMs: t.int({ description: `With \`wait\`: the longest wait, in ms, 1 to ${MAX_TRIGGER_WAIT_MS}. Default ${DEFAULT_TRIGGER_WAIT_MS}.` }),
   }),
 });
 export const triggerHandlerValidation = zodInput(triggerHandlerSchema);

@@ -133,6 +133,11 @@ export const TriggerRunInputRef = builder.inputType('TriggerRunInput', {
   fields: (t) => ({
     name: t.string({ required: true, description: 'The recoverable handler, as registered in the workers.' }),
     params: t.field({ type: JSONScalar, description: "Parameters for a fresh run (checked by the handler's schema). Ignored when resuming." }),
+    force: t.boolean({
+      description:
+        'Queue the run even when no live worker has registered the handler (it runs once one does). Without it, such a trigger is refused with NOT_FOUND ' +
+        '(`extensions.reason: NO_LIVE_WORKER`). Default false.',
+    }),
   }),
 });
 export const triggerRunValidation = zodInput(triggerRunSchema);

@@ -10,7 +10,8 @@ import type { ZodError } from 'zod';
  * them as the `ErrorCode` enum (src/schema/errors.ts), so generated clients can switch on them.
  */
 export const ERROR_CODES = {
-  NOT_FOUND: 'No such object in your workspace (an id from another workspace is not found either).',
+  NOT_FOUND:
+    'No such object in your workspace (an id from another workspace is not found either); or, for a trigger of a handler, no live worker has registered it (`extensions.reason` is `NO_LIVE_WORKER`).',
   VALIDATION_FAILED: 'The input is invalid; `extensions.issues` lists the path and message of each bad field. Nothing was changed.',
   CONFLICT: 'The request contradicts the current state (e.g. an idempotency key reused with a different request). Nothing was changed.',
   FORBIDDEN: "Your key's role may not do this.",
@@ -57,6 +58,23 @@ export class NotFoundError extends DomainError {
   constructor(resource: ResourceKind, ref: string) {
     // The same words whether the id exists in another workspace or nowhere.
     super('NOT_FOUND', `${resource} ${JSON.stringify(ref)} not found`, { resource });
+  }
+}
+
+/**
+ * A trigger of a handler that no live worker (heartbeating, with that handler registered) has:
+ * the work would wait for a worker that may never come. NOT_FOUND, with `reason: NO_LIVE_WORKER`
+ * and the handler's kind and name beside the code, so a client can tell it from an unknown id.
+ */
+export class NoLiveWorkerError extends DomainError {
+  override name = 'NoLiveWorkerError';
+  constructor(kind: 'RECOVERABLE' | 'INTERVAL', handlerName: string, hint: string) {
+    super('NOT_FOUND', `no live worker has registered the ${kind === 'RECOVERABLE' ? 'recoverable' : 'interval'} handler ${JSON.stringify(handlerName)}; ${hint}`, {
+      resource: 'Handler',
+      reason: 'NO_LIVE_WORKER',
+      handlerKind: kind,
+      handlerName,
+    });
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * The handler catalogue: what the live workers registered (HANDLER for HANDLER endpoints,
- * RECOVERABLE, INTERVAL), with cadence and last outcome; and triggering an interval handler now.
+ * RECOVERABLE, INTERVAL), with cadence and last outcome; and triggering an interval handler now
+ * (the only way an on-demand one runs), optionally waiting for that tick's outcome.
  *
  * Scoping: handlers are code in worker processes, not tenant data, so the catalogue (names,
  * kinds, workers, interval cadence and outcomes) is the installation's and any authenticated
@@ -15,7 +16,8 @@ import { scoped, type Executor } from '../db/repos/scope.js';
 import { seesInstallation, type Actor } from './actor.js';
 import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { ConflictError, NotFoundError } from './errors.js';
+import { intervalTick, type IntervalTickRow } from '../db/repos/handlers.js';
+import { ConflictError, NoLiveWorkerError, NotFoundError, ValidationError } from './errors.js';
 import { opaqueWorkerId } from './models.js';
 import { toRun, type Run } from './runs.js';
 
@@ -47,6 +49,8 @@ export interface HandlerOutcome {
 }
 
 export interface IntervalState {
+  /** No cadence: it runs only when triggered. */
+  onDemand: boolean;
   timeoutMs: number | null;
   nextDueAt: Date | null;
   running: boolean;
@@ -55,6 +59,8 @@ export interface IntervalState {
   runningOn: string | null;
   okRuns: number;
   errorRuns: number;
+  /** Cadence ticks skipped because a tick was still running when they came due, all time. */
+  skippedTicks: number;
 }
 
 export interface RunScheduleState {
@@ -91,21 +97,64 @@ export const handlerFilterSchema = z.object({
 });
 export type HandlerFilter = z.input<typeof handlerFilterSchema>;
 
+/** The longest a trigger may wait for its tick's outcome, and the default wait. */
+export const MAX_TRIGGER_WAIT_MS = 120_000;
+export const DEFAULT_TRIGGER_WAIT_MS = 30_000;
+/**
+ * The wait's longest pause between two reads of the row. A read is a primary-key probe; at this
+ * pace the longest wait makes about 1,200 of them. The wait's own latency (from the tick's end to
+ * the answer, `npm run bench intervals`, engine poll 1 s, median of 10): 229 ms with a 500 ms
+ * ceiling, 75 ms with this one. Most of a wait is the workers' poll period, which finds the tick.
+ */
+const WAIT_POLL_MAX_MS = 100;
+
 export const triggerHandlerSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
   force: z.boolean().nullish(),
+  /** Wait for the triggered tick's outcome (up to waitTimeoutMs) and return it. */
+  wait: z.boolean().nullish(),
+  waitTimeoutMs: z.number().int().min(1).max(MAX_TRIGGER_WAIT_MS).nullish(),
 });
 export type TriggerHandlerInput = z.input<typeof triggerHandlerSchema>;
+
+/** The tick a trigger made due, as its wait left it. */
+export interface TriggeredTick {
+  /**
+   * FINISHED: its outcome is recorded (a TIMEOUT is recorded at the deadline, while the handler
+   * may still be returning); RUNNING: a worker took it, and it had not ended when the wait ran
+   * out; PENDING: no worker had taken it yet when the wait ran out.
+   */
+  state: 'FINISHED' | 'RUNNING' | 'PENDING';
+  /** FINISHED: how it ended. */
+  outcome: HandlerOutcome | null;
+  /** FINISHED: from its start to its outcome, in ms. */
+  durationMs: number | null;
+}
 
 export interface TriggerHandlerResult {
   handler: HandlerInfo;
   /** DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right after the running one. */
   outcome: 'DUE_NOW' | 'QUEUED_AFTER_RUNNING';
+  /** With `wait`: the triggered tick; null without. */
+  tick: TriggeredTick | null;
 }
 
 /** A timestamptz that is a real instant ('infinity' comes back as a number). */
 const instant = (v: unknown): Date | null => (v instanceof Date && !Number.isNaN(v.getTime()) ? v : null);
 const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+/** The last outcome held by an interval handler's row; null before its first. */
+function outcomeOf(r: Pick<IntervalTickRow, 'last_status' | 'last_count' | 'last_cause' | 'last_error' | 'last_started_at' | 'last_finished_at'>): HandlerOutcome | null {
+  if (!r.last_status) return null;
+  return {
+    status: r.last_status,
+    count: num(r.last_count),
+    cause: r.last_cause,
+    message: r.last_error,
+    startedAt: instant(r.last_started_at),
+    finishedAt: instant(r.last_finished_at),
+  };
+}
 
 async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKind | null; name?: string | null }): Promise<HandlerInfo[]> {
   const ws = scoped(actor.workspaceId);
@@ -153,8 +202,10 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
     for (const h of all.filter((x) => x.kind === 'INTERVAL')) {
       const r = rowOf.get(h.name);
       if (!r) continue;
-      h.cadence = { everyMs: Number(r.every_ms), cron: null, timezone: null };
+      const onDemand = r.every_ms === null;
+      h.cadence = onDemand ? null : { everyMs: Number(r.every_ms), cron: null, timezone: null };
       h.interval = {
+        onDemand,
         timeoutMs: h.timeoutMs,
         nextDueAt: instant(r.next_due_at),
         running: r.owner !== null,
@@ -162,17 +213,9 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
         runningOn: r.owner,
         okRuns: Number(r.ok_runs),
         errorRuns: Number(r.error_runs),
+        skippedTicks: Number(r.skipped_ticks),
       };
-      h.lastOutcome = r.last_status
-        ? {
-            status: r.last_status,
-            count: num(r.last_count),
-            cause: r.last_cause,
-            message: r.last_error,
-            startedAt: instant(r.last_started_at),
-            finishedAt: instant(r.last_finished_at),
-          }
-        : null;
+      h.lastOutcome = outcomeOf(r);
     }
   }
 
@@ -230,6 +273,28 @@ function withoutInstallationDetails(h: HandlerInfo): HandlerInfo {
 const handlerFor = (actor: Actor, h: HandlerInfo) => (seesInstallation(actor) ? h : withoutInstallationDetails(h));
 
 export function createHandlersService(ctx: ServiceContext) {
+  /**
+   * Polls the handler's row (no transaction, the connection released between reads) until a tick
+   * taken after `epoch` has its outcome, or `timeoutMs` runs out.
+   */
+  async function awaitTick(name: string, epoch: bigint, timeoutMs: number): Promise<TriggeredTick> {
+    const deadline = performance.now() + timeoutMs;
+    let pause = 25;
+    for (;;) {
+      const row = await intervalTick(ctx.db, name);
+      if (!row) throw new NotFoundError('Handler', name);
+      if (row.last_epoch !== null && BigInt(row.last_epoch) > epoch) {
+        const outcome = outcomeOf(row);
+        const durationMs = outcome?.startedAt && outcome.finishedAt ? Math.max(0, outcome.finishedAt.getTime() - outcome.startedAt.getTime()) : null;
+        return { state: 'FINISHED', outcome, durationMs };
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) return { state: BigInt(row.epoch) > epoch && row.owner !== null ? 'RUNNING' : 'PENDING', outcome: null, durationMs: null };
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
+      pause = Math.min(pause * 2, WAIT_POLL_MAX_MS);
+    }
+  }
+
   return {
     /**
      * The handlers registered by live workers, by kind and name, each with its workers, cadence
@@ -243,30 +308,48 @@ export function createHandlersService(ctx: ServiceContext) {
     },
 
     /**
-     * Makes an interval handler's next tick due now; a worker that has it runs it within its poll
-     * period. While it is running: refused (CONFLICT) without `force`; with `force`, one more tick
-     * is queued right after the running one (ticks never overlap). ADMIN only.
+     * Makes an interval handler's next tick due now (an on-demand handler's only way to run); a
+     * worker that has it runs it within its poll period. While it is running: refused (CONFLICT)
+     * without `force`; with `force`, one more tick is queued right after the running one (ticks
+     * never overlap). ADMIN only.
+     *
+     * With `wait`, answers once that tick's outcome is recorded, or when `waitTimeoutMs` (default
+     * 30 s, at most 120 s) runs out (`tick.state` RUNNING or PENDING; the tick still runs). The
+     * trigger commits first; the wait holds no transaction and no connection: it reads the
+     * handler's one row now and then (a primary-key probe, from every 25 ms up to every 100 ms).
+     * Not inside the caller's transaction (the trigger takes effect only when it commits).
      * Throws NOT_FOUND (no live worker has it), CONFLICT, FORBIDDEN, VALIDATION_FAILED.
      */
     async triggerHandler(actor: Actor, raw: TriggerHandlerInput): Promise<TriggerHandlerResult> {
-      return mutate(ctx, actor, { action: 'handler.trigger', role: 'ADMIN', input: raw, target: { type: 'Handler', id: raw?.name } }, async (trx) => {
-        const input = parseInput(triggerHandlerSchema, raw);
-        const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-        if (!found) throw new NotFoundError('Handler', input.name);
-        const { rows } = await sql<{ owner: string | null; run_started_at: Date | null }>`
-          select owner, run_started_at from interval_handlers where name = ${input.name} for update`.execute(trx);
-        const row = rows[0];
-        if (!row) throw new NotFoundError('Handler', input.name);
-        if (row.owner !== null && !input.force) {
-          throw new ConflictError(`interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`, {
-            runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
-          });
-        }
-        // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
-        await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${input.name}`.execute(trx);
-        const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-        return { handler: handlerFor(actor, handler!), outcome: row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const) };
-      });
+      const { result, epoch, input } = await mutate(
+        ctx,
+        actor,
+        { action: 'handler.trigger', role: 'ADMIN', input: raw, target: { type: 'Handler', id: raw?.name } },
+        async (trx) => {
+          const input = parseInput(triggerHandlerSchema, raw);
+          if (input.wait && ctx.outer) throw ValidationError.at(['wait'], 'cannot wait inside your own transaction: the trigger takes effect only when you commit it');
+          const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+          if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
+          const { rows } = await sql<{ owner: string | null; run_started_at: Date | null; epoch: string }>`
+            select owner, run_started_at, epoch from interval_handlers where name = ${input.name} for update`.execute(trx);
+          const row = rows[0];
+          if (!row) throw new NotFoundError('Handler', input.name);
+          if (row.owner !== null && !input.force) {
+            throw new ConflictError(`interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`, {
+              runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
+            });
+          }
+          // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
+          await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${input.name}`.execute(trx);
+          const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+          const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
+          // The tick this trigger made due is the next take: an epoch above the one seen here.
+          return { result: { handler: handlerFor(actor, handler!), outcome, tick: null }, epoch: BigInt(row.epoch), input };
+        },
+      );
+      if (!input.wait) return result;
+      const tick = await awaitTick(input.name, epoch, input.waitTimeoutMs ?? DEFAULT_TRIGGER_WAIT_MS);
+      return { ...result, tick: tick.outcome && !seesInstallation(actor) ? { ...tick, outcome: { ...tick.outcome, message: null } } : tick };
     },
   };
 }

@@ -9,7 +9,8 @@ import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
-import { ConflictError, NotFoundError, ValidationError } from './errors.js';
+import { hasLiveRegistration } from '../db/repos/handlers.js';
+import { ConflictError, NoLiveWorkerError, NotFoundError, ValidationError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
 import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
@@ -123,6 +124,8 @@ export const toFinding = (
 export const triggerRunSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
   params: jsonValue().optional(),
+  /** Queue the run even when no live worker has registered the handler (it waits for one). */
+  force: z.boolean().nullish(),
 });
 export type TriggerRunInput = z.input<typeof triggerRunSchema>;
 
@@ -168,12 +171,19 @@ export function createRunsService(ctx: ServiceContext) {
      * partial unique index on live runs makes concurrent triggers converge on one run. With
      * `resumeCancelled: false` (schedules) a run paused by an operator's cancel is left paused
      * (HELD); runs paused by a crash or by their handler are resumed either way.
-     * Throws VALIDATION_FAILED, FORBIDDEN.
+     * A name no live worker has registered (see the handler catalogue) is refused with NOT_FOUND
+     * (`reason: NO_LIVE_WORKER`), whatever runs exist, unless `force`, which queues the run for a
+     * worker to come. Inside the caller's transaction, the check reads the workers' rows as that
+     * transaction sees them.
+     * Throws NOT_FOUND, VALIDATION_FAILED, FORBIDDEN.
      */
     async triggerRun(actor: Actor, raw: TriggerRunInput, options: TriggerRunOptions = {}): Promise<TriggerRunResult> {
       const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
       return mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
         const input = parseInput(triggerRunSchema, raw);
+        if (!input.force && !(await hasLiveRegistration(trx, 'RECOVERABLE', input.name))) {
+          throw new NoLiveWorkerError('RECOVERABLE', input.name, 'start a worker that registers it, or trigger with force: true to queue the run until one does');
+        }
         const ws = scoped(actor.workspaceId);
         const live = async () =>
           (

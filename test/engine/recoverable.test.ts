@@ -95,7 +95,7 @@ describe('recoverable runs', () => {
   it('pauses on cancel and resumes from its cursor, with stats accumulating across the pause', async () => {
     gate = new Promise((r) => (openGate = r));
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 100, batch: 10 } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 100, batch: 10 } });
     await eventually(async () => atGate === 1); // in its first batch
     await t.service.cancelRun(t.actor, run.id);
     openGate();
@@ -104,7 +104,7 @@ describe('recoverable runs', () => {
     expect(paused).toMatchObject({ pauseReason: 'cancelled by an operator', pauseKind: 'CANCELLED' });
     expect(paused.processed).toBeGreaterThan(0);
     expect(paused.processed).toBeLessThan(100);
-    const resumed = await t.service.triggerRun(t.actor, { name: 'walk' });
+    const resumed = await t.service.triggerRun(t.actor, { force: true, name: 'walk' });
     expect(resumed).toMatchObject({ outcome: 'RESUMED', run: { id: run.id } });
     await eventually(async () => (await status(run.id)) === 'COMPLETED');
     const done = await t.service.run(t.actor, run.id);
@@ -120,7 +120,7 @@ describe('recoverable runs', () => {
   });
 
   it('converges concurrent triggers on one run', async () => {
-    const results = await Promise.all(Array.from({ length: 8 }, () => t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 5 } })));
+    const results = await Promise.all(Array.from({ length: 8 }, () => t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 10, batch: 5 } })));
     expect(new Set(results.map((r) => r.run.id)).size).toBe(1);
     expect(results.filter((r) => r.outcome === 'STARTED')).toHaveLength(1);
     expect((await t.query(`select count(*)::int as n from runs where name = 'walk'`)).rows[0].n).toBe(1);
@@ -129,7 +129,7 @@ describe('recoverable runs', () => {
   it('completes when the cancel arrives during the last batch (nothing is left to pause)', async () => {
     gate = new Promise((r) => (openGate = r));
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 10 } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 10, batch: 10 } });
     await eventually(async () => atGate === 1); // in its last (and only) batch
     await t.service.cancelRun(t.actor, run.id);
     openGate();
@@ -139,18 +139,18 @@ describe('recoverable runs', () => {
 
   it('records a thrown error as FAILED with its cause, keeping its last checkpoint', async () => {
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'broken' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'broken' });
     await eventually(async () => (await status(run.id)) === 'FAILED');
     const failed = await t.service.run(t.actor, run.id);
     expect(failed.error).toBe('Error: disk on fire');
     expect(failed.cursorBase64).toBe(Buffer.from([1, 2, 3]).toString('base64'));
     // A finished run is not resumed: a new trigger starts afresh.
-    expect((await t.service.triggerRun(t.actor, { name: 'broken' })).outcome).toBe('STARTED');
+    expect((await t.service.triggerRun(t.actor, { force: true, name: 'broken' })).outcome).toBe('STARTED');
   });
 
   it('fails a run whose params its handler refuses', async () => {
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 'many' } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 'many' } });
     await eventually(async () => (await status(run.id)) === 'FAILED');
     expect((await t.service.run(t.actor, run.id)).error).toMatch(/params rejected: n:/);
   });
@@ -163,7 +163,7 @@ describe('recoverable runs', () => {
     });
     children.add(child);
     await new Promise<void>((resolve) => child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
-    const { run } = await t.service.triggerRun(t.actor, { name: 'scan', params: { n: 400, batch: 20, ms: 40 } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'scan', params: { n: 400, batch: 20, ms: 40 } });
     await eventually(async () => (await t.service.run(t.actor, run.id)).processed >= 100, 15_000);
     child.kill('SIGKILL');
     const atKill = (await t.service.run(t.actor, run.id)).processed;
@@ -185,7 +185,7 @@ describe('recoverable runs', () => {
     });
     children.add(second);
     await new Promise<void>((resolve) => second.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
-    expect((await t.service.triggerRun(t.actor, { name: 'scan' })).outcome).toBe('RESUMED');
+    expect((await t.service.triggerRun(t.actor, { force: true, name: 'scan' })).outcome).toBe('RESUMED');
     await eventually(async () => (await status(run.id)) === 'COMPLETED', 20_000);
     const done = await t.service.run(t.actor, run.id);
     expect(done.processed).toBe(400);
@@ -218,7 +218,7 @@ describe('recoverable runs', () => {
     const owner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 60_000, pollMs: 50, staleMs: 300_000 });
     await owner.start();
     runners.push(owner);
-    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 20, batch: 10 } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 20, batch: 10 } });
     await eventually(async () => atGate === 1);
     // Silent for 5 s: past the sweeper's 1 s window, well inside its owner's 300 s.
     await t.query(`update runs set heartbeat_at = now() - interval '5 seconds' where id = $1`, [run.id]);
@@ -245,7 +245,7 @@ describe('recoverable runs', () => {
     });
     gate = new Promise((r) => (openGate = r));
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'poller' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'poller' });
     await eventually(async () => atGate === 1);
     // What a sweep, a resume and a take by another runner leave: RUNNING again, under a new owner and epoch.
     await t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [run.id]);
@@ -260,7 +260,7 @@ describe('recoverable runs', () => {
     atGate = 0;
     gate = new Promise((r) => (openGate = r));
     await t.query(`update runs set status = 'COMPLETED', owner = null, finished_at = now() where id = $1`, [run.id]);
-    const second = await t.service.triggerRun(t.actor, { name: 'poller' });
+    const second = await t.service.triggerRun(t.actor, { force: true, name: 'poller' });
     await eventually(async () => atGate === 1);
     await t.query(`update runs set status = 'PAUSED', owner = null, pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating' where id = $1`, [second.run.id]);
     openGate();
@@ -290,7 +290,7 @@ describe('recoverable runs', () => {
     });
     gate = new Promise((r) => (openGate = r));
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'late-finder' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'late-finder' });
     await eventually(async () => atGate === 1);
     await t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [run.id]);
     openGate();
@@ -321,7 +321,7 @@ describe('recoverable runs', () => {
     await r.start();
     runners.push(r);
     gate = new Promise((res) => (openGate = res));
-    const { run } = await t.service.triggerRun(t.actor, { name: 'db-blip' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'db-blip' });
     await eventually(async () => atGate === 1);
     // The first checkpoint waits behind a lock on the run's row, and its connection is cut.
     await cutWhileBlocked(t, { sql: 'select 1 from runs where id = $1 for update', values: [run.id] }, 'update runs set cursor%', openGate);
@@ -345,7 +345,7 @@ describe('recoverable runs', () => {
     const r = createRunner({ pool: cut, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 20, staleMs: 10_000 });
     await r.start();
     runners.push(r);
-    const { run } = await t.service.triggerRun(t.actor, { name: 'always-cut' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'always-cut' });
     await new Promise((res) => setTimeout(res, 3_500));
     // Taken at once, then after 1 s, then 2 s more: a handful of takes, not hundreds.
     expect(takes).toBeGreaterThanOrEqual(2);
@@ -372,24 +372,24 @@ describe('recoverable runs', () => {
     const r = createRunner({ pool: cut, registry, log: createLogger('silent'), heartbeatMs: 100, pollMs: 20, staleMs: 10_000 });
     await r.start();
     runners.push(r);
-    const { run } = await t.service.triggerRun(t.actor, { name: 'lost-answer' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'lost-answer' });
     await eventually(async () => (await status(run.id)) === 'COMPLETED', 10_000, 'the run to complete');
     expect(starts).toEqual([0, 2]);
     expect((await t.query(`select processed, total, stats from runs where id = $1`, [run.id])).rows[0]).toEqual({ processed: 3, total: 3, stats: { batches: 3 } });
   });
 
   it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {
-    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 10, batch: 10 } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 10, batch: 10 } });
     await t.query(`update runs set status = 'PAUSED', pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating at x' where id = $1`, [run.id]);
     const cancelled = await t.service.cancelRun(t.actor, run.id);
     expect(cancelled).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator (was: its worker stopped heartbeating at x)' });
-    expect((await t.service.triggerRun(t.actor, { name: 'walk' }, { resumeCancelled: false })).outcome).toBe('HELD');
-    expect(await t.service.triggerRun(t.actor, { name: 'walk' })).toMatchObject({ outcome: 'RESUMED', run: { status: 'RUNNING', pauseKind: null } });
+    expect((await t.service.triggerRun(t.actor, { force: true, name: 'walk' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect(await t.service.triggerRun(t.actor, { force: true, name: 'walk' })).toMatchObject({ outcome: 'RESUMED', run: { status: 'RUNNING', pauseKind: null } });
   });
 
   it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {
     const g = createTestGateway(t);
-    const trig = await g.gql(`mutation { triggerRun(input: { name: "walk", params: { n: 20, batch: 10 } }) { outcome run { id status } } }`);
+    const trig = await g.gql(`mutation { triggerRun(input: { name: "walk", force: true, params: { n: 20, batch: 10 } }) { outcome run { id status } } }`);
     expect(trig.data.triggerRun.outcome).toBe('STARTED');
     await runner();
     const id = trig.data.triggerRun.run.id;
@@ -422,7 +422,7 @@ describe('recoverable runs', () => {
       },
     });
     await runner();
-    const ids = await Promise.all(['no-outcome', 'cyclic-pause', 'nul-error'].map(async (name) => (await t.service.triggerRun(t.actor, { name })).run.id));
+    const ids = await Promise.all(['no-outcome', 'cyclic-pause', 'nul-error'].map(async (name) => (await t.service.triggerRun(t.actor, { name, force: true })).run.id));
     // Left owned with no heartbeat, each would be swept a second later, PAUSED as CRASHED.
     const ended = await Promise.all(ids.map((id) => eventually(async () => (['FAILED', 'PAUSED'].includes(await status(id)) ? t.service.run(t.actor, id) : null), 5000)));
     expect(ended.map((r) => r.status)).toEqual(['FAILED', 'FAILED', 'FAILED']);
@@ -449,7 +449,7 @@ describe('recoverable runs', () => {
       },
     });
     await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'bad-checkpoint' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'bad-checkpoint' });
     await eventually(async () => (await status(run.id)) === 'PAUSED');
     expect(refused.map((e) => [e.code, e.issues?.[0]?.path])).toEqual([
       ['VALIDATION_FAILED', ['cursor']],
@@ -468,7 +468,7 @@ describe('recoverable runs', () => {
     await r.start();
     runners.push(r);
     take.arm();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'walk', params: { n: 1_000_000, batch: 10 } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 1_000_000, batch: 10 } });
     await eventually(async () => take.holding(), 5000, 'a take in flight');
     const stopped = r.stop({ graceMs: 2000 });
     await new Promise((res) => setTimeout(res, 100));
@@ -497,7 +497,7 @@ describe('recoverable runs', () => {
     });
     gate = new Promise((res) => (openGate = res));
     const r = await runner();
-    const { run } = await t.service.triggerRun(t.actor, { name: 'retaken' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'retaken' });
     await eventually(async () => atGate === 1);
     // What a sweep (a heartbeat late) and a resume leave: RUNNING and unowned; the same runner takes it again.
     await t.query(`update runs set owner = null where id = $1`, [run.id]);
@@ -512,10 +512,10 @@ describe('recoverable runs', () => {
   });
 
   it('pauses at once, as cancelled, a run no runner holds (its handler may be registered nowhere)', async () => {
-    const { run } = await t.service.triggerRun(t.actor, { name: 'registered-nowhere' });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' });
     // No runner will ever take it to see a CANCEL_REQUESTED: asked to stop, it must stop now.
     expect(await t.service.cancelRun(t.actor, run.id)).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator' });
-    expect((await t.service.triggerRun(t.actor, { name: 'registered-nowhere' }, { resumeCancelled: false })).outcome).toBe('HELD');
-    expect((await t.service.triggerRun(t.actor, { name: 'registered-nowhere' })).outcome).toBe('RESUMED');
+    expect((await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect((await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' })).outcome).toBe('RESUMED');
   });
 });

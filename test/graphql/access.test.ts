@@ -146,7 +146,7 @@ describe('roles', () => {
       expect.arrayContaining(['job.update:FORBIDDEN', 'job.cancel:FORBIDDEN', 'job.update:OK', 'job.pause:OK']),
     );
     // Runs too: an OPERATOR cancels only the runs its key started.
-    const run = await gql(keys.OPERATOR, 'mutation { triggerRun(input: { name: "op.scan" }) { run { id } } }');
+    const run = await gql(keys.OPERATOR, 'mutation { triggerRun(input: { name: "op.scan", force: true }) { run { id } } }');
     const runId = run.body.data.triggerRun.run.id;
     expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', { id: runId })).body.errors![0]!.extensions.code).toBe('FORBIDDEN');
     expect((await gql(keys.OPERATOR, 'mutation ($id: ID!) { cancelRun(id: $id) { status } }', { id: runId })).body.data.cancelRun.status).toBe('PAUSED');

@@ -44,8 +44,8 @@ describe('connections', () => {
   });
 
   it('pages through runs newest first, filtered by handler and status', async () => {
-    for (const name of ['scan.a', 'scan.b', 'scan.c', 'other.d']) await t.service.triggerRun(t.actor, { name });
-    await t.service.triggerRun(t.otherActor, { name: 'scan.z' });
+    for (const name of ['scan.a', 'scan.b', 'scan.c', 'other.d']) await t.service.triggerRun(t.actor, { name, force: true });
+    await t.service.triggerRun(t.otherActor, { force: true, name: 'scan.z' });
     const RUNS = `query ($first: Int, $after: String, $name: String, $status: RunStatus) {
       runConnection(first: $first, after: $after, name: $name, status: $status) { nodes { name status } pageInfo { hasNextPage endCursor } }
     }`;

@@ -104,7 +104,7 @@ describe('links and states for frontends', () => {
   });
 
   it('types what triggerRun did as the RunTriggerOutcome enum, keeping the deprecated string', async () => {
-    const res = await g.gql('mutation { triggerRun(input: { name: "links.scan" }) { result outcome } }');
+    const res = await g.gql('mutation { triggerRun(input: { name: "links.scan", force: true }) { result outcome } }');
     expect(res.errors).toBeUndefined();
     expect(res.data.triggerRun).toEqual({ result: 'STARTED', outcome: 'STARTED' });
     const type = await g.gql('{ __type(name: "TriggerRunPayload") { fields(includeDeprecated: true) { name type { kind ofType { name } } isDeprecated } } }');
@@ -120,7 +120,7 @@ describe('links and states for frontends', () => {
     const workspace = (await g.gql('{ workspace { id } }')).data.workspace.id;
     const spec = await t.service.createPayloadSpec(t.actor, { name: 'links.spec', jsonSchema: true });
     const config = await t.service.setConfig(t.actor, { name: 'links.config', entries: [] });
-    const run = (await g.gql('mutation { triggerRun(input: { name: "links.node" }) { run { id } } }')).data.triggerRun.run.id;
+    const run = (await g.gql('mutation { triggerRun(input: { name: "links.node", force: true }) { run { id } } }')).data.triggerRun.run.id;
     const read = async (id: string) => (await g.gql(`{ node(id: "${id}") { id __typename ... on Job { state } } }`)).data.node;
     expect(await read(job.id)).toEqual({ id: job.id, __typename: 'Job', state: 'COMPLETED' });
     expect(await read(job.lastExecution!.id)).toEqual({ id: job.lastExecution!.id, __typename: 'Execution' });

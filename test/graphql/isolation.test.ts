@@ -28,7 +28,7 @@ beforeAll(async () => {
   const { job } = await t.service.createJob(t.actor, { endpointId: endpoint.id, kind: 'IMMEDIATE', input: { mine: 'A' } });
   const execution = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node;
   const key = await t.service.createApiKey(t.actor, { name: 'a key', role: 'OPERATOR' });
-  const run = (await t.service.triggerRun(t.actor, { name: 'a.scan' })).run;
+  const run = (await t.service.triggerRun(t.actor, { force: true, name: 'a.scan' })).run;
   await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'k', 'INFO', 'r-1')`, [t.actor.workspaceId, run.id]);
   // A live worker with A's recoverable handler and an interval handler: the catalogue is shared, A's run is not.
   await t.query(

@@ -31,7 +31,7 @@ beforeAll(async () => {
     const { job } = await t.service.createJob(maker, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
     const execution = (await t.service.executions(maker, { jobId: job.id })).edges[0]!.node.id;
     const key = (await t.service.createApiKey(admin, { name: `victim of ${role}`, role: 'VIEWER' })).apiKey.id;
-    const run = (await t.service.triggerRun(maker, { name: `m.${role.toLowerCase()}-scan` })).run.id;
+    const run = (await t.service.triggerRun(maker, { force: true, name: `m.${role.toLowerCase()}-scan` })).run.id;
     const rule = (await t.service.createAlertRule(admin, { name: `m.${role.toLowerCase()}-rule`, condition: 'EXECUTION_FAILED', email: true })).id;
     own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule };
   }
@@ -62,7 +62,7 @@ const cases: Record<string, Case> = {
   resumeJobs: { query: 'mutation ($id: ID!) { resumeJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   setJobAlertsOptOut: { query: 'mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   cancelJob: { query: 'mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }', vars: (o) => ({ id: o.job }), allowed: ALL },
-  triggerRun: { query: 'mutation ($n: String!) { triggerRun(input: { name: $n }) { outcome } }', vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }), allowed: ALL },
+  triggerRun: { query: 'mutation ($n: String!) { triggerRun(input: { name: $n, force: true }) { outcome } }', vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }), allowed: ALL },
   cancelRun: { query: 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', vars: (o) => ({ id: o.run }), allowed: ALL },
   // Interval handlers are installation-wide: ADMIN only. (No worker has "nightly": an allowed call gets NOT_FOUND.)
   triggerHandler: { query: 'mutation { triggerHandler(input: { name: "nightly" }) { outcome } }', vars: () => ({}), allowed: ADMIN_ONLY },

@@ -194,7 +194,7 @@ describe('runProgress and runFindings', () => {
   it('emits the state at once, then every checkpoint in order, and completes when the run completes', async () => {
     hold();
     const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
-    const { run } = await t.service.triggerRun(t.actor, { name: 'live.walk', params: {} });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'live.walk', params: {} });
     const sub = collect(live.client(key), `subscription($id: ID!) { runProgress(runId: $id) { status processed total progress stats } }`, { id: run.id });
     await sub.until((xs) => xs.length >= 1);
     expect(sub.items[0]).toMatchObject({ status: 'RUNNING', processed: 0 });
@@ -216,7 +216,7 @@ describe('runProgress and runFindings', () => {
   it('replays findings after a cursor, then streams new ones: no gap, no duplicate, even when commits land out of id order', async () => {
     hold();
     const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
-    const { run } = await t.service.triggerRun(t.actor, { name: 'live.walk', params: { findings: true } });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'live.walk', params: { findings: true } });
     await runner.start();
     await eventually(async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 10).catch(async (e) => {
       console.log((await t.query('select id, status, processed, owner, error, params from runs')).rows, (await t.query('select count(*) from findings')).rows);
@@ -264,7 +264,7 @@ describe('runProgress and runFindings', () => {
   it('refuses a cursor beyond every id handed out (VALIDATION_FAILED), which would otherwise skip every event until the ids reach it', async () => {
     allow(Infinity);
     const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
-    const { run } = await t.service.triggerRun(t.actor, { name: 'live.walk', params: {} });
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'live.walk', params: {} });
     await runner.start();
     await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED', 15_000, 'the run to complete');
     await runner.stop();

@@ -50,7 +50,16 @@ export function registrationsOf(handlers: HandlerRegistry, recoverables: Recover
         workspace: h.schedule ? (h.schedule.workspace ?? 'default') : undefined,
       }),
     ),
-    ...intervals.list().map((h): Registration => ({ kind: 'INTERVAL', name: h.name, everyMs: h.everyMs, timeoutMs: h.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS, ...(h.alertsOptOut ? { alertsOptOut: true } : {}) })),
+    ...intervals.list().map(
+      (h): Registration => ({
+        kind: 'INTERVAL',
+        name: h.name,
+        everyMs: h.everyMs,
+        timeoutMs: h.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS,
+        ...(h.onDemand ? { onDemand: true } : {}),
+        ...(h.alertsOptOut ? { alertsOptOut: true } : {}),
+      }),
+    ),
   ];
 }
 

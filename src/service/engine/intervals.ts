@@ -1,11 +1,14 @@
 /**
  * Interval handlers: plain periodic work (no cursor, no workspace), registered by name in worker
  * processes. One row per name in `interval_handlers` holds the next tick and the last outcome.
+ * An on-demand handler has no period: its next tick is 'infinity' until triggerHandler makes it
+ * due, and each tick it runs leaves it 'infinity' again.
  *
  *  - One execution per tick across any number of workers: a worker takes a tick with a
  *    compare-and-set (due, and not running) that moves `next_due_at` and sets itself as owner
  *    with a new epoch; the other workers' concurrent takes find nothing. A tick never overlaps
- *    the previous one: ticks due while it runs coalesce into one, taken when it ends.
+ *    the previous one: ticks due while it runs coalesce into one, taken when it ends (the others
+    are counted in `skipped_ticks`, by a trigger of migration 000023).
  *  - Outcomes: OK with the count the handler returned, or ERROR with a cause: HANDLER (it
  *    threw), TIMEOUT (it ran past its timeout: its signal is aborted and the outcome is recorded
  *    at once; whatever it returns later is not), CRASHED (its worker stopped heartbeating
@@ -36,8 +39,10 @@ export type IntervalResult = { count?: number } | void;
 
 export interface IntervalHandler {
   name: string;
-  /** Period between ticks, in ms. */
-  everyMs: number;
+  /** Period between ticks, in ms. Required unless `onDemand`. */
+  everyMs?: number | undefined;
+  /** No cadence: it runs only when triggered (triggerHandler). Give this or `everyMs`, not both. */
+  onDemand?: boolean | undefined;
   /** How long a tick may run before it is aborted and recorded as TIMEOUT. Default 60 s. */
   timeoutMs?: number | undefined;
   /** Never raise alerts about this handler (published in the catalogue, read by the alert evaluator). */
@@ -58,7 +63,8 @@ export class IntervalRegistry {
       if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > MAX_MS)) throw new Error(`interval handler "${handler.name}": ${what} must be a whole number of ms from 1 to ${MAX_MS}`);
     };
     ms(handler.everyMs, 'everyMs');
-    if (handler.everyMs === undefined) throw new Error(`interval handler "${handler.name}": everyMs is required`);
+    if (handler.onDemand === true && handler.everyMs !== undefined) throw new Error(`interval handler "${handler.name}": give everyMs or onDemand, not both`);
+    if (handler.onDemand !== true && handler.everyMs === undefined) throw new Error(`interval handler "${handler.name}": everyMs is required (or onDemand: true, to run only when triggered)`);
     ms(handler.timeoutMs, 'timeoutMs');
     this.handlers.set(handler.name, handler);
   }
@@ -73,16 +79,19 @@ export class IntervalRegistry {
 }
 
 /**
- * Creates the row of each registered handler, first due one period from now. A changed period
- * is taken (last registration wins); a shorter one brings the next tick forward.
+ * Creates the row of each registered handler, first due one period from now (an on-demand one:
+ * never, until triggered). A changed period is taken (last registration wins); a shorter one
+ * brings the next tick forward; a handler turned on-demand keeps only a tick already due.
  */
 const ENSURE = `
 insert into interval_handlers (name, every_ms, next_due_at)
-select v.name, v.every_ms, now() + make_interval(secs => v.every_ms / 1000.0)
+select v.name, v.every_ms, coalesce(now() + make_interval(secs => v.every_ms / 1000.0), 'infinity')
 from unnest($1::text[], $2::bigint[]) as v(name, every_ms)
 on conflict (name) do update set every_ms = excluded.every_ms,
-  next_due_at = least(interval_handlers.next_due_at, excluded.next_due_at), updated_at = now()
-where interval_handlers.every_ms <> excluded.every_ms`;
+  next_due_at = case when excluded.every_ms is null and interval_handlers.next_due_at > now() then 'infinity'
+                     else least(interval_handlers.next_due_at, excluded.next_due_at) end,
+  updated_at = now()
+where interval_handlers.every_ms is distinct from excluded.every_ms`;
 
 /**
  * Takes due ticks: one execution per tick across workers. The row must be due and idle; taking
@@ -91,7 +100,7 @@ where interval_handlers.every_ms <> excluded.every_ms`;
  */
 const TAKE = `
 update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now(),
-  next_due_at = now() + make_interval(secs => every_ms / 1000.0), updated_at = now()
+  next_due_at = coalesce(now() + make_interval(secs => every_ms / 1000.0), 'infinity'), updated_at = now()
 where name = any($2::text[]) and owner is null and next_due_at <= now()
 returning name, epoch`;
 
@@ -176,7 +185,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   const availability = options.availability ?? createAvailability(log, `worker ${workerId}`);
   const pollMs = options.pollMs ?? 1000;
   const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
-  const ensured = new Map<string, number>();
+  const ensured = new Map<string, number | null>();
   // Outcomes whose write failed, by name: the tick stays owned by this (live) worker, which no
   // sweep frees, so each pass writes them again (fenced on the epoch) until one gets through.
   const unrecorded = new Map<string, { epoch: string; result: Outcome }>();
@@ -252,10 +261,10 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   }
 
   async function ensure() {
-    const fresh = options.registry.list().filter((h) => ensured.get(h.name) !== h.everyMs);
+    const fresh = options.registry.list().filter((h) => !ensured.has(h.name) || ensured.get(h.name) !== (h.everyMs ?? null));
     if (fresh.length === 0) return;
-    await pool.query(ENSURE, [fresh.map((h) => h.name), fresh.map((h) => h.everyMs)]);
-    for (const h of fresh) ensured.set(h.name, h.everyMs);
+    await pool.query(ENSURE, [fresh.map((h) => h.name), fresh.map((h) => h.everyMs ?? null)]);
+    for (const h of fresh) ensured.set(h.name, h.everyMs ?? null);
   }
 
   /** One pass at a time; a timer firing during a pass shares it. */

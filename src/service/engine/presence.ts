@@ -15,11 +15,13 @@ export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
 export interface Registration {
   kind: HandlerKind;
   name: string;
-  /** INTERVAL: its period; RECOVERABLE: its schedule's period, when scheduled by interval. */
+  /** INTERVAL: its period (none when on demand); RECOVERABLE: its schedule's period, when scheduled by interval. */
   everyMs?: number | undefined;
   /** RECOVERABLE scheduled by cron. */
   cron?: string | undefined;
   timezone?: string | undefined;
+  /** INTERVAL with no cadence: runs only when triggered. */
+  onDemand?: boolean | undefined;
   /** INTERVAL: how long a tick may run. */
   timeoutMs?: number | undefined;
   /** RECOVERABLE scheduled: the slug of the workspace its schedule triggers runs in. */

@@ -155,7 +155,9 @@ export function createRunScheduler(options: RunSchedulerOptions) {
         let result: ScheduleTick;
         try {
           // A run an operator cancelled stays paused (HELD); one paused by a crash or its handler resumes.
-          const r = await options.trigger(actor, { name: row.name, params: row.params }, { resumeCancelled: false });
+          // force: this worker has the handler registered (a tick is taken only by one that
+          // does), even when its catalogue row lags behind (at start, after an outage).
+          const r = await options.trigger(actor, { name: row.name, params: row.params, force: true }, { resumeCancelled: false });
           result = { workspaceId: row.workspace_id, name: row.name, outcome: r.outcome, runId: r.run.id };
         } catch (error) {
           // A failed trigger (e.g. a run that finished in the very moment) is noted; the next tick tries again.
