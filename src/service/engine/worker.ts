@@ -107,7 +107,7 @@ export function createWorker(options: WorkerOptions): Worker {
     outboundAllow: options.outboundAllow ?? [],
     defaultTimeoutMs: options.defaultTimeoutMs ?? 30_000,
     secrets: options.secrets,
-    fence: { pool, workerId: id },
+    fence: { pool, workerId: id, leaseMs },
   });
 
   // Leases held: attempts running, and attempts ended whose outcome is not recorded yet.
