@@ -100,6 +100,22 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     for (const p of procs) expectAlive(p);
   });
 
+  it('stops with code 0 when told (SIGTERM) while it waits', async () => {
+    await adminQuery(`alter database ${t.name} allow_connections false`);
+    try {
+      const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], {});
+      await eventually(async () => {
+        expectAlive(p);
+        return /the database is unreachable/.test(p.output());
+      }, 60_000, 'the worker to say it is waiting');
+      p.child.kill('SIGTERM');
+      expect(await p.exited).toBe(0);
+      expect(p.output()).toMatch(/stopped while starting \(SIGTERM\)/);
+    } finally {
+      await adminQuery(`alter database ${t.name} allow_connections true`);
+    }
+  });
+
   it.each([
     ['a database that does not exist', (url: URL) => void (url.pathname = '/jobgate_no_such_database'), /jobgate: the database does not exist.*\(3D000: database "jobgate_no_such_database" does not exist\)/],
     ['a user that does not exist', (url: URL) => void (url.username = 'jobgate_no_such_user'), /jobgate: the database refused the user.*\(28000: role "jobgate_no_such_user" does not exist\)/],
