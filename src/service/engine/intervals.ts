@@ -248,7 +248,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
     } catch (error) {
       // The tick stays owned. Written again by the next pass; once this worker is gone, the
       // sweep records it as crashed instead.
-      log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, `recording interval ${name}'s outcome`)) log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
       if (result.status !== 'TIMEOUT') unrecorded.set(name, { epoch, result });
       return false;
     }
