@@ -129,6 +129,19 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     expect(p.output()).not.toMatch(/waiting for it/);
   });
 
+  it('exits non-zero at once, with one line, on a database whose applied migration no longer matches its file', async () => {
+    const { rows } = await t.query(`select version, checksum from jobgate_migrations order by version limit 1`);
+    await t.query(`update jobgate_migrations set checksum = 'tampered' where version = $1`, [rows[0].version]);
+    try {
+      const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], {});
+      expect(await p.exited).toBe(1);
+      expect(p.output().trim().split('\n').pop()).toMatch(/^jobgate: migration 0+1_\S+ was changed after it was applied .*put the change in a new migration file$/);
+      expect(p.output()).not.toMatch(/waiting for it/);
+    } finally {
+      await t.query(`update jobgate_migrations set checksum = $2 where version = $1`, [rows[0].version, rows[0].checksum]);
+    }
+  });
+
   it('a library worker on a database that does not exist rejects at createJobgate, non-zero, saying so', async () => {
     const url = new URL(t.url);
     url.pathname = '/jobgate_no_such_database';
