@@ -13,7 +13,7 @@ import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import { runDuePass } from './service/engine/run-due.js';
 import { HandlerRegistry } from './service/engine/handlers.js';
-import { createAvailability } from './service/engine/availability.js';
+import { createAvailability, waitForDatabase } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry } from './service/engine/intervals.js';
 import { RecoverableRegistry } from './service/engine/recoverable.js';
@@ -65,8 +65,14 @@ export async function startApp(
   handlers: HandlerRegistry = new HandlerRegistry(),
   recoverables: RecoverableRegistry = new RecoverableRegistry(),
   intervals: IntervalRegistry = new IntervalRegistry(),
+  /** Ends the wait for an unreachable database during start-up (a signal arrived meanwhile). */
+  signal?: AbortSignal,
 ): Promise<RunningApp> {
   const source: DatabaseSource = await openDatabaseSource(config, log);
+  // One view of the database for all the process's loops: an outage is logged once, and one at
+  // start-up (the database not reachable yet) is waited for and said the same way.
+  const availability = createAvailability(log);
+  const reach = <T>(what: string, attempt: () => Promise<T>) => waitForDatabase(availability, what, attempt, signal);
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
   let worker: Worker | undefined;
@@ -87,19 +93,17 @@ export async function startApp(
     ]);
   };
   try {
-    const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
+    const { applied } = await reach('migrations', () => migrate(source.connectionString, { log: (m) => log.info(m) }));
     if (applied.length === 0) log.info('migrations: up to date');
     database = createDatabase({ connectionString: source.connectionString, max: config.poolMax, connectionTimeoutMs: config.poolWaitMs }, (m) => log.warn(m));
     const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
     const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
-    const ws = await findWorkspaceBySlug(database.db, 'default');
+    const ws = await reach('start-up', () => findWorkspaceBySlug(database!.db, 'default'));
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
     registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
     if (roles.worker) {
-      // One view of the database for all the worker's loops: an outage is logged once.
-      const availability = createAvailability(log);
       scheduler = createScheduler({ pool: database.pool, log, availability });
       scheduler.start();
       worker = createWorker({
@@ -120,7 +124,7 @@ export async function startApp(
       // worker's entry in the handler catalogue. jobgate's own process registers no recoverable
       // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
       host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability });
-      await host.start();
+      await host.start(signal);
     }
     if (source.embedded && !(await service.anyApiKey())) {
       // First start of the embedded default: a key so the new user can use GraphiQL at once.

@@ -12,14 +12,14 @@ import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
-import { createAvailability } from './service/engine/availability.js';
+import { createAvailability, waitForDatabase } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
-import { migrate } from './db/migrate.js';
+import { migrate, verifyMigrated } from './db/migrate.js';
 import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
 import { NotFoundError } from './service/errors.js';
@@ -54,6 +54,11 @@ export interface JobgateOptions {
   secretKey?: string;
   /** Email alerts from this process's workers: SMTP server, sender, default recipients (see the README's Alerts). */
   alertEmail?: AlertEmailOptions;
+  /**
+   * Ends the wait for an unreachable database while `createJobgate` starts (it then rejects with
+   * the signal's reason). Without it, `createJobgate` waits for the database as long as it takes.
+   */
+  signal?: AbortSignal;
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
@@ -164,7 +169,14 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.poolMax !== undefined && !(Number.isInteger(options.poolMax) && options.poolMax >= 2)) {
     throw new RangeError(`poolMax must be an integer of at least 2 (got ${options.poolMax})`);
   }
-  if (options.migrate !== false) await migrate(options.databaseUrl);
+  const log = options.log ?? createLogger('warn');
+  // One view of the database for every loop this Jobgate starts: an outage is logged once.
+  const availability = createAvailability(log);
+  // A database that cannot be reached yet is waited for (said once, and once when it answers),
+  // like an outage later on; bad credentials, a missing database or refused migrations throw.
+  const reach = <T>(what: string, attempt: () => Promise<T>) => waitForDatabase(availability, what, attempt, options.signal);
+  if (options.migrate !== false) await reach('migrations', () => migrate(options.databaseUrl));
+  else await reach('checking migrations', () => verifyMigrated(options.databaseUrl));
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
   const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
@@ -176,7 +188,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   };
   // The caller gets no Jobgate to close() if this fails: close the pool here, or it holds the
   // process open for its idle timeout.
-  const defaultActor = await actor().catch(async (error: unknown) => {
+  const defaultActor = await reach('start-up', () => actor()).catch(async (error: unknown) => {
     await database.close();
     throw error;
   });
@@ -187,9 +199,6 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const recoverables = new RecoverableRegistry();
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
-  const log = options.log ?? createLogger('warn');
-  // One view of the database for every loop this Jobgate starts: an outage is logged once.
-  const availability = createAvailability(log);
   return {
     service,
     client: bindActor(service, defaultActor),
@@ -273,5 +282,6 @@ export * from './service/errors.js';
 export type { Actor, Role } from './service/actor.js';
 export type * from './service/models.js';
 export { migrate, MigrationError } from './db/migrate.js';
+export { DatabaseFaultError } from './db/faults.js';
 export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './service/alerts.js';
 export type { AlertEmailOptions } from './service/engine/alert-handlers.js';

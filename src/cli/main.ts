@@ -74,8 +74,11 @@ async function main(argv: string[]): Promise<number> {
   // seconds) stops the process cleanly once start has settled, instead of killing it half-way
   // and leaving the embedded Postgres running behind it.
   let stopRequested: { why: string; code: number } | undefined;
+  // Ends a start-up that is waiting for its database to answer.
+  const starting = new AbortController();
   let onStop: (why: string, code: number) => void = (why, code) => {
     stopRequested ??= { why, code };
+    starting.abort(new Error(`interrupted (${why})`));
   };
   process.once('SIGINT', () => onStop('SIGINT', 0));
   process.once('SIGTERM', () => onStop('SIGTERM', 0));
@@ -143,7 +146,18 @@ async function main(argv: string[]): Promise<number> {
   }
 
   const { startApp } = await import('../app.js');
-  const app = await startApp(config, log, { gateway: command !== 'worker', worker: command !== 'serve' });
+  let app: Awaited<ReturnType<typeof startApp>>;
+  try {
+    // Waits for a database that cannot be reached yet; a fault no wait cures rejects (exit 1).
+    app = await startApp(config, log, { gateway: command !== 'worker', worker: command !== 'serve' }, undefined, undefined, undefined, starting.signal);
+  } catch (error) {
+    // Told to stop while it waited: a stop, not a failure.
+    if (stopRequested && starting.signal.aborted) {
+      log.info(`${command}: stopped while starting (${stopRequested.why})`);
+      return stopRequested.code;
+    }
+    throw error;
+  }
   return new Promise<number>((resolve) => {
     let stopping = false;
     onStop = (why, code) => {

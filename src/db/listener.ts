@@ -1,9 +1,11 @@
 /**
  * A LISTEN connection that stays healthy: the one of a gateway's live hub, and each worker's.
  *
- *  - Reconnects with capped, jittered backoff when the connection drops (Postgres restarted,
- *    backend terminated, network cut), and tells the hub each time it listens again, so the
- *    hub re-reads from its own positions: NOTIFY is a hint, the rows are the record.
+ *  - Reconnects with jittered backoff when the connection drops (Postgres restarted, backend
+ *    terminated, network cut), capped at a second (`MAX_RECONNECT_MS`) however long the outage,
+ *    so live events and wake-ups resume within about a second of the database answering; and
+ *    tells the hub each time it listens again, so the hub re-reads from its own positions:
+ *    NOTIFY is a hint, the rows are the record.
  *  - Checks itself every `checkEveryMs`: it sends a probe notification on its own channel and
  *    expects it back. A probe query that does not return finds a half-open connection (it is
  *    dropped and replaced); a probe that returns but is never delivered means LISTEN does not
@@ -15,6 +17,12 @@ import pg from 'pg';
 import type { Logger } from '../log.js';
 
 export type ListenMode = 'notify' | 'poll';
+
+/**
+ * The longest wait between two reconnections. One connection per process trying once a second is
+ * no load on a server coming back; a longer wait is time the process spends deaf after it is back.
+ */
+export const MAX_RECONNECT_MS = 1_000;
 
 export interface ListenerOptions {
   connectionString: string;
@@ -75,7 +83,7 @@ export function createListener(options: ListenerOptions) {
     if (client === c) client = undefined;
     setMode('poll');
     if (stopped) return;
-    const delay = Math.min(5_000, 100 * 2 ** failures++) * (0.5 + Math.random() / 2);
+    const delay = Math.min(MAX_RECONNECT_MS, 100 * 2 ** failures++) * (0.5 + Math.random() / 2);
     const line = `${name}: listening connection lost (${why}); polling, reconnecting in ${Math.round(delay)} ms`;
     if (lostSince === undefined) log.warn(line);
     else log.debug(line);

@@ -50,6 +50,62 @@ export interface MigrateResult {
   applied: string[];
 }
 
+interface AppliedMigration {
+  version: number;
+  name: string;
+  checksum: string;
+}
+
+/** Refuses a database migrated by a newer jobgate, or one whose applied files were changed since. */
+function checkApplied(rows: AppliedMigration[], files: MigrationFile[]): void {
+  const known = new Map(files.map((f) => [f.version, f]));
+  for (const row of rows) {
+    const file = known.get(row.version);
+    if (!file) {
+      throw new MigrationError(
+        `the database has migration ${row.name}, which this version of jobgate does not know; ` + 'it was migrated by a newer jobgate',
+      );
+    }
+    if (file.checksum !== row.checksum) {
+      throw new MigrationError(
+        `migration ${file.name} was changed after it was applied ` +
+          `(applied checksum ${row.checksum.slice(0, 12)}, file now ${file.checksum.slice(0, 12)}); ` +
+          'applied migrations are frozen: put the change in a new migration file',
+      );
+    }
+  }
+}
+
+/**
+ * Checks, without changing anything, that the database has every migration of this version and
+ * nothing else (for a process told not to migrate): throws MigrationError naming what is missing
+ * or refused.
+ */
+export async function verifyMigrated(connectionString: string, options: { dir?: string } = {}): Promise<void> {
+  const files = await readMigrations(options.dir);
+  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate', connectionTimeoutMillis: 10_000 });
+  client.on('error', () => {}); // the query in flight fails with it
+  await client.connect();
+  try {
+    const { rows: exists } = await client.query(`select to_regclass('jobgate_migrations') is not null as present`);
+    const rows = exists[0].present
+      ? (await client.query<AppliedMigration>('select version, name, checksum from jobgate_migrations order by version')).rows
+      : [];
+    checkApplied(rows, files);
+    const done = new Set(rows.map((r) => r.version));
+    const pending = files.filter((f) => !done.has(f.version));
+    if (pending.length > 0) {
+      const names = pending.map((f) => f.name);
+      throw new MigrationError(
+        `the database lacks ${pending.length} migration(s) of this version of jobgate (${names.slice(0, 3).join(', ')}${names.length > 3 ? ', ...' : ''}); ` +
+          'run `jobgate migrate` (or createJobgate with migrate: true)',
+      );
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 /** Applies pending migrations. Safe to call concurrently from many processes. */
 export async function migrate(
   connectionString: string,
@@ -72,26 +128,8 @@ export async function migrate(
           checksum    text not null,
           applied_at  timestamptz not null default now()
         )`);
-      const { rows } = await client.query<{ version: number; name: string; checksum: string }>(
-        'select version, name, checksum from jobgate_migrations order by version',
-      );
-      const known = new Map(files.map((f) => [f.version, f]));
-      for (const row of rows) {
-        const file = known.get(row.version);
-        if (!file) {
-          throw new MigrationError(
-            `the database has migration ${row.name}, which this version of jobgate does not know; ` +
-              'it was migrated by a newer jobgate',
-          );
-        }
-        if (file.checksum !== row.checksum) {
-          throw new MigrationError(
-            `migration ${file.name} was changed after it was applied ` +
-              `(applied checksum ${row.checksum.slice(0, 12)}, file now ${file.checksum.slice(0, 12)}); ` +
-              'applied migrations are frozen: put the change in a new migration file',
-          );
-        }
-      }
+      const { rows } = await client.query<AppliedMigration>('select version, name, checksum from jobgate_migrations order by version');
+      checkApplied(rows, files);
       const done = new Set(rows.map((r) => r.version));
       const applied: string[] = [];
       for (const file of files) {

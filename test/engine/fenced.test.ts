@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { LeaseLostError } from '../../src/index.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
@@ -113,7 +114,60 @@ describe('ctx.transaction in process', () => {
     expect(h.logs.filter((l) => l.includes(`outcome of ${ex.id} not recorded`))).toEqual([]);
   });
 
-  it('refuses with LeaseLostError and rolls back when the lease was lost before the commit', async () => {
+  it('commits under a lease that ran out while nobody took it over, renewing it; the success is recorded once', async () => {
+    let proceed!: () => void;
+    const waiting = new Promise<void>((r) => (proceed = r));
+    let inside = false;
+    h.handle('outlives-lease', async (_input, ctx) => {
+      await ctx.transaction(
+        async (client) => {
+          await client.query(`insert into ledger (execution_id, worker_id) values ($1, 'outliver')`, [ctx.executionId]);
+          inside = true;
+          await waiting;
+        },
+        { complete: true },
+      );
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'fenced.outlives', kind: 'HANDLER', handlerName: 'outlives-lease', maxAttempts: 3 });
+    await h.stopAll(); // only this test's worker claims
+    await h.worker({ workerId: 'outliver', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.outlives', kind: 'IMMEDIATE' });
+    await eventually(async () => inside);
+    // The lease lapses (as through a database outage longer than the lease); nobody takes it.
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    proceed();
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1, lease_epoch: 1 });
+    expect((await t.query(`select worker_id from ledger where execution_id = $1`, [ex.id])).rows).toEqual([{ worker_id: 'outliver' }]);
+    expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['outliver', 'SUCCEEDED']]);
+  });
+
+  it('renews the lease it locks, so a commit without the outcome leaves no expired lease behind', async () => {
+    let proceed!: () => void;
+    const waiting = new Promise<void>((r) => (proceed = r));
+    let inside = false;
+    const expiresAfter: boolean[] = [];
+    h.handle('renews-lease', async (_input, ctx) => {
+      await ctx.transaction(async (client) => {
+        inside = true;
+        await waiting;
+        return client;
+      });
+      expiresAfter.push((await t.query(`select lease_expires_at > now() + interval '30 seconds' as renewed from executions where id = $1`, [ctx.executionId])).rows[0].renewed);
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'fenced.renews', kind: 'HANDLER', handlerName: 'renews-lease', maxAttempts: 3 });
+    await h.stopAll();
+    await h.worker({ workerId: 'renewer', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.renews', kind: 'IMMEDIATE' });
+    await eventually(async () => inside);
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    proceed();
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
+    expect(expiresAfter).toEqual([true]);
+  });
+
+  it('refuses with LeaseLostError and rolls back when the lease was taken over before the commit', async () => {
     let proceed!: () => void;
     const waiting = new Promise<void>((r) => (proceed = r));
     let inside = false;
@@ -133,8 +187,10 @@ describe('ctx.transaction in process', () => {
     await h.worker({ workerId: 'loser', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.loses', kind: 'IMMEDIATE' });
     await eventually(async () => inside);
-    // The lease lapses (as if the worker had stalled), then the handler tries to commit.
+    // The lease lapses (as if the worker had stalled) and a reconciler takes the execution over
+    // (its last attempt: FAILED), then the handler tries to commit.
     await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    expect((await reconcileExpiredLeases(t.database.pool)).map((r) => r.status)).toEqual(['FAILED']);
     proceed();
     await eventually(async () => thrown.length === 1);
     expect(thrown[0]).toBeInstanceOf(LeaseLostError);

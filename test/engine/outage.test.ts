@@ -11,15 +11,18 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDatabase } from '../../src/db/connect.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
+import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { isConnectionError } from '../../src/db/unavailable.js';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { createLogger } from '../../src/log.js';
 import type { Actor } from '../../src/service/actor.js';
+import { HandlerRegistry } from '../../src/service/engine/handlers.js';
+import { createWorker } from '../../src/service/engine/worker.js';
 import { createJobService } from '../../src/service/index.js';
 import { eventually } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
@@ -162,6 +165,37 @@ async function expectNoAttemptSpent(ids: string[]) {
   expect(spent).toEqual([]);
 }
 
+/**
+ * Requests to /hold/<key> are held until the test releases them: an attempt in flight for as long
+ * as the test likes. `aborted` lists the keys whose request the worker dropped before its answer.
+ */
+const holding = new Map<string, ServerResponse[]>();
+const aborted: string[] = [];
+function holdRoute(req: IncomingMessage, res: ServerResponse) {
+  const key = new URL(req.url ?? '/', 'http://x').pathname.split('/').pop()!;
+  holding.set(key, [...(holding.get(key) ?? []), res]);
+  res.on('close', () => {
+    if (!res.writableFinished) aborted.push(key);
+  });
+}
+const heldCount = () => [...holding.values()].reduce((n, l) => n + l.filter((r) => !r.writableFinished && !r.destroyed).length, 0);
+
+/** `keys.length` executions of the /hold endpoint, each with its own key (its request's path). */
+async function createHeld(keys: string[]): Promise<Map<string, string>> {
+  for (const key of keys) target.route(`/hold/${key}`, holdRoute);
+  const { rows } = await q<{ id: string; key: string }>(
+    `with j as (
+       insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts)
+       select $1, $2, 'IMMEDIATE', jsonb_build_object('key', k), 5 from unnest($3::text[]) k
+       returning id, workspace_id, endpoint_id, input)
+     insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, input)
+     select workspace_id, id, endpoint_id, now(), now(), 5, input from j returning id, input->>'key' as key`,
+    [workspaceId, endpointIds['outage.hold'], keys],
+  );
+  await q(`select pg_notify('jobgate_work', '')`);
+  return new Map(rows.map((r) => [r.key, r.id]));
+}
+
 // Requests to /meet are held until MEET of them are in flight at once: more than one worker's
 // concurrency, so the meeting happens only if both processes are claiming.
 const MEET = CONCURRENCY + 2;
@@ -215,14 +249,16 @@ beforeAll(async () => {
   await q(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
   const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5 });
   const actor: Actor = { workspaceId, kind: 'user', role: 'ADMIN' };
-  const endpoint = async (name: string, kind: 'HTTP' | 'HANDLER', where: string) => {
+  const endpoint = async (name: string, kind: 'HTTP' | 'HANDLER', where: string, timeoutMs?: number) => {
     const target = kind === 'HTTP' ? { url: where } : { handlerName: where };
-    const created = await service.registerEndpoint(actor, { name, kind, ...target, backoffBaseMs: 10, backoffMaxMs: 10, jitter: false });
+    const created = await service.registerEndpoint(actor, { name, kind, ...target, backoffBaseMs: 10, backoffMaxMs: 10, jitter: false, timeoutMs });
     endpointIds[name] = created.id;
   };
   await endpoint('outage.handler', 'HANDLER', 'sleep');
   await endpoint('outage.http', 'HTTP', `${target.url}/ok`);
   await endpoint('outage.meet', 'HTTP', `${target.url}/meet`);
+  await endpoint('outage.hold', 'HTTP', `${target.url}/hold/{{input.key}}`, 120_000);
+  await endpoint('outage.wake', 'HANDLER', 'wake');
   const lease = { JOBGATE_LEASE_MS: String(LEASE_MS), JOBGATE_HEARTBEAT_MS: '1000', JOBGATE_WORKER_CONCURRENCY: String(CONCURRENCY) };
   await Promise.all([
     spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], lease, /worker \S+: started/),
@@ -302,6 +338,114 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
       expect(p.stderr().slice(before[procs.indexOf(p)]).match(/the database is unreachable/g)).toHaveLength(1);
     }
     await expectThroughputBack();
+  });
+
+  it('an attempt running through an outage longer than the lease is not aborted and costs no attempt; one taken over meanwhile is aborted', async () => {
+    // More attempts than one process has slots, so both processes hold some.
+    const keys = Array.from({ length: CONCURRENCY + 2 }, (_, i) => `run-${i}`);
+    const ids = await createHeld(keys);
+    await whileAlive(async () => heldCount() === keys.length, 30_000, 'every attempt to be in flight');
+    const owners = (await q(`select lease_owner from executions where id = any($1)`, [[...ids.values()]])).rows.map((r) => r.lease_owner as string);
+    expect(procs.map((p) => owners.some((o) => o.includes(`:${p.pid}:`) || o === `library-${p.pid}`))).toEqual([true, true]);
+    const taken = ids.get(keys[0]!)!;
+    const others = [...ids.values()].filter((id) => id !== taken);
+    // A connection of the test's own that the outage leaves open: through it one execution is
+    // taken over meanwhile, as a worker that could still reach the database would.
+    const keeper = new pg.Client({ connectionString: url });
+    keeper.on('error', () => {});
+    await keeper.connect();
+    const keeperPid = (await keeper.query('select pg_backend_pid() as pid')).rows[0].pid;
+    const before = marks();
+    await admin(`alter database ${DB} allow_connections false`);
+    try {
+      const since = (await admin<{ at: string }>(`select now()::text as at`)).rows[0]!.at;
+      await eventually(
+        async () => Number((await admin(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> $2`, [DB, keeperPid])).rowCount) === 0,
+        10_000,
+        'every backend of the workers to be gone',
+      );
+      await logged(before, /the database is unreachable/, 'that it is waiting for the database');
+      await keeper.query(`update executions set lease_expires_at = now() - interval '1 hour' where id = $1`, [taken]);
+      expect(await reconcileExpiredLeases(keeper as unknown as pg.Pool, 1)).toEqual([{ id: taken, status: 'PENDING' }]);
+      // Past the self-fence (two thirds of a lease) and past the lease, on the database's clock.
+      await whileAlive(
+        async () => (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0].past,
+        30_000,
+        'the outage to outlast the lease',
+      );
+      // Every attempt still in flight: none was aborted for a lease it could not renew.
+      expect(aborted).toEqual([]);
+      expect(heldCount()).toBe(keys.length);
+      await logged(before, /attempt\(s\) keep running although their leases cannot be renewed/, 'that its attempts keep running');
+    } finally {
+      await admin(`alter database ${DB} allow_connections true`);
+      await keeper.end().catch(() => {});
+    }
+    // Back: the leases that ran out and that nobody took are renewed by their owners...
+    await whileAlive(
+      async () =>
+        Number((await q(`select count(*) from executions where id = any($1) and status = 'RUNNING' and lease_expires_at > now()`, [others])).rows[0].count) ===
+        others.length,
+      30_000,
+      'the expired leases to be renewed',
+    );
+    // ...and the one taken over is found gone: its attempt is aborted (its request dropped), and
+    // its retry is in flight.
+    await whileAlive(async () => aborted.length === 1 && holding.get(keys[0]!)?.length === 2, 30_000, 'the taken-over attempt to be aborted and retried');
+    expect(aborted).toEqual([keys[0]]);
+    for (const list of holding.values()) for (const res of list) if (!res.writableFinished && !res.destroyed) res.writeHead(200).end('ok');
+    await whileAlive(async () => (await succeeded([...ids.values()])) === ids.size, 30_000, 'all of it to succeed');
+    await expectNoAttemptSpent(others);
+    const outcomes = (await q(`select array_agg(outcome order by attempt_number) as o from attempts where execution_id = $1`, [taken])).rows[0].o;
+    expect(outcomes).toEqual(['LEASE_EXPIRED', 'SUCCEEDED']);
+    expect(aborted).toEqual([keys[0]]);
+    for (const p of procs) expectAlive(p);
+  });
+
+  it('the listening connection retries at most a second apart through a postmaster restart, and a notification alone wakes a worker after it', async () => {
+    const HOUR = 3_600_000;
+    const lines: string[] = [];
+    const ran: string[] = [];
+    const handlers = new HandlerRegistry();
+    handlers.register('wake', undefined, async (_input, ctx) => void ran.push(ctx.executionId));
+    const own = createDatabase({ connectionString: url, max: 2 });
+    // No poll and no reconciler in the test's time: a notification is what wakes it.
+    const worker = createWorker({ pool: own.pool, connectionString: url, handlers, log: createLogger('debug', (l) => lines.push(l)), workerId: 'listening', pollMs: HOUR, reconcileMs: HOUR });
+    const wake = async () => {
+      const { rows } = await q<{ id: string }>(
+        `with j as (insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ($1, $2, 'IMMEDIATE', '{}', 5) returning id, workspace_id, endpoint_id)
+         insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+         select workspace_id, id, endpoint_id, now(), now(), 5 from j returning id`,
+        [workspaceId, endpointIds['outage.wake']],
+      );
+      await q(`select pg_notify('jobgate_work', '')`);
+      return rows[0]!.id;
+    };
+    try {
+      await worker.start();
+      const first = await wake();
+      await eventually(async () => ran.includes(first), 30_000, 'a notification to wake the worker');
+      const mark = lines.length;
+      const delays = () => lines.slice(mark).flatMap((l) => /reconnecting in (\d+) ms/.exec(l)?.slice(1).map(Number) ?? []);
+      await server.stop();
+      // Long enough for a backoff doubling from 100 ms to pass a second several times over.
+      await eventually(async () => delays().length >= 8, 60_000, 'eight reconnections of the listening connection');
+      server = await startCluster();
+      const startedAt = Date.now();
+      await eventually(async () => lines.slice(mark).some((l) => l.includes('listening again')), 30_000, 'the worker to listen again');
+      console.log(`listening again ${Date.now() - startedAt} ms after the restarted cluster accepted connections; reconnection delays: ${delays().join(', ')} ms`);
+      // Twice: the first may meet the claim the return itself set off; the second has nothing but
+      // its notification to wake the worker (its poll is an hour away, nothing else is due).
+      for (let i = 0; i < 2; i++) {
+        const id = await wake();
+        await eventually(async () => ran.includes(id), 30_000, 'a notification to wake the worker after the restart');
+      }
+      expect(delays().filter((ms) => ms > 1000)).toEqual([]);
+      for (const p of procs) expectAlive(p);
+    } finally {
+      await worker.stop({ graceMs: 1000 });
+      await own.close();
+    }
   });
 
   it('exits when told: SIGTERM stops each worker with code 0', async () => {

@@ -4,15 +4,18 @@
 import type pg from 'pg';
 
 /**
- * Extends the leases this worker still holds (same owner and epoch, still RUNNING, not yet
- * expired). Returns, per execution still held, whether a cancellation was requested: the
- * worker aborts those, and aborts every execution *not* returned (its lease is gone).
+ * Extends the leases this worker still holds: same epoch, still RUNNING. An expired lease that
+ * nobody took over is still held (expiry lets a reconciler take it; it is not itself a taking,
+ * the same fence as recording an outcome, see complete.ts): renewed here, so an attempt that ran
+ * through a database outage longer than the lease carries on. Returns, per execution still held,
+ * whether a cancellation was requested: the worker aborts those, and aborts every execution
+ * *not* returned (it was taken over).
  */
 const HEARTBEAT = `
 update executions e
 set lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
 from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
-where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.lease_expires_at > now()
+where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING'
 returning e.id, e.cancel_requested_at is not null as cancel_requested`;
 
 export async function heartbeat(

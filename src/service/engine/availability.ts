@@ -6,6 +6,7 @@
  * leases expired while nobody could reach the database (see `sinceBack`).
  */
 import { performance } from 'node:perf_hooks';
+import { explainFault } from '../../db/faults.js';
 import { isConnectionError } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
 
@@ -66,4 +67,38 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
       return () => void listeners.delete(fn);
     },
   };
+}
+
+/**
+ * Runs `attempt` until it gets through, for start-up: while the database cannot be reached (an
+ * outage, a server still starting, a database refusing connections) it waits, at most a second
+ * between tries, and says so once through `availability` (and once when the database answers).
+ * Any other error is thrown at once, with what to fix when it is a fault no wait cures (bad
+ * credentials, no such database, migrations refused: src/db/faults.ts). `signal` ends the wait
+ * (the promise rejects with its reason). The wait's timer is referenced: a process awaiting its
+ * start-up stays up while it waits.
+ */
+export async function waitForDatabase<T>(availability: Availability, what: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  for (let tries = 0; ; tries++) {
+    signal?.throwIfAborted();
+    const askedAt = performance.now();
+    try {
+      const result = await attempt();
+      availability.reached(askedAt);
+      return result;
+    } catch (error) {
+      if (!availability.unreachable(error, what)) throw explainFault(error);
+    }
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal!.reason);
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, Math.min(1_000, 100 * 2 ** tries));
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
 }

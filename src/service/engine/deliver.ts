@@ -45,8 +45,8 @@ export interface DeliveryOptions {
   responseCapBytes?: number;
   /** Opens signing secrets and secret config values sealed at rest. */
   secrets?: SecretBox | undefined;
-  /** The pool and worker id handlers' fenced transactions (ctx.transaction) run with. */
-  fence?: { pool: pg.Pool; workerId: string } | undefined;
+  /** The pool, worker id and lease length handlers' fenced transactions (ctx.transaction) run with. */
+  fence?: { pool: pg.Pool; workerId: string; leaseMs?: number } | undefined;
 }
 
 /** Why the attempt's signal was aborted, when it was. */

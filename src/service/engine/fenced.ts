@@ -6,10 +6,11 @@
  * handler's work would stall the worker's heartbeat (one statement for all its leases) and, if
  * the process stalls (SIGSTOP, a long GC), keep the reconciler from ever taking the execution
  * over. So: a cheap check first (refuse early), the handler's writes, then the lease is locked
- * and checked again on the wall clock, and the commit follows at once. Between that lock and the
+ * (and renewed) and checked again, and the commit follows at once. Between that lock and the
  * commit nobody can take the lease over (their updates wait on the row), so what commits,
- * commits under a held lease; a lease lost at any point before it means a rollback and
- * LeaseLostError.
+ * commits under a held lease; a lease taken over at any point before it means a rollback and
+ * LeaseLostError. A lease that merely expired (the database was unreachable for longer than the
+ * lease, or the process stalled) and that nobody took is still held (src/db/queries/fence.ts).
  *
  * With `complete: true` the execution's success (its attempt row included) is recorded by the
  * same statement the worker uses, in this transaction: the domain write and the recorded
@@ -36,6 +37,8 @@ export interface FenceScope {
   startedAt: number;
   /** Called once a transaction that recorded the completion has committed. */
   onRecorded(): void;
+  /** The worker's lease length: locking the lease before the commit renews it for this long. */
+  leaseMs?: number | undefined;
 }
 
 export function fencedTransaction(scope: FenceScope): FencedTransaction {
@@ -47,7 +50,7 @@ export function fencedTransaction(scope: FenceScope): FencedTransaction {
       await client.query('begin');
       if (!(await leaseHeld(client, executionId, epoch, { lock: false }))) throw new LeaseLostError(executionId, epoch);
       const result = await fn(client);
-      if (!(await leaseHeld(client, executionId, epoch, { lock: true }))) throw new LeaseLostError(executionId, epoch);
+      if (!(await leaseHeld(client, executionId, epoch, { lock: true, renewMs: scope.leaseMs ?? 0 }))) throw new LeaseLostError(executionId, epoch);
       if (options.complete) {
         const accepted = await completeExecutions(client, scope.workerId, [
           {

@@ -81,7 +81,7 @@ export function createEngineHost(options: EngineHostOptions) {
     availability,
   });
   const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs, availability });
-  const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability });
+  const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
   const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs, availability });
   let started = false;
 
@@ -91,11 +91,12 @@ export function createEngineHost(options: EngineHostOptions) {
     runner,
     intervals,
     schedules,
-    async start() {
+    /** Starts it all, once the database answers (`signal` ends that wait). */
+    async start(signal?: AbortSignal) {
       if (started) return;
       started = true;
       // Presence first: the interval sweep counts a tick whose worker has no live row as crashed.
-      await presence.start();
+      await presence.start(signal);
       await runner.start();
       await intervals.start();
       schedules.start();

@@ -169,6 +169,8 @@ export interface IntervalRunnerOptions {
   pollMs?: number;
   /** The process's view of its database: its loops report outages there, so one is logged once. */
   availability?: Availability;
+  /** How long the crash sweep holds off after a database outage (the staleness window). Default 30 s. */
+  staleMs?: number;
 }
 
 type Outcome =
@@ -184,6 +186,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   const { pool, log, workerId } = options;
   const availability = options.availability ?? createAvailability(log, `worker ${workerId}`);
   const pollMs = options.pollMs ?? 1000;
+  const staleMs = options.staleMs ?? 30_000;
   const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
   const ensured = new Map<string, number | null>();
   // Outcomes whose write failed, by name: the tick stays owned by this (live) worker, which no
@@ -254,7 +257,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
     } catch (error) {
       // The tick stays owned. Written again by the next pass; once this worker is gone, the
       // sweep records it as crashed instead.
-      log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, `recording interval ${name}'s outcome`)) log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
       if (result.status !== 'TIMEOUT') unrecorded.set(name, { epoch, result });
       return false;
     }
@@ -278,17 +281,23 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
 
   async function pass() {
     try {
-      const askedAt = performance.now();
-      const swept = await pool.query<{ name: string }>(SWEEP);
-      availability.reached(askedAt);
-      for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
-      const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
-      for (const row of freed.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
+      // Heartbeats that stopped while nobody could reach the database are not crashes: for the
+      // staleness window after an outage, the workers that lived through it heartbeat first.
+      if (!availability.down && availability.sinceBack() >= staleMs) {
+        const askedAt = performance.now();
+        const swept = await pool.query<{ name: string }>(SWEEP);
+        availability.reached(askedAt);
+        for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+        const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
+        for (const row of freed.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
+      }
       await ensure();
       for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
       const names = options.registry.list().map((h) => h.name).filter((n) => !active.has(n));
       if (names.length === 0) return;
+      const askedAt = performance.now();
       const { rows } = await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names]);
+      availability.reached(askedAt);
       for (const row of rows) {
         const state = { controller: new AbortController(), done: Promise.resolve(), stopping: false };
         active.set(row.name, state);

@@ -7,7 +7,7 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import { createAvailability, type Availability } from './availability.js';
+import { createAvailability, waitForDatabase, type Availability } from './availability.js';
 
 export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
 
@@ -72,10 +72,13 @@ export function createPresence(options: PresenceOptions) {
   return {
     id,
     staleMs,
-    /** Writes the row (awaited: what runs in this process may rely on it being live). */
-    async start() {
+    /**
+     * Writes the row (awaited: what runs in this process may rely on it being live), waiting for
+     * the database if it cannot be reached yet; `signal` ends that wait.
+     */
+    async start(signal?: AbortSignal) {
       if (timer) return;
-      await write();
+      await waitForDatabase(availability, 'presence', write, signal);
       timer = setInterval(() => void beat(), heartbeatMs);
       timer.unref();
     },

@@ -5,10 +5,16 @@
  *  - Woken by LISTEN/NOTIFY (`jobgate_work`) when work is added; a timer wakes it for the next
  *    delayed execution; a slow fallback poll covers a lost notification. NOTIFY is only a hint.
  *  - Leases live on the database clock. Heartbeats extend them; an execution missing from a
- *    heartbeat's answer has lost its lease and its attempt is aborted. If no heartbeat has
- *    succeeded for `fenceAfterMs` (database unreachable, event loop blocked), every attempt is
- *    aborted before the leases can expire: two workers never run one execution at once because
- *    of a stalled one. Outcomes are fenced on the lease epoch in SQL regardless.
+ *    heartbeat's answer was taken over (reconciled, claimed again: its epoch moved, or it is no
+ *    longer RUNNING) and its attempt is aborted. Expiry alone is no loss: a lease is its owner's
+ *    until someone takes it, so a heartbeat renews an expired lease nobody took. Hence the
+ *    self-fence, when no heartbeat has succeeded for `fenceAfterMs`, asks the database rather
+ *    than guess: while the database is unreachable the attempts run on (whether their leases
+ *    are still ours is the first thing asked when it answers); after a stall (the event loop
+ *    blocked) a heartbeat is sent at once and its answer decides; only when heartbeats reach
+ *    the database and fail (it answers, but will not renew) is every attempt aborted, since
+ *    nothing can tell whether they are still ours. Outcomes are fenced on the lease epoch in
+ *    SQL regardless.
  *  - Completions are flushed as soon as the previous flush returns: no added delay, and under
  *    load many outcomes share one statement.
  *  - Claims are sized to the free slots, and a slot frees when its attempt ends, not when its
@@ -101,7 +107,7 @@ export function createWorker(options: WorkerOptions): Worker {
     outboundAllow: options.outboundAllow ?? [],
     defaultTimeoutMs: options.defaultTimeoutMs ?? 30_000,
     secrets: options.secrets,
-    fence: { pool, workerId: id },
+    fence: { pool, workerId: id, leaseMs },
   });
 
   // Leases held: attempts running, and attempts ended whose outcome is not recorded yet.
@@ -123,6 +129,13 @@ export function createWorker(options: WorkerOptions): Worker {
   let drained = true;
   let limited = false;
   let lastLeaseOk = performance.now();
+  // The heartbeat in flight, if any: its answer decides what a silence meant.
+  let beating: Promise<void> | undefined;
+  // Why the last heartbeat failed, until one succeeds: the database could not be reached
+  // ('unreachable'), or it answered with an error ('error').
+  let beatFailure: 'unreachable' | 'error' | undefined;
+  // Whether this outage's "attempts keep running" line was logged.
+  let keptRunningSaid = false;
   let listener: Listener | undefined;
   const timers: NodeJS.Timeout[] = [];
   let dueTimer: NodeJS.Timeout | undefined;
@@ -238,6 +251,14 @@ export function createWorker(options: WorkerOptions): Worker {
   }
 
   function startAttempt(ex: ClaimedExecution) {
+    // Claimed again while an earlier attempt of it still runs here (its lease was taken over while
+    // this worker could not reach the database, and this claim got the retry before a heartbeat
+    // said so): the claim is the proof the earlier lease is gone, so that attempt stops now.
+    const earlier = inFlight.get(ex.id);
+    if (earlier && !earlier.finished && !earlier.controller.signal.aborted) {
+      log.warn(`worker ${id}: lease of ${ex.id} was taken over; aborting its earlier attempt`);
+      earlier.controller.abort('lease-lost' satisfies AbortReason);
+    }
     const controller = new AbortController();
     const entry: InFlight = { ex, controller, started: performance.now(), finished: false };
     inFlight.set(ex.id, entry);
@@ -336,9 +357,18 @@ export function createWorker(options: WorkerOptions): Worker {
     });
   }
 
-  async function beat() {
+  /** One heartbeat at a time: a timer firing while one is in flight shares it. */
+  function beat(): Promise<void> {
+    beating ??= beatOnce().finally(() => {
+      beating = undefined;
+    });
+    return beating;
+  }
+
+  async function beatOnce() {
     if (inFlight.size === 0) {
       lastLeaseOk = performance.now();
+      beatFailure = undefined;
       return;
     }
     const held = [...inFlight.values()].map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }));
@@ -347,6 +377,8 @@ export function createWorker(options: WorkerOptions): Worker {
       const alive = await heartbeat(pool, held, leaseMs);
       availability.reached(sentAt);
       lastLeaseOk = sentAt;
+      beatFailure = undefined;
+      keptRunningSaid = false;
       for (const h of held) {
         const f = inFlight.get(h.id);
         if (!f || f.controller.signal.aborted) continue;
@@ -361,22 +393,43 @@ export function createWorker(options: WorkerOptions): Worker {
         }
       }
     } catch (error) {
-      if (!availability.unreachable(error, 'heartbeat')) log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
+      if (availability.unreachable(error, 'heartbeat')) beatFailure = 'unreachable';
+      else {
+        beatFailure = 'error';
+        log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
+      }
     }
   }
 
+  /**
+   * The self-fence, when no heartbeat has succeeded for `fenceAfterMs`. An expired lease is still
+   * this worker's until another takes it over, and only the database can say whether that
+   * happened, so the attempts are not aborted for a silence the database explains:
+   *  - a heartbeat in flight: its answer decides (an execution missing from it is aborted);
+   *  - the database unreachable: the attempts run on, and when it answers the first heartbeat
+   *    (sent on its return) renews the leases nobody took and aborts the rest. Reconcilers wait
+   *    a lease after an outage, so an owner that lived through it renews first; only a worker
+   *    cut off alone, while the others reached the database, can find its executions taken;
+   *  - heartbeats that reached the database and failed: the worker cannot learn whether it still
+   *    holds its leases, so it aborts its attempts before another worker may run them;
+   *  - no heartbeat tried (the event loop was blocked): one is sent now.
+   */
   function fenceCheck() {
     const silent = performance.now() - lastLeaseOk;
     if (silent < fenceAfterMs || inFlight.size === 0) return;
-    let aborted = 0;
-    for (const f of inFlight.values()) {
-      // An attempt that has ended only waits for its outcome's record: nothing to stop.
-      if (!f.finished && !f.controller.signal.aborted) {
-        f.controller.abort('lease-lost' satisfies AbortReason);
-        aborted++;
+    const running = [...inFlight.values()].filter((f) => !f.finished && !f.controller.signal.aborted);
+    // An attempt that has ended only waits for its outcome's record: nothing to stop.
+    if (running.length === 0 || beating) return;
+    if (availability.down) {
+      if (!keptRunningSaid) {
+        keptRunningSaid = true;
+        log.warn(`worker ${id}: ${running.length} attempt(s) keep running although their leases cannot be renewed while the database is unreachable; whether they are still this worker's is asked first when it answers`);
       }
+      return;
     }
-    if (aborted) log.error(`worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${aborted} attempt(s) before their leases expire`);
+    if (beatFailure !== 'error') return void beat();
+    for (const f of running) f.controller.abort('lease-lost' satisfies AbortReason);
+    log.error(`worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`);
   }
 
   async function reconcile() {
@@ -426,7 +479,12 @@ export function createWorker(options: WorkerOptions): Worker {
     async start() {
       if (running) return;
       running = true;
-      limited = await anyLimitedEndpoint(pool);
+      // Unknown while the database cannot be reached: claims then check endpoint limits (slower,
+      // never wrong) until the poll below learns the answer.
+      limited = await anyLimitedEndpoint(pool).catch((error: unknown) => {
+        if (!availability.unreachable(error, 'start')) throw error;
+        return true;
+      });
       await reconcile();
       await listen();
       const every = (ms: number, fn: () => unknown) => {
@@ -446,7 +504,11 @@ export function createWorker(options: WorkerOptions): Worker {
         limited = await anyLimitedEndpoint(pool).catch(() => limited);
         kick();
       }).ref();
-      unsubscribeBack = availability.onBack(kick);
+      unsubscribeBack = availability.onBack(() => {
+        kick();
+        // First of all, whether the leases of attempts that ran through the outage are still ours.
+        void beat();
+      });
       log.info(`worker ${id}: started (concurrency ${concurrency}, lease ${leaseMs} ms, handlers: ${options.handlers.names().join(', ') || 'none'})`);
       kick();
     },
