@@ -12,8 +12,9 @@
  * Queue and run gauges describe the whole installation (they are read from the database), so
  * every process reports the same values: aggregate them with `max`, not `sum`. They are read
  * with one grouped query (src/db/queries/metrics.ts), at most once per `snapshotTtlMs` (5 s)
- * whatever the number of scrapers.
+ * whatever the number of scrapers, in the background of the scrape that finds the last read old.
  */
+import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { readClusterSnapshot, type ClusterSnapshot } from '../db/queries/metrics.js';
@@ -60,9 +61,10 @@ export class EndpointLabels {
 }
 
 // Attempts: from a millisecond no-op handler to a slow HTTP target (the default timeout is 30 s).
-const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+// Ten buckets each: per-endpoint histograms are most of the exposition's size and rendering time.
+const DURATION_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 10, 30, 120];
 // Start delays: a worker idle on LISTEN starts in ~2 ms; a backlog can take minutes.
-const DELAY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
+const DELAY_BUCKETS = [0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120, 600, 3600];
 // Cron lateness: a scheduler polls every second; a misfire is past 60 s.
 const LATENESS_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600];
 const HTTP_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
@@ -202,26 +204,31 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
 
   if (pool) {
     // One read for both gauges, reused for `ttl`: scrapers (and processes) add no database load
-    // past one grouped query every few seconds.
-    let cached: { at: number; snapshot: Promise<ClusterSnapshot | undefined> } | undefined;
+    // past one grouped query every few seconds. A scrape never waits for that query but the first
+    // one: an older read is served while the next one runs (values are at most `ttl` plus one
+    // query old). A read that fails drops the gauges until one succeeds, rather than show old values.
+    let current: ClusterSnapshot | undefined;
+    let readAt = -Infinity;
+    let reading: Promise<void> | undefined;
     const snapshotFailures = new Counter({
       name: 'jobgate_metrics_snapshot_failures_total',
-      help: 'Scrapes whose read of the queue and run gauges failed (the database unreachable): those gauges are absent from that scrape.',
+      help: 'Reads of the queue and run gauges that failed (the database unreachable): those gauges are absent until one succeeds.',
       registers,
     });
-    const snapshot = (): Promise<ClusterSnapshot | undefined> => {
-      const now = Date.now();
-      if (!cached || now - cached.at >= ttl) {
-        cached = {
-          at: now,
-          snapshot: readClusterSnapshot(pool).catch(() => {
+    const snapshot = async (): Promise<ClusterSnapshot | undefined> => {
+      if (!reading && performance.now() - readAt >= ttl) {
+        readAt = performance.now();
+        reading = readClusterSnapshot(pool).then(
+          (s) => void (current = s),
+          () => {
             snapshotFailures.inc();
-            cached = undefined; // try again at the next scrape
-            return undefined;
-          }),
-        };
+            current = undefined;
+          },
+        );
+        void reading.finally(() => (reading = undefined));
       }
-      return cached.snapshot;
+      if (!current) await reading;
+      return current;
     };
     new Gauge({
       name: 'jobgate_executions',

@@ -91,6 +91,18 @@ describe('engine metrics', () => {
     expect(s.value('jobgate_listen_polling_fallbacks_total', { connection: 'jobgate-worker-listen' })).toBe(1);
   });
 
+  it('give the first endpoint names their own series and the rest one `_other` series', async () => {
+    const capped = createMetrics({ endpointLabels: 2, processMetrics: false });
+    for (const name of ['a.one', 'b.two', 'c.three', 'd.four', 'a.one']) capped.observer.executionRecorded(name, 'SUCCEEDED');
+    const s = new Scrape(await capped.render());
+    const series = s.family('jobgate_executions_finished_total')!.metrics.map((m) => [m.labels?.endpoint, Number(m.value)]);
+    expect(series).toEqual([
+      ['a.one', 2],
+      ['b.two', 1],
+      ['_other', 2],
+    ]);
+  });
+
   it('count run checkpoints', async () => {
     const registry = new RecoverableRegistry();
     registry.register({
