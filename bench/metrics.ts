@@ -111,6 +111,10 @@ export async function run(): Promise<Figure[]> {
     }
     const cpu = process.cpuUsage(cpu0);
     await ops.close();
+    // The exposition alone, without HTTP or the scraper: what a scrape costs the scraped process.
+    const render0 = process.cpuUsage();
+    for (let i = 0; i < ROUNDS; i++) await metrics.render();
+    const renderCpu = process.cpuUsage(render0);
 
     // A process's first scrape waits for the read.
     const first: number[] = [];
@@ -133,6 +137,7 @@ export async function run(): Promise<Figure[]> {
       { bench: 'metrics: scrape, p50', system: sys, value: quantile(steady, 0.5), unit: 'ms' },
       { bench: 'metrics: scrape, p99', system: sys, value: quantile(steady, 0.99), unit: 'ms' },
       { bench: 'metrics: scrape, CPU (scraper and served in one process)', system: sys, value: (cpu.user + cpu.system) / 1000 / ROUNDS, unit: 'ms' },
+      { bench: 'metrics: rendering the answer, CPU', system: sys, value: (renderCpu.user + renderCpu.system) / 1000 / ROUNDS, unit: 'ms' },
       { bench: "metrics: a process's first scrape (waits for the queue read), p50", system: sys, value: quantile(first, 0.5), unit: 'ms' },
       { bench: 'metrics: queue read alone, p50', system: sys, value: quantile(query, 0.5), unit: 'ms' },
       { bench: 'metrics: queue read alone, p99', system: sys, value: quantile(query, 0.99), unit: 'ms' },
