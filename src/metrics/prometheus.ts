@@ -67,6 +67,8 @@ const DURATION_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 10, 30, 120];
 const DELAY_BUCKETS = [0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120, 600, 3600];
 // Cron lateness: a scheduler polls every second; a misfire is past 60 s.
 const LATENESS_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600];
+/** What a reconciled execution became: retried after backoff, failed (its last attempt), or cancelled (as asked). */
+const EXPIRY_OUTCOME: Record<string, string> = { PENDING: 'retried', FAILED: 'failed', CANCELLED: 'cancelled' };
 const HTTP_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
 
 export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undefined } = {}): Metrics {
@@ -110,7 +112,7 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
   });
   const leaseExpiries = new Counter({
     name: 'jobgate_lease_expiries_total',
-    help: "Executions whose lease expired (their worker died or stalled), ended by this process's reconciler: retried or failed.",
+    help: "Executions whose lease expired (their worker died or stalled), ended by this process's reconciler: retried, failed (it was the last attempt) or cancelled (a cancellation was asked).",
     labelNames: ['outcome'],
     registers,
   });
@@ -284,7 +286,7 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     },
     leasesReconciled(expired) {
       reconciles.inc();
-      for (const row of expired) leaseExpiries.inc({ outcome: row.status === 'PENDING' ? 'retried' : 'failed' });
+      for (const row of expired) leaseExpiries.inc({ outcome: EXPIRY_OUTCOME[row.status] ?? 'failed' });
     },
     leaseLost: () => leasesLost.inc(),
     cronFired(latenessSeconds, missed, skippedTicks) {

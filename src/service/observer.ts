@@ -18,7 +18,7 @@ export interface Observer {
   attemptEnded(endpoint: string, outcome: string, seconds: number): void;
   /** An attempt's outcome was recorded (fenced on its lease): the execution is now `status`. */
   executionRecorded(endpoint: string, status: RecordedStatus): void;
-  /** A reconcile pass ran and ended `expired` executions whose lease had run out (retried or FAILED). */
+  /** A reconcile pass ran and ended `expired` executions whose lease had run out (now PENDING for a retry, FAILED or CANCELLED). */
   leasesReconciled(expired: { status: string }[]): void;
   /** A worker found one of its leases lost (taken over) and aborted the attempt. */
   leaseLost(): void;

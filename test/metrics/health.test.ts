@@ -89,7 +89,7 @@ describe('/healthz and /readyz on the gateway', () => {
   });
 
   it('turns 503 first when the process stops, and keeps answering for JOBGATE_SHUTDOWN_DELAY_MS', async () => {
-    app = await start({ JOBGATE_SHUTDOWN_DELAY_MS: '3000' });
+    app = await start({ JOBGATE_SHUTDOWN_DELAY_MS: '5000' });
     const base = new URL(app.url).origin;
     await eventually(async () => (await probe(base, '/readyz')).status === 200);
     const stopping = app.stop();
@@ -129,7 +129,7 @@ describe('jobgate worker', () => {
         JOBGATE_METRICS_PORT: '0',
         JOBGATE_METRICS_TOKEN: TOKEN,
         JOBGATE_OUTBOUND_ALLOW: '127.0.0.0/8',
-        JOBGATE_SHUTDOWN_DELAY_MS: '3000',
+        JOBGATE_SHUTDOWN_DELAY_MS: '5000',
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
