@@ -1,7 +1,8 @@
 /**
  * What the engine reports through its observer, as the Prometheus adapter exposes it: cron
  * lateness, misfires and skipped ticks; lease expiries and reconciles; LISTEN reconnections and
- * fallbacks to polling; run checkpoints. Real scheduler, worker and runner on a test database.
+ * fallbacks to polling; run checkpoints; live events delivered and slow consumers cut. Real
+ * scheduler, worker, runner and hub on a test database.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
@@ -9,6 +10,7 @@ import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
 import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { createScheduler } from '../../src/service/engine/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
+import { createHub } from '../../src/subscriptions/hub.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { Scrape } from '../support/prometheus.js';
@@ -120,6 +122,28 @@ describe('engine metrics', () => {
       expect((await read()).value('jobgate_run_checkpoints_total')).toBe(3);
     } finally {
       await runner.stop();
+    }
+  });
+});
+
+describe('live metrics', () => {
+  it('count events delivered and a subscriber cut off for reading nothing', async () => {
+    const cut: string[] = [];
+    const hub = createHub({ pool: t.database.pool, connectionString: t.url, log, feedLimit: 4, stallMs: 300, observer: metrics.observer });
+    await hub.start();
+    try {
+      const feed = hub.events({ workspaceId: t.actor.workspaceId, topic: 'EXECUTION' }, undefined, (id) => String(id), () => cut.push('cut'));
+      // Live from now on; the client never pulls.
+      await eventually(async () => hub.stats().events === 1);
+      for (let i = 0; i < 10; i++) await t.service.createJob(t.actor, { endpointName: 'e.nobody', kind: 'IMMEDIATE' });
+      await eventually(async () => cut.length === 1, 10_000, 'the subscriber to be cut off');
+      const s = await read();
+      expect(s.value('jobgate_live_slow_consumers_total')).toBe(1);
+      // What reached its queue before it fell behind was delivered to it.
+      expect(s.value('jobgate_live_events_delivered_total')).toBe(4);
+      expect(feed.closed).toBe(true);
+    } finally {
+      await hub.stop();
     }
   });
 });
