@@ -201,6 +201,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  if (e.JOBGATE_METRICS_PORT !== undefined && e.JOBGATE_METRICS_PORT !== 0 && e.JOBGATE_METRICS_PORT === e.PORT) {
+    throw new ConfigError('invalid environment:\n  JOBGATE_METRICS_PORT: must differ from PORT (the gateway already serves /metrics, /healthz and /readyz there)');
+  }
   return Object.freeze({
     databaseUrl: e.DATABASE_URL,
     host: e.HOST,

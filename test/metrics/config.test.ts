@@ -44,5 +44,9 @@ describe('metrics and health configuration', () => {
     // A token with a space cannot be sent as one bearer token.
     expect(() => parseConfig({ JOBGATE_METRICS_TOKEN: 'abcdefgh ijklmnopq' })).toThrow(/JOBGATE_METRICS_TOKEN/);
     expect(() => parseConfig({ JOBGATE_METRICS_PORT: 'nine' })).toThrow(/JOBGATE_METRICS_PORT/);
+    // The gateway's own port already serves them.
+    expect(() => parseConfig({ PORT: '4000', JOBGATE_METRICS_PORT: '4000' })).toThrow(/JOBGATE_METRICS_PORT: must differ from PORT/);
+    expect(() => parseConfig({ JOBGATE_METRICS_PORT: '4000' })).toThrow(/JOBGATE_METRICS_PORT/);
+    expect(parseConfig({ PORT: '0', JOBGATE_METRICS_PORT: '0' }).metrics.port).toBe(0);
   });
 });
