@@ -8,6 +8,7 @@ import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
+import { run as metrics } from './metrics.js';
 import { run as recoverable } from './recoverable.js';
 
 export interface Figure {
@@ -25,6 +26,7 @@ const benches: Bench[] = [
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
   { name: 'intervals', run: intervals },
+  { name: 'metrics', run: metrics },
 ];
 
 async function main() {

@@ -24,10 +24,15 @@ import { createJobService } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
 import { SecretBox } from './service/secrets.js';
-import { inOrder, settled } from './shutdown.js';
+import { inOrder, settled, turnNotReady } from './shutdown.js';
+import { createMetrics, type Metrics } from './metrics/prometheus.js';
+import { createHealth, type Health } from './server/health.js';
+import { startOpsServer, type OpsRoutes, type OpsServer } from './server/ops-routes.js';
 
 export interface RunningApp {
   url: string;
+  /** Where /metrics, /healthz and /readyz are served besides the gateway (JOBGATE_METRICS_PORT); '' when not. */
+  opsUrl: string;
   connectionString: string;
   stop(): Promise<void>;
   /** Resolves when the app must stop on its own (its embedded database went away). */
@@ -79,15 +84,21 @@ export async function startApp(
   let scheduler: Scheduler | undefined;
   let hub: Hub | undefined;
   let host: EngineHost | undefined;
+  let health: Health | undefined;
+  let opsServer: OpsServer | undefined;
   const stop = async () => {
-    // Stop taking requests and firing, let the worker drain within its grace period, then the
-    // database. Every step runs even when one before it failed (the database unreachable, say):
-    // the pool is closed and an embedded server stopped, not left running behind the process.
+    // Turn not-ready first (and keep serving for JOBGATE_SHUTDOWN_DELAY_MS, while load balancers
+    // notice), then stop taking requests and firing, let the worker drain within its grace period
+    // (its /readyz, on the metrics port, answering 503 meanwhile), then the database. Every step
+    // runs even when one before it failed (the database unreachable, say): the pool is closed and
+    // an embedded server stopped, not left running behind the process.
     await inOrder([
+      () => turnNotReady(health, config.shutdownDelayMs),
       () => gateway?.close(),
       () => hub?.stop(),
       () => scheduler?.stop(),
       () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]),
+      () => opsServer?.close(),
       () => database?.close(),
       () => source.stop(),
     ]);
@@ -100,11 +111,31 @@ export async function startApp(
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
     const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
+    // One registry per app (never prom-client's global one): several apps in one process count apart.
+    const metrics: Metrics = createMetrics({
+      pool: database.pool,
+      endpointLabels: config.metrics.endpointLabels,
+      subscriptions: roles.gateway ? () => hub?.stats().open ?? 0 : undefined,
+      attemptsInFlight: roles.worker ? () => worker?.inFlight() ?? 0 : undefined,
+    });
+    const observer = metrics.observer;
+    health = createHealth({
+      pool: database.pool,
+      listeners: [
+        ...(roles.worker ? [{ name: 'worker listener', mode: () => worker?.listenMode() }] : []),
+        ...(roles.gateway ? [{ name: 'live listener', mode: () => hub?.listener.mode }] : []),
+      ],
+    });
+    const ops: OpsRoutes = { health, metrics, metricsToken: config.metrics.token, log };
+    if (config.metrics.port !== undefined) {
+      opsServer = await startOpsServer(ops, config.host, config.metrics.port);
+      log.info(`metrics: /healthz, /readyz${config.metrics.token ? ' and /metrics' : ''} at ${opsServer.url}`);
+    }
     const ws = await reach('start-up', () => findWorkspaceBySlug(database!.db, 'default'));
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
     registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
     if (roles.worker) {
-      scheduler = createScheduler({ pool: database.pool, log, availability });
+      scheduler = createScheduler({ pool: database.pool, log, availability, observer });
       scheduler.start();
       worker = createWorker({
         pool: database.pool,
@@ -118,12 +149,13 @@ export async function startApp(
         outboundAllow: config.worker.outboundAllow,
         secrets,
         availability,
+        observer,
       });
       await worker.start();
       // Recoverable runs (and their crash sweep), interval handlers, run schedules and this
       // worker's entry in the handler catalogue. jobgate's own process registers no recoverable
       // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
-      host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability });
+      host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability, observer });
       await host.start(signal);
     }
     if (source.embedded && !(await service.anyApiKey())) {
@@ -136,7 +168,7 @@ export async function startApp(
     if (roles.gateway) {
       const pool = database.pool;
       const runScheduler = createScheduler({ pool, log });
-      hub = createHub({ pool, connectionString: source.connectionString, log });
+      hub = createHub({ pool, connectionString: source.connectionString, log, observer });
       await hub.start();
       gateway = await startGateway({
         service,
@@ -148,6 +180,8 @@ export async function startApp(
         introspection: config.introspection,
         corsOrigins: config.corsOrigins,
         maxBodyBytes: config.maxBodyBytes,
+        observer,
+        ops,
         runDue: config.cronSecret
           ? {
               secret: config.cronSecret,
@@ -167,7 +201,7 @@ export async function startApp(
       });
       log.info(`gateway: GraphQL and GraphiQL at ${gateway.url}`);
     }
-    return { url: gateway?.url ?? '', connectionString: source.connectionString, stop, lost: source.lost };
+    return { url: gateway?.url ?? '', opsUrl: opsServer?.url ?? '', connectionString: source.connectionString, stop, lost: source.lost };
   } catch (error) {
     await stop().catch(() => {});
     throw error;

@@ -100,6 +100,26 @@ const envSchema = z.object({
     .optional()
     .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
     .refine((list) => list.every((a) => /^[^\s@,]+@[^\s@,]+$/.test(a)), 'must be a comma-separated list of email addresses'),
+  // Metrics and health (src/metrics, src/server/ops-routes.ts).
+  JOBGATE_METRICS_TOKEN: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || (v.length >= 16 && /^[\x21-\x7e]+$/.test(v)), 'must be at least 16 printable characters, no spaces'),
+  JOBGATE_METRICS_PORT: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return undefined;
+      const n = /^\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
+      if (!Number.isInteger(n) || n > 65535) {
+        ctx.addIssue({ code: 'custom', message: 'must be a whole number from 0 to 65535' });
+        return z.NEVER;
+      }
+      return n;
+    }),
+  JOBGATE_METRICS_ENDPOINT_LABELS: intFrom(100, 1, 10_000),
+  JOBGATE_SHUTDOWN_DELAY_MS: intFrom(0, 0, 600_000),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   NODE_ENV: z.string().default('development'),
 });
@@ -149,6 +169,14 @@ export interface Config {
   secretKey: string | undefined;
   /** Bearer secret of POST /jobs/run-due; undefined turns the route off. */
   cronSecret: string | undefined;
+  /**
+   * Metrics and health: the bearer token of /metrics (undefined: route off), the port a process
+   * serves /metrics, /healthz and /readyz on besides the gateway's (undefined: none), and the most
+   * endpoint names given series of their own.
+   */
+  metrics: { token: string | undefined; port: number | undefined; endpointLabels: number };
+  /** On SIGINT/SIGTERM, how long a process answers /readyz 503 before it stops serving and drains. */
+  shutdownDelayMs: number;
   /** Email alerts: the SMTP server, the sender, and recipients for rules that name none. */
   alerts: { smtpUrl: string | undefined; from: string | undefined; defaultTo: string[] };
   worker: {
@@ -173,6 +201,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     throw new ConfigError(`invalid environment:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  if (e.JOBGATE_METRICS_PORT !== undefined && e.JOBGATE_METRICS_PORT !== 0 && e.JOBGATE_METRICS_PORT === e.PORT) {
+    throw new ConfigError('invalid environment:\n  JOBGATE_METRICS_PORT: must differ from PORT (the gateway already serves /metrics, /healthz and /readyz there)');
+  }
   return Object.freeze({
     databaseUrl: e.DATABASE_URL,
     host: e.HOST,
@@ -190,6 +221,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     corsOrigins: e.JOBGATE_CORS_ORIGINS,
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
+    metrics: Object.freeze({ token: e.JOBGATE_METRICS_TOKEN, port: e.JOBGATE_METRICS_PORT, endpointLabels: e.JOBGATE_METRICS_ENDPOINT_LABELS }),
+    shutdownDelayMs: e.JOBGATE_SHUTDOWN_DELAY_MS,
     alerts: Object.freeze({ smtpUrl: e.JOBGATE_SMTP_URL, from: e.JOBGATE_SMTP_FROM, defaultTo: e.JOBGATE_ALERT_EMAIL_TO }),
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,

@@ -15,6 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { noopObserver, type Observer } from '../service/observer.js';
 
 export type ListenMode = 'notify' | 'poll';
 
@@ -38,6 +39,8 @@ export interface ListenerOptions {
   /** How long connecting and listening may take before it is given up and retried. Default 10 s. */
   connectTimeoutMs?: number;
   applicationName?: string;
+  /** Where reconnections and fallbacks to polling are reported (metrics). */
+  observer?: Observer | undefined;
 }
 
 export function createListener(options: ListenerOptions) {
@@ -66,6 +69,7 @@ export function createListener(options: ListenerOptions) {
   const setMode = (next: ListenMode) => {
     if (next === mode) return;
     mode = next;
+    if (next === 'poll') (options.observer ?? noopObserver).listenFellBackToPolling(name);
     options.onMode(next);
   };
 
@@ -118,6 +122,7 @@ export function createListener(options: ListenerOptions) {
     }
     if (stopped || dropped.has(c)) return void destroy(c);
     client = c;
+    if (lostSince !== undefined) (options.observer ?? noopObserver).listenReconnected(name);
     if (lostSince !== undefined) log.info(`${name}: listening again after ${((Date.now() - lostSince) / 1000).toFixed(1)} s`);
     lostSince = undefined;
     options.onListening();

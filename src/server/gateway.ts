@@ -18,6 +18,9 @@ import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
 import { attachWebSocket } from '../subscriptions/ws.js';
+import { noopObserver, type Observer } from '../service/observer.js';
+import { useObserveOperations } from './observe-plugin.js';
+import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
 
 export interface GatewayOptions {
   service: JobService;
@@ -40,6 +43,10 @@ export interface GatewayOptions {
   live?: LiveFeeds | undefined;
   /** WebSocket: how long a client may take to send connection_init (close 4408). Default 10 s. */
   connectionInitWaitMs?: number;
+  /** Where requests and operations are reported (metrics). Default: nowhere. */
+  observer?: Observer;
+  /** /metrics, /healthz and /readyz on the gateway's port. */
+  ops?: OpsRoutes | undefined;
 }
 
 export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
@@ -80,7 +87,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
-    plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
+    plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution(), useObserveOperations(options.observer ?? noopObserver)],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),
@@ -133,7 +140,11 @@ export interface RunningGateway {
 export async function startGateway(options: GatewayOptions & { host: string; port: number }): Promise<RunningGateway> {
   const yoga = createGatewayYoga(options);
   const maxBody = options.maxBodyBytes ?? 1_000_000;
+  const observer = options.observer ?? noopObserver;
   const server = createServer((req, res) => {
+    const started = performance.now();
+    res.on('finish', () => observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
+    if (handleOps(options.ops, req, res)) return;
     if (handleRunDue(options.runDue, req, res)) return;
     limitRequestBody(req, res, maxBody, () => void yoga(req, res));
   });

@@ -32,6 +32,7 @@ import { toRun, type Run } from '../service/runs.js';
 import { Feed, SlowConsumerError } from './feed.js';
 import { createListener, type Listener, type ListenMode } from '../db/listener.js';
 import { Watermark } from './watermark.js';
+import { noopObserver, type Observer } from '../service/observer.js';
 
 export interface HubOptions {
   pool: pg.Pool;
@@ -49,6 +50,8 @@ export interface HubOptions {
   /** Listener self-check cadence and probe timeout. */
   checkEveryMs?: number;
   probeTimeoutMs?: number;
+  /** Where deliveries, slow consumers and the listener's reconnections are reported (metrics). */
+  observer?: Observer | undefined;
 }
 
 const CHANNEL = 'jobgate_events';
@@ -86,6 +89,7 @@ export function createHub(options: HubOptions) {
   const feedLimit = options.feedLimit ?? 1_000;
   const stallMs = options.stallMs ?? 30_000;
   const idleMs = 100;
+  const observer = options.observer ?? noopObserver;
 
   const eventSubs = new Map<string, Set<EventSub>>(); // by workspace
   const findingSubs = new Map<string, Set<StreamSub<FindingRow>>>(); // by run
@@ -205,6 +209,7 @@ export function createHub(options: HubOptions) {
     }
     sub.last = id;
     sub.feed.push(row);
+    observer.eventsDelivered(1);
   }
 
   /**
@@ -230,6 +235,7 @@ export function createHub(options: HubOptions) {
           sub.last = idOf(row);
           sub.feed.push(row);
         }
+        observer.eventsDelivered(rows.length);
         if (rows.length < room) sub.last = upTo > sub.last ? upTo : sub.last;
         failures = 0;
       } catch (error) {
@@ -254,6 +260,7 @@ export function createHub(options: HubOptions) {
       if (result === 'stalled' && Date.now() - sub.feed.lastPullAt >= stallMs && !sub.feed.closed) {
         log.warn(`live: a subscriber took nothing for ${stallMs} ms with ${sub.feed.size} rows waiting; ending it`);
         sub.feed.fail(new SlowConsumerError(stallMs));
+        observer.slowConsumerCut();
         sub.cutOff?.();
         return;
       }
@@ -343,6 +350,7 @@ export function createHub(options: HubOptions) {
     log,
     checkEveryMs: options.checkEveryMs,
     probeTimeoutMs: options.probeTimeoutMs,
+    observer,
     onListening: () => {
       everythingMayHaveChanged();
       for (const fn of keyHints) fn(undefined); // a revocation may have been missed meanwhile
@@ -452,6 +460,8 @@ export function createHub(options: HubOptions) {
       events: [...eventSubs.values()].reduce((n, s) => n + [...s].filter((x) => x.live).length, 0),
       findings: [...findingSubs.values()].reduce((n, s) => n + [...s].filter((x) => x.live).length, 0),
       runs: [...runWatches.values()].reduce((n, s) => n + s.size, 0),
+      /** Every subscription open, live or catching up. */
+      open: [eventSubs, findingSubs, runWatches].reduce((n, map) => n + [...map.values()].reduce((m, s) => m + s.size, 0), 0),
       mode: listener.mode,
     }),
 

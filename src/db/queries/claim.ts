@@ -38,6 +38,8 @@ export interface ClaimedExecution {
   signing_secret: string | null;
   handler_name: string | null;
   config_entries: Record<string, { value: string; secret: boolean }> | null;
+  /** Seconds from when it became due (run_after) to this claim, on the database's clock (for metrics). */
+  waited_s: number;
 }
 
 // Shared by both claim paths: take the leases, count the attempts and return what delivery needs
@@ -60,13 +62,14 @@ const CLAIM_TAIL = `), claimed as (
   from candidates c
   where e.id = c.id
   returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
-            e.cancel_requested_at is not null as cancel_requested, e.serial, e.input
+            e.cancel_requested_at is not null as cancel_requested, e.serial, e.input,
+            extract(epoch from now() - e.run_after)::float8 as waited_s
 )
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
        -- The execution's pinned input (migration 000018); the job's only for an execution that had
        -- finished before pinning and was re-driven since.
        cl.cancel_requested, cl.serial, coalesce(cl.input, j.input) as input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
-       en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries
+       en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries, cl.waited_s
 from claimed cl
 join jobs j on j.id = cl.job_id
 join endpoints en on en.id = cl.endpoint_id

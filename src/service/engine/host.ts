@@ -11,6 +11,7 @@ import type { Logger } from '../../log.js';
 import type { Actor } from '../actor.js';
 import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
 import { createAvailability, type Availability } from './availability.js';
+import type { Observer } from '../observer.js';
 import type { HandlerRegistry } from './handlers.js';
 import { createIntervalRunner, DEFAULT_INTERVAL_TIMEOUT_MS, type IntervalRegistry } from './intervals.js';
 import { createPresence, type Registration } from './presence.js';
@@ -34,6 +35,8 @@ export interface EngineHostOptions {
   pollMs?: number;
   /** The process's view of its database (shared with its worker, so an outage is logged once). */
   availability?: Availability;
+  /** Where the runner reports checkpoints (metrics). Default: nowhere. */
+  observer?: Observer | undefined;
 }
 
 /** Everything registered in a process, as the catalogue shows it. */
@@ -80,7 +83,7 @@ export function createEngineHost(options: EngineHostOptions) {
     registrations: () => registrationsOf(options.handlers, options.recoverables, options.intervals),
     availability,
   });
-  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs, availability });
+  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs, availability, observer: options.observer });
   const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
   const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs, availability });
   let started = false;

@@ -24,6 +24,7 @@ import { ValidationError } from '../errors.js';
 import { jsonValue, storableText } from '../inputs.js';
 import type { RunRow, RunStatus, Severity } from '../runs.js';
 import { createAvailability, type Availability } from './availability.js';
+import { noopObserver, type Observer } from '../observer.js';
 
 export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
 
@@ -206,6 +207,8 @@ export interface RunnerOptions {
   concurrency?: number;
   /** The process's view of its database: its loops report outages there, so one is logged once. */
   availability?: Availability;
+  /** Where checkpoints are reported (metrics). Default: nowhere. */
+  observer?: Observer | undefined;
 }
 
 /** What a checkpoint's progress must be to be stored (the database would refuse the rest, less clearly). */
@@ -317,6 +320,7 @@ export function createRunner(options: RunnerOptions) {
             [bytes, json, Math.max(0, Math.floor(progress.processed)), progress.total ?? null, JSON.stringify(merged)],
           ),
         );
+        (options.observer ?? noopObserver).runCheckpointed();
         // Only once written: a checkpoint retried after a failure does not count its stats twice.
         stats = merged;
         cursor = next;

@@ -33,7 +33,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { createListener, type Listener } from '../../db/listener.js';
+import { createListener, type Listener, type ListenMode } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
@@ -42,6 +42,7 @@ import { createAvailability, type Availability } from './availability.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
+import { noopObserver, type Observer, type RecordedStatus } from '../observer.js';
 
 export interface WorkerOptions {
   pool: pg.Pool;
@@ -67,6 +68,8 @@ export interface WorkerOptions {
   secrets?: SecretBox | undefined;
   /** The process's view of its database (shared by its loops, so an outage is logged once). */
   availability?: Availability;
+  /** Where attempts, outcomes and lease events are reported (metrics). Default: nowhere. */
+  observer?: Observer | undefined;
 }
 
 interface InFlight {
@@ -89,6 +92,8 @@ export interface Worker {
   inFlight(): number;
   /** Wakes the claim loop (tests and in-process producers). */
   kick(): void;
+  /** The LISTEN connection's mode (undefined when not started), for readiness. */
+  listenMode(): ListenMode | undefined;
 }
 
 export function createWorker(options: WorkerOptions): Worker {
@@ -102,6 +107,7 @@ export function createWorker(options: WorkerOptions): Worker {
   const pollMs = options.pollMs ?? 5_000;
   const reconcileMs = options.reconcileMs ?? Math.min(5_000, leaseMs);
   const availability = options.availability ?? createAvailability(log, `worker ${id}`);
+  const observer = options.observer ?? noopObserver;
   const delivery: Delivery = createDelivery({
     handlers: options.handlers,
     outboundAllow: options.outboundAllow ?? [],
@@ -263,14 +269,17 @@ export function createWorker(options: WorkerOptions): Worker {
     const entry: InFlight = { ex, controller, started: performance.now(), finished: false };
     inFlight.set(ex.id, entry);
     executing++;
+    observer.attemptStarted(ex.endpoint_name, ex.waited_s);
     if (ex.cancel_requested) controller.abort('cancelled' satisfies AbortReason);
     void delivery.attempt(ex, controller).then((result) => {
       executing--;
       entry.finished = true;
+      observer.attemptEnded(ex.endpoint_name, result.outcome, (performance.now() - entry.started) / 1000);
       if (result.recorded) {
         // The handler's fenced transaction recorded the success with its own writes, and with it
         // released the lease: nothing to flush, and its slot and endpoint turn are free.
         if (inFlight.get(ex.id) === entry) inFlight.delete(ex.id);
+        observer.executionRecorded(ex.endpoint_name, 'SUCCEEDED');
         notifyIdle();
         kick();
         return;
@@ -306,6 +315,7 @@ export function createWorker(options: WorkerOptions): Worker {
         try {
           const accepted = await completeExecutions(pool, id, batch);
           availability.reached(askedAt);
+          for (const [executionId, status] of accepted) observer.executionRecorded(inFlight.get(executionId)?.ex.endpoint_name ?? '', status as RecordedStatus);
           for (const c of batch) {
             if (accepted.has(c.executionId)) continue;
             // After a failed try the first one may have committed, its answer lost: then this
@@ -386,6 +396,7 @@ export function createWorker(options: WorkerOptions): Worker {
           // An ended attempt's outcome may have been recorded since the heartbeat was sent.
           if (!f.finished) {
             log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`);
+            observer.leaseLost();
             f.controller.abort('lease-lost' satisfies AbortReason);
           }
         } else if (alive.get(h.id)) {
@@ -441,6 +452,7 @@ export function createWorker(options: WorkerOptions): Worker {
     try {
       const rows = await reconcileExpiredLeases(pool);
       availability.reached(askedAt);
+      observer.leasesReconciled(rows);
       if (rows.length) {
         log.warn(`worker ${id}: reconciled ${rows.length} execution(s) whose lease expired`);
         kick();
@@ -461,6 +473,7 @@ export function createWorker(options: WorkerOptions): Worker {
       channels: ['jobgate_work', 'jobgate_cancel'],
       log,
       applicationName: 'jobgate-worker-listen',
+      observer,
       onHint(channel, payload) {
         if (channel === 'jobgate_work') kick();
         else if (payload) inFlight.get(payload)?.controller.abort('cancelled' satisfies AbortReason);
@@ -475,6 +488,7 @@ export function createWorker(options: WorkerOptions): Worker {
   return {
     id,
     inFlight: () => inFlight.size,
+    listenMode: () => listener?.mode,
     kick,
     async start() {
       if (running) return;

@@ -1,0 +1,53 @@
+/**
+ * What a metrics scrape reads from the database: the queue per endpoint and the live runs, for
+ * the whole installation, in one round trip (two statements in one simple-protocol message).
+ *
+ * Only live rows are read, through partial indexes: pending executions through `executions_due`
+ * (status = 'PENDING'), running ones through `executions_running_endpoint` (status = 'RUNNING'),
+ * so the cost follows the queue's length, not the history's (bench/metrics.ts measures it with
+ * 1,000 endpoints beside a few hundred thousand finished executions). Finished runs are not
+ * counted: their number only grows.
+ */
+import type pg from 'pg';
+
+export interface QueueRow {
+  endpoint: string;
+  /** Pending, due or not. */
+  pending: number;
+  /** Pending and due (run_after passed): waiting for a worker, a concurrency slot or its job's turn. */
+  due: number;
+  running: number;
+}
+
+export interface ClusterSnapshot {
+  queue: QueueRow[];
+  /** Live runs by status (RUNNING, CANCEL_REQUESTED, PAUSED). */
+  runs: { status: string; count: number }[];
+}
+
+const SNAPSHOT = `
+select en.name as endpoint, sum(q.pending)::int as pending, sum(q.due)::int as due, sum(q.running)::int as running
+from (
+  select endpoint_id, count(*) as pending, count(*) filter (where run_after <= now()) as due, 0 as running
+  from executions where status = 'PENDING' group by endpoint_id
+  union all
+  select endpoint_id, 0, 0, count(*) from executions where status = 'RUNNING' group by endpoint_id
+) q
+join endpoints en on en.id = q.endpoint_id
+group by en.name
+order by sum(q.pending) + sum(q.running) desc, en.name;
+select status, count(*)::int as count from runs where status in ('RUNNING', 'CANCEL_REQUESTED', 'PAUSED') group by status`;
+
+export async function readClusterSnapshot(pool: pg.Pool): Promise<ClusterSnapshot> {
+  const results = (await pool.query(SNAPSHOT)) as unknown as pg.QueryResult[];
+  return {
+    queue: results[0]!.rows as QueueRow[],
+    runs: results[1]!.rows as { status: string; count: number }[],
+  };
+}
+
+/** The newest migration applied to the database (0 when none is): readiness compares it with the files. */
+export async function appliedMigrationVersion(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ version: number | null }>('select max(version) as version from jobgate_migrations');
+  return rows[0]?.version ?? 0;
+}
