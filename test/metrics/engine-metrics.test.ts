@@ -117,7 +117,7 @@ describe('engine metrics', () => {
     const runner = createRunner({ pool: t.database.pool, registry, log, pollMs: 50, heartbeatMs: 100, staleMs: 1000, observer: metrics.observer });
     await runner.start();
     try {
-      const { run } = await t.service.triggerRun(t.actor, { name: 'three-steps' });
+      const { run } = await t.service.triggerRun(t.actor, { name: 'three-steps', force: true });
       await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED');
       expect((await read()).value('jobgate_run_checkpoints_total')).toBe(3);
     } finally {
