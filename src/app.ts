@@ -8,7 +8,6 @@ import type { Config } from './config.js';
 import { openDatabaseSource, type DatabaseSource } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { createDatabase, type Database } from './db/pool.js';
-import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import { runDuePass } from './service/engine/run-due.js';
@@ -20,7 +19,7 @@ import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
-import { createJobService } from './service/index.js';
+import { createJobService, NotFoundError } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
 import { SecretBox } from './service/secrets.js';
@@ -94,8 +93,9 @@ export async function startApp(
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
     const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
-    const ws = await findWorkspaceBySlug(database.db, 'default');
-    if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
+    await service.workspaceIdOf('default').catch((error: unknown) => {
+      throw error instanceof NotFoundError ? new Error('the default workspace is missing; the database was not migrated by jobgate') : error;
+    });
     registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
     if (roles.worker) {
       // One view of the database for all the worker's loops: an outage is logged once.

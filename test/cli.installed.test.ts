@@ -71,7 +71,12 @@ describe('the installed jobgate command', () => {
       await jobgate(['migrate'], { DATABASE_URL: empty.url });
       await client.connect();
       const { rows } = await client.query<{ name: string }>('select name from jobgate_migrations order by version');
-      expect(rows.map((r) => r.name)).toEqual(fs.readdirSync(path.join(pkg, 'migrations')).filter((f) => f.endsWith('.sql')).sort());
+      expect(rows.map((r) => r.name)).toEqual(
+        fs
+          .readdirSync(path.join(pkg, 'migrations'))
+          .filter((f) => f.endsWith('.sql'))
+          .sort(),
+      );
     } finally {
       await client.end().catch(() => {});
       await empty.drop();
@@ -90,7 +95,10 @@ describe('the installed jobgate command', () => {
     let stderr = '';
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-    const url = await eventually(() => /GraphQL and GraphiQL at (\S+)/.exec(stderr)?.[1], { timeout: 60_000, what: `the gateway to serve:\n${stderr}` });
+    const url = await eventually(() => /GraphQL and GraphiQL at (\S+)/.exec(stderr)?.[1], {
+      timeout: 60_000,
+      what: `the gateway to serve:\n${stderr}`,
+    });
     const res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },

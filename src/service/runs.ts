@@ -9,7 +9,7 @@ import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
-import { ConflictError, NotFoundError, ValidationError } from './errors.js';
+import { ConflictError, NotFoundError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
 import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 

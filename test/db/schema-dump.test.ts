@@ -23,7 +23,9 @@ describe('the schema dump', () => {
       };
       if ('skipped' in result) return skip(result.skipped);
       if (dumpedOnMajor(checkedIn) !== result.serverMajor) {
-        return skip(`schema.sql was made on PostgreSQL ${dumpedOnMajor(checkedIn)}; this server is ${result.serverMajor} (CI compares on its PostgreSQL ${dumpedOnMajor(checkedIn)} server)`);
+        return skip(
+          `schema.sql was made on PostgreSQL ${dumpedOnMajor(checkedIn)}; this server is ${result.serverMajor} (CI compares on its PostgreSQL ${dumpedOnMajor(checkedIn)} server)`,
+        );
       }
       expect(result.text, 'schema.sql is stale: run `npm run schema:dump` with TEST_DATABASE_URL set, and commit it').toBe(checkedIn);
     } finally {
@@ -36,7 +38,7 @@ describe('the schema dump', () => {
       '--',
       '-- PostgreSQL database dump',
       '\\restrict abc123',
-      "SET statement_timeout = 0;",
+      'SET statement_timeout = 0;',
       "SELECT pg_catalog.set_config('search_path', '', false);",
       '-- Name: jobs; Type: TABLE; Schema: public; Owner: someone',
       '',

@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
-import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
 import { IntervalRegistry } from '../../src/service/engine/intervals.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';

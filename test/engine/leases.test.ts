@@ -140,7 +140,7 @@ describe('leases', () => {
 
   it('aborts its own attempts when it cannot heartbeat before the lease runs out (self-fencing)', async () => {
     await h.worker({ workerId: 'worker-a', leaseMs: 1500, heartbeatMs: 500, fenceAfterMs: 1000 });
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE', maxAttempts: 1 });
+    await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE', maxAttempts: 1 });
     await eventually(async () => started.length === 1);
     // Make heartbeats fail: the worker's view of the database is gone, the row stays RUNNING.
     await t.query(`create function refuse_heartbeat() returns trigger language plpgsql as $$
