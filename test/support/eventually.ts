@@ -18,13 +18,12 @@ export interface EventuallyOptions {
 }
 
 /**
- * Calls `fn` until it returns a value other than `undefined`, `null` or `false`, and returns
- * that value. An error thrown by `fn` (a failed `expect`, a row not there yet) counts as "not
+ * Calls `fn` until it returns a truthy value, and returns that value. An error thrown by `fn` (a failed `expect`, a row not there yet) counts as "not
  * yet"; when the time is up the last one is thrown, so the failure reads as the assertion's.
  * An assertion-style `fn` returns `true` at its end.
  */
 export async function eventually<T>(
-  fn: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  fn: () => T | undefined | null | false | 0 | '' | Promise<T | undefined | null | false | 0 | ''>,
   options: EventuallyOptions | number = {},
   what?: string,
 ): Promise<T> {
@@ -34,7 +33,7 @@ export async function eventually<T>(
     let lastError: unknown;
     try {
       const value = await fn();
-      if (value !== undefined && value !== null && value !== false) return value;
+      if (value) return value;
     } catch (error) {
       lastError = error;
     }
