@@ -59,6 +59,10 @@ export const QUIET = {
   claim: 300,
   /** A stopped loop's last iteration that stop() did not wait for (one poll interval). */
   afterStop: 300,
+  /** A new subscription's first answer: its cursor checked, its replay begun. */
+  firstAnswer: 300,
+  /** A worker woken from SIGSTOP writing the outcomes it holds (which fencing must refuse). */
+  lateOutcome: 1000,
 } as const;
 
 /** Waits out a quiet period: only before asserting that something did not happen. */
