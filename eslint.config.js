@@ -56,6 +56,16 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
+  // Type-aware, for src only (the type-checked pass costs about 30 s of CPU): a promise nobody
+  // awaits or catches is how a worker loses an error, or a shutdown step runs out of order.
+  {
+    files: ['src/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false, attributes: false } }],
+    },
+  },
   // Layers, one direction only (DESIGN.md): db < service < subscriptions < server; schema and
   // resolvers sit on the service. Adapters (app, index, cli) compose; they never reach SQL.
   ...layer(
