@@ -36,6 +36,8 @@ const sources = Math.max(
 );
 if (builtAt() < sources) {
   process.stderr.write('jobgate: dist/ is older than src/: building it (npm run build)\n');
+  // An incremental build trusts its stamp over the files: with outputs missing, start over.
+  if (!fs.existsSync(path.join(root, 'dist', 'cli', 'main.js'))) fs.rmSync(stamp, { force: true });
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
   const result = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
   if (result.status !== 0) process.exit(result.status ?? 1);
