@@ -4,9 +4,9 @@
  * second in total. Figures: delivery latency from the checkpoint's commit (as its writer saw
  * it acknowledged) to each subscriber, p50/p99, and the gateway process's RSS and CPU.
  *
- * The gateway is `jobgate serve` as deployed: compiled (`npm run build`) and run with node, in
- * its own process, so its memory and CPU (read from /proc) are its own; running it through
- * tsx, as `npm start` does, adds about 100 MB of RSS for the transpiler. The checkpoints are
+ * The gateway is `jobgate serve` as deployed (and as `npm start` runs it): compiled (`npm run
+ * build`) and run with node, in its own process, so its memory and CPU (read from /proc) are
+ * its own; running it through tsx instead would add about 100 MB of RSS for the transpiler. The checkpoints are
  * the same single UPDATE a recoverable runner makes, issued from this process, so writer and
  * subscribers share one clock.
  */

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
-// The installed CLI runs the compiled build (`npm run build`); in a checkout, `npm start` and
-// the other npm scripts run the TypeScript sources directly.
+// The CLI runs the compiled build in `dist/` (made by `npm run build`, which `npm install` in a
+// checkout and `npm pack` run through `prepare` / `prepack`); `npm start` rebuilds it first when
+// a source is newer.
 await import('../dist/cli/main.js');

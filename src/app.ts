@@ -8,7 +8,6 @@ import type { Config } from './config.js';
 import { openDatabaseSource, type DatabaseSource } from './db/connect.js';
 import { migrate } from './db/migrate.js';
 import { createDatabase, type Database } from './db/pool.js';
-import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Logger } from './log.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
 import { runDuePass } from './service/engine/run-due.js';
@@ -20,7 +19,7 @@ import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
-import { createJobService } from './service/index.js';
+import { createJobService, NotFoundError } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
 import { SecretBox } from './service/secrets.js';
@@ -131,8 +130,9 @@ export async function startApp(
       opsServer = await startOpsServer(ops, config.host, config.metrics.port);
       log.info(`metrics: /healthz, /readyz${config.metrics.token ? ' and /metrics' : ''} at ${opsServer.url}`);
     }
-    const ws = await reach('start-up', () => findWorkspaceBySlug(database!.db, 'default'));
-    if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
+    await reach('start-up', () => service.workspaceIdOf('default')).catch((error: unknown) => {
+      throw error instanceof NotFoundError ? new Error('the default workspace is missing; the database was not migrated by jobgate') : error;
+    });
     registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
     if (roles.worker) {
       scheduler = createScheduler({ pool: database.pool, log, availability, observer });

@@ -20,9 +20,7 @@ import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate, verifyMigrated } from './db/migrate.js';
-import { findWorkspaceBySlug } from './db/repos/workspaces.js';
 import type { Actor, Role } from './service/actor.js';
-import { NotFoundError } from './service/errors.js';
 import {
   createJobService,
   createJobServiceIn,
@@ -182,9 +180,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
   const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
-    const ws = await findWorkspaceBySlug(database.db, slug);
-    if (!ws) throw new NotFoundError('Workspace', slug);
-    return { workspaceId: ws.id, kind: 'library', role, keyId: onBehalfOfKeyId };
+    return { workspaceId: await service.workspaceIdOf(slug), kind: 'library', role, keyId: onBehalfOfKeyId };
   };
   // The caller gets no Jobgate to close() if this fails: close the pool here, or it holds the
   // process open for its idle timeout.

@@ -15,7 +15,12 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../log.js';
-import { noopObserver, type Observer } from '../service/observer.js';
+
+/** What a listener reports about its connection; the service's Observer is one. */
+export interface ListenerObserver {
+  listenReconnected(who: string): void;
+  listenFellBackToPolling(who: string): void;
+}
 
 export type ListenMode = 'notify' | 'poll';
 
@@ -40,7 +45,8 @@ export interface ListenerOptions {
   connectTimeoutMs?: number;
   applicationName?: string;
   /** Where reconnections and fallbacks to polling are reported (metrics). */
-  observer?: Observer | undefined;
+  /** Told when this connection listens again, or falls back to polling (metrics). */
+  observer?: ListenerObserver | undefined;
 }
 
 export function createListener(options: ListenerOptions) {
@@ -69,7 +75,7 @@ export function createListener(options: ListenerOptions) {
   const setMode = (next: ListenMode) => {
     if (next === mode) return;
     mode = next;
-    if (next === 'poll') (options.observer ?? noopObserver).listenFellBackToPolling(name);
+    if (next === 'poll') options.observer?.listenFellBackToPolling(name);
     options.onMode(next);
   };
 
@@ -122,7 +128,7 @@ export function createListener(options: ListenerOptions) {
     }
     if (stopped || dropped.has(c)) return void destroy(c);
     client = c;
-    if (lostSince !== undefined) (options.observer ?? noopObserver).listenReconnected(name);
+    if (lostSince !== undefined) options.observer?.listenReconnected(name);
     if (lostSince !== undefined) log.info(`${name}: listening again after ${((Date.now() - lostSince) / 1000).toFixed(1)} s`);
     lostSince = undefined;
     options.onListening();

@@ -4,7 +4,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
 import type { Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
@@ -17,7 +17,7 @@ import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
-import { attachWebSocket } from '../subscriptions/ws.js';
+import { attachWebSocket, type Yoga } from '../subscriptions/ws.js';
 import { noopObserver, type Observer } from '../service/observer.js';
 import { useObserveOperations } from './observe-plugin.js';
 import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
@@ -49,7 +49,7 @@ export interface GatewayOptions {
   ops?: OpsRoutes | undefined;
 }
 
-export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
+export type { Yoga };
 
 /**
  * GraphiQL's page, loaded on its first request. The bundle is a 9 MB module whose source and

@@ -24,7 +24,7 @@ export function useObserveOperations(observer: Observer): Plugin {
         },
       };
     },
-    onSubscribe({ args }) {
+    onSubscribe() {
       return {
         onSubscribeResult({ result }) {
           observer.graphqlOperation('subscription', outcomeOf(result));

@@ -12,7 +12,7 @@ import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { text } from './inputs.js';
-import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
+import { ConflictError, DomainError, ForbiddenError, NotFoundError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
 import { hashApiKey, newApiKey } from './secrets.js';
 
@@ -303,6 +303,16 @@ export function createAccessService(ctx: ServiceContext) {
       return mutate(ctx, system, { action: 'apiKey.bootstrap', role: 'ADMIN', input: { name, role }, target: (r: CreateApiKeyResult) => ({ type: 'ApiKey', id: r.apiKey.id }) }, (trx) =>
         insertKey(trx as unknown as typeof db, ws.id, { name, role, installationAdmin, createdBy: null }),
       );
+    },
+
+    /**
+     * The id of the workspace with this slug, for jobgate itself (the library's actors, the
+     * start-up check that the database was migrated by jobgate). Throws NOT_FOUND.
+     */
+    async workspaceIdOf(workspaceSlug: string): Promise<string> {
+      const ws = await findWorkspaceBySlug(db, workspaceSlug);
+      if (!ws) throw new NotFoundError('Workspace', workspaceSlug);
+      return ws.id;
     },
 
     /** Whether any key exists at all (the embedded default bootstraps one when none does). */

@@ -283,7 +283,7 @@ export function createJobsInternals(ctx: ServiceContext) {
 
 export function createJobsService(ctx: ServiceContext) {
   const { db } = ctx;
-  const { validateInput, nextFire, createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
+  const { nextFire, createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
 
   /**
    * createJob in one statement when nothing can refuse it or change its outcome (see

@@ -3,7 +3,6 @@
  * (created_at, id); a cursor is the id of the last row seen, and the next page is the rows
  * strictly below that row's (created_at, id) pair, read with full database precision.
  */
-import { sql, type Expression, type SqlBool } from 'kysely';
 import { isUuid } from '../db/repos/scope.js';
 import { ValidationError } from './errors.js';
 import type { PageInput } from './inputs.js';
@@ -37,25 +36,8 @@ export function decodeCursor(cursor: string): string {
   return match[1]!;
 }
 
-/** The order of a list: by (created_at, id), newest first unless asked otherwise. */
-export type ListOrder = 'NEWEST_FIRST' | 'OLDEST_FIRST';
-
-/**
- * `(created_at, id) < (cursor row's)` (or `>` when the list is oldest first): the keyset
- * predicate, for a table with those columns.
- */
-export function afterCursor(
-  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs' | 'runs',
-  cursorId: string,
-  workspaceId: string,
-  order: ListOrder = 'NEWEST_FIRST',
-): Expression<SqlBool> {
-  const t = sql.table(table);
-  const cursorRow = sql`(select c.created_at, c.id from ${t} as c where c.id = ${cursorId} and c.workspace_id = ${workspaceId})`;
-  return order === 'OLDEST_FIRST'
-    ? sql<SqlBool>`(${t}.created_at, ${t}.id) > ${cursorRow}`
-    : sql<SqlBool>`(${t}.created_at, ${t}.id) < ${cursorRow}`;
-}
+// The keyset predicate is SQL, so it lives in src/db; lists in the service reach it from here.
+export { afterCursor, type ListOrder } from '../db/repos/keyset.js';
 
 /**
  * Counting is bounded: past this many, a count reads the bound. An exact count of a million

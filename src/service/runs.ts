@@ -10,7 +10,7 @@ import { mutate, requireOwnership } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { hasLiveRegistration } from '../db/repos/handlers.js';
-import { ConflictError, NoLiveWorkerError, NotFoundError, ValidationError } from './errors.js';
+import { ConflictError, NoLiveWorkerError, NotFoundError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
 import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 

@@ -79,7 +79,10 @@ export class Feed<T> implements AsyncIterableIterator<T> {
   private notifyDrain() {
     if (this.drainWaiters.length === 0) return;
     const still: typeof this.drainWaiters = [];
-    for (const w of this.drainWaiters) (this.items.length < w.below || this.ended ? w.resolve() : still.push(w));
+    for (const w of this.drainWaiters) {
+      if (this.items.length < w.below || this.ended) w.resolve();
+      else still.push(w);
+    }
     this.drainWaiters = still;
   }
 

@@ -12,11 +12,15 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
+import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../log.js';
+import type { GraphQLContext } from '../schema/builder.js';
 import type { Actor } from '../service/actor.js';
 import { DomainError } from '../service/errors.js';
-import type { Yoga } from '../server/gateway.js';
+
+/** The gateway's yoga instance, whose envelop runs every WebSocket operation. */
+export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
 
 export interface WebSocketOptions {
   authenticate(key: string | undefined): Promise<Actor>;

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { createLogger } from '../../src/log.js';
+import { eventually } from '../support/eventually.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const READY = /gateway: GraphQL and GraphiQL at (http:\/\/\S+)/;
@@ -74,11 +75,7 @@ function processesMentioning(needle: string): number[] {
 }
 
 async function waitUntil(what: string, predicate: () => boolean, ms = 20_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > until) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await eventually(predicate, { timeout: ms, interval: 50, what });
 }
 
 function makeDataDir(): string {

@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
-import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
 import { IntervalRegistry } from '../../src/service/engine/intervals.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { registerInternalHandlers } from '../../src/service/engine/reaper.js';
+import { untilDatabaseTimePasses } from '../support/clock.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 
@@ -204,7 +204,8 @@ describe('alert conditions', () => {
     const rule = await t.service.createAlertRule(t.actor, { name: 'silence', condition: 'NO_SUCCESS', noSuccessMs: 1000, jobIds: [job.id], webhookEndpointId: webhookId });
     await evaluate();
     expect(await sent(rule.id)).toEqual([]);
-    await new Promise((r) => setTimeout(r, 1100));
+    const { rows } = await t.query(`select created_at from alert_rules where id = $1`, [rule.id]);
+    await untilDatabaseTimePasses(t, new Date(rows[0].created_at.getTime() + 1000));
     await evaluate();
     await evaluate();
     expect((await sent(rule.id)).map((n) => [n.kind, n.subject_id])).toEqual([['FIRING', job.id]]);

@@ -9,6 +9,7 @@ import { createDatabase } from '../../src/db/pool.js';
 import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
 import { registerInternalHandlers } from '../../src/service/engine/reaper.js';
 import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { databaseTimeIn, untilDatabaseTimePasses } from '../support/clock.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
@@ -136,7 +137,8 @@ describe('alerts', () => {
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     expect((await notifications(r.id)).map((n) => [n.kind, n.suppressed_count])).toEqual([['FIRING', 0]]);
     // The window ends with the job still failing: the next notification reports the two it held back.
-    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const [first] = await notifications(r.id);
+    await untilDatabaseTimePasses(t, new Date(first.created_at.getTime() + 1000));
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     expect((await notifications(r.id)).map((n) => [n.kind, n.suppressed_count])).toEqual([['FIRING', 0], ['FIRING', 2]]);
     expect((await notifications(r.id))[1].summary).toContain('2 more since the last notification');
@@ -152,7 +154,7 @@ describe('alerts', () => {
   it('says nothing about a job that opted out', async () => {
     const r = await rule('opt out');
     failing.set('opted-out', true);
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'work.flaky', kind: 'DELAYED', runAt: new Date(Date.now() + 500), name: 'opted-out', maxAttempts: 1 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'work.flaky', kind: 'DELAYED', runAt: await databaseTimeIn(t, 500), name: 'opted-out', maxAttempts: 1 });
     await t.service.setJobAlertsOptOut(t.actor, { jobId: job.id, optOut: true });
     await settled(t, job.id);
     const other = await failingJob('not-opted-out');

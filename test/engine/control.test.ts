@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/eventually.js';
 import { createTestGateway } from '../support/graphql.js';
 
 let t: TestDb;
@@ -94,12 +95,11 @@ describe('retryExecution', () => {
         [other.job.id],
       )).rows[0]!.id;
       const retry = t.service.retryExecution(t.actor, failed).catch((e) => e);
-      for (let i = 0; ; i++) {
-        const { rows } = await t.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update \"executions\"%'");
-        if (rows.length) break;
-        if (i > 200) throw new Error('the re-drive never waited on the lock key');
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await eventually(
+        async () =>
+          (await t.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update \"executions\"%'")).rows.length > 0,
+        { timeout: 5000, what: 'the re-drive to wait on the lock key' },
+      );
       await taker.query('commit');
       const error = await retry;
       expect(error).toMatchObject({ code: 'LOCK_HELD', details: { lockKey: 'redrive-key', holderJobId: other.job.id, holderExecutionId: holder } });

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually } from '../support/engine.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -99,7 +100,7 @@ describe('worker processes', { timeout: 60_000 }, () => {
     a.kill('SIGCONT');
     // A wakes: its handlers finish (at-least-once: they ran), its outcomes are refused.
     await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a' and finished_at is not null`)).rows[0].n === 4, 15_000);
-    await new Promise((r) => setTimeout(r, 1000));
+    await quietPeriod(QUIET.lateOutcome);
     expect((await t.query(`select id, status, lease_epoch, updated_at, finished_at from executions order by id`)).rows).toEqual(before);
     expect((await t.query(`select * from attempts order by execution_id, attempt_number`)).rows).toEqual(attemptsBefore);
     const { rows } = await t.query(`select execution_id, count(*) filter (where outcome = 'SUCCEEDED')::int as ok,

@@ -2,6 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { UnrecoverableError } from '../../src/service/engine/handlers.js';
 import { opaqueWorkerId } from '../../src/service/models.js';
+import { databaseTimeIn, untilDatabaseTimePasses } from '../support/clock.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
@@ -130,17 +132,19 @@ describe('HANDLER executions', () => {
   });
 
   it('runs a DELAYED job at its time, not before', async () => {
-    const runAt = new Date(Date.now() + 600);
+    const runAt = await databaseTimeIn(t, 600);
     const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'DELAYED', runAt, input: { late: true } });
     const ex = await settled(t, job.id);
     const [attempt] = await attemptsOf(t, ex.id);
-    expect(attempt.started_at.getTime()).toBeGreaterThanOrEqual(runAt.getTime() - 50);
+    expect(attempt.started_at.getTime()).toBeGreaterThanOrEqual(runAt.getTime());
   });
 
   it('leaves executions of paused jobs alone until resumed', async () => {
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'DELAYED', runAt: new Date(Date.now() + 300) });
+    const runAt = await databaseTimeIn(t, 300);
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'h.echo', kind: 'DELAYED', runAt });
     await t.service.pauseJob(t.actor, job.id);
-    await new Promise((r) => setTimeout(r, 700));
+    await untilDatabaseTimePasses(t, runAt);
+    await quietPeriod(QUIET.claim);
     expect((await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status).toBe('PENDING');
     await t.service.resumeJob(t.actor, job.id);
     await eventually(async () => (await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status === 'SUCCEEDED');

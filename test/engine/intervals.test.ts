@@ -12,6 +12,7 @@ import { createEngineHost, type EngineHost } from '../../src/service/engine/host
 import { IntervalRegistry, type IntervalHandler } from '../../src/service/engine/intervals.js';
 import { RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { codeOf, createTestDb, holdNext, hookedPool, type TestDb } from '../support/db.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
@@ -315,7 +316,7 @@ describe('interval handlers', () => {
     await new Promise((r) => setTimeout(r, 100));
     take.release();
     await stopped;
-    await new Promise((r) => setTimeout(r, 300)); // time for a take stop() did not wait for to land
+    await quietPeriod(QUIET.afterStop); // time for a take stop() did not wait for to land
     // Handed back (due at once, no outcome), not left running under a worker that is gone.
     const row = await stateOf('late-take');
     expect(row).toMatchObject({ owner: null, last_status: null, error_runs: 0, ok_runs: 0 });

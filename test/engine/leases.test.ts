@@ -8,6 +8,7 @@ import { completeExecutions, type Completion } from '../../src/db/queries/comple
 import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
 import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;
@@ -140,7 +141,7 @@ describe('leases', () => {
 
   it('aborts its own attempts when it cannot heartbeat before the lease runs out (self-fencing)', async () => {
     await h.worker({ workerId: 'worker-a', leaseMs: 1500, heartbeatMs: 500, fenceAfterMs: 1000 });
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE', maxAttempts: 1 });
+    await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE', maxAttempts: 1 });
     await eventually(async () => started.length === 1);
     // Make heartbeats fail: the worker's view of the database is gone, the row stays RUNNING.
     await t.query(`create function refuse_heartbeat() returns trigger language plpgsql as $$
@@ -303,7 +304,7 @@ describe('graceful shutdown and a claim in flight', () => {
     holder.release();
     await stopping;
     await eventually(async () => started.length === 1, 5000, 'the claimed attempt to start');
-    await new Promise((r) => setTimeout(r, 200));
+    await quietPeriod(QUIET.claim);
     const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
     expect(ex).toMatchObject({ status: 'PENDING', attempt_count: 0, lease_owner: null });
   });

@@ -3,6 +3,8 @@
  * of reach here), and after its backend is terminated the worker listens again on its own.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { databaseTimeIn, untilDatabaseTimePasses } from '../support/clock.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 
@@ -48,11 +50,13 @@ describe('worker LISTEN connection', () => {
 
   it('is woken when a paused job whose execution came due meanwhile is resumed', async () => {
     await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
-    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 300) });
+    const runAt = await databaseTimeIn(t, 300);
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt });
     await t.service.pauseJob(t.actor, job.id);
     const id = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node.id;
     // Due now; the workers' timers have fired and found it paused, so none is set for it.
-    await new Promise((r) => setTimeout(r, 1000));
+    await untilDatabaseTimePasses(t, runAt);
+    await quietPeriod(QUIET.claim);
     expect(ran).not.toContain(id);
     await t.service.resumeJob(t.actor, job.id);
     await eventually(async () => ran.includes(id), 5000, 'the resumed job\'s execution');
@@ -72,7 +76,7 @@ describe('worker LISTEN connection', () => {
       )).rows[0].id as string;
     const first = await occurrence(2, 60);
     const second = await occurrence(1, -1);
-    await new Promise((r) => setTimeout(r, 500));
+    await quietPeriod(QUIET.claim);
     expect(ran).not.toContain(second);
     await t.service.cancelExecution(t.actor, first);
     await eventually(async () => ran.includes(second), 5000, 'the next occurrence');

@@ -4,12 +4,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
 import { createRunner, outcome, RecoverableRegistry, type Runner } from '../../src/service/engine/recoverable.js';
 import { createTestDb, cutWhileBlocked, holdNext, hookedPool, type TestDb } from '../support/db.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
@@ -474,7 +475,7 @@ describe('recoverable runs', () => {
     await new Promise((res) => setTimeout(res, 100));
     take.release();
     await stopped;
-    await new Promise((res) => setTimeout(res, 300)); // time for a take stop() did not wait for to land
+    await quietPeriod(QUIET.afterStop); // time for a take stop() did not wait for to land
     expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: null });
     expect(r.active()).toBe(0);
   });
@@ -504,7 +505,7 @@ describe('recoverable runs', () => {
     await eventually(async () => atGate === 2);
     openGate();
     await eventually(async () => woundDown);
-    await new Promise((res) => setTimeout(res, 100));
+    await quietPeriod(QUIET.claim);
     expect(r.active()).toBe(1);
     second();
     await eventually(async () => (await status(run.id)) === 'COMPLETED');

@@ -63,7 +63,10 @@ describe('createJob', () => {
     expect(job.cron?.misfirePolicy).toBe('FIRE_LATEST');
     expect(job.cron?.overlapPolicy).toBe('SKIP');
     const next = job.cron!.nextFireAt!;
-    expect(next.getTime()).toBeGreaterThan(Date.now() - 1000);
+    // The next quarter hour after the job was created, both on the database's clock.
+    const created: Date = (await t.query('select created_at from jobs where id = $1', [job.id])).rows[0].created_at;
+    expect(next.getTime()).toBeGreaterThan(created.getTime());
+    expect(next.getTime()).toBeLessThanOrEqual(created.getTime() + 15 * 60_000);
     expect(next.getUTCMinutes() % 15).toBe(0);
     const { rows } = await t.query('select count(*)::int as n from executions where job_id = $1', [job.id]);
     expect(rows[0].n).toBe(0);

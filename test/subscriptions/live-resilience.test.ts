@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
-import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
+import { collect, startLiveGateway } from '../support/live.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 let t: TestDb;

@@ -12,6 +12,7 @@ import { createRunner, outcome, RecoverableRegistry } from '../../src/service/en
 import { cursorsOf, type TestCursors } from '../support/cursors.js';
 import { isConnectionError } from '../../src/db/unavailable.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
 
@@ -117,7 +118,7 @@ describe('executionUpdates and jobEvents', () => {
     }
     await t.service.cancelJob(t.actor, job.id); // a real change after it
     const items = await sub.until((xs) => xs.length > 0);
-    await new Promise((r) => setTimeout(r, 200));
+    await quietPeriod(QUIET.delivery);
     sub.stop();
     // (The job's creation may be in the stream too: it starts at the last settled point.)
     expect(sub.items.filter((x) => x.previousStatus !== null).map((x) => [x.previousStatus, x.status])).toEqual([['ACTIVE', 'RETIRED']]);
@@ -129,7 +130,7 @@ describe('executionUpdates and jobEvents', () => {
     const ours = await subscribed(key, EXECUTIONS);
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
     await ours.until((xs) => xs.some((x) => x.jobId === job.id));
-    await new Promise((r) => setTimeout(r, 200));
+    await quietPeriod(QUIET.delivery);
     expect(theirs.items).toEqual([]);
     theirs.stop();
     ours.stop();
@@ -243,7 +244,7 @@ describe('runProgress and runFindings', () => {
     allow(1); // the walk records the next ten, with ids after `held`, and commits them first
     try {
       await eventually(async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 20);
-      await new Promise((r) => setTimeout(r, 100));
+      await quietPeriod(QUIET.delivery);
       // Committed but behind the open writer: not delivered yet, or order would break.
       expect(sub.items.length).toBe(5);
     } finally {
@@ -254,7 +255,7 @@ describe('runProgress and runFindings', () => {
     await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED', 15_000, 'the run to complete');
     const all = (await t.query(`select id from findings where run_id = $1 and id > $2 order by id`, [run.id, cursor])).rows.map((r) => String(r.id));
     await sub.until((xs) => xs.length >= all.length, 10_000, `all ${all.length} findings`);
-    await new Promise((r) => setTimeout(r, 200));
+    await quietPeriod(QUIET.delivery);
     await runner.stop();
     sub.stop();
     expect(ids()).toEqual(all);
@@ -395,7 +396,7 @@ describe('event retention', () => {
     // Another workspace's horizon is its own: its cursor at the same position is not refused.
     const other = await cursorsOf(t, t.otherActor.workspaceId);
     const elsewhere = collect(live.client(otherKey), JOBS, { after: other.seal('event', cursors.open('event', created)) });
-    await new Promise((r) => setTimeout(r, 300));
+    await quietPeriod(QUIET.firstAnswer);
     expect(elsewhere.errors).toEqual([]);
     elsewhere.stop();
   });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { cursorsOf } from '../support/cursors.js';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/eventually.js';
 import { startLiveGateway, type LiveGateway } from '../support/live.js';
 
 let t: TestDb;
@@ -45,14 +46,10 @@ async function open(): Promise<Raw> {
     messages,
     closed,
     send: (m) => socket.send(typeof m === 'string' ? m : JSON.stringify(m)),
-    async next(type) {
-      for (const deadline = Date.now() + 5000; Date.now() < deadline; ) {
-        const found = messages.find((m) => m.type === type);
-        if (found) return found;
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      throw new Error(`no ${type} message; got ${JSON.stringify(messages)}`);
-    },
+    next: (type) =>
+      eventually(() => messages.find((m) => m.type === type), { timeout: 5000, interval: 10 }).catch(() => {
+        throw new Error(`no ${type} message; got ${JSON.stringify(messages)}`);
+      }),
   };
 }
 
@@ -89,8 +86,9 @@ describe('graphql-transport-ws close codes', () => {
     const c = await open();
     c.send(init());
     await c.next('connection_ack');
+    await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
     c.send(subscribe('same'));
-    await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => live.hub.stats().events === 1, { what: 'the first subscription to be live' });
     c.send(subscribe('same'));
     expect((await c.closed).code).toBe(4409);
   });
@@ -103,15 +101,15 @@ describe('graphql-transport-ws close codes', () => {
     const c = await open();
     c.send(init(own));
     await c.next('connection_ack');
-    for (let i = 0; i < 100 && live.hub.stats().events > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
     c.send(subscribe('again'));
-    for (let i = 0; i < 100 && live.hub.stats().events < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => live.hub.stats().events === 1, { what: 'the first subscription to be live' });
     // Back to back, as the protocol allows once the first is complete.
     c.send({ type: 'complete', id: 'again' });
     c.send(subscribe('again'));
     await new Promise((r) => setTimeout(r, 300));
     const { job } = await t.service.createJob(actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
-    for (let i = 0; i < 250 && !c.messages.some((m) => m.type === 'next'); i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => c.messages.some((m) => m.type === 'next'), { timeout: 5000, what: 'the job event' });
     expect(c.messages.filter((m) => m.id === 'again').map((m) => m.type)).toEqual(['next']);
     const events = (await t.query(`select id, workspace_id from events where topic = 'JOB' and subject_id = $1`, [job.id])).rows;
     const cursors = await cursorsOf(t, events[0].workspace_id);
@@ -144,7 +142,7 @@ describe('graphql-transport-ws close codes', () => {
       c.send(subscribe(`n${i}`));
       sockets.push(c);
     }
-    for (let i = 0; i < 100 && live.hub.stats().events < 20; i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => live.hub.stats().events >= 20, { what: 'twenty live subscriptions' });
     expect(live.hub.stats().events).toBe(20);
     const { rows } = await t.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'jobgate-live'`);
     expect(rows[0].n).toBe(1);
@@ -155,12 +153,13 @@ describe('graphql-transport-ws close codes', () => {
     const endpoint = await t.service.registerEndpoint(t.actor, { name: 'protocol.target', kind: 'HANDLER', handlerName: 'nobody' });
     const stuck = await open();
     const healthy = await open();
+    await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
     for (const c of [stuck, healthy]) {
       c.send(init());
       await c.next('connection_ack');
       c.send(subscribe('s', 'subscription { executionUpdates(after: "0") { cursor executionId jobId endpointId status previousStatus attemptCount occurredAt } }'));
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await eventually(() => live.hub.stats().events === 2, { what: 'both subscriptions past their replay' });
     // Stop reading: the client's socket buffers fill, then the server's.
     (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.pause();
     // Many events at once: 20,000 executions created in one statement.
@@ -170,17 +169,16 @@ describe('graphql-transport-ws close codes', () => {
        select workspace_id, id, endpoint_id, now() + make_interval(secs => g), 1, now() + interval '1000 years' from jobs, generate_series(1, 20000) g where id = $1`,
       [job.id],
     );
-    for (const deadline = Date.now() + 20_000; !live.logs.some((l) => l.includes('stopped reading')) && Date.now() < deadline; ) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(live.logs.some((l) => l.includes('stopped reading'))).toBe(true);
+    await eventually(() => live.logs.some((l) => l.includes('stopped reading')), { timeout: 20_000, interval: 50, what: 'the stuck subscriber to be cut off' });
     // Once it reads again it finds its connection gone (closed, or reset before the close frame).
     (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.resume();
     const closed = await stuck.closed;
     expect([1008, 1006]).toContain(closed.code);
-    for (const deadline = Date.now() + 20_000; healthy.messages.filter((m) => m.type === 'next').length < 20_001 && Date.now() < deadline; ) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await eventually(() => healthy.messages.filter((m) => m.type === 'next').length >= 20_001, {
+      timeout: 20_000,
+      interval: 50,
+      what: 'the healthy subscriber to receive every event',
+    });
     // The healthy one fell behind the burst too, caught up from the database, and got every
     // event once, in order.
     const sealed = await cursorsOf(t, t.actor.workspaceId);

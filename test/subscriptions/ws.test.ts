@@ -9,6 +9,7 @@ import WebSocket from 'ws';
 import { createLogger } from '../../src/log.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { QUIET, quietPeriod } from '../support/eventually.js';
 
 let t: TestDb;
 let gw: RunningGateway;
@@ -89,7 +90,7 @@ describe('GraphQL over WebSocket', () => {
     const emfile = () => Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
     expect(() => gw.server.emit('error', emfile())).not.toThrow();
     expect(() => gw.server.emit('error', emfile())).not.toThrow();
-    await new Promise((r) => setTimeout(r, 200));
+    await quietPeriod(QUIET.delivery);
     expect(closed).toEqual([]);
     expect((await run(open, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
     expect((await run(client(key), '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });

@@ -44,16 +44,9 @@ export function engineHarness(t: TestDb): EngineHarness {
   };
 }
 
-/** Polls until `fn` returns a truthy value, or fails after `ms`. */
-export async function eventually<T>(fn: () => Promise<T | undefined | null | false>, ms = 10_000, what = 'condition'): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+// The one polling helper (see ./eventually.ts), here too for the tests that import it from here.
+export { eventually } from './eventually.js';
+import { eventually } from './eventually.js';
 
 export async function executionOf(t: TestDb, jobId: string) {
   return (await t.query('select * from executions where job_id = $1 order by created_at', [jobId])).rows;

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { ConfigEntry, ConfigRow } from '../types.js';
-import { afterCursor } from '../../service/pagination.js';
+import { afterCursor } from './keyset.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findConfigById(db: Executor, workspaceId: string, id: string): Promise<ConfigRow | undefined> {

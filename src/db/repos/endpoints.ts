@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { EndpointPatch, EndpointRow, NewEndpoint } from '../types.js';
-import { afterCursor } from '../../service/pagination.js';
+import { afterCursor } from './keyset.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findEndpointById(

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { JobPatch, JobRow, JobStatus, NewJob } from '../types.js';
-import type { ListOrder } from '../../service/pagination.js';
+import type { ListOrder } from './keyset.js';
 import { countAtMost, orderedPage } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 

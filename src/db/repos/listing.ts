@@ -3,7 +3,7 @@
  * Each list builds its filtered rows once (the `base` query) and hands it to both.
  */
 import { sql, type SelectQueryBuilder } from 'kysely';
-import { afterCursor, type ListOrder } from '../../service/pagination.js';
+import { afterCursor, type ListOrder } from './keyset.js';
 import type { DB } from '../types.js';
 import type { Executor } from './scope.js';
 

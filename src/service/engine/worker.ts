@@ -32,7 +32,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import pg from 'pg';
+import type pg from 'pg';
 import { createListener, type Listener, type ListenMode } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';

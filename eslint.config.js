@@ -1,0 +1,109 @@
+// ESLint (flat config): typescript-eslint's recommended rules, and the layer rules of
+// DESIGN.md as import restrictions, one block per folder. `npm run lint`, part of `npm run check`.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+/**
+ * Forbids, in the files of `folder` (under src/), relative imports that reach the named
+ * modules of src/ (`service` means src/service and everything under it; `app` means src/app.ts),
+ * plus the `packages` named. A file's depth below src/ fixes how many `../` reach src/, so each
+ * depth gets its own block (one `no-restricted-imports` per file: a later block would replace it).
+ */
+function layer(folder, forbidden, message, packages = []) {
+  const names = forbidden.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
+  return [1, 2, 3].map((depth) => ({
+    files: [`src/${folder}/${'*/'.repeat(depth - 1)}*.ts`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: packages.map((name) => ({ name, message })),
+          patterns: [{ regex: `^${'../'.repeat(depth)}(${names})(/|\\.js$)`, message }],
+        },
+      ],
+    },
+  }));
+}
+
+const ABOVE_SERVICE = ['schema', 'resolvers', 'subscriptions', 'server', 'cli', 'app', 'index'];
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'console/dist/', '.jobgate/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: {
+      ecmaVersion: 2023,
+      sourceType: 'module',
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        Buffer: 'readonly',
+        URL: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+      },
+    },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      // `any` is confined to tests and a few library seams; each is visible in review.
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false }],
+      'no-empty': ['error', { allowEmptyCatch: true }],
+      'prefer-const': ['error', { destructuring: 'all', ignoreReadBeforeAssign: true }],
+      // Redaction and input checks match control characters on purpose (NUL, C0, DEL).
+      'no-control-regex': 'off',
+    },
+  },
+  // Type-aware, for src only (the type-checked pass costs about 30 s of CPU): a promise nobody
+  // awaits or catches is how a worker loses an error, or a shutdown step runs out of order.
+  {
+    files: ['src/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false, attributes: false } }],
+    },
+  },
+  // Layers, one direction only (DESIGN.md): db < service < subscriptions < server; schema and
+  // resolvers sit on the service. Adapters (app, index, cli) compose; they never reach SQL.
+  ...layer(
+    'db',
+    ['service', ...ABOVE_SERVICE],
+    'src/db is the bottom layer: it imports nothing above it (move the shared piece down into src/db).',
+  ),
+  ...layer(
+    'service',
+    ABOVE_SERVICE,
+    'src/service imports nothing from the GraphQL, subscription or server layers, nor from the composition roots.',
+  ),
+  ...layer(
+    'subscriptions',
+    ['server', 'resolvers', 'cli', 'app', 'index'],
+    'src/subscriptions sits below src/server: the server wires it, never the other way round.',
+  ),
+  ...layer(
+    'resolvers',
+    ['db', 'subscriptions', 'server', 'cli', 'app', 'index'],
+    'A resolver unpacks its arguments and calls one service function: it imports src/service and schema refs only, never SQL.',
+    ['kysely', 'pg'],
+  ),
+  ...layer('schema', ['db', 'server', 'cli', 'app', 'index'], 'GraphQL types describe the service; they hold no SQL and no transport.', [
+    'kysely',
+    'pg',
+  ]),
+  {
+    files: ['src/app.ts', 'src/index.ts', 'src/cli/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '^(\\.\\./|\\./)db/(repos|queries)/', message: 'Composition roots call the service, not a repository or a query.' },
+          ],
+        },
+      ],
+    },
+  },
+);

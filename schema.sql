@@ -1,0 +1,959 @@
+-- The schema after migrations/000023_interval_on_demand.sql: pg_dump --schema-only of a freshly migrated
+-- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
+-- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
+
+CREATE FUNCTION public.jobgate_backoff_ms(base_ms integer, max_ms integer, attempt integer, jitter boolean) RETURNS double precision
+    LANGUAGE sql
+    AS $$
+  select case when jitter then random() else 1 end
+       * least(max_ms::double precision, base_ms * power(2::double precision, greatest(attempt - 1, 0)))
+$$;
+
+CREATE FUNCTION public.jobgate_event_writer() RETURNS void
+    LANGUAGE sql
+    AS $$
+  select pg_advisory_xact_lock_shared(27239, 1)
+$$;
+
+CREATE FUNCTION public.jobgate_events_alerts_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, job_id, name, status)
+  select n.workspace_id, 'ALERT', n.id, case when n.subject_type = 'JOB' then n.subject_id end, n.condition, n.kind
+  from new_rows n order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_executions_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, job_id, endpoint_id, status, attempt_count)
+  select n.workspace_id, 'EXECUTION', n.id, n.job_id, n.endpoint_id, n.status, n.attempt_count
+  from new_rows n order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_executions_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, job_id, endpoint_id, status, previous_status, attempt_count)
+  select n.workspace_id, 'EXECUTION', n.id, n.job_id, n.endpoint_id, n.status, o.status, n.attempt_count
+  from new_rows n join old_rows o on o.id = n.id
+  where n.status is distinct from o.status
+  order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_findings_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform 1 from new_rows limit 1;
+  if found then perform pg_notify('jobgate_events', 'f'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_findings_mark() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_jobs_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, job_id, endpoint_id, status)
+  select n.workspace_id, 'JOB', n.id, n.id, n.endpoint_id, n.status from new_rows n order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_jobs_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, job_id, endpoint_id, status, previous_status)
+  select n.workspace_id, 'JOB', n.id, n.id, n.endpoint_id, n.status, o.status
+  from new_rows n join old_rows o on o.id = n.id
+  where n.status is distinct from o.status
+  order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_runs_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, name, status)
+  select n.workspace_id, 'RUN', n.id, n.name, n.status from new_rows n order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_events_runs_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  moved record;
+begin
+  perform jobgate_event_writer();
+  insert into events (workspace_id, topic, subject_id, name, status, previous_status, pause_kind)
+  select n.workspace_id, 'RUN', n.id, n.name, n.status, o.status, case when n.status = 'PAUSED' then n.pause_kind end
+  from new_rows n join old_rows o on o.id = n.id
+  where n.status is distinct from o.status
+  order by n.id;
+  if found then perform pg_notify('jobgate_events', 'e'); end if;
+  for moved in
+    select n.id from new_rows n join old_rows o on o.id = n.id
+    where n.status is distinct from o.status or n.processed is distinct from o.processed
+       or n.total is distinct from o.total or n.stats is distinct from o.stats
+       or n.cursor is distinct from o.cursor
+  loop
+    perform pg_notify('jobgate_events', 'r:' || moved.id);
+  end loop;
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_interval_streak() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if new.ok_runs > old.ok_runs then
+    new.error_streak := 0;
+    new.last_ok_at := coalesce(new.last_finished_at, now());
+  elsif new.error_runs > old.error_runs then
+    new.error_streak := old.error_streak + (new.error_runs - old.error_runs);
+  end if;
+  return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_interval_tick_end() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if new.last_finished_at is distinct from old.last_finished_at then
+    new.last_epoch := new.epoch;
+  end if;
+  -- A tick ends (its owner is cleared): the cadence ticks due while it ran, from its start to
+  -- now, but for the one that runs right after it.
+  if old.owner is not null and new.owner is null and old.every_ms is not null and old.run_started_at is not null then
+    new.skipped_ticks := old.skipped_ticks
+      + greatest(0, floor(extract(epoch from (now() - old.run_started_at)) * 1000 / old.every_ms)::bigint - 1);
+  end if;
+  return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_notify_work() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform pg_notify('jobgate_work', '');
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_pin_execution_input() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  select j.input into new.input from jobs j where j.id = new.job_id;
+  return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_provision_alerts(ws uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+declare
+  evaluator_id uuid;
+begin
+  insert into endpoints (workspace_id, name, description, kind, type, handler_name, max_attempts)
+  values (ws, 'jobgate.alerts', 'Evaluates alert rules and records notifications (system-owned).', 'HANDLER', 'INTERNAL', 'jobgate.alerts', 3)
+  returning id into evaluator_id;
+  insert into jobs (workspace_id, endpoint_id, name, kind, input, max_attempts, cron_expression, timezone,
+                    misfire_policy, overlap_policy, next_fire_at, alerts_opt_out)
+  values (ws, evaluator_id, 'alerts', 'CRON', '{}', 3, '* * * * *', 'UTC', 'FIRE_LATEST', 'SKIP', now(), true);
+  -- A mail server that is down is retried with backoff for about a day, never given up quickly.
+  insert into endpoints (workspace_id, name, description, kind, type, handler_name, max_attempts, backoff_base_ms, backoff_max_ms)
+  values (ws, 'jobgate.alert-email', 'Sends alert notifications by email (system-owned).', 'HANDLER', 'INTERNAL', 'jobgate.alert-email', 30, 5000, 3600000);
+  insert into alert_cursors (workspace_id, events_after, findings_after)
+  values (ws, (select case when is_called then last_value else 0 end from events_id_seq),
+              (select case when is_called then last_value else 0 end from findings_id_seq));
+end $$;
+
+CREATE FUNCTION public.jobgate_provision_reaper(ws uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+declare
+  reaper_id uuid;
+begin
+  insert into endpoints (workspace_id, name, description, kind, type, handler_name, max_attempts)
+  values (ws, 'jobgate.reaper', 'Retires cron jobs past their endsAt (system-owned).', 'HANDLER', 'INTERNAL', 'jobgate.reaper', 3)
+  returning id into reaper_id;
+  insert into jobs (workspace_id, endpoint_id, name, kind, input, max_attempts, cron_expression, timezone,
+                    misfire_policy, overlap_policy, next_fire_at)
+  values (ws, reaper_id, 'reaper', 'CRON', '{}', 3, '*/5 * * * *', 'UTC', 'FIRE_LATEST', 'SKIP', now());
+end $$;
+
+CREATE FUNCTION public.jobgate_provision_workspace() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_provision_reaper(new.id);
+  return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_provision_workspace_alerts() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform jobgate_provision_alerts(new.id);
+  return new;
+end $$;
+
+CREATE TABLE public.alert_cursors (
+    workspace_id uuid NOT NULL,
+    events_after bigint NOT NULL,
+    findings_after bigint NOT NULL,
+    pending_events bigint,
+    pending_findings bigint,
+    pending_writers text[],
+    evaluated_at timestamp with time zone
+);
+
+CREATE TABLE public.alert_notifications (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    rule_id uuid NOT NULL,
+    condition text NOT NULL,
+    kind text NOT NULL,
+    subject_type text NOT NULL,
+    subject_key text NOT NULL,
+    subject_id uuid,
+    subject_name text,
+    window_start timestamp with time zone NOT NULL,
+    first_seen_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    occurrences integer NOT NULL,
+    suppressed_count integer DEFAULT 0 NOT NULL,
+    summary text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    webhook_job_id uuid,
+    email_job_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_notifications_kind_check CHECK ((kind = ANY (ARRAY['FIRING'::text, 'RESOLVED'::text]))),
+    CONSTRAINT alert_notifications_subject_type_check CHECK ((subject_type = ANY (ARRAY['JOB'::text, 'RECOVERABLE'::text, 'INTERVAL'::text])))
+);
+
+CREATE TABLE public.alert_rules (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    condition text NOT NULL,
+    job_ids uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    endpoint_ids uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    handler_names text[] DEFAULT '{}'::text[] NOT NULL,
+    min_consecutive integer DEFAULT 1 NOT NULL,
+    no_success_ms bigint,
+    min_severity text,
+    webhook_endpoint_id uuid,
+    webhook_format text DEFAULT 'JSON'::text NOT NULL,
+    email boolean DEFAULT false NOT NULL,
+    email_to text[] DEFAULT '{}'::text[] NOT NULL,
+    rate_limit_ms bigint DEFAULT 21600000 NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    created_by_key_id uuid,
+    deleted_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_rules_check CHECK (((condition <> 'NO_SUCCESS'::text) OR (no_success_ms IS NOT NULL))),
+    CONSTRAINT alert_rules_check1 CHECK (((condition <> 'FINDING'::text) OR (min_severity IS NOT NULL))),
+    CONSTRAINT alert_rules_check2 CHECK (((webhook_endpoint_id IS NOT NULL) OR email)),
+    CONSTRAINT alert_rules_condition_check CHECK ((condition = ANY (ARRAY['EXECUTION_FAILED'::text, 'RUN_FAILED'::text, 'INTERVAL_ERROR'::text, 'SCHEDULE_ERROR'::text, 'NO_SUCCESS'::text, 'FINDING'::text]))),
+    CONSTRAINT alert_rules_min_consecutive_check CHECK (((min_consecutive >= 1) AND (min_consecutive <= 1000))),
+    CONSTRAINT alert_rules_min_severity_check CHECK ((min_severity = ANY (ARRAY['INFO'::text, 'WARNING'::text, 'ERROR'::text, 'DATA_LOSS'::text]))),
+    CONSTRAINT alert_rules_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
+    CONSTRAINT alert_rules_no_success_ms_check CHECK ((no_success_ms >= 1000)),
+    CONSTRAINT alert_rules_rate_limit_ms_check CHECK ((rate_limit_ms >= 1000)),
+    CONSTRAINT alert_rules_webhook_format_check CHECK ((webhook_format = ANY (ARRAY['JSON'::text, 'SLACK'::text])))
+);
+
+CREATE TABLE public.alert_states (
+    rule_id uuid NOT NULL,
+    subject_key text NOT NULL,
+    workspace_id uuid NOT NULL,
+    firing boolean DEFAULT false NOT NULL,
+    notified boolean DEFAULT false NOT NULL,
+    first_seen_at timestamp with time zone,
+    last_seen_at timestamp with time zone,
+    occurrences integer DEFAULT 0 NOT NULL,
+    last_notified_at timestamp with time zone,
+    window_start timestamp with time zone,
+    suppressed integer DEFAULT 0 NOT NULL,
+    observed text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.api_keys (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    role text NOT NULL,
+    installation_admin boolean DEFAULT false NOT NULL,
+    prefix text NOT NULL,
+    key_hash bytea NOT NULL,
+    created_by_key_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_keys_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
+    CONSTRAINT api_keys_role_check CHECK ((role = ANY (ARRAY['ADMIN'::text, 'OPERATOR'::text, 'VIEWER'::text])))
+);
+
+CREATE TABLE public.attempts (
+    workspace_id uuid NOT NULL,
+    execution_id uuid NOT NULL,
+    attempt_number integer NOT NULL,
+    lease_epoch bigint NOT NULL,
+    worker_id text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    outcome text,
+    status_code integer,
+    duration_ms integer,
+    error text,
+    response_excerpt text,
+    target jsonb,
+    CONSTRAINT attempts_attempt_number_check CHECK ((attempt_number >= 1)),
+    CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'TIMED_OUT'::text, 'LEASE_EXPIRED'::text, 'CANCELLED'::text])))
+)
+WITH (fillfactor='100');
+
+CREATE TABLE public.audit_log (
+    id bigint NOT NULL,
+    workspace_id uuid NOT NULL,
+    actor_kind text NOT NULL,
+    actor_key_id uuid,
+    action text NOT NULL,
+    target_type text,
+    target_id text,
+    input jsonb DEFAULT '{}'::jsonb NOT NULL,
+    result_code text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT audit_log_actor_kind_check CHECK ((actor_kind = ANY (ARRAY['user'::text, 'library'::text, 'system'::text])))
+);
+
+ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.audit_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.configs (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    entries jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by_key_id uuid,
+    CONSTRAINT configs_entries_check CHECK ((jsonb_typeof(entries) = 'object'::text))
+);
+
+CREATE TABLE public.endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    description text,
+    kind text NOT NULL,
+    type text DEFAULT 'USER'::text NOT NULL,
+    url text,
+    method text,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    timeout_ms integer,
+    signing_secret text,
+    handler_name text,
+    payload_spec_id uuid,
+    config_id uuid,
+    max_attempts integer,
+    backoff_base_ms integer DEFAULT 1000 NOT NULL,
+    backoff_max_ms integer DEFAULT 300000 NOT NULL,
+    jitter boolean DEFAULT true NOT NULL,
+    concurrency_limit integer,
+    archived_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by_key_id uuid,
+    CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
+    CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
+    CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
+    CONSTRAINT endpoints_concurrency_limit_check CHECK ((concurrency_limit > 0)),
+    CONSTRAINT endpoints_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT endpoints_kind_check CHECK ((kind = ANY (ARRAY['HTTP'::text, 'HANDLER'::text]))),
+    CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
+    CONSTRAINT endpoints_method_check CHECK ((method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
+    CONSTRAINT endpoints_name_check CHECK ((name ~ '^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$'::text)),
+    CONSTRAINT endpoints_timeout_ms_check CHECK ((timeout_ms > 0)),
+    CONSTRAINT endpoints_type_check CHECK ((type = ANY (ARRAY['USER'::text, 'INTERNAL'::text])))
+);
+
+CREATE TABLE public.events (
+    id bigint NOT NULL,
+    workspace_id uuid NOT NULL,
+    topic text NOT NULL,
+    subject_id uuid NOT NULL,
+    job_id uuid,
+    endpoint_id uuid,
+    name text,
+    status text NOT NULL,
+    previous_status text,
+    attempt_count integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    pause_kind text,
+    CONSTRAINT events_topic_check CHECK ((topic = ANY (ARRAY['EXECUTION'::text, 'JOB'::text, 'RUN'::text, 'ALERT'::text])))
+);
+
+ALTER TABLE public.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.executions (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    status text DEFAULT 'PENDING'::text NOT NULL,
+    attempt_count integer DEFAULT 0 NOT NULL,
+    max_attempts integer NOT NULL,
+    run_after timestamp with time zone NOT NULL,
+    lease_owner text,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    last_error text,
+    finished_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    endpoint_id uuid NOT NULL,
+    lock_key text,
+    cancel_requested_at timestamp with time zone,
+    request_id text,
+    trigger text DEFAULT 'SCHEDULE'::text NOT NULL,
+    serial boolean DEFAULT false NOT NULL,
+    created_by_key_id uuid,
+    attempt_started_at timestamp with time zone,
+    input jsonb,
+    CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
+    CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT executions_request_id_check CHECK ((request_id <> ''::text)),
+    CONSTRAINT executions_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
+    CONSTRAINT executions_trigger_check CHECK ((trigger = ANY (ARRAY['SCHEDULE'::text, 'MANUAL'::text])))
+)
+WITH (fillfactor='70');
+
+COMMENT ON COLUMN public.executions.input IS 'The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).';
+
+CREATE TABLE public.findings (
+    id bigint NOT NULL,
+    workspace_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    kind text NOT NULL,
+    severity text NOT NULL,
+    resource_id text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT findings_kind_check CHECK (((length(kind) >= 1) AND (length(kind) <= 200))),
+    CONSTRAINT findings_resource_id_check CHECK (((length(resource_id) >= 1) AND (length(resource_id) <= 500))),
+    CONSTRAINT findings_severity_check CHECK ((severity = ANY (ARRAY['INFO'::text, 'WARNING'::text, 'ERROR'::text, 'DATA_LOSS'::text])))
+);
+
+ALTER TABLE public.findings ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.findings_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.interval_handlers (
+    name text NOT NULL,
+    every_ms bigint,
+    next_due_at timestamp with time zone NOT NULL,
+    owner text,
+    epoch bigint DEFAULT 0 NOT NULL,
+    run_started_at timestamp with time zone,
+    last_status text,
+    last_count bigint,
+    last_cause text,
+    last_error text,
+    last_started_at timestamp with time zone,
+    last_finished_at timestamp with time zone,
+    ok_runs bigint DEFAULT 0 NOT NULL,
+    error_runs bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    overrun boolean DEFAULT false NOT NULL,
+    error_streak integer DEFAULT 0 NOT NULL,
+    last_ok_at timestamp with time zone,
+    skipped_ticks bigint DEFAULT 0 NOT NULL,
+    last_epoch bigint,
+    CONSTRAINT interval_handlers_check CHECK (((owner IS NULL) = (run_started_at IS NULL))),
+    CONSTRAINT interval_handlers_check1 CHECK (((last_status = 'ERROR'::text) = (last_cause IS NOT NULL))),
+    CONSTRAINT interval_handlers_every_ms_check CHECK ((every_ms > 0)),
+    CONSTRAINT interval_handlers_last_cause_check CHECK ((last_cause = ANY (ARRAY['HANDLER'::text, 'TIMEOUT'::text, 'CRASHED'::text]))),
+    CONSTRAINT interval_handlers_last_status_check CHECK ((last_status = ANY (ARRAY['OK'::text, 'ERROR'::text]))),
+    CONSTRAINT interval_handlers_name_check CHECK ((name ~ '^[A-Za-z0-9_.:-]{1,200}$'::text)),
+    CONSTRAINT interval_handlers_overrun_owned CHECK (((NOT overrun) OR (owner IS NOT NULL)))
+);
+
+COMMENT ON COLUMN public.interval_handlers.every_ms IS 'Period between ticks, in ms; null for an on-demand handler, which runs only when triggered.';
+
+COMMENT ON COLUMN public.interval_handlers.skipped_ticks IS 'Ticks skipped because a tick was still running when they came due (all time).';
+
+COMMENT ON COLUMN public.interval_handlers.last_epoch IS 'The epoch (take) of the tick whose outcome last_status, last_cause, last_error ... hold; null before the first outcome.';
+
+CREATE TABLE public.jobgate_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.jobs (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    name text,
+    kind text NOT NULL,
+    status text DEFAULT 'ACTIVE'::text NOT NULL,
+    input jsonb DEFAULT '{}'::jsonb NOT NULL,
+    max_attempts integer NOT NULL,
+    idempotency_key text,
+    run_at timestamp with time zone,
+    cron_expression text,
+    timezone text,
+    starts_at timestamp with time zone,
+    ends_at timestamp with time zone,
+    misfire_policy text,
+    overlap_policy text,
+    next_fire_at timestamp with time zone,
+    retired_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lock_key text,
+    last_fired_at timestamp with time zone,
+    skipped_ticks integer DEFAULT 0 NOT NULL,
+    last_skip_at timestamp with time zone,
+    last_skip_reason text,
+    missed_ticks integer DEFAULT 0 NOT NULL,
+    schedule_error text,
+    schedule_error_at timestamp with time zone,
+    created_by_key_id uuid,
+    schedule_name text,
+    alerts_opt_out boolean DEFAULT false NOT NULL,
+    CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
+    CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
+    CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
+    CONSTRAINT jobs_check3 CHECK (((starts_at IS NULL) OR (ends_at IS NULL) OR (starts_at < ends_at))),
+    CONSTRAINT jobs_check4 CHECK (((status = 'RETIRED'::text) = (retired_at IS NOT NULL))),
+    CONSTRAINT jobs_idempotency_key_check CHECK ((idempotency_key <> ''::text)),
+    CONSTRAINT jobs_kind_check CHECK ((kind = ANY (ARRAY['IMMEDIATE'::text, 'DELAYED'::text, 'CRON'::text]))),
+    CONSTRAINT jobs_lock_key_check CHECK ((lock_key <> ''::text)),
+    CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
+    CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['FIRE_LATEST'::text, 'SKIP'::text, 'FIRE_ALL'::text]))),
+    CONSTRAINT jobs_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['SKIP'::text, 'QUEUE'::text, 'ALLOW'::text]))),
+    CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'RETIRED'::text])))
+);
+
+CREATE TABLE public.payload_specs (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    description text,
+    json_schema jsonb NOT NULL,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by_key_id uuid
+);
+
+CREATE TABLE public.run_schedules (
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    cron_expression text,
+    timezone text,
+    every_ms bigint,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    next_due_at timestamp with time zone NOT NULL,
+    ticks bigint DEFAULT 0 NOT NULL,
+    ticks_on_active bigint DEFAULT 0 NOT NULL,
+    last_tick_at timestamp with time zone,
+    last_tick_outcome text,
+    last_tick_run_id uuid,
+    last_error text,
+    last_error_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_schedules_check CHECK ((((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (every_ms IS NULL)) OR ((cron_expression IS NULL) AND (timezone IS NULL) AND (every_ms IS NOT NULL)))),
+    CONSTRAINT run_schedules_every_ms_check CHECK ((every_ms > 0)),
+    CONSTRAINT run_schedules_last_tick_outcome_check CHECK ((last_tick_outcome = ANY (ARRAY['STARTED'::text, 'RESUMED'::text, 'ACTIVE'::text, 'HELD'::text]))),
+    CONSTRAINT run_schedules_name_check CHECK ((name ~ '^[A-Za-z0-9_.:-]{1,200}$'::text))
+);
+
+CREATE TABLE public.runs (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    status text DEFAULT 'RUNNING'::text NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    cursor bytea,
+    cursor_json boolean DEFAULT false NOT NULL,
+    stats jsonb DEFAULT '{}'::jsonb NOT NULL,
+    processed bigint DEFAULT 0 NOT NULL,
+    total bigint,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    owner text,
+    epoch bigint DEFAULT 0 NOT NULL,
+    heartbeat_at timestamp with time zone,
+    error text,
+    pause_reason text,
+    finished_at timestamp with time zone,
+    created_by_key_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    stale_ms integer,
+    pause_kind text,
+    resume_after timestamp with time zone,
+    outage_hand_backs integer DEFAULT 0 NOT NULL,
+    CONSTRAINT runs_name_check CHECK ((name ~ '^[A-Za-z0-9_.:-]{1,200}$'::text)),
+    CONSTRAINT runs_pause_kind_check CHECK ((pause_kind = ANY (ARRAY['CANCELLED'::text, 'CRASHED'::text, 'HANDLER'::text]))),
+    CONSTRAINT runs_pause_kind_when_paused CHECK (((status = 'PAUSED'::text) = (pause_kind IS NOT NULL))),
+    CONSTRAINT runs_processed_check CHECK ((processed >= 0)),
+    CONSTRAINT runs_stale_ms_check CHECK ((stale_ms > 0)),
+    CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['RUNNING'::text, 'CANCEL_REQUESTED'::text, 'PAUSED'::text, 'COMPLETED'::text, 'FAILED'::text]))),
+    CONSTRAINT runs_total_check CHECK ((total >= 0))
+);
+
+CREATE TABLE public.workers (
+    id text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    stale_ms integer NOT NULL,
+    handlers jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT workers_id_check CHECK (((length(id) >= 1) AND (length(id) <= 300))),
+    CONSTRAINT workers_stale_ms_check CHECK ((stale_ms > 0))
+);
+
+CREATE TABLE public.workspaces (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    slug text NOT NULL,
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    events_pruned_through bigint DEFAULT 0 NOT NULL,
+    cursor_key bytea DEFAULT decode(replace(((gen_random_uuid())::text || (gen_random_uuid())::text), '-'::text, ''::text), 'hex'::text) NOT NULL,
+    CONSTRAINT workspaces_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
+    CONSTRAINT workspaces_slug_check CHECK ((slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'::text))
+);
+
+ALTER TABLE ONLY public.alert_cursors
+    ADD CONSTRAINT alert_cursors_pkey PRIMARY KEY (workspace_id);
+
+ALTER TABLE ONLY public.alert_notifications
+    ADD CONSTRAINT alert_notifications_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.alert_notifications
+    ADD CONSTRAINT alert_notifications_rule_id_subject_key_kind_window_start_key UNIQUE (rule_id, subject_key, kind, window_start);
+
+ALTER TABLE ONLY public.alert_rules
+    ADD CONSTRAINT alert_rules_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.alert_rules
+    ADD CONSTRAINT alert_rules_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.alert_states
+    ADD CONSTRAINT alert_states_pkey PRIMARY KEY (rule_id, subject_key);
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash);
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.attempts
+    ADD CONSTRAINT attempts_pkey PRIMARY KEY (execution_id, attempt_number);
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.configs
+    ADD CONSTRAINT configs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.configs
+    ADD CONSTRAINT configs_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.configs
+    ADD CONSTRAINT configs_workspace_id_name_key UNIQUE (workspace_id, name);
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.executions
+    ADD CONSTRAINT executions_job_id_scheduled_for_key UNIQUE (job_id, scheduled_for);
+
+ALTER TABLE ONLY public.executions
+    ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.findings
+    ADD CONSTRAINT findings_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.findings
+    ADD CONSTRAINT findings_run_id_kind_resource_id_key UNIQUE (run_id, kind, resource_id);
+
+ALTER TABLE ONLY public.interval_handlers
+    ADD CONSTRAINT interval_handlers_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY public.jobgate_migrations
+    ADD CONSTRAINT jobgate_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.payload_specs
+    ADD CONSTRAINT payload_specs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.payload_specs
+    ADD CONSTRAINT payload_specs_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.payload_specs
+    ADD CONSTRAINT payload_specs_workspace_id_name_key UNIQUE (workspace_id, name);
+
+ALTER TABLE ONLY public.run_schedules
+    ADD CONSTRAINT run_schedules_pkey PRIMARY KEY (workspace_id, name);
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_workspace_id_id_key UNIQUE (workspace_id, id);
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.workspaces
+    ADD CONSTRAINT workspaces_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.workspaces
+    ADD CONSTRAINT workspaces_slug_key UNIQUE (slug);
+
+CREATE INDEX alert_notifications_workspace_created ON public.alert_notifications USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE UNIQUE INDEX alert_rules_live_name ON public.alert_rules USING btree (workspace_id, name) WHERE (deleted_at IS NULL);
+
+CREATE INDEX alert_rules_workspace_created ON public.alert_rules USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX audit_log_workspace ON public.audit_log USING btree (workspace_id, id DESC);
+
+CREATE UNIQUE INDEX endpoints_live_name ON public.endpoints USING btree (workspace_id, name) WHERE (archived_at IS NULL);
+
+CREATE INDEX events_created ON public.events USING brin (created_at);
+
+CREATE INDEX events_replay ON public.events USING btree (workspace_id, topic, id);
+
+CREATE INDEX executions_due ON public.executions USING btree (run_after, id) WHERE (status = 'PENDING'::text);
+
+CREATE INDEX executions_endpoint_created ON public.executions USING btree (endpoint_id, created_at DESC, id DESC);
+
+CREATE INDEX executions_failed_created ON public.executions USING btree (workspace_id, created_at DESC, id DESC) WHERE (status = 'FAILED'::text);
+
+CREATE INDEX executions_job_created ON public.executions USING btree (job_id, created_at DESC, id DESC);
+
+CREATE UNIQUE INDEX executions_live_lock_key ON public.executions USING btree (workspace_id, lock_key) WHERE ((lock_key IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text])));
+
+CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_id, request_id) WHERE (request_id IS NOT NULL);
+
+CREATE INDEX executions_running_endpoint ON public.executions USING btree (endpoint_id) WHERE (status = 'RUNNING'::text);
+
+CREATE INDEX executions_workspace_created ON public.executions USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX findings_run ON public.findings USING btree (run_id, id);
+
+CREATE INDEX interval_handlers_due ON public.interval_handlers USING btree (next_due_at) WHERE (owner IS NULL);
+
+CREATE UNIQUE INDEX jobs_idempotency_key ON public.jobs USING btree (workspace_id, endpoint_id, idempotency_key);
+
+CREATE INDEX jobs_idempotency_search ON public.jobs USING btree (workspace_id, idempotency_key text_pattern_ops) WHERE (idempotency_key IS NOT NULL);
+
+CREATE UNIQUE INDEX jobs_live_schedule_name ON public.jobs USING btree (workspace_id, schedule_name) WHERE ((schedule_name IS NOT NULL) AND (status <> 'RETIRED'::text));
+
+CREATE INDEX jobs_name_search ON public.jobs USING btree (workspace_id, lower(name) text_pattern_ops) WHERE (name IS NOT NULL);
+
+CREATE INDEX jobs_next_fire ON public.jobs USING btree (next_fire_at) WHERE ((status = 'ACTIVE'::text) AND (next_fire_at IS NOT NULL));
+
+CREATE INDEX jobs_workspace_created ON public.jobs USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX run_schedules_due ON public.run_schedules USING btree (next_due_at);
+
+CREATE UNIQUE INDEX runs_one_live_per_name ON public.runs USING btree (workspace_id, name) WHERE (status = ANY (ARRAY['RUNNING'::text, 'CANCEL_REQUESTED'::text, 'PAUSED'::text]));
+
+CREATE INDEX runs_owned_heartbeat ON public.runs USING btree (heartbeat_at) WHERE ((status = ANY (ARRAY['RUNNING'::text, 'CANCEL_REQUESTED'::text])) AND (owner IS NOT NULL));
+
+CREATE INDEX runs_unowned ON public.runs USING btree (name) WHERE ((status = ANY (ARRAY['RUNNING'::text, 'CANCEL_REQUESTED'::text])) AND (owner IS NULL));
+
+CREATE INDEX runs_workspace_created ON public.runs USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX runs_workspace_name_created ON public.runs USING btree (workspace_id, name, created_at DESC, id DESC);
+
+CREATE INDEX workers_heartbeat ON public.workers USING btree (heartbeat_at);
+
+CREATE TRIGGER alert_notifications_events_insert AFTER INSERT ON public.alert_notifications REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_alerts_insert();
+
+CREATE TRIGGER executions_events_insert AFTER INSERT ON public.executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_insert();
+
+CREATE TRIGGER executions_events_update AFTER UPDATE ON public.executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_update();
+
+CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_notify_work();
+
+CREATE TRIGGER executions_pin_input BEFORE INSERT ON public.executions FOR EACH ROW WHEN ((new.input IS NULL)) EXECUTE FUNCTION public.jobgate_pin_execution_input();
+
+CREATE TRIGGER findings_events_insert AFTER INSERT ON public.findings REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_insert();
+
+CREATE TRIGGER findings_events_mark BEFORE INSERT ON public.findings FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_mark();
+
+CREATE TRIGGER interval_handlers_streak BEFORE UPDATE ON public.interval_handlers FOR EACH ROW EXECUTE FUNCTION public.jobgate_interval_streak();
+
+CREATE TRIGGER interval_handlers_tick_end BEFORE UPDATE ON public.interval_handlers FOR EACH ROW EXECUTE FUNCTION public.jobgate_interval_tick_end();
+
+CREATE TRIGGER jobs_events_insert AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_insert();
+
+CREATE TRIGGER jobs_events_update AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_update();
+
+CREATE TRIGGER runs_events_insert AFTER INSERT ON public.runs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_runs_insert();
+
+CREATE TRIGGER runs_events_update AFTER UPDATE ON public.runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_runs_update();
+
+CREATE TRIGGER workspaces_provision AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_workspace();
+
+CREATE TRIGGER workspaces_provision_alerts AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_workspace_alerts();
+
+ALTER TABLE ONLY public.alert_cursors
+    ADD CONSTRAINT alert_cursors_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.alert_notifications
+    ADD CONSTRAINT alert_notifications_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.alert_notifications
+    ADD CONSTRAINT alert_notifications_workspace_id_rule_id_fkey FOREIGN KEY (workspace_id, rule_id) REFERENCES public.alert_rules(workspace_id, id);
+
+ALTER TABLE ONLY public.alert_rules
+    ADD CONSTRAINT alert_rules_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.alert_rules
+    ADD CONSTRAINT alert_rules_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.alert_rules
+    ADD CONSTRAINT alert_rules_workspace_id_webhook_endpoint_id_fkey FOREIGN KEY (workspace_id, webhook_endpoint_id) REFERENCES public.endpoints(workspace_id, id);
+
+ALTER TABLE ONLY public.alert_states
+    ADD CONSTRAINT alert_states_rule_id_fkey FOREIGN KEY (rule_id) REFERENCES public.alert_rules(id);
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_actor_key_id_fkey FOREIGN KEY (actor_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.configs
+    ADD CONSTRAINT configs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.configs
+    ADD CONSTRAINT configs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_workspace_id_config_id_fkey FOREIGN KEY (workspace_id, config_id) REFERENCES public.configs(workspace_id, id);
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_workspace_id_payload_spec_id_fkey FOREIGN KEY (workspace_id, payload_spec_id) REFERENCES public.payload_specs(workspace_id, id);
+
+ALTER TABLE ONLY public.executions
+    ADD CONSTRAINT executions_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.executions
+    ADD CONSTRAINT executions_workspace_id_endpoint_id_fkey FOREIGN KEY (workspace_id, endpoint_id) REFERENCES public.endpoints(workspace_id, id);
+
+ALTER TABLE ONLY public.executions
+    ADD CONSTRAINT executions_workspace_id_job_id_fkey FOREIGN KEY (workspace_id, job_id) REFERENCES public.jobs(workspace_id, id);
+
+ALTER TABLE ONLY public.findings
+    ADD CONSTRAINT findings_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.findings
+    ADD CONSTRAINT findings_workspace_id_run_id_fkey FOREIGN KEY (workspace_id, run_id) REFERENCES public.runs(workspace_id, id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_workspace_id_endpoint_id_fkey FOREIGN KEY (workspace_id, endpoint_id) REFERENCES public.endpoints(workspace_id, id);
+
+ALTER TABLE ONLY public.payload_specs
+    ADD CONSTRAINT payload_specs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.payload_specs
+    ADD CONSTRAINT payload_specs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.run_schedules
+    ADD CONSTRAINT run_schedules_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
