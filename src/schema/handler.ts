@@ -9,7 +9,7 @@ import type {
 } from '../service/handlers.js';
 import { triggerHandlerSchema } from '../service/handlers.js';
 import { builder } from './builder.js';
-import { DateTimeScalar, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, zodInput } from './common.js';
 import { RunRef, RunTriggerOutcomeEnum } from './run.js';
 
 export const HandlerKindEnum = builder.enumType('HandlerKind', {
@@ -146,3 +146,5 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
   }),
 });
 export const triggerHandlerValidation = zodInput(triggerHandlerSchema);
+
+export const HandlerConnectionRef = connectionOf('Handler', HandlerRef, 'handler', 'by kind, then name');

@@ -4,14 +4,16 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
-import { activeKeysByIds, notifyKeyChanged } from '../db/repos/api-keys.js';
+import { activeKeysByIds, apiKeyPage, countApiKeys, findApiKey, notifyKeyChanged } from '../db/repos/api-keys.js';
+import { auditPage, countAudit, findAuditEntry } from '../db/repos/audit.js';
 import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import { isInstallationAdmin, type Actor, type Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
-import { text } from './inputs.js';
+import { pageSchema, text, type PageInput } from './inputs.js';
+import { COUNT_LIMIT, decodeCursor, encodeCursor, pageConnection, pageSize, type Connection } from './pagination.js';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
 import { hashApiKey, newApiKey } from './secrets.js';
@@ -108,6 +110,9 @@ export const auditFilterSchema = z.object({
   after: text().max(100).nullish(),
 });
 export type AuditFilter = z.input<typeof auditFilterSchema>;
+
+export const auditLogFilterSchema = auditFilterSchema.pick({ action: true, targetId: true, resultCode: true });
+export type AuditLogFilter = z.input<typeof auditLogFilterSchema>;
 
 /** How stale `last_used_at` may get before a request refreshes it (one write per key per minute). */
 const LAST_USED_GRANULARITY = "interval '1 minute'";
@@ -248,6 +253,28 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
+     * The workspace's keys (never the keys themselves), newest first, a page at a time, with a
+     * count when asked for. ADMIN only (FORBIDDEN). VALIDATION_FAILED for a cursor this list did
+     * not issue or a page size out of range.
+     */
+    async apiKeyConnection(actor: Actor, rawPage: PageInput = {}): Promise<Connection<ApiKey>> {
+      requireRole(actor, 'ADMIN', 'listing API keys');
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const ws = scoped(actor.workspaceId);
+      const rows = await apiKeyPage(db, ws, { limit: size + 1, afterId: page.after ? decodeCursor(page.after) : undefined });
+      return pageConnection(rows.map(toApiKey), size, (k) => encodeCursor(k.id), async () => Math.min(await countApiKeys(db, ws), COUNT_LIMIT));
+    },
+
+    /** One key of the workspace (never the key itself). ADMIN only (FORBIDDEN); NOT_FOUND otherwise. */
+    async apiKey(actor: Actor, id: string): Promise<ApiKey> {
+      requireRole(actor, 'ADMIN', 'reading API keys');
+      const row = isUuid(id) ? await findApiKey(db, scoped(actor.workspaceId), id) : undefined;
+      if (!row) throw new NotFoundError('ApiKey', id);
+      return toApiKey(row);
+    },
+
+    /**
      * Creates a workspace (with its reaper) and its first ADMIN key. Installation admins only
      * (isInstallationAdmin: an installation-admin key, jobgate itself, or the embedding application).
      * Throws FORBIDDEN, VALIDATION_FAILED, CONFLICT (slug taken).
@@ -288,6 +315,40 @@ export function createAccessService(ctx: ServiceContext) {
         // A page goes on after (below) its last entry: its id is the cursor.
         nextCursor: rows.length > size ? entries.at(-1)!.id : null,
       };
+    },
+
+    /**
+     * The audit log, newest first, filterable, a page at a time, with a bounded count when asked
+     * for. ADMIN only (FORBIDDEN). VALIDATION_FAILED for a cursor this list did not issue (another
+     * list's, another workspace's) or a page size out of range.
+     */
+    async auditLogConnection(actor: Actor, rawFilter: AuditLogFilter = {}, rawPage: PageInput = {}): Promise<Connection<AuditEntry>> {
+      requireRole(actor, 'ADMIN', 'reading the audit log');
+      const filter = parseInput(auditLogFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      const beforeId = page.after ? cursors.open('audit', page.after, ['after']) : undefined;
+      const rows = await auditPage(db, ws, filter, { limit: size + 1, beforeId });
+      // An entry's id is its cursor: the page after it is the entries below it.
+      return pageConnection(rows.map((r) => toAuditEntry(r, cursors)), size, (e) => e.id, () => countAudit(db, ws, filter, COUNT_LIMIT));
+    },
+
+    /** One audit entry by its (sealed) id. ADMIN only (FORBIDDEN); NOT_FOUND otherwise. */
+    async auditEntry(actor: Actor, id: string): Promise<AuditEntry> {
+      requireRole(actor, 'ADMIN', 'reading the audit log');
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      let rowId: bigint;
+      try {
+        rowId = cursors.open('audit', id, ['id']);
+      } catch {
+        throw new NotFoundError('AuditEntry', id);
+      }
+      const row = await findAuditEntry(db, ws, rowId);
+      if (!row) throw new NotFoundError('AuditEntry', id);
+      return toAuditEntry(row, cursors);
     },
 
     /**

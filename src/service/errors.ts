@@ -41,6 +41,8 @@ export class DomainError extends Error {
 
 export type ResourceKind =
   | 'Workspace'
+  | 'AuditEntry'
+  | 'Finding'
   | 'Endpoint'
   | 'PayloadSpec'
   | 'Config'

@@ -11,7 +11,8 @@ import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
-import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
+import { afterCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from './pagination.js';
+import { countFindings, findFinding, findingCounts, findingPage } from '../db/repos/findings.js';
 
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
 export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
@@ -133,6 +134,9 @@ export const findingFilterSchema = z.object({
   after: text().max(100).nullish(),
 });
 export type FindingFilter = z.input<typeof findingFilterSchema>;
+
+export const findingListFilterSchema = findingFilterSchema.pick({ kind: true, severity: true });
+export type FindingListFilter = z.input<typeof findingListFilterSchema>;
 
 export const runFilterSchema = z.object({
   name: text().max(200).nullish(),
@@ -268,6 +272,45 @@ export function createRunsService(ctx: ServiceContext) {
     /** @deprecated The newest 100 runs only; use `runConnection`, which pages past them. */
     async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}): Promise<Run[]> {
       return (await service.runConnection(actor, filter, { first: 100 })).edges.map((e) => e.node);
+    },
+
+    /**
+     * A run's findings in the order recorded, a page at a time, with a bounded count when asked
+     * for. An id that names no run of the workspace has none. VALIDATION_FAILED for a cursor this
+     * list did not issue or a page size out of range.
+     */
+    async findingConnection(actor: Actor, runId: string, rawFilter: FindingListFilter = {}, rawPage: PageInput = {}): Promise<Connection<Finding>> {
+      const filter = parseInput(findingListFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      const afterId = page.after ? cursors.open('finding', page.after, ['after']) : 0n;
+      if (!isUuid(runId)) return pageConnection<Finding>([], size, (f) => f.id, async () => 0);
+      const rows = await findingPage(db, ws, runId, filter, { limit: size + 1, afterId });
+      // A finding's id is its cursor: the page after it is the findings above it.
+      return pageConnection(rows.map((r) => toFinding(r, cursors)), size, (f) => f.id, () => countFindings(db, ws, runId, filter, COUNT_LIMIT));
+    },
+
+    /** A run's findings counted per kind and severity (all of them, not a page). */
+    async findingCounts(actor: Actor, runId: string) {
+      if (!isUuid(runId)) return [];
+      return findingCounts(db, scoped(actor.workspaceId), runId);
+    },
+
+    /** One finding by its (sealed) id; NOT_FOUND when it is not one of the workspace's. */
+    async finding(actor: Actor, id: string): Promise<Finding> {
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      let rowId: bigint;
+      try {
+        rowId = cursors.open('finding', id, ['id']);
+      } catch {
+        throw new NotFoundError('Finding', id);
+      }
+      const row = await findFinding(db, ws, rowId);
+      if (!row) throw new NotFoundError('Finding', id);
+      return toFinding(row, cursors);
     },
 
     /** A run's findings in the order recorded, with counts per kind and severity. */
