@@ -79,6 +79,13 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'The recoverable handler it runs.' }),
+    eventCursor: t.string({
+      nullable: true,
+      description:
+        'Set only on the object cancelRun returns: the event cursor from just before that mutation changed anything; pass it as `after` to ' +
+        'runEvents and every event it caused arrives, none twice. null when the object was read by a query.',
+      resolve: (r) => r.eventCursor ?? null,
+    }),
     status: t.field({ type: RunStatusEnum, description: 'Where it is in its lifecycle.', resolve: (r) => r.status }),
     params: t.field({ type: JSONScalar, description: 'The parameters it was triggered with.', resolve: (r) => r.params }),
     cursor: t.exposeString('cursorBase64', { nullable: true, description: 'The last checkpointed cursor, base64; null before the first checkpoint.' }),
@@ -148,6 +155,12 @@ export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('Trigger
     outcome: t.exposeString('outcome', {
       description: 'The same value as `result`, as a string.',
       deprecationReason: 'Use `result`: the same value, typed as the RunTriggerOutcome enum.',
+    }),
+    eventCursor: t.string({
+      description:
+        'The event cursor from just before this trigger changed anything: pass it as `after` to runEvents ' +
+        'and every event it caused arrives, none twice, however late the subscription starts.',
+      resolve: (r) => r.eventCursor!,
     }),
   }),
 });

@@ -13,6 +13,7 @@ import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
 import { afterCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from './pagination.js';
 import { countFindings, findFinding, findingCounts, findingPage } from '../db/repos/findings.js';
+import { withEventCursor } from './event-cursor.js';
 
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
 export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
@@ -40,6 +41,11 @@ export interface Run {
   pauseReason: string | null;
   /** Set while PAUSED: CANCELLED (an operator), CRASHED (its worker died) or HANDLER (it paused itself). */
   pauseKind: PauseKind | null;
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 export interface Finding {
@@ -152,6 +158,11 @@ export interface TriggerRunResult {
    * with `resumeCancelled: false`, as schedules trigger).
    */
   outcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | 'HELD';
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 export interface TriggerRunOptions {
@@ -176,7 +187,7 @@ export function createRunsService(ctx: ServiceContext) {
      */
     async triggerRun(actor: Actor, raw: TriggerRunInput, options: TriggerRunOptions = {}): Promise<TriggerRunResult> {
       const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
-      return mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
         const input = parseInput(triggerRunSchema, raw);
         const ws = scoped(actor.workspaceId);
         const live = async () =>
@@ -205,7 +216,7 @@ export function createRunsService(ctx: ServiceContext) {
           where id = ${row.id} and status = 'PAUSED' returning *`.execute(trx);
         await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
         return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
-      });
+      }));
     },
 
     /**
@@ -217,7 +228,7 @@ export function createRunsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
      */
     async cancelRun(actor: Actor, id: string): Promise<Run> {
-      return mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
         if (!isUuid(id)) throw new NotFoundError('Run', id);
         const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
         const row = rows[0];
@@ -243,7 +254,7 @@ export function createRunsService(ctx: ServiceContext) {
         if (row.status !== 'RUNNING') return toRun(row);
         const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
         return toRun(updated.rows[0]!);
-      });
+      }));
     },
 
     async run(actor: Actor, id: string): Promise<Run> {
