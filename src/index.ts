@@ -72,7 +72,7 @@ export type BoundService = {
 };
 
 /** Service functions that are not scoped to an actor (authentication and bootstrap). */
-const UNSCOPED = new Set(['authenticate', 'bootstrapKey', 'anyApiKey']);
+const UNSCOPED = new Set(['authenticate', 'redeemSubscriptionTicket', 'bootstrapKey', 'anyApiKey']);
 
 export function bindActor(service: JobService, actor: Actor): BoundService {
   const bound: Record<string, unknown> = {};

@@ -7,6 +7,7 @@ import {
   CreateApiKeyPayloadRef,
   createApiKeyValidation,
   CreateWorkspaceInputRef,
+  SubscriptionTicketPayloadRef,
   CreateWorkspacePayloadRef,
   createWorkspaceValidation,
 } from '../schema/access.js';
@@ -57,6 +58,13 @@ builder.queryFields((t) => ({
 }));
 
 builder.mutationFields((t) => ({
+  createSubscriptionTicket: t.field({
+    type: SubscriptionTicketPayloadRef,
+    description:
+      'Mints a short-lived (60 s), single-use ticket that opens one Server-Sent Events subscription without an Authorization header (`?ticket=`), ' +
+      'for a browser\'s EventSource, so no long-lived key is put in a URL. Any role; the stream acts as this key, with its role, and ends when the key is revoked.',
+    resolve: (_root, _args, ctx) => ctx.service.createSubscriptionTicket(ctx.actor),
+  }),
   createApiKey: t.field({
     type: CreateApiKeyPayloadRef,
     description: 'Creates an API key in your workspace; the key is in the answer, once. ADMIN only.',

@@ -1,4 +1,4 @@
-import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from '../service/access.js';
+import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, SubscriptionTicket } from '../service/access.js';
 import { createApiKeySchema, createWorkspaceSchema } from '../service/access.js';
 import type { Workspace } from '../service/models.js';
 import { builder } from './builder.js';
@@ -37,6 +37,20 @@ export const CreateApiKeyPayloadRef = builder.objectRef<CreateApiKeyResult>('Cre
   fields: (t) => ({
     apiKey: t.field({ type: ApiKeyRef, description: 'The key record.', resolve: (r) => r.apiKey }),
     key: t.exposeString('key', { description: 'The key itself, to send as "Authorization: Bearer <key>". Shown this once: store it now.' }),
+  }),
+});
+
+export const SubscriptionTicketPayloadRef = builder.objectRef<SubscriptionTicket>('SubscriptionTicketPayload').implement({
+  description:
+    'A subscription ticket: opens one Server-Sent Events subscription from a browser\'s EventSource, which cannot send an Authorization header. ' +
+    'Single-use, valid for 60 seconds, acting as the key that minted it with the role it had.',
+  fields: (t) => ({
+    ticket: t.exposeString('ticket', {
+      description:
+        'The ticket: open `GET /graphql?query=<a subscription>&variables=<JSON>&ticket=<this>` with `Accept: text/event-stream` (what EventSource sends). ' +
+        'Used up by that request; other operations are refused (FORBIDDEN). A used, expired or unknown ticket, or one whose key was revoked, is UNAUTHENTICATED.',
+    }),
+    expiresAt: t.field({ type: DateTimeScalar, description: 'When the ticket stops working if it is not used.', resolve: (r) => r.expiresAt }),
   }),
 });
 

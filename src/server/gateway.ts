@@ -8,7 +8,9 @@ import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance 
 import type { Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
+import { getOperationAST, parse } from 'graphql';
 import { UnauthenticatedError } from '../service/access.js';
+import { ForbiddenError } from '../service/errors.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
@@ -16,6 +18,7 @@ import { hardeningPlugins } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { usePersistedQueries } from './persisted-queries.js';
+import { ticketOf } from './ticket.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
 import { attachWebSocket } from '../subscriptions/ws.js';
@@ -60,13 +63,40 @@ const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (awa
  * field "jbos"` beside a 401 for a real one). `onParams` is the first hook that sees a GraphQL
  * request (GraphiQL's page is served before it, and needs no key); a refusal thrown here is
  * masked as any error is: UNAUTHENTICATED, 401. The actor waits here for the context.
+ *
+ * A request with `?ticket=` (a browser's EventSource, which cannot send headers) is authenticated
+ * by that subscription ticket instead of a key: redeemed (used up) first, then held to what a
+ * ticket is for, one subscription: any other operation is FORBIDDEN.
  */
-function useAuthenticateFirst(authenticate: GatewayOptions['authenticate'], actors: WeakMap<Request, Actor>): Plugin {
+function useAuthenticateFirst(
+  authenticate: GatewayOptions['authenticate'],
+  redeemTicket: (ticket: string) => Promise<Actor>,
+  actors: WeakMap<Request, Actor>,
+): Plugin {
   return {
-    async onParams({ request }) {
-      actors.set(request, await authenticate(request));
+    async onParams({ request, params }) {
+      const ticket = ticketOf(request);
+      if (ticket === null) {
+        actors.set(request, await authenticate(request));
+        return;
+      }
+      const actor = await redeemTicket(ticket);
+      if (!isSubscription(params.query, params.operationName)) {
+        throw new ForbiddenError('a subscription ticket opens one subscription (Server-Sent Events); send other operations with your key');
+      }
+      actors.set(request, actor);
     },
   };
+}
+
+/** Whether the operation a request would run is a subscription (an unparsable one is not). */
+function isSubscription(query: string | undefined, operationName: string | undefined): boolean {
+  if (!query) return false;
+  try {
+    return getOperationAST(parse(query), operationName)?.operation === 'subscription';
+  } catch {
+    return false;
+  }
 }
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
@@ -82,7 +112,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
     // Authentication first: every later hook (persisted queries included) sees only keyed requests.
-    plugins: [useAuthenticateFirst(options.authenticate, actors), usePersistedQueries(), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
+    plugins: [useAuthenticateFirst(options.authenticate, (ticket) => options.service.redeemSubscriptionTicket(ticket), actors), usePersistedQueries(), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
 import { activeKeysByIds, apiKeyPage, countApiKeys, findApiKey, notifyKeyChanged } from '../db/repos/api-keys.js';
 import { auditPage, countAudit, findAuditEntry } from '../db/repos/audit.js';
+import { insertTicket, redeemTicket } from '../db/repos/subscription-tickets.js';
 import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import { isInstallationAdmin, type Actor, type Role } from './actor.js';
@@ -16,7 +17,7 @@ import { pageSchema, text, type PageInput } from './inputs.js';
 import { COUNT_LIMIT, decodeCursor, encodeCursor, pageConnection, pageSize, type Connection } from './pagination.js';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
-import { hashApiKey, newApiKey } from './secrets.js';
+import { hashApiKey, newApiKey, newSubscriptionTicket } from './secrets.js';
 
 export interface ApiKey {
   id: string;
@@ -114,6 +115,16 @@ export type AuditFilter = z.input<typeof auditFilterSchema>;
 export const auditLogFilterSchema = auditFilterSchema.pick({ action: true, targetId: true, resultCode: true });
 export type AuditLogFilter = z.input<typeof auditLogFilterSchema>;
 
+export interface SubscriptionTicket {
+  /** The ticket itself, for `?ticket=`. Shown this once; only its hash is stored. */
+  ticket: string;
+  /** When it stops working if unused. */
+  expiresAt: Date;
+}
+
+/** How long a subscription ticket lives: long enough to open a stream, too short to be worth stealing. */
+export const SUBSCRIPTION_TICKET_TTL_MS = 60_000;
+
 /** How stale `last_used_at` may get before a request refreshes it (one write per key per minute). */
 const LAST_USED_GRANULARITY = "interval '1 minute'";
 
@@ -152,6 +163,37 @@ export function createAccessService(ctx: ServiceContext) {
                   where id = ${row.id} and (last_used_at is null or last_used_at < now() - ${sql.raw(LAST_USED_GRANULARITY)})`.execute(db);
       }
       return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.id, installationAdmin: row.installation_admin };
+    },
+
+    /**
+     * Mints a subscription ticket for the calling key: single-use, valid for 60 s, bound to the
+     * key, its workspace and its role. A browser's EventSource, which cannot send headers, opens
+     * one Server-Sent Events subscription with it (`?ticket=`), so no long-lived key goes in a
+     * URL. Any role; only API keys (FORBIDDEN for the library's and jobgate's own actors, which
+     * have no key). Only the ticket's hash is stored.
+     */
+    async createSubscriptionTicket(actor: Actor): Promise<SubscriptionTicket> {
+      const target = (r: { id: string }) => ({ type: 'SubscriptionTicket', id: r.id });
+      const minted = await mutate(ctx, actor, { action: 'subscriptionTicket.create', role: 'VIEWER', input: {}, target }, async (trx) => {
+        if (actor.kind !== 'user' || !actor.keyId) throw new ForbiddenError('subscription tickets are minted for API keys; this caller has none');
+        const { ticket, hash } = newSubscriptionTicket();
+        const row = await insertTicket(trx, { workspaceId: scoped(actor.workspaceId), keyId: actor.keyId, role: actor.role, hash, ttlMs: SUBSCRIPTION_TICKET_TTL_MS });
+        return { id: row.id, ticket, expiresAt: row.expires_at };
+      });
+      return { ticket: minted.ticket, expiresAt: minted.expiresAt };
+    },
+
+    /**
+     * Who a subscription ticket acts for, using it up: the key that minted it, with the role it
+     * had then. Throws UNAUTHENTICATED (the same message for each) for an unknown, used or expired
+     * ticket, and for one whose key was revoked or changed role since.
+     */
+    async redeemSubscriptionTicket(ticket: string | undefined | null): Promise<Actor> {
+      const refused = new UnauthenticatedError('the subscription ticket is unknown, used or expired: mint another with createSubscriptionTicket');
+      if (!ticket || !/^jgt_[A-Za-z0-9_-]{20,100}$/.test(ticket)) throw refused;
+      const row = await redeemTicket(db, hashApiKey(ticket));
+      if (!row) throw refused;
+      return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.key_id, installationAdmin: row.installation_admin };
     },
 
     /**
