@@ -7,6 +7,7 @@
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as live } from './live.js';
+import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
 
 export interface Figure {
@@ -23,6 +24,7 @@ const benches: Bench[] = [
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
+  { name: 'lists', run: lists },
 ];
 
 async function main() {

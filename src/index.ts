@@ -52,6 +52,12 @@ export interface JobgateOptions {
    * values are stored encrypted with it. Without it, storing a secret is refused.
    */
   secretKey?: string;
+  /**
+   * CIDRs that HTTP endpoints may target although the outbound policy refuses them (as
+   * JOBGATE_OUTBOUND_ALLOW): registering an endpoint whose url is a refused IP literal is
+   * refused (VALIDATION_FAILED) unless it is allowed here. Workers take their own list.
+   */
+  outboundAllow?: string[];
   /** Email alerts from this process's workers: SMTP server, sender, default recipients (see the README's Alerts). */
   alertEmail?: AlertEmailOptions;
 }
@@ -163,7 +169,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets, outboundAllow: options.outboundAllow };
   const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     const ws = await findWorkspaceBySlug(database.db, slug);
