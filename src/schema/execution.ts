@@ -160,7 +160,8 @@ export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('Trigger
     eventCursor: t.string({
       description:
         'The event cursor from just before this trigger changed anything: pass it as `after` to executionUpdates(jobId:) or jobEvents(jobId:) ' +
-        'and every event it caused arrives, none twice, however late the subscription starts.',
+        'and every event it caused arrives, none twice, however late the subscription starts. A repeated request (the same requestId, created false) ' +
+        'changes nothing: its cursor is from the repeat, so keep the first answer\'s cursor to see the execution from its start.',
       resolve: (r) => r.eventCursor!,
     }),
   }),
