@@ -65,26 +65,36 @@ const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (awa
  * masked as any error is: UNAUTHENTICATED, 401. The actor waits here for the context.
  *
  * A request with `?ticket=` (a browser's EventSource, which cannot send headers) is authenticated
- * by that subscription ticket instead of a key: redeemed (used up) first, then held to what a
- * ticket is for, one subscription: any other operation is FORBIDDEN.
+ * by that subscription ticket instead of a key: redeemed (used up) here, and held to what a
+ * ticket is for, one subscription, by useTicketForOneSubscription, which runs after persisted
+ * queries have put the document in place.
  */
 function useAuthenticateFirst(
   authenticate: GatewayOptions['authenticate'],
   redeemTicket: (ticket: string) => Promise<Actor>,
   actors: WeakMap<Request, Actor>,
+  ticketed: WeakSet<Request>,
 ): Plugin {
   return {
-    async onParams({ request, params }) {
+    async onParams({ request }) {
       const ticket = ticketOf(request);
       if (ticket === null) {
         actors.set(request, await authenticate(request));
         return;
       }
-      const actor = await redeemTicket(ticket);
-      if (!isSubscription(params.query, params.operationName)) {
+      actors.set(request, await redeemTicket(ticket));
+      ticketed.add(request);
+    },
+  };
+}
+
+/** A request authenticated by a subscription ticket may run a subscription, nothing else (FORBIDDEN). */
+function useTicketForOneSubscription(ticketed: WeakSet<Request>): Plugin {
+  return {
+    onParams({ request, params }) {
+      if (ticketed.has(request) && !isSubscription(params.query, params.operationName)) {
         throw new ForbiddenError('a subscription ticket opens one subscription (Server-Sent Events); send other operations with your key');
       }
-      actors.set(request, actor);
     },
   };
 }
@@ -102,6 +112,7 @@ function isSubscription(query: string | undefined, operationName: string | undef
 export function createGatewayYoga(options: GatewayOptions): Yoga {
   const maskError = createMaskError(options.log);
   const actors = new WeakMap<Request, Actor>();
+  const ticketed = new WeakSet<Request>();
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -112,7 +123,13 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
     // Authentication first: every later hook (persisted queries included) sees only keyed requests.
-    plugins: [useAuthenticateFirst(options.authenticate, (ticket) => options.service.redeemSubscriptionTicket(ticket), actors), usePersistedQueries(), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
+    plugins: [
+      useAuthenticateFirst(options.authenticate, (ticket) => options.service.redeemSubscriptionTicket(ticket), actors, ticketed),
+      usePersistedQueries(),
+      useTicketForOneSubscription(ticketed),
+      ...hardeningPlugins({ introspection: options.introspection ?? true }),
+      useSharedSubscriptionExecution(),
+    ],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),

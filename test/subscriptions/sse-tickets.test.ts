@@ -172,6 +172,21 @@ describe('subscription tickets', () => {
     expect(actor).toMatchObject({ workspaceId: t.actor.workspaceId, kind: 'user', role: 'OPERATOR', keyId: apiKey.id });
   });
 
+  it('work with persisted queries: the subscription by its hash alone, once the document was sent with it', async () => {
+    const { key } = await newKey('VIEWER');
+    const extensions = JSON.stringify({ persistedQuery: { version: 1, sha256Hash: createHash('sha256').update(JOBS).digest('hex') } });
+    const before = live.hub.stats().events;
+    const first = eventSource(`${live.httpUrl}?${new URLSearchParams({ query: JOBS, extensions, ticket: (await mint(key)).ticket })}`);
+    await eventually(async () => live.hub.stats().events === before + 1, 10_000, 'the first stream to go live');
+    // The document is kept now: the hash alone opens the second.
+    const second = eventSource(`${live.httpUrl}?${new URLSearchParams({ extensions, ticket: (await mint(key)).ticket })}`);
+    await eventually(async () => live.hub.stats().events === before + 2, 10_000, 'the second stream to go live');
+    const jobId = await createJob();
+    await eventually(async () => delivered(first, jobId) && delivered(second, jobId), 10_000, 'both to deliver');
+    first.close();
+    second.close();
+  });
+
   it('is refused without a ticket or a key, as any request is', async () => {
     const res = await fetch(`${live.httpUrl}?${new URLSearchParams({ query: JOBS })}`, { headers: { accept: 'text/event-stream', 'x-jobgate-csrf': '1' } });
     expect(res.status).toBe(401);
