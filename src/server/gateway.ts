@@ -14,7 +14,7 @@ import { ForbiddenError } from '../service/errors.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
-import { hardeningPlugins } from './hardening.js';
+import { hardeningPlugins, LIMITS } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { usePersistedQueries } from './persisted-queries.js';
@@ -99,11 +99,14 @@ function useTicketForOneSubscription(ticketed: WeakSet<Request>): Plugin {
   };
 }
 
-/** Whether the operation a request would run is a subscription (an unparsable one is not). */
+/**
+ * Whether the operation a request would run is a subscription (an unparsable one, or one past the
+ * token limit, is not: this parse runs before the limits' own).
+ */
 function isSubscription(query: string | undefined, operationName: string | undefined): boolean {
   if (!query) return false;
   try {
-    return getOperationAST(parse(query), operationName)?.operation === 'subscription';
+    return getOperationAST(parse(query, { maxTokens: LIMITS.tokens }), operationName)?.operation === 'subscription';
   } catch {
     return false;
   }
