@@ -1,4 +1,4 @@
--- The schema after migrations/000023_interval_on_demand.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000024_subscription_tickets.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -656,6 +656,18 @@ CREATE TABLE public.runs (
     CONSTRAINT runs_total_check CHECK ((total >= 0))
 );
 
+CREATE TABLE public.subscription_tickets (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    api_key_id uuid NOT NULL,
+    role text NOT NULL,
+    ticket_hash bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT subscription_tickets_role_check CHECK ((role = ANY (ARRAY['ADMIN'::text, 'OPERATOR'::text, 'VIEWER'::text])))
+);
+
 CREATE TABLE public.workers (
     id text NOT NULL,
     host text NOT NULL,
@@ -772,6 +784,12 @@ ALTER TABLE ONLY public.runs
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_workspace_id_id_key UNIQUE (workspace_id, id);
 
+ALTER TABLE ONLY public.subscription_tickets
+    ADD CONSTRAINT subscription_tickets_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.subscription_tickets
+    ADD CONSTRAINT subscription_tickets_ticket_hash_key UNIQUE (ticket_hash);
+
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
@@ -838,6 +856,8 @@ CREATE INDEX runs_unowned ON public.runs USING btree (name) WHERE ((status = ANY
 CREATE INDEX runs_workspace_created ON public.runs USING btree (workspace_id, created_at DESC, id DESC);
 
 CREATE INDEX runs_workspace_name_created ON public.runs USING btree (workspace_id, name, created_at DESC, id DESC);
+
+CREATE INDEX subscription_tickets_expires ON public.subscription_tickets USING btree (expires_at);
 
 CREATE INDEX workers_heartbeat ON public.workers USING btree (heartbeat_at);
 
@@ -957,3 +977,9 @@ ALTER TABLE ONLY public.runs
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.subscription_tickets
+    ADD CONSTRAINT subscription_tickets_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.subscription_tickets
+    ADD CONSTRAINT subscription_tickets_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);

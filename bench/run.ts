@@ -9,6 +9,7 @@ import { run as engine } from './engine.js';
 import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
 import { run as metrics } from './metrics.js';
+import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
 
 export interface Figure {
@@ -27,6 +28,7 @@ const benches: Bench[] = [
   { name: 'live', run: live },
   { name: 'intervals', run: intervals },
   { name: 'metrics', run: metrics },
+  { name: 'lists', run: lists },
 ];
 
 async function main() {

@@ -109,7 +109,7 @@ export async function startApp(
     const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
-    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
+    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets, outboundAllow: config.worker.outboundAllow });
     // One registry per app (never prom-client's global one): several apps in one process count apart.
     const metrics: Metrics = createMetrics({
       pool: database.pool,

@@ -50,6 +50,12 @@ export interface JobgateOptions {
    * values are stored encrypted with it. Without it, storing a secret is refused.
    */
   secretKey?: string;
+  /**
+   * CIDRs that HTTP endpoints may target although the outbound policy refuses them (as
+   * JOBGATE_OUTBOUND_ALLOW): registering an endpoint whose url is a refused IP literal is
+   * refused (VALIDATION_FAILED) unless it is allowed here. Workers take their own list.
+   */
+  outboundAllow?: string[];
   /** Email alerts from this process's workers: SMTP server, sender, default recipients (see the README's Alerts). */
   alertEmail?: AlertEmailOptions;
   /**
@@ -75,7 +81,7 @@ export type BoundService = {
 };
 
 /** Service functions that are not scoped to an actor (authentication and bootstrap). */
-const UNSCOPED = new Set(['authenticate', 'bootstrapKey', 'anyApiKey']);
+const UNSCOPED = new Set(['authenticate', 'redeemSubscriptionTicket', 'bootstrapKey', 'anyApiKey']);
 
 export function bindActor(service: JobService, actor: Actor): BoundService {
   const bound: Record<string, unknown> = {};
@@ -177,7 +183,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   else await reach('checking migrations', () => verifyMigrated(options.databaseUrl));
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets, outboundAllow: options.outboundAllow };
   const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     return { workspaceId: await service.workspaceIdOf(slug), kind: 'library', role, keyId: onBehalfOfKeyId };

@@ -191,6 +191,17 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null;
 }
 
+export interface SubscriptionTicketsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  api_key_id: string;
+  role: 'ADMIN' | 'OPERATOR' | 'VIEWER';
+  ticket_hash: Buffer;
+  created_at: GeneratedTimestamp;
+  expires_at: Timestamp;
+  used_at: Timestamp | null;
+}
+
 export interface AuditLogTable {
   id: Generated<number>;
   workspace_id: string;
@@ -206,6 +217,7 @@ export interface AuditLogTable {
 
 export interface DB {
   api_keys: ApiKeysTable;
+  subscription_tickets: SubscriptionTicketsTable;
   audit_log: AuditLogTable;
   workspaces: WorkspacesTable;
   payload_specs: PayloadSpecsTable;

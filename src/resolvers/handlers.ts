@@ -1,8 +1,22 @@
 import { builder } from '../schema/builder.js';
-import { HandlerKindEnum, HandlerRef, TriggerHandlerInputRef, TriggerHandlerPayloadRef, triggerHandlerValidation } from '../schema/handler.js';
+import { pageArgs } from '../schema/common.js';
+import { HandlerConnectionRef, HandlerKindEnum, HandlerRef, TriggerHandlerInputRef, TriggerHandlerPayloadRef, triggerHandlerValidation } from '../schema/handler.js';
 
 builder.queryFields((t) => ({
+  handlerConnection: t.field({
+    type: HandlerConnectionRef,
+    description:
+      'The catalogue of handlers registered by live workers (HANDLER, RECOVERABLE, INTERVAL), by kind, then name, a page at a time, with cadence, workers and last outcome. ' +
+      'Installation-wide, readable by any key; recoverable runs and schedules shown are your workspace\'s.',
+    args: {
+      ...pageArgs(t.arg),
+      kind: t.arg({ type: HandlerKindEnum, description: 'Only handlers of this kind.' }),
+      name: t.arg.string({ description: 'Only the handler(s) with this name.' }),
+    },
+    resolve: (_root, { first, after, ...filter }, ctx) => ctx.service.handlerConnection(ctx.actor, filter, { first, after }),
+  }),
   handlers: t.field({
+    deprecationReason: 'Use handlerConnection: a Relay connection like every other list, with totalCount.',
     type: [HandlerRef],
     description:
       'The catalogue of handlers registered by live workers (HANDLER, RECOVERABLE, INTERVAL), by kind and name, with cadence, workers and last outcome. ' +

@@ -1,8 +1,9 @@
-import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from '../service/access.js';
+import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, SubscriptionTicket } from '../service/access.js';
 import { createApiKeySchema, createWorkspaceSchema } from '../service/access.js';
 import type { Workspace } from '../service/models.js';
 import { builder } from './builder.js';
-import { DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
+import { NodeRef } from './node.js';
 import { WorkspaceRef } from './workspace.js';
 
 export const RoleEnum = builder.enumType('Role', {
@@ -18,6 +19,7 @@ export const RoleEnum = builder.enumType('Role', {
 
 export const ApiKeyRef = builder.objectRef<ApiKey>('ApiKey').implement({
   description: 'An API key of the workspace. The key itself is shown only once, when created; only its hash is stored.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'What the key is for, for people.' }),
@@ -38,6 +40,20 @@ export const CreateApiKeyPayloadRef = builder.objectRef<CreateApiKeyResult>('Cre
   }),
 });
 
+export const SubscriptionTicketPayloadRef = builder.objectRef<SubscriptionTicket>('SubscriptionTicketPayload').implement({
+  description:
+    'A subscription ticket: opens one Server-Sent Events subscription from a browser\'s EventSource, which cannot send an Authorization header. ' +
+    'Single-use, valid for 60 seconds, acting as the key that minted it with the role it had.',
+  fields: (t) => ({
+    ticket: t.exposeString('ticket', {
+      description:
+        'The ticket: open `GET /graphql?query=<a subscription>&variables=<JSON>&ticket=<this>` with `Accept: text/event-stream` (what EventSource sends). ' +
+        'Used up by that request; other operations are refused (FORBIDDEN). A used, expired or unknown ticket, or one whose key was revoked, is UNAUTHENTICATED.',
+    }),
+    expiresAt: t.field({ type: DateTimeScalar, description: 'When the ticket stops working if it is not used.', resolve: (r) => r.expiresAt }),
+  }),
+});
+
 export const CreateWorkspacePayloadRef = builder.objectRef<{ workspace: Workspace; adminKey: CreateApiKeyResult }>('CreateWorkspacePayload').implement({
   description: 'A new workspace and its first ADMIN key.',
   fields: (t) => ({
@@ -48,6 +64,7 @@ export const CreateWorkspacePayloadRef = builder.objectRef<{ workspace: Workspac
 
 export const AuditEntryRef = builder.objectRef<AuditEntry>('AuditEntry').implement({
   description: 'One mutation, as recorded: who, what, on what, with which (redacted) input, and how it ended.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Opaque, stable identifier, meaningful in this workspace only; entries are listed newest first.' }),
     actorKind: t.exposeString('actorKind', { description: '"user" (an API key), "library" (the embedding app) or "system" (jobgate).' }),
@@ -61,11 +78,18 @@ export const AuditEntryRef = builder.objectRef<AuditEntry>('AuditEntry').impleme
   }),
 });
 
+export const ApiKeyConnectionRef = connectionOf('ApiKey', ApiKeyRef, 'API key');
+export const AuditEntryConnectionRef = connectionOf('AuditEntry', AuditEntryRef, 'audit entry');
+
 export const AuditPageRef = builder.objectRef<AuditPage>('AuditPage').implement({
-  description: 'A page of the audit log, newest first.',
+  description: 'A page of the audit log, newest first. Superseded by AuditEntryConnection (auditLogConnection).',
   fields: (t) => ({
     entries: t.field({ type: [AuditEntryRef], description: 'The entries of this page.', resolve: (p) => p.entries }),
-    nextCursor: t.exposeString('nextCursor', { nullable: true, description: 'Pass as `after` for the next (older) page; null at the end.' }),
+    nextCursor: t.exposeString('nextCursor', {
+      nullable: true,
+      description: 'Pass as `after` for the next (older) page; null at the end.',
+      deprecationReason: 'Use auditLogConnection: pageInfo.endCursor and hasNextPage.',
+    }),
   }),
 });
 

@@ -85,7 +85,7 @@ export const ListOrderEnum = builder.enumType('ListOrder', {
 });
 
 /** Defines `<Name>Connection` and `<Name>Edge` over a node type. */
-export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: string) {
+export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: string, order = 'newest first') {
   const edge = builder.objectRef<Edge<T>>(`${name}Edge`).implement({
     description: `One ${what} in a page, with its cursor.`,
     fields: (t) => ({
@@ -94,7 +94,7 @@ export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: str
     }),
   });
   return builder.objectRef<Connection<T>>(`${name}Connection`).implement({
-    description: `A page of ${what}s, newest first.`,
+    description: `A page of ${what}s, ${order}.`,
     fields: (t) => ({
       edges: t.field({ type: [edge], description: 'The items of this page, each with its cursor.', resolve: (c) => c.edges }),
       nodes: t.field({ type: [node], description: 'The items of this page, without cursors.', resolve: (c) => c.edges.map((e) => e.node) as never }),

@@ -1,5 +1,6 @@
 import { registerEndpointSchema, updateEndpointSchema } from '../service/inputs.js';
 import type { Endpoint } from '../service/models.js';
+import type { TargetWarning } from '../service/endpoints.js';
 import { builder } from './builder.js';
 import { ConfigRef, PayloadSpecRef } from './catalog.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
@@ -32,6 +33,24 @@ export const HttpMethodEnum = builder.enumType('HttpMethod', {
   } as const,
 });
 
+export const TargetWarningCodeEnum = builder.enumType('TargetWarningCode', {
+  description: 'Why deliveries to an endpoint\'s target will likely fail, as the outbound policy sees its host name now.',
+  values: {
+    TARGET_RESOLVES_TO_REFUSED_ADDRESS: {
+      description: 'Every address the host name resolves to is loopback, private, link-local or otherwise special-purpose and not in JOBGATE_OUTBOUND_ALLOW.',
+    },
+    TARGET_DOES_NOT_RESOLVE: { description: 'The host name does not resolve just now (or not within 2 seconds).' },
+  } as const,
+});
+
+export const TargetWarningRef = builder.objectRef<TargetWarning>('TargetWarning').implement({
+  description: 'Advice about an endpoint\'s target: deliveries will likely fail. Each delivery checks the address it actually connects to, which decides.',
+  fields: (t) => ({
+    code: t.field({ type: TargetWarningCodeEnum, description: 'What is wrong, as a value to switch on.', resolve: (w) => w.code }),
+    message: t.exposeString('message', { description: 'What is wrong, for people: the host, the addresses it resolves to, what to do.' }),
+  }),
+});
+
 export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
   description: 'A named delivery target: an HTTP URL or an in-process handler, with its retry policy.',
   interfaces: [NodeRef],
@@ -42,6 +61,14 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
     kind: t.field({ type: EndpointKindEnum, description: 'HTTP or HANDLER.', resolve: (e) => e.kind }),
     type: t.field({ type: EndpointTypeEnum, description: 'USER or INTERNAL.', resolve: (e) => e.type }),
     url: t.exposeString('url', { nullable: true, description: 'HTTP only: the target URL; may contain `{{config.key}}` placeholders.' }),
+    targetWarnings: t.field({
+      type: [TargetWarningRef],
+      description:
+        'What the outbound policy would likely say of the target now, computed when asked (it resolves the host name, waiting at most 2 seconds): ' +
+        'select it in registerEndpoint or updateEndpoint to learn at once that deliveries will fail. An url whose host is an IP literal the policy refuses ' +
+        'is refused outright (VALIDATION_FAILED); a host name is only warned about, since DNS can change. Empty for HANDLER endpoints and templated hosts.',
+      resolve: (e, _args, ctx) => ctx.service.endpointTargetWarnings(ctx.actor, e),
+    }),
     method: t.field({ type: HttpMethodEnum, nullable: true, description: 'HTTP only: the method.', resolve: (e) => e.method }),
     headers: t.field({
       type: JSONScalar,

@@ -78,6 +78,13 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
   interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
+    eventCursor: t.string({
+      nullable: true,
+      description:
+        'Set only on the object cancelExecution or retryExecution returns: the event cursor from just before that mutation changed anything; pass it as `after` to ' +
+        'executionUpdates and every event it caused arrives, none twice. null when the object was read by a query.',
+      resolve: (r) => r.eventCursor ?? null,
+    }),
     job: t.field({ type: JobRef, description: 'The job this execution belongs to.', resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.jobId) }),
     scheduledFor: t.field({ type: DateTimeScalar, description: 'The occurrence this execution is for.', resolve: (e) => e.scheduledFor }),
     status: t.field({ type: ExecutionStatusEnum, description: 'Where it is in its lifecycle.', resolve: (e) => e.status }),
@@ -150,6 +157,13 @@ export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('Trigger
   fields: (t) => ({
     execution: t.field({ type: ExecutionRef, description: 'The execution that runs the job now.', resolve: (r) => r.execution }),
     created: t.exposeBoolean('created', { description: 'false when the requestId was seen before and its execution is returned.' }),
+    eventCursor: t.string({
+      description:
+        'The event cursor from just before this trigger changed anything: pass it as `after` to executionUpdates(jobId:) or jobEvents(jobId:) ' +
+        'and every event it caused arrives, none twice, however late the subscription starts. A repeated request (the same requestId, created false) ' +
+        'changes nothing: its cursor is from the repeat, so keep the first answer\'s cursor to see the execution from its start.',
+      resolve: (r) => r.eventCursor!,
+    }),
   }),
 });
 
@@ -169,5 +183,11 @@ export const BulkResultRef = builder.objectRef<BulkResult>('BulkResult').impleme
     changed: t.exposeInt('changed', { description: 'Items changed.' }),
     skipped: t.field({ type: [BulkSkipRef], description: 'Items left as they were, each with its reason.', resolve: (r) => r.skipped }),
     more: t.exposeBoolean('more', { description: 'Whether more items matched than the limit took: call again for the next ones.' }),
+    eventCursor: t.string({
+      description:
+        'The event cursor from just before this bulk action changed anything: pass it as `after` to executionUpdates or jobEvents ' +
+        'and every event it caused arrives, none twice, however late the subscription starts.',
+      resolve: (r) => r.eventCursor!,
+    }),
   }),
 });

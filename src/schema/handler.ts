@@ -10,7 +10,7 @@ import type {
 } from '../service/handlers.js';
 import { DEFAULT_TRIGGER_WAIT_MS, MAX_TRIGGER_WAIT_MS, triggerHandlerSchema } from '../service/handlers.js';
 import { builder } from './builder.js';
-import { DateTimeScalar, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, zodInput } from './common.js';
 import { RunRef, RunTriggerOutcomeEnum } from './run.js';
 
 export const HandlerKindEnum = builder.enumType('HandlerKind', {
@@ -177,3 +177,5 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
   }),
 });
 export const triggerHandlerValidation = zodInput(triggerHandlerSchema);
+
+export const HandlerConnectionRef = connectionOf('Handler', HandlerRef, 'handler', 'by kind, then name');

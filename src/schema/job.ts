@@ -101,6 +101,13 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { nullable: true, description: 'Optional display name.' }),
+    eventCursor: t.string({
+      nullable: true,
+      description:
+        'Set only on the object pauseJob or resumeJob returns: the event cursor from just before that mutation changed anything; pass it as `after` to ' +
+        'jobEvents and every event it caused arrives, none twice. null when the object was read by a query.',
+      resolve: (r) => r.eventCursor ?? null,
+    }),
     kind: t.field({ type: JobKindEnum, description: 'IMMEDIATE, DELAYED or CRON.', resolve: (j) => j.kind }),
     status: t.field({ type: JobStatusEnum, description: 'ACTIVE, PAUSED or RETIRED.', resolve: (j) => j.status }),
     state: t.field({
@@ -173,6 +180,12 @@ export const CancelJobPayloadRef = builder.objectRef<CancelJobResult>('CancelJob
   fields: (t) => ({
     job: t.field({ type: JobRef, description: 'The job, now RETIRED.', resolve: (r) => r.job }),
     cancelledExecutions: t.exposeInt('cancelledExecutions', { description: 'How many pending executions were cancelled.' }),
+    eventCursor: t.string({
+      description:
+        'The event cursor from just before this cancellation changed anything: pass it as `after` to jobEvents(jobId:) or executionUpdates(jobId:) ' +
+        'and every event it caused arrives, none twice, however late the subscription starts.',
+      resolve: (r) => r.eventCursor!,
+    }),
   }),
 });
 

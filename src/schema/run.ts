@@ -36,6 +36,7 @@ export const SeverityEnum = builder.enumType('Severity', {
 
 export const FindingRef = builder.objectRef<Finding>('Finding').implement({
   description: 'Something a run discovered. Unique per run, kind and resource: a replayed batch records nothing twice.',
+  interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Opaque, stable identifier, meaningful in this workspace only; pass it as `after` (of `findings` or `runFindings`) to continue after this finding. Findings are listed in the order recorded.' }),
     kind: t.exposeString('kind', { description: 'What was found, e.g. "orphaned-blob".' }),
@@ -58,13 +59,19 @@ export const FindingCountRef = builder.objectRef<{ kind: string; severity: Findi
 export const FindingPageRef = builder
   .objectRef<{ findings: Finding[]; nextCursor: string | null; counts: { kind: string; severity: Finding['severity']; count: number }[] }>('FindingPage')
   .implement({
-    description: "A page of a run's findings, oldest first, with the run's counts per kind and severity.",
+    description: "A page of a run's findings, oldest first, with the run's counts per kind and severity. Superseded by FindingConnection (Run.findingConnection) and Run.findingCounts.",
     fields: (t) => ({
       nodes: t.field({ type: [FindingRef], description: 'The findings of this page.', resolve: (p) => p.findings }),
-      nextCursor: t.exposeString('nextCursor', { nullable: true, description: 'Pass as `after` for the next page; null at the end.' }),
+      nextCursor: t.exposeString('nextCursor', {
+        nullable: true,
+        description: 'Pass as `after` for the next page; null at the end.',
+        deprecationReason: 'Use Run.findingConnection: pageInfo.endCursor and hasNextPage.',
+      }),
       counts: t.field({ type: [FindingCountRef], description: 'Counts per kind and severity over the whole run (not just this page).', resolve: (p) => p.counts }),
     }),
   });
+
+export const FindingConnectionRef = connectionOf('Finding', FindingRef, 'finding', 'oldest first (in the order recorded)');
 
 export const RunRef = builder.objectRef<Run>('Run').implement({
   description: 'One run of a recoverable handler: a long scan that checkpoints a cursor and can be paused, resumed and survive crashes.',
@@ -72,6 +79,13 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'The recoverable handler it runs.' }),
+    eventCursor: t.string({
+      nullable: true,
+      description:
+        'Set only on the object cancelRun returns: the event cursor from just before that mutation changed anything; pass it as `after` to ' +
+        'runEvents and every event it caused arrives, none twice. null when the object was read by a query.',
+      resolve: (r) => r.eventCursor ?? null,
+    }),
     status: t.field({ type: RunStatusEnum, description: 'Where it is in its lifecycle.', resolve: (r) => r.status }),
     params: t.field({ type: JSONScalar, description: 'The parameters it was triggered with.', resolve: (r) => r.params }),
     cursor: t.exposeString('cursorBase64', { nullable: true, description: 'The last checkpointed cursor, base64; null before the first checkpoint.' }),
@@ -86,9 +100,26 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
     error: t.exposeString('error', { nullable: true, description: 'Why it failed.' }),
     pauseReason: t.exposeString('pauseReason', { nullable: true, description: 'Why it is paused.' }),
     pauseKind: t.field({ type: RunPauseKindEnum, nullable: true, description: 'Why it is paused, as a value to switch on; null unless PAUSED.', resolve: (r) => r.pauseKind }),
+    findingConnection: t.field({
+      type: FindingConnectionRef,
+      description: 'What the run found, oldest first (in the order recorded), a page at a time, by kind and severity.',
+      args: {
+        first: t.arg.int({ description: 'How many items to return, from 1 to 100. Default 20.' }),
+        after: t.arg.string({ description: 'Return the findings after this cursor (`pageInfo.endCursor` of the previous page, or a finding\'s id).' }),
+        kind: t.arg.string({ description: 'Only findings of this kind.' }),
+        severity: t.arg({ type: SeverityEnum, description: 'Only findings of this severity.' }),
+      },
+      resolve: (r, { first, after, ...filter }, ctx) => ctx.service.findingConnection(ctx.actor, r.id, filter, { first, after }),
+    }),
+    findingCounts: t.field({
+      type: [FindingCountRef],
+      description: 'How many findings the run has, per kind and severity (all of them, not a page).',
+      resolve: (r, _args, ctx) => ctx.service.findingCounts(ctx.actor, r.id),
+    }),
     findings: t.field({
       type: FindingPageRef,
       description: 'What the run found, oldest first.',
+      deprecationReason: 'Use findingConnection (a Relay connection like every other list, with totalCount) and findingCounts.',
       args: {
         kind: t.arg.string({ description: 'Only findings of this kind.' }),
         severity: t.arg({ type: SeverityEnum, description: 'Only findings of this severity.' }),
@@ -124,6 +155,12 @@ export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('Trigger
     outcome: t.exposeString('outcome', {
       description: 'The same value as `result`, as a string.',
       deprecationReason: 'Use `result`: the same value, typed as the RunTriggerOutcome enum.',
+    }),
+    eventCursor: t.string({
+      description:
+        'The event cursor from just before this trigger changed anything: pass it as `after` to runEvents ' +
+        'and every event it caused arrives, none twice, however late the subscription starts.',
+      resolve: (r) => r.eventCursor!,
     }),
   }),
 });

@@ -8,13 +8,17 @@ import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
 import type { Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
+import { getOperationAST, parse } from 'graphql';
 import { UnauthenticatedError } from '../service/access.js';
+import { ForbiddenError } from '../service/errors.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
-import { hardeningPlugins } from './hardening.js';
+import { hardeningPlugins, LIMITS } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
+import { usePersistedQueries } from './persisted-queries.js';
+import { ticketOf } from './ticket.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
 import { attachWebSocket, type Yoga } from '../subscriptions/ws.js';
@@ -66,18 +70,59 @@ const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (awa
  * field "jbos"` beside a 401 for a real one). `onParams` is the first hook that sees a GraphQL
  * request (GraphiQL's page is served before it, and needs no key); a refusal thrown here is
  * masked as any error is: UNAUTHENTICATED, 401. The actor waits here for the context.
+ *
+ * A request with `?ticket=` (a browser's EventSource, which cannot send headers) is authenticated
+ * by that subscription ticket instead of a key: redeemed (used up) here, and held to what a
+ * ticket is for, one subscription, by useTicketForOneSubscription, which runs after persisted
+ * queries have put the document in place.
  */
-function useAuthenticateFirst(authenticate: GatewayOptions['authenticate'], actors: WeakMap<Request, Actor>): Plugin {
+function useAuthenticateFirst(
+  authenticate: GatewayOptions['authenticate'],
+  redeemTicket: (ticket: string) => Promise<Actor>,
+  actors: WeakMap<Request, Actor>,
+  ticketed: WeakSet<Request>,
+): Plugin {
   return {
     async onParams({ request }) {
-      actors.set(request, await authenticate(request));
+      const ticket = ticketOf(request);
+      if (ticket === null) {
+        actors.set(request, await authenticate(request));
+        return;
+      }
+      actors.set(request, await redeemTicket(ticket));
+      ticketed.add(request);
     },
   };
+}
+
+/** A request authenticated by a subscription ticket may run a subscription, nothing else (FORBIDDEN). */
+function useTicketForOneSubscription(ticketed: WeakSet<Request>): Plugin {
+  return {
+    onParams({ request, params }) {
+      if (ticketed.has(request) && !isSubscription(params.query, params.operationName)) {
+        throw new ForbiddenError('a subscription ticket opens one subscription (Server-Sent Events); send other operations with your key');
+      }
+    },
+  };
+}
+
+/**
+ * Whether the operation a request would run is a subscription (an unparsable one, or one past the
+ * token limit, is not: this parse runs before the limits' own).
+ */
+function isSubscription(query: string | undefined, operationName: string | undefined): boolean {
+  if (!query) return false;
+  try {
+    return getOperationAST(parse(query, { maxTokens: LIMITS.tokens }), operationName)?.operation === 'subscription';
+  } catch {
+    return false;
+  }
 }
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
   const maskError = createMaskError(options.log);
   const actors = new WeakMap<Request, Actor>();
+  const ticketed = new WeakSet<Request>();
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -87,7 +132,15 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
-    plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution(), useObserveOperations(options.observer ?? noopObserver)],
+    // Authentication first: every later hook (persisted queries included) sees only keyed requests.
+    plugins: [
+      useAuthenticateFirst(options.authenticate, (ticket) => options.service.redeemSubscriptionTicket(ticket), actors, ticketed),
+      usePersistedQueries(),
+      useTicketForOneSubscription(ticketed),
+      ...hardeningPlugins({ introspection: options.introspection ?? true }),
+      useSharedSubscriptionExecution(),
+      useObserveOperations(options.observer ?? noopObserver),
+    ],
     logging: {
       debug: (...args) => options.log.debug(args.map(String).join(' ')),
       info: (...args) => options.log.info(args.map(String).join(' ')),

@@ -16,6 +16,7 @@
 import { EnvelopArmor } from '@escape.tech/graphql-armor';
 import { costLimitRule, type CostLimitOptions } from '@escape.tech/graphql-armor-cost-limit';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
+import { ticketOf } from './ticket.js';
 import {
   getOperationAST,
   GraphQLError,
@@ -248,5 +249,21 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
       if (!options.introspection) addValidationRule(NoSchemaIntrospectionCustomRule);
     },
   };
-  return [...(armor.protect().plugins as Plugin[]), rules, useNoSuggestions(), usePagedCostLimit(), useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] })];
+  return [...(armor.protect().plugins as Plugin[]), rules, useNoSuggestions(), usePagedCostLimit(), csrfUnlessTicket()];
+}
+
+/**
+ * CSRF prevention (a custom header forces a preflight), except for a request that carries a
+ * subscription ticket: an EventSource cannot send a header, and CSRF needs a credential the
+ * browser adds by itself (a cookie), which a ticket in the URL is not: only a page that minted
+ * it knows it.
+ */
+function csrfUnlessTicket(): Plugin {
+  const csrf = useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] });
+  return {
+    onRequestParse(payload) {
+      if (ticketOf(payload.request) !== null) return;
+      return csrf.onRequestParse!(payload);
+    },
+  };
 }

@@ -4,17 +4,20 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
-import { activeKeysByIds, notifyKeyChanged } from '../db/repos/api-keys.js';
+import { activeKeysByIds, apiKeyPage, countApiKeys, findApiKey, notifyKeyChanged } from '../db/repos/api-keys.js';
+import { auditPage, countAudit, findAuditEntry } from '../db/repos/audit.js';
+import { insertTicket, redeemTicket } from '../db/repos/subscription-tickets.js';
 import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import { isInstallationAdmin, type Actor, type Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
-import { text } from './inputs.js';
+import { pageSchema, text, type PageInput } from './inputs.js';
+import { COUNT_LIMIT, decodeCursor, encodeCursor, pageConnection, pageSize, type Connection } from './pagination.js';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
-import { hashApiKey, newApiKey } from './secrets.js';
+import { hashApiKey, newApiKey, newSubscriptionTicket } from './secrets.js';
 
 export interface ApiKey {
   id: string;
@@ -109,6 +112,19 @@ export const auditFilterSchema = z.object({
 });
 export type AuditFilter = z.input<typeof auditFilterSchema>;
 
+export const auditLogFilterSchema = auditFilterSchema.pick({ action: true, targetId: true, resultCode: true });
+export type AuditLogFilter = z.input<typeof auditLogFilterSchema>;
+
+export interface SubscriptionTicket {
+  /** The ticket itself, for `?ticket=`. Shown this once; only its hash is stored. */
+  ticket: string;
+  /** When it stops working if unused. */
+  expiresAt: Date;
+}
+
+/** How long a subscription ticket lives: long enough to open a stream, too short to be worth stealing. */
+export const SUBSCRIPTION_TICKET_TTL_MS = 60_000;
+
 /** How stale `last_used_at` may get before a request refreshes it (one write per key per minute). */
 const LAST_USED_GRANULARITY = "interval '1 minute'";
 
@@ -147,6 +163,37 @@ export function createAccessService(ctx: ServiceContext) {
                   where id = ${row.id} and (last_used_at is null or last_used_at < now() - ${sql.raw(LAST_USED_GRANULARITY)})`.execute(db);
       }
       return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.id, installationAdmin: row.installation_admin };
+    },
+
+    /**
+     * Mints a subscription ticket for the calling key: single-use, valid for 60 s, bound to the
+     * key, its workspace and its role. A browser's EventSource, which cannot send headers, opens
+     * one Server-Sent Events subscription with it (`?ticket=`), so no long-lived key goes in a
+     * URL. Any role; only API keys (FORBIDDEN for the library's and jobgate's own actors, which
+     * have no key). Only the ticket's hash is stored.
+     */
+    async createSubscriptionTicket(actor: Actor): Promise<SubscriptionTicket> {
+      const target = (r: { id: string }) => ({ type: 'SubscriptionTicket', id: r.id });
+      const minted = await mutate(ctx, actor, { action: 'subscriptionTicket.create', role: 'VIEWER', input: {}, target }, async (trx) => {
+        if (actor.kind !== 'user' || !actor.keyId) throw new ForbiddenError('subscription tickets are minted for API keys; this caller has none');
+        const { ticket, hash } = newSubscriptionTicket();
+        const row = await insertTicket(trx, { workspaceId: scoped(actor.workspaceId), keyId: actor.keyId, role: actor.role, hash, ttlMs: SUBSCRIPTION_TICKET_TTL_MS });
+        return { id: row.id, ticket, expiresAt: row.expires_at };
+      });
+      return { ticket: minted.ticket, expiresAt: minted.expiresAt };
+    },
+
+    /**
+     * Who a subscription ticket acts for, using it up: the key that minted it, with the role it
+     * had then. Throws UNAUTHENTICATED (the same message for each) for an unknown, used or expired
+     * ticket, and for one whose key was revoked or changed role since.
+     */
+    async redeemSubscriptionTicket(ticket: string | undefined | null): Promise<Actor> {
+      const refused = new UnauthenticatedError('the subscription ticket is unknown, used or expired: mint another with createSubscriptionTicket');
+      if (!ticket || !/^jgt_[A-Za-z0-9_-]{20,100}$/.test(ticket)) throw refused;
+      const row = await redeemTicket(db, hashApiKey(ticket));
+      if (!row) throw refused;
+      return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.key_id, installationAdmin: row.installation_admin };
     },
 
     /**
@@ -248,6 +295,28 @@ export function createAccessService(ctx: ServiceContext) {
     },
 
     /**
+     * The workspace's keys (never the keys themselves), newest first, a page at a time, with a
+     * count when asked for. ADMIN only (FORBIDDEN). VALIDATION_FAILED for a cursor this list did
+     * not issue or a page size out of range.
+     */
+    async apiKeyConnection(actor: Actor, rawPage: PageInput = {}): Promise<Connection<ApiKey>> {
+      requireRole(actor, 'ADMIN', 'listing API keys');
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const ws = scoped(actor.workspaceId);
+      const rows = await apiKeyPage(db, ws, { limit: size + 1, afterId: page.after ? decodeCursor(page.after) : undefined });
+      return pageConnection(rows.map(toApiKey), size, (k) => encodeCursor(k.id), async () => Math.min(await countApiKeys(db, ws), COUNT_LIMIT));
+    },
+
+    /** One key of the workspace (never the key itself). ADMIN only (FORBIDDEN); NOT_FOUND otherwise. */
+    async apiKey(actor: Actor, id: string): Promise<ApiKey> {
+      requireRole(actor, 'ADMIN', 'reading API keys');
+      const row = isUuid(id) ? await findApiKey(db, scoped(actor.workspaceId), id) : undefined;
+      if (!row) throw new NotFoundError('ApiKey', id);
+      return toApiKey(row);
+    },
+
+    /**
      * Creates a workspace (with its reaper) and its first ADMIN key. Installation admins only
      * (isInstallationAdmin: an installation-admin key, jobgate itself, or the embedding application).
      * Throws FORBIDDEN, VALIDATION_FAILED, CONFLICT (slug taken).
@@ -288,6 +357,40 @@ export function createAccessService(ctx: ServiceContext) {
         // A page goes on after (below) its last entry: its id is the cursor.
         nextCursor: rows.length > size ? entries.at(-1)!.id : null,
       };
+    },
+
+    /**
+     * The audit log, newest first, filterable, a page at a time, with a bounded count when asked
+     * for. ADMIN only (FORBIDDEN). VALIDATION_FAILED for a cursor this list did not issue (another
+     * list's, another workspace's) or a page size out of range.
+     */
+    async auditLogConnection(actor: Actor, rawFilter: AuditLogFilter = {}, rawPage: PageInput = {}): Promise<Connection<AuditEntry>> {
+      requireRole(actor, 'ADMIN', 'reading the audit log');
+      const filter = parseInput(auditLogFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      const beforeId = page.after ? cursors.open('audit', page.after, ['after']) : undefined;
+      const rows = await auditPage(db, ws, filter, { limit: size + 1, beforeId });
+      // An entry's id is its cursor: the page after it is the entries below it.
+      return pageConnection(rows.map((r) => toAuditEntry(r, cursors)), size, (e) => e.id, () => countAudit(db, ws, filter, COUNT_LIMIT));
+    },
+
+    /** One audit entry by its (sealed) id. ADMIN only (FORBIDDEN); NOT_FOUND otherwise. */
+    async auditEntry(actor: Actor, id: string): Promise<AuditEntry> {
+      requireRole(actor, 'ADMIN', 'reading the audit log');
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      let rowId: bigint;
+      try {
+        rowId = cursors.open('audit', id, ['id']);
+      } catch {
+        throw new NotFoundError('AuditEntry', id);
+      }
+      const row = await findAuditEntry(db, ws, rowId);
+      if (!row) throw new NotFoundError('AuditEntry', id);
+      return toAuditEntry(row, cursors);
     },
 
     /**

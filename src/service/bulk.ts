@@ -12,6 +12,7 @@ import type { Actor } from './actor.js';
 import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { DomainError, type ErrorCode } from './errors.js';
+import { withEventCursor } from './event-cursor.js';
 import { executionFilterSchema, idSchema, type ExecutionFilter } from './inputs.js';
 
 export const BULK_LIMIT = 1000;
@@ -32,6 +33,8 @@ export interface BulkResult {
   skipped: BulkSkip[];
   /** Whether more items may match than this call took (it stopped at its limit). */
   more: boolean;
+  /** The event cursor from just before the first item changed (see ./event-cursor.ts). */
+  eventCursor?: string;
 }
 
 const limitSchema = z.number().int().min(1).max(BULK_LIMIT).nullish();
@@ -78,26 +81,34 @@ export function createBulkService(ctx: ServiceContext, single: Single) {
      * and VALIDATION_FAILED for a bad filter; per-item refusals are in `skipped`.
      */
     async retryExecutions(actor: Actor, raw: { filter?: ExecutionFilter | null; limit?: number | null }): Promise<BulkResult> {
-      const { ids, more } = await select(actor, 'executions.retry-many', raw, ['FAILED']);
-      return each(ids, (id) => single.retryExecution(actor, id), more);
+      return withEventCursor(ctx, actor.workspaceId, async () => {
+        const { ids, more } = await select(actor, 'executions.retry-many', raw, ['FAILED']);
+        return each(ids, (id) => single.retryExecution(actor, id), more);
+      });
     },
 
     /** Cancels the PENDING and RUNNING executions matching `filter`, each as cancelExecution would. */
     async cancelExecutions(actor: Actor, raw: { filter?: ExecutionFilter | null; limit?: number | null }): Promise<BulkResult> {
-      const { ids, more } = await select(actor, 'executions.cancel-many', raw, ['PENDING', 'RUNNING']);
-      return each(ids, (id) => single.cancelExecution(actor, id), more);
+      return withEventCursor(ctx, actor.workspaceId, async () => {
+        const { ids, more } = await select(actor, 'executions.cancel-many', raw, ['PENDING', 'RUNNING']);
+        return each(ids, (id) => single.cancelExecution(actor, id), more);
+      });
     },
 
     /** Pauses each job, as pauseJob would (1 to 1000 ids). */
     async pauseJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
-      const ids = await mutate(ctx, actor, { action: 'jobs.pause-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () => parseInput(idsSchema, rawIds, ['ids']));
-      return each(ids, (id) => single.pauseJob(actor, id), false);
+      return withEventCursor(ctx, actor.workspaceId, async () => {
+        const ids = await mutate(ctx, actor, { action: 'jobs.pause-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () => parseInput(idsSchema, rawIds, ['ids']));
+        return each(ids, (id) => single.pauseJob(actor, id), false);
+      });
     },
 
     /** Resumes each job, as resumeJob would (1 to 1000 ids). */
     async resumeJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
-      const ids = await mutate(ctx, actor, { action: 'jobs.resume-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () => parseInput(idsSchema, rawIds, ['ids']));
-      return each(ids, (id) => single.resumeJob(actor, id), false);
+      return withEventCursor(ctx, actor.workspaceId, async () => {
+        const ids = await mutate(ctx, actor, { action: 'jobs.resume-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () => parseInput(idsSchema, rawIds, ['ids']));
+        return each(ids, (id) => single.resumeJob(actor, id), false);
+      });
     },
   };
 }

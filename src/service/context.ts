@@ -8,6 +8,7 @@ import { isPgError, NO_ACTIVE_TRANSACTION } from '../db/sqlstate.js';
 import type { DB } from '../db/types.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
+import { createOutboundPolicy, type OutboundPolicy } from './engine/outbound.js';
 
 /** What every service area is built with. */
 export interface ServiceDeps {
@@ -33,6 +34,12 @@ export interface ServiceDeps {
    * the caller's work; what we write commits or rolls back with it.
    */
   outerTransaction?: boolean | undefined;
+  /**
+   * CIDRs outbound HTTP may reach although the outbound policy refuses them
+   * (JOBGATE_OUTBOUND_ALLOW): registering an endpoint whose url is an IP literal the policy
+   * refuses is refused at once. Give it the list the workers have.
+   */
+  outboundAllow?: string[] | undefined;
 }
 
 export interface ServiceContext {
@@ -48,6 +55,8 @@ export interface ServiceContext {
   cursors: CursorKeys;
   /** Whether `db` is the caller's open transaction (see ServiceDeps.outerTransaction). */
   outer: boolean;
+  /** The outbound address policy (engine/outbound.ts), for checks at the door. */
+  outbound: OutboundPolicy;
   /**
    * The service's one transaction boundary: `fn` commits or rolls back as a whole. On the pool,
    * a transaction of its own; in the caller's transaction, a savepoint, released on success and
@@ -107,6 +116,7 @@ export function createContext(deps: ServiceDeps): ServiceContext {
     defaultMaxAttempts: deps.defaultMaxAttempts,
     databaseClock: !deps.clock,
     cursors: createCursorKeys(),
+    outbound: createOutboundPolicy(deps.outboundAllow ?? []),
     seal(plain, path) {
       if (!deps.secrets) throw ValidationError.at(path, 'cannot store a secret: JOBGATE_SECRET_KEY is not configured');
       return deps.secrets.seal(plain);

@@ -28,6 +28,9 @@ import {
   type UpdateEndpointInput,
 } from './inputs.js';
 import { toEndpoint, type Endpoint } from './models.js';
+import { literalTargetRefusal, targetWarnings, type TargetWarning } from './engine/outbound.js';
+
+export type { TargetWarning };
 import { decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 
 async function assertRefs(
@@ -66,6 +69,18 @@ export async function resolveEndpoint(
   return row;
 }
 
+/**
+ * Validation at the door: an url whose host is an IP literal the outbound policy refuses (the
+ * metadata address, loopback, private ranges not in JOBGATE_OUTBOUND_ALLOW) can never be
+ * delivered to, so it is refused now (VALIDATION_FAILED at `url`) rather than as a FAILED
+ * execution later. A host name is not refused here (see endpointTargetWarnings): DNS can change,
+ * and the check on the address connected to, at each delivery, stays the authority.
+ */
+function assertTargetAllowed(ctx: ServiceContext, url: string): void {
+  const refusal = literalTargetRefusal(ctx.outbound, url);
+  if (refusal) throw ValidationError.at(['url'], `cannot be delivered to: ${refusal}`);
+}
+
 function assertMutable(actor: Actor, row: EndpointRow): void {
   if (row.type === 'INTERNAL' && !isSystem(actor)) {
     throw new ForbiddenError(`endpoint "${row.name}" is internal to jobgate and cannot be changed`);
@@ -93,6 +108,7 @@ export function createEndpointService(ctx: ServiceContext) {
         if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
           throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
         }
+        if (input.kind === 'HTTP') assertTargetAllowed(ctx, input.url!);
         await assertRefs(trx, actor, input);
         // Checked first so the common refusal is a clean CONFLICT; the partial unique index decides races.
         if (await endpointsRepo.findEndpointByName(trx, actor.workspaceId, input.name)) {
@@ -147,6 +163,7 @@ export function createEndpointService(ctx: ServiceContext) {
           throw ValidationError.at(['handlerName'], 'is only for HANDLER endpoints');
         }
         if (input.url === null) throw ValidationError.at(['url'], 'an HTTP endpoint needs a url');
+        if (input.url != null) assertTargetAllowed(ctx, input.url);
         if (input.handlerName === null) throw ValidationError.at(['handlerName'], 'a HANDLER endpoint needs a handler name');
         if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
           throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
@@ -206,6 +223,17 @@ export function createEndpointService(ctx: ServiceContext) {
         }
         return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, { archived_at: sql<Date>`now()` as never }));
       });
+    },
+
+    /**
+     * What the outbound policy would likely say of an endpoint's target now: its host name
+     * resolves only to refused addresses, or does not resolve (waiting at most 2 s). Empty for a
+     * HANDLER endpoint, an IP literal (refused at registration if refused at all) or a templated
+     * host. Advice: each delivery checks the address it connects to. No database access.
+     */
+    async endpointTargetWarnings(_actor: Actor, endpoint: Pick<Endpoint, 'kind' | 'url'>): Promise<TargetWarning[]> {
+      if (endpoint.kind !== 'HTTP' || !endpoint.url) return [];
+      return targetWarnings(ctx.outbound, endpoint.url);
     },
 
     /** One endpoint, by id (archived too) or by name (live only). Throws NOT_FOUND, VALIDATION_FAILED. */

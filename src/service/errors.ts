@@ -42,6 +42,8 @@ export class DomainError extends Error {
 
 export type ResourceKind =
   | 'Workspace'
+  | 'AuditEntry'
+  | 'Finding'
   | 'Endpoint'
   | 'PayloadSpec'
   | 'Config'

@@ -11,11 +11,17 @@ import { ConflictError, NotFoundError, RetiredError } from './errors.js';
 import { idSchema, triggerJobSchema, type TriggerJobInput } from './inputs.js';
 import { assertJobMutable, assertLockFree, lockJob } from './jobs.js';
 import { toExecution, type Execution } from './models.js';
+import { withEventCursor } from './event-cursor.js';
 
 export interface TriggerJobResult {
   execution: Execution;
   /** false when `requestId` matched an earlier trigger, whose execution is returned. */
   created: boolean;
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 export function createExecutionControlService(ctx: ServiceContext) {
@@ -29,7 +35,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job), CONFLICT, LOCK_HELD.
      */
     async triggerJob(actor: Actor, raw: TriggerJobInput): Promise<TriggerJobResult> {
-      return mutate(ctx, actor, { action: 'job.trigger', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.trigger', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
         const input = parseInput(triggerJobSchema, raw);
         const { job, endpoint } = await lockJob(trx, actor, input.id);
         if (input.requestId) {
@@ -69,7 +75,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
         }
         await assertLockFree(trx, actor, job.lock_key);
         throw new ConflictError(`job ${job.id} was triggered concurrently; try again`);
-      });
+      }));
     },
 
     /**
@@ -78,7 +84,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, FORBIDDEN (internal job), CONFLICT (already finished).
      */
     async cancelExecution(actor: Actor, rawId: string): Promise<Execution> {
-      return mutate(ctx, actor, { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
         const id = parseInput(idSchema, rawId);
         // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
         const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
@@ -98,7 +104,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           return toExecution(row ?? current);
         }
         throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });
-      });
+      }));
     },
 
     /**
@@ -107,7 +113,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * CONFLICT (not FAILED), LOCK_HELD (its lock key is taken meanwhile).
      */
     async retryExecution(actor: Actor, rawId: string): Promise<Execution> {
-      return mutate(ctx, actor, { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
         const id = parseInput(idSchema, rawId);
         // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
         const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
@@ -133,7 +139,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           await assertLockFree(trx, actor, current.lock_key);
           throw error;
         }
-      });
+      }));
     },
   };
 }

@@ -18,6 +18,8 @@ import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { intervalTick, type IntervalTickRow } from '../db/repos/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError, ValidationError } from './errors.js';
+import { pageSchema, type PageInput } from './inputs.js';
+import { pageConnection, pageSize, type Connection } from './pagination.js';
 import { opaqueWorkerId } from './models.js';
 import { toRun, type Run } from './runs.js';
 
@@ -269,6 +271,20 @@ function withoutInstallationDetails(h: HandlerInfo): HandlerInfo {
   };
 }
 
+/** Catalogue order: by kind, then name, in code-unit order (the same in every process). */
+function byCatalogueKey(a: { kind: string; name: string }, b: { kind: string; name: string }): number {
+  if (a.kind !== b.kind) return a.kind < b.kind ? -1 : 1;
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+const encodeHandlerCursor = (h: { kind: string; name: string }) => Buffer.from(`h1:${h.kind}:${h.name}`).toString('base64url');
+
+function decodeHandlerCursor(cursor: string): { kind: HandlerKind; name: string } {
+  const match = /^h1:(HANDLER|RECOVERABLE|INTERVAL):(.+)$/s.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
+  return { kind: match[1] as HandlerKind, name: match[2]! };
+}
+
 /** The catalogue entry as this actor may see it: every answer that carries one goes through here. */
 const handlerFor = (actor: Actor, h: HandlerInfo) => (seesInstallation(actor) ? h : withoutInstallationDetails(h));
 
@@ -295,6 +311,12 @@ export function createHandlersService(ctx: ServiceContext) {
     }
   }
 
+  async function handlerList(actor: Actor, raw: HandlerFilter): Promise<HandlerInfo[]> {
+    const filter = parseInput(handlerFilterSchema, raw);
+    const all = await catalogue(ctx.db, actor, filter);
+    return all.map((h) => handlerFor(actor, h));
+  }
+
   return {
     /**
      * The handlers registered by live workers, by kind and name, each with its workers, cadence
@@ -302,9 +324,23 @@ export function createHandlersService(ctx: ServiceContext) {
      * is the caller's workspace's. Any role. Throws VALIDATION_FAILED.
      */
     async handlers(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerInfo[]> {
-      const filter = parseInput(handlerFilterSchema, raw);
-      const all = await catalogue(ctx.db, actor, filter);
-      return all.map((h) => handlerFor(actor, h));
+      return handlerList(actor, raw);
+    },
+
+    /**
+     * The catalogue as a connection: by kind, then name, a page at a time, with its count. The
+     * catalogue is as small as the code that registers it (live workers' handlers), so it is read
+     * whole and paged here; a cursor is the (kind, name) of an entry, so a page goes on after it
+     * even when that entry's workers have gone since. Any role. Throws VALIDATION_FAILED (a
+     * cursor this list did not issue, a page size out of range).
+     */
+    async handlerConnection(actor: Actor, raw: HandlerFilter = {}, rawPage: PageInput = {}): Promise<Connection<HandlerInfo>> {
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const sorted = (await handlerList(actor, raw)).sort(byCatalogueKey);
+      const after = page.after ? decodeHandlerCursor(page.after) : undefined;
+      const rest = after ? sorted.filter((h) => byCatalogueKey(h, after) > 0) : sorted;
+      return pageConnection(rest.slice(0, size + 1), size, encodeHandlerCursor, async () => sorted.length);
     },
 
     /**

@@ -24,15 +24,16 @@ export function createJobService(deps: ServiceDeps) {
   const catalog = createCatalogService(ctx);
   const endpoints = createEndpointService(ctx);
   const runs = createRunsService(ctx);
+  const access = createAccessService(ctx);
   return {
-    ...createAccessService(ctx),
+    ...access,
     ...catalog,
     ...endpoints,
     ...jobs,
     ...control,
     ...createBulkService(ctx, { ...jobs, ...control }),
     ...runs,
-    ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs }),
+    ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs, ...access }),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),

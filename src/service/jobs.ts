@@ -45,6 +45,7 @@ import {
 import { validateAgainstSpec } from './json-schema.js';
 import { jobState, opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job, type JobState } from './models.js';
 import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
+import { withEventCursor } from './event-cursor.js';
 
 export interface CreateJobResult {
   job: Job;
@@ -56,6 +57,11 @@ export interface CancelJobResult {
   job: Job;
   /** How many pending executions the cancellation cancelled. */
   cancelledExecutions: number;
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 const sameTime = (a: Date | null | undefined, b: Date | null | undefined) => (a?.getTime() ?? null) === (b?.getTime() ?? null);
@@ -353,12 +359,12 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
      */
     async pauseJob(actor: Actor, id: string): Promise<Job> {
-      return mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
         const { job, endpoint } = await lockJob(trx, actor, id);
         assertJobMutable(actor, job, endpoint);
         if (job.status === 'PAUSED') return toJob(job);
         return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, { status: 'PAUSED', next_fire_at: null }));
-      });
+      }));
     },
 
     /**
@@ -366,7 +372,7 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
      */
     async resumeJob(actor: Actor, id: string): Promise<Job> {
-      return mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
         const { job, endpoint } = await lockJob(trx, actor, id);
         assertJobMutable(actor, job, endpoint);
         if (job.status === 'ACTIVE') return toJob(job);
@@ -376,7 +382,7 @@ export function createJobsService(ctx: ServiceContext) {
         // Its pending executions that came due while paused are claimable now.
         await executionsRepo.notifyWork(trx);
         return toJob(resumed);
-      });
+      }));
     },
 
     /**
@@ -385,7 +391,7 @@ export function createJobsService(ctx: ServiceContext) {
      * FORBIDDEN (internal job).
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
-      return mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) => cancelJobIn(trx, actor, id));
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) => cancelJobIn(trx, actor, id)));
     },
 
     /** Throws NOT_FOUND. */

@@ -111,6 +111,11 @@ export interface Job {
   retiredAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 /**
@@ -153,6 +158,11 @@ export interface Execution {
   finishedAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 export interface Attempt {

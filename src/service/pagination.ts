@@ -56,8 +56,22 @@ export function toConnection<R extends { id: string }, T>(
   map: (row: R) => T,
   count?: () => Promise<number>,
 ): Connection<T> {
-  const hasNextPage = rows.length > size;
-  const edges = rows.slice(0, size).map((row) => ({ cursor: encodeCursor(row.id), node: map(row) }));
+  return pageConnection(rows.map(map), size, (_node, i) => encodeCursor(rows[i]!.id), count);
+}
+
+/**
+ * The connection of `items` fetched with `limit size + 1` (the extra one says a next page
+ * exists), each edge's cursor given by `cursorOf` (for lists whose cursors are not row UUIDs:
+ * sealed ids, catalogue keys).
+ */
+export function pageConnection<T>(
+  items: T[],
+  size: number,
+  cursorOf: (item: T, index: number) => string,
+  count?: () => Promise<number>,
+): Connection<T> {
+  const hasNextPage = items.length > size;
+  const edges = items.slice(0, size).map((node, i) => ({ cursor: cursorOf(node, i), node }));
   return {
     edges,
     pageInfo: {

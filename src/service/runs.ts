@@ -12,7 +12,9 @@ import type { WorkspaceCursors } from './cursors.js';
 import { hasLiveRegistration } from '../db/repos/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
-import { afterCursor, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
+import { afterCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from './pagination.js';
+import { countFindings, findFinding, findingCounts, findingPage } from '../db/repos/findings.js';
+import { withEventCursor } from './event-cursor.js';
 
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
 export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
@@ -40,6 +42,11 @@ export interface Run {
   pauseReason: string | null;
   /** Set while PAUSED: CANCELLED (an operator), CRASHED (its worker died) or HANDLER (it paused itself). */
   pauseKind: PauseKind | null;
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 export interface Finding {
@@ -137,6 +144,9 @@ export const findingFilterSchema = z.object({
 });
 export type FindingFilter = z.input<typeof findingFilterSchema>;
 
+export const findingListFilterSchema = findingFilterSchema.pick({ kind: true, severity: true });
+export type FindingListFilter = z.input<typeof findingListFilterSchema>;
+
 export const runFilterSchema = z.object({
   name: text().max(200).nullish(),
   status: z.enum(['RUNNING', 'CANCEL_REQUESTED', 'PAUSED', 'COMPLETED', 'FAILED'] satisfies RunStatus[]).nullish(),
@@ -151,6 +161,11 @@ export interface TriggerRunResult {
    * with `resumeCancelled: false`, as schedules trigger).
    */
   outcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | 'HELD';
+  /**
+   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
 }
 
 export interface TriggerRunOptions {
@@ -179,7 +194,7 @@ export function createRunsService(ctx: ServiceContext) {
      */
     async triggerRun(actor: Actor, raw: TriggerRunInput, options: TriggerRunOptions = {}): Promise<TriggerRunResult> {
       const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
-      return mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
         const input = parseInput(triggerRunSchema, raw);
         if (!input.force && !(await hasLiveRegistration(trx, 'RECOVERABLE', input.name))) {
           throw new NoLiveWorkerError('RECOVERABLE', input.name, 'start a worker that registers it, or trigger with force: true to queue the run until one does');
@@ -211,7 +226,7 @@ export function createRunsService(ctx: ServiceContext) {
           where id = ${row.id} and status = 'PAUSED' returning *`.execute(trx);
         await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
         return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
-      });
+      }));
     },
 
     /**
@@ -223,7 +238,7 @@ export function createRunsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
      */
     async cancelRun(actor: Actor, id: string): Promise<Run> {
-      return mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
+      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
         if (!isUuid(id)) throw new NotFoundError('Run', id);
         const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
         const row = rows[0];
@@ -249,7 +264,7 @@ export function createRunsService(ctx: ServiceContext) {
         if (row.status !== 'RUNNING') return toRun(row);
         const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
         return toRun(updated.rows[0]!);
-      });
+      }));
     },
 
     async run(actor: Actor, id: string): Promise<Run> {
@@ -278,6 +293,45 @@ export function createRunsService(ctx: ServiceContext) {
     /** @deprecated The newest 100 runs only; use `runConnection`, which pages past them. */
     async runs(actor: Actor, filter: { name?: string | null; status?: RunStatus | null } = {}): Promise<Run[]> {
       return (await service.runConnection(actor, filter, { first: 100 })).edges.map((e) => e.node);
+    },
+
+    /**
+     * A run's findings in the order recorded, a page at a time, with a bounded count when asked
+     * for. An id that names no run of the workspace has none. VALIDATION_FAILED for a cursor this
+     * list did not issue or a page size out of range.
+     */
+    async findingConnection(actor: Actor, runId: string, rawFilter: FindingListFilter = {}, rawPage: PageInput = {}): Promise<Connection<Finding>> {
+      const filter = parseInput(findingListFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      const afterId = page.after ? cursors.open('finding', page.after, ['after']) : 0n;
+      if (!isUuid(runId)) return pageConnection<Finding>([], size, (f) => f.id, async () => 0);
+      const rows = await findingPage(db, ws, runId, filter, { limit: size + 1, afterId });
+      // A finding's id is its cursor: the page after it is the findings above it.
+      return pageConnection(rows.map((r) => toFinding(r, cursors)), size, (f) => f.id, () => countFindings(db, ws, runId, filter, COUNT_LIMIT));
+    },
+
+    /** A run's findings counted per kind and severity (all of them, not a page). */
+    async findingCounts(actor: Actor, runId: string) {
+      if (!isUuid(runId)) return [];
+      return findingCounts(db, scoped(actor.workspaceId), runId);
+    },
+
+    /** One finding by its (sealed) id; NOT_FOUND when it is not one of the workspace's. */
+    async finding(actor: Actor, id: string): Promise<Finding> {
+      const ws = scoped(actor.workspaceId);
+      const cursors = await ctx.cursors.forWorkspace(db, ws);
+      let rowId: bigint;
+      try {
+        rowId = cursors.open('finding', id, ['id']);
+      } catch {
+        throw new NotFoundError('Finding', id);
+      }
+      const row = await findFinding(db, ws, rowId);
+      if (!row) throw new NotFoundError('Finding', id);
+      return toFinding(row, cursors);
     },
 
     /** A run's findings in the order recorded, with counts per kind and severity. */

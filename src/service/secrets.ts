@@ -50,6 +50,12 @@ export function newApiKey(): { key: string; prefix: string; hash: Buffer } {
   return { key, prefix: key.slice(0, 10), hash: hashApiKey(key) };
 }
 
+/** A subscription ticket (`jgt_...`) and its sha256, the only form stored. */
+export function newSubscriptionTicket(): { ticket: string; hash: Buffer } {
+  const ticket = `jgt_${randomBytes(24).toString('base64url')}`;
+  return { ticket, hash: hashApiKey(ticket) };
+}
+
 export function hashApiKey(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }

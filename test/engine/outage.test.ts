@@ -247,7 +247,7 @@ beforeAll(async () => {
   workspaceId = (await q(`select id from workspaces where slug = 'default'`)).rows[0].id;
   // The workers run the scheduler too; keep the reaper out of these counts.
   await q(`update jobs set status = 'PAUSED', next_fire_at = null where name = 'reaper'`);
-  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5 });
+  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5, outboundAllow: ['127.0.0.0/8'] });
   const actor: Actor = { workspaceId, kind: 'user', role: 'ADMIN' };
   const endpoint = async (name: string, kind: 'HTTP' | 'HANDLER', where: string, timeoutMs?: number) => {
     const target = kind === 'HTTP' ? { url: where } : { handlerName: where };

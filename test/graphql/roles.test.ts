@@ -72,6 +72,8 @@ const cases: Record<string, Case> = {
   deleteAlertRule: { query: 'mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
   createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
   revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
+  // Any key may open a live stream, so any key may mint the ticket that opens one from a browser.
+  createSubscriptionTicket: { query: 'mutation { createSubscriptionTicket { expiresAt } }', vars: () => ({}), allowed: ['ADMIN', 'OPERATOR', 'VIEWER'] },
   // Installation admins only: no workspace ADMIN key may.
   createWorkspace: { query: 'mutation ($s: String!) { createWorkspace(input: { slug: $s, name: "x" }) { workspace { id } } }', vars: (_o, r) => ({ s: `ws-${r.toLowerCase()}` }), allowed: [] },
 };

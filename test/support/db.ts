@@ -62,7 +62,9 @@ export async function createTestDb(deps: Partial<ServiceDeps> = {}): Promise<Tes
   await adminQuery(`create database ${name} template ${inject('pgTemplate')}`);
   const url = urlFor(name);
   const database = createDatabase({ connectionString: url, max: 10 });
-  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5, secrets: TEST_SECRETS, ...deps });
+  // Test targets listen on loopback: the door lets them in, as JOBGATE_OUTBOUND_ALLOW=127.0.0.0/8
+  // would; a worker's own policy (the authority) is set by each test.
+  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5, secrets: TEST_SECRETS, outboundAllow: ['127.0.0.0/8', '::1/128'], ...deps });
   const ws = (await findWorkspaceBySlug(database.db, 'default'))!;
   const other = await ensureWorkspace(database.db, 'other', 'Other workspace');
   return {

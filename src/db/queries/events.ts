@@ -152,3 +152,13 @@ export async function positionBeforeJob(db: Executor, workspaceId: string, jobId
       (select case when is_called then last_value else 0 end from events_id_seq)) as position`.execute(db);
   return BigInt(rows[0]!.position);
 }
+
+/**
+ * The last event id handed out so far (0 before the first). Every event of a transaction that
+ * begins after this read takes a higher id: the sequence only goes up.
+ */
+export async function latestEventPosition(db: Executor): Promise<bigint> {
+  const { rows } = await sql<{ position: string }>`
+    select case when is_called then last_value else 0 end as position from events_id_seq`.execute(db);
+  return BigInt(rows[0]!.position);
+}

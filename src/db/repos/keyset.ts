@@ -13,7 +13,7 @@ export type ListOrder = 'NEWEST_FIRST' | 'OLDEST_FIRST';
  * predicate, for a table with those columns.
  */
 export function afterCursor(
-  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs' | 'runs',
+  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs' | 'runs' | 'api_keys',
   cursorId: string,
   workspaceId: string,
   order: ListOrder = 'NEWEST_FIRST',

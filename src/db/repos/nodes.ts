@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { isUuid, scoped, type Executor } from './scope.js';
 
-export type NodeTable = 'jobs' | 'executions' | 'endpoints' | 'payload_specs' | 'configs' | 'runs';
+export type NodeTable = 'jobs' | 'executions' | 'endpoints' | 'payload_specs' | 'configs' | 'runs' | 'api_keys';
 
 /** Which of the workspace's tables holds `id` (each a primary-key probe), if any. */
 export async function tableHolding(db: Executor, workspaceId: string, id: string): Promise<NodeTable | undefined> {
@@ -14,6 +14,7 @@ export async function tableHolding(db: Executor, workspaceId: string, id: string
     union all select 'payload_specs' from payload_specs where id = ${id} and workspace_id = ${ws}
     union all select 'configs' from configs where id = ${id} and workspace_id = ${ws}
     union all select 'runs' from runs where id = ${id} and workspace_id = ${ws}
+    union all select 'api_keys' from api_keys where id = ${id} and workspace_id = ${ws}
     limit 1`.execute(db);
   return rows[0]?.t;
 }

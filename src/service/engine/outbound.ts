@@ -134,3 +134,70 @@ export function createOutboundPolicy(allow: string[] = []): OutboundPolicy {
 
   return { refusal, lookup };
 }
+
+/** Something the outbound policy will likely refuse about a target, said before any delivery. */
+export interface TargetWarning {
+  code: 'TARGET_RESOLVES_TO_REFUSED_ADDRESS' | 'TARGET_DOES_NOT_RESOLVE';
+  message: string;
+}
+
+/**
+ * The host of an http(s) url as the policy sees it: an IP literal (brackets dropped; the URL
+ * parser has already turned decimal, octal and hex IPv4 spellings into dotted form) or a name.
+ * Undefined for a url that does not parse or whose host is templated (`{{config.host}}`): only a
+ * delivery knows where that goes.
+ */
+function hostOf(url: string): { ip: string } | { name: string } | undefined {
+  if (url.includes('{{')) {
+    const host = /^[a-z]+:\/\/([^/?#]*)/i.exec(url)?.[1] ?? '';
+    if (host.includes('{{')) return undefined;
+  }
+  let hostname: string;
+  try {
+    hostname = new URL(url.replace(/\{\{[^}]*\}\}/g, 'x')).hostname;
+  } catch {
+    return undefined;
+  }
+  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+  return net.isIP(bare) ? { ip: bare } : { name: bare };
+}
+
+/**
+ * Why the policy refuses `url` for certain (its host is an IP literal it refuses), or undefined.
+ * A name is never refused here: what it resolves to may change.
+ */
+export function literalTargetRefusal(policy: OutboundPolicy, url: string): string | undefined {
+  const host = hostOf(url);
+  return host && 'ip' in host ? policy.refusal(host.ip) : undefined;
+}
+
+/**
+ * What the policy would likely say of `url`'s host name now: every address it resolves to is
+ * refused, or it resolves to none (within `timeoutMs`). Nothing for an IP literal (see
+ * literalTargetRefusal) or a templated host. Advice only: the check on the address actually
+ * connected to, at each delivery, decides.
+ */
+export async function targetWarnings(policy: OutboundPolicy, url: string, timeoutMs = 2000): Promise<TargetWarning[]> {
+  const host = hostOf(url);
+  if (!host || 'ip' in host) return [];
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+  const looked = dns.promises.lookup(host.name, { all: true }).then(
+    (addresses) => addresses,
+    (error: NodeJS.ErrnoException) => error,
+  );
+  const result = await Promise.race([looked, timedOut]).finally(() => clearTimeout(timer));
+  if (result === 'timeout' || result instanceof Error || result.length === 0) {
+    const why = result === 'timeout' ? `no answer within ${timeoutMs} ms` : result instanceof Error ? (result.code ?? result.message) : 'no address';
+    return [{ code: 'TARGET_DOES_NOT_RESOLVE', message: `${host.name} does not resolve just now (${why}); deliveries fail until it does` }];
+  }
+  const refusals = result.map((a) => policy.refusal(a.address));
+  if (refusals.every((r) => r !== undefined)) {
+    const addresses = result.map((a) => a.address).join(', ');
+    return [{
+      code: 'TARGET_RESOLVES_TO_REFUSED_ADDRESS',
+      message: `${host.name} resolves to ${addresses}, which the outbound policy refuses (loopback, private, link-local or otherwise special-purpose; JOBGATE_OUTBOUND_ALLOW can allow it): deliveries will fail unless it resolves elsewhere then`,
+    }];
+  }
+  return [];
+}

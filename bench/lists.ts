@@ -1,0 +1,178 @@
+/**
+ * List screens at a million executions: the latency of a page of each list a console shows,
+ * through the real GraphQL gateway (yoga in process: parsing, validation, limits, resolvers,
+ * service, SQL), the first page and the 50th (reached with its keyset cursor).
+ *
+ * Data, seeded in SQL with generate_series (triggers off for the seeding session, so the million
+ * rows cost no event rows; an installation that made them one by one would have those too):
+ * 100,000 jobs named job-000000 ... (10 endpoints), 1,000,000 executions over two months on the
+ * oldest 1,000 jobs (1,000 each; 5% FAILED, 3% CANCELLED, the rest SUCCEEDED), and 1,000,000
+ * audit entries. Then ANALYZE.
+ *
+ * Figures: p50 and p99 of `executions`, `executions(jobId)`, `executions(status: FAILED)`,
+ * `jobs(filter: { search })` and `auditLogConnection`, first page and 50th page, 20 items a page,
+ * each timed ITERATIONS times in turn, and the gateway process's CPU per request. Wall-clock
+ * figures on a machine shared with other work are mostly its queueing: read the plans
+ * (EXPLAIN ANALYZE on the same data) before blaming a query.
+ */
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { migrate } from '../src/db/migrate.js';
+import { createDatabase } from '../src/db/pool.js';
+import { createLogger } from '../src/log.js';
+import { createGatewayYoga } from '../src/server/gateway.js';
+import type { Actor } from '../src/service/actor.js';
+import { createJobService } from '../src/service/index.js';
+import type { Figure } from './run.js';
+import { openServer } from './support/postgres.js';
+
+const JOBS = 100_000;
+const EXECUTIONS = 1_000_000;
+const BUSY_JOBS = 1_000;
+const AUDIT = 1_000_000;
+const ITERATIONS = 200;
+const PAGE = 20;
+const DEEP_PAGE = 50;
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+
+export async function seed(url: string): Promise<{ workspaceId: string; busyJobId: string }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const t0 = performance.now();
+    const ws = (await client.query(`select id from workspaces where slug = 'default'`)).rows[0].id as string;
+    // Skips the event triggers (and foreign-key checks) of this session only: superuser needed;
+    // without it, seeding still works, more slowly, with an event row per execution.
+    await client.query(`set session_replication_role = replica`).catch(() => process.stderr.write('bench lists: not a superuser; seeding with triggers on\n'));
+    await client.query(
+      `insert into endpoints (workspace_id, name, kind, handler_name)
+       select $1, 'bench.list-' || i, 'HANDLER', 'noop' from generate_series(0, 9) i`,
+      [ws],
+    );
+    await client.query(
+      `insert into jobs (workspace_id, endpoint_id, name, kind, max_attempts, created_at, updated_at)
+       select $1, (select id from endpoints where workspace_id = $1 and name = 'bench.list-' || (i % 10)),
+              'job-' || lpad(i::text, 6, '0'), 'IMMEDIATE', 5,
+              now() - interval '70 days' + i * interval '1 second', now() - interval '70 days' + i * interval '1 second'
+       from generate_series(0, $2 - 1) i`,
+      [ws, JOBS],
+    );
+    await client.query(
+      `with busy as (
+         select id, endpoint_id, (row_number() over (order by created_at, id) - 1)::int as n
+         from jobs where workspace_id = $1 order by created_at, id limit $3)
+       insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts,
+                               run_after, finished_at, last_error, input, created_at, updated_at)
+       select $1, b.id, b.endpoint_id, x.ts, x.status, 1, 5, x.ts, x.ts,
+              case when x.status = 'FAILED' then 'HTTP 500' end, '{}'::jsonb, x.ts, x.ts
+       from generate_series(0, $2 - 1) g(i)
+       join busy b on b.n = g.i % $3
+       cross join lateral (
+         select now() - interval '60 days' + g.i * interval '5 seconds' as ts,
+                case when g.i % 20 = 7 then 'FAILED' when g.i % 33 = 5 then 'CANCELLED' else 'SUCCEEDED' end as status) x`,
+      [ws, EXECUTIONS, BUSY_JOBS],
+    );
+    await client.query(
+      `insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code, created_at)
+       select $1, 'user', (array['job.create', 'job.cancel', 'execution.retry', 'endpoint.update'])[1 + i % 4], 'Job',
+              gen_random_uuid()::text, '{}'::jsonb, case when i % 50 = 0 then 'FORBIDDEN' else 'OK' end,
+              now() - interval '60 days' + i * interval '5 seconds'
+       from generate_series(0, $2 - 1) i`,
+      [ws, AUDIT],
+    );
+    await client.query(`reset session_replication_role`);
+    await client.query(`analyze`);
+    const busyJobId = (await client.query(`select id from jobs where workspace_id = $1 and name = 'job-000000'`, [ws])).rows[0].id as string;
+    process.stderr.write(`bench lists: seeded ${JOBS} jobs, ${EXECUTIONS} executions, ${AUDIT} audit entries in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    return { workspaceId: ws, busyJobId };
+  } finally {
+    await client.end();
+  }
+}
+
+interface ListQuery {
+  name: string;
+  query: string;
+  variables: Record<string, unknown>;
+  /** The connection in the answer's data. */
+  connection: (data: any) => { edges: unknown[]; pageInfo: { endCursor: string | null; hasNextPage: boolean } };
+}
+
+export async function run(): Promise<Figure[]> {
+  const server = await openServer();
+  const target = await server.createDatabase('jobgate_bench_lists');
+  try {
+    await migrate(target.url);
+    const { workspaceId, busyJobId } = await seed(target.url);
+    const database = createDatabase({ connectionString: target.url, max: 4 });
+    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5 });
+    const actor: Actor = { workspaceId, kind: 'user', role: 'ADMIN' };
+    const yoga = createGatewayYoga({ service, log: createLogger('warn'), authenticate: async () => actor });
+    const gql = async (query: string, variables: Record<string, unknown>) => {
+      const res = await yoga.fetch('http://bench/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+      const body = (await res.json()) as { data?: any; errors?: unknown[] };
+      if (body.errors) throw new Error(`bench lists: ${JSON.stringify(body.errors)}`);
+      return body.data;
+    };
+    const EXEC = `query ($first: Int, $after: String, $jobId: ID, $filter: ExecutionFilter) {
+      executions(first: $first, after: $after, jobId: $jobId, filter: $filter) { edges { cursor node { id status createdAt attemptCount } } pageInfo { endCursor hasNextPage } }
+    }`;
+    const lists: ListQuery[] = [
+      { name: 'executions', query: EXEC, variables: {}, connection: (d) => d.executions },
+      { name: 'executions(jobId)', query: EXEC, variables: { jobId: busyJobId }, connection: (d) => d.executions },
+      { name: 'executions(status: FAILED)', query: EXEC, variables: { filter: { statuses: ['FAILED'] } }, connection: (d) => d.executions },
+      {
+        name: 'jobs(search)',
+        query: `query ($first: Int, $after: String, $search: String) {
+          jobs(first: $first, after: $after, filter: { search: $search }) { edges { cursor node { id name status } } pageInfo { endCursor hasNextPage } }
+        }`,
+        // Matches job-001000 ... job-001999: 1,000 of the 100,000.
+        variables: { search: 'JOB-001' },
+        connection: (d) => d.jobs,
+      },
+      {
+        name: 'auditLogConnection',
+        query: `query ($first: Int, $after: String) {
+          auditLogConnection(first: $first, after: $after) { edges { cursor node { id action resultCode createdAt } } pageInfo { endCursor hasNextPage } }
+        }`,
+        variables: {},
+        connection: (d) => d.auditLogConnection,
+      },
+    ];
+    const figures: Figure[] = [];
+    for (const list of lists) {
+      // The cursor that opens the 50th page: the end of the 49th.
+      let after: string | null = null;
+      for (let page = 1; page < DEEP_PAGE; page++) {
+        const conn = list.connection(await gql(list.query, { ...list.variables, first: PAGE, after }));
+        if (!conn.pageInfo.hasNextPage) throw new Error(`bench lists: ${list.name} has fewer than ${DEEP_PAGE} pages`);
+        after = conn.pageInfo.endCursor;
+      }
+      for (const [label, cursor] of [['page 1', null], [`page ${DEEP_PAGE}`, after]] as const) {
+        const variables = { ...list.variables, first: PAGE, after: cursor };
+        for (let i = 0; i < 10; i++) await gql(list.query, variables); // warm-up
+        const times: number[] = [];
+        const cpu0 = process.cpuUsage();
+        for (let i = 0; i < ITERATIONS; i++) {
+          const t0 = performance.now();
+          const conn = list.connection(await gql(list.query, variables));
+          times.push(performance.now() - t0);
+          if (conn.edges.length !== PAGE) throw new Error(`bench lists: ${list.name} ${label} has ${conn.edges.length} items`);
+        }
+        const cpu = process.cpuUsage(cpu0);
+        times.sort((a, b) => a - b);
+        figures.push({ bench: `lists at 1M executions: ${list.name} ${label} p50`, system: 'jobgate', value: quantile(times, 0.5), unit: 'ms' });
+        figures.push({ bench: `lists at 1M executions: ${list.name} ${label} p99`, system: 'jobgate', value: quantile(times, 0.99), unit: 'ms' });
+        // The gateway's own CPU per request (yoga, resolvers, service, pg client), which a loaded
+        // machine inflates far less than wall-clock latency; Postgres's time is not in it.
+        figures.push({ bench: `lists at 1M executions: ${list.name} ${label} gateway CPU`, system: 'jobgate', value: (cpu.user + cpu.system) / 1000 / ITERATIONS, unit: 'ms/request' });
+      }
+    }
+    await database.close();
+    return figures;
+  } finally {
+    await target.drop();
+    await server.close();
+  }
+}

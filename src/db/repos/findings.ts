@@ -1,0 +1,55 @@
+/**
+ * Reading a run's findings: in the order recorded (by id, on the `findings_run` index on
+ * (run_id, id)), counted by kind and severity, and by id.
+ */
+import { sql } from 'kysely';
+import type { Executor } from './scope.js';
+
+export interface FindingRow {
+  id: string;
+  run_id: string;
+  kind: string;
+  severity: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+  resource_id: string;
+  detail: unknown;
+  created_at: Date;
+}
+
+export interface FindingListFilter {
+  kind?: string | null | undefined;
+  severity?: FindingRow['severity'] | null | undefined;
+}
+
+const where = (workspaceId: string, runId: string, f: FindingListFilter) => sql`
+  workspace_id = ${workspaceId} and run_id = ${runId}
+  and (${f.kind ?? null}::text is null or kind = ${f.kind ?? null})
+  and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})`;
+
+/** The run's findings above id `afterId`, oldest first, at most `limit`. */
+export async function findingPage(ex: Executor, workspaceId: string, runId: string, f: FindingListFilter, opts: { limit: number; afterId: bigint }): Promise<FindingRow[]> {
+  const { rows } = await sql<FindingRow>`
+    select * from findings where ${where(workspaceId, runId, f)} and id > ${opts.afterId.toString()}
+    order by id limit ${opts.limit}`.execute(ex);
+  return rows;
+}
+
+/** How many of the run's findings match, counting at most `limit`. */
+export async function countFindings(ex: Executor, workspaceId: string, runId: string, f: FindingListFilter, limit: number): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    select count(*)::int as n from (select 1 from findings where ${where(workspaceId, runId, f)} limit ${limit}) m`.execute(ex);
+  return rows[0]!.n;
+}
+
+/** The run's counts per kind and severity. */
+export async function findingCounts(ex: Executor, workspaceId: string, runId: string) {
+  const { rows } = await sql<{ kind: string; severity: FindingRow['severity']; count: number }>`
+    select kind, severity, count(*)::int as count from findings where workspace_id = ${workspaceId} and run_id = ${runId}
+    group by kind, severity order by kind, severity`.execute(ex);
+  return rows;
+}
+
+/** The workspace's finding with this id, if any. */
+export async function findFinding(ex: Executor, workspaceId: string, id: bigint): Promise<FindingRow | undefined> {
+  const { rows } = await sql<FindingRow>`select * from findings where workspace_id = ${workspaceId} and id = ${id.toString()}`.execute(ex);
+  return rows[0];
+}
