@@ -4,6 +4,7 @@
  *
  * Each benchmark is a module in bench/ exporting `run(): Promise<Figure[]>`.
  */
+import { run as createJob } from './create-job.js';
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as intervals } from './intervals.js';
@@ -29,6 +30,7 @@ const benches: Bench[] = [
   { name: 'intervals', run: intervals },
   { name: 'metrics', run: metrics },
   { name: 'lists', run: lists },
+  { name: 'create-job', run: createJob },
 ];
 
 async function main() {
