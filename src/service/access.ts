@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
 import { activeKeysByIds, notifyKeyChanged } from '../db/repos/api-keys.js';
-import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
+import { findWorkspaceById, findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import { isInstallationAdmin, type Actor, type Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
@@ -47,6 +47,15 @@ export interface AuditEntry {
   input: unknown;
   resultCode: string;
   createdAt: Date;
+}
+
+/** Who a caller is (see `viewer`). */
+export interface Viewer {
+  role: Role;
+  installationAdmin: boolean;
+  workspace: Workspace;
+  /** The caller's API key; null for jobgate itself and the embedding application. */
+  apiKey: ApiKey | null;
 }
 
 export interface AuditPage {
@@ -303,6 +312,19 @@ export function createAccessService(ctx: ServiceContext) {
       return mutate(ctx, system, { action: 'apiKey.bootstrap', role: 'ADMIN', input: { name, role }, target: (r: CreateApiKeyResult) => ({ type: 'ApiKey', id: r.apiKey.id }) }, (trx) =>
         insertKey(trx as unknown as typeof db, ws.id, { name, role, installationAdmin, createdBy: null }),
       );
+    },
+
+    /**
+     * Who the caller is, as a console shows it: its role, its workspace and, for an API key, the
+     * key's name and prefix (never the key). Any authenticated caller; reads only.
+     */
+    async viewer(actor: Actor): Promise<Viewer> {
+      const workspace = await findWorkspaceById(db, actor.workspaceId);
+      if (!workspace) throw new NotFoundError('Workspace', actor.workspaceId);
+      const key = actor.keyId && isUuid(actor.keyId)
+        ? await db.selectFrom('api_keys').selectAll().where('workspace_id', '=', scoped(actor.workspaceId)).where('id', '=', actor.keyId).executeTakeFirst()
+        : undefined;
+      return { role: actor.role, installationAdmin: actor.installationAdmin === true, workspace: toWorkspace(workspace), apiKey: key ? toApiKey(key) : null };
     },
 
     /** Whether any key exists at all (the embedded default bootstraps one when none does). */
