@@ -14,6 +14,10 @@ export default defineConfig({
   base: '/console/',
   plugins: [react()],
   publicDir: false,
+  // `npm run console:dev`: the API (and its WebSocket) of a running gateway, JOBGATE_URL or :4000.
+  server: {
+    proxy: { '/graphql': { target: process.env.JOBGATE_URL ?? 'http://127.0.0.1:4000', ws: true } },
+  },
   build: {
     outDir: fileURLToPath(new URL('../dist/console', import.meta.url)),
     emptyOutDir: true,

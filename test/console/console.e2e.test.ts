@@ -98,7 +98,7 @@ describe('the console', () => {
     await admin.getByRole('button', { name: 'Create job' }).click();
     await admin.getByRole('heading', { name: /hello-from-console/ }).waitFor();
     const executions = admin.getByTestId('job-executions');
-    await executions.getByText('SUCCEEDED').waitFor({ timeout: 20_000 });
+    await executions.getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
     expect(await executions.textContent()).toContain('#1 SUCCEEDED');
     // The same document all along: no reload happened.
     expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
@@ -113,7 +113,7 @@ describe('the console', () => {
     await admin.getByText('The dead-letter queue is empty').waitFor();
     const { job } = await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name: 'fragile-one' });
     const row = admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ });
-    await row.getByText('FAILED').waitFor({ timeout: 20_000 });
+    await row.getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
     await accessible(admin, 'dead-letter queue');
     await screenshot(admin, 'dead-letter');
     world.flakyHealthy.value = true;
@@ -121,7 +121,7 @@ describe('the console', () => {
     // Re-driven, it leaves the dead-letter view, and succeeds.
     await admin.getByText('The dead-letter queue is empty').waitFor({ timeout: 20_000 });
     await admin.getByRole('link', { name: 'Succeeded' }).click();
-    await admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ }).getByText('SUCCEEDED').waitFor({ timeout: 20_000 });
+    await admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ }).getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
     const { rows } = await t.query(`select status, attempt_count from executions where job_id = $1`, [job.id]);
     expect(rows).toEqual([{ status: 'SUCCEEDED', attempt_count: 2 }]);
   });
@@ -150,7 +150,7 @@ describe('the console', () => {
     await accessible(admin, 'run');
     await screenshot(admin, 'run-progress');
     world.scanBudget.value = 100;
-    await admin.getByRole('heading', { name: /console\.scan/ }).getByText('COMPLETED').waitFor({ timeout: 20_000 });
+    await admin.getByRole('heading', { name: /console\.scan/ }).getByText('COMPLETED', { exact: true }).waitFor({ timeout: 20_000 });
     expect(await valueNow()).toBe(100);
     await go(admin, 'Overview');
     await admin.getByTestId('by-endpoint').getByText('console.greet').waitFor();

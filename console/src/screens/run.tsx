@@ -81,6 +81,15 @@ export function RunScreen({ id }: { id: string }) {
   const p = runProgress(run.processed, run.total, samples);
   const findings = [...q.data.run.findings.nodes, ...streamed];
   const kinds = [...new Set(q.data.run.findings.counts.map((c) => c.kind))];
+  // The page's counts, plus what streamed in since (when no filter hides any).
+  const counts = new Map(q.data.run.findings.counts.map((c) => [`${c.kind}\u0000${c.severity}`, { ...c }]));
+  if (!kind && !severity) {
+    for (const f of streamed) {
+      const k = `${f.kind}\u0000${f.severity}`;
+      const c = counts.get(k) ?? { kind: f.kind, severity: f.severity, count: 0 };
+      counts.set(k, { ...c, count: c.count + 1 });
+    }
+  }
   return (
     <section aria-labelledby="run-title">
       <p>
@@ -142,7 +151,7 @@ export function RunScreen({ id }: { id: string }) {
       </dl>
       <h2>Findings</h2>
       <ul className="counts">
-        {q.data.run.findings.counts.map((c) => (
+        {[...counts.values()].map((c) => (
           <li key={`${c.kind}-${c.severity}`}>
             {c.kind} <Status value={c.severity} /> {c.count}
           </li>

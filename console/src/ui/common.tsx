@@ -16,7 +16,7 @@ export function Time({ iso, timeZone }: { iso: string | null | undefined; timeZo
 
 export function Link({ to, children, className }: { to: string; children: ReactNode; className?: string }) {
   return (
-    <a href={to} onClick={onLinkClick} className={className}>
+    <a href={to} onClick={onLinkClick} className={className} aria-current={className === 'current' ? 'page' : undefined}>
       {children}
     </a>
   );
