@@ -4,6 +4,7 @@
  *
  * Each benchmark is a module in bench/ exporting `run(): Promise<Figure[]>`.
  */
+import { run as consoleBench } from './console.js';
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as live } from './live.js';
@@ -23,6 +24,7 @@ const benches: Bench[] = [
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
+  { name: 'console', run: consoleBench },
 ];
 
 async function main() {

@@ -36,8 +36,8 @@ export const MinuteBucketRef = builder.objectRef<MinuteBucket>('ExecutionMinute'
     minute: t.field({ type: DateTimeScalar, description: 'The start of the minute.', resolve: (b) => b.minute }),
     succeeded: t.exposeInt('succeeded', { description: 'Executions that ended SUCCEEDED in this minute (throughput).' }),
     failed: t.exposeInt('failed', { description: 'Executions that ended FAILED in this minute (their last attempt failed).' }),
-    started: t.exposeInt('started', { description: 'First attempts that started in this minute and have ended (an attempt is recorded when it ends).' }),
-    latencyP50Ms: t.exposeInt('latencyP50Ms', { nullable: true, description: 'Median enqueue-to-start latency of those first attempts (start minus scheduled time), in milliseconds; null when there were none.' }),
+    started: t.exposeInt('started', { description: 'Executions whose latest attempt started in this minute (one that was retried counts at its latest attempt).' }),
+    latencyP50Ms: t.exposeInt('latencyP50Ms', { nullable: true, description: 'Median enqueue-to-start latency of those attempts (when it started minus when it was due: its scheduled time, or the end of its retry backoff), in milliseconds; null when there were none.' }),
     latencyP95Ms: t.exposeInt('latencyP95Ms', { nullable: true, description: '95th percentile of that latency, in milliseconds; null when there were none.' }),
   }),
 });

@@ -19,19 +19,13 @@ afterAll(async () => {
 /** An execution of a fresh job on `endpoint`, put in `status`, finished `finishedAgo` ago. */
 async function execution(endpoint: string, status: string, opts: { finishedAgo?: string; startedAfterMs?: number } = {}) {
   const { job } = await t.service.createJob(t.actor, { endpointName: endpoint, kind: 'DELAYED', runAt: new Date(Date.now() + 86_400_000) });
-  const { rows } = await t.query(`select id, workspace_id from executions where job_id = $1`, [job.id]);
-  const { id, workspace_id } = rows[0];
+  const { rows } = await t.query(`select id from executions where job_id = $1`, [job.id]);
+  const { id } = rows[0];
   const finished = opts.finishedAgo ? `now() - interval '${opts.finishedAgo}'` : 'null';
   await t.query(`update executions set status = $2, scheduled_for = now() - interval '1 hour', finished_at = ${finished} where id = $1`, [id, status]);
   if (opts.startedAfterMs !== undefined) {
-    await t.query(
-      `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome)
-       select $1, id, 1, 1, 'w', scheduled_for + make_interval(secs => $3 / 1000.0), now(), 'SUCCEEDED' from executions where id = $2`,
-      [workspace_id, id, opts.startedAfterMs],
-    );
-    // The attempt started "now" in wall time: align scheduled_for so that started_at falls in the window.
-    await t.query(`update executions set scheduled_for = now() - make_interval(secs => $2 / 1000.0) where id = $1`, [id, opts.startedAfterMs]);
-    await t.query(`update attempts set started_at = now() where execution_id = $1`, [id]);
+    // Claimed just now, `startedAfterMs` after it was due.
+    await t.query(`update executions set attempt_count = 1, attempt_started_at = now(), run_after = now() - make_interval(secs => $2 / 1000.0) where id = $1`, [id, opts.startedAfterMs]);
   }
   return id as string;
 }
