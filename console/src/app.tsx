@@ -3,7 +3,7 @@
  * of the current path. A key refused by the API (UNAUTHENTICATED) or by the socket (4403) signs the
  * tab out with the reason.
  */
-import { useEffect, useMemo, useState } from 'react';
+import { Component, useEffect, useMemo, useState, type ReactNode } from 'react';
 import { graphql } from './gql/index.ts';
 import type { ViewerQuery } from './gql/graphql.ts';
 import { ApiError, createApi, onUnauthenticated } from './lib/api.ts';
@@ -176,10 +176,24 @@ function Shell() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1}>
-        <Screen route={route} search={search} />
+        <ScreenBoundary key={route.join('/')}>
+          <Screen route={route} search={search} />
+        </ScreenBoundary>
       </main>
     </>
   );
+}
+
+/** A screen that fails to render says so, with the error, instead of leaving a blank page. */
+class ScreenBoundary extends Component<{ children: ReactNode }, { error: Error | null }> {
+  override state = { error: null as Error | null };
+  static getDerivedStateFromError(error: Error) {
+    return { error };
+  }
+  override render() {
+    if (!this.state.error) return this.props.children;
+    return <ErrorBox error={new ApiError('CONSOLE_ERROR', this.state.error.message)} title="This screen failed to show" />;
+  }
 }
 
 function Screen({ route, search }: { route: string[]; search: URLSearchParams }) {

@@ -52,7 +52,11 @@ export interface QueryResult<R> {
   reloadSoon(): void;
 }
 
-export function useQuery<R, V>(document: TypedDocumentString<R, V>, variables: V, options: { skip?: boolean } = {}): QueryResult<R> {
+/**
+ * `throttleMs`: the least time between two reloads that events cause (default 1 s): a busy
+ * workspace sends many events a second, and a screen needs its numbers, not every intermediate.
+ */
+export function useQuery<R, V>(document: TypedDocumentString<R, V>, variables: V, options: { skip?: boolean; throttleMs?: number } = {}): QueryResult<R> {
   const { api, live } = useSession();
   const [data, setData] = useState<R | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
@@ -60,10 +64,13 @@ export function useQuery<R, V>(document: TypedDocumentString<R, V>, variables: V
   const key = JSON.stringify(variables);
   const seq = useRef(0);
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const lastLoad = useRef(0);
+  const throttleMs = options.throttleMs ?? 1000;
 
   const reload = useCallback(() => {
     if (options.skip) return;
     const mine = ++seq.current;
+    lastLoad.current = Date.now();
     setLoading(true);
     api.request(document, JSON.parse(key) as V).then(
       (r) => {
@@ -82,11 +89,12 @@ export function useQuery<R, V>(document: TypedDocumentString<R, V>, variables: V
 
   const reloadSoon = useCallback(() => {
     if (timer.current) return;
+    const wait = Math.max(40, lastLoad.current + throttleMs - Date.now());
     timer.current = setTimeout(() => {
       timer.current = undefined;
       reload();
-    }, 40);
-  }, [reload]);
+    }, wait);
+  }, [reload, throttleMs]);
 
   useEffect(() => {
     reload();

@@ -23,7 +23,7 @@ const ExecutionLiveDocument = graphql(`
 
 export function ExecutionScreen({ id }: { id: string }) {
   const can = useCan();
-  const q = useQuery(ExecutionDocument, { id });
+  const q = useQuery(ExecutionDocument, { id }, { throttleMs: 250 });
   const jobId = q.data?.execution.job.id;
   useSubscription(
     ExecutionLiveDocument,

@@ -68,7 +68,7 @@ const UpdateJobDocument = graphql(`
 `);
 
 export function JobScreen({ id }: { id: string }) {
-  const q = useQuery(JobDocument, { id });
+  const q = useQuery(JobDocument, { id }, { throttleMs: 250 });
   useSubscription(JobExecutionsDocument, { jobId: id }, { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload });
   useSubscription(JobEventsOneDocument, { jobId: id }, { next: () => q.reloadSoon(), cursor: (d) => d.jobEvents.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the job" /> : <Loading />;

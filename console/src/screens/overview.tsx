@@ -42,7 +42,7 @@ export const RunProgressDocument = graphql(`
 const minuteLabel = (iso: string) => new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }).format(new Date(iso));
 
 export function Overview() {
-  const q = useQuery(OverviewDocument, {});
+  const q = useQuery(OverviewDocument, {}, { throttleMs: 2000 });
   useSubscription(OverviewExecutionsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload });
   useSubscription(OverviewRunsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
