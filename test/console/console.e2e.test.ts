@@ -124,6 +124,20 @@ describe('the console', () => {
     await admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ }).getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
     const { rows } = await t.query(`select status, attempt_count from executions where job_id = $1`, [job.id]);
     expect(rows).toEqual([{ status: 'SUCCEEDED', attempt_count: 2 }]);
+
+    // Retry all that match: two failures of the endpoint, re-driven in one go.
+    world.flakyHealthy.value = false;
+    await admin.getByRole('link', { name: 'Failed (dead-letter)' }).click();
+    await admin.getByText('The dead-letter queue is empty').waitFor();
+    for (const name of ['fragile-a', 'fragile-b']) await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name });
+    await admin.getByTestId('executions').getByRole('row', { name: /fragile-b/ }).getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
+    await admin.getByTestId('executions').getByRole('row', { name: /fragile-a/ }).getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
+    world.flakyHealthy.value = true;
+    await admin.getByRole('button', { name: 'Retry all matching' }).click();
+    await admin.getByRole('status').getByText('Re-drove 2 of 2 failed executions.').waitFor();
+    await admin.getByText('The dead-letter queue is empty').waitFor({ timeout: 20_000 });
+    const audit = await t.query(`select count(*)::int as n from audit_log where action like 'execution%retry%'`);
+    expect(audit.rows[0].n).toBeGreaterThanOrEqual(3);
   });
 
   it("moves a recoverable run's progress bar and streams its findings as the run records them", async () => {
@@ -203,11 +217,21 @@ describe('the console', () => {
     }
   });
 
-  it('signs a tab out, saying why, when its key is revoked', async () => {
-    const { key, apiKey } = await t.service.createApiKey(t.actor, { name: 'console soon revoked', role: 'OPERATOR' });
+  it('creates a key that it shows once, and signs a tab out, saying why, when that key is revoked', async () => {
+    await go(admin, 'API keys');
+    await admin.getByLabel('Name').fill('console soon revoked');
+    await admin.getByLabel('Role').selectOption('OPERATOR');
+    await admin.getByRole('button', { name: 'Create key' }).click();
+    const key = (await admin.getByTestId('new-key').textContent())!;
+    expect(key).toMatch(/^jg_/);
+    await admin.getByRole('button', { name: 'I have copied it' }).click();
+    expect(await admin.getByTestId('new-key').count()).toBe(0);
     const page = await signedIn(key, 'revoked');
+    await expect.poll(() => page.getByTestId('role').textContent()).toBe('OPERATOR');
     await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
-    await t.service.revokeApiKey(t.actor, apiKey.id);
+    admin.once('dialog', (d) => void d.accept());
+    await admin.getByRole('button', { name: 'Revoke key console soon revoked' }).click();
+    await admin.getByTestId('keys').getByRole('row', { name: /console soon revoked/ }).getByText('REVOKED').waitFor();
     await page.getByRole('alert').getByText(/revoked/).waitFor({ timeout: 10_000 });
     await page.getByLabel('API key').waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('jobgate.console.key'))).toBeNull();
