@@ -7,6 +7,8 @@ import { endpointStatusCounts, liveWorkerCount, minuteBuckets, type EndpointStat
 import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
 
+export type { EndpointStatusCounts, MinuteBucket };
+
 export interface ExecutionStats {
   windowMinutes: number;
   byEndpoint: EndpointStatusCounts[];
