@@ -5,7 +5,7 @@
  * VIEWER sees, a revoked key, and axe-core's accessibility rules on every screen.
  */
 import { AxeBuilder } from '@axe-core/playwright';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page, WebSocketRoute } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
@@ -31,9 +31,10 @@ afterAll(async () => {
 });
 
 /** A fresh tab (its own sessionStorage), signed in with `key`; screenshots itself if the test fails. */
-async function signedIn(key: string, name: string): Promise<Page> {
+async function signedIn(key: string, name: string, prepare?: (context: BrowserContext) => Promise<void>): Promise<Page> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris' });
   contexts.push(context);
+  await prepare?.(context);
   const page = await context.newPage();
   const problems: string[] = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
@@ -215,6 +216,29 @@ describe('the console', () => {
       expect({ path, buttons: buttons.filter((b) => actions.test(b)) }).toEqual({ path, buttons: [] });
       expect({ path, links: await viewer.getByRole('link', { name: /new job|create a job|register/i }).allTextContents() }).toEqual({ path, links: [] });
     }
+  });
+
+  it('says "reconnecting" while its socket is down, polls meanwhile, and is live again when the socket is back', async () => {
+    const gate = { down: false, open: [] as WebSocketRoute[] };
+    const page = await signedIn(adminKey, 'reconnecting', async (context) => {
+      await context.routeWebSocket(/\/graphql$/, (ws) => {
+        if (gate.down) return ws.close({ code: 1012, reason: 'down for the test' });
+        ws.connectToServer();
+        gate.open.push(ws);
+      });
+    });
+    await go(page, 'Executions');
+    await page.getByTestId('executions').waitFor();
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
+    gate.down = true;
+    for (const ws of gate.open.splice(0)) await ws.close({ code: 1012, reason: 'cut by the test' });
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Reconnecting… (polling)');
+    // No event can arrive: the new execution shows up through polling.
+    await t.service.createJob(t.actor, { endpointName: 'console.greet', kind: 'IMMEDIATE', name: 'seen-by-polling' });
+    await page.getByTestId('executions').getByRole('row', { name: /seen-by-polling/ }).waitFor({ timeout: 20_000 });
+    await screenshot(page, 'reconnecting');
+    gate.down = false;
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 20_000 }).toBe('Live');
   });
 
   it('creates a key that it shows once, and signs a tab out, saying why, when that key is revoked', async () => {
