@@ -190,6 +190,26 @@ describe('the console', () => {
     expect(problemsOf(admin)).toEqual([]);
   });
 
+  it('is driven by the keyboard alone, and shows times in the viewer\'s zone with the UTC instant on hover', async () => {
+    await admin.goto(`${world.origin}/console/`);
+    await admin.getByRole('heading', { name: 'Overview' }).waitFor();
+    // Tab from the top: the skip link first, then on to the navigation's Jobs link, then Enter.
+    await admin.keyboard.press('Tab');
+    expect(await admin.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    for (let i = 0; i < 20; i++) {
+      if ((await admin.evaluate(() => document.activeElement?.textContent)) === 'Jobs') break;
+      await admin.keyboard.press('Tab');
+    }
+    await admin.keyboard.press('Enter');
+    await admin.getByRole('heading', { name: 'Jobs', exact: true }).waitFor();
+    const time = admin.getByTestId('jobs').locator('time').first();
+    const iso = (await time.getAttribute('datetime'))!;
+    // The browser runs in Europe/Paris: the text is Paris time, the title the UTC instant.
+    expect(await time.getAttribute('title')).toBe(`${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`);
+    const paris = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Paris', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).format(new Date(iso));
+    expect(await time.textContent()).toContain(paris);
+  });
+
   it('shows a VIEWER no action it may not take', async () => {
     const { key } = await t.service.createApiKey(t.actor, { name: 'console viewer', role: 'VIEWER' });
     const viewer = await signedIn(key, 'viewer');
