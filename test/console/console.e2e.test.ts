@@ -6,7 +6,7 @@
  */
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page, WebSocketRoute } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
 
@@ -67,6 +67,9 @@ async function accessible(page: Page, screen: string) {
 
 describe('the console', () => {
   let admin: Page;
+  afterEach(async (context) => {
+    if (context.task.result?.state === 'fail' && admin) await screenshot(admin, `admin-${context.task.name}-failed`).catch(() => {});
+  });
 
   it('signs in with an ADMIN key and shows its role and workspace, live', async () => {
     admin = await signedIn(adminKey, 'sign-in');
@@ -80,7 +83,7 @@ describe('the console', () => {
     await screenshot(admin, 'overview-empty');
   });
 
-  it('registers an endpoint and creates a job through the UI, then shows its execution reach SUCCEEDED without a reload', async () => {
+  it('registers an endpoint and creates a job through the UI, then shows its execution reach SUCCEEDED without a reload; its actions', { timeout: 90_000 }, async () => {
     await go(admin, 'Endpoints');
     await accessible(admin, 'endpoints');
     await admin.getByLabel(/^Name/).fill('console.greet');
@@ -105,6 +108,30 @@ describe('the console', () => {
     expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
     await accessible(admin, 'job');
     await screenshot(admin, 'job-succeeded');
+
+    // The job's actions: pause, resume, trigger now (a second execution, live), edit.
+    await admin.getByRole('button', { name: 'Pause' }).click();
+    await admin.getByRole('heading', { name: /hello-from-console/ }).getByText('PAUSED', { exact: true }).waitFor();
+    await admin.getByRole('button', { name: 'Resume' }).click();
+    await admin.getByRole('button', { name: 'Pause' }).waitFor();
+    await admin.getByRole('button', { name: 'Trigger now' }).click();
+    await expect.poll(() => executions.getByText('SUCCEEDED', { exact: true }).count(), { timeout: 20_000 }).toBe(2);
+    await admin.getByRole('button', { name: 'Edit' }).click();
+    await admin.getByLabel('Name', { exact: true }).fill('x'.repeat(201));
+    await admin.getByLabel('Max attempts').fill('3');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    // Refused by the API with its code and the field named; nothing changed.
+    await admin.getByRole('alert').getByText('VALIDATION_FAILED').waitFor();
+    expect(await admin.getByRole('alert').textContent()).toContain('name:');
+    await admin.getByLabel('Name', { exact: true }).fill('hello-renamed');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    await admin.getByRole('heading', { name: /hello-renamed/ }).waitFor();
+    const { rows } = await t.query(`select name, max_attempts, status from jobs where name = 'hello-renamed'`);
+    expect(rows).toEqual([{ name: 'hello-renamed', max_attempts: 3, status: 'ACTIVE' }]);
+    await admin.getByRole('button', { name: 'Edit' }).click();
+    await admin.getByLabel('Name', { exact: true }).fill('hello-from-console');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    await admin.getByRole('heading', { name: /hello-from-console/ }).waitFor();
   });
 
   it('shows a failed execution in the dead-letter queue as it fails, and re-drives it from there', async () => {
