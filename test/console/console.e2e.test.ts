@@ -65,7 +65,7 @@ async function accessible(page: Page, screen: string) {
   expect(bad).toEqual([]);
 }
 
-describe('the console', () => {
+describe('the console', { timeout: 90_000 }, () => {
   let admin: Page;
   afterEach(async (context) => {
     if (context.task.result?.state === 'fail' && admin) await screenshot(admin, `admin-${context.task.name}-failed`).catch(() => {});
@@ -83,7 +83,7 @@ describe('the console', () => {
     await screenshot(admin, 'overview-empty');
   });
 
-  it('registers an endpoint and creates a job through the UI, then shows its execution reach SUCCEEDED without a reload; its actions', { timeout: 90_000 }, async () => {
+  it('registers an endpoint and creates a job through the UI, then shows its execution reach SUCCEEDED without a reload; its actions', async () => {
     await go(admin, 'Endpoints');
     await accessible(admin, 'endpoints');
     await admin.getByLabel(/^Name/).fill('console.greet');
