@@ -28,7 +28,7 @@ function layer(folder, forbidden, message, packages = []) {
 const ABOVE_SERVICE = ['schema', 'resolvers', 'subscriptions', 'server', 'cli', 'app', 'index'];
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'console/dist/', '.jobgate/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'console/dist/', 'console/src/gql/', 'test-artifacts/', '.jobgate/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

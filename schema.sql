@@ -1,4 +1,4 @@
--- The schema after migrations/000024_subscription_tickets.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000027_execution_stats.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -827,7 +827,15 @@ CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_
 
 CREATE INDEX executions_running_endpoint ON public.executions USING btree (endpoint_id) WHERE (status = 'RUNNING'::text);
 
+CREATE INDEX executions_workspace_attempt_started ON public.executions USING btree (workspace_id, attempt_started_at) INCLUDE (run_after) WHERE (attempt_started_at IS NOT NULL);
+
 CREATE INDEX executions_workspace_created ON public.executions USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX executions_workspace_failed_endpoint ON public.executions USING btree (workspace_id, endpoint_id) WHERE (status = 'FAILED'::text);
+
+CREATE INDEX executions_workspace_finished ON public.executions USING btree (workspace_id, finished_at) INCLUDE (status, endpoint_id) WHERE (finished_at IS NOT NULL);
+
+CREATE INDEX executions_workspace_live ON public.executions USING btree (workspace_id, endpoint_id, status) WHERE (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text]));
 
 CREATE INDEX findings_run ON public.findings USING btree (run_id, id);
 

@@ -13,7 +13,7 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: graphqlEntry }],
   },
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'console/test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 90_000,

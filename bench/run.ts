@@ -5,6 +5,7 @@
  * Each benchmark is a module in bench/ exporting `run(): Promise<Figure[]>`.
  */
 import { run as createJob } from './create-job.js';
+import { run as consoleBench } from './console.js';
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as intervals } from './intervals.js';
@@ -31,6 +32,7 @@ const benches: Bench[] = [
   { name: 'metrics', run: metrics },
   { name: 'lists', run: lists },
   { name: 'create-job', run: createJob },
+  { name: 'console', run: consoleBench },
 ];
 
 async function main() {

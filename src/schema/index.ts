@@ -14,6 +14,8 @@ import './live.js';
 import './handler.js';
 import './errors.js';
 import './alert.js';
+import './viewer.js';
+import './stats.js';
 import '../resolvers/workspace.js';
 import '../resolvers/node.js';
 import '../resolvers/catalog.js';
@@ -24,6 +26,8 @@ import '../resolvers/runs.js';
 import '../resolvers/live.js';
 import '../resolvers/handlers.js';
 import '../resolvers/alerts.js';
+import '../resolvers/viewer.js';
+import '../resolvers/stats.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

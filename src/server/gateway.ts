@@ -19,6 +19,7 @@ import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { usePersistedQueries } from './persisted-queries.js';
 import { ticketOf } from './ticket.js';
+import { loadConsoleSite, type ConsoleSite } from './console.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
 import { attachWebSocket, type Yoga } from '../subscriptions/ws.js';
@@ -51,6 +52,8 @@ export interface GatewayOptions {
   observer?: Observer;
   /** /metrics, /healthz and /readyz on the gateway's port. */
   ops?: OpsRoutes | undefined;
+  /** The console at /console (src/server/console.ts): its build folder, or false for none. Default dist/console. */
+  console?: string | false;
 }
 
 export type { Yoga };
@@ -194,10 +197,12 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   const yoga = createGatewayYoga(options);
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const observer = options.observer ?? noopObserver;
+  const site = mountConsole(options);
   const server = createServer((req, res) => {
     const started = performance.now();
     res.on('finish', () => observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
     if (handleOps(options.ops, req, res)) return;
+    if (site?.handle(req, res)) return;
     if (handleRunDue(options.runDue, req, res)) return;
     limitRequestBody(req, res, maxBody, () => void yoga(req, res));
   });
@@ -234,6 +239,7 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   // The address actually bound ("localhost" may resolve to ::1 first, where nothing listens).
   const shownHost = options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host.includes(':') ? `[${options.host}]` : options.host;
   const url = `http://${shownHost}:${port}/graphql`;
+  if (site?.built) options.log.info(`gateway: console at http://${shownHost}:${port}/console/`);
   let closing: Promise<void> | undefined;
   return {
     server,
@@ -247,6 +253,14 @@ export async function startGateway(options: GatewayOptions & { host: string; por
         setTimeout(() => server.closeAllConnections(), 5000).unref();
       })),
   };
+}
+
+/** The console's site; a missing build is said once, at start, and /console answers how to build it. */
+function mountConsole(options: GatewayOptions): ConsoleSite | undefined {
+  if (options.console === false) return undefined;
+  const site = loadConsoleSite(options.console);
+  if (!site.built) options.log.error(`gateway: the console is not built (no ${site.dir}/index.html): run "npm run console:build"; /console answers 503 until then`);
+  return site;
 }
 
 const DEFAULT_QUERY = `# Welcome to jobgate. Every request needs an API key: open "Headers" below and set

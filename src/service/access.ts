@@ -7,7 +7,7 @@ import type { ApiKeyRow, AuditRow } from '../db/types.js';
 import { activeKeysByIds, apiKeyPage, countApiKeys, findApiKey, notifyKeyChanged } from '../db/repos/api-keys.js';
 import { auditPage, countAudit, findAuditEntry } from '../db/repos/audit.js';
 import { insertTicket, redeemTicket } from '../db/repos/subscription-tickets.js';
-import { findWorkspaceBySlug } from '../db/repos/workspaces.js';
+import { findWorkspaceById, findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import { isInstallationAdmin, type Actor, type Role } from './actor.js';
 import { mutate, requireRole } from './audit.js';
@@ -50,6 +50,15 @@ export interface AuditEntry {
   input: unknown;
   resultCode: string;
   createdAt: Date;
+}
+
+/** Who a caller is (see `viewer`). */
+export interface Viewer {
+  role: Role;
+  installationAdmin: boolean;
+  workspace: Workspace;
+  /** The caller's API key; null for jobgate itself and the embedding application. */
+  apiKey: ApiKey | null;
 }
 
 export interface AuditPage {
@@ -416,6 +425,19 @@ export function createAccessService(ctx: ServiceContext) {
       const ws = await findWorkspaceBySlug(db, workspaceSlug);
       if (!ws) throw new NotFoundError('Workspace', workspaceSlug);
       return ws.id;
+    },
+
+    /**
+     * Who the caller is, as a console shows it: its role, its workspace and, for an API key, the
+     * key's name and prefix (never the key). Any authenticated caller; reads only.
+     */
+    async viewer(actor: Actor): Promise<Viewer> {
+      const workspace = await findWorkspaceById(db, actor.workspaceId);
+      if (!workspace) throw new NotFoundError('Workspace', actor.workspaceId);
+      const key = actor.keyId && isUuid(actor.keyId)
+        ? await findApiKey(db, actor.workspaceId, actor.keyId)
+        : undefined;
+      return { role: actor.role, installationAdmin: actor.installationAdmin === true, workspace: toWorkspace(workspace), apiKey: key ? toApiKey(key) : null };
     },
 
     /** Whether any key exists at all (the embedded default bootstraps one when none does). */

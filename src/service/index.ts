@@ -16,6 +16,7 @@ import { createLiveService } from './live.js';
 import { createNodeService } from './nodes.js';
 import { createRunsService } from './runs.js';
 import { createSchedulesService } from './schedules.js';
+import { createStatsService } from './stats.js';
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
@@ -38,6 +39,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),
     ...createAlertsService(ctx),
+    ...createStatsService(ctx),
   };
 }
 
@@ -61,7 +63,8 @@ export type { CreateJobResult, CancelJobResult } from './jobs.js';
 export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, DeclareSchedulesResult } from './schedules.js';
 export type { TriggerJobResult } from './execution-control.js';
 export type { BulkResult, BulkSkip } from './bulk.js';
-export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult } from './access.js';
+export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from './access.js';
+export type { ExecutionStats } from './stats.js';
 export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult, TriggerRunInput } from './runs.js';
 export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult, TriggerHandlerInput, TriggeredTick } from './handlers.js';

@@ -1,0 +1,229 @@
+/**
+ * The shell: sign-in, then the header (workspace, role, live state), the navigation and the screen
+ * of the current path. A key refused by the API (UNAUTHENTICATED) or by the socket (4403) signs the
+ * tab out with the reason.
+ */
+import { Component, useEffect, useMemo, useState, type ReactNode } from 'react';
+import { graphql } from './gql/index.ts';
+import type { ViewerQuery } from './gql/graphql.ts';
+import { ApiError, createApi, onUnauthenticated } from './lib/api.ts';
+import { SessionContext, useLiveState, useSession, type Session } from './lib/hooks.ts';
+import { createLive } from './lib/live.ts';
+import { href, navigate, useLocation } from './lib/router.ts';
+import { forgetKey, signOutNotice, storedKey, storeKey } from './lib/session.ts';
+import { ErrorBox, Link, Loading } from './ui/common.tsx';
+import { Overview } from './screens/overview.tsx';
+import { JobsScreen } from './screens/jobs.tsx';
+import { JobScreen } from './screens/job.tsx';
+import { NewJobScreen } from './screens/new-job.tsx';
+import { EndpointsScreen } from './screens/endpoints.tsx';
+import { ExecutionsScreen } from './screens/executions.tsx';
+import { ExecutionScreen } from './screens/execution.tsx';
+import { RunsScreen } from './screens/runs.tsx';
+import { RunScreen } from './screens/run.tsx';
+import { HandlersScreen } from './screens/handlers.tsx';
+import { AuditScreen } from './screens/audit.tsx';
+import { KeysScreen } from './screens/keys.tsx';
+
+export const ViewerDocument = graphql(`
+  query Viewer {
+    viewer {
+      role
+      installationAdmin
+      workspace { id slug name }
+      apiKey { id name prefix }
+    }
+  }
+`);
+
+export function App() {
+  const [key, setKey] = useState<string | null>(() => storedKey());
+  const [notice, setNotice] = useState<string | null>(() => signOutNotice());
+  const [viewer, setViewer] = useState<ViewerQuery['viewer'] | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+
+  const signOut = (message?: string) => {
+    forgetKey(message);
+    setNotice(message ?? null);
+    setViewer(null);
+    setKey(null);
+  };
+
+  useEffect(() => onUnauthenticated(() => signOut('Your API key is no longer valid (revoked or expired): this tab is signed out. Sign in with a valid key.')), []);
+
+  const api = useMemo(() => (key ? createApi(key) : null), [key]);
+  useEffect(() => {
+    if (!api) return;
+    let stale = false;
+    api.request(ViewerDocument).then(
+      (r) => !stale && setViewer(r.viewer),
+      (e: unknown) => !stale && setError(e instanceof ApiError ? e : new ApiError('INTERNAL_SERVER_ERROR', String(e))),
+    );
+    return () => {
+      stale = true;
+    };
+  }, [api]);
+
+  const live = useMemo(() => {
+    if (!key || !viewer) return null;
+    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/graphql`;
+    return createLive({ url, key, onSignOut: (reason) => signOut(reason) });
+  }, [key, viewer]);
+  useEffect(() => () => live?.dispose(), [live]);
+
+  if (!key || !api) return <SignIn notice={notice} onKey={(k) => (storeKey(k), setNotice(null), setError(null), setKey(k))} />;
+  if (!viewer || !live) {
+    return (
+      <main className="signin">
+        {error ? (
+          <>
+            <ErrorBox error={error} title="Could not sign in" />
+            <button type="button" onClick={() => signOut()}>
+              Back to sign-in
+            </button>
+          </>
+        ) : (
+          <Loading />
+        )}
+      </main>
+    );
+  }
+  const session: Session = { api, live, viewer, signOut };
+  return (
+    <SessionContext.Provider value={session}>
+      <Shell />
+    </SessionContext.Provider>
+  );
+}
+
+function SignIn({ notice, onKey }: { notice: string | null; onKey(key: string): void }) {
+  const [value, setValue] = useState('');
+  return (
+    <main className="signin">
+      <h1>jobgate console</h1>
+      {notice && (
+        <p className="notice" role="alert">
+          {notice}
+        </p>
+      )}
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (value.trim()) onKey(value.trim());
+        }}
+      >
+        <label htmlFor="api-key">API key</label>
+        <input id="api-key" name="api-key" type="password" autoComplete="off" value={value} onChange={(e) => setValue(e.target.value)} placeholder="jg_…" required autoFocus />
+        <button type="submit">Sign in</button>
+        <p className="muted">The key is kept for this tab only, and sent only to this gateway. The embedded default saved its first ADMIN key in .jobgate/admin-key.</p>
+      </form>
+    </main>
+  );
+}
+
+const NAV: { path: string; label: string; admin?: boolean }[] = [
+  { path: '', label: 'Overview' },
+  { path: 'jobs', label: 'Jobs' },
+  { path: 'executions', label: 'Executions' },
+  { path: 'runs', label: 'Runs' },
+  { path: 'handlers', label: 'Handlers' },
+  { path: 'endpoints', label: 'Endpoints' },
+  { path: 'audit', label: 'Audit log', admin: true },
+  { path: 'keys', label: 'API keys', admin: true },
+];
+
+function Shell() {
+  const { viewer, signOut } = useSession();
+  const { route, search } = useLocation();
+  const state = useLiveState();
+  const section = route[0] ?? '';
+  return (
+    <>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <header className="top">
+        <span className="brand">jobgate</span>
+        <span className="who" data-testid="who">
+          <span>
+            Workspace <strong>{viewer.workspace.name}</strong> ({viewer.workspace.slug})
+          </span>
+          <span>
+            Role <strong data-testid="role">{viewer.role}</strong>
+          </span>
+          {viewer.apiKey && (
+            <span className="muted">
+              Key {viewer.apiKey.name} ({viewer.apiKey.prefix}…)
+            </span>
+          )}
+        </span>
+        <span className={`live live-${state}`} role="status" data-testid="live-state">
+          {state === 'live' ? 'Live' : state === 'connecting' ? 'Connecting…' : state === 'reconnecting' ? 'Reconnecting… (polling)' : 'Signed out'}
+        </span>
+        <button type="button" onClick={() => signOut()}>
+          Sign out
+        </button>
+      </header>
+      <nav className="side" aria-label="Sections">
+        <ul>
+          {NAV.filter((n) => !n.admin || viewer.role === 'ADMIN').map((n) => (
+            <li key={n.path}>
+              <Link to={n.path ? href(n.path) : '/console/'} className={section === n.path ? 'current' : undefined}>
+                {n.label}
+              </Link>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main id="main" tabIndex={-1}>
+        <ScreenBoundary key={route.join('/')}>
+          <Screen route={route} search={search} />
+        </ScreenBoundary>
+      </main>
+    </>
+  );
+}
+
+/** A screen that fails to render says so, with the error, instead of leaving a blank page. */
+class ScreenBoundary extends Component<{ children: ReactNode }, { error: Error | null }> {
+  override state = { error: null as Error | null };
+  static getDerivedStateFromError(error: Error) {
+    return { error };
+  }
+  override render() {
+    if (!this.state.error) return this.props.children;
+    return <ErrorBox error={new ApiError('CONSOLE_ERROR', this.state.error.message)} title="This screen failed to show" />;
+  }
+}
+
+function Screen({ route, search }: { route: string[]; search: URLSearchParams }) {
+  const [section, id] = route;
+  switch (section) {
+    case undefined:
+      return <Overview />;
+    case 'jobs':
+      if (id === 'new') return <NewJobScreen />;
+      return id ? <JobScreen id={id} /> : <JobsScreen />;
+    case 'executions':
+      return id ? <ExecutionScreen id={id} /> : <ExecutionsScreen search={search} />;
+    case 'runs':
+      return id ? <RunScreen id={id} /> : <RunsScreen />;
+    case 'handlers':
+      return <HandlersScreen />;
+    case 'endpoints':
+      return <EndpointsScreen />;
+    case 'audit':
+      return <AuditScreen />;
+    case 'keys':
+      return <KeysScreen />;
+    default:
+      return (
+        <section>
+          <h1>Not found</h1>
+          <p>
+            There is no screen at this address. <button onClick={() => navigate('/console/')}>Go to the overview</button>
+          </p>
+        </section>
+      );
+  }
+}

@@ -1,0 +1,88 @@
+import { useState } from 'react';
+import { graphql } from '../gql/index.ts';
+import { useCan, useQuery } from '../lib/hooks.ts';
+import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
+import { Empty, ErrorBox, Loading, Pager, Time } from '../ui/common.tsx';
+
+const AuditDocument = graphql(`
+  query Audit($after: String, $action: String, $resultCode: String) {
+    auditLog(first: 50, after: $after, action: $action, resultCode: $resultCode) {
+      nextCursor
+      entries { id action actorKind actorKeyId targetType targetId resultCode input createdAt }
+    }
+  }
+`);
+
+export function AuditScreen() {
+  const can = useCan();
+  const [page, setPage] = useState(firstPage);
+  const [action, setAction] = useState('');
+  const [resultCode, setResultCode] = useState('');
+  const [applied, setApplied] = useState({ action: '', resultCode: '' });
+  const q = useQuery(AuditDocument, { after: page.after, action: applied.action || null, resultCode: applied.resultCode || null }, { skip: !can('ADMIN') });
+  if (!can('ADMIN')) return <Empty>The audit log is for ADMIN keys.</Empty>;
+  return (
+    <section aria-labelledby="audit-title">
+      <h1 id="audit-title">Audit log</h1>
+      <form
+        className="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setApplied({ action: action.trim(), resultCode: resultCode.trim() });
+          setPage(firstPage);
+        }}
+      >
+        <label>
+          Action
+          <input value={action} onChange={(e) => setAction(e.target.value)} placeholder="e.g. job.cancel" />
+        </label>
+        <label>
+          Result
+          <input value={resultCode} onChange={(e) => setResultCode(e.target.value)} placeholder="e.g. FORBIDDEN" />
+        </label>
+        <button type="submit">Filter</button>
+      </form>
+      <ErrorBox error={q.error} />
+      {!q.data ? (
+        !q.error && <Loading />
+      ) : q.data.auditLog.entries.length === 0 ? (
+        <Empty>No entries{applied.action || applied.resultCode ? ' match: clear the filters' : ''}. Every mutation is recorded here.</Empty>
+      ) : (
+        <>
+          <table data-testid="audit">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Action</th>
+                <th scope="col">Actor</th>
+                <th scope="col">Target</th>
+                <th scope="col">Result</th>
+                <th scope="col">Input</th>
+              </tr>
+            </thead>
+            <tbody>
+              {q.data.auditLog.entries.map((e) => (
+                <tr key={e.id}>
+                  <td>
+                    <Time iso={e.createdAt} />
+                  </td>
+                  <td>{e.action}</td>
+                  <td>
+                    {e.actorKind}
+                    {e.actorKeyId && <span className="muted"> ({e.actorKeyId.slice(0, 8)})</span>}
+                  </td>
+                  <td>{e.targetType ? `${e.targetType} ${e.targetId?.slice(0, 8) ?? ''}` : '—'}</td>
+                  <td>{e.resultCode}</td>
+                  <td>
+                    <code>{JSON.stringify(e.input).slice(0, 120)}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <Pager stack={page} hasNext={q.data.auditLog.nextCursor !== null} onNext={() => setPage(nextPage(page, q.data?.auditLog.nextCursor))} onPrevious={() => setPage(previousPage(page))} />
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,148 @@
+import { useState } from 'react';
+import { graphql } from '../gql/index.ts';
+import type { EndpointKind, HttpMethod } from '../gql/graphql.ts';
+import { useCan, useMutation, useQuery } from '../lib/hooks.ts';
+import { href } from '../lib/router.ts';
+import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
+
+const EndpointsDocument = graphql(`
+  query Endpoints {
+    endpoints(first: 100) {
+      totalCount
+      nodes { id name kind url method handlerName maxAttempts createdAt }
+    }
+  }
+`);
+
+const RegisterEndpointDocument = graphql(`
+  mutation RegisterEndpoint($input: RegisterEndpointInput!) {
+    registerEndpoint(input: $input) { id name }
+  }
+`);
+
+export function EndpointsScreen() {
+  const can = useCan();
+  const q = useQuery(EndpointsDocument, {});
+  return (
+    <section aria-labelledby="endpoints-title">
+      <h1 id="endpoints-title">Endpoints</h1>
+      {can('OPERATOR') && <RegisterEndpoint onDone={q.reload} />}
+      <h2>Registered</h2>
+      <ErrorBox error={q.error} />
+      {!q.data ? (
+        !q.error && <Loading />
+      ) : q.data.endpoints.nodes.length === 0 ? (
+        <Empty>No endpoint yet. {can('OPERATOR') ? 'Register one above: an HTTP URL, or the name of a handler your workers registered.' : 'An OPERATOR or ADMIN key can register one.'}</Empty>
+      ) : (
+        <table data-testid="endpoints">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Kind</th>
+              <th scope="col">Target</th>
+              <th scope="col">Max attempts</th>
+              <th scope="col">Created</th>
+            </tr>
+          </thead>
+          <tbody>
+            {q.data.endpoints.nodes.map((e) => (
+              <tr key={e.id}>
+                <th scope="row">
+                  <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.id)}`}>{e.name}</Link>
+                </th>
+                <td>{e.kind}</td>
+                <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
+                <td>{e.maxAttempts ?? 'default'}</td>
+                <td>
+                  <Time iso={e.createdAt} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function RegisterEndpoint({ onDone }: { onDone(): void }) {
+  const register = useMutation(RegisterEndpointDocument);
+  const [name, setName] = useState('');
+  const [kind, setKind] = useState<EndpointKind>('HTTP');
+  const [url, setUrl] = useState('');
+  const [method, setMethod] = useState<HttpMethod>('POST');
+  const [handlerName, setHandlerName] = useState('');
+  const [maxAttempts, setMaxAttempts] = useState('');
+  const [done, setDone] = useState<string | null>(null);
+  return (
+    <form
+      className="form"
+      aria-labelledby="register-title"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setDone(null);
+        const r = await register.run({
+          input: {
+            name,
+            kind,
+            ...(kind === 'HTTP' ? { url, method } : { handlerName }),
+            ...(maxAttempts ? { maxAttempts: Number(maxAttempts) } : {}),
+          },
+        });
+        if (r) {
+          setDone(r.registerEndpoint.name);
+          setName('');
+          onDone();
+        }
+      }}
+    >
+      <h2 id="register-title">Register an endpoint</h2>
+      <label>
+        Name (dotted lowercase, e.g. billing.send-invoice)
+        <input value={name} onChange={(e) => setName(e.target.value)} required />
+      </label>
+      <fieldset>
+        <legend>Kind</legend>
+        {(['HTTP', 'HANDLER'] as const).map((k) => (
+          <label key={k} className="inline">
+            <input type="radio" name="endpoint-kind" value={k} checked={kind === k} onChange={() => setKind(k)} /> {k}
+          </label>
+        ))}
+      </fieldset>
+      {kind === 'HTTP' ? (
+        <>
+          <label>
+            URL
+            <input type="url" value={url} onChange={(e) => setUrl(e.target.value)} required />
+          </label>
+          <label>
+            Method
+            <select value={method} onChange={(e) => setMethod(e.target.value as HttpMethod)}>
+              {(['POST', 'PUT', 'PATCH', 'GET', 'DELETE'] as const).map((m) => (
+                <option key={m}>{m}</option>
+              ))}
+            </select>
+          </label>
+        </>
+      ) : (
+        <label>
+          Handler name
+          <input value={handlerName} onChange={(e) => setHandlerName(e.target.value)} required />
+        </label>
+      )}
+      <label>
+        Max attempts (optional)
+        <input type="number" min={1} max={100} value={maxAttempts} onChange={(e) => setMaxAttempts(e.target.value)} />
+      </label>
+      <ErrorBox error={register.error} title="Not registered" />
+      {done && (
+        <p className="ok" role="status">
+          Registered {done}. <Link to={href('jobs', 'new')}>Create a job on it</Link>
+        </p>
+      )}
+      <button type="submit" disabled={register.pending}>
+        Register endpoint
+      </button>
+    </form>
+  );
+}

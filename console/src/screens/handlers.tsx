@@ -1,0 +1,115 @@
+import { graphql } from '../gql/index.ts';
+import { formatDuration } from '../lib/format.ts';
+import { useCan, useMutation, useQuery } from '../lib/hooks.ts';
+import { href } from '../lib/router.ts';
+import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+
+const HandlersDocument = graphql(`
+  query Handlers {
+    handlers {
+      kind name
+      cadence { cron everyMs timezone }
+      workers { id heartbeatAt }
+      lastOutcome { status finishedAt message cause }
+      interval { nextDueAt okRuns errorRuns running }
+      schedule { nextDueAt lastTickAt }
+      lastRun { id status processed total }
+    }
+  }
+`);
+
+const TriggerHandlerDocument = graphql(`
+  mutation TriggerHandler($name: String!) {
+    triggerHandler(input: { name: $name, force: true }) { outcome }
+  }
+`);
+const TriggerRunDocument = graphql(`
+  mutation TriggerRunFromHandlers($name: String!) {
+    triggerRun(input: { name: $name }) { result run { id } }
+  }
+`);
+
+export function HandlersScreen() {
+  const can = useCan();
+  // The catalogue has no event stream (workers heartbeat into it): it loads when shown and on Refresh.
+  const q = useQuery(HandlersDocument, {});
+  const triggerHandler = useMutation(TriggerHandlerDocument);
+  const triggerRun = useMutation(TriggerRunDocument);
+  return (
+    <section aria-labelledby="handlers-title">
+      <div className="title-row">
+        <h1 id="handlers-title">Handlers</h1>
+        <button type="button" onClick={q.reload}>
+          Refresh
+        </button>
+      </div>
+      <ErrorBox error={q.error} />
+      <ErrorBox error={triggerHandler.error ?? triggerRun.error} title="The action was refused" />
+      {!q.data ? (
+        !q.error && <Loading />
+      ) : q.data.handlers.length === 0 ? (
+        <Empty>No handler is registered: start a worker (npm start, or jobgate worker) with your handlers.</Empty>
+      ) : (
+        <table data-testid="handlers">
+          <thead>
+            <tr>
+              <th scope="col">Handler</th>
+              <th scope="col">Kind</th>
+              <th scope="col">Workers</th>
+              <th scope="col">Cadence</th>
+              <th scope="col">Next tick</th>
+              <th scope="col">Last outcome</th>
+              {can('OPERATOR') && <th scope="col">Actions</th>}
+            </tr>
+          </thead>
+          <tbody>
+            {q.data.handlers.map((h) => (
+              <tr key={`${h.kind}:${h.name}`}>
+                <th scope="row">{h.name}</th>
+                <td>{h.kind}</td>
+                <td>{h.workers.length}</td>
+                <td>{h.cadence ? (h.cadence.cron ? `${h.cadence.cron} (${h.cadence.timezone ?? 'UTC'})` : `every ${formatDuration(h.cadence.everyMs)}`) : '—'}</td>
+                <td>
+                  <Time iso={h.interval?.nextDueAt ?? h.schedule?.nextDueAt} />
+                </td>
+                <td>
+                  {h.lastOutcome ? (
+                    <>
+                      <Status value={h.lastOutcome.status} /> <Time iso={h.lastOutcome.finishedAt} /> {h.lastOutcome.message}
+                    </>
+                  ) : h.lastRun ? (
+                    <Link to={href('runs', h.lastRun.id)}>
+                      last run <Status value={h.lastRun.status} />
+                    </Link>
+                  ) : (
+                    '—'
+                  )}
+                  {h.interval && (
+                    <span className="muted">
+                      {' '}
+                      ({h.interval.okRuns} ok, {h.interval.errorRuns} errors)
+                    </span>
+                  )}
+                </td>
+                {can('OPERATOR') && (
+                  <td>
+                    {h.kind === 'INTERVAL' && can('ADMIN') && (
+                      <button type="button" onClick={async () => (await triggerHandler.run({ name: h.name })) && q.reload()}>
+                        Run now
+                      </button>
+                    )}
+                    {h.kind === 'RECOVERABLE' && (
+                      <button type="button" onClick={async () => (await triggerRun.run({ name: h.name })) && q.reload()}>
+                        Start run
+                      </button>
+                    )}
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,174 @@
+import { useState } from 'react';
+import { graphql } from '../gql/index.ts';
+import type { OverviewQuery } from '../gql/graphql.ts';
+import { addSample, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
+import { useQuery, useSubscription } from '../lib/hooks.ts';
+import { href } from '../lib/router.ts';
+import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
+
+const OverviewDocument = graphql(`
+  query Overview {
+    executionStats(windowMinutes: 60) {
+      windowMinutes
+      workersAlive
+      byEndpoint { endpointId endpointName pending running failed succeededInWindow failedInWindow cancelledInWindow }
+      perMinute { minute succeeded failed started latencyP50Ms latencyP95Ms }
+    }
+    runConnection(status: RUNNING, first: 10) {
+      totalCount
+      nodes { id name status processed total progress startedAt }
+    }
+  }
+`);
+
+const OverviewExecutionsDocument = graphql(`
+  subscription OverviewExecutions($after: String) {
+    executionUpdates(after: $after) { cursor executionId status }
+  }
+`);
+
+const OverviewRunsDocument = graphql(`
+  subscription OverviewRuns($after: String) {
+    runEvents(after: $after) { cursor runId status }
+  }
+`);
+
+export const RunProgressDocument = graphql(`
+  subscription RunProgress($runId: ID!) {
+    runProgress(runId: $runId) { id status processed total progress updatedAt stats cursor pauseReason error finishedAt }
+  }
+`);
+
+const minuteLabel = (iso: string) => new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }).format(new Date(iso));
+
+export function Overview() {
+  const q = useQuery(OverviewDocument, {}, { throttleMs: 2000 });
+  useSubscription(OverviewExecutionsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload });
+  useSubscription(OverviewRunsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
+  if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
+  const s = q.data.executionStats;
+  const labels = s.perMinute.map((m) => minuteLabel(m.minute));
+  const totals = s.byEndpoint.reduce(
+    (a, e) => ({ pending: a.pending + e.pending, running: a.running + e.running, failed: a.failed + e.failed, succeeded: a.succeeded + e.succeededInWindow }),
+    { pending: 0, running: 0, failed: 0, succeeded: 0 },
+  );
+  return (
+    <section aria-labelledby="overview-title">
+      <h1 id="overview-title">Overview</h1>
+      <ErrorBox error={q.error} title="Could not refresh" />
+      <div className="tiles" data-testid="overview-tiles">
+        <Tile label="Pending" value={totals.pending} />
+        <Tile label="Running" value={totals.running} />
+        <Tile label={`Succeeded (last ${s.windowMinutes} min)`} value={totals.succeeded} />
+        <Tile label="Failed (dead-letter)" value={totals.failed} to={href('executions') + '?status=FAILED'} />
+        <Tile label="Workers alive" value={s.workersAlive} />
+      </div>
+      <div className="charts">
+        <LineChart
+          title="Throughput per minute"
+          labels={labels}
+          series={[
+            { name: 'succeeded', values: s.perMinute.map((m) => m.succeeded), className: 'ok' },
+            { name: 'started', values: s.perMinute.map((m) => m.started), className: 'info' },
+          ]}
+        />
+        <LineChart title="Failures per minute" labels={labels} series={[{ name: 'failed', values: s.perMinute.map((m) => m.failed), className: 'bad' }]} />
+        <LineChart
+          title="Enqueue-to-start latency"
+          unit=" ms"
+          labels={labels}
+          series={[
+            { name: 'p50', values: s.perMinute.map((m) => m.latencyP50Ms ?? null), className: 'info' },
+            { name: 'p95', values: s.perMinute.map((m) => m.latencyP95Ms ?? null), className: 'warn' },
+          ]}
+        />
+      </div>
+      <h2>Executions by endpoint</h2>
+      {s.byEndpoint.length === 0 ? (
+        <Empty>
+          No executions yet. <Link to={href('endpoints')}>Register an endpoint</Link>, then <Link to={href('jobs', 'new')}>create a job</Link> on it.
+        </Empty>
+      ) : (
+        <table data-testid="by-endpoint">
+          <caption className="sr-only">Executions by status per endpoint</caption>
+          <thead>
+            <tr>
+              <th scope="col">Endpoint</th>
+              <th scope="col">Pending</th>
+              <th scope="col">Running</th>
+              <th scope="col">Failed (dead-letter)</th>
+              <th scope="col">Succeeded ({s.windowMinutes} min)</th>
+              <th scope="col">Failed ({s.windowMinutes} min)</th>
+              <th scope="col">Cancelled ({s.windowMinutes} min)</th>
+            </tr>
+          </thead>
+          <tbody>
+            {s.byEndpoint.map((e) => (
+              <tr key={e.endpointId}>
+                <th scope="row">
+                  <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.endpointId)}`}>{e.endpointName}</Link>
+                </th>
+                <td>{formatCount(e.pending)}</td>
+                <td>{formatCount(e.running)}</td>
+                <td>{e.failed > 0 ? <Link to={`${href('executions')}?status=FAILED&endpoint=${encodeURIComponent(e.endpointId)}`}>{formatCount(e.failed)}</Link> : 0}</td>
+                <td>{formatCount(e.succeededInWindow)}</td>
+                <td>{formatCount(e.failedInWindow)}</td>
+                <td>{formatCount(e.cancelledInWindow)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <h2>Runs in progress</h2>
+      <RunsInProgress runs={q.data.runConnection.nodes} />
+    </section>
+  );
+}
+
+function Tile({ label, value, to }: { label: string; value: number; to?: string }) {
+  const body = (
+    <>
+      <span className="tile-value">{formatCount(value)}</span>
+      <span className="tile-label">{label}</span>
+    </>
+  );
+  return <div className="tile">{to ? <Link to={to}>{body}</Link> : body}</div>;
+}
+
+function RunsInProgress({ runs }: { runs: OverviewQuery['runConnection']['nodes'] }) {
+  if (runs.length === 0) return <Empty>No run in progress. Recoverable handlers start runs from the <Link to={href('handlers')}>Handlers</Link> screen.</Empty>;
+  return (
+    <ul className="runs">
+      {runs.map((r) => (
+        <LiveRunRow key={r.id} run={r} />
+      ))}
+    </ul>
+  );
+}
+
+function LiveRunRow({ run }: { run: OverviewQuery['runConnection']['nodes'][number] }) {
+  const [now, setNow] = useState(run);
+  const [samples, setSamples] = useState<ProgressSample[]>([{ at: Date.now(), processed: run.processed }]);
+  useSubscription(
+    RunProgressDocument,
+    { runId: run.id },
+    {
+      next: (d) => {
+        setNow((r) => ({ ...r, ...d.runProgress }));
+        setSamples((s) => addSample(s, { at: Date.now(), processed: d.runProgress.processed }));
+      },
+    },
+  );
+  const p = runProgress(now.processed, now.total, samples);
+  return (
+    <li>
+      <Link to={href('runs', run.id)}>{run.name}</Link> <Status value={now.status} />
+      <ProgressBar fraction={p.fraction} label={`${run.name}: ${p.label}`} />
+      <span className="muted">
+        {p.label}
+        {p.rate !== null && ` · ${p.rate.toFixed(1)}/s`}
+        {p.etaMs !== null && ` · ETA ${formatDuration(p.etaMs, true)}`}
+      </span>
+    </li>
+  );
+}

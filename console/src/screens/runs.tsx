@@ -1,0 +1,100 @@
+import { useState } from 'react';
+import { graphql } from '../gql/index.ts';
+import type { RunStatus } from '../gql/graphql.ts';
+import { runProgress } from '../lib/format.ts';
+import { useQuery, useSubscription } from '../lib/hooks.ts';
+import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
+import { href } from '../lib/router.ts';
+import { Empty, ErrorBox, Link, Loading, Pager, ProgressBar, Status, Time } from '../ui/common.tsx';
+
+const RunsDocument = graphql(`
+  query Runs($status: RunStatus, $after: String) {
+    runConnection(status: $status, first: 25, after: $after) {
+      totalCount
+      pageInfo { endCursor hasNextPage }
+      nodes { id name status processed total progress startedAt finishedAt pauseReason }
+    }
+  }
+`);
+
+const RunsLiveDocument = graphql(`
+  subscription RunsLive($after: String) {
+    runEvents(after: $after) { cursor runId status }
+  }
+`);
+
+const STATUSES: RunStatus[] = ['RUNNING', 'CANCEL_REQUESTED', 'PAUSED', 'COMPLETED', 'FAILED'];
+
+export function RunsScreen() {
+  const [status, setStatus] = useState<RunStatus | ''>('');
+  const [page, setPage] = useState(firstPage);
+  const q = useQuery(RunsDocument, { status: status || null, after: page.after });
+  useSubscription(RunsLiveDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
+  return (
+    <section aria-labelledby="runs-title">
+      <h1 id="runs-title">Runs</h1>
+      <div className="filters">
+        <label>
+          Status
+          <select
+            value={status}
+            onChange={(e) => {
+              setStatus(e.target.value as RunStatus | '');
+              setPage(firstPage);
+            }}
+          >
+            <option value="">Any</option>
+            {STATUSES.map((s) => (
+              <option key={s}>{s}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <ErrorBox error={q.error} />
+      {!q.data ? (
+        !q.error && <Loading />
+      ) : q.data.runConnection.nodes.length === 0 ? (
+        <Empty>No runs{status ? ` in status ${status}` : ''}. Recoverable handlers start runs on their schedule, or from the <Link to={href('handlers')}>Handlers</Link> screen.</Empty>
+      ) : (
+        <>
+          <table data-testid="runs">
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Status</th>
+                <th scope="col">Progress</th>
+                <th scope="col">Started</th>
+                <th scope="col">Finished</th>
+              </tr>
+            </thead>
+            <tbody>
+              {q.data.runConnection.nodes.map((r) => {
+                const p = runProgress(r.processed, r.total, []);
+                return (
+                  <tr key={r.id}>
+                    <th scope="row">
+                      <Link to={href('runs', r.id)}>{r.name}</Link>
+                    </th>
+                    <td>
+                      <Status value={r.status} />
+                    </td>
+                    <td>
+                      <ProgressBar fraction={p.fraction} label={`${r.name}: ${p.label}`} /> {p.label}
+                    </td>
+                    <td>
+                      <Time iso={r.startedAt} />
+                    </td>
+                    <td>
+                      <Time iso={r.finishedAt} />
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+          <Pager stack={page} hasNext={q.data.runConnection.pageInfo.hasNextPage} onNext={() => setPage(nextPage(page, q.data?.runConnection.pageInfo.endCursor))} onPrevious={() => setPage(previousPage(page))} />
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,139 @@
+import type { ReactNode } from 'react';
+import type { ApiError } from '../lib/api.ts';
+import { formatLocal, formatUtc } from '../lib/format.ts';
+import { onLinkClick } from '../lib/router.ts';
+import { pageNumber, type PageStack } from '../lib/paging.ts';
+
+/** A time in the viewer's zone; the UTC instant on hover. */
+export function Time({ iso, timeZone }: { iso: string | null | undefined; timeZone?: string }) {
+  if (!iso) return <span>—</span>;
+  return (
+    <time dateTime={iso} title={formatUtc(iso)}>
+      {formatLocal(iso, timeZone)}
+    </time>
+  );
+}
+
+export function Link({ to, children, className }: { to: string; children: ReactNode; className?: string }) {
+  return (
+    <a href={to} onClick={onLinkClick} className={className} aria-current={className === 'current' ? 'page' : undefined}>
+      {children}
+    </a>
+  );
+}
+
+/** An error with its stable code and its message; never a blank screen. */
+export function ErrorBox({ error, title = 'Something went wrong' }: { error: ApiError | null | undefined; title?: string }) {
+  if (!error) return null;
+  return (
+    <div className="error" role="alert">
+      <strong>{title}</strong> <code className="code">{error.code}</code> <span>{error.message}</span>
+      {error.issues.length > 0 && (
+        <ul>
+          {error.issues.map((i, n) => (
+            <li key={n}>
+              <code>{i.path.join('.') || '(input)'}</code>: {i.message}
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+/** What an empty list means, and what to do next. */
+export function Empty({ children }: { children: ReactNode }) {
+  return <div className="empty">{children}</div>;
+}
+
+export function Loading() {
+  return (
+    <p className="muted" aria-live="polite">
+      Loading…
+    </p>
+  );
+}
+
+export function Status({ value }: { value: string }) {
+  return <span className={`status status-${value.toLowerCase()}`}>{value}</span>;
+}
+
+export function ProgressBar({ fraction, label }: { fraction: number | null; label: string }) {
+  const percent = fraction === null ? null : Math.round(fraction * 1000) / 10;
+  return (
+    <div className="progress" role="progressbar" aria-label={label} aria-valuemin={0} aria-valuemax={100} aria-valuenow={percent ?? undefined} aria-valuetext={percent === null ? label : `${percent}% (${label})`}>
+      <div className={fraction === null ? 'progress-bar indeterminate' : 'progress-bar'} style={{ width: fraction === null ? '100%' : `${percent}%` }} />
+    </div>
+  );
+}
+
+export function Pager({ stack, hasNext, onNext, onPrevious }: { stack: PageStack; hasNext: boolean; onNext(): void; onPrevious(): void }) {
+  return (
+    <nav className="pager" aria-label="Pages">
+      <button type="button" onClick={onPrevious} disabled={stack.previous.length === 0 && stack.after === null}>
+        ← Newer
+      </button>
+      <span>Page {pageNumber(stack)}</span>
+      <button type="button" onClick={onNext} disabled={!hasNext}>
+        Older →
+      </button>
+    </nav>
+  );
+}
+
+export interface Series {
+  name: string;
+  values: (number | null)[];
+  className: string;
+}
+
+/** A small line chart over per-minute buckets: one SVG, no library. */
+export function LineChart({ title, series, labels, unit }: { title: string; series: Series[]; labels: string[]; unit?: string }) {
+  const width = 360;
+  const height = 120;
+  const pad = 24;
+  const all = series.flatMap((s) => s.values.filter((v): v is number => v !== null));
+  const max = Math.max(1, ...all);
+  const n = Math.max(2, labels.length);
+  const x = (i: number) => pad + (i * (width - pad - 4)) / (n - 1);
+  const y = (v: number) => height - pad - (v * (height - pad - 8)) / max;
+  const summary = series.map((s) => `${s.name}: total ${s.values.reduce<number>((a, v) => a + (v ?? 0), 0)}`).join('; ');
+  return (
+    <figure className="chart">
+      <figcaption>
+        {title}
+        <span className="legend">
+          {series.map((s) => (
+            <span key={s.name} className={`legend-item ${s.className}`}>
+              {s.name}
+            </span>
+          ))}
+        </span>
+      </figcaption>
+      <svg viewBox={`0 0 ${width} ${height}`} role="img" aria-label={`${title}. ${summary}`}>
+        <line x1={pad} y1={height - pad} x2={width - 4} y2={height - pad} className="axis" />
+        <text x={2} y={12} className="tick">
+          {max}
+          {unit ?? ''}
+        </text>
+        <text x={2} y={height - pad} className="tick">
+          0
+        </text>
+        {labels.length > 0 && (
+          <>
+            <text x={pad} y={height - 6} className="tick">
+              {labels[0]}
+            </text>
+            <text x={width - 4} y={height - 6} className="tick" textAnchor="end">
+              {labels[labels.length - 1]}
+            </text>
+          </>
+        )}
+        {series.map((s) => {
+          const points = s.values.map((v, i) => (v === null ? null : `${x(i).toFixed(1)},${y(v).toFixed(1)}`)).filter(Boolean);
+          return <polyline key={s.name} points={points.join(' ')} className={`line ${s.className}`} fill="none" />;
+        })}
+      </svg>
+    </figure>
+  );
+}

@@ -1,0 +1,39 @@
+import type { EndpointStatusCounts, ExecutionStats, MinuteBucket } from '../service/stats.js';
+import { builder } from './builder.js';
+import { DateTimeScalar } from './common.js';
+
+export const EndpointStatusCountsRef = builder.objectRef<EndpointStatusCounts>('EndpointStatusCounts').implement({
+  description: "One endpoint's executions: live now, in the dead-letter queue, and ended within the window.",
+  fields: (t) => ({
+    endpointId: t.exposeID('endpointId', { description: 'The endpoint.' }),
+    endpointName: t.exposeString('endpointName', { description: "The endpoint's name." }),
+    pending: t.exposeInt('pending', { description: 'PENDING executions now (due or waiting for their time or a retry).' }),
+    running: t.exposeInt('running', { description: 'RUNNING executions now.' }),
+    failed: t.exposeInt('failed', { description: 'FAILED executions, whenever they failed: the dead-letter queue.' }),
+    succeededInWindow: t.exposeInt('succeededInWindow', { description: 'Executions that ended SUCCEEDED within the window.' }),
+    failedInWindow: t.exposeInt('failedInWindow', { description: 'Executions that ended FAILED within the window.' }),
+    cancelledInWindow: t.exposeInt('cancelledInWindow', { description: 'Executions that ended CANCELLED within the window.' }),
+  }),
+});
+
+export const MinuteBucketRef = builder.objectRef<MinuteBucket>('ExecutionMinute').implement({
+  description: 'One minute of execution activity.',
+  fields: (t) => ({
+    minute: t.field({ type: DateTimeScalar, description: 'The start of the minute.', resolve: (b) => b.minute }),
+    succeeded: t.exposeInt('succeeded', { description: 'Executions that ended SUCCEEDED in this minute (throughput).' }),
+    failed: t.exposeInt('failed', { description: 'Executions that ended FAILED in this minute (their last attempt failed).' }),
+    started: t.exposeInt('started', { description: 'Executions whose latest attempt started in this minute (one that was retried counts at its latest attempt).' }),
+    latencyP50Ms: t.exposeInt('latencyP50Ms', { nullable: true, description: 'Median enqueue-to-start latency of those attempts (when it started minus when it was due: its scheduled time, or the end of its retry backoff), in milliseconds; null when there were none.' }),
+    latencyP95Ms: t.exposeInt('latencyP95Ms', { nullable: true, description: '95th percentile of that latency, in milliseconds; null when there were none.' }),
+  }),
+});
+
+export const ExecutionStatsRef = builder.objectRef<ExecutionStats>('ExecutionStats').implement({
+  description: "The workspace's executions at a glance, for an overview screen: per endpoint, per minute of a recent window, and the live workers.",
+  fields: (t) => ({
+    windowMinutes: t.exposeInt('windowMinutes', { description: 'The window, in minutes, ending now.' }),
+    byEndpoint: t.field({ type: [EndpointStatusCountsRef], description: 'Endpoints with live, dead-letter or recently ended executions, by name.', resolve: (s) => s.byEndpoint }),
+    perMinute: t.field({ type: [MinuteBucketRef], description: 'One entry per minute of the window, oldest first; the last is the current, partial minute.', resolve: (s) => s.perMinute }),
+    workersAlive: t.exposeInt('workersAlive', { description: 'Worker processes heartbeating now (installation-wide).' }),
+  }),
+});

@@ -1,0 +1,45 @@
+/**
+ * What the console's overview shows: the workspace's executions by status per endpoint, per-minute
+ * activity over a recent window, and the live worker count. Read-only: any key may read it.
+ */
+import { z } from 'zod';
+import { endpointStatusCounts, liveWorkerCount, minuteBuckets, type EndpointStatusCounts, type MinuteBucket } from '../db/queries/execution-stats.js';
+import type { Actor } from './actor.js';
+import { parseInput, type ServiceContext } from './context.js';
+
+export type { EndpointStatusCounts, MinuteBucket };
+
+export interface ExecutionStats {
+  windowMinutes: number;
+  byEndpoint: EndpointStatusCounts[];
+  perMinute: MinuteBucket[];
+  workersAlive: number;
+}
+
+export const executionStatsSchema = z.object({
+  windowMinutes: z.number().int().min(5).max(1440).nullish(),
+});
+export type ExecutionStatsInput = z.input<typeof executionStatsSchema>;
+
+export function createStatsService(ctx: ServiceContext) {
+  const { db } = ctx;
+  return {
+    /**
+     * The overview's numbers, as of one instant: live and dead-letter counts per endpoint, what
+     * ended in the last `windowMinutes` (default 60, 5 to 1440), one bucket per minute of that
+     * window (succeeded, failed, first attempts started and their enqueue-to-start latency), and
+     * the live workers. Throws VALIDATION_FAILED for a window out of range. Reads only, three
+     * statements outside any transaction: the parts may be a few milliseconds apart.
+     */
+    async executionStats(actor: Actor, raw: ExecutionStatsInput = {}): Promise<ExecutionStats> {
+      const input = parseInput(executionStatsSchema, raw);
+      const windowMinutes = input.windowMinutes ?? 60;
+      const [byEndpoint, perMinute, workersAlive] = await Promise.all([
+        endpointStatusCounts(db, actor.workspaceId, windowMinutes),
+        minuteBuckets(db, actor.workspaceId, windowMinutes),
+        liveWorkerCount(db),
+      ]);
+      return { windowMinutes, byEndpoint, perMinute, workersAlive };
+    },
+  };
+}

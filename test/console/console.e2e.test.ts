@@ -1,0 +1,316 @@
+/**
+ * The console in a real browser (Debian's Chromium, headless, through playwright-core) against a
+ * real jobgate process (gateway and worker) on a real Postgres: sign-in, creating through the UI,
+ * live updates without reloads, the dead-letter queue, a run's live progress and findings, what a
+ * VIEWER sees, a revoked key, and axe-core's accessibility rules on every screen.
+ */
+import { AxeBuilder } from '@axe-core/playwright';
+import type { Browser, BrowserContext, Page, WebSocketRoute } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+
+let t: TestDb;
+let world: ConsoleWorld;
+let browser: Browser;
+let adminKey: string;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  ensureConsoleBuilt();
+  t = await createTestDb();
+  world = await startConsoleWorld(t.url);
+  browser = await launchChromium();
+  adminKey = (await t.service.bootstrapKey('default', 'ADMIN', 'console e2e admin')).key;
+}, 180_000);
+afterAll(async () => {
+  for (const c of contexts) await c.close().catch(() => {});
+  await browser?.close();
+  await world?.stop();
+  await t?.close();
+});
+
+/** A fresh tab (its own sessionStorage), signed in with `key`; screenshots itself if the test fails. */
+async function signedIn(key: string, name: string, prepare?: (context: BrowserContext) => Promise<void>): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris' });
+  contexts.push(context);
+  await prepare?.(context);
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/.test(m.text())) problems.push(m.text());
+  });
+  (page as Page & { problems: string[] }).problems = problems;
+  onTestFailed(async () => {
+    await screenshot(page, `${name}-failed`).catch(() => {});
+  });
+  await page.goto(`${world.origin}/console/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByTestId('role').waitFor();
+  return page;
+}
+
+const problemsOf = (page: Page) => (page as Page & { problems: string[] }).problems;
+
+async function go(page: Page, section: string) {
+  await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: section, exact: true }).click();
+}
+
+/** axe-core on the page as shown: no serious or critical violation. */
+async function accessible(page: Page, screen: string) {
+  const result = await new AxeBuilder({ page }).analyze();
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  expect(bad).toEqual([]);
+}
+
+describe('the console', { timeout: 90_000 }, () => {
+  let admin: Page;
+  afterEach(async (context) => {
+    if (context.task.result?.state === 'fail' && admin) await screenshot(admin, `admin-${context.task.name}-failed`).catch(() => {});
+  });
+
+  it('signs in with an ADMIN key and shows its role and workspace, live', async () => {
+    admin = await signedIn(adminKey, 'sign-in');
+    await expect.poll(() => admin.getByTestId('role').textContent()).toBe('ADMIN');
+    await expect.poll(() => admin.getByTestId('who').textContent()).toContain('default');
+    await expect.poll(() => admin.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
+    // The key is kept in this tab's sessionStorage only.
+    expect(await admin.evaluate(() => [sessionStorage.length, localStorage.length, document.cookie])).toEqual([1, 0, '']);
+    await admin.getByRole('heading', { name: 'Overview' }).waitFor();
+    await accessible(admin, 'overview (empty)');
+    await screenshot(admin, 'overview-empty');
+  });
+
+  it('registers an endpoint and creates a job through the UI, then shows its execution reach SUCCEEDED without a reload; its actions', async () => {
+    await go(admin, 'Endpoints');
+    await accessible(admin, 'endpoints');
+    await admin.getByLabel(/^Name/).fill('console.greet');
+    await admin.getByLabel('HANDLER').check();
+    await admin.getByLabel('Handler name').fill('console.ok');
+    await admin.getByRole('button', { name: 'Register endpoint' }).click();
+    await admin.getByText('Registered console.greet').waitFor();
+    await admin.getByTestId('endpoints').getByText('console.greet').waitFor();
+
+    await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+    await go(admin, 'Jobs');
+    await admin.getByRole('link', { name: 'New job' }).click();
+    await accessible(admin, 'new job');
+    await admin.getByLabel('Name (optional)').fill('hello-from-console');
+    await admin.getByLabel('Input (JSON)').fill('{"who":"console"}');
+    await admin.getByRole('button', { name: 'Create job' }).click();
+    await admin.getByRole('heading', { name: /hello-from-console/ }).waitFor();
+    const executions = admin.getByTestId('job-executions');
+    await executions.getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
+    expect(await executions.textContent()).toContain('#1 SUCCEEDED');
+    // The same document all along: no reload happened.
+    expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+    await accessible(admin, 'job');
+    await screenshot(admin, 'job-succeeded');
+
+    // The job's actions: pause, resume, trigger now (a second execution, live), edit.
+    await admin.getByRole('button', { name: 'Pause' }).click();
+    await admin.getByRole('heading', { name: /hello-from-console/ }).getByText('PAUSED', { exact: true }).waitFor();
+    await admin.getByRole('button', { name: 'Resume' }).click();
+    await admin.getByRole('button', { name: 'Pause' }).waitFor();
+    await admin.getByRole('button', { name: 'Trigger now' }).click();
+    await expect.poll(() => executions.getByText('SUCCEEDED', { exact: true }).count(), { timeout: 20_000 }).toBe(2);
+    await admin.getByRole('button', { name: 'Edit' }).click();
+    await admin.getByLabel('Name', { exact: true }).fill('x'.repeat(201));
+    await admin.getByLabel('Max attempts').fill('3');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    // Refused by the API with its code and the field named; nothing changed.
+    await admin.getByRole('alert').getByText('VALIDATION_FAILED').waitFor();
+    expect(await admin.getByRole('alert').textContent()).toContain('name:');
+    await admin.getByLabel('Name', { exact: true }).fill('hello-renamed');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    await admin.getByRole('heading', { name: /hello-renamed/ }).waitFor();
+    const { rows } = await t.query(`select name, max_attempts, status from jobs where name = 'hello-renamed'`);
+    expect(rows).toEqual([{ name: 'hello-renamed', max_attempts: 3, status: 'ACTIVE' }]);
+    await admin.getByRole('button', { name: 'Edit' }).click();
+    await admin.getByLabel('Name', { exact: true }).fill('hello-from-console');
+    await admin.getByRole('button', { name: 'Save' }).click();
+    await admin.getByRole('heading', { name: /hello-from-console/ }).waitFor();
+  });
+
+  it('shows a failed execution in the dead-letter queue as it fails, and re-drives it from there', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'console.fragile', kind: 'HANDLER', handlerName: 'console.flaky', maxAttempts: 1 });
+    await admin.goto(`${world.origin}/console/executions?status=FAILED`);
+    await admin.getByRole('heading', { name: 'Dead-letter queue' }).waitFor();
+    await admin.getByText('The dead-letter queue is empty').waitFor();
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name: 'fragile-one' });
+    const row = admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ });
+    await row.getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
+    await accessible(admin, 'dead-letter queue');
+    await screenshot(admin, 'dead-letter');
+    world.flakyHealthy.value = true;
+    await row.getByRole('button', { name: /^Retry execution/ }).click();
+    // Re-driven, it leaves the dead-letter view, and succeeds.
+    await admin.getByText('The dead-letter queue is empty').waitFor({ timeout: 20_000 });
+    await admin.getByRole('link', { name: 'Succeeded' }).click();
+    await admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ }).getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
+    const { rows } = await t.query(`select status, attempt_count from executions where job_id = $1`, [job.id]);
+    expect(rows).toEqual([{ status: 'SUCCEEDED', attempt_count: 2 }]);
+
+    // Retry all that match: two failures of the endpoint, re-driven in one go.
+    world.flakyHealthy.value = false;
+    await admin.getByRole('link', { name: 'Failed (dead-letter)' }).click();
+    await admin.getByText('The dead-letter queue is empty').waitFor();
+    for (const name of ['fragile-a', 'fragile-b']) await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name });
+    await admin.getByTestId('executions').getByRole('row', { name: /fragile-b/ }).getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
+    await admin.getByTestId('executions').getByRole('row', { name: /fragile-a/ }).getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
+    world.flakyHealthy.value = true;
+    await admin.getByRole('button', { name: 'Retry all matching' }).click();
+    await admin.getByRole('status').getByText('Re-drove 2 of 2 failed executions.').waitFor();
+    await admin.getByText('The dead-letter queue is empty').waitFor({ timeout: 20_000 });
+    const audit = await t.query(`select count(*)::int as n from audit_log where action like 'execution%retry%'`);
+    expect(audit.rows[0].n).toBeGreaterThanOrEqual(3);
+  });
+
+  it("moves a recoverable run's progress bar and streams its findings as the run records them", async () => {
+    await go(admin, 'Handlers');
+    const scanRow = admin.getByTestId('handlers').getByRole('row', { name: /console\.scan/ });
+    await accessible(admin, 'handlers');
+    await scanRow.getByRole('button', { name: 'Start run' }).click();
+    await go(admin, 'Runs');
+    await admin.getByTestId('runs').getByRole('link', { name: 'console.scan' }).click();
+    await admin.getByRole('heading', { name: /console\.scan/ }).waitFor();
+    const bar = admin.getByTestId('run-progress').getByRole('progressbar');
+    const valueNow = async () => Number((await bar.getAttribute('aria-valuenow')) ?? '0');
+    expect(await valueNow()).toBe(0);
+    world.scanBudget.value = 2;
+    await expect.poll(() => admin.getByTestId('run-processed').textContent(), { timeout: 20_000 }).toBe('4 / 20');
+    expect(await valueNow()).toBe(20);
+    // Findings r-0 and r-3, streamed in.
+    await admin.getByTestId('findings').getByText('r-3').waitFor();
+    world.scanBudget.value = 3;
+    await expect.poll(() => admin.getByTestId('run-processed').textContent(), { timeout: 20_000 }).toBe('10 / 20');
+    expect(await valueNow()).toBe(50);
+    await admin.getByTestId('findings').getByText('r-9').waitFor();
+    expect(await admin.getByTestId('findings').getByRole('row').count()).toBe(1 + 4);
+    await accessible(admin, 'run');
+    await screenshot(admin, 'run-progress');
+    world.scanBudget.value = 100;
+    await admin.getByRole('heading', { name: /console\.scan/ }).getByText('COMPLETED', { exact: true }).waitFor({ timeout: 20_000 });
+    expect(await valueNow()).toBe(100);
+    await go(admin, 'Overview');
+    await admin.getByTestId('by-endpoint').getByText('console.greet').waitFor();
+    await accessible(admin, 'overview');
+    await screenshot(admin, 'overview');
+  });
+
+  it('passes axe on the remaining screens: executions, jobs, audit log and API keys', async () => {
+    for (const [section, heading] of [
+      ['Executions', 'Executions'],
+      ['Jobs', 'Jobs'],
+      ['Runs', 'Runs'],
+      ['Audit log', 'Audit log'],
+      ['API keys', 'API keys'],
+    ] as const) {
+      await go(admin, section);
+      await admin.getByRole('heading', { name: heading, exact: true }).waitFor();
+      await admin.getByText('Loading…').waitFor({ state: 'detached' });
+      await accessible(admin, section);
+    }
+    await screenshot(admin, 'audit-and-keys');
+    expect(problemsOf(admin)).toEqual([]);
+  });
+
+  it('is driven by the keyboard alone, and shows times in the viewer\'s zone with the UTC instant on hover', async () => {
+    await admin.goto(`${world.origin}/console/`);
+    await admin.getByRole('heading', { name: 'Overview' }).waitFor();
+    // Tab from the top: the skip link first, then on to the navigation's Jobs link, then Enter.
+    await admin.keyboard.press('Tab');
+    expect(await admin.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    for (let i = 0; i < 20; i++) {
+      if ((await admin.evaluate(() => document.activeElement?.textContent)) === 'Jobs') break;
+      await admin.keyboard.press('Tab');
+    }
+    await admin.keyboard.press('Enter');
+    await admin.getByRole('heading', { name: 'Jobs', exact: true }).waitFor();
+    const time = admin.getByTestId('jobs').locator('time').first();
+    const iso = (await time.getAttribute('datetime'))!;
+    // The browser runs in Europe/Paris: the text is Paris time, the title the UTC instant.
+    expect(await time.getAttribute('title')).toBe(`${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`);
+    const paris = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Paris', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).format(new Date(iso));
+    expect(await time.textContent()).toContain(paris);
+  });
+
+  it('shows a VIEWER no action it may not take', async () => {
+    const { key } = await t.service.createApiKey(t.actor, { name: 'console viewer', role: 'VIEWER' });
+    const viewer = await signedIn(key, 'viewer');
+    await expect.poll(() => viewer.getByTestId('role').textContent()).toBe('VIEWER');
+    const nav = viewer.getByRole('navigation', { name: 'Sections' });
+    expect(await nav.getByRole('link', { name: 'API keys' }).count()).toBe(0);
+    expect(await nav.getByRole('link', { name: 'Audit log' }).count()).toBe(0);
+    const job = (await t.query(`select id from jobs where name = 'hello-from-console'`)).rows[0].id as string;
+    const run = (await t.query(`select id from runs where name = 'console.scan'`)).rows[0].id as string;
+    // A failed execution to show in the dead-letter view.
+    world.flakyHealthy.value = false;
+    await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name: 'fragile-two' });
+    await t.query(`update runs set status = 'PAUSED', pause_kind = 'CANCELLED', pause_reason = 'for the viewer test' where id = $1`, [run]).catch(() => {});
+    const actions = /trigger|pause|resume|cancel|edit|retry|revoke|create|register|start run|run now|new job/i;
+    for (const path of ['', 'jobs', `jobs/${job}`, 'executions?status=FAILED', 'executions', 'runs', `runs/${run}`, 'handlers', 'endpoints', 'jobs/new']) {
+      await viewer.goto(`${world.origin}/console/${path}`);
+      await viewer.getByTestId('role').waitFor();
+      await viewer.getByText('Loading…').waitFor({ state: 'detached' });
+      if (path === 'executions?status=FAILED') {
+        await viewer.getByTestId('executions').getByText('fragile-two').waitFor({ timeout: 20_000 });
+        await screenshot(viewer, 'viewer-dead-letter');
+      }
+      const buttons = await viewer.getByRole('button').allTextContents();
+      expect({ path, buttons: buttons.filter((b) => actions.test(b)) }).toEqual({ path, buttons: [] });
+      expect({ path, links: await viewer.getByRole('link', { name: /new job|create a job|register/i }).allTextContents() }).toEqual({ path, links: [] });
+    }
+  });
+
+  it('says "reconnecting" while its socket is down, polls meanwhile, and is live again when the socket is back', async () => {
+    const gate = { down: false, open: [] as WebSocketRoute[] };
+    const page = await signedIn(adminKey, 'reconnecting', async (context) => {
+      await context.routeWebSocket(/\/graphql$/, (ws) => {
+        if (gate.down) return ws.close({ code: 1012, reason: 'down for the test' });
+        ws.connectToServer();
+        gate.open.push(ws);
+      });
+    });
+    await go(page, 'Executions');
+    await page.getByTestId('executions').waitFor();
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
+    gate.down = true;
+    for (const ws of gate.open.splice(0)) await ws.close({ code: 1012, reason: 'cut by the test' });
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Reconnecting… (polling)');
+    // No event can arrive: the new execution shows up through polling.
+    await t.service.createJob(t.actor, { endpointName: 'console.greet', kind: 'IMMEDIATE', name: 'seen-by-polling' });
+    await page.getByTestId('executions').getByRole('row', { name: /seen-by-polling/ }).waitFor({ timeout: 20_000 });
+    await screenshot(page, 'reconnecting');
+    gate.down = false;
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 20_000 }).toBe('Live');
+  });
+
+  it('creates a key that it shows once, and signs a tab out, saying why, when that key is revoked', async () => {
+    await go(admin, 'API keys');
+    await admin.getByLabel('Name').fill('console soon revoked');
+    await admin.getByLabel('Role').selectOption('OPERATOR');
+    await admin.getByRole('button', { name: 'Create key' }).click();
+    const key = (await admin.getByTestId('new-key').textContent())!;
+    expect(key).toMatch(/^jg_/);
+    await admin.getByRole('button', { name: 'I have copied it' }).click();
+    expect(await admin.getByTestId('new-key').count()).toBe(0);
+    const page = await signedIn(key, 'revoked');
+    await expect.poll(() => page.getByTestId('role').textContent()).toBe('OPERATOR');
+    await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
+    admin.once('dialog', (d) => void d.accept());
+    await admin.getByRole('button', { name: 'Revoke key console soon revoked' }).click();
+    await admin.getByTestId('keys').getByRole('row', { name: /console soon revoked/ }).getByText('REVOKED').waitFor();
+    await page.getByRole('alert').getByText(/revoked/).waitFor({ timeout: 10_000 });
+    await page.getByLabel('API key').waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('jobgate.console.key'))).toBeNull();
+    await screenshot(page, 'revoked');
+    // Over HTTP too: a key the API answers UNAUTHENTICATED signs the tab out, saying why.
+    await page.getByLabel('API key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').getByText(/no longer valid/).waitFor({ timeout: 10_000 });
+    await page.getByLabel('API key').waitFor();
+  });
+});

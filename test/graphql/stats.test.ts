@@ -1,0 +1,88 @@
+/**
+ * `viewer` and `executionStats`: who a key is, and the overview's aggregate over real rows.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let g: TestGateway;
+beforeAll(async () => {
+  t = await createTestDb();
+  g = createTestGateway(t);
+});
+afterAll(async () => {
+  await g.close();
+  await t.close();
+});
+
+/** An execution of a fresh job on `endpoint`, put in `status`, finished `finishedAgo` ago. */
+async function execution(endpoint: string, status: string, opts: { finishedAgo?: string; startedAfterMs?: number } = {}) {
+  const { job } = await t.service.createJob(t.actor, { endpointName: endpoint, kind: 'DELAYED', runAt: new Date(Date.now() + 86_400_000) });
+  const { rows } = await t.query(`select id from executions where job_id = $1`, [job.id]);
+  const { id } = rows[0];
+  const finished = opts.finishedAgo ? `now() - interval '${opts.finishedAgo}'` : 'null';
+  await t.query(`update executions set status = $2, scheduled_for = now() - interval '1 hour', finished_at = ${finished} where id = $1`, [id, status]);
+  if (opts.startedAfterMs !== undefined) {
+    // Claimed just now, `startedAfterMs` after it was due.
+    await t.query(`update executions set attempt_count = 1, attempt_started_at = now(), run_after = now() - make_interval(secs => $2 / 1000.0) where id = $1`, [id, opts.startedAfterMs]);
+  }
+  return id as string;
+}
+
+describe('viewer', () => {
+  it("answers the key's role, workspace, name and prefix, never the key", async () => {
+    const created = await t.service.createApiKey(t.actor, { name: 'console viewer', role: 'VIEWER' });
+    const actor = await t.service.authenticate(created.key);
+    const res = await g.gql('{ viewer { role installationAdmin workspace { slug } apiKey { name prefix role } } }', {}, actor);
+    expect(res.errors).toBeUndefined();
+    expect(res.data.viewer).toEqual({ role: 'VIEWER', installationAdmin: false, workspace: { slug: 'default' }, apiKey: { name: 'console viewer', prefix: created.apiKey.prefix, role: 'VIEWER' } });
+    expect(JSON.stringify(res)).not.toContain(created.key);
+  });
+});
+
+describe('executionStats', () => {
+  it('counts live and dead-letter executions per endpoint, and what ended in the window, per minute', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'stats.a', kind: 'HANDLER', handlerName: 'a' });
+    await t.service.registerEndpoint(t.actor, { name: 'stats.b', kind: 'HANDLER', handlerName: 'b' });
+    await execution('stats.a', 'PENDING');
+    await execution('stats.a', 'RUNNING');
+    await execution('stats.a', 'SUCCEEDED', { finishedAgo: '1 second', startedAfterMs: 400 });
+    await execution('stats.a', 'SUCCEEDED', { finishedAgo: '1 second', startedAfterMs: 200 });
+    await execution('stats.a', 'FAILED', { finishedAgo: '2 hours' });
+    await execution('stats.b', 'FAILED', { finishedAgo: '1 second' });
+    await execution('stats.b', 'SUCCEEDED', { finishedAgo: '3 hours' });
+    const res = await g.gql(`{ executionStats(windowMinutes: 60) { windowMinutes workersAlive
+      byEndpoint { endpointName pending running failed succeededInWindow failedInWindow cancelledInWindow }
+      perMinute { minute succeeded failed started latencyP50Ms latencyP95Ms } } }`);
+    expect(res.errors).toBeUndefined();
+    const s = res.data.executionStats;
+    expect(s.windowMinutes).toBe(60);
+    expect(s.workersAlive).toBe(0);
+    expect(s.byEndpoint).toEqual([
+      { endpointName: 'stats.a', pending: 1, running: 1, failed: 1, succeededInWindow: 2, failedInWindow: 0, cancelledInWindow: 0 },
+      { endpointName: 'stats.b', pending: 0, running: 0, failed: 1, succeededInWindow: 0, failedInWindow: 1, cancelledInWindow: 0 },
+    ]);
+    expect(s.perMinute).toHaveLength(60);
+    const minutes = s.perMinute.map((m: { minute: string }) => Date.parse(m.minute));
+    expect(minutes.every((m: number, i: number) => i === 0 || m - minutes[i - 1] === 60_000)).toBe(true);
+    const total = (k: string) => s.perMinute.reduce((n: number, m: Record<string, number>) => n + m[k]!, 0);
+    expect(total('succeeded')).toBe(2);
+    expect(total('failed')).toBe(1);
+    expect(total('started')).toBe(2);
+    const busy = s.perMinute.find((m: { started: number }) => m.started > 0);
+    expect(busy.latencyP50Ms).toBeGreaterThanOrEqual(200);
+    expect(busy.latencyP95Ms).toBeGreaterThanOrEqual(busy.latencyP50Ms);
+    expect(busy.latencyP95Ms).toBeLessThanOrEqual(400);
+  });
+
+  it('is scoped to the workspace of the caller', async () => {
+    const res = await g.gql('{ executionStats { byEndpoint { endpointName } } }', {}, t.otherActor);
+    expect(res.data.executionStats.byEndpoint).toEqual([]);
+  });
+
+  it('refuses a window out of range with VALIDATION_FAILED', async () => {
+    const res = await g.gql('{ executionStats(windowMinutes: 2) { windowMinutes } }');
+    expect(res.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+  });
+});

@@ -1,0 +1,92 @@
+/**
+ * The console's end-to-end world: a real jobgate process (gateway and worker, startApp) on the test
+ * database, with a few handlers to drive, and headless Chromium (Debian's `chromium` package,
+ * driven by playwright-core; never a downloaded browser build).
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startApp, type RunningApp } from '../../src/app.js';
+import { parseConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
+import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { IntervalRegistry } from '../../src/service/engine/intervals.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+
+export const CHROMIUM = process.env.JOBGATE_CHROMIUM ?? '/usr/bin/chromium';
+export const ARTIFACTS = resolve('test-artifacts');
+
+/** Builds the console when its build is missing (a fresh clone whose install skipped scripts). */
+export function ensureConsoleBuilt(): void {
+  if (existsSync(join(DEFAULT_CONSOLE_DIR, 'index.html'))) return;
+  execFileSync('npm', ['run', 'console:build'], { stdio: 'inherit' });
+}
+
+export interface ConsoleWorld {
+  app: RunningApp;
+  /** http://127.0.0.1:<port> */
+  origin: string;
+  /** While false, the `console.flaky` handler fails every attempt (unrecoverably). */
+  flakyHealthy: { value: boolean };
+  /** Batches the `console.scan` run may still take; it waits at 0 until given more. */
+  scanBudget: { value: number };
+  stop(): Promise<void>;
+}
+
+export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWorld> {
+  const flakyHealthy = { value: false };
+  const scanBudget = { value: 0 };
+  const handlers = new HandlerRegistry();
+  handlers.register('console.ok', undefined, () => ({ ok: true }));
+  handlers.register('console.flaky', undefined, () => {
+    if (!flakyHealthy.value) throw new UnrecoverableError('the flaky handler is down');
+    return { ok: true };
+  });
+  const recoverables = new RecoverableRegistry();
+  recoverables.register({
+    name: 'console.scan',
+    async run(store) {
+      const total = 20;
+      let next = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
+      while (next < total) {
+        if ((await store.status()) === 'CANCEL_REQUESTED') return outcome.paused({ next });
+        if (scanBudget.value <= 0) {
+          await new Promise((r) => setTimeout(r, 50));
+          continue;
+        }
+        scanBudget.value--;
+        for (const i of [next, next + 1]) {
+          if (i % 3 === 0) await store.recordFinding({ kind: i % 2 === 0 ? 'orphan' : 'stale', severity: i % 2 === 0 ? 'WARNING' : 'ERROR', resourceId: `r-${i}`, detail: { i } });
+        }
+        next += 2;
+        await store.checkpoint({ next }, { processed: 2, total, stats: { scanned: 2 } });
+      }
+      return outcome.completed();
+    },
+  });
+  const config = parseConfig({ DATABASE_URL: databaseUrl, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'silent', JOBGATE_HEARTBEAT_MS: '1000', JOBGATE_LEASE_MS: '3000' });
+  const app = await startApp(config, createLogger('silent'), { gateway: true, worker: true }, handlers, recoverables, new IntervalRegistry());
+  const origin = new URL(app.url).origin;
+  return { app, origin, flakyHealthy, scanBudget, stop: () => app.stop() };
+}
+
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+
+/**
+ * Debian's Chromium, headless. playwright-core gives each launch a fresh, temporary
+ * --user-data-dir of its own (removed when the browser closes).
+ */
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: install Debian's package (apt-get install -y chromium)`);
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}
+
+/** Saves a screenshot of `page` under test-artifacts/ (git-ignored); returns its path. */
+export async function screenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const path = join(ARTIFACTS, `${name.replace(/[^A-Za-z0-9_.-]+/g, '-')}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
