@@ -20,6 +20,7 @@ import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
+import { createPruner, type Pruner, type PrunedBatch } from './service/engine/retention.js';
 import { createJobService } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
@@ -65,6 +66,8 @@ export async function startApp(
   handlers: HandlerRegistry = new HandlerRegistry(),
   recoverables: RecoverableRegistry = new RecoverableRegistry(),
   intervals: IntervalRegistry = new IntervalRegistry(),
+  /** Called with each committed batch of pruned history (metrics). */
+  onPruned?: (batch: PrunedBatch) => void,
 ): Promise<RunningApp> {
   const source: DatabaseSource = await openDatabaseSource(config, log);
   let database: Database | undefined;
@@ -73,6 +76,7 @@ export async function startApp(
   let scheduler: Scheduler | undefined;
   let hub: Hub | undefined;
   let host: EngineHost | undefined;
+  let pruner: Pruner | undefined;
   const stop = async () => {
     // Stop taking requests and firing, let the worker drain within its grace period, then the
     // database. Every step runs even when one before it failed (the database unreachable, say):
@@ -81,7 +85,7 @@ export async function startApp(
       () => gateway?.close(),
       () => hub?.stop(),
       () => scheduler?.stop(),
-      () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]),
+      () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs }), pruner?.stop()]),
       () => database?.close(),
       () => source.stop(),
     ]);
@@ -93,7 +97,8 @@ export async function startApp(
     const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
-    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets });
+    const retention = { ...config.retention, eventsHours: config.eventRetentionMs / 3_600_000 };
+    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets, retention });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
     registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
@@ -121,6 +126,8 @@ export async function startApp(
       // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
       host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability });
       await host.start();
+      // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
+      (pruner = createPruner({ pool: database.pool, log, id: host.id, defaults: retention, ...config.retention, onPruned, availability })).start();
     }
     if (source.embedded && !(await service.anyApiKey())) {
       // First start of the embedded default: a key so the new user can use GraphiQL at once.

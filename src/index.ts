@@ -14,6 +14,8 @@ import { registerInternalHandlers } from './service/engine/reaper.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
 import { createAvailability } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
+import { createPruner, type Pruner, type PrunerOptions } from './service/engine/retention.js';
+import type { RetentionSettingsDefaults } from './service/retention.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
@@ -54,6 +56,11 @@ export interface JobgateOptions {
   secretKey?: string;
   /** Email alerts from this process's workers: SMTP server, sender, default recipients (see the README's Alerts). */
   alertEmail?: AlertEmailOptions;
+  /**
+   * Retention (see the README's Retention): the installation's windows, and the pace of the
+   * pruner each started worker runs (`prune: false` runs none). Unset windows take the defaults.
+   */
+  retention?: Partial<RetentionSettingsDefaults> & Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
@@ -163,7 +170,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.migrate !== false) await migrate(options.databaseUrl);
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets };
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets, retention: options.retention };
   const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     const ws = await findWorkspaceBySlug(database.db, slug);
@@ -183,6 +190,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const recoverables = new RecoverableRegistry();
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
+  let pruner: Pruner | undefined;
   const log = options.log ?? createLogger('warn');
   // One view of the database for every loop this Jobgate starts: an outage is logged once.
   const availability = createAvailability(log);
@@ -211,6 +219,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       if (!host) {
         host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs, availability });
         await host.start();
+        if (options.retention?.prune !== false) (pruner = createPruner({ ...options.retention, pool: database.pool, log, id: host.id, defaults: options.retention, availability })).start();
       }
       const worker = createWorker({
         ...workerOptions,
@@ -240,7 +249,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     database,
     async close() {
       // Every step runs even when one before it failed: the pool is always closed.
-      await inOrder([() => scheduler?.stop(), () => host?.stop(), () => settled(workers.splice(0).map((w) => w.stop())), () => database.close()]);
+      await inOrder([() => scheduler?.stop(), () => pruner?.stop(), () => host?.stop(), () => settled(workers.splice(0).map((w) => w.stop())), () => database.close()]);
     },
   };
 }
@@ -251,6 +260,7 @@ export type { RunDueResult } from './service/engine/run-due.js';
 export type { FencedTransaction, FencedTransactionOptions } from './service/engine/fenced.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
+export type { PrunedBatch, PrunedRows, RetentionDefaults } from './service/engine/retention.js';
 
 export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
 export * from './service/errors.js';

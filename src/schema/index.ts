@@ -14,6 +14,7 @@ import './live.js';
 import './handler.js';
 import './errors.js';
 import './alert.js';
+import './retention.js';
 import '../resolvers/workspace.js';
 import '../resolvers/node.js';
 import '../resolvers/catalog.js';
@@ -24,6 +25,7 @@ import '../resolvers/runs.js';
 import '../resolvers/live.js';
 import '../resolvers/handlers.js';
 import '../resolvers/alerts.js';
+import '../resolvers/retention.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

@@ -8,6 +8,7 @@ import { isPgError, NO_ACTIVE_TRANSACTION } from '../db/sqlstate.js';
 import type { DB } from '../db/types.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
+import type { RetentionSettingsDefaults } from './retention.js';
 
 /** What every service area is built with. */
 export interface ServiceDeps {
@@ -33,6 +34,8 @@ export interface ServiceDeps {
    * the caller's work; what we write commits or rolls back with it.
    */
   outerTransaction?: boolean | undefined;
+  /** The installation's retention windows (config); unset ones take jobgate's defaults. */
+  retention?: Partial<RetentionSettingsDefaults> | undefined;
 }
 
 export interface ServiceContext {

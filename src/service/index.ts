@@ -15,6 +15,7 @@ import { createJobsService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createNodeService } from './nodes.js';
 import { createRunsService } from './runs.js';
+import { createRetentionService } from './retention.js';
 import { createSchedulesService } from './schedules.js';
 
 export function createJobService(deps: ServiceDeps) {
@@ -37,6 +38,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),
     ...createAlertsService(ctx),
+    ...createRetentionService(ctx, deps.retention),
   };
 }
 
@@ -65,4 +67,5 @@ export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult } from './runs.js';
 export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult } from './handlers.js';
 export type { Connection, Edge } from './pagination.js';
+export type { WorkspaceRetention, RetentionWindows, SetRetentionInput } from './retention.js';
 export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts.js';

@@ -123,12 +123,16 @@ export async function runsById(pool: pg.Pool, ids: string[]) {
   return (await pool.query(`select * from runs where id = any($1::uuid[])`, [ids])).rows;
 }
 
-/** Drops events older than the retention window; returns how many. */
+/**
+ * Drops events older than the retention window (the workspace's own, set by setRetention, else
+ * `retentionMs`); returns how many.
+ */
 export async function pruneEvents(pool: pg.Pool | pg.PoolClient, workspaceId: string, retentionMs: number): Promise<number> {
   // The deletion and the workspace's replay horizon (migration 000014) move together.
   const { rows } = await pool.query<{ n: number }>(
     `with pruned as (
-       delete from events where workspace_id = $1 and created_at < now() - make_interval(secs => $2::double precision / 1000)
+       delete from events where workspace_id = $1 and created_at < now() - make_interval(secs => coalesce(
+         (select r.events_hours * 3600.0 from workspace_retention r where r.workspace_id = $1), $2::double precision / 1000))
        returning id
      ), horizon as (
        update workspaces set events_pruned_through = greatest(events_pruned_through, (select max(id) from pruned))
