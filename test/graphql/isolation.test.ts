@@ -119,6 +119,7 @@ const probes: Record<string, Probe> = {
   updateAlertRule: { query: `mutation ($id: ID!) { updateAlertRule(input: { id: $id, enabled: false }) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
   deleteAlertRule: { query: `mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
   setJobAlertsOptOut: { query: `mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }`, id: 'job', expect: 'NOT_FOUND' },
+  setRetention: { query: `mutation { setRetention(input: { executionsDays: 1 }) { executionsDays overrides { executionsDays } } }`, expect: 'NO_A_DATA' },
   alertRaised: { query: `subscription { alertRaised(after: "0") { alertId alert { id summary } } }`, expect: 'NO_A_DATA' },
 };
 
