@@ -41,7 +41,7 @@ describe('traceparent', () => {
     expect(hits).toHaveLength(2);
     const parsed = hits.map((hit) => TRACEPARENT.exec(String(hit.headers.traceparent)));
     for (const m of parsed) expect(m, String(hits.map((x) => x.headers.traceparent))).not.toBeNull();
-    const [first, second] = parsed as RegExpExecArray[];
+    const [first, second] = parsed as [RegExpExecArray, RegExpExecArray];
     expect(first[1]).toBe(second[1]); // one trace across the retries
     expect(first[2]).not.toBe(second[2]); // a span per attempt
     expect([first[3], second[3]]).toEqual(['01', '01']); // sampled
