@@ -110,6 +110,11 @@ const envSchema = z.object({
     .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
     .refine((list) => list.every((a) => /^[^\s@,]+@[^\s@,]+$/.test(a)), 'must be a comma-separated list of email addresses'),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  JOBGATE_LOG_FORMAT: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || v === 'json' || v === 'pretty', 'must be json or pretty'),
   NODE_ENV: z.string().default('development'),
 });
 
@@ -146,6 +151,8 @@ export interface Config {
   poolWaitMs: number;
   defaultMaxAttempts: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  /** Log lines as JSON or for a person; undefined: JSON unless stderr is a terminal outside production (src/log.ts). */
+  logFormat: 'json' | 'pretty' | undefined;
   production: boolean;
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
@@ -203,6 +210,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     poolWaitMs: e.DATABASE_POOL_WAIT_MS,
     defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
     logLevel: e.JOBGATE_LOG_LEVEL,
+    logFormat: e.JOBGATE_LOG_FORMAT as 'json' | 'pretty' | undefined,
     production: e.NODE_ENV === 'production',
     cronSecret: e.JOBGATE_CRON_SECRET,
     secretKey: e.JOBGATE_SECRET_KEY,

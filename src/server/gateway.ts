@@ -12,6 +12,7 @@ import { UnauthenticatedError } from '../service/access.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
+import { inRequestScope, requestIdFrom, scopedLog, useRequestId } from './request-id.js';
 import { hardeningPlugins } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
@@ -69,8 +70,11 @@ function useAuthenticateFirst(authenticate: GatewayOptions['authenticate'], acto
 }
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
-  const maskError = createMaskError(options.log);
+  // Lines written while serving a request carry its id (./request-id.ts).
+  const log = scopedLog(options.log);
+  const maskError = createMaskError(log);
   const actors = new WeakMap<Request, Actor>();
+  const requestIds = new WeakMap<Request, string>();
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -80,25 +84,31 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
-    plugins: [useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
+    plugins: [useRequestId(requestIds), useAuthenticateFirst(options.authenticate, actors), ...hardeningPlugins({ introspection: options.introspection ?? true }), useSharedSubscriptionExecution()],
     logging: {
-      debug: (...args) => options.log.debug(args.map(String).join(' ')),
-      info: (...args) => options.log.info(args.map(String).join(' ')),
-      warn: (...args) => options.log.warn(args.map(String).join(' ')),
+      debug: (...args) => log.debug(args.map(String).join(' ')),
+      info: (...args) => log.info(args.map(String).join(' ')),
+      warn: (...args) => log.warn(args.map(String).join(' ')),
       // Yoga's copy of an error the masking already dealt with (see mask-error.ts) is dropped.
       error: (...args) => {
         if (args.length === 1 && maskError.handled(args[0])) return;
-        options.log.error(args.map(String).join(' '));
+        log.error(args.map(String).join(' '));
       },
     },
     // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts), HTTP ones
     // by `useAuthenticateFirst`.
     context: async (initial) => ({
+      ...requestContext(options.log, requestIds.get(initial.request)),
       actor: (initial as { actor?: Actor }).actor ?? actors.get(initial.request) ?? (await options.authenticate(initial.request)),
       service: options.service,
       live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
     }),
   }) as Yoga;
+}
+
+/** The request's id and logger for resolvers; a WebSocket operation gets an id of its own. */
+function requestContext(log: Logger, requestId = requestIdFrom(undefined)): { requestId: string; log: Logger } {
+  return { requestId, log: log.child ? log.child({ requestId }) : scopedLog(log) };
 }
 
 /**
@@ -135,7 +145,9 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const server = createServer((req, res) => {
     if (handleRunDue(options.runDue, req, res)) return;
-    limitRequestBody(req, res, maxBody, () => void yoga(req, res));
+    const requestId = requestIdFrom(req.headers['x-request-id']);
+    res.setHeader('x-request-id', requestId);
+    inRequestScope(options.log, requestId, () => limitRequestBody(req, res, maxBody, () => void yoga(req, res)));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
