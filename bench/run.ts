@@ -8,6 +8,7 @@ import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as live } from './live.js';
 import { run as recoverable } from './recoverable.js';
+import { run as retention } from './retention.js';
 
 export interface Figure {
   bench: string;
@@ -23,6 +24,7 @@ const benches: Bench[] = [
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
+  { name: 'retention', run: retention },
 ];
 
 async function main() {

@@ -11,8 +11,8 @@
  *  - Bounded batches, no long lock: each batch deletes at most `batchSize` rows (and their
  *    attempts or findings) in one short transaction that first checks this worker still holds
  *    the slice (its epoch), and audits its counts in one row. Between batches the pruner pauses
- *    at least as long as the batch took, so it never keeps a database connection busy more than
- *    half the time, and the engine's own statements get in between.
+ *    at least four times as long as the batch took (`pauseFactor`), so it keeps a database
+ *    connection busy at most a fifth of the time, and the engine's own statements get in between.
  *  - Live rows are never touched (PENDING, RUNNING executions; RUNNING, PAUSED,
  *    CANCEL_REQUESTED runs), nor the newest `keepPerJob` executions of any job, whatever their
  *    age: a job's page never goes blank.
@@ -75,8 +75,13 @@ export interface PrunerOptions {
   id?: string;
   /** Rows a batch deletes at most. Default 1,000. */
   batchSize?: number;
-  /** Least pause between batches, in ms (the pause is also at least the batch's own time). Default 50. */
+  /** Least pause between batches, in ms. Default 50. */
   pauseMs?: number;
+  /**
+   * The pause after a batch is also at least this many times as long as the batch took, so the
+   * pruner keeps a connection busy at most 1 / (1 + factor) of the time. Default 4 (a fifth).
+   */
+  pauseFactor?: number;
   /** How often each slice is pruned. Default 10 minutes. */
   everyMs?: number;
   /** How often the pruner looks for a due slice. Default 30 s. */
@@ -100,6 +105,7 @@ export function createPruner(options: PrunerOptions) {
   const id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const batchSize = options.batchSize ?? 1000;
   const pauseMs = options.pauseMs ?? 50;
+  const pauseFactor = options.pauseFactor ?? 4;
   const everyMs = options.everyMs ?? 10 * 60_000;
   const pollMs = options.pollMs ?? 30_000;
   const leaseMs = options.leaseMs ?? 60_000;
@@ -168,7 +174,7 @@ export function createPruner(options: PrunerOptions) {
           await handBackSlice(pool, slice, id);
           return total;
         }
-        await pause(Math.max(pauseMs, performance.now() - started));
+        await pause(Math.max(pauseMs, (performance.now() - started) * pauseFactor));
         if (stopping()) {
           await handBackSlice(pool, slice, id);
           return total;
