@@ -124,7 +124,8 @@ with scanned as (
   select e.id, e.job_id, e.status, e.finished_at, e.created_at
   from executions e
   where e.workspace_id = $1 and e.created_at < now() - make_interval(secs => $6::double precision / 1000)
-    and ($7::timestamptz is null or (e.created_at, e.id) > ($7::timestamptz, $8::uuid))
+    -- The position as an index condition (no OR around it): each batch starts where the last ended.
+    and (e.created_at, e.id) > ($7::timestamptz, $8::uuid)
   order by e.created_at, e.id
   limit $5
 ), due as (
@@ -246,8 +247,8 @@ export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { execu
         w.keepPerJob,
         batch,
         Math.min(okMs, failedMs),
-        work.position?.createdAt ?? null,
-        work.position?.id ?? null,
+        work.position?.createdAt ?? '-infinity',
+        work.position?.id ?? '00000000-0000-0000-0000-000000000000',
       ]);
       const r = rows[0]!;
       pruned = { ...NONE, executions: r.executions, attempts: r.attempts };
