@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config.js';
 import { createLogger, logFormatFor, prettyLine } from '../src/log.js';
 import { createTestDb, type TestDb } from './support/db.js';
 import { eventually } from './support/engine.js';
@@ -148,6 +149,9 @@ describe('formats', () => {
     expect(logFormatFor({ NODE_ENV: 'production' }, true)).toBe('json');
     expect(logFormatFor({ JOBGATE_LOG_FORMAT: 'pretty' }, false)).toBe('pretty');
     expect(logFormatFor({ JOBGATE_LOG_FORMAT: 'json' }, true)).toBe('json');
+    expect(parseConfig({ JOBGATE_LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(parseConfig({}).logFormat).toBeUndefined();
+    expect(() => parseConfig({ JOBGATE_LOG_FORMAT: 'xml' })).toThrow(/JOBGATE_LOG_FORMAT: must be json or pretty/);
   });
 
   it('writes fields on JSON lines, and reads them out on pretty ones', () => {

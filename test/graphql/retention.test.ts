@@ -4,6 +4,7 @@
  * prunes live events by the workspace's own window.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.js';
 import { pruneEvents } from '../../src/db/queries/events.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
@@ -22,6 +23,14 @@ afterAll(async () => {
 
 const READ = `{ workspace { retention { executionsDays failedExecutionsDays auditDays runsDays eventsHours keepPerJob overrides { executionsDays failedExecutionsDays auditDays runsDays eventsHours } } } }`;
 const SET = `mutation ($input: SetRetentionInput!) { setRetention(input: $input) { executionsDays failedExecutionsDays auditDays eventsHours overrides { executionsDays failedExecutionsDays auditDays eventsHours } } }`;
+
+describe('configuration', () => {
+  it('reads the windows from the environment, with documented defaults, and names a bad one', () => {
+    expect(parseConfig({}).retention).toEqual({ executionsDays: 30, failedExecutionsDays: 90, auditDays: 365, runsDays: 90, keepPerJob: 100, batchSize: 1000, pauseMs: 50, everyMs: 600_000 });
+    expect(parseConfig({ JOBGATE_RETENTION_EXECUTIONS_DAYS: '0', JOBGATE_RETENTION_FAILED_DAYS: '180' }).retention).toMatchObject({ executionsDays: 0, failedExecutionsDays: 180 });
+    expect(() => parseConfig({ JOBGATE_RETENTION_KEEP_PER_JOB: '0', JOBGATE_RETENTION_AUDIT_DAYS: 'a year' })).toThrow(/JOBGATE_RETENTION_KEEP_PER_JOB[\s\S]*JOBGATE_RETENTION_AUDIT_DAYS|JOBGATE_RETENTION_AUDIT_DAYS[\s\S]*JOBGATE_RETENTION_KEEP_PER_JOB/);
+  });
+});
 
 describe('retention settings', () => {
   it("reads the installation's defaults until the workspace sets its own", async () => {
