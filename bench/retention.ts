@@ -9,8 +9,9 @@
  *    running at its default pace (batches of 1,000, a pause at least four times as long as each batch) from
  *    the start of the drain; BENCH_RETENTION_PAIRS (3) of each, alternated, medians compared. The
  *    drop between the two is the figure to watch (goal: at most 10 %).
- *  - Pruning rate: rows (executions and attempts) deleted per second, at the default pace (the
- *    pruner beside the drain, to the end of its pass) and flat out (no pause) on a fresh seed.
+ *  - Pruning rate: rows (executions and attempts) deleted per second, at the default pace (a
+ *    pruner left to its loop for BENCH_RETENTION_PACED_MS, 60 s) and flat out (no pause, to the
+ *    end of the pass, on what is left).
  *    The newest 100 executions of each job are kept, so 900,000 executions go of a million.
  *
  * Nothing is asserted; the database is dropped afterwards.
@@ -30,6 +31,7 @@ const env = (name: string, fallback: number) => (process.env[name] ? Number(proc
 const ROWS = env('BENCH_RETENTION_ROWS', 1_000_000);
 const JOBS = Math.max(1, Math.round(ROWS / 1000));
 const PAIRS = env('BENCH_RETENTION_PAIRS', 3);
+const PACED_MS = env('BENCH_RETENTION_PACED_MS', 60_000);
 const DRAIN = env('BENCH_RETENTION_DRAIN', 20_000);
 const CONCURRENCY = 50;
 const say = (msg: string) => process.stderr.write(`bench retention: ${msg}\n`);
@@ -47,15 +49,19 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 
 interface Seeded {
   workspaceId: string;
+  /** The endpoint of the seeded history. */
   endpointId: string;
+  /** The endpoint the drains run on (same no-op handler), so their rows are found by its index. */
+  drainEndpointId: string;
 }
 
 async function prepare(db: BenchDatabase): Promise<Seeded> {
   await migrate(db.url);
   const gate = await createJobgate({ databaseUrl: db.url, migrate: false, poolMax: 2, log: createLogger('warn') });
   try {
-    const endpoint = await gate.client.registerEndpoint({ name: 'bench.noop', kind: 'HANDLER', handlerName: 'noop' });
-    return { workspaceId: (await gate.actor()).workspaceId, endpointId: endpoint.id };
+    const endpoint = await gate.client.registerEndpoint({ name: 'bench.history', kind: 'HANDLER', handlerName: 'noop' });
+    const drain = await gate.client.registerEndpoint({ name: 'bench.noop', kind: 'HANDLER', handlerName: 'noop' });
+    return { workspaceId: (await gate.actor()).workspaceId, endpointId: endpoint.id, drainEndpointId: drain.id };
   } finally {
     await gate.close();
   }
@@ -96,13 +102,15 @@ async function seed(c: pg.Client, s: Seeded): Promise<void> {
 
 /** Drains DRAIN no-op executions with one worker process; executions/s from its attempts. */
 async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean): Promise<number> {
-  await c.query(`delete from attempts a using executions e where e.id = a.execution_id and e.status = 'SUCCEEDED' and e.created_at > now() - interval '1 day'`);
-  await c.query(`delete from executions where created_at > now() - interval '1 day'`);
-  await c.query(`delete from jobs where created_at > now() - interval '1 day'`);
-  await c.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3::int)`, [s.workspaceId, s.endpointId, DRAIN]);
+  const ep = s.drainEndpointId;
+  await c.query(`delete from attempts a using executions e where e.endpoint_id = $1 and a.execution_id = e.id`, [ep]);
+  await c.query(`delete from executions where endpoint_id = $1`, [ep]);
+  await c.query(`delete from jobs where endpoint_id = $1`, [ep]);
+  await c.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3::int)`, [s.workspaceId, ep, DRAIN]);
   await c.query(
     `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
-     select workspace_id, id, endpoint_id, now(), now(), 5 from jobs where created_at > now() - interval '1 day'`,
+     select workspace_id, id, endpoint_id, now(), now(), 5 from jobs where endpoint_id = $1`,
+    [ep],
   );
   await c.query(`analyze executions`);
   const child = spawnChild('bench/workers/jobgate.ts', { DATABASE_URL: db.url, WORKER_ID: 'bench-1', CONCURRENCY: String(CONCURRENCY), PRUNE: prune ? '1' : '0' });
@@ -110,19 +118,41 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
     await child.line('ready');
     child.send('go');
     for (;;) {
-      const { rows } = await c.query(`select exists (select 1 from executions where status in ('PENDING', 'RUNNING') and endpoint_id = $1) as live`, [s.endpointId]);
+      // Through the partial indexes of live executions: the poll must not load the server it measures.
+      const { rows } = await c.query(
+        `select exists (select 1 from executions where status = 'PENDING' and endpoint_id = $1)
+             or exists (select 1 from executions where status = 'RUNNING' and endpoint_id = $1) as live`,
+        [ep],
+      );
       if (!rows[0].live) break;
       await sleep(50);
     }
     const { rows } = await c.query(
       `select extract(epoch from max(a.finished_at) - min(a.started_at)) * 1000 as ms, count(*)::int as n
-       from attempts a join executions e on e.id = a.execution_id where e.created_at > now() - interval '1 day'`,
+       from attempts a join executions e on e.id = a.execution_id where e.endpoint_id = $1`,
+      [ep],
     );
     const rate = (rows[0].n / rows[0].ms) * 1000;
     say(`drain ${prune ? 'with' : 'without'} pruning: ${rows[0].n} executions in ${Math.round(rows[0].ms)} ms`);
     return rate;
   } finally {
     await child.stop();
+  }
+}
+
+/** The default pace, for `ms`: rows pruned per second by a pruner left to its loop. */
+async function prunePaced(db: BenchDatabase, ms: number): Promise<number> {
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  let rows = 0;
+  const pruner = createPruner({ pool, log: createLogger('warn'), onPruned: (b) => void (rows += Object.values(b.rows).reduce((x, y) => x + y, 0)) });
+  try {
+    const started = performance.now();
+    pruner.start();
+    await sleep(ms);
+    await pruner.stop();
+    return rows / ((performance.now() - started) / 1000);
+  } finally {
+    await pool.end();
   }
 }
 
@@ -165,18 +195,18 @@ export async function run(): Promise<Figure[]> {
       figure('retention.engine-throughput.with-pruning', beside, 'executions/s');
       figure('retention.engine-throughput.drop', (1 - beside / without) * 100, '%');
       const during = Number((await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n) - Number(before);
-      const paced = await pruneAll(db, 50);
-      say(`default pace: ${during} rows pruned during the drain, ${paced.rows} after it in ${paced.seconds.toFixed(1)} s`);
-      figure('retention.prune-rate.default-pace', paced.rows / paced.seconds, 'rows/s');
-      // Flat out, on a fresh million.
-      await c.query(`delete from attempts`);
-      await c.query(`delete from executions`);
-      await c.query(`delete from jobs where kind = 'IMMEDIATE'`);
-      await seed(c, s);
+      say(`${during} rows pruned during the drains with pruning`);
+      await c.query(`update retention_slices set next_due_at = now(), owner = null, lease_until = null`);
+      const paced = await prunePaced(db, PACED_MS);
+      figure('retention.prune-rate.default-pace', paced, 'rows/s');
+      // Flat out, on what is left of the million.
+      await c.query(`update retention_slices set next_due_at = now(), owner = null, lease_until = null`);
       const flat = await pruneAll(db, 0);
       say(`flat out: ${flat.rows} rows in ${flat.seconds.toFixed(1)} s, ${flat.batches} batches`);
       figure('retention.prune-rate.flat-out', flat.rows / flat.seconds, 'rows/s');
       figure('retention.prune-batch.flat-out', (flat.seconds * 1000) / Math.max(1, flat.batches), 'ms');
+      const left = (await c.query(`select count(*)::int as n from executions where endpoint_id = $1`, [s.endpointId])).rows[0].n;
+      say(`${left} seeded executions left (the newest ${JOBS > 0 ? Math.round(left / JOBS) : 0} of each job)`);
     });
   } finally {
     await db.drop();
