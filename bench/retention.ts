@@ -112,7 +112,8 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
      select workspace_id, id, endpoint_id, now(), now(), 5 from jobs where endpoint_id = $1`,
     [ep],
   );
-  await c.query(`analyze executions`);
+  // As a long-running database would have them: statistics of every table (jobs grew too).
+  await c.query(`analyze`);
   const child = spawnChild('bench/workers/jobgate.ts', { DATABASE_URL: db.url, WORKER_ID: 'bench-1', CONCURRENCY: String(CONCURRENCY), PRUNE: prune ? '1' : '0' });
   try {
     await child.line('ready');
