@@ -20,7 +20,7 @@ import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
-import { createPruner, type Pruner, type PrunedBatch } from './service/engine/retention.js';
+import { createPruner, eventsBatch, type Pruner, type PrunedBatch } from './service/engine/retention.js';
 import { createJobService } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
@@ -101,7 +101,11 @@ export async function startApp(
     const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets, retention });
     const ws = await findWorkspaceBySlug(database.db, 'default');
     if (!ws) throw new Error('the default workspace is missing; the database was not migrated by jobgate');
-    registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
+    registerInternalHandlers(handlers, database.pool, {
+      eventRetentionMs: config.eventRetentionMs,
+      alerts: config.alerts,
+      onEventsPruned: (workspaceId, n) => onPruned?.(eventsBatch(workspaceId, n)),
+    });
     if (roles.worker) {
       // One view of the database for all the worker's loops: an outage is logged once.
       const availability = createAvailability(log);

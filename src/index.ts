@@ -14,7 +14,7 @@ import { registerInternalHandlers } from './service/engine/reaper.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
 import { createAvailability } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
-import { createPruner, type Pruner, type PrunerOptions } from './service/engine/retention.js';
+import { createPruner, eventsBatch, type Pruner, type PrunerOptions } from './service/engine/retention.js';
 import type { RetentionSettingsDefaults } from './service/retention.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
@@ -211,7 +211,11 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       intervals.register({ ...handler, name });
     },
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      registerInternalHandlers(handlers, database.pool, { alerts: options.alertEmail });
+      registerInternalHandlers(handlers, database.pool, {
+        alerts: options.alertEmail,
+        eventRetentionMs: options.retention?.eventsHours === undefined ? undefined : options.retention.eventsHours * 3_600_000,
+        onEventsPruned: (workspaceId, n) => options.retention?.onPruned?.(eventsBatch(workspaceId, n)),
+      });
       if (!scheduler) {
         scheduler = createScheduler({ pool: database.pool, log, availability });
         scheduler.start();

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
-import { pruneEvents } from '../../src/db/queries/events.js';
+import { EVENT_PRUNE_BATCH, pruneEvents } from '../../src/db/queries/events.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 
@@ -83,5 +83,25 @@ describe('retention settings', () => {
     expect(await count(t.actor.workspaceId)).toBe(0);
     expect(await pruneEvents(t.database.pool, t.otherActor.workspaceId, 48 * 3_600_000)).toBe(0);
     expect(await count(t.otherActor.workspaceId)).toBeGreaterThan(0);
+  });
+
+  it('prunes events in bounded batches, each audited with its count, the horizon moved to the last', async () => {
+    const ws = t.otherActor.workspaceId;
+    const n = EVENT_PRUNE_BATCH + 37;
+    await t.query(
+      `insert into events (workspace_id, topic, subject_id, status, created_at)
+       select $1, 'JOB', gen_random_uuid(), 'ACTIVE', now() - interval '100 hours' from generate_series(1, $2::int)`,
+      [ws, n],
+    );
+    const newest = (await t.query(`select max(id) as id from events where workspace_id = $1`, [ws])).rows[0].id;
+    const since = (await t.query(`select coalesce(max(id), 0) as id from audit_log`)).rows[0].id;
+    const batches: number[] = [];
+    const old = (await t.query(`select count(*)::int as n from events where workspace_id = $1 and created_at < now() - interval '48 hours'`, [ws])).rows[0].n;
+    expect(await pruneEvents(t.database.pool, ws, 48 * 3_600_000, (b) => batches.push(b))).toBe(old);
+    expect(batches.length).toBe(2);
+    expect(batches.every((b) => b <= EVENT_PRUNE_BATCH)).toBe(true);
+    const audited = (await t.query(`select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`, [ws, since])).rows.map((r) => r.input);
+    expect(audited).toEqual(batches.map((b) => ({ kind: 'EVENTS', events: b })));
+    expect(Number((await t.query(`select events_pruned_through as h from workspaces where id = $1`, [ws])).rows[0].h)).toBe(Number(newest));
   });
 });

@@ -17,6 +17,8 @@ export interface PrunedRows {
   audit_log: number;
   runs: number;
   findings: number;
+  /** Live events (pruned by each workspace's reaper). */
+  events: number;
 }
 
 export interface TakenSlice {
@@ -218,7 +220,7 @@ export interface BatchResult {
   position?: ExecutionsPosition | undefined;
 }
 
-const NONE: PrunedRows = { executions: 0, attempts: 0, audit_log: 0, runs: 0, findings: 0 };
+export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({ executions: 0, attempts: 0, audit_log: 0, runs: 0, findings: 0, events: 0 });
 const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
 
 /** One batch of a slice, in one transaction: fence, delete, record. */
@@ -231,9 +233,9 @@ export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { execu
     const fenced = await client.query(FENCE, [slice.workspaceId, slice.kind, owner, leaseMs, slice.epoch]);
     if (fenced.rowCount === 0) {
       await client.query('rollback');
-      return { held: false, pruned: NONE, done: true };
+      return { held: false, pruned: NO_ROWS, done: true };
     }
-    let pruned: PrunedRows = NONE;
+    let pruned: PrunedRows = NO_ROWS;
     let done: boolean;
     let position: ExecutionsPosition | undefined;
     if (slice.kind === 'EXECUTIONS') {
@@ -251,7 +253,7 @@ export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { execu
         work.position?.id ?? '00000000-0000-0000-0000-000000000000',
       ]);
       const r = rows[0]!;
-      pruned = { ...NONE, executions: r.executions, attempts: r.attempts };
+      pruned = { ...NO_ROWS, executions: r.executions, attempts: r.attempts };
       done = r.scanned < batch;
       position = r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : work.position;
     } else if (slice.kind === 'RUNS') {
@@ -259,11 +261,11 @@ export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { execu
       const ids = runs.map((r) => r.id);
       const findings = ids.length ? (await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0 : 0;
       const gone = ids.length ? (await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0 : 0;
-      pruned = { ...NONE, runs: gone, findings };
+      pruned = { ...NO_ROWS, runs: gone, findings };
       done = gone + findings === 0;
     } else {
       const { rows } = await client.query<{ n: number; scanned: number }>(PRUNE_AUDIT, [slice.workspaceId, work.windowMs!, batch]);
-      pruned = { ...NONE, audit_log: rows[0]!.n };
+      pruned = { ...NO_ROWS, audit_log: rows[0]!.n };
       done = rows[0]!.n < batch;
     }
     const total = pruned.executions + pruned.attempts + pruned.audit_log + pruned.runs + pruned.findings;

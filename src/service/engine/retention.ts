@@ -25,6 +25,7 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import {
+  NO_ROWS,
   finishSlice,
   handBackSlice,
   pruneBatch,
@@ -60,11 +61,16 @@ export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
   keepPerJob: 100,
 });
 
-/** One committed batch, as the hook sees it: rows deleted per table (zeros included). */
+/** One committed batch, as the hook sees it: rows deleted per table (zeros included). EVENTS batches come from the reaper. */
 export interface PrunedBatch {
   workspaceId: string;
-  kind: RetentionKind;
+  kind: RetentionKind | 'EVENTS';
   rows: PrunedRows;
+}
+
+/** The hook's view of a batch of live events the reaper pruned. */
+export function eventsBatch(workspaceId: string, events: number): PrunedBatch {
+  return { workspaceId, kind: 'EVENTS', rows: { ...NO_ROWS, events } };
 }
 
 export interface PrunerOptions {
