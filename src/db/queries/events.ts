@@ -130,10 +130,16 @@ export const EVENT_PRUNE_BATCH = 10_000;
  * Drops events older than the retention window (the workspace's own, set by setRetention, else
  * `retentionMs`), in statements of at most EVENT_PRUNE_BATCH rows, each its own short
  * transaction that moves the workspace's replay horizon (migration 000014) and writes one audit
- * row with its count (`retention.prune`, kind EVENTS). `onBatch` hears each batch's count.
- * Returns how many in all.
+ * row with its count (`retention.prune`, kind EVENTS). `onBatch` hears each batch's count;
+ * `signal` stops it between batches. Returns how many in all.
  */
-export async function pruneEvents(pool: pg.Pool | pg.PoolClient, workspaceId: string, retentionMs: number, onBatch?: (n: number) => void): Promise<number> {
+export async function pruneEvents(
+  pool: pg.Pool | pg.PoolClient,
+  workspaceId: string,
+  retentionMs: number,
+  onBatch?: (n: number) => void,
+  signal?: AbortSignal,
+): Promise<number> {
   let total = 0;
   for (;;) {
     const { rows } = await pool.query<{ n: number }>(
@@ -157,7 +163,8 @@ export async function pruneEvents(pool: pg.Pool | pg.PoolClient, workspaceId: st
     const n = rows[0]!.n;
     total += n;
     if (n > 0) onBatch?.(n);
-    if (n < EVENT_PRUNE_BATCH) return total;
+    // A stop (the reaper's timeout, a shutdown) ends the loop between batches; the next run goes on.
+    if (n < EVENT_PRUNE_BATCH || signal?.aborted) return total;
   }
 }
 
