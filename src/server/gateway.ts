@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
-import type { Logger } from '../log.js';
+import { withFields, type Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import { UnauthenticatedError } from '../service/access.js';
@@ -108,7 +108,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
 
 /** The request's id and logger for resolvers; a WebSocket operation gets an id of its own. */
 function requestContext(log: Logger, requestId = requestIdFrom(undefined)): { requestId: string; log: Logger } {
-  return { requestId, log: log.child ? log.child({ requestId }) : scopedLog(log) };
+  return { requestId, log: withFields(log, { requestId }) };
 }
 
 /**
