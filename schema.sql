@@ -209,6 +209,16 @@ begin
   values (ws, reaper_id, 'reaper', 'CRON', '{}', 3, '*/5 * * * *', 'UTC', 'FIRE_LATEST', 'SKIP', now());
 end $$;
 
+CREATE FUNCTION public.jobgate_provision_retention() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  insert into retention_slices (workspace_id, kind)
+  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS']) as k
+  on conflict do nothing;
+  return new;
+end $$;
+
 CREATE FUNCTION public.jobgate_provision_workspace() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -599,6 +609,21 @@ CREATE TABLE public.payload_specs (
     created_by_key_id uuid
 );
 
+CREATE TABLE public.retention_slices (
+    workspace_id uuid NOT NULL,
+    kind text NOT NULL,
+    next_due_at timestamp with time zone DEFAULT now() NOT NULL,
+    owner text,
+    epoch bigint DEFAULT 0 NOT NULL,
+    lease_until timestamp with time zone,
+    last_started_at timestamp with time zone,
+    last_finished_at timestamp with time zone,
+    last_pruned bigint DEFAULT 0 NOT NULL,
+    pruned_total bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT retention_slices_check CHECK (((owner IS NULL) = (lease_until IS NULL))),
+    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text])))
+);
+
 CREATE TABLE public.run_schedules (
     workspace_id uuid NOT NULL,
     name text NOT NULL,
@@ -678,6 +703,21 @@ CREATE TABLE public.workers (
     handlers jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT workers_id_check CHECK (((length(id) >= 1) AND (length(id) <= 300))),
     CONSTRAINT workers_stale_ms_check CHECK ((stale_ms > 0))
+);
+
+CREATE TABLE public.workspace_retention (
+    workspace_id uuid NOT NULL,
+    executions_days integer,
+    failed_executions_days integer,
+    audit_days integer,
+    runs_days integer,
+    events_hours integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workspace_retention_audit_days_check CHECK (((audit_days >= 0) AND (audit_days <= 36500))),
+    CONSTRAINT workspace_retention_events_hours_check CHECK (((events_hours >= 1) AND (events_hours <= 876000))),
+    CONSTRAINT workspace_retention_executions_days_check CHECK (((executions_days >= 0) AND (executions_days <= 36500))),
+    CONSTRAINT workspace_retention_failed_executions_days_check CHECK (((failed_executions_days >= 0) AND (failed_executions_days <= 36500))),
+    CONSTRAINT workspace_retention_runs_days_check CHECK (((runs_days >= 0) AND (runs_days <= 36500)))
 );
 
 CREATE TABLE public.workspaces (
@@ -775,6 +815,9 @@ ALTER TABLE ONLY public.payload_specs
 ALTER TABLE ONLY public.payload_specs
     ADD CONSTRAINT payload_specs_workspace_id_name_key UNIQUE (workspace_id, name);
 
+ALTER TABLE ONLY public.retention_slices
+    ADD CONSTRAINT retention_slices_pkey PRIMARY KEY (workspace_id, kind);
+
 ALTER TABLE ONLY public.run_schedules
     ADD CONSTRAINT run_schedules_pkey PRIMARY KEY (workspace_id, name);
 
@@ -792,6 +835,9 @@ ALTER TABLE ONLY public.subscription_tickets
 
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.workspace_retention
+    ADD CONSTRAINT workspace_retention_pkey PRIMARY KEY (workspace_id);
 
 ALTER TABLE ONLY public.workspaces
     ADD CONSTRAINT workspaces_pkey PRIMARY KEY (id);
@@ -853,6 +899,8 @@ CREATE INDEX jobs_next_fire ON public.jobs USING btree (next_fire_at) WHERE ((st
 
 CREATE INDEX jobs_workspace_created ON public.jobs USING btree (workspace_id, created_at DESC, id DESC);
 
+CREATE INDEX retention_slices_due ON public.retention_slices USING btree (next_due_at);
+
 CREATE INDEX run_schedules_due ON public.run_schedules USING btree (next_due_at);
 
 CREATE UNIQUE INDEX runs_one_live_per_name ON public.runs USING btree (workspace_id, name) WHERE (status = ANY (ARRAY['RUNNING'::text, 'CANCEL_REQUESTED'::text, 'PAUSED'::text]));
@@ -898,6 +946,8 @@ CREATE TRIGGER runs_events_update AFTER UPDATE ON public.runs REFERENCING OLD TA
 CREATE TRIGGER workspaces_provision AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_workspace();
 
 CREATE TRIGGER workspaces_provision_alerts AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_workspace_alerts();
+
+CREATE TRIGGER workspaces_provision_retention AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_retention();
 
 ALTER TABLE ONLY public.alert_cursors
     ADD CONSTRAINT alert_cursors_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
@@ -977,6 +1027,9 @@ ALTER TABLE ONLY public.payload_specs
 ALTER TABLE ONLY public.payload_specs
     ADD CONSTRAINT payload_specs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
 
+ALTER TABLE ONLY public.retention_slices
+    ADD CONSTRAINT retention_slices_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
 ALTER TABLE ONLY public.run_schedules
     ADD CONSTRAINT run_schedules_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
 
@@ -991,3 +1044,6 @@ ALTER TABLE ONLY public.subscription_tickets
 
 ALTER TABLE ONLY public.subscription_tickets
     ADD CONSTRAINT subscription_tickets_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.workspace_retention
+    ADD CONSTRAINT workspace_retention_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);

@@ -13,6 +13,7 @@ import { run as live } from './live.js';
 import { run as metrics } from './metrics.js';
 import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
+import { run as retention } from './retention.js';
 
 export interface Figure {
   bench: string;
@@ -33,6 +34,7 @@ const benches: Bench[] = [
   { name: 'lists', run: lists },
   { name: 'create-job', run: createJob },
   { name: 'console', run: consoleBench },
+  { name: 'retention', run: retention },
 ];
 
 async function main() {

@@ -19,6 +19,7 @@ import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
+import { createPruner, eventsBatch, type Pruner, type PrunedBatch } from './service/engine/retention.js';
 import { createJobService, NotFoundError } from './service/index.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 import { createLiveFeeds } from './subscriptions/live.js';
@@ -71,6 +72,8 @@ export async function startApp(
   intervals: IntervalRegistry = new IntervalRegistry(),
   /** Ends the wait for an unreachable database during start-up (a signal arrived meanwhile). */
   signal?: AbortSignal,
+  /** Called with each committed batch of pruned history (metrics). */
+  onPruned?: (batch: PrunedBatch) => void,
 ): Promise<RunningApp> {
   const source: DatabaseSource = await openDatabaseSource(config, log);
   // One view of the database for all the process's loops: an outage is logged once, and one at
@@ -85,6 +88,7 @@ export async function startApp(
   let host: EngineHost | undefined;
   let health: Health | undefined;
   let opsServer: OpsServer | undefined;
+  let pruner: Pruner | undefined;
   const stop = async () => {
     // Turn not-ready first (and keep serving for JOBGATE_SHUTDOWN_DELAY_MS, while load balancers
     // notice), then stop taking requests and firing, let the worker drain within its grace period
@@ -96,7 +100,7 @@ export async function startApp(
       () => gateway?.close(),
       () => hub?.stop(),
       () => scheduler?.stop(),
-      () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs })]),
+      () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs }), pruner?.stop()]),
       () => opsServer?.close(),
       () => database?.close(),
       () => source.stop(),
@@ -109,7 +113,8 @@ export async function startApp(
     const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
-    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets, outboundAllow: config.worker.outboundAllow });
+    const retention = { ...config.retention, eventsHours: config.eventRetentionMs / 3_600_000 };
+    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets, outboundAllow: config.worker.outboundAllow, retention });
     // One registry per app (never prom-client's global one): several apps in one process count apart.
     const metrics: Metrics = createMetrics({
       pool: database.pool,
@@ -118,6 +123,10 @@ export async function startApp(
       attemptsInFlight: roles.worker ? () => worker?.inFlight() ?? 0 : undefined,
     });
     const observer = metrics.observer;
+    const pruned = (batch: PrunedBatch) => {
+      observer.historyPruned(batch.rows);
+      onPruned?.(batch);
+    };
     health = createHealth({
       pool: database.pool,
       listeners: [
@@ -133,7 +142,11 @@ export async function startApp(
     await reach('start-up', () => service.workspaceIdOf('default')).catch((error: unknown) => {
       throw error instanceof NotFoundError ? new Error('the default workspace is missing; the database was not migrated by jobgate') : error;
     });
-    registerInternalHandlers(handlers, database.pool, { eventRetentionMs: config.eventRetentionMs, alerts: config.alerts });
+    registerInternalHandlers(handlers, database.pool, {
+      eventRetentionMs: config.eventRetentionMs,
+      alerts: config.alerts,
+      onEventsPruned: (workspaceId, n) => pruned(eventsBatch(workspaceId, n)),
+    });
     if (roles.worker) {
       scheduler = createScheduler({ pool: database.pool, log, availability, observer });
       scheduler.start();
@@ -157,6 +170,8 @@ export async function startApp(
       // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
       host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability, observer });
       await host.start(signal);
+      // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
+      (pruner = createPruner({ pool: database.pool, log, id: host.id, defaults: retention, ...config.retention, onPruned: pruned, availability })).start();
     }
     if (source.embedded && !(await service.anyApiKey())) {
       // First start of the embedded default: a key so the new user can use GraphiQL at once.

@@ -88,6 +88,15 @@ const envSchema = z.object({
     ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(72, 1, 24 * 365),
+  // Retention of finished history (src/service/engine/retention.ts); 0 days keeps it forever.
+  JOBGATE_RETENTION_EXECUTIONS_DAYS: intFrom(30, 0, 36_500),
+  JOBGATE_RETENTION_FAILED_DAYS: intFrom(90, 0, 36_500),
+  JOBGATE_RETENTION_AUDIT_DAYS: intFrom(365, 0, 36_500),
+  JOBGATE_RETENTION_RUNS_DAYS: intFrom(90, 0, 36_500),
+  JOBGATE_RETENTION_KEEP_PER_JOB: intFrom(100, 1, 100_000),
+  JOBGATE_RETENTION_BATCH: intFrom(1000, 1, 100_000),
+  JOBGATE_RETENTION_PAUSE_MS: intFrom(50, 0, 60_000),
+  JOBGATE_RETENTION_EVERY_MINUTES: intFrom(10, 1, 24 * 60),
   // Alerts by email (src/service/engine/alert-handlers.ts).
   JOBGATE_SMTP_URL: z
     .string()
@@ -121,6 +130,11 @@ const envSchema = z.object({
   JOBGATE_METRICS_ENDPOINT_LABELS: intFrom(100, 1, 10_000),
   JOBGATE_SHUTDOWN_DELAY_MS: intFrom(0, 0, 600_000),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  JOBGATE_LOG_FORMAT: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || v === 'json' || v === 'pretty', 'must be json or pretty'),
   NODE_ENV: z.string().default('development'),
 });
 
@@ -157,6 +171,8 @@ export interface Config {
   poolWaitMs: number;
   defaultMaxAttempts: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  /** Log lines as JSON or for a person; undefined: JSON unless stderr is a terminal outside production (src/log.ts). */
+  logFormat: 'json' | 'pretty' | undefined;
   production: boolean;
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
@@ -165,6 +181,17 @@ export interface Config {
   corsOrigins: string[];
   /** How long live events are kept for subscriptions to replay (reaper prunes older ones). */
   eventRetentionMs: number;
+  /** Retention of finished history: the installation's windows (0 days: forever) and the pruner's pace. */
+  retention: {
+    executionsDays: number;
+    failedExecutionsDays: number;
+    auditDays: number;
+    runsDays: number;
+    keepPerJob: number;
+    batchSize: number;
+    pauseMs: number;
+    everyMs: number;
+  };
   /** Key for secrets at rest (base64 or hex); the embedded default generates one. */
   secretKey: string | undefined;
   /** Bearer secret of POST /jobs/run-due; undefined turns the route off. */
@@ -214,6 +241,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     poolWaitMs: e.DATABASE_POOL_WAIT_MS,
     defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
     logLevel: e.JOBGATE_LOG_LEVEL,
+    logFormat: e.JOBGATE_LOG_FORMAT as 'json' | 'pretty' | undefined,
     production: e.NODE_ENV === 'production',
     cronSecret: e.JOBGATE_CRON_SECRET,
     secretKey: e.JOBGATE_SECRET_KEY,
@@ -223,6 +251,16 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
     metrics: Object.freeze({ token: e.JOBGATE_METRICS_TOKEN, port: e.JOBGATE_METRICS_PORT, endpointLabels: e.JOBGATE_METRICS_ENDPOINT_LABELS }),
     shutdownDelayMs: e.JOBGATE_SHUTDOWN_DELAY_MS,
+    retention: Object.freeze({
+      executionsDays: e.JOBGATE_RETENTION_EXECUTIONS_DAYS,
+      failedExecutionsDays: e.JOBGATE_RETENTION_FAILED_DAYS,
+      auditDays: e.JOBGATE_RETENTION_AUDIT_DAYS,
+      runsDays: e.JOBGATE_RETENTION_RUNS_DAYS,
+      keepPerJob: e.JOBGATE_RETENTION_KEEP_PER_JOB,
+      batchSize: e.JOBGATE_RETENTION_BATCH,
+      pauseMs: e.JOBGATE_RETENTION_PAUSE_MS,
+      everyMs: e.JOBGATE_RETENTION_EVERY_MINUTES * 60_000,
+    }),
     alerts: Object.freeze({ smtpUrl: e.JOBGATE_SMTP_URL, from: e.JOBGATE_SMTP_FROM, defaultTo: e.JOBGATE_ALERT_EMAIL_TO }),
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,

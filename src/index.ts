@@ -14,6 +14,8 @@ import { registerInternalHandlers } from './service/engine/reaper.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
 import { createAvailability, waitForDatabase } from './service/engine/availability.js';
 import { createEngineHost, type EngineHost } from './service/engine/host.js';
+import { createPruner, eventsBatch, type Pruner, type PrunerOptions } from './service/engine/retention.js';
+import type { RetentionSettingsDefaults } from './service/retention.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
 import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
@@ -63,6 +65,11 @@ export interface JobgateOptions {
    * the signal's reason). Without it, `createJobgate` waits for the database as long as it takes.
    */
   signal?: AbortSignal;
+  /**
+   * Retention (see the README's Retention): the installation's windows, and the pace of the
+   * pruner each started worker runs (`prune: false` runs none). Unset windows take the defaults.
+   */
+  retention?: Partial<RetentionSettingsDefaults> & Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
@@ -183,7 +190,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   else await reach('checking migrations', () => verifyMigrated(options.databaseUrl));
   const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets, outboundAllow: options.outboundAllow };
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets, outboundAllow: options.outboundAllow, retention: options.retention };
   const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     return { workspaceId: await service.workspaceIdOf(slug), kind: 'library', role, keyId: onBehalfOfKeyId };
@@ -201,6 +208,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const recoverables = new RecoverableRegistry();
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
+  let pruner: Pruner | undefined;
   return {
     service,
     client: bindActor(service, defaultActor),
@@ -218,7 +226,11 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       intervals.register({ ...handler, name });
     },
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      registerInternalHandlers(handlers, database.pool, { alerts: options.alertEmail });
+      registerInternalHandlers(handlers, database.pool, {
+        alerts: options.alertEmail,
+        eventRetentionMs: options.retention?.eventsHours === undefined ? undefined : options.retention.eventsHours * 3_600_000,
+        onEventsPruned: (workspaceId, n) => options.retention?.onPruned?.(eventsBatch(workspaceId, n)),
+      });
       if (!scheduler) {
         scheduler = createScheduler({ pool: database.pool, log, availability });
         scheduler.start();
@@ -226,6 +238,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       if (!host) {
         host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs, availability });
         await host.start();
+        if (options.retention?.prune !== false) (pruner = createPruner({ ...options.retention, pool: database.pool, log, id: host.id, defaults: options.retention, availability })).start();
       }
       const worker = createWorker({
         ...workerOptions,
@@ -255,7 +268,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     database,
     async close() {
       // Every step runs even when one before it failed: the pool is always closed.
-      await inOrder([() => scheduler?.stop(), () => host?.stop(), () => settled(workers.splice(0).map((w) => w.stop())), () => database.close()]);
+      await inOrder([() => scheduler?.stop(), () => pruner?.stop(), () => host?.stop(), () => settled(workers.splice(0).map((w) => w.stop())), () => database.close()]);
     },
   };
 }
@@ -266,6 +279,7 @@ export type { RunDueResult } from './service/engine/run-due.js';
 export type { FencedTransaction, FencedTransactionOptions } from './service/engine/fenced.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
+export type { PrunedBatch, PrunedRows, RetentionDefaults } from './service/engine/retention.js';
 
 export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
 export type {

@@ -4,7 +4,7 @@
 import { parseConfig, ConfigError } from '../config.js';
 import { openDatabaseSource } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { createLogger } from '../log.js';
+import { createLogger, logFormatFor } from '../log.js';
 import type { DatabaseSource } from '../db/connect.js';
 
 const USAGE = `usage: jobgate <command>
@@ -68,7 +68,7 @@ async function main(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, undefined, config.logFormat ?? logFormatFor({ NODE_ENV: config.production ? 'production' : undefined }));
 
   // Signals are handled from the first moment: one that arrives during start (initdb can take
   // seconds) stops the process cleanly once start has settled, instead of killing it half-way

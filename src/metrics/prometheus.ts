@@ -153,6 +153,12 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     labelNames: ['route', 'code'],
     registers,
   });
+  const pruned = new Counter({
+    name: 'jobgate_retention_pruned_rows_total',
+    help: 'Rows of finished history that retention deleted in this process, by table (executions, attempts, audit_log, runs, findings, events).',
+    labelNames: ['table'],
+    registers,
+  });
   const httpDuration = new Histogram({
     name: 'jobgate_http_request_duration_seconds',
     help: 'Time to answer HTTP requests (to the last byte; a subscription over SSE counts its whole stream), by route.',
@@ -289,6 +295,9 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
       for (const row of expired) leaseExpiries.inc({ outcome: EXPIRY_OUTCOME[row.status] ?? 'failed' });
     },
     leaseLost: () => leasesLost.inc(),
+    historyPruned(rows) {
+      for (const [table, n] of Object.entries(rows)) if (n > 0) pruned.inc({ table }, n);
+    },
     cronFired(latenessSeconds, missed, skippedTicks) {
       for (const s of latenessSeconds) lateness.observe(Math.max(0, s));
       if (missed > 0) misfires.inc(missed);

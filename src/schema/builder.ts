@@ -3,6 +3,7 @@
  */
 import SchemaBuilder from '@pothos/core';
 import ZodPlugin from '@pothos/plugin-zod';
+import type { Logger } from '../log.js';
 import type { Actor } from '../service/actor.js';
 import { ValidationError } from '../service/errors.js';
 import type { JobService } from '../service/index.js';
@@ -13,6 +14,10 @@ export interface GraphQLContext {
   service: JobService;
   /** Live subscriptions (the gateway's hub). */
   live: LiveFeeds;
+  /** This request's id (x-request-id), also in its errors' extensions and its log lines. */
+  requestId: string;
+  /** The process's logger with this request's id on every line. */
+  log: Logger;
 }
 
 export const builder = new SchemaBuilder<{

@@ -16,6 +16,7 @@ import './errors.js';
 import './alert.js';
 import './viewer.js';
 import './stats.js';
+import './retention.js';
 import '../resolvers/workspace.js';
 import '../resolvers/node.js';
 import '../resolvers/catalog.js';
@@ -28,6 +29,7 @@ import '../resolvers/handlers.js';
 import '../resolvers/alerts.js';
 import '../resolvers/viewer.js';
 import '../resolvers/stats.js';
+import '../resolvers/retention.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
 

@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
-import type { Logger } from '../log.js';
+import { withFields, type Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import { getOperationAST, parse } from 'graphql';
@@ -14,6 +14,7 @@ import { ForbiddenError } from '../service/errors.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { createMaskError } from './mask-error.js';
+import { inRequestScope, requestIdFrom, scopedLog, useRequestId } from './request-id.js';
 import { hardeningPlugins, LIMITS } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
@@ -123,9 +124,12 @@ function isSubscription(query: string | undefined, operationName: string | undef
 }
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
-  const maskError = createMaskError(options.log);
+  // Lines written while serving a request carry its id (./request-id.ts).
+  const log = scopedLog(options.log);
+  const maskError = createMaskError(log);
   const actors = new WeakMap<Request, Actor>();
   const ticketed = new WeakSet<Request>();
+  const requestIds = new WeakMap<Request, string>();
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -135,8 +139,10 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
-    // Authentication first: every later hook (persisted queries included) sees only keyed requests.
+    // The request id first (every later hook logs with it); then authentication: every later
+    // hook (persisted queries included) sees only keyed requests.
     plugins: [
+      useRequestId(requestIds),
       useAuthenticateFirst(options.authenticate, (ticket) => options.service.redeemSubscriptionTicket(ticket), actors, ticketed),
       usePersistedQueries(),
       useTicketForOneSubscription(ticketed),
@@ -145,23 +151,29 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
       useObserveOperations(options.observer ?? noopObserver),
     ],
     logging: {
-      debug: (...args) => options.log.debug(args.map(String).join(' ')),
-      info: (...args) => options.log.info(args.map(String).join(' ')),
-      warn: (...args) => options.log.warn(args.map(String).join(' ')),
+      debug: (...args) => log.debug(args.map(String).join(' ')),
+      info: (...args) => log.info(args.map(String).join(' ')),
+      warn: (...args) => log.warn(args.map(String).join(' ')),
       // Yoga's copy of an error the masking already dealt with (see mask-error.ts) is dropped.
       error: (...args) => {
         if (args.length === 1 && maskError.handled(args[0])) return;
-        options.log.error(args.map(String).join(' '));
+        log.error(args.map(String).join(' '));
       },
     },
     // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts), HTTP ones
     // by `useAuthenticateFirst`.
     context: async (initial) => ({
+      ...requestContext(options.log, requestIds.get(initial.request)),
       actor: (initial as { actor?: Actor }).actor ?? actors.get(initial.request) ?? (await options.authenticate(initial.request)),
       service: options.service,
       live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
     }),
   }) as Yoga;
+}
+
+/** The request's id and logger for resolvers; a WebSocket operation gets an id of its own. */
+function requestContext(log: Logger, requestId = requestIdFrom(undefined)): { requestId: string; log: Logger } {
+  return { requestId, log: withFields(log, { requestId }) };
 }
 
 /**
@@ -204,7 +216,9 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     if (handleOps(options.ops, req, res)) return;
     if (site?.handle(req, res)) return;
     if (handleRunDue(options.runDue, req, res)) return;
-    limitRequestBody(req, res, maxBody, () => void yoga(req, res));
+    const requestId = requestIdFrom(req.headers['x-request-id']);
+    res.setHeader('x-request-id', requestId);
+    inRequestScope(options.log, requestId, () => limitRequestBody(req, res, maxBody, () => void yoga(req, res)));
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -9,6 +9,7 @@ import type { DB } from '../db/types.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 import { createOutboundPolicy, type OutboundPolicy } from './engine/outbound.js';
+import type { RetentionSettingsDefaults } from './retention.js';
 
 /** What every service area is built with. */
 export interface ServiceDeps {
@@ -40,6 +41,8 @@ export interface ServiceDeps {
    * refuses is refused at once. Give it the list the workers have.
    */
   outboundAllow?: string[] | undefined;
+  /** The installation's retention windows (config); unset ones take jobgate's defaults. */
+  retention?: Partial<RetentionSettingsDefaults> | undefined;
 }
 
 export interface ServiceContext {

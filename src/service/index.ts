@@ -15,6 +15,7 @@ import { createJobsService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createNodeService } from './nodes.js';
 import { createRunsService } from './runs.js';
+import { createRetentionService } from './retention.js';
 import { createSchedulesService } from './schedules.js';
 import { createStatsService } from './stats.js';
 
@@ -40,6 +41,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createSchedulesService(ctx),
     ...createAlertsService(ctx),
     ...createStatsService(ctx),
+    ...createRetentionService(ctx, deps.retention),
   };
 }
 
@@ -69,4 +71,5 @@ export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult, TriggerRunInput } from './runs.js';
 export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult, TriggerHandlerInput, TriggeredTick } from './handlers.js';
 export type { Connection, Edge } from './pagination.js';
+export type { WorkspaceRetention, RetentionWindows, SetRetentionInput } from './retention.js';
 export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts.js';

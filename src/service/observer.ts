@@ -8,6 +8,9 @@
  * adapter's business (it caps endpoint names); callers pass what they know.
  */
 
+/** The tables retention prunes. */
+export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events';
+
 /** How an execution's recorded outcome left it. `PENDING` means a retry was scheduled. */
 export type RecordedStatus = 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'PENDING';
 
@@ -38,6 +41,8 @@ export interface Observer {
   graphqlOperation(type: string, outcome: 'ok' | 'error'): void;
   /** An HTTP request was answered: its route (a fixed set), status code and duration. */
   httpRequest(route: string, status: number, seconds: number): void;
+  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events). */
+  historyPruned(rows: Readonly<Record<PrunedTable, number>>): void;
 }
 
 const nothing = () => {};
@@ -57,4 +62,5 @@ export const noopObserver: Observer = Object.freeze({
   listenFellBackToPolling: nothing,
   graphqlOperation: nothing,
   httpRequest: nothing,
+  historyPruned: nothing,
 });

@@ -84,7 +84,7 @@ interface Started {
 
 /** `jobgate start` in `clone` as a new user runs it: no DATABASE_URL, the default data folder. */
 async function startIn(clone: string, user?: OsUser): Promise<Started> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', JOBGATE_LOG_LEVEL: 'info', HOME: path.dirname(clone) };
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', JOBGATE_LOG_LEVEL: 'info', JOBGATE_LOG_FORMAT: 'pretty', HOME: path.dirname(clone) };
   for (const name of ['DATABASE_URL', 'TEST_DATABASE_URL', 'JOBGATE_DATA_DIR', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) {
     delete env[name];
   }

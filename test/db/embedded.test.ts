@@ -92,6 +92,8 @@ function startJobgate(dataDir: string, args: string[] = ['start']): Jobgate {
     PORT: '0',
     DATABASE_URL: '',
     JOBGATE_LOG_LEVEL: 'info',
+    // These tests read the lines as a person would (JSON lines are the default off a terminal).
+    JOBGATE_LOG_FORMAT: 'pretty',
   };
   for (const name of ['TEST_DATABASE_URL', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) delete env[name];
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {

@@ -81,7 +81,7 @@ describe('errors over GraphQL', () => {
     try {
       const res = await g.gql(`{ workspace { slug } }`);
       expect(res.errors![0]!.message).toBe('Unexpected error.');
-      expect(res.errors![0]!.extensions).toEqual({ code: 'INTERNAL_SERVER_ERROR' });
+      expect(res.errors![0]!.extensions).toEqual({ code: 'INTERNAL_SERVER_ERROR', requestId: expect.any(String) });
       expect(JSON.stringify(res)).not.toMatch(/workspaces|relation|at .*\.ts/);
       expect(g.logged.some((l) => l.includes('relation "workspaces" does not exist'))).toBe(true);
     } finally {
@@ -117,7 +117,7 @@ describe('errors over GraphQL', () => {
       const res = await yoga.fetch('http://test/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ workspace { slug } }' }) });
       expect(res.status).toBe(503);
       const body = (await res.json()) as { errors: { message: string; extensions: unknown }[] };
-      expect(body.errors[0]!.extensions).toEqual({ code: 'UNAVAILABLE' });
+      expect(body.errors[0]!.extensions).toEqual({ code: 'UNAVAILABLE', requestId: expect.any(String) });
       expect(JSON.stringify(body)).not.toMatch(/ECONNREFUSED|at .*\.ts/);
       expect(logged.some((l) => l.includes('database unreachable'))).toBe(true);
     } finally {

@@ -123,6 +123,7 @@ const probes: Record<string, Probe> = {
   updateAlertRule: { query: `mutation ($id: ID!) { updateAlertRule(input: { id: $id, enabled: false }) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
   deleteAlertRule: { query: `mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
   setJobAlertsOptOut: { query: `mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }`, id: 'job', expect: 'NOT_FOUND' },
+  setRetention: { query: `mutation { setRetention(input: { executionsDays: 1 }) { executionsDays overrides { executionsDays } } }`, expect: 'NO_A_DATA' },
   alertRaised: { query: `subscription { alertRaised(after: "0") { alertId alert { id summary } } }`, expect: 'NO_A_DATA' },
 };
 
@@ -149,7 +150,8 @@ describe('workspace isolation', () => {
   it.each(Object.entries(probes))('%s: workspace B cannot read or change anything of workspace A', async (_field, probe) => {
     const before = await snapshotOfA();
     const res = await g.gql(probe.query, probe.id ? { id: a[probe.id] } : {}, t.otherActor);
-    const text = JSON.stringify(res);
+    // Each request has its own id (extensions.requestId): not part of what is compared.
+    const text = JSON.stringify(res).replace(/"requestId":"[^"]*"/g, '"requestId":"<request>"');
     // The id B sent may be echoed back in the error; any other id of A is a leak.
     const echoedAway = probe.id ? text.replaceAll(a[probe.id]!, '<id>') : text;
     for (const id of Object.values(a)) expect(echoedAway).not.toContain(id);
@@ -159,7 +161,7 @@ describe('workspace isolation', () => {
       expect(res.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
       // No existence oracle: an id that exists nowhere gets the same answer, but for the id itself.
       const nowhere = await g.gql(probe.query, { id: NOWHERE }, t.otherActor);
-      expect(JSON.stringify(nowhere).replaceAll(NOWHERE, '<id>')).toBe(text.replaceAll(a[probe.id!]!, '<id>'));
+      expect(JSON.stringify(nowhere).replace(/"requestId":"[^"]*"/g, '"requestId":"<request>"').replaceAll(NOWHERE, '<id>')).toBe(text.replaceAll(a[probe.id!]!, '<id>'));
     }
     expect(await snapshotOfA()).toEqual(before);
   });

@@ -35,7 +35,8 @@ const JOBS = `subscription($after: String) { jobEvents(after: $after) { cursor j
 function serveProcess(): Promise<string> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve'], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: t.url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info' },
+    // Read as text below (JSON lines are the default off a terminal).
+    env: { ...process.env, DATABASE_URL: t.url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info', JOBGATE_LOG_FORMAT: 'pretty' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);

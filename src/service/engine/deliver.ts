@@ -16,6 +16,7 @@ import { signatureHeaders } from './signing.js';
 import { createRedactor, FormsCache, type Redactor } from './redaction.js';
 import { render, renderDeep, TemplateError, type TemplateScope } from './template.js';
 import { storableText } from '../inputs.js';
+import { traceparentFor } from './trace.js';
 
 export interface AttemptResult {
   outcome: AttemptOutcome;
@@ -186,6 +187,8 @@ export function createDelivery(options: DeliveryOptions) {
 
     if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
     headers['user-agent'] ??= 'jobgate';
+    // W3C trace context: the execution is the trace, this attempt a new span (./trace.ts).
+    headers.traceparent ??= traceparentFor(ex.id);
     if (signingSecret) Object.assign(headers, signatureHeaders(signingSecret, ex.id, body ?? ''));
     const method = ex.method ?? 'POST';
     // Recorded on the attempt as sent, before sending: a timeout or an abort called it too.

@@ -47,14 +47,18 @@ export async function reapEndedCronJobs(pool: pg.Pool, workspaceId: string): Pro
 export const DEFAULT_EVENT_RETENTION_MS = 72 * 3_600_000;
 
 /** Registers jobgate's own handlers (once per registry). */
-export function registerInternalHandlers(registry: HandlerRegistry, pool: pg.Pool, options: { eventRetentionMs?: number; alerts?: AlertEmailOptions } = {}): void {
+export function registerInternalHandlers(
+  registry: HandlerRegistry,
+  pool: pg.Pool,
+  options: { eventRetentionMs?: number; alerts?: AlertEmailOptions; onEventsPruned?: (workspaceId: string, events: number) => void } = {},
+): void {
   // The alert evaluator and email sender are internal work too (migration 000020).
   registerAlertHandlers(registry, pool, options.alerts);
   if (registry.get(REAPER_HANDLER)) return;
   const reaper: HandlerFn = async (_input, ctx) => {
     await reapEndedCronJobs(pool, ctx.workspaceId);
     // Live events past the retention window: a subscription can no longer replay from before it.
-    await pruneEvents(pool, ctx.workspaceId, options.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS);
+    await pruneEvents(pool, ctx.workspaceId, options.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS, (n) => options.onEventsPruned?.(ctx.workspaceId, n), ctx.signal);
   };
   registry.register(REAPER_HANDLER, undefined, reaper);
 }

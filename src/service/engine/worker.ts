@@ -275,6 +275,7 @@ export function createWorker(options: WorkerOptions): Worker {
       executing--;
       entry.finished = true;
       observer.attemptEnded(ex.endpoint_name, result.outcome, (performance.now() - entry.started) / 1000);
+      log.debug(`worker ${id}: attempt ended: ${result.outcome}`, { ...idsOf(ex), outcome: result.outcome, statusCode: result.statusCode, durationMs: Math.round(performance.now() - entry.started) });
       if (result.recorded) {
         // The handler's fenced transaction recorded the success with its own writes, and with it
         // released the lease: nothing to flush, and its slot and endpoint turn are free.
@@ -320,8 +321,9 @@ export function createWorker(options: WorkerOptions): Worker {
             if (accepted.has(c.executionId)) continue;
             // After a failed try the first one may have committed, its answer lost: then this
             // one matches nothing, and the outcome is recorded all the same.
-            if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`);
-            else log.warn(`worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`);
+            const ids = idsOf(inFlight.get(c.executionId)?.ex, c.executionId);
+            if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`, ids);
+            else log.warn(`worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`, ids);
           }
           // A retry was scheduled: claim it if it is due already, else time it (claims running
           // beside this flush could not see it; nor can a committed try whose answer was lost).
@@ -395,7 +397,7 @@ export function createWorker(options: WorkerOptions): Worker {
         if (!alive.has(h.id)) {
           // An ended attempt's outcome may have been recorded since the heartbeat was sent.
           if (!f.finished) {
-            log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`);
+            log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`, idsOf(f.ex));
             observer.leaseLost();
             f.controller.abort('lease-lost' satisfies AbortReason);
           }
@@ -582,4 +584,9 @@ export function createWorker(options: WorkerOptions): Worker {
       log.info(`worker ${id}: stopped`);
     },
   };
+}
+
+/** The ids an engine log line about one attempt carries (structured fields, see src/log.ts). */
+function idsOf(ex: ClaimedExecution | undefined, executionId = ex?.id): { executionId?: string; jobId?: string; attempt?: number } {
+  return ex ? { executionId: ex.id, jobId: ex.job_id, attempt: ex.attempt_count } : { executionId };
 }

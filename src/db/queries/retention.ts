@@ -1,0 +1,286 @@
+/**
+ * Retention's SQL (migration 000026): taking a slice of pruning work, and the bounded batches
+ * that delete finished history. Each batch is one short transaction on one connection, fenced
+ * on the slice's epoch: it deletes at most `batch` rows (and their attempts or findings), never a
+ * live row, and writes one audit row with its counts.
+ *
+ * Durations cross into SQL as milliseconds (null: keep forever); the time is the database's.
+ */
+import type pg from 'pg';
+
+export type RetentionKind = 'EXECUTIONS' | 'AUDIT' | 'RUNS';
+
+/** What each table lost in one batch. */
+export interface PrunedRows {
+  executions: number;
+  attempts: number;
+  audit_log: number;
+  runs: number;
+  findings: number;
+  /** Live events (pruned by each workspace's reaper). */
+  events: number;
+}
+
+export interface TakenSlice {
+  workspaceId: string;
+  kind: RetentionKind;
+  epoch: string;
+  /** The workspace's own windows (null: the installation's default). */
+  overrides: {
+    executionsDays: number | null;
+    failedExecutionsDays: number | null;
+    auditDays: number | null;
+    runsDays: number | null;
+  };
+}
+
+/**
+ * Takes one due slice that nobody holds (or whose holder's lease ran out): the read skips rows
+ * another worker is taking at the same moment, and the update makes this worker the holder with
+ * a new epoch, so the slice is pruned by one worker at a time and a former holder is fenced out.
+ */
+const TAKE = `
+update retention_slices s
+set owner = $1, epoch = s.epoch + 1, lease_until = now() + make_interval(secs => $2::double precision / 1000), last_started_at = now()
+from (
+  select workspace_id, kind from retention_slices
+  where next_due_at <= now() and (owner is null or lease_until < now())
+  order by next_due_at
+  limit 1
+  for update skip locked
+) c
+where s.workspace_id = c.workspace_id and s.kind = c.kind
+returning s.workspace_id, s.kind, s.epoch::text as epoch,
+  (select row_to_json(r) from workspace_retention r where r.workspace_id = s.workspace_id) as overrides`;
+
+export async function takeSlice(pool: pg.Pool, owner: string, leaseMs: number): Promise<TakenSlice | undefined> {
+  const { rows } = await pool.query<{ workspace_id: string; kind: RetentionKind; epoch: string; overrides: Record<string, number | null> | null }>(TAKE, [owner, leaseMs]);
+  const row = rows[0];
+  if (!row) return undefined;
+  const o = row.overrides ?? {};
+  return {
+    workspaceId: row.workspace_id,
+    kind: row.kind,
+    epoch: row.epoch,
+    overrides: {
+      executionsDays: o.executions_days ?? null,
+      failedExecutionsDays: o.failed_executions_days ?? null,
+      auditDays: o.audit_days ?? null,
+      runsDays: o.runs_days ?? null,
+    },
+  };
+}
+
+/**
+ * The fence, first statement of each batch's transaction: extends the lease only while this
+ * worker still holds the slice at its epoch, and locks the slice row until the batch commits.
+ */
+const FENCE = `
+update retention_slices set lease_until = now() + make_interval(secs => $4::double precision / 1000)
+where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $5
+returning 1`;
+
+/** Adds a batch's count to the slice and audits the batch (as jobgate itself), in the batch's transaction. */
+const RECORD_BATCH = `
+with counted as (
+  update retention_slices set pruned_total = pruned_total + $3 where workspace_id = $1 and kind = $2
+)
+insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
+values ($1, 'system', 'retention.prune', 'Workspace', $1::text, $4::jsonb, 'OK')`;
+
+/** Ends a pass: frees the slice and sets its next due time (fenced). */
+const FINISH = `
+update retention_slices set owner = null, lease_until = null, last_finished_at = now(), last_pruned = $5,
+  next_due_at = now() + make_interval(secs => $6::double precision / 1000)
+where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $4`;
+
+/** Hands a slice back unfinished (shutdown, a failure): due at once for any worker (fenced). */
+const HAND_BACK = `
+update retention_slices set owner = null, lease_until = null
+where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $4`;
+
+export async function finishSlice(pool: pg.Pool, slice: TakenSlice, owner: string, pruned: number, everyMs: number): Promise<void> {
+  await pool.query(FINISH, [slice.workspaceId, slice.kind, owner, slice.epoch, pruned, everyMs]);
+}
+
+export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: string): Promise<void> {
+  await pool.query(HAND_BACK, [slice.workspaceId, slice.kind, owner, slice.epoch]);
+}
+
+/**
+ * Finished executions past their window, with their attempts, oldest first, never one of the
+ * newest `keep` of its job. The walk goes up the workspace's creation-time index from `after`
+ * (an execution finishes after it is created, so nothing older than the shorter window can be
+ * due), at most `batch` rows a batch, so the kept rows (the newest per job, FAILED ones in their
+ * longer window) are read once a pass, not once a batch.
+ *
+ *  - Live rows are never touched: the lock re-checks status and age on the row as it is now
+ *    (READ COMMITTED re-evaluates a locked row's predicate), so a FAILED execution re-driven to
+ *    PENDING meanwhile is kept; a row another transaction holds is skipped (pruned next pass).
+ *  - The newest `keep` per job: each job's `keep`-th newest execution is its floor, read on the
+ *    job's creation-time index; only rows below it go. New executions only raise the floor.
+ *  - Attempts have no foreign key to executions (migration 000013): both go in one statement.
+ */
+const PRUNE_EXECUTIONS = `
+with scanned as (
+  select e.id, e.job_id, e.status, e.finished_at, e.created_at
+  from executions e
+  where e.workspace_id = $1 and e.created_at < now() - make_interval(secs => $6::double precision / 1000)
+    -- The position as an index condition (no OR around it): each batch starts where the last ended.
+    and (e.created_at, e.id) > ($7::timestamptz, $8::uuid)
+  order by e.created_at, e.id
+  limit $5
+), due as (
+  select s.* from scanned s
+  where (s.status in ('SUCCEEDED', 'CANCELLED') and s.finished_at < now() - make_interval(secs => $2::double precision / 1000))
+     or (s.status = 'FAILED' and s.finished_at < now() - make_interval(secs => $3::double precision / 1000))
+), floors as (
+  select j.job_id, f.created_at, f.id
+  from (select distinct job_id from due) j
+  cross join lateral (
+    select n.created_at, n.id from executions n where n.job_id = j.job_id
+    order by n.created_at desc, n.id desc offset $4::int - 1 limit 1
+  ) f
+), doomed as (
+  select e.id from executions e
+  where e.id in (select d.id from due d join floors f on f.job_id = d.job_id where (d.created_at, d.id) < (f.created_at, f.id))
+    and ((e.status in ('SUCCEEDED', 'CANCELLED') and e.finished_at < now() - make_interval(secs => $2::double precision / 1000))
+      or (e.status = 'FAILED' and e.finished_at < now() - make_interval(secs => $3::double precision / 1000)))
+  for update skip locked
+), gone_attempts as (
+  delete from attempts a using doomed d where a.execution_id = d.id returning 1
+), gone as (
+  delete from executions e using doomed d where e.id = d.id returning 1
+), last as (
+  select created_at, id from scanned order by created_at desc, id desc limit 1
+)
+select (select count(*) from gone)::int as executions, (select count(*) from gone_attempts)::int as attempts,
+  (select count(*) from scanned)::int as scanned, (select created_at from last) as last_created_at, (select id from last) as last_id`;
+
+/**
+ * Finished runs (COMPLETED, FAILED) past their window, with their findings. A run goes only once
+ * all its findings are gone (their foreign key), so a run with many findings takes several
+ * batches; at most `batch` findings and `batch` runs a batch. Runs still RUNNING, PAUSED or
+ * CANCEL_REQUESTED are never read, and a run locked by its runner is skipped.
+ */
+const DOOMED_RUNS = `
+select r.id from runs r
+where r.workspace_id = $1 and r.created_at < now() - make_interval(secs => $2::double precision / 1000)
+  and r.status in ('COMPLETED', 'FAILED') and r.finished_at < now() - make_interval(secs => $2::double precision / 1000)
+order by r.created_at, r.id
+limit $3
+for update skip locked`;
+
+const PRUNE_FINDINGS = `
+delete from findings where id in (select id from findings where run_id = any($1::uuid[]) limit $2)`;
+
+const PRUNE_RUNS = `
+delete from runs r where r.id = any($1::uuid[]) and not exists (select 1 from findings f where f.run_id = r.id)`;
+
+/**
+ * The workspace's oldest `batch` audit rows, those of them past the window. Ids grow with time,
+ * so the walk stops at the first young rows instead of reading every kept one.
+ */
+const PRUNE_AUDIT = `
+with oldest as (
+  select id, created_at from audit_log where workspace_id = $1 order by id limit $3
+), gone as (
+  delete from audit_log a using oldest o
+  where a.id = o.id and o.created_at < now() - make_interval(secs => $2::double precision / 1000)
+  returning 1
+)
+select count(*)::int as n, (select count(*) from oldest)::int as scanned from gone`;
+
+export interface BatchInput {
+  slice: TakenSlice;
+  owner: string;
+  leaseMs: number;
+  batch: number;
+}
+
+export interface ExecutionWindows {
+  /** SUCCEEDED and CANCELLED executions; null keeps them. */
+  okMs: number | null;
+  failedMs: number | null;
+  keepPerJob: number;
+}
+
+/** Where an executions pass has got to in the workspace's creation-time index. */
+export interface ExecutionsPosition {
+  createdAt: Date;
+  id: string;
+}
+
+export interface BatchResult {
+  /** False when the slice is no longer this worker's: nothing was deleted. */
+  held: boolean;
+  pruned: PrunedRows;
+  /** Whether the pass is complete (nothing left to look at). */
+  done: boolean;
+  position?: ExecutionsPosition | undefined;
+}
+
+export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({ executions: 0, attempts: 0, audit_log: 0, runs: 0, findings: 0, events: 0 });
+const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
+
+/** One batch of a slice, in one transaction: fence, delete, record. */
+export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number }): Promise<BatchResult> {
+  const { slice, owner, leaseMs, batch } = input;
+  const client = await pool.connect();
+  let released = false;
+  try {
+    await client.query('begin');
+    const fenced = await client.query(FENCE, [slice.workspaceId, slice.kind, owner, leaseMs, slice.epoch]);
+    if (fenced.rowCount === 0) {
+      await client.query('rollback');
+      return { held: false, pruned: NO_ROWS, done: true };
+    }
+    let pruned: PrunedRows = NO_ROWS;
+    let done: boolean;
+    let position: ExecutionsPosition | undefined;
+    if (slice.kind === 'EXECUTIONS') {
+      const w = work.executions!;
+      const okMs = w.okMs ?? NEVER;
+      const failedMs = w.failedMs ?? NEVER;
+      const { rows } = await client.query<{ executions: number; attempts: number; scanned: number; last_created_at: Date | null; last_id: string | null }>(PRUNE_EXECUTIONS, [
+        slice.workspaceId,
+        okMs,
+        failedMs,
+        w.keepPerJob,
+        batch,
+        Math.min(okMs, failedMs),
+        work.position?.createdAt ?? '-infinity',
+        work.position?.id ?? '00000000-0000-0000-0000-000000000000',
+      ]);
+      const r = rows[0]!;
+      pruned = { ...NO_ROWS, executions: r.executions, attempts: r.attempts };
+      done = r.scanned < batch;
+      position = r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : work.position;
+    } else if (slice.kind === 'RUNS') {
+      const { rows: runs } = await client.query<{ id: string }>(DOOMED_RUNS, [slice.workspaceId, work.windowMs!, batch]);
+      const ids = runs.map((r) => r.id);
+      const findings = ids.length ? (await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0 : 0;
+      const gone = ids.length ? (await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0 : 0;
+      pruned = { ...NO_ROWS, runs: gone, findings };
+      done = gone + findings === 0;
+    } else {
+      const { rows } = await client.query<{ n: number; scanned: number }>(PRUNE_AUDIT, [slice.workspaceId, work.windowMs!, batch]);
+      pruned = { ...NO_ROWS, audit_log: rows[0]!.n };
+      done = rows[0]!.n < batch;
+    }
+    const total = pruned.executions + pruned.attempts + pruned.audit_log + pruned.runs + pruned.findings;
+    if (total > 0) {
+      const counts = Object.fromEntries(Object.entries(pruned).filter(([, n]) => n > 0));
+      await client.query(RECORD_BATCH, [slice.workspaceId, slice.kind, total, JSON.stringify({ kind: slice.kind, ...counts })]);
+    }
+    await client.query('commit');
+    return { held: true, pruned, done, position };
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    client.release(error as Error);
+    released = true;
+    throw error;
+  } finally {
+    if (!released) client.release();
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Retention settings over GraphQL: Workspace.retention shows the windows in effect, setRetention
+ * (ADMIN) sets a workspace's own, audited, without touching another workspace's; the reaper
+ * prunes live events by the workspace's own window.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.js';
+import { EVENT_PRUNE_BATCH, pruneEvents } from '../../src/db/queries/events.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let g: TestGateway;
+
+beforeAll(async () => {
+  t = await createTestDb({ retention: { executionsDays: 20, eventsHours: 48 } });
+  g = createTestGateway(t);
+});
+afterAll(async () => {
+  await g?.close();
+  await t?.close();
+});
+
+const READ = `{ workspace { retention { executionsDays failedExecutionsDays auditDays runsDays eventsHours keepPerJob overrides { executionsDays failedExecutionsDays auditDays runsDays eventsHours } } } }`;
+const SET = `mutation ($input: SetRetentionInput!) { setRetention(input: $input) { executionsDays failedExecutionsDays auditDays eventsHours overrides { executionsDays failedExecutionsDays auditDays eventsHours } } }`;
+
+describe('configuration', () => {
+  it('reads the windows from the environment, with documented defaults, and names a bad one', () => {
+    expect(parseConfig({}).retention).toEqual({ executionsDays: 30, failedExecutionsDays: 90, auditDays: 365, runsDays: 90, keepPerJob: 100, batchSize: 1000, pauseMs: 50, everyMs: 600_000 });
+    expect(parseConfig({ JOBGATE_RETENTION_EXECUTIONS_DAYS: '0', JOBGATE_RETENTION_FAILED_DAYS: '180' }).retention).toMatchObject({ executionsDays: 0, failedExecutionsDays: 180 });
+    expect(() => parseConfig({ JOBGATE_RETENTION_KEEP_PER_JOB: '0', JOBGATE_RETENTION_AUDIT_DAYS: 'a year' })).toThrow(/JOBGATE_RETENTION_KEEP_PER_JOB[\s\S]*JOBGATE_RETENTION_AUDIT_DAYS|JOBGATE_RETENTION_AUDIT_DAYS[\s\S]*JOBGATE_RETENTION_KEEP_PER_JOB/);
+  });
+});
+
+describe('retention settings', () => {
+  it("reads the installation's defaults until the workspace sets its own", async () => {
+    const res = await g.gql(READ);
+    expect(res.errors).toBeUndefined();
+    expect(res.data.workspace.retention).toEqual({
+      executionsDays: 20,
+      failedExecutionsDays: 90,
+      auditDays: 365,
+      runsDays: 90,
+      eventsHours: 48,
+      keepPerJob: 100,
+      overrides: { executionsDays: null, failedExecutionsDays: null, auditDays: null, runsDays: null, eventsHours: null },
+    });
+  });
+
+  it('sets, leaves omitted fields alone, returns a null one to the default, and audits each change', async () => {
+    const first = await g.gql(SET, { input: { executionsDays: 7, failedExecutionsDays: 0 } });
+    expect(first.errors).toBeUndefined();
+    expect(first.data.setRetention).toMatchObject({ executionsDays: 7, failedExecutionsDays: 0, auditDays: 365, overrides: { executionsDays: 7, failedExecutionsDays: 0, auditDays: null } });
+    const second = await g.gql(SET, { input: { auditDays: 30, executionsDays: null } });
+    expect(second.data.setRetention).toMatchObject({ executionsDays: 20, failedExecutionsDays: 0, auditDays: 30, overrides: { executionsDays: null, failedExecutionsDays: 0, auditDays: 30 } });
+    const audited = (await t.query(`select input, result_code, target_id from audit_log where action = 'workspace.setRetention' order by id`)).rows;
+    expect(audited).toEqual([
+      { input: { executionsDays: 7, failedExecutionsDays: 0 }, result_code: 'OK', target_id: t.actor.workspaceId },
+      { input: { auditDays: 30, executionsDays: null }, result_code: 'OK', target_id: t.actor.workspaceId },
+    ]);
+    // Another workspace still has the defaults.
+    expect((await g.gql(READ, {}, t.otherActor)).data.workspace.retention).toMatchObject({ executionsDays: 20, failedExecutionsDays: 90, auditDays: 365 });
+  });
+
+  it('refuses a window out of range with the path of the bad field, and changes nothing', async () => {
+    const before = (await g.gql(READ)).data.workspace.retention;
+    const res = await g.gql(SET, { input: { runsDays: -1, eventsHours: 0 } });
+    expect(res.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+    expect(res.errors?.[0]?.extensions?.issues.map((i: { path: string[] }) => i.path)).toEqual([['runsDays'], ['eventsHours']]);
+    expect((await g.gql(READ)).data.workspace.retention).toEqual(before);
+  });
+
+  it("the reaper prunes live events by the workspace's own window", async () => {
+    const endpoint = (await t.service.registerEndpoint(t.actor, { name: 'ev.target', kind: 'HANDLER', handlerName: 'x' })).id;
+    const other = (await t.service.registerEndpoint(t.otherActor, { name: 'ev.target', kind: 'HANDLER', handlerName: 'x' })).id;
+    await t.service.createJob(t.actor, { endpointId: endpoint, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    await t.service.createJob(t.otherActor, { endpointId: other, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    await t.query(`update events set created_at = now() - interval '3 hours'`);
+    const count = async (ws: string) => (await t.query(`select count(*)::int as n from events where workspace_id = $1`, [ws])).rows[0].n as number;
+    expect(await g.gql(SET, { input: { eventsHours: 2 } })).not.toHaveProperty('errors');
+    // The configured window (48 h) would keep both; this workspace's own (2 h) does not.
+    expect(await pruneEvents(t.database.pool, t.actor.workspaceId, 48 * 3_600_000)).toBeGreaterThan(0);
+    expect(await count(t.actor.workspaceId)).toBe(0);
+    expect(await pruneEvents(t.database.pool, t.otherActor.workspaceId, 48 * 3_600_000)).toBe(0);
+    expect(await count(t.otherActor.workspaceId)).toBeGreaterThan(0);
+  });
+
+  it('prunes events in bounded batches, each audited with its count, the horizon moved to the last', async () => {
+    const ws = t.otherActor.workspaceId;
+    const n = EVENT_PRUNE_BATCH + 37;
+    await t.query(
+      `insert into events (workspace_id, topic, subject_id, status, created_at)
+       select $1, 'JOB', gen_random_uuid(), 'ACTIVE', now() - interval '100 hours' from generate_series(1, $2::int)`,
+      [ws, n],
+    );
+    const newest = (await t.query(`select max(id) as id from events where workspace_id = $1`, [ws])).rows[0].id;
+    const since = (await t.query(`select coalesce(max(id), 0) as id from audit_log`)).rows[0].id;
+    const batches: number[] = [];
+    const old = (await t.query(`select count(*)::int as n from events where workspace_id = $1 and created_at < now() - interval '48 hours'`, [ws])).rows[0].n;
+    expect(await pruneEvents(t.database.pool, ws, 48 * 3_600_000, (b) => batches.push(b))).toBe(old);
+    expect(batches.length).toBe(2);
+    expect(batches.every((b) => b <= EVENT_PRUNE_BATCH)).toBe(true);
+    const audited = (await t.query(`select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`, [ws, since])).rows.map((r) => r.input);
+    expect(audited).toEqual(batches.map((b) => ({ kind: 'EVENTS', events: b })));
+    expect(Number((await t.query(`select events_pruned_through as h from workspaces where id = $1`, [ws])).rows[0].h)).toBe(Number(newest));
+  });
+});
