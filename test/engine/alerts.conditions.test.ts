@@ -128,13 +128,13 @@ describe('alert conditions', () => {
   it('alerts on a run paused as CRASHED and resumed before the evaluator passes, once', async () => {
     // No runner here has this handler: its run stays unowned until the test makes it a stale owner's.
     const rule = await t.service.createAlertRule(t.actor, { name: 'crashes', condition: 'RUN_FAILED', handlerNames: ['alerting.crashy'], webhookEndpointId: webhookId });
-    const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.crashy' });
+    const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.crashy', force: true });
     // As a worker that took it and died leaves it: owned, its heartbeat long past its window.
     await t.query(`update runs set owner = 'gone-worker', heartbeat_at = now() - interval '1 hour', stale_ms = 1000 where id = $1`, [run.id]);
     // The engine's own sweep pauses it as CRASHED ...
     await eventually(async () => (await t.service.run(t.actor, run.id)).pauseKind === 'CRASHED');
     // ... and it is resumed before any evaluation: by the time the evaluator passes, it is RUNNING again.
-    expect((await t.service.triggerRun(t.actor, { name: 'alerting.crashy' })).outcome).toBe('RESUMED');
+    expect((await t.service.triggerRun(t.actor, { name: 'alerting.crashy', force: true })).outcome).toBe('RESUMED');
     expect(await t.service.run(t.actor, run.id)).toMatchObject({ status: 'RUNNING', pauseKind: null });
     await evaluate();
     await evaluate();

@@ -46,7 +46,7 @@ describe('triggerJob', () => {
     expect(first.created).toBe(true);
     expect(first.execution).toMatchObject({ status: 'PENDING', trigger: 'MANUAL' });
     const again = await t.service.triggerJob(t.actor, { id: job.id, requestId: 'req-1' });
-    expect(again).toEqual({ execution: first.execution, created: false });
+    expect(again).toEqual({ execution: first.execution, created: false, eventCursor: expect.any(String) });
     // Without force, a second run is refused while one is live; with force it goes ahead.
     expect(await codeOf(() => t.service.triggerJob(t.actor, { id: job.id }))).toBe('CONFLICT');
     const forced = await t.service.triggerJob(t.actor, { id: job.id, force: true });

@@ -335,7 +335,14 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     await logged(before, /the database answers again after/, 'that the database is back');
     for (const p of procs) {
       expectAlive(p);
-      expect(p.stderr().slice(before[procs.indexOf(p)]).match(/the database is unreachable/g)).toHaveLength(1);
+      // Once per outage each way, not once per retry (a retry a second for 1.5 leases). A process
+      // whose connection slipped in before the database closed (see above) really was answered
+      // until that connection was terminated: then it says so, and says the outage again.
+      const said = p.stderr().slice(before[procs.indexOf(p)]);
+      const lost = said.match(/the database is unreachable/g) ?? [];
+      expect(lost.length).toBeGreaterThanOrEqual(1);
+      expect(lost.length).toBeLessThanOrEqual(2);
+      expect(said.match(/the database answers again after/g)).toHaveLength(lost.length);
     }
     await expectThroughputBack();
   });

@@ -80,7 +80,7 @@ describe('Relay connections beside the older lists', () => {
   });
 
   it("pages a run's findings in the order recorded, filtered, counted, and as Nodes", async () => {
-    const { run } = await t.service.triggerRun(t.actor, { name: 'scan.find' });
+    const { run } = await t.service.triggerRun(t.actor, { name: 'scan.find', force: true });
     const ws = t.actor.workspaceId;
     for (let i = 0; i < 7; i++) {
       await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, $3, $4, $5)`, [
