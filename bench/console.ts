@@ -35,7 +35,8 @@ function bundleSize(): { js: number; css: number } {
   if (!existsSync(join(DEFAULT_CONSOLE_DIR, 'index.html'))) execFileSync('npm', ['run', 'console:build'], { stdio: 'inherit' });
   const html = readFileSync(join(DEFAULT_CONSOLE_DIR, 'index.html'), 'utf8');
   const refs = [...html.matchAll(/(?:src|href)="\/console\/([^"]+)"/g)].map((m) => m[1]!);
-  const size = (ext: string) => refs.filter((r) => r.endsWith(ext)).reduce((n, r) => n + gzipSync(readFileSync(join(DEFAULT_CONSOLE_DIR, r)), { level: 9 }).length, 0);
+  const size = (ext: string) =>
+    refs.filter((r) => r.endsWith(ext)).reduce((n, r) => n + gzipSync(readFileSync(join(DEFAULT_CONSOLE_DIR, r)), { level: 9 }).length, 0);
   return { js: size('.js'), css: size('.css') };
 }
 
@@ -99,14 +100,26 @@ export async function run(): Promise<Figure[]> {
     const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5 });
     const ws = (await db.query(`select id from workspaces where slug = 'default'`)).rows[0].id as string;
     const actor = { workspaceId: ws, kind: 'user' as const, role: 'ADMIN' as const };
-    for (let e = 0; e < 10; e++) await service.registerEndpoint(actor, { name: `bench.endpoint-${e}`, kind: 'HANDLER', handlerName: 'bench' });
-    for (let j = 0; j < 100; j++) await service.createJob(actor, { endpointName: `bench.endpoint-${j % 10}`, kind: 'DELAYED', runAt: new Date(Date.now() + 86_400_000), name: `bench-${j}` });
+    for (let e = 0; e < 10; e++)
+      await service.registerEndpoint(actor, { name: `bench.endpoint-${e}`, kind: 'HANDLER', handlerName: 'bench' });
+    for (let j = 0; j < 100; j++)
+      await service.createJob(actor, {
+        endpointName: `bench.endpoint-${j % 10}`,
+        kind: 'DELAYED',
+        runAt: new Date(Date.now() + 86_400_000),
+        name: `bench-${j}`,
+      });
     const { key } = await service.bootstrapKey('default', 'ADMIN', 'console bench');
     await database.close();
     const t0 = performance.now();
     await seed(target.url);
     const seeded = (await db.query(`select count(*)::int as n from executions`)).rows[0].n as number;
-    figures.push({ bench: 'console', system: `seed ${seeded.toLocaleString('en')} executions (not a figure of the console)`, value: (performance.now() - t0) / 1000, unit: 's' });
+    figures.push({
+      bench: 'console',
+      system: `seed ${seeded.toLocaleString('en')} executions (not a figure of the console)`,
+      value: (performance.now() - t0) / 1000,
+      unit: 's',
+    });
 
     // executionStats alone, over HTTP.
     const statsMs: number[] = [];
@@ -115,13 +128,20 @@ export async function run(): Promise<Figure[]> {
       const res = await fetch(app.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-        body: JSON.stringify({ query: '{ executionStats { workersAlive byEndpoint { endpointId failed } perMinute { minute succeeded latencyP95Ms } } }' }),
+        body: JSON.stringify({
+          query: '{ executionStats { workersAlive byEndpoint { endpointId failed } perMinute { minute succeeded latencyP95Ms } } }',
+        }),
       });
       const body = (await res.json()) as { errors?: unknown };
       if (body.errors) throw new Error(`executionStats failed: ${JSON.stringify(body.errors)}`);
       if (i >= 2) statsMs.push(performance.now() - s);
     }
-    figures.push({ bench: 'console', system: `executionStats, ${seeded.toLocaleString('en')} executions, p50`, value: pct(statsMs, 50), unit: 'ms' });
+    figures.push({
+      bench: 'console',
+      system: `executionStats, ${seeded.toLocaleString('en')} executions, p50`,
+      value: pct(statsMs, 50),
+      unit: 'ms',
+    });
 
     // Navigation to the overview showing data.
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });

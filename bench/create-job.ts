@@ -34,9 +34,15 @@ async function load(url: string, headers: Record<string, string>, body: () => st
     await Promise.all(
       Array.from({ length: CLIENTS }, async () => {
         while (performance.now() < until) {
-          const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: body(), dispatcher });
+          const res = await request(url, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...headers },
+            body: body(),
+            dispatcher,
+          });
           const text = await res.body.text();
-          if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`bench create-job: ${res.statusCode} ${text.slice(0, 300)}`);
+          if (res.statusCode !== 200 || text.includes('"errors"'))
+            throw new Error(`bench create-job: ${res.statusCode} ${text.slice(0, 300)}`);
           n++;
         }
       }),
@@ -50,7 +56,8 @@ async function load(url: string, headers: Record<string, string>, body: () => st
 export async function run(): Promise<Figure[]> {
   const server = await openServer();
   const figures: Figure[] = [];
-  const fig = (system: string, value: number) => figures.push({ bench: `createJob, ${CLIENTS} concurrent clients`, system, value, unit: 'req/s' });
+  const fig = (system: string, value: number) =>
+    figures.push({ bench: `createJob, ${CLIENTS} concurrent clients`, system, value, unit: 'req/s' });
   try {
     // Bare yoga.
     const yoga = spawnChild('bench/workers/http-server.ts', { SERVER: 'yoga' });
@@ -67,7 +74,8 @@ export async function run(): Promise<Figure[]> {
     const [base, key] = (await gate.line('ready', 60_000)).split(' ');
     const gqlUrl = base!;
     let i = 0;
-    const create = () => JSON.stringify({ query: CREATE, variables: { input: { kind: 'IMMEDIATE', endpointName: 'bench.create', input: { i: i++ } } } });
+    const create = () =>
+      JSON.stringify({ query: CREATE, variables: { input: { kind: 'IMMEDIATE', endpointName: 'bench.create', input: { i: i++ } } } });
     const auth = { authorization: `Bearer ${key}` };
     await load(gqlUrl, auth, create, WARMUP_MS);
     const gateRate = await load(gqlUrl, auth, create, DURATION_MS);
@@ -76,7 +84,12 @@ export async function run(): Promise<Figure[]> {
 
     // graphile-worker's addJob (its own load loop, in its process).
     const gdb = await server.createDatabase('jobgate_bench_graphile_add');
-    const graphile = spawnChild('bench/workers/http-server.ts', { SERVER: 'graphile', DATABASE_URL: gdb.url, CLIENTS: String(CLIENTS), DURATION_MS: String(DURATION_MS) });
+    const graphile = spawnChild('bench/workers/http-server.ts', {
+      SERVER: 'graphile',
+      DATABASE_URL: gdb.url,
+      CLIENTS: String(CLIENTS),
+      DURATION_MS: String(DURATION_MS),
+    });
     await graphile.line('ready', 60_000);
     graphile.send('go');
     const [n, ms] = (await graphile.line('done', DURATION_MS + 60_000)).split(' ').map(Number);
@@ -85,7 +98,12 @@ export async function run(): Promise<Figure[]> {
 
     fig('jobgate createJob over GraphQL HTTP', gateRate);
     fig('bare graphql-yoga { __typename }', yogaRate);
-    figures.push({ bench: `createJob, ${CLIENTS} concurrent clients`, system: 'jobgate as a share of bare yoga (goal: at least 50%)', value: (100 * gateRate) / yogaRate, unit: '%' });
+    figures.push({
+      bench: `createJob, ${CLIENTS} concurrent clients`,
+      system: 'jobgate as a share of bare yoga (goal: at least 50%)',
+      value: (100 * gateRate) / yogaRate,
+      unit: '%',
+    });
     fig('graphile-worker addJob (library call)', n! / (ms! / 1000));
   } finally {
     await server.close();

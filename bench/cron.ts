@@ -24,7 +24,10 @@ export async function run(): Promise<Figure[]> {
     const { pool } = database;
     const ws = (await pool.query(`select id from workspaces where slug = 'default'`)).rows[0].id as string;
     const ep = (
-      await pool.query(`insert into endpoints (workspace_id, name, kind, handler_name) values ($1, 'bench.cron', 'HANDLER', 'noop') returning id`, [ws])
+      await pool.query(
+        `insert into endpoints (workspace_id, name, kind, handler_name) values ($1, 'bench.cron', 'HANDLER', 'noop') returning id`,
+        [ws],
+      )
     ).rows[0].id as string;
     // Due at the next minute boundary (at least 5 s ahead, so the scheduler is up by then).
     await pool.query(

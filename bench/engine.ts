@@ -127,7 +127,10 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
         BATCH_SIZE: String(BATCH_SIZE),
       }));
       try {
-        const cpu = measureCpu(await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'), children.map((ch) => ch.pid));
+        const cpu = measureCpu(
+          await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'),
+          children.map((ch) => ch.pid),
+        );
         const go = now();
         children.forEach((ch) => ch.send('go'));
         const deadline = go + DRAIN_TIMEOUT_MS;
@@ -140,8 +143,11 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
           );
           if (!rows[0].live) break;
           if (now() > deadline) {
-            const left = await c.query(`select id, status, attempt_count, lease_owner, lease_epoch, lease_expires_at, run_after, now() as now
-              from executions where status in ('PENDING', 'RUNNING') and endpoint_id = $1 limit 5`, [endpointId]);
+            const left = await c.query(
+              `select id, status, attempt_count, lease_owner, lease_epoch, lease_expires_at, run_after, now() as now
+              from executions where status in ('PENDING', 'RUNNING') and endpoint_id = $1 limit 5`,
+              [endpointId],
+            );
             throw new Error(`jobgate: executions left after ${DRAIN_TIMEOUT_MS} ms, e.g. ${JSON.stringify(left.rows)}`);
           }
           await sleep(50);
@@ -155,7 +161,8 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
           [endpointId],
         );
         const { ms, attempts, ok } = rows[0] as { ms: number; attempts: number; ok: number };
-        if (ok !== EXECUTIONS || attempts !== EXECUTIONS) say(`jobgate: ${attempts} attempts, ${ok} succeeded (expected ${EXECUTIONS} each)`);
+        if (ok !== EXECUTIONS || attempts !== EXECUTIONS)
+          say(`jobgate: ${attempts} attempts, ${ok} succeeded (expected ${EXECUTIONS} each)`);
         say(`jobgate, ${processes} process(es): ${Math.round(ms)} ms by attempts (${Math.round(polled)} ms from "go" by polling)`);
         return { rate: (ok / ms) * 1000, cpu: split };
       } finally {
@@ -188,7 +195,10 @@ export async function graphileThroughput(server: BenchServer, config: GraphileCo
             .then(Number)
             .catch(() => Infinity),
         );
-        const cpu = measureCpu(await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'), children.map((ch) => ch.pid));
+        const cpu = measureCpu(
+          await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'),
+          children.map((ch) => ch.pid),
+        );
         const go = now();
         children.forEach((ch) => ch.send('go'));
         const deadline = go + DRAIN_TIMEOUT_MS;
@@ -316,7 +326,8 @@ export async function run(): Promise<Figure[]> {
   const server = await openServer();
   say(`postgres: ${server.source}; ${EXECUTIONS} executions, concurrency ${CONCURRENCY}, jobgate batch size ${BATCH_SIZE}`);
   const [load] = os.loadavg();
-  if (load! > os.availableParallelism() / 4) say(`load average ${load!.toFixed(2)} on ${os.availableParallelism()} cores: other work is running, figures will be noisy`);
+  if (load! > os.availableParallelism() / 4)
+    say(`load average ${load!.toFixed(2)} on ${os.availableParallelism()} cores: other work is running, figures will be noisy`);
   const figures: Figure[] = [];
   const figure = (bench: string, system: string, value: number, unit: string) => {
     figures.push({ bench, system, value, unit });
@@ -346,11 +357,13 @@ export async function run(): Promise<Figure[]> {
     latency.jobgate = await jobgateLatency(server);
     for (const config of ['default', 'fast'] as const) latency[config] = await graphileLatency(server, config);
     for (const q of ['p50', 'p95', 'p99'] as const) {
-      for (const system of ['jobgate', 'default', 'fast'] as const) figure(`engine.latency.${q}`, SYSTEMS[system], latency[system]![q], 'ms');
+      for (const system of ['jobgate', 'default', 'fast'] as const)
+        figure(`engine.latency.${q}`, SYSTEMS[system], latency[system]![q], 'ms');
     }
     // How much of the latency is the enqueue call (jobgate's createJob is a transaction of several
     // statements; graphile-worker's addJob is one function call).
-    for (const system of ['jobgate', 'default', 'fast'] as const) figure('engine.latency.enqueue-call.p50', SYSTEMS[system], latency[system]!.enqueue, 'ms');
+    for (const system of ['jobgate', 'default', 'fast'] as const)
+      figure('engine.latency.enqueue-call.p50', SYSTEMS[system], latency[system]!.enqueue, 'ms');
 
     for (const config of ['default', 'fast'] as const) {
       const versus = `jobgate/${SYSTEMS[config]}`;

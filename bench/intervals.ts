@@ -36,7 +36,15 @@ export async function run(): Promise<Figure[]> {
       let returnedAt = 0;
       const intervals = new IntervalRegistry();
       intervals.register({ name, onDemand: true, run: () => void (returnedAt = performance.now()) });
-      const host = createEngineHost({ pool: database.pool, log: createLogger('warn'), handlers: new HandlerRegistry(), recoverables: new RecoverableRegistry(), intervals, triggerRun: service.triggerRun, pollMs });
+      const host = createEngineHost({
+        pool: database.pool,
+        log: createLogger('warn'),
+        handlers: new HandlerRegistry(),
+        recoverables: new RecoverableRegistry(),
+        intervals,
+        triggerRun: service.triggerRun,
+        pollMs,
+      });
       await host.start();
       const total: number[] = [];
       const own: number[] = [];
@@ -50,8 +58,18 @@ export async function run(): Promise<Figure[]> {
       }
       await host.stop();
       figures.push(
-        { bench: `triggerHandler wait, engine poll ${pollMs} ms: call to answer (median)`, system: 'jobgate', value: median(total), unit: 'ms' },
-        { bench: `triggerHandler wait, engine poll ${pollMs} ms: tick end to answer (median)`, system: 'jobgate', value: median(own), unit: 'ms' },
+        {
+          bench: `triggerHandler wait, engine poll ${pollMs} ms: call to answer (median)`,
+          system: 'jobgate',
+          value: median(total),
+          unit: 'ms',
+        },
+        {
+          bench: `triggerHandler wait, engine poll ${pollMs} ms: tick end to answer (median)`,
+          system: 'jobgate',
+          value: median(own),
+          unit: 'ms',
+        },
       );
     }
     await database.close();

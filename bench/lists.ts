@@ -44,7 +44,9 @@ export async function seed(url: string): Promise<{ workspaceId: string; busyJobI
     const ws = (await client.query(`select id from workspaces where slug = 'default'`)).rows[0].id as string;
     // Skips the event triggers (and foreign-key checks) of this session only: superuser needed;
     // without it, seeding still works, more slowly, with an event row per execution.
-    await client.query(`set session_replication_role = replica`).catch(() => process.stderr.write('bench lists: not a superuser; seeding with triggers on\n'));
+    await client
+      .query(`set session_replication_role = replica`)
+      .catch(() => process.stderr.write('bench lists: not a superuser; seeding with triggers on\n'));
     await client.query(
       `insert into endpoints (workspace_id, name, kind, handler_name)
        select $1, 'bench.list-' || i, 'HANDLER', 'noop' from generate_series(0, 9) i`,
@@ -83,8 +85,11 @@ export async function seed(url: string): Promise<{ workspaceId: string; busyJobI
     );
     await client.query(`reset session_replication_role`);
     await client.query(`analyze`);
-    const busyJobId = (await client.query(`select id from jobs where workspace_id = $1 and name = 'job-000000'`, [ws])).rows[0].id as string;
-    process.stderr.write(`bench lists: seeded ${JOBS} jobs, ${EXECUTIONS} executions, ${AUDIT} audit entries in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    const busyJobId = (await client.query(`select id from jobs where workspace_id = $1 and name = 'job-000000'`, [ws])).rows[0]
+      .id as string;
+    process.stderr.write(
+      `bench lists: seeded ${JOBS} jobs, ${EXECUTIONS} executions, ${AUDIT} audit entries in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+    );
     return { workspaceId: ws, busyJobId };
   } finally {
     await client.end();
@@ -110,7 +115,11 @@ export async function run(): Promise<Figure[]> {
     const actor: Actor = { workspaceId, kind: 'user', role: 'ADMIN' };
     const yoga = createGatewayYoga({ service, log: createLogger('warn'), authenticate: async () => actor });
     const gql = async (query: string, variables: Record<string, unknown>) => {
-      const res = await yoga.fetch('http://bench/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+      const res = await yoga.fetch('http://bench/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
       const body = (await res.json()) as { data?: any; errors?: unknown[] };
       if (body.errors) throw new Error(`bench lists: ${JSON.stringify(body.errors)}`);
       return body.data;
@@ -149,7 +158,10 @@ export async function run(): Promise<Figure[]> {
         if (!conn.pageInfo.hasNextPage) throw new Error(`bench lists: ${list.name} has fewer than ${DEEP_PAGE} pages`);
         after = conn.pageInfo.endCursor;
       }
-      for (const [label, cursor] of [['page 1', null], [`page ${DEEP_PAGE}`, after]] as const) {
+      for (const [label, cursor] of [
+        ['page 1', null],
+        [`page ${DEEP_PAGE}`, after],
+      ] as const) {
         const variables = { ...list.variables, first: PAGE, after: cursor };
         for (let i = 0; i < 10; i++) await gql(list.query, variables); // warm-up
         const times: number[] = [];
@@ -162,11 +174,26 @@ export async function run(): Promise<Figure[]> {
         }
         const cpu = process.cpuUsage(cpu0);
         times.sort((a, b) => a - b);
-        figures.push({ bench: `lists at 1M executions: ${list.name} ${label} p50`, system: 'jobgate', value: quantile(times, 0.5), unit: 'ms' });
-        figures.push({ bench: `lists at 1M executions: ${list.name} ${label} p99`, system: 'jobgate', value: quantile(times, 0.99), unit: 'ms' });
+        figures.push({
+          bench: `lists at 1M executions: ${list.name} ${label} p50`,
+          system: 'jobgate',
+          value: quantile(times, 0.5),
+          unit: 'ms',
+        });
+        figures.push({
+          bench: `lists at 1M executions: ${list.name} ${label} p99`,
+          system: 'jobgate',
+          value: quantile(times, 0.99),
+          unit: 'ms',
+        });
         // The gateway's own CPU per request (yoga, resolvers, service, pg client), which a loaded
         // machine inflates far less than wall-clock latency; Postgres's time is not in it.
-        figures.push({ bench: `lists at 1M executions: ${list.name} ${label} gateway CPU`, system: 'jobgate', value: (cpu.user + cpu.system) / 1000 / ITERATIONS, unit: 'ms/request' });
+        figures.push({
+          bench: `lists at 1M executions: ${list.name} ${label} gateway CPU`,
+          system: 'jobgate',
+          value: (cpu.user + cpu.system) / 1000 / ITERATIONS,
+          unit: 'ms/request',
+        });
       }
     }
     await database.close();

@@ -35,12 +35,16 @@ async function serve(url: string, flags: string[]) {
     env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const stop = onCleanup(`gateway ${child.pid}`, async () => {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
-  }, () => void child.kill('SIGKILL'));
+  const stop = onCleanup(
+    `gateway ${child.pid}`,
+    async () => {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+    },
+    () => void child.kill('SIGKILL'),
+  );
   const port = await new Promise<string>((resolve, reject) => {
     let out = '';
     const onData = (b: Buffer) => {
@@ -82,7 +86,10 @@ function percentile(sorted: number[], p: number): number {
  * before collecting it, which is most of the difference in RSS between the two.
  */
 export async function run(): Promise<Figure[]> {
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
+    cwd: ROOT,
+    stdio: 'inherit',
+  });
   return [...(await measure([], 'node defaults')), ...(await measure(['--max-old-space-size=256'], 'old space 256 MB'))];
 }
 
@@ -111,7 +118,12 @@ async function measure(flags: string[], label: string): Promise<Figure[]> {
     const connected: Promise<void>[] = [];
     for (let i = 0; i < SUBSCRIBERS; i++) {
       const runId = runIds[i % RUNS]!;
-      const client = createClient({ url: `ws://127.0.0.1:${port}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${key}` }, retryAttempts: 0 });
+      const client = createClient({
+        url: `ws://127.0.0.1:${port}/graphql`,
+        webSocketImpl: WebSocket,
+        connectionParams: { authorization: `Bearer ${key}` },
+        retryAttempts: 0,
+      });
       clients.push(client);
       connected.push(
         new Promise<void>((resolve, reject) => {
@@ -191,7 +203,12 @@ async function measure(flags: string[], label: string): Promise<Figure[]> {
       { bench: 'live', system: system_, value: percentile(latencies, 99), unit: 'ms commit-to-client p99' },
       { bench: 'live', system: system_, value: latencies.at(-1) ?? NaN, unit: 'ms commit-to-client max' },
       { bench: 'live', system: system_, value: after.rss / 1024 / 1024, unit: 'MB gateway RSS' },
-      { bench: 'live', system: system_, value: ((after.cpuMicros - before.cpuMicros) / 1000 / wallMs) * 100, unit: '% of a core, gateway CPU' },
+      {
+        bench: 'live',
+        system: system_,
+        value: ((after.cpuMicros - before.cpuMicros) / 1000 / wallMs) * 100,
+        unit: '% of a core, gateway CPU',
+      },
     ];
   } finally {
     await Promise.all(clients.map((c) => c.dispose()));

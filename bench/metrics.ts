@@ -136,7 +136,12 @@ export async function run(): Promise<Figure[]> {
     return [
       { bench: 'metrics: scrape, p50', system: sys, value: quantile(steady, 0.5), unit: 'ms' },
       { bench: 'metrics: scrape, p99', system: sys, value: quantile(steady, 0.99), unit: 'ms' },
-      { bench: 'metrics: scrape, CPU (scraper and served in one process)', system: sys, value: (cpu.user + cpu.system) / 1000 / ROUNDS, unit: 'ms' },
+      {
+        bench: 'metrics: scrape, CPU (scraper and served in one process)',
+        system: sys,
+        value: (cpu.user + cpu.system) / 1000 / ROUNDS,
+        unit: 'ms',
+      },
       { bench: 'metrics: rendering the answer, CPU', system: sys, value: (renderCpu.user + renderCpu.system) / 1000 / ROUNDS, unit: 'ms' },
       { bench: "metrics: a process's first scrape (waits for the queue read), p50", system: sys, value: quantile(first, 0.5), unit: 'ms' },
       { bench: 'metrics: queue read alone, p50', system: sys, value: quantile(query, 0.5), unit: 'ms' },

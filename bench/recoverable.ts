@@ -69,10 +69,20 @@ export async function run(): Promise<Figure[]> {
     void sink;
     const checkpoints = IDS / BATCH;
     return [
-      { bench: 'recoverable 1M ids / 1k batches: checkpoints', system: 'jobgate', value: checkpoints / (elapsed / 1000), unit: 'checkpoints/s' },
+      {
+        bench: 'recoverable 1M ids / 1k batches: checkpoints',
+        system: 'jobgate',
+        value: checkpoints / (elapsed / 1000),
+        unit: 'checkpoints/s',
+      },
       { bench: 'recoverable 1M ids / 1k batches: scan time', system: 'jobgate', value: elapsed, unit: 'ms' },
       { bench: 'recoverable 1M ids / 1k batches: scan time', system: 'bare loop', value: bare, unit: 'ms' },
-      { bench: 'recoverable 1M ids / 1k batches: engine overhead per checkpoint', system: 'jobgate', value: (elapsed - bare) / checkpoints, unit: 'ms' },
+      {
+        bench: 'recoverable 1M ids / 1k batches: engine overhead per checkpoint',
+        system: 'jobgate',
+        value: (elapsed - bare) / checkpoints,
+        unit: 'ms',
+      },
     ];
   } finally {
     await target.drop();

@@ -106,7 +106,10 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
   await c.query(`delete from attempts a using executions e where e.endpoint_id = $1 and a.execution_id = e.id`, [ep]);
   await c.query(`delete from executions where endpoint_id = $1`, [ep]);
   await c.query(`delete from jobs where endpoint_id = $1`, [ep]);
-  await c.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3::int)`, [s.workspaceId, ep, DRAIN]);
+  await c.query(
+    `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3::int)`,
+    [s.workspaceId, ep, DRAIN],
+  );
   await c.query(
     `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
      select workspace_id, id, endpoint_id, now(), now(), 5 from jobs where endpoint_id = $1`,
@@ -114,7 +117,12 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
   );
   // As a long-running database would have them: statistics of every table (jobs grew too).
   await c.query(`analyze`);
-  const child = spawnChild('bench/workers/jobgate.ts', { DATABASE_URL: db.url, WORKER_ID: 'bench-1', CONCURRENCY: String(CONCURRENCY), PRUNE: prune ? '1' : '0' });
+  const child = spawnChild('bench/workers/jobgate.ts', {
+    DATABASE_URL: db.url,
+    WORKER_ID: 'bench-1',
+    CONCURRENCY: String(CONCURRENCY),
+    PRUNE: prune ? '1' : '0',
+  });
   try {
     await child.line('ready');
     child.send('go');
@@ -145,7 +153,11 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
 async function prunePaced(db: BenchDatabase, ms: number): Promise<number> {
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });
   let rows = 0;
-  const pruner = createPruner({ pool, log: createLogger('warn'), onPruned: (b) => void (rows += Object.values(b.rows).reduce((x, y) => x + y, 0)) });
+  const pruner = createPruner({
+    pool,
+    log: createLogger('warn'),
+    onPruned: (b) => void (rows += Object.values(b.rows).reduce((x, y) => x + y, 0)),
+  });
   try {
     const started = performance.now();
     pruner.start();
@@ -160,7 +172,13 @@ async function prunePaced(db: BenchDatabase, ms: number): Promise<number> {
 async function pruneAll(db: BenchDatabase, pauseMs: number): Promise<{ rows: number; seconds: number; batches: number }> {
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });
   let batches = 0;
-  const pruner = createPruner({ pool, log: createLogger('warn'), pauseMs, pauseFactor: pauseMs === 0 ? 0 : undefined, onPruned: (_b: PrunedBatch) => void batches++ });
+  const pruner = createPruner({
+    pool,
+    log: createLogger('warn'),
+    pauseMs,
+    pauseFactor: pauseMs === 0 ? 0 : undefined,
+    onPruned: (_b: PrunedBatch) => void batches++,
+  });
   try {
     const started = performance.now();
     const rows = await pruner.runOnce();
@@ -175,7 +193,8 @@ export async function run(): Promise<Figure[]> {
   const figures: Figure[] = [];
   const figure = (bench: string, value: number, unit: string) => figures.push({ bench, system: 'jobgate', value, unit });
   const [load] = os.loadavg();
-  if (load! > os.availableParallelism() / 4) say(`load average ${load!.toFixed(2)} on ${os.availableParallelism()} cores: other work is running, figures will be noisy`);
+  if (load! > os.availableParallelism() / 4)
+    say(`load average ${load!.toFixed(2)} on ${os.availableParallelism()} cores: other work is running, figures will be noisy`);
   const db = await server.createDatabase('jobgate_bench_retention');
   try {
     const s = await prepare(db);
@@ -195,7 +214,8 @@ export async function run(): Promise<Figure[]> {
       figure('retention.engine-throughput.without-pruning', without, 'executions/s');
       figure('retention.engine-throughput.with-pruning', beside, 'executions/s');
       figure('retention.engine-throughput.drop', (1 - beside / without) * 100, '%');
-      const during = Number((await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n) - Number(before);
+      const during =
+        Number((await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n) - Number(before);
       say(`${during} rows pruned during the drains with pruning`);
       await c.query(`update retention_slices set next_due_at = now(), owner = null, lease_until = null`);
       const paced = await prunePaced(db, PACED_MS);

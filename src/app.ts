@@ -100,7 +100,12 @@ export async function startApp(
       () => gateway?.close(),
       () => hub?.stop(),
       () => scheduler?.stop(),
-      () => settled([worker?.stop({ graceMs: config.worker.shutdownGraceMs }), host?.stop({ graceMs: config.worker.shutdownGraceMs }), pruner?.stop()]),
+      () =>
+        settled([
+          worker?.stop({ graceMs: config.worker.shutdownGraceMs }),
+          host?.stop({ graceMs: config.worker.shutdownGraceMs }),
+          pruner?.stop(),
+        ]),
       () => opsServer?.close(),
       () => database?.close(),
       () => source.stop(),
@@ -109,12 +114,22 @@ export async function startApp(
   try {
     const { applied } = await reach('migrations', () => migrate(source.connectionString, { log: (m) => log.info(m) }));
     if (applied.length === 0) log.info('migrations: up to date');
-    database = createDatabase({ connectionString: source.connectionString, max: config.poolMax, connectionTimeoutMs: config.poolWaitMs }, (m) => log.warn(m));
+    database = createDatabase(
+      { connectionString: source.connectionString, max: config.poolMax, connectionTimeoutMs: config.poolWaitMs },
+      (m) => log.warn(m),
+    );
     const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
     if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     const secrets = secretKey ? SecretBox.fromText(secretKey) : undefined;
     const retention = { ...config.retention, eventsHours: config.eventRetentionMs / 3_600_000 };
-    const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts, secrets, outboundAllow: config.worker.outboundAllow, retention });
+    const service = createJobService({
+      db: database.db,
+      pool: database.pool,
+      defaultMaxAttempts: config.defaultMaxAttempts,
+      secrets,
+      outboundAllow: config.worker.outboundAllow,
+      retention,
+    });
     // One registry per app (never prom-client's global one): several apps in one process count apart.
     const metrics: Metrics = createMetrics({
       pool: database.pool,
@@ -140,7 +155,9 @@ export async function startApp(
       log.info(`metrics: /healthz, /readyz${config.metrics.token ? ' and /metrics' : ''} at ${opsServer.url}`);
     }
     await reach('start-up', () => service.workspaceIdOf('default')).catch((error: unknown) => {
-      throw error instanceof NotFoundError ? new Error('the default workspace is missing; the database was not migrated by jobgate') : error;
+      throw error instanceof NotFoundError
+        ? new Error('the default workspace is missing; the database was not migrated by jobgate')
+        : error;
     });
     registerInternalHandlers(handlers, database.pool, {
       eventRetentionMs: config.eventRetentionMs,
@@ -168,10 +185,27 @@ export async function startApp(
       // Recoverable runs (and their crash sweep), interval handlers, run schedules and this
       // worker's entry in the handler catalogue. jobgate's own process registers no recoverable
       // or interval handler, but runs the machinery: the sweep and the catalogue still apply.
-      host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, availability, observer });
+      host = createEngineHost({
+        pool: database.pool,
+        log,
+        handlers,
+        recoverables,
+        intervals,
+        triggerRun: service.triggerRun,
+        availability,
+        observer,
+      });
       await host.start(signal);
       // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
-      (pruner = createPruner({ pool: database.pool, log, id: host.id, defaults: retention, ...config.retention, onPruned: pruned, availability })).start();
+      (pruner = createPruner({
+        pool: database.pool,
+        log,
+        id: host.id,
+        defaults: retention,
+        ...config.retention,
+        onPruned: pruned,
+        availability,
+      })).start();
     }
     if (source.embedded && !(await service.anyApiKey())) {
       // First start of the embedded default: a key so the new user can use GraphiQL at once.

@@ -61,7 +61,12 @@ const envSchema = z.object({
   JOBGATE_OUTBOUND_ALLOW: z
     .string()
     .optional()
-    .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    )
     .refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_CRON_SECRET: z
     .string()
@@ -81,7 +86,12 @@ const envSchema = z.object({
   JOBGATE_CORS_ORIGINS: z
     .string()
     .optional()
-    .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    )
     .refine(
       (list) => list.every((o) => o === '*' || isOrigin(o)),
       'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
@@ -103,11 +113,19 @@ const envSchema = z.object({
     .optional()
     .transform((v) => (v === '' ? undefined : v))
     .refine((v) => v === undefined || /^smtps?:\/\//.test(v), 'must be an smtp:// or smtps:// URL'),
-  JOBGATE_SMTP_FROM: z.string().optional().transform((v) => (v === '' ? undefined : v)),
+  JOBGATE_SMTP_FROM: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v)),
   JOBGATE_ALERT_EMAIL_TO: z
     .string()
     .optional()
-    .transform((v) => (v ?? '').split(',').map((s) => s.trim()).filter(Boolean))
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    )
     .refine((list) => list.every((a) => /^[^\s@,]+@[^\s@,]+$/.test(a)), 'must be a comma-separated list of email addresses'),
   // Metrics and health (src/metrics, src/server/ops-routes.ts).
   JOBGATE_METRICS_TOKEN: z
@@ -229,7 +247,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
   }
   const e = parsed.data;
   if (e.JOBGATE_METRICS_PORT !== undefined && e.JOBGATE_METRICS_PORT !== 0 && e.JOBGATE_METRICS_PORT === e.PORT) {
-    throw new ConfigError('invalid environment:\n  JOBGATE_METRICS_PORT: must differ from PORT (the gateway already serves /metrics, /healthz and /readyz there)');
+    throw new ConfigError(
+      'invalid environment:\n  JOBGATE_METRICS_PORT: must differ from PORT (the gateway already serves /metrics, /healthz and /readyz there)',
+    );
   }
   return Object.freeze({
     databaseUrl: e.DATABASE_URL,
@@ -249,7 +269,11 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     corsOrigins: e.JOBGATE_CORS_ORIGINS,
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
-    metrics: Object.freeze({ token: e.JOBGATE_METRICS_TOKEN, port: e.JOBGATE_METRICS_PORT, endpointLabels: e.JOBGATE_METRICS_ENDPOINT_LABELS }),
+    metrics: Object.freeze({
+      token: e.JOBGATE_METRICS_TOKEN,
+      port: e.JOBGATE_METRICS_PORT,
+      endpointLabels: e.JOBGATE_METRICS_ENDPOINT_LABELS,
+    }),
     shutdownDelayMs: e.JOBGATE_SHUTDOWN_DELAY_MS,
     retention: Object.freeze({
       executionsDays: e.JOBGATE_RETENTION_EXECUTIONS_DAYS,

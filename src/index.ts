@@ -69,7 +69,8 @@ export interface JobgateOptions {
    * Retention (see the README's Retention): the installation's windows, and the pace of the
    * pruner each started worker runs (`prune: false` runs none). Unset windows take the defaults.
    */
-  retention?: Partial<RetentionSettingsDefaults> & Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
+  retention?: Partial<RetentionSettingsDefaults> &
+    Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
@@ -162,7 +163,10 @@ export interface Jobgate {
    * Declares a set of schedules in one transaction (see `schedule`); with `retireUndeclared`,
    * the workspace's declared schedules this set no longer names are retired.
    */
-  schedules(specs: Record<string, Omit<DeclaredScheduleInput, 'name'>>, options?: { retireUndeclared?: boolean; actor?: Actor }): Promise<DeclareSchedulesResult>;
+  schedules(
+    specs: Record<string, Omit<DeclaredScheduleInput, 'name'>>,
+    options?: { retireUndeclared?: boolean; actor?: Actor },
+  ): Promise<DeclareSchedulesResult>;
   /**
    * One serverless pass, what POST /jobs/run-due does, for a route handler called by a platform
    * cron (Next.js, Hono, ...): expired leases are reconciled, due cron occurrences fire, and up to
@@ -188,9 +192,19 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   const reach = <T>(what: string, attempt: () => Promise<T>) => waitForDatabase(availability, what, attempt, options.signal);
   if (options.migrate !== false) await reach('migrations', () => migrate(options.databaseUrl));
   else await reach('checking migrations', () => verifyMigrated(options.databaseUrl));
-  const database = createDatabase({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, connectionTimeoutMs: options.poolWaitMs, applicationName: 'jobgate-library' });
+  const database = createDatabase({
+    connectionString: options.databaseUrl,
+    max: options.poolMax ?? 10,
+    connectionTimeoutMs: options.poolWaitMs,
+    applicationName: 'jobgate-library',
+  });
   const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const deps: Omit<ServiceDeps, 'db' | 'pool'> = { defaultMaxAttempts: options.defaultMaxAttempts ?? 5, secrets, outboundAllow: options.outboundAllow, retention: options.retention };
+  const deps: Omit<ServiceDeps, 'db' | 'pool'> = {
+    defaultMaxAttempts: options.defaultMaxAttempts ?? 5,
+    secrets,
+    outboundAllow: options.outboundAllow,
+    retention: options.retention,
+  };
   const service = createJobService({ ...deps, db: database.db, pool: database.pool });
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     return { workspaceId: await service.workspaceIdOf(slug), kind: 'library', role, keyId: onBehalfOfKeyId };
@@ -236,9 +250,27 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
         scheduler.start();
       }
       if (!host) {
-        host = createEngineHost({ pool: database.pool, log, handlers, recoverables, intervals, triggerRun: service.triggerRun, staleMs, pollMs: enginePollMs, availability });
+        host = createEngineHost({
+          pool: database.pool,
+          log,
+          handlers,
+          recoverables,
+          intervals,
+          triggerRun: service.triggerRun,
+          staleMs,
+          pollMs: enginePollMs,
+          availability,
+        });
         await host.start();
-        if (options.retention?.prune !== false) (pruner = createPruner({ ...options.retention, pool: database.pool, log, id: host.id, defaults: options.retention, availability })).start();
+        if (options.retention?.prune !== false)
+          (pruner = createPruner({
+            ...options.retention,
+            pool: database.pool,
+            log,
+            id: host.id,
+            defaults: options.retention,
+            availability,
+          })).start();
       }
       const worker = createWorker({
         ...workerOptions,
@@ -263,12 +295,21 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       registerInternalHandlers(handlers, database.pool);
       // Not started: its loop is for long-running processes; a pass calls its tick once.
       passScheduler ??= createScheduler({ pool: database.pool, log });
-      return runDuePass({ pool: database.pool, handlers, scheduler: passScheduler, defaultTimeoutMs: defaultTimeoutMs ?? 30_000, outboundAllow, secrets }, { limit });
+      return runDuePass(
+        { pool: database.pool, handlers, scheduler: passScheduler, defaultTimeoutMs: defaultTimeoutMs ?? 30_000, outboundAllow, secrets },
+        { limit },
+      );
     },
     database,
     async close() {
       // Every step runs even when one before it failed: the pool is always closed.
-      await inOrder([() => scheduler?.stop(), () => pruner?.stop(), () => host?.stop(), () => settled(workers.splice(0).map((w) => w.stop())), () => database.close()]);
+      await inOrder([
+        () => scheduler?.stop(),
+        () => pruner?.stop(),
+        () => host?.stop(),
+        () => settled(workers.splice(0).map((w) => w.stop())),
+        () => database.close(),
+      ]);
     },
   };
 }

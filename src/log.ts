@@ -34,7 +34,13 @@ export interface Logger {
 export function withFields(log: Logger, fields: LogFields): Logger {
   if (log.child) return log.child(fields);
   const at = (lvl: 'debug' | 'info' | 'warn' | 'error') => (msg: string, more?: LogFields) => log[lvl](msg, { ...fields, ...more });
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (more) => withFields(log, { ...fields, ...more }) };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (more) => withFields(log, { ...fields, ...more }),
+  };
 }
 
 /** The format for a process: the override, else JSON unless a person is watching stderr. */

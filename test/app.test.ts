@@ -26,12 +26,16 @@ describe('startApp', () => {
     // Work left by a worker that died: a recoverable run and an interval tick it owned.
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'orphan-scan' });
     await t.query(`update runs set owner = 'dead-worker', heartbeat_at = now() - interval '10 minutes' where id = $1`, [run.id]);
-    await t.query(`insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at) values ('cleanup', 60000, now(), 'dead-worker', 1, now())`);
+    await t.query(
+      `insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at) values ('cleanup', 60000, now(), 'dead-worker', 1, now())`,
+    );
     const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent' });
     app = await startApp(config, createLogger('silent'));
     // Its sweeps ran at start.
     await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'PAUSED');
-    await eventually(async () => (await t.query(`select last_cause from interval_handlers where name = 'cleanup'`)).rows[0].last_cause === 'CRASHED');
+    await eventually(
+      async () => (await t.query(`select last_cause from interval_handlers where name = 'cleanup'`)).rows[0].last_cause === 'CRASHED',
+    );
     // Over HTTP: the catalogue shows jobgate's own handler on this process's worker.
     const { key } = await t.service.bootstrapKey('default', 'VIEWER', 'app test');
     const res = await fetch(app.url, {
@@ -39,9 +43,15 @@ describe('startApp', () => {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
       body: JSON.stringify({ query: '{ handlers { kind name workers { id host pid } } }' }),
     });
-    const body = (await res.json()) as { data: { handlers: { kind: string; name: string; workers: { id: string; host: string | null; pid: number | null }[] }[] } };
+    const body = (await res.json()) as {
+      data: { handlers: { kind: string; name: string; workers: { id: string; host: string | null; pid: number | null }[] }[] };
+    };
     // A tenant's key sees that the worker is there, not where it runs.
-    expect(body.data.handlers).toContainEqual({ kind: 'HANDLER', name: 'jobgate.reaper', workers: [{ id: expect.stringMatching(/^worker-[0-9a-f]{12}$/), host: null, pid: null }] });
+    expect(body.data.handlers).toContainEqual({
+      kind: 'HANDLER',
+      name: 'jobgate.reaper',
+      workers: [{ id: expect.stringMatching(/^worker-[0-9a-f]{12}$/), host: null, pid: null }],
+    });
     expect(JSON.stringify(body)).not.toContain(String(process.pid));
     await app.stop();
     app = undefined;

@@ -14,7 +14,10 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const cli = (args: string[], env: Record<string, string> = {}) =>
-  run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env, JOBGATE_LOG_LEVEL: 'error' } });
+  run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, JOBGATE_LOG_LEVEL: 'error' },
+  });
 
 describe('the jobgate command', () => {
   it('keys create prints a new key with the asked role, once', async () => {
@@ -52,7 +55,10 @@ describe('the jobgate command', () => {
   it('refuses an unknown command or an argument a command does not take, with the usage and exit 2', async () => {
     const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
     for (const args of [['bogus'], ['migrate', 'now'], ['start', '--port', '5000']]) {
-      await expect(cli(args, nowhere), args.join(' ')).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: jobgate <command>') });
+      await expect(cli(args, nowhere), args.join(' ')).rejects.toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining('usage: jobgate <command>'),
+      });
     }
   });
 });

@@ -50,7 +50,9 @@ describe('configuration', () => {
       ['JOBGATE_LEASE_MS', '3e4'],
       ['DATABASE_POOL_MAX', '10.0'],
     ] as const) {
-      expect(() => parseConfig({ [name]: value }), `${name}=${JSON.stringify(value)}`).toThrow(new RegExp(`${name}: must be a whole number`));
+      expect(() => parseConfig({ [name]: value }), `${name}=${JSON.stringify(value)}`).toThrow(
+        new RegExp(`${name}: must be a whole number`),
+      );
     }
     expect(parseConfig({ PORT: ' 4001 ' }).port).toBe(4001);
   });
@@ -59,7 +61,11 @@ describe('configuration', () => {
     for (const value of ['cafe', '999.1.1.1', '10.0.0.0/33', '::1/129', '127.0.0.0/8,beef']) {
       expect(() => parseConfig({ JOBGATE_OUTBOUND_ALLOW: value }), value).toThrow(/JOBGATE_OUTBOUND_ALLOW/);
     }
-    expect(parseConfig({ JOBGATE_OUTBOUND_ALLOW: ' 127.0.0.0/8 , ::1, 10.1.2.3 ' }).worker.outboundAllow).toEqual(['127.0.0.0/8', '::1', '10.1.2.3']);
+    expect(parseConfig({ JOBGATE_OUTBOUND_ALLOW: ' 127.0.0.0/8 , ::1, 10.1.2.3 ' }).worker.outboundAllow).toEqual([
+      '127.0.0.0/8',
+      '::1',
+      '10.1.2.3',
+    ]);
   });
 
   it('refuses a DATABASE_URL that cannot be parsed, naming the variable', () => {

@@ -35,7 +35,9 @@ describe('the last ADMIN key', () => {
     expect((await t.query(`select revoked_at from api_keys where id = $1`, [adminKey.apiKey.id])).rows[0].revoked_at).toBeNull();
     expect((await t.service.authenticate(adminKey.key)).workspaceId).toBe(workspace.id);
     // Both refusals are on record with their code.
-    expect((await t.query(`select result_code from audit_log where action = 'apiKey.revoke' and workspace_id = $1`, [workspace.id])).rows).toEqual([{ result_code: 'CONFLICT' }, { result_code: 'CONFLICT' }]);
+    expect(
+      (await t.query(`select result_code from audit_log where action = 'apiKey.revoke' and workspace_id = $1`, [workspace.id])).rows,
+    ).toEqual([{ result_code: 'CONFLICT' }, { result_code: 'CONFLICT' }]);
   });
 
   it('leaves exactly one ADMIN key when the last two are revoked at the same time', async () => {
@@ -59,7 +61,9 @@ describe('createWorkspace from the library', () => {
     const { workspace, adminKey } = await gate.client.createWorkspace({ slug: 'embedded', name: 'Embedded' });
     expect(workspace.slug).toBe('embedded');
     expect((await t.service.authenticate(adminKey.key)).role).toBe('ADMIN');
-    expect((await t.query(`select count(*)::int as n from jobs where workspace_id = $1 and name = 'reaper'`, [workspace.id])).rows[0].n).toBe(1);
+    expect(
+      (await t.query(`select count(*)::int as n from jobs where workspace_id = $1 and name = 'reaper'`, [workspace.id])).rows[0].n,
+    ).toBe(1);
     expect(await codeOf(() => gate.client.createWorkspace({ slug: 'embedded', name: 'Again' }))).toBe('CONFLICT');
     const onBehalf = await gate.actor('embedded', 'ADMIN', adminKey.apiKey.id);
     expect(await codeOf(() => gate.as(onBehalf).createWorkspace({ slug: 'sneaky', name: 'Sneaky' }))).toBe('FORBIDDEN');

@@ -26,8 +26,17 @@ afterAll(async () => {
 
 describe('retention from the library', () => {
   it("reads and sets the workspace's windows through the client, over the installation's defaults", async () => {
-    expect(await gate.client.retention()).toMatchObject({ executionsDays: 10, failedExecutionsDays: 90, keepPerJob: 1, overrides: { executionsDays: null } });
-    expect(await gate.client.setRetention({ failedExecutionsDays: 20 })).toMatchObject({ executionsDays: 10, failedExecutionsDays: 20, overrides: { failedExecutionsDays: 20 } });
+    expect(await gate.client.retention()).toMatchObject({
+      executionsDays: 10,
+      failedExecutionsDays: 90,
+      keepPerJob: 1,
+      overrides: { executionsDays: null },
+    });
+    expect(await gate.client.setRetention({ failedExecutionsDays: 20 })).toMatchObject({
+      executionsDays: 10,
+      failedExecutionsDays: 20,
+      overrides: { failedExecutionsDays: 20 },
+    });
     const audit = (await t.query(`select actor_kind, result_code from audit_log where action = 'workspace.setRetention'`)).rows;
     expect(audit).toEqual([{ actor_kind: 'library', result_code: 'OK' }]);
   });
@@ -44,7 +53,12 @@ describe('retention from the library', () => {
     );
     gate.handle('noop', () => {});
     await gate.startWorker();
-    await eventually(async () => (await t.query(`select count(*)::int as n from executions where id = any($1::uuid[])`, [rows.map((r) => r.id)])).rows[0].n === 0, 20_000, 'the old executions to be pruned');
+    await eventually(
+      async () =>
+        (await t.query(`select count(*)::int as n from executions where id = any($1::uuid[])`, [rows.map((r) => r.id)])).rows[0].n === 0,
+      20_000,
+      'the old executions to be pruned',
+    );
     expect(pruned.filter((b) => b.kind === 'EXECUTIONS').reduce((a, b) => a + b.rows.executions, 0)).toBe(5);
     // The job's live execution is untouched.
     expect((await t.query(`select status from executions where job_id = $1`, [job.id])).rows).toEqual([{ status: 'PENDING' }]);

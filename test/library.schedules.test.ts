@@ -21,12 +21,19 @@ afterAll(async () => {
 });
 
 const liveJobs = async (name: string) =>
-  (await t.query(`select id, status, cron_expression, timezone, input, overlap_policy from jobs where schedule_name = $1 and status <> 'RETIRED'`, [name])).rows;
+  (
+    await t.query(
+      `select id, status, cron_expression, timezone, input, overlap_policy from jobs where schedule_name = $1 and status <> 'RETIRED'`,
+      [name],
+    )
+  ).rows;
 
 describe('gate.schedule', () => {
   it('creates the named cron job once when several replicas declare it at the same moment', async () => {
     const results = await Promise.all(
-      gates.map((g) => g.schedule('nightly-report', { cron: '0 3 * * *', timezone: 'Europe/Berlin', endpoint: 'reports.http', input: { kind: 'full' } })),
+      gates.map((g) =>
+        g.schedule('nightly-report', { cron: '0 3 * * *', timezone: 'Europe/Berlin', endpoint: 'reports.http', input: { kind: 'full' } }),
+      ),
     );
     expect(results.map((r) => r.outcome).sort()).toEqual(['CREATED', 'UNCHANGED', 'UNCHANGED', 'UNCHANGED']);
     expect(new Set(results.map((r) => r.job.id)).size).toBe(1);
@@ -40,38 +47,93 @@ describe('gate.schedule', () => {
     const before = (await liveJobs('nightly-report'))[0];
     const results = await Promise.all(
       gates.map((g) =>
-        g.schedule('nightly-report', { cron: '30 4 * * 1-5', timezone: 'America/New_York', endpoint: 'reports.http', input: { kind: 'delta' }, overlapPolicy: 'QUEUE' }),
+        g.schedule('nightly-report', {
+          cron: '30 4 * * 1-5',
+          timezone: 'America/New_York',
+          endpoint: 'reports.http',
+          input: { kind: 'delta' },
+          overlapPolicy: 'QUEUE',
+        }),
       ),
     );
     expect(results.map((r) => r.outcome).sort()).toEqual(['UNCHANGED', 'UNCHANGED', 'UNCHANGED', 'UPDATED']);
     const rows = await liveJobs('nightly-report');
-    expect(rows).toEqual([{ id: before.id, status: 'ACTIVE', cron_expression: '30 4 * * 1-5', timezone: 'America/New_York', input: { kind: 'delta' }, overlap_policy: 'QUEUE' }]);
+    expect(rows).toEqual([
+      {
+        id: before.id,
+        status: 'ACTIVE',
+        cron_expression: '30 4 * * 1-5',
+        timezone: 'America/New_York',
+        input: { kind: 'delta' },
+        overlap_policy: 'QUEUE',
+      },
+    ]);
   });
 
   it("registers a handler's endpoint once, and replaces the job when the schedule moves to another endpoint", async () => {
     const old = (await liveJobs('nightly-report'))[0];
-    const results = await Promise.all(gates.map((g) => g.schedule('nightly-report', { cron: '30 4 * * 1-5', timezone: 'America/New_York', handler: 'reports.nightly', input: { kind: 'delta' }, overlapPolicy: 'QUEUE' })));
+    const results = await Promise.all(
+      gates.map((g) =>
+        g.schedule('nightly-report', {
+          cron: '30 4 * * 1-5',
+          timezone: 'America/New_York',
+          handler: 'reports.nightly',
+          input: { kind: 'delta' },
+          overlapPolicy: 'QUEUE',
+        }),
+      ),
+    );
     expect(results.map((r) => r.outcome).sort()).toEqual(['REPLACED', 'UNCHANGED', 'UNCHANGED', 'UNCHANGED']);
-    expect((await t.query(`select kind, handler_name from endpoints where name = 'reports.nightly'`)).rows).toEqual([{ kind: 'HANDLER', handler_name: 'reports.nightly' }]);
+    expect((await t.query(`select kind, handler_name from endpoints where name = 'reports.nightly'`)).rows).toEqual([
+      { kind: 'HANDLER', handler_name: 'reports.nightly' },
+    ]);
     expect((await t.query(`select status from jobs where id = $1`, [old.id])).rows[0].status).toBe('RETIRED');
     expect(await liveJobs('nightly-report')).toHaveLength(1);
   });
 
   it('refuses a bad declaration with VALIDATION_FAILED and changes nothing', async () => {
     const before = await liveJobs('nightly-report');
-    expect(await codeOf(() => gates[0]!.schedule('nightly-report', { cron: 'not a cron', handler: 'reports.nightly' }))).toBe('VALIDATION_FAILED');
-    expect(await codeOf(() => gates[0]!.schedule('nightly-report', { cron: '0 3 * * *', endpoint: 'reports.http', handler: 'reports.nightly' }))).toBe('VALIDATION_FAILED');
-    expect(await codeOf(() => gates[0]!.schedule('nightly-report', { cron: '0 3 * * *', endpoint: 'no.such-endpoint' }))).toBe('VALIDATION_FAILED');
+    expect(await codeOf(() => gates[0]!.schedule('nightly-report', { cron: 'not a cron', handler: 'reports.nightly' }))).toBe(
+      'VALIDATION_FAILED',
+    );
+    expect(
+      await codeOf(() => gates[0]!.schedule('nightly-report', { cron: '0 3 * * *', endpoint: 'reports.http', handler: 'reports.nightly' })),
+    ).toBe('VALIDATION_FAILED');
+    expect(await codeOf(() => gates[0]!.schedule('nightly-report', { cron: '0 3 * * *', endpoint: 'no.such-endpoint' }))).toBe(
+      'VALIDATION_FAILED',
+    );
     expect(await liveJobs('nightly-report')).toEqual(before);
   });
 });
 
 describe('gate.schedules with retireUndeclared', () => {
   it('retires declared schedules the code no longer declares, leaving other jobs alone', async () => {
-    await gates[0]!.schedules({ 'hourly-sync': { cron: '0 * * * *', handler: 'sync.hourly' }, 'weekly-digest': { cron: '0 9 * * 1', handler: 'mail.digest' } });
-    const plain = await gates[0]!.client.createJob({ endpointName: 'reports.http', kind: 'CRON', cron: { expression: '0 0 * * *' }, name: 'not-declared' });
+    await gates[0]!.schedules({
+      'hourly-sync': { cron: '0 * * * *', handler: 'sync.hourly' },
+      'weekly-digest': { cron: '0 9 * * 1', handler: 'mail.digest' },
+    });
+    const plain = await gates[0]!.client.createJob({
+      endpointName: 'reports.http',
+      kind: 'CRON',
+      cron: { expression: '0 0 * * *' },
+      name: 'not-declared',
+    });
     const results = await Promise.all(
-      gates.map((g) => g.schedules({ 'hourly-sync': { cron: '0 * * * *', handler: 'sync.hourly' }, 'nightly-report': { cron: '30 4 * * 1-5', timezone: 'America/New_York', handler: 'reports.nightly', input: { kind: 'delta' }, overlapPolicy: 'QUEUE' } }, { retireUndeclared: true })),
+      gates.map((g) =>
+        g.schedules(
+          {
+            'hourly-sync': { cron: '0 * * * *', handler: 'sync.hourly' },
+            'nightly-report': {
+              cron: '30 4 * * 1-5',
+              timezone: 'America/New_York',
+              handler: 'reports.nightly',
+              input: { kind: 'delta' },
+              overlapPolicy: 'QUEUE',
+            },
+          },
+          { retireUndeclared: true },
+        ),
+      ),
     );
     // Exactly one replica retired the digest; the others found it retired already.
     expect(results.flatMap((r) => r.retired.map((j) => j.scheduleName))).toEqual(['weekly-digest']);

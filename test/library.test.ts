@@ -18,7 +18,9 @@ describe('createJobgate', () => {
     cleanups.push(() => empty.drop());
     const error = await createJobgate({ databaseUrl: empty.url, migrate: false }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MigrationError);
-    expect((error as Error).message).toMatch(/the database lacks \d+ migration\(s\) of this version of jobgate \(000001_.*run `jobgate migrate`/);
+    expect((error as Error).message).toMatch(
+      /the database lacks \d+ migration\(s\) of this version of jobgate \(000001_.*run `jobgate migrate`/,
+    );
   });
 
   it('closes the pool it opened when it fails, leaving no connection behind', async () => {
@@ -33,7 +35,9 @@ describe('createJobgate', () => {
     await expect(createJobgate({ databaseUrl: empty.url, migrate: false })).rejects.toThrow(/Workspace "default" not found/);
     // The caller has no Jobgate to close(): a pool left open holds the process for its idle timeout (10 s).
     await eventually(
-      async () => (await adminQuery<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = $1`, [empty.name])).rows[0]!.n === 0,
+      async () =>
+        (await adminQuery<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = $1`, [empty.name])).rows[0]!.n ===
+        0,
       2_000,
     );
   });

@@ -18,7 +18,13 @@ beforeAll(async () => {
   gate.handle<{ order: string }>('ship', async (input) => void ran.push(input.order));
   await gate.client.registerEndpoint({ name: 'shop.ship', kind: 'HANDLER', handlerName: 'ship', maxAttempts: 1 });
   const spec = await gate.client.createPayloadSpec({ name: 'order', jsonSchema: { type: 'object', required: ['order'] } });
-  await gate.client.registerEndpoint({ name: 'shop.checked', kind: 'HANDLER', handlerName: 'ship', payloadSpecId: spec.id, maxAttempts: 1 });
+  await gate.client.registerEndpoint({
+    name: 'shop.checked',
+    kind: 'HANDLER',
+    handlerName: 'ship',
+    payloadSpecId: spec.id,
+    maxAttempts: 1,
+  });
   await t.query(`create table orders (id text primary key)`);
 });
 afterAll(async () => {
@@ -44,7 +50,12 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
       await client.query('begin');
       await client.query(`insert into orders values ('o-rolled-back')`);
       const inTx = gate.inTransaction(client);
-      const { job } = await inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-rolled-back', input: { order: 'o-rolled-back' } });
+      const { job } = await inTx.createJob({
+        endpointName: 'shop.ship',
+        kind: 'IMMEDIATE',
+        name: 'tx-rolled-back',
+        input: { order: 'o-rolled-back' },
+      });
       await inTx.triggerRun({ name: 'tx-scan', force: true });
       // The caller's transaction sees them; nobody else does yet.
       expect((await client.query('select count(*)::int as n from jobs where id = $1', [job.id])).rows[0].n).toBe(1);
@@ -64,7 +75,11 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
     try {
       await client.query('begin');
       await client.query(`insert into orders values ('o-committed')`);
-      ({ job: { id: jobId } } = await gate.inTransaction(client).createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-committed', input: { order: 'o-committed' } }));
+      ({
+        job: { id: jobId },
+      } = await gate
+        .inTransaction(client)
+        .createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-committed', input: { order: 'o-committed' } }));
       await client.query('commit');
     } finally {
       client.release();
@@ -73,7 +88,13 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
     // The handler ran; its outcome is recorded just after.
     const ex = await settled(t, jobId!, ['SUCCEEDED', 'FAILED', 'CANCELLED'], 20_000);
     expect(ex.status).toBe('SUCCEEDED');
-    expect((await t.query(`select count(*)::int as n from audit_log where action = 'job.create' and target_id = $1 and result_code = 'OK'`, [jobId])).rows[0].n).toBe(1);
+    expect(
+      (
+        await t.query(`select count(*)::int as n from audit_log where action = 'job.create' and target_id = $1 and result_code = 'OK'`, [
+          jobId,
+        ])
+      ).rows[0].n,
+    ).toBe(1);
   });
 
   it('keeps the caller transaction usable after every refusal, and commits all of it together', async () => {
@@ -83,20 +104,60 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
     try {
       await client.query('begin');
       const inTx = gate.inTransaction(client);
-      const first = await inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', runAt: new Date(Date.now() + 3600_000), name: 'tx-keyed', input: { order: 'k' }, idempotencyKey: 'k-1' });
+      const first = await inTx.createJob({
+        endpointName: 'shop.ship',
+        kind: 'DELAYED',
+        runAt: new Date(Date.now() + 3600_000),
+        name: 'tx-keyed',
+        input: { order: 'k' },
+        idempotencyKey: 'k-1',
+      });
       keyed = first.job.id;
       await client.query(`insert into orders values ('after-create')`);
       // An idempotent repeat returns the job already made, in this very transaction.
-      const repeat = await inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', runAt: first.job.runAt!, name: 'tx-keyed', input: { order: 'k' }, idempotencyKey: 'k-1' });
+      const repeat = await inTx.createJob({
+        endpointName: 'shop.ship',
+        kind: 'DELAYED',
+        runAt: first.job.runAt!,
+        name: 'tx-keyed',
+        input: { order: 'k' },
+        idempotencyKey: 'k-1',
+      });
       expect(repeat).toMatchObject({ created: false, job: { id: keyed } });
       await client.query(`insert into orders values ('after-repeat')`);
-      codes.push(await codeOf(() => inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', runAt: first.job.runAt!, name: 'tx-keyed', input: { order: 'other' }, idempotencyKey: 'k-1' })));
+      codes.push(
+        await codeOf(() =>
+          inTx.createJob({
+            endpointName: 'shop.ship',
+            kind: 'DELAYED',
+            runAt: first.job.runAt!,
+            name: 'tx-keyed',
+            input: { order: 'other' },
+            idempotencyKey: 'k-1',
+          }),
+        ),
+      );
       await client.query(`insert into orders values ('after-conflict')`);
-      await inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', runAt: new Date(Date.now() + 3600_000), name: 'tx-locked', input: { order: 'l' }, lockKey: 'order-l' });
-      codes.push(await codeOf(() => inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-locked-2', input: { order: 'l' }, lockKey: 'order-l' })));
+      await inTx.createJob({
+        endpointName: 'shop.ship',
+        kind: 'DELAYED',
+        runAt: new Date(Date.now() + 3600_000),
+        name: 'tx-locked',
+        input: { order: 'l' },
+        lockKey: 'order-l',
+      });
+      codes.push(
+        await codeOf(() =>
+          inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-locked-2', input: { order: 'l' }, lockKey: 'order-l' }),
+        ),
+      );
       await client.query(`insert into orders values ('after-lock-held')`);
-      codes.push(await codeOf(() => inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', name: 'tx-invalid', input: {} } as never)));
-      codes.push(await codeOf(() => inTx.createJob({ endpointName: 'shop.checked', kind: 'IMMEDIATE', name: 'tx-bad-input', input: { nope: 1 } })));
+      codes.push(
+        await codeOf(() => inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', name: 'tx-invalid', input: {} } as never)),
+      );
+      codes.push(
+        await codeOf(() => inTx.createJob({ endpointName: 'shop.checked', kind: 'IMMEDIATE', name: 'tx-bad-input', input: { nope: 1 } })),
+      );
       await client.query(`insert into orders values ('after-validation')`);
       codes.push(await codeOf(() => inTx.createJob({ endpointName: 'no.such-endpoint', kind: 'IMMEDIATE', name: 'tx-missing' })));
       codes.push(await codeOf(() => inTx.createJob({ endpointId: 'not-a-uuid', kind: 'IMMEDIATE', name: 'tx-missing' })));
@@ -114,14 +175,35 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
     } finally {
       client.release();
     }
-    expect(codes).toEqual(['CONFLICT', 'LOCK_HELD', 'VALIDATION_FAILED', 'VALIDATION_FAILED', 'NOT_FOUND', 'NOT_FOUND', 'CONFLICT', 'VALIDATION_FAILED', 'NOT_FOUND']);
+    expect(codes).toEqual([
+      'CONFLICT',
+      'LOCK_HELD',
+      'VALIDATION_FAILED',
+      'VALIDATION_FAILED',
+      'NOT_FOUND',
+      'NOT_FOUND',
+      'CONFLICT',
+      'VALIDATION_FAILED',
+      'NOT_FOUND',
+    ]);
     const orders = (await t.query(`select id from orders where id like 'after-%' order by id`)).rows.map((r) => r.id);
-    expect(orders).toEqual(['after-conflict', 'after-create', 'after-lock-held', 'after-not-found', 'after-repeat', 'after-triggers', 'after-validation']);
-    expect((await t.query(`select name from jobs where name like 'tx-keyed' or name like 'tx-locked%' order by name`)).rows.map((r) => r.name)).toEqual(['tx-keyed', 'tx-locked']);
+    expect(orders).toEqual([
+      'after-conflict',
+      'after-create',
+      'after-lock-held',
+      'after-not-found',
+      'after-repeat',
+      'after-triggers',
+      'after-validation',
+    ]);
+    expect(
+      (await t.query(`select name from jobs where name like 'tx-keyed' or name like 'tx-locked%' order by name`)).rows.map((r) => r.name),
+    ).toEqual(['tx-keyed', 'tx-locked']);
     expect((await t.query(`select count(*)::int as n from runs where name = 'tx-run'`)).rows[0].n).toBe(1);
     expect((await t.query(`select count(*)::int as n from runs where name = 'tx-unregistered'`)).rows[0].n).toBe(0);
     // The refusals are on record with their codes, committed with the rest.
-    const refused = (await t.query(`select result_code from audit_log where action = 'job.create' and input::text like '%tx-locked-2%'`)).rows;
+    const refused = (await t.query(`select result_code from audit_log where action = 'job.create' and input::text like '%tx-locked-2%'`))
+      .rows;
     expect(refused.map((r) => r.result_code)).toEqual(['LOCK_HELD']);
   });
 
@@ -137,8 +219,12 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
       await client.query(`set local lock_timeout = '100ms'`);
       await client.query(`insert into orders values ('before-lock-timeout')`);
       const inTx = gate.inTransaction(client);
-      await expect(inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-timeout', input: { order: 't' } })).rejects.toMatchObject({ code: '55P03' });
-      await expect(inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-timeout', input: { order: 't' }, idempotencyKey: 't-1' })).rejects.toMatchObject({ code: '55P03' });
+      await expect(
+        inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-timeout', input: { order: 't' } }),
+      ).rejects.toMatchObject({ code: '55P03' });
+      await expect(
+        inTx.createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-timeout', input: { order: 't' }, idempotencyKey: 't-1' }),
+      ).rejects.toMatchObject({ code: '55P03' });
       await client.query(`insert into orders values ('after-lock-timeout')`);
       await client.query('commit');
     } finally {
@@ -146,16 +232,23 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
       holder.release();
       client.release();
     }
-    expect((await t.query(`select id from orders where id like '%-lock-timeout' order by id`)).rows.map((r) => r.id)).toEqual(['after-lock-timeout', 'before-lock-timeout']);
+    expect((await t.query(`select id from orders where id like '%-lock-timeout' order by id`)).rows.map((r) => r.id)).toEqual([
+      'after-lock-timeout',
+      'before-lock-timeout',
+    ]);
     // Both refusals are on record (INTERNAL_ERROR: not a domain error), committed with the caller's rows.
-    expect((await t.query(`select result_code from audit_log where input::text like '%tx-timeout%'`)).rows.map((r) => r.result_code)).toEqual(['INTERNAL_ERROR', 'INTERNAL_ERROR']);
+    expect(
+      (await t.query(`select result_code from audit_log where input::text like '%tx-timeout%'`)).rows.map((r) => r.result_code),
+    ).toEqual(['INTERNAL_ERROR', 'INTERNAL_ERROR']);
   });
 
   it('refuses a client with no transaction open, changing nothing', async () => {
     const before = await counts();
     const client = await t.database.pool.connect();
     try {
-      await expect(gate.inTransaction(client).createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-no-begin', input: { order: 'x' } })).rejects.toThrow(/not open/);
+      await expect(
+        gate.inTransaction(client).createJob({ endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-no-begin', input: { order: 'x' } }),
+      ).rejects.toThrow(/not open/);
     } finally {
       client.release();
     }
@@ -170,7 +263,15 @@ describe('gate.inTransaction with a Kysely Transaction', () => {
     await expect(
       t.db.transaction().execute(async (trx) => {
         const inTx = gate.inTransaction(trx);
-        ({ job: { id: jobId } } = await inTx.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', runAt: new Date(Date.now() + 3600_000), name: 'tx-kysely-rolled', input: { order: 'k' } }));
+        ({
+          job: { id: jobId },
+        } = await inTx.createJob({
+          endpointName: 'shop.ship',
+          kind: 'DELAYED',
+          runAt: new Date(Date.now() + 3600_000),
+          name: 'tx-kysely-rolled',
+          input: { order: 'k' },
+        }));
         // A refusal on the way does not spoil the transaction either.
         expect(await codeOf(() => inTx.triggerJob({ id: jobId! }))).toBe('CONFLICT');
         throw new Error('the application changed its mind');
@@ -181,7 +282,13 @@ describe('gate.inTransaction with a Kysely Transaction', () => {
   });
 
   it('commits with the caller: triggerJob in the transaction adds the execution only at commit', async () => {
-    const { job } = await gate.client.createJob({ endpointName: 'shop.ship', kind: 'DELAYED', runAt: new Date(Date.now() + 3600_000), name: 'tx-trigger', input: { order: 'o-trigger' } });
+    const { job } = await gate.client.createJob({
+      endpointName: 'shop.ship',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3600_000),
+      name: 'tx-trigger',
+      input: { order: 'o-trigger' },
+    });
     await t.db.transaction().execute(async (trx) => {
       const { execution } = await gate.inTransaction(trx).triggerJob({ id: job.id, force: true });
       expect((await t.query('select count(*)::int as n from executions where id = $1', [execution.id])).rows[0].n).toBe(0);

@@ -83,21 +83,35 @@ describe('a real process', () => {
     expect(none.res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(none.res.headers.get('x-request-id')).not.toBe(long.res.headers.get('x-request-id'));
     // In errors too, a refused key's included.
-    const refused = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer jg_not-a-key', 'x-request-id': 'req-401' }, body: '{"query":"{ workspace { slug } }"}' });
+    const refused = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer jg_not-a-key', 'x-request-id': 'req-401' },
+      body: '{"query":"{ workspace { slug } }"}',
+    });
     expect(refused.status).toBe(401);
     expect(refused.headers.get('x-request-id')).toBe('req-401');
-    expect(((await refused.json()) as { errors: { extensions: Record<string, unknown> }[] }).errors[0]!.extensions).toMatchObject({ code: 'UNAUTHENTICATED', requestId: 'req-401' });
+    expect(((await refused.json()) as { errors: { extensions: Record<string, unknown> }[] }).errors[0]!.extensions).toMatchObject({
+      code: 'UNAUTHENTICATED',
+      requestId: 'req-401',
+    });
   });
 
   it('puts the request id in error extensions and on the log lines the request causes', async () => {
-    const bad = await gql(`mutation { registerEndpoint(input: { name: "Not A Name", kind: HTTP, url: "http://127.0.0.1:1/x", signingSecret: "${signingSecret}" }) { id } }`, {}, { 'x-request-id': 'req-bad-1' });
+    const bad = await gql(
+      `mutation { registerEndpoint(input: { name: "Not A Name", kind: HTTP, url: "http://127.0.0.1:1/x", signingSecret: "${signingSecret}" }) { id } }`,
+      {},
+      { 'x-request-id': 'req-bad-1' },
+    );
     expect(bad.body.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', requestId: 'req-bad-1' });
     await eventually(async () => lines().some((l) => l.requestId === 'req-bad-1'), 10_000, 'a log line of the request');
-    for (const l of lines().filter((x) => x.requestId === 'req-bad-1')) expect(l).toMatchObject({ level: expect.any(String), time: expect.any(String), msg: expect.any(String) });
+    for (const l of lines().filter((x) => x.requestId === 'req-bad-1'))
+      expect(l).toMatchObject({ level: expect.any(String), time: expect.any(String), msg: expect.any(String) });
   });
 
   it('fails deliveries that handle secrets, logs the attempts with their ids, and never a secret', async () => {
-    target.route('/echo', (req, res) => res.writeHead(500).end(`rejected: ${req.headers.authorization} ${req.headers['webhook-signature']}`));
+    target.route('/echo', (req, res) =>
+      res.writeHead(500).end(`rejected: ${req.headers.authorization} ${req.headers['webhook-signature']}`),
+    );
     const config = await gql(`mutation ($input: SetConfigInput!) { setConfig(input: $input) { id } }`, {
       input: { name: 'logs.settings', entries: [{ key: 'token', value: configSecret, secret: true }] },
     });
@@ -119,16 +133,24 @@ describe('a real process', () => {
     expect(endpoint.body.errors).toBeUndefined();
     const job = await gql(`mutation { createJob(input: { endpointName: "logs.echo", kind: IMMEDIATE }) { job { id } } }`);
     const jobId = job.body.data.createJob.job.id as string;
-    const ex = await eventually(async () => {
-      const row = (await t.query(`select id, status from executions where job_id = $1`, [jobId])).rows[0];
-      return row?.status === 'FAILED' ? row : undefined;
-    }, 30_000, 'the execution to fail');
+    const ex = await eventually(
+      async () => {
+        const row = (await t.query(`select id, status from executions where job_id = $1`, [jobId])).rows[0];
+        return row?.status === 'FAILED' ? row : undefined;
+      },
+      30_000,
+      'the execution to fail',
+    );
     expect(target.hitsOf('/echo')).toHaveLength(2);
     // The engine's lines about the attempts carry their ids.
-    const attempts = await eventually(async () => {
-      const found = lines().filter((l) => l.executionId === ex.id);
-      return found.length >= 2 ? found : undefined;
-    }, 10_000, 'the attempt lines');
+    const attempts = await eventually(
+      async () => {
+        const found = lines().filter((l) => l.executionId === ex.id);
+        return found.length >= 2 ? found : undefined;
+      },
+      10_000,
+      'the attempt lines',
+    );
     expect(attempts.map((l) => [l.jobId, l.attempt])).toEqual([
       [jobId, 1],
       [jobId, 2],

@@ -21,7 +21,13 @@ interface Driver {
 
 async function scenario(d: Driver) {
   const spec = await d.createPayloadSpec({ name: 'order.placed', jsonSchema: { type: 'object', required: ['orderId'] } });
-  const config = await d.setConfig({ name: 'shop.settings', entries: [{ key: 'host', value: 'shop.example' }, { key: 'token', value: 't0k3n', secret: true }] });
+  const config = await d.setConfig({
+    name: 'shop.settings',
+    entries: [
+      { key: 'host', value: 'shop.example' },
+      { key: 'token', value: 't0k3n', secret: true },
+    ],
+  });
   const other = await d.setConfig({ name: 'shop.other', entries: [] });
   const endpoint = await d.registerEndpoint({
     name: 'shop.notify',
@@ -63,7 +69,11 @@ async function normalizedRows(t: TestDb) {
   for (const table of ['payload_specs', 'configs', 'endpoints', 'jobs', 'executions']) {
     // jobgate's own rows (the reaper: its endpoint and job) are not part of the scenario.
     const userOnly =
-      table === 'endpoints' ? `and type = 'USER'` : table === 'jobs' || table === 'executions' ? `and endpoint_id in (select id from endpoints where type = 'USER')` : '';
+      table === 'endpoints'
+        ? `and type = 'USER'`
+        : table === 'jobs' || table === 'executions'
+          ? `and endpoint_id in (select id from endpoints where type = 'USER')`
+          : '';
     const order = table === 'executions' ? 'created_at' : 'created_at, name nulls last';
     const { rows } = await t.query(`select * from ${table} where workspace_id = $1 ${userOnly} order by ${order}`, [t.actor.workspaceId]);
     out[table] = rows.map((row) =>
@@ -71,7 +81,8 @@ async function normalizedRows(t: TestDb) {
         Object.entries(row).map(([k, v]) => {
           if (typeof v === 'string' && UUID.test(v)) return [k, label(v)];
           // Sealed secrets differ by their random IV; what matters is that they are sealed.
-          if (v && typeof v === 'object' && !(v instanceof Date)) return [k, JSON.parse(JSON.stringify(v).replace(/"enc:v1:[^"]+"/g, '"[sealed]"'))];
+          if (v && typeof v === 'object' && !(v instanceof Date))
+            return [k, JSON.parse(JSON.stringify(v).replace(/"enc:v1:[^"]+"/g, '"[sealed]"'))];
           if (v instanceof Date) {
             if (table === 'executions' && (k === 'scheduled_for' || k === 'run_after') && row.scheduled_for?.toISOString() === RUN_AT) {
               return [k, v.toISOString()];
@@ -108,14 +119,36 @@ describe('GraphQL and library parity', () => {
       return pick(res.data[field]);
     };
     const graphqlDriver: Driver = {
-      createPayloadSpec: (input) => call(`mutation ($input: CreatePayloadSpecInput!) { createPayloadSpec(input: $input) { id } }`, 'createPayloadSpec', { input }, (d) => d.id),
-      setConfig: (input) => call(`mutation ($input: SetConfigInput!) { setConfig(input: $input) { id } }`, 'setConfig', { input }, (d) => d.id),
+      createPayloadSpec: (input) =>
+        call(
+          `mutation ($input: CreatePayloadSpecInput!) { createPayloadSpec(input: $input) { id } }`,
+          'createPayloadSpec',
+          { input },
+          (d) => d.id,
+        ),
+      setConfig: (input) =>
+        call(`mutation ($input: SetConfigInput!) { setConfig(input: $input) { id } }`, 'setConfig', { input }, (d) => d.id),
       registerEndpoint: (input) =>
-        call(`mutation ($input: RegisterEndpointInput!) { registerEndpoint(input: $input) { id } }`, 'registerEndpoint', { input }, (d) => d.id),
-      updateEndpoint: (input) => call(`mutation ($input: UpdateEndpointInput!) { updateEndpoint(input: $input) { id } }`, 'updateEndpoint', { input }, () => undefined),
+        call(
+          `mutation ($input: RegisterEndpointInput!) { registerEndpoint(input: $input) { id } }`,
+          'registerEndpoint',
+          { input },
+          (d) => d.id,
+        ),
+      updateEndpoint: (input) =>
+        call(
+          `mutation ($input: UpdateEndpointInput!) { updateEndpoint(input: $input) { id } }`,
+          'updateEndpoint',
+          { input },
+          () => undefined,
+        ),
       createJob: (input) =>
-        call(`mutation ($input: CreateJobInput!) { createJob(input: $input) { created job { id } } }`, 'createJob', { input }, (d) => ({ id: d.job.id, created: d.created })),
-      cancelJob: (id) => call(`mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }`, 'cancelJob', { id }, (d) => d.cancelledExecutions),
+        call(`mutation ($input: CreateJobInput!) { createJob(input: $input) { created job { id } } }`, 'createJob', { input }, (d) => ({
+          id: d.job.id,
+          created: d.created,
+        })),
+      cancelJob: (id) =>
+        call(`mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }`, 'cancelJob', { id }, (d) => d.cancelledExecutions),
     };
     const lib = gate.client;
     const caught = async <T>(fn: () => Promise<T>): Promise<T | { code: string }> => {
@@ -130,10 +163,11 @@ describe('GraphQL and library parity', () => {
       setConfig: async (input) => (await lib.setConfig(input as never)).id,
       registerEndpoint: async (input) => (await lib.registerEndpoint(input as never)).id,
       updateEndpoint: async (input) => void (await lib.updateEndpoint(input as never)),
-      createJob: (input) => caught(async () => {
-        const r = await lib.createJob(input as never);
-        return { id: r.job.id, created: r.created };
-      }),
+      createJob: (input) =>
+        caught(async () => {
+          const r = await lib.createJob(input as never);
+          return { id: r.job.id, created: r.created };
+        }),
       cancelJob: (id) => caught(async () => (await lib.cancelJob(id)).cancelledExecutions),
     };
 

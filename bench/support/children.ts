@@ -59,7 +59,10 @@ export function spawnChild(script: string, env: Record<string, string>): Child {
       const i = lines.findIndex((l) => l.startsWith(prefix));
       if (i >= 0) return Promise.resolve(lines.splice(i, 1)[0]!.slice(prefix.length).trim());
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${script} (pid ${proc.pid}): no "${prefix}" within ${timeoutMs} ms\n${stderr}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`${script} (pid ${proc.pid}): no "${prefix}" within ${timeoutMs} ms\n${stderr}`)),
+          timeoutMs,
+        );
         const waiter = {
           prefix,
           resolve: (rest: string) => {

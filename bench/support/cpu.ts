@@ -68,7 +68,13 @@ export function measureCpu(backends: number[], workers: number[]) {
     stop(executions: number): CpuSplit | undefined {
       const backendsNow = cpuSeconds(backends);
       const workersNow = cpuSeconds(workers);
-      if (backends.length === 0 || at.backends === undefined || at.workers === undefined || backendsNow === undefined || workersNow === undefined) {
+      if (
+        backends.length === 0 ||
+        at.backends === undefined ||
+        at.workers === undefined ||
+        backendsNow === undefined ||
+        workersNow === undefined
+      ) {
         return undefined;
       }
       const perExecution = (seconds: number) => (seconds / executions) * 1e6;

@@ -30,8 +30,16 @@ export const ViewerDocument = graphql(`
     viewer {
       role
       installationAdmin
-      workspace { id slug name }
-      apiKey { id name prefix }
+      workspace {
+        id
+        slug
+        name
+      }
+      apiKey {
+        id
+        name
+        prefix
+      }
     }
   }
 `);
@@ -49,7 +57,13 @@ export function App() {
     setKey(null);
   };
 
-  useEffect(() => onUnauthenticated(() => signOut('Your API key is no longer valid (revoked or expired): this tab is signed out. Sign in with a valid key.')), []);
+  useEffect(
+    () =>
+      onUnauthenticated(() =>
+        signOut('Your API key is no longer valid (revoked or expired): this tab is signed out. Sign in with a valid key.'),
+      ),
+    [],
+  );
 
   const api = useMemo(() => (key ? createApi(key) : null), [key]);
   useEffect(() => {
@@ -113,9 +127,22 @@ function SignIn({ notice, onKey }: { notice: string | null; onKey(key: string): 
         }}
       >
         <label htmlFor="api-key">API key</label>
-        <input id="api-key" name="api-key" type="password" autoComplete="off" value={value} onChange={(e) => setValue(e.target.value)} placeholder="jg_…" required autoFocus />
+        <input
+          id="api-key"
+          name="api-key"
+          type="password"
+          autoComplete="off"
+          value={value}
+          onChange={(e) => setValue(e.target.value)}
+          placeholder="jg_…"
+          required
+          autoFocus
+        />
         <button type="submit">Sign in</button>
-        <p className="muted">The key is kept for this tab only, and sent only to this gateway. The embedded default saved its first ADMIN key in .jobgate/admin-key.</p>
+        <p className="muted">
+          The key is kept for this tab only, and sent only to this gateway. The embedded default saved its first ADMIN key in
+          .jobgate/admin-key.
+        </p>
       </form>
     </main>
   );
@@ -158,7 +185,13 @@ function Shell() {
           )}
         </span>
         <span className={`live live-${state}`} role="status" data-testid="live-state">
-          {state === 'live' ? 'Live' : state === 'connecting' ? 'Connecting…' : state === 'reconnecting' ? 'Reconnecting… (polling)' : 'Signed out'}
+          {state === 'live'
+            ? 'Live'
+            : state === 'connecting'
+              ? 'Connecting…'
+              : state === 'reconnecting'
+                ? 'Reconnecting… (polling)'
+                : 'Signed out'}
         </span>
         <button type="button" onClick={() => signOut()}>
           Sign out

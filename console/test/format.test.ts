@@ -1,8 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { addSample, formatCount, formatDuration, formatLocal, formatRelative, formatUtc, runProgress, truncate } from '../src/lib/format.ts';
+import {
+  addSample,
+  formatCount,
+  formatDuration,
+  formatLocal,
+  formatRelative,
+  formatUtc,
+  runProgress,
+  truncate,
+} from '../src/lib/format.ts';
 
 describe('times', () => {
-  it("writes an instant in the given zone, and its UTC form for the hover", () => {
+  it('writes an instant in the given zone, and its UTC form for the hover', () => {
     const iso = '2026-03-08T07:30:05.000Z';
     expect(formatLocal(iso, 'America/New_York')).toBe('8 Mar 2026, 03:30:05');
     expect(formatLocal(iso, 'Asia/Kolkata')).toBe('8 Mar 2026, 13:00:05');

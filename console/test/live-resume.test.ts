@@ -25,7 +25,10 @@ afterAll(async () => {
 
 const UPDATES = {
   toString: () => 'subscription ($after: String) { executionUpdates(after: $after) { cursor executionId status } }',
-} as unknown as TypedDocumentString<{ executionUpdates: { cursor: string; executionId: string; status: string } }, { after?: string | null }>;
+} as unknown as TypedDocumentString<
+  { executionUpdates: { cursor: string; executionId: string; status: string } },
+  { after?: string | null }
+>;
 
 /** A WebSocket whose connections can be held down (they go to a closed port) and cut. */
 function gatedSockets() {
@@ -40,7 +43,7 @@ function gatedSockets() {
 }
 
 describe('the live connection', () => {
-  it('shows reconnecting while down, then resumes after the last cursor: the outage\'s events arrive once each', async () => {
+  it("shows reconnecting while down, then resumes after the last cursor: the outage's events arrive once each", async () => {
     const { key } = await t.service.bootstrapKey('default', 'ADMIN', 'live resume');
     const { gate, Gated } = gatedSockets();
     const states: LiveState[] = [];
@@ -50,7 +53,11 @@ describe('the live connection', () => {
     live.onReconnected(() => reconnected++);
     const seen: string[] = [];
     await eventually(async () => live.state === 'live');
-    const stop = live.subscribe(UPDATES, {}, { next: (d) => seen.push(d.executionUpdates.executionId), cursor: (d) => d.executionUpdates.cursor });
+    const stop = live.subscribe(
+      UPDATES,
+      {},
+      { next: (d) => seen.push(d.executionUpdates.executionId), cursor: (d) => d.executionUpdates.cursor },
+    );
     const job = async () => (await t.service.createJob(t.actor, { endpointName: 'live.idle', kind: 'IMMEDIATE' })).job.id;
     const jobs = [await job()];
     await eventually(async () => seen.length === 1);

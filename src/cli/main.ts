@@ -68,7 +68,11 @@ async function main(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  const log = createLogger(config.logLevel, undefined, config.logFormat ?? logFormatFor({ NODE_ENV: config.production ? 'production' : undefined }));
+  const log = createLogger(
+    config.logLevel,
+    undefined,
+    config.logFormat ?? logFormatFor({ NODE_ENV: config.production ? 'production' : undefined }),
+  );
 
   // Signals are handled from the first moment: one that arrives during start (initdb can take
   // seconds) stops the process cleanly once start has settled, instead of killing it half-way
@@ -149,7 +153,15 @@ async function main(argv: string[]): Promise<number> {
   let app: Awaited<ReturnType<typeof startApp>>;
   try {
     // Waits for a database that cannot be reached yet; a fault no wait cures rejects (exit 1).
-    app = await startApp(config, log, { gateway: command !== 'worker', worker: command !== 'serve' }, undefined, undefined, undefined, starting.signal);
+    app = await startApp(
+      config,
+      log,
+      { gateway: command !== 'worker', worker: command !== 'serve' },
+      undefined,
+      undefined,
+      undefined,
+      starting.signal,
+    );
   } catch (error) {
     // Told to stop while it waited: a stop, not a failure.
     if (stopRequested && starting.signal.aborted) {

@@ -320,19 +320,27 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     const logFd = fs.openSync(logFile, 'a');
     const logStart = fs.fstatSync(logFd).size;
     const args = [
-      '-D', clusterDir,
-      '-p', String(port),
-      '-c', 'listen_addresses=127.0.0.1',
+      '-D',
+      clusterDir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
       // TCP only: no socket files to collide with a system server's in /tmp.
-      '-c', 'unix_socket_directories=',
-      '-c', 'max_connections=200',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=200',
       // What an error puts in the server log beyond its one-line message: the DETAIL of a check
       // or not-null violation quotes the whole row ("Failing row contains (...)": an endpoint's
       // url, headers and sealed signing secret), CONTEXT and STATEMENT quote the query, and a
       // failing statement's parameters could be logged too. None of it goes to the log.
-      '-c', 'log_error_verbosity=terse',
-      '-c', 'log_min_error_statement=panic',
-      '-c', 'log_parameter_max_length_on_error=0',
+      '-c',
+      'log_error_verbosity=terse',
+      '-c',
+      'log_min_error_statement=panic',
+      '-c',
+      'log_parameter_max_length_on_error=0',
       ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
     ];
     const child: ChildProcess = spawn(bins.postgres, args, {
@@ -383,7 +391,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       }
       if (Date.now() > deadline) {
         child.kill('SIGQUIT');
-        throw new EmbeddedPostgresError(`embedded postgres did not accept connections within 60 s. Its log (${logFile}):\n${tail(logFile, logStart)}`);
+        throw new EmbeddedPostgresError(
+          `embedded postgres did not accept connections within 60 s. Its log (${logFile}):\n${tail(logFile, logStart)}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 100));
     }

@@ -21,7 +21,7 @@ export class DatabaseFaultError extends Error {
 
 const FIXES: Record<string, string> = {
   [INVALID_PASSWORD]: 'the database refused the password; fix DATABASE_URL',
-  [INVALID_AUTHORIZATION]: 'the database refused the user; fix DATABASE_URL (or the server\'s pg_hba.conf)',
+  [INVALID_AUTHORIZATION]: "the database refused the user; fix DATABASE_URL (or the server's pg_hba.conf)",
   [INVALID_CATALOG_NAME]: 'the database does not exist; fix the database name in DATABASE_URL, or create it',
   [UNDEFINED_TABLE]: 'the database is not migrated; run `jobgate migrate` (or createJobgate with migrate: true)',
 };

@@ -121,7 +121,8 @@ export function createListener(options: ListenerOptions) {
         for (const channel of [...channels, probeChannel]) await c.query(`listen ${pg.escapeIdentifier(channel)}`);
       })();
       listening.catch(() => {}); // a late failure after the timeout has already dropped it
-      if ((await within(listening, connectTimeoutMs)) === 'timeout') return drop(c, `no answer within ${connectTimeoutMs} ms while connecting`);
+      if ((await within(listening, connectTimeoutMs)) === 'timeout')
+        return drop(c, `no answer within ${connectTimeoutMs} ms while connecting`);
     } catch (error) {
       drop(c, (error as Error).message);
       return;
@@ -137,7 +138,9 @@ export function createListener(options: ListenerOptions) {
 
   function within<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
     let timer: NodeJS.Timeout;
-    return Promise.race([promise, new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), ms)))]).finally(() => clearTimeout(timer));
+    return Promise.race([promise, new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), ms)))]).finally(() =>
+      clearTimeout(timer),
+    );
   }
 
   async function check() {

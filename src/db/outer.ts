@@ -23,7 +23,8 @@ export function outerExecutor(tx: OuterTransaction): Db {
     if (!tx.isTransaction) throw new TypeError('jobgate: pass a Kysely Transaction (db.transaction()), not the Kysely instance');
     return tx;
   }
-  if (typeof (tx as pg.ClientBase).query !== 'function') throw new TypeError('jobgate: pass a pg client inside BEGIN or a Kysely Transaction');
+  if (typeof (tx as pg.ClientBase).query !== 'function')
+    throw new TypeError('jobgate: pass a pg client inside BEGIN or a Kysely Transaction');
   // One stable handle, so Kysely's per-client connection cache sees one connection.
   const handle = { query: (text: string, values: unknown[]) => tx.query(text, values), release: () => {} };
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool: { connect: async () => handle, end: async () => {} } as never }) });

@@ -64,7 +64,9 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
       await db.destroy();
       // Kysely ends the pool only if it ran a query; a pool used only directly is ended here.
       if (!pool.ending) await pool.end();
-      await Promise.all([...open].map((client) => new Promise<void>((resolve) => (open.has(client) ? client.once('end', () => resolve()) : resolve()))));
+      await Promise.all(
+        [...open].map((client) => new Promise<void>((resolve) => (open.has(client) ? client.once('end', () => resolve()) : resolve()))),
+      );
     },
   };
 }

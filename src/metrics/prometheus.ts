@@ -117,18 +117,42 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     registers,
   });
   const reconciles = new Counter({ name: 'jobgate_reconciles_total', help: 'Reconcile passes this process ran.', registers });
-  const leasesLost = new Counter({ name: 'jobgate_leases_lost_total', help: 'Attempts this process aborted because their lease was taken over.', registers });
+  const leasesLost = new Counter({
+    name: 'jobgate_leases_lost_total',
+    help: 'Attempts this process aborted because their lease was taken over.',
+    registers,
+  });
   const lateness = new Histogram({
     name: 'jobgate_cron_tick_lateness_seconds',
     help: 'How late cron occurrences fired by this process were, after their scheduled time.',
     buckets: LATENESS_BUCKETS,
     registers,
   });
-  const misfires = new Counter({ name: 'jobgate_cron_misfires_total', help: 'Cron occurrences missed (misfire policy) when this process caught up.', registers });
-  const skipped = new Counter({ name: 'jobgate_cron_skipped_ticks_total', help: 'Cron occurrences skipped (overlap policy, a held lock key).', registers });
-  const checkpoints = new Counter({ name: 'jobgate_run_checkpoints_total', help: 'Checkpoints stored by recoverable runs in this process.', registers });
-  const delivered = new Counter({ name: 'jobgate_live_events_delivered_total', help: 'Events and findings handed to live subscribers by this process.', registers });
-  const slowCut = new Counter({ name: 'jobgate_live_slow_consumers_total', help: 'Live subscribers cut off for reading nothing while events waited (SLOW_CONSUMER).', registers });
+  const misfires = new Counter({
+    name: 'jobgate_cron_misfires_total',
+    help: 'Cron occurrences missed (misfire policy) when this process caught up.',
+    registers,
+  });
+  const skipped = new Counter({
+    name: 'jobgate_cron_skipped_ticks_total',
+    help: 'Cron occurrences skipped (overlap policy, a held lock key).',
+    registers,
+  });
+  const checkpoints = new Counter({
+    name: 'jobgate_run_checkpoints_total',
+    help: 'Checkpoints stored by recoverable runs in this process.',
+    registers,
+  });
+  const delivered = new Counter({
+    name: 'jobgate_live_events_delivered_total',
+    help: 'Events and findings handed to live subscribers by this process.',
+    registers,
+  });
+  const slowCut = new Counter({
+    name: 'jobgate_live_slow_consumers_total',
+    help: 'Live subscribers cut off for reading nothing while events waited (SLOW_CONSUMER).',
+    registers,
+  });
   const reconnects = new Counter({
     name: 'jobgate_listen_reconnects_total',
     help: 'Times a LISTEN connection of this process listened again after losing its connection, by connection.',
@@ -272,7 +296,8 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
         this.reset();
         const snap = await snapshot();
         if (!snap) return;
-        for (const status of ['RUNNING', 'CANCEL_REQUESTED', 'PAUSED']) this.set({ status }, snap.runs.find((r) => r.status === status)?.count ?? 0);
+        for (const status of ['RUNNING', 'CANCEL_REQUESTED', 'PAUSED'])
+          this.set({ status }, snap.runs.find((r) => r.status === status)?.count ?? 0);
       },
     });
   }

@@ -62,7 +62,7 @@ builder.mutationFields((t) => ({
     type: SubscriptionTicketPayloadRef,
     description:
       'Mints a short-lived (60 s), single-use ticket that opens one Server-Sent Events subscription without an Authorization header (`?ticket=`), ' +
-      'for a browser\'s EventSource, so no long-lived key is put in a URL. Any role; the stream acts as this key, with its role, and ends when the key is revoked.',
+      "for a browser's EventSource, so no long-lived key is put in a URL. Any role; the stream acts as this key, with its role, and ends when the key is revoked.",
     resolve: (_root, _args, ctx) => ctx.service.createSubscriptionTicket(ctx.actor),
   }),
   createApiKey: t.field({
@@ -73,14 +73,17 @@ builder.mutationFields((t) => ({
   }),
   revokeApiKey: t.field({
     type: ApiKeyRef,
-    description: 'Revokes an API key: it stops working at once, live streams included: its WebSocket connections close with 4403 and its Server-Sent Events streams end with UNAUTHENTICATED, on every gateway. ADMIN only; an installation-admin key only by an installation admin (FORBIDDEN otherwise). The workspace\'s last live ADMIN key cannot be revoked (CONFLICT, details.reason LAST_ADMIN_KEY): create another first.',
+    description:
+      "Revokes an API key: it stops working at once, live streams included: its WebSocket connections close with 4403 and its Server-Sent Events streams end with UNAUTHENTICATED, on every gateway. ADMIN only; an installation-admin key only by an installation admin (FORBIDDEN otherwise). The workspace's last live ADMIN key cannot be revoked (CONFLICT, details.reason LAST_ADMIN_KEY): create another first.",
     args: { id: t.arg.id({ required: true, description: 'The key to revoke.' }) },
     resolve: (_root, args, ctx) => ctx.service.revokeApiKey(ctx.actor, String(args.id)),
   }),
   createWorkspace: t.field({
     type: CreateWorkspacePayloadRef,
     description: 'Creates a workspace and its first ADMIN key. Installation admins only.',
-    args: { input: t.arg({ type: CreateWorkspaceInputRef, required: true, description: 'The workspace.', validate: createWorkspaceValidation }) },
+    args: {
+      input: t.arg({ type: CreateWorkspaceInputRef, required: true, description: 'The workspace.', validate: createWorkspaceValidation }),
+    },
     resolve: (_root, args, ctx) => ctx.service.createWorkspace(ctx.actor, args.input as never),
   }),
 }));

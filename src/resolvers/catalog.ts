@@ -38,13 +38,17 @@ builder.mutationFields((t) => ({
   createPayloadSpec: t.field({
     type: PayloadSpecRef,
     description: 'Creates a payload spec. VALIDATION_FAILED when the document is not a valid JSON Schema; CONFLICT when the name is taken.',
-    args: { input: t.arg({ type: CreatePayloadSpecInputRef, required: true, description: 'The spec.', validate: createPayloadSpecValidation }) },
+    args: {
+      input: t.arg({ type: CreatePayloadSpecInputRef, required: true, description: 'The spec.', validate: createPayloadSpecValidation }),
+    },
     resolve: (_root, args, ctx) => ctx.service.createPayloadSpec(ctx.actor, args.input as never),
   }),
   updatePayloadSpec: t.field({
     type: PayloadSpecRef,
     description: 'Changes a payload spec; a new schema bumps its version. Existing jobs are not re-validated.',
-    args: { input: t.arg({ type: UpdatePayloadSpecInputRef, required: true, description: 'The changes.', validate: updatePayloadSpecValidation }) },
+    args: {
+      input: t.arg({ type: UpdatePayloadSpecInputRef, required: true, description: 'The changes.', validate: updatePayloadSpecValidation }),
+    },
     resolve: (_root, args, ctx) => ctx.service.updatePayloadSpec(ctx.actor, args.input as never),
   }),
   setConfig: t.field({

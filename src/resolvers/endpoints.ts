@@ -36,13 +36,17 @@ builder.mutationFields((t) => ({
   registerEndpoint: t.field({
     type: EndpointRef,
     description: 'Registers an endpoint. CONFLICT when a live endpoint has the name.',
-    args: { input: t.arg({ type: RegisterEndpointInputRef, required: true, description: 'The endpoint.', validate: registerEndpointValidation }) },
+    args: {
+      input: t.arg({ type: RegisterEndpointInputRef, required: true, description: 'The endpoint.', validate: registerEndpointValidation }),
+    },
     resolve: (_root, args, ctx) => ctx.service.registerEndpoint(ctx.actor, args.input as never),
   }),
   updateEndpoint: t.field({
     type: EndpointRef,
     description: 'Changes an endpoint. FORBIDDEN for internal endpoints; ARCHIVED for archived ones.',
-    args: { input: t.arg({ type: UpdateEndpointInputRef, required: true, description: 'The changes.', validate: updateEndpointValidation }) },
+    args: {
+      input: t.arg({ type: UpdateEndpointInputRef, required: true, description: 'The changes.', validate: updateEndpointValidation }),
+    },
     resolve: (_root, args, ctx) => ctx.service.updateEndpoint(ctx.actor, args.input as never),
   }),
   archiveEndpoint: t.field({

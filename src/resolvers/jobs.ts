@@ -1,6 +1,13 @@
 import { builder } from '../schema/builder.js';
 import { DateTimeScalar, pageArgs } from '../schema/common.js';
-import { BulkResultRef, ExecutionConnectionRef, ExecutionFilterInputRef, ExecutionRef, ExecutionStatusEnum, TriggerJobPayloadRef } from '../schema/execution.js';
+import {
+  BulkResultRef,
+  ExecutionConnectionRef,
+  ExecutionFilterInputRef,
+  ExecutionRef,
+  ExecutionStatusEnum,
+  TriggerJobPayloadRef,
+} from '../schema/execution.js';
 import {
   CancelJobPayloadRef,
   CreateJobInputRef,
@@ -32,7 +39,8 @@ builder.queryFields((t) => ({
   }),
   executions: t.field({
     type: ExecutionConnectionRef,
-    description: 'Executions of the workspace, newest first unless `filter.order` says otherwise; narrowed by `filter` (and, as before it existed, by `jobId` and `status`).',
+    description:
+      'Executions of the workspace, newest first unless `filter.order` says otherwise; narrowed by `filter` (and, as before it existed, by `jobId` and `status`).',
     args: {
       ...pageArgs(t.arg),
       jobId: t.arg.id({ description: 'Only executions of this job (as `filter.jobId`).' }),
@@ -102,7 +110,9 @@ builder.mutationFields((t) => ({
     description:
       'Runs a job now, outside its schedule. CONFLICT while it is paused or has a live execution, unless `force`; ' +
       'RETIRED for a retired job; LOCK_HELD when its lock key is taken.',
-    args: { input: t.arg({ type: TriggerJobInputRef, required: true, description: 'Which job, and how.', validate: triggerJobValidation }) },
+    args: {
+      input: t.arg({ type: TriggerJobInputRef, required: true, description: 'Which job, and how.', validate: triggerJobValidation }),
+    },
     resolve: (_root, args, ctx) => ctx.service.triggerJob(ctx.actor, args.input as never),
   }),
   cancelExecution: t.field({
@@ -134,9 +144,13 @@ builder.mutationFields((t) => ({
   }),
   cancelExecutions: t.field({
     type: BulkResultRef,
-    description: 'Cancels the PENDING and RUNNING executions matching `filter`, each as cancelExecution would. At most `limit` per call (default 100, at most 1000). OPERATOR or ADMIN.',
+    description:
+      'Cancels the PENDING and RUNNING executions matching `filter`, each as cancelExecution would. At most `limit` per call (default 100, at most 1000). OPERATOR or ADMIN.',
     args: {
-      filter: t.arg({ type: ExecutionFilterInputRef, description: 'Which executions; statuses other than PENDING and RUNNING in it are ignored.' }),
+      filter: t.arg({
+        type: ExecutionFilterInputRef,
+        description: 'Which executions; statuses other than PENDING and RUNNING in it are ignored.',
+      }),
       limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
     },
     resolve: (_root, args, ctx) => ctx.service.cancelExecutions(ctx.actor, args as never),

@@ -8,14 +8,16 @@ const AFTER =
 builder.subscriptionFields((t) => ({
   runProgress: t.field({
     type: RunRef,
-    description: "A run's state at once, then after each checkpoint and status change; completes when the run is COMPLETED or FAILED. Bursts may coalesce, the latest state always arrives.",
+    description:
+      "A run's state at once, then after each checkpoint and status change; completes when the run is COMPLETED or FAILED. Bursts may coalesce, the latest state always arrives.",
     args: { runId: t.arg.id({ required: true, description: 'The run to watch.' }) },
     subscribe: (_root, args, ctx) => ctx.live.runProgress(ctx.actor, String(args.runId)),
     resolve: (run) => run,
   }),
   runFindings: t.field({
     type: FindingRef,
-    description: "A run's findings in the order recorded: those after `after` first, then new ones as they are recorded. No gap and no duplicate across that boundary or across reconnects.",
+    description:
+      "A run's findings in the order recorded: those after `after` first, then new ones as they are recorded. No gap and no duplicate across that boundary or across reconnects.",
     args: {
       runId: t.arg.id({ required: true, description: 'The run whose findings to stream.' }),
       after: t.arg.string({ description: 'The `id` of the last finding you received; omit to start from now ("0" replays all).' }),
@@ -32,14 +34,19 @@ builder.subscriptionFields((t) => ({
       after: t.arg.string({ description: AFTER }),
     },
     subscribe: (_root, args, ctx) =>
-      ctx.live.executionUpdates(ctx.actor, { jobId: args.jobId == null ? null : String(args.jobId), endpointId: args.endpointId == null ? null : String(args.endpointId), after: args.after }),
+      ctx.live.executionUpdates(ctx.actor, {
+        jobId: args.jobId == null ? null : String(args.jobId),
+        endpointId: args.endpointId == null ? null : String(args.endpointId),
+        after: args.after,
+      }),
     resolve: (event) => event,
   }),
   jobEvents: t.field({
     type: JobEventRef,
     description: 'Jobs created, paused, resumed or retired in your workspace, optionally of one job, in order.',
     args: { jobId: t.arg.id({ description: 'Only this job.' }), after: t.arg.string({ description: AFTER }) },
-    subscribe: (_root, args, ctx) => ctx.live.jobEvents(ctx.actor, { jobId: args.jobId == null ? null : String(args.jobId), after: args.after }),
+    subscribe: (_root, args, ctx) =>
+      ctx.live.jobEvents(ctx.actor, { jobId: args.jobId == null ? null : String(args.jobId), after: args.after }),
     resolve: (event) => event,
   }),
   runEvents: t.field({

@@ -11,7 +11,8 @@ export const RoleEnum = builder.enumType('Role', {
   values: {
     ADMIN: { description: 'Everything in the workspace, including API keys and the audit log.' },
     OPERATOR: {
-      description: 'Create jobs and endpoints; update or cancel those its own key created; run and re-drive any execution, and cancel the executions its key started or of jobs its key created.',
+      description:
+        'Create jobs and endpoints; update or cancel those its own key created; run and re-drive any execution, and cancel the executions its key started or of jobs its key created.',
     },
     VIEWER: { description: 'Read and subscribe only.' },
   } as const,
@@ -27,8 +28,18 @@ export const ApiKeyRef = builder.objectRef<ApiKey>('ApiKey').implement({
     installationAdmin: t.exposeBoolean('installationAdmin', { description: 'Whether the key may create workspaces.' }),
     prefix: t.exposeString('prefix', { description: 'The first characters of the key, to tell keys apart.' }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When the key was created.', resolve: (k) => k.createdAt }),
-    lastUsedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the key was last used (to the minute).', resolve: (k) => k.lastUsedAt }),
-    revokedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the key was revoked; revoked keys stop working at once.', resolve: (k) => k.revokedAt }),
+    lastUsedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When the key was last used (to the minute).',
+      resolve: (k) => k.lastUsedAt,
+    }),
+    revokedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When the key was revoked; revoked keys stop working at once.',
+      resolve: (k) => k.revokedAt,
+    }),
   }),
 });
 
@@ -42,7 +53,7 @@ export const CreateApiKeyPayloadRef = builder.objectRef<CreateApiKeyResult>('Cre
 
 export const SubscriptionTicketPayloadRef = builder.objectRef<SubscriptionTicket>('SubscriptionTicketPayload').implement({
   description:
-    'A subscription ticket: opens one Server-Sent Events subscription from a browser\'s EventSource, which cannot send an Authorization header. ' +
+    "A subscription ticket: opens one Server-Sent Events subscription from a browser's EventSource, which cannot send an Authorization header. " +
     'Single-use, valid for 60 seconds, acting as the key that minted it with the role it had.',
   fields: (t) => ({
     ticket: t.exposeString('ticket', {
@@ -50,17 +61,23 @@ export const SubscriptionTicketPayloadRef = builder.objectRef<SubscriptionTicket
         'The ticket: open `GET /graphql?query=<a subscription>&variables=<JSON>&ticket=<this>` with `Accept: text/event-stream` (what EventSource sends). ' +
         'Used up by that request; other operations are refused (FORBIDDEN). A used, expired or unknown ticket, or one whose key was revoked, is UNAUTHENTICATED.',
     }),
-    expiresAt: t.field({ type: DateTimeScalar, description: 'When the ticket stops working if it is not used.', resolve: (r) => r.expiresAt }),
+    expiresAt: t.field({
+      type: DateTimeScalar,
+      description: 'When the ticket stops working if it is not used.',
+      resolve: (r) => r.expiresAt,
+    }),
   }),
 });
 
-export const CreateWorkspacePayloadRef = builder.objectRef<{ workspace: Workspace; adminKey: CreateApiKeyResult }>('CreateWorkspacePayload').implement({
-  description: 'A new workspace and its first ADMIN key.',
-  fields: (t) => ({
-    workspace: t.field({ type: WorkspaceRef, description: 'The workspace.', resolve: (r) => r.workspace }),
-    adminKey: t.field({ type: CreateApiKeyPayloadRef, description: 'Its first ADMIN key, shown this once.', resolve: (r) => r.adminKey }),
-  }),
-});
+export const CreateWorkspacePayloadRef = builder
+  .objectRef<{ workspace: Workspace; adminKey: CreateApiKeyResult }>('CreateWorkspacePayload')
+  .implement({
+    description: 'A new workspace and its first ADMIN key.',
+    fields: (t) => ({
+      workspace: t.field({ type: WorkspaceRef, description: 'The workspace.', resolve: (r) => r.workspace }),
+      adminKey: t.field({ type: CreateApiKeyPayloadRef, description: 'Its first ADMIN key, shown this once.', resolve: (r) => r.adminKey }),
+    }),
+  });
 
 export const AuditEntryRef = builder.objectRef<AuditEntry>('AuditEntry').implement({
   description: 'One mutation, as recorded: who, what, on what, with which (redacted) input, and how it ended.',

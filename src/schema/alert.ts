@@ -13,11 +13,19 @@ import { SeverityEnum } from './run.js';
 export const AlertConditionEnum = builder.enumType('AlertCondition', {
   description: 'What an alert rule watches for.',
   values: {
-    EXECUTION_FAILED: { description: 'An execution of a job ended FAILED (its attempts exhausted, or an unrecoverable error). Resolved by the next success of that job.' },
+    EXECUTION_FAILED: {
+      description:
+        'An execution of a job ended FAILED (its attempts exhausted, or an unrecoverable error). Resolved by the next success of that job.',
+    },
     RUN_FAILED: { description: 'A recoverable run ended FAILED, or was paused as CRASHED. Resolved when a run of that handler completes.' },
     INTERVAL_ERROR: { description: 'An interval handler recorded ERROR, `minConsecutive` times in a row. Resolved by its next OK tick.' },
-    SCHEDULE_ERROR: { description: "A cron job's schedule could not be computed (the job's scheduleError). Resolved when it computes again." },
-    NO_SUCCESS: { description: "A dead man's switch: a job or handler had no success for `noSuccessMs`. With no subject chosen it watches every active CRON job. Resolved by a success." },
+    SCHEDULE_ERROR: {
+      description: "A cron job's schedule could not be computed (the job's scheduleError). Resolved when it computes again.",
+    },
+    NO_SUCCESS: {
+      description:
+        "A dead man's switch: a job or handler had no success for `noSuccessMs`. With no subject chosen it watches every active CRON job. Resolved by a success.",
+    },
     FINDING: {
       description:
         'A recoverable run recorded a finding at or above `minSeverity`. Findings are facts and stay; the condition clears when a later run of the same handler COMPLETES with no finding at or above `minSeverity` (a failed or paused run clears nothing), and that sends one RESOLVED notification.',
@@ -28,7 +36,10 @@ export const AlertConditionEnum = builder.enumType('AlertCondition', {
 export const AlertKindEnum = builder.enumType('AlertKind', {
   description: 'Whether a notification says a condition started (or still holds) or cleared.',
   values: {
-    FIRING: { description: 'The condition holds: the first occurrence in a rate-limit window, or a digest of the ones held back when the window ended.' },
+    FIRING: {
+      description:
+        'The condition holds: the first occurrence in a rate-limit window, or a digest of the ones held back when the window ended.',
+    },
     RESOLVED: { description: 'The condition cleared after a FIRING notification; sent once per episode.' },
   } as const,
 });
@@ -45,7 +56,10 @@ export const AlertSubjectTypeEnum = builder.enumType('AlertSubjectType', {
 export const AlertWebhookFormatEnum = builder.enumType('AlertWebhookFormat', {
   description: 'The body a webhook destination receives.',
   values: {
-    JSON: { description: 'jobgate\'s alert document: {type: "jobgate.alert", id, kind, condition, rule, subject, summary, occurrences, suppressedCount, ...}.' },
+    JSON: {
+      description:
+        'jobgate\'s alert document: {type: "jobgate.alert", id, kind, condition, rule, subject, summary, occurrences, suppressedCount, ...}.',
+    },
     SLACK: { description: 'A Slack-compatible incoming-webhook body: {text}.' },
   } as const,
 });
@@ -64,25 +78,43 @@ export const AlertDeliveryStateEnum = builder.enumType('AlertDeliveryState', {
 
 export const AlertRuleRef = builder.objectRef<AlertRule>('AlertRule').implement({
   description:
-    'Which condition notifies which destinations, for which subjects, how often at most. Readable by ADMIN keys only (FORBIDDEN for OPERATOR and VIEWER): a rule holds people\'s email addresses and where webhooks go, which is who-hears-what configuration, like API keys. What a rule raised (Alert, with its ruleName) is readable by every role.',
+    "Which condition notifies which destinations, for which subjects, how often at most. Readable by ADMIN keys only (FORBIDDEN for OPERATOR and VIEWER): a rule holds people's email addresses and where webhooks go, which is who-hears-what configuration, like API keys. What a rule raised (Alert, with its ruleName) is readable by every role.",
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'Unique among the live rules of the workspace.' }),
     condition: t.field({ type: AlertConditionEnum, description: 'What it watches for.', resolve: (r) => r.condition }),
-    jobIds: t.exposeIDList('jobIds', { description: 'Only these jobs (with endpointIds and handlerNames: any of them). All three empty: every subject.' }),
+    jobIds: t.exposeIDList('jobIds', {
+      description: 'Only these jobs (with endpointIds and handlerNames: any of them). All three empty: every subject.',
+    }),
     endpointIds: t.exposeIDList('endpointIds', { description: 'Only jobs on these endpoints.' }),
     handlerNames: t.exposeStringList('handlerNames', { description: 'Only these recoverable or interval handlers.' }),
     minConsecutive: t.exposeInt('minConsecutive', { description: 'INTERVAL_ERROR: errors in a row before it fires.' }),
     noSuccessMs: t.exposeFloat('noSuccessMs', { nullable: true, description: 'NO_SUCCESS: how long without a success, in ms.' }),
-    minSeverity: t.field({ type: SeverityEnum, nullable: true, description: 'FINDING: the least severity that fires.', resolve: (r) => r.minSeverity }),
-    webhookEndpointId: t.exposeID('webhookEndpointId', { nullable: true, description: 'The HTTP endpoint that receives notifications (signed, retried and recorded like any job on it). ADMIN only, as the whole rule.' }),
-    webhookFormat: t.field({ type: AlertWebhookFormatEnum, description: 'The body the webhook receives.', resolve: (r) => r.webhookFormat }),
+    minSeverity: t.field({
+      type: SeverityEnum,
+      nullable: true,
+      description: 'FINDING: the least severity that fires.',
+      resolve: (r) => r.minSeverity,
+    }),
+    webhookEndpointId: t.exposeID('webhookEndpointId', {
+      nullable: true,
+      description:
+        'The HTTP endpoint that receives notifications (signed, retried and recorded like any job on it). ADMIN only, as the whole rule.',
+    }),
+    webhookFormat: t.field({
+      type: AlertWebhookFormatEnum,
+      description: 'The body the webhook receives.',
+      resolve: (r) => r.webhookFormat,
+    }),
     email: t.exposeBoolean('email', { description: 'Whether notifications are also emailed.' }),
     emailTo: t.exposeStringList('emailTo', {
       description:
         "Email recipients; empty means the installation's default list (JOBGATE_ALERT_EMAIL_TO). ADMIN only, as the whole rule: no other read shows them (email delivery jobs carry the rule's id, not the addresses, and a failed send's recorded error has them masked).",
     }),
-    rateLimitMs: t.exposeFloat('rateLimitMs', { description: 'At most one FIRING notification per subject in this long (default 6 h); the others are counted and reported by the next one.' }),
+    rateLimitMs: t.exposeFloat('rateLimitMs', {
+      description:
+        'At most one FIRING notification per subject in this long (default 6 h); the others are counted and reported by the next one.',
+    }),
     enabled: t.exposeBoolean('enabled', { description: 'A disabled rule evaluates nothing.' }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When it was created.', resolve: (r) => r.createdAt }),
     updatedAt: t.field({ type: DateTimeScalar, description: 'When it last changed.', resolve: (r) => r.updatedAt }),
@@ -95,12 +127,18 @@ export const AlertRef = builder.objectRef<Alert>('Alert').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier; also in the webhook body and the email.' }),
     ruleId: t.exposeID('ruleId', { description: 'The rule that raised it.' }),
-    ruleName: t.exposeString('ruleName', { description: 'The name of the rule that raised it (as it is now; a deleted rule keeps its name). Readable by every role.' }),
+    ruleName: t.exposeString('ruleName', {
+      description: 'The name of the rule that raised it (as it is now; a deleted rule keeps its name). Readable by every role.',
+    }),
     rule: t.field({
       type: AlertRuleRef,
       nullable: true,
-      description: 'The rule, or null when it has been deleted since. ADMIN only (FORBIDDEN for other keys, as alertRule): it holds the destinations; ruleName is for everyone.',
-      resolve: (a, _args, ctx) => ctx.service.alertRule(ctx.actor, a.ruleId).catch((e: unknown) => (e instanceof DomainError && e.code === 'NOT_FOUND' ? null : Promise.reject(e))),
+      description:
+        'The rule, or null when it has been deleted since. ADMIN only (FORBIDDEN for other keys, as alertRule): it holds the destinations; ruleName is for everyone.',
+      resolve: (a, _args, ctx) =>
+        ctx.service
+          .alertRule(ctx.actor, a.ruleId)
+          .catch((e: unknown) => (e instanceof DomainError && e.code === 'NOT_FOUND' ? null : Promise.reject(e))),
     }),
     condition: t.field({ type: AlertConditionEnum, description: 'What happened.', resolve: (a) => a.condition }),
     kind: t.field({ type: AlertKindEnum, description: 'Started (or still holds), or cleared.', resolve: (a) => a.kind }),
@@ -108,18 +146,33 @@ export const AlertRef = builder.objectRef<Alert>('Alert').implement({
     subjectId: t.exposeID('subjectId', { nullable: true, description: 'The job, for JOB subjects.' }),
     subjectName: t.exposeString('subjectName', { nullable: true, description: 'The job or handler name.' }),
     summary: t.exposeString('summary', { description: 'One line for a human; error texts in it are redacted as stored by the engine.' }),
-    detail: t.field({ type: JSONScalar, description: 'The facts behind it (execution, attempts, error excerpt, severity...), by condition.', resolve: (a) => a.detail }),
-    windowStart: t.field({ type: DateTimeScalar, description: 'Start of the rate-limit window it opened (RESOLVED: of the FIRING one it resolves).', resolve: (a) => a.windowStart }),
-    firstSeenAt: t.field({ type: DateTimeScalar, description: 'When this episode of the condition was first seen.', resolve: (a) => a.firstSeenAt }),
+    detail: t.field({
+      type: JSONScalar,
+      description: 'The facts behind it (execution, attempts, error excerpt, severity...), by condition.',
+      resolve: (a) => a.detail,
+    }),
+    windowStart: t.field({
+      type: DateTimeScalar,
+      description: 'Start of the rate-limit window it opened (RESOLVED: of the FIRING one it resolves).',
+      resolve: (a) => a.windowStart,
+    }),
+    firstSeenAt: t.field({
+      type: DateTimeScalar,
+      description: 'When this episode of the condition was first seen.',
+      resolve: (a) => a.firstSeenAt,
+    }),
     lastSeenAt: t.field({ type: DateTimeScalar, description: 'When it was last seen.', resolve: (a) => a.lastSeenAt }),
     occurrences: t.exposeInt('occurrences', { description: 'Occurrences in this episode so far.' }),
-    suppressedCount: t.exposeInt('suppressedCount', { description: 'Occurrences held back by the rate limit since the previous notification.' }),
+    suppressedCount: t.exposeInt('suppressedCount', {
+      description: 'Occurrences held back by the rate limit since the previous notification.',
+    }),
     webhookDelivery: t.field({ type: AlertDeliveryStateEnum, description: 'Delivery to the webhook.', resolve: (a) => a.webhookDelivery }),
     emailDelivery: t.field({ type: AlertDeliveryStateEnum, description: 'Delivery by email.', resolve: (a) => a.emailDelivery }),
     webhookJob: t.field({
       type: JobRef,
       nullable: true,
-      description: 'The job delivering it to the webhook (its executions and attempts are the delivery history); a job of the workspace like any other, readable by every role. Its input is the webhook body, which names no email address.',
+      description:
+        'The job delivering it to the webhook (its executions and attempts are the delivery history); a job of the workspace like any other, readable by every role. Its input is the webhook body, which names no email address.',
       resolve: (a, _args, ctx) => (a.webhookJobId ? ctx.service.job(ctx.actor, a.webhookJobId) : null),
     }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When it was raised.', resolve: (a) => a.createdAt }),
@@ -134,7 +187,11 @@ export const AlertEventRef = builder.objectRef<LiveEvent>('AlertEvent').implemen
     alertId: t.exposeID('subjectId', { description: 'The alert.' }),
     kind: t.field({ type: AlertKindEnum, description: 'FIRING or RESOLVED.', resolve: (e) => e.status as Alert['kind'] }),
     occurredAt: t.field({ type: DateTimeScalar, description: 'When it was raised.', resolve: (e) => e.occurredAt }),
-    alert: t.field({ type: AlertRef, description: 'The alert, with its delivery state as it is now.', resolve: (e, _a, ctx) => ctx.service.alert(ctx.actor, e.subjectId) }),
+    alert: t.field({
+      type: AlertRef,
+      description: 'The alert, with its delivery state as it is now.',
+      resolve: (e, _a, ctx) => ctx.service.alert(ctx.actor, e.subjectId),
+    }),
   }),
 });
 
@@ -149,7 +206,9 @@ const ruleInputFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['
   webhookFormat: t.field({ type: AlertWebhookFormatEnum, description: 'The webhook body. Default JSON.' }),
   email: t.boolean({ description: 'Also email notifications. A rule needs a webhook, email, or both.' }),
   emailTo: t.stringList({ description: "Recipients, at most 50; empty means the installation's default list." }),
-  rateLimitMs: t.float({ description: 'At most one FIRING notification per subject in this long, in ms, 1000 to 30 days. Default 6 hours.' }),
+  rateLimitMs: t.float({
+    description: 'At most one FIRING notification per subject in this long, in ms, 1000 to 30 days. Default 6 hours.',
+  }),
   enabled: t.boolean({ description: 'Default true.' }),
 });
 
@@ -175,7 +234,7 @@ export const UpdateAlertRuleInputRef = builder.inputType('UpdateAlertRuleInput',
 export const updateAlertRuleValidation = zodInput(updateAlertRuleSchema);
 
 export const SetJobAlertsOptOutInputRef = builder.inputType('SetJobAlertsOptOutInput', {
-  description: "Opt a job out of alerts, or back in.",
+  description: 'Opt a job out of alerts, or back in.',
   fields: (t) => ({
     jobId: t.id({ required: true, description: 'The job.' }),
     optOut: t.boolean({ required: true, description: 'true: no rule ever alerts about this job.' }),
@@ -183,14 +242,19 @@ export const SetJobAlertsOptOutInputRef = builder.inputType('SetJobAlertsOptOutI
 });
 export const setJobAlertsOptOutValidation = zodInput(setJobAlertsOptOutSchema);
 
-export const SetJobAlertsOptOutPayloadRef = builder.objectRef<{ jobId: string; alertsOptOut: boolean }>('SetJobAlertsOptOutPayload').implement({
-  description: 'The result of setJobAlertsOptOut.',
-  fields: (t) => ({
-    jobId: t.exposeID('jobId', { description: 'The job.' }),
-    alertsOptOut: t.exposeBoolean('alertsOptOut', { description: 'Whether it is now opted out.' }),
-  }),
-});
+export const SetJobAlertsOptOutPayloadRef = builder
+  .objectRef<{ jobId: string; alertsOptOut: boolean }>('SetJobAlertsOptOutPayload')
+  .implement({
+    description: 'The result of setJobAlertsOptOut.',
+    fields: (t) => ({
+      jobId: t.exposeID('jobId', { description: 'The job.' }),
+      alertsOptOut: t.exposeBoolean('alertsOptOut', { description: 'Whether it is now opted out.' }),
+    }),
+  });
 
 builder.objectField(JobRef, 'alertsOptOut', (t) =>
-  t.boolean({ description: 'Whether this job is opted out of alerts (setJobAlertsOptOut).', resolve: (job, _args, ctx) => ctx.service.jobAlertsOptOut(ctx.actor, job.id) }),
+  t.boolean({
+    description: 'Whether this job is opted out of alerts (setJobAlertsOptOut).',
+    resolve: (job, _args, ctx) => ctx.service.jobAlertsOptOut(ctx.actor, job.id),
+  }),
 );

@@ -47,4 +47,7 @@ export const builder = new SchemaBuilder<{
 
 builder.queryType({ description: 'Read the workspace: endpoints, payload specs, configs, jobs and executions.' });
 builder.mutationType({ description: 'Change the workspace. Every mutation is one transaction: it fully happens or not at all.' });
-builder.subscriptionType({ description: 'Watch the workspace live: run progress and findings, execution, job and run events. Over graphql-ws on /graphql, or Server-Sent Events.' });
+builder.subscriptionType({
+  description:
+    'Watch the workspace live: run progress and findings, execution, job and run events. Over graphql-ws on /graphql, or Server-Sent Events.',
+});

@@ -33,8 +33,7 @@ export const ConfigEntryRef = builder.objectRef<ConfigEntryView>('ConfigEntry').
 
 export const ConfigRef = builder.objectRef<Config>('Config').implement({
   interfaces: [NodeRef],
-  description:
-    'Named values for templating: an endpoint referring to a config may use `{{config.key}}` in its url, headers and body.',
+  description: 'Named values for templating: an endpoint referring to a config may use `{{config.key}}` in its url, headers and body.',
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'Unique name in the workspace, dotted lowercase.' }),

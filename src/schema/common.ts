@@ -59,22 +59,20 @@ export const JSONScalar = builder.scalarType('JSON', {
   parseLiteral: (ast, variables) => literalToJson(ast, variables),
 });
 
-export const PageInfoRef = builder
-  .objectRef<Connection<unknown>['pageInfo']>('PageInfo')
-  .implement({
-    description: 'Where a page sits in its list. Pages are read forwards with `first` and `after`.',
-    fields: (t) => ({
-      hasNextPage: t.exposeBoolean('hasNextPage', { description: 'Whether more items follow this page.' }),
-      hasPreviousPage: t.exposeBoolean('hasPreviousPage', {
-        description: 'Always false: lists are read forwards only (keyset pagination).',
-      }),
-      startCursor: t.exposeString('startCursor', { nullable: true, description: 'Cursor of the first item of the page.' }),
-      endCursor: t.exposeString('endCursor', {
-        nullable: true,
-        description: 'Cursor of the last item of the page; pass it as `after` to read the next page.',
-      }),
+export const PageInfoRef = builder.objectRef<Connection<unknown>['pageInfo']>('PageInfo').implement({
+  description: 'Where a page sits in its list. Pages are read forwards with `first` and `after`.',
+  fields: (t) => ({
+    hasNextPage: t.exposeBoolean('hasNextPage', { description: 'Whether more items follow this page.' }),
+    hasPreviousPage: t.exposeBoolean('hasPreviousPage', {
+      description: 'Always false: lists are read forwards only (keyset pagination).',
     }),
-  });
+    startCursor: t.exposeString('startCursor', { nullable: true, description: 'Cursor of the first item of the page.' }),
+    endCursor: t.exposeString('endCursor', {
+      nullable: true,
+      description: 'Cursor of the last item of the page; pass it as `after` to read the next page.',
+    }),
+  }),
+});
 
 export const ListOrderEnum = builder.enumType('ListOrder', {
   description: 'The order of a list, by creation time.',
@@ -97,8 +95,16 @@ export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: str
     description: `A page of ${what}s, ${order}.`,
     fields: (t) => ({
       edges: t.field({ type: [edge], description: 'The items of this page, each with its cursor.', resolve: (c) => c.edges }),
-      nodes: t.field({ type: [node], description: 'The items of this page, without cursors.', resolve: (c) => c.edges.map((e) => e.node) as never }),
-      pageInfo: t.field({ type: PageInfoRef, description: 'Whether there is a next page, and the cursor to get it.', resolve: (c) => c.pageInfo }),
+      nodes: t.field({
+        type: [node],
+        description: 'The items of this page, without cursors.',
+        resolve: (c) => c.edges.map((e) => e.node) as never,
+      }),
+      pageInfo: t.field({
+        type: PageInfoRef,
+        description: 'Whether there is a next page, and the cursor to get it.',
+        resolve: (c) => c.pageInfo,
+      }),
       totalCount: t.int({
         nullable: true,
         description:

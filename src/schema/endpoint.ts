@@ -34,17 +34,19 @@ export const HttpMethodEnum = builder.enumType('HttpMethod', {
 });
 
 export const TargetWarningCodeEnum = builder.enumType('TargetWarningCode', {
-  description: 'Why deliveries to an endpoint\'s target will likely fail, as the outbound policy sees its host name now.',
+  description: "Why deliveries to an endpoint's target will likely fail, as the outbound policy sees its host name now.",
   values: {
     TARGET_RESOLVES_TO_REFUSED_ADDRESS: {
-      description: 'Every address the host name resolves to is loopback, private, link-local or otherwise special-purpose and not in JOBGATE_OUTBOUND_ALLOW.',
+      description:
+        'Every address the host name resolves to is loopback, private, link-local or otherwise special-purpose and not in JOBGATE_OUTBOUND_ALLOW.',
     },
     TARGET_DOES_NOT_RESOLVE: { description: 'The host name does not resolve just now (or not within 2 seconds).' },
   } as const,
 });
 
 export const TargetWarningRef = builder.objectRef<TargetWarning>('TargetWarning').implement({
-  description: 'Advice about an endpoint\'s target: deliveries will likely fail. Each delivery checks the address it actually connects to, which decides.',
+  description:
+    "Advice about an endpoint's target: deliveries will likely fail. Each delivery checks the address it actually connects to, which decides.",
   fields: (t) => ({
     code: t.field({ type: TargetWarningCodeEnum, description: 'What is wrong, as a value to switch on.', resolve: (w) => w.code }),
     message: t.exposeString('message', { description: 'What is wrong, for people: the host, the addresses it resolves to, what to do.' }),
@@ -56,7 +58,9 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
   interfaces: [NodeRef],
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
-    name: t.exposeString('name', { description: 'Unique among live endpoints of the workspace; dotted lowercase, e.g. "billing.send-invoice".' }),
+    name: t.exposeString('name', {
+      description: 'Unique among live endpoints of the workspace; dotted lowercase, e.g. "billing.send-invoice".',
+    }),
     description: t.exposeString('description', { nullable: true, description: 'What the endpoint does, for people.' }),
     kind: t.field({ type: EndpointKindEnum, description: 'HTTP or HANDLER.', resolve: (e) => e.kind }),
     type: t.field({ type: EndpointTypeEnum, description: 'USER or INTERNAL.', resolve: (e) => e.type }),

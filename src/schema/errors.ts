@@ -11,7 +11,8 @@ const EDGE_CODES = {
   GRAPHQL_PARSE_FAILED: 'The document is not valid GraphQL syntax.',
   GRAPHQL_VALIDATION_FAILED: 'The document does not fit the schema, or exceeds a limit (depth, cost, aliases, tokens).',
   PAYLOAD_TOO_LARGE: 'The request body is larger than the gateway accepts (HTTP 413).',
-  PERSISTED_QUERY_NOT_FOUND: 'Automatic persisted queries: the gateway does not hold the document of this hash (HTTP 404); send it again with the document.',
+  PERSISTED_QUERY_NOT_FOUND:
+    'Automatic persisted queries: the gateway does not hold the document of this hash (HTTP 404); send it again with the document.',
   PERSISTED_QUERY_MISMATCH: 'Automatic persisted queries: the document sent does not have the SHA-256 hash sent with it (HTTP 400).',
   INTERNAL_SERVER_ERROR: 'An unexpected failure; no detail is sent. The server log has it.',
 } as const;

@@ -38,7 +38,7 @@ export const AttemptOutcomeEnum = builder.enumType('AttemptOutcome', {
 });
 
 export const AttemptTargetRef = builder.objectRef<AttemptTarget>('AttemptTarget').implement({
-  description: "The HTTP request an attempt sent, as sent: placeholders rendered, secret config values shown as [redacted].",
+  description: 'The HTTP request an attempt sent, as sent: placeholders rendered, secret config values shown as [redacted].',
   fields: (t) => ({
     url: t.exposeString('url', { description: 'The url called.' }),
     method: t.exposeString('method', { description: 'The HTTP method used.' }),
@@ -55,10 +55,23 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     attemptNumber: t.exposeInt('attemptNumber', { description: '1 for the first attempt.' }),
-    workerId: t.exposeString('workerId', { description: 'The worker that made the attempt: its id for installation admins; for other keys a stable digest of it, as in `handlers`.' }),
+    workerId: t.exposeString('workerId', {
+      description:
+        'The worker that made the attempt: its id for installation admins; for other keys a stable digest of it, as in `handlers`.',
+    }),
     startedAt: t.field({ type: DateTimeScalar, description: 'When it started.', resolve: (a) => a.startedAt }),
-    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it ended; null while running.', resolve: (a) => a.finishedAt }),
-    outcome: t.field({ type: AttemptOutcomeEnum, nullable: true, description: 'How it ended; null while running.', resolve: (a) => a.outcome }),
+    finishedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When it ended; null while running.',
+      resolve: (a) => a.finishedAt,
+    }),
+    outcome: t.field({
+      type: AttemptOutcomeEnum,
+      nullable: true,
+      description: 'How it ended; null while running.',
+      resolve: (a) => a.outcome,
+    }),
     statusCode: t.exposeInt('statusCode', { nullable: true, description: 'HTTP status code, for HTTP endpoints.' }),
     durationMs: t.exposeInt('durationMs', { nullable: true, description: 'How long it took, in milliseconds.' }),
     error: t.exposeString('error', { nullable: true, description: 'What went wrong, when it failed.' }),
@@ -67,7 +80,7 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
       type: AttemptTargetRef,
       nullable: true,
       description:
-        "HTTP endpoints: the request this attempt sent, as the endpoint was when it was made (a later change of the endpoint does not rewrite it). Null for handlers, for attempts that never built a request, and for attempts from before targets were recorded.",
+        'HTTP endpoints: the request this attempt sent, as the endpoint was when it was made (a later change of the endpoint does not rewrite it). Null for handlers, for attempts that never built a request, and for attempts from before targets were recorded.',
       resolve: (a) => a.target,
     }),
   }),
@@ -85,7 +98,11 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
         'executionUpdates and every event it caused arrives, none twice. null when the object was read by a query.',
       resolve: (r) => r.eventCursor ?? null,
     }),
-    job: t.field({ type: JobRef, description: 'The job this execution belongs to.', resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.jobId) }),
+    job: t.field({
+      type: JobRef,
+      description: 'The job this execution belongs to.',
+      resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.jobId),
+    }),
     scheduledFor: t.field({ type: DateTimeScalar, description: 'The occurrence this execution is for.', resolve: (e) => e.scheduledFor }),
     status: t.field({ type: ExecutionStatusEnum, description: 'Where it is in its lifecycle.', resolve: (e) => e.status }),
     attemptCount: t.exposeInt('attemptCount', { description: 'Attempts made so far.' }),
@@ -107,14 +124,20 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
       type: JSONScalar,
       nullable: true,
       description:
-        "The input this execution is delivered with, fixed when it was created: every attempt and retry uses it, and updateJob changes only executions created after the update. Null only for executions that had finished before inputs were pinned.",
+        'The input this execution is delivered with, fixed when it was created: every attempt and retry uses it, and updateJob changes only executions created after the update. Null only for executions that had finished before inputs were pinned.',
       resolve: (e) => e.input,
     }),
     lastError: t.exposeString('lastError', { nullable: true, description: 'The most recent error or the reason it ended.' }),
-    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it reached a final status.', resolve: (e) => e.finishedAt }),
+    finishedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When it reached a final status.',
+      resolve: (e) => e.finishedAt,
+    }),
     attempts: t.field({
       type: [AttemptRef],
-      description: 'Every attempt, oldest first; while the execution is RUNNING the last one is the attempt in progress (no finishedAt or outcome yet).',
+      description:
+        'Every attempt, oldest first; while the execution is RUNNING the last one is the attempt in progress (no finishedAt or outcome yet).',
       resolve: (e, _a, ctx) => ctx.service.attempts(ctx.actor, e.id),
     }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When the execution was created.', resolve: (e) => e.createdAt }),
@@ -161,7 +184,7 @@ export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('Trigger
       description:
         'The event cursor from just before this trigger changed anything: pass it as `after` to executionUpdates(jobId:) or jobEvents(jobId:) ' +
         'and every event it caused arrives, none twice, however late the subscription starts. A repeated request (the same requestId, created false) ' +
-        'changes nothing: its cursor is from the repeat, so keep the first answer\'s cursor to see the execution from its start.',
+        "changes nothing: its cursor is from the repeat, so keep the first answer's cursor to see the execution from its start.",
       resolve: (r) => r.eventCursor!,
     }),
   }),
@@ -171,13 +194,18 @@ const BulkSkipRef = builder.objectRef<BulkSkip>('BulkSkip').implement({
   description: 'An item a bulk action left as it was, and why.',
   fields: (t) => ({
     id: t.exposeID('id', { description: 'The execution or job.' }),
-    code: t.field({ type: ErrorCodeEnum, description: 'The code the single action gave, e.g. CONFLICT or LOCK_HELD.', resolve: (s) => s.code }),
+    code: t.field({
+      type: ErrorCodeEnum,
+      description: 'The code the single action gave, e.g. CONFLICT or LOCK_HELD.',
+      resolve: (s) => s.code,
+    }),
     message: t.exposeString('message', { description: 'What the single action said.' }),
   }),
 });
 
 export const BulkResultRef = builder.objectRef<BulkResult>('BulkResult').implement({
-  description: 'What a bulk action did. Each item went through the single action (its guards and audit row); the selection is audited once more as a whole.',
+  description:
+    'What a bulk action did. Each item went through the single action (its guards and audit row); the selection is audited once more as a whole.',
   fields: (t) => ({
     matched: t.exposeInt('matched', { description: 'Items selected (at most the limit).' }),
     changed: t.exposeInt('changed', { description: 'Items changed.' }),

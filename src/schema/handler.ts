@@ -18,7 +18,10 @@ export const HandlerKindEnum = builder.enumType('HandlerKind', {
   values: {
     HANDLER: { description: 'Serves HANDLER endpoints: runs executions of their jobs.' },
     RECOVERABLE: { description: 'A recoverable handler: long scans run as runs (see `triggerRun`), optionally on a schedule.' },
-    INTERVAL: { description: 'Plain periodic work, run on its own cadence (or, on demand, only when triggered with `triggerHandler`) by one of the workers that have it.' },
+    INTERVAL: {
+      description:
+        'Plain periodic work, run on its own cadence (or, on demand, only when triggered with `triggerHandler`) by one of the workers that have it.',
+    },
   } as const,
 });
 
@@ -42,8 +45,14 @@ export const HandlerErrorCauseEnum = builder.enumType('HandlerErrorCause', {
 export const TriggeredTickStateEnum = builder.enumType('TriggeredTickState', {
   description: 'Where the tick a `triggerHandler` with `wait` made due stood when the mutation answered.',
   values: {
-    FINISHED: { description: 'Its outcome is recorded: see `outcome`. A TIMEOUT is recorded at the deadline, while the handler may still be returning.' },
-    RUNNING: { description: 'A worker took it and it had not ended when the wait ran out; it goes on, and its outcome will show as the handler\'s `lastOutcome`.' },
+    FINISHED: {
+      description:
+        'Its outcome is recorded: see `outcome`. A TIMEOUT is recorded at the deadline, while the handler may still be returning.',
+    },
+    RUNNING: {
+      description:
+        "A worker took it and it had not ended when the wait ran out; it goes on, and its outcome will show as the handler's `lastOutcome`.",
+    },
     PENDING: { description: 'No worker had taken it when the wait ran out; it is still due.' },
   } as const,
 });
@@ -80,11 +89,22 @@ export const HandlerOutcomeRef = builder.objectRef<HandlerOutcome>('HandlerOutco
   description: 'How the last tick of an interval handler ended.',
   fields: (t) => ({
     status: t.field({ type: HandlerOutcomeStatusEnum, description: 'OK or ERROR.', resolve: (o) => o.status }),
-    count: t.exposeFloat('count', { nullable: true, description: 'OK: the count the handler returned (what it handled); null when it returned none.' }),
+    count: t.exposeFloat('count', {
+      nullable: true,
+      description: 'OK: the count the handler returned (what it handled); null when it returned none.',
+    }),
     cause: t.field({ type: HandlerErrorCauseEnum, nullable: true, description: 'ERROR: why.', resolve: (o) => o.cause }),
-    message: t.exposeString('message', { nullable: true, description: 'ERROR: what went wrong (installation admins only: handler errors can carry anything; null for others).' }),
+    message: t.exposeString('message', {
+      nullable: true,
+      description: 'ERROR: what went wrong (installation admins only: handler errors can carry anything; null for others).',
+    }),
     startedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the tick started.', resolve: (o) => o.startedAt }),
-    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it ended (or was found crashed, or timed out).', resolve: (o) => o.finishedAt }),
+    finishedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When it ended (or was found crashed, or timed out).',
+      resolve: (o) => o.finishedAt,
+    }),
   }),
 });
 
@@ -92,9 +112,19 @@ export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState'
   description: 'Where an interval handler stands (installation-wide).',
   fields: (t) => ({
     timeoutMs: t.exposeFloat('timeoutMs', { nullable: true, description: 'How long a tick may run before it is aborted as TIMEOUT.' }),
-    nextDueAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the next tick is due; null for an on-demand handler not triggered.', resolve: (s) => s.nextDueAt }),
+    nextDueAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When the next tick is due; null for an on-demand handler not triggered.',
+      resolve: (s) => s.nextDueAt,
+    }),
     running: t.exposeBoolean('running', { description: 'Whether a tick is running now.' }),
-    runningSince: t.field({ type: DateTimeScalar, nullable: true, description: 'When the running tick started.', resolve: (s) => s.runningSince }),
+    runningSince: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When the running tick started.',
+      resolve: (s) => s.runningSince,
+    }),
     runningOn: t.exposeString('runningOn', { nullable: true, description: 'The worker running it (its `id`, as in `workers`).' }),
     okRuns: t.exposeFloat('okRuns', { description: 'Ticks that ended OK, all time.' }),
     errorRuns: t.exposeFloat('errorRuns', { description: 'Ticks that ended in ERROR, all time.' }),
@@ -103,7 +133,9 @@ export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState'
         'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: those due during a run ' +
         'coalesce into one, run right after it; the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
     }),
-    onDemand: t.exposeBoolean('onDemand', { description: 'Whether it has no cadence: it runs only when triggered (`triggerHandler`); `nextDueAt` is null until then.' }),
+    onDemand: t.exposeBoolean('onDemand', {
+      description: 'Whether it has no cadence: it runs only when triggered (`triggerHandler`); `nextDueAt` is null until then.',
+    }),
   }),
 });
 
@@ -111,53 +143,117 @@ export const RunScheduleRef = builder.objectRef<RunScheduleState>('RunSchedule')
   description: 'The schedule of a recoverable handler in your workspace: each tick triggers a run, idempotently.',
   fields: (t) => ({
     cadence: t.field({ type: HandlerCadenceRef, description: 'Its cron (with time zone) or interval.', resolve: (s) => s.cadence }),
-    nextDueAt: t.field({ type: DateTimeScalar, nullable: true, description: 'The next tick; null when the cron has no further occurrence.', resolve: (s) => s.nextDueAt }),
+    nextDueAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'The next tick; null when the cron has no further occurrence.',
+      resolve: (s) => s.nextDueAt,
+    }),
     ticks: t.exposeFloat('ticks', { description: 'Ticks so far.' }),
     ticksOnActiveRun: t.exposeFloat('ticksOnActiveRun', { description: 'Ticks that found a run already active, and so started nothing.' }),
     lastTickAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it last ticked.', resolve: (s) => s.lastTickAt }),
-    lastTickOutcome: t.field({ type: RunTriggerOutcomeEnum, nullable: true, description: 'What the last successful tick did.', resolve: (s) => s.lastTickOutcome }),
-    lastTickRunId: t.exposeID('lastTickRunId', { nullable: true, description: 'The run the last successful tick started, resumed or found active.' }),
+    lastTickOutcome: t.field({
+      type: RunTriggerOutcomeEnum,
+      nullable: true,
+      description: 'What the last successful tick did.',
+      resolve: (s) => s.lastTickOutcome,
+    }),
+    lastTickRunId: t.exposeID('lastTickRunId', {
+      nullable: true,
+      description: 'The run the last successful tick started, resumed or found active.',
+    }),
     lastError: t.exposeString('lastError', { nullable: true, description: 'Why the last tick failed to trigger; null when it did not.' }),
-    lastErrorAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When a tick last failed to trigger.', resolve: (s) => s.lastErrorAt }),
+    lastErrorAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When a tick last failed to trigger.',
+      resolve: (s) => s.lastErrorAt,
+    }),
   }),
 });
 
 export const HandlerRef = builder.objectRef<HandlerInfo>('Handler').implement({
   description:
     'A handler registered by live workers. The catalogue is installation-wide (handlers are code, not workspace data); ' +
-    'a recoverable handler\'s last run and schedule are those of your workspace.',
+    "a recoverable handler's last run and schedule are those of your workspace.",
   fields: (t) => ({
     kind: t.field({ type: HandlerKindEnum, description: 'HANDLER, RECOVERABLE or INTERVAL.', resolve: (h) => h.kind }),
     name: t.exposeString('name', { description: 'The name it is registered under.' }),
     cadence: t.field({
       type: HandlerCadenceRef,
       nullable: true,
-      description: "INTERVAL: its period (null on demand). RECOVERABLE: its schedule in your workspace, if any. HANDLER: null (it runs its endpoints' jobs).",
+      description:
+        "INTERVAL: its period (null on demand). RECOVERABLE: its schedule in your workspace, if any. HANDLER: null (it runs its endpoints' jobs).",
       resolve: (h) => h.cadence,
     }),
     workers: t.field({ type: [WorkerInfoRef], description: 'The live workers that have it, oldest first.', resolve: (h) => h.workers }),
-    lastOutcome: t.field({ type: HandlerOutcomeRef, nullable: true, description: 'INTERVAL: how its last tick ended; null before the first.', resolve: (h) => h.lastOutcome }),
-    interval: t.field({ type: IntervalStateRef, nullable: true, description: 'INTERVAL: next tick, whether one is running, totals.', resolve: (h) => h.interval }),
-    schedule: t.field({ type: RunScheduleRef, nullable: true, description: 'RECOVERABLE: its schedule in your workspace, with its ticks; null when unscheduled here.', resolve: (h) => h.schedule }),
-    lastRun: t.field({ type: RunRef, nullable: true, description: 'RECOVERABLE: its newest run in your workspace.', resolve: (h) => h.lastRun }),
+    lastOutcome: t.field({
+      type: HandlerOutcomeRef,
+      nullable: true,
+      description: 'INTERVAL: how its last tick ended; null before the first.',
+      resolve: (h) => h.lastOutcome,
+    }),
+    interval: t.field({
+      type: IntervalStateRef,
+      nullable: true,
+      description: 'INTERVAL: next tick, whether one is running, totals.',
+      resolve: (h) => h.interval,
+    }),
+    schedule: t.field({
+      type: RunScheduleRef,
+      nullable: true,
+      description: 'RECOVERABLE: its schedule in your workspace, with its ticks; null when unscheduled here.',
+      resolve: (h) => h.schedule,
+    }),
+    lastRun: t.field({
+      type: RunRef,
+      nullable: true,
+      description: 'RECOVERABLE: its newest run in your workspace.',
+      resolve: (h) => h.lastRun,
+    }),
   }),
 });
 
 export const TriggeredTickRef = builder.objectRef<TriggeredTick>('TriggeredTick').implement({
   description: 'The tick a `triggerHandler` with `wait` made due, as the wait left it.',
   fields: (t) => ({
-    state: t.field({ type: TriggeredTickStateEnum, description: 'FINISHED (its outcome is below), RUNNING or PENDING (the wait ran out first).', resolve: (k) => k.state }),
-    outcome: t.field({ type: HandlerOutcomeRef, nullable: true, description: 'FINISHED: how it ended (status, count, cause, message, start and finish); null otherwise.', resolve: (k) => k.outcome }),
-    durationMs: t.exposeFloat('durationMs', { nullable: true, description: 'FINISHED: milliseconds from its start to its outcome; null otherwise.' }),
+    state: t.field({
+      type: TriggeredTickStateEnum,
+      description: 'FINISHED (its outcome is below), RUNNING or PENDING (the wait ran out first).',
+      resolve: (k) => k.state,
+    }),
+    outcome: t.field({
+      type: HandlerOutcomeRef,
+      nullable: true,
+      description: 'FINISHED: how it ended (status, count, cause, message, start and finish); null otherwise.',
+      resolve: (k) => k.outcome,
+    }),
+    durationMs: t.exposeFloat('durationMs', {
+      nullable: true,
+      description: 'FINISHED: milliseconds from its start to its outcome; null otherwise.',
+    }),
   }),
 });
 
 export const TriggerHandlerPayloadRef = builder.objectRef<TriggerHandlerResult>('TriggerHandlerPayload').implement({
   description: 'The result of triggerHandler.',
   fields: (t) => ({
-    handler: t.field({ type: HandlerRef, description: 'The interval handler, as it stands after the trigger (before the tick ran).', resolve: (r) => r.handler }),
-    outcome: t.field({ type: TriggerHandlerOutcomeEnum, description: 'Due now, or queued after the running tick.', resolve: (r) => r.outcome }),
-    tick: t.field({ type: TriggeredTickRef, nullable: true, description: 'With `wait: true`: the triggered tick and, once it finished, its outcome. Null without `wait`.', resolve: (r) => r.tick }),
+    handler: t.field({
+      type: HandlerRef,
+      description: 'The interval handler, as it stands after the trigger (before the tick ran).',
+      resolve: (r) => r.handler,
+    }),
+    outcome: t.field({
+      type: TriggerHandlerOutcomeEnum,
+      description: 'Due now, or queued after the running tick.',
+      resolve: (r) => r.outcome,
+    }),
+    tick: t.field({
+      type: TriggeredTickRef,
+      nullable: true,
+      description: 'With `wait: true`: the triggered tick and, once it finished, its outcome. Null without `wait`.',
+      resolve: (r) => r.tick,
+    }),
   }),
 });
 
@@ -166,14 +262,17 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
   fields: (t) => ({
     name: t.string({ required: true, description: 'The interval handler, as registered in the workers.' }),
     force: t.boolean({
-      description: 'While a tick is running: without force the trigger is refused (CONFLICT); with force one more tick runs right after it. Default false.',
+      description:
+        'While a tick is running: without force the trigger is refused (CONFLICT); with force one more tick runs right after it. Default false.',
     }),
     wait: t.boolean({
       description:
         'Answer only once the triggered tick has its outcome (in `tick`), or when `waitTimeoutMs` runs out (the tick goes on). The trigger is committed first; ' +
         'the wait holds no transaction. Default false.',
     }),
-    waitTimeoutMs: t.int({ description: `With \`wait\`: the longest wait, in ms, 1 to ${MAX_TRIGGER_WAIT_MS}. Default ${DEFAULT_TRIGGER_WAIT_MS}.` }),
+    waitTimeoutMs: t.int({
+      description: `With \`wait\`: the longest wait, in ms, 1 to ${MAX_TRIGGER_WAIT_MS}. Default ${DEFAULT_TRIGGER_WAIT_MS}.`,
+    }),
   }),
 });
 export const triggerHandlerValidation = zodInput(triggerHandlerSchema);

@@ -61,8 +61,18 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
   fields: (t) => ({
     expression: t.exposeString('expression', { description: 'Five-field cron expression: minute hour day-of-month month day-of-week.' }),
     timezone: t.exposeString('timezone', { description: 'IANA time zone the expression is read in, e.g. "Europe/Paris".' }),
-    startsAt: t.field({ type: DateTimeScalar, nullable: true, description: 'No occurrence before this instant.', resolve: (c) => c.startsAt }),
-    endsAt: t.field({ type: DateTimeScalar, nullable: true, description: 'No occurrence at or after this instant.', resolve: (c) => c.endsAt }),
+    startsAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'No occurrence before this instant.',
+      resolve: (c) => c.startsAt,
+    }),
+    endsAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'No occurrence at or after this instant.',
+      resolve: (c) => c.endsAt,
+    }),
     misfirePolicy: t.field({ type: MisfirePolicyEnum, description: 'Missed occurrences policy.', resolve: (c) => c.misfirePolicy }),
     overlapPolicy: t.field({ type: OverlapPolicyEnum, description: 'Overlapping occurrences policy.', resolve: (c) => c.overlapPolicy }),
     nextFireAt: t.field({
@@ -78,9 +88,15 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
       resolve: (c) => c.lastFiredAt,
     }),
     skippedTicks: t.exposeInt('skippedTicks', {
-      description: 'Occurrences skipped because the previous execution was still pending or running (overlap SKIP) or the lock key was held.',
+      description:
+        'Occurrences skipped because the previous execution was still pending or running (overlap SKIP) or the lock key was held.',
     }),
-    lastSkipAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When an occurrence was last skipped.', resolve: (c) => c.lastSkipAt }),
+    lastSkipAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When an occurrence was last skipped.',
+      resolve: (c) => c.lastSkipAt,
+    }),
     lastSkipReason: t.exposeString('lastSkipReason', {
       nullable: true,
       description: 'Why the last occurrence was skipped, e.g. how long the previous execution had been running.',
@@ -90,7 +106,8 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
     }),
     scheduleError: t.exposeString('scheduleError', {
       nullable: true,
-      description: 'Why the schedule could not be computed at the last pass, if it could not; it continues from the next computable occurrence.',
+      description:
+        'Why the schedule could not be computed at the last pass, if it could not; it continues from the next computable occurrence.',
     }),
   }),
 });
@@ -228,7 +245,8 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
         'with a different request it is CONFLICT. Omit it (never send "") for no key.',
     }),
     lockKey: t.string({
-      description: 'Mutual exclusion in the workspace: creation is refused with LOCK_HELD while another job with this key has a pending or running execution.',
+      description:
+        'Mutual exclusion in the workspace: creation is refused with LOCK_HELD while another job with this key has a pending or running execution.',
     }),
     runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: when to run.' }),
     cron: t.field({ type: CronScheduleInputRef, description: 'CRON: the schedule.' }),
@@ -241,7 +259,10 @@ export const UpdateJobInputRef = builder.inputType('UpdateJobInput', {
   fields: (t) => ({
     id: t.id({ required: true, description: 'The job to change.' }),
     name: t.string({ description: 'New display name; null clears it.' }),
-    input: t.field({ type: JSONScalar, description: "New payload; checked against the endpoint's payload spec. null sets it to {}, as in createJob." }),
+    input: t.field({
+      type: JSONScalar,
+      description: "New payload; checked against the endpoint's payload spec. null sets it to {}, as in createJob.",
+    }),
     maxAttempts: t.int({ description: 'New attempts per execution; pending executions take it too.' }),
     runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: new time, while the execution has not started.' }),
     cron: t.field({ type: CronScheduleUpdateInputRef, description: 'CRON: schedule changes.' }),
@@ -257,7 +278,8 @@ export const JobFilterInputRef = builder.inputType('JobFilter', {
     endpointId: t.id({ description: 'Only jobs on this endpoint.' }),
     includeInternal: t.boolean({ description: "Include jobgate's own system jobs (such as each workspace's reaper). Default false." }),
     search: t.string({
-      description: 'Only jobs whose name starts with this (in any case) or whose idempotency key starts with it (exactly). 1 to 200 characters.',
+      description:
+        'Only jobs whose name starts with this (in any case) or whose idempotency key starts with it (exactly). 1 to 200 characters.',
     }),
     order: t.field({ type: ListOrderEnum, description: 'NEWEST_FIRST (default) or OLDEST_FIRST, by creation time.' }),
   }),
@@ -269,7 +291,8 @@ export const TriggerJobInputRef = builder.inputType('TriggerJobInput', {
     id: t.id({ required: true, description: 'The job to run.' }),
     force: t.boolean({ description: 'Run even if the job is paused or already has a pending or running execution. Default false.' }),
     requestId: t.string({
-      description: 'Your id for this request: repeating it (a retry after a timeout, say) returns the same execution instead of starting another.',
+      description:
+        'Your id for this request: repeating it (a retry after a timeout, say) returns the same execution instead of starting another.',
     }),
   }),
 });

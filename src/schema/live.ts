@@ -15,11 +15,17 @@ type Status<E> = E extends { $inferType: infer T } ? T : never;
 export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').implement({
   description: 'An execution changed state: created (PENDING), claimed (RUNNING), retried (back to PENDING), or finished.',
   fields: (t) => ({
-    cursor: t.exposeString('cursor', { description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.' }),
+    cursor: t.exposeString('cursor', {
+      description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.',
+    }),
     executionId: t.exposeID('subjectId', { description: 'The execution.' }),
     jobId: t.field({ type: 'ID', description: 'Its job.', resolve: (e) => e.jobId! }),
     endpointId: t.field({ type: 'ID', description: 'Its endpoint.', resolve: (e) => e.endpointId! }),
-    status: t.field({ type: ExecutionStatusEnum, description: 'The status it moved to.', resolve: (e) => e.status as Status<typeof ExecutionStatusEnum> }),
+    status: t.field({
+      type: ExecutionStatusEnum,
+      description: 'The status it moved to.',
+      resolve: (e) => e.status as Status<typeof ExecutionStatusEnum>,
+    }),
     previousStatus: t.field({
       type: ExecutionStatusEnum,
       nullable: true,
@@ -38,7 +44,8 @@ export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').
     execution: t.field({
       type: ExecutionRef,
       description: 'The execution as it is now (read when asked for; it may have moved on since this event).',
-      deprecationReason: "Use `executionNow` (the same current row, named for what it is), or the event's own fields for the state at its moment.",
+      deprecationReason:
+        "Use `executionNow` (the same current row, named for what it is), or the event's own fields for the state at its moment.",
       resolve: (e, _a, ctx) => ctx.service.execution(ctx.actor, e.subjectId),
     }),
   }),
@@ -47,10 +54,16 @@ export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').
 export const JobEventRef = builder.objectRef<LiveEvent>('JobEvent').implement({
   description: 'A job was created, paused, resumed or retired.',
   fields: (t) => ({
-    cursor: t.exposeString('cursor', { description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.' }),
+    cursor: t.exposeString('cursor', {
+      description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.',
+    }),
     jobId: t.exposeID('subjectId', { description: 'The job.' }),
     endpointId: t.field({ type: 'ID', description: 'Its endpoint.', resolve: (e) => e.endpointId! }),
-    status: t.field({ type: JobStatusEnum, description: 'The status it moved to.', resolve: (e) => e.status as Status<typeof JobStatusEnum> }),
+    status: t.field({
+      type: JobStatusEnum,
+      description: 'The status it moved to.',
+      resolve: (e) => e.status as Status<typeof JobStatusEnum>,
+    }),
     previousStatus: t.field({
       type: JobStatusEnum,
       nullable: true,
@@ -60,7 +73,8 @@ export const JobEventRef = builder.objectRef<LiveEvent>('JobEvent').implement({
     occurredAt: t.field({ type: DateTimeScalar, description: 'When the change was written.', resolve: (e) => e.occurredAt }),
     jobNow: t.field({
       type: JobRef,
-      description: "The job as it is now, read when asked for (it may have moved on since this event; the event's own fields are its state then).",
+      description:
+        "The job as it is now, read when asked for (it may have moved on since this event; the event's own fields are its state then).",
       resolve: (e, _a, ctx) => ctx.service.job(ctx.actor, e.subjectId),
     }),
     job: t.field({
@@ -75,10 +89,16 @@ export const JobEventRef = builder.objectRef<LiveEvent>('JobEvent').implement({
 export const RunEventRef = builder.objectRef<LiveEvent>('RunEvent').implement({
   description: 'A recoverable run started or changed status (for progress within a run, subscribe to runProgress).',
   fields: (t) => ({
-    cursor: t.exposeString('cursor', { description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.' }),
+    cursor: t.exposeString('cursor', {
+      description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.',
+    }),
     runId: t.exposeID('subjectId', { description: 'The run.' }),
     name: t.string({ description: 'The recoverable handler it runs.', resolve: (e) => e.name ?? '' }),
-    status: t.field({ type: RunStatusEnum, description: 'The status it moved to.', resolve: (e) => e.status as Status<typeof RunStatusEnum> }),
+    status: t.field({
+      type: RunStatusEnum,
+      description: 'The status it moved to.',
+      resolve: (e) => e.status as Status<typeof RunStatusEnum>,
+    }),
     previousStatus: t.field({
       type: RunStatusEnum,
       nullable: true,
@@ -88,7 +108,8 @@ export const RunEventRef = builder.objectRef<LiveEvent>('RunEvent').implement({
     occurredAt: t.field({ type: DateTimeScalar, description: 'When the change was written.', resolve: (e) => e.occurredAt }),
     runNow: t.field({
       type: RunRef,
-      description: "The run as it is now, read when asked for (it may have moved on since this event; the event's own fields are its state then).",
+      description:
+        "The run as it is now, read when asked for (it may have moved on since this event; the event's own fields are its state then).",
       resolve: (e, _a, ctx) => ctx.service.run(ctx.actor, e.subjectId),
     }),
     run: t.field({

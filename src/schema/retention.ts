@@ -7,10 +7,22 @@ type Overrides = WorkspaceRetention['overrides'];
 export const RetentionOverridesRef = builder.objectRef<Overrides>('RetentionOverrides').implement({
   description: "The retention windows a workspace set itself; null where it follows the installation's default.",
   fields: (t) => ({
-    executionsDays: t.int({ nullable: true, description: 'Days SUCCEEDED and CANCELLED executions are kept, or null.', resolve: (o) => o.executionsDays }),
-    failedExecutionsDays: t.int({ nullable: true, description: 'Days FAILED executions are kept, or null.', resolve: (o) => o.failedExecutionsDays }),
+    executionsDays: t.int({
+      nullable: true,
+      description: 'Days SUCCEEDED and CANCELLED executions are kept, or null.',
+      resolve: (o) => o.executionsDays,
+    }),
+    failedExecutionsDays: t.int({
+      nullable: true,
+      description: 'Days FAILED executions are kept, or null.',
+      resolve: (o) => o.failedExecutionsDays,
+    }),
     auditDays: t.int({ nullable: true, description: 'Days audit log entries are kept, or null.', resolve: (o) => o.auditDays }),
-    runsDays: t.int({ nullable: true, description: 'Days finished runs and their findings are kept, or null.', resolve: (o) => o.runsDays }),
+    runsDays: t.int({
+      nullable: true,
+      description: 'Days finished runs and their findings are kept, or null.',
+      resolve: (o) => o.runsDays,
+    }),
     eventsHours: t.int({ nullable: true, description: 'Hours live events are kept for replay, or null.', resolve: (o) => o.eventsHours }),
   }),
 });
@@ -18,20 +30,36 @@ export const RetentionOverridesRef = builder.objectRef<Overrides>('RetentionOver
 export const WorkspaceRetentionRef = builder.objectRef<WorkspaceRetention>('WorkspaceRetention').implement({
   description:
     'How long the workspace keeps its finished history before it is pruned, as in effect now. Days of 0 keep that history forever. ' +
-    "Live rows (pending or running executions, runs not finished) are never pruned, nor the newest `keepPerJob` executions of each job, whatever their age.",
+    'Live rows (pending or running executions, runs not finished) are never pruned, nor the newest `keepPerJob` executions of each job, whatever their age.',
   fields: (t) => ({
-    executionsDays: t.exposeInt('executionsDays', { description: 'Days SUCCEEDED and CANCELLED executions (with their attempts) are kept after they finished.' }),
-    failedExecutionsDays: t.exposeInt('failedExecutionsDays', { description: 'Days FAILED executions (with their attempts) are kept after they finished.' }),
+    executionsDays: t.exposeInt('executionsDays', {
+      description: 'Days SUCCEEDED and CANCELLED executions (with their attempts) are kept after they finished.',
+    }),
+    failedExecutionsDays: t.exposeInt('failedExecutionsDays', {
+      description: 'Days FAILED executions (with their attempts) are kept after they finished.',
+    }),
     auditDays: t.exposeInt('auditDays', { description: 'Days audit log entries are kept.' }),
-    runsDays: t.exposeInt('runsDays', { description: 'Days COMPLETED and FAILED runs (with their findings) are kept after they finished.' }),
-    eventsHours: t.exposeInt('eventsHours', { description: 'Hours live events are kept; a subscription cannot replay (`after`) from before them (CURSOR_EXPIRED).' }),
-    keepPerJob: t.exposeInt('keepPerJob', { description: "The newest executions of each job kept whatever their age (the installation's setting), so a job's page never goes blank." }),
-    overrides: t.field({ type: RetentionOverridesRef, description: "What the workspace set itself; the rest follows the installation's defaults.", resolve: (r) => r.overrides }),
+    runsDays: t.exposeInt('runsDays', {
+      description: 'Days COMPLETED and FAILED runs (with their findings) are kept after they finished.',
+    }),
+    eventsHours: t.exposeInt('eventsHours', {
+      description: 'Hours live events are kept; a subscription cannot replay (`after`) from before them (CURSOR_EXPIRED).',
+    }),
+    keepPerJob: t.exposeInt('keepPerJob', {
+      description:
+        "The newest executions of each job kept whatever their age (the installation's setting), so a job's page never goes blank.",
+    }),
+    overrides: t.field({
+      type: RetentionOverridesRef,
+      description: "What the workspace set itself; the rest follows the installation's defaults.",
+      resolve: (r) => r.overrides,
+    }),
   }),
 });
 
 export const SetRetentionInputRef = builder.inputType('SetRetentionInput', {
-  description: "The workspace's own retention windows. An omitted field stays as it is; null returns it to the installation's default; 0 days keeps that history forever.",
+  description:
+    "The workspace's own retention windows. An omitted field stays as it is; null returns it to the installation's default; 0 days keeps that history forever.",
   fields: (t) => ({
     executionsDays: t.int({ description: 'Days SUCCEEDED and CANCELLED executions are kept (0 to 36,500).' }),
     failedExecutionsDays: t.int({ description: 'Days FAILED executions are kept (0 to 36,500).' }),

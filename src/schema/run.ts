@@ -9,7 +9,9 @@ export const RunStatusEnum = builder.enumType('RunStatus', {
   values: {
     RUNNING: { description: 'A worker is scanning (or will pick it up shortly).' },
     CANCEL_REQUESTED: { description: 'Asked to stop; it pauses at its next safe boundary.' },
-    PAUSED: { description: 'Stopped with its cursor kept: by a cancel, by its handler, or because its worker died. triggerRun resumes it.' },
+    PAUSED: {
+      description: 'Stopped with its cursor kept: by a cancel, by its handler, or because its worker died. triggerRun resumes it.',
+    },
     COMPLETED: { description: 'Finished its scan.' },
     FAILED: { description: 'Its handler failed; `error` says why.' },
   } as const,
@@ -38,7 +40,10 @@ export const FindingRef = builder.objectRef<Finding>('Finding').implement({
   description: 'Something a run discovered. Unique per run, kind and resource: a replayed batch records nothing twice.',
   interfaces: [NodeRef],
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Opaque, stable identifier, meaningful in this workspace only; pass it as `after` (of `findings` or `runFindings`) to continue after this finding. Findings are listed in the order recorded.' }),
+    id: t.exposeID('id', {
+      description:
+        'Opaque, stable identifier, meaningful in this workspace only; pass it as `after` (of `findings` or `runFindings`) to continue after this finding. Findings are listed in the order recorded.',
+    }),
     kind: t.exposeString('kind', { description: 'What was found, e.g. "orphaned-blob".' }),
     severity: t.field({ type: SeverityEnum, description: 'How serious it is.', resolve: (f) => f.severity }),
     resourceId: t.exposeString('resourceId', { description: 'The thing it is about.' }),
@@ -57,9 +62,12 @@ export const FindingCountRef = builder.objectRef<{ kind: string; severity: Findi
 });
 
 export const FindingPageRef = builder
-  .objectRef<{ findings: Finding[]; nextCursor: string | null; counts: { kind: string; severity: Finding['severity']; count: number }[] }>('FindingPage')
+  .objectRef<{ findings: Finding[]; nextCursor: string | null; counts: { kind: string; severity: Finding['severity']; count: number }[] }>(
+    'FindingPage',
+  )
   .implement({
-    description: "A page of a run's findings, oldest first, with the run's counts per kind and severity. Superseded by FindingConnection (Run.findingConnection) and Run.findingCounts.",
+    description:
+      "A page of a run's findings, oldest first, with the run's counts per kind and severity. Superseded by FindingConnection (Run.findingConnection) and Run.findingCounts.",
     fields: (t) => ({
       nodes: t.field({ type: [FindingRef], description: 'The findings of this page.', resolve: (p) => p.findings }),
       nextCursor: t.exposeString('nextCursor', {
@@ -67,7 +75,11 @@ export const FindingPageRef = builder
         description: 'Pass as `after` for the next page; null at the end.',
         deprecationReason: 'Use Run.findingConnection: pageInfo.endCursor and hasNextPage.',
       }),
-      counts: t.field({ type: [FindingCountRef], description: 'Counts per kind and severity over the whole run (not just this page).', resolve: (p) => p.counts }),
+      counts: t.field({
+        type: [FindingCountRef],
+        description: 'Counts per kind and severity over the whole run (not just this page).',
+        resolve: (p) => p.counts,
+      }),
     }),
   });
 
@@ -88,24 +100,52 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
     }),
     status: t.field({ type: RunStatusEnum, description: 'Where it is in its lifecycle.', resolve: (r) => r.status }),
     params: t.field({ type: JSONScalar, description: 'The parameters it was triggered with.', resolve: (r) => r.params }),
-    cursor: t.exposeString('cursorBase64', { nullable: true, description: 'The last checkpointed cursor, base64; null before the first checkpoint.' }),
-    stats: t.field({ type: JSONScalar, description: 'Statistics accumulated over all checkpoints (numbers add up).', resolve: (r) => r.stats }),
+    cursor: t.exposeString('cursorBase64', {
+      nullable: true,
+      description: 'The last checkpointed cursor, base64; null before the first checkpoint.',
+    }),
+    stats: t.field({
+      type: JSONScalar,
+      description: 'Statistics accumulated over all checkpoints (numbers add up).',
+      resolve: (r) => r.stats,
+    }),
     processed: t.exposeFloat('processed', { description: 'Items processed so far, over all resumptions.' }),
     total: t.exposeFloat('total', { nullable: true, description: 'Items in all, when the handler knows.' }),
     progress: t.exposeFloat('progress', { nullable: true, description: 'processed / total, from 0 to 1; null while total is unknown.' }),
-    startedAt: t.field({ type: DateTimeScalar, description: 'When the run started; fixed across resumptions.', resolve: (r) => r.startedAt }),
+    startedAt: t.field({
+      type: DateTimeScalar,
+      description: 'When the run started; fixed across resumptions.',
+      resolve: (r) => r.startedAt,
+    }),
     updatedAt: t.field({ type: DateTimeScalar, description: 'When it last changed.', resolve: (r) => r.updatedAt }),
-    heartbeatAt: t.field({ type: DateTimeScalar, nullable: true, description: "Its worker's last sign of life.", resolve: (r) => r.heartbeatAt }),
-    finishedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When it completed or failed.', resolve: (r) => r.finishedAt }),
+    heartbeatAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: "Its worker's last sign of life.",
+      resolve: (r) => r.heartbeatAt,
+    }),
+    finishedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When it completed or failed.',
+      resolve: (r) => r.finishedAt,
+    }),
     error: t.exposeString('error', { nullable: true, description: 'Why it failed.' }),
     pauseReason: t.exposeString('pauseReason', { nullable: true, description: 'Why it is paused.' }),
-    pauseKind: t.field({ type: RunPauseKindEnum, nullable: true, description: 'Why it is paused, as a value to switch on; null unless PAUSED.', resolve: (r) => r.pauseKind }),
+    pauseKind: t.field({
+      type: RunPauseKindEnum,
+      nullable: true,
+      description: 'Why it is paused, as a value to switch on; null unless PAUSED.',
+      resolve: (r) => r.pauseKind,
+    }),
     findingConnection: t.field({
       type: FindingConnectionRef,
       description: 'What the run found, oldest first (in the order recorded), a page at a time, by kind and severity.',
       args: {
         first: t.arg.int({ description: 'How many items to return, from 1 to 100. Default 20.' }),
-        after: t.arg.string({ description: 'Return the findings after this cursor (`pageInfo.endCursor` of the previous page, or a finding\'s id).' }),
+        after: t.arg.string({
+          description: "Return the findings after this cursor (`pageInfo.endCursor` of the previous page, or a finding's id).",
+        }),
         kind: t.arg.string({ description: 'Only findings of this kind.' }),
         severity: t.arg({ type: SeverityEnum, description: 'Only findings of this severity.' }),
       },
@@ -149,7 +189,8 @@ export const TriggerRunPayloadRef = builder.objectRef<TriggerRunResult>('Trigger
     run: t.field({ type: RunRef, description: 'The run: new, resumed, or the one already active.', resolve: (r) => r.run }),
     result: t.field({
       type: RunTriggerOutcomeEnum,
-      description: 'STARTED, RESUMED (a paused run, however it was paused, continues from its cursor) or ACTIVE (already running; returned as it is).',
+      description:
+        'STARTED, RESUMED (a paused run, however it was paused, continues from its cursor) or ACTIVE (already running; returned as it is).',
       resolve: (r) => r.outcome,
     }),
     outcome: t.exposeString('outcome', {
@@ -169,7 +210,10 @@ export const TriggerRunInputRef = builder.inputType('TriggerRunInput', {
   description: 'Run a recoverable handler.',
   fields: (t) => ({
     name: t.string({ required: true, description: 'The recoverable handler, as registered in the workers.' }),
-    params: t.field({ type: JSONScalar, description: "Parameters for a fresh run (checked by the handler's schema). Ignored when resuming." }),
+    params: t.field({
+      type: JSONScalar,
+      description: "Parameters for a fresh run (checked by the handler's schema). Ignored when resuming.",
+    }),
     force: t.boolean({
       description:
         'Queue the run even when no live worker has registered the handler (it runs once one does). Without it, such a trigger is refused with NOT_FOUND ' +

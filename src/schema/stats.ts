@@ -22,18 +22,36 @@ export const MinuteBucketRef = builder.objectRef<MinuteBucket>('ExecutionMinute'
     minute: t.field({ type: DateTimeScalar, description: 'The start of the minute.', resolve: (b) => b.minute }),
     succeeded: t.exposeInt('succeeded', { description: 'Executions that ended SUCCEEDED in this minute (throughput).' }),
     failed: t.exposeInt('failed', { description: 'Executions that ended FAILED in this minute (their last attempt failed).' }),
-    started: t.exposeInt('started', { description: 'Executions whose latest attempt started in this minute (one that was retried counts at its latest attempt).' }),
-    latencyP50Ms: t.exposeInt('latencyP50Ms', { nullable: true, description: 'Median enqueue-to-start latency of those attempts (when it started minus when it was due: its scheduled time, or the end of its retry backoff), in milliseconds; null when there were none.' }),
-    latencyP95Ms: t.exposeInt('latencyP95Ms', { nullable: true, description: '95th percentile of that latency, in milliseconds; null when there were none.' }),
+    started: t.exposeInt('started', {
+      description: 'Executions whose latest attempt started in this minute (one that was retried counts at its latest attempt).',
+    }),
+    latencyP50Ms: t.exposeInt('latencyP50Ms', {
+      nullable: true,
+      description:
+        'Median enqueue-to-start latency of those attempts (when it started minus when it was due: its scheduled time, or the end of its retry backoff), in milliseconds; null when there were none.',
+    }),
+    latencyP95Ms: t.exposeInt('latencyP95Ms', {
+      nullable: true,
+      description: '95th percentile of that latency, in milliseconds; null when there were none.',
+    }),
   }),
 });
 
 export const ExecutionStatsRef = builder.objectRef<ExecutionStats>('ExecutionStats').implement({
-  description: "The workspace's executions at a glance, for an overview screen: per endpoint, per minute of a recent window, and the live workers.",
+  description:
+    "The workspace's executions at a glance, for an overview screen: per endpoint, per minute of a recent window, and the live workers.",
   fields: (t) => ({
     windowMinutes: t.exposeInt('windowMinutes', { description: 'The window, in minutes, ending now.' }),
-    byEndpoint: t.field({ type: [EndpointStatusCountsRef], description: 'Endpoints with live, dead-letter or recently ended executions, by name.', resolve: (s) => s.byEndpoint }),
-    perMinute: t.field({ type: [MinuteBucketRef], description: 'One entry per minute of the window, oldest first; the last is the current, partial minute.', resolve: (s) => s.perMinute }),
+    byEndpoint: t.field({
+      type: [EndpointStatusCountsRef],
+      description: 'Endpoints with live, dead-letter or recently ended executions, by name.',
+      resolve: (s) => s.byEndpoint,
+    }),
+    perMinute: t.field({
+      type: [MinuteBucketRef],
+      description: 'One entry per minute of the window, oldest first; the last is the current, partial minute.',
+      resolve: (s) => s.perMinute,
+    }),
     workersAlive: t.exposeInt('workersAlive', { description: 'Worker processes heartbeating now (installation-wide).' }),
   }),
 });

@@ -9,6 +9,11 @@ export const ViewerRef = builder.objectRef<Viewer>('Viewer').implement({
     role: t.field({ type: RoleEnum, description: 'What your key may do.', resolve: (v) => v.role }),
     installationAdmin: t.exposeBoolean('installationAdmin', { description: 'Whether your key may create workspaces.' }),
     workspace: t.field({ type: WorkspaceRef, description: 'The workspace your key belongs to.', resolve: (v) => v.workspace }),
-    apiKey: t.field({ type: ApiKeyRef, nullable: true, description: 'Your API key (name, prefix, role); null for jobgate itself and the embedding application.', resolve: (v) => v.apiKey }),
+    apiKey: t.field({
+      type: ApiKeyRef,
+      nullable: true,
+      description: 'Your API key (name, prefix, role); null for jobgate itself and the embedding application.',
+      resolve: (v) => v.apiKey,
+    }),
   }),
 });

@@ -45,7 +45,9 @@ function refuse(req: IncomingMessage, res: ServerResponse, max: number, alreadyR
   // response ended before its request did, and the bytes the client is still sending then meet a
   // reset (ECONNRESET on its write) instead of the answer.
   if (!res.headersSent) {
-    const body = JSON.stringify({ errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }] });
+    const body = JSON.stringify({
+      errors: [{ message: `Request body too large: at most ${max} bytes.`, extensions: { code: 'PAYLOAD_TOO_LARGE' } }],
+    });
     res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.write(body);
   }

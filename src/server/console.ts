@@ -117,7 +117,13 @@ export function loadConsoleSite(dir: string = DEFAULT_CONSOLE_DIR): ConsoleSite 
       // Only names the build contains are served: a path is a key of the map, never a filesystem path.
       const asset = assets.get(path.slice(CONSOLE_PATH.length));
       if (asset && asset !== index) {
-        send(req, res, 200, { 'content-type': asset.type, 'cache-control': asset.immutable ? 'public, max-age=31536000, immutable' : 'no-cache' }, asset.body);
+        send(
+          req,
+          res,
+          200,
+          { 'content-type': asset.type, 'cache-control': asset.immutable ? 'public, max-age=31536000, immutable' : 'no-cache' },
+          asset.body,
+        );
         return true;
       }
       // A missing asset is a 404 (a stale page asking for an old hash must not get HTML as script).
@@ -130,5 +136,3 @@ export function loadConsoleSite(dir: string = DEFAULT_CONSOLE_DIR): ConsoleSite 
     },
   };
 }
-
-

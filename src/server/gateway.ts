@@ -65,7 +65,8 @@ export type { Yoga };
  * gateway): a gateway that never serves GraphiQL, such as one behind a load balancer serving
  * live subscriptions, should not carry it.
  */
-const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
+const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> =>
+  (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
 
 /**
  * Who each HTTP request acts as, decided before anything reads its document (Invariant 10): yoga
@@ -251,7 +252,8 @@ export async function startGateway(options: GatewayOptions & { host: string; por
   });
   const { port } = server.address() as AddressInfo;
   // The address actually bound ("localhost" may resolve to ::1 first, where nothing listens).
-  const shownHost = options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host.includes(':') ? `[${options.host}]` : options.host;
+  const shownHost =
+    options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host.includes(':') ? `[${options.host}]` : options.host;
   const url = `http://${shownHost}:${port}/graphql`;
   if (site?.built) options.log.info(`gateway: console at http://${shownHost}:${port}/console/`);
   let closing: Promise<void> | undefined;
@@ -273,7 +275,10 @@ export async function startGateway(options: GatewayOptions & { host: string; por
 function mountConsole(options: GatewayOptions): ConsoleSite | undefined {
   if (options.console === false) return undefined;
   const site = loadConsoleSite(options.console);
-  if (!site.built) options.log.error(`gateway: the console is not built (no ${site.dir}/index.html): run "npm run console:build"; /console answers 503 until then`);
+  if (!site.built)
+    options.log.error(
+      `gateway: the console is not built (no ${site.dir}/index.html): run "npm run console:build"; /console answers 503 until then`,
+    );
   return site;
 }
 

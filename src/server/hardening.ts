@@ -114,7 +114,9 @@ export function introspectionDepthRule(max: number) {
           if (isIntrospection(sel)) {
             const depth = depthOf(sel.selectionSet);
             if (depth > max) {
-              context.reportError(new GraphQLError(`Introspection is limited to a depth of ${max}; this query goes ${depth} deep.`, { nodes: [sel] }));
+              context.reportError(
+                new GraphQLError(`Introspection is limited to a depth of ${max}; this query goes ${depth} deep.`, { nodes: [sel] }),
+              );
             }
           } else check(sel.selectionSet);
         } else if (sel.kind === Kind.INLINE_FRAGMENT) check(sel.selectionSet);
@@ -151,8 +153,12 @@ function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' |
   if (!operation) return undefined;
   const values = args.variableValues ?? {};
   const defaults = new Map<string, unknown>();
-  for (const v of operation.variableDefinitions ?? []) if (v.defaultValue?.kind === Kind.INT) defaults.set(v.variable.name.value, Number(v.defaultValue.value));
-  const document = { ...args.document, definitions: args.document.definitions.filter((d) => d === operation || d.kind === Kind.FRAGMENT_DEFINITION) };
+  for (const v of operation.variableDefinitions ?? [])
+    if (v.defaultValue?.kind === Kind.INT) defaults.set(v.variable.name.value, Number(v.defaultValue.value));
+  const document = {
+    ...args.document,
+    definitions: args.document.definitions.filter((d) => d === operation || d.kind === Kind.FRAGMENT_DEFINITION),
+  };
   let changed = false;
   const priced = visit(document, {
     Field(node): FieldNode | undefined {
@@ -165,7 +171,9 @@ function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' |
       changed = true;
       return {
         ...node,
-        arguments: node.arguments!.map((a) => (a === first ? { ...a, value: { kind: Kind.INT, value: String(Math.min(value, MAX_PAGE)) } } : a)),
+        arguments: node.arguments!.map((a) =>
+          a === first ? { ...a, value: { kind: Kind.INT, value: String(Math.min(value, MAX_PAGE)) } } : a,
+        ),
       };
     },
   });
@@ -178,7 +186,9 @@ function usePagedCostLimit(): Plugin {
     const priced = withPageSizes(args);
     if (!priced) return undefined;
     const errors: GraphQLError[] = [];
-    validate(args.schema, priced, [costLimitRule({ ...COST, propagateOnRejection: false, onReject: [(_context, error) => void errors.push(error)] })]);
+    validate(args.schema, priced, [
+      costLimitRule({ ...COST, propagateOnRejection: false, onReject: [(_context, error) => void errors.push(error)] }),
+    ]);
     return errors[0];
   };
   return {
@@ -221,7 +231,8 @@ export function withoutSuggestions(error: GraphQLError): GraphQLError {
  */
 function useNoSuggestions(): Plugin {
   return {
-    onValidate: () =>
+    onValidate:
+      () =>
       ({ valid, result, setResult }) => {
         if (!valid) setResult(result.map((error) => (error instanceof GraphQLError ? withoutSuggestions(error) : error)));
       },

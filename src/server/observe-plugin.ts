@@ -13,7 +13,9 @@ function typeOf(document: DocumentNode, operationName: string | null | undefined
 }
 
 const outcomeOf = (result: unknown): 'ok' | 'error' =>
-  result && typeof result === 'object' && !(Symbol.asyncIterator in result) && ((result as ExecutionResult).errors?.length ?? 0) > 0 ? 'error' : 'ok';
+  result && typeof result === 'object' && !(Symbol.asyncIterator in result) && ((result as ExecutionResult).errors?.length ?? 0) > 0
+    ? 'error'
+    : 'ok';
 
 export function useObserveOperations(observer: Observer): Plugin {
   return {

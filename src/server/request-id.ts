@@ -42,8 +42,15 @@ export function currentRequest(): RequestScope | undefined {
 
 /** A logger that writes through the current request's logger when there is one, else `base`. */
 export function scopedLog(base: Logger): Logger {
-  const at = (lvl: 'debug' | 'info' | 'warn' | 'error') => (msg: string, fields?: LogFields) => (scope.getStore()?.log ?? base)[lvl](msg, fields);
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (fields) => withFields(scope.getStore()?.log ?? base, fields) };
+  const at = (lvl: 'debug' | 'info' | 'warn' | 'error') => (msg: string, fields?: LogFields) =>
+    (scope.getStore()?.log ?? base)[lvl](msg, fields);
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (fields) => withFields(scope.getStore()?.log ?? base, fields),
+  };
 }
 
 /**

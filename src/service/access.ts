@@ -140,7 +140,11 @@ const LAST_USED_GRANULARITY = "interval '1 minute'";
 export function createAccessService(ctx: ServiceContext) {
   const { db } = ctx;
 
-  async function insertKey(ex: typeof db, workspaceId: string, input: { name: string; role: Role; installationAdmin: boolean; createdBy: string | null }) {
+  async function insertKey(
+    ex: typeof db,
+    workspaceId: string,
+    input: { name: string; role: Role; installationAdmin: boolean; createdBy: string | null },
+  ) {
     const { key, prefix, hash } = newApiKey();
     const row = await ex
       .insertInto('api_keys')
@@ -184,9 +188,16 @@ export function createAccessService(ctx: ServiceContext) {
     async createSubscriptionTicket(actor: Actor): Promise<SubscriptionTicket> {
       const target = (r: { id: string }) => ({ type: 'SubscriptionTicket', id: r.id });
       const minted = await mutate(ctx, actor, { action: 'subscriptionTicket.create', role: 'VIEWER', input: {}, target }, async (trx) => {
-        if (actor.kind !== 'user' || !actor.keyId) throw new ForbiddenError('subscription tickets are minted for API keys; this caller has none');
+        if (actor.kind !== 'user' || !actor.keyId)
+          throw new ForbiddenError('subscription tickets are minted for API keys; this caller has none');
         const { ticket, hash } = newSubscriptionTicket();
-        const row = await insertTicket(trx, { workspaceId: scoped(actor.workspaceId), keyId: actor.keyId, role: actor.role, hash, ttlMs: SUBSCRIPTION_TICKET_TTL_MS });
+        const row = await insertTicket(trx, {
+          workspaceId: scoped(actor.workspaceId),
+          keyId: actor.keyId,
+          role: actor.role,
+          hash,
+          ttlMs: SUBSCRIPTION_TICKET_TTL_MS,
+        });
         return { id: row.id, ticket, expiresAt: row.expires_at };
       });
       return { ticket: minted.ticket, expiresAt: minted.expiresAt };
@@ -198,7 +209,9 @@ export function createAccessService(ctx: ServiceContext) {
      * ticket, and for one whose key was revoked or changed role since.
      */
     async redeemSubscriptionTicket(ticket: string | undefined | null): Promise<Actor> {
-      const refused = new UnauthenticatedError('the subscription ticket is unknown, used or expired: mint another with createSubscriptionTicket');
+      const refused = new UnauthenticatedError(
+        'the subscription ticket is unknown, used or expired: mint another with createSubscriptionTicket',
+      );
       if (!ticket || !/^jgt_[A-Za-z0-9_-]{20,100}$/.test(ticket)) throw refused;
       const row = await redeemTicket(db, hashApiKey(ticket));
       if (!row) throw refused;
@@ -265,7 +278,9 @@ export function createAccessService(ctx: ServiceContext) {
           .forUpdate()
           .execute();
         if (admins.length === 1 && admins[0]!.id === id) {
-          throw new ConflictError('this is the workspace\'s last ADMIN key; create another ADMIN key before revoking it', { reason: 'LAST_ADMIN_KEY' });
+          throw new ConflictError("this is the workspace's last ADMIN key; create another ADMIN key before revoking it", {
+            reason: 'LAST_ADMIN_KEY',
+          });
         }
         const key = await trx
           .selectFrom('api_keys')
@@ -314,7 +329,12 @@ export function createAccessService(ctx: ServiceContext) {
       const size = pageSize(page);
       const ws = scoped(actor.workspaceId);
       const rows = await apiKeyPage(db, ws, { limit: size + 1, afterId: page.after ? decodeCursor(page.after) : undefined });
-      return pageConnection(rows.map(toApiKey), size, (k) => encodeCursor(k.id), async () => Math.min(await countApiKeys(db, ws), COUNT_LIMIT));
+      return pageConnection(
+        rows.map(toApiKey),
+        size,
+        (k) => encodeCursor(k.id),
+        async () => Math.min(await countApiKeys(db, ws), COUNT_LIMIT),
+      );
     },
 
     /** One key of the workspace (never the key itself). ADMIN only (FORBIDDEN); NOT_FOUND otherwise. */
@@ -342,7 +362,12 @@ export function createAccessService(ctx: ServiceContext) {
           .returningAll()
           .executeTakeFirst();
         if (!row) throw new ConflictError(`a workspace with slug "${input.slug}" already exists`, { slug: input.slug });
-        const adminKey = await insertKey(trx as unknown as typeof db, row.id, { name: 'first admin', role: 'ADMIN', installationAdmin: false, createdBy: actor.keyId ?? null });
+        const adminKey = await insertKey(trx as unknown as typeof db, row.id, {
+          name: 'first admin',
+          role: 'ADMIN',
+          installationAdmin: false,
+          createdBy: actor.keyId ?? null,
+        });
         return { workspace: toWorkspace(row), adminKey };
       });
     },
@@ -359,7 +384,10 @@ export function createAccessService(ctx: ServiceContext) {
       if (f.targetId) q = q.where('target_id', '=', f.targetId);
       if (f.resultCode) q = q.where('result_code', '=', f.resultCode);
       if (afterId !== undefined) q = q.where('id', '<', afterId);
-      const rows = await q.orderBy('id', 'desc').limit(size + 1).execute();
+      const rows = await q
+        .orderBy('id', 'desc')
+        .limit(size + 1)
+        .execute();
       const entries = rows.slice(0, size).map((r) => toAuditEntry(r, cursors));
       return {
         entries,
@@ -383,7 +411,12 @@ export function createAccessService(ctx: ServiceContext) {
       const beforeId = page.after ? cursors.open('audit', page.after, ['after']) : undefined;
       const rows = await auditPage(db, ws, filter, { limit: size + 1, beforeId });
       // An entry's id is its cursor: the page after it is the entries below it.
-      return pageConnection(rows.map((r) => toAuditEntry(r, cursors)), size, (e) => e.id, () => countAudit(db, ws, filter, COUNT_LIMIT));
+      return pageConnection(
+        rows.map((r) => toAuditEntry(r, cursors)),
+        size,
+        (e) => e.id,
+        () => countAudit(db, ws, filter, COUNT_LIMIT),
+      );
     },
 
     /** One audit entry by its (sealed) id. ADMIN only (FORBIDDEN); NOT_FOUND otherwise. */
@@ -412,8 +445,16 @@ export function createAccessService(ctx: ServiceContext) {
       const ws = await findWorkspaceBySlug(db, workspaceSlug);
       if (!ws) throw new NotFoundError('Workspace', workspaceSlug);
       const system: Actor = { workspaceId: ws.id, kind: 'system', role: 'ADMIN', installationAdmin: true };
-      return mutate(ctx, system, { action: 'apiKey.bootstrap', role: 'ADMIN', input: { name, role }, target: (r: CreateApiKeyResult) => ({ type: 'ApiKey', id: r.apiKey.id }) }, (trx) =>
-        insertKey(trx as unknown as typeof db, ws.id, { name, role, installationAdmin, createdBy: null }),
+      return mutate(
+        ctx,
+        system,
+        {
+          action: 'apiKey.bootstrap',
+          role: 'ADMIN',
+          input: { name, role },
+          target: (r: CreateApiKeyResult) => ({ type: 'ApiKey', id: r.apiKey.id }),
+        },
+        (trx) => insertKey(trx as unknown as typeof db, ws.id, { name, role, installationAdmin, createdBy: null }),
       );
     },
 
@@ -434,10 +475,13 @@ export function createAccessService(ctx: ServiceContext) {
     async viewer(actor: Actor): Promise<Viewer> {
       const workspace = await findWorkspaceById(db, actor.workspaceId);
       if (!workspace) throw new NotFoundError('Workspace', actor.workspaceId);
-      const key = actor.keyId && isUuid(actor.keyId)
-        ? await findApiKey(db, actor.workspaceId, actor.keyId)
-        : undefined;
-      return { role: actor.role, installationAdmin: actor.installationAdmin === true, workspace: toWorkspace(workspace), apiKey: key ? toApiKey(key) : null };
+      const key = actor.keyId && isUuid(actor.keyId) ? await findApiKey(db, actor.workspaceId, actor.keyId) : undefined;
+      return {
+        role: actor.role,
+        installationAdmin: actor.installationAdmin === true,
+        workspace: toWorkspace(workspace),
+        apiKey: key ? toApiKey(key) : null,
+      };
     },
 
     /** Whether any key exists at all (the embedded default bootstraps one when none does). */

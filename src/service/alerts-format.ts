@@ -64,7 +64,9 @@ export function firingSummary(condition: AlertCondition, subject: AlertSubject, 
     case 'EXECUTION_FAILED':
       return `An execution of ${who}${d.endpointName ? ` (endpoint ${String(d.endpointName)})` : ''} failed after ${String(d.attempts ?? '?')} attempt(s)${d.error ? `: ${String(d.error)}` : ''}`;
     case 'RUN_FAILED':
-      return d.crashed ? `A run of ${who} was paused: its worker stopped heartbeating (crashed)` : `A run of ${who} failed${d.error ? `: ${String(d.error)}` : ''}`;
+      return d.crashed
+        ? `A run of ${who} was paused: its worker stopped heartbeating (crashed)`
+        : `A run of ${who} failed${d.error ? `: ${String(d.error)}` : ''}`;
     case 'INTERVAL_ERROR':
       return `${who[0]!.toUpperCase()}${who.slice(1)} recorded ${String(d.errorsInARow)} error(s) in a row (last cause ${String(d.cause ?? 'unknown')})`;
     case 'SCHEDULE_ERROR':
@@ -148,5 +150,10 @@ export function emailInput(m: AlertMessage): { ruleId: string; subject: string; 
     `Alert id: ${m.id}`,
   ];
   const subject = `[jobgate] ${m.kind === 'FIRING' ? 'ALERT' : 'RESOLVED'}: ${m.summary}`;
-  return { ruleId: m.rule.id, subject: subject.length > 200 ? `${subject.slice(0, 199)}…` : subject, text: lines.join('\n'), alertId: m.id };
+  return {
+    ruleId: m.rule.id,
+    subject: subject.length > 200 ? `${subject.slice(0, 199)}…` : subject,
+    text: lines.join('\n'),
+    alertId: m.id,
+  };
 }

@@ -112,20 +112,43 @@ const ruleFields = {
   endpointIds: z.array(idSchema).max(100).nullish(),
   handlerNames: z.array(z.string().regex(HANDLER_NAME, 'is not a handler name')).max(100).nullish(),
   minConsecutive: z.number().int().min(1).max(1000).nullish(),
-  noSuccessMs: z.number().int().min(1000).max(366 * 86_400_000).nullish(),
+  noSuccessMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(366 * 86_400_000)
+    .nullish(),
   minSeverity: alertSeveritySchema.nullish(),
   webhookEndpointId: idSchema.nullish(),
   webhookFormat: z.enum(['JSON', 'SLACK']).nullish(),
   email: z.boolean().nullish(),
-  emailTo: z.array(z.string().max(320).regex(/^[^\s@,<>]+@[^\s@,<>]+$/, 'is not an email address')).max(50).nullish(),
+  emailTo: z
+    .array(
+      z
+        .string()
+        .max(320)
+        .regex(/^[^\s@,<>]+@[^\s@,<>]+$/, 'is not an email address'),
+    )
+    .max(50)
+    .nullish(),
   // At least a second: one pass writes at most one notification per (rule, subject, kind).
-  rateLimitMs: z.number().int().min(1000).max(30 * 86_400_000).nullish(),
+  rateLimitMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(30 * 86_400_000)
+    .nullish(),
   enabled: z.boolean().nullish(),
 };
 
 export const createAlertRuleSchema = z.object({ ...ruleFields, condition: alertConditionSchema });
 export type CreateAlertRuleInput = z.input<typeof createAlertRuleSchema>;
-export const updateAlertRuleSchema = z.object({ id: idSchema, ...ruleFields, name: ruleFields.name.nullish(), condition: alertConditionSchema.nullish() });
+export const updateAlertRuleSchema = z.object({
+  id: idSchema,
+  ...ruleFields,
+  name: ruleFields.name.nullish(),
+  condition: alertConditionSchema.nullish(),
+});
 export type UpdateAlertRuleInput = z.input<typeof updateAlertRuleSchema>;
 export const alertFilterSchema = z.object({ ruleId: idSchema.nullish() });
 export type AlertFilter = z.input<typeof alertFilterSchema>;
@@ -163,7 +186,8 @@ function fieldsOf(input: Partial<Parsed>, current: AlertRuleRow | undefined): Al
 async function assertRuleValid(trx: Executor, actor: Actor, f: AlertRuleFields): Promise<void> {
   if (f.condition === 'NO_SUCCESS' && f.no_success_ms === null) throw ValidationError.at(['noSuccessMs'], 'is required for NO_SUCCESS');
   if (f.condition === 'FINDING' && f.min_severity === null) throw ValidationError.at(['minSeverity'], 'is required for FINDING');
-  if (!f.webhook_endpoint_id && !f.email) throw ValidationError.at(['webhookEndpointId'], 'a rule needs a destination: a webhook endpoint, or email: true');
+  if (!f.webhook_endpoint_id && !f.email)
+    throw ValidationError.at(['webhookEndpointId'], 'a rule needs a destination: a webhook endpoint, or email: true');
   if (f.webhook_endpoint_id) {
     const endpoint = await findEndpointById(trx, actor.workspaceId, f.webhook_endpoint_id);
     if (!endpoint) throw new NotFoundError('Endpoint', f.webhook_endpoint_id);
@@ -172,11 +196,16 @@ async function assertRuleValid(trx: Executor, actor: Actor, f: AlertRuleFields):
     }
   }
   const ws = scoped(actor.workspaceId);
-  for (const [table, ids] of [['jobs', f.job_ids], ['endpoints', f.endpoint_ids]] as const) {
+  for (const [table, ids] of [
+    ['jobs', f.job_ids],
+    ['endpoints', f.endpoint_ids],
+  ] as const) {
     const bad = ids.find((id) => !isUuid(id));
     if (bad) throw new NotFoundError(table === 'jobs' ? 'Job' : 'Endpoint', bad);
     if (ids.length === 0) continue;
-    const { rows } = await sql<{ id: string }>`select id from ${sql.table(table)} where workspace_id = ${ws} and id = any(${ids}::uuid[])`.execute(trx);
+    const { rows } = await sql<{
+      id: string;
+    }>`select id from ${sql.table(table)} where workspace_id = ${ws} and id = any(${ids}::uuid[])`.execute(trx);
     const found = new Set(rows.map((r) => r.id));
     const missing = ids.find((id) => !found.has(id));
     if (missing) throw new NotFoundError(table === 'jobs' ? 'Job' : 'Endpoint', missing);
@@ -193,13 +222,18 @@ export function createAlertsService(ctx: ServiceContext) {
      * or the webhook endpoint, not in the workspace), CONFLICT (name taken).
      */
     async createAlertRule(actor: Actor, raw: CreateAlertRuleInput): Promise<AlertRule> {
-      return mutate(ctx, actor, { action: 'alertRule.create', role: 'ADMIN', input: raw, target: (r: AlertRule) => ({ type: 'AlertRule', id: r.id }) }, async (trx) => {
-        const fields = fieldsOf(parseInput(createAlertRuleSchema, raw), undefined);
-        await assertRuleValid(trx, actor, fields);
-        const row = await alertsRepo.insertAlertRule(trx, actor.workspaceId, fields, actor.keyId ?? null);
-        if (!row) throw new ConflictError(`an alert rule named "${fields.name}" already exists`, { name: fields.name });
-        return toAlertRule(row);
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'alertRule.create', role: 'ADMIN', input: raw, target: (r: AlertRule) => ({ type: 'AlertRule', id: r.id }) },
+        async (trx) => {
+          const fields = fieldsOf(parseInput(createAlertRuleSchema, raw), undefined);
+          await assertRuleValid(trx, actor, fields);
+          const row = await alertsRepo.insertAlertRule(trx, actor.workspaceId, fields, actor.keyId ?? null);
+          if (!row) throw new ConflictError(`an alert rule named "${fields.name}" already exists`, { name: fields.name });
+          return toAlertRule(row);
+        },
+      );
     },
 
     /**
@@ -208,25 +242,35 @@ export function createAlertsService(ctx: ServiceContext) {
      * VALIDATION_FAILED, CONFLICT.
      */
     async updateAlertRule(actor: Actor, raw: UpdateAlertRuleInput): Promise<AlertRule> {
-      return mutate(ctx, actor, { action: 'alertRule.update', role: 'ADMIN', input: raw, target: { type: 'AlertRule', id: raw?.id } }, async (trx) => {
-        const input = parseInput(updateAlertRuleSchema, raw);
-        const current = await alertsRepo.findAlertRule(trx, actor.workspaceId, input.id, { forUpdate: true });
-        if (!current) throw new NotFoundError('AlertRule', input.id);
-        const fields = fieldsOf(input, current);
-        await assertRuleValid(trx, actor, fields);
-        const row = await alertsRepo.updateAlertRule(trx, actor.workspaceId, input.id, fields);
-        if (!row) throw new ConflictError(`an alert rule named "${fields.name}" already exists`, { name: fields.name });
-        return toAlertRule(row);
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'alertRule.update', role: 'ADMIN', input: raw, target: { type: 'AlertRule', id: raw?.id } },
+        async (trx) => {
+          const input = parseInput(updateAlertRuleSchema, raw);
+          const current = await alertsRepo.findAlertRule(trx, actor.workspaceId, input.id, { forUpdate: true });
+          if (!current) throw new NotFoundError('AlertRule', input.id);
+          const fields = fieldsOf(input, current);
+          await assertRuleValid(trx, actor, fields);
+          const row = await alertsRepo.updateAlertRule(trx, actor.workspaceId, input.id, fields);
+          if (!row) throw new ConflictError(`an alert rule named "${fields.name}" already exists`, { name: fields.name });
+          return toAlertRule(row);
+        },
+      );
     },
 
     /** Deletes a rule (ADMIN): it stops at once; its notifications stay. Throws FORBIDDEN, NOT_FOUND. */
     async deleteAlertRule(actor: Actor, id: string): Promise<AlertRule> {
-      return mutate(ctx, actor, { action: 'alertRule.delete', role: 'ADMIN', input: { id }, target: { type: 'AlertRule', id } }, async (trx) => {
-        const row = await alertsRepo.deleteAlertRule(trx, actor.workspaceId, id);
-        if (!row) throw new NotFoundError('AlertRule', id);
-        return toAlertRule(row);
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'alertRule.delete', role: 'ADMIN', input: { id }, target: { type: 'AlertRule', id } },
+        async (trx) => {
+          const row = await alertsRepo.deleteAlertRule(trx, actor.workspaceId, id);
+          if (!row) throw new NotFoundError('AlertRule', id);
+          return toAlertRule(row);
+        },
+      );
     },
 
     /**
@@ -245,7 +289,10 @@ export function createAlertsService(ctx: ServiceContext) {
       requireRole(actor, 'ADMIN', 'reading alert rules');
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
-      const rows = await alertsRepo.listAlertRules(db, actor.workspaceId, { limit: size + 1, afterId: page.after ? decodeCursor(page.after) : undefined });
+      const rows = await alertsRepo.listAlertRules(db, actor.workspaceId, {
+        limit: size + 1,
+        afterId: page.after ? decodeCursor(page.after) : undefined,
+      });
       return toConnection(rows, size, toAlertRule);
     },
 
@@ -277,13 +324,18 @@ export function createAlertsService(ctx: ServiceContext) {
      * so createJob's one-statement path stays as it is. Throws NOT_FOUND, FORBIDDEN, RETIRED.
      */
     async setJobAlertsOptOut(actor: Actor, raw: SetJobAlertsOptOutInput): Promise<{ jobId: string; alertsOptOut: boolean }> {
-      return mutate(ctx, actor, { action: 'job.alertsOptOut', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.jobId } }, async (trx) => {
-        const input = parseInput(setJobAlertsOptOutSchema, raw);
-        const { job, endpoint } = await lockJob(trx, actor, input.jobId);
-        assertJobMutable(actor, job, endpoint);
-        await alertsRepo.setJobAlertsOptOut(trx, actor.workspaceId, job.id, input.optOut);
-        return { jobId: job.id, alertsOptOut: input.optOut };
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'job.alertsOptOut', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.jobId } },
+        async (trx) => {
+          const input = parseInput(setJobAlertsOptOutSchema, raw);
+          const { job, endpoint } = await lockJob(trx, actor, input.jobId);
+          assertJobMutable(actor, job, endpoint);
+          await alertsRepo.setJobAlertsOptOut(trx, actor.workspaceId, job.id, input.optOut);
+          return { jobId: job.id, alertsOptOut: input.optOut };
+        },
+      );
     },
 
     /** Whether a job of the workspace is opted out of alerts. Throws NOT_FOUND. */
@@ -291,6 +343,5 @@ export function createAlertsService(ctx: ServiceContext) {
       if (!isUuid(jobId)) throw new NotFoundError('Job', jobId);
       return alertsRepo.jobAlertsOptOut(db, actor.workspaceId, jobId);
     },
-
   };
 }

@@ -94,7 +94,13 @@ async function writeAudit(
  * For a mutation done by one statement that writes its own 'OK' audit row (its input from
  * `auditInput`), after the caller checked the role: a failure is audited as `mutate` audits it.
  */
-export async function auditingFailure<T>(ctx: ServiceContext, actor: Actor, action: string, input: unknown, fn: () => Promise<T>): Promise<T> {
+export async function auditingFailure<T>(
+  ctx: ServiceContext,
+  actor: Actor,
+  action: string,
+  input: unknown,
+  fn: () => Promise<T>,
+): Promise<T> {
   return ctx.exclusive(async () => {
     try {
       return await ctx.atomic(fn);
@@ -111,7 +117,12 @@ export async function auditingFailure<T>(ctx: ServiceContext, actor: Actor, acti
  * caller's) with the audit row. A refusal is audited after the rollback; inside a caller's
  * transaction that row is the caller's too, and goes where the caller's work goes.
  */
-export async function mutate<T>(ctx: ServiceContext, actor: Actor, spec: MutationSpec<T>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+export async function mutate<T>(
+  ctx: ServiceContext,
+  actor: Actor,
+  spec: MutationSpec<T>,
+  fn: (trx: Transaction<DB>) => Promise<T>,
+): Promise<T> {
   const upfront = typeof spec.target === 'function' ? undefined : spec.target;
   return ctx.exclusive(async () => {
     try {

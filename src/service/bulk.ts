@@ -64,15 +64,30 @@ async function each(ids: string[], one: (id: string) => Promise<unknown>, more: 
 
 export function createBulkService(ctx: ServiceContext, single: Single) {
   /** The ids of the executions matching `filter` in `statuses`, newest first, audited as `action`. */
-  const select = (actor: Actor, action: string, raw: { filter?: ExecutionFilter | null; limit?: number | null }, statuses: ('PENDING' | 'RUNNING' | 'FAILED')[]) =>
-    mutate<{ ids: string[]; more: boolean }>(ctx, actor, { action, role: 'OPERATOR', input: raw, target: { type: 'Execution' } }, async (trx) => {
-      const filter = parseInput(executionFilterSchema, raw.filter ?? {}, ['filter']);
-      const limit = parseInput(limitSchema, raw.limit, ['limit']) ?? DEFAULT_BULK_LIMIT;
-      const wanted = filter.statuses?.length ? statuses.filter((s) => filter.statuses!.includes(s)) : statuses;
-      if (wanted.length === 0) return { ids: [], more: false };
-      const rows = await executionsRepo.listExecutions(trx, actor.workspaceId, { ...filter, status: undefined, statuses: wanted, limit: limit + 1 });
-      return { ids: rows.slice(0, limit).map((r) => r.id), more: rows.length > limit };
-    });
+  const select = (
+    actor: Actor,
+    action: string,
+    raw: { filter?: ExecutionFilter | null; limit?: number | null },
+    statuses: ('PENDING' | 'RUNNING' | 'FAILED')[],
+  ) =>
+    mutate<{ ids: string[]; more: boolean }>(
+      ctx,
+      actor,
+      { action, role: 'OPERATOR', input: raw, target: { type: 'Execution' } },
+      async (trx) => {
+        const filter = parseInput(executionFilterSchema, raw.filter ?? {}, ['filter']);
+        const limit = parseInput(limitSchema, raw.limit, ['limit']) ?? DEFAULT_BULK_LIMIT;
+        const wanted = filter.statuses?.length ? statuses.filter((s) => filter.statuses!.includes(s)) : statuses;
+        if (wanted.length === 0) return { ids: [], more: false };
+        const rows = await executionsRepo.listExecutions(trx, actor.workspaceId, {
+          ...filter,
+          status: undefined,
+          statuses: wanted,
+          limit: limit + 1,
+        });
+        return { ids: rows.slice(0, limit).map((r) => r.id), more: rows.length > limit };
+      },
+    );
 
   return {
     /**
@@ -98,7 +113,12 @@ export function createBulkService(ctx: ServiceContext, single: Single) {
     /** Pauses each job, as pauseJob would (1 to 1000 ids). */
     async pauseJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
-        const ids = await mutate(ctx, actor, { action: 'jobs.pause-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () => parseInput(idsSchema, rawIds, ['ids']));
+        const ids = await mutate(
+          ctx,
+          actor,
+          { action: 'jobs.pause-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } },
+          async () => parseInput(idsSchema, rawIds, ['ids']),
+        );
         return each(ids, (id) => single.pauseJob(actor, id), false);
       });
     },
@@ -106,7 +126,12 @@ export function createBulkService(ctx: ServiceContext, single: Single) {
     /** Resumes each job, as resumeJob would (1 to 1000 ids). */
     async resumeJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
-        const ids = await mutate(ctx, actor, { action: 'jobs.resume-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () => parseInput(idsSchema, rawIds, ['ids']));
+        const ids = await mutate(
+          ctx,
+          actor,
+          { action: 'jobs.resume-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } },
+          async () => parseInput(idsSchema, rawIds, ['ids']),
+        );
         return each(ids, (id) => single.resumeJob(actor, id), false);
       });
     },

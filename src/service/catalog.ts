@@ -38,18 +38,23 @@ export function createCatalogService(ctx: ServiceContext) {
      * Throws VALIDATION_FAILED (bad schema), CONFLICT (name taken in the workspace).
      */
     async createPayloadSpec(actor: Actor, raw: CreatePayloadSpecInput): Promise<PayloadSpec> {
-      return mutate(ctx, actor, { action: 'payloadSpec.create', role: 'OPERATOR', input: raw, target: (r: PayloadSpec) => ({ type: 'PayloadSpec', id: r.id }) }, async (trx) => {
-        const input = parseInput(createPayloadSpecSchema, raw);
-        assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
-        const row = await specsRepo.insertPayloadSpec(trx, actor.workspaceId, {
-          name: input.name,
-          description: input.description ?? null,
-          jsonSchema: input.jsonSchema,
-          createdByKeyId: actor.keyId ?? null,
-        });
-        if (!row) throw new ConflictError(`a payload spec named "${input.name}" already exists`, { name: input.name });
-        return toPayloadSpec(row);
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'payloadSpec.create', role: 'OPERATOR', input: raw, target: (r: PayloadSpec) => ({ type: 'PayloadSpec', id: r.id }) },
+        async (trx) => {
+          const input = parseInput(createPayloadSpecSchema, raw);
+          assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
+          const row = await specsRepo.insertPayloadSpec(trx, actor.workspaceId, {
+            name: input.name,
+            description: input.description ?? null,
+            jsonSchema: input.jsonSchema,
+            createdByKeyId: actor.keyId ?? null,
+          });
+          if (!row) throw new ConflictError(`a payload spec named "${input.name}" already exists`, { name: input.name });
+          return toPayloadSpec(row);
+        },
+      );
     },
 
     /**
@@ -57,19 +62,24 @@ export function createCatalogService(ctx: ServiceContext) {
      * Jobs already created keep the input they were validated with. Throws NOT_FOUND, VALIDATION_FAILED.
      */
     async updatePayloadSpec(actor: Actor, raw: UpdatePayloadSpecInput): Promise<PayloadSpec> {
-      return mutate(ctx, actor, { action: 'payloadSpec.update', role: 'OPERATOR', input: raw, target: { type: 'PayloadSpec', id: raw?.id } }, async (trx) => {
-        const input = parseInput(updatePayloadSpecSchema, raw);
-        if (input.jsonSchema != null) assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
-        const current = await specsRepo.findPayloadSpecById(trx, actor.workspaceId, input.id);
-        if (!current) throw new NotFoundError('PayloadSpec', input.id);
-        requireOwnership(actor, current.created_by_key_id, `payload spec "${current.name}"`);
-        const row = await specsRepo.updatePayloadSpec(trx, actor.workspaceId, input.id, {
-          ...(input.description !== undefined ? { description: input.description } : {}),
-          ...(input.jsonSchema != null ? { jsonSchema: input.jsonSchema } : {}),
-        });
-        if (!row) throw new NotFoundError('PayloadSpec', input.id);
-        return toPayloadSpec(row);
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'payloadSpec.update', role: 'OPERATOR', input: raw, target: { type: 'PayloadSpec', id: raw?.id } },
+        async (trx) => {
+          const input = parseInput(updatePayloadSpecSchema, raw);
+          if (input.jsonSchema != null) assertValidJsonSchema(input.jsonSchema, ['jsonSchema']);
+          const current = await specsRepo.findPayloadSpecById(trx, actor.workspaceId, input.id);
+          if (!current) throw new NotFoundError('PayloadSpec', input.id);
+          requireOwnership(actor, current.created_by_key_id, `payload spec "${current.name}"`);
+          const row = await specsRepo.updatePayloadSpec(trx, actor.workspaceId, input.id, {
+            ...(input.description !== undefined ? { description: input.description } : {}),
+            ...(input.jsonSchema != null ? { jsonSchema: input.jsonSchema } : {}),
+          });
+          if (!row) throw new NotFoundError('PayloadSpec', input.id);
+          return toPayloadSpec(row);
+        },
+      );
     },
 
     async payloadSpec(actor: Actor, id: string): Promise<PayloadSpec> {
@@ -93,18 +103,31 @@ export function createCatalogService(ctx: ServiceContext) {
      * stored but never returned. Throws VALIDATION_FAILED.
      */
     async setConfig(actor: Actor, raw: SetConfigInput): Promise<Config> {
-      return mutate(ctx, actor, { action: 'config.set', role: 'OPERATOR', input: raw, target: (r: Config) => ({ type: 'Config', id: r.id }) }, async (trx) => {
-        const input = parseInput(setConfigSchema, raw);
-        const entries = Object.fromEntries(
-          input.entries.map((e, i) => [
-            e.key,
-            e.secret ? { value: ctx.seal(e.value, ['entries', i, 'value']), secret: true } : { value: e.value, secret: false },
-          ]),
-        );
-        const existing = await configsRepo.findConfigByName(trx, actor.workspaceId, input.name);
-        if (existing) requireOwnership(actor, existing.created_by_key_id, `config "${existing.name}"`);
-        return toConfig(await configsRepo.upsertConfig(trx, actor.workspaceId, input.name, entries, existing ? existing.created_by_key_id : (actor.keyId ?? null)));
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'config.set', role: 'OPERATOR', input: raw, target: (r: Config) => ({ type: 'Config', id: r.id }) },
+        async (trx) => {
+          const input = parseInput(setConfigSchema, raw);
+          const entries = Object.fromEntries(
+            input.entries.map((e, i) => [
+              e.key,
+              e.secret ? { value: ctx.seal(e.value, ['entries', i, 'value']), secret: true } : { value: e.value, secret: false },
+            ]),
+          );
+          const existing = await configsRepo.findConfigByName(trx, actor.workspaceId, input.name);
+          if (existing) requireOwnership(actor, existing.created_by_key_id, `config "${existing.name}"`);
+          return toConfig(
+            await configsRepo.upsertConfig(
+              trx,
+              actor.workspaceId,
+              input.name,
+              entries,
+              existing ? existing.created_by_key_id : (actor.keyId ?? null),
+            ),
+          );
+        },
+      );
     },
 
     async config(actor: Actor, id: string): Promise<Config> {

@@ -79,7 +79,13 @@ export function offsetAt(tz: string, t: number): number {
 /** Wall-clock fields of instant `t` in the zone. */
 export function wallAt(tz: string, t: number): { y: number; mo: number; d: number; h: number; mi: number } {
   const local = new Date(t + offsetAt(tz, t));
-  return { y: local.getUTCFullYear(), mo: local.getUTCMonth() + 1, d: local.getUTCDate(), h: local.getUTCHours(), mi: local.getUTCMinutes() };
+  return {
+    y: local.getUTCFullYear(),
+    mo: local.getUTCMonth() + 1,
+    d: local.getUTCDate(),
+    h: local.getUTCHours(),
+    mi: local.getUTCMinutes(),
+  };
 }
 
 interface Segment {

@@ -49,7 +49,10 @@ export function normalizeCron(expression: string, path: (string | number)[] = ['
     // cron-parser reads H as a value drawn at random on each parse: every process, and every
     // preview, would fire at its own time. The lookbehind spares the day name "thu".
     if (/(?<![a-z])h/i.test(field)) {
-      throw ValidationError.at(path, `${FIELD_NAMES[i]} field "${field}": H (a hashed, random value) is not supported (standard crontab syntax only)`);
+      throw ValidationError.at(
+        path,
+        `${FIELD_NAMES[i]} field "${field}": H (a hashed, random value) is not supported (standard crontab syntax only)`,
+      );
     }
     const probe = FIELD_NAMES.map((_, j) => (j === i ? field : '*')).join(' ');
     try {
@@ -92,13 +95,7 @@ export function specOf(expression: string): CronSpec {
  * The next `count` occurrences strictly after `after`, before `endsAt`. Stops early (with fewer
  * results) when the expression has no further occurrence. The scheduler fires exactly these.
  */
-export function nextOccurrences(
-  expression: string,
-  timezone: string,
-  after: Date,
-  count: number,
-  endsAt?: Date | null,
-): Date[] {
+export function nextOccurrences(expression: string, timezone: string, after: Date, count: number, endsAt?: Date | null): Date[] {
   const spec = specOf(expression);
   const out: Date[] = [];
   let cursor = after.getTime();
@@ -112,13 +109,7 @@ export function nextOccurrences(
 }
 
 /** The first occurrence at or after max(now, startsAt), or null when the schedule has ended. */
-export function firstFireAt(
-  expression: string,
-  timezone: string,
-  now: Date,
-  startsAt?: Date | null,
-  endsAt?: Date | null,
-): Date | null {
+export function firstFireAt(expression: string, timezone: string, now: Date, startsAt?: Date | null, endsAt?: Date | null): Date | null {
   const from = startsAt && startsAt > now ? new Date(startsAt.getTime() - 1) : now;
   return nextOccurrences(expression, timezone, from, 1, endsAt)[0] ?? null;
 }

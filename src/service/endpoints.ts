@@ -139,7 +139,9 @@ export function createEndpointService(ctx: ServiceContext) {
         return toEndpoint(row);
       }).catch((error: unknown) => {
         if (isPgError(error, UNIQUE_VIOLATION)) {
-          throw new ConflictError(`an endpoint named "${(raw as { name?: string }).name}" already exists`, { name: (raw as { name?: string }).name });
+          throw new ConflictError(`an endpoint named "${(raw as { name?: string }).name}" already exists`, {
+            name: (raw as { name?: string }).name,
+          });
         }
         throw error;
       });
@@ -151,58 +153,67 @@ export function createEndpointService(ctx: ServiceContext) {
      * pointing it at, or changing the url or headers of one that uses, another key's config with secrets).
      */
     async updateEndpoint(actor: Actor, raw: UpdateEndpointInput): Promise<Endpoint> {
-      return mutate(ctx, actor, { action: 'endpoint.update', role: 'OPERATOR', input: raw, target: { type: 'Endpoint', id: raw?.id } }, async (trx) => {
-        const input = parseInput(updateEndpointSchema, raw);
-        const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, input.id, { forUpdate: true });
-        if (!row) throw new NotFoundError('Endpoint', input.id);
-        assertMutable(actor, row);
-        const httpOnly = ['url', 'method', 'headers', 'signingSecret'] as const;
-        if (row.kind === 'HANDLER') {
-          for (const f of httpOnly) if (input[f] != null) throw ValidationError.at([f], 'is only for HTTP endpoints');
-        } else if (input.handlerName != null) {
-          throw ValidationError.at(['handlerName'], 'is only for HANDLER endpoints');
-        }
-        if (input.url === null) throw ValidationError.at(['url'], 'an HTTP endpoint needs a url');
-        if (input.url != null) assertTargetAllowed(ctx, input.url);
-        if (input.handlerName === null) throw ValidationError.at(['handlerName'], 'a HANDLER endpoint needs a handler name');
-        if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
-          throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
-        }
-        const base = input.backoffBaseMs ?? row.backoff_base_ms;
-        const max = input.backoffMaxMs ?? row.backoff_max_ms;
-        if (max < base) {
-          // Name the field that was given: the other is the stored value.
-          if (input.backoffMaxMs == null) throw ValidationError.at(['backoffBaseMs'], `must be at most the endpoint's backoffMaxMs (${max})`);
-          throw ValidationError.at(['backoffMaxMs'], input.backoffBaseMs == null ? `must be at least the endpoint's backoffBaseMs (${base})` : 'must be at least backoffBaseMs');
-        }
-        // A new url or new headers send the endpoint's config somewhere else: the config it keeps
-        // is checked as if it were being pointed at now, or an OPERATOR whose endpoint an ADMIN
-        // gave secrets could re-aim it and read them.
-        const reaims = input.url != null || input.headers !== undefined;
-        await assertRefs(trx, actor, {
-          payloadSpecId: input.payloadSpecId,
-          configId: input.configId !== undefined ? input.configId : reaims ? row.config_id : undefined,
-        });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'endpoint.update', role: 'OPERATOR', input: raw, target: { type: 'Endpoint', id: raw?.id } },
+        async (trx) => {
+          const input = parseInput(updateEndpointSchema, raw);
+          const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, input.id, { forUpdate: true });
+          if (!row) throw new NotFoundError('Endpoint', input.id);
+          assertMutable(actor, row);
+          const httpOnly = ['url', 'method', 'headers', 'signingSecret'] as const;
+          if (row.kind === 'HANDLER') {
+            for (const f of httpOnly) if (input[f] != null) throw ValidationError.at([f], 'is only for HTTP endpoints');
+          } else if (input.handlerName != null) {
+            throw ValidationError.at(['handlerName'], 'is only for HANDLER endpoints');
+          }
+          if (input.url === null) throw ValidationError.at(['url'], 'an HTTP endpoint needs a url');
+          if (input.url != null) assertTargetAllowed(ctx, input.url);
+          if (input.handlerName === null) throw ValidationError.at(['handlerName'], 'a HANDLER endpoint needs a handler name');
+          if (input.handlerName?.startsWith('jobgate.') && !isSystem(actor)) {
+            throw ValidationError.at(['handlerName'], 'names starting with "jobgate." are reserved for jobgate\'s own handlers');
+          }
+          const base = input.backoffBaseMs ?? row.backoff_base_ms;
+          const max = input.backoffMaxMs ?? row.backoff_max_ms;
+          if (max < base) {
+            // Name the field that was given: the other is the stored value.
+            if (input.backoffMaxMs == null)
+              throw ValidationError.at(['backoffBaseMs'], `must be at most the endpoint's backoffMaxMs (${max})`);
+            throw ValidationError.at(
+              ['backoffMaxMs'],
+              input.backoffBaseMs == null ? `must be at least the endpoint's backoffBaseMs (${base})` : 'must be at least backoffBaseMs',
+            );
+          }
+          // A new url or new headers send the endpoint's config somewhere else: the config it keeps
+          // is checked as if it were being pointed at now, or an OPERATOR whose endpoint an ADMIN
+          // gave secrets could re-aim it and read them.
+          const reaims = input.url != null || input.headers !== undefined;
+          await assertRefs(trx, actor, {
+            payloadSpecId: input.payloadSpecId,
+            configId: input.configId !== undefined ? input.configId : reaims ? row.config_id : undefined,
+          });
 
-        const patch: EndpointPatch = {};
-        if (input.description !== undefined) patch.description = input.description;
-        if (input.url != null) patch.url = input.url;
-        if (input.method != null) patch.method = input.method;
-        if (input.headers !== undefined) patch.headers = JSON.stringify(input.headers ?? {});
-        if (input.timeoutMs !== undefined) patch.timeout_ms = input.timeoutMs;
-        if (input.signingSecret !== undefined) {
-          patch.signing_secret = input.signingSecret === null ? null : ctx.seal(input.signingSecret, ['signingSecret']);
-        }
-        if (input.handlerName != null) patch.handler_name = input.handlerName;
-        if (input.payloadSpecId !== undefined) patch.payload_spec_id = input.payloadSpecId;
-        if (input.configId !== undefined) patch.config_id = input.configId;
-        if (input.maxAttempts !== undefined) patch.max_attempts = input.maxAttempts;
-        if (input.backoffBaseMs != null) patch.backoff_base_ms = input.backoffBaseMs;
-        if (input.backoffMaxMs != null) patch.backoff_max_ms = input.backoffMaxMs;
-        if (input.jitter != null) patch.jitter = input.jitter;
-        if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
-        return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
-      });
+          const patch: EndpointPatch = {};
+          if (input.description !== undefined) patch.description = input.description;
+          if (input.url != null) patch.url = input.url;
+          if (input.method != null) patch.method = input.method;
+          if (input.headers !== undefined) patch.headers = JSON.stringify(input.headers ?? {});
+          if (input.timeoutMs !== undefined) patch.timeout_ms = input.timeoutMs;
+          if (input.signingSecret !== undefined) {
+            patch.signing_secret = input.signingSecret === null ? null : ctx.seal(input.signingSecret, ['signingSecret']);
+          }
+          if (input.handlerName != null) patch.handler_name = input.handlerName;
+          if (input.payloadSpecId !== undefined) patch.payload_spec_id = input.payloadSpecId;
+          if (input.configId !== undefined) patch.config_id = input.configId;
+          if (input.maxAttempts !== undefined) patch.max_attempts = input.maxAttempts;
+          if (input.backoffBaseMs != null) patch.backoff_base_ms = input.backoffBaseMs;
+          if (input.backoffMaxMs != null) patch.backoff_max_ms = input.backoffMaxMs;
+          if (input.jitter != null) patch.jitter = input.jitter;
+          if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
+          return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
+        },
+      );
     },
 
     /**
@@ -210,19 +221,24 @@ export function createEndpointService(ctx: ServiceContext) {
      * Throws NOT_FOUND, FORBIDDEN (INTERNAL), CONFLICT (it still has jobs that are not retired).
      */
     async archiveEndpoint(actor: Actor, id: string): Promise<Endpoint> {
-      return mutate(ctx, actor, { action: 'endpoint.archive', role: 'OPERATOR', input: { id }, target: { type: 'Endpoint', id } }, async (trx) => {
-        const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, id, { forUpdate: true });
-        if (!row) throw new NotFoundError('Endpoint', id);
-        if (row.archived_at) return toEndpoint(row);
-        assertMutable(actor, row);
-        const live = await jobsRepo.countLiveJobsOnEndpoint(trx, actor.workspaceId, row.id);
-        if (live > 0) {
-          throw new ConflictError(`endpoint "${row.name}" has ${live} job(s) that are not retired; cancel them first`, {
-            liveJobs: live,
-          });
-        }
-        return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, { archived_at: sql<Date>`now()` as never }));
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'endpoint.archive', role: 'OPERATOR', input: { id }, target: { type: 'Endpoint', id } },
+        async (trx) => {
+          const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, id, { forUpdate: true });
+          if (!row) throw new NotFoundError('Endpoint', id);
+          if (row.archived_at) return toEndpoint(row);
+          assertMutable(actor, row);
+          const live = await jobsRepo.countLiveJobsOnEndpoint(trx, actor.workspaceId, row.id);
+          if (live > 0) {
+            throw new ConflictError(`endpoint "${row.name}" has ${live} job(s) that are not retired; cancel them first`, {
+              liveJobs: live,
+            });
+          }
+          return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, { archived_at: sql<Date>`now()` as never }));
+        },
+      );
     },
 
     /**

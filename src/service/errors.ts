@@ -71,12 +71,16 @@ export class NotFoundError extends DomainError {
 export class NoLiveWorkerError extends DomainError {
   override name = 'NoLiveWorkerError';
   constructor(kind: 'RECOVERABLE' | 'INTERVAL', handlerName: string, hint: string) {
-    super('NOT_FOUND', `no live worker has registered the ${kind === 'RECOVERABLE' ? 'recoverable' : 'interval'} handler ${JSON.stringify(handlerName)}; ${hint}`, {
-      resource: 'Handler',
-      reason: 'NO_LIVE_WORKER',
-      handlerKind: kind,
-      handlerName,
-    });
+    super(
+      'NOT_FOUND',
+      `no live worker has registered the ${kind === 'RECOVERABLE' ? 'recoverable' : 'interval'} handler ${JSON.stringify(handlerName)}; ${hint}`,
+      {
+        resource: 'Handler',
+        reason: 'NO_LIVE_WORKER',
+        handlerKind: kind,
+        handlerName,
+      },
+    );
   }
 }
 
@@ -148,11 +152,15 @@ export class InternalEndpointError extends DomainError {
 export class LockHeldError extends DomainError {
   override name = 'LockHeldError';
   constructor(lockKey: string, holder: { jobId: string; executionId: string }) {
-    super('LOCK_HELD', `lock key "${lockKey}" is held by job ${holder.jobId} (execution ${holder.executionId}), which is pending or running`, {
-      lockKey,
-      holderJobId: holder.jobId,
-      holderExecutionId: holder.executionId,
-    });
+    super(
+      'LOCK_HELD',
+      `lock key "${lockKey}" is held by job ${holder.jobId} (execution ${holder.executionId}), which is pending or running`,
+      {
+        lockKey,
+        holderJobId: holder.jobId,
+        holderExecutionId: holder.executionId,
+      },
+    );
   }
 }
 
@@ -175,6 +183,9 @@ export class CursorExpiredError extends DomainError {
 export class LeaseLostError extends DomainError {
   override name = 'LeaseLostError';
   constructor(executionId: string, epoch: number) {
-    super('LEASE_LOST', `the lease of execution ${executionId} (epoch ${epoch}) is no longer held; the transaction was rolled back`, { executionId, epoch });
+    super('LEASE_LOST', `the lease of execution ${executionId} (epoch ${epoch}) is no longer held; the transaction was rolled back`, {
+      executionId,
+      epoch,
+    });
   }
 }

@@ -18,7 +18,11 @@ export async function eventCursorNow(ctx: ServiceContext, workspaceId: string): 
 }
 
 /** Runs `fn` (a mutation) and adds the event cursor read just before it to its result. */
-export async function withEventCursor<T extends object>(ctx: ServiceContext, workspaceId: string, fn: () => Promise<T>): Promise<T & { eventCursor: string }> {
+export async function withEventCursor<T extends object>(
+  ctx: ServiceContext,
+  workspaceId: string,
+  fn: () => Promise<T>,
+): Promise<T & { eventCursor: string }> {
   const eventCursor = await eventCursorNow(ctx, workspaceId);
   return { ...(await fn()), eventCursor };
 }

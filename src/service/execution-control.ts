@@ -25,7 +25,6 @@ export interface TriggerJobResult {
 }
 
 export function createExecutionControlService(ctx: ServiceContext) {
-
   return {
     /**
      * Runs a job now, outside its schedule: one new execution, due immediately. Without `force`
@@ -35,47 +34,52 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job), CONFLICT, LOCK_HELD.
      */
     async triggerJob(actor: Actor, raw: TriggerJobInput): Promise<TriggerJobResult> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.trigger', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
-        const input = parseInput(triggerJobSchema, raw);
-        const { job, endpoint } = await lockJob(trx, actor, input.id);
-        if (input.requestId) {
-          const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
-          if (earlier) return { execution: toExecution(earlier), created: false };
-        }
-        assertJobMutable(actor, job, endpoint, { owned: false });
-        if (!input.force) {
-          if (job.status === 'PAUSED') throw new ConflictError(`job ${job.id} is paused; trigger it with force to run it anyway`);
-          const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job.id);
-          if (live) {
-            throw new ConflictError(`job ${job.id} already has a ${live.status.toLowerCase()} execution; trigger it with force to run another`, {
-              executionId: live.id,
-            });
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(ctx, actor, { action: 'job.trigger', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
+          const input = parseInput(triggerJobSchema, raw);
+          const { job, endpoint } = await lockJob(trx, actor, input.id);
+          if (input.requestId) {
+            const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
+            if (earlier) return { execution: toExecution(earlier), created: false };
           }
-        }
-        await assertLockFree(trx, actor, job.lock_key);
-        const row = await executionsRepo.insertExecutionUnlessTaken(trx, {
-          workspace_id: actor.workspaceId,
-          job_id: job.id,
-          endpoint_id: job.endpoint_id,
-          // The database's clock, to the microsecond (a JS Date would round two triggers together).
-          scheduled_for: sql<Date>`now()` as never,
-          max_attempts: job.max_attempts,
-          lock_key: job.lock_key,
-          trigger: 'MANUAL',
-          request_id: input.requestId ?? null,
-          created_by_key_id: actor.keyId ?? null,
-          // The job's input as of now, read under its row lock: later edits do not reach it.
-          input: JSON.stringify(job.input),
-        });
-        if (row) return { execution: toExecution(row), created: true };
-        // A unique index refused it: a concurrent trigger with this request id, or the lock key.
-        if (input.requestId) {
-          const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
-          if (earlier) return { execution: toExecution(earlier), created: false };
-        }
-        await assertLockFree(trx, actor, job.lock_key);
-        throw new ConflictError(`job ${job.id} was triggered concurrently; try again`);
-      }));
+          assertJobMutable(actor, job, endpoint, { owned: false });
+          if (!input.force) {
+            if (job.status === 'PAUSED') throw new ConflictError(`job ${job.id} is paused; trigger it with force to run it anyway`);
+            const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job.id);
+            if (live) {
+              throw new ConflictError(
+                `job ${job.id} already has a ${live.status.toLowerCase()} execution; trigger it with force to run another`,
+                {
+                  executionId: live.id,
+                },
+              );
+            }
+          }
+          await assertLockFree(trx, actor, job.lock_key);
+          const row = await executionsRepo.insertExecutionUnlessTaken(trx, {
+            workspace_id: actor.workspaceId,
+            job_id: job.id,
+            endpoint_id: job.endpoint_id,
+            // The database's clock, to the microsecond (a JS Date would round two triggers together).
+            scheduled_for: sql<Date>`now()` as never,
+            max_attempts: job.max_attempts,
+            lock_key: job.lock_key,
+            trigger: 'MANUAL',
+            request_id: input.requestId ?? null,
+            created_by_key_id: actor.keyId ?? null,
+            // The job's input as of now, read under its row lock: later edits do not reach it.
+            input: JSON.stringify(job.input),
+          });
+          if (row) return { execution: toExecution(row), created: true };
+          // A unique index refused it: a concurrent trigger with this request id, or the lock key.
+          if (input.requestId) {
+            const earlier = await executionsRepo.findByRequestId(trx, actor.workspaceId, job.id, input.requestId);
+            if (earlier) return { execution: toExecution(earlier), created: false };
+          }
+          await assertLockFree(trx, actor, job.lock_key);
+          throw new ConflictError(`job ${job.id} was triggered concurrently; try again`);
+        }),
+      );
     },
 
     /**
@@ -84,27 +88,34 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, FORBIDDEN (internal job), CONFLICT (already finished).
      */
     async cancelExecution(actor: Actor, rawId: string): Promise<Execution> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
-        const id = parseInput(idSchema, rawId);
-        // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
-        const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
-        if (!peek) throw new NotFoundError('Execution', id);
-        const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
-        const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
-        if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint, { owned: false });
-        requireOwnership(actor, current.created_by_key_id ?? job.created_by_key_id, `execution ${id}`);
-        if (current.status === 'PENDING') {
-          const cancelled = (await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!;
-          // The job's next serial occurrence, due already and waiting for this one, has its turn.
-          if (current.serial) await executionsRepo.notifyWork(trx);
-          return toExecution(cancelled);
-        }
-        if (current.status === 'RUNNING') {
-          const row = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, id);
-          return toExecution(row ?? current);
-        }
-        throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });
-      }));
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(
+          ctx,
+          actor,
+          { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } },
+          async (trx) => {
+            const id = parseInput(idSchema, rawId);
+            // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
+            const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
+            if (!peek) throw new NotFoundError('Execution', id);
+            const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
+            const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
+            if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint, { owned: false });
+            requireOwnership(actor, current.created_by_key_id ?? job.created_by_key_id, `execution ${id}`);
+            if (current.status === 'PENDING') {
+              const cancelled = (await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!;
+              // The job's next serial occurrence, due already and waiting for this one, has its turn.
+              if (current.serial) await executionsRepo.notifyWork(trx);
+              return toExecution(cancelled);
+            }
+            if (current.status === 'RUNNING') {
+              const row = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, id);
+              return toExecution(row ?? current);
+            }
+            throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });
+          },
+        ),
+      );
     },
 
     /**
@@ -113,33 +124,42 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * CONFLICT (not FAILED), LOCK_HELD (its lock key is taken meanwhile).
      */
     async retryExecution(actor: Actor, rawId: string): Promise<Execution> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } }, async (trx) => {
-        const id = parseInput(idSchema, rawId);
-        // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
-        const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
-        if (!peek) throw new NotFoundError('Execution', id);
-        const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
-        const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
-        if (job.status === 'RETIRED') throw new RetiredError(job.id);
-        assertJobMutable(actor, job, endpoint, { owned: false });
-        if (current.status !== 'FAILED') {
-          throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, { status: current.status });
-        }
-        await assertLockFree(trx, actor, current.lock_key);
-        if (!current.lock_key) return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
-        // The check cannot see a key taken by a transaction not yet committed: the update then waits
-        // on the live-lock index and fails with a unique violation once that one commits. The
-        // savepoint keeps this transaction usable, so the refusal can name the holder.
-        await sql`savepoint redrive`.execute(trx);
-        try {
-          return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
-        } catch (error) {
-          if (!isPgError(error, UNIQUE_VIOLATION)) throw error;
-          await sql`rollback to savepoint redrive`.execute(trx);
-          await assertLockFree(trx, actor, current.lock_key);
-          throw error;
-        }
-      }));
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(
+          ctx,
+          actor,
+          { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } },
+          async (trx) => {
+            const id = parseInput(idSchema, rawId);
+            // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
+            const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
+            if (!peek) throw new NotFoundError('Execution', id);
+            const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
+            const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
+            if (job.status === 'RETIRED') throw new RetiredError(job.id);
+            assertJobMutable(actor, job, endpoint, { owned: false });
+            if (current.status !== 'FAILED') {
+              throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, {
+                status: current.status,
+              });
+            }
+            await assertLockFree(trx, actor, current.lock_key);
+            if (!current.lock_key) return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
+            // The check cannot see a key taken by a transaction not yet committed: the update then waits
+            // on the live-lock index and fails with a unique violation once that one commits. The
+            // savepoint keeps this transaction usable, so the refusal can name the holder.
+            await sql`savepoint redrive`.execute(trx);
+            try {
+              return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
+            } catch (error) {
+              if (!isPgError(error, UNIQUE_VIOLATION)) throw error;
+              await sql`rollback to savepoint redrive`.execute(trx);
+              await assertLockFree(trx, actor, current.lock_key);
+              throw error;
+            }
+          },
+        ),
+      );
     },
   };
 }

@@ -146,7 +146,9 @@ const instant = (v: unknown): Date | null => (v instanceof Date && !Number.isNaN
 const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 /** The last outcome held by an interval handler's row; null before its first. */
-function outcomeOf(r: Pick<IntervalTickRow, 'last_status' | 'last_count' | 'last_cause' | 'last_error' | 'last_started_at' | 'last_finished_at'>): HandlerOutcome | null {
+function outcomeOf(
+  r: Pick<IntervalTickRow, 'last_status' | 'last_count' | 'last_cause' | 'last_error' | 'last_started_at' | 'last_finished_at'>,
+): HandlerOutcome | null {
   if (!r.last_status) return null;
   return {
     status: r.last_status,
@@ -188,11 +190,23 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
     const key = `${r.kind}\u0000${r.name}`;
     let h = byKey.get(key);
     if (!h) {
-      h = { kind: r.kind, name: r.name, cadence: null, workers: [], lastOutcome: null, interval: null, schedule: null, lastRun: null, timeoutMs: num(r.timeout_ms), scheduledHere: false };
+      h = {
+        kind: r.kind,
+        name: r.name,
+        cadence: null,
+        workers: [],
+        lastOutcome: null,
+        interval: null,
+        schedule: null,
+        lastRun: null,
+        timeoutMs: num(r.timeout_ms),
+        scheduledHere: false,
+      };
       byKey.set(key, h);
     }
     h.scheduledHere ||= r.scheduled_here;
-    if (!h.workers.some((w) => w.id === r.id)) h.workers.push({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at });
+    if (!h.workers.some((w) => w.id === r.id))
+      h.workers.push({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at });
   }
   const all = [...byKey.values()];
   const intervalNames = all.filter((h) => h.kind === 'INTERVAL').map((h) => h.name);
@@ -222,7 +236,8 @@ async function catalogue(ex: Executor, actor: Actor, filter: { kind?: HandlerKin
   }
 
   if (recoverableNames.length > 0) {
-    const schedules = await sql<any>`select * from run_schedules where workspace_id = ${ws} and name = any(${recoverableNames}::text[])`.execute(ex);
+    const schedules =
+      await sql<any>`select * from run_schedules where workspace_id = ${ws} and name = any(${recoverableNames}::text[])`.execute(ex);
     // The newest run of each name: one probe per name of runs_workspace_name_created (000011),
     // not a sort of every run the handler ever had.
     const lastRuns = await sql<any>`
@@ -301,11 +316,13 @@ export function createHandlersService(ctx: ServiceContext) {
       if (!row) throw new NotFoundError('Handler', name);
       if (row.last_epoch !== null && BigInt(row.last_epoch) > epoch) {
         const outcome = outcomeOf(row);
-        const durationMs = outcome?.startedAt && outcome.finishedAt ? Math.max(0, outcome.finishedAt.getTime() - outcome.startedAt.getTime()) : null;
+        const durationMs =
+          outcome?.startedAt && outcome.finishedAt ? Math.max(0, outcome.finishedAt.getTime() - outcome.startedAt.getTime()) : null;
         return { state: 'FINISHED', outcome, durationMs };
       }
       const left = deadline - performance.now();
-      if (left <= 0) return { state: BigInt(row.epoch) > epoch && row.owner !== null ? 'RUNNING' : 'PENDING', outcome: null, durationMs: null };
+      if (left <= 0)
+        return { state: BigInt(row.epoch) > epoch && row.owner !== null ? 'RUNNING' : 'PENDING', outcome: null, durationMs: null };
       await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
       pause = Math.min(pause * 2, WAIT_POLL_MAX_MS);
     }
@@ -363,7 +380,8 @@ export function createHandlersService(ctx: ServiceContext) {
         { action: 'handler.trigger', role: 'ADMIN', input: raw, target: { type: 'Handler', id: raw?.name } },
         async (trx) => {
           const input = parseInput(triggerHandlerSchema, raw);
-          if (input.wait && ctx.outer) throw ValidationError.at(['wait'], 'cannot wait inside your own transaction: the trigger takes effect only when you commit it');
+          if (input.wait && ctx.outer)
+            throw ValidationError.at(['wait'], 'cannot wait inside your own transaction: the trigger takes effect only when you commit it');
           const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
           if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
           const { rows } = await sql<{ owner: string | null; run_started_at: Date | null; epoch: string }>`
@@ -371,9 +389,12 @@ export function createHandlersService(ctx: ServiceContext) {
           const row = rows[0];
           if (!row) throw new NotFoundError('Handler', input.name);
           if (row.owner !== null && !input.force) {
-            throw new ConflictError(`interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`, {
-              runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
-            });
+            throw new ConflictError(
+              `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
+              {
+                runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
+              },
+            );
           }
           // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
           await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${input.name}`.execute(trx);
@@ -385,7 +406,10 @@ export function createHandlersService(ctx: ServiceContext) {
       );
       if (!input.wait) return result;
       const tick = await awaitTick(input.name, epoch, input.waitTimeoutMs ?? DEFAULT_TRIGGER_WAIT_MS);
-      return { ...result, tick: tick.outcome && !seesInstallation(actor) ? { ...tick, outcome: { ...tick.outcome, message: null } } : tick };
+      return {
+        ...result,
+        tick: tick.outcome && !seesInstallation(actor) ? { ...tick, outcome: { ...tick.outcome, message: null } } : tick,
+      };
     },
   };
 }

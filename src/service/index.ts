@@ -69,7 +69,18 @@ export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from '
 export type { ExecutionStats } from './stats.js';
 export { UnauthenticatedError } from './access.js';
 export type { Run, Finding, RunStatus, Severity, TriggerRunResult, TriggerRunInput } from './runs.js';
-export type { HandlerInfo, HandlerKind, HandlerOutcome, HandlerCadence, IntervalState, RunScheduleState, WorkerInfo, TriggerHandlerResult, TriggerHandlerInput, TriggeredTick } from './handlers.js';
+export type {
+  HandlerInfo,
+  HandlerKind,
+  HandlerOutcome,
+  HandlerCadence,
+  IntervalState,
+  RunScheduleState,
+  WorkerInfo,
+  TriggerHandlerResult,
+  TriggerHandlerInput,
+  TriggeredTick,
+} from './handlers.js';
 export type { Connection, Edge } from './pagination.js';
 export type { WorkspaceRetention, RetentionWindows, SetRetentionInput } from './retention.js';
 export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts.js';

@@ -170,7 +170,11 @@ export const registerEndpointSchema = z
     if (max < base) {
       // The field that was given is the one to change: the other is its default.
       if (v.backoffMaxMs == null) {
-        ctx.addIssue({ code: 'custom', path: ['backoffBaseMs'], message: `must be at most backoffMaxMs, which is ${DEFAULT_BACKOFF_MAX_MS} when not given` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['backoffBaseMs'],
+          message: `must be at most backoffMaxMs, which is ${DEFAULT_BACKOFF_MAX_MS} when not given`,
+        });
       } else {
         const of = v.backoffBaseMs == null ? `the default backoffBaseMs (${DEFAULT_BACKOFF_BASE_MS})` : 'backoffBaseMs';
         ctx.addIssue({ code: 'custom', path: ['backoffMaxMs'], message: `must be at least ${of}` });
@@ -238,7 +242,11 @@ export const setConfigSchema = z.object({
         // Redaction leaves values this short alone (they would blank ordinary text), so a secret
         // this short could show in a recorded error or response excerpt.
         if (e.secret && e.value.length < MIN_SECRET_LENGTH) {
-          ctx.addIssue({ code: 'custom', path: [i, 'value'], message: `a secret value must be at least ${MIN_SECRET_LENGTH} characters, or it cannot be kept out of errors and excerpts` });
+          ctx.addIssue({
+            code: 'custom',
+            path: [i, 'value'],
+            message: `a secret value must be at least ${MIN_SECRET_LENGTH} characters, or it cannot be kept out of errors and excerpts`,
+          });
         }
       });
     }),
@@ -267,9 +275,7 @@ export const cronScheduleSchema = z.object({
   overlapPolicy: z.enum(['SKIP', 'QUEUE', 'ALLOW']).nullish(),
 });
 
-const idempotencyKey = text()
-  .min(1, 'must not be empty; omit it for a job without a key')
-  .max(200);
+const idempotencyKey = text().min(1, 'must not be empty; omit it for a job without a key').max(200);
 
 export const createJobSchema = z
   .object({

@@ -43,7 +43,17 @@ import {
   type UpdateJobInput,
 } from './inputs.js';
 import { validateAgainstSpec } from './json-schema.js';
-import { jobState, opaqueWorkerId, toAttempt, toExecution, toJob, type Attempt, type Execution, type Job, type JobState } from './models.js';
+import {
+  jobState,
+  opaqueWorkerId,
+  toAttempt,
+  toExecution,
+  toJob,
+  type Attempt,
+  type Execution,
+  type Job,
+  type JobState,
+} from './models.js';
 import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 import { withEventCursor } from './event-cursor.js';
 
@@ -136,7 +146,12 @@ export function createJobsInternals(ctx: ServiceContext) {
   }
 
   /** createJob's rules, in `trx`; `extra.scheduleName` marks a declared schedule (declareSchedules). */
-  async function createJobIn(trx: Transaction<DB>, actor: Actor, raw: CreateJobInput, extra: { scheduleName?: string } = {}): Promise<CreateJobResult> {
+  async function createJobIn(
+    trx: Transaction<DB>,
+    actor: Actor,
+    raw: CreateJobInput,
+    extra: { scheduleName?: string } = {},
+  ): Promise<CreateJobResult> {
     const input = parseInput(createJobSchema, raw);
     const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
     const jobInput = input.input ?? {};
@@ -304,19 +319,21 @@ export function createJobsService(ctx: ServiceContext) {
     const { kind } = input;
     if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey) return undefined;
     const action = 'job.create';
-    const inserted = await auditingFailure(ctx, actor, action, raw, () => insertJobInOneStatement(db, ctx.pool, {
-      workspaceId: actor.workspaceId,
-      endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
-      system: isSystem(actor),
-      name: input.name ?? null,
-      kind,
-      input: JSON.stringify(input.input ?? {}),
-      maxAttempts: input.maxAttempts ?? null,
-      defaultMaxAttempts: ctx.defaultMaxAttempts,
-      runAt: kind === 'DELAYED' ? input.runAt! : null,
-      createdByKeyId: actor.keyId ?? null,
-      audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action, input: auditInput(raw) },
-    }));
+    const inserted = await auditingFailure(ctx, actor, action, raw, () =>
+      insertJobInOneStatement(db, ctx.pool, {
+        workspaceId: actor.workspaceId,
+        endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
+        system: isSystem(actor),
+        name: input.name ?? null,
+        kind,
+        input: JSON.stringify(input.input ?? {}),
+        maxAttempts: input.maxAttempts ?? null,
+        defaultMaxAttempts: ctx.defaultMaxAttempts,
+        runAt: kind === 'DELAYED' ? input.runAt! : null,
+        createdByKeyId: actor.keyId ?? null,
+        audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action, input: auditInput(raw) },
+      }),
+    );
     return inserted ? { job: toJob(inserted), created: true } : undefined;
   }
 
@@ -351,7 +368,9 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
      */
     async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
-      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, (trx) => updateJobIn(trx, actor, raw));
+      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, (trx) =>
+        updateJobIn(trx, actor, raw),
+      );
     },
 
     /**
@@ -359,12 +378,14 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
      */
     async pauseJob(actor: Actor, id: string): Promise<Job> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
-        const { job, endpoint } = await lockJob(trx, actor, id);
-        assertJobMutable(actor, job, endpoint);
-        if (job.status === 'PAUSED') return toJob(job);
-        return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, { status: 'PAUSED', next_fire_at: null }));
-      }));
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+          const { job, endpoint } = await lockJob(trx, actor, id);
+          assertJobMutable(actor, job, endpoint);
+          if (job.status === 'PAUSED') return toJob(job);
+          return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, { status: 'PAUSED', next_fire_at: null }));
+        }),
+      );
     },
 
     /**
@@ -372,17 +393,19 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, RETIRED, FORBIDDEN (internal job).
      */
     async resumeJob(actor: Actor, id: string): Promise<Job> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
-        const { job, endpoint } = await lockJob(trx, actor, id);
-        assertJobMutable(actor, job, endpoint);
-        if (job.status === 'ACTIVE') return toJob(job);
-        const patch: JobPatch = { status: 'ACTIVE' };
-        if (job.kind === 'CRON') patch.next_fire_at = nextFire(job, await ctx.now(trx));
-        const resumed = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch);
-        // Its pending executions that came due while paused are claimable now.
-        await executionsRepo.notifyWork(trx);
-        return toJob(resumed);
-      }));
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+          const { job, endpoint } = await lockJob(trx, actor, id);
+          assertJobMutable(actor, job, endpoint);
+          if (job.status === 'ACTIVE') return toJob(job);
+          const patch: JobPatch = { status: 'ACTIVE' };
+          if (job.kind === 'CRON') patch.next_fire_at = nextFire(job, await ctx.now(trx));
+          const resumed = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch);
+          // Its pending executions that came due while paused are claimable now.
+          await executionsRepo.notifyWork(trx);
+          return toJob(resumed);
+        }),
+      );
     },
 
     /**
@@ -391,7 +414,11 @@ export function createJobsService(ctx: ServiceContext) {
      * FORBIDDEN (internal job).
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) => cancelJobIn(trx, actor, id)));
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) =>
+          cancelJobIn(trx, actor, id),
+        ),
+      );
     },
 
     /** Throws NOT_FOUND. */

@@ -34,7 +34,9 @@ function compileLinear(pattern: string): RegExpLike {
   try {
     re = RE2JS.compile(RE2JS.translateRegExp(pattern));
   } catch (error) {
-    throw new Error(`pattern "${pattern}" is not supported (patterns run on a linear-time engine: no lookaround, no backreferences): ${(error as Error).message}`);
+    throw new Error(
+      `pattern "${pattern}" is not supported (patterns run on a linear-time engine: no lookaround, no backreferences): ${(error as Error).message}`,
+    );
   }
   // ajv keys compiled patterns by toString(): it must differ between patterns.
   return { test: (s: string) => re.test(s), toString: () => pattern } as RegExpLike;
@@ -60,7 +62,9 @@ function addLinearUniqueItems(ajv: Ajv): void {
         const key = canonicalJson(item);
         const j = seen.get(key);
         if (j !== undefined) {
-          validate.errors = [{ keyword: 'uniqueItems', params: { i, j }, message: `must NOT have duplicate items (items ## ${j} and ${i} are identical)` }];
+          validate.errors = [
+            { keyword: 'uniqueItems', params: { i, j }, message: `must NOT have duplicate items (items ## ${j} and ${i} are identical)` },
+          ];
           return false;
         }
         seen.set(key, i);

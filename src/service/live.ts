@@ -58,7 +58,11 @@ export function assertCursorKept(after: bigint, prunedThrough: bigint, cursorOf:
  * the last id: the sequences are installation-wide. Throws VALIDATION_FAILED.
  */
 function assertCursorHandedOut(after: bigint, latest: bigint): void {
-  if (after > latest) throw ValidationError.at(['after'], `is not a cursor of this stream: it is ahead of every item recorded (a database restored to an earlier state?); pass the \`cursor\` (or finding \`id\`) of the last item you received`);
+  if (after > latest)
+    throw ValidationError.at(
+      ['after'],
+      `is not a cursor of this stream: it is ahead of every item recorded (a database restored to an earlier state?); pass the \`cursor\` (or finding \`id\`) of the last item you received`,
+    );
 }
 
 export function createLiveService(ctx: ServiceContext) {
@@ -92,7 +96,8 @@ export function createLiveService(ctx: ServiceContext) {
       const input = parseInput(eventStreamSchema, raw);
       const workspaceId = scoped(actor.workspaceId);
       if (input.jobId && !(await findJobById(db, workspaceId, input.jobId))) throw new NotFoundError('Job', input.jobId);
-      if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId))) throw new NotFoundError('Endpoint', input.endpointId);
+      if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId)))
+        throw new NotFoundError('Endpoint', input.endpointId);
       const cursors = await ctx.cursors.forWorkspace(db, workspaceId);
       const cursorOf = (id: bigint | string) => cursors.seal('event', id);
       const after = openAfter(cursors, 'event', input.after);
@@ -105,7 +110,13 @@ export function createLiveService(ctx: ServiceContext) {
         assertCursorKept(after, BigInt(rows[0]!.pruned), cursorOf);
       }
       return {
-        match: { workspaceId, topic, jobId: input.jobId ?? undefined, endpointId: input.endpointId ?? undefined, name: input.name ?? undefined },
+        match: {
+          workspaceId,
+          topic,
+          jobId: input.jobId ?? undefined,
+          endpointId: input.endpointId ?? undefined,
+          name: input.name ?? undefined,
+        },
         after,
         cursorOf,
       };
@@ -115,13 +126,19 @@ export function createLiveService(ctx: ServiceContext) {
      * Authorises watching one run (its progress or its findings, from `after` on). Throws
      * NOT_FOUND, VALIDATION_FAILED (a bad cursor, or one above every finding id handed out).
      */
-    async authorizeRunStream(actor: Actor, runId: string, rawAfter?: string | null): Promise<{ runId: string; after: bigint | undefined; cursors: WorkspaceCursors }> {
+    async authorizeRunStream(
+      actor: Actor,
+      runId: string,
+      rawAfter?: string | null,
+    ): Promise<{ runId: string; after: bigint | undefined; cursors: WorkspaceCursors }> {
       const { after } = parseInput(z.object({ after: eventCursorSchema.nullish() }), { after: rawAfter });
       await findRun(db, actor.workspaceId, runId);
       const cursors = await ctx.cursors.forWorkspace(db, scoped(actor.workspaceId));
       const from = openAfter(cursors, 'finding', after);
       if (from !== undefined && from > 0n) {
-        const { rows } = await sql<{ latest: string }>`select case when is_called then last_value else 0 end as latest from findings_id_seq`.execute(db);
+        const { rows } = await sql<{
+          latest: string;
+        }>`select case when is_called then last_value else 0 end as latest from findings_id_seq`.execute(db);
         assertCursorHandedOut(from, BigInt(rows[0]!.latest));
       }
       return { runId, after: from, cursors };

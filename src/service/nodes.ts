@@ -7,7 +7,8 @@ import type { Actor } from './actor.js';
 import type { ServiceContext } from './context.js';
 import { NotFoundError } from './errors.js';
 
-export type NodeKind = 'Workspace' | 'Job' | 'Execution' | 'Endpoint' | 'PayloadSpec' | 'Config' | 'Run' | 'ApiKey' | 'AuditEntry' | 'Finding';
+export type NodeKind =
+  'Workspace' | 'Job' | 'Execution' | 'Endpoint' | 'PayloadSpec' | 'Config' | 'Run' | 'ApiKey' | 'AuditEntry' | 'Finding';
 
 const KIND_OF: Record<NodeTable, NodeKind> = {
   jobs: 'Job',
@@ -59,13 +60,19 @@ export function createNodeService(ctx: ServiceContext, get: Getters) {
       if (!table) return null;
       const kind = KIND_OF[table];
       const value =
-        kind === 'Job' ? await get.job(actor, id)
-        : kind === 'Execution' ? await get.execution(actor, id)
-        : kind === 'Endpoint' ? await get.endpoint(actor, { id })
-        : kind === 'PayloadSpec' ? await get.payloadSpec(actor, id)
-        : kind === 'Config' ? await get.config(actor, id)
-        : kind === 'ApiKey' ? await get.apiKey(actor, id)
-        : await get.run(actor, id);
+        kind === 'Job'
+          ? await get.job(actor, id)
+          : kind === 'Execution'
+            ? await get.execution(actor, id)
+            : kind === 'Endpoint'
+              ? await get.endpoint(actor, { id })
+              : kind === 'PayloadSpec'
+                ? await get.payloadSpec(actor, id)
+                : kind === 'Config'
+                  ? await get.config(actor, id)
+                  : kind === 'ApiKey'
+                    ? await get.apiKey(actor, id)
+                    : await get.run(actor, id);
       return { kind, value };
     },
   };

@@ -77,17 +77,22 @@ export function createRetentionService(ctx: ServiceContext, configured: Partial<
      * windows from their next pass. Throws FORBIDDEN, VALIDATION_FAILED.
      */
     async setRetention(actor: Actor, raw: SetRetentionInput): Promise<WorkspaceRetention> {
-      return mutate(ctx, actor, { action: 'workspace.setRetention', role: 'ADMIN', input: raw, target: { type: 'Workspace', id: actor.workspaceId } }, async (trx) => {
-        const input = parseInput(setRetentionSchema, raw);
-        const row = await retentionRepo.setRetention(trx, actor.workspaceId, {
-          executions_days: input.executionsDays,
-          failed_executions_days: input.failedExecutionsDays,
-          audit_days: input.auditDays,
-          runs_days: input.runsDays,
-          events_hours: input.eventsHours,
-        });
-        return view(row);
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'workspace.setRetention', role: 'ADMIN', input: raw, target: { type: 'Workspace', id: actor.workspaceId } },
+        async (trx) => {
+          const input = parseInput(setRetentionSchema, raw);
+          const row = await retentionRepo.setRetention(trx, actor.workspaceId, {
+            executions_days: input.executionsDays,
+            failed_executions_days: input.failedExecutionsDays,
+            audit_days: input.auditDays,
+            runs_days: input.runsDays,
+            events_hours: input.eventsHours,
+          });
+          return view(row);
+        },
+      );
     },
   };
 }

@@ -194,39 +194,45 @@ export function createRunsService(ctx: ServiceContext) {
      */
     async triggerRun(actor: Actor, raw: TriggerRunInput, options: TriggerRunOptions = {}): Promise<TriggerRunResult> {
       const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
-        const input = parseInput(triggerRunSchema, raw);
-        if (!input.force && !(await hasLiveRegistration(trx, 'RECOVERABLE', input.name))) {
-          throw new NoLiveWorkerError('RECOVERABLE', input.name, 'start a worker that registers it, or trigger with force: true to queue the run until one does');
-        }
-        const ws = scoped(actor.workspaceId);
-        const live = async () =>
-          (
-            await sql<RunRow>`select * from runs where workspace_id = ${ws} and name = ${input.name}
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
+          const input = parseInput(triggerRunSchema, raw);
+          if (!input.force && !(await hasLiveRegistration(trx, 'RECOVERABLE', input.name))) {
+            throw new NoLiveWorkerError(
+              'RECOVERABLE',
+              input.name,
+              'start a worker that registers it, or trigger with force: true to queue the run until one does',
+            );
+          }
+          const ws = scoped(actor.workspaceId);
+          const live = async () =>
+            (
+              await sql<RunRow>`select * from runs where workspace_id = ${ws} and name = ${input.name}
                               and status in ('RUNNING', 'CANCEL_REQUESTED', 'PAUSED') for update`.execute(trx)
-          ).rows[0];
-        let row = await live();
-        if (!row) {
-          const inserted = await sql<RunRow>`
+            ).rows[0];
+          let row = await live();
+          if (!row) {
+            const inserted = await sql<RunRow>`
             insert into runs (workspace_id, name, params, created_by_key_id)
             values (${ws}, ${input.name}, ${JSON.stringify(input.params ?? {})}, ${actor.keyId ?? null})
             on conflict do nothing returning *`.execute(trx);
-          if (inserted.rows[0]) {
-            await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
-            return { run: toRun(inserted.rows[0]), outcome: 'STARTED' as const };
+            if (inserted.rows[0]) {
+              await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
+              return { run: toRun(inserted.rows[0]), outcome: 'STARTED' as const };
+            }
+            row = await live(); // lost the race: the winner is committed
+            if (!row) throw new ConflictError('the run was triggered concurrently and has already finished; trigger it again');
           }
-          row = await live(); // lost the race: the winner is committed
-          if (!row) throw new ConflictError('the run was triggered concurrently and has already finished; trigger it again');
-        }
-        if (row.status !== 'PAUSED') return { run: toRun(row), outcome: 'ACTIVE' as const };
-        if (row.pause_kind === 'CANCELLED' && options.resumeCancelled === false) return { run: toRun(row), outcome: 'HELD' as const };
-        // Resume: same cursor, stats and started_at; any runner with the handler takes it.
-        const resumed = await sql<RunRow>`
+          if (row.status !== 'PAUSED') return { run: toRun(row), outcome: 'ACTIVE' as const };
+          if (row.pause_kind === 'CANCELLED' && options.resumeCancelled === false) return { run: toRun(row), outcome: 'HELD' as const };
+          // Resume: same cursor, stats and started_at; any runner with the handler takes it.
+          const resumed = await sql<RunRow>`
           update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, updated_at = now()
           where id = ${row.id} and status = 'PAUSED' returning *`.execute(trx);
-        await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
-        return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
-      }));
+          await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
+          return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
+        }),
+      );
     },
 
     /**
@@ -238,33 +244,38 @@ export function createRunsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, CONFLICT (already finished), FORBIDDEN.
      */
     async cancelRun(actor: Actor, id: string): Promise<Run> {
-      return withEventCursor(ctx, actor.workspaceId, () => mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
-        if (!isUuid(id)) throw new NotFoundError('Run', id);
-        const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
-        const row = rows[0];
-        if (!row) throw new NotFoundError('Run', id);
-        requireOwnership(actor, row.created_by_key_id, `run ${id}`);
-        if (row.status === 'COMPLETED' || row.status === 'FAILED') throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
-        if (row.status === 'PAUSED') {
-          if (row.pause_kind === 'CANCELLED') return toRun(row);
-          const held = await sql<RunRow>`
+      return withEventCursor(ctx, actor.workspaceId, () =>
+        mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
+          if (!isUuid(id)) throw new NotFoundError('Run', id);
+          const { rows } =
+            await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
+          const row = rows[0];
+          if (!row) throw new NotFoundError('Run', id);
+          requireOwnership(actor, row.created_by_key_id, `run ${id}`);
+          if (row.status === 'COMPLETED' || row.status === 'FAILED')
+            throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
+          if (row.status === 'PAUSED') {
+            if (row.pause_kind === 'CANCELLED') return toRun(row);
+            const held = await sql<RunRow>`
             update runs set pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator (was: ' || coalesce(pause_reason, 'paused') || ')', updated_at = now()
             where id = ${id} returning *`.execute(trx);
-          return toRun(held.rows[0]!);
-        }
-        if (row.owner === null) {
-          // No handler is running it to see a CANCEL_REQUESTED, and perhaps none ever will (a
-          // handler no worker registers): left to a runner, the run could never be stopped. A
-          // runner's take skips this locked row, and after the commit finds it paused.
-          const paused = await sql<RunRow>`
+            return toRun(held.rows[0]!);
+          }
+          if (row.owner === null) {
+            // No handler is running it to see a CANCEL_REQUESTED, and perhaps none ever will (a
+            // handler no worker registers): left to a runner, the run could never be stopped. A
+            // runner's take skips this locked row, and after the commit finds it paused.
+            const paused = await sql<RunRow>`
             update runs set status = 'PAUSED', pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator', updated_at = now()
             where id = ${id} returning *`.execute(trx);
-          return toRun(paused.rows[0]!);
-        }
-        if (row.status !== 'RUNNING') return toRun(row);
-        const updated = await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
-        return toRun(updated.rows[0]!);
-      }));
+            return toRun(paused.rows[0]!);
+          }
+          if (row.status !== 'RUNNING') return toRun(row);
+          const updated =
+            await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
+          return toRun(updated.rows[0]!);
+        }),
+      );
     },
 
     async run(actor: Actor, id: string): Promise<Run> {
@@ -300,17 +311,33 @@ export function createRunsService(ctx: ServiceContext) {
      * for. An id that names no run of the workspace has none. VALIDATION_FAILED for a cursor this
      * list did not issue or a page size out of range.
      */
-    async findingConnection(actor: Actor, runId: string, rawFilter: FindingListFilter = {}, rawPage: PageInput = {}): Promise<Connection<Finding>> {
+    async findingConnection(
+      actor: Actor,
+      runId: string,
+      rawFilter: FindingListFilter = {},
+      rawPage: PageInput = {},
+    ): Promise<Connection<Finding>> {
       const filter = parseInput(findingListFilterSchema, rawFilter);
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const ws = scoped(actor.workspaceId);
       const cursors = await ctx.cursors.forWorkspace(db, ws);
       const afterId = page.after ? cursors.open('finding', page.after, ['after']) : 0n;
-      if (!isUuid(runId)) return pageConnection<Finding>([], size, (f) => f.id, async () => 0);
+      if (!isUuid(runId))
+        return pageConnection<Finding>(
+          [],
+          size,
+          (f) => f.id,
+          async () => 0,
+        );
       const rows = await findingPage(db, ws, runId, filter, { limit: size + 1, afterId });
       // A finding's id is its cursor: the page after it is the findings above it.
-      return pageConnection(rows.map((r) => toFinding(r, cursors)), size, (f) => f.id, () => countFindings(db, ws, runId, filter, COUNT_LIMIT));
+      return pageConnection(
+        rows.map((r) => toFinding(r, cursors)),
+        size,
+        (f) => f.id,
+        () => countFindings(db, ws, runId, filter, COUNT_LIMIT),
+      );
     },
 
     /** A run's findings counted per kind and severity (all of them, not a page). */
@@ -338,11 +365,20 @@ export function createRunsService(ctx: ServiceContext) {
     async findings(actor: Actor, runId: string, raw: FindingFilter = {}) {
       const f = parseInput(findingFilterSchema, raw);
       const ws = scoped(actor.workspaceId);
-      if (!isUuid(runId)) return { findings: [] as Finding[], nextCursor: null, counts: [] as { kind: string; severity: Severity; count: number }[] };
+      if (!isUuid(runId))
+        return { findings: [] as Finding[], nextCursor: null, counts: [] as { kind: string; severity: Severity; count: number }[] };
       const cursors = await ctx.cursors.forWorkspace(db, ws);
       const afterId = f.after ? cursors.open('finding', f.after, ['after']).toString() : '0';
       const size = f.first ?? 100;
-      const { rows } = await sql<{ id: string; run_id: string; kind: string; severity: Severity; resource_id: string; detail: unknown; created_at: Date }>`
+      const { rows } = await sql<{
+        id: string;
+        run_id: string;
+        kind: string;
+        severity: Severity;
+        resource_id: string;
+        detail: unknown;
+        created_at: Date;
+      }>`
         select * from findings where workspace_id = ${ws} and run_id = ${runId} and id > ${afterId}
           and (${f.kind ?? null}::text is null or kind = ${f.kind ?? null})
           and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})

@@ -36,12 +36,16 @@ export const declaredScheduleSchema = cronScheduleSchema
     /** The endpoint (by name) the schedule delivers to; or `handler`. */
     endpoint: text().max(200).nullish(),
     /** An in-process handler: its HANDLER endpoint, named after it, is registered if missing. */
-    handler: text().max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words (it names its endpoint), e.g. "billing.nightly"').nullish(),
+    handler: text()
+      .max(200)
+      .regex(ENDPOINT_NAME, 'must be dotted lowercase words (it names its endpoint), e.g. "billing.nightly"')
+      .nullish(),
     input: jsonValue().optional(),
     maxAttempts: z.number().int().min(1).max(100).nullish(),
   })
   .superRefine((v, ctx) => {
-    if ((v.endpoint == null) === (v.handler == null)) ctx.addIssue({ code: 'custom', path: ['endpoint'], message: 'give exactly one of endpoint or handler' });
+    if ((v.endpoint == null) === (v.handler == null))
+      ctx.addIssue({ code: 'custom', path: ['endpoint'], message: 'give exactly one of endpoint or handler' });
   });
 export type DeclaredScheduleInput = z.input<typeof declaredScheduleSchema>;
 
@@ -132,7 +136,12 @@ export function createSchedulesService(ctx: ServiceContext) {
                                        and status <> 'RETIRED' for update`.execute(trx);
     const existing = rows[0];
     const create = () =>
-      jobs.createJobIn(trx, actor, { endpointId: endpoint.id, kind: 'CRON', name: d.name, input, maxAttempts: d.maxAttempts ?? null, cron }, { scheduleName: d.name });
+      jobs.createJobIn(
+        trx,
+        actor,
+        { endpointId: endpoint.id, kind: 'CRON', name: d.name, input, maxAttempts: d.maxAttempts ?? null, cron },
+        { scheduleName: d.name },
+      );
     if (!existing) return { name: d.name, job: (await create()).job, outcome: 'CREATED' };
     if (existing.endpoint_id !== endpoint.id) {
       // A job's endpoint is fixed; the schedule moves by retiring the old job for a new one.
@@ -168,20 +177,27 @@ export function createSchedulesService(ctx: ServiceContext) {
      * taken by another kind of endpoint), FORBIDDEN.
      */
     async declareSchedules(actor: Actor, raw: DeclareSchedulesInput): Promise<DeclareSchedulesResult> {
-      return mutate(ctx, actor, { action: 'schedule.declare', role: 'OPERATOR', input: raw, target: { type: 'Workspace', id: actor.workspaceId } }, async (trx) => {
-        const input = parseInput(declareSchedulesSchema, raw);
-        await sql`select pg_advisory_xact_lock(${SCHEDULE_LOCK}, hashtext(${scoped(actor.workspaceId)}))`.execute(trx);
-        const schedules: DeclaredSchedule[] = [];
-        for (const [i, d] of input.schedules.entries()) schedules.push(await declareOne(trx, actor, d, i));
-        const retired: Job[] = [];
-        if (input.retireUndeclared) {
-          const names = input.schedules.map((s) => s.name);
-          const { rows } = await sql<{ id: string }>`select id from jobs where workspace_id = ${scoped(actor.workspaceId)}
-            and schedule_name is not null and status <> 'RETIRED' and not (schedule_name = any(${names}::text[])) order by schedule_name`.execute(trx);
-          for (const r of rows) retired.push((await jobs.cancelJobIn(trx, actor, r.id)).job);
-        }
-        return { schedules, retired };
-      });
+      return mutate(
+        ctx,
+        actor,
+        { action: 'schedule.declare', role: 'OPERATOR', input: raw, target: { type: 'Workspace', id: actor.workspaceId } },
+        async (trx) => {
+          const input = parseInput(declareSchedulesSchema, raw);
+          await sql`select pg_advisory_xact_lock(${SCHEDULE_LOCK}, hashtext(${scoped(actor.workspaceId)}))`.execute(trx);
+          const schedules: DeclaredSchedule[] = [];
+          for (const [i, d] of input.schedules.entries()) schedules.push(await declareOne(trx, actor, d, i));
+          const retired: Job[] = [];
+          if (input.retireUndeclared) {
+            const names = input.schedules.map((s) => s.name);
+            const { rows } = await sql<{ id: string }>`select id from jobs where workspace_id = ${scoped(actor.workspaceId)}
+            and schedule_name is not null and status <> 'RETIRED' and not (schedule_name = any(${names}::text[])) order by schedule_name`.execute(
+              trx,
+            );
+            for (const r of rows) retired.push((await jobs.cancelJobIn(trx, actor, r.id)).job);
+          }
+          return { schedules, retired };
+        },
+      );
     },
   };
 }

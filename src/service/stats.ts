@@ -3,7 +3,13 @@
  * activity over a recent window, and the live worker count. Read-only: any key may read it.
  */
 import { z } from 'zod';
-import { endpointStatusCounts, liveWorkerCount, minuteBuckets, type EndpointStatusCounts, type MinuteBucket } from '../db/queries/execution-stats.js';
+import {
+  endpointStatusCounts,
+  liveWorkerCount,
+  minuteBuckets,
+  type EndpointStatusCounts,
+  type MinuteBucket,
+} from '../db/queries/execution-stats.js';
 import type { Actor } from './actor.js';
 import { parseInput, type ServiceContext } from './context.js';
 

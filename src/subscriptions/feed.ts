@@ -13,7 +13,10 @@ import { DomainError } from '../service/errors.js';
 export class SlowConsumerError extends DomainError {
   override name = 'SlowConsumerError';
   constructor(stalledMs: number) {
-    super('SLOW_CONSUMER', `this subscription read nothing for ${stalledMs} ms while events waited, and was ended; subscribe again with the cursor of the last event you received`);
+    super(
+      'SLOW_CONSUMER',
+      `this subscription read nothing for ${stalledMs} ms while events waited, and was ended; subscribe again with the cursor of the last event you received`,
+    );
   }
 }
 

@@ -25,7 +25,17 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../log.js';
-import { eventsInRange, findingsInRange, matchingEvents, readPositions, runsById, type EventMatch, type EventRow, type FindingRow, type Positions } from '../db/queries/events.js';
+import {
+  eventsInRange,
+  findingsInRange,
+  matchingEvents,
+  readPositions,
+  runsById,
+  type EventMatch,
+  type EventRow,
+  type FindingRow,
+  type Positions,
+} from '../db/queries/events.js';
 import { isConnectionError } from '../db/unavailable.js';
 import { assertCursorKept } from '../service/live.js';
 import { toRun, type Run } from '../service/runs.js';
@@ -142,7 +152,9 @@ export function createHub(options: HubOptions) {
       const waited = watermark.oldestWait();
       if (waited > 10_000 && !warnedStuck) {
         warnedStuck = true;
-        log.warn(`live: events have waited ${Math.round(waited / 1000)} s for an open transaction to end; a long transaction that wrote events or findings delays live delivery after it`);
+        log.warn(
+          `live: events have waited ${Math.round(waited / 1000)} s for an open transaction to end; a long transaction that wrote events or findings delays live delivery after it`,
+        );
       }
     } else warnedStuck = false;
   }
@@ -180,7 +192,7 @@ export function createHub(options: HubOptions) {
   }
 
   async function deliverEvents(after: bigint, upTo: bigint) {
-    for (let cursor = after; cursor < upTo; ) {
+    for (let cursor = after; cursor < upTo;) {
       const rows = await eventsInRange(pool, cursor, upTo, [...eventSubs.keys()], PAGE);
       for (const row of rows) {
         for (const sub of eventSubs.get(row.workspace_id) ?? []) if (matches(sub.match, row)) offer(sub, row, BigInt(row.id));
@@ -191,7 +203,7 @@ export function createHub(options: HubOptions) {
   }
 
   async function deliverFindings(after: bigint, upTo: bigint) {
-    for (let cursor = after; cursor < upTo; ) {
+    for (let cursor = after; cursor < upTo;) {
       const rows = await findingsInRange(pool, cursor, upTo, [...findingSubs.keys()], PAGE);
       for (const row of rows) for (const sub of findingSubs.get(row.run_id) ?? []) offer(sub, row, BigInt(row.id));
       if (rows.length < PAGE) break;
@@ -218,7 +230,7 @@ export function createHub(options: HubOptions) {
    * everything up to the current horizon (no await between that check and the switch).
    */
   async function catchUp<T extends { id: string }>(sub: StreamSub<T>) {
-    for (let failures = 0; !sub.feed.closed && !stopped; ) {
+    for (let failures = 0; !sub.feed.closed && !stopped;) {
       try {
         await ready;
         await untilDrained(sub);
@@ -254,7 +266,9 @@ export function createHub(options: HubOptions) {
     for (;;) {
       if (sub.feed.size < feedLimit / 2 || sub.feed.closed) return;
       let timer: NodeJS.Timeout | undefined;
-      const stalled = new Promise<'stalled'>((r) => (timer = setTimeout(() => r('stalled'), Math.max(10, sub.feed.lastPullAt + stallMs - Date.now()))));
+      const stalled = new Promise<'stalled'>(
+        (r) => (timer = setTimeout(() => r('stalled'), Math.max(10, sub.feed.lastPullAt + stallMs - Date.now()))),
+      );
       const result = await Promise.race([sub.feed.drained(feedLimit / 2).then(() => 'drained' as const), stalled]);
       clearTimeout(timer);
       if (result === 'stalled' && Date.now() - sub.feed.lastPullAt >= stallMs && !sub.feed.closed) {
@@ -470,7 +484,8 @@ export function createHub(options: HubOptions) {
       clearInterval(pollTimer);
       clearTimeout(settleTimer);
       await listener.stop();
-      for (const set of [...eventSubs.values(), ...findingSubs.values(), ...runWatches.values()]) for (const s of [...set]) s.feed.complete();
+      for (const set of [...eventSubs.values(), ...findingSubs.values(), ...runWatches.values()])
+        for (const s of [...set]) s.feed.complete();
     },
   };
 }

@@ -96,14 +96,20 @@ export class KeyWatch {
           lapsed = await this.options.lapsedActors(watchers.map((w) => w.actor));
         } catch (error) {
           // The database could not be asked (it went away): the periodic re-check asks again.
-          this.options.log.warn(`live: could not check ${keys.length} API key(s) of open streams (${(error as Error).message}); checking again in ${this.options.recheckMs} ms`);
+          this.options.log.warn(
+            `live: could not check ${keys.length} API key(s) of open streams (${(error as Error).message}); checking again in ${this.options.recheckMs} ms`,
+          );
           return;
         }
         const gone = new Set(lapsed);
         for (const watcher of watchers) {
           if (!gone.has(watcher.actor)) continue;
           this.unwatch(watcher.actor.keyId!, watcher);
-          watcher.end(new UnauthenticatedError('this API key was revoked, or what it grants changed: its live streams have ended; authenticate again'));
+          watcher.end(
+            new UnauthenticatedError(
+              'this API key was revoked, or what it grants changed: its live streams have ended; authenticate again',
+            ),
+          );
         }
       }
     });

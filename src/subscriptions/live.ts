@@ -73,7 +73,11 @@ export interface LiveFeedOptions {
 export function createLiveFeeds(service: JobService, hub: Hub, options: LiveFeedOptions = {}): LiveFeeds {
   // One watch per process, fed by the hub's listening connection: every stream opened here ends
   // when its key lapses (./key-watch.ts), whatever the transport.
-  const keys = new KeyWatch({ lapsedActors: (actors) => service.lapsedActors(actors), log: hub.log, recheckMs: options.keyRecheckMs ?? 5_000 });
+  const keys = new KeyWatch({
+    lapsedActors: (actors) => service.lapsedActors(actors),
+    log: hub.log,
+    recheckMs: options.keyRecheckMs ?? 5_000,
+  });
   hub.onKeyHint((keyId) => keys.hint(keyId));
   return feedsFor(service, hub, keys, undefined);
 }

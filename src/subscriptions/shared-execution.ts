@@ -22,7 +22,15 @@
  * `subscribe` does. Errors of the source (a feed failing, e.g. SLOW_CONSUMER) reach the client
  * as a GraphQLError carrying the original, which the gateway's masking maps to its code.
  */
-import { createSourceEventStream, execute, getOperationAST, GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
+import {
+  createSourceEventStream,
+  execute,
+  getOperationAST,
+  GraphQLError,
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+} from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Actor } from '../service/actor.js';
 import { mapIterator } from './map-iterator.js';
@@ -39,7 +47,15 @@ const results = new WeakMap<object, WeakMap<DocumentNode, Map<string, Result>>>(
 function shareKey(args: ExecutionArgs): string | undefined {
   const actor = (args.contextValue as { actor?: Actor } | undefined)?.actor;
   if (!actor) return undefined;
-  return JSON.stringify([args.operationName ?? null, args.variableValues ?? null, actor.kind, actor.workspaceId, actor.role, actor.keyId ?? null, actor.installationAdmin === true]);
+  return JSON.stringify([
+    args.operationName ?? null,
+    args.variableValues ?? null,
+    actor.kind,
+    actor.workspaceId,
+    actor.role,
+    actor.keyId ?? null,
+    actor.installationAdmin === true,
+  ]);
 }
 
 function executeEvent(args: ExecutionArgs, key: string | undefined, event: unknown): Result {
@@ -62,7 +78,11 @@ export async function subscribeShared(args: ExecutionArgs): Promise<AsyncIterabl
   return mapIterator(
     stream[Symbol.asyncIterator](),
     (event) => executeEvent(args, key, event),
-    (error) => new GraphQLError((error as Error)?.message ?? String(error), { originalError: error as Error, nodes: operation ? [operation] : undefined }),
+    (error) =>
+      new GraphQLError((error as Error)?.message ?? String(error), {
+        originalError: error as Error,
+        nodes: operation ? [operation] : undefined,
+      }),
   );
 }
 

@@ -101,7 +101,9 @@ function holdReusedIds(ws: WebSocket) {
 function idMessage(data: unknown): { type: 'subscribe' | 'complete'; id: string } | undefined {
   try {
     const message = JSON.parse(String(data)) as { type?: unknown; id?: unknown };
-    return (message.type === 'subscribe' || message.type === 'complete') && typeof message.id === 'string' ? { type: message.type, id: message.id } : undefined;
+    return (message.type === 'subscribe' || message.type === 'complete') && typeof message.id === 'string'
+      ? { type: message.type, id: message.id }
+      : undefined;
   } catch {
     return undefined;
   }
@@ -116,7 +118,12 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
   // of the HTTP server, and graphql-ws answers a WebSocketServer error by closing every socket
   // with 1011, then leaves the next one unhandled (fatal). An accept failing once under load
   // (EMFILE) must not disconnect every subscriber; the gateway logs server errors itself.
-  const wss = new WebSocketServer({ noServer: true, path: yoga.graphqlEndpoint, maxPayload: options.maxPayload ?? 1_000_000, perMessageDeflate: false });
+  const wss = new WebSocketServer({
+    noServer: true,
+    path: yoga.graphqlEndpoint,
+    maxPayload: options.maxPayload ?? 1_000_000,
+    perMessageDeflate: false,
+  });
   // Upgrades to another path are refused (400) by handleUpgrade, as an attached server does.
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) =>
     wss.handleUpgrade(request, socket, head, (ws) => {
@@ -144,7 +151,9 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
           // The key could not be checked (the database unreachable): not the client's fault.
           // 4403 says "this key is forbidden"; 1013 says "try again later", which is the truth.
-          options.log.warn(`websocket: could not authenticate a connection (${(error as Error)?.message ?? String(error)}); closing it with 1013`);
+          options.log.warn(
+            `websocket: could not authenticate a connection (${(error as Error)?.message ?? String(error)}); closing it with 1013`,
+          );
           ctx.extra.socket.close(1013, 'Try again later');
           return false;
         }
@@ -156,7 +165,11 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
         } catch (error) {
           if (error instanceof DomainError) return [new GraphQLError(error.message, { extensions: { code: error.code } })];
           options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
-          return [new GraphQLError('the key could not be checked just now (the database is unreachable); try again', { extensions: { code: 'UNAVAILABLE' } })];
+          return [
+            new GraphQLError('the key could not be checked just now (the database is unreachable); try again', {
+              extensions: { code: 'UNAVAILABLE' },
+            }),
+          ];
         }
         // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
         // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.

@@ -61,7 +61,9 @@ async function go(page: Page, section: string) {
 /** axe-core on the page as shown: no serious or critical violation. */
 async function accessible(page: Page, screen: string) {
   const result = await new AxeBuilder({ page }).analyze();
-  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  const bad = result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
   expect(bad).toEqual([]);
 }
 
@@ -111,7 +113,10 @@ describe('the console', { timeout: 90_000 }, () => {
 
     // The job's actions: pause, resume, trigger now (a second execution, live), edit.
     await admin.getByRole('button', { name: 'Pause' }).click();
-    await admin.getByRole('heading', { name: /hello-from-console/ }).getByText('PAUSED', { exact: true }).waitFor();
+    await admin
+      .getByRole('heading', { name: /hello-from-console/ })
+      .getByText('PAUSED', { exact: true })
+      .waitFor();
     await admin.getByRole('button', { name: 'Resume' }).click();
     await admin.getByRole('button', { name: 'Pause' }).waitFor();
     await admin.getByRole('button', { name: 'Trigger now' }).click();
@@ -149,7 +154,11 @@ describe('the console', { timeout: 90_000 }, () => {
     // Re-driven, it leaves the dead-letter view, and succeeds.
     await admin.getByText('The dead-letter queue is empty').waitFor({ timeout: 20_000 });
     await admin.getByRole('link', { name: 'Succeeded' }).click();
-    await admin.getByTestId('executions').getByRole('row', { name: /fragile-one/ }).getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
+    await admin
+      .getByTestId('executions')
+      .getByRole('row', { name: /fragile-one/ })
+      .getByText('SUCCEEDED', { exact: true })
+      .waitFor({ timeout: 20_000 });
     const { rows } = await t.query(`select status, attempt_count from executions where job_id = $1`, [job.id]);
     expect(rows).toEqual([{ status: 'SUCCEEDED', attempt_count: 2 }]);
 
@@ -157,9 +166,18 @@ describe('the console', { timeout: 90_000 }, () => {
     world.flakyHealthy.value = false;
     await admin.getByRole('link', { name: 'Failed (dead-letter)' }).click();
     await admin.getByText('The dead-letter queue is empty').waitFor();
-    for (const name of ['fragile-a', 'fragile-b']) await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name });
-    await admin.getByTestId('executions').getByRole('row', { name: /fragile-b/ }).getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
-    await admin.getByTestId('executions').getByRole('row', { name: /fragile-a/ }).getByText('FAILED', { exact: true }).waitFor({ timeout: 20_000 });
+    for (const name of ['fragile-a', 'fragile-b'])
+      await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name });
+    await admin
+      .getByTestId('executions')
+      .getByRole('row', { name: /fragile-b/ })
+      .getByText('FAILED', { exact: true })
+      .waitFor({ timeout: 20_000 });
+    await admin
+      .getByTestId('executions')
+      .getByRole('row', { name: /fragile-a/ })
+      .getByText('FAILED', { exact: true })
+      .waitFor({ timeout: 20_000 });
     world.flakyHealthy.value = true;
     await admin.getByRole('button', { name: 'Retry all matching' }).click();
     await admin.getByRole('status').getByText('Re-drove 2 of 2 failed executions.').waitFor();
@@ -192,7 +210,10 @@ describe('the console', { timeout: 90_000 }, () => {
     await accessible(admin, 'run');
     await screenshot(admin, 'run-progress');
     world.scanBudget.value = 100;
-    await admin.getByRole('heading', { name: /console\.scan/ }).getByText('COMPLETED', { exact: true }).waitFor({ timeout: 20_000 });
+    await admin
+      .getByRole('heading', { name: /console\.scan/ })
+      .getByText('COMPLETED', { exact: true })
+      .waitFor({ timeout: 20_000 });
     expect(await valueNow()).toBe(100);
     await go(admin, 'Overview');
     await admin.getByTestId('by-endpoint').getByText('console.greet').waitFor();
@@ -217,7 +238,7 @@ describe('the console', { timeout: 90_000 }, () => {
     expect(problemsOf(admin)).toEqual([]);
   });
 
-  it('is driven by the keyboard alone, and shows times in the viewer\'s zone with the UTC instant on hover', async () => {
+  it("is driven by the keyboard alone, and shows times in the viewer's zone with the UTC instant on hover", async () => {
     await admin.goto(`${world.origin}/console/`);
     await admin.getByRole('heading', { name: 'Overview' }).waitFor();
     // Tab from the top: the skip link first, then on to the navigation's Jobs link, then Enter.
@@ -233,7 +254,12 @@ describe('the console', { timeout: 90_000 }, () => {
     const iso = (await time.getAttribute('datetime'))!;
     // The browser runs in Europe/Paris: the text is Paris time, the title the UTC instant.
     expect(await time.getAttribute('title')).toBe(`${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`);
-    const paris = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Paris', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).format(new Date(iso));
+    const paris = new Intl.DateTimeFormat('en-GB', {
+      timeZone: 'Europe/Paris',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+    }).format(new Date(iso));
     expect(await time.textContent()).toContain(paris);
   });
 
@@ -249,9 +275,22 @@ describe('the console', { timeout: 90_000 }, () => {
     // A failed execution to show in the dead-letter view.
     world.flakyHealthy.value = false;
     await t.service.createJob(t.actor, { endpointName: 'console.fragile', kind: 'IMMEDIATE', name: 'fragile-two' });
-    await t.query(`update runs set status = 'PAUSED', pause_kind = 'CANCELLED', pause_reason = 'for the viewer test' where id = $1`, [run]).catch(() => {});
+    await t
+      .query(`update runs set status = 'PAUSED', pause_kind = 'CANCELLED', pause_reason = 'for the viewer test' where id = $1`, [run])
+      .catch(() => {});
     const actions = /trigger|pause|resume|cancel|edit|retry|revoke|create|register|start run|run now|new job/i;
-    for (const path of ['', 'jobs', `jobs/${job}`, 'executions?status=FAILED', 'executions', 'runs', `runs/${run}`, 'handlers', 'endpoints', 'jobs/new']) {
+    for (const path of [
+      '',
+      'jobs',
+      `jobs/${job}`,
+      'executions?status=FAILED',
+      'executions',
+      'runs',
+      `runs/${run}`,
+      'handlers',
+      'endpoints',
+      'jobs/new',
+    ]) {
       await viewer.goto(`${world.origin}/console/${path}`);
       await viewer.getByTestId('role').waitFor();
       await viewer.getByText('Loading…').waitFor({ state: 'detached' });
@@ -261,7 +300,10 @@ describe('the console', { timeout: 90_000 }, () => {
       }
       const buttons = await viewer.getByRole('button').allTextContents();
       expect({ path, buttons: buttons.filter((b) => actions.test(b)) }).toEqual({ path, buttons: [] });
-      expect({ path, links: await viewer.getByRole('link', { name: /new job|create a job|register/i }).allTextContents() }).toEqual({ path, links: [] });
+      expect({ path, links: await viewer.getByRole('link', { name: /new job|create a job|register/i }).allTextContents() }).toEqual({
+        path,
+        links: [],
+      });
     }
   });
 
@@ -282,7 +324,10 @@ describe('the console', { timeout: 90_000 }, () => {
     await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Reconnecting… (polling)');
     // No event can arrive: the new execution shows up through polling.
     await t.service.createJob(t.actor, { endpointName: 'console.greet', kind: 'IMMEDIATE', name: 'seen-by-polling' });
-    await page.getByTestId('executions').getByRole('row', { name: /seen-by-polling/ }).waitFor({ timeout: 20_000 });
+    await page
+      .getByTestId('executions')
+      .getByRole('row', { name: /seen-by-polling/ })
+      .waitFor({ timeout: 20_000 });
     await screenshot(page, 'reconnecting');
     gate.down = false;
     await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 20_000 }).toBe('Live');
@@ -302,15 +347,25 @@ describe('the console', { timeout: 90_000 }, () => {
     await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
     admin.once('dialog', (d) => void d.accept());
     await admin.getByRole('button', { name: 'Revoke key console soon revoked' }).click();
-    await admin.getByTestId('keys').getByRole('row', { name: /console soon revoked/ }).getByText('REVOKED').waitFor();
-    await page.getByRole('alert').getByText(/revoked/).waitFor({ timeout: 10_000 });
+    await admin
+      .getByTestId('keys')
+      .getByRole('row', { name: /console soon revoked/ })
+      .getByText('REVOKED')
+      .waitFor();
+    await page
+      .getByRole('alert')
+      .getByText(/revoked/)
+      .waitFor({ timeout: 10_000 });
     await page.getByLabel('API key').waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('jobgate.console.key'))).toBeNull();
     await screenshot(page, 'revoked');
     // Over HTTP too: a key the API answers UNAUTHENTICATED signs the tab out, saying why.
     await page.getByLabel('API key').fill(key);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('alert').getByText(/no longer valid/).waitFor({ timeout: 10_000 });
+    await page
+      .getByRole('alert')
+      .getByText(/no longer valid/)
+      .waitFor({ timeout: 10_000 });
     await page.getByLabel('API key').waitFor();
   });
 });

@@ -38,7 +38,13 @@ async function tcpServer(mode: { silent: true } | { forwardTo: URL }) {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as net.AddressInfo).port;
-  closers.push(() => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(() => r(undefined)); }));
+  closers.push(
+    () =>
+      new Promise((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r(undefined));
+      }),
+  );
   return {
     url(database: string) {
       const u = new URL(t.url);
@@ -48,7 +54,9 @@ async function tcpServer(mode: { silent: true } | { forwardTo: URL }) {
       return u.toString();
     },
     /** Resets every connection through it (as a dropped route or a failover does). */
-    resetAll: () => { for (const s of sockets) s.resetAndDestroy(); },
+    resetAll: () => {
+      for (const s of sockets) s.resetAndDestroy();
+    },
   };
 }
 
@@ -77,9 +85,16 @@ describe('connections', () => {
     await holder.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     const uncaught = uncaughtDuring();
     try {
-      const migrating = migrate(proxy.url(t.name)).then(() => 'migrated', (e: Error) => `failed: ${e.message}`);
+      const migrating = migrate(proxy.url(t.name)).then(
+        () => 'migrated',
+        (e: Error) => `failed: ${e.message}`,
+      );
       // Waiting on the lock held above, through the proxy.
-      await eventually(async () => (await holder.query(`select 1 from pg_locks where locktype = 'advisory' and not granted`)).rowCount! > 0, 5000, 'migrate to wait');
+      await eventually(
+        async () => (await holder.query(`select 1 from pg_locks where locktype = 'advisory' and not granted`)).rowCount! > 0,
+        5000,
+        'migrate to wait',
+      );
       proxy.resetAll();
       expect(await migrating).toMatch(/^failed: /);
       await new Promise((r) => setTimeout(r, 100));
@@ -104,7 +119,11 @@ describe('connections', () => {
     });
     const starting = listener.start();
     closers.push(() => listener.stop());
-    await eventually(async () => logs.filter((l) => l.includes('no answer within 200 ms while connecting')).length >= 2, 10_000, 'two timed-out connection attempts');
+    await eventually(
+      async () => logs.filter((l) => l.includes('no answer within 200 ms while connecting')).length >= 2,
+      10_000,
+      'two timed-out connection attempts',
+    );
     await listener.stop();
     await starting;
   });

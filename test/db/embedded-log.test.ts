@@ -36,10 +36,24 @@ describe('the embedded Postgres log', () => {
       const insert = `insert into endpoints (workspace_id, name, kind, url, method, headers, signing_secret, backoff_max_ms)
                       values ($1, 'log.check', 'HTTP', $2, 'POST', $3, $4, 500)`;
       // Parameters (as the service sends them), then the secret written into the statement itself.
-      await expect(client.query(insert, [workspace, `https://example.com/?key=${secret}`, JSON.stringify({ authorization: `Bearer ${secret}` }), `sealed-${secret}`])).rejects.toMatchObject({ code: '23514' });
-      await expect(client.query(`${insert.replace('$4', `'literal-${secret}'`)}`, [workspace, 'https://example.com/', '{}'])).rejects.toMatchObject({ code: '23514' });
+      await expect(
+        client.query(insert, [
+          workspace,
+          `https://example.com/?key=${secret}`,
+          JSON.stringify({ authorization: `Bearer ${secret}` }),
+          `sealed-${secret}`,
+        ]),
+      ).rejects.toMatchObject({ code: '23514' });
+      await expect(
+        client.query(`${insert.replace('$4', `'literal-${secret}'`)}`, [workspace, 'https://example.com/', '{}']),
+      ).rejects.toMatchObject({ code: '23514' });
       // A not-null violation quotes its row the same way.
-      await expect(client.query(`insert into configs (workspace_id, name, entries) values ($1, null, $2)`, [workspace, JSON.stringify({ k: { value: secret, secret: true } })])).rejects.toMatchObject({ code: '23502' });
+      await expect(
+        client.query(`insert into configs (workspace_id, name, entries) values ($1, null, $2)`, [
+          workspace,
+          JSON.stringify({ k: { value: secret, secret: true } }),
+        ]),
+      ).rejects.toMatchObject({ code: '23502' });
     } finally {
       await client.end();
     }

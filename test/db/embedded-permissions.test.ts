@@ -84,7 +84,13 @@ interface Started {
 
 /** `jobgate start` in `clone` as a new user runs it: no DATABASE_URL, the default data folder. */
 async function startIn(clone: string, user?: OsUser): Promise<Started> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', JOBGATE_LOG_LEVEL: 'info', JOBGATE_LOG_FORMAT: 'pretty', HOME: path.dirname(clone) };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: '0',
+    JOBGATE_LOG_LEVEL: 'info',
+    JOBGATE_LOG_FORMAT: 'pretty',
+    HOME: path.dirname(clone),
+  };
   for (const name of ['DATABASE_URL', 'TEST_DATABASE_URL', 'JOBGATE_DATA_DIR', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) {
     delete env[name];
   }
@@ -193,7 +199,7 @@ describe('the embedded default on a fresh clone', () => {
     expect(await jg.stop()).toBe(0);
   });
 
-  it('starts as an ordinary user under that user\'s own 0700 folder', async () => {
+  it("starts as an ordinary user under that user's own 0700 folder", async () => {
     const user = ordinaryUser();
     const clone = makeClone(0o700, NAME, user);
     const jg = await startIn(clone, user);

@@ -213,7 +213,11 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
     expect(key).toMatch(/^jg_/);
     expect(jg.stderr()).toContain(key);
     expect((fs.statSync(path.join(dataDir, 'admin-key')).mode & 0o777).toString(8)).toBe('600');
-    const anonymous = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ workspace { slug } }"}' });
+    const anonymous = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"query":"{ workspace { slug } }"}',
+    });
     expect(anonymous.status).toBe(401);
     expect(((await anonymous.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('UNAUTHENTICATED');
     expect(jg.stderr()).toMatch(/embedded postgres: ready on 127\.0\.0\.1:\d+; data in /);
@@ -391,7 +395,10 @@ describe('startEmbeddedPostgres on a port another Postgres already serves', { ti
     const dataDir = makeDataDir();
     const started = startEmbeddedPostgres({ dataDir, port: other.port, log, ephemeral: true });
     // Were it to resolve, stop it too, so the assertion below fails without leaving a server.
-    void started.then((s) => stopLater.push(() => s.stop()), () => {});
+    void started.then(
+      (s) => stopLater.push(() => s.stop()),
+      () => {},
+    );
     await expect(started).rejects.toThrow(/exited during start[\s\S]*Address already in use/);
     // Nothing was created on the other server, and the folder is free for a next start.
     const check = new pg.Client({ connectionString: other.connectionString });

@@ -98,7 +98,12 @@ describe('migrate', () => {
     const db = await freshDb();
     const files = await readMigrations();
     expect(files.length).toBeGreaterThan(0);
-    expect(fs.readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.sql')).sort()).toEqual(files.map((f) => f.name));
+    expect(
+      fs
+        .readdirSync(MIGRATIONS_DIR)
+        .filter((f) => f.endsWith('.sql'))
+        .sort(),
+    ).toEqual(files.map((f) => f.name));
 
     const logged: string[] = [];
     const first = await migrate(db.url, { log: (m) => logged.push(m) });
@@ -238,7 +243,10 @@ describe('migrate', () => {
     const dir = migrationsDir({ '000001_broken.sql': 'select * from no_such_table;' });
     await rejectionOf(migrate(db.url, { dir }));
     await rejectionOf(migrate(db.url, { dir }));
-    const locks = await query(db.url, `select 1 from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`);
+    const locks = await query(
+      db.url,
+      `select 1 from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`,
+    );
     expect(locks).toEqual([]);
   });
 });

@@ -47,7 +47,11 @@ describe('pool', () => {
       client.on('end', () => ended++);
     });
     // Through kysely as the service does (which is what ends the pool), and directly as the engine does.
-    await Promise.all([sql`select pg_sleep(0.05)`.execute(database.db), database.pool.query('select pg_sleep(0.05)'), database.pool.query('select pg_sleep(0.05)')]);
+    await Promise.all([
+      sql`select pg_sleep(0.05)`.execute(database.db),
+      database.pool.query('select pg_sleep(0.05)'),
+      database.pool.query('select pg_sleep(0.05)'),
+    ]);
     await database.close();
     expect(opened).toBe(3);
     expect(ended).toBe(3);

@@ -26,12 +26,21 @@ describe('isConnectionError, code by code', () => {
     expect(isConnectionError(coded(code))).toBe(true);
   });
 
-  it.each(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN'])(
-    'network error %s is unavailability',
-    (code) => {
-      expect(isConnectionError(coded(code))).toBe(true);
-    },
-  );
+  it.each([
+    'ECONNREFUSED',
+    'ECONNRESET',
+    'ECONNABORTED',
+    'EPIPE',
+    'ETIMEDOUT',
+    'EHOSTUNREACH',
+    'EHOSTDOWN',
+    'ENETUNREACH',
+    'ENETDOWN',
+    'ENOTFOUND',
+    'EAI_AGAIN',
+  ])('network error %s is unavailability', (code) => {
+    expect(isConnectionError(coded(code))).toBe(true);
+  });
 
   it('55000 is unavailability only as the FATAL refusal of a connection (ALLOW_CONNECTIONS false)', () => {
     expect(isConnectionError(coded('55000', { severity: 'FATAL', routine: 'CheckMyDatabase' }))).toBe(true);
@@ -58,7 +67,8 @@ describe('isConnectionError, code by code', () => {
   });
 
   it('nothing that is not an error with a code or a known message is', () => {
-    for (const value of [undefined, null, 'ECONNRESET', 42, {}, new Error('syntax error at or near "x"')]) expect(isConnectionError(value)).toBe(false);
+    for (const value of [undefined, null, 'ECONNRESET', 42, {}, new Error('syntax error at or near "x"')])
+      expect(isConnectionError(value)).toBe(false);
   });
 });
 

@@ -24,12 +24,21 @@ let scanFails = true;
 beforeAll(async () => {
   t = await createTestDb();
   const intervals = new IntervalRegistry();
-  intervals.register({ name: 'alerting.flaky', everyMs: 3_600_000, run: () => {
-    if (intervalFails) throw new Error('flaky tick');
-  } });
-  intervals.register({ name: 'alerting.quiet', everyMs: 3_600_000, alertsOptOut: true, run: () => {
-    throw new Error('always fails, never alerts');
-  } });
+  intervals.register({
+    name: 'alerting.flaky',
+    everyMs: 3_600_000,
+    run: () => {
+      if (intervalFails) throw new Error('flaky tick');
+    },
+  });
+  intervals.register({
+    name: 'alerting.quiet',
+    everyMs: 3_600_000,
+    alertsOptOut: true,
+    run: () => {
+      throw new Error('always fails, never alerts');
+    },
+  });
   const recoverables = new RecoverableRegistry();
   recoverables.register({
     name: 'alerting.scan',
@@ -45,7 +54,8 @@ beforeAll(async () => {
     recoverables.register({
       name,
       async run(store, params: { severity?: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS'; count?: number; fail?: boolean }) {
-        for (let i = 0; params.severity && i < (params.count ?? 1); i++) await store.recordFinding({ kind: 'drift', severity: params.severity, resourceId: `${store.runId}/${i}` });
+        for (let i = 0; params.severity && i < (params.count ?? 1); i++)
+          await store.recordFinding({ kind: 'drift', severity: params.severity, resourceId: `${store.runId}/${i}` });
         return params.fail ? outcome.failed('audit broke') : outcome.completed();
       },
     });
@@ -57,7 +67,16 @@ beforeAll(async () => {
   registerInternalHandlers(h.handlers, t.database.pool);
   h.handle('alerting.ok', async () => {});
   await h.worker();
-  host = createEngineHost({ pool: t.database.pool, log: createLogger('silent'), handlers: h.handlers, recoverables, intervals, triggerRun: t.service.triggerRun, staleMs: 2000, pollMs: 50 });
+  host = createEngineHost({
+    pool: t.database.pool,
+    log: createLogger('silent'),
+    handlers: h.handlers,
+    recoverables,
+    intervals,
+    triggerRun: t.service.triggerRun,
+    staleMs: 2000,
+    pollMs: 50,
+  });
   await host.start();
   // The webhook endpoint is never reached here (no worker may call out): these tests read the notification rows.
   await t.service.registerEndpoint(t.actor, { name: 'alerting.ok', kind: 'HANDLER', handlerName: 'alerting.ok' });
@@ -77,13 +96,28 @@ async function sent(ruleId: string) {
 
 async function tick(name: string) {
   const before = (await t.query(`select ok_runs + error_runs as n from interval_handlers where name = $1`, [name])).rows[0]?.n ?? 0;
-  await eventually(async () => (await t.service.triggerHandler(installationAdmin(), { name }).then(() => true, () => false)));
-  await eventually(async () => (await t.query(`select ok_runs + error_runs as n from interval_handlers where name = $1 and owner is null`, [name])).rows[0]?.n > before);
+  await eventually(
+    async () =>
+      await t.service.triggerHandler(installationAdmin(), { name }).then(
+        () => true,
+        () => false,
+      ),
+  );
+  await eventually(
+    async () =>
+      (await t.query(`select ok_runs + error_runs as n from interval_handlers where name = $1 and owner is null`, [name])).rows[0]?.n >
+      before,
+  );
 }
 
 describe('alert conditions', () => {
   it('alerts on an interval handler after N errors in a row, not about one that opted out, and resolves once', async () => {
-    const rule = await t.service.createAlertRule(t.actor, { name: 'intervals', condition: 'INTERVAL_ERROR', minConsecutive: 3, webhookEndpointId: webhookId });
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'intervals',
+      condition: 'INTERVAL_ERROR',
+      minConsecutive: 3,
+      webhookEndpointId: webhookId,
+    });
     await tick('alerting.flaky');
     await tick('alerting.flaky');
     await tick('alerting.quiet');
@@ -108,7 +142,13 @@ describe('alert conditions', () => {
 
   it('alerts on a failed run and on findings at or above a severity; a completed run resolves the run alert', async () => {
     const failed = await t.service.createAlertRule(t.actor, { name: 'runs', condition: 'RUN_FAILED', webhookEndpointId: webhookId });
-    const findings = await t.service.createAlertRule(t.actor, { name: 'data loss', condition: 'FINDING', minSeverity: 'DATA_LOSS', webhookEndpointId: webhookId, handlerNames: ['alerting.scan'] });
+    const findings = await t.service.createAlertRule(t.actor, {
+      name: 'data loss',
+      condition: 'FINDING',
+      minSeverity: 'DATA_LOSS',
+      webhookEndpointId: webhookId,
+      handlerNames: ['alerting.scan'],
+    });
     const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.scan' });
     await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'FAILED');
     await evaluate();
@@ -127,10 +167,17 @@ describe('alert conditions', () => {
 
   it('alerts on a run paused as CRASHED and resumed before the evaluator passes, once', async () => {
     // No runner here has this handler: its run stays unowned until the test makes it a stale owner's.
-    const rule = await t.service.createAlertRule(t.actor, { name: 'crashes', condition: 'RUN_FAILED', handlerNames: ['alerting.crashy'], webhookEndpointId: webhookId });
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'crashes',
+      condition: 'RUN_FAILED',
+      handlerNames: ['alerting.crashy'],
+      webhookEndpointId: webhookId,
+    });
     const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.crashy', force: true });
     // As a worker that took it and died leaves it: owned, its heartbeat long past its window.
-    await t.query(`update runs set owner = 'gone-worker', heartbeat_at = now() - interval '1 hour', stale_ms = 1000 where id = $1`, [run.id]);
+    await t.query(`update runs set owner = 'gone-worker', heartbeat_at = now() - interval '1 hour', stale_ms = 1000 where id = $1`, [
+      run.id,
+    ]);
     // The engine's own sweep pauses it as CRASHED ...
     await eventually(async () => (await t.service.run(t.actor, run.id)).pauseKind === 'CRASHED');
     // ... and it is resumed before any evaluation: by the time the evaluator passes, it is RUNNING again.
@@ -146,7 +193,13 @@ describe('alert conditions', () => {
   });
 
   it('resolves a FINDING alert once, when a later run of the handler completes with no finding at or above the severity', async () => {
-    const rule = await t.service.createAlertRule(t.actor, { name: 'drift', condition: 'FINDING', minSeverity: 'ERROR', handlerNames: ['alerting.audit'], webhookEndpointId: webhookId });
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'drift',
+      condition: 'FINDING',
+      minSeverity: 'ERROR',
+      handlerNames: ['alerting.audit'],
+      webhookEndpointId: webhookId,
+    });
     const audit = async (params: Record<string, unknown>, name = 'alerting.audit') => {
       const { run } = await t.service.triggerRun(t.actor, { name, params });
       await eventually(async () => ['COMPLETED', 'FAILED'].includes((await t.service.run(t.actor, run.id)).status));
@@ -177,7 +230,13 @@ describe('alert conditions', () => {
   });
 
   it('fires and then resolves a FINDING alert when the finding and the clean run that follows are evaluated in one pass', async () => {
-    const rule = await t.service.createAlertRule(t.actor, { name: 'drift-b', condition: 'FINDING', minSeverity: 'WARNING', handlerNames: ['alerting.audit-b'], webhookEndpointId: webhookId });
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'drift-b',
+      condition: 'FINDING',
+      minSeverity: 'WARNING',
+      handlerNames: ['alerting.audit-b'],
+      webhookEndpointId: webhookId,
+    });
     for (const params of [{ severity: 'DATA_LOSS' }, { severity: 'INFO' }]) {
       const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.audit-b', params });
       await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED');
@@ -187,7 +246,13 @@ describe('alert conditions', () => {
   });
 
   it('resolves a FINDING alert only once every finding before the clean run is read, however far behind the evaluator is', async () => {
-    const rule = await t.service.createAlertRule(t.actor, { name: 'drift-c', condition: 'FINDING', minSeverity: 'ERROR', handlerNames: ['alerting.audit-b'], webhookEndpointId: webhookId });
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'drift-c',
+      condition: 'FINDING',
+      minSeverity: 'ERROR',
+      handlerNames: ['alerting.audit-b'],
+      webhookEndpointId: webhookId,
+    });
     for (const params of [{ severity: 'ERROR', count: 3 }, {}]) {
       const { run } = await t.service.triggerRun(t.actor, { name: 'alerting.audit-b', params });
       await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED');
@@ -196,12 +261,25 @@ describe('alert conditions', () => {
     await evaluateAlerts(t.database.pool, t.actor.workspaceId, { batch: 1 });
     await evaluate();
     const notes = await sent(rule.id);
-    expect(notes.map((n) => [n.kind, n.occurrences])).toEqual([['FIRING', 1], ['RESOLVED', 3]]);
+    expect(notes.map((n) => [n.kind, n.occurrences])).toEqual([
+      ['FIRING', 1],
+      ['RESOLVED', 3],
+    ]);
   });
 
   it("fires a dead man's switch for a job with no success, once, and resolves it on the next success", async () => {
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'alerting.ok', kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
-    const rule = await t.service.createAlertRule(t.actor, { name: 'silence', condition: 'NO_SUCCESS', noSuccessMs: 1000, jobIds: [job.id], webhookEndpointId: webhookId });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'alerting.ok',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3_600_000),
+    });
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'silence',
+      condition: 'NO_SUCCESS',
+      noSuccessMs: 1000,
+      jobIds: [job.id],
+      webhookEndpointId: webhookId,
+    });
     await evaluate();
     expect(await sent(rule.id)).toEqual([]);
     const { rows } = await t.query(`select created_at from alert_rules where id = $1`, [rule.id]);
@@ -210,7 +288,9 @@ describe('alert conditions', () => {
     await evaluate();
     expect((await sent(rule.id)).map((n) => [n.kind, n.subject_id])).toEqual([['FIRING', job.id]]);
     const { execution } = await t.service.triggerJob(t.actor, { id: job.id, force: true });
-    await eventually(async () => (await t.query(`select status from executions where id = $1`, [execution.id])).rows[0].status === 'SUCCEEDED');
+    await eventually(
+      async () => (await t.query(`select status from executions where id = $1`, [execution.id])).rows[0].status === 'SUCCEEDED',
+    );
     await evaluate();
     expect((await sent(rule.id)).map((n) => n.kind)).toEqual(['FIRING', 'RESOLVED']);
   });

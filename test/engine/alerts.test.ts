@@ -32,7 +32,9 @@ beforeAll(async () => {
     // As a mail server refuses an unknown mailbox: its reply quotes the address.
     onRcptTo(address, _session, callback) {
       if (address.address.startsWith('refused')) {
-        const refusal = Object.assign(new Error(`5.1.1 <${address.address}>: Recipient address rejected: User unknown`), { responseCode: 550 });
+        const refusal = Object.assign(new Error(`5.1.1 <${address.address}>: Recipient address rejected: User unknown`), {
+          responseCode: 550,
+        });
         return callback(refusal);
       }
       callback();
@@ -49,7 +51,9 @@ beforeAll(async () => {
   await new Promise<void>((r) => smtp.listen(0, '127.0.0.1', () => r()));
   const smtpPort = (smtp.server.address() as AddressInfo).port;
   h = engineHarness(t);
-  registerInternalHandlers(h.handlers, t.database.pool, { alerts: { smtpUrl: `smtp://127.0.0.1:${smtpPort}`, from: 'jobgate@test.local', defaultTo: ['admins@test.local'] } });
+  registerInternalHandlers(h.handlers, t.database.pool, {
+    alerts: { smtpUrl: `smtp://127.0.0.1:${smtpPort}`, from: 'jobgate@test.local', defaultTo: ['admins@test.local'] },
+  });
   h.handle('work.flaky', async (_input, ctx) => {
     const job = (await t.query('select name from jobs where id = $1', [ctx.jobId])).rows[0];
     if (failing.get(job.name) ?? true) throw new UnrecoverableError('the flaky work failed');
@@ -107,8 +111,15 @@ describe('alerts', () => {
     const r = await rule('three workers', { jobIds: [] });
     const job = await failingJob('three-workers');
     // The workspace's evaluator job, run three times at once: one execution per worker.
-    const alertsJob = (await t.query(`select j.id from jobs j join endpoints en on en.id = j.endpoint_id where en.name = 'jobgate.alerts' and j.workspace_id = $1`, [t.actor.workspaceId])).rows[0];
-    const triggered = await Promise.all([0, 1, 2].map((i) => t.service.triggerJob(t.systemActor, { id: alertsJob.id, force: true, requestId: `three-${i}` })));
+    const alertsJob = (
+      await t.query(
+        `select j.id from jobs j join endpoints en on en.id = j.endpoint_id where en.name = 'jobgate.alerts' and j.workspace_id = $1`,
+        [t.actor.workspaceId],
+      )
+    ).rows[0];
+    const triggered = await Promise.all(
+      [0, 1, 2].map((i) => t.service.triggerJob(t.systemActor, { id: alertsJob.id, force: true, requestId: `three-${i}` })),
+    );
     // And three more passes from three other pools (three more processes), at the same moment.
     const pools = [0, 1, 2].map(() => createDatabase({ connectionString: t.url, max: 2 }));
     try {
@@ -117,15 +128,24 @@ describe('alerts', () => {
       await Promise.all(pools.map((p) => p.close()));
     }
     await eventually(async () => {
-      const { rows } = await t.query(`select count(*)::int as n from executions where id = any($1::uuid[]) and status = 'SUCCEEDED'`, [triggered.map((x) => x.execution.id)]);
+      const { rows } = await t.query(`select count(*)::int as n from executions where id = any($1::uuid[]) and status = 'SUCCEEDED'`, [
+        triggered.map((x) => x.execution.id),
+      ]);
       return rows[0].n === 3;
     });
     const sent = await notifications(r.id);
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({ kind: 'FIRING', subject_id: job.id, suppressed_count: 0 });
-    const delivered = await eventually(async () => sinkBodies().filter((b) => b.rule.id === r.id).length > 0 && sinkBodies().filter((b) => b.rule.id === r.id));
+    const delivered = await eventually(
+      async () => sinkBodies().filter((b) => b.rule.id === r.id).length > 0 && sinkBodies().filter((b) => b.rule.id === r.id),
+    );
     expect(delivered).toHaveLength(1);
-    expect(delivered[0]).toMatchObject({ type: 'jobgate.alert', kind: 'FIRING', condition: 'EXECUTION_FAILED', subject: { type: 'JOB', id: job.id, name: 'three-workers' } });
+    expect(delivered[0]).toMatchObject({
+      type: 'jobgate.alert',
+      kind: 'FIRING',
+      condition: 'EXECUTION_FAILED',
+      subject: { type: 'JOB', id: job.id, name: 'three-workers' },
+    });
     expect(delivered[0].summary).toContain('the flaky work failed');
   });
 
@@ -140,7 +160,10 @@ describe('alerts', () => {
     const [first] = await notifications(r.id);
     await untilDatabaseTimePasses(t, new Date(first.created_at.getTime() + 1000));
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
-    expect((await notifications(r.id)).map((n) => [n.kind, n.suppressed_count])).toEqual([['FIRING', 0], ['FIRING', 2]]);
+    expect((await notifications(r.id)).map((n) => [n.kind, n.suppressed_count])).toEqual([
+      ['FIRING', 0],
+      ['FIRING', 2],
+    ]);
     expect((await notifications(r.id))[1].summary).toContain('2 more since the last notification');
     failing.set('rate-limited', false);
     await runAgain(job.id);
@@ -154,7 +177,13 @@ describe('alerts', () => {
   it('says nothing about a job that opted out', async () => {
     const r = await rule('opt out');
     failing.set('opted-out', true);
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'work.flaky', kind: 'DELAYED', runAt: await databaseTimeIn(t, 500), name: 'opted-out', maxAttempts: 1 });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'work.flaky',
+      kind: 'DELAYED',
+      runAt: await databaseTimeIn(t, 500),
+      name: 'opted-out',
+      maxAttempts: 1,
+    });
     await t.service.setJobAlertsOptOut(t.actor, { jobId: job.id, optOut: true });
     await settled(t, job.id);
     const other = await failingJob('not-opted-out');
@@ -164,7 +193,15 @@ describe('alerts', () => {
 
   it('delivers every notification once to a sink that fails, then recovers', async () => {
     const path = '/down-then-up';
-    const down = await t.service.registerEndpoint(t.actor, { name: 'alerts.down-then-up', kind: 'HTTP', url: `${sink.url}${path}`, backoffBaseMs: 50, backoffMaxMs: 200, jitter: false, maxAttempts: 20 });
+    const down = await t.service.registerEndpoint(t.actor, {
+      name: 'alerts.down-then-up',
+      kind: 'HTTP',
+      url: `${sink.url}${path}`,
+      backoffBaseMs: 50,
+      backoffMaxMs: 200,
+      jitter: false,
+      maxAttempts: 20,
+    });
     let up = false;
     sink.route(path, (_req, res) => (up ? res.writeHead(200).end('ok') : res.writeHead(503).end('down')));
     const r = await rule('down then up', { webhookEndpointId: down.id, webhookFormat: 'SLACK' });
@@ -184,15 +221,28 @@ describe('alerts', () => {
     });
     expect(done.edges).toHaveLength(2);
     // ...and each reaches it exactly once once it is up.
-    const { rows } = await t.query(`select count(*)::int as n from executions where job_id = any($1::uuid[]) and status = 'SUCCEEDED'`, [sent.map((n) => n.webhook_job_id)]);
+    const { rows } = await t.query(`select count(*)::int as n from executions where job_id = any($1::uuid[]) and status = 'SUCCEEDED'`, [
+      sent.map((n) => n.webhook_job_id),
+    ]);
     expect(rows[0].n).toBe(2);
-    const okHits = (await t.query(`select count(*)::int as n from attempts a join executions x on x.id = a.execution_id where x.job_id = any($1::uuid[]) and a.outcome = 'SUCCEEDED'`, [sent.map((n) => n.webhook_job_id)])).rows[0].n;
+    const okHits = (
+      await t.query(
+        `select count(*)::int as n from attempts a join executions x on x.id = a.execution_id where x.job_id = any($1::uuid[]) and a.outcome = 'SUCCEEDED'`,
+        [sent.map((n) => n.webhook_job_id)],
+      )
+    ).rows[0].n;
     expect(okHits).toBe(2);
     for (const n of sent) expect(sink.hitsOf(path).filter((hit) => JSON.parse(hit.body).text.includes(n.id)).length).toBeGreaterThan(1);
   });
 
   it('emails the rule recipients, or the default list, over SMTP', async () => {
-    const r = await t.service.createAlertRule(t.actor, { name: 'by email', condition: 'EXECUTION_FAILED', email: true, emailTo: ['ops@test.local'], jobIds: [] });
+    const r = await t.service.createAlertRule(t.actor, {
+      name: 'by email',
+      condition: 'EXECUTION_FAILED',
+      email: true,
+      emailTo: ['ops@test.local'],
+      jobIds: [],
+    });
     const job = await failingJob('emailed');
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     const [n] = await notifications(r.id);
@@ -202,7 +252,12 @@ describe('alerts', () => {
     expect(mail.data).toContain('Rule: by email');
     expect(mail.data).toContain('Condition: EXECUTION_FAILED (FIRING)');
     expect(mails.filter((m) => m.data.includes(`X-Jobgate-Alert: ${n.id}`))).toHaveLength(1);
-    const fallback = await t.service.createAlertRule(t.actor, { name: 'by email to admins', condition: 'EXECUTION_FAILED', email: true, jobIds: [job.id] });
+    const fallback = await t.service.createAlertRule(t.actor, {
+      name: 'by email to admins',
+      condition: 'EXECUTION_FAILED',
+      email: true,
+      jobIds: [job.id],
+    });
     await runAgain(job.id);
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     const [m] = await notifications(fallback.id);
@@ -212,7 +267,13 @@ describe('alerts', () => {
 
   it('reads the recipients from the rule when sending, and records a refused send without the address', async () => {
     const address = 'refused-oncall@test.local';
-    const r = await t.service.createAlertRule(t.actor, { name: 'refused by the server', condition: 'EXECUTION_FAILED', email: true, emailTo: [address], jobIds: [] });
+    const r = await t.service.createAlertRule(t.actor, {
+      name: 'refused by the server',
+      condition: 'EXECUTION_FAILED',
+      email: true,
+      emailTo: [address],
+      jobIds: [],
+    });
     await failingJob('refused');
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     const [n] = await notifications(r.id);
@@ -220,7 +281,15 @@ describe('alerts', () => {
     const emailJob = (await t.query(`select input from jobs where id = $1`, [n.email_job_id])).rows[0];
     expect(emailJob.input).toMatchObject({ ruleId: r.id, alertId: n.id });
     expect(JSON.stringify(emailJob.input)).not.toContain(address);
-    const attempt = await eventually(async () => (await t.query(`select a.error from attempts a join executions x on x.id = a.execution_id where x.job_id = $1 and a.error is not null`, [n.email_job_id])).rows[0]);
+    const attempt = await eventually(
+      async () =>
+        (
+          await t.query(
+            `select a.error from attempts a join executions x on x.id = a.execution_id where x.job_id = $1 and a.error is not null`,
+            [n.email_job_id],
+          )
+        ).rows[0],
+    );
     // The server's reply is kept (what an operator needs to see), the address it quoted is not.
     expect(attempt.error).toContain('Recipient address rejected');
     expect(attempt.error).toContain('<[address]>');
@@ -237,9 +306,18 @@ describe('alerts', () => {
 
   it('carries no secret: error texts in alerts are the redacted ones the engine stored', async () => {
     const token = 'sk-alert-secret-7731';
-    const config = await t.service.setConfig(t.actor, { name: 'alerting.secrets', entries: [{ key: 'token', value: token, secret: true }] });
+    const config = await t.service.setConfig(t.actor, {
+      name: 'alerting.secrets',
+      entries: [{ key: 'token', value: token, secret: true }],
+    });
     // The secret is in the host name: the failure's message (a DNS error) would quote it.
-    await t.service.registerEndpoint(t.actor, { name: 'alerts.leaky', kind: 'HTTP', url: `http://{{config.token}}.invalid/x`, configId: config.id, maxAttempts: 1 });
+    await t.service.registerEndpoint(t.actor, {
+      name: 'alerts.leaky',
+      kind: 'HTTP',
+      url: `http://{{config.token}}.invalid/x`,
+      configId: config.id,
+      maxAttempts: 1,
+    });
     const r = await rule('no secrets');
     const { job } = await t.service.createJob(t.actor, { endpointName: 'alerts.leaky', kind: 'IMMEDIATE' });
     const ex = await settled(t, job.id);

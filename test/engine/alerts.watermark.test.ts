@@ -13,7 +13,12 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 async function pendingJob(name: string) {
-  const { job } = await t.service.createJob(t.actor, { endpointName: 'wm.target', kind: 'DELAYED', name, runAt: new Date(Date.now() + 3_600_000) });
+  const { job } = await t.service.createJob(t.actor, {
+    endpointName: 'wm.target',
+    kind: 'DELAYED',
+    name,
+    runAt: new Date(Date.now() + 3_600_000),
+  });
   return job;
 }
 /** Ends the job's execution FAILED, as a worker's completion does (the events trigger writes the row). */

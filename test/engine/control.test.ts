@@ -23,10 +23,18 @@ describe('lock keys', () => {
     expect(error.details.holderJobId).toBe(first.job.id);
     expect(error.message).toContain(first.job.id);
     // Another workspace's key is another key.
-    await expect(t.service.createJob(t.otherActor, { endpointId: (await t.service.registerEndpoint(t.otherActor, { name: 'ctl.target', kind: 'HANDLER', handlerName: 'x' })).id, kind: 'IMMEDIATE', lockKey: 'nightly-export' })).resolves.toBeTruthy();
+    await expect(
+      t.service.createJob(t.otherActor, {
+        endpointId: (await t.service.registerEndpoint(t.otherActor, { name: 'ctl.target', kind: 'HANDLER', handlerName: 'x' })).id,
+        kind: 'IMMEDIATE',
+        lockKey: 'nightly-export',
+      }),
+    ).resolves.toBeTruthy();
     // Once the holder is done, the key is free.
     await t.service.cancelJob(t.actor, first.job.id);
-    await expect(t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', lockKey: 'nightly-export' })).resolves.toMatchObject({ created: true });
+    await expect(t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', lockKey: 'nightly-export' })).resolves.toMatchObject({
+      created: true,
+    });
   });
 
   it('lets exactly one of many concurrent creates with one lock key through, and leaves no orphan job', async () => {
@@ -80,7 +88,9 @@ describe('triggerJob', () => {
 describe('retryExecution', () => {
   it('is LOCK_HELD, naming the holder, when a concurrent transaction takes the lock key between its check and the re-drive', async () => {
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', lockKey: 'redrive-key' });
-    const failed = (await t.query<{ id: string }>("update executions set status = 'FAILED', finished_at = now() where job_id = $1 returning id", [job.id])).rows[0]!.id;
+    const failed = (
+      await t.query<{ id: string }>("update executions set status = 'FAILED', finished_at = now() where job_id = $1 returning id", [job.id])
+    ).rows[0]!.id;
     const other = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
 
     // Another transaction takes the key and has not committed yet: the lock check cannot see it,
@@ -88,21 +98,30 @@ describe('retryExecution', () => {
     const taker = await t.database.pool.connect();
     try {
       await taker.query('begin');
-      const holder = (await taker.query<{ id: string }>(
-        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, lock_key)
+      const holder = (
+        await taker.query<{ id: string }>(
+          `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, lock_key)
          select workspace_id, id, endpoint_id, now() + interval '1 day', now() + interval '1 day', 1, 'redrive-key' from jobs where id = $1
          returning id`,
-        [other.job.id],
-      )).rows[0]!.id;
+          [other.job.id],
+        )
+      ).rows[0]!.id;
       const retry = t.service.retryExecution(t.actor, failed).catch((e) => e);
       await eventually(
         async () =>
-          (await t.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update \"executions\"%'")).rows.length > 0,
+          (
+            await t.query(
+              "select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update \"executions\"%'",
+            )
+          ).rows.length > 0,
         { timeout: 5000, what: 'the re-drive to wait on the lock key' },
       );
       await taker.query('commit');
       const error = await retry;
-      expect(error).toMatchObject({ code: 'LOCK_HELD', details: { lockKey: 'redrive-key', holderJobId: other.job.id, holderExecutionId: holder } });
+      expect(error).toMatchObject({
+        code: 'LOCK_HELD',
+        details: { lockKey: 'redrive-key', holderJobId: other.job.id, holderExecutionId: holder },
+      });
     } finally {
       await taker.query('rollback').catch(() => {});
       taker.release();

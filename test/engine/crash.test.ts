@@ -88,7 +88,7 @@ describe('worker processes', { timeout: 60_000 }, () => {
     }
   });
 
-  it('SIGSTOP past the lease, takeover, SIGCONT: none of the stalled worker\'s late writes is accepted', async () => {
+  it("SIGSTOP past the lease, takeover, SIGCONT: none of the stalled worker's late writes is accepted", async () => {
     const a = await startWorker('a', { LEASE_MS: '1500', HEARTBEAT_MS: '300', CONCURRENCY: '4' });
     await createWork(4, 1000);
     await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a'`)).rows[0].n === 4);
@@ -99,7 +99,11 @@ describe('worker processes', { timeout: 60_000 }, () => {
     const attemptsBefore = (await t.query(`select * from attempts order by execution_id, attempt_number`)).rows;
     a.kill('SIGCONT');
     // A wakes: its handlers finish (at-least-once: they ran), its outcomes are refused.
-    await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a' and finished_at is not null`)).rows[0].n === 4, 15_000);
+    await eventually(
+      async () =>
+        (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a' and finished_at is not null`)).rows[0].n === 4,
+      15_000,
+    );
     await quietPeriod(QUIET.lateOutcome);
     expect((await t.query(`select id, status, lease_epoch, updated_at, finished_at from executions order by id`)).rows).toEqual(before);
     expect((await t.query(`select * from attempts order by execution_id, attempt_number`)).rows).toEqual(attemptsBefore);
@@ -116,7 +120,10 @@ describe('worker processes', { timeout: 60_000 }, () => {
     const values = Array.from({ length: 500 }, (_, i) => `($1, $2, 'IMMEDIATE', '{"ms": ${i % 5}}', 5)`).join(',');
     const endpoint = (await t.query(`select id from endpoints where name = 'crash.work'`)).rows[0].id;
     // Bulk insert: jobs then one execution each, as createJob would.
-    await t.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ${values}`, [t.actor.workspaceId, endpoint]);
+    await t.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ${values}`, [
+      t.actor.workspaceId,
+      endpoint,
+    ]);
     await t.query(`insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
       select workspace_id, id, endpoint_id, now(), now(), 5 from jobs`);
     await eventually(() => allSucceeded(500), 45_000, 'all 500 to succeed');

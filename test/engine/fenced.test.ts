@@ -20,7 +20,14 @@ beforeAll(async () => {
   await t.query(`create table ledger (id serial primary key, execution_id uuid not null, worker_id text not null)`);
   await t.query(`create table inside (id serial primary key, execution_id uuid not null, worker_id text not null)`);
   await t.query(`create table refusals (id serial primary key, execution_id uuid not null, worker_id text not null, code text not null)`);
-  await t.service.registerEndpoint(t.actor, { name: 'fenced.ledger', kind: 'HANDLER', handlerName: 'ledger', backoffBaseMs: 10, jitter: false, maxAttempts: 3 });
+  await t.service.registerEndpoint(t.actor, {
+    name: 'fenced.ledger',
+    kind: 'HANDLER',
+    handlerName: 'ledger',
+    backoffBaseMs: 10,
+    jitter: false,
+    maxAttempts: 3,
+  });
 });
 afterEach(async () => {
   for (const c of children) {
@@ -66,9 +73,11 @@ describe.each([
     expect(await rows('ledger')).toEqual(['b']);
     a.kill('SIGCONT');
     // A wakes inside its transaction, finishes its work and tries to commit: refused.
-    await eventually(async () => (await t.query(`select code from refusals where worker_id = 'a'`)).rows[0]?.code, 20_000, "a's refused commit").then((code) =>
-      expect(code).toBe('LEASE_LOST'),
-    );
+    await eventually(
+      async () => (await t.query(`select code from refusals where worker_id = 'a'`)).rows[0]?.code,
+      20_000,
+      "a's refused commit",
+    ).then((code) => expect(code).toBe('LEASE_LOST'));
     expect(await rows('ledger')).toEqual(['b']);
     const attempts = await attemptsOf(t, ex.id);
     expect(attempts.map((x) => [x.worker_id, x.outcome])).toEqual([
@@ -102,7 +111,12 @@ describe('ctx.transaction in process', () => {
       // Seen as the execution's outcome, this would retry it; it was recorded already.
       throw new Error('after the commit');
     });
-    await t.service.registerEndpoint(t.actor, { name: 'fenced.complete', kind: 'HANDLER', handlerName: 'complete-then-throw', maxAttempts: 3 });
+    await t.service.registerEndpoint(t.actor, {
+      name: 'fenced.complete',
+      kind: 'HANDLER',
+      handlerName: 'complete-then-throw',
+      maxAttempts: 3,
+    });
     await h.worker({ workerId: 'in-process' });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.complete', kind: 'IMMEDIATE' });
     const ex = await settled(t, job.id);
@@ -153,7 +167,13 @@ describe('ctx.transaction in process', () => {
         await waiting;
         return client;
       });
-      expiresAfter.push((await t.query(`select lease_expires_at > now() + interval '30 seconds' as renewed from executions where id = $1`, [ctx.executionId])).rows[0].renewed);
+      expiresAfter.push(
+        (
+          await t.query(`select lease_expires_at > now() + interval '30 seconds' as renewed from executions where id = $1`, [
+            ctx.executionId,
+          ])
+        ).rows[0].renewed,
+      );
     });
     await t.service.registerEndpoint(t.actor, { name: 'fenced.renews', kind: 'HANDLER', handlerName: 'renews-lease', maxAttempts: 3 });
     await h.stopAll();

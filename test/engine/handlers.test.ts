@@ -33,7 +33,15 @@ beforeAll(async () => {
     ['h.typed', 'typed'],
     ['h.gated', 'gated'],
   ] as const) {
-    await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, backoffBaseMs: 40, backoffMaxMs: 1000, jitter: false, maxAttempts: 4 });
+    await t.service.registerEndpoint(t.actor, {
+      name,
+      kind: 'HANDLER',
+      handlerName,
+      backoffBaseMs: 40,
+      backoffMaxMs: 1000,
+      jitter: false,
+      maxAttempts: 4,
+    });
   }
   await h.worker();
 });
@@ -66,14 +74,26 @@ describe('HANDLER executions', () => {
     // A workspace's key sees the worker by digest (where workers run is the installation's).
     const [inProgress, ...more] = await t.service.attempts(t.actor, running.id);
     expect(more).toEqual([]);
-    expect(inProgress).toMatchObject({ executionId: running.id, attemptNumber: 1, workerId: opaqueWorkerId(running.lease_owner), finishedAt: null, outcome: null });
+    expect(inProgress).toMatchObject({
+      executionId: running.id,
+      attemptNumber: 1,
+      workerId: opaqueWorkerId(running.lease_owner),
+      finishedAt: null,
+      outcome: null,
+    });
     expect(inProgress!.startedAt).toEqual(running.attempt_started_at);
     // Another workspace sees nothing of it.
     expect(await t.service.attempts(t.otherActor, running.id)).toEqual([]);
     openGate();
     const ex = await settled(t, job.id);
     const [ended] = await t.service.attempts(t.actor, ex.id);
-    expect(ended).toMatchObject({ id: inProgress!.id, attemptNumber: 1, workerId: opaqueWorkerId(running.lease_owner), outcome: 'SUCCEEDED', startedAt: inProgress!.startedAt });
+    expect(ended).toMatchObject({
+      id: inProgress!.id,
+      attemptNumber: 1,
+      workerId: opaqueWorkerId(running.lease_owner),
+      outcome: 'SUCCEEDED',
+      startedAt: inProgress!.startedAt,
+    });
     expect(ended!.finishedAt!.getTime()).toBeGreaterThanOrEqual(ended!.startedAt.getTime());
   });
 
@@ -121,9 +141,13 @@ describe('HANDLER executions', () => {
 
   it("records a failed attempt when the handler's schema throws something that is not an Error", async () => {
     // A refinement that throws (instead of reporting an issue) escapes zod's safeParse as it is.
-    h.handlers.register('odd-schema', z.object({}).refine(() => {
-      throw undefined;
-    }), () => {});
+    h.handlers.register(
+      'odd-schema',
+      z.object({}).refine(() => {
+        throw undefined;
+      }),
+      () => {},
+    );
     await t.service.registerEndpoint(t.actor, { name: 'h.odd-schema', kind: 'HANDLER', handlerName: 'odd-schema', maxAttempts: 1 });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'h.odd-schema', kind: 'IMMEDIATE' });
     const ex = await settled(t, job.id);
@@ -147,6 +171,8 @@ describe('HANDLER executions', () => {
     await quietPeriod(QUIET.claim);
     expect((await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status).toBe('PENDING');
     await t.service.resumeJob(t.actor, job.id);
-    await eventually(async () => (await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status === 'SUCCEEDED');
+    await eventually(
+      async () => (await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status === 'SUCCEEDED',
+    );
   });
 });

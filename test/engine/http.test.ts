@@ -70,7 +70,9 @@ describe('HTTP executions', () => {
     const verified = new Webhook(secret).verify(hit!.body, hit!.headers as Record<string, string>);
     expect(verified).toEqual(JSON.parse(hit!.body));
     expect(hit!.headers['webhook-id']).toBe(ex.id);
-    expect(() => new Webhook(`whsec_${randomBytes(24).toString('base64')}`).verify(hit!.body, hit!.headers as Record<string, string>)).toThrow();
+    expect(() =>
+      new Webhook(`whsec_${randomBytes(24).toString('base64')}`).verify(hit!.body, hit!.headers as Record<string, string>),
+    ).toThrow();
     const [attempt] = await attemptsOf(t, ex.id);
     expect(attempt).toMatchObject({ outcome: 'SUCCEEDED', status_code: 200, response_excerpt: 'thanks, got it' });
   });
@@ -172,7 +174,10 @@ describe('HTTP executions', () => {
   });
 
   it('keeps secret config values out of recorded errors and excerpts', async () => {
-    const config = await t.service.setConfig(t.actor, { name: 'leaky.settings', entries: [{ key: 'token', value: 'tok-abcdef-123', secret: true }] });
+    const config = await t.service.setConfig(t.actor, {
+      name: 'leaky.settings',
+      entries: [{ key: 'token', value: 'tok-abcdef-123', secret: true }],
+    });
     await endpoint('leaky.api', '/leaky', { configId: config.id, headers: { 'x-token': '{{config.token}}' } });
     target.route('/leaky', (req, res) => res.writeHead(400).end(`you sent ${req.headers['x-token']}`));
     const { job } = await t.service.createJob(t.actor, { endpointName: 'leaky.api', kind: 'IMMEDIATE' });
@@ -184,16 +189,25 @@ describe('HTTP executions', () => {
   });
 
   it('keeps a secret out of the recorded error when a redirect echoes it in its location', async () => {
-    const config = await t.service.setConfig(t.actor, { name: 'moved.settings', entries: [{ key: 'key', value: 'key-4f2c9a77', secret: true }] });
+    const config = await t.service.setConfig(t.actor, {
+      name: 'moved.settings',
+      entries: [{ key: 'key', value: 'key-4f2c9a77', secret: true }],
+    });
     // A trailing-slash redirect that keeps the query string: an everyday server habit.
     await endpoint('moved.keyed', '/keyed?key={{config.key}}', { configId: config.id });
-    target.route('/keyed', (req, res) => res.writeHead(301, { location: `${target.url}/keyed/${new URL(req.url!, 'http://x').search}` }).end());
+    target.route('/keyed', (req, res) =>
+      res.writeHead(301, { location: `${target.url}/keyed/${new URL(req.url!, 'http://x').search}` }).end(),
+    );
     // The same, with the key where the error's 200-character cut of the location falls: the cut
     // comes after redaction and moves past the key, so it is replaced whole.
     await endpoint('moved.long', '/long?key={{config.key}}', { configId: config.id });
     target.route('/long', (req, res) => {
       const start = `${target.url}/long/?pad=`;
-      res.writeHead(301, { location: `${start}${'p'.repeat(196 - start.length - 5)}&key=${new URL(req.url!, 'http://x').searchParams.get('key')}` }).end();
+      res
+        .writeHead(301, {
+          location: `${start}${'p'.repeat(196 - start.length - 5)}&key=${new URL(req.url!, 'http://x').searchParams.get('key')}`,
+        })
+        .end();
     });
     for (const [name, pattern] of [
       ['moved.keyed', /redirect \(301 to .*\/keyed\/\?key=\[redacted\]\) not followed/],
@@ -208,7 +222,10 @@ describe('HTTP executions', () => {
   });
 
   it('keeps the start of a secret out of an excerpt that the cap cuts through it', async () => {
-    const config = await t.service.setConfig(t.actor, { name: 'cut.settings', entries: [{ key: 'token', value: 'cut-secret-0123456789', secret: true }] });
+    const config = await t.service.setConfig(t.actor, {
+      name: 'cut.settings',
+      entries: [{ key: 'token', value: 'cut-secret-0123456789', secret: true }],
+    });
     await endpoint('cut.api', '/cut', { configId: config.id, headers: { 'x-token': '{{config.token}}' } });
     // The secret starts 8 bytes before the 4 KiB cap.
     target.route('/cut', (req, res) => res.writeHead(200).end(`${'x'.repeat(4096 - 8)}${req.headers['x-token']}`));
@@ -221,7 +238,9 @@ describe('HTTP executions', () => {
 
   it('records the outcome of a binary response, its NUL bytes shown as U+FFFD', async () => {
     await endpoint('binary.api', '/binary');
-    target.route('/binary', (_req, res) => res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x00, 0x41])));
+    target.route('/binary', (_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x00, 0x41])),
+    );
     const { job } = await t.service.createJob(t.actor, { endpointName: 'binary.api', kind: 'IMMEDIATE' });
     const ex = await settled(t, job.id);
     expect(ex.status).toBe('SUCCEEDED');
@@ -270,9 +289,12 @@ describe('HTTP executions', () => {
 });
 
 describe('templates', () => {
-  it.each(['constructor', '__proto__', 'toString', 'customer.hasOwnProperty'])('refuses {{input.%s}}, which the input does not hold', (path) => {
-    expect(() => render(`/x/{{input.${path}}}`, { config: {}, input: { customer: { id: 'c1' } } })).toThrow(TemplateError);
-  });
+  it.each(['constructor', '__proto__', 'toString', 'customer.hasOwnProperty'])(
+    'refuses {{input.%s}}, which the input does not hold',
+    (path) => {
+      expect(() => render(`/x/{{input.${path}}}`, { config: {}, input: { customer: { id: 'c1' } } })).toThrow(TemplateError);
+    },
+  );
 });
 
 describe('Retry-After', () => {

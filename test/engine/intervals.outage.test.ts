@@ -30,7 +30,12 @@ afterEach(async () => {
 });
 
 /** A worker's engine host with a pool of its own (`hook` runs before each of its statements). */
-async function host(name: string, lines: string[], handlers: IntervalHandler[], hook: (sql: string) => Promise<void> | void = () => {}): Promise<EngineHost> {
+async function host(
+  name: string,
+  lines: string[],
+  handlers: IntervalHandler[],
+  hook: (sql: string) => Promise<void> | void = () => {},
+): Promise<EngineHost> {
   const database = createDatabase({ connectionString: t.url, max: 4 });
   pools.push(database);
   const intervals = new IntervalRegistry();
@@ -83,14 +88,21 @@ describe('the interval crash sweep after a database outage', () => {
     await adminQuery(`alter database ${t.name} allow_connections false`);
     const since = (await adminQuery<{ at: string }>(`select now()::text as at`)).rows[0]!.at;
     await eventually(
-      async () => Number((await adminQuery(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1`, [t.name])).rowCount) === 0,
+      async () =>
+        Number((await adminQuery(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1`, [t.name])).rowCount) === 0,
       10_000,
       'every backend of the database to be gone',
     );
-    await eventually(async () => [aLines, bLines].every((l) => l.some((x) => x.includes('the database is unreachable'))), 10_000, 'both workers to see the outage');
+    await eventually(
+      async () => [aLines, bLines].every((l) => l.some((x) => x.includes('the database is unreachable'))),
+      10_000,
+      'both workers to see the outage',
+    );
     // Past the staleness window on the database's clock: A's presence row is stale by now.
     await eventually(
-      async () => (await adminQuery(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * STALE_MS) / 1000])).rows[0]!.past,
+      async () =>
+        (await adminQuery(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * STALE_MS) / 1000])).rows[0]!
+          .past,
       10_000,
       'the outage to outlast the staleness window',
     );
@@ -110,16 +122,23 @@ describe('the interval crash sweep after a database outage', () => {
     letPresenceGo();
     holdPresence = false;
     await eventually(
-      async () => (await t.query(`select heartbeat_at > now() - make_interval(secs => stale_ms / 1000.0) as live from workers where id = 'worker-a'`)).rows[0]?.live,
+      async () =>
+        (await t.query(`select heartbeat_at > now() - make_interval(secs => stale_ms / 1000.0) as live from workers where id = 'worker-a'`))
+          .rows[0]?.live,
       10_000,
       "A's presence to be live again",
     );
     release();
     // Its outcome is recorded as its own (later ticks, every 100 ms, follow it): no crash recorded, ever.
-    const after = await eventually(async () => {
-      const row = (await t.query(`select last_status, last_cause, ok_runs, error_runs from interval_handlers where name = 'long'`)).rows[0];
-      return row.ok_runs >= 1 ? row : undefined;
-    }, 10_000, "A's tick to be recorded");
+    const after = await eventually(
+      async () => {
+        const row = (await t.query(`select last_status, last_cause, ok_runs, error_runs from interval_handlers where name = 'long'`))
+          .rows[0];
+        return row.ok_runs >= 1 ? row : undefined;
+      },
+      10_000,
+      "A's tick to be recorded",
+    );
     expect(after).toMatchObject({ last_status: 'OK', last_cause: null, error_runs: 0 });
     expect([...aLines, ...bLines].filter((l) => l.includes('recorded as crashed'))).toEqual([]);
   });

@@ -24,7 +24,9 @@ const HOUR = 3_600_000;
 beforeEach(async () => {
   t = await createTestDb();
   hosts = [];
-  await t.query(`create table interval_ticks (id serial, name text, worker text, pid int, started_at timestamptz default clock_timestamp(), finished_at timestamptz)`);
+  await t.query(
+    `create table interval_ticks (id serial, name text, worker text, pid int, started_at timestamptz default clock_timestamp(), finished_at timestamptz)`,
+  );
 });
 afterEach(async () => {
   for (const c of children) c.kill('SIGKILL');
@@ -57,7 +59,10 @@ async function workerOn(pool: pg.Pool, ...handlers: IntervalHandler[]): Promise<
 }
 
 /** Records the tick in interval_ticks (start and end on the database clock). */
-function recorded(name: string, body: (signal: AbortSignal) => Promise<{ count?: number } | void> = async () => ({ count: 1 })): IntervalHandler {
+function recorded(
+  name: string,
+  body: (signal: AbortSignal) => Promise<{ count?: number } | void> = async () => ({ count: 1 }),
+): IntervalHandler {
   return {
     name,
     everyMs: HOUR,
@@ -77,10 +82,11 @@ const entry = async (name: string) => (await t.service.handlers(installationAdmi
 
 describe('interval handlers', () => {
   it('runs a due tick exactly once across three workers that all have it, recording ok with its count', async () => {
-    const make = () => recorded('sweep', async () => {
-      await new Promise((r) => setTimeout(r, 50));
-      return { count: 42 };
-    });
+    const make = () =>
+      recorded('sweep', async () => {
+        await new Promise((r) => setTimeout(r, 50));
+        return { count: 42 };
+      });
     await worker(make());
     await worker(make());
     await worker(make());
@@ -172,14 +178,22 @@ describe('interval handlers', () => {
   });
 
   it('frees a tick that ran past its timeout when its worker dies, without recording a second outcome', async () => {
-    await t.query(`insert into workers (id, host, pid, stale_ms, heartbeat_at) values ('ghost', 'h', 1, 1000, now() - interval '1 minute')`);
+    await t.query(
+      `insert into workers (id, host, pid, stale_ms, heartbeat_at) values ('ghost', 'h', 1, 1000, now() - interval '1 minute')`,
+    );
     await t.query(
       `insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at, overrun, last_status, last_cause, last_error, error_runs)
        values ('orphan', $1, now() + interval '1 hour', 'ghost', 3, now() - interval '2 minutes', true, 'ERROR', 'TIMEOUT', 'ran past its timeout of 100 ms', 1)`,
       [HOUR],
     );
     await worker({ name: 'orphan', everyMs: HOUR, run: async () => ({ count: 1 }) });
-    expect(await stateOf('orphan')).toMatchObject({ owner: null, run_started_at: null, overrun: false, last_cause: 'TIMEOUT', error_runs: 1 });
+    expect(await stateOf('orphan')).toMatchObject({
+      owner: null,
+      run_started_at: null,
+      overrun: false,
+      last_cause: 'TIMEOUT',
+      error_runs: 1,
+    });
   });
 
   it('refuses a trigger while running without force; with force, queues one more tick right after, never two at once', async () => {
@@ -206,7 +220,9 @@ describe('interval handlers', () => {
     expect(ticks).toHaveLength(2);
     expect(ticks[1].started_at.getTime()).toBeGreaterThanOrEqual(ticks[0].finished_at.getTime());
     // Both triggers and the refusal are audited.
-    const audit = (await t.query(`select result_code from audit_log where action = 'handler.trigger' order by id`)).rows.map((r) => r.result_code);
+    const audit = (await t.query(`select result_code from audit_log where action = 'handler.trigger' order by id`)).rows.map(
+      (r) => r.result_code,
+    );
     expect(audit).toEqual(['OK', 'CONFLICT', 'OK']);
   });
 
@@ -229,7 +245,10 @@ describe('interval handlers', () => {
     children.add(child);
     await new Promise<void>((resolve) => child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
     await t.service.triggerHandler(t.actor, { name: 'slow' });
-    await eventually(async () => (await t.query(`select count(*)::int as n from interval_ticks where pid = $1`, [child.pid])).rows[0].n === 1, 15_000);
+    await eventually(
+      async () => (await t.query(`select count(*)::int as n from interval_ticks where pid = $1`, [child.pid])).rows[0].n === 1,
+      15_000,
+    );
     expect((await entry('slow')).interval).toMatchObject({ running: true });
     child.kill('SIGKILL');
     const survivor = await worker({ name: 'slow', everyMs: HOUR, run: async () => ({ count: 7 }) });
@@ -250,7 +269,11 @@ describe('interval handlers', () => {
     const trig = await g.gql(`mutation { triggerHandler(input: { name: "digest" }) { outcome handler { name kind } } }`);
     expect(trig.data.triggerHandler).toEqual({ outcome: 'DUE_NOW', handler: { name: 'digest', kind: 'INTERVAL' } });
     await eventually(async () => Number((await stateOf('digest')).ok_runs) === 1);
-    const res = await g.gql(`{ handlers(kind: INTERVAL) { kind name cadence { everyMs cron } workers { id pid } lastOutcome { status count cause finishedAt } interval { running okRuns } } }`, {}, installationAdmin());
+    const res = await g.gql(
+      `{ handlers(kind: INTERVAL) { kind name cadence { everyMs cron } workers { id pid } lastOutcome { status count cause finishedAt } interval { running okRuns } } }`,
+      {},
+      installationAdmin(),
+    );
     expect(res.data.handlers).toEqual([
       {
         kind: 'INTERVAL',
@@ -273,11 +296,17 @@ describe('interval handlers', () => {
   it('ticks again after writing an outcome lost its connection: the outcome is written on a later pass', async () => {
     let cuts = 1;
     const pool = hookedPool(t.database.pool, (sql) => {
-      if (sql.startsWith('update interval_handlers set owner = null, run_started_at = null, overrun = false,\n  last_status') && cuts-- > 0) {
+      if (
+        sql.startsWith('update interval_handlers set owner = null, run_started_at = null, overrun = false,\n  last_status') &&
+        cuts-- > 0
+      ) {
         throw new Error('Connection terminated unexpectedly');
       }
     });
-    await workerOn(pool, recorded('blip', async () => ({ count: 5 })));
+    await workerOn(
+      pool,
+      recorded('blip', async () => ({ count: 5 })),
+    );
     await t.service.triggerHandler(t.actor, { name: 'blip' });
     // Left owned by a live worker, the tick would hold the handler on every worker for good.
     await eventually(async () => Number((await stateOf('blip')).ok_runs) === 1, 5000, 'the outcome to be written');

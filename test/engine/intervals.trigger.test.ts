@@ -47,7 +47,8 @@ async function worker(...handlers: IntervalHandler[]): Promise<EngineHost> {
   return host;
 }
 
-const stateOf = async (name: string) => (await t.query(`select *, next_due_at = 'infinity' as never_due from interval_handlers where name = $1`, [name])).rows[0];
+const stateOf = async (name: string) =>
+  (await t.query(`select *, next_due_at = 'infinity' as never_due from interval_handlers where name = $1`, [name])).rows[0];
 const installationAdmin = () => ({ ...t.actor, installationAdmin: true });
 const entry = async (name: string) => (await t.service.handlers(installationAdmin(), { kind: 'INTERVAL', name }))[0]!;
 /** A promise and the function that resolves it. */
@@ -57,7 +58,8 @@ function latch() {
   return { promise, open };
 }
 /** Resolves when the signal aborts (the worker stopping), so a parked tick lets the test end. */
-const untilAborted = (signal: AbortSignal) => new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener('abort', () => r())));
+const untilAborted = (signal: AbortSignal) =>
+  new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener('abort', () => r())));
 
 describe('on-demand interval handlers', () => {
   it('never tick on their own; a trigger runs exactly one tick, after which they wait for the next trigger', async () => {
@@ -90,12 +92,16 @@ describe('on-demand interval handlers', () => {
   it('refuses a registration with neither a period nor onDemand, or with both', () => {
     const registry = new IntervalRegistry();
     expect(() => registry.register({ name: 'vague', run: async () => {} })).toThrow(/everyMs is required \(or onDemand: true/);
-    expect(() => registry.register({ name: 'both', everyMs: 1000, onDemand: true, run: async () => {} })).toThrow(/everyMs or onDemand, not both/);
+    expect(() => registry.register({ name: 'both', everyMs: 1000, onDemand: true, run: async () => {} })).toThrow(
+      /everyMs or onDemand, not both/,
+    );
     expect(registry.list()).toEqual([]);
   });
 
   it('turns a periodic handler on-demand when re-registered so: its planned tick is dropped, a due one kept', async () => {
-    await t.query(`insert into interval_handlers (name, every_ms, next_due_at) values ('later', 60000, now() + interval '1 hour'), ('due', 60000, now() - interval '1 second')`);
+    await t.query(
+      `insert into interval_handlers (name, every_ms, next_due_at) values ('later', 60000, now() + interval '1 hour'), ('due', 60000, now() - interval '1 second')`,
+    );
     let dueRuns = 0;
     await worker({ name: 'later', onDemand: true, run: async () => {} }, { name: 'due', onDemand: true, run: async () => void dueRuns++ });
     expect(await stateOf('later')).toMatchObject({ every_ms: null, never_due: true });
@@ -124,7 +130,11 @@ describe('skipped ticks', () => {
     });
     await eventually(async () => (await stateOf('slow'))?.owner);
     // Let more than four periods pass on the database's clock while the first tick runs.
-    await eventually(async () => (await t.query(`select run_started_at < now() - interval '450 milliseconds' as long from interval_handlers where name = 'slow'`)).rows[0].long);
+    await eventually(
+      async () =>
+        (await t.query(`select run_started_at < now() - interval '450 milliseconds' as long from interval_handlers where name = 'slow'`))
+          .rows[0].long,
+    );
     expect((await stateOf('slow')).skipped_ticks).toBe(0);
     first.open();
     await eventually(async () => Number((await stateOf('slow')).ok_runs) === 1);
@@ -170,7 +180,10 @@ describe('triggerHandler with wait', () => {
     expect(ok.tick!.outcome!.startedAt!.getTime()).toBeGreaterThanOrEqual(ok.handler.interval!.nextDueAt!.getTime());
 
     const failed = await t.service.triggerHandler(installationAdmin(), { name: 'rebuild', wait: true });
-    expect(failed.tick).toMatchObject({ state: 'FINISHED', outcome: { status: 'ERROR', cause: 'HANDLER', message: 'Error: index locked', count: null } });
+    expect(failed.tick).toMatchObject({
+      state: 'FINISHED',
+      outcome: { status: 'ERROR', cause: 'HANDLER', message: 'Error: index locked', count: null },
+    });
     // A tenant's ADMIN key gets the outcome without the handler's error text.
     calls = 1;
     const tenant = await t.service.triggerHandler(t.actor, { name: 'rebuild', wait: true });
@@ -198,9 +211,14 @@ describe('triggerHandler with wait', () => {
     // Wait again, and let the first tick end once this trigger is committed: the answer is the
     // queued tick's outcome (count 2), not the first's.
     const waiting = t.service.triggerHandler(t.actor, { name: 'export', force: true, wait: true, waitTimeoutMs: 60_000 });
-    await eventually(async () => (await t.query(`select count(*)::int as n from audit_log where action = 'handler.trigger'`)).rows[0].n === 3);
+    await eventually(
+      async () => (await t.query(`select count(*)::int as n from audit_log where action = 'handler.trigger'`)).rows[0].n === 3,
+    );
     first.open();
-    expect(await waiting).toMatchObject({ outcome: 'QUEUED_AFTER_RUNNING', tick: { state: 'FINISHED', outcome: { status: 'OK', count: 2 } } });
+    expect(await waiting).toMatchObject({
+      outcome: 'QUEUED_AFTER_RUNNING',
+      tick: { state: 'FINISHED', outcome: { status: 'OK', count: 2 } },
+    });
     expect(calls).toBe(2);
   });
 
@@ -226,7 +244,9 @@ describe('triggerHandler with wait', () => {
     // behind it until the wait ended, and the tick below would never be released in time.
     const seen = await service.handlers(t.actor, { name: 'vacuum' });
     expect(seen[0]!.interval!.running).toBe(true);
-    const open = await t.query(`select count(*)::int as n from pg_stat_activity where application_name = 'jobgate-one-connection' and state like 'idle in transaction%'`);
+    const open = await t.query(
+      `select count(*)::int as n from pg_stat_activity where application_name = 'jobgate-one-connection' and state like 'idle in transaction%'`,
+    );
     expect(open.rows[0].n).toBe(0);
     gate.open();
     expect((await waiting).tick).toMatchObject({ state: 'FINISHED', outcome: { status: 'OK', count: 1 } });
@@ -266,6 +286,8 @@ describe('triggerHandler with wait', () => {
     expect(plain.data.triggerHandler).toEqual({ outcome: 'DUE_NOW', tick: null });
     const tooLong = await g.gql(`mutation { triggerHandler(input: { name: "digest", wait: true, waitTimeoutMs: 600000 }) { outcome } }`);
     expect(tooLong.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED' });
-    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'digest', wait: true, waitTimeoutMs: 0 }))).toBe('VALIDATION_FAILED');
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'digest', wait: true, waitTimeoutMs: 0 }))).toBe(
+      'VALIDATION_FAILED',
+    );
   });
 });

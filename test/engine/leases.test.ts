@@ -37,8 +37,20 @@ beforeEach(async () => {
     started.push(ctx.executionId);
     await Promise.race([gate, new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('aborted'))))]);
   });
-  await t.service.registerEndpoint(t.actor, { name: 'slow.stubborn', kind: 'HANDLER', handlerName: 'stubborn', backoffBaseMs: 10, jitter: false });
-  await t.service.registerEndpoint(t.actor, { name: 'slow.polite', kind: 'HANDLER', handlerName: 'polite', backoffBaseMs: 10, jitter: false });
+  await t.service.registerEndpoint(t.actor, {
+    name: 'slow.stubborn',
+    kind: 'HANDLER',
+    handlerName: 'stubborn',
+    backoffBaseMs: 10,
+    jitter: false,
+  });
+  await t.service.registerEndpoint(t.actor, {
+    name: 'slow.polite',
+    kind: 'HANDLER',
+    handlerName: 'polite',
+    backoffBaseMs: 10,
+    jitter: false,
+  });
 });
 afterEach(async () => {
   release();
@@ -54,9 +66,22 @@ describe('leases', () => {
       started.push(ctx.executionId);
       return new Promise<void>((r) => blockers.push(r));
     });
-    await t.service.registerEndpoint(t.actor, { name: 'slow.held', kind: 'HANDLER', handlerName: 'held', backoffBaseMs: 10, jitter: false });
+    await t.service.registerEndpoint(t.actor, {
+      name: 'slow.held',
+      kind: 'HANDLER',
+      handlerName: 'held',
+      backoffBaseMs: 10,
+      jitter: false,
+    });
     // One slot, held by its stalled attempt: the retry can only be B's.
-    await h.worker({ workerId: 'worker-a', concurrency: 1, leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
+    await h.worker({
+      workerId: 'worker-a',
+      concurrency: 1,
+      leaseMs: 60_000,
+      heartbeatMs: 60_000,
+      fenceAfterMs: 60_000,
+      reconcileMs: 60_000,
+    });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.held', kind: 'IMMEDIATE' });
     await eventually(async () => blockers.length === 1);
     // Force A's lease to expire (as if A had stalled); B reconciles it and takes over.
@@ -67,7 +92,11 @@ describe('leases', () => {
     const ex = await settled(t, job.id);
     expect(ex.status).toBe('SUCCEEDED');
     blockers[0]!(); // A wakes up late and tries to record its outcome
-    await eventually(async () => h.logs.some((l) => l.includes(`outcome of ${ex.id} not recorded: its lease was lost`)), 5000, "A's refused write");
+    await eventually(
+      async () => h.logs.some((l) => l.includes(`outcome of ${ex.id} not recorded: its lease was lost`)),
+      5000,
+      "A's refused write",
+    );
     const after = (await t.query('select status, attempt_count, lease_epoch from executions where id = $1', [ex.id])).rows[0];
     expect(after).toMatchObject({ status: 'SUCCEEDED', attempt_count: 2, lease_epoch: 2 });
     const attempts = await attemptsOf(t, ex.id);
@@ -79,7 +108,8 @@ describe('leases', () => {
 
   it('records the current attempt of a batch that also carries an earlier, fenced-out attempt of the same execution', async () => {
     await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
-    const claim = (limit: number) => claimExecutions(t.database.pool, { workerId: 'w', limit, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    const claim = (limit: number) =>
+      claimExecutions(t.database.pool, { workerId: 'w', limit, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
     const [first] = await claim(1);
     // Its lease expires and the reconciler retries it; the same worker claims it again, with a
     // second execution beside it.
@@ -92,12 +122,27 @@ describe('leases', () => {
     const other = again.find((x) => x.id !== first!.id)!;
     expect(second.lease_epoch).toBe(first!.lease_epoch + 1);
     const done = (ex: { id: string }, epoch: number): Completion => ({
-      executionId: ex.id, epoch, outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, durationMs: 1, error: null, responseExcerpt: null,
+      executionId: ex.id,
+      epoch,
+      outcome: 'SUCCEEDED',
+      retryable: false,
+      retryDelayMs: null,
+      statusCode: null,
+      durationMs: 1,
+      error: null,
+      responseExcerpt: null,
     });
     // The stuck first attempt returns at last, in the same flush as the other two.
-    const accepted = await completeExecutions(t.database.pool, 'w', [done(first!, first!.lease_epoch), done(second, second.lease_epoch), done(other, other.lease_epoch)]);
+    const accepted = await completeExecutions(t.database.pool, 'w', [
+      done(first!, first!.lease_epoch),
+      done(second, second.lease_epoch),
+      done(other, other.lease_epoch),
+    ]);
     expect(Object.fromEntries(accepted)).toEqual({ [second.id]: 'SUCCEEDED', [other.id]: 'SUCCEEDED' });
-    expect((await attemptsOf(t, first!.id)).map((a) => [a.attempt_number, a.outcome])).toEqual([[1, 'LEASE_EXPIRED'], [2, 'SUCCEEDED']]);
+    expect((await attemptsOf(t, first!.id)).map((a) => [a.attempt_number, a.outcome])).toEqual([
+      [1, 'LEASE_EXPIRED'],
+      [2, 'SUCCEEDED'],
+    ]);
     expect((await attemptsOf(t, other.id)).map((a) => a.outcome)).toEqual(['SUCCEEDED']);
   });
 
@@ -106,8 +151,12 @@ describe('leases', () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
     const running = await settled(t, job.id, ['RUNNING']);
     // The outcome's statement waits behind a lock on the execution's row, and its connection is cut.
-    await cutWhileBlocked(t, { sql: 'select 1 from executions where id = $1 for update', values: [running.id] }, '%with done as%', release, () =>
-      eventually(async () => h.logs.some((l) => l.includes('outcome(s) failed') && l.includes('retrying')), 5000, 'a retry'),
+    await cutWhileBlocked(
+      t,
+      { sql: 'select 1 from executions where id = $1 for update', values: [running.id] },
+      '%with done as%',
+      release,
+      () => eventually(async () => h.logs.some((l) => l.includes('outcome(s) failed') && l.includes('retrying')), 5000, 'a retry'),
     );
     const ex = await settled(t, job.id);
     expect(ex).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
@@ -127,7 +176,7 @@ describe('leases', () => {
     expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['worker-a', 'SUCCEEDED']]);
   });
 
-    it('reconciles an expired lease on the last attempt to FAILED with the reason "lease expired"', async () => {
+  it('reconciles an expired lease on the last attempt to FAILED with the reason "lease expired"', async () => {
     await h.worker({ workerId: 'worker-a', leaseMs: 60_000, heartbeatMs: 60_000, fenceAfterMs: 60_000, reconcileMs: 60_000 });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', maxAttempts: 1 });
     await eventually(async () => started.length === 1);
@@ -147,7 +196,11 @@ describe('leases', () => {
     await t.query(`create function refuse_heartbeat() returns trigger language plpgsql as $$
       begin if new.lease_expires_at > old.lease_expires_at and new.status = 'RUNNING' then raise exception 'database unreachable (test)'; end if; return new; end $$`);
     await t.query('create trigger refuse_heartbeat before update on executions for each row execute function refuse_heartbeat()');
-    await eventually(async () => h.logs.some((l) => /no heartbeat for \d+ ms; aborted 1 attempt/.test(l)), 10_000, 'the worker to fence itself');
+    await eventually(
+      async () => h.logs.some((l) => /no heartbeat for \d+ ms; aborted 1 attempt/.test(l)),
+      10_000,
+      'the worker to fence itself',
+    );
     await t.query('drop trigger refuse_heartbeat on executions');
   });
 });
@@ -168,7 +221,11 @@ describe('cancellation', () => {
   });
 
   it('cancels a pending execution at once', async () => {
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'DELAYED', runAt: new Date(Date.now() + 60_000) });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'slow.polite',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 60_000),
+    });
     const [ex0] = (await t.query('select id from executions where job_id = $1', [job.id])).rows;
     expect((await t.service.cancelExecution(t.actor, ex0.id)).status).toBe('CANCELLED');
   });
@@ -184,10 +241,16 @@ describe('cancellation', () => {
 
 /** Waits until `n` backends of this test's database wait on a lock. */
 async function waitingOnLock(n: number): Promise<void> {
-  await eventually(async () => (await adminQuery<{ n: number }>(
-    `select count(*)::int as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'`,
-    [t.name],
-  )).rows[0]!.n >= n, 5000, `${n} statement(s) to wait on a lock`);
+  await eventually(
+    async () =>
+      (
+        await adminQuery<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'`, [
+          t.name,
+        ])
+      ).rows[0]!.n >= n,
+    5000,
+    `${n} statement(s) to wait on a lock`,
+  );
 }
 
 /**
@@ -212,12 +275,26 @@ async function inOrderBehindRowLock<A, B>(executionId: string, first: () => Prom
 
 describe('cancellation racing with the outcome', () => {
   const retryableFailure = (ex: { id: string; lease_epoch: number }): Completion => ({
-    executionId: ex.id, epoch: ex.lease_epoch, outcome: 'FAILED', retryable: true, retryDelayMs: null, statusCode: null, durationMs: 1, error: 'boom', responseExcerpt: null,
+    executionId: ex.id,
+    epoch: ex.lease_epoch,
+    outcome: 'FAILED',
+    retryable: true,
+    retryDelayMs: null,
+    statusCode: null,
+    durationMs: 1,
+    error: 'boom',
+    responseExcerpt: null,
   });
 
-  it('cancelJob while the running attempt\'s retry is being scheduled: the execution ends CANCELLED and frees its lock key', async () => {
+  it("cancelJob while the running attempt's retry is being scheduled: the execution ends CANCELLED and frees its lock key", async () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' });
-    const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    const [ex] = await claimExecutions(t.database.pool, {
+      workerId: 'w',
+      limit: 1,
+      handlers: ['stubborn'],
+      leaseMs: 30_000,
+      limitedEndpoints: false,
+    });
     // The attempt's outcome (a retryable failure, so PENDING again) commits first, while
     // cancelJob's transaction is under way.
     const [completed] = await inOrderBehindRowLock(
@@ -228,17 +305,25 @@ describe('cancellation racing with the outcome', () => {
     expect(Object.fromEntries(completed)).toEqual({ [ex!.id]: 'PENDING' });
     const [after] = (await t.query('select status from executions where id = $1', [ex!.id])).rows;
     expect(after.status).toBe('CANCELLED');
-    await expect(t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' })).resolves.toMatchObject({ created: true });
+    await expect(
+      t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE', lockKey: 'nightly' }),
+    ).resolves.toMatchObject({ created: true });
   });
 
-  it('the reaper retiring a cron job while its running attempt\'s retry is being scheduled: the execution ends CANCELLED', async () => {
+  it("the reaper retiring a cron job while its running attempt's retry is being scheduled: the execution ends CANCELLED", async () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'CRON', cron: { expression: '0 0 1 1 *' } });
     await t.query(
       `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, serial)
        select workspace_id, id, endpoint_id, now(), now(), 5, false from jobs where id = $1`,
       [job.id],
     );
-    const [ex] = await claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    const [ex] = await claimExecutions(t.database.pool, {
+      workerId: 'w',
+      limit: 1,
+      handlers: ['stubborn'],
+      leaseMs: 30_000,
+      limitedEndpoints: false,
+    });
     await t.query(`update jobs set ends_at = now() - interval '1 second' where id = $1`, [job.id]);
     const [completed, reaped] = await inOrderBehindRowLock(
       ex!.id,
@@ -284,7 +369,11 @@ describe('graceful shutdown', () => {
 describe('graceful shutdown and a claim in flight', () => {
   it('runs or hands back what a claim in flight at stop claims, instead of running it after the worker stopped', async () => {
     const w = await h.worker({ workerId: 'leaving', reconcileMs: 600_000 });
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'DELAYED', runAt: new Date(Date.now() + 60_000) });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'slow.stubborn',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 60_000),
+    });
     await t.service.pauseJob(t.actor, job.id);
     await t.query('update executions set run_after = now() where job_id = $1', [job.id]);
     // The claim that the resumed job sets off waits on a table lock of the test's own.

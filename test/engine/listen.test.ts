@@ -25,7 +25,9 @@ afterAll(async () => {
 });
 
 const listenPid = async () =>
-  (await t.query(`select pid from pg_stat_activity where datname = current_database() and application_name = 'jobgate-worker-listen'`)).rows.map((r) => r.pid as number);
+  (
+    await t.query(`select pid from pg_stat_activity where datname = current_database() and application_name = 'jobgate-worker-listen'`)
+  ).rows.map((r) => r.pid as number);
 
 describe('worker LISTEN connection', () => {
   it('is woken by notifications, and listens again after its backend is terminated', async () => {
@@ -37,10 +39,14 @@ describe('worker LISTEN connection', () => {
     const [pid] = await listenPid();
     expect(pid).toBeTypeOf('number');
     await t.query('select pg_terminate_backend($1)', [pid]);
-    await eventually(async () => {
-      const pids = await listenPid();
-      return pids.length === 1 && pids[0] !== pid;
-    }, 10_000, 'a new listening connection');
+    await eventually(
+      async () => {
+        const pids = await listenPid();
+        return pids.length === 1 && pids[0] !== pid;
+      },
+      10_000,
+      'a new listening connection',
+    );
     expect(engine.logs.some((l) => l.includes('jobgate-worker-listen: listening connection lost'))).toBe(true);
 
     const again = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
@@ -59,21 +65,27 @@ describe('worker LISTEN connection', () => {
     await quietPeriod(QUIET.claim);
     expect(ran).not.toContain(id);
     await t.service.resumeJob(t.actor, job.id);
-    await eventually(async () => ran.includes(id), 5000, 'the resumed job\'s execution');
+    await eventually(async () => ran.includes(id), 5000, "the resumed job's execution");
   });
 
   it('is woken when a pending serial occurrence is cancelled, so the next one takes its turn', async () => {
     await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
-    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 0 1 1 *', overlapPolicy: 'QUEUE' } });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointId,
+      kind: 'CRON',
+      cron: { expression: '0 0 1 1 *', overlapPolicy: 'QUEUE' },
+    });
     // Two queued occurrences, as the scheduler leaves them: the first waits an hour for its retry,
     // the second is due but not its turn.
     const occurrence = async (minutesAgo: number, retryInMinutes: number) =>
-      (await t.query(
-        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, attempt_count, serial)
+      (
+        await t.query(
+          `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, attempt_count, serial)
          select workspace_id, id, endpoint_id, now() - make_interval(mins => $2), now() + make_interval(mins => $3), 5, $4, true
          from jobs where id = $1 returning id`,
-        [job.id, minutesAgo, retryInMinutes, retryInMinutes > 0 ? 1 : 0],
-      )).rows[0].id as string;
+          [job.id, minutesAgo, retryInMinutes, retryInMinutes > 0 ? 1 : 0],
+        )
+      ).rows[0].id as string;
     const first = await occurrence(2, 60);
     const second = await occurrence(1, -1);
     await quietPeriod(QUIET.claim);

@@ -66,21 +66,40 @@ describe('a worker started while its database cannot be reached', { timeout: 120
       spawnProc('library worker', ['test/support/library-worker-process.ts'], { CONCURRENCY: '1' }),
     ];
     const alive = async <T>(fn: () => Promise<T | undefined | null | false>, what: string) =>
-      eventually(async () => {
-        for (const p of procs) expectAlive(p);
-        return fn();
-      }, 60_000, what);
-    await alive(async () => procs.every((p) => /the database is unreachable \(.*\); waiting for it/.test(p.output())), 'every process to say it is waiting');
+      eventually(
+        async () => {
+          for (const p of procs) expectAlive(p);
+          return fn();
+        },
+        60_000,
+        what,
+      );
+    await alive(
+      async () => procs.every((p) => /the database is unreachable \(.*\); waiting for it/.test(p.output())),
+      'every process to say it is waiting',
+    );
     // Some retries later (on the database's clock), still waiting, still quiet.
-    await alive(async () => (await adminQuery(`select now() > $1::timestamptz + interval '3 seconds' as past`, [since])).rows[0]!.past, 'a few retries');
+    await alive(
+      async () => (await adminQuery(`select now() > $1::timestamptz + interval '3 seconds' as past`, [since])).rows[0]!.past,
+      'a few retries',
+    );
     for (const p of procs) {
       expectAlive(p);
       expect(p.output().match(/the database is unreachable/g)).toHaveLength(1);
       expect(p.output()).not.toMatch(/started|^ready$/m);
     }
     await adminQuery(`alter database ${t.name} allow_connections true`);
-    await alive(async () => procs.every((p) => /the database answers again after/.test(p.output())), 'every process to say the database is back');
-    await alive(async () => /worker \S+: started/.test(procs[0]!.output()) && /gateway: GraphQL/.test(procs[1]!.output()) && /^ready$/m.test(procs[2]!.output()), 'every process to be up');
+    await alive(
+      async () => procs.every((p) => /the database answers again after/.test(p.output())),
+      'every process to say the database is back',
+    );
+    await alive(
+      async () =>
+        /worker \S+: started/.test(procs[0]!.output()) &&
+        /gateway: GraphQL/.test(procs[1]!.output()) &&
+        /^ready$/m.test(procs[2]!.output()),
+      'every process to be up',
+    );
 
     // Work: three requests held until all three are in flight at once, one per process.
     const held: ServerResponse[] = [];
@@ -92,10 +111,14 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     const jobs = await Promise.all([1, 2, 3].map(() => t.service.createJob(t.actor, { endpointName: endpoint.name, kind: 'IMMEDIATE' })));
     const ids = jobs.map((j) => j.job.id);
     await alive(
-      async () => Number((await t.query(`select count(*) from executions where job_id = any($1) and status = 'SUCCEEDED'`, [ids])).rows[0].count) === 3,
+      async () =>
+        Number((await t.query(`select count(*) from executions where job_id = any($1) and status = 'SUCCEEDED'`, [ids])).rows[0].count) ===
+        3,
       'the three executions to succeed',
     );
-    const workers = (await t.query(`select worker_id from attempts a join executions e on e.id = a.execution_id where e.job_id = any($1)`, [ids])).rows.map((r) => r.worker_id as string);
+    const workers = (
+      await t.query(`select worker_id from attempts a join executions e on e.id = a.execution_id where e.job_id = any($1)`, [ids])
+    ).rows.map((r) => r.worker_id as string);
     for (const p of procs) expect(workers.some((w) => w.includes(`:${p.child.pid}:`) || w === `library-${p.child.pid}`)).toBe(true);
     for (const p of procs) expectAlive(p);
   });
@@ -104,10 +127,14 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     await adminQuery(`alter database ${t.name} allow_connections false`);
     try {
       const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], {});
-      await eventually(async () => {
-        expectAlive(p);
-        return /the database is unreachable/.test(p.output());
-      }, 60_000, 'the worker to say it is waiting');
+      await eventually(
+        async () => {
+          expectAlive(p);
+          return /the database is unreachable/.test(p.output());
+        },
+        60_000,
+        'the worker to say it is waiting',
+      );
       p.child.kill('SIGTERM');
       expect(await p.exited).toBe(0);
       expect(p.output()).toMatch(/stopped while starting \(SIGTERM\)/);
@@ -117,8 +144,16 @@ describe('a worker started while its database cannot be reached', { timeout: 120
   });
 
   it.each([
-    ['a database that does not exist', (url: URL) => void (url.pathname = '/jobgate_no_such_database'), /jobgate: the database does not exist.*\(3D000: database "jobgate_no_such_database" does not exist\)/],
-    ['a user that does not exist', (url: URL) => void (url.username = 'jobgate_no_such_user'), /jobgate: the database refused the user.*\(28000: role "jobgate_no_such_user" does not exist\)/],
+    [
+      'a database that does not exist',
+      (url: URL) => void (url.pathname = '/jobgate_no_such_database'),
+      /jobgate: the database does not exist.*\(3D000: database "jobgate_no_such_database" does not exist\)/,
+    ],
+    [
+      'a user that does not exist',
+      (url: URL) => void (url.username = 'jobgate_no_such_user'),
+      /jobgate: the database refused the user.*\(28000: role "jobgate_no_such_user" does not exist\)/,
+    ],
   ])('exits non-zero at once, with one line saying what to fix, on %s', async (_what, change, message) => {
     const url = new URL(t.url);
     change(url);
@@ -135,7 +170,9 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     try {
       const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], {});
       expect(await p.exited).toBe(1);
-      expect(p.output().trim().split('\n').pop()).toMatch(/^jobgate: migration 0+1_\S+ was changed after it was applied .*put the change in a new migration file$/);
+      expect(p.output().trim().split('\n').pop()).toMatch(
+        /^jobgate: migration 0+1_\S+ was changed after it was applied .*put the change in a new migration file$/,
+      );
       expect(p.output()).not.toMatch(/waiting for it/);
     } finally {
       await t.query(`update jobgate_migrations set checksum = $2 where version = $1`, [rows[0].version, rows[0].checksum]);

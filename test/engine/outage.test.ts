@@ -124,10 +124,14 @@ function expectAlive(p: Proc) {
 
 /** `eventually`, failing at once (and saying so) if a worker process exits meanwhile. */
 function whileAlive<T>(fn: () => Promise<T | undefined | null | false>, ms: number, what: string): Promise<T> {
-  return eventually(async () => {
-    for (const p of procs) expectAlive(p);
-    return fn();
-  }, ms, what);
+  return eventually(
+    async () => {
+      for (const p of procs) expectAlive(p);
+      return fn();
+    },
+    ms,
+    what,
+  );
 }
 
 /** Waits until every process has logged a line matching `pattern` after its stderr offset in `marks`. */
@@ -251,7 +255,15 @@ beforeAll(async () => {
   const actor: Actor = { workspaceId, kind: 'user', role: 'ADMIN' };
   const endpoint = async (name: string, kind: 'HTTP' | 'HANDLER', where: string, timeoutMs?: number) => {
     const target = kind === 'HTTP' ? { url: where } : { handlerName: where };
-    const created = await service.registerEndpoint(actor, { name, kind, ...target, backoffBaseMs: 10, backoffMaxMs: 10, jitter: false, timeoutMs });
+    const created = await service.registerEndpoint(actor, {
+      name,
+      kind,
+      ...target,
+      backoffBaseMs: 10,
+      backoffMaxMs: 10,
+      jitter: false,
+      timeoutMs,
+    });
     endpointIds[name] = created.id;
   };
   await endpoint('outage.handler', 'HANDLER', 'sleep');
@@ -262,7 +274,12 @@ beforeAll(async () => {
   const lease = { JOBGATE_LEASE_MS: String(LEASE_MS), JOBGATE_HEARTBEAT_MS: '1000', JOBGATE_WORKER_CONCURRENCY: String(CONCURRENCY) };
   await Promise.all([
     spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], lease, /worker \S+: started/),
-    spawnProc('library worker', ['test/support/library-worker-process.ts'], { LEASE_MS: String(LEASE_MS), HEARTBEAT_MS: '1000', CONCURRENCY: String(CONCURRENCY) }, /^ready$/m),
+    spawnProc(
+      'library worker',
+      ['test/support/library-worker-process.ts'],
+      { LEASE_MS: String(LEASE_MS), HEARTBEAT_MS: '1000', CONCURRENCY: String(CONCURRENCY) },
+      /^ready$/m,
+    ),
   ]);
   // Fixed order for the assertions: the CLI first.
   procs.sort((a, b) => (a.name === 'jobgate worker' ? -1 : b.name === 'jobgate worker' ? 1 : 0));
@@ -276,7 +293,8 @@ afterAll(async () => {
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 }, 60_000);
 
-const terminateBackends = () => admin(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [DB]);
+const terminateBackends = () =>
+  admin(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [DB]);
 const marks = () => procs.map((p) => p.stderr().length);
 
 describe('workers through a database outage', { timeout: 120_000 }, () => {
@@ -304,7 +322,12 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     for (const p of procs) {
       expectAlive(p);
       // Once per outage, not once per retry.
-      expect(p.stderr().slice(before[procs.indexOf(p)]).match(/the database is unreachable/g)).toHaveLength(1);
+      expect(
+        p
+          .stderr()
+          .slice(before[procs.indexOf(p)])
+          .match(/the database is unreachable/g),
+      ).toHaveLength(1);
     }
     await expectThroughputBack();
   });
@@ -322,7 +345,9 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
       await logged(before, /the database is unreachable/, 'that it is waiting for the database');
       // Longer than a lease, on the database's clock (the one leases expire on).
       await whileAlive(
-        async () => (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0].past,
+        async () =>
+          (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0]
+            .past,
         30_000,
         'the outage to outlast the lease',
       );
@@ -352,7 +377,9 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     const keys = Array.from({ length: CONCURRENCY + 2 }, (_, i) => `run-${i}`);
     const ids = await createHeld(keys);
     await whileAlive(async () => heldCount() === keys.length, 30_000, 'every attempt to be in flight');
-    const owners = (await q(`select lease_owner from executions where id = any($1)`, [[...ids.values()]])).rows.map((r) => r.lease_owner as string);
+    const owners = (await q(`select lease_owner from executions where id = any($1)`, [[...ids.values()]])).rows.map(
+      (r) => r.lease_owner as string,
+    );
     expect(procs.map((p) => owners.some((o) => o.includes(`:${p.pid}:`) || o === `library-${p.pid}`))).toEqual([true, true]);
     const taken = ids.get(keys[0]!)!;
     const others = [...ids.values()].filter((id) => id !== taken);
@@ -367,7 +394,11 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     try {
       const since = (await admin<{ at: string }>(`select now()::text as at`)).rows[0]!.at;
       await eventually(
-        async () => Number((await admin(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> $2`, [DB, keeperPid])).rowCount) === 0,
+        async () =>
+          Number(
+            (await admin(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> $2`, [DB, keeperPid]))
+              .rowCount,
+          ) === 0,
         10_000,
         'every backend of the workers to be gone',
       );
@@ -376,7 +407,9 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
       expect(await reconcileExpiredLeases(keeper as unknown as pg.Pool, 1)).toEqual([{ id: taken, status: 'PENDING' }]);
       // Past the self-fence (two thirds of a lease) and past the lease, on the database's clock.
       await whileAlive(
-        async () => (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0].past,
+        async () =>
+          (await admin(`select now() > $1::timestamptz + make_interval(secs => $2) as past`, [since, (1.5 * LEASE_MS) / 1000])).rows[0]
+            .past,
         30_000,
         'the outage to outlast the lease',
       );
@@ -391,19 +424,26 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     // Back: the leases that ran out and that nobody took are renewed by their owners...
     await whileAlive(
       async () =>
-        Number((await q(`select count(*) from executions where id = any($1) and status = 'RUNNING' and lease_expires_at > now()`, [others])).rows[0].count) ===
-        others.length,
+        Number(
+          (await q(`select count(*) from executions where id = any($1) and status = 'RUNNING' and lease_expires_at > now()`, [others]))
+            .rows[0].count,
+        ) === others.length,
       30_000,
       'the expired leases to be renewed',
     );
     // ...and the one taken over is found gone: its attempt is aborted (its request dropped), and
     // its retry is in flight.
-    await whileAlive(async () => aborted.length === 1 && holding.get(keys[0]!)?.length === 2, 30_000, 'the taken-over attempt to be aborted and retried');
+    await whileAlive(
+      async () => aborted.length === 1 && holding.get(keys[0]!)?.length === 2,
+      30_000,
+      'the taken-over attempt to be aborted and retried',
+    );
     expect(aborted).toEqual([keys[0]]);
     for (const list of holding.values()) for (const res of list) if (!res.writableFinished && !res.destroyed) res.writeHead(200).end('ok');
     await whileAlive(async () => (await succeeded([...ids.values()])) === ids.size, 30_000, 'all of it to succeed');
     await expectNoAttemptSpent(others);
-    const outcomes = (await q(`select array_agg(outcome order by attempt_number) as o from attempts where execution_id = $1`, [taken])).rows[0].o;
+    const outcomes = (await q(`select array_agg(outcome order by attempt_number) as o from attempts where execution_id = $1`, [taken]))
+      .rows[0].o;
     expect(outcomes).toEqual(['LEASE_EXPIRED', 'SUCCEEDED']);
     expect(aborted).toEqual([keys[0]]);
     for (const p of procs) expectAlive(p);
@@ -417,7 +457,15 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
     handlers.register('wake', undefined, async (_input, ctx) => void ran.push(ctx.executionId));
     const own = createDatabase({ connectionString: url, max: 2 });
     // No poll and no reconciler in the test's time: a notification is what wakes it.
-    const worker = createWorker({ pool: own.pool, connectionString: url, handlers, log: createLogger('debug', (l) => lines.push(l)), workerId: 'listening', pollMs: HOUR, reconcileMs: HOUR });
+    const worker = createWorker({
+      pool: own.pool,
+      connectionString: url,
+      handlers,
+      log: createLogger('debug', (l) => lines.push(l)),
+      workerId: 'listening',
+      pollMs: HOUR,
+      reconcileMs: HOUR,
+    });
     const wake = async () => {
       const { rows } = await q<{ id: string }>(
         `with j as (insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ($1, $2, 'IMMEDIATE', '{}', 5) returning id, workspace_id, endpoint_id)
@@ -440,7 +488,9 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
       server = await startCluster();
       const startedAt = Date.now();
       await eventually(async () => lines.slice(mark).some((l) => l.includes('listening again')), 30_000, 'the worker to listen again');
-      console.log(`listening again ${Date.now() - startedAt} ms after the restarted cluster accepted connections; reconnection delays: ${delays().join(', ')} ms`);
+      console.log(
+        `listening again ${Date.now() - startedAt} ms after the restarted cluster accepted connections; reconnection delays: ${delays().join(', ')} ms`,
+      );
       // Twice: the first may meet the claim the return itself set off; the second has nothing but
       // its notification to wake the worker (its poll is an hour away, nothing else is due).
       for (let i = 0; i < 2; i++) {

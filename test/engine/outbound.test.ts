@@ -38,9 +38,12 @@ describe('outbound address policy', () => {
     expect(policy.refusal(address)).toMatch(/special-purpose/);
   });
 
-  it.each(['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2001:0:4136:e378:8000:63bf:f7f7:f7f7'])('allows public %s', (address) => {
-    expect(policy.refusal(address)).toBeUndefined();
-  });
+  it.each(['93.184.216.34', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2001:0:4136:e378:8000:63bf:f7f7:f7f7'])(
+    'allows public %s',
+    (address) => {
+      expect(policy.refusal(address)).toBeUndefined();
+    },
+  );
 
   it('reads the IPv4 address inside IPv6 forms that route to it', () => {
     expect(embeddedIPv4('::ffff:10.0.0.1')).toBe('10.0.0.1');

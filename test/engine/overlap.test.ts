@@ -38,7 +38,11 @@ async function fire(overlapPolicy: 'QUEUE' | 'ALLOW' | 'SKIP', minutes: number) 
   let now = Math.floor(dbNow / 60_000) * 60_000 - 20 * 60_000;
   const clock = () => new Date(now);
   const service = createJobService({ db: t.db, defaultMaxAttempts: 5, secrets: TEST_SECRETS, clock: async () => clock() });
-  const { job } = await service.createJob(t.actor, { endpointName: 'slow.cron', kind: 'CRON', cron: { expression: '* * * * *', overlapPolicy } });
+  const { job } = await service.createJob(t.actor, {
+    endpointName: 'slow.cron',
+    kind: 'CRON',
+    cron: { expression: '* * * * *', overlapPolicy },
+  });
   const scheduler = createScheduler({ pool: t.database.pool, log: createLogger('silent'), clock });
   const results = [];
   for (let i = 0; i < minutes; i++) {

@@ -65,7 +65,10 @@ describe('an execution keeps the input it was created with', () => {
     const ex = await settled(t, job.id);
     expect(ex.status).toBe('SUCCEEDED');
     const hits = target.hitsOf('/orders/o-1');
-    expect(hits.map((x) => JSON.parse(x.body))).toEqual([{ order: 'o-1', qty: 1 }, { order: 'o-1', qty: 1 }]);
+    expect(hits.map((x) => JSON.parse(x.body))).toEqual([
+      { order: 'o-1', qty: 1 },
+      { order: 'o-1', qty: 1 },
+    ]);
     expect(hits.map((x) => x.headers['x-order'])).toEqual(['o-1', 'o-1']);
 
     const res = await g.gql(EXECUTION, { id: ex.id });
@@ -91,13 +94,21 @@ describe('an execution keeps the input it was created with', () => {
   });
 
   it('pins the input of a cron occurrence when it fires, and of a DELAYED job at its creation', async () => {
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'shop.orders', kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000), input: { order: 'later' } });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'shop.orders',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3_600_000),
+      input: { order: 'later' },
+    });
     await t.service.updateJob(t.actor, { id: job.id, input: { order: 'edited' } });
     const [ex] = (await t.query(`select id from executions where job_id = $1`, [job.id])).rows;
     expect((await g.gql(EXECUTION, { id: ex.id })).data.execution.input).toEqual({ order: 'later' });
     // An execution inserted without naming the input (as the scheduler does) is pinned by the database.
-    await t.query(`insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
-                   select workspace_id, id, endpoint_id, now() + interval '2 hours', now() + interval '2 hours', 1 from jobs where id = $1`, [job.id]);
+    await t.query(
+      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+                   select workspace_id, id, endpoint_id, now() + interval '2 hours', now() + interval '2 hours', 1 from jobs where id = $1`,
+      [job.id],
+    );
     const { rows } = await t.query(`select input from executions where job_id = $1 order by scheduled_for`, [job.id]);
     expect(rows.map((r) => r.input)).toEqual([{ order: 'later' }, { order: 'edited' }]);
   });
@@ -115,11 +126,28 @@ describe('migration 000018_pinned_inputs', () => {
       await c.connect();
       try {
         const ws = (await c.query(`select id from workspaces where slug = 'default'`)).rows[0].id;
-        const en = (await c.query(`insert into endpoints (workspace_id, name, kind, url, method) values ($1, 'old.target', 'HTTP', 'https://example.com', 'POST') returning id`, [ws])).rows[0].id;
-        const job = (await c.query(`insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ($1, $2, 'IMMEDIATE', '{"v": 1}', 3) returning id`, [ws, en])).rows[0].id;
-        for (const [status, at] of [['PENDING', '1 hour'], ['RUNNING', '2 hours'], ['SUCCEEDED', '3 hours']]) {
-          await c.query(`insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, status)
-                         values ($1, $2, $3, now() + $4::interval, now(), 3, $5)`, [ws, job, en, at, status]);
+        const en = (
+          await c.query(
+            `insert into endpoints (workspace_id, name, kind, url, method) values ($1, 'old.target', 'HTTP', 'https://example.com', 'POST') returning id`,
+            [ws],
+          )
+        ).rows[0].id;
+        const job = (
+          await c.query(
+            `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts) values ($1, $2, 'IMMEDIATE', '{"v": 1}', 3) returning id`,
+            [ws, en],
+          )
+        ).rows[0].id;
+        for (const [status, at] of [
+          ['PENDING', '1 hour'],
+          ['RUNNING', '2 hours'],
+          ['SUCCEEDED', '3 hours'],
+        ]) {
+          await c.query(
+            `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, status)
+                         values ($1, $2, $3, now() + $4::interval, now(), 3, $5)`,
+            [ws, job, en, at, status],
+          );
         }
         await migrate(empty.url);
         const { rows } = await c.query(`select status, input from executions order by scheduled_for`);

@@ -39,7 +39,9 @@ beforeEach(async () => {
       while (cursor < params.n) {
         if ((await store.status()) === 'CANCEL_REQUESTED') return outcome.paused({ next: cursor });
         const end = Math.min(params.n, cursor + params.batch);
-        for (let id = cursor; id < end; id++) if (id % 5 === 0) await store.recordFinding({ kind: 'fifth', severity: id % 10 === 0 ? 'WARNING' : 'INFO', resourceId: String(id) });
+        for (let id = cursor; id < end; id++)
+          if (id % 5 === 0)
+            await store.recordFinding({ kind: 'fifth', severity: id % 10 === 0 ? 'WARNING' : 'INFO', resourceId: String(id) });
         atGate++;
         await gate;
         await store.checkpoint({ next: end }, { processed: end - cursor, total: params.n, stats: { batches: 1, last: `#${end}` } });
@@ -121,7 +123,9 @@ describe('recoverable runs', () => {
   });
 
   it('converges concurrent triggers on one run', async () => {
-    const results = await Promise.all(Array.from({ length: 8 }, () => t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 10, batch: 5 } })));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 10, batch: 5 } })),
+    );
     expect(new Set(results.map((r) => r.run.id)).size).toBe(1);
     expect(results.filter((r) => r.outcome === 'STARTED')).toHaveLength(1);
     expect((await t.query(`select count(*)::int as n from runs where name = 'walk'`)).rows[0].n).toBe(1);
@@ -192,7 +196,9 @@ describe('recoverable runs', () => {
     expect(done.processed).toBe(400);
     // The resumed process starts exactly at the last checkpoint and walks on batch by batch.
     const startsOf = async (pid: number) =>
-      (await t.query('select start_id from scan_batches where run_id = $1 and pid = $2 order by at', [run.id, pid])).rows.map((r) => r.start_id as number);
+      (await t.query('select start_id from scan_batches where run_id = $1 and pid = $2 order by at', [run.id, pid])).rows.map(
+        (r) => r.start_id as number,
+      );
     const before = await startsOf(child.pid!);
     const after = await startsOf(second.pid!);
     expect(after).toEqual(Array.from({ length: (400 - checkpoint) / 20 }, (_, i) => checkpoint + i * 20));
@@ -202,7 +208,9 @@ describe('recoverable runs', () => {
     expect(before.filter((s) => s >= checkpoint)).toEqual(replayed);
     expect(checkpoint).toBeGreaterThanOrEqual(atKill);
     // Across both processes, recordFinding answered "new" at most once per resource, replay included.
-    const news = (await t.query(`select resource_id, count(*)::int as n from finding_news where run_id = $1 group by resource_id`, [run.id])).rows;
+    const news = (
+      await t.query(`select resource_id, count(*)::int as n from finding_news where run_id = $1 group by resource_id`, [run.id])
+    ).rows;
     expect(news.filter((r) => r.n !== 1)).toEqual([]);
     // Every multiple of 7 was found. One the killed process recorded just before dying (its note in
     // finding_news lost with it) was answered "not new" on replay: only the replayed batch can lack a note.
@@ -216,7 +224,14 @@ describe('recoverable runs', () => {
   it("judges a run's staleness by its owner's window, not by the sweeping runner's", async () => {
     gate = new Promise((r) => (openGate = r));
     // The owner heartbeats rarely and has a long window; the sweeper has a short one.
-    const owner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), heartbeatMs: 60_000, pollMs: 50, staleMs: 300_000 });
+    const owner = createRunner({
+      pool: t.database.pool,
+      registry,
+      log: createLogger('silent'),
+      heartbeatMs: 60_000,
+      pollMs: 50,
+      staleMs: 300_000,
+    });
     await owner.start();
     runners.push(owner);
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 20, batch: 10 } });
@@ -232,7 +247,7 @@ describe('recoverable runs', () => {
     expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
   });
 
-  it('answers CANCEL_REQUESTED from status() once the run is no longer this runner\'s (taken over, or paused)', async () => {
+  it("answers CANCEL_REQUESTED from status() once the run is no longer this runner's (taken over, or paused)", async () => {
     const seen: string[] = [];
     registry.register({
       name: 'poller',
@@ -254,7 +269,10 @@ describe('recoverable runs', () => {
     await eventually(async () => seen.length === 2);
     expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
     // The old runner recorded nothing over the new owner's run.
-    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: 'another-runner' });
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({
+      status: 'RUNNING',
+      owner: 'another-runner',
+    });
 
     // Swept and not resumed: PAUSED, unowned. The handler is told to stop, not shown PAUSED.
     seen.length = 0;
@@ -263,7 +281,10 @@ describe('recoverable runs', () => {
     await t.query(`update runs set status = 'COMPLETED', owner = null, finished_at = now() where id = $1`, [run.id]);
     const second = await t.service.triggerRun(t.actor, { force: true, name: 'poller' });
     await eventually(async () => atGate === 1);
-    await t.query(`update runs set status = 'PAUSED', owner = null, pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating' where id = $1`, [second.run.id]);
+    await t.query(
+      `update runs set status = 'PAUSED', owner = null, pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating' where id = $1`,
+      [second.run.id],
+    );
     openGate();
     await eventually(async () => seen.length === 2);
     expect(seen).toEqual(['RUNNING', 'CANCEL_REQUESTED']);
@@ -272,7 +293,7 @@ describe('recoverable runs', () => {
     expect(await status(second.run.id)).toBe('PAUSED');
   });
 
-  it('records no finding once the run is no longer this runner\'s, and tells the handler so', async () => {
+  it("records no finding once the run is no longer this runner's, and tells the handler so", async () => {
     const thrown: string[] = [];
     registry.register({
       name: 'late-finder',
@@ -297,9 +318,14 @@ describe('recoverable runs', () => {
     openGate();
     await eventually(async () => thrown.length === 1);
     expect(thrown).toEqual(['RunLostError']);
-    expect((await t.query(`select resource_id from findings where run_id = $1 order by resource_id`, [run.id])).rows).toEqual([{ resource_id: 'before' }]);
+    expect((await t.query(`select resource_id from findings where run_id = $1 order by resource_id`, [run.id])).rows).toEqual([
+      { resource_id: 'before' },
+    ]);
     await eventually(async () => runners[0]!.active() === 0);
-    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({ status: 'RUNNING', owner: 'another-runner' });
+    expect((await t.query(`select status, owner from runs where id = $1`, [run.id])).rows[0]).toEqual({
+      status: 'RUNNING',
+      owner: 'another-runner',
+    });
   });
 
   it('hands a run back, to resume from its last checkpoint, when a checkpoint loses its database connection (not FAILED)', async () => {
@@ -318,7 +344,14 @@ describe('recoverable runs', () => {
       },
     });
     const logs: string[] = [];
-    const r = createRunner({ pool: t.database.pool, registry, log: createLogger('debug', (l) => logs.push(l)), heartbeatMs: 100, pollMs: 50, staleMs: 1000 });
+    const r = createRunner({
+      pool: t.database.pool,
+      registry,
+      log: createLogger('debug', (l) => logs.push(l)),
+      heartbeatMs: 100,
+      pollMs: 50,
+      staleMs: 1000,
+    });
     await r.start();
     runners.push(r);
     gate = new Promise((res) => (openGate = res));
@@ -376,21 +409,37 @@ describe('recoverable runs', () => {
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'lost-answer' });
     await eventually(async () => (await status(run.id)) === 'COMPLETED', 10_000, 'the run to complete');
     expect(starts).toEqual([0, 2]);
-    expect((await t.query(`select processed, total, stats from runs where id = $1`, [run.id])).rows[0]).toEqual({ processed: 3, total: 3, stats: { batches: 3 } });
+    expect((await t.query(`select processed, total, stats from runs where id = $1`, [run.id])).rows[0]).toEqual({
+      processed: 3,
+      total: 3,
+      stats: { batches: 3 },
+    });
   });
 
-  it('cancelRun on a run paused by a crash makes it an operator\'s pause (CANCELLED), which an operator trigger still resumes', async () => {
+  it("cancelRun on a run paused by a crash makes it an operator's pause (CANCELLED), which an operator trigger still resumes", async () => {
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 10, batch: 10 } });
-    await t.query(`update runs set status = 'PAUSED', pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating at x' where id = $1`, [run.id]);
+    await t.query(
+      `update runs set status = 'PAUSED', pause_kind = 'CRASHED', pause_reason = 'its worker stopped heartbeating at x' where id = $1`,
+      [run.id],
+    );
     const cancelled = await t.service.cancelRun(t.actor, run.id);
-    expect(cancelled).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator (was: its worker stopped heartbeating at x)' });
+    expect(cancelled).toMatchObject({
+      status: 'PAUSED',
+      pauseKind: 'CANCELLED',
+      pauseReason: 'cancelled by an operator (was: its worker stopped heartbeating at x)',
+    });
     expect((await t.service.triggerRun(t.actor, { force: true, name: 'walk' }, { resumeCancelled: false })).outcome).toBe('HELD');
-    expect(await t.service.triggerRun(t.actor, { force: true, name: 'walk' })).toMatchObject({ outcome: 'RESUMED', run: { status: 'RUNNING', pauseKind: null } });
+    expect(await t.service.triggerRun(t.actor, { force: true, name: 'walk' })).toMatchObject({
+      outcome: 'RESUMED',
+      run: { status: 'RUNNING', pauseKind: null },
+    });
   });
 
   it('is reachable over GraphQL: triggerRun, run with cursor, progress and findings, cancelRun', async () => {
     const g = createTestGateway(t);
-    const trig = await g.gql(`mutation { triggerRun(input: { name: "walk", force: true, params: { n: 20, batch: 10 } }) { outcome run { id status } } }`);
+    const trig = await g.gql(
+      `mutation { triggerRun(input: { name: "walk", force: true, params: { n: 20, batch: 10 } }) { outcome run { id status } } }`,
+    );
     expect(trig.data.triggerRun.outcome).toBe('STARTED');
     await runner();
     const id = trig.data.triggerRun.run.id;
@@ -423,9 +472,13 @@ describe('recoverable runs', () => {
       },
     });
     await runner();
-    const ids = await Promise.all(['no-outcome', 'cyclic-pause', 'nul-error'].map(async (name) => (await t.service.triggerRun(t.actor, { name, force: true })).run.id));
+    const ids = await Promise.all(
+      ['no-outcome', 'cyclic-pause', 'nul-error'].map(async (name) => (await t.service.triggerRun(t.actor, { name, force: true })).run.id),
+    );
     // Left owned with no heartbeat, each would be swept a second later, PAUSED as CRASHED.
-    const ended = await Promise.all(ids.map((id) => eventually(async () => (['FAILED', 'PAUSED'].includes(await status(id)) ? t.service.run(t.actor, id) : null), 5000)));
+    const ended = await Promise.all(
+      ids.map((id) => eventually(async () => (['FAILED', 'PAUSED'].includes(await status(id)) ? t.service.run(t.actor, id) : null), 5000)),
+    );
     expect(ended.map((r) => r.status)).toEqual(['FAILED', 'FAILED', 'FAILED']);
     expect(ended[0]!.error).toMatch(/returned undefined, not an outcome/);
     expect(ended[1]!.error).toMatch(/^ValidationError: cursor: cannot be stored as JSON \(Converting circular structure/);
@@ -515,8 +568,14 @@ describe('recoverable runs', () => {
   it('pauses at once, as cancelled, a run no runner holds (its handler may be registered nowhere)', async () => {
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' });
     // No runner will ever take it to see a CANCEL_REQUESTED: asked to stop, it must stop now.
-    expect(await t.service.cancelRun(t.actor, run.id)).toMatchObject({ status: 'PAUSED', pauseKind: 'CANCELLED', pauseReason: 'cancelled by an operator' });
-    expect((await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' }, { resumeCancelled: false })).outcome).toBe('HELD');
+    expect(await t.service.cancelRun(t.actor, run.id)).toMatchObject({
+      status: 'PAUSED',
+      pauseKind: 'CANCELLED',
+      pauseReason: 'cancelled by an operator',
+    });
+    expect((await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' }, { resumeCancelled: false })).outcome).toBe(
+      'HELD',
+    );
     expect((await t.service.triggerRun(t.actor, { force: true, name: 'registered-nowhere' })).outcome).toBe('RESUMED');
   });
 });

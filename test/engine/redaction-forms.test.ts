@@ -14,10 +14,16 @@ const lowerHex = (s: string) => s.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase(
 /** Each form a target may give the secret back in, as that target's stack writes it. */
 const FORMS: [string, (s: string) => string][] = [
   ['as sent (a header)', (s) => s],
-  ['JSON-escaped (jobgate\'s own body)', json],
+  ["JSON-escaped (jobgate's own body)", json],
   ['JSON-escaped twice (a body echoed inside JSON)', (s) => json(json(s))],
   ['JSON, non-ASCII as \\u (Python)', (s) => json(s).replace(/[^\x00-\x7f]/g, u4)],
-  ['JSON, \\u and \\/ (PHP)', (s) => json(s).replace(/[^\x00-\x7f]/g, u4).replace(/\//g, '\\/')],
+  [
+    'JSON, \\u and \\/ (PHP)',
+    (s) =>
+      json(s)
+        .replace(/[^\x00-\x7f]/g, u4)
+        .replace(/\//g, '\\/'),
+  ],
   ['JSON, HTML-safe (Go)', (s) => json(s).replace(/[<>&]/g, u4)],
   ['encodeURIComponent', encodeURIComponent],
   ['encodeURIComponent, lower-case hex', (s) => lowerHex(encodeURIComponent(s))],
@@ -31,7 +37,10 @@ const FORMS: [string, (s: string) => string][] = [
   ['percent-encoded twice', (s) => encodeURIComponent(encodeURIComponent(s))],
   ['JSON body in a redirect query', (s) => encodeURIComponent(json(s))],
   ['a url echoed inside JSON', (s) => json(encodeURI(s))],
-  ['HTML-escaped', (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;')],
+  [
+    'HTML-escaped',
+    (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;'),
+  ],
   ['HTML-escaped, numeric', (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)],
   ['upper-cased', (s) => s.toUpperCase()],
   ['lower-cased (a host name)', (s) => s.toLowerCase()],
@@ -73,7 +82,7 @@ describe('the redactor', () => {
     },
   );
 
-  it('sends the WHATWG percent-encode sets exactly as Node\'s URL parser does', () => {
+  it("sends the WHATWG percent-encode sets exactly as Node's URL parser does", () => {
     const chars = [...Array.from({ length: 0x5f }, (_, i) => String.fromCharCode(0x20 + i)), '\t', '\n', '\r', 'é', '\u00ff', '€'];
     for (const c of chars) {
       const path = new URL(`http://h/a${c}a`).pathname;
@@ -84,7 +93,9 @@ describe('the redactor', () => {
       expect(CARRIERS['url-fragment']!(`a${c}a`), JSON.stringify(c)).toBe(new URL(`http://h/#a${c}a`).hash.slice(1));
       // These end the userinfo (a backslash is a slash in a special url's authority).
       if (!'/?#@:\\'.includes(c)) expect(CARRIERS['url-userinfo']!(`a${c}a`), JSON.stringify(c)).toBe(new URL(`http://a${c}a@h/`).username);
-      expect(CARRIERS['url-form']!(`a${c}a`), JSON.stringify(c)).toBe(new URLSearchParams({ x: `a${c}a` }).toString().slice(2).replace(/\+/g, '%20'));
+      expect(CARRIERS['url-form']!(`a${c}a`), JSON.stringify(c)).toBe(
+        new URLSearchParams({ x: `a${c}a` }).toString().slice(2).replace(/\+/g, '%20'),
+      );
       expect(CARRIERS['url-form+']!(`a${c}a`), JSON.stringify(c)).toBe(new URLSearchParams({ x: `a${c}a` }).toString().slice(2));
       expect(CARRIERS.encodeURIComponent!(`a${c}a`)).toBe(encodeURIComponent(`a${c}a`));
       expect(CARRIERS.encodeURI!(`a${c}a`)).toBe(encodeURI(`a${c}a`));

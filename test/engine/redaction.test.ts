@@ -29,10 +29,10 @@ const HOST_SECRET = `TOK${randomBytes(4).toString('hex').toUpperCase()}`;
 /** What each route wrote back, as it wrote it: the form of the secret that must not show. */
 const echoed = new Map<string, string>();
 const u4 = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-const htmlEscape = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+const htmlEscape = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 type Echo = (received: { secret: string; rawBody: string; url: string }, res: ServerResponse) => string;
-
 
 const json = (s: string) => JSON.stringify(s).slice(1, -1);
 
@@ -53,7 +53,11 @@ const ECHOES: Record<string, Echo> = {
   },
   'percent-encoded-in-redirect': ({ secret }, res) => redirect(res, `${target.url}/next?t2=`, encodeURIComponent(secret)),
   'percent-encoded-lower-hex-in-redirect': ({ secret }, res) =>
-    redirect(res, `${target.url}/next?t2=`, encodeURIComponent(secret).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())),
+    redirect(
+      res,
+      `${target.url}/next?t2=`,
+      encodeURIComponent(secret).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase()),
+    ),
   'encodeURI-in-redirect': ({ secret }, res) => redirect(res, `${target.url}/next/`, encodeURI(secret)),
   // The query string jobgate sent, kept by a trailing-slash redirect: the URL parser's own encoding.
   'url-as-sent-in-redirect': ({ url }, res) => redirect(res, `${target.url}/next/?t=`, new URL(url, 'http://x').search.slice('?t='.length)),
@@ -87,7 +91,14 @@ function redirect(res: ServerResponse, before: string, form: string): string {
 }
 
 /** Answers base64 of before+secret+after; returns the characters that encode the secret's bits alone. */
-function base64(res: ServerResponse, label: string, before: string, secret: string, after: string, alphabet: 'base64' | 'base64url' = 'base64'): string {
+function base64(
+  res: ServerResponse,
+  label: string,
+  before: string,
+  secret: string,
+  after: string,
+  alphabet: 'base64' | 'base64url' = 'base64',
+): string {
   const text = Buffer.from(`${before}${secret}${after}`).toString(alphabet);
   res.end(`${label}${text}`);
   const from = Buffer.byteLength(before) * 8;
@@ -111,7 +122,10 @@ async function run(endpointName: string): Promise<{ answer: string; rows: string
   const res = await g.gql(EXECUTION, { id: ex.id }, viewer);
   expect(res.errors).toBeUndefined();
   const e = res.data.execution;
-  const answer = [e.lastError, ...e.attempts.flatMap((a: { error: string | null; responseExcerpt: string | null }) => [a.error, a.responseExcerpt])].join('\n');
+  const answer = [
+    e.lastError,
+    ...e.attempts.flatMap((a: { error: string | null; responseExcerpt: string | null }) => [a.error, a.responseExcerpt]),
+  ].join('\n');
   const rows = [ex.last_error, ...(await attemptsOf(t, ex.id)).flatMap((a) => [a.error, a.response_excerpt])].join('\n');
   return { answer, rows };
 }
@@ -168,7 +182,13 @@ describe('a secret echoed back by the target', () => {
   });
 
   it('is redacted when a DNS error gives back the host name it was rendered into, lower-cased', async () => {
-    await t.service.registerEndpoint(t.actor, { name: 'echo.host', kind: 'HTTP', url: 'http://host{{config.htok}}.invalid/', configId, maxAttempts: 1 });
+    await t.service.registerEndpoint(t.actor, {
+      name: 'echo.host',
+      kind: 'HTTP',
+      url: 'http://host{{config.htok}}.invalid/',
+      configId,
+      maxAttempts: 1,
+    });
     const { answer, rows } = await run('echo.host');
     expect(answer).toMatch(/network error: .*host\[redacted\]\.invalid/);
     for (const text of [answer, rows]) expect(pieceLeft(text, HOST_SECRET), text).toBeUndefined();

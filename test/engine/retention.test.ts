@@ -71,7 +71,10 @@ async function remaining(ids: string[]): Promise<{ executions: number; attempts:
 }
 
 async function auditedSince(id: number, workspaceId = t.actor.workspaceId) {
-  const { rows } = await t.query(`select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`, [workspaceId, id]);
+  const { rows } = await t.query(
+    `select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`,
+    [workspaceId, id],
+  );
   return rows.map((r) => r.input as Record<string, number | string>);
 }
 
@@ -131,7 +134,9 @@ describe('executions', () => {
     // Job a keeps its 4 newest: its live far-future execution and the 3 newest old ones.
     const kept = (await t.query(`select id from executions where job_id = $1 and status = 'SUCCEEDED'`, [a])).rows.map((r) => r.id);
     expect(kept.sort()).toEqual(
-      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 3`, [aRows])).rows.map((r) => r.id).sort(),
+      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 3`, [aRows])).rows
+        .map((r) => r.id)
+        .sort(),
     );
     expect((await remaining(bRows)).executions).toBe(2);
   });
@@ -150,20 +155,45 @@ describe('executions', () => {
 describe('audit log and runs', () => {
   it('prunes audit rows past their window and keeps the rest', async () => {
     // The workspace's oldest rows (by id, which grows with time) aged past the default 365 days.
-    const old = await t.query(`insert into audit_log (workspace_id, actor_kind, action, input, result_code)
-                               select $1, 'system', 'test.old', '{}', 'OK' from generate_series(1, 30) returning id`, [t.actor.workspaceId]);
+    const old = await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code)
+                               select $1, 'system', 'test.old', '{}', 'OK' from generate_series(1, 30) returning id`,
+      [t.actor.workspaceId],
+    );
     const through = Math.max(...old.rows.map((r) => Number(r.id)));
-    await t.query(`update audit_log set created_at = now() - interval '400 days' where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through]);
-    const aged = (await t.query(`select count(*)::int as n from audit_log where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through])).rows[0].n as number;
-    const young = await t.query(`insert into audit_log (workspace_id, actor_kind, action, input, result_code)
-                                 select $1, 'system', 'test.young', '{}', 'OK' from generate_series(1, 3) returning id`, [t.actor.workspaceId]);
-    const theirs = await t.query(`insert into audit_log (workspace_id, actor_kind, action, input, result_code, created_at)
-                                  values ($1, 'system', 'test.theirs', '{}', 'OK', now() - interval '10 days') returning id`, [t.otherActor.workspaceId]);
+    await t.query(`update audit_log set created_at = now() - interval '400 days' where workspace_id = $1 and id <= $2`, [
+      t.actor.workspaceId,
+      through,
+    ]);
+    const aged = (
+      await t.query(`select count(*)::int as n from audit_log where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through])
+    ).rows[0].n as number;
+    const young = await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code)
+                                 select $1, 'system', 'test.young', '{}', 'OK' from generate_series(1, 3) returning id`,
+      [t.actor.workspaceId],
+    );
+    const theirs = await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code, created_at)
+                                  values ($1, 'system', 'test.theirs', '{}', 'OK', now() - interval '10 days') returning id`,
+      [t.otherActor.workspaceId],
+    );
     const { p, batches } = pruner({ batchSize: 7 });
     await p.runOnce();
-    expect((await t.query(`select count(*)::int as n from audit_log where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through])).rows[0].n).toBe(0);
-    expect((await t.query(`select count(*)::int as n from audit_log where id = any($1::bigint[])`, [[...young.rows, ...theirs.rows].map((r) => r.id)])).rows[0].n).toBe(4);
-    expect(batches.filter((b) => b.kind === 'AUDIT' && b.workspaceId === t.actor.workspaceId).reduce((a, b) => a + b.rows.audit_log, 0)).toBe(aged);
+    expect(
+      (await t.query(`select count(*)::int as n from audit_log where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through]))
+        .rows[0].n,
+    ).toBe(0);
+    expect(
+      (
+        await t.query(`select count(*)::int as n from audit_log where id = any($1::bigint[])`, [
+          [...young.rows, ...theirs.rows].map((r) => r.id),
+        ])
+      ).rows[0].n,
+    ).toBe(4);
+    expect(
+      batches.filter((b) => b.kind === 'AUDIT' && b.workspaceId === t.actor.workspaceId).reduce((a, b) => a + b.rows.audit_log, 0),
+    ).toBe(aged);
   });
 
   it('prunes finished runs past their window with their findings, and never a live run or its findings', async () => {
@@ -176,7 +206,10 @@ describe('audit log and runs', () => {
         [t.actor.workspaceId, status, ageDays],
       );
       const id = rows[0].id as string;
-      await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) select $1, $2, 'k', 'INFO', 'r' || i from generate_series(1, $3::int) i`, [t.actor.workspaceId, id, findings]);
+      await t.query(
+        `insert into findings (workspace_id, run_id, kind, severity, resource_id) select $1, $2, 'k', 'INFO', 'r' || i from generate_series(1, $3::int) i`,
+        [t.actor.workspaceId, id, findings],
+      );
       return id;
     };
     const oldDone = await run('COMPLETED', 120, 25);
@@ -185,7 +218,13 @@ describe('audit log and runs', () => {
     const youngDone = await run('COMPLETED', 10, 2);
     const { p } = pruner({ batchSize: 10 });
     await p.runOnce();
-    const left = async (id: string) => (await t.query(`select (select count(*) from runs where id = $1)::int as runs, (select count(*) from findings where run_id = $1)::int as findings`, [id])).rows[0];
+    const left = async (id: string) =>
+      (
+        await t.query(
+          `select (select count(*) from runs where id = $1)::int as runs, (select count(*) from findings where run_id = $1)::int as findings`,
+          [id],
+        )
+      ).rows[0];
     expect(await left(oldDone)).toEqual({ runs: 0, findings: 0 });
     expect(await left(oldFailed)).toEqual({ runs: 0, findings: 0 });
     expect(await left(oldPaused)).toEqual({ runs: 1, findings: 4 });
@@ -225,8 +264,11 @@ describe('exactly once across workers', () => {
     const jobs = [await newJob(), await newJob(), await newJob(t.otherActor, otherEndpointId), await newJob(t.otherActor, otherEndpointId)];
     const doomed: string[] = [];
     for (const job of jobs) doomed.push(...(await history(job, 60, 'SUCCEEDED', 50)));
-    await t.query(`insert into audit_log (workspace_id, actor_kind, action, input, result_code)
-                   select w, 'system', 'test.old2', '{}', 'OK' from unnest($1::uuid[]) w, generate_series(1, 40)`, [[t.actor.workspaceId, t.otherActor.workspaceId]]);
+    await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code)
+                   select w, 'system', 'test.old2', '{}', 'OK' from unnest($1::uuid[]) w, generate_series(1, 40)`,
+      [[t.actor.workspaceId, t.otherActor.workspaceId]],
+    );
     const before = await lastAuditId();
     await t.query(`update audit_log set created_at = now() - interval '400 days' where id <= $1`, [before]);
     const agedAudit = (await t.query(`select count(*)::int as n from audit_log where id <= $1`, [before])).rows[0].n as number;
@@ -251,7 +293,10 @@ describe('exactly once across workers', () => {
       // No slice is left held, and none was pruned by both (a slice's batches all carry one holder).
       expect((await t.query(`select count(*)::int as n from retention_slices where owner is not null`)).rows[0].n).toBe(0);
       const holders = new Map<string, Set<string>>();
-      for (const [who, list] of [['a', a.batches], ['b', b.batches]] as const) {
+      for (const [who, list] of [
+        ['a', a.batches],
+        ['b', b.batches],
+      ] as const) {
         for (const x of list) holders.set(`${x.workspaceId}/${x.kind}`, (holders.get(`${x.workspaceId}/${x.kind}`) ?? new Set()).add(who));
       }
       for (const set of holders.values()) expect(set.size).toBe(1);
@@ -260,19 +305,28 @@ describe('exactly once across workers', () => {
     }
   });
 
-  it("fences a holder out once another took its slice: its batch deletes nothing", async () => {
+  it('fences a holder out once another took its slice: its batch deletes nothing', async () => {
     const job = await newJob();
     const rows = await history(job, 5, 'SUCCEEDED', 50);
-    await t.query(`update retention_slices set next_due_at = now() + interval '1 day' where not (workspace_id = $1 and kind = 'EXECUTIONS')`, [t.actor.workspaceId]);
+    await t.query(
+      `update retention_slices set next_due_at = now() + interval '1 day' where not (workspace_id = $1 and kind = 'EXECUTIONS')`,
+      [t.actor.workspaceId],
+    );
     const slice = (await takeSlice(t.database.pool, 'stalled', 60_000))!;
     expect(slice).toMatchObject({ workspaceId: t.actor.workspaceId, kind: 'EXECUTIONS' });
     // Nobody else can take it while its lease runs.
     expect(await takeSlice(t.database.pool, 'other', 60_000)).toBeUndefined();
     // Its lease runs out; another worker takes it (a new epoch).
-    await t.query(`update retention_slices set lease_until = now() - interval '1 s' where workspace_id = $1 and kind = 'EXECUTIONS'`, [t.actor.workspaceId]);
+    await t.query(`update retention_slices set lease_until = now() - interval '1 s' where workspace_id = $1 and kind = 'EXECUTIONS'`, [
+      t.actor.workspaceId,
+    ]);
     const taken = (await takeSlice(t.database.pool, 'other', 60_000))!;
     expect(BigInt(taken.epoch)).toBe(BigInt(slice.epoch) + 1n);
-    const late = await pruneBatch(t.database.pool, { slice, owner: 'stalled', leaseMs: 60_000, batch: 100 }, { executions: { okMs: 1000, failedMs: 1000, keepPerJob: 1 } });
+    const late = await pruneBatch(
+      t.database.pool,
+      { slice, owner: 'stalled', leaseMs: 60_000, batch: 100 },
+      { executions: { okMs: 1000, failedMs: 1000, keepPerJob: 1 } },
+    );
     expect(late.held).toBe(false);
     expect((await remaining(rows)).executions).toBe(5);
   });

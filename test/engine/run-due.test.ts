@@ -51,8 +51,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const call = (auth?: string) =>
-  fetch(`${base}/jobs/run-due`, { method: 'POST', headers: auth ? { authorization: auth } : {} });
+const call = (auth?: string) => fetch(`${base}/jobs/run-due`, { method: 'POST', headers: auth ? { authorization: auth } : {} });
 
 describe('POST /jobs/run-due', () => {
   it('refuses a missing or wrong secret with 401 and does nothing', async () => {
@@ -69,7 +68,10 @@ describe('POST /jobs/run-due', () => {
     expect([a.status, b.status]).toEqual([200, 200]);
     const bodies = [await a.json(), await b.json()] as { schedule: { fired: number }; executions: { succeeded: number } }[];
     expect(bodies.reduce((n, x) => n + x.schedule.fired, 0)).toBe(1);
-    expect(bodies.reduce((n, x) => n + x.executions.succeeded, 0) + (await call(`Bearer ${SECRET}`).then((r) => r.json() as Promise<{ executions: { succeeded: number } }>)).executions.succeeded).toBe(4);
+    expect(
+      bodies.reduce((n, x) => n + x.executions.succeeded, 0) +
+        (await call(`Bearer ${SECRET}`).then((r) => r.json() as Promise<{ executions: { succeeded: number } }>)).executions.succeeded,
+    ).toBe(4);
     expect(runs).toBe(4);
     const { rows } = await t.query(`select status, count(*)::int as n from executions group by status`);
     expect(rows).toEqual([{ status: 'SUCCEEDED', n: 4 }]);
@@ -86,10 +88,24 @@ describe('POST /jobs/run-due', () => {
   });
 
   it('reconciles an attempt whose runner died (lease expired), so it is retried rather than left RUNNING', async () => {
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'sls.killed', kind: 'HANDLER', handlerName: 'count', backoffBaseMs: 1, backoffMaxMs: 1, jitter: false, maxAttempts: 3 });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'sls.killed',
+      kind: 'HANDLER',
+      handlerName: 'count',
+      backoffBaseMs: 1,
+      backoffMaxMs: 1,
+      jitter: false,
+      maxAttempts: 3,
+    });
     const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' });
     // A pass claimed it, then its function instance was killed: RUNNING, with no one to finish it.
-    const [claimed] = await claimExecutions(t.database.pool, { workerId: 'run-due:killed', limit: 1, handlers: ['count'], leaseMs: 60_000, limitedEndpoints: false });
+    const [claimed] = await claimExecutions(t.database.pool, {
+      workerId: 'run-due:killed',
+      limit: 1,
+      handlers: ['count'],
+      leaseMs: 60_000,
+      limitedEndpoints: false,
+    });
     expect(claimed!.job_id).toBe(job.id);
     await t.query(`update executions set lease_expires_at = now() - interval '1 second' where id = $1`, [claimed!.id]);
     const res = await fetch(`${base}/jobs/run-due`, { method: 'POST', headers: { authorization: `Bearer ${SECRET}` } });
@@ -100,7 +116,9 @@ describe('POST /jobs/run-due', () => {
       if (rows[0].status === 'SUCCEEDED') break;
       await fetch(`${base}/jobs/run-due`, { method: 'POST', headers: { authorization: `Bearer ${SECRET}` } });
     }
-    const { rows } = await t.query(`select outcome, worker_id from attempts where execution_id = $1 order by attempt_number`, [claimed!.id]);
+    const { rows } = await t.query(`select outcome, worker_id from attempts where execution_id = $1 order by attempt_number`, [
+      claimed!.id,
+    ]);
     expect(rows.map((r) => [r.worker_id, r.outcome])).toEqual([
       ['run-due:killed', 'LEASE_EXPIRED'],
       [expect.stringMatching(/^run-due:/), 'SUCCEEDED'],

@@ -30,7 +30,12 @@ afterEach(async () => {
   await t.close();
 });
 
-const scheduleRow = async (name: string) => (await t.query(`select * from run_schedules where name = $1 and workspace_id = (select id from workspaces where slug = 'default')`, [name])).rows[0];
+const scheduleRow = async (name: string) =>
+  (
+    await t.query(`select * from run_schedules where name = $1 and workspace_id = (select id from workspaces where slug = 'default')`, [
+      name,
+    ])
+  ).rows[0];
 const makeDue = (name: string) => t.query(`update run_schedules set next_due_at = now() - interval '1 second' where name = $1`, [name]);
 
 describe('scheduled recoverable jobs', () => {
@@ -178,9 +183,18 @@ describe('scheduled recoverable jobs', () => {
       schedule: { cron: '30 2 * * *', timezone: 'America/New_York' },
       run: async () => outcome.completed(),
     });
-    const scheduler = createRunScheduler({ pool: t.database.pool, log: createLogger('silent'), registry: recoverables, trigger: t.service.triggerRun, clock: () => now });
+    const scheduler = createRunScheduler({
+      pool: t.database.pool,
+      log: createLogger('silent'),
+      registry: recoverables,
+      trigger: t.service.triggerRun,
+      clock: () => now,
+    });
     // Left by an older registration in another workspace: this worker schedules "nightly" in default only.
-    await t.query(`insert into run_schedules (workspace_id, name, every_ms, next_due_at) values ($1, 'nightly', 60000, '2026-01-01T00:00:00Z')`, [t.otherActor.workspaceId]);
+    await t.query(
+      `insert into run_schedules (workspace_id, name, every_ms, next_due_at) values ($1, 'nightly', 60000, '2026-01-01T00:00:00Z')`,
+      [t.otherActor.workspaceId],
+    );
     expect(await scheduler.tick()).toEqual([]);
     // 02:30 does not exist on 8 March 2026 in New York (spring forward): 03:30 EDT.
     expect((await scheduleRow('nightly')).next_due_at.toISOString()).toBe('2026-03-08T07:30:00.000Z');
@@ -203,7 +217,10 @@ describe('scheduled recoverable jobs', () => {
   it('is registered through the library: gate.recoverable with a schedule and gate.interval appear in the catalogue', async () => {
     const gate = await createJobgate({ databaseUrl: t.url, migrate: false, poolMax: 5, log: createLogger('silent') });
     try {
-      gate.recoverable('weekly-check', { schedule: { cron: '0 6 * * 1', timezone: 'Europe/Paris', params: { deep: true } }, run: async () => outcome.completed() });
+      gate.recoverable('weekly-check', {
+        schedule: { cron: '0 6 * * 1', timezone: 'Europe/Paris', params: { deep: true } },
+        run: async () => outcome.completed(),
+      });
       gate.interval('heartbeat-metrics', { everyMs: 15_000, run: async () => ({ count: 0 }) });
       await gate.startWorker({ staleMs: 1000, enginePollMs: 50 });
       await eventually(async () => scheduleRow('weekly-check'));
@@ -213,7 +230,11 @@ describe('scheduled recoverable jobs', () => {
         cadence: { cron: '0 6 * * 1', timezone: 'Europe/Paris', everyMs: null },
         schedule: { ticks: 0, ticksOnActiveRun: 0 },
       });
-      expect(list.find((h) => h.name === 'heartbeat-metrics')).toMatchObject({ kind: 'INTERVAL', cadence: { everyMs: 15_000 }, interval: { timeoutMs: 60_000 } });
+      expect(list.find((h) => h.name === 'heartbeat-metrics')).toMatchObject({
+        kind: 'INTERVAL',
+        cadence: { everyMs: 15_000 },
+        interval: { timeoutMs: 60_000 },
+      });
       expect((await scheduleRow('weekly-check')).params).toEqual({ deep: true });
     } finally {
       await gate.close();

@@ -62,7 +62,10 @@ describe('triggerRun and live workers', () => {
   it('answers NOT_FOUND with reason NO_LIVE_WORKER for a handler no worker has, writes no run, and audits the refusal', async () => {
     const error = await t.service.triggerRun(t.actor, { name: 'orphan-scan' }).catch((e) => e);
     expect(error).toBeInstanceOf(NoLiveWorkerError);
-    expect(error).toMatchObject({ code: 'NOT_FOUND', details: { reason: 'NO_LIVE_WORKER', handlerKind: 'RECOVERABLE', handlerName: 'orphan-scan' } });
+    expect(error).toMatchObject({
+      code: 'NOT_FOUND',
+      details: { reason: 'NO_LIVE_WORKER', handlerKind: 'RECOVERABLE', handlerName: 'orphan-scan' },
+    });
     expect(error.message).toBe(
       'no live worker has registered the recoverable handler "orphan-scan"; start a worker that registers it, or trigger with force: true to queue the run until one does',
     );
@@ -111,7 +114,12 @@ describe('triggerRun and live workers', () => {
     const g = createTestGateway(t);
     const refused = await g.gql(`mutation { triggerRun(input: { name: "gql-scan" }) { result run { id } } }`);
     expect(refused.data).toBeNull();
-    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'NOT_FOUND', reason: 'NO_LIVE_WORKER', handlerKind: 'RECOVERABLE', handlerName: 'gql-scan' });
+    expect(refused.errors?.[0]?.extensions).toMatchObject({
+      code: 'NOT_FOUND',
+      reason: 'NO_LIVE_WORKER',
+      handlerKind: 'RECOVERABLE',
+      handlerName: 'gql-scan',
+    });
     expect(refused.errors?.[0]?.message).toContain('force: true');
     const forced = await g.gql(`mutation { triggerRun(input: { name: "gql-scan", force: true }) { result run { status } } }`);
     expect(forced.data.triggerRun).toEqual({ result: 'STARTED', run: { status: 'RUNNING' } });

@@ -47,40 +47,51 @@ const firedOf = async (jobId: string) =>
 
 describe('cron scheduler', () => {
   // No worker runs in these tests, so executions stay pending: ALLOW keeps overlap out of the count.
-  it('fires each occurrence exactly once with three schedulers racing over 1,000 jobs through a DST change', { timeout: 120_000 }, async () => {
-    const c = clockAt('2026-03-08T05:00:00Z'); // New York springs forward at 07:00Z
-    const exprs = ['*/15 * * * *', '0 * * * *', '30 2 * * *', '*/10 * * * *'];
-    const zones = ['America/New_York', 'Europe/London', 'UTC'];
-    const jobs: { id: string; expr: string; tz: string }[] = [];
-    for (let i = 0; i < 1000; i++) {
-      const expr = exprs[i % exprs.length]!;
-      const tz = zones[i % zones.length]!;
-      const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', name: `race-${i}`, cron: { expression: expr, timezone: tz, overlapPolicy: 'ALLOW' } });
-      jobs.push({ id: job.id, expr, tz });
-    }
-    const schedulers = [c.scheduler(), c.scheduler(), c.scheduler()];
-    const end = new Date('2026-03-08T09:00:00Z').getTime();
-    let fired = 0;
-    while (c.now < end) {
-      c.advance(MIN);
-      const results = await Promise.all(schedulers.map((s) => s.tick()));
-      fired += results.reduce((n, r) => n + r.fired, 0);
-    }
-    const { rows } = await t.query(
-      `select j.id, count(e.id)::int as n, count(distinct e.scheduled_for)::int as distinct_n, array_agg(e.scheduled_for order by e.scheduled_for) as at
+  it(
+    'fires each occurrence exactly once with three schedulers racing over 1,000 jobs through a DST change',
+    { timeout: 120_000 },
+    async () => {
+      const c = clockAt('2026-03-08T05:00:00Z'); // New York springs forward at 07:00Z
+      const exprs = ['*/15 * * * *', '0 * * * *', '30 2 * * *', '*/10 * * * *'];
+      const zones = ['America/New_York', 'Europe/London', 'UTC'];
+      const jobs: { id: string; expr: string; tz: string }[] = [];
+      for (let i = 0; i < 1000; i++) {
+        const expr = exprs[i % exprs.length]!;
+        const tz = zones[i % zones.length]!;
+        const { job } = await c.service.createJob(t.actor, {
+          endpointId,
+          kind: 'CRON',
+          name: `race-${i}`,
+          cron: { expression: expr, timezone: tz, overlapPolicy: 'ALLOW' },
+        });
+        jobs.push({ id: job.id, expr, tz });
+      }
+      const schedulers = [c.scheduler(), c.scheduler(), c.scheduler()];
+      const end = new Date('2026-03-08T09:00:00Z').getTime();
+      let fired = 0;
+      while (c.now < end) {
+        c.advance(MIN);
+        const results = await Promise.all(schedulers.map((s) => s.tick()));
+        fired += results.reduce((n, r) => n + r.fired, 0);
+      }
+      const { rows } = await t.query(
+        `select j.id, count(e.id)::int as n, count(distinct e.scheduled_for)::int as distinct_n, array_agg(e.scheduled_for order by e.scheduled_for) as at
        from jobs j left join executions e on e.job_id = j.id where j.name like 'race-%' group by j.id`,
-    );
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    let expectedTotal = 0;
-    for (const job of jobs) {
-      const expected = nextOccurrences(job.expr, job.tz, new Date('2026-03-08T05:00:00Z'), 1000, new Date(end + 1)).map((d) => d.toISOString());
-      expectedTotal += expected.length;
-      const row = byId.get(job.id)!;
-      expect(row.n).toBe(row.distinct_n);
-      expect((row.at as (Date | null)[]).filter(Boolean).map((d) => d!.toISOString())).toEqual(expected);
-    }
-    expect(fired).toBe(expectedTotal);
-  });
+      );
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      let expectedTotal = 0;
+      for (const job of jobs) {
+        const expected = nextOccurrences(job.expr, job.tz, new Date('2026-03-08T05:00:00Z'), 1000, new Date(end + 1)).map((d) =>
+          d.toISOString(),
+        );
+        expectedTotal += expected.length;
+        const row = byId.get(job.id)!;
+        expect(row.n).toBe(row.distinct_n);
+        expect((row.at as (Date | null)[]).filter(Boolean).map((d) => d!.toISOString())).toEqual(expected);
+      }
+      expect(fired).toBe(expectedTotal);
+    },
+  );
 
   for (const [tz, springAt, fallAt] of [
     ['America/New_York', '2026-03-08T07:00:00Z', '2026-11-01T06:00:00Z'],
@@ -95,7 +106,13 @@ describe('cron scheduler', () => {
         const c = clockAt(start);
         const ids: Record<string, string> = {};
         for (const expr of ['30 2 * * *', '0 * * * *', '*/15 * * * *']) {
-          ids[expr] = (await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: expr, timezone: tz, overlapPolicy: 'ALLOW' } })).job.id;
+          ids[expr] = (
+            await c.service.createJob(t.actor, {
+              endpointId,
+              kind: 'CRON',
+              cron: { expression: expr, timezone: tz, overlapPolicy: 'ALLOW' },
+            })
+          ).job.id;
         }
         const s = c.scheduler();
         const end = new Date(at).getTime() + 5 * 3_600_000;
@@ -105,11 +122,14 @@ describe('cron scheduler', () => {
         }
         const g = createTestGateway(t);
         for (const [expr, id] of Object.entries(ids)) {
-          const preview = await g.gql(`query ($e: String!, $tz: String, $from: DateTime) { cronPreview(expression: $e, timezone: $tz, from: $from, count: 100) }`, {
-            e: expr,
-            tz,
-            from: start,
-          });
+          const preview = await g.gql(
+            `query ($e: String!, $tz: String, $from: DateTime) { cronPreview(expression: $e, timezone: $tz, from: $from, count: 100) }`,
+            {
+              e: expr,
+              tz,
+              from: start,
+            },
+          );
           const shown = (preview.data.cronPreview as string[]).filter((x) => new Date(x).getTime() <= end);
           expect(await firedOf(id), `${expr} in ${tz}`).toEqual(shown);
         }
@@ -130,7 +150,13 @@ describe('cron scheduler', () => {
   it('applies misfire policies after downtime: FIRE_LATEST fires one, SKIP none, FIRE_ALL each', async () => {
     const c = clockAt('2026-06-01T10:00:00Z');
     const make = async (misfirePolicy: 'FIRE_LATEST' | 'SKIP' | 'FIRE_ALL') =>
-      (await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/10 * * * *', misfirePolicy, overlapPolicy: 'ALLOW' } })).job.id;
+      (
+        await c.service.createJob(t.actor, {
+          endpointId,
+          kind: 'CRON',
+          cron: { expression: '*/10 * * * *', misfirePolicy, overlapPolicy: 'ALLOW' },
+        })
+      ).job.id;
     const latest = await make('FIRE_LATEST');
     const skip = await make('SKIP');
     const all = await make('FIRE_ALL');
@@ -166,8 +192,12 @@ describe('cron scheduler', () => {
 
   it('queues overlapping occurrences as serial executions under QUEUE, and inserts them freely under ALLOW', async () => {
     const c = clockAt('2026-07-02T10:00:30Z');
-    const queue = (await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '* * * * *', overlapPolicy: 'QUEUE' } })).job.id;
-    const allow = (await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '* * * * *', overlapPolicy: 'ALLOW' } })).job.id;
+    const queue = (
+      await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '* * * * *', overlapPolicy: 'QUEUE' } })
+    ).job.id;
+    const allow = (
+      await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '* * * * *', overlapPolicy: 'ALLOW' } })
+    ).job.id;
     const s = c.scheduler();
     for (const m of ['01', '02', '03']) {
       c.set(`2026-07-02T10:${m}:00Z`);
@@ -219,7 +249,11 @@ describe('cron scheduler', () => {
 
   it('after a schedule error clears, fires the next real occurrence, not the minute it retried at', async () => {
     const c = clockAt('2026-09-02T10:00:00Z');
-    const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/5 * * * *', overlapPolicy: 'ALLOW' } });
+    const { job } = await c.service.createJob(t.actor, {
+      endpointId,
+      kind: 'CRON',
+      cron: { expression: '*/5 * * * *', overlapPolicy: 'ALLOW' },
+    });
     await t.query(`update jobs set timezone = 'Gone/Nowhere' where id = $1`, [job.id]);
     const s = c.scheduler();
     c.set('2026-09-02T10:05:00Z');
@@ -235,7 +269,11 @@ describe('cron scheduler', () => {
 
   it('keeps a due occurrence when an update changes only the policies or the end', async () => {
     const c = clockAt('2026-09-03T10:00:30Z');
-    const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '0 * * * *', misfirePolicy: 'FIRE_LATEST' } });
+    const { job } = await c.service.createJob(t.actor, {
+      endpointId,
+      kind: 'CRON',
+      cron: { expression: '0 * * * *', misfirePolicy: 'FIRE_LATEST' },
+    });
     c.set('2026-09-03T11:00:20Z'); // 11:00 is due; no scheduler has passed yet
     await c.service.updateJob(t.actor, { id: job.id, cron: { overlapPolicy: 'ALLOW', endsAt: new Date('2026-12-01T00:00:00Z') } });
     await c.scheduler().tick();
@@ -253,7 +291,11 @@ describe('cron scheduler', () => {
 
   it('fires nothing for a paused job, and continues from now with no backlog on resume', async () => {
     const c = clockAt('2026-10-01T10:00:00Z');
-    const { job } = await c.service.createJob(t.actor, { endpointId, kind: 'CRON', cron: { expression: '*/10 * * * *', misfirePolicy: 'FIRE_ALL' } });
+    const { job } = await c.service.createJob(t.actor, {
+      endpointId,
+      kind: 'CRON',
+      cron: { expression: '*/10 * * * *', misfirePolicy: 'FIRE_ALL' },
+    });
     await c.service.pauseJob(t.actor, job.id);
     c.set('2026-10-01T12:00:00Z');
     await c.scheduler().tick();
@@ -277,11 +319,18 @@ describe('the reaper', () => {
       expect(rows).toEqual([{ id: expect.any(String), kind: 'CRON', cron_expression: '*/5 * * * *', type: 'INTERNAL' }]);
     }
     await t.query(`update jobs set status = 'ACTIVE', next_fire_at = now() where name = 'reaper'`);
-    const reaper = (await t.query(`select j.id, j.endpoint_id from jobs j join endpoints en on en.id = j.endpoint_id where en.name = 'jobgate.reaper' and j.workspace_id = $1`, [t.actor.workspaceId])).rows[0];
+    const reaper = (
+      await t.query(
+        `select j.id, j.endpoint_id from jobs j join endpoints en on en.id = j.endpoint_id where en.name = 'jobgate.reaper' and j.workspace_id = $1`,
+        [t.actor.workspaceId],
+      )
+    ).rows[0];
     expect(await codeOf(() => t.service.cancelJob(t.actor, reaper.id))).toBe('FORBIDDEN');
     expect(await codeOf(() => t.service.updateJob(t.actor, { id: reaper.id, name: 'mine' }))).toBe('FORBIDDEN');
     expect(await codeOf(() => t.service.pauseJob(t.actor, reaper.id))).toBe('FORBIDDEN');
-    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: reaper.endpoint_id, kind: 'IMMEDIATE' }))).toBe('INTERNAL_ENDPOINT');
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: reaper.endpoint_id, kind: 'IMMEDIATE' }))).toBe(
+      'INTERNAL_ENDPOINT',
+    );
     // Its first occurrence is the database's now(), with microseconds: the tick's compare-and-set
     // must still match it, fire once and move on.
     const s = createScheduler({ pool: t.database.pool, log });

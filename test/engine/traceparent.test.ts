@@ -27,7 +27,16 @@ afterAll(async () => {
 const TRACEPARENT = /^00-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 async function endpoint(name: string, path: string, extra: Record<string, unknown> = {}) {
-  await t.service.registerEndpoint(t.actor, { name, kind: 'HTTP', url: `${target.url}${path}`, backoffBaseMs: 50, backoffMaxMs: 200, jitter: false, maxAttempts: 3, ...extra });
+  await t.service.registerEndpoint(t.actor, {
+    name,
+    kind: 'HTTP',
+    url: `${target.url}${path}`,
+    backoffBaseMs: 50,
+    backoffMaxMs: 200,
+    jitter: false,
+    maxAttempts: 3,
+    ...extra,
+  });
 }
 
 describe('traceparent', () => {

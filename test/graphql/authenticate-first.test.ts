@@ -49,7 +49,11 @@ async function post(auth: string | undefined, query: string, variables: Record<s
 const PROBES: [string, string, Record<string, unknown>?][] = [
   ['a misspelled root field', '{ jbos { id } }'],
   ['a misspelled enum literal', 'mutation { createJob(input: { endpointName: "x", kind: IMMEDIAT }) { created } }'],
-  ['a misspelled enum in variables', 'mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }', { input: { endpointName: 'x', kind: 'IMMEDIAT' } }],
+  [
+    'a misspelled enum in variables',
+    'mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }',
+    { input: { endpointName: 'x', kind: 'IMMEDIAT' } },
+  ],
   ['a misspelled argument', '{ jobs(firs: 1) { nodes { id } } }'],
   ['a misspelled type', 'query ($x: Strin) { workspace { slug } }'],
   ['a syntax error', '{ workspace { slug '],
@@ -73,7 +77,9 @@ describe('a request without a valid key', () => {
 
   it('is answered 401 over GET too, before its query is parsed or validated', async () => {
     for (const query of ['{ jbos { id } }', '{ workspace { slug } }', '{ workspace {']) {
-      const res = await fetch(`${url}?query=${encodeURIComponent(query)}`, { headers: { accept: 'application/json', 'x-jobgate-csrf': '1' } });
+      const res = await fetch(`${url}?query=${encodeURIComponent(query)}`, {
+        headers: { accept: 'application/json', 'x-jobgate-csrf': '1' },
+      });
       const text = await res.text();
       expect(res.status, text).toBe(401);
       expect(text).toContain('UNAUTHENTICATED');
@@ -82,9 +88,17 @@ describe('a request without a valid key', () => {
   });
 
   it('over graphql-ws, closes the socket with 4403 at connection_init and never answers the operation', async () => {
-    const client = createClient({ url: url.replace('http', 'ws'), webSocketImpl: WebSocket, retryAttempts: 0, connectionParams: { authorization: 'Bearer jg_unknownunknownunknownunknown' } });
+    const client = createClient({
+      url: url.replace('http', 'ws'),
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      connectionParams: { authorization: 'Bearer jg_unknownunknownunknownunknown' },
+    });
     const outcome = await new Promise<unknown>((resolve) => {
-      client.subscribe({ query: '{ jbos { id } }' }, { next: (m) => resolve({ next: m }), error: (e) => resolve(e), complete: () => resolve('complete') });
+      client.subscribe(
+        { query: '{ jbos { id } }' },
+        { next: (m) => resolve({ next: m }), error: (e) => resolve(e), complete: () => resolve('complete') },
+      );
     });
     await client.dispose();
     expect((outcome as { code?: number }).code).toBe(4403);
@@ -96,11 +110,36 @@ describe('an authenticated request', () => {
   /** Each with the name a suggestion would have given away. */
   const suggestive: [string, string, Record<string, unknown> | undefined, RegExp][] = [
     ['a misspelled field', '{ workspac { slug } }', undefined, /"workspace"/],
-    ['a misspelled enum literal', 'mutation { createJob(input: { endpointName: "x", kind: IMMEDIAT }) { created } }', undefined, /IMMEDIATE/],
-    ['a misspelled enum literal with two near values', 'mutation { registerEndpoint(input: { name: "a.b", kind: HTTP, url: "https://example.com", method: POS }) { id } }', undefined, /POST|PUT/],
-    ['a misspelled enum in variables', 'mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }', { input: { endpointName: 'x', kind: 'IMMEDIAT' } }, /IMMEDIATE/],
-    ['a misspelled input field in variables', 'mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }', { input: { endpointNam: 'x', kind: 'IMMEDIATE' } }, /"endpointName"/],
-    ['a misspelled input field inline', 'mutation { createJob(input: { endpointNam: "x", kind: IMMEDIATE }) { created } }', undefined, /"endpointName"/],
+    [
+      'a misspelled enum literal',
+      'mutation { createJob(input: { endpointName: "x", kind: IMMEDIAT }) { created } }',
+      undefined,
+      /IMMEDIATE/,
+    ],
+    [
+      'a misspelled enum literal with two near values',
+      'mutation { registerEndpoint(input: { name: "a.b", kind: HTTP, url: "https://example.com", method: POS }) { id } }',
+      undefined,
+      /POST|PUT/,
+    ],
+    [
+      'a misspelled enum in variables',
+      'mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }',
+      { input: { endpointName: 'x', kind: 'IMMEDIAT' } },
+      /IMMEDIATE/,
+    ],
+    [
+      'a misspelled input field in variables',
+      'mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }',
+      { input: { endpointNam: 'x', kind: 'IMMEDIATE' } },
+      /"endpointName"/,
+    ],
+    [
+      'a misspelled input field inline',
+      'mutation { createJob(input: { endpointNam: "x", kind: IMMEDIATE }) { created } }',
+      undefined,
+      /"endpointName"/,
+    ],
     ['a misspelled argument', '{ jobs(firs: 1) { nodes { id } } }', undefined, /"first"/],
     ['a misspelled type', 'query ($x: Strin) { workspace { slug } }', undefined, /"String"/],
   ];
@@ -118,11 +157,19 @@ describe('an authenticated request', () => {
   }
 
   it('gets its error without a suggestion over graphql-ws too', async () => {
-    const client = createClient({ url: url.replace('http', 'ws'), webSocketImpl: WebSocket, retryAttempts: 0, connectionParams: { authorization: `Bearer ${key}` } });
+    const client = createClient({
+      url: url.replace('http', 'ws'),
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      connectionParams: { authorization: `Bearer ${key}` },
+    });
     try {
       for (const [, query, variables, hidden] of suggestive) {
         const errors = await new Promise<unknown>((resolve) => {
-          client.subscribe({ query, variables: variables ?? {} }, { next: (m) => resolve(m.errors), error: (e) => resolve(e), complete: () => resolve('complete') });
+          client.subscribe(
+            { query, variables: variables ?? {} },
+            { next: (m) => resolve(m.errors), error: (e) => resolve(e), complete: () => resolve('complete') },
+          );
         });
         expect(JSON.stringify(errors)).toMatch(/message/);
         expect(JSON.stringify(errors)).not.toMatch(/Did you mean/);

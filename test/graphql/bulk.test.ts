@@ -34,22 +34,38 @@ describe('bulk actions', () => {
   it('re-drives every FAILED execution matching the filter, at most `limit` a call, until none is left', async () => {
     const endpointId = (await g.gql('{ endpoint(name: "bulk.fragile") { id } }')).data.endpoint.id;
     for (let i = 0; i < 5; i++) await t.service.createJob(t.actor, { endpointName: 'bulk.fragile', kind: 'IMMEDIATE', input: { i } });
-    await eventually(async () => (await count(`select count(*)::int as n from executions where status = 'FAILED'`)) === 5, 10_000, 'five failures');
+    await eventually(
+      async () => (await count(`select count(*)::int as n from executions where status = 'FAILED'`)) === 5,
+      10_000,
+      'five failures',
+    );
     healthy = true;
-    const first = await g.gql(`mutation { retryExecutions(filter: { endpointId: "${endpointId}" }, limit: 3) { matched changed skipped { id } more } }`);
+    const first = await g.gql(
+      `mutation { retryExecutions(filter: { endpointId: "${endpointId}" }, limit: 3) { matched changed skipped { id } more } }`,
+    );
     expect(first.data.retryExecutions).toEqual({ matched: 3, changed: 3, skipped: [], more: true });
-    const rest = await g.gql(`mutation { retryExecutions(filter: { endpointId: "${endpointId}", statuses: [FAILED, PENDING] }) { matched changed more } }`);
+    const rest = await g.gql(
+      `mutation { retryExecutions(filter: { endpointId: "${endpointId}", statuses: [FAILED, PENDING] }) { matched changed more } }`,
+    );
     expect(rest.data.retryExecutions).toEqual({ matched: 2, changed: 2, more: false });
-    await eventually(async () => (await count(`select count(*)::int as n from executions where status = 'SUCCEEDED'`)) === 5, 10_000, 'five successes');
+    await eventually(
+      async () => (await count(`select count(*)::int as n from executions where status = 'SUCCEEDED'`)) === 5,
+      10_000,
+      'five successes',
+    );
     // One audit row for each selection, one per item.
     expect(await count(`select count(*)::int as n from audit_log where action = 'executions.retry-many' and result_code = 'OK'`)).toBe(2);
     expect(await count(`select count(*)::int as n from audit_log where action = 'execution.retry' and result_code = 'OK'`)).toBe(5);
   });
 
-  it('cancels the pending executions matching a filter and says which it left, with the single action\'s code', async () => {
+  it("cancels the pending executions matching a filter and says which it left, with the single action's code", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const { job } = await t.service.createJob(t.actor, { endpointName: 'bulk.idle', kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+      const { job } = await t.service.createJob(t.actor, {
+        endpointName: 'bulk.idle',
+        kind: 'DELAYED',
+        runAt: new Date(Date.now() + 3_600_000),
+      });
       ids.push(job.id);
     }
     const res = await g.gql(`mutation { cancelExecutions(filter: { jobId: "${ids[0]}" }) { matched changed } }`);
@@ -58,7 +74,9 @@ describe('bulk actions', () => {
     expect(again.data.cancelExecutions).toEqual({ matched: 0, changed: 0 });
     // Pause two jobs and a retired one: the retired one is skipped with RETIRED, the others change.
     await t.service.cancelJob(t.actor, ids[2]!);
-    const paused = await g.gql(`mutation { pauseJobs(ids: ["${ids[0]}", "${ids[1]}", "${ids[2]}"]) { matched changed skipped { id code } } }`);
+    const paused = await g.gql(
+      `mutation { pauseJobs(ids: ["${ids[0]}", "${ids[1]}", "${ids[2]}"]) { matched changed skipped { id code } } }`,
+    );
     expect(paused.data.pauseJobs.changed).toBe(2);
     expect(paused.data.pauseJobs.skipped).toEqual([{ id: ids[2], code: 'RETIRED' }]);
     expect(await count(`select count(*)::int as n from jobs where id = any($1) and status = 'PAUSED'`, [ids])).toBe(2);

@@ -60,7 +60,9 @@ describe('endpoint targets at the door', () => {
     expect(warning.code).toBe('TARGET_RESOLVES_TO_REFUSED_ADDRESS');
     expect(warning.message).toMatch(/localhost resolves to .*(127\.0\.0\.1|::1)/);
     // The same advice when the endpoint is read again.
-    const read: any = await g.gql(`query ($id: ID!) { endpoint(id: $id) { targetWarnings { code } } }`, { id: res.data.registerEndpoint.id });
+    const read: any = await g.gql(`query ($id: ID!) { endpoint(id: $id) { targetWarnings { code } } }`, {
+      id: res.data.registerEndpoint.id,
+    });
     expect(read.data.endpoint.targetWarnings).toEqual([{ code: 'TARGET_RESOLVES_TO_REFUSED_ADDRESS' }]);
   });
 
@@ -88,11 +90,15 @@ describe('endpoint targets at the door', () => {
     expect(warned.errors).toBeUndefined();
     expect(warned.data.updateEndpoint.targetWarnings.map((w: any) => w.code)).toEqual(['TARGET_RESOLVES_TO_REFUSED_ADDRESS']);
     // An update that leaves the url alone is not refused for it.
-    const other = await g.gql(`mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "still here" }) { description } }`, { id });
+    const other = await g.gql(`mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "still here" }) { description } }`, {
+      id,
+    });
     expect(other.errors).toBeUndefined();
   });
 
   it('holds the library to the same door', async () => {
-    await expect(t.service.registerEndpoint(t.actor, { name: 'door.lib', kind: 'HTTP', url: 'http://169.254.169.254/' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(
+      t.service.registerEndpoint(t.actor, { name: 'door.lib', kind: 'HTTP', url: 'http://169.254.169.254/' }),
+    ).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
   });
 });

@@ -19,12 +19,9 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-
 describe('error codes', () => {
   it('are all values of ErrorCode, for every kind of failure a client can cause', async () => {
-    const viewer = await t.service.authenticate(
-      (await t.service.createApiKey(t.actor, { name: 'viewer', role: 'VIEWER' })).key,
-    );
+    const viewer = await t.service.authenticate((await t.service.createApiKey(t.actor, { name: 'viewer', role: 'VIEWER' })).key);
     await t.service.registerEndpoint(t.actor, { name: 'codes.ep', kind: 'HANDLER', handlerName: 'h' });
     const cases: [string, Promise<{ errors?: { extensions?: Record<string, any> }[] }>][] = [
       ['syntax', g.gql('{ jobs { ')],
@@ -33,8 +30,16 @@ describe('error codes', () => {
       ['bad input', g.gql('mutation { registerEndpoint(input: { name: "Bad Name", kind: HTTP, url: "ftp://x" }) { id } }')],
       ['conflict', g.gql('mutation { registerEndpoint(input: { name: "codes.ep", kind: HANDLER, handlerName: "h" }) { id } }')],
       ['bad variable', g.gql('query ($k: JobKind) { jobs(filter: { kind: $k }) { nodes { id } } }', { k: 'IMMEDIAT' })],
-      ['too costly', g.gql(`{ jobs(first: 100) { nodes { ${'executions(first: 100) { nodes { job { endpoint { jobs(first: 100) { nodes { id } } } } } } '.repeat(1)} } } }`)],
-      ['forbidden', g.gql('mutation { registerEndpoint(input: { name: "codes.two", kind: HANDLER, handlerName: "h" }) { id } }', {}, viewer)],
+      [
+        'too costly',
+        g.gql(
+          `{ jobs(first: 100) { nodes { ${'executions(first: 100) { nodes { job { endpoint { jobs(first: 100) { nodes { id } } } } } } '.repeat(1)} } } }`,
+        ),
+      ],
+      [
+        'forbidden',
+        g.gql('mutation { registerEndpoint(input: { name: "codes.two", kind: HANDLER, handlerName: "h" }) { id } }', {}, viewer),
+      ],
     ];
     for (const [name, pending] of cases) {
       const res = await pending;

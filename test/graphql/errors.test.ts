@@ -93,8 +93,14 @@ describe('errors over GraphQL', () => {
     const secret = 'whsec_inline-literal-secret-0123456789';
     const viewer = { ...t.actor, role: 'VIEWER' as const };
     const refused = [
-      await g.gql(`mutation { registerEndpoint(input: { name: "inline.hook", kind: HTTP, url: "https://example.com/h", signingSecret: "${secret}" }) { id } }`, undefined, viewer),
-      await g.gql(`mutation { registerEndpoint(input: { name: "Bad Name", kind: HTTP, url: "https://example.com/h", signingSecret: "${secret}" }) { id } }`),
+      await g.gql(
+        `mutation { registerEndpoint(input: { name: "inline.hook", kind: HTTP, url: "https://example.com/h", signingSecret: "${secret}" }) { id } }`,
+        undefined,
+        viewer,
+      ),
+      await g.gql(
+        `mutation { registerEndpoint(input: { name: "Bad Name", kind: HTTP, url: "https://example.com/h", signingSecret: "${secret}" }) { id } }`,
+      ),
     ];
     expect(refused.map((r) => r.errors![0]!.extensions!.code)).toEqual(['FORBIDDEN', 'VALIDATION_FAILED']);
     expect(g.logged.join('\n')).not.toContain(secret);
@@ -114,7 +120,11 @@ describe('errors over GraphQL', () => {
       authenticate: async () => t.actor,
     });
     try {
-      const res = await yoga.fetch('http://test/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ workspace { slug } }' }) });
+      const res = await yoga.fetch('http://test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ workspace { slug } }' }),
+      });
       expect(res.status).toBe(503);
       const body = (await res.json()) as { errors: { message: string; extensions: unknown }[] };
       expect(body.errors[0]!.extensions).toEqual({ code: 'UNAVAILABLE', requestId: expect.any(String) });
@@ -159,8 +169,16 @@ describe('errors over GraphQL', () => {
       ['query ($v: String) { auditLog(action: $v) { nextCursor } }', { v: 'job.create\u0000' }, ['action']],
       ['query ($v: String) { auditLog(targetId: $v) { nextCursor } }', { v: 'x\u0000' }, ['targetId']],
       ['query ($v: String) { handlers(name: $v) { name } }', { v: 'noop\u0000' }, ['name']],
-      ['mutation ($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }', { input: { name: 'ci\u0000', role: 'VIEWER' } }, ['name']],
-      ['mutation ($input: TriggerRunInput!) { triggerRun(input: $input) { outcome } }', { input: { name: 'scan', params: { path: '/a\u0000' } } }, ['params', 'path']],
+      [
+        'mutation ($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }',
+        { input: { name: 'ci\u0000', role: 'VIEWER' } },
+        ['name'],
+      ],
+      [
+        'mutation ($input: TriggerRunInput!) { triggerRun(input: $input) { outcome } }',
+        { input: { name: 'scan', params: { path: '/a\u0000' } } },
+        ['params', 'path'],
+      ],
       [
         'mutation ($input: RegisterEndpointInput!) { registerEndpoint(input: $input) { id } }',
         { input: { name: 'headers.bad', kind: 'HTTP', url: 'https://example.com/x', headers: { 'x-note': 'a\r\nx-admin: yes' } } },
@@ -185,7 +203,11 @@ describe('errors over GraphQL', () => {
     const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
     const raw = async (inputJson: string) => {
       const body = `{"query":${JSON.stringify(CREATE_JOB)},"variables":{"input":{"endpointName":"tick.tock","kind":"IMMEDIATE","input":${inputJson}}}}`;
-      const res = await g.yoga.fetch('http://jobgate.test/graphql', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const res = await g.yoga.fetch('http://jobgate.test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
       return (await res.json()) as { errors?: { extensions?: Record<string, any> }[] };
     };
     const deep = await raw(`${'['.repeat(10_000)}1${']'.repeat(10_000)}`);
@@ -196,7 +218,7 @@ describe('errors over GraphQL', () => {
     expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(jobsBefore);
   });
 
-    it('refuses a DateTime that is not ISO-8601 before any resolver runs', async () => {
+  it('refuses a DateTime that is not ISO-8601 before any resolver runs', async () => {
     const res = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'DELAYED', runAt: 'tomorrow' } });
     expect(res.errors![0]!.message).toMatch(/ISO-8601/);
     expect(res.data).toBeUndefined();

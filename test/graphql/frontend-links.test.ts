@@ -82,24 +82,34 @@ describe('links and states for frontends', () => {
     expect((await stateOf(cron.id)).state).toBe('RETIRED');
   });
 
-  it('lists a job\'s executions and an endpoint\'s jobs, filtered and paged', async () => {
+  it("lists a job's executions and an endpoint's jobs, filtered and paged", async () => {
     const job = await create('links.ok');
     await settled(t, job.id);
     const triggered = await g.gql(`mutation { triggerJob(input: { id: "${job.id}", force: true }) { execution { id } } }`);
     expect(triggered.errors).toBeUndefined();
     const read = () =>
-      g.gql(`{ job(id: "${job.id}") { executions(first: 5, status: SUCCEEDED) { nodes { status trigger } } lastExecution { id status } } }`);
+      g.gql(
+        `{ job(id: "${job.id}") { executions(first: 5, status: SUCCEEDED) { nodes { status trigger } } lastExecution { id status } } }`,
+      );
     await eventually(async () => (await read()).data.job.executions.nodes.length === 2, 10_000, 'both executions to succeed');
     const res = await read();
     expect(res.data.job.executions.nodes.map((n: { trigger: string }) => n.trigger)).toEqual(['MANUAL', 'SCHEDULE']);
     expect(res.data.job.lastExecution).toEqual({ id: triggered.data.triggerJob.execution.id, status: 'SUCCEEDED' });
-    const page = await g.gql(`{ endpoint(name: "links.ok") { jobs(first: 1, kind: IMMEDIATE) { nodes { id } pageInfo { hasNextPage endCursor } } } }`);
+    const page = await g.gql(
+      `{ endpoint(name: "links.ok") { jobs(first: 1, kind: IMMEDIATE) { nodes { id } pageInfo { hasNextPage endCursor } } } }`,
+    );
     expect(page.errors).toBeUndefined();
     const first = page.data.endpoint.jobs;
     expect(first.nodes[0].id).toBe(job.id);
     expect(first.pageInfo.hasNextPage).toBe(true);
-    const rest = await g.gql(`{ endpoint(name: "links.ok") { jobs(first: 50, kind: IMMEDIATE, after: "${first.pageInfo.endCursor}") { nodes { id } } } }`);
-    const all = (await t.query(`select count(*)::int as n from jobs j join endpoints e on e.id = j.endpoint_id where e.name = 'links.ok' and j.kind = 'IMMEDIATE'`)).rows[0].n;
+    const rest = await g.gql(
+      `{ endpoint(name: "links.ok") { jobs(first: 50, kind: IMMEDIATE, after: "${first.pageInfo.endCursor}") { nodes { id } } } }`,
+    );
+    const all = (
+      await t.query(
+        `select count(*)::int as n from jobs j join endpoints e on e.id = j.endpoint_id where e.name = 'links.ok' and j.kind = 'IMMEDIATE'`,
+      )
+    ).rows[0].n;
     expect(first.nodes.length + rest.data.endpoint.jobs.nodes.length).toBe(all);
   });
 
@@ -107,7 +117,9 @@ describe('links and states for frontends', () => {
     const res = await g.gql('mutation { triggerRun(input: { name: "links.scan", force: true }) { result outcome } }');
     expect(res.errors).toBeUndefined();
     expect(res.data.triggerRun).toEqual({ result: 'STARTED', outcome: 'STARTED' });
-    const type = await g.gql('{ __type(name: "TriggerRunPayload") { fields(includeDeprecated: true) { name type { kind ofType { name } } isDeprecated } } }');
+    const type = await g.gql(
+      '{ __type(name: "TriggerRunPayload") { fields(includeDeprecated: true) { name type { kind ofType { name } } isDeprecated } } }',
+    );
     const fields = type.data.__type.fields as { name: string; type: { ofType: { name: string } }; isDeprecated: boolean }[];
     expect(fields.find((f) => f.name === 'result')).toMatchObject({ type: { ofType: { name: 'RunTriggerOutcome' } }, isDeprecated: false });
     expect(fields.find((f) => f.name === 'outcome')!.isDeprecated).toBe(true);

@@ -87,7 +87,11 @@ describe('request bodies', () => {
     for (const size of [16 * 1024, 64 * 1024, 256 * 1024]) {
       for (const pauseMs of [0, 1, 2]) {
         const pad = 'x'.repeat(size);
-        const parts = ['{"query":"{ workspace { slug } }","variables":{"pad":"', ...Array.from({ length: Math.ceil((2 * 1024 * 1024) / size) }, () => pad), '"}}'];
+        const parts = [
+          '{"query":"{ workspace { slug } }","variables":{"pad":"',
+          ...Array.from({ length: Math.ceil((2 * 1024 * 1024) / size) }, () => pad),
+          '"}}',
+        ];
         const res = await postChunked(parts, pauseMs);
         expect(res.status).toBe(413);
         const body = (await res.json()) as Body;
@@ -106,7 +110,9 @@ describe('request bodies', () => {
 
 describe('variable coercion', () => {
   it('answers a variable that cannot be coerced with VALIDATION_FAILED, naming the variable', async () => {
-    const res = await gql('mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }', { input: { endpointName: 'x', kind: 'SOMETIME' } });
+    const res = await gql('mutation ($input: CreateJobInput!) { createJob(input: $input) { created } }', {
+      input: { endpointName: 'x', kind: 'SOMETIME' },
+    });
     expect(res.body.data ?? null).toBeNull();
     expect(res.body.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['input'] }] });
     const missing = await gql('query ($first: Int!) { jobs(first: $first) { nodes { id } } }');

@@ -15,7 +15,13 @@ beforeAll(async () => {
   await t.service.registerEndpoint(t.actor, { name: 'lists.a', kind: 'HANDLER', handlerName: 'a' });
   await t.service.registerEndpoint(t.actor, { name: 'lists.b', kind: 'HANDLER', handlerName: 'b' });
   const make = async (name: string, endpointName: string, idempotencyKey?: string) => {
-    const { job } = await t.service.createJob(t.actor, { endpointName, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000), name, idempotencyKey });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName,
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3_600_000),
+      name,
+      idempotencyKey,
+    });
     jobIds[name] = job.id;
   };
   await make('Nightly invoices', 'lists.a', 'inv-2026-12');
@@ -23,7 +29,10 @@ beforeAll(async () => {
   await make('Weekly digest', 'lists.b', 'digest-49');
   middle = (await t.query('select now() as now')).rows[0].now.toISOString();
   await make('nightly%cleanup', 'lists.b', 'inv-old');
-  await t.service.cancelExecution(t.actor, (await t.query('select id from executions where job_id = $1', [jobIds['Weekly digest']])).rows[0].id);
+  await t.service.cancelExecution(
+    t.actor,
+    (await t.query('select id from executions where job_id = $1', [jobIds['Weekly digest']])).rows[0].id,
+  );
   await t.service.triggerJob(t.actor, { id: jobIds['nightly_reports']!, force: true });
 });
 afterAll(() => t.close());
@@ -36,7 +45,11 @@ const names = async (filter: string, extra = '') => {
 
 describe('job lists', () => {
   it('search by a name prefix in any case, or an idempotency key prefix, taking % and _ literally', async () => {
-    expect((await names('{ search: "NIGHTLY" }')).nodes.map((n) => n.name).sort()).toEqual(['Nightly invoices', 'nightly%cleanup', 'nightly_reports']);
+    expect((await names('{ search: "NIGHTLY" }')).nodes.map((n) => n.name).sort()).toEqual([
+      'Nightly invoices',
+      'nightly%cleanup',
+      'nightly_reports',
+    ]);
     expect((await names('{ search: "inv-" }')).nodes.map((n) => n.name).sort()).toEqual(['Nightly invoices', 'nightly%cleanup']);
     expect((await names('{ search: "nightly%" }')).nodes.map((n) => n.name)).toEqual(['nightly%cleanup']);
     expect((await names('{ search: "nightly_" }')).nodes.map((n) => n.name)).toEqual(['nightly_reports']);
@@ -44,9 +57,13 @@ describe('job lists', () => {
   });
 
   it('count the whole filtered list, not the page, and read oldest first when asked', async () => {
-    const res = await g.gql('{ jobs(first: 1, filter: { search: "nightly", order: OLDEST_FIRST }) { nodes { name } totalCount totalCountCapped pageInfo { endCursor } } }');
+    const res = await g.gql(
+      '{ jobs(first: 1, filter: { search: "nightly", order: OLDEST_FIRST }) { nodes { name } totalCount totalCountCapped pageInfo { endCursor } } }',
+    );
     expect(res.data.jobs).toMatchObject({ nodes: [{ name: 'Nightly invoices' }], totalCount: 3, totalCountCapped: false });
-    const next = await g.gql(`{ jobs(first: 5, after: "${res.data.jobs.pageInfo.endCursor}", filter: { search: "nightly", order: OLDEST_FIRST }) { nodes { name } } }`);
+    const next = await g.gql(
+      `{ jobs(first: 5, after: "${res.data.jobs.pageInfo.endCursor}", filter: { search: "nightly", order: OLDEST_FIRST }) { nodes { name } } }`,
+    );
     expect(next.data.jobs.nodes.map((n: { name: string }) => n.name)).toEqual(['nightly_reports', 'nightly%cleanup']);
   });
 
@@ -71,7 +88,9 @@ describe('execution lists', () => {
     expect(onB.totalCount).toBe(2);
     expect((await executions('{ statuses: [CANCELLED] }')).nodes.map((n) => n.job.name)).toEqual(['Weekly digest']);
     expect((await executions('{ statuses: [PENDING, CANCELLED] }')).totalCount).toBe(5);
-    expect((await executions('{ trigger: MANUAL }')).nodes).toEqual([{ job: { name: 'nightly_reports' }, status: 'PENDING', trigger: 'MANUAL' }]);
+    expect((await executions('{ trigger: MANUAL }')).nodes).toEqual([
+      { job: { name: 'nightly_reports' }, status: 'PENDING', trigger: 'MANUAL' },
+    ]);
     const later = await executions(`{ createdAfter: "${middle}" }`);
     expect(later.nodes.map((n) => n.job.name).sort()).toEqual(['nightly%cleanup', 'nightly_reports']);
     expect((await executions(`{ createdBefore: "${middle}", order: OLDEST_FIRST }`)).nodes.map((n) => n.job.name)).toEqual([
@@ -82,7 +101,9 @@ describe('execution lists', () => {
   });
 
   it('refuse a time range that ends before it starts', async () => {
-    const res = await g.gql(`{ executions(filter: { createdAfter: "${middle}", createdBefore: "2000-01-01T00:00:00Z" }) { nodes { id } } }`);
+    const res = await g.gql(
+      `{ executions(filter: { createdAfter: "${middle}", createdBefore: "2000-01-01T00:00:00Z" }) { nodes { id } } }`,
+    );
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED' });
   });
 

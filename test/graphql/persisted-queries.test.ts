@@ -51,7 +51,10 @@ describe('automatic persisted queries', () => {
     const hash = sha256(query);
     const unknown = await post(key, { extensions: apq(hash) });
     expect(unknown.status).toBe(404);
-    expect(unknown.body.errors![0]!).toMatchObject({ message: 'PersistedQueryNotFound', extensions: { code: 'PERSISTED_QUERY_NOT_FOUND' } });
+    expect(unknown.body.errors![0]!).toMatchObject({
+      message: 'PersistedQueryNotFound',
+      extensions: { code: 'PERSISTED_QUERY_NOT_FOUND' },
+    });
     expect(unknown.body.data).toBeUndefined();
 
     const full = await post(key, { query, extensions: apq(hash) });

@@ -54,10 +54,16 @@ describe('Relay connections beside the older lists', () => {
     const res: any = await g.gql(`{ auditLogConnection { totalCount } }`, {}, viewer);
     expect(res.errors[0].extensions.code).toBe('FORBIDDEN');
     const jobs: any = await g.gql(`{ auditLogConnection(first: 1) { pageInfo { endCursor } } }`);
-    const bad: any = await g.gql(`query ($a: String) { apiKeyConnection(after: $a) { totalCount } }`, { a: jobs.data.auditLogConnection.pageInfo.endCursor });
+    const bad: any = await g.gql(`query ($a: String) { apiKeyConnection(after: $a) { totalCount } }`, {
+      a: jobs.data.auditLogConnection.pageInfo.endCursor,
+    });
     expect(bad.errors[0].extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['after'] }] });
     // An audit entry's id is no Node for a VIEWER: it cannot read the log.
-    const viewerNode: any = await g.gql(`query ($id: ID!) { node(id: $id) { id } }`, { id: jobs.data.auditLogConnection.pageInfo.endCursor }, viewer);
+    const viewerNode: any = await g.gql(
+      `query ($id: ID!) { node(id: $id) { id } }`,
+      { id: jobs.data.auditLogConnection.pageInfo.endCursor },
+      viewer,
+    );
     expect(viewerNode.data.node).toBeNull();
   });
 
@@ -113,7 +119,9 @@ describe('Relay connections beside the older lists', () => {
     // The same findings, with the same ids, through the deprecated page.
     const old: any = await g.gql(`query ($id: ID!) { run(id: $id) { findings { nodes { id } } } }`, { id: run.id });
     expect(old.data.run.findings.nodes.map((f: any) => f.id)).toEqual(all.seen.map((f: any) => f.id));
-    const node: any = await g.gql(`query ($id: ID!) { node(id: $id) { __typename ... on Finding { resourceId } } }`, { id: all.seen[2].id });
+    const node: any = await g.gql(`query ($id: ID!) { node(id: $id) { __typename ... on Finding { resourceId } } }`, {
+      id: all.seen[2].id,
+    });
     expect(node.data.node).toEqual({ __typename: 'Finding', resourceId: 'r-2' });
     const elsewhere: any = await g.gql(`query ($id: ID!) { node(id: $id) { id } }`, { id: all.seen[2].id }, t.otherActor);
     expect(elsewhere.data.node).toBeNull();
@@ -122,13 +130,21 @@ describe('Relay connections beside the older lists', () => {
   it('pages the handler catalogue by kind then name, each once, with a count', async () => {
     const handlers = ['zeta', 'alpha', 'mid', 'beta'].map((name) => ({ kind: 'HANDLER', name }));
     handlers.push({ kind: 'INTERVAL', name: 'tick' } as any);
-    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ('w-relay', 'h', 1, 600000, $1)`, [JSON.stringify(handlers)]);
+    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ('w-relay', 'h', 1, 600000, $1)`, [
+      JSON.stringify(handlers),
+    ]);
     const Q = `query ($first: Int, $after: String, $kind: HandlerKind) {
       handlerConnection(first: $first, after: $after, kind: $kind) { totalCount edges { cursor node { kind name } } pageInfo { hasNextPage endCursor } }
     }`;
     const { seen, pages, totalCount } = await readAll(Q, (d) => d.handlerConnection, 2);
     const mine = seen.filter((h: any) => ['zeta', 'alpha', 'mid', 'beta', 'tick'].includes(h.name));
-    expect(mine.map((h: any) => `${h.kind}:${h.name}`)).toEqual(['HANDLER:alpha', 'HANDLER:beta', 'HANDLER:mid', 'HANDLER:zeta', 'INTERVAL:tick']);
+    expect(mine.map((h: any) => `${h.kind}:${h.name}`)).toEqual([
+      'HANDLER:alpha',
+      'HANDLER:beta',
+      'HANDLER:mid',
+      'HANDLER:zeta',
+      'INTERVAL:tick',
+    ]);
     expect(totalCount).toBe(seen.length);
     expect(pages).toBe(Math.ceil(seen.length / 2));
     const interval: any = await g.gql(Q, { kind: 'INTERVAL' });

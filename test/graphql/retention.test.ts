@@ -26,9 +26,23 @@ const SET = `mutation ($input: SetRetentionInput!) { setRetention(input: $input)
 
 describe('configuration', () => {
   it('reads the windows from the environment, with documented defaults, and names a bad one', () => {
-    expect(parseConfig({}).retention).toEqual({ executionsDays: 30, failedExecutionsDays: 90, auditDays: 365, runsDays: 90, keepPerJob: 100, batchSize: 1000, pauseMs: 50, everyMs: 600_000 });
-    expect(parseConfig({ JOBGATE_RETENTION_EXECUTIONS_DAYS: '0', JOBGATE_RETENTION_FAILED_DAYS: '180' }).retention).toMatchObject({ executionsDays: 0, failedExecutionsDays: 180 });
-    expect(() => parseConfig({ JOBGATE_RETENTION_KEEP_PER_JOB: '0', JOBGATE_RETENTION_AUDIT_DAYS: 'a year' })).toThrow(/JOBGATE_RETENTION_KEEP_PER_JOB[\s\S]*JOBGATE_RETENTION_AUDIT_DAYS|JOBGATE_RETENTION_AUDIT_DAYS[\s\S]*JOBGATE_RETENTION_KEEP_PER_JOB/);
+    expect(parseConfig({}).retention).toEqual({
+      executionsDays: 30,
+      failedExecutionsDays: 90,
+      auditDays: 365,
+      runsDays: 90,
+      keepPerJob: 100,
+      batchSize: 1000,
+      pauseMs: 50,
+      everyMs: 600_000,
+    });
+    expect(parseConfig({ JOBGATE_RETENTION_EXECUTIONS_DAYS: '0', JOBGATE_RETENTION_FAILED_DAYS: '180' }).retention).toMatchObject({
+      executionsDays: 0,
+      failedExecutionsDays: 180,
+    });
+    expect(() => parseConfig({ JOBGATE_RETENTION_KEEP_PER_JOB: '0', JOBGATE_RETENTION_AUDIT_DAYS: 'a year' })).toThrow(
+      /JOBGATE_RETENTION_KEEP_PER_JOB[\s\S]*JOBGATE_RETENTION_AUDIT_DAYS|JOBGATE_RETENTION_AUDIT_DAYS[\s\S]*JOBGATE_RETENTION_KEEP_PER_JOB/,
+    );
   });
 });
 
@@ -50,16 +64,32 @@ describe('retention settings', () => {
   it('sets, leaves omitted fields alone, returns a null one to the default, and audits each change', async () => {
     const first = await g.gql(SET, { input: { executionsDays: 7, failedExecutionsDays: 0 } });
     expect(first.errors).toBeUndefined();
-    expect(first.data.setRetention).toMatchObject({ executionsDays: 7, failedExecutionsDays: 0, auditDays: 365, overrides: { executionsDays: 7, failedExecutionsDays: 0, auditDays: null } });
+    expect(first.data.setRetention).toMatchObject({
+      executionsDays: 7,
+      failedExecutionsDays: 0,
+      auditDays: 365,
+      overrides: { executionsDays: 7, failedExecutionsDays: 0, auditDays: null },
+    });
     const second = await g.gql(SET, { input: { auditDays: 30, executionsDays: null } });
-    expect(second.data.setRetention).toMatchObject({ executionsDays: 20, failedExecutionsDays: 0, auditDays: 30, overrides: { executionsDays: null, failedExecutionsDays: 0, auditDays: 30 } });
-    const audited = (await t.query(`select input, result_code, target_id from audit_log where action = 'workspace.setRetention' order by id`)).rows;
+    expect(second.data.setRetention).toMatchObject({
+      executionsDays: 20,
+      failedExecutionsDays: 0,
+      auditDays: 30,
+      overrides: { executionsDays: null, failedExecutionsDays: 0, auditDays: 30 },
+    });
+    const audited = (
+      await t.query(`select input, result_code, target_id from audit_log where action = 'workspace.setRetention' order by id`)
+    ).rows;
     expect(audited).toEqual([
       { input: { executionsDays: 7, failedExecutionsDays: 0 }, result_code: 'OK', target_id: t.actor.workspaceId },
       { input: { auditDays: 30, executionsDays: null }, result_code: 'OK', target_id: t.actor.workspaceId },
     ]);
     // Another workspace still has the defaults.
-    expect((await g.gql(READ, {}, t.otherActor)).data.workspace.retention).toMatchObject({ executionsDays: 20, failedExecutionsDays: 90, auditDays: 365 });
+    expect((await g.gql(READ, {}, t.otherActor)).data.workspace.retention).toMatchObject({
+      executionsDays: 20,
+      failedExecutionsDays: 90,
+      auditDays: 365,
+    });
   });
 
   it('refuses a window out of range with the path of the bad field, and changes nothing', async () => {
@@ -76,7 +106,8 @@ describe('retention settings', () => {
     await t.service.createJob(t.actor, { endpointId: endpoint, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     await t.service.createJob(t.otherActor, { endpointId: other, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     await t.query(`update events set created_at = now() - interval '3 hours'`);
-    const count = async (ws: string) => (await t.query(`select count(*)::int as n from events where workspace_id = $1`, [ws])).rows[0].n as number;
+    const count = async (ws: string) =>
+      (await t.query(`select count(*)::int as n from events where workspace_id = $1`, [ws])).rows[0].n as number;
     expect(await g.gql(SET, { input: { eventsHours: 2 } })).not.toHaveProperty('errors');
     // The configured window (48 h) would keep both; this workspace's own (2 h) does not.
     expect(await pruneEvents(t.database.pool, t.actor.workspaceId, 48 * 3_600_000)).toBeGreaterThan(0);
@@ -96,11 +127,18 @@ describe('retention settings', () => {
     const newest = (await t.query(`select max(id) as id from events where workspace_id = $1`, [ws])).rows[0].id;
     const since = (await t.query(`select coalesce(max(id), 0) as id from audit_log`)).rows[0].id;
     const batches: number[] = [];
-    const old = (await t.query(`select count(*)::int as n from events where workspace_id = $1 and created_at < now() - interval '48 hours'`, [ws])).rows[0].n;
+    const old = (
+      await t.query(`select count(*)::int as n from events where workspace_id = $1 and created_at < now() - interval '48 hours'`, [ws])
+    ).rows[0].n;
     expect(await pruneEvents(t.database.pool, ws, 48 * 3_600_000, (b) => batches.push(b))).toBe(old);
     expect(batches.length).toBe(2);
     expect(batches.every((b) => b <= EVENT_PRUNE_BATCH)).toBe(true);
-    const audited = (await t.query(`select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`, [ws, since])).rows.map((r) => r.input);
+    const audited = (
+      await t.query(`select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`, [
+        ws,
+        since,
+      ])
+    ).rows.map((r) => r.input);
     expect(audited).toEqual(batches.map((b) => ({ kind: 'EVENTS', events: b })));
     expect(Number((await t.query(`select events_pruned_through as h from workspaces where id = $1`, [ws])).rows[0].h)).toBe(Number(newest));
   });

@@ -32,7 +32,9 @@ beforeAll(async () => {
     const execution = (await t.service.executions(maker, { jobId: job.id })).edges[0]!.node.id;
     const key = (await t.service.createApiKey(admin, { name: `victim of ${role}`, role: 'VIEWER' })).apiKey.id;
     const run = (await t.service.triggerRun(maker, { force: true, name: `m.${role.toLowerCase()}-scan` })).run.id;
-    const rule = (await t.service.createAlertRule(admin, { name: `m.${role.toLowerCase()}-rule`, condition: 'EXECUTION_FAILED', email: true })).id;
+    const rule = (
+      await t.service.createAlertRule(admin, { name: `m.${role.toLowerCase()}-rule`, condition: 'EXECUTION_FAILED', email: true })
+    ).id;
     own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule };
   }
 });
@@ -43,41 +45,101 @@ const ALL: Role[] = ['ADMIN', 'OPERATOR'];
 const ADMIN_ONLY: Role[] = ['ADMIN'];
 
 const cases: Record<string, Case> = {
-  createPayloadSpec: { query: 'mutation ($n: String!) { createPayloadSpec(input: { name: $n, jsonSchema: true }) { id } }', vars: (_o, r) => ({ n: `p.${r.toLowerCase()}-new` }), allowed: ALL },
-  updatePayloadSpec: { query: 'mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, description: "d" }) { id } }', vars: (o) => ({ id: o.spec }), allowed: ALL },
-  setConfig: { query: 'mutation ($n: String!) { setConfig(input: { name: $n, entries: [] }) { id } }', vars: (_o, r) => ({ n: `c.${r.toLowerCase()}` }), allowed: ALL },
-  registerEndpoint: { query: 'mutation ($n: String!) { registerEndpoint(input: { name: $n, kind: HANDLER, handlerName: "h" }) { id } }', vars: (_o, r) => ({ n: `e.${r.toLowerCase()}-new` }), allowed: ALL },
-  updateEndpoint: { query: 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "d" }) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
+  createPayloadSpec: {
+    query: 'mutation ($n: String!) { createPayloadSpec(input: { name: $n, jsonSchema: true }) { id } }',
+    vars: (_o, r) => ({ n: `p.${r.toLowerCase()}-new` }),
+    allowed: ALL,
+  },
+  updatePayloadSpec: {
+    query: 'mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, description: "d" }) { id } }',
+    vars: (o) => ({ id: o.spec }),
+    allowed: ALL,
+  },
+  setConfig: {
+    query: 'mutation ($n: String!) { setConfig(input: { name: $n, entries: [] }) { id } }',
+    vars: (_o, r) => ({ n: `c.${r.toLowerCase()}` }),
+    allowed: ALL,
+  },
+  registerEndpoint: {
+    query: 'mutation ($n: String!) { registerEndpoint(input: { name: $n, kind: HANDLER, handlerName: "h" }) { id } }',
+    vars: (_o, r) => ({ n: `e.${r.toLowerCase()}-new` }),
+    allowed: ALL,
+  },
+  updateEndpoint: {
+    query: 'mutation ($id: ID!) { updateEndpoint(input: { id: $id, description: "d" }) { id } }',
+    vars: (o) => ({ id: o.endpoint }),
+    allowed: ALL,
+  },
   archiveEndpoint: { query: 'mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
-  createJob: { query: 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }', vars: (o) => ({ e: o.endpoint }), allowed: ALL },
-  updateJob: { query: 'mutation ($id: ID!) { updateJob(input: { id: $id, name: "n" }) { id } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  createJob: {
+    query: 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }',
+    vars: (o) => ({ e: o.endpoint }),
+    allowed: ALL,
+  },
+  updateJob: {
+    query: 'mutation ($id: ID!) { updateJob(input: { id: $id, name: "n" }) { id } }',
+    vars: (o) => ({ id: o.job }),
+    allowed: ALL,
+  },
   pauseJob: { query: 'mutation ($id: ID!) { pauseJob(id: $id) { id } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   resumeJob: { query: 'mutation ($id: ID!) { resumeJob(id: $id) { id } }', vars: (o) => ({ id: o.job }), allowed: ALL },
-  triggerJob: { query: 'mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  triggerJob: {
+    query: 'mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }',
+    vars: (o) => ({ id: o.job }),
+    allowed: ALL,
+  },
   cancelExecution: { query: 'mutation ($id: ID!) { cancelExecution(id: $id) { id } }', vars: (o) => ({ id: o.execution }), allowed: ALL },
   retryExecution: { query: 'mutation ($id: ID!) { retryExecution(id: $id) { id } }', vars: (o) => ({ id: o.execution }), allowed: ALL },
   retryExecutions: { query: 'mutation { retryExecutions(limit: 5) { matched } }', vars: () => ({}), allowed: ALL },
-  cancelExecutions: { query: 'mutation ($j: ID) { cancelExecutions(filter: { jobId: $j }) { matched } }', vars: (o) => ({ j: o.job }), allowed: ALL },
+  cancelExecutions: {
+    query: 'mutation ($j: ID) { cancelExecutions(filter: { jobId: $j }) { matched } }',
+    vars: (o) => ({ j: o.job }),
+    allowed: ALL,
+  },
   pauseJobs: { query: 'mutation ($id: ID!) { pauseJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   resumeJobs: { query: 'mutation ($id: ID!) { resumeJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
-  setJobAlertsOptOut: { query: 'mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  setJobAlertsOptOut: {
+    query: 'mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }',
+    vars: (o) => ({ id: o.job }),
+    allowed: ALL,
+  },
   cancelJob: { query: 'mutation ($id: ID!) { cancelJob(id: $id) { cancelledExecutions } }', vars: (o) => ({ id: o.job }), allowed: ALL },
-  triggerRun: { query: 'mutation ($n: String!) { triggerRun(input: { name: $n, force: true }) { outcome } }', vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }), allowed: ALL },
+  triggerRun: {
+    query: 'mutation ($n: String!) { triggerRun(input: { name: $n, force: true }) { outcome } }',
+    vars: (_o, r) => ({ n: `scan.${r.toLowerCase()}` }),
+    allowed: ALL,
+  },
   cancelRun: { query: 'mutation ($id: ID!) { cancelRun(id: $id) { id } }', vars: (o) => ({ id: o.run }), allowed: ALL },
   // Interval handlers are installation-wide: ADMIN only. (No worker has "nightly": an allowed call gets NOT_FOUND.)
   triggerHandler: { query: 'mutation { triggerHandler(input: { name: "nightly" }) { outcome } }', vars: () => ({}), allowed: ADMIN_ONLY },
   // Alert rules say who hears of what: ADMIN only.
-  createAlertRule: { query: 'mutation ($n: String!) { createAlertRule(input: { name: $n, condition: EXECUTION_FAILED, email: true }) { id } }', vars: (_o, r) => ({ n: `a.${r.toLowerCase()}` }), allowed: ADMIN_ONLY },
-  updateAlertRule: { query: 'mutation ($id: ID!) { updateAlertRule(input: { id: $id, rateLimitMs: 60000 }) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
+  createAlertRule: {
+    query: 'mutation ($n: String!) { createAlertRule(input: { name: $n, condition: EXECUTION_FAILED, email: true }) { id } }',
+    vars: (_o, r) => ({ n: `a.${r.toLowerCase()}` }),
+    allowed: ADMIN_ONLY,
+  },
+  updateAlertRule: {
+    query: 'mutation ($id: ID!) { updateAlertRule(input: { id: $id, rateLimitMs: 60000 }) { id } }',
+    vars: (o) => ({ id: o.rule }),
+    allowed: ADMIN_ONLY,
+  },
   deleteAlertRule: { query: 'mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
   // How long history is kept is the workspace's policy: ADMIN only.
   setRetention: { query: 'mutation { setRetention(input: { auditDays: 400 }) { auditDays } }', vars: () => ({}), allowed: ADMIN_ONLY },
   createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
   revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
   // Any key may open a live stream, so any key may mint the ticket that opens one from a browser.
-  createSubscriptionTicket: { query: 'mutation { createSubscriptionTicket { expiresAt } }', vars: () => ({}), allowed: ['ADMIN', 'OPERATOR', 'VIEWER'] },
+  createSubscriptionTicket: {
+    query: 'mutation { createSubscriptionTicket { expiresAt } }',
+    vars: () => ({}),
+    allowed: ['ADMIN', 'OPERATOR', 'VIEWER'],
+  },
   // Installation admins only: no workspace ADMIN key may.
-  createWorkspace: { query: 'mutation ($s: String!) { createWorkspace(input: { slug: $s, name: "x" }) { workspace { id } } }', vars: (_o, r) => ({ s: `ws-${r.toLowerCase()}` }), allowed: [] },
+  createWorkspace: {
+    query: 'mutation ($s: String!) { createWorkspace(input: { slug: $s, name: "x" }) { workspace { id } } }',
+    vars: (_o, r) => ({ s: `ws-${r.toLowerCase()}` }),
+    allowed: [],
+  },
 };
 
 describe('role matrix', () => {

@@ -1,13 +1,5 @@
 import { readFileSync } from 'node:fs';
-import {
-  getIntrospectionQuery,
-  isEnumType,
-  isInputObjectType,
-  isInterfaceType,
-  isObjectType,
-  isScalarType,
-  isUnionType,
-} from 'graphql';
+import { getIntrospectionQuery, isEnumType, isInputObjectType, isInterfaceType, isObjectType, isScalarType, isUnionType } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printSdl, schema } from '../../src/schema/index.js';
 import { createTestDb, type TestDb } from '../support/db.js';

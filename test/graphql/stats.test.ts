@@ -22,10 +22,16 @@ async function execution(endpoint: string, status: string, opts: { finishedAgo?:
   const { rows } = await t.query(`select id from executions where job_id = $1`, [job.id]);
   const { id } = rows[0];
   const finished = opts.finishedAgo ? `now() - interval '${opts.finishedAgo}'` : 'null';
-  await t.query(`update executions set status = $2, scheduled_for = now() - interval '1 hour', finished_at = ${finished} where id = $1`, [id, status]);
+  await t.query(`update executions set status = $2, scheduled_for = now() - interval '1 hour', finished_at = ${finished} where id = $1`, [
+    id,
+    status,
+  ]);
   if (opts.startedAfterMs !== undefined) {
     // Claimed just now, `startedAfterMs` after it was due.
-    await t.query(`update executions set attempt_count = 1, attempt_started_at = now(), run_after = now() - make_interval(secs => $2 / 1000.0) where id = $1`, [id, opts.startedAfterMs]);
+    await t.query(
+      `update executions set attempt_count = 1, attempt_started_at = now(), run_after = now() - make_interval(secs => $2 / 1000.0) where id = $1`,
+      [id, opts.startedAfterMs],
+    );
   }
   return id as string;
 }
@@ -36,7 +42,12 @@ describe('viewer', () => {
     const actor = await t.service.authenticate(created.key);
     const res = await g.gql('{ viewer { role installationAdmin workspace { slug } apiKey { name prefix role } } }', {}, actor);
     expect(res.errors).toBeUndefined();
-    expect(res.data.viewer).toEqual({ role: 'VIEWER', installationAdmin: false, workspace: { slug: 'default' }, apiKey: { name: 'console viewer', prefix: created.apiKey.prefix, role: 'VIEWER' } });
+    expect(res.data.viewer).toEqual({
+      role: 'VIEWER',
+      installationAdmin: false,
+      workspace: { slug: 'default' },
+      apiKey: { name: 'console viewer', prefix: created.apiKey.prefix, role: 'VIEWER' },
+    });
     expect(JSON.stringify(res)).not.toContain(created.key);
   });
 });

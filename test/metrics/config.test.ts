@@ -10,7 +10,10 @@ describe('metrics and health configuration', () => {
     expect(c.metrics).toEqual({ token: undefined, port: undefined, endpointLabels: 100 });
     expect(c.shutdownDelayMs).toBe(0);
     expect(Object.isFrozen(c.metrics)).toBe(true);
-    expect(parseConfig({ JOBGATE_METRICS_TOKEN: '', JOBGATE_METRICS_PORT: '' }).metrics).toMatchObject({ token: undefined, port: undefined });
+    expect(parseConfig({ JOBGATE_METRICS_TOKEN: '', JOBGATE_METRICS_PORT: '' }).metrics).toMatchObject({
+      token: undefined,
+      port: undefined,
+    });
   });
 
   it('reads the token, the port (0 picks one), the endpoint cap and the delay', () => {
@@ -37,7 +40,8 @@ describe('metrics and health configuration', () => {
     } catch (error) {
       expect(error).toBeInstanceOf(ConfigError);
       const message = (error as Error).message;
-      for (const name of ['JOBGATE_METRICS_TOKEN', 'JOBGATE_METRICS_PORT', 'JOBGATE_METRICS_ENDPOINT_LABELS', 'JOBGATE_SHUTDOWN_DELAY_MS']) expect(message).toContain(name);
+      for (const name of ['JOBGATE_METRICS_TOKEN', 'JOBGATE_METRICS_PORT', 'JOBGATE_METRICS_ENDPOINT_LABELS', 'JOBGATE_SHUTDOWN_DELAY_MS'])
+        expect(message).toContain(name);
       // The bad token itself is not repeated.
       expect(message).not.toContain('short');
     }

@@ -68,10 +68,14 @@ describe('engine metrics', () => {
       [job.id],
     );
     await engine.worker({ observer: metrics.observer });
-    const s = await eventually(async () => {
-      const got = await read();
-      return got.value('jobgate_lease_expiries_total', { outcome: 'retried' }) === 1 ? got : undefined;
-    }, 10_000, 'the expiry to be counted');
+    const s = await eventually(
+      async () => {
+        const got = await read();
+        return got.value('jobgate_lease_expiries_total', { outcome: 'retried' }) === 1 ? got : undefined;
+      },
+      10_000,
+      'the expiry to be counted',
+    );
     expect(s.value('jobgate_lease_expiries_total', { outcome: 'failed' })).toBe(0);
     expect(s.value('jobgate_reconciles_total')).toBeGreaterThanOrEqual(1);
     expect((await t.query('select status from executions where job_id = $1', [job.id])).rows[0].status).toBe('PENDING');
@@ -86,10 +90,14 @@ describe('engine metrics', () => {
       [t.name],
     );
     expect(rows).toHaveLength(1);
-    const s = await eventually(async () => {
-      const got = await read();
-      return got.value('jobgate_listen_reconnects_total', { connection: 'jobgate-worker-listen' }) === 1 ? got : undefined;
-    }, 15_000, 'the reconnection to be counted');
+    const s = await eventually(
+      async () => {
+        const got = await read();
+        return got.value('jobgate_listen_reconnects_total', { connection: 'jobgate-worker-listen' }) === 1 ? got : undefined;
+      },
+      15_000,
+      'the reconnection to be counted',
+    );
     expect(s.value('jobgate_listen_polling_fallbacks_total', { connection: 'jobgate-worker-listen' })).toBe(1);
   });
 
@@ -114,7 +122,15 @@ describe('engine metrics', () => {
         return outcome.completed();
       },
     });
-    const runner = createRunner({ pool: t.database.pool, registry, log, pollMs: 50, heartbeatMs: 100, staleMs: 1000, observer: metrics.observer });
+    const runner = createRunner({
+      pool: t.database.pool,
+      registry,
+      log,
+      pollMs: 50,
+      heartbeatMs: 100,
+      staleMs: 1000,
+      observer: metrics.observer,
+    });
     await runner.start();
     try {
       const { run } = await t.service.triggerRun(t.actor, { name: 'three-steps', force: true });
@@ -132,7 +148,12 @@ describe('live metrics', () => {
     const hub = createHub({ pool: t.database.pool, connectionString: t.url, log, feedLimit: 4, stallMs: 300, observer: metrics.observer });
     await hub.start();
     try {
-      const feed = hub.events({ workspaceId: t.actor.workspaceId, topic: 'EXECUTION' }, undefined, (id) => String(id), () => cut.push('cut'));
+      const feed = hub.events(
+        { workspaceId: t.actor.workspaceId, topic: 'EXECUTION' },
+        undefined,
+        (id) => String(id),
+        () => cut.push('cut'),
+      );
       // Live from now on; the client never pulls.
       await eventually(async () => hub.stats().events === 1);
       for (let i = 0; i < 10; i++) await t.service.createJob(t.actor, { endpointName: 'e.nobody', kind: 'IMMEDIATE' });

@@ -56,7 +56,9 @@ describe('/healthz and /readyz on the gateway', () => {
     app = await start();
     const base = new URL(app.url).origin;
     await eventually(async () => (await probe(base, '/readyz')).status === 200);
-    const { rows } = await t.query('delete from jobgate_migrations where version = (select max(version) from jobgate_migrations) returning *');
+    const { rows } = await t.query(
+      'delete from jobgate_migrations where version = (select max(version) from jobgate_migrations) returning *',
+    );
     const notReady = await eventually(async () => {
       const p = await probe(base, '/readyz');
       return p.status === 503 ? p : undefined;
@@ -65,7 +67,12 @@ describe('/healthz and /readyz on the gateway', () => {
     // /healthz is about the process, not its database.
     expect((await probe(base, '/healthz')).status).toBe(200);
     const row = rows[0];
-    await t.query('insert into jobgate_migrations (version, name, checksum, applied_at) values ($1, $2, $3, $4)', [row.version, row.name, row.checksum, row.applied_at]);
+    await t.query('insert into jobgate_migrations (version, name, checksum, applied_at) values ($1, $2, $3, $4)', [
+      row.version,
+      row.name,
+      row.checksum,
+      row.applied_at,
+    ]);
     await eventually(async () => (await probe(base, '/readyz')).status === 200);
   });
 
@@ -75,13 +82,20 @@ describe('/healthz and /readyz on the gateway', () => {
     await eventually(async () => (await probe(base, '/readyz')).status === 200);
     await adminQuery(`alter database ${t.name} allow_connections false`);
     await adminQuery(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [t.name]);
-    const down = await eventually(async () => {
-      const p = await probe(base, '/readyz');
-      return p.status === 503 && p.body.reasons?.includes('database unreachable') ? p : undefined;
-    }, 15_000, '/readyz to say the database is unreachable');
+    const down = await eventually(
+      async () => {
+        const p = await probe(base, '/readyz');
+        return p.status === 503 && p.body.reasons?.includes('database unreachable') ? p : undefined;
+      },
+      15_000,
+      '/readyz to say the database is unreachable',
+    );
     // Fixed phrases only: no database name, host, port or error text.
     expect(down.body.reasons).toEqual(expect.arrayContaining(['database unreachable']));
-    for (const reason of down.body.reasons!) expect(['database unreachable', 'database not answering', 'worker listener not listening', 'live listener not listening']).toContain(reason);
+    for (const reason of down.body.reasons!)
+      expect(['database unreachable', 'database not answering', 'worker listener not listening', 'live listener not listening']).toContain(
+        reason,
+      );
     for (const secret of [t.name, '127.0.0.1', '5432', 'postgres']) expect(down.text).not.toContain(secret);
     expect((await probe(base, '/healthz')).status).toBe(200);
     await adminQuery(`alter database ${t.name} allow_connections true`);
@@ -134,7 +148,11 @@ describe('jobgate worker', () => {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const base = await eventually(async () => /metrics: \/healthz, \/readyz and \/metrics at (http:\/\/\S+)/.exec(stderr)?.[1], 30_000, 'the worker to log its metrics address');
+    const base = await eventually(
+      async () => /metrics: \/healthz, \/readyz and \/metrics at (http:\/\/\S+)/.exec(stderr)?.[1],
+      30_000,
+      'the worker to log its metrics address',
+    );
     await eventually(async () => (await probe(base, '/readyz')).status === 200, 15_000, 'the worker to be ready');
     expect(await probe(base, '/healthz')).toMatchObject({ status: 200, body: { status: 'up' } });
     expect((await fetch(new URL('/metrics', base))).status).toBe(401);
@@ -146,20 +164,28 @@ describe('jobgate worker', () => {
     expect(before.has('jobgate_live_subscriptions')).toBe(false);
     const N = 3;
     for (let i = 0; i < N; i++) await t.service.createJob(t.actor, { endpointName: 'w.http', kind: 'IMMEDIATE' });
-    const after = await eventually(async () => {
-      const s = await scrape(base, TOKEN);
-      return s.value('jobgate_executions_finished_total', { endpoint: 'w.http', outcome: 'SUCCEEDED' }) >= N ? s : undefined;
-    }, 15_000, 'the worker to count its executions');
+    const after = await eventually(
+      async () => {
+        const s = await scrape(base, TOKEN);
+        return s.value('jobgate_executions_finished_total', { endpoint: 'w.http', outcome: 'SUCCEEDED' }) >= N ? s : undefined;
+      },
+      15_000,
+      'the worker to count its executions',
+    );
     expect(after.value('jobgate_executions_finished_total', { endpoint: 'w.http', outcome: 'SUCCEEDED' })).toBe(N);
     expect(after.count('jobgate_attempt_duration_seconds', { endpoint: 'w.http' })).toBe(N);
     expect(target.hitsOf('/ok')).toHaveLength(N);
 
     const exited = new Promise<number | null>((r) => child!.once('exit', (code) => r(code)));
     child.kill('SIGTERM');
-    const stopping = await eventually(async () => {
-      const p = await probe(base, '/readyz').catch(() => undefined);
-      return p?.status === 503 ? p : undefined;
-    }, 10_000, '/readyz to turn 503');
+    const stopping = await eventually(
+      async () => {
+        const p = await probe(base, '/readyz').catch(() => undefined);
+        return p?.status === 503 ? p : undefined;
+      },
+      10_000,
+      '/readyz to turn 503',
+    );
     expect(stopping.body).toEqual({ status: 'not ready', reasons: ['shutting down'] });
     expect(await exited).toBe(0);
   });

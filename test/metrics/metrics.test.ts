@@ -79,7 +79,10 @@ describe('/metrics', () => {
     for (let i = 0; i < N; i++) jobs.push((await t.service.createJob(t.actor, { endpointName: 'm.ok', kind: 'IMMEDIATE' })).job.id);
     const failed = (await t.service.createJob(t.actor, { endpointName: 'm.fail', kind: 'IMMEDIATE' })).job.id;
     await eventually(async () => {
-      const { rows } = await t.query(`select count(*)::int as n from executions where job_id = any($1) and status in ('SUCCEEDED', 'FAILED')`, [[...jobs, failed]]);
+      const { rows } = await t.query(
+        `select count(*)::int as n from executions where job_id = any($1) and status in ('SUCCEEDED', 'FAILED')`,
+        [[...jobs, failed]],
+      );
       return rows[0].n === N + 1;
     });
     // Recorded means counted: the outcome's record and the counter move together, but read them until both are in.
@@ -90,7 +93,8 @@ describe('/metrics', () => {
         ? s
         : undefined;
     });
-    const delta = (name: string, labels: Record<string, string>, read: (s: Scrape) => number = (s) => s.value(name, labels)) => read(after) - read(before);
+    const delta = (name: string, labels: Record<string, string>, read: (s: Scrape) => number = (s) => s.value(name, labels)) =>
+      read(after) - read(before);
     expect(delta('jobgate_executions_finished_total', { endpoint: 'm.ok', outcome: 'SUCCEEDED' })).toBe(N);
     expect(delta('jobgate_executions_finished_total', { endpoint: 'm.ok', outcome: 'FAILED' })).toBe(0);
     expect(delta('jobgate_executions_finished_total', { endpoint: 'm.fail', outcome: 'FAILED' })).toBe(1);
@@ -110,10 +114,14 @@ describe('/metrics', () => {
     await t.service.createJob(t.actor, { endpointName: 'm.nobody', kind: 'IMMEDIATE' });
     await t.service.createJob(t.actor, { endpointName: 'm.nobody', kind: 'IMMEDIATE' });
     // The gauges are read at most every 5 s: wait for a read that includes them.
-    const s = await eventually(async () => {
-      const got = await scrape(base, TOKEN);
-      return got.value('jobgate_executions', { endpoint: 'm.nobody', state: 'pending' }) === 2 ? got : undefined;
-    }, 15_000, 'the queue gauges to show the new executions');
+    const s = await eventually(
+      async () => {
+        const got = await scrape(base, TOKEN);
+        return got.value('jobgate_executions', { endpoint: 'm.nobody', state: 'pending' }) === 2 ? got : undefined;
+      },
+      15_000,
+      'the queue gauges to show the new executions',
+    );
     expect(s.value('jobgate_executions', { endpoint: 'm.nobody', state: 'due' })).toBe(2);
     expect(s.value('jobgate_executions', { endpoint: 'm.nobody', state: 'running' })).toBe(0);
     expect(s.value('jobgate_executions', { endpoint: 'm.ok', state: 'pending' })).toBe(1);
@@ -128,11 +136,15 @@ describe('/metrics', () => {
     const m = await gql('mutation($id: ID!) { pauseJob(id: $id) { id } }', { id: '00000000-0000-0000-0000-000000000000' });
     expect(m.errors?.length).toBeGreaterThan(0);
     const after = await scrape(base, TOKEN);
-    const d = (labels: Record<string, string>) => after.value('jobgate_graphql_operations_total', labels) - before.value('jobgate_graphql_operations_total', labels);
+    const d = (labels: Record<string, string>) =>
+      after.value('jobgate_graphql_operations_total', labels) - before.value('jobgate_graphql_operations_total', labels);
     expect(d({ type: 'query', outcome: 'ok' })).toBe(1);
     expect(d({ type: 'query', outcome: 'error' })).toBe(1);
     expect(d({ type: 'mutation', outcome: 'error' })).toBe(1);
-    expect(after.value('jobgate_http_requests_total', { route: '/graphql', code: '200' }) - before.value('jobgate_http_requests_total', { route: '/graphql', code: '200' })).toBe(3);
+    expect(
+      after.value('jobgate_http_requests_total', { route: '/graphql', code: '200' }) -
+        before.value('jobgate_http_requests_total', { route: '/graphql', code: '200' }),
+    ).toBe(3);
     // Scrapes are requests too: the one before this one is counted.
     expect(after.value('jobgate_http_requests_total', { route: '/metrics', code: '200' })).toBeGreaterThan(0);
   });
@@ -141,16 +153,29 @@ describe('/metrics', () => {
     const subscriptions = async () => (await scrape(base, TOKEN)).value('jobgate_live_subscriptions');
     const start = await subscriptions();
     const before = await scrape(base, TOKEN);
-    const client: Client = createClient({ url: app.url.replace(/^http/, 'ws'), webSocketImpl: WebSocket, retryAttempts: 0, connectionParams: { authorization: `Bearer ${key}` } });
+    const client: Client = createClient({
+      url: app.url.replace(/^http/, 'ws'),
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      connectionParams: { authorization: `Bearer ${key}` },
+    });
     const got: unknown[] = [];
-    const stop = client.subscribe({ query: 'subscription { executionUpdates { cursor status } }' }, { next: (m) => void got.push(m), error: () => {}, complete: () => {} });
+    const stop = client.subscribe(
+      { query: 'subscription { executionUpdates { cursor status } }' },
+      { next: (m) => void got.push(m), error: () => {}, complete: () => {} },
+    );
     try {
       await eventually(async () => (await subscriptions()) === start + 1, 10_000, 'the subscription to be counted');
       await t.service.createJob(t.actor, { endpointName: 'm.ok', kind: 'IMMEDIATE' });
       await eventually(async () => got.length >= 1, 10_000, 'an event');
       const after = await scrape(base, TOKEN);
-      expect(after.value('jobgate_live_events_delivered_total') - before.value('jobgate_live_events_delivered_total')).toBeGreaterThanOrEqual(got.length);
-      expect(after.value('jobgate_graphql_operations_total', { type: 'subscription', outcome: 'ok' }) - before.value('jobgate_graphql_operations_total', { type: 'subscription', outcome: 'ok' })).toBe(1);
+      expect(
+        after.value('jobgate_live_events_delivered_total') - before.value('jobgate_live_events_delivered_total'),
+      ).toBeGreaterThanOrEqual(got.length);
+      expect(
+        after.value('jobgate_graphql_operations_total', { type: 'subscription', outcome: 'ok' }) -
+          before.value('jobgate_graphql_operations_total', { type: 'subscription', outcome: 'ok' }),
+      ).toBe(1);
     } finally {
       stop();
       await client.dispose();
@@ -165,7 +190,9 @@ describe('/metrics', () => {
       const s = await scrape(new URL(second.url).origin, TOKEN);
       // Only the first app's worker ran executions.
       expect(s.has('jobgate_executions_finished_total', { endpoint: 'm.ok' })).toBe(false);
-      expect((await scrape(base, TOKEN)).value('jobgate_executions_finished_total', { endpoint: 'm.ok', outcome: 'SUCCEEDED' })).toBeGreaterThan(0);
+      expect(
+        (await scrape(base, TOKEN)).value('jobgate_executions_finished_total', { endpoint: 'm.ok', outcome: 'SUCCEEDED' }),
+      ).toBeGreaterThan(0);
       // A gateway alone has no worker gauge.
       expect(s.has('jobgate_worker_attempts_in_flight')).toBe(false);
     } finally {

@@ -25,14 +25,24 @@ async function snapshot(): Promise<string> {
   return JSON.stringify(parts);
 }
 
-const http = { kind: 'HTTP' as const, url: 'https://example.com/hook', signingSecret: 'whsec_0123456789abcdef', headers: { authorization: 'Bearer s3cr3t-token' } };
+const http = {
+  kind: 'HTTP' as const,
+  url: 'https://example.com/hook',
+  signingSecret: 'whsec_0123456789abcdef',
+  headers: { authorization: 'Bearer s3cr3t-token' },
+};
 
 /** Per CHECK constraint: calls whose input would break it if it reached the statement. */
 const CASES: Record<string, [string, () => Promise<unknown>][]> = {
   endpoints_name_check: [['a name that is not dotted lowercase', () => t.service.registerEndpoint(t.actor, { ...http, name: 'Bad Name' })]],
-  endpoints_kind_check: [['an unknown kind', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.kind', kind: 'QUEUE' as never })]],
+  endpoints_kind_check: [
+    ['an unknown kind', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.kind', kind: 'QUEUE' as never })],
+  ],
   endpoints_type_check: [
-    ['an unknown type from a library caller', () => t.service.registerEndpoint(t.systemActor, { ...http, name: 'a.type' }, { type: 'EXTERNAL' as EndpointType })],
+    [
+      'an unknown type from a library caller',
+      () => t.service.registerEndpoint(t.systemActor, { ...http, name: 'a.type' }, { type: 'EXTERNAL' as EndpointType }),
+    ],
   ],
   endpoints_method_check: [
     ['an unknown method', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.method', method: 'TRACE' as never })],
@@ -56,7 +66,10 @@ const CASES: Record<string, [string, () => Promise<unknown>][]> = {
   ],
   // Unnamed table constraints are named by Postgres: endpoints_check is backoff_max_ms >= backoff_base_ms,
   endpoints_check: [
-    ['a max below the given base', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.max1', backoffBaseMs: 2000, backoffMaxMs: 1000 })],
+    [
+      'a max below the given base',
+      () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.max1', backoffBaseMs: 2000, backoffMaxMs: 1000 }),
+    ],
     ['a max alone, below the default base', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.max2', backoffMaxMs: 500 })],
     ['a base alone, above the default max', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.max3', backoffBaseMs: 400_000 })],
     ['a base above the stored max on update', () => t.service.updateEndpoint(t.actor, { id: httpId, backoffBaseMs: 400_000 })],
@@ -70,13 +83,21 @@ const CASES: Record<string, [string, () => Promise<unknown>][]> = {
   endpoints_check1: [
     ['an HTTP endpoint without a url', () => t.service.registerEndpoint(t.actor, { name: 'a.nourl', kind: 'HTTP' })],
     ['an HTTP endpoint with a handler', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.both', handlerName: 'h' })],
-    ['a HANDLER endpoint with a url', () => t.service.registerEndpoint(t.actor, { name: 'a.hurl', kind: 'HANDLER', handlerName: 'h', url: 'https://example.com/' })],
+    [
+      'a HANDLER endpoint with a url',
+      () => t.service.registerEndpoint(t.actor, { name: 'a.hurl', kind: 'HANDLER', handlerName: 'h', url: 'https://example.com/' }),
+    ],
     ['a url cleared on update', () => t.service.updateEndpoint(t.actor, { id: httpId, url: null })],
     ['a handler given to an HTTP endpoint on update', () => t.service.updateEndpoint(t.actor, { id: httpId, handlerName: 'h' })],
-    ['a url given to a HANDLER endpoint on update', () => t.service.updateEndpoint(t.actor, { id: handlerId, url: 'https://example.com/' })],
+    [
+      'a url given to a HANDLER endpoint on update',
+      () => t.service.updateEndpoint(t.actor, { id: handlerId, url: 'https://example.com/' }),
+    ],
     ['a handler cleared on update', () => t.service.updateEndpoint(t.actor, { id: handlerId, handlerName: null })],
   ],
-  configs_entries_check: [['entries that are not a list of entries', () => t.service.setConfig(t.actor, { name: 'a.config', entries: { token: 'x' } as never })]],
+  configs_entries_check: [
+    ['entries that are not a list of entries', () => t.service.setConfig(t.actor, { name: 'a.config', entries: { token: 'x' } as never })],
+  ],
   api_keys_name_check: [
     ['an empty key name', () => t.service.createApiKey(t.actor, { name: '', role: 'VIEWER' })],
     ['a key name of 201 characters', () => t.service.createApiKey(t.actor, { name: 'n'.repeat(201), role: 'VIEWER' })],
@@ -127,7 +148,15 @@ describe('registerEndpoint over GraphQL', () => {
     ['backoffBaseMs alone, above the default max', { backoffBaseMs: 400_000 }, 'backoffBaseMs'],
   ])('refuses %s as VALIDATION_FAILED naming the field, writing nothing', async (_what, backoff, field) => {
     const before = await snapshot();
-    const res = await g.gql(REGISTER, { input: { name: `gql.${field.toLowerCase()}`, kind: 'HTTP', url: 'https://example.com/hook', signingSecret: 'whsec_0123456789abcdef', ...backoff } });
+    const res = await g.gql(REGISTER, {
+      input: {
+        name: `gql.${field.toLowerCase()}`,
+        kind: 'HTTP',
+        url: 'https://example.com/hook',
+        signingSecret: 'whsec_0123456789abcdef',
+        ...backoff,
+      },
+    });
     expect(res.data).toBeNull();
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: [field] }] });
     expect(await snapshot()).toBe(before);

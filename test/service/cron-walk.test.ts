@@ -22,7 +22,13 @@ function fieldSet(field: string, lo: number, hi: number): Set<number> {
 
 function matcher(expr: string) {
   const [mi, h, dom, mo, dow] = expr.split(' ') as [string, string, string, string, string];
-  const sets = { mi: fieldSet(mi, 0, 59), h: fieldSet(h, 0, 23), dom: fieldSet(dom, 1, 31), mo: fieldSet(mo, 1, 12), dow: fieldSet(dow, 0, 6) };
+  const sets = {
+    mi: fieldSet(mi, 0, 59),
+    h: fieldSet(h, 0, 23),
+    dom: fieldSet(dom, 1, 31),
+    mo: fieldSet(mo, 1, 12),
+    dow: fieldSet(dow, 0, 6),
+  };
   const both = dom.startsWith('*') || dow.startsWith('*');
   return {
     allHours: sets.h.size === 24,
@@ -50,7 +56,15 @@ function wallOf(fmt: Intl.DateTimeFormat, t: number): Wall & { key: number } {
 }
 
 function bruteForce(expr: string, tz: string, from: number, to: number): number[] {
-  const fmt = new Intl.DateTimeFormat('en-US', { timeZone: tz, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric' });
+  const fmt = new Intl.DateTimeFormat('en-US', {
+    timeZone: tz,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+  });
   const m = matcher(expr);
   const fires = new Set<number>();
   let prev = wallOf(fmt, from - MIN);
@@ -128,7 +142,9 @@ describe('cron fire times across DST, against a brute-force walk', () => {
     const to = Date.UTC(2010, 10, 9);
     for (const expr of EXPRESSIONS) {
       const expected = bruteForce(expr, 'America/St_Johns', from, to).map((t) => new Date(t).toISOString());
-      const walked = nextOccurrences(normalizeCron(expr), 'America/St_Johns', new Date(from - 1), 10_000, new Date(to)).map((d) => d.toISOString());
+      const walked = nextOccurrences(normalizeCron(expr), 'America/St_Johns', new Date(from - 1), 10_000, new Date(to)).map((d) =>
+        d.toISOString(),
+      );
       expect(walked, expr).toEqual(expected);
     }
   });
@@ -144,7 +160,12 @@ describe('cron fire times across DST, against a brute-force walk', () => {
     expect(daily).toEqual(['2026-11-01T05:30:00.000Z', '2026-11-02T06:30:00.000Z']);
     const hourly = nextOccurrences('30 * * * *', 'America/New_York', new Date('2026-11-01T04:00:00Z'), 4).map((d) => d.toISOString());
     // 00:30 EDT, 01:30 EDT, 01:30 EST, 02:30 EST: real hourly cadence.
-    expect(hourly).toEqual(['2026-11-01T04:30:00.000Z', '2026-11-01T05:30:00.000Z', '2026-11-01T06:30:00.000Z', '2026-11-01T07:30:00.000Z']);
+    expect(hourly).toEqual([
+      '2026-11-01T04:30:00.000Z',
+      '2026-11-01T05:30:00.000Z',
+      '2026-11-01T06:30:00.000Z',
+      '2026-11-01T07:30:00.000Z',
+    ]);
   });
 
   it('reads day-of-month with day-of-week per crontab: 0 0 */2 * 1 fires on odd-dated Mondays only', () => {

@@ -42,13 +42,17 @@ describe('endpoints', () => {
   it('refuses references to another workspace as NOT_FOUND', async () => {
     const foreign = await t.service.createPayloadSpec(t.otherActor, { name: 'foreign.spec', jsonSchema: true });
     expect(
-      await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'x.y', kind: 'HANDLER', handlerName: 'h', payloadSpecId: foreign.id })),
+      await codeOf(() =>
+        t.service.registerEndpoint(t.actor, { name: 'x.y', kind: 'HANDLER', handlerName: 'h', payloadSpecId: foreign.id }),
+      ),
     ).toBe('NOT_FOUND');
   });
 
   it('is CONFLICT for a second live endpoint with the same name, and frees the name on archive', async () => {
     const ep = await t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' });
-    expect(await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' }))).toBe('CONFLICT');
+    expect(await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' }))).toBe(
+      'CONFLICT',
+    );
     await t.service.archiveEndpoint(t.actor, ep.id);
     const again = await t.service.registerEndpoint(t.actor, { name: 'dup.name', kind: 'HANDLER', handlerName: 'h' });
     expect(again.id).not.toBe(ep.id);
@@ -56,7 +60,9 @@ describe('endpoints', () => {
 
   it('allows the same name in two workspaces', async () => {
     await t.service.registerEndpoint(t.actor, { name: 'same.in-both', kind: 'HANDLER', handlerName: 'h' });
-    await expect(t.service.registerEndpoint(t.otherActor, { name: 'same.in-both', kind: 'HANDLER', handlerName: 'h' })).resolves.toBeTruthy();
+    await expect(
+      t.service.registerEndpoint(t.otherActor, { name: 'same.in-both', kind: 'HANDLER', handlerName: 'h' }),
+    ).resolves.toBeTruthy();
   });
 
   it('validates names and kind-specific fields with paths', async () => {
@@ -68,12 +74,28 @@ describe('endpoints', () => {
   });
 
   it('refuses a secret config value too short to be redacted (VALIDATION_FAILED), storing nothing', async () => {
-    const err = await t.service.setConfig(t.actor, { name: 'short.secret', entries: [{ key: 'host', value: 'a' }, { key: 'pin', value: '123', secret: true }] }).catch((e) => e);
+    const err = await t.service
+      .setConfig(t.actor, {
+        name: 'short.secret',
+        entries: [
+          { key: 'host', value: 'a' },
+          { key: 'pin', value: '123', secret: true },
+        ],
+      })
+      .catch((e) => e);
     expect(err.code).toBe('VALIDATION_FAILED');
     expect(err.issues).toEqual([expect.objectContaining({ path: ['entries', 1, 'value'] })]);
     expect((await t.query(`select count(*)::int as n from configs where name = 'short.secret'`)).rows[0].n).toBe(0);
     // Short values that are not secret are fine, and so is a secret of four characters.
-    await expect(t.service.setConfig(t.actor, { name: 'short.secret', entries: [{ key: 'host', value: 'a' }, { key: 'pin', value: '1234', secret: true }] })).resolves.toBeDefined();
+    await expect(
+      t.service.setConfig(t.actor, {
+        name: 'short.secret',
+        entries: [
+          { key: 'host', value: 'a' },
+          { key: 'pin', value: '1234', secret: true },
+        ],
+      }),
+    ).resolves.toBeDefined();
   });
 
   it('never returns the signing secret, only whether one is set', async () => {
@@ -97,11 +119,17 @@ describe('endpoints', () => {
   });
 
   it('refuses changes to internal endpoints from users', async () => {
-    const ep = await t.service.registerEndpoint(t.systemActor, { name: 'system.thing', kind: 'HANDLER', handlerName: 'h' }, { type: 'INTERNAL' });
+    const ep = await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'system.thing', kind: 'HANDLER', handlerName: 'h' },
+      { type: 'INTERNAL' },
+    );
     expect(await codeOf(() => t.service.updateEndpoint(t.actor, { id: ep.id, description: 'mine now' }))).toBe('FORBIDDEN');
     expect(await codeOf(() => t.service.archiveEndpoint(t.actor, ep.id))).toBe('FORBIDDEN');
     expect(
-      await codeOf(() => t.service.registerEndpoint(t.actor, { name: 'sneaky.one', kind: 'HANDLER', handlerName: 'h' }, { type: 'INTERNAL' })),
+      await codeOf(() =>
+        t.service.registerEndpoint(t.actor, { name: 'sneaky.one', kind: 'HANDLER', handlerName: 'h' }, { type: 'INTERNAL' }),
+      ),
     ).toBe('FORBIDDEN');
   });
 });
@@ -118,7 +146,12 @@ describe('payload specs and configs', () => {
 
   it('bumps the version when the schema changes, and new jobs are checked against the new one', async () => {
     const spec = await t.service.createPayloadSpec(t.actor, { name: 'evolving.spec', jsonSchema: { type: 'object' } });
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'evolving.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'evolving.target',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: spec.id,
+    });
     await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: {} });
     const v2 = await t.service.updatePayloadSpec(t.actor, { id: spec.id, jsonSchema: { type: 'object', required: ['x'] } });
     expect(v2.version).toBe(2);
@@ -128,11 +161,24 @@ describe('payload specs and configs', () => {
   it('checks each spec against its own schema when two share a $id, across workspaces and versions', async () => {
     const $id = 'https://specs.example/order';
     const mine = await t.service.createPayloadSpec(t.actor, { name: 'same-id.mine', jsonSchema: { $id, type: 'object' } });
-    const myEp = await t.service.registerEndpoint(t.actor, { name: 'same-id.mine', kind: 'HANDLER', handlerName: 'h', payloadSpecId: mine.id });
+    const myEp = await t.service.registerEndpoint(t.actor, {
+      name: 'same-id.mine',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: mine.id,
+    });
     await t.service.createJob(t.actor, { endpointId: myEp.id, kind: 'IMMEDIATE', input: {} });
 
-    const theirs = await t.service.createPayloadSpec(t.otherActor, { name: 'same-id.theirs', jsonSchema: { $id, type: 'object', required: ['z'] } });
-    const theirEp = await t.service.registerEndpoint(t.otherActor, { name: 'same-id.theirs', kind: 'HANDLER', handlerName: 'h', payloadSpecId: theirs.id });
+    const theirs = await t.service.createPayloadSpec(t.otherActor, {
+      name: 'same-id.theirs',
+      jsonSchema: { $id, type: 'object', required: ['z'] },
+    });
+    const theirEp = await t.service.registerEndpoint(t.otherActor, {
+      name: 'same-id.theirs',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: theirs.id,
+    });
     const refused = (await t.service.createJob(t.otherActor, { endpointId: theirEp.id, kind: 'IMMEDIATE', input: {} }).catch((e) => e)) as {
       code: string;
       issues: { path: unknown[] }[];
@@ -143,7 +189,9 @@ describe('payload specs and configs', () => {
 
     // A new version keeping its $id replaces the old one rather than colliding with it.
     await t.service.updatePayloadSpec(t.actor, { id: mine.id, jsonSchema: { $id, type: 'object', required: ['y'] } });
-    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: myEp.id, kind: 'IMMEDIATE', input: {} }))).toBe('VALIDATION_FAILED');
+    expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: myEp.id, kind: 'IMMEDIATE', input: {} }))).toBe(
+      'VALIDATION_FAILED',
+    );
   });
 
   it('refuses a schema whose $ref cycle never reaches into the input, and keeps ones that recurse through it', async () => {
@@ -151,7 +199,10 @@ describe('payload specs and configs', () => {
       ['loop.self', { $ref: '#' }],
       ['loop.pair', { $defs: { a: { $ref: '#/$defs/b' }, b: { allOf: [{ $ref: '#/$defs/a' }] } }, $ref: '#/$defs/a' }],
     ] as const) {
-      const error = (await t.service.createPayloadSpec(t.actor, { name, jsonSchema }).catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
+      const error = (await t.service.createPayloadSpec(t.actor, { name, jsonSchema }).catch((e) => e)) as {
+        code: string;
+        issues: { path: unknown[] }[];
+      };
       expect(error.code).toBe('VALIDATION_FAILED');
       expect(error.issues[0]!.path).toEqual(['jsonSchema']);
     }
@@ -161,9 +212,18 @@ describe('payload specs and configs', () => {
       name: 'tree.node',
       jsonSchema: { type: 'object', properties: { children: { type: 'array', items: { $ref: '#' } } }, additionalProperties: false },
     });
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'tree.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: tree.id });
-    await expect(t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { children: [{ children: [] }] } })).resolves.toBeTruthy();
-    const deep = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { children: [{ x: 1 }] } }).catch((e) => e)) as {
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'tree.target',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: tree.id,
+    });
+    await expect(
+      t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { children: [{ children: [] }] } }),
+    ).resolves.toBeTruthy();
+    const deep = (await t.service
+      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { children: [{ x: 1 }] } })
+      .catch((e) => e)) as {
       issues: { path: unknown[] }[];
     };
     expect(deep.issues.map((i) => i.path)).toEqual([['input', 'children', 0]]);
@@ -172,7 +232,12 @@ describe('payload specs and configs', () => {
   it('answers VALIDATION_FAILED, not a crash, for a looping spec stored before such specs were refused', async () => {
     const spec = await t.service.createPayloadSpec(t.actor, { name: 'legacy.loop', jsonSchema: { type: 'object' } });
     await t.query(`update payload_specs set json_schema = '{"$ref": "#"}'::jsonb, version = version + 1 where id = $1`, [spec.id]);
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'legacy.loop', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'legacy.loop',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: spec.id,
+    });
     const error = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: {} }).catch((e) => e)) as {
       code: string;
       issues: { path: unknown[] }[];
@@ -188,9 +253,18 @@ describe('payload specs and configs', () => {
     // is linear; no wall-clock bound is asserted (the figure is the benchmark's to print).
     const spec = await t.service.createPayloadSpec(t.actor, {
       name: 'redos.spec',
-      jsonSchema: { type: 'object', properties: { id: { type: 'string', pattern: '^(a+)+$' } }, patternProperties: { '^(b+)+$': { type: 'number' } } },
+      jsonSchema: {
+        type: 'object',
+        properties: { id: { type: 'string', pattern: '^(a+)+$' } },
+        patternProperties: { '^(b+)+$': { type: 'number' } },
+      },
     });
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'redos.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'redos.target',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: spec.id,
+    });
     await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: 'aaa' } });
     const error = (await t.service
       .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { id: `${'a'.repeat(40)}!`, [`${'b'.repeat(40)}!`]: 'x' } })
@@ -213,8 +287,16 @@ describe('payload specs and configs', () => {
 
   it('answers VALIDATION_FAILED, not a crash, for a lookaround pattern stored before such patterns were refused', async () => {
     const spec = await t.service.createPayloadSpec(t.actor, { name: 'legacy.lookahead', jsonSchema: { type: 'string' } });
-    await t.query(`update payload_specs set json_schema = '{"type": "string", "pattern": "^(?!x)"}'::jsonb, version = version + 1 where id = $1`, [spec.id]);
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'legacy.lookahead', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    await t.query(
+      `update payload_specs set json_schema = '{"type": "string", "pattern": "^(?!x)"}'::jsonb, version = version + 1 where id = $1`,
+      [spec.id],
+    );
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'legacy.lookahead',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: spec.id,
+    });
     const error = (await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: 'y' }).catch((e) => e)) as {
       code: string;
       issues: { path: unknown[] }[];
@@ -224,8 +306,16 @@ describe('payload specs and configs', () => {
   });
 
   it('checks uniqueItems in time near-linear in the array, and still finds duplicates whatever their key order', async () => {
-    const spec = await t.service.createPayloadSpec(t.actor, { name: 'unique.spec', jsonSchema: { type: 'object', properties: { rows: { type: 'array', uniqueItems: true } } } });
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'unique.target', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const spec = await t.service.createPayloadSpec(t.actor, {
+      name: 'unique.spec',
+      jsonSchema: { type: 'object', properties: { rows: { type: 'array', uniqueItems: true } } },
+    });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'unique.target',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: spec.id,
+    });
     // ajv compares every pair of items: 30,000 took 11 s, so 100,000 would take about 2 minutes,
     // far past the test's timeout; a linear check takes a fraction of a second. No wall-clock
     // bound is asserted (the figure is the benchmark's to print).
@@ -233,16 +323,30 @@ describe('payload specs and configs', () => {
     await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows } });
 
     const error = (await t.service
-      .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [{ a: 1, b: [1, { c: 2 }] }, 3, { b: [1, { c: 2 }], a: 1 }] } })
+      .createJob(t.actor, {
+        endpointId: ep.id,
+        kind: 'IMMEDIATE',
+        input: { rows: [{ a: 1, b: [1, { c: 2 }] }, 3, { b: [1, { c: 2 }], a: 1 }] },
+      })
       .catch((e) => e)) as { code: string; issues: { path: unknown[] }[] };
     expect(error.code).toBe('VALIDATION_FAILED');
     expect(error.issues.map((i) => i.path)).toEqual([['input', 'rows']]);
-    await expect(t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [1, '1', [1], { 1: 1 }, null, 0] } })).resolves.toBeTruthy();
+    await expect(
+      t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { rows: [1, '1', [1], { 1: 1 }, null, 0] } }),
+    ).resolves.toBeTruthy();
   });
 
   it('lists at most 100 issues of one refused input, and says how many more there were', async () => {
-    const spec = await t.service.createPayloadSpec(t.actor, { name: 'many.issues', jsonSchema: { type: 'array', items: { type: 'string' } } });
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'many.issues', kind: 'HANDLER', handlerName: 'h', payloadSpecId: spec.id });
+    const spec = await t.service.createPayloadSpec(t.actor, {
+      name: 'many.issues',
+      jsonSchema: { type: 'array', items: { type: 'string' } },
+    });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'many.issues',
+      kind: 'HANDLER',
+      handlerName: 'h',
+      payloadSpecId: spec.id,
+    });
     const error = (await t.service
       .createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: Array.from({ length: 5000 }, () => 1) })
       .catch((e) => e)) as { code: string; issues: { path: unknown[]; message: string }[] };
@@ -265,8 +369,16 @@ describe('payload specs and configs', () => {
       { key: 'api_key', value: null, secret: true },
       { key: 'b', value: '2', secret: false },
     ]);
-    expect(await codeOf(() => t.service.setConfig(t.actor, { name: 'app.settings', entries: [{ key: 'a', value: '1' }, { key: 'a', value: '2' }] }))).toBe(
-      'VALIDATION_FAILED',
-    );
+    expect(
+      await codeOf(() =>
+        t.service.setConfig(t.actor, {
+          name: 'app.settings',
+          entries: [
+            { key: 'a', value: '1' },
+            { key: 'a', value: '2' },
+          ],
+        }),
+      ),
+    ).toBe('VALIDATION_FAILED');
   });
 });

@@ -120,7 +120,14 @@ describe('createJob', () => {
   });
 
   it('is CONFLICT, naming the field, when a key is reused with a different name, max attempts, lock key or schedule', async () => {
-    const plain = { endpointName: 'plain.task', kind: 'IMMEDIATE' as const, idempotencyKey: 'opts-1', name: 'n', maxAttempts: 3, lockKey: 'opts-lock' };
+    const plain = {
+      endpointName: 'plain.task',
+      kind: 'IMMEDIATE' as const,
+      idempotencyKey: 'opts-1',
+      name: 'n',
+      maxAttempts: 3,
+      lockKey: 'opts-lock',
+    };
     const first = await t.service.createJob(t.actor, plain);
     for (const [change, field] of [
       [{ name: 'other' }, 'name'],
@@ -193,7 +200,11 @@ describe('createJob', () => {
   });
 
   it('refuses jobs on INTERNAL endpoints for users, and lets jobgate itself create them', async () => {
-    const internal = await t.service.registerEndpoint(t.systemActor, { name: 'system.reaper', kind: 'HANDLER', handlerName: 'reaper' }, { type: 'INTERNAL' });
+    const internal = await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'system.reaper', kind: 'HANDLER', handlerName: 'reaper' },
+      { type: 'INTERNAL' },
+    );
     expect(await codeOf(() => t.service.createJob(t.actor, { endpointId: internal.id, kind: 'IMMEDIATE' }))).toBe('INTERNAL_ENDPOINT');
     const { created } = await t.service.createJob(t.systemActor, { endpointId: internal.id, kind: 'IMMEDIATE' });
     expect(created).toBe(true);
@@ -221,7 +232,9 @@ describe('createJob', () => {
   });
 
   it('checks kind-specific fields: DELAYED needs runAt, CRON needs cron, and not the other way round', async () => {
-    const delayed = (await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', input: invoice }).catch((e) => e)) as ValidationError;
+    const delayed = (await t.service
+      .createJob(t.actor, { endpointId, kind: 'DELAYED', input: invoice })
+      .catch((e) => e)) as ValidationError;
     expect(delayed.issues).toContainEqual({ path: ['runAt'], message: 'is required for a DELAYED job' });
     const imm = (await t.service
       .createJob(t.actor, { endpointId, kind: 'IMMEDIATE', input: invoice, cron: { expression: '* * * * *' } })
@@ -260,7 +273,9 @@ describe('createJob', () => {
     const inputs = [{ n: 10n }, cyclic, deep];
     for (const [i, input] of inputs.entries()) {
       const name = `not-json-${i}`;
-      expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', name, input }))).toBe('VALIDATION_FAILED');
+      expect(await codeOf(() => t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', name, input }))).toBe(
+        'VALIDATION_FAILED',
+      );
       const { rows } = await t.query("select result_code from audit_log where action = 'job.create' and input->>'name' = $1", [name]);
       expect(rows, name).toEqual([{ result_code: 'VALIDATION_FAILED' }]);
     }
@@ -303,11 +318,15 @@ describe('createJob', () => {
     // plain.task has no payload spec and the job no key: createJob writes it in one statement.
     await t.query(`create function refuse_first_execution() returns trigger language plpgsql as $$
       begin if new.max_attempts = 98 then raise exception 'refused by test'; end if; return new; end $$`);
-    await t.query('create trigger refuse_first_execution before insert on executions for each row execute function refuse_first_execution()');
+    await t.query(
+      'create trigger refuse_first_execution before insert on executions for each row execute function refuse_first_execution()',
+    );
     try {
       const count = async (table: string) => (await t.query(`select count(*)::int as n from ${table}`)).rows[0].n as number;
       const [jobs, ok] = [await count('jobs'), await count(`audit_log where action = 'job.create' and result_code = 'OK'`)];
-      await expect(t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', maxAttempts: 98 })).rejects.toThrow(/refused by test/);
+      await expect(t.service.createJob(t.actor, { endpointName: 'plain.task', kind: 'IMMEDIATE', maxAttempts: 98 })).rejects.toThrow(
+        /refused by test/,
+      );
       expect(await count('jobs')).toBe(jobs);
       expect(await count(`audit_log where action = 'job.create' and result_code = 'OK'`)).toBe(ok);
       const { rows } = await t.query(`select result_code from audit_log where action = 'job.create' order by id desc limit 1`);
@@ -320,26 +339,57 @@ describe('createJob', () => {
 
   it('leaves the same job, execution and audit rows on the one-statement path as in the full transaction', async () => {
     // No key: one statement. An idempotency key takes the full transactional path.
-    const request = { endpointName: 'plain.task', kind: 'DELAYED' as const, name: 'same rows', runAt: new Date(Date.now() + 60_000), input: { a: [1, { b: 'c' }] }, maxAttempts: 3 };
+    const request = {
+      endpointName: 'plain.task',
+      kind: 'DELAYED' as const,
+      name: 'same rows',
+      runAt: new Date(Date.now() + 60_000),
+      input: { a: [1, { b: 'c' }] },
+      maxAttempts: 3,
+    };
     const quick = await t.service.createJob(t.actor, request);
     // Without the pg pool, the one statement goes through kysely (unnamed).
     const unpooled = await createJobService({ db: t.db, defaultMaxAttempts: 5 }).createJob(t.actor, request);
     const full = await t.service.createJob(t.actor, { ...request, idempotencyKey: 'same-rows' });
     const job = async (id: string) => {
-      const { id: _id, idempotency_key: _key, created_at: _c, updated_at: _u, ...rest } = (await t.query('select * from jobs where id = $1', [id])).rows[0];
+      const {
+        id: _id,
+        idempotency_key: _key,
+        created_at: _c,
+        updated_at: _u,
+        ...rest
+      } = (await t.query('select * from jobs where id = $1', [id])).rows[0];
       return rest;
     };
     expect(await job(quick.job.id)).toEqual(await job(full.job.id));
     expect(await job(unpooled.job.id)).toEqual(await job(full.job.id));
-    expect(quick.job).toEqual({ ...full.job, id: quick.job.id, idempotencyKey: null, createdAt: quick.job.createdAt, updatedAt: quick.job.updatedAt });
+    expect(quick.job).toEqual({
+      ...full.job,
+      id: quick.job.id,
+      idempotencyKey: null,
+      createdAt: quick.job.createdAt,
+      updatedAt: quick.job.updatedAt,
+    });
     const execution = async (jobId: string) => {
-      const { id: _id, job_id: _j, created_at: _c, updated_at: _u, ...rest } = (await t.query('select * from executions where job_id = $1', [jobId])).rows[0];
+      const {
+        id: _id,
+        job_id: _j,
+        created_at: _c,
+        updated_at: _u,
+        ...rest
+      } = (await t.query('select * from executions where job_id = $1', [jobId])).rows[0];
       return rest;
     };
     expect(await execution(quick.job.id)).toEqual(await execution(full.job.id));
     expect(await execution(unpooled.job.id)).toEqual(await execution(full.job.id));
     const audit = async (jobId: string) => {
-      const { id: _id, target_id, created_at: _c, input, ...rest } = (await t.query(`select * from audit_log where target_id = $1`, [jobId])).rows[0];
+      const {
+        id: _id,
+        target_id,
+        created_at: _c,
+        input,
+        ...rest
+      } = (await t.query(`select * from audit_log where target_id = $1`, [jobId])).rows[0];
       return { ...rest, target: target_id === jobId, input: { ...input, idempotencyKey: undefined } };
     };
     expect(await audit(quick.job.id)).toEqual(await audit(full.job.id));

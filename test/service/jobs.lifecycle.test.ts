@@ -80,7 +80,9 @@ describe('updateJob', () => {
     expect((await t.query('select input from jobs where id = $1', [job.id])).rows[0].input).toEqual({});
     // Job.input is non-null: a stored JSON null answered the client an internal error for a committed change.
     const g = createTestGateway(t);
-    const res = await g.gql(`mutation ($input: UpdateJobInput!) { updateJob(input: $input) { input } }`, { input: { id: job.id, input: null } });
+    const res = await g.gql(`mutation ($input: UpdateJobInput!) { updateJob(input: $input) { input } }`, {
+      input: { id: job.id, input: null },
+    });
     expect(res).toEqual({ data: { updateJob: { input: {} } } });
   });
 
@@ -132,9 +134,16 @@ describe('updateJob', () => {
       name: 'needs.n',
       jsonSchema: { type: 'object', required: ['n'], properties: { n: { type: 'number' } } },
     });
-    const ep = await t.service.registerEndpoint(t.actor, { name: 'spec.checked', kind: 'HANDLER', handlerName: 'x', payloadSpecId: spec.id });
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'spec.checked',
+      kind: 'HANDLER',
+      handlerName: 'x',
+      payloadSpecId: spec.id,
+    });
     const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE', input: { n: 1 } });
-    expect(await codeOf(() => t.service.updateJob(t.actor, { id: job.id, input: { n: 'one' }, name: 'changed' }))).toBe('VALIDATION_FAILED');
+    expect(await codeOf(() => t.service.updateJob(t.actor, { id: job.id, input: { n: 'one' }, name: 'changed' }))).toBe(
+      'VALIDATION_FAILED',
+    );
     expect(await t.service.job(t.actor, job.id)).toMatchObject({ input: { n: 1 }, name: null });
   });
 });

@@ -31,7 +31,9 @@ async function createJob(): Promise<{ id: string; cursor: string }> {
   const res = await fetch(live.httpUrl, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ query: 'mutation { createJob(input: { endpointName: "cts.target", kind: IMMEDIATE }) { job { id } eventCursor } }' }),
+    body: JSON.stringify({
+      query: 'mutation { createJob(input: { endpointName: "cts.target", kind: IMMEDIATE }) { job { id } eventCursor } }',
+    }),
   });
   const body = (await res.json()) as { data: { createJob: { job: { id: string }; eventCursor: string } } };
   return { id: body.data.createJob.job.id, cursor: body.data.createJob.eventCursor };
@@ -45,8 +47,15 @@ describe('create, then subscribe', () => {
     for (let round = 0; round < 5; round++) {
       const job = await createJob();
       // The worker may finish the execution before the page subscribes: the worst case for a page.
-      await eventually(async () => (await t.query(`select status from executions where job_id = $1`, [job.id])).rows[0]?.status === 'SUCCEEDED', 10_000, 'the execution to succeed');
-      const sub = collect<{ cursor: string; status: string; executionNow: { status: string } }>(live.client(key), EXECUTIONS, { jobId: job.id, after: job.cursor });
+      await eventually(
+        async () => (await t.query(`select status from executions where job_id = $1`, [job.id])).rows[0]?.status === 'SUCCEEDED',
+        10_000,
+        'the execution to succeed',
+      );
+      const sub = collect<{ cursor: string; status: string; executionNow: { status: string } }>(live.client(key), EXECUTIONS, {
+        jobId: job.id,
+        after: job.cursor,
+      });
       const items = await sub.until((xs) => xs.some((x) => x.status === 'SUCCEEDED'), 10_000, 'SUCCEEDED');
       sub.stop();
       expect(items.map((x) => x.status)).toEqual(['PENDING', 'RUNNING', 'SUCCEEDED']);
@@ -56,7 +65,7 @@ describe('create, then subscribe', () => {
     }
   });
 
-  it('replays the job\'s own creation to jobEvents too', async () => {
+  it("replays the job's own creation to jobEvents too", async () => {
     const job = await createJob();
     const sub = collect<{ status: string; previousStatus: string | null }>(live.client(key), JOBS, { jobId: job.id, after: job.cursor });
     const items = await sub.until((xs) => xs.length >= 1, 10_000, 'the creation');

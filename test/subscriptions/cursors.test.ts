@@ -55,7 +55,7 @@ function readable(text: string): boolean {
 }
 
 describe('event cursors', () => {
-  it("do not show a viewer how much another workspace did between two of its own events", async () => {
+  it('do not show a viewer how much another workspace did between two of its own events', async () => {
     const sub = collect(live.client(viewerB), JOBS, { after: '0' });
     const first = await jobIn('B');
     await sub.until((xs) => xs.some((x) => x.jobId === first));
@@ -105,7 +105,9 @@ describe('audit and finding ids', () => {
     expect(page.entries).toHaveLength(2);
     for (const e of page.entries) expect(readable(e.id)).toBe(false);
     expect(readable(page.nextCursor)).toBe(false);
-    const next = await gql(adminB, 'query ($after: String) { auditLog(first: 2, after: $after) { entries { id } } }', { after: page.nextCursor });
+    const next = await gql(adminB, 'query ($after: String) { auditLog(first: 2, after: $after) { entries { id } } }', {
+      after: page.nextCursor,
+    });
     const ids = next.data.auditLog.entries.map((e: { id: string }) => e.id);
     expect(ids.length).toBeGreaterThan(0);
     expect(ids).not.toContain(page.entries[0].id);

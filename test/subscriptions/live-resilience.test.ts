@@ -55,7 +55,11 @@ function serveProcess(): Promise<string> {
 }
 
 async function gql(url: string, query: string, variables: Record<string, unknown> = {}) {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify({ query, variables }) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ query, variables }),
+  });
   return (await res.json()) as { data?: any; errors?: any[] };
 }
 
@@ -65,10 +69,18 @@ describe('live delivery across processes and transports', () => {
     closers.push(live.close);
     const otherUrl = await serveProcess();
     const sub = collect(live.client(key), JOBS, { after: '0' });
-    const created = await gql(otherUrl, `mutation($e: ID!) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2999-01-01T00:00:00Z" }) { job { id } } }`, { e: endpointId });
+    const created = await gql(
+      otherUrl,
+      `mutation($e: ID!) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2999-01-01T00:00:00Z" }) { job { id } } }`,
+      { e: endpointId },
+    );
     const jobId = created.data.createJob.job.id as string;
     await gql(otherUrl, `mutation($id: ID!) { pauseJob(id: $id) { id } }`, { id: jobId });
-    const items = await sub.until((xs) => xs.some((x) => x.jobId === jobId && x.status === 'PAUSED'), 15_000, 'the change made in the other process');
+    const items = await sub.until(
+      (xs) => xs.some((x) => x.jobId === jobId && x.status === 'PAUSED'),
+      15_000,
+      'the change made in the other process',
+    );
     sub.stop();
     expect(items.filter((x) => x.jobId === jobId).map((x) => x.status)).toEqual(['ACTIVE', 'PAUSED']);
   });
@@ -146,7 +158,10 @@ describe('live delivery across processes and transports', () => {
     proxied.hostname = '127.0.0.1';
     proxied.port = String((proxy.address() as net.AddressInfo).port);
 
-    const live = await startLiveGateway(t, { connectionString: proxied.toString(), hub: { checkEveryMs: 300, probeTimeoutMs: 300, pollMs: 200 } });
+    const live = await startLiveGateway(t, {
+      connectionString: proxied.toString(),
+      hub: { checkEveryMs: 300, probeTimeoutMs: 300, pollMs: 200 },
+    });
     closers.push(live.close);
     await eventually(async () => live.logs.some((l) => l.includes('LISTEN on this connection receives nothing')), 10_000, 'the warning');
     expect(live.hub.listener.mode).toBe('poll');

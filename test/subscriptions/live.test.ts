@@ -182,7 +182,8 @@ describe('runProgress and runFindings', () => {
         let next = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
         while (next < 100) {
           if ((await store.status()) === 'CANCEL_REQUESTED') return outcome.paused({ next });
-          if (params.findings) for (let id = next; id < next + 10; id++) await store.recordFinding({ kind: 'seen', severity: 'INFO', resourceId: String(id) });
+          if (params.findings)
+            for (let id = next; id < next + 10; id++) await store.recordFinding({ kind: 'seen', severity: 'INFO', resourceId: String(id) });
           await permit();
           next += 10;
           await store.checkpoint({ next }, { processed: 10, total: 100, stats: { batches: 1 } });
@@ -196,7 +197,9 @@ describe('runProgress and runFindings', () => {
     hold();
     const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'live.walk', params: {} });
-    const sub = collect(live.client(key), `subscription($id: ID!) { runProgress(runId: $id) { status processed total progress stats } }`, { id: run.id });
+    const sub = collect(live.client(key), `subscription($id: ID!) { runProgress(runId: $id) { status processed total progress stats } }`, {
+      id: run.id,
+    });
     await sub.until((xs) => xs.length >= 1);
     expect(sub.items[0]).toMatchObject({ status: 'RUNNING', processed: 0 });
     await runner.start();
@@ -219,8 +222,13 @@ describe('runProgress and runFindings', () => {
     const runner = createRunner({ pool: t.database.pool, registry, log: createLogger('silent'), pollMs: 50, heartbeatMs: 200 });
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'live.walk', params: { findings: true } });
     await runner.start();
-    await eventually(async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 10).catch(async (e) => {
-      console.log((await t.query('select id, status, processed, owner, error, params from runs')).rows, (await t.query('select count(*) from findings')).rows);
+    await eventually(
+      async () => (await t.query(`select count(*)::int as n from findings where run_id = $1`, [run.id])).rows[0].n === 10,
+    ).catch(async (e) => {
+      console.log(
+        (await t.query('select id, status, processed, owner, error, params from runs')).rows,
+        (await t.query('select count(*) from findings')).rows,
+      );
       throw e;
     });
     const firstTen = (await t.query(`select id from findings where run_id = $1 order by id`, [run.id])).rows.map((r) => String(r.id));
@@ -231,15 +239,26 @@ describe('runProgress and runFindings', () => {
     // A second writer whose transaction takes an id first and commits last.
     const slow = await t.database.pool.connect();
     await slow.query('begin');
-    const held = (await slow.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'late', 'ERROR', 'held') returning id`, [t.actor.workspaceId, run.id])).rows[0].id as string;
+    const held = (
+      await slow.query(
+        `insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'late', 'ERROR', 'held') returning id`,
+        [t.actor.workspaceId, run.id],
+      )
+    ).rows[0].id as string;
 
-    const sub = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id kind resourceId } }`, { id: run.id, after: cursors.seal('finding', cursor) });
+    const sub = collect(
+      live.client(key),
+      `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id kind resourceId } }`,
+      { id: run.id, after: cursors.seal('finding', cursor) },
+    );
     const ids = () => sub.items.map((x) => String(cursors.open('finding', x.id)));
-    await sub.until((xs) => xs.length >= 5, 10_000, 'the replay').catch(async (e) => {
-      await slow.query('rollback');
-      slow.release();
-      throw e;
-    });
+    await sub
+      .until((xs) => xs.length >= 5, 10_000, 'the replay')
+      .catch(async (e) => {
+        await slow.query('rollback');
+        slow.release();
+        throw e;
+      });
     expect(ids()).toEqual(firstTen.slice(5));
     allow(1); // the walk records the next ten, with ids after `held`, and commits them first
     try {
@@ -253,7 +272,9 @@ describe('runProgress and runFindings', () => {
     }
     allow(Infinity);
     await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'COMPLETED', 15_000, 'the run to complete');
-    const all = (await t.query(`select id from findings where run_id = $1 and id > $2 order by id`, [run.id, cursor])).rows.map((r) => String(r.id));
+    const all = (await t.query(`select id from findings where run_id = $1 and id > $2 order by id`, [run.id, cursor])).rows.map((r) =>
+      String(r.id),
+    );
     await sub.until((xs) => xs.length >= all.length, 10_000, `all ${all.length} findings`);
     await quietPeriod(QUIET.delivery);
     await runner.stop();
@@ -274,7 +295,10 @@ describe('runProgress and runFindings', () => {
     // Cursors from a database restored to an older state: the workspace's own, but far ahead.
     const ahead = (await latest('events_id_seq')) + (await latest('findings_id_seq')) + 1_000n;
     const events = collect(live.client(key), JOBS, { jobId: job.id, after: cursors.seal('event', ahead) });
-    const findings = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id } }`, { id: run.id, after: cursors.seal('finding', ahead) });
+    const findings = collect(live.client(key), `subscription($id: ID!, $after: String) { runFindings(runId: $id, after: $after) { id } }`, {
+      id: run.id,
+      after: cursors.seal('finding', ahead),
+    });
     await eventually(async () => events.errors.length > 0 && findings.errors.length > 0, 5000, 'both refused');
     for (const sub of [events, findings]) {
       expect(sub.errors[0]).toMatchObject({ extensions: { code: 'VALIDATION_FAILED' } });
@@ -296,7 +320,11 @@ describe('runProgress and runFindings', () => {
     // Changes while the listener is down (or reconnecting).
     await t.service.pauseJob(t.actor, job.id);
     await t.service.resumeJob(t.actor, job.id);
-    await eventually(async () => (await live.hub.listener.backendPid().catch(() => undefined)) !== undefined && live.hub.listener.mode === 'notify', 10_000, 'the listener to come back');
+    await eventually(
+      async () => (await live.hub.listener.backendPid().catch(() => undefined)) !== undefined && live.hub.listener.mode === 'notify',
+      10_000,
+      'the listener to come back',
+    );
     expect(await live.hub.listener.backendPid()).not.toBe(pid);
     await t.service.cancelJob(t.actor, job.id);
     const items = await sub.until((xs) => xs.some((x) => x.status === 'RETIRED'));
@@ -342,14 +370,28 @@ describe('event retention', () => {
     const registry = new HandlerRegistry();
     registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
     await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
-    await t.service.createJob(t.otherActor, { endpointId: (await t.service.registerEndpoint(t.otherActor, { name: 'other.target', kind: 'HANDLER', handlerName: 'x' })).id, kind: 'IMMEDIATE' });
+    await t.service.createJob(t.otherActor, {
+      endpointId: (await t.service.registerEndpoint(t.otherActor, { name: 'other.target', kind: 'HANDLER', handlerName: 'x' })).id,
+      kind: 'IMMEDIATE',
+    });
     await t.query(`update events set created_at = now() - interval '2 hours'`);
     const ours = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     const count = async (ws: string, old: boolean) =>
-      (await t.query(`select count(*)::int as n from events where workspace_id = $1 and (created_at < now() - interval '1 hour') = $2`, [ws, old])).rows[0].n as number;
+      (
+        await t.query(`select count(*)::int as n from events where workspace_id = $1 and (created_at < now() - interval '1 hour') = $2`, [
+          ws,
+          old,
+        ])
+      ).rows[0].n as number;
     expect(await count(t.actor.workspaceId, true)).toBeGreaterThan(0);
     const reaper = registry.get(REAPER_HANDLER)!;
-    await reaper.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 } as never);
+    await reaper.fn({}, {
+      signal: new AbortController().signal,
+      executionId: '',
+      jobId: '',
+      workspaceId: t.actor.workspaceId,
+      attempt: 1,
+    } as never);
     expect(await count(t.actor.workspaceId, true)).toBe(0);
     expect(await count(t.actor.workspaceId, false)).toBeGreaterThan(0); // the newest job's events
     expect(await count(t.otherActor.workspaceId, true)).toBeGreaterThan(0); // another workspace's reaper prunes those
@@ -360,7 +402,8 @@ describe('event retention', () => {
     const registry = new HandlerRegistry();
     registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
-    const idOf = async (status: string) => String((await t.query(`select id from events where subject_id = $1 and status = $2`, [job.id, status])).rows[0].id);
+    const idOf = async (status: string) =>
+      String((await t.query(`select id from events where subject_id = $1 and status = $2`, [job.id, status])).rows[0].id);
     const cursorOf = async (status: string) => cursors.seal('event', await idOf(status));
     const created = await cursorOf('ACTIVE');
     await t.service.pauseJob(t.actor, job.id);
@@ -368,7 +411,9 @@ describe('event retention', () => {
     await t.service.resumeJob(t.actor, job.id);
     // The pause ages past the window and is pruned; the resume stays.
     await t.query(`update events set created_at = now() - interval '2 hours' where id <= $1`, [cursors.open('event', paused).toString()]);
-    await registry.get(REAPER_HANDLER)!.fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 } as never);
+    await registry
+      .get(REAPER_HANDLER)!
+      .fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 } as never);
 
     // From before the pruned pause: refused, rather than silently resuming at the resume.
     const stale = collect(live.client(key), JOBS, { jobId: job.id, after: created });
@@ -386,8 +431,13 @@ describe('event retention', () => {
     all.stop();
     // A prune landing after the stream was authorised (here: straight to the hub, past
     // authorisation) is caught by the replay's own read, in the same snapshot as the rows.
-    await t.query(`update workspaces set events_pruned_through = $2 where id = $1`, [t.actor.workspaceId, cursors.open('event', paused).toString()]);
-    const feed = live.hub.events({ workspaceId: t.actor.workspaceId, topic: 'JOB', jobId: job.id }, cursors.open('event', created), (id) => cursors.seal('event', id));
+    await t.query(`update workspaces set events_pruned_through = $2 where id = $1`, [
+      t.actor.workspaceId,
+      cursors.open('event', paused).toString(),
+    ]);
+    const feed = live.hub.events({ workspaceId: t.actor.workspaceId, topic: 'JOB', jobId: job.id }, cursors.open('event', created), (id) =>
+      cursors.seal('event', id),
+    );
     const outcome = await feed.next().then(
       (r) => ({ delivered: r.value }),
       (e: { code?: string }) => ({ refused: e.code }),

@@ -35,7 +35,9 @@ interface Raw {
 async function open(): Promise<Raw> {
   const socket = new WebSocket(live.wsUrl, 'graphql-transport-ws');
   const messages: any[] = [];
-  const closed = new Promise<{ code: number; reason: string }>((r) => socket.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((r) =>
+    socket.on('close', (code, reason) => r({ code, reason: reason.toString() })),
+  );
   socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
   await new Promise<void>((resolve, reject) => {
     socket.once('open', () => resolve());
@@ -144,7 +146,9 @@ describe('graphql-transport-ws close codes', () => {
     }
     await eventually(() => live.hub.stats().events >= 20, { what: 'twenty live subscriptions' });
     expect(live.hub.stats().events).toBe(20);
-    const { rows } = await t.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'jobgate-live'`);
+    const { rows } = await t.query(
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'jobgate-live'`,
+    );
     expect(rows[0].n).toBe(1);
     for (const c of sockets) c.socket.close();
   });
@@ -157,19 +161,32 @@ describe('graphql-transport-ws close codes', () => {
     for (const c of [stuck, healthy]) {
       c.send(init());
       await c.next('connection_ack');
-      c.send(subscribe('s', 'subscription { executionUpdates(after: "0") { cursor executionId jobId endpointId status previousStatus attemptCount occurredAt } }'));
+      c.send(
+        subscribe(
+          's',
+          'subscription { executionUpdates(after: "0") { cursor executionId jobId endpointId status previousStatus attemptCount occurredAt } }',
+        ),
+      );
     }
     await eventually(() => live.hub.stats().events === 2, { what: 'both subscriptions past their replay' });
     // Stop reading: the client's socket buffers fill, then the server's.
     (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.pause();
     // Many events at once: 20,000 executions created in one statement.
-    const { job } = await t.service.createJob(t.actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+    const { job } = await t.service.createJob(t.actor, {
+      endpointId: endpoint.id,
+      kind: 'DELAYED',
+      runAt: new Date('2999-01-01T00:00:00Z'),
+    });
     await t.query(
       `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, max_attempts, run_after)
        select workspace_id, id, endpoint_id, now() + make_interval(secs => g), 1, now() + interval '1000 years' from jobs, generate_series(1, 20000) g where id = $1`,
       [job.id],
     );
-    await eventually(() => live.logs.some((l) => l.includes('stopped reading')), { timeout: 20_000, interval: 50, what: 'the stuck subscriber to be cut off' });
+    await eventually(() => live.logs.some((l) => l.includes('stopped reading')), {
+      timeout: 20_000,
+      interval: 50,
+      what: 'the stuck subscriber to be cut off',
+    });
     // Once it reads again it finds its connection gone (closed, or reset before the close frame).
     (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.resume();
     const closed = await stuck.closed;
@@ -182,8 +199,12 @@ describe('graphql-transport-ws close codes', () => {
     // The healthy one fell behind the burst too, caught up from the database, and got every
     // event once, in order.
     const sealed = await cursorsOf(t, t.actor.workspaceId);
-    const cursors = healthy.messages.filter((m) => m.type === 'next').map((m) => sealed.open('event', m.payload.data.executionUpdates.cursor));
-    const expected = (await t.query(`select id from events where topic = 'EXECUTION' and workspace_id = $1 order by id`, [t.actor.workspaceId])).rows.map((r) => BigInt(r.id));
+    const cursors = healthy.messages
+      .filter((m) => m.type === 'next')
+      .map((m) => sealed.open('event', m.payload.data.executionUpdates.cursor));
+    const expected = (
+      await t.query(`select id from events where topic = 'EXECUTION' and workspace_id = $1 order by id`, [t.actor.workspaceId])
+    ).rows.map((r) => BigInt(r.id));
     expect(cursors).toEqual(expected);
     expect(cursors.length).toBe(20_001);
     healthy.socket.close();

@@ -49,11 +49,17 @@ async function revokeOverHttp(gateway: LiveGateway, id: string) {
   expect(body.data?.revokeApiKey.revokedAt).toEqual(expect.any(String));
 }
 
-const createJob = async () => (await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') })).job.id;
+const createJob = async () =>
+  (await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') })).job.id;
 
 /** A graphql-ws subscription, with how its socket closed. */
 function wsSubscription(gateway: LiveGateway, key: string) {
-  const state = { items: [] as any[], errors: [] as any[], closed: undefined as { code: number; reason: string } | undefined, completed: false };
+  const state = {
+    items: [] as any[],
+    errors: [] as any[],
+    closed: undefined as { code: number; reason: string } | undefined,
+    completed: false,
+  };
   const client = createClient({
     url: gateway.wsUrl,
     webSocketImpl: WebSocket,
@@ -63,7 +69,11 @@ function wsSubscription(gateway: LiveGateway, key: string) {
   });
   client.subscribe<{ jobEvents: unknown }>(
     { query: JOBS },
-    { next: (m) => (m.data ? state.items.push(m.data.jobEvents) : state.errors.push(...(m.errors ?? []))), error: (e) => state.errors.push(e), complete: () => (state.completed = true) },
+    {
+      next: (m) => (m.data ? state.items.push(m.data.jobEvents) : state.errors.push(...(m.errors ?? []))),
+      error: (e) => state.errors.push(e),
+      complete: () => (state.completed = true),
+    },
   );
   return { state, dispose: () => client.dispose() };
 }
@@ -104,9 +114,17 @@ describe('revoking a key', () => {
     const before = [liveStreams(a), liveStreams(b)];
     const onA = wsSubscription(a, key);
     const onB = wsSubscription(b, key);
-    await eventually(async () => liveStreams(a) === before[0]! + 1 && liveStreams(b) === before[1]! + 1, 10_000, 'both subscriptions to go live');
+    await eventually(
+      async () => liveStreams(a) === before[0]! + 1 && liveStreams(b) === before[1]! + 1,
+      10_000,
+      'both subscriptions to go live',
+    );
     const first = await createJob();
-    await eventually(async () => onA.state.items.some((x) => x.jobId === first) && onB.state.items.some((x) => x.jobId === first), 10_000, 'both to deliver');
+    await eventually(
+      async () => onA.state.items.some((x) => x.jobId === first) && onB.state.items.some((x) => x.jobId === first),
+      10_000,
+      'both to deliver',
+    );
 
     await revokeOverHttp(a, apiKey.id);
     await eventually(async () => onA.state.closed !== undefined && onB.state.closed !== undefined, 10_000, 'both sockets to close');
@@ -128,13 +146,16 @@ describe('revoking a key', () => {
     const onB = sseSubscription(b, key);
     await eventually(async () => liveStreams(a) === before[0]! + 1 && liveStreams(b) === before[1]! + 1, 10_000, 'both streams to go live');
     const first = await createJob();
-    const delivered = (s: typeof onA, id: string) => s.state.frames.some((f) => f.event === 'next' && f.data?.data?.jobEvents?.jobId === id);
+    const delivered = (s: typeof onA, id: string) =>
+      s.state.frames.some((f) => f.event === 'next' && f.data?.data?.jobEvents?.jobId === id);
     await eventually(async () => delivered(onA, first) && delivered(onB, first), 10_000, 'both to deliver');
 
     await revokeOverHttp(b, apiKey.id);
     await eventually(async () => onA.state.ended && onB.state.ended, 10_000, 'both streams to end');
     for (const s of [onA, onB]) {
-      const codes = s.state.frames.flatMap((f) => (f.data?.errors ?? []).map((e: { extensions?: { code?: string } }) => e.extensions?.code));
+      const codes = s.state.frames.flatMap((f) =>
+        (f.data?.errors ?? []).map((e: { extensions?: { code?: string } }) => e.extensions?.code),
+      );
       expect(codes).toContain('UNAUTHENTICATED');
     }
     const after = await createJob();

@@ -117,7 +117,11 @@ describe('shared subscription execution', () => {
 
   it('answers a subscribe that fails with errors, not a stream', async () => {
     const w = world();
-    const result = await subscribeShared({ schema: w.schema, document: parse('subscription { ticks(name: 1) { n } }'), contextValue: { actor: actor('w1') } });
+    const result = await subscribeShared({
+      schema: w.schema,
+      document: parse('subscription { ticks(name: 1) { n } }'),
+      contextValue: { actor: actor('w1') },
+    });
     expect(Symbol.asyncIterator in result).toBe(false);
     expect((result as ExecutionResult).errors?.length).toBeGreaterThan(0);
   });

@@ -82,8 +82,10 @@ async function refused(url: string) {
   return { status: res.status, text: await res.text() };
 }
 
-const createJob = async () => (await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') })).job.id;
-const delivered = (s: ReturnType<typeof eventSource>, jobId: string) => s.state.frames.some((f) => f.event === 'next' && f.data?.data?.jobEvents?.jobId === jobId);
+const createJob = async () =>
+  (await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') })).job.id;
+const delivered = (s: ReturnType<typeof eventSource>, jobId: string) =>
+  s.state.frames.some((f) => f.event === 'next' && f.data?.data?.jobEvents?.jobId === jobId);
 
 describe('subscription tickets', () => {
   it('open an SSE stream from a request without any header but Accept, which then streams live events', async () => {
@@ -126,7 +128,7 @@ describe('subscription tickets', () => {
     }
   });
 
-  it('die with their key: a revoked key\'s unused ticket is refused, and its open ticket stream ends UNAUTHENTICATED', async () => {
+  it("die with their key: a revoked key's unused ticket is refused, and its open ticket stream ends UNAUTHENTICATED", async () => {
     const { key, apiKey } = await newKey('VIEWER');
     const unused = await mint(key);
     const opened = await mint(key);
@@ -136,7 +138,9 @@ describe('subscription tickets', () => {
     const res = await post(adminKey, 'mutation ($id: ID!) { revokeApiKey(id: $id) { revokedAt } }', { id: apiKey.id });
     expect(res.errors).toBeUndefined();
     await eventually(async () => stream.state.ended, 10_000, 'the stream to end');
-    const codes = stream.state.frames.flatMap((f) => (f.data?.errors ?? []).map((e: { extensions?: { code?: string } }) => e.extensions?.code));
+    const codes = stream.state.frames.flatMap((f) =>
+      (f.data?.errors ?? []).map((e: { extensions?: { code?: string } }) => e.extensions?.code),
+    );
     expect(codes).toContain('UNAUTHENTICATED');
     const late = await refused(streamUrl(JOBS, unused.ticket));
     expect(late.status).toBe(401);
@@ -164,7 +168,8 @@ describe('subscription tickets', () => {
     expect(Buffer.from(rows[0].ticket_hash).equals(createHash('sha256').update(ticket).digest())).toBe(true);
     expect(JSON.stringify(rows)).not.toContain(ticket.slice(4));
     // Its audit row records the minting, not the ticket.
-    const audit = (await t.query(`select * from audit_log where action = 'subscriptionTicket.create' and actor_key_id = $1`, [apiKey.id])).rows;
+    const audit = (await t.query(`select * from audit_log where action = 'subscriptionTicket.create' and actor_key_id = $1`, [apiKey.id]))
+      .rows;
     expect(audit).toHaveLength(1);
     expect(JSON.stringify(audit)).not.toContain(ticket.slice(4));
     // A stream in another workspace's terms is not reachable: the actor is the key's.
@@ -188,7 +193,9 @@ describe('subscription tickets', () => {
   });
 
   it('is refused without a ticket or a key, as any request is', async () => {
-    const res = await fetch(`${live.httpUrl}?${new URLSearchParams({ query: JOBS })}`, { headers: { accept: 'text/event-stream', 'x-jobgate-csrf': '1' } });
+    const res = await fetch(`${live.httpUrl}?${new URLSearchParams({ query: JOBS })}`, {
+      headers: { accept: 'text/event-stream', 'x-jobgate-csrf': '1' },
+    });
     expect(res.status).toBe(401);
   });
 });

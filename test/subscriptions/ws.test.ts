@@ -50,7 +50,10 @@ function client(key: string | undefined, onClose?: (code: number) => void): Clie
 function run(c: Client, query: string): Promise<{ data?: any; errors?: readonly { message: string; extensions?: any }[] }> {
   return new Promise((resolve, reject) => {
     let result: any;
-    c.subscribe({ query }, { next: (r) => (result = r), error: (e) => (Array.isArray(e) ? resolve({ errors: e }) : reject(e)), complete: () => resolve(result) });
+    c.subscribe(
+      { query },
+      { next: (r) => (result = r), error: (e) => (Array.isArray(e) ? resolve({ errors: e }) : reject(e)), complete: () => resolve(result) },
+    );
   });
 }
 
@@ -113,7 +116,15 @@ describe('GraphQL over WebSocket', () => {
       const url = `ws://127.0.0.1:${(flaky.server.address() as AddressInfo).port}/graphql`;
       const connect = (k: string) =>
         new Promise<number>((resolve) => {
-          const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, connectionParams: { authorization: `Bearer ${k}` }, on: { closed: (e) => resolve((e as { code: number }).code) }, onNonLazyError: () => {} });
+          const c = createClient({
+            url,
+            webSocketImpl: WebSocket,
+            retryAttempts: 0,
+            lazy: false,
+            connectionParams: { authorization: `Bearer ${k}` },
+            on: { closed: (e) => resolve((e as { code: number }).code) },
+            onNonLazyError: () => {},
+          });
           clients.push(c);
         });
       down = true;
@@ -124,7 +135,14 @@ describe('GraphQL over WebSocket', () => {
       expect(await connect('ключ')).toBe(4403);
       expect(await connect('jg_line\nbreak')).toBe(4403);
       // Connected while the database answered; it stops answering before the next operation.
-      const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, onNonLazyError: () => {}, connectionParams: { authorization: `Bearer ${key}` } });
+      const c = createClient({
+        url,
+        webSocketImpl: WebSocket,
+        retryAttempts: 0,
+        lazy: false,
+        onNonLazyError: () => {},
+        connectionParams: { authorization: `Bearer ${key}` },
+      });
       clients.push(c);
       expect((await run(c, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
       down = true;
@@ -176,7 +194,14 @@ describe('GraphQL over WebSocket', () => {
       expect(logged.join('\n')).not.toMatch(/\n\s+at /);
       // The gateway still serves.
       const key = (await t.service.bootstrapKey('default', 'VIEWER', 'ws bad frames')).key;
-      const c = createClient({ url, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, onNonLazyError: () => {}, connectionParams: { authorization: `Bearer ${key}` } });
+      const c = createClient({
+        url,
+        webSocketImpl: WebSocket,
+        retryAttempts: 0,
+        lazy: false,
+        onNonLazyError: () => {},
+        connectionParams: { authorization: `Bearer ${key}` },
+      });
       clients.push(c);
       expect((await run(c, '{ workspace { slug } }')).data).toEqual({ workspace: { slug: 'default' } });
     } finally {

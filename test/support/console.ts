@@ -58,7 +58,13 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
         }
         scanBudget.value--;
         for (const i of [next, next + 1]) {
-          if (i % 3 === 0) await store.recordFinding({ kind: i % 2 === 0 ? 'orphan' : 'stale', severity: i % 2 === 0 ? 'WARNING' : 'ERROR', resourceId: `r-${i}`, detail: { i } });
+          if (i % 3 === 0)
+            await store.recordFinding({
+              kind: i % 2 === 0 ? 'orphan' : 'stale',
+              severity: i % 2 === 0 ? 'WARNING' : 'ERROR',
+              resourceId: `r-${i}`,
+              detail: { i },
+            });
         }
         next += 2;
         await store.checkpoint({ next }, { processed: 2, total, stats: { scanned: 2 } });
@@ -66,13 +72,37 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
       return outcome.completed();
     },
   });
-  const config = parseConfig({ DATABASE_URL: databaseUrl, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'silent', JOBGATE_HEARTBEAT_MS: '1000', JOBGATE_LEASE_MS: '3000' });
-  const app = await startApp(config, createLogger('silent'), { gateway: true, worker: true }, handlers, recoverables, new IntervalRegistry());
+  const config = parseConfig({
+    DATABASE_URL: databaseUrl,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    JOBGATE_LOG_LEVEL: 'silent',
+    JOBGATE_HEARTBEAT_MS: '1000',
+    JOBGATE_LEASE_MS: '3000',
+  });
+  const app = await startApp(
+    config,
+    createLogger('silent'),
+    { gateway: true, worker: true },
+    handlers,
+    recoverables,
+    new IntervalRegistry(),
+  );
   const origin = new URL(app.url).origin;
   return { app, origin, flakyHealthy, scanBudget, stop: () => app.stop() };
 }
 
-export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage',
+];
 
 /**
  * Debian's Chromium, headless. playwright-core gives each launch a fresh, temporary

@@ -64,7 +64,14 @@ export async function createTestDb(deps: Partial<ServiceDeps> = {}): Promise<Tes
   const database = createDatabase({ connectionString: url, max: 10 });
   // Test targets listen on loopback: the door lets them in, as JOBGATE_OUTBOUND_ALLOW=127.0.0.0/8
   // would; a worker's own policy (the authority) is set by each test.
-  const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5, secrets: TEST_SECRETS, outboundAllow: ['127.0.0.0/8', '::1/128'], ...deps });
+  const service = createJobService({
+    db: database.db,
+    pool: database.pool,
+    defaultMaxAttempts: 5,
+    secrets: TEST_SECRETS,
+    outboundAllow: ['127.0.0.0/8', '::1/128'],
+    ...deps,
+  });
   const ws = (await findWorkspaceBySlug(database.db, 'default'))!;
   const other = await ensureWorkspace(database.db, 'other', 'Other workspace');
   return {
@@ -115,11 +122,13 @@ export async function cutWhileBlocked(
     await holder.query(lock.sql, lock.values);
     start();
     let pid: number | undefined;
-    for (const until = Date.now() + 5000; pid === undefined; ) {
-      pid = (await adminQuery<{ pid: number }>(
-        `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and query like $2`,
-        [t.name, queryLike],
-      )).rows[0]?.pid;
+    for (const until = Date.now() + 5000; pid === undefined;) {
+      pid = (
+        await adminQuery<{ pid: number }>(
+          `select pid from pg_stat_activity where datname = $1 and wait_event_type = 'Lock' and query like $2`,
+          [t.name, queryLike],
+        )
+      ).rows[0]?.pid;
       if (pid === undefined && Date.now() > until) throw new Error(`no statement like ${queryLike} waited on the lock`);
       if (pid === undefined) await new Promise((r) => setTimeout(r, 25));
     }

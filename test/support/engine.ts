@@ -58,8 +58,12 @@ export async function attemptsOf(t: TestDb, executionId: string) {
 
 /** Waits for the job's (single) execution to reach one of `statuses`. */
 export async function settled(t: TestDb, jobId: string, statuses = ['SUCCEEDED', 'FAILED', 'CANCELLED'], ms = 10_000) {
-  return eventually(async () => {
-    const [ex] = await executionOf(t, jobId);
-    return ex && statuses.includes(ex.status) ? ex : undefined;
-  }, ms, `execution of ${jobId} to be ${statuses.join('/')}`);
+  return eventually(
+    async () => {
+      const [ex] = await executionOf(t, jobId);
+      return ex && statuses.includes(ex.status) ? ex : undefined;
+    },
+    ms,
+    `execution of ${jobId} to be ${statuses.join('/')}`,
+  );
 }

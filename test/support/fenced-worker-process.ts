@@ -26,7 +26,11 @@ gate.handle<{ ms?: number }>('ledger', async (input, ctx) => {
       { complete: env('COMPLETE') === '1' },
     );
   } catch (error) {
-    await pool.query(`insert into refusals (execution_id, worker_id, code) values ($1, $2, $3)`, [ctx.executionId, workerId, (error as { code?: string }).code ?? String(error)]);
+    await pool.query(`insert into refusals (execution_id, worker_id, code) values ($1, $2, $3)`, [
+      ctx.executionId,
+      workerId,
+      (error as { code?: string }).code ?? String(error),
+    ]);
     throw error;
   }
 });
@@ -42,5 +46,8 @@ const worker = await gate.startWorker({
 process.stdout.write('ready\n');
 
 process.once('SIGTERM', () => {
-  void worker.stop({ graceMs: 5000 }).then(() => gate.close()).then(() => process.exit(0));
+  void worker
+    .stop({ graceMs: 5000 })
+    .then(() => gate.close())
+    .then(() => process.exit(0));
 });

@@ -74,6 +74,7 @@ export class Scrape {
 export async function scrape(baseUrl: string, token: string): Promise<Scrape> {
   const res = await fetch(new URL('/metrics', baseUrl), { headers: { authorization: `Bearer ${token}` } });
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${await res.text()}`);
-  if (!res.headers.get('content-type')?.startsWith('text/plain; version=0.0.4')) throw new Error(`/metrics content-type ${res.headers.get('content-type')}`);
+  if (!res.headers.get('content-type')?.startsWith('text/plain; version=0.0.4'))
+    throw new Error(`/metrics content-type ${res.headers.get('content-type')}`);
   return new Scrape(await res.text());
 }

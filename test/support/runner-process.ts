@@ -21,7 +21,11 @@ registry.register({
       await pool.query('insert into scan_batches (run_id, start_id, pid) values ($1, $2, $3)', [store.runId, cursor, process.pid]);
       for (let id = cursor; id < end; id++) {
         if (id % 7 === 0 && (await store.recordFinding({ kind: 'multiple-of-seven', severity: 'INFO', resourceId: String(id) }))) {
-          await pool.query('insert into finding_news (run_id, resource_id, pid) values ($1, $2, $3)', [store.runId, String(id), process.pid]);
+          await pool.query('insert into finding_news (run_id, resource_id, pid) values ($1, $2, $3)', [
+            store.runId,
+            String(id),
+            process.pid,
+          ]);
         }
       }
       await new Promise((r) => setTimeout(r, params.ms));
@@ -31,6 +35,13 @@ registry.register({
     return outcome.completed();
   },
 });
-const runner = createRunner({ pool, registry, log: createLogger('warn'), heartbeatMs: 200, staleMs: Number(process.env.STALE_MS ?? 1000), pollMs: 100 });
+const runner = createRunner({
+  pool,
+  registry,
+  log: createLogger('warn'),
+  heartbeatMs: 200,
+  staleMs: Number(process.env.STALE_MS ?? 1000),
+  pollMs: 100,
+});
 await runner.start();
 process.stdout.write('ready\n');

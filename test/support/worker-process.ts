@@ -33,5 +33,8 @@ const worker = await gate.startWorker({
 process.stdout.write('ready\n');
 
 process.once('SIGTERM', () => {
-  void worker.stop({ graceMs: 5000 }).then(() => gate.close()).then(() => process.exit(0));
+  void worker
+    .stop({ graceMs: 5000 })
+    .then(() => gate.close())
+    .then(() => process.exit(0));
 });

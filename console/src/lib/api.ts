@@ -24,7 +24,11 @@ interface GraphQLErrorLike {
 /** The first error of a GraphQL answer (or a transport failure) as an ApiError. */
 export function toApiError(errors: readonly GraphQLErrorLike[] | undefined, status?: number): ApiError {
   const first = errors?.[0];
-  if (!first) return new ApiError(status === 401 ? 'UNAUTHENTICATED' : 'INTERNAL_SERVER_ERROR', status ? `the gateway answered HTTP ${status}` : 'no answer');
+  if (!first)
+    return new ApiError(
+      status === 401 ? 'UNAUTHENTICATED' : 'INTERNAL_SERVER_ERROR',
+      status ? `the gateway answered HTTP ${status}` : 'no answer',
+    );
   return new ApiError(first.extensions?.code ?? 'INTERNAL_SERVER_ERROR', first.message, first.extensions?.issues ?? []);
 }
 
@@ -52,7 +56,11 @@ export function createApi(key: string, endpoint = '/graphql'): Api {
       try {
         response = await fetch(endpoint, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', authorization: `Bearer ${key}` },
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/graphql-response+json, application/json',
+            authorization: `Bearer ${key}`,
+          },
           body: JSON.stringify({ query: document.toString(), variables: variables ?? {} }),
         });
       } catch (error) {

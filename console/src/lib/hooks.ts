@@ -56,7 +56,11 @@ export interface QueryResult<R> {
  * `throttleMs`: the least time between two reloads that events cause (default 1 s): a busy
  * workspace sends many events a second, and a screen needs its numbers, not every intermediate.
  */
-export function useQuery<R, V>(document: TypedDocumentString<R, V>, variables: V, options: { skip?: boolean; throttleMs?: number } = {}): QueryResult<R> {
+export function useQuery<R, V>(
+  document: TypedDocumentString<R, V>,
+  variables: V,
+  options: { skip?: boolean; throttleMs?: number } = {},
+): QueryResult<R> {
   const { api, live } = useSession();
   const [data, setData] = useState<R | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
@@ -118,7 +122,12 @@ export function useQuery<R, V>(document: TypedDocumentString<R, V>, variables: V
 }
 
 /** A live subscription for the screen's lifetime (resubscribed when `variables` change). */
-export function useSubscription<R, V extends Record<string, unknown>>(document: TypedDocumentString<R, V>, variables: V, handlers: LiveHandlers<R>, options: { skip?: boolean } = {}): void {
+export function useSubscription<R, V extends Record<string, unknown>>(
+  document: TypedDocumentString<R, V>,
+  variables: V,
+  handlers: LiveHandlers<R>,
+  options: { skip?: boolean } = {},
+): void {
   const { live } = useSession();
   const latest = useRef(handlers);
   latest.current = handlers;
@@ -135,7 +144,9 @@ export function useSubscription<R, V extends Record<string, unknown>>(document: 
 }
 
 /** Runs a mutation, with its pending state and error. */
-export function useMutation<R, V>(document: TypedDocumentString<R, V>): { run(variables: V): Promise<R | null>; pending: boolean; error: ApiError | null; clear(): void } {
+export function useMutation<R, V>(
+  document: TypedDocumentString<R, V>,
+): { run(variables: V): Promise<R | null>; pending: boolean; error: ApiError | null; clear(): void } {
   const { api } = useSession();
   const [pending, setPending] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);

@@ -132,7 +132,8 @@ export function createLive(options: LiveOptions): Live {
       closed: (event) => {
         const code = (event as { code?: number } | undefined)?.code;
         move({ type: 'closed', code });
-        if (state === 'signedOut') options.onSignOut('Your API key was revoked or changed: this tab is signed out. Sign in with a valid key.');
+        if (state === 'signedOut')
+          options.onSignOut('Your API key was revoked or changed: this tab is signed out. Sign in with a valid key.');
       },
     },
   });

@@ -39,7 +39,15 @@ export function useLocation(): { route: string[]; search: URLSearchParams } {
 }
 
 /** Follows an in-app link without reloading (plain clicks only; modified clicks open as usual). */
-export function onLinkClick(event: { button: number; metaKey: boolean; ctrlKey: boolean; shiftKey: boolean; altKey: boolean; preventDefault(): void; currentTarget: { getAttribute(n: string): string | null } }): void {
+export function onLinkClick(event: {
+  button: number;
+  metaKey: boolean;
+  ctrlKey: boolean;
+  shiftKey: boolean;
+  altKey: boolean;
+  preventDefault(): void;
+  currentTarget: { getAttribute(n: string): string | null };
+}): void {
   if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
   const to = event.currentTarget.getAttribute('href');
   if (!to || !to.startsWith(BASE)) return;

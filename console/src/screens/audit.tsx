@@ -8,7 +8,17 @@ const AuditDocument = graphql(`
   query Audit($after: String, $action: String, $resultCode: String) {
     auditLog(first: 50, after: $after, action: $action, resultCode: $resultCode) {
       nextCursor
-      entries { id action actorKind actorKeyId targetType targetId resultCode input createdAt }
+      entries {
+        id
+        action
+        actorKind
+        actorKeyId
+        targetType
+        targetId
+        resultCode
+        input
+        createdAt
+      }
     }
   }
 `);
@@ -19,7 +29,11 @@ export function AuditScreen() {
   const [action, setAction] = useState('');
   const [resultCode, setResultCode] = useState('');
   const [applied, setApplied] = useState({ action: '', resultCode: '' });
-  const q = useQuery(AuditDocument, { after: page.after, action: applied.action || null, resultCode: applied.resultCode || null }, { skip: !can('ADMIN') });
+  const q = useQuery(
+    AuditDocument,
+    { after: page.after, action: applied.action || null, resultCode: applied.resultCode || null },
+    { skip: !can('ADMIN') },
+  );
   if (!can('ADMIN')) return <Empty>The audit log is for ADMIN keys.</Empty>;
   return (
     <section aria-labelledby="audit-title">
@@ -80,7 +94,12 @@ export function AuditScreen() {
               ))}
             </tbody>
           </table>
-          <Pager stack={page} hasNext={q.data.auditLog.nextCursor !== null} onNext={() => setPage(nextPage(page, q.data?.auditLog.nextCursor))} onPrevious={() => setPage(previousPage(page))} />
+          <Pager
+            stack={page}
+            hasNext={q.data.auditLog.nextCursor !== null}
+            onNext={() => setPage(nextPage(page, q.data?.auditLog.nextCursor))}
+            onPrevious={() => setPage(previousPage(page))}
+          />
         </>
       )}
     </section>

@@ -9,14 +9,26 @@ const EndpointsDocument = graphql(`
   query Endpoints {
     endpoints(first: 100) {
       totalCount
-      nodes { id name kind url method handlerName maxAttempts createdAt }
+      nodes {
+        id
+        name
+        kind
+        url
+        method
+        handlerName
+        maxAttempts
+        createdAt
+      }
     }
   }
 `);
 
 const RegisterEndpointDocument = graphql(`
   mutation RegisterEndpoint($input: RegisterEndpointInput!) {
-    registerEndpoint(input: $input) { id name }
+    registerEndpoint(input: $input) {
+      id
+      name
+    }
   }
 `);
 
@@ -32,7 +44,12 @@ export function EndpointsScreen() {
       {!q.data ? (
         !q.error && <Loading />
       ) : q.data.endpoints.nodes.length === 0 ? (
-        <Empty>No endpoint yet. {can('OPERATOR') ? 'Register one above: an HTTP URL, or the name of a handler your workers registered.' : 'An OPERATOR or ADMIN key can register one.'}</Empty>
+        <Empty>
+          No endpoint yet.{' '}
+          {can('OPERATOR')
+            ? 'Register one above: an HTTP URL, or the name of a handler your workers registered.'
+            : 'An OPERATOR or ADMIN key can register one.'}
+        </Empty>
       ) : (
         <table data-testid="endpoints">
           <thead>

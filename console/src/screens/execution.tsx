@@ -8,16 +8,45 @@ import { CancelExecutionDocument, RetryExecutionDocument } from './executions.ts
 const ExecutionDocument = graphql(`
   query Execution($id: ID!) {
     execution(id: $id) {
-      id status scheduledFor finishedAt attemptCount maxAttempts lastError trigger input createdAt nextAttemptAt
-      job { id name endpoint { name } }
-      attempts { id attemptNumber outcome statusCode durationMs error responseExcerpt startedAt }
+      id
+      status
+      scheduledFor
+      finishedAt
+      attemptCount
+      maxAttempts
+      lastError
+      trigger
+      input
+      createdAt
+      nextAttemptAt
+      job {
+        id
+        name
+        endpoint {
+          name
+        }
+      }
+      attempts {
+        id
+        attemptNumber
+        outcome
+        statusCode
+        durationMs
+        error
+        responseExcerpt
+        startedAt
+      }
     }
   }
 `);
 
 const ExecutionLiveDocument = graphql(`
   subscription ExecutionLive($jobId: ID!, $after: String) {
-    executionUpdates(jobId: $jobId, after: $after) { cursor executionId status }
+    executionUpdates(jobId: $jobId, after: $after) {
+      cursor
+      executionId
+      status
+    }
   }
 `);
 

@@ -12,35 +12,77 @@ const ExecutionsDocument = graphql(`
     executions(filter: $filter, first: 25, after: $after) {
       totalCount
       totalCountCapped
-      pageInfo { endCursor hasNextPage }
+      pageInfo {
+        endCursor
+        hasNextPage
+      }
       nodes {
-        id status scheduledFor finishedAt attemptCount maxAttempts lastError trigger
-        job { id name endpoint { id name } }
+        id
+        status
+        scheduledFor
+        finishedAt
+        attemptCount
+        maxAttempts
+        lastError
+        trigger
+        job {
+          id
+          name
+          endpoint {
+            id
+            name
+          }
+        }
       }
     }
-    endpoints(first: 100) { nodes { id name } }
+    endpoints(first: 100) {
+      nodes {
+        id
+        name
+      }
+    }
   }
 `);
 
 const ExecutionsLiveDocument = graphql(`
   subscription ExecutionsLive($endpointId: ID, $after: String) {
-    executionUpdates(endpointId: $endpointId, after: $after) { cursor executionId status attemptCount }
+    executionUpdates(endpointId: $endpointId, after: $after) {
+      cursor
+      executionId
+      status
+      attemptCount
+    }
   }
 `);
 
 export const RetryExecutionDocument = graphql(`
   mutation RetryExecution($id: ID!) {
-    retryExecution(id: $id) { id status }
+    retryExecution(id: $id) {
+      id
+      status
+    }
   }
 `);
 export const CancelExecutionDocument = graphql(`
   mutation CancelExecution($id: ID!) {
-    cancelExecution(id: $id) { id status }
+    cancelExecution(id: $id) {
+      id
+      status
+    }
   }
 `);
 const RetryAllDocument = graphql(`
   mutation RetryAll($filter: ExecutionFilter) {
-    retryExecutions(filter: $filter, limit: 1000) { matched changed more skipped { id code message } }
+    retryExecutions(filter: $filter, limit: 1000) {
+      matched
+      changed
+      more
+      skipped {
+        id
+        code
+        message
+      }
+    }
   }
 `);
 
@@ -90,7 +132,11 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
       <h1 id="executions-title">{deadLetter ? 'Dead-letter queue' : 'Executions'}</h1>
       <nav className="tabs" aria-label="Status">
         {TABS.map((t) => (
-          <Link key={t.label} to={`${href('executions')}?${new URLSearchParams({ ...(t.status ? { status: t.status } : {}), ...(endpointId ? { endpoint: endpointId } : {}) }).toString()}`} className={t.status === status ? 'current' : undefined}>
+          <Link
+            key={t.label}
+            to={`${href('executions')}?${new URLSearchParams({ ...(t.status ? { status: t.status } : {}), ...(endpointId ? { endpoint: endpointId } : {}) }).toString()}`}
+            className={t.status === status ? 'current' : undefined}
+          >
             {t.label}
           </Link>
         ))}
@@ -114,7 +160,9 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
               const r = await retryAll.run({ filter });
               if (r) {
                 const b = r.retryExecutions;
-                setBulkNote(`Re-drove ${b.changed} of ${b.matched} failed executions${b.skipped.length ? `; skipped ${b.skipped.length} (${b.skipped[0]!.code}: ${b.skipped[0]!.message})` : ''}${b.more ? '; more remain: retry all again' : ''}.`);
+                setBulkNote(
+                  `Re-drove ${b.changed} of ${b.matched} failed executions${b.skipped.length ? `; skipped ${b.skipped.length} (${b.skipped[0]!.code}: ${b.skipped[0]!.message})` : ''}${b.more ? '; more remain: retry all again' : ''}.`,
+                );
                 q.reload();
               }
             }}
@@ -134,7 +182,13 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
       {!q.data ? (
         !q.error && <Loading />
       ) : q.data.executions.nodes.length === 0 ? (
-        <Empty>{deadLetter ? 'The dead-letter queue is empty: no execution has failed its last attempt.' : status || endpointId ? 'No execution matches: choose another status or endpoint.' : 'No executions yet: create a job and it runs here.'}</Empty>
+        <Empty>
+          {deadLetter
+            ? 'The dead-letter queue is empty: no execution has failed its last attempt.'
+            : status || endpointId
+              ? 'No execution matches: choose another status or endpoint.'
+              : 'No executions yet: create a job and it runs here.'}
+        </Empty>
       ) : (
         <>
           <p className="muted">
@@ -179,12 +233,20 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
                     {can('OPERATOR') && (
                       <td>
                         {st === 'FAILED' && (
-                          <button type="button" onClick={async () => (await retry.run({ id: e.id })) && q.reload()} aria-label={`Retry execution ${e.id.slice(0, 8)}`}>
+                          <button
+                            type="button"
+                            onClick={async () => (await retry.run({ id: e.id })) && q.reload()}
+                            aria-label={`Retry execution ${e.id.slice(0, 8)}`}
+                          >
                             Retry
                           </button>
                         )}
                         {(st === 'PENDING' || st === 'RUNNING') && (
-                          <button type="button" onClick={async () => (await cancel.run({ id: e.id })) && q.reload()} aria-label={`Cancel execution ${e.id.slice(0, 8)}`}>
+                          <button
+                            type="button"
+                            onClick={async () => (await cancel.run({ id: e.id })) && q.reload()}
+                            aria-label={`Cancel execution ${e.id.slice(0, 8)}`}
+                          >
                             Cancel
                           </button>
                         )}
@@ -195,7 +257,12 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
               })}
             </tbody>
           </table>
-          <Pager stack={page} hasNext={q.data.executions.pageInfo.hasNextPage} onNext={() => setPage(nextPage(page, q.data?.executions.pageInfo.endCursor))} onPrevious={() => setPage(previousPage(page))} />
+          <Pager
+            stack={page}
+            hasNext={q.data.executions.pageInfo.hasNextPage}
+            onNext={() => setPage(nextPage(page, q.data?.executions.pageInfo.endCursor))}
+            onPrevious={() => setPage(previousPage(page))}
+          />
         </>
       )}
     </section>

@@ -7,25 +7,58 @@ import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 const HandlersDocument = graphql(`
   query Handlers {
     handlers {
-      kind name
-      cadence { cron everyMs timezone }
-      workers { id heartbeatAt }
-      lastOutcome { status finishedAt message cause }
-      interval { nextDueAt okRuns errorRuns running }
-      schedule { nextDueAt lastTickAt }
-      lastRun { id status processed total }
+      kind
+      name
+      cadence {
+        cron
+        everyMs
+        timezone
+      }
+      workers {
+        id
+        heartbeatAt
+      }
+      lastOutcome {
+        status
+        finishedAt
+        message
+        cause
+      }
+      interval {
+        nextDueAt
+        okRuns
+        errorRuns
+        running
+      }
+      schedule {
+        nextDueAt
+        lastTickAt
+      }
+      lastRun {
+        id
+        status
+        processed
+        total
+      }
     }
   }
 `);
 
 const TriggerHandlerDocument = graphql(`
   mutation TriggerHandler($name: String!) {
-    triggerHandler(input: { name: $name, force: true }) { outcome }
+    triggerHandler(input: { name: $name, force: true }) {
+      outcome
+    }
   }
 `);
 const TriggerRunDocument = graphql(`
   mutation TriggerRunFromHandlers($name: String!) {
-    triggerRun(input: { name: $name }) { result run { id } }
+    triggerRun(input: { name: $name }) {
+      result
+      run {
+        id
+      }
+    }
   }
 `);
 
@@ -68,7 +101,13 @@ export function HandlersScreen() {
                 <th scope="row">{h.name}</th>
                 <td>{h.kind}</td>
                 <td>{h.workers.length}</td>
-                <td>{h.cadence ? (h.cadence.cron ? `${h.cadence.cron} (${h.cadence.timezone ?? 'UTC'})` : `every ${formatDuration(h.cadence.everyMs)}`) : '—'}</td>
+                <td>
+                  {h.cadence
+                    ? h.cadence.cron
+                      ? `${h.cadence.cron} (${h.cadence.timezone ?? 'UTC'})`
+                      : `every ${formatDuration(h.cadence.everyMs)}`
+                    : '—'}
+                </td>
                 <td>
                   <Time iso={h.interval?.nextDueAt ?? h.schedule?.nextDueAt} />
                 </td>

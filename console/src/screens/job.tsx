@@ -9,14 +9,58 @@ import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 const JobDocument = graphql(`
   query Job($id: ID!) {
     job(id: $id) {
-      id name kind status state idempotencyKey lockKey maxAttempts input runAt createdAt updatedAt retiredAt
-      endpoint { id name kind }
-      cron { expression timezone nextFireAt lastFiredAt missedTicks skippedTicks lastSkipAt lastSkipReason scheduleError misfirePolicy overlapPolicy }
+      id
+      name
+      kind
+      status
+      state
+      idempotencyKey
+      lockKey
+      maxAttempts
+      input
+      runAt
+      createdAt
+      updatedAt
+      retiredAt
+      endpoint {
+        id
+        name
+        kind
+      }
+      cron {
+        expression
+        timezone
+        nextFireAt
+        lastFiredAt
+        missedTicks
+        skippedTicks
+        lastSkipAt
+        lastSkipReason
+        scheduleError
+        misfirePolicy
+        overlapPolicy
+      }
       executions(first: 20) {
         totalCount
         nodes {
-          id status scheduledFor finishedAt attemptCount maxAttempts lastError trigger
-          attempts { id attemptNumber outcome statusCode durationMs error responseExcerpt startedAt }
+          id
+          status
+          scheduledFor
+          finishedAt
+          attemptCount
+          maxAttempts
+          lastError
+          trigger
+          attempts {
+            id
+            attemptNumber
+            outcome
+            statusCode
+            durationMs
+            error
+            responseExcerpt
+            startedAt
+          }
         }
       }
     }
@@ -31,45 +75,76 @@ const CronPreviewDocument = graphql(`
 
 const JobExecutionsDocument = graphql(`
   subscription JobExecutions($jobId: ID!, $after: String) {
-    executionUpdates(jobId: $jobId, after: $after) { cursor executionId status }
+    executionUpdates(jobId: $jobId, after: $after) {
+      cursor
+      executionId
+      status
+    }
   }
 `);
 
 const JobEventsOneDocument = graphql(`
   subscription JobEventsOne($jobId: ID!, $after: String) {
-    jobEvents(jobId: $jobId, after: $after) { cursor status }
+    jobEvents(jobId: $jobId, after: $after) {
+      cursor
+      status
+    }
   }
 `);
 
 const TriggerJobDocument = graphql(`
   mutation TriggerJob($id: ID!) {
-    triggerJob(input: { id: $id, force: true }) { created execution { id status } }
+    triggerJob(input: { id: $id, force: true }) {
+      created
+      execution {
+        id
+        status
+      }
+    }
   }
 `);
 const PauseJobDocument = graphql(`
   mutation PauseJob($id: ID!) {
-    pauseJob(id: $id) { id status }
+    pauseJob(id: $id) {
+      id
+      status
+    }
   }
 `);
 const ResumeJobDocument = graphql(`
   mutation ResumeJob($id: ID!) {
-    resumeJob(id: $id) { id status }
+    resumeJob(id: $id) {
+      id
+      status
+    }
   }
 `);
 const CancelJobDocument = graphql(`
   mutation CancelJob($id: ID!) {
-    cancelJob(id: $id) { cancelledExecutions job { id status } }
+    cancelJob(id: $id) {
+      cancelledExecutions
+      job {
+        id
+        status
+      }
+    }
   }
 `);
 const UpdateJobDocument = graphql(`
   mutation UpdateJob($input: UpdateJobInput!) {
-    updateJob(input: $input) { id }
+    updateJob(input: $input) {
+      id
+    }
   }
 `);
 
 export function JobScreen({ id }: { id: string }) {
   const q = useQuery(JobDocument, { id }, { throttleMs: 250 });
-  useSubscription(JobExecutionsDocument, { jobId: id }, { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload });
+  useSubscription(
+    JobExecutionsDocument,
+    { jobId: id },
+    { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload },
+  );
   useSubscription(JobEventsOneDocument, { jobId: id }, { next: () => q.reloadSoon(), cursor: (d) => d.jobEvents.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the job" /> : <Loading />;
   const job = q.data.job;

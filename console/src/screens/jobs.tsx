@@ -12,21 +12,45 @@ const JobsDocument = graphql(`
     jobs(filter: $filter, first: 25, after: $after) {
       totalCount
       totalCountCapped
-      pageInfo { endCursor hasNextPage }
+      pageInfo {
+        endCursor
+        hasNextPage
+      }
       nodes {
-        id name kind state idempotencyKey createdAt
-        endpoint { id name }
-        cron { expression timezone nextFireAt }
+        id
+        name
+        kind
+        state
+        idempotencyKey
+        createdAt
+        endpoint {
+          id
+          name
+        }
+        cron {
+          expression
+          timezone
+          nextFireAt
+        }
         runAt
       }
     }
-    endpoints(first: 100) { nodes { id name } }
+    endpoints(first: 100) {
+      nodes {
+        id
+        name
+      }
+    }
   }
 `);
 
 const JobsEventsDocument = graphql(`
   subscription JobsEvents($after: String) {
-    jobEvents(after: $after) { cursor jobId status }
+    jobEvents(after: $after) {
+      cursor
+      jobId
+      status
+    }
   }
 `);
 
@@ -41,13 +65,20 @@ export function JobsScreen() {
   const [search, setSearch] = useState('');
   const [applied, setApplied] = useState('');
   const [page, setPage] = useState(firstPage);
-  const filter = { ...(kind ? { kind } : {}), ...(status ? { status } : {}), ...(endpointId ? { endpointId } : {}), ...(applied ? { search: applied } : {}) };
+  const filter = {
+    ...(kind ? { kind } : {}),
+    ...(status ? { status } : {}),
+    ...(endpointId ? { endpointId } : {}),
+    ...(applied ? { search: applied } : {}),
+  };
   const q = useQuery(JobsDocument, { filter, after: page.after });
   useSubscription(JobsEventsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.jobEvents.cursor, reset: q.reload });
-  const change = <T,>(set: (v: T) => void) => (v: T) => {
-    set(v);
-    setPage(firstPage);
-  };
+  const change =
+    <T,>(set: (v: T) => void) =>
+    (v: T) => {
+      set(v);
+      setPage(firstPage);
+    };
   return (
     <section aria-labelledby="jobs-title">
       <div className="title-row">
@@ -137,7 +168,17 @@ export function JobsScreen() {
                   <td>
                     <Status value={j.state} />
                   </td>
-                  <td>{j.cron ? <span title={j.cron.nextFireAt ?? ''}>{formatRelative(j.cron.nextFireAt)} ({j.cron.expression})</span> : j.runAt ? <Time iso={j.runAt} /> : '—'}</td>
+                  <td>
+                    {j.cron ? (
+                      <span title={j.cron.nextFireAt ?? ''}>
+                        {formatRelative(j.cron.nextFireAt)} ({j.cron.expression})
+                      </span>
+                    ) : j.runAt ? (
+                      <Time iso={j.runAt} />
+                    ) : (
+                      '—'
+                    )}
+                  </td>
                   <td>
                     <Time iso={j.createdAt} />
                   </td>
@@ -145,7 +186,12 @@ export function JobsScreen() {
               ))}
             </tbody>
           </table>
-          <Pager stack={page} hasNext={q.data.jobs.pageInfo.hasNextPage} onNext={() => setPage(nextPage(page, q.data?.jobs.pageInfo.endCursor))} onPrevious={() => setPage(previousPage(page))} />
+          <Pager
+            stack={page}
+            hasNext={q.data.jobs.pageInfo.hasNextPage}
+            onNext={() => setPage(nextPage(page, q.data?.jobs.pageInfo.endCursor))}
+            onPrevious={() => setPage(previousPage(page))}
+          />
         </>
       )}
     </section>

@@ -6,17 +6,36 @@ import { Empty, ErrorBox, Loading, Status, Time } from '../ui/common.tsx';
 
 const KeysDocument = graphql(`
   query Keys {
-    apiKeys { id name role prefix installationAdmin createdAt lastUsedAt revokedAt }
+    apiKeys {
+      id
+      name
+      role
+      prefix
+      installationAdmin
+      createdAt
+      lastUsedAt
+      revokedAt
+    }
   }
 `);
 const CreateKeyDocument = graphql(`
   mutation CreateKey($input: CreateApiKeyInput!) {
-    createApiKey(input: $input) { key apiKey { id name role } }
+    createApiKey(input: $input) {
+      key
+      apiKey {
+        id
+        name
+        role
+      }
+    }
   }
 `);
 const RevokeKeyDocument = graphql(`
   mutation RevokeKey($id: ID!) {
-    revokeApiKey(id: $id) { id revokedAt }
+    revokeApiKey(id: $id) {
+      id
+      revokedAt
+    }
   }
 `);
 
@@ -117,7 +136,11 @@ export function KeysScreen() {
                       className="danger"
                       aria-label={`Revoke key ${k.name}`}
                       onClick={async () => {
-                        if (confirm(`Revoke the key "${k.name}"? It stops working at once, live streams included.`) && (await revoke.run({ id: k.id }))) q.reload();
+                        if (
+                          confirm(`Revoke the key "${k.name}"? It stops working at once, live streams included.`) &&
+                          (await revoke.run({ id: k.id }))
+                        )
+                          q.reload();
                       }}
                     >
                       Revoke

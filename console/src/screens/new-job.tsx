@@ -7,7 +7,13 @@ import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
 
 const NewJobEndpointsDocument = graphql(`
   query NewJobEndpoints {
-    endpoints(first: 100) { nodes { id name kind } }
+    endpoints(first: 100) {
+      nodes {
+        id
+        name
+        kind
+      }
+    }
   }
 `);
 
@@ -19,7 +25,12 @@ const PreviewDocument = graphql(`
 
 const CreateJobDocument = graphql(`
   mutation CreateJob($input: CreateJobInput!) {
-    createJob(input: $input) { created job { id } }
+    createJob(input: $input) {
+      created
+      job {
+        id
+      }
+    }
   }
 `);
 

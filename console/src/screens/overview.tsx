@@ -11,31 +11,75 @@ const OverviewDocument = graphql(`
     executionStats(windowMinutes: 60) {
       windowMinutes
       workersAlive
-      byEndpoint { endpointId endpointName pending running failed succeededInWindow failedInWindow cancelledInWindow }
-      perMinute { minute succeeded failed started latencyP50Ms latencyP95Ms }
+      byEndpoint {
+        endpointId
+        endpointName
+        pending
+        running
+        failed
+        succeededInWindow
+        failedInWindow
+        cancelledInWindow
+      }
+      perMinute {
+        minute
+        succeeded
+        failed
+        started
+        latencyP50Ms
+        latencyP95Ms
+      }
     }
     runConnection(status: RUNNING, first: 10) {
       totalCount
-      nodes { id name status processed total progress startedAt }
+      nodes {
+        id
+        name
+        status
+        processed
+        total
+        progress
+        startedAt
+      }
     }
   }
 `);
 
 const OverviewExecutionsDocument = graphql(`
   subscription OverviewExecutions($after: String) {
-    executionUpdates(after: $after) { cursor executionId status }
+    executionUpdates(after: $after) {
+      cursor
+      executionId
+      status
+    }
   }
 `);
 
 const OverviewRunsDocument = graphql(`
   subscription OverviewRuns($after: String) {
-    runEvents(after: $after) { cursor runId status }
+    runEvents(after: $after) {
+      cursor
+      runId
+      status
+    }
   }
 `);
 
 export const RunProgressDocument = graphql(`
   subscription RunProgress($runId: ID!) {
-    runProgress(runId: $runId) { id status processed total progress updatedAt stats cursor pauseReason error finishedAt }
+    runProgress(runId: $runId) {
+      id
+      status
+      processed
+      total
+      progress
+      updatedAt
+      stats
+      cursor
+      pauseReason
+      error
+      finishedAt
+    }
   }
 `);
 
@@ -43,13 +87,22 @@ const minuteLabel = (iso: string) => new Intl.DateTimeFormat(undefined, { hour: 
 
 export function Overview() {
   const q = useQuery(OverviewDocument, {}, { throttleMs: 2000 });
-  useSubscription(OverviewExecutionsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload });
+  useSubscription(
+    OverviewExecutionsDocument,
+    {},
+    { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload },
+  );
   useSubscription(OverviewRunsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
   const s = q.data.executionStats;
   const labels = s.perMinute.map((m) => minuteLabel(m.minute));
   const totals = s.byEndpoint.reduce(
-    (a, e) => ({ pending: a.pending + e.pending, running: a.running + e.running, failed: a.failed + e.failed, succeeded: a.succeeded + e.succeededInWindow }),
+    (a, e) => ({
+      pending: a.pending + e.pending,
+      running: a.running + e.running,
+      failed: a.failed + e.failed,
+      succeeded: a.succeeded + e.succeededInWindow,
+    }),
     { pending: 0, running: 0, failed: 0, succeeded: 0 },
   );
   return (
@@ -72,7 +125,11 @@ export function Overview() {
             { name: 'started', values: s.perMinute.map((m) => m.started), className: 'info' },
           ]}
         />
-        <LineChart title="Failures per minute" labels={labels} series={[{ name: 'failed', values: s.perMinute.map((m) => m.failed), className: 'bad' }]} />
+        <LineChart
+          title="Failures per minute"
+          labels={labels}
+          series={[{ name: 'failed', values: s.perMinute.map((m) => m.failed), className: 'bad' }]}
+        />
         <LineChart
           title="Enqueue-to-start latency"
           unit=" ms"
@@ -86,7 +143,8 @@ export function Overview() {
       <h2>Executions by endpoint</h2>
       {s.byEndpoint.length === 0 ? (
         <Empty>
-          No executions yet. <Link to={href('endpoints')}>Register an endpoint</Link>, then <Link to={href('jobs', 'new')}>create a job</Link> on it.
+          No executions yet. <Link to={href('endpoints')}>Register an endpoint</Link>, then{' '}
+          <Link to={href('jobs', 'new')}>create a job</Link> on it.
         </Empty>
       ) : (
         <table data-testid="by-endpoint">
@@ -110,7 +168,15 @@ export function Overview() {
                 </th>
                 <td>{formatCount(e.pending)}</td>
                 <td>{formatCount(e.running)}</td>
-                <td>{e.failed > 0 ? <Link to={`${href('executions')}?status=FAILED&endpoint=${encodeURIComponent(e.endpointId)}`}>{formatCount(e.failed)}</Link> : 0}</td>
+                <td>
+                  {e.failed > 0 ? (
+                    <Link to={`${href('executions')}?status=FAILED&endpoint=${encodeURIComponent(e.endpointId)}`}>
+                      {formatCount(e.failed)}
+                    </Link>
+                  ) : (
+                    0
+                  )}
+                </td>
                 <td>{formatCount(e.succeededInWindow)}</td>
                 <td>{formatCount(e.failedInWindow)}</td>
                 <td>{formatCount(e.cancelledInWindow)}</td>
@@ -136,7 +202,12 @@ function Tile({ label, value, to }: { label: string; value: number; to?: string 
 }
 
 function RunsInProgress({ runs }: { runs: OverviewQuery['runConnection']['nodes'] }) {
-  if (runs.length === 0) return <Empty>No run in progress. Recoverable handlers start runs from the <Link to={href('handlers')}>Handlers</Link> screen.</Empty>;
+  if (runs.length === 0)
+    return (
+      <Empty>
+        No run in progress. Recoverable handlers start runs from the <Link to={href('handlers')}>Handlers</Link> screen.
+      </Empty>
+    );
   return (
     <ul className="runs">
       {runs.map((r) => (

@@ -10,11 +10,37 @@ import { RunProgressDocument } from './overview.tsx';
 const RunDocument = graphql(`
   query Run($id: ID!, $kind: String, $severity: Severity) {
     run(id: $id) {
-      id name status processed total progress startedAt finishedAt updatedAt heartbeatAt stats params cursor error pauseKind pauseReason
+      id
+      name
+      status
+      processed
+      total
+      progress
+      startedAt
+      finishedAt
+      updatedAt
+      heartbeatAt
+      stats
+      params
+      cursor
+      error
+      pauseKind
+      pauseReason
       findings(first: 100, kind: $kind, severity: $severity) {
-        counts { kind severity count }
+        counts {
+          kind
+          severity
+          count
+        }
         nextCursor
-        nodes { id kind severity resourceId detail createdAt }
+        nodes {
+          id
+          kind
+          severity
+          resourceId
+          detail
+          createdAt
+        }
       }
     }
   }
@@ -22,18 +48,34 @@ const RunDocument = graphql(`
 
 const RunFindingsDocument = graphql(`
   subscription RunFindings($runId: ID!, $after: String) {
-    runFindings(runId: $runId, after: $after) { id kind severity resourceId detail createdAt }
+    runFindings(runId: $runId, after: $after) {
+      id
+      kind
+      severity
+      resourceId
+      detail
+      createdAt
+    }
   }
 `);
 
 const CancelRunDocument = graphql(`
   mutation CancelRun($id: ID!) {
-    cancelRun(id: $id) { id status }
+    cancelRun(id: $id) {
+      id
+      status
+    }
   }
 `);
 const ResumeRunDocument = graphql(`
   mutation ResumeRun($name: String!) {
-    triggerRun(input: { name: $name }) { result run { id status } }
+    triggerRun(input: { name: $name }) {
+      result
+      run {
+        id
+        status
+      }
+    }
   }
 `);
 
@@ -50,13 +92,17 @@ export function RunScreen({ id }: { id: string }) {
   const [streamed, setStreamed] = useState<Finding[]>([]);
   useEffect(() => setStreamed([]), [q.data]);
   const lastFindingId = q.data?.run.findings.nodes.at(-1)?.id;
-  useSubscription(RunProgressDocument, { runId: id }, {
-    next: (d) => {
-      setLive(d.runProgress);
-      setSamples((s) => addSample(s, { at: Date.now(), processed: d.runProgress.processed }));
+  useSubscription(
+    RunProgressDocument,
+    { runId: id },
+    {
+      next: (d) => {
+        setLive(d.runProgress);
+        setSamples((s) => addSample(s, { at: Date.now(), processed: d.runProgress.processed }));
+      },
+      error: () => q.reloadSoon(),
     },
-    error: () => q.reloadSoon(),
-  });
+  );
   // Findings after the last one the page loaded (the first page shows the oldest 100: stream from
   // there only when that page is complete).
   const complete = q.data ? q.data.run.findings.nextCursor === null : false;
@@ -101,7 +147,11 @@ export function RunScreen({ id }: { id: string }) {
       {can('OPERATOR') && (
         <div className="actions">
           {(run.status === 'RUNNING' || run.status === 'CANCEL_REQUESTED') && (
-            <button type="button" onClick={async () => (await cancel.run({ id })) && q.reload()} disabled={run.status === 'CANCEL_REQUESTED'}>
+            <button
+              type="button"
+              onClick={async () => (await cancel.run({ id })) && q.reload()}
+              disabled={run.status === 'CANCEL_REQUESTED'}
+            >
               Cancel run
             </button>
           )}

@@ -11,15 +11,32 @@ const RunsDocument = graphql(`
   query Runs($status: RunStatus, $after: String) {
     runConnection(status: $status, first: 25, after: $after) {
       totalCount
-      pageInfo { endCursor hasNextPage }
-      nodes { id name status processed total progress startedAt finishedAt pauseReason }
+      pageInfo {
+        endCursor
+        hasNextPage
+      }
+      nodes {
+        id
+        name
+        status
+        processed
+        total
+        progress
+        startedAt
+        finishedAt
+        pauseReason
+      }
     }
   }
 `);
 
 const RunsLiveDocument = graphql(`
   subscription RunsLive($after: String) {
-    runEvents(after: $after) { cursor runId status }
+    runEvents(after: $after) {
+      cursor
+      runId
+      status
+    }
   }
 `);
 
@@ -54,7 +71,10 @@ export function RunsScreen() {
       {!q.data ? (
         !q.error && <Loading />
       ) : q.data.runConnection.nodes.length === 0 ? (
-        <Empty>No runs{status ? ` in status ${status}` : ''}. Recoverable handlers start runs on their schedule, or from the <Link to={href('handlers')}>Handlers</Link> screen.</Empty>
+        <Empty>
+          No runs{status ? ` in status ${status}` : ''}. Recoverable handlers start runs on their schedule, or from the{' '}
+          <Link to={href('handlers')}>Handlers</Link> screen.
+        </Empty>
       ) : (
         <>
           <table data-testid="runs">
@@ -92,7 +112,12 @@ export function RunsScreen() {
               })}
             </tbody>
           </table>
-          <Pager stack={page} hasNext={q.data.runConnection.pageInfo.hasNextPage} onNext={() => setPage(nextPage(page, q.data?.runConnection.pageInfo.endCursor))} onPrevious={() => setPage(previousPage(page))} />
+          <Pager
+            stack={page}
+            hasNext={q.data.runConnection.pageInfo.hasNextPage}
+            onNext={() => setPage(nextPage(page, q.data?.runConnection.pageInfo.endCursor))}
+            onPrevious={() => setPage(previousPage(page))}
+          />
         </>
       )}
     </section>

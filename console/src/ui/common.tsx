@@ -61,8 +61,19 @@ export function Status({ value }: { value: string }) {
 export function ProgressBar({ fraction, label }: { fraction: number | null; label: string }) {
   const percent = fraction === null ? null : Math.round(fraction * 1000) / 10;
   return (
-    <div className="progress" role="progressbar" aria-label={label} aria-valuemin={0} aria-valuemax={100} aria-valuenow={percent ?? undefined} aria-valuetext={percent === null ? label : `${percent}% (${label})`}>
-      <div className={fraction === null ? 'progress-bar indeterminate' : 'progress-bar'} style={{ width: fraction === null ? '100%' : `${percent}%` }} />
+    <div
+      className="progress"
+      role="progressbar"
+      aria-label={label}
+      aria-valuemin={0}
+      aria-valuemax={100}
+      aria-valuenow={percent ?? undefined}
+      aria-valuetext={percent === null ? label : `${percent}% (${label})`}
+    >
+      <div
+        className={fraction === null ? 'progress-bar indeterminate' : 'progress-bar'}
+        style={{ width: fraction === null ? '100%' : `${percent}%` }}
+      />
     </div>
   );
 }

@@ -36,7 +36,14 @@ export async function saveCursor(
   await client.query(
     `update alert_cursors set events_after = $2, findings_after = $3, pending_events = $4, pending_findings = $5,
        pending_writers = $6, evaluated_at = now() where workspace_id = $1`,
-    [workspaceId, c.events.toString(), c.findings.toString(), c.pending?.events.toString() ?? null, c.pending?.findings.toString() ?? null, c.pending?.writers ?? null],
+    [
+      workspaceId,
+      c.events.toString(),
+      c.findings.toString(),
+      c.pending?.events.toString() ?? null,
+      c.pending?.findings.toString() ?? null,
+      c.pending?.writers ?? null,
+    ],
   );
 }
 
@@ -65,7 +72,11 @@ export async function lockActiveRules(client: pg.PoolClient, workspaceId: string
     `select * from alert_rules where workspace_id = $1 and deleted_at is null and enabled order by created_at, id for share`,
     [workspaceId],
   );
-  return rows.map((r) => ({ ...r, no_success_ms: r.no_success_ms === null ? null : Number(r.no_success_ms), rate_limit_ms: Number(r.rate_limit_ms) }));
+  return rows.map((r) => ({
+    ...r,
+    no_success_ms: r.no_success_ms === null ? null : Number(r.no_success_ms),
+    rate_limit_ms: Number(r.rate_limit_ms),
+  }));
 }
 
 export interface EvaluatedEvent {
@@ -96,7 +107,13 @@ export interface EvaluatedEvent {
  * still seen as crashed. Only events written before that migration carry none; for those the
  * run's current kind is the best there is.
  */
-export async function eventsToEvaluate(client: pg.PoolClient, workspaceId: string, after: bigint, upTo: bigint, limit: number): Promise<EvaluatedEvent[]> {
+export async function eventsToEvaluate(
+  client: pg.PoolClient,
+  workspaceId: string,
+  after: bigint,
+  upTo: bigint,
+  limit: number,
+): Promise<EvaluatedEvent[]> {
   const { rows } = await client.query<EvaluatedEvent>(
     `select e.id::text, e.topic, e.subject_id, e.job_id, e.endpoint_id, e.name, e.status, e.attempt_count, e.created_at,
             j.name as job_name, coalesce(j.alerts_opt_out, false) as opt_out, en.name as endpoint_name, en.type as endpoint_type,
@@ -124,7 +141,13 @@ export interface EvaluatedFinding {
   created_at: Date;
 }
 
-export async function findingsToEvaluate(client: pg.PoolClient, workspaceId: string, after: bigint, upTo: bigint, limit: number): Promise<EvaluatedFinding[]> {
+export async function findingsToEvaluate(
+  client: pg.PoolClient,
+  workspaceId: string,
+  after: bigint,
+  upTo: bigint,
+  limit: number,
+): Promise<EvaluatedFinding[]> {
   const { rows } = await client.query<EvaluatedFinding>(
     `select f.id::text, f.run_id, r.name as run_name, f.kind, f.severity, f.resource_id, f.created_at
      from findings f join runs r on r.id = f.run_id
@@ -203,7 +226,11 @@ export async function jobsLastSuccess(client: pg.PoolClient, workspaceId: string
 }
 
 /** Recoverable handlers by name: their last COMPLETED run in the workspace (null: none yet). */
-export async function recoverablesLastSuccess(client: pg.PoolClient, workspaceId: string, names: string[]): Promise<Map<string, Date | null>> {
+export async function recoverablesLastSuccess(
+  client: pg.PoolClient,
+  workspaceId: string,
+  names: string[],
+): Promise<Map<string, Date | null>> {
   const { rows } = await client.query<{ name: string; since: Date | null }>(
     `select n.name, (select max(r.finished_at) from runs r where r.workspace_id = $1 and r.name = n.name and r.status = 'COMPLETED') as since
      from unnest($2::text[]) as n(name)`,

@@ -21,7 +21,11 @@ export interface AlertStateRow {
 }
 
 /** The states of these (rule, subject) pairs, plus every firing state of `firingOf` rules. */
-export async function loadStates(client: pg.PoolClient, pairs: { ruleId: string; key: string }[], firingOf: string[]): Promise<AlertStateRow[]> {
+export async function loadStates(
+  client: pg.PoolClient,
+  pairs: { ruleId: string; key: string }[],
+  firingOf: string[],
+): Promise<AlertStateRow[]> {
   const { rows } = await client.query<AlertStateRow>(
     `select s.* from alert_states s
      where (s.rule_id, s.subject_key) in (select * from unnest($1::uuid[], $2::text[]))
@@ -53,8 +57,20 @@ export async function saveState(client: pg.PoolClient, workspaceId: string, s: A
        first_seen_at = excluded.first_seen_at, last_seen_at = excluded.last_seen_at, occurrences = excluded.occurrences,
        last_notified_at = excluded.last_notified_at, window_start = excluded.window_start, suppressed = excluded.suppressed,
        observed = excluded.observed, updated_at = now()`,
-    [s.rule_id, s.subject_key, workspaceId, s.firing, s.notified, s.first_seen_at, s.last_seen_at, s.occurrences,
-     s.last_notified_at, s.window_start, s.suppressed, s.observed],
+    [
+      s.rule_id,
+      s.subject_key,
+      workspaceId,
+      s.firing,
+      s.notified,
+      s.first_seen_at,
+      s.last_seen_at,
+      s.occurrences,
+      s.last_notified_at,
+      s.window_start,
+      s.suppressed,
+      s.observed,
+    ],
   );
 }
 
@@ -75,8 +91,23 @@ export async function insertNotification(client: pg.PoolClient, n: NewNotificati
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb)
      on conflict (rule_id, subject_key, kind, window_start) do nothing
      returning id, created_at`,
-    [n.workspaceId, n.ruleId, n.condition, n.kind, n.subjectType, n.subjectKey, n.subjectId, n.subjectName, n.windowStart,
-     n.firstSeenAt, n.lastSeenAt, n.occurrences, n.suppressedCount, n.summary, JSON.stringify(n.detail)],
+    [
+      n.workspaceId,
+      n.ruleId,
+      n.condition,
+      n.kind,
+      n.subjectType,
+      n.subjectKey,
+      n.subjectId,
+      n.subjectName,
+      n.windowStart,
+      n.firstSeenAt,
+      n.lastSeenAt,
+      n.occurrences,
+      n.suppressedCount,
+      n.summary,
+      JSON.stringify(n.detail),
+    ],
   );
   return rows[0];
 }
@@ -119,12 +150,20 @@ export async function enqueueDelivery(
   return rows[0]?.id;
 }
 
-export async function setDeliveryJobs(client: pg.PoolClient, id: string, jobs: { webhook: string | null; email: string | null }): Promise<void> {
+export async function setDeliveryJobs(
+  client: pg.PoolClient,
+  id: string,
+  jobs: { webhook: string | null; email: string | null },
+): Promise<void> {
   await client.query(`update alert_notifications set webhook_job_id = $2, email_job_id = $3 where id = $1`, [id, jobs.webhook, jobs.email]);
 }
 
 /** Job names and endpoint names for digests (their subject keys carry only the id). */
-export async function jobLabels(client: pg.PoolClient, workspaceId: string, jobIds: string[]): Promise<Map<string, { name: string | null; endpointId: string }>> {
+export async function jobLabels(
+  client: pg.PoolClient,
+  workspaceId: string,
+  jobIds: string[],
+): Promise<Map<string, { name: string | null; endpointId: string }>> {
   if (jobIds.length === 0) return new Map();
   const { rows } = await client.query<{ id: string; name: string | null; endpoint_id: string }>(
     `select id, name, endpoint_id from jobs where workspace_id = $1 and id = any($2::uuid[])`,
@@ -139,6 +178,9 @@ export async function jobLabels(client: pg.PoolClient, workspaceId: string, jobI
  * alert is delivered as raised. Empty: the installation's default list; undefined: no such rule.
  */
 export async function alertEmailRecipients(pool: pg.Pool, workspaceId: string, ruleId: string): Promise<string[] | undefined> {
-  const { rows } = await pool.query<{ email_to: string[] }>(`select email_to from alert_rules where workspace_id = $1 and id = $2`, [workspaceId, ruleId]);
+  const { rows } = await pool.query<{ email_to: string[] }>(`select email_to from alert_rules where workspace_id = $1 and id = $2`, [
+    workspaceId,
+    ruleId,
+  ]);
   return rows[0]?.email_to;
 }

@@ -207,7 +207,9 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
 
 /** Whether any endpoint has a concurrency limit; the claim path is simpler when none does. */
 export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
-  const { rows } = await pool.query('select exists (select 1 from endpoints where concurrency_limit is not null and archived_at is null) as any');
+  const { rows } = await pool.query(
+    'select exists (select 1 from endpoints where concurrency_limit is not null and archived_at is null) as any',
+  );
   return rows[0].any as boolean;
 }
 

@@ -93,7 +93,11 @@ select id, status from updated`;
  * outcome was accepted, with their new status. On a client, inside its transaction (a handler's
  * fenced transaction records its success this way).
  */
-export async function completeExecutions(pool: pg.Pool | pg.PoolClient, workerId: string, items: Completion[]): Promise<Map<string, string>> {
+export async function completeExecutions(
+  pool: pg.Pool | pg.PoolClient,
+  workerId: string,
+  items: Completion[],
+): Promise<Map<string, string>> {
   if (items.length === 0) return new Map();
   // A named statement: parsed and planned once per connection.
   const { rows } = await pool.query<{ id: string; status: string }>({

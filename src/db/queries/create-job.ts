@@ -96,8 +96,6 @@ export async function insertJobInOneStatement(db: Executor, pool: pg.Pool | unde
     j.audit.action,
     j.audit.input,
   ];
-  const { rows } = pool
-    ? await pool.query<JobRow>({ name, text, values })
-    : await db.executeQuery<JobRow>(CompiledQuery.raw(text, values));
+  const { rows } = pool ? await pool.query<JobRow>({ name, text, values }) : await db.executeQuery<JobRow>(CompiledQuery.raw(text, values));
   return rows[0];
 }

@@ -58,7 +58,13 @@ where id > $1 and id <= $2 and workspace_id = any($3::uuid[])
 order by id limit $4`;
 
 /** Events of these workspaces in (after, upTo], oldest first, at most `limit`. */
-export async function eventsInRange(pool: pg.Pool, after: bigint, upTo: bigint, workspaceIds: string[], limit: number): Promise<EventRow[]> {
+export async function eventsInRange(
+  pool: pg.Pool,
+  after: bigint,
+  upTo: bigint,
+  workspaceIds: string[],
+  limit: number,
+): Promise<EventRow[]> {
   return (await pool.query<EventRow>(EVENTS_IN_RANGE, [after.toString(), upTo.toString(), workspaceIds, limit])).rows;
 }
 
@@ -90,7 +96,16 @@ export async function matchingEvents(
   const { rows } = await pool.query<EventRow & { pruned_through: number }>({
     name: 'jobgate.matching-events',
     text: MATCHING_EVENTS,
-    values: [after.toString(), upTo.toString(), match.workspaceId, match.topic, match.jobId ?? null, match.endpointId ?? null, match.name ?? null, limit],
+    values: [
+      after.toString(),
+      upTo.toString(),
+      match.workspaceId,
+      match.topic,
+      match.jobId ?? null,
+      match.endpointId ?? null,
+      match.name ?? null,
+      limit,
+    ],
   });
   const prunedThrough = BigInt(rows[0]?.pruned_through ?? 0);
   return {

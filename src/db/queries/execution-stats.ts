@@ -92,7 +92,14 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
 /** One bucket per minute of the window, oldest first, the current (partial) minute last. */
 export async function minuteBuckets(ex: Executor, workspaceId: string, windowMinutes: number): Promise<MinuteBucket[]> {
   const ws = scoped(workspaceId);
-  const { rows } = await sql<{ minute: Date; succeeded: string | null; failed: string | null; started: string | null; p50: number | null; p95: number | null }>`
+  const { rows } = await sql<{
+    minute: Date;
+    succeeded: string | null;
+    failed: string | null;
+    started: string | null;
+    p50: number | null;
+    p95: number | null;
+  }>`
     with minutes as (
       select generate_series(date_trunc('minute', now()) - make_interval(mins => ${windowMinutes - 1}), date_trunc('minute', now()), interval '1 minute') as minute
     ), ended as (

@@ -31,6 +31,8 @@ export async function leaseHeld(
   epoch: number,
   opts: { lock: false } | { lock: true; renewMs: number },
 ): Promise<boolean> {
-  const { rows } = opts.lock ? await client.query(LOCK_LEASE, [executionId, epoch, opts.renewMs]) : await client.query(CHECK_LEASE, [executionId, epoch]);
+  const { rows } = opts.lock
+    ? await client.query(LOCK_LEASE, [executionId, epoch, opts.renewMs])
+    : await client.query(CHECK_LEASE, [executionId, epoch]);
   return rows.length === 1;
 }

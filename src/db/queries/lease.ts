@@ -18,11 +18,7 @@ from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
 where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING'
 returning e.id, e.cancel_requested_at is not null as cancel_requested`;
 
-export async function heartbeat(
-  pool: pg.Pool,
-  held: { id: string; epoch: number }[],
-  leaseMs: number,
-): Promise<Map<string, boolean>> {
+export async function heartbeat(pool: pg.Pool, held: { id: string; epoch: number }[], leaseMs: number): Promise<Map<string, boolean>> {
   if (held.length === 0) return new Map();
   const { rows } = await pool.query<{ id: string; cancel_requested: boolean }>(HEARTBEAT, [
     held.map((h) => h.id),

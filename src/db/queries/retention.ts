@@ -54,7 +54,12 @@ returning s.workspace_id, s.kind, s.epoch::text as epoch,
   (select row_to_json(r) from workspace_retention r where r.workspace_id = s.workspace_id) as overrides`;
 
 export async function takeSlice(pool: pg.Pool, owner: string, leaseMs: number): Promise<TakenSlice | undefined> {
-  const { rows } = await pool.query<{ workspace_id: string; kind: RetentionKind; epoch: string; overrides: Record<string, number | null> | null }>(TAKE, [owner, leaseMs]);
+  const { rows } = await pool.query<{
+    workspace_id: string;
+    kind: RetentionKind;
+    epoch: string;
+    overrides: Record<string, number | null> | null;
+  }>(TAKE, [owner, leaseMs]);
   const row = rows[0];
   if (!row) return undefined;
   const o = row.overrides ?? {};
@@ -224,7 +229,11 @@ export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({ executions: 0, atte
 const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
 
 /** One batch of a slice, in one transaction: fence, delete, record. */
-export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number }): Promise<BatchResult> {
+export async function pruneBatch(
+  pool: pg.Pool,
+  input: BatchInput,
+  work: { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number },
+): Promise<BatchResult> {
   const { slice, owner, leaseMs, batch } = input;
   const client = await pool.connect();
   let released = false;
@@ -242,7 +251,13 @@ export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { execu
       const w = work.executions!;
       const okMs = w.okMs ?? NEVER;
       const failedMs = w.failedMs ?? NEVER;
-      const { rows } = await client.query<{ executions: number; attempts: number; scanned: number; last_created_at: Date | null; last_id: string | null }>(PRUNE_EXECUTIONS, [
+      const { rows } = await client.query<{
+        executions: number;
+        attempts: number;
+        scanned: number;
+        last_created_at: Date | null;
+        last_id: string | null;
+      }>(PRUNE_EXECUTIONS, [
         slice.workspaceId,
         okMs,
         failedMs,
@@ -259,8 +274,8 @@ export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: { execu
     } else if (slice.kind === 'RUNS') {
       const { rows: runs } = await client.query<{ id: string }>(DOOMED_RUNS, [slice.workspaceId, work.windowMs!, batch]);
       const ids = runs.map((r) => r.id);
-      const findings = ids.length ? (await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0 : 0;
-      const gone = ids.length ? (await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0 : 0;
+      const findings = ids.length ? ((await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0) : 0;
+      const gone = ids.length ? ((await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0) : 0;
       pruned = { ...NO_ROWS, runs: gone, findings };
       done = gone + findings === 0;
     } else {

@@ -98,7 +98,12 @@ export interface AlertNotificationRow {
   email_status: string | null;
 }
 
-export async function insertAlertRule(db: Executor, workspaceId: string, f: AlertRuleFields, createdByKeyId: string | null): Promise<AlertRuleRow | undefined> {
+export async function insertAlertRule(
+  db: Executor,
+  workspaceId: string,
+  f: AlertRuleFields,
+  createdByKeyId: string | null,
+): Promise<AlertRuleRow | undefined> {
   const { rows } = await sql<AlertRuleRow>`
     insert into alert_rules (workspace_id, name, condition, job_ids, endpoint_ids, handler_names, min_consecutive, no_success_ms,
                              min_severity, webhook_endpoint_id, webhook_format, email, email_to, rate_limit_ms, enabled, created_by_key_id)
@@ -111,7 +116,12 @@ export async function insertAlertRule(db: Executor, workspaceId: string, f: Aler
 }
 
 /** The live rule, optionally locked for update. */
-export async function findAlertRule(db: Executor, workspaceId: string, id: string, opts: { forUpdate?: boolean } = {}): Promise<AlertRuleRow | undefined> {
+export async function findAlertRule(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+  opts: { forUpdate?: boolean } = {},
+): Promise<AlertRuleRow | undefined> {
   if (!isUuid(id)) return undefined;
   const lock = opts.forUpdate ? sql`for update` : sql``;
   const { rows } = await sql<AlertRuleRow>`
@@ -120,9 +130,16 @@ export async function findAlertRule(db: Executor, workspaceId: string, id: strin
 }
 
 /** Replaces every field; undefined when another live rule has the name. */
-export async function updateAlertRule(db: Executor, workspaceId: string, id: string, f: AlertRuleFields): Promise<AlertRuleRow | undefined> {
+export async function updateAlertRule(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+  f: AlertRuleFields,
+): Promise<AlertRuleRow | undefined> {
   const taken = await sql<{ id: string }>`
-    select id from alert_rules where workspace_id = ${scoped(workspaceId)} and name = ${f.name} and deleted_at is null and id <> ${id}`.execute(db);
+    select id from alert_rules where workspace_id = ${scoped(workspaceId)} and name = ${f.name} and deleted_at is null and id <> ${id}`.execute(
+    db,
+  );
   if (taken.rows.length) return undefined;
   const { rows } = await sql<AlertRuleRow>`
     update alert_rules set name = ${f.name}, condition = ${f.condition}, job_ids = ${f.job_ids}::uuid[], endpoint_ids = ${f.endpoint_ids}::uuid[],
@@ -147,7 +164,11 @@ export async function deleteAlertRule(db: Executor, workspaceId: string, id: str
 }
 
 /** Live rules, newest first (keyset on created_at, id). */
-export async function listAlertRules(db: Executor, workspaceId: string, opts: { limit: number; afterId?: string | undefined }): Promise<AlertRuleRow[]> {
+export async function listAlertRules(
+  db: Executor,
+  workspaceId: string,
+  opts: { limit: number; afterId?: string | undefined },
+): Promise<AlertRuleRow[]> {
   const ws = scoped(workspaceId);
   const after = opts.afterId
     ? sql`and (created_at, id) < (select c.created_at, c.id from alert_rules c where c.id = ${opts.afterId} and c.workspace_id = ${ws})`
@@ -190,7 +211,12 @@ export async function findAlertNotification(db: Executor, workspaceId: string, i
 }
 
 /** Sets a job's alert opt-out; the job row, or undefined when the job is not in the workspace. */
-export async function setJobAlertsOptOut(db: Executor, workspaceId: string, jobId: string, optOut: boolean): Promise<{ id: string } | undefined> {
+export async function setJobAlertsOptOut(
+  db: Executor,
+  workspaceId: string,
+  jobId: string,
+  optOut: boolean,
+): Promise<{ id: string } | undefined> {
   if (!isUuid(jobId)) return undefined;
   const { rows } = await sql<{ id: string }>`
     update jobs set alerts_opt_out = ${optOut}, updated_at = now()

@@ -17,11 +17,20 @@ export async function notifyKeyChanged(ex: Executor, keyId: string): Promise<voi
 /** The keys among `ids` that are not revoked, with what they grant now. */
 export async function activeKeysByIds(ex: Executor, ids: string[]): Promise<Pick<ApiKeyRow, 'id' | 'role' | 'installation_admin'>[]> {
   if (ids.length === 0) return [];
-  return ex.selectFrom('api_keys').select(['id', 'role', 'installation_admin']).where('id', 'in', ids).where('revoked_at', 'is', null).execute();
+  return ex
+    .selectFrom('api_keys')
+    .select(['id', 'role', 'installation_admin'])
+    .where('id', 'in', ids)
+    .where('revoked_at', 'is', null)
+    .execute();
 }
 
 /** One page of a workspace's keys, newest first, after the key `afterId` (keyset on created_at, id). */
-export async function apiKeyPage(ex: Executor, workspaceId: string, opts: { limit: number; afterId?: string | undefined }): Promise<ApiKeyRow[]> {
+export async function apiKeyPage(
+  ex: Executor,
+  workspaceId: string,
+  opts: { limit: number; afterId?: string | undefined },
+): Promise<ApiKeyRow[]> {
   const after = opts.afterId
     ? sql`and (k.created_at, k.id) < (select c.created_at, c.id from api_keys c where c.id = ${opts.afterId} and c.workspace_id = ${workspaceId})`
     : sql``;

@@ -20,9 +20,15 @@ const where = (workspaceId: string, f: AuditListFilter) => sql`
   and (${f.resultCode ?? null}::text is null or result_code = ${f.resultCode ?? null})`;
 
 /** Entries below id `beforeId` (all when undefined), newest first, at most `limit`. */
-export async function auditPage(ex: Executor, workspaceId: string, f: AuditListFilter, opts: { limit: number; beforeId?: bigint | undefined }): Promise<AuditRow[]> {
+export async function auditPage(
+  ex: Executor,
+  workspaceId: string,
+  f: AuditListFilter,
+  opts: { limit: number; beforeId?: bigint | undefined },
+): Promise<AuditRow[]> {
   const before = opts.beforeId !== undefined ? sql`and id < ${opts.beforeId.toString()}` : sql``;
-  const { rows } = await sql<AuditRow>`select * from audit_log where ${where(workspaceId, f)} ${before} order by id desc limit ${opts.limit}`.execute(ex);
+  const { rows } =
+    await sql<AuditRow>`select * from audit_log where ${where(workspaceId, f)} ${before} order by id desc limit ${opts.limit}`.execute(ex);
   return rows;
 }
 

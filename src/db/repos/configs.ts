@@ -9,7 +9,13 @@ export async function findConfigById(db: Executor, workspaceId: string, id: stri
 }
 
 export async function findConfigByName(db: Executor, workspaceId: string, name: string): Promise<ConfigRow | undefined> {
-  return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('name', '=', name).forUpdate().executeTakeFirst();
+  return db
+    .selectFrom('configs')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('name', '=', name)
+    .forUpdate()
+    .executeTakeFirst();
 }
 
 /** Replaces the config's entries, creating the config when the name is new. */

@@ -52,7 +52,12 @@ export async function findLockHolder(db: Executor, workspaceId: string, lockKey:
     .executeTakeFirst();
 }
 
-export async function findByRequestId(db: Executor, workspaceId: string, jobId: string, requestId: string): Promise<ExecutionRow | undefined> {
+export async function findByRequestId(
+  db: Executor,
+  workspaceId: string,
+  jobId: string,
+  requestId: string,
+): Promise<ExecutionRow | undefined> {
   return db
     .selectFrom('executions')
     .selectAll()
@@ -117,7 +122,12 @@ export async function requestCancelOfRunning(db: Executor, workspaceId: string, 
  * Re-drives a FAILED execution with a fresh attempt budget (as many attempts again as its job
  * allows), due now. Compare-and-set on FAILED.
  */
-export async function redriveFailed(db: Executor, workspaceId: string, id: string, freshAttempts: number): Promise<ExecutionRow | undefined> {
+export async function redriveFailed(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+  freshAttempts: number,
+): Promise<ExecutionRow | undefined> {
   const row = await db
     .updateTable('executions')
     .set(() => ({
@@ -139,12 +149,7 @@ export async function redriveFailed(db: Executor, workspaceId: string, id: strin
 
 export async function findExecutionById(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {
   if (!isUuid(id)) return undefined;
-  return db
-    .selectFrom('executions')
-    .selectAll()
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('id', '=', id)
-    .executeTakeFirst();
+  return db.selectFrom('executions').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
 }
 
 /**

@@ -26,7 +26,13 @@ const where = (workspaceId: string, runId: string, f: FindingListFilter) => sql`
   and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})`;
 
 /** The run's findings above id `afterId`, oldest first, at most `limit`. */
-export async function findingPage(ex: Executor, workspaceId: string, runId: string, f: FindingListFilter, opts: { limit: number; afterId: bigint }): Promise<FindingRow[]> {
+export async function findingPage(
+  ex: Executor,
+  workspaceId: string,
+  runId: string,
+  f: FindingListFilter,
+  opts: { limit: number; afterId: bigint },
+): Promise<FindingRow[]> {
   const { rows } = await sql<FindingRow>`
     select * from findings where ${where(workspaceId, runId, f)} and id > ${opts.afterId.toString()}
     order by id limit ${opts.limit}`.execute(ex);
@@ -34,7 +40,13 @@ export async function findingPage(ex: Executor, workspaceId: string, runId: stri
 }
 
 /** How many of the run's findings match, counting at most `limit`. */
-export async function countFindings(ex: Executor, workspaceId: string, runId: string, f: FindingListFilter, limit: number): Promise<number> {
+export async function countFindings(
+  ex: Executor,
+  workspaceId: string,
+  runId: string,
+  f: FindingListFilter,
+  limit: number,
+): Promise<number> {
   const { rows } = await sql<{ n: number }>`
     select count(*)::int as n from (select 1 from findings where ${where(workspaceId, runId, f)} limit ${limit}) m`.execute(ex);
   return rows[0]!.n;

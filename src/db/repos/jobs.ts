@@ -102,9 +102,7 @@ function filteredJobs(db: Executor, workspaceId: string, f: JobListFilter) {
   if (f.search) {
     const pattern = likePrefix(f.search);
     const lowered = likePrefix(f.search.toLowerCase());
-    q = q.where((eb) =>
-      eb.or([eb(sql`lower(jobs.name)`, 'like', lowered), eb('idempotency_key', 'like', pattern)]),
-    );
+    q = q.where((eb) => eb.or([eb(sql`lower(jobs.name)`, 'like', lowered), eb('idempotency_key', 'like', pattern)]));
   }
   return q;
 }
@@ -122,8 +120,16 @@ export async function listJobs(
     // walks the newest-first index, filtering row by row in the hope of meeting a page of matches
     // early: when the matches are old (last year's jobs) that walk reads nearly the whole
     // workspace (176 ms at 100,000 jobs for 1,000 old matches; 8 ms this way, on a loaded machine).
-    const some = base.selectAll().limit(SEARCH_SORT_LIMIT + 1).offset(0).as('some');
-    const counted = db.selectFrom(some).selectAll().select(sql<string>`count(*) over ()`.as('matched')).as('jobs');
+    const some = base
+      .selectAll()
+      .limit(SEARCH_SORT_LIMIT + 1)
+      .offset(0)
+      .as('some');
+    const counted = db
+      .selectFrom(some)
+      .selectAll()
+      .select(sql<string>`count(*) over ()`.as('matched'))
+      .as('jobs');
     const matches = db.selectFrom(counted) as unknown as typeof base;
     const rows = (await orderedPage(matches.selectAll(), 'jobs', workspaceId, opts).execute()) as (JobRow & { matched?: string })[];
     if (rows.length > 0 && Number(rows[0]!.matched) <= SEARCH_SORT_LIMIT) return rows.map(({ matched: _m, ...row }) => row as JobRow);

@@ -19,13 +19,21 @@ export function orderedPage<T extends Listed, O>(
   const order = opts.order ?? 'NEWEST_FIRST';
   const direction = order === 'OLDEST_FIRST' ? 'asc' : 'desc';
   const q = opts.afterId ? base.where(afterCursor(table, opts.afterId, workspaceId, order)) : base;
-  return q.orderBy(sql.ref(`${table}.created_at`), direction).orderBy(sql.ref(`${table}.id`), direction).limit(opts.limit);
+  return q
+    .orderBy(sql.ref(`${table}.created_at`), direction)
+    .orderBy(sql.ref(`${table}.id`), direction)
+    .limit(opts.limit);
 }
 
 /** How many rows `base` matches, counting at most `limit` (see COUNT_LIMIT): a scan stops there. */
 export async function countAtMost<T extends Listed, O>(db: Executor, base: SelectQueryBuilder<DB, T, O>, limit: number): Promise<number> {
   const row = await db
-    .selectFrom(base.select(sql<number>`1`.as('one')).limit(limit).as('matching'))
+    .selectFrom(
+      base
+        .select(sql<number>`1`.as('one'))
+        .limit(limit)
+        .as('matching'),
+    )
     .select((eb) => eb.fn.countAll<string>().as('n'))
     .executeTakeFirstOrThrow();
   return Number(row.n);

@@ -5,12 +5,7 @@ import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findPayloadSpecById(db: Executor, workspaceId: string, id: string): Promise<PayloadSpecRow | undefined> {
   if (!isUuid(id)) return undefined;
-  return db
-    .selectFrom('payload_specs')
-    .selectAll()
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('id', '=', id)
-    .executeTakeFirst();
+  return db.selectFrom('payload_specs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
 }
 
 export async function insertPayloadSpec(
@@ -43,9 +38,7 @@ export async function updatePayloadSpec(
     .updateTable('payload_specs')
     .set({
       ...(patch.description !== undefined ? { description: patch.description } : {}),
-      ...(patch.jsonSchema !== undefined
-        ? { json_schema: JSON.stringify(patch.jsonSchema), version: sql<number>`version + 1` }
-        : {}),
+      ...(patch.jsonSchema !== undefined ? { json_schema: JSON.stringify(patch.jsonSchema), version: sql<number>`version + 1` } : {}),
       updated_at: sql<Date>`now()`,
     })
     .where('workspace_id', '=', scoped(workspaceId))

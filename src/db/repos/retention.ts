@@ -27,7 +27,11 @@ export async function findRetention(db: Executor, workspaceId: string): Promise<
  * Sets the given columns (null: back to the default), leaving the others as they are; creates
  * the row on first use. Returns the row as it is now.
  */
-export async function setRetention(db: Executor, workspaceId: string, patch: Partial<Record<RetentionColumn, number | null>>): Promise<RetentionOverridesRow> {
+export async function setRetention(
+  db: Executor,
+  workspaceId: string,
+  patch: Partial<Record<RetentionColumn, number | null>>,
+): Promise<RetentionOverridesRow> {
   const ws = scoped(workspaceId);
   const given = COLUMNS.filter((c) => patch[c] !== undefined);
   const value = (c: RetentionColumn) => (patch[c] === undefined ? null : patch[c]);

@@ -48,7 +48,17 @@ import {
   type AlertStateRow,
 } from '../../db/queries/alert-notify.js';
 import type { AlertKind, AlertRuleRow } from '../../db/repos/alerts.js';
-import { digestSummary, emailInput, excerpt, firingSummary, resolvedSummary, webhookBody, withSuppressed, type AlertMessage, type AlertSubject } from '../alerts-format.js';
+import {
+  digestSummary,
+  emailInput,
+  excerpt,
+  firingSummary,
+  resolvedSummary,
+  webhookBody,
+  withSuppressed,
+  type AlertMessage,
+  type AlertSubject,
+} from '../alerts-format.js';
 import { findingClears, handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
 
 export const ALERTS_HANDLER = 'jobgate.alerts';
@@ -67,7 +77,11 @@ export interface EvaluateResult {
  * most `batch` events (and findings) each, until caught up. Safe to call from any number of
  * workers at once: see the file comment. Throws only database errors (the engine retries the job).
  */
-export async function evaluateAlerts(pool: pg.Pool, workspaceId: string, options: { batch?: number; settleWaitMs?: number } = {}): Promise<EvaluateResult> {
+export async function evaluateAlerts(
+  pool: pg.Pool,
+  workspaceId: string,
+  options: { batch?: number; settleWaitMs?: number } = {},
+): Promise<EvaluateResult> {
   const result: EvaluateResult = { evaluated: false, notifications: 0 };
   for (let i = 0; i < 20; i++) {
     const p = await pass(pool, workspaceId, options.batch ?? 1000, options.settleWaitMs ?? 500);
@@ -87,20 +101,31 @@ export async function evaluateAlerts(pool: pg.Pool, workspaceId: string, options
 async function settle(client: pg.PoolClient, cur: AlertCursorRow, waitMs: number) {
   const positions = await readSequencePositions(client);
   let writers = await readOpenWriters(client);
-  for (const until = Date.now() + waitMs; writers.length > 0 && Date.now() < until; ) {
+  for (const until = Date.now() + waitMs; writers.length > 0 && Date.now() < until;) {
     await new Promise((r) => setTimeout(r, 25));
     const open = new Set(await readOpenWriters(client));
     writers = writers.filter((w) => open.has(w));
   }
   if (writers.length === 0) return { upTo: positions, pending: null };
   const open = new Set(await readOpenWriters(client));
-  const previous = cur.pending_events !== null ? { events: BigInt(cur.pending_events), findings: BigInt(cur.pending_findings!), writers: cur.pending_writers ?? [] } : null;
+  const previous =
+    cur.pending_events !== null
+      ? { events: BigInt(cur.pending_events), findings: BigInt(cur.pending_findings!), writers: cur.pending_writers ?? [] }
+      : null;
   if (previous && previous.writers.every((w) => !open.has(w))) return { upTo: previous, pending: { ...positions, writers } };
   // The older candidate settles first: keep it rather than replace it with a newer one.
-  return { upTo: { events: BigInt(cur.events_after), findings: BigInt(cur.findings_after) }, pending: previous ?? { ...positions, writers } };
+  return {
+    upTo: { events: BigInt(cur.events_after), findings: BigInt(cur.findings_after) },
+    pending: previous ?? { ...positions, writers },
+  };
 }
 
-async function pass(pool: pg.Pool, workspaceId: string, batch: number, settleWaitMs: number): Promise<{ evaluated: boolean; more: boolean; notifications: number }> {
+async function pass(
+  pool: pg.Pool,
+  workspaceId: string,
+  batch: number,
+  settleWaitMs: number,
+): Promise<{ evaluated: boolean; more: boolean; notifications: number }> {
   const client = await pool.connect();
   try {
     await client.query('begin');
@@ -130,7 +155,15 @@ async function pass(pool: pg.Pool, workspaceId: string, batch: number, settleWai
           for (const rule of rules) {
             if (rule.condition !== 'EXECUTION_FAILED' || !selects(rule, { jobId: e.job_id, endpointId: e.endpoint_id })) continue;
             if (e.status === 'FAILED') {
-              const detail = { executionId: e.subject_id, jobId: e.job_id, jobName: e.job_name, endpointId: e.endpoint_id, endpointName: e.endpoint_name, attempts: e.attempt_count, error: excerpt(e.last_error) };
+              const detail = {
+                executionId: e.subject_id,
+                jobId: e.job_id,
+                jobName: e.job_name,
+                endpointId: e.endpoint_id,
+                endpointName: e.endpoint_name,
+                attempts: e.attempt_count,
+                error: excerpt(e.last_error),
+              };
               signals.push({ rule, subject, at: e.created_at, kind: 'occur', detail });
             } else signals.push({ rule, subject, at: e.created_at, kind: 'clear' });
           }
@@ -156,13 +189,22 @@ async function pass(pool: pg.Pool, workspaceId: string, batch: number, settleWai
         for (const f of findings) {
           for (const rule of findingRules) {
             if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[rule.min_severity ?? 'INFO'] || !selects(rule, { name: f.run_name })) continue;
-            const detail = { runId: f.run_id, findingId: f.id, kind: excerpt(f.kind, 200), severity: f.severity, resourceId: excerpt(f.resource_id, 200) };
+            const detail = {
+              runId: f.run_id,
+              findingId: f.id,
+              kind: excerpt(f.kind, 200),
+              severity: f.severity,
+              resourceId: excerpt(f.resource_id, 200),
+            };
             signals.push({ rule, subject: handlerSubject('RECOVERABLE', f.run_name), at: f.created_at, kind: 'occur', detail });
           }
         }
       }
       const levelRules = rules.filter((r) => ['INTERVAL_ERROR', 'SCHEDULE_ERROR', 'NO_SUCCESS'].includes(r.condition));
-      await evaluator.preload(signals, [...levelRules, ...findingRules].map((r) => r.id));
+      await evaluator.preload(
+        signals,
+        [...levelRules, ...findingRules].map((r) => r.id),
+      );
       signals.push(...(await stateSignals(client, workspaceId, levelRules, now, evaluator.firingKeys())));
       for (const s of signals) await evaluator.apply(s);
       // After this pass's findings: a clean run resolves what they fired only once they are applied.
@@ -208,7 +250,9 @@ class Evaluation {
   /** The firing states of these rules, as this pass has left them so far. */
   firing(rules: AlertRuleRow[]): { rule: AlertRuleRow; state: AlertStateRow }[] {
     const byId = new Map(rules.map((r) => [r.id, r]));
-    return [...this.states.values()].filter((s) => s.firing && byId.has(s.rule_id)).map((state) => ({ rule: byId.get(state.rule_id)!, state }));
+    return [...this.states.values()]
+      .filter((s) => s.firing && byId.has(s.rule_id))
+      .map((state) => ({ rule: byId.get(state.rule_id)!, state }));
   }
 
   firingKeys(): Set<string> {
@@ -242,7 +286,19 @@ class Evaluation {
     }
     const count = s.countFrom ? s.countFrom(st?.observed ?? null) : 1;
     if (!st) {
-      st = { rule_id: s.rule.id, subject_key: s.subject.key, firing: false, notified: false, first_seen_at: null, last_seen_at: null, occurrences: 0, last_notified_at: null, window_start: null, suppressed: 0, observed: null };
+      st = {
+        rule_id: s.rule.id,
+        subject_key: s.subject.key,
+        firing: false,
+        notified: false,
+        first_seen_at: null,
+        last_seen_at: null,
+        occurrences: 0,
+        last_notified_at: null,
+        window_start: null,
+        suppressed: 0,
+        observed: null,
+      };
       this.states.set(k, st);
     }
     this.dirty.add(k);
@@ -275,14 +331,20 @@ class Evaluation {
   /** Firing states whose window ended with suppressed occurrences: one notification says how many. */
   async digests(rules: Map<string, AlertRuleRow>): Promise<void> {
     const due = await statesDueForDigest(this.client, this.workspaceId);
-    const labels = await jobLabels(this.client, this.workspaceId, due.filter((s) => s.subject_key.startsWith('job:')).map((s) => s.subject_key.slice(4)));
+    const labels = await jobLabels(
+      this.client,
+      this.workspaceId,
+      due.filter((s) => s.subject_key.startsWith('job:')).map((s) => s.subject_key.slice(4)),
+    );
     for (const st of due) {
       const rule = rules.get(st.rule_id);
       if (!rule) continue;
       const [type, ...rest] = st.subject_key.split(':');
       const ref = rest.join(':');
       const subject: AlertSubject =
-        type === 'job' ? jobSubject(ref, labels.get(ref)?.name ?? null) : handlerSubject(type === 'interval' ? 'INTERVAL' : 'RECOVERABLE', ref);
+        type === 'job'
+          ? jobSubject(ref, labels.get(ref)?.name ?? null)
+          : handlerSubject(type === 'interval' ? 'INTERVAL' : 'RECOVERABLE', ref);
       await this.notify(rule, subject, st, 'FIRING', { digest: true });
       st.last_notified_at = this.now;
       st.window_start = this.now;
@@ -292,8 +354,19 @@ class Evaluation {
     }
   }
 
-  private async notify(rule: AlertRuleRow, subject: AlertSubject, st: AlertStateRow, kind: AlertKind, detail: Record<string, unknown>): Promise<void> {
-    const base = kind === 'RESOLVED' ? resolvedSummary(rule.condition, subject) : detail.digest ? digestSummary(rule.condition, subject, st.occurrences) : firingSummary(rule.condition, subject, detail);
+  private async notify(
+    rule: AlertRuleRow,
+    subject: AlertSubject,
+    st: AlertStateRow,
+    kind: AlertKind,
+    detail: Record<string, unknown>,
+  ): Promise<void> {
+    const base =
+      kind === 'RESOLVED'
+        ? resolvedSummary(rule.condition, subject)
+        : detail.digest
+          ? digestSummary(rule.condition, subject, st.occurrences)
+          : firingSummary(rule.condition, subject, detail);
     const summary = withSuppressed(base, st.suppressed);
     const windowStart = kind === 'FIRING' ? this.now : st.window_start!;
     const row = await insertNotification(this.client, {
@@ -316,12 +389,33 @@ class Evaluation {
     if (!row) return;
     this.notified++;
     const message: AlertMessage = {
-      id: row.id, kind, condition: rule.condition, rule: { id: rule.id, name: rule.name }, workspaceId: this.workspaceId, subject, summary,
-      windowStart, firstSeenAt: st.first_seen_at ?? this.now, lastSeenAt: st.last_seen_at ?? this.now, occurrences: st.occurrences,
-      suppressedCount: st.suppressed, detail, createdAt: row.created_at,
+      id: row.id,
+      kind,
+      condition: rule.condition,
+      rule: { id: rule.id, name: rule.name },
+      workspaceId: this.workspaceId,
+      subject,
+      summary,
+      windowStart,
+      firstSeenAt: st.first_seen_at ?? this.now,
+      lastSeenAt: st.last_seen_at ?? this.now,
+      occurrences: st.occurrences,
+      suppressedCount: st.suppressed,
+      detail,
+      createdAt: row.created_at,
     };
-    const webhook = rule.webhook_endpoint_id ? await enqueueDelivery(this.client, this.workspaceId, { endpointId: rule.webhook_endpoint_id }, row.id, webhookBody(message, rule.webhook_format)) : undefined;
-    const email = rule.email ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message)) : undefined;
+    const webhook = rule.webhook_endpoint_id
+      ? await enqueueDelivery(
+          this.client,
+          this.workspaceId,
+          { endpointId: rule.webhook_endpoint_id },
+          row.id,
+          webhookBody(message, rule.webhook_format),
+        )
+      : undefined;
+    const email = rule.email
+      ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message))
+      : undefined;
     await setDeliveryJobs(this.client, row.id, { webhook: webhook ?? null, email: email ?? null });
   }
 }

@@ -6,7 +6,14 @@
  * (`observed`), so a condition that holds across passes is one occurrence, not one per pass.
  */
 import type pg from 'pg';
-import { cleanRunAfter, intervalHealth, jobsLastSuccess, recoverablesLastSuccess, scheduleErrors, type IntervalHealth } from '../../db/queries/alert-evaluation.js';
+import {
+  cleanRunAfter,
+  intervalHealth,
+  jobsLastSuccess,
+  recoverablesLastSuccess,
+  scheduleErrors,
+  type IntervalHealth,
+} from '../../db/queries/alert-evaluation.js';
 import type { AlertStateRow } from '../../db/queries/alert-notify.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
 import { excerpt, type AlertSubject } from '../alerts-format.js';
@@ -26,15 +33,30 @@ export interface Signal {
 /** Whether the rule's subject selection takes this subject (no selection takes every one). */
 export function selects(rule: AlertRuleRow, s: { jobId?: string | null; endpointId?: string | null; name?: string | null }): boolean {
   if (rule.job_ids.length + rule.endpoint_ids.length + rule.handler_names.length === 0) return true;
-  return (!!s.jobId && rule.job_ids.includes(s.jobId)) || (!!s.endpointId && rule.endpoint_ids.includes(s.endpointId)) || (!!s.name && rule.handler_names.includes(s.name));
+  return (
+    (!!s.jobId && rule.job_ids.includes(s.jobId)) ||
+    (!!s.endpointId && rule.endpoint_ids.includes(s.endpointId)) ||
+    (!!s.name && rule.handler_names.includes(s.name))
+  );
 }
 
 export const jobSubject = (id: string, name: string | null): AlertSubject => ({ type: 'JOB', key: `job:${id}`, id, name });
-export const handlerSubject = (type: 'RECOVERABLE' | 'INTERVAL', name: string): AlertSubject => ({ type, key: `${type.toLowerCase()}:${name}`, id: null, name });
+export const handlerSubject = (type: 'RECOVERABLE' | 'INTERVAL', name: string): AlertSubject => ({
+  type,
+  key: `${type.toLowerCase()}:${name}`,
+  id: null,
+  name,
+});
 export const stateKey = (ruleId: string, subjectKey: string) => `${ruleId}|${subjectKey}`;
 
 /** Interval handlers' errors, cron schedule errors and dead man's switches, as they are now. */
-export async function stateSignals(client: pg.PoolClient, workspaceId: string, rules: AlertRuleRow[], now: Date, firing: Set<string>): Promise<Signal[]> {
+export async function stateSignals(
+  client: pg.PoolClient,
+  workspaceId: string,
+  rules: AlertRuleRow[],
+  now: Date,
+  firing: Set<string>,
+): Promise<Signal[]> {
   const signals: Signal[] = [];
   const clearIfFiring = (rule: AlertRuleRow, subject: AlertSubject) => {
     if (firing.has(stateKey(rule.id, subject.key))) signals.push({ rule, subject, at: now, kind: 'clear' });
@@ -50,8 +72,17 @@ export async function stateSignals(client: pg.PoolClient, workspaceId: string, r
         if (h.last_status === 'ERROR' && h.error_streak >= rule.min_consecutive) {
           // Error text of interval handlers is the installation's, not shown to a workspace (as in the catalogue): the cause only.
           const detail = { name: h.name, errorsInARow: h.error_streak, cause: h.last_cause };
-          signals.push({ rule, subject, at: now, kind: 'occur', detail, observed: String(h.error_runs), countFrom: (prev) => (prev === null ? 1 : Math.max(0, h.error_runs - Number(prev))) });
-        } else if (firing.has(stateKey(rule.id, subject.key))) signals.push({ rule, subject, at: now, kind: 'clear', observed: String(h.error_runs) });
+          signals.push({
+            rule,
+            subject,
+            at: now,
+            kind: 'occur',
+            detail,
+            observed: String(h.error_runs),
+            countFrom: (prev) => (prev === null ? 1 : Math.max(0, h.error_runs - Number(prev))),
+          });
+        } else if (firing.has(stateKey(rule.id, subject.key)))
+          signals.push({ rule, subject, at: now, kind: 'clear', observed: String(h.error_runs) });
       }
     } else if (rule.condition === 'SCHEDULE_ERROR') {
       const bad = new Set<string>();
@@ -60,11 +91,20 @@ export async function stateSignals(client: pg.PoolClient, workspaceId: string, r
         const subject = jobSubject(j.id, j.name);
         bad.add(subject.key);
         const observed = j.schedule_error_at.toISOString();
-        signals.push({ rule, subject, at: j.schedule_error_at, kind: 'occur', detail: { jobId: j.id, jobName: j.name, error: excerpt(j.schedule_error) }, observed, countFrom: (prev) => (prev === observed ? 0 : 1) });
+        signals.push({
+          rule,
+          subject,
+          at: j.schedule_error_at,
+          kind: 'occur',
+          detail: { jobId: j.id, jobName: j.name, error: excerpt(j.schedule_error) },
+          observed,
+          countFrom: (prev) => (prev === observed ? 0 : 1),
+        });
       }
       for (const key of firing) {
         const [ruleId, subjectKey] = key.split('|') as [string, string];
-        if (ruleId === rule.id && !bad.has(subjectKey)) signals.push({ rule, subject: jobSubject(subjectKey.slice(4), null), at: now, kind: 'clear' });
+        if (ruleId === rule.id && !bad.has(subjectKey))
+          signals.push({ rule, subject: jobSubject(subjectKey.slice(4), null), at: now, kind: 'clear' });
       }
     } else if (rule.condition === 'NO_SUCCESS') {
       const limit = rule.no_success_ms!;
@@ -73,11 +113,20 @@ export async function stateSignals(client: pg.PoolClient, workspaceId: string, r
         const since = new Date(Math.max(lastSuccess?.getTime() ?? 0, rule.created_at.getTime()));
         if (now.getTime() - since.getTime() >= limit) {
           const observed = since.toISOString();
-          signals.push({ rule, subject, at: now, kind: 'occur', detail: { ...extra, noSuccessMs: limit, lastSuccessAt: lastSuccess?.toISOString() ?? null }, observed, countFrom: (prev) => (prev === observed ? 0 : 1) });
+          signals.push({
+            rule,
+            subject,
+            at: now,
+            kind: 'occur',
+            detail: { ...extra, noSuccessMs: limit, lastSuccessAt: lastSuccess?.toISOString() ?? null },
+            observed,
+            countFrom: (prev) => (prev === observed ? 0 : 1),
+          });
         } else clearIfFiring(rule, subject);
       };
       if (rule.job_ids.length + rule.endpoint_ids.length > 0 || rule.handler_names.length === 0) {
-        for (const j of await jobsLastSuccess(client, workspaceId, rule)) check(jobSubject(j.id, j.name), j.since, { jobId: j.id, jobName: j.name });
+        for (const j of await jobsLastSuccess(client, workspaceId, rule))
+          check(jobSubject(j.id, j.name), j.since, { jobId: j.id, jobName: j.name });
       }
       if (rule.handler_names.length > 0) {
         const byName = new Map((await loadIntervals()).map((h) => [h.name, h]));
@@ -102,13 +151,25 @@ export async function stateSignals(client: pg.PoolClient, workspaceId: string, r
  * and finding nothing as bad. `firing` holds the states as the pass left them, after this pass's
  * findings were applied.
  */
-export async function findingClears(client: pg.PoolClient, workspaceId: string, firing: { rule: AlertRuleRow; state: AlertStateRow }[], findingsUpTo: bigint): Promise<Signal[]> {
+export async function findingClears(
+  client: pg.PoolClient,
+  workspaceId: string,
+  firing: { rule: AlertRuleRow; state: AlertStateRow }[],
+  findingsUpTo: bigint,
+): Promise<Signal[]> {
   const signals: Signal[] = [];
   for (const { rule, state } of firing) {
     if (rule.condition !== 'FINDING' || !state.subject_key.startsWith('recoverable:') || !state.last_seen_at) continue;
     const name = state.subject_key.slice('recoverable:'.length);
     const run = await cleanRunAfter(client, workspaceId, name, state.last_seen_at, rule.min_severity, findingsUpTo);
-    if (run) signals.push({ rule, subject: handlerSubject('RECOVERABLE', name), at: run.finished_at, kind: 'clear', detail: { runId: run.id, name } });
+    if (run)
+      signals.push({
+        rule,
+        subject: handlerSubject('RECOVERABLE', name),
+        at: run.finished_at,
+        kind: 'clear',
+        detail: { runId: run.id, name },
+      });
   }
   return signals;
 }

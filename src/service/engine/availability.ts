@@ -43,7 +43,9 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
       if (!isConnectionError(error)) return false;
       if (downSince === undefined) {
         downSince = performance.now();
-        log.warn(`${name}: the database is unreachable (${what}: ${(error as Error)?.message ?? String(error)}); waiting for it, retrying every second at most`);
+        log.warn(
+          `${name}: the database is unreachable (${what}: ${(error as Error)?.message ?? String(error)}); waiting for it, retrying every second at most`,
+        );
       }
       return true;
     },
@@ -78,7 +80,12 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
  * (the promise rejects with its reason). The wait's timer is referenced: a process awaiting its
  * start-up stays up while it waits.
  */
-export async function waitForDatabase<T>(availability: Availability, what: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+export async function waitForDatabase<T>(
+  availability: Availability,
+  what: string,
+  attempt: () => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   for (let tries = 0; ; tries++) {
     signal?.throwIfAborted();
     const askedAt = performance.now();
@@ -94,10 +101,13 @@ export async function waitForDatabase<T>(availability: Availability, what: strin
         clearTimeout(timer);
         reject(signal!.reason);
       };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, Math.min(1_000, 100 * 2 ** tries));
+      const timer = setTimeout(
+        () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        Math.min(1_000, 100 * 2 ** tries),
+      );
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }

@@ -70,7 +70,8 @@ const ASCTIME_DATE = /^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{
  * `/notify`). Both are refused, wherever they fall.
  */
 function urlInputValue(value: string): string {
-  if (value === '.' || value === '..') throw new TemplateError(`an input value rendered into the url is "${value}", which would change the url's path`);
+  if (value === '.' || value === '..')
+    throw new TemplateError(`an input value rendered into the url is "${value}", which would change the url's path`);
   return encodeURIComponent(value);
 }
 
@@ -156,10 +157,14 @@ export function createDelivery(options: DeliveryOptions) {
   }
 
   function openSecrets(ex: ClaimedExecution): Opened {
-    const config = Object.fromEntries(Object.entries(ex.config_entries ?? {}).map(([k, e]) => [k, { ...e, value: e.secret ? open(e.value) : e.value }]));
+    const config = Object.fromEntries(
+      Object.entries(ex.config_entries ?? {}).map(([k, e]) => [k, { ...e, value: e.secret ? open(e.value) : e.value }]),
+    );
     const signingSecret = ex.signing_secret ? open(ex.signing_secret) : null;
     // The signing secret is never sent, but the target holds it too and may quote it back.
-    const secrets = Object.values(config).filter((e) => e.secret).map((e) => e.value);
+    const secrets = Object.values(config)
+      .filter((e) => e.secret)
+      .map((e) => e.value);
     if (signingSecret) secrets.push(signingSecret);
     return { scope: { config, input: ex.input }, signingSecret, redactor: createRedactor(secrets, formsCache) };
   }
@@ -192,7 +197,11 @@ export function createDelivery(options: DeliveryOptions) {
     if (signingSecret) Object.assign(headers, signatureHeaders(signingSecret, ex.id, body ?? ''));
     const method = ex.method ?? 'POST';
     // Recorded on the attempt as sent, before sending: a timeout or an abort called it too.
-    state.target = { url: redactor.redact(url.toString()), method, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, redactor.redact(v)])) };
+    state.target = {
+      url: redactor.redact(url.toString()),
+      method,
+      headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, redactor.redact(v)])),
+    };
 
     try {
       const res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
@@ -295,7 +304,12 @@ export function createDelivery(options: DeliveryOptions) {
     };
   }
 
-  async function attemptOnce(ex: ClaimedExecution, external: AbortController, opened: Opened | undefined, state: AttemptState): Promise<AttemptResult> {
+  async function attemptOnce(
+    ex: ClaimedExecution,
+    external: AbortController,
+    opened: Opened | undefined,
+    state: AttemptState,
+  ): Promise<AttemptResult> {
     const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
     const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
     const signal = external.signal;

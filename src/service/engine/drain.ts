@@ -52,7 +52,13 @@ export async function drainDue(
     );
     const recorded = await completeExecutions(pool, workerId, completions);
     const count = (s: string) => [...recorded.values()].filter((v) => v === s).length;
-    return { claimed: claimed.length, succeeded: count('SUCCEEDED'), failed: count('FAILED'), retrying: count('PENDING'), cancelled: count('CANCELLED') };
+    return {
+      claimed: claimed.length,
+      succeeded: count('SUCCEEDED'),
+      failed: count('FAILED'),
+      retrying: count('PENDING'),
+      cancelled: count('CANCELLED'),
+    };
   } finally {
     await delivery.close().catch(() => {});
   }

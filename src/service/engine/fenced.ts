@@ -50,7 +50,8 @@ export function fencedTransaction(scope: FenceScope): FencedTransaction {
       await client.query('begin');
       if (!(await leaseHeld(client, executionId, epoch, { lock: false }))) throw new LeaseLostError(executionId, epoch);
       const result = await fn(client);
-      if (!(await leaseHeld(client, executionId, epoch, { lock: true, renewMs: scope.leaseMs ?? 0 }))) throw new LeaseLostError(executionId, epoch);
+      if (!(await leaseHeld(client, executionId, epoch, { lock: true, renewMs: scope.leaseMs ?? 0 })))
+        throw new LeaseLostError(executionId, epoch);
       if (options.complete) {
         const accepted = await completeExecutions(client, scope.workerId, [
           {

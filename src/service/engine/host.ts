@@ -43,26 +43,22 @@ export interface EngineHostOptions {
 export function registrationsOf(handlers: HandlerRegistry, recoverables: RecoverableRegistry, intervals: IntervalRegistry): Registration[] {
   return [
     ...handlers.names().map((name): Registration => ({ kind: 'HANDLER', name })),
-    ...recoverables.list().map(
-      (h): Registration => ({
-        kind: 'RECOVERABLE',
-        name: h.name,
-        cron: h.schedule?.cron,
-        timezone: h.schedule?.timezone,
-        everyMs: h.schedule?.everyMs,
-        workspace: h.schedule ? (h.schedule.workspace ?? 'default') : undefined,
-      }),
-    ),
-    ...intervals.list().map(
-      (h): Registration => ({
-        kind: 'INTERVAL',
-        name: h.name,
-        everyMs: h.everyMs,
-        timeoutMs: h.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS,
-        ...(h.onDemand ? { onDemand: true } : {}),
-        ...(h.alertsOptOut ? { alertsOptOut: true } : {}),
-      }),
-    ),
+    ...recoverables.list().map((h): Registration => ({
+      kind: 'RECOVERABLE',
+      name: h.name,
+      cron: h.schedule?.cron,
+      timezone: h.schedule?.timezone,
+      everyMs: h.schedule?.everyMs,
+      workspace: h.schedule ? (h.schedule.workspace ?? 'default') : undefined,
+    })),
+    ...intervals.list().map((h): Registration => ({
+      kind: 'INTERVAL',
+      name: h.name,
+      everyMs: h.everyMs,
+      timeoutMs: h.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS,
+      ...(h.onDemand ? { onDemand: true } : {}),
+      ...(h.alertsOptOut ? { alertsOptOut: true } : {}),
+    })),
   ];
 }
 
@@ -83,7 +79,17 @@ export function createEngineHost(options: EngineHostOptions) {
     registrations: () => registrationsOf(options.handlers, options.recoverables, options.intervals),
     availability,
   });
-  const runner = createRunner({ pool, log, registry: options.recoverables, ownerId: id, staleMs, pollMs, heartbeatMs, availability, observer: options.observer });
+  const runner = createRunner({
+    pool,
+    log,
+    registry: options.recoverables,
+    ownerId: id,
+    staleMs,
+    pollMs,
+    heartbeatMs,
+    availability,
+    observer: options.observer,
+  });
   const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
   const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs, availability });
   let started = false;

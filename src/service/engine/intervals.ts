@@ -57,14 +57,18 @@ export class IntervalRegistry {
   private readonly handlers = new Map<string, IntervalHandler>();
 
   register(handler: IntervalHandler): void {
-    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name)) throw new Error(`interval handler name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name))
+      throw new Error(`interval handler name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
     if (this.handlers.has(handler.name)) throw new Error(`an interval handler named "${handler.name}" is already registered`);
     const ms = (v: number | undefined, what: string) => {
-      if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > MAX_MS)) throw new Error(`interval handler "${handler.name}": ${what} must be a whole number of ms from 1 to ${MAX_MS}`);
+      if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > MAX_MS))
+        throw new Error(`interval handler "${handler.name}": ${what} must be a whole number of ms from 1 to ${MAX_MS}`);
     };
     ms(handler.everyMs, 'everyMs');
-    if (handler.onDemand === true && handler.everyMs !== undefined) throw new Error(`interval handler "${handler.name}": give everyMs or onDemand, not both`);
-    if (handler.onDemand !== true && handler.everyMs === undefined) throw new Error(`interval handler "${handler.name}": everyMs is required (or onDemand: true, to run only when triggered)`);
+    if (handler.onDemand === true && handler.everyMs !== undefined)
+      throw new Error(`interval handler "${handler.name}": give everyMs or onDemand, not both`);
+    if (handler.onDemand !== true && handler.everyMs === undefined)
+      throw new Error(`interval handler "${handler.name}": everyMs is required (or onDemand: true, to run only when triggered)`);
     ms(handler.timeoutMs, 'timeoutMs');
     this.handlers.set(handler.name, handler);
   }
@@ -249,15 +253,19 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
               : result.status === 'OK'
                 ? await pool.query(RECORD, [name, workerId, epoch, 'OK', result.count, null, null])
                 : await pool.query(RECORD, [name, workerId, epoch, 'ERROR', null, result.cause, result.message]);
-      if (res.rowCount === 0 && result.status === 'RELEASE') log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
-      else if (res.rowCount === 0) log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
+      if (res.rowCount === 0 && result.status === 'RELEASE')
+        log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
+      else if (res.rowCount === 0)
+        log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
       else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
-      else if (result.status === 'TIMEOUT') log.warn(`worker ${workerId}: interval ${name}: timeout: ${result.message}; it stays running until its handler returns`);
+      else if (result.status === 'TIMEOUT')
+        log.warn(`worker ${workerId}: interval ${name}: timeout: ${result.message}; it stays running until its handler returns`);
       return true;
     } catch (error) {
       // The tick stays owned. Written again by the next pass; once this worker is gone, the
       // sweep records it as crashed instead.
-      if (!availability.unreachable(error, `recording interval ${name}'s outcome`)) log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, `recording interval ${name}'s outcome`))
+        log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
       if (result.status !== 'TIMEOUT') unrecorded.set(name, { epoch, result });
       return false;
     }
@@ -287,13 +295,18 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         const askedAt = performance.now();
         const swept = await pool.query<{ name: string }>(SWEEP);
         availability.reached(askedAt);
-        for (const row of swept.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+        for (const row of swept.rows)
+          log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
         const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
-        for (const row of freed.rows) log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
+        for (const row of freed.rows)
+          log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
       }
       await ensure();
       for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
-      const names = options.registry.list().map((h) => h.name).filter((n) => !active.has(n));
+      const names = options.registry
+        .list()
+        .map((h) => h.name)
+        .filter((n) => !active.has(n));
       if (names.length === 0) return;
       const askedAt = performance.now();
       const { rows } = await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names]);
@@ -307,7 +320,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         });
       }
     } catch (error) {
-      if (!availability.unreachable(error, 'interval poll')) log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'interval poll'))
+        log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
     }
   }
 
@@ -352,7 +366,9 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
           );
           for (const row of rows) await record(row.name, row.epoch, { status: 'HAND_BACK' });
         } catch (error) {
-          log.warn(`worker ${workerId}: handing back unfinished interval ticks failed (${(error as Error).message}); the sweep will free them`);
+          log.warn(
+            `worker ${workerId}: handing back unfinished interval ticks failed (${(error as Error).message}); the sweep will free them`,
+          );
         }
       }
       // A last try; what still fails is freed by the sweep once this worker's row is gone.

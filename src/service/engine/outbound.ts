@@ -125,7 +125,11 @@ export function createOutboundPolicy(allow: string[] = []): OutboundPolicy {
       const ok = list.filter((a) => refusal(a.address) === undefined);
       if (ok.length === 0) {
         const why = list.length ? refusal(list[0]!.address)! : `${hostname} has no address`;
-        return callback(Object.assign(new OutboundRefusedError(`refused to connect to ${hostname}: ${why}`), { code: 'EJOBGATEREFUSED' }), '', 0);
+        return callback(
+          Object.assign(new OutboundRefusedError(`refused to connect to ${hostname}: ${why}`), { code: 'EJOBGATEREFUSED' }),
+          '',
+          0,
+        );
       }
       if ((options as dns.LookupOptions).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, ok);
       callback(null, ok[0]!.address, ok[0]!.family);
@@ -188,16 +192,19 @@ export async function targetWarnings(policy: OutboundPolicy, url: string, timeou
   );
   const result = await Promise.race([looked, timedOut]).finally(() => clearTimeout(timer));
   if (result === 'timeout' || result instanceof Error || result.length === 0) {
-    const why = result === 'timeout' ? `no answer within ${timeoutMs} ms` : result instanceof Error ? (result.code ?? result.message) : 'no address';
+    const why =
+      result === 'timeout' ? `no answer within ${timeoutMs} ms` : result instanceof Error ? (result.code ?? result.message) : 'no address';
     return [{ code: 'TARGET_DOES_NOT_RESOLVE', message: `${host.name} does not resolve just now (${why}); deliveries fail until it does` }];
   }
   const refusals = result.map((a) => policy.refusal(a.address));
   if (refusals.every((r) => r !== undefined)) {
     const addresses = result.map((a) => a.address).join(', ');
-    return [{
-      code: 'TARGET_RESOLVES_TO_REFUSED_ADDRESS',
-      message: `${host.name} resolves to ${addresses}, which the outbound policy refuses (loopback, private, link-local or otherwise special-purpose; JOBGATE_OUTBOUND_ALLOW can allow it): deliveries will fail unless it resolves elsewhere then`,
-    }];
+    return [
+      {
+        code: 'TARGET_RESOLVES_TO_REFUSED_ADDRESS',
+        message: `${host.name} resolves to ${addresses}, which the outbound policy refuses (loopback, private, link-local or otherwise special-purpose; JOBGATE_OUTBOUND_ALLOW can allow it): deliveries will fail unless it resolves elsewhere then`,
+      },
+    ];
   }
   return [];
 }

@@ -65,7 +65,8 @@ export function createPresence(options: PresenceOptions) {
       // Now and then, forget workers gone for a day (they are long out of the catalogue).
       if (beats++ % 100 === 0) await pool.query(`delete from workers where heartbeat_at < now() - interval '1 day'`);
     } catch (error) {
-      if (!availability.unreachable(error, 'presence heartbeat')) log.warn(`worker ${id}: presence heartbeat failed: ${(error as Error).message}`);
+      if (!availability.unreachable(error, 'presence heartbeat'))
+        log.warn(`worker ${id}: presence heartbeat failed: ${(error as Error).message}`);
     }
   }
 
@@ -87,7 +88,9 @@ export function createPresence(options: PresenceOptions) {
     async stop() {
       clearInterval(timer);
       timer = undefined;
-      await pool.query('delete from workers where id = $1', [id]).catch((e: Error) => log.warn(`worker ${id}: removing its presence failed: ${e.message}`));
+      await pool
+        .query('delete from workers where id = $1', [id])
+        .catch((e: Error) => log.warn(`worker ${id}: removing its presence failed: ${e.message}`));
     },
   };
 }

@@ -58,7 +58,13 @@ export function registerInternalHandlers(
   const reaper: HandlerFn = async (_input, ctx) => {
     await reapEndedCronJobs(pool, ctx.workspaceId);
     // Live events past the retention window: a subscription can no longer replay from before it.
-    await pruneEvents(pool, ctx.workspaceId, options.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS, (n) => options.onEventsPruned?.(ctx.workspaceId, n), ctx.signal);
+    await pruneEvents(
+      pool,
+      ctx.workspaceId,
+      options.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS,
+      (n) => options.onEventsPruned?.(ctx.workspaceId, n),
+      ctx.signal,
+    );
   };
   registry.register(REAPER_HANDLER, undefined, reaper);
 }

@@ -87,7 +87,8 @@ export class RecoverableRegistry {
   private readonly handlers = new Map<string, RecoverableHandler>();
 
   register(handler: RecoverableHandler): void {
-    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name)) throw new Error(`recoverable name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name))
+      throw new Error(`recoverable name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
     if (this.handlers.has(handler.name)) throw new Error(`a recoverable handler named "${handler.name}" is already registered`);
     const schedule = handler.schedule ? validSchedule(handler.name, handler.schedule) : undefined;
     this.handlers.set(handler.name, { ...handler, schedule });
@@ -112,8 +113,10 @@ function validSchedule(name: string, schedule: RunSchedule): RunSchedule {
     throw new Error(`recoverable "${name}": schedule: ${why}`);
   };
   if ((schedule.cron === undefined) === (schedule.everyMs === undefined)) fail('give exactly one of cron or everyMs');
-  if (schedule.everyMs !== undefined && (!Number.isInteger(schedule.everyMs) || schedule.everyMs < 1000)) fail('everyMs must be a whole number of ms, at least 1000');
-  if (schedule.workspace !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(schedule.workspace)) fail(`workspace "${schedule.workspace}" is not a workspace slug`);
+  if (schedule.everyMs !== undefined && (!Number.isInteger(schedule.everyMs) || schedule.everyMs < 1000))
+    fail('everyMs must be a whole number of ms, at least 1000');
+  if (schedule.workspace !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(schedule.workspace))
+    fail(`workspace "${schedule.workspace}" is not a workspace slug`);
   if (schedule.cron === undefined) return { ...schedule, timezone: undefined };
   const timezone = schedule.timezone ?? 'UTC';
   try {
@@ -229,7 +232,11 @@ function encodeCursor(c: unknown): [Buffer | null, boolean] {
     throw ValidationError.at(['cursor'], `cannot be stored as JSON (${(error as Error).message})`);
   }
   // Stored as NULL, undefined would silently send a resumed run back to the start.
-  if (json === undefined) throw ValidationError.at(['cursor'], `cannot be stored as JSON (${c === undefined ? 'undefined; checkpoint null to start over' : `a ${typeof c}`})`);
+  if (json === undefined)
+    throw ValidationError.at(
+      ['cursor'],
+      `cannot be stored as JSON (${c === undefined ? 'undefined; checkpoint null to start over' : `a ${typeof c}`})`,
+    );
   return [Buffer.from(json), true];
 }
 
@@ -242,7 +249,9 @@ function recordable(result: unknown): RunOutcome {
   const r = result as Partial<{ kind: string; message: unknown }> | null | undefined;
   if (r?.kind === 'completed' || r?.kind === 'paused') return r as RunOutcome;
   if (r?.kind === 'failed') return { kind: 'failed', message: storableText(String(r.message)).slice(0, 2000) };
-  return outcome.failed(`the handler returned ${inspect(result, { depth: 1, breakLength: Infinity }).slice(0, 200)}, not an outcome (outcome.completed(), outcome.paused() or outcome.failed())`);
+  return outcome.failed(
+    `the handler returned ${inspect(result, { depth: 1, breakLength: Infinity }).slice(0, 200)}, not an outcome (outcome.completed(), outcome.paused() or outcome.failed())`,
+  );
 }
 
 function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> | undefined): Record<string, unknown> {
@@ -282,7 +291,10 @@ export function createRunner(options: RunnerOptions) {
     let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
     const fence = [run.id, run.epoch, owner] as const;
     const write = async (text: string, values: unknown[]) => {
-      const res = await pool.query(`${text} and id = $${values.length + 1} and epoch = $${values.length + 2} and owner = $${values.length + 3} returning status`, [...values, ...fence]);
+      const res = await pool.query(
+        `${text} and id = $${values.length + 1} and epoch = $${values.length + 2} and owner = $${values.length + 3} returning status`,
+        [...values, ...fence],
+      );
       if (res.rowCount === 0) {
         state.lost = true;
         throw new RunLostError(`run ${run.id} is no longer this worker's`);
@@ -301,7 +313,9 @@ export function createRunner(options: RunnerOptions) {
       } catch (error) {
         if (!isConnectionError(error)) throw error;
         unavailable = true;
-        throw new RunStoreUnavailableError(`run ${run.id}: the database could not be reached (${(error as Error).message})`, { cause: error });
+        throw new RunStoreUnavailableError(`run ${run.id}: the database could not be reached (${(error as Error).message})`, {
+          cause: error,
+        });
       }
     };
     const store: RunStore = {
@@ -348,7 +362,7 @@ export function createRunner(options: RunnerOptions) {
         // after it, so a finding never lands on a run another runner has taken.
         const { rows } = await reach(() =>
           pool.query<{ live: boolean; inserted: boolean }>(
-          `with live as (
+            `with live as (
              select workspace_id from runs
              where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')
              for share
@@ -359,7 +373,7 @@ export function createRunner(options: RunnerOptions) {
              returning 1
            )
            select exists (select 1 from live) as live, exists (select 1 from inserted) as inserted`,
-          [...fence, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
+            [...fence, f.kind, f.severity, f.resourceId, JSON.stringify(f.detail ?? {})],
           ),
         );
         if (!rows[0]!.live) {
@@ -376,7 +390,10 @@ export function createRunner(options: RunnerOptions) {
         .then((r) => {
           if (r.rowCount === 0) state.lost = true;
         })
-        .catch((e: Error) => availability.unreachable(e, 'run heartbeat') || log.warn(`runner ${owner}: heartbeat of run ${run.id} failed: ${e.message}`));
+        .catch(
+          (e: Error) =>
+            availability.unreachable(e, 'run heartbeat') || log.warn(`runner ${owner}: heartbeat of run ${run.id} failed: ${e.message}`),
+        );
     }, heartbeatMs);
     beat.unref();
 
@@ -385,12 +402,18 @@ export function createRunner(options: RunnerOptions) {
       let params = run.params;
       if (handler.params) {
         const parsed = handler.params.safeParse(params);
-        if (!parsed.success) throw new Error(`params rejected: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ')}`);
+        if (!parsed.success)
+          throw new Error(
+            `params rejected: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ')}`,
+          );
         params = parsed.data;
       }
       result = await handler.run(store, params);
     } catch (error) {
-      result = error instanceof RunLostError ? { kind: 'failed', message: error.message } : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+      result =
+        error instanceof RunLostError
+          ? { kind: 'failed', message: error.message }
+          : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
     } finally {
       clearInterval(beat);
     }
@@ -415,7 +438,9 @@ export function createRunner(options: RunnerOptions) {
         // they stay (a checkpoint whose answer was lost may have committed; writing the cursor
         // known here could rewind past it). Taken again after a backoff, unless an operator
         // asked it to stop.
-        log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
+        log.warn(
+          `runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`,
+        );
         await write(
           `update runs set ${HAND_BACK},
              resume_after = now() + make_interval(secs => least(60, 2 ^ least(outage_hand_backs, 6))),
@@ -426,7 +451,9 @@ export function createRunner(options: RunnerOptions) {
       } else if (final.kind === 'completed') {
         await write(`update runs set status = 'COMPLETED', owner = null, finished_at = now(), updated_at = now() where true`, []);
       } else if (final.kind === 'failed') {
-        await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [final.message.slice(0, 2000)]);
+        await write(`update runs set status = 'FAILED', owner = null, error = $1, finished_at = now(), updated_at = now() where true`, [
+          final.message.slice(0, 2000),
+        ]);
       } else {
         const [bytes, json] = pausedAt;
         if (state.stopping) {
@@ -447,7 +474,8 @@ export function createRunner(options: RunnerOptions) {
         }
       }
     } catch (error) {
-      if (!(error instanceof RunLostError)) log.error(`runner ${owner}: recording the outcome of run ${run.id} failed: ${(error as Error).message}`);
+      if (!(error instanceof RunLostError))
+        log.error(`runner ${owner}: recording the outcome of run ${run.id} failed: ${(error as Error).message}`);
     }
   }
 
@@ -484,7 +512,11 @@ export function createRunner(options: RunnerOptions) {
         // does not parse) is logged, never an unhandled rejection: the sweep pauses the run once
         // its heartbeat stops.
         state.done = execute(run, state)
-          .catch((error: unknown) => log.error(`runner ${owner}: run ${run.id} (${run.name}) failed outside its handler: ${(error as Error)?.message ?? String(error)}`))
+          .catch((error: unknown) =>
+            log.error(
+              `runner ${owner}: run ${run.id} (${run.name}) failed outside its handler: ${(error as Error)?.message ?? String(error)}`,
+            ),
+          )
           .finally(() => {
             active.delete(key);
             if (running) void poll();

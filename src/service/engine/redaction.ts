@@ -113,7 +113,10 @@ const HTML_NAMED: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&g
 export const CARRIERS: Record<string, Carrier> = {
   json: jsonContent,
   'json-ascii': (s) => jsonContent(s).replace(/[^\x00-\x7f]/g, u4),
-  'json-php': (s) => jsonContent(s).replace(/[^\x00-\x7f]/g, u4).replace(/\//g, '\\/'),
+  'json-php': (s) =>
+    jsonContent(s)
+      .replace(/[^\x00-\x7f]/g, u4)
+      .replace(/\//g, '\\/'),
   'json-go': (s) => jsonContent(s).replace(/[<>&\u2028\u2029]/g, u4),
   ...Object.fromEntries(
     Object.entries(PERCENT_SETS).flatMap(([name, keep]) => {

@@ -167,7 +167,9 @@ export function createPruner(options: PrunerOptions) {
           { executions: { okMs, failedMs, keepPerJob: defaults.keepPerJob }, position, windowMs: windowMs ?? undefined },
         );
         if (!result.held) {
-          log.warn(`pruner ${id}: lost its ${slice.kind} slice of workspace ${slice.workspaceId} (another worker took it over)`, { workspaceId: slice.workspaceId });
+          log.warn(`pruner ${id}: lost its ${slice.kind} slice of workspace ${slice.workspaceId} (another worker took it over)`, {
+            workspaceId: slice.workspaceId,
+          });
           return total;
         }
         batches++;
@@ -188,7 +190,13 @@ export function createPruner(options: PrunerOptions) {
       }
     }
     await finishSlice(pool, slice, id, total, everyMs);
-    if (total > 0) log.info(`pruner ${id}: workspace ${slice.workspaceId}: pruned ${total} ${slice.kind.toLowerCase()} rows in ${batches} batches`, { workspaceId: slice.workspaceId, kind: slice.kind, rows: total, batches });
+    if (total > 0)
+      log.info(`pruner ${id}: workspace ${slice.workspaceId}: pruned ${total} ${slice.kind.toLowerCase()} rows in ${batches} batches`, {
+        workspaceId: slice.workspaceId,
+        kind: slice.kind,
+        rows: total,
+        batches,
+      });
     return total;
   }
 

@@ -90,7 +90,10 @@ update run_schedules set next_due_at = $4, ticks = ticks + 1, last_tick_at = $5,
   last_error = $8, last_error_at = case when $8::text is not null then $5 else last_error_at end, updated_at = now()
 where workspace_id = $1 and name = $2 and next_due_at = $3::timestamptz`;
 
-function nextAfter(row: { cron_expression: string | null; timezone: string | null; every_ms: string | number | null }, from: Date): Date | null {
+function nextAfter(
+  row: { cron_expression: string | null; timezone: string | null; every_ms: string | number | null },
+  from: Date,
+): Date | null {
   if (row.cron_expression) {
     const t = nextFireAfter(specOf(row.cron_expression), row.timezone ?? 'UTC', from.getTime());
     return t === null ? null : new Date(t);
@@ -132,7 +135,15 @@ export function createRunScheduler(options: RunSchedulerOptions) {
       const now = await dbNow(pool);
       // Infinity: a cron expression with no further occurrence never ticks.
       const first = s.cron ? (firstFireAt(s.cron, s.timezone ?? 'UTC', now) ?? 'infinity') : new Date(now.getTime() + s.everyMs!);
-      await pool.query(UPSERT, [ws.rows[0].id, h.name, s.cron ?? null, s.cron ? (s.timezone ?? 'UTC') : null, s.everyMs ?? null, JSON.stringify(s.params ?? {}), first]);
+      await pool.query(UPSERT, [
+        ws.rows[0].id,
+        h.name,
+        s.cron ?? null,
+        s.cron ? (s.timezone ?? 'UTC') : null,
+        s.everyMs ?? null,
+        JSON.stringify(s.params ?? {}),
+        first,
+      ]);
       ensured.set(h.name, key);
       workspaceOf.set(h.name, ws.rows[0].id);
     }
@@ -161,7 +172,13 @@ export function createRunScheduler(options: RunSchedulerOptions) {
           result = { workspaceId: row.workspace_id, name: row.name, outcome: r.outcome, runId: r.run.id };
         } catch (error) {
           // A failed trigger (e.g. a run that finished in the very moment) is noted; the next tick tries again.
-          result = { workspaceId: row.workspace_id, name: row.name, outcome: 'ERROR', runId: null, error: `${(error as Error).message}`.slice(0, 1000) };
+          result = {
+            workspaceId: row.workspace_id,
+            name: row.name,
+            outcome: 'ERROR',
+            runId: null,
+            error: `${(error as Error).message}`.slice(0, 1000),
+          };
           log.warn(`run schedule of ${row.name}: the trigger failed: ${result.error}`);
         }
         await client.query(ADVANCE, [

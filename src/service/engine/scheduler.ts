@@ -272,7 +272,8 @@ export function createScheduler(options: SchedulerOptions) {
         if (refused > 0) {
           const got = new Set(ins.rows.map((r) => `${r.job_id}@${r.scheduled_for.getTime()}`));
           const byJob = new Map<string, number>();
-          for (const e of executions) if (!got.has(`${e.job_id}@${e.scheduled_for.getTime()}`)) byJob.set(e.job_id, (byJob.get(e.job_id) ?? 0) + 1);
+          for (const e of executions)
+            if (!got.has(`${e.job_id}@${e.scheduled_for.getTime()}`)) byJob.set(e.job_id, (byJob.get(e.job_id) ?? 0) + 1);
           await client.query(
             `update jobs j set skipped_ticks = j.skipped_ticks + v.n, last_skip_at = $2, last_skip_reason = 'lock key held or occurrence already fired'
              from jsonb_to_recordset($1::jsonb) as v(id uuid, n int) where j.id = v.id`,
@@ -292,7 +293,11 @@ export function createScheduler(options: SchedulerOptions) {
         }
       }
       result.fired += inserted;
-      observer.cronFired(plans.flatMap((p) => (claimed.has(p.job.id) ? p.fires.map((at) => (now.getTime() - at.getTime()) / 1000) : [])), result.missed, result.skipped);
+      observer.cronFired(
+        plans.flatMap((p) => (claimed.has(p.job.id) ? p.fires.map((at) => (now.getTime() - at.getTime()) / 1000) : [])),
+        result.missed,
+        result.skipped,
+      );
       return result;
     } catch (error) {
       await client.query('rollback').catch(() => {});

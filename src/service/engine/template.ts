@@ -17,7 +17,8 @@ function lookupInput(input: unknown, path: string): string {
   let v: unknown = input;
   for (const part of path.split('.')) {
     // Own keys only: `in` would also find inherited ones (constructor, __proto__) and render them.
-    if (v === null || typeof v !== 'object' || !Object.hasOwn(v, part)) throw new TemplateError(`{{input.${path}}}: no such value in the job input`);
+    if (v === null || typeof v !== 'object' || !Object.hasOwn(v, part))
+      throw new TemplateError(`{{input.${path}}}: no such value in the job input`);
     v = (v as Record<string, unknown>)[part];
   }
   return typeof v === 'string' ? v : JSON.stringify(v);

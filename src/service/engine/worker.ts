@@ -275,7 +275,12 @@ export function createWorker(options: WorkerOptions): Worker {
       executing--;
       entry.finished = true;
       observer.attemptEnded(ex.endpoint_name, result.outcome, (performance.now() - entry.started) / 1000);
-      log.debug(`worker ${id}: attempt ended: ${result.outcome}`, { ...idsOf(ex), outcome: result.outcome, statusCode: result.statusCode, durationMs: Math.round(performance.now() - entry.started) });
+      log.debug(`worker ${id}: attempt ended: ${result.outcome}`, {
+        ...idsOf(ex),
+        outcome: result.outcome,
+        statusCode: result.statusCode,
+        durationMs: Math.round(performance.now() - entry.started),
+      });
       if (result.recorded) {
         // The handler's fenced transaction recorded the success with its own writes, and with it
         // released the lease: nothing to flush, and its slot and endpoint turn are free.
@@ -285,7 +290,12 @@ export function createWorker(options: WorkerOptions): Worker {
         kick();
         return;
       }
-      const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: performance.now() - entry.started, ...result };
+      const completion: Completion = {
+        executionId: ex.id,
+        epoch: ex.lease_epoch,
+        durationMs: performance.now() - entry.started,
+        ...result,
+      };
       if (entry.released) {
         entry.held = completion;
         return;
@@ -316,14 +326,19 @@ export function createWorker(options: WorkerOptions): Worker {
         try {
           const accepted = await completeExecutions(pool, id, batch);
           availability.reached(askedAt);
-          for (const [executionId, status] of accepted) observer.executionRecorded(inFlight.get(executionId)?.ex.endpoint_name ?? '', status as RecordedStatus);
+          for (const [executionId, status] of accepted)
+            observer.executionRecorded(inFlight.get(executionId)?.ex.endpoint_name ?? '', status as RecordedStatus);
           for (const c of batch) {
             if (accepted.has(c.executionId)) continue;
             // After a failed try the first one may have committed, its answer lost: then this
             // one matches nothing, and the outcome is recorded all the same.
             const ids = idsOf(inFlight.get(c.executionId)?.ex, c.executionId);
             if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`, ids);
-            else log.warn(`worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`, ids);
+            else
+              log.warn(
+                `worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`,
+                ids,
+              );
           }
           // A retry was scheduled: claim it if it is due already, else time it (claims running
           // beside this flush could not see it; nor can a committed try whose answer was lost).
@@ -343,7 +358,10 @@ export function createWorker(options: WorkerOptions): Worker {
           failingSince ??= performance.now();
           if (running && availability.unreachable(error, 'recording outcomes')) {
             const delay = Math.min(1_000, 100 * 2 ** failures++);
-            if (first) log.warn(`worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying until the database answers`);
+            if (first)
+              log.warn(
+                `worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying until the database answers`,
+              );
             pendingCompletions.unshift(...batch);
             await new Promise((r) => setTimeout(r, delay).unref());
             continue;
@@ -436,13 +454,17 @@ export function createWorker(options: WorkerOptions): Worker {
     if (availability.down) {
       if (!keptRunningSaid) {
         keptRunningSaid = true;
-        log.warn(`worker ${id}: ${running.length} attempt(s) keep running although their leases cannot be renewed while the database is unreachable; whether they are still this worker's is asked first when it answers`);
+        log.warn(
+          `worker ${id}: ${running.length} attempt(s) keep running although their leases cannot be renewed while the database is unreachable; whether they are still this worker's is asked first when it answers`,
+        );
       }
       return;
     }
     if (beatFailure !== 'error') return void beat();
     for (const f of running) f.controller.abort('lease-lost' satisfies AbortReason);
-    log.error(`worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`);
+    log.error(
+      `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`,
+    );
   }
 
   async function reconcile() {
@@ -486,7 +508,6 @@ export function createWorker(options: WorkerOptions): Worker {
     await listener.start();
   }
 
-
   return {
     id,
     inFlight: () => inFlight.size,
@@ -525,7 +546,9 @@ export function createWorker(options: WorkerOptions): Worker {
         // First of all, whether the leases of attempts that ran through the outage are still ours.
         void beat();
       });
-      log.info(`worker ${id}: started (concurrency ${concurrency}, lease ${leaseMs} ms, handlers: ${options.handlers.names().join(', ') || 'none'})`);
+      log.info(
+        `worker ${id}: started (concurrency ${concurrency}, lease ${leaseMs} ms, handlers: ${options.handlers.names().join(', ') || 'none'})`,
+      );
       kick();
     },
     async stop({ graceMs = 10_000 } = {}) {
@@ -556,7 +579,10 @@ export function createWorker(options: WorkerOptions): Worker {
           f.released = true;
           f.controller.abort('shutdown' satisfies AbortReason);
         }
-        const released = await releaseExecutions(pool, left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }))).then(
+        const released = await releaseExecutions(
+          pool,
+          left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch })),
+        ).then(
           (ids) => new Set(ids),
           (e: Error) => {
             log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
