@@ -88,7 +88,7 @@ describe('the installed jobgate command', () => {
     const key = stdout.trim();
     const child = spawn(process.execPath, [path.join(pkg, 'bin', 'jobgate.mjs'), 'start'], {
       cwd: tmp,
-      env: env({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'info' }),
+      env: env({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'info', JOBGATE_LOG_FORMAT: 'pretty' }),
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     children.add(child);

@@ -86,6 +86,11 @@ const probes: Record<string, Probe> = {
   job: { query: `query ($id: ID!) { job(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
   executions: { query: `query ($id: ID) { executions(jobId: $id) { nodes { id } } }`, id: 'job', expect: 'NO_A_DATA' },
   execution: { query: `query ($id: ID!) { execution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
+  viewer: { query: `{ viewer { role workspace { id slug } apiKey { id name } } }`, expect: 'NO_A_DATA' },
+  executionStats: {
+    query: `{ executionStats(windowMinutes: 60) { byEndpoint { endpointId endpointName pending running failed } perMinute { minute } } }`,
+    expect: 'NO_A_DATA',
+  },
   cronPreview: { query: `{ cronPreview(expression: "0 * * * *", count: 1) }`, expect: 'NO_A_DATA' },
   registerEndpoint: {
     query: `mutation ($id: ID) { registerEndpoint(input: { name: "b.endpoint", kind: HANDLER, handlerName: "h", payloadSpecId: $id }) { id } }`,

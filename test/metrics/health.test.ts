@@ -140,6 +140,8 @@ describe('jobgate worker', () => {
         ...process.env,
         DATABASE_URL: t.url,
         JOBGATE_LOG_LEVEL: 'info',
+        // The test reads the metrics port's URL off a log line.
+        JOBGATE_LOG_FORMAT: 'pretty',
         JOBGATE_METRICS_PORT: '0',
         JOBGATE_METRICS_TOKEN: TOKEN,
         JOBGATE_OUTBOUND_ALLOW: '127.0.0.0/8',
