@@ -364,6 +364,17 @@ describe('graceful shutdown', () => {
     expect(done).toMatchObject({ status: 'SUCCEEDED', attempt_count: 1 });
     expect((await attemptsOf(t, ex.id)).map((a) => a.worker_id)).toEqual(['staying']);
   });
+  it('hands back, uncounted, an attempt whose lease ran out while nobody took it over (expiry alone is no takeover)', async () => {
+    const w = await h.worker({ workerId: 'leaving', reconcileMs: 600_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    await eventually(async () => started.length === 1);
+    // As a database outage longer than the lease leaves it: same epoch, still RUNNING, expired.
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where job_id = $1`, [job.id]);
+    await w.stop({ graceMs: 100 });
+    const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
+    expect(ex).toMatchObject({ status: 'PENDING', attempt_count: 0, lease_owner: null });
+    expect(await attemptsOf(t, ex.id)).toEqual([]);
+  });
 });
 
 describe('graceful shutdown and a claim in flight', () => {

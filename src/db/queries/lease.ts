@@ -87,10 +87,10 @@ with released as (
   set status = 'PENDING', run_after = now(), lease_owner = null, lease_expires_at = null,
       attempt_count = e.attempt_count - 1, updated_at = now()
   from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
-  -- A lease already expired is not this worker's to hand back: its attempt was lost and counts
-  -- (the reconciler ends it).
+  -- Still this worker's: the same epoch and still RUNNING. A lease that ran out while nobody took
+  -- it over (a database outage longer than the lease) is still held, as heartbeats and outcomes
+  -- hold it; one taken over has a new epoch (or another status) and is not touched.
   where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
-    and e.lease_expires_at > now()
   returning e.id
 )
 select id from released`;
