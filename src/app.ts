@@ -96,7 +96,8 @@ export async function startApp(
     // runs even when one before it failed (the database unreachable, say): the pool is closed and
     // an embedded server stopped, not left running behind the process.
     await inOrder([
-      () => turnNotReady(health, config.shutdownDelayMs),
+      // The delay lets load balancers see the 503; a process that never served waits for nothing.
+      () => turnNotReady(health, gateway || opsServer ? config.shutdownDelayMs : 0),
       () => gateway?.close(),
       () => hub?.stop(),
       () => scheduler?.stop(),

@@ -216,6 +216,13 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     throw error;
   });
   const handlers = new HandlerRegistry();
+  // jobgate's own internal handlers (the reaper, the alert evaluator and sender), registered once
+  // with this Jobgate's options, whichever runs first: a worker, or a serverless runDue pass.
+  registerInternalHandlers(handlers, database.pool, {
+    alerts: options.alertEmail,
+    eventRetentionMs: options.retention?.eventsHours === undefined ? undefined : options.retention.eventsHours * 3_600_000,
+    onEventsPruned: (workspaceId, n) => options.retention?.onPruned?.(eventsBatch(workspaceId, n)),
+  });
   const workers: Worker[] = [];
   let scheduler: Scheduler | undefined;
   let passScheduler: Scheduler | undefined;
@@ -240,11 +247,6 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       intervals.register({ ...handler, name });
     },
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      registerInternalHandlers(handlers, database.pool, {
-        alerts: options.alertEmail,
-        eventRetentionMs: options.retention?.eventsHours === undefined ? undefined : options.retention.eventsHours * 3_600_000,
-        onEventsPruned: (workspaceId, n) => options.retention?.onPruned?.(eventsBatch(workspaceId, n)),
-      });
       if (!scheduler) {
         scheduler = createScheduler({ pool: database.pool, log, availability });
         scheduler.start();
@@ -292,7 +294,6 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       return service.declareSchedules(a, { schedules: Object.entries(specs).map(([name, spec]) => ({ ...spec, name })), retireUndeclared });
     },
     async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
-      registerInternalHandlers(handlers, database.pool);
       // Not started: its loop is for long-running processes; a pass calls its tick once.
       passScheduler ??= createScheduler({ pool: database.pool, log });
       return runDuePass(

@@ -163,8 +163,9 @@ async function main(argv: string[]): Promise<number> {
       starting.signal,
     );
   } catch (error) {
-    // Told to stop while it waited: a stop, not a failure.
-    if (stopRequested && starting.signal.aborted) {
+    // Told to stop while it waited: a stop, not a failure. Only the wait's own answer to the
+    // signal is; a real fault that happened to come after a signal still exits non-zero.
+    if (stopRequested && starting.signal.aborted && error === starting.signal.reason) {
       log.info(`${command}: stopped while starting (${stopRequested.why})`);
       return stopRequested.code;
     }

@@ -44,7 +44,6 @@ export interface ListenerOptions {
   /** How long connecting and listening may take before it is given up and retried. Default 10 s. */
   connectTimeoutMs?: number;
   applicationName?: string;
-  /** Where reconnections and fallbacks to polling are reported (metrics). */
   /** Told when this connection listens again, or falls back to polling (metrics). */
   observer?: ListenerObserver | undefined;
 }
