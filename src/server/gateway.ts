@@ -18,7 +18,7 @@ import { inRequestScope, requestIdFrom, scopedLog, useRequestId } from './reques
 import { hardeningPlugins, LIMITS } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
-import { usePersistedQueries } from './persisted-queries.js';
+import { createPersistedQueries, persistedQueryNotFound, type PersistedQueries } from './persisted-queries.js';
 import { ticketOf } from './ticket.js';
 import { loadConsoleSite, type ConsoleSite } from './console.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
@@ -79,22 +79,32 @@ const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> =>
  * A request with `?ticket=` (a browser's EventSource, which cannot send headers) is authenticated
  * by that subscription ticket instead of a key: redeemed (used up) here, and held to what a
  * ticket is for, one subscription, by useTicketForOneSubscription, which runs after persisted
- * queries have put the document in place.
+ * queries have put the document in place. A ticketed request that sends only a hash the store
+ * does not hold is answered PERSISTED_QUERY_NOT_FOUND before its ticket is redeemed (checked,
+ * not used up), so the persisted-query client's retry with the full document can use it.
  */
 function useAuthenticateFirst(
   authenticate: GatewayOptions['authenticate'],
-  redeemTicket: (ticket: string) => Promise<Actor>,
+  tickets: { check(ticket: string): Promise<void>; redeem(ticket: string): Promise<Actor> },
+  persisted: PersistedQueries,
   actors: WeakMap<Request, Actor>,
   ticketed: WeakSet<Request>,
 ): Plugin {
   return {
-    async onParams({ request }) {
+    async onParams({ request, params }) {
       const ticket = ticketOf(request);
       if (ticket === null) {
         actors.set(request, await authenticate(request));
         return;
       }
-      actors.set(request, await redeemTicket(ticket));
+      // A hash the store does not hold: PERSISTED_QUERY_NOT_FOUND without using the ticket up, so
+      // the client's retry with the document (same URL, same ticket) opens the subscription. The
+      // ticket is still checked first: a stranger learns nothing of the store (UNAUTHENTICATED).
+      if (await persisted.missing(params)) {
+        await tickets.check(ticket);
+        throw persistedQueryNotFound();
+      }
+      actors.set(request, await tickets.redeem(ticket));
       ticketed.add(request);
     },
   };
@@ -131,6 +141,11 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
   const actors = new WeakMap<Request, Actor>();
   const ticketed = new WeakSet<Request>();
   const requestIds = new WeakMap<Request, string>();
+  const persisted = createPersistedQueries();
+  const tickets = {
+    check: (ticket: string) => options.service.checkSubscriptionTicket(ticket),
+    redeem: (ticket: string) => options.service.redeemSubscriptionTicket(ticket),
+  };
   return createYoga<Record<string, never>, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -144,8 +159,8 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     // hook (persisted queries included) sees only keyed requests.
     plugins: [
       useRequestId(requestIds),
-      useAuthenticateFirst(options.authenticate, (ticket) => options.service.redeemSubscriptionTicket(ticket), actors, ticketed),
-      usePersistedQueries(),
+      useAuthenticateFirst(options.authenticate, tickets, persisted, actors, ticketed),
+      persisted.plugin,
       useTicketForOneSubscription(ticketed),
       ...hardeningPlugins({ introspection: options.introspection ?? true }),
       useSharedSubscriptionExecution(),

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { ApiKeyRow, AuditRow } from '../db/types.js';
 import { activeKeysByIds, apiKeyPage, countApiKeys, findApiKey, notifyKeyChanged } from '../db/repos/api-keys.js';
 import { auditPage, countAudit, findAuditEntry } from '../db/repos/audit.js';
-import { insertTicket, redeemTicket } from '../db/repos/subscription-tickets.js';
+import { insertTicket, redeemTicket, ticketRedeemable } from '../db/repos/subscription-tickets.js';
 import { findWorkspaceById, findWorkspaceBySlug } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import { isInstallationAdmin, type Actor, type Role } from './actor.js';
@@ -216,6 +216,15 @@ export function createAccessService(ctx: ServiceContext) {
       const row = await redeemTicket(db, hashApiKey(ticket));
       if (!row) throw refused;
       return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.key_id, installationAdmin: row.installation_admin };
+    },
+
+    /**
+     * Throws UNAUTHENTICATED, as redeemSubscriptionTicket would, unless the ticket would redeem
+     * now; does not use it up. For a request answered before its ticket is redeemed.
+     */
+    async checkSubscriptionTicket(ticket: string | undefined | null): Promise<void> {
+      if (!ticket || !/^jgt_[A-Za-z0-9_-]{20,100}$/.test(ticket) || !(await ticketRedeemable(db, hashApiKey(ticket))))
+        throw new UnauthenticatedError('the subscription ticket is unknown, used or expired: mint another with createSubscriptionTicket');
     },
 
     /**

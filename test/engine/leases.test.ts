@@ -203,6 +203,47 @@ describe('leases', () => {
     );
     await t.query('drop trigger refuse_heartbeat on executions');
   });
+
+  it('aborts its own attempts at the fence time when a heartbeat hangs (a stuck statement is no known outage)', async () => {
+    const aborted: string[] = [];
+    h.handle('hangs', async (_input, ctx) => {
+      started.push(ctx.executionId);
+      await new Promise<void>((resolve) => {
+        void gate.then(resolve);
+        ctx.signal.addEventListener('abort', () => {
+          aborted.push(ctx.executionId);
+          resolve();
+        });
+      });
+    });
+    await t.service.registerEndpoint(t.actor, {
+      name: 'slow.hangs',
+      kind: 'HANDLER',
+      handlerName: 'hangs',
+      backoffBaseMs: 10,
+      jitter: false,
+    });
+    await h.worker({ workerId: 'worker-a', leaseMs: 1500, heartbeatMs: 500, fenceAfterMs: 1000, reconcileMs: 60_000 });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.hangs', kind: 'IMMEDIATE', maxAttempts: 1 });
+    await eventually(async () => started.length === 1);
+    const [ex] = (await t.query<{ id: string }>('select id from executions where job_id = $1', [job.id])).rows;
+    // A row lock held in an open transaction: the heartbeat's update waits on it, on the server,
+    // for as long as the transaction stays open. The database answers everything else.
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from executions where id = $1 for update', [ex!.id]);
+      const lockedAt = Date.now();
+      await eventually(async () => aborted.length === 1, 5_000, 'the attempt to be aborted while its heartbeat hangs');
+      // Aborted about when the fence is due (1 s of silence), not left running on.
+      expect(Date.now() - lockedAt).toBeLessThan(3_000);
+      expect(h.logs.some((l) => /heartbeat got no answer within \d+ ms/.test(l))).toBe(true);
+      expect(h.logs.some((l) => /no heartbeat for \d+ ms; aborted 1 attempt/.test(l))).toBe(true);
+    } finally {
+      await holder.query('rollback').catch(() => {});
+      holder.release();
+    }
+  });
 });
 
 describe('cancellation', () => {

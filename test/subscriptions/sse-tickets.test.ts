@@ -192,6 +192,29 @@ describe('subscription tickets', () => {
     second.close();
   });
 
+  it('are not used up by a hash the gateway does not hold: the retry with the document and the same ticket opens the stream', async () => {
+    const { key } = await newKey('VIEWER');
+    const doc = `subscription { jobEvents { cursor jobId } }`;
+    const extensions = JSON.stringify({ persistedQuery: { version: 1, sha256Hash: createHash('sha256').update(doc).digest('hex') } });
+    const { ticket } = await mint(key);
+    const hashOnly = await refused(`${live.httpUrl}?${new URLSearchParams({ extensions, ticket })}`);
+    expect(hashOnly.status).toBe(404);
+    expect(hashOnly.text).toContain('PERSISTED_QUERY_NOT_FOUND');
+    // A stranger's ticket learns nothing of the store: UNAUTHENTICATED, not PERSISTED_QUERY_NOT_FOUND.
+    const stranger = await refused(
+      `${live.httpUrl}?${new URLSearchParams({ extensions, ticket: 'jgt_neverMintedNeverMintedNeverMinted00' })}`,
+    );
+    expect(stranger.status).toBe(401);
+    expect(stranger.text).toContain('UNAUTHENTICATED');
+    const before = live.hub.stats().events;
+    const retry = eventSource(`${live.httpUrl}?${new URLSearchParams({ query: doc, extensions, ticket })}`);
+    await eventually(async () => live.hub.stats().events === before + 1, 10_000, 'the retry to go live');
+    const jobId = await createJob();
+    await eventually(async () => delivered(retry, jobId), 10_000, 'the event');
+    expect(retry.state.status).toBe(200);
+    retry.close();
+  });
+
   it('is refused without a ticket or a key, as any request is', async () => {
     const res = await fetch(`${live.httpUrl}?${new URLSearchParams({ query: JOBS })}`, {
       headers: { accept: 'text/event-stream', 'x-jobgate-csrf': '1' },

@@ -34,3 +34,16 @@ export async function redeemTicket(
     returning t.workspace_id, t.role, k.id as key_id, k.installation_admin`.execute(ex);
   return rows[0];
 }
+
+/**
+ * Whether a ticket would redeem now (the conditions of redeemTicket), without using it up: for a
+ * request the gateway answers before redeeming (a hash-only persisted query it does not hold).
+ */
+export async function ticketRedeemable(ex: Executor, hash: Buffer): Promise<boolean> {
+  const { rows } = await sql<{ ok: number }>`
+    select 1 as ok from subscription_tickets t
+    join api_keys k on k.id = t.api_key_id
+    where t.ticket_hash = ${hash} and t.used_at is null and t.expires_at > now()
+      and k.revoked_at is null and k.role = t.role and k.workspace_id = t.workspace_id`.execute(ex);
+  return rows.length > 0;
+}

@@ -175,34 +175,164 @@ export function literalTargetRefusal(policy: OutboundPolicy, url: string): strin
   return host && 'ip' in host ? policy.refusal(host.ip) : undefined;
 }
 
+/** What a host-name lookup came to: its addresses, or the error code (ENOTFOUND, EAI_AGAIN...). */
+export type HostLookup = { addresses: string[] } | { error: string };
+
+/**
+ * Host-name lookups for advice (targetWarnings), kept off libuv's thread pool as far as advice
+ * allows: `dns.lookup` takes one of its 4 threads (shared with fs, crypto and the pg connections'
+ * own lookups) for as long as the system resolver takes, and a caller that stops waiting does
+ * not cancel it. So a list of 100 endpoints must not start 100 lookups:
+ *
+ * - an answer is remembered per host name for `ttlMs` (errors for `errorTtlMs`), at most
+ *   `maxEntries` names, the oldest forgotten first;
+ * - callers asking about a name already being looked up share that lookup;
+ * - at most `maxConcurrent` lookups run at once; the others queue, and a caller whose wait ends
+ *   before its lookup started gets `not-checked` (its place in the queue is given up when no one
+ *   waits for it any more). A lookup that started and outlives the wait still finishes, holding
+ *   its slot, and its answer is remembered.
+ */
+export class HostLookups {
+  private readonly cache = new Map<string, { at: number; result: HostLookup }>();
+  private readonly pending = new Map<string, Pending>();
+  private readonly queue: Pending[] = [];
+  private running = 0;
+  private readonly lookupFn: (host: string) => Promise<string[]>;
+  private readonly now: () => number;
+  private readonly ttlMs: number;
+  private readonly errorTtlMs: number;
+  private readonly maxEntries: number;
+  private readonly maxConcurrent: number;
+
+  constructor(
+    options: {
+      lookup?: (host: string) => Promise<string[]>;
+      now?: () => number;
+      ttlMs?: number;
+      errorTtlMs?: number;
+      maxEntries?: number;
+      maxConcurrent?: number;
+    } = {},
+  ) {
+    this.lookupFn = options.lookup ?? (async (host) => (await dns.promises.lookup(host, { all: true })).map((a) => a.address));
+    this.now = options.now ?? Date.now;
+    this.ttlMs = options.ttlMs ?? 60_000;
+    this.errorTtlMs = options.errorTtlMs ?? 10_000;
+    this.maxEntries = options.maxEntries ?? 1000;
+    this.maxConcurrent = options.maxConcurrent ?? 2;
+  }
+
+  /** `host`'s addresses, from memory or a lookup; `timeout` or `not-checked` when none came within `timeoutMs`. */
+  async resolve(host: string, timeoutMs: number): Promise<HostLookup | 'timeout' | 'not-checked'> {
+    const cached = this.cache.get(host);
+    if (cached && this.now() - cached.at < ('error' in cached.result ? this.errorTtlMs : this.ttlMs)) return cached.result;
+    let entry = this.pending.get(host);
+    if (!entry) {
+      let settle!: (result: HostLookup | undefined) => void;
+      const done = new Promise<HostLookup | undefined>((resolve) => (settle = resolve));
+      entry = { host, done, settle, waiters: 0, started: false };
+      this.pending.set(host, entry);
+      this.queue.push(entry);
+      this.pump();
+    }
+    const waiting = entry;
+    waiting.waiters++;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    try {
+      const result = await Promise.race([waiting.done, timedOut]);
+      if (result === undefined) return 'not-checked';
+      if (result !== 'timeout') return result;
+      return waiting.started ? 'timeout' : 'not-checked';
+    } finally {
+      clearTimeout(timer);
+      waiting.waiters--;
+    }
+  }
+
+  /** Lookups now running (for tests and metrics). */
+  get active(): number {
+    return this.running;
+  }
+
+  private pump(): void {
+    while (this.running < this.maxConcurrent && this.queue.length > 0) {
+      const entry = this.queue.shift()!;
+      if (entry.waiters === 0 && entry.started === false && this.pendingSince(entry)) {
+        // No one waits for it any more: give its place up.
+        this.pending.delete(entry.host);
+        entry.settle(undefined);
+        continue;
+      }
+      entry.started = true;
+      this.running++;
+      this.lookupFn(entry.host)
+        .then(
+          (addresses): HostLookup => ({ addresses }),
+          (error: NodeJS.ErrnoException): HostLookup => ({ error: error.code ?? error.message }),
+        )
+        .then((result) => {
+          this.remember(entry.host, result);
+          this.pending.delete(entry.host);
+          entry.settle(result);
+        })
+        .finally(() => {
+          this.running--;
+          this.pump();
+        });
+    }
+  }
+
+  /** Whether the entry was queued long enough for its callers to have had a turn (they register synchronously). */
+  private pendingSince(_entry: Pending): boolean {
+    return true;
+  }
+
+  private remember(host: string, result: HostLookup): void {
+    this.cache.delete(host);
+    this.cache.set(host, { at: this.now(), result });
+    while (this.cache.size > this.maxEntries) this.cache.delete(this.cache.keys().next().value!);
+  }
+}
+
+interface Pending {
+  host: string;
+  done: Promise<HostLookup | undefined>;
+  settle(result: HostLookup | undefined): void;
+  waiters: number;
+  started: boolean;
+}
+
+/** The lookups targetWarnings uses by default: one memory and one limit per process. */
+export const hostLookups = new HostLookups();
+
 /**
  * What the policy would likely say of `url`'s host name now: every address it resolves to is
  * refused, or it resolves to none (within `timeoutMs`). Nothing for an IP literal (see
- * literalTargetRefusal) or a templated host. Advice only: the check on the address actually
- * connected to, at each delivery, decides.
+ * literalTargetRefusal) or a templated host, nor when the name could not be looked up in time
+ * because other lookups held every slot (see HostLookups). Advice only: the check on the
+ * address actually connected to, at each delivery, decides. The message does not list the
+ * addresses: what an internal name resolves to is not the caller's to learn.
  */
-export async function targetWarnings(policy: OutboundPolicy, url: string, timeoutMs = 2000): Promise<TargetWarning[]> {
+export async function targetWarnings(
+  policy: OutboundPolicy,
+  url: string,
+  timeoutMs = 2000,
+  lookups: HostLookups = hostLookups,
+): Promise<TargetWarning[]> {
   const host = hostOf(url);
   if (!host || 'ip' in host) return [];
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
-  const looked = dns.promises.lookup(host.name, { all: true }).then(
-    (addresses) => addresses,
-    (error: NodeJS.ErrnoException) => error,
-  );
-  const result = await Promise.race([looked, timedOut]).finally(() => clearTimeout(timer));
-  if (result === 'timeout' || result instanceof Error || result.length === 0) {
-    const why =
-      result === 'timeout' ? `no answer within ${timeoutMs} ms` : result instanceof Error ? (result.code ?? result.message) : 'no address';
+  const result = await lookups.resolve(host.name, timeoutMs);
+  if (result === 'not-checked') return [];
+  if (result === 'timeout' || 'error' in result || result.addresses.length === 0) {
+    const why = result === 'timeout' ? `no answer within ${timeoutMs} ms` : 'error' in result ? result.error : 'no address';
     return [{ code: 'TARGET_DOES_NOT_RESOLVE', message: `${host.name} does not resolve just now (${why}); deliveries fail until it does` }];
   }
-  const refusals = result.map((a) => policy.refusal(a.address));
-  if (refusals.every((r) => r !== undefined)) {
-    const addresses = result.map((a) => a.address).join(', ');
+  if (result.addresses.every((address) => policy.refusal(address) !== undefined)) {
     return [
       {
         code: 'TARGET_RESOLVES_TO_REFUSED_ADDRESS',
-        message: `${host.name} resolves to ${addresses}, which the outbound policy refuses (loopback, private, link-local or otherwise special-purpose; JOBGATE_OUTBOUND_ALLOW can allow it): deliveries will fail unless it resolves elsewhere then`,
+        message: `${host.name} resolves only to addresses the outbound policy refuses (loopback, private, link-local or otherwise special-purpose; JOBGATE_OUTBOUND_ALLOW can allow them): deliveries will fail unless it resolves elsewhere then`,
       },
     ];
   }

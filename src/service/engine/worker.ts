@@ -138,8 +138,9 @@ export function createWorker(options: WorkerOptions): Worker {
   // The heartbeat in flight, if any: its answer decides what a silence meant.
   let beating: Promise<void> | undefined;
   // Why the last heartbeat failed, until one succeeds: the database could not be reached
-  // ('unreachable'), or it answered with an error ('error').
-  let beatFailure: 'unreachable' | 'error' | undefined;
+  // ('unreachable'), it answered with an error ('error'), or it did not answer in time ('timeout':
+  // a stuck connection, a lock wait; not a known outage).
+  let beatFailure: 'unreachable' | 'error' | 'timeout' | undefined;
   // Whether this outage's "attempts keep running" line was logged.
   let keptRunningSaid = false;
   let listener: Listener | undefined;
@@ -387,7 +388,12 @@ export function createWorker(options: WorkerOptions): Worker {
     });
   }
 
-  /** One heartbeat at a time: a timer firing while one is in flight shares it. */
+  const fenceTickMs = Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4)));
+
+  /**
+   * One heartbeat at a time: a timer firing while one is in flight shares it. Each is bounded
+   * (see beatOnce), so a heartbeat that hangs releases the next tick to send a fresh one.
+   */
   function beat(): Promise<void> {
     beating ??= beatOnce().finally(() => {
       beating = undefined;
@@ -403,8 +409,27 @@ export function createWorker(options: WorkerOptions): Worker {
     }
     const held = [...inFlight.values()].map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }));
     const sentAt = performance.now();
+    // A heartbeat has no statement timeout of its own: one on a stuck pooled connection (a
+    // half-open socket, a lock wait) could hang for minutes while the self-fence waited on its
+    // answer and other workers' reconcilers took the leases. It gets until the fence is due (at
+    // least a fence tick, at most a heartbeat period); past that it counts as failed, not as an
+    // outage, and its late answer is ignored: the next heartbeat asks again.
+    const limitMs = Math.max(fenceTickMs, Math.min(heartbeatMs, fenceAfterMs - (sentAt - lastLeaseOk)));
+    let timer: NodeJS.Timeout | undefined;
+    const sent = heartbeat(pool, held, leaseMs);
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), limitMs);
+      timer.unref();
+    });
     try {
-      const alive = await heartbeat(pool, held, leaseMs);
+      const answer = await Promise.race([sent, timedOut]);
+      if (answer === 'timeout') {
+        sent.catch(() => {});
+        beatFailure = 'timeout';
+        log.warn(`worker ${id}: heartbeat got no answer within ${Math.round(limitMs)} ms; counted as failed`);
+        return;
+      }
+      const alive = answer;
       availability.reached(sentAt);
       lastLeaseOk = sentAt;
       beatFailure = undefined;
@@ -429,6 +454,8 @@ export function createWorker(options: WorkerOptions): Worker {
         beatFailure = 'error';
         log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
       }
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -436,13 +463,15 @@ export function createWorker(options: WorkerOptions): Worker {
    * The self-fence, when no heartbeat has succeeded for `fenceAfterMs`. An expired lease is still
    * this worker's until another takes it over, and only the database can say whether that
    * happened, so the attempts are not aborted for a silence the database explains:
-   *  - a heartbeat in flight: its answer decides (an execution missing from it is aborted);
+   *  - a heartbeat in flight: its answer decides (an execution missing from it is aborted); it
+   *    is bounded (beatOnce), and one that does not answer in time is a failure, not an outage;
    *  - the database unreachable: the attempts run on, and when it answers the first heartbeat
    *    (sent on its return) renews the leases nobody took and aborts the rest. Reconcilers wait
    *    a lease after an outage, so an owner that lived through it renews first; only a worker
    *    cut off alone, while the others reached the database, can find its executions taken;
-   *  - heartbeats that reached the database and failed: the worker cannot learn whether it still
-   *    holds its leases, so it aborts its attempts before another worker may run them;
+   *  - heartbeats that reached the database and failed, or got no answer in time (a hang is not
+   *    a known outage): the worker cannot learn whether it still holds its leases, so it aborts
+   *    its attempts before another worker may run them, whether or not a heartbeat is in flight;
    *  - no heartbeat tried (the event loop was blocked): one is sent now.
    */
   function fenceCheck() {
@@ -450,7 +479,11 @@ export function createWorker(options: WorkerOptions): Worker {
     if (silent < fenceAfterMs || inFlight.size === 0) return;
     const running = [...inFlight.values()].filter((f) => !f.finished && !f.controller.signal.aborted);
     // An attempt that has ended only waits for its outcome's record: nothing to stop.
-    if (running.length === 0 || beating) return;
+    if (running.length === 0) return;
+    // The last heartbeat failed and the database is not known to be down: a heartbeat in flight
+    // gets no more time, since another worker may already run these executions.
+    const failed = (beatFailure === 'error' || beatFailure === 'timeout') && !availability.down;
+    if (beating && !failed) return;
     if (availability.down) {
       if (!keptRunningSaid) {
         keptRunningSaid = true;
@@ -460,10 +493,12 @@ export function createWorker(options: WorkerOptions): Worker {
       }
       return;
     }
-    if (beatFailure !== 'error') return void beat();
+    if (!failed) return void beat();
     for (const f of running) f.controller.abort('lease-lost' satisfies AbortReason);
     log.error(
-      `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`,
+      beatFailure === 'timeout'
+        ? `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (heartbeats get no answer in time)`
+        : `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`,
     );
   }
 
@@ -531,7 +566,7 @@ export function createWorker(options: WorkerOptions): Worker {
         return t;
       };
       every(heartbeatMs, beat);
-      every(Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4))), fenceCheck);
+      every(fenceTickMs, fenceCheck);
       every(reconcileMs, reconcile);
       // The one referenced handle of a started worker, released by stop(): every other timer
       // and socket of the engine is unreferenced or comes and goes with the database, so when
