@@ -4,7 +4,9 @@
  * name that resolves only to refused addresses is accepted, with `targetWarnings` saying so,
  * since DNS can change; the check at delivery stays the authority.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import dns from 'node:dns';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { HostLookups } from '../../src/service/engine/outbound.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 
@@ -52,13 +54,14 @@ describe('endpoint targets at the door', () => {
     }
   });
 
-  it('accepts a host name that resolves only to refused addresses, with a warning naming them', async () => {
+  it('accepts a host name that resolves only to refused addresses, with a warning that does not list them', async () => {
     const res = await g.gql(REGISTER, { input: { name: 'door.localhost', kind: 'HTTP', url: 'http://localhost:8080/hook' } });
     expect(res.errors).toBeUndefined();
     const [warning, ...rest] = res.data.registerEndpoint.targetWarnings;
     expect(rest).toEqual([]);
     expect(warning.code).toBe('TARGET_RESOLVES_TO_REFUSED_ADDRESS');
-    expect(warning.message).toMatch(/localhost resolves to .*(127\.0\.0\.1|::1)/);
+    expect(warning.message).toMatch(/localhost resolves only to addresses the outbound policy refuses/);
+    expect(warning.message).not.toMatch(/127\.0\.0\.1|::1/);
     // The same advice when the endpoint is read again.
     const read: any = await g.gql(`query ($id: ID!) { endpoint(id: $id) { targetWarnings { code } } }`, {
       id: res.data.registerEndpoint.id,
@@ -100,5 +103,107 @@ describe('endpoint targets at the door', () => {
     await expect(
       t.service.registerEndpoint(t.actor, { name: 'door.lib', kind: 'HTTP', url: 'http://169.254.169.254/' }),
     ).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+  });
+});
+
+/** A lookup that answers when told to, counting calls and how many ran at once. */
+function heldLookup(answer: (host: string) => string[] | Error) {
+  const state = { calls: [] as string[], running: 0, most: 0 };
+  const held = new Map<string, () => void>();
+  const lookup = async (host: string) => {
+    state.calls.push(host);
+    state.most = Math.max(state.most, ++state.running);
+    await new Promise<void>((resolve) => held.set(host, resolve));
+    state.running--;
+    const a = answer(host);
+    if (a instanceof Error) throw a;
+    return a;
+  };
+  const release = async (host: string) => {
+    // The lookup starts a turn of the event loop after it is asked for.
+    for (let i = 0; !held.has(host) && i < 100; i++) await new Promise((resolve) => setImmediate(resolve));
+    held.get(host)!();
+    held.delete(host);
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  return { state, lookup, release };
+}
+
+describe('target lookups', () => {
+  it('a list of endpoints looks each host name up once, at most 2 at a time, and remembers the answers', async () => {
+    const state = { calls: [] as string[], running: 0, most: 0 };
+    const original = dns.promises.lookup;
+    const spy = vi.spyOn(dns.promises, 'lookup').mockImplementation((async (host: string, options: dns.LookupAllOptions) => {
+      if (!host.endsWith('.list.invalid')) return original(host, options);
+      state.calls.push(host);
+      state.most = Math.max(state.most, ++state.running);
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      state.running--;
+      return [{ address: '10.99.0.1', family: 4 }];
+    }) as typeof dns.promises.lookup);
+    try {
+      for (let i = 0; i < 30; i++)
+        await t.service.registerEndpoint(t.actor, { name: `list.e${i}`, kind: 'HTTP', url: `https://h${i % 10}.list.invalid/hook/${i}` });
+      const LIST = `{ endpoints(first: 100) { nodes { name targetWarnings { code message } } } }`;
+      const res: any = await g.gql(LIST);
+      expect(res.errors).toBeUndefined();
+      const listed = res.data.endpoints.nodes.filter((n: any) => n.name.startsWith('list.'));
+      expect(listed).toHaveLength(30);
+      for (const n of listed)
+        expect(
+          n.targetWarnings.map((w: any) => w.code),
+          n.name,
+        ).toEqual(['TARGET_RESOLVES_TO_REFUSED_ADDRESS']);
+      expect(state.calls.sort()).toEqual(Array.from({ length: 10 }, (_, i) => `h${i}.list.invalid`).sort());
+      expect(state.most).toBeLessThanOrEqual(2);
+      expect(listed[0].targetWarnings[0].message).not.toContain('10.99.0.1');
+      // Asked again within the minute: from memory, no lookup.
+      const again: any = await g.gql(LIST);
+      expect(again.errors).toBeUndefined();
+      expect(state.calls).toHaveLength(10);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('shares a running lookup, caps concurrency, answers "not checked" past the wait, and forgets after the ttl', async () => {
+    let now = 0;
+    const { state, lookup, release } = heldLookup((host) =>
+      host === 'gone' ? Object.assign(new Error('x'), { code: 'ENOTFOUND' }) : ['10.0.0.1'],
+    );
+    const lookups = new HostLookups({ lookup, now: () => now, ttlMs: 60_000, errorTtlMs: 10_000, maxConcurrent: 2 });
+    // Three callers, one lookup.
+    const same = Promise.all([lookups.resolve('a', 1000), lookups.resolve('a', 1000), lookups.resolve('a', 1000)]);
+    await release('a');
+    expect(await same).toEqual([{ addresses: ['10.0.0.1'] }, { addresses: ['10.0.0.1'] }, { addresses: ['10.0.0.1'] }]);
+    expect(state.calls).toEqual(['a']);
+    // Three names, two slots, no answer within the wait: the two started time out, the third is not checked.
+    const three = await Promise.all(['b', 'c', 'd'].map((h) => lookups.resolve(h, 30)));
+    expect(three).toEqual(['timeout', 'timeout', 'not-checked']);
+    expect(state.most).toBe(2);
+    expect(state.calls).toEqual(['a', 'b', 'c']);
+    // The lookups that outlived their wait still finish and are remembered; the one no one waits for any more is dropped.
+    await release('b');
+    await release('c');
+    expect(state.calls).toEqual(['a', 'b', 'c']);
+    expect(await lookups.resolve('b', 10)).toEqual({ addresses: ['10.0.0.1'] });
+    expect(await lookups.resolve('c', 10)).toEqual({ addresses: ['10.0.0.1'] });
+    const gone = lookups.resolve('gone', 1000);
+    await release('gone');
+    expect(await gone).toEqual({ error: 'ENOTFOUND' });
+    expect(await lookups.resolve('gone', 10)).toEqual({ error: 'ENOTFOUND' });
+    expect(state.calls).toEqual(['a', 'b', 'c', 'gone']);
+    // Errors are forgotten after errorTtlMs, answers after ttlMs.
+    now += 11_000;
+    const again = lookups.resolve('gone', 1000);
+    expect(await lookups.resolve('a', 10)).toEqual({ addresses: ['10.0.0.1'] });
+    await release('gone');
+    await again;
+    expect(state.calls).toEqual(['a', 'b', 'c', 'gone', 'gone']);
+    now += 50_000;
+    const later = lookups.resolve('a', 1000);
+    await release('a');
+    await later;
+    expect(state.calls).toEqual(['a', 'b', 'c', 'gone', 'gone', 'a']);
   });
 });

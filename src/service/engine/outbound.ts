@@ -185,7 +185,7 @@ export type HostLookup = { addresses: string[] } | { error: string };
  * not cancel it. So a list of 100 endpoints must not start 100 lookups:
  *
  * - an answer is remembered per host name for `ttlMs` (errors for `errorTtlMs`), at most
- *   `maxEntries` names, the oldest forgotten first;
+ *   `maxEntries` names, the oldest forgotten first (and at most as many queued);
  * - callers asking about a name already being looked up share that lookup;
  * - at most `maxConcurrent` lookups run at once; the others queue, and a caller whose wait ends
  *   before its lookup started gets `not-checked` (its place in the queue is given up when no one
@@ -228,15 +228,16 @@ export class HostLookups {
     if (cached && this.now() - cached.at < ('error' in cached.result ? this.errorTtlMs : this.ttlMs)) return cached.result;
     let entry = this.pending.get(host);
     if (!entry) {
+      if (this.queue.length >= this.maxEntries) return 'not-checked';
       let settle!: (result: HostLookup | undefined) => void;
       const done = new Promise<HostLookup | undefined>((resolve) => (settle = resolve));
       entry = { host, done, settle, waiters: 0, started: false };
       this.pending.set(host, entry);
       this.queue.push(entry);
-      this.pump();
     }
     const waiting = entry;
     waiting.waiters++;
+    this.pump();
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     try {
@@ -258,7 +259,7 @@ export class HostLookups {
   private pump(): void {
     while (this.running < this.maxConcurrent && this.queue.length > 0) {
       const entry = this.queue.shift()!;
-      if (entry.waiters === 0 && entry.started === false && this.pendingSince(entry)) {
+      if (entry.waiters === 0) {
         // No one waits for it any more: give its place up.
         this.pending.delete(entry.host);
         entry.settle(undefined);
@@ -266,7 +267,8 @@ export class HostLookups {
       }
       entry.started = true;
       this.running++;
-      this.lookupFn(entry.host)
+      void Promise.resolve(entry.host)
+        .then(this.lookupFn)
         .then(
           (addresses): HostLookup => ({ addresses }),
           (error: NodeJS.ErrnoException): HostLookup => ({ error: error.code ?? error.message }),
@@ -281,11 +283,6 @@ export class HostLookups {
           this.pump();
         });
     }
-  }
-
-  /** Whether the entry was queued long enough for its callers to have had a turn (they register synchronously). */
-  private pendingSince(_entry: Pending): boolean {
-    return true;
   }
 
   private remember(host: string, result: HostLookup): void {
