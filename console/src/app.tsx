@@ -24,6 +24,7 @@ import { RunScreen } from './screens/run.tsx';
 import { HandlersScreen } from './screens/handlers.tsx';
 import { AuditScreen } from './screens/audit.tsx';
 import { KeysScreen } from './screens/keys.tsx';
+import { AlertsScreen } from './screens/alerts.tsx';
 
 export const ViewerDocument = graphql(`
   query Viewer {
@@ -155,6 +156,7 @@ const NAV: { path: string; label: string; admin?: boolean }[] = [
   { path: 'runs', label: 'Runs' },
   { path: 'handlers', label: 'Handlers' },
   { path: 'endpoints', label: 'Endpoints' },
+  { path: 'alerts', label: 'Alerts' },
   { path: 'audit', label: 'Audit log', admin: true },
   { path: 'keys', label: 'API keys', admin: true },
 ];
@@ -245,6 +247,8 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
       return <HandlersScreen />;
     case 'endpoints':
       return <EndpointsScreen />;
+    case 'alerts':
+      return <AlertsScreen />;
     case 'audit':
       return <AuditScreen />;
     case 'keys':

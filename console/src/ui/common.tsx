@@ -54,8 +54,9 @@ export function Loading() {
   );
 }
 
-export function Status({ value }: { value: string }) {
-  return <span className={`status status-${value.toLowerCase()}`}>{value}</span>;
+/** A state as a coloured tag; `label` replaces the text (the colour stays that of `value`). */
+export function Status({ value, label }: { value: string; label?: string }) {
+  return <span className={`status status-${value.toLowerCase()}`}>{label ?? value}</span>;
 }
 
 export function ProgressBar({ fraction, label }: { fraction: number | null; label: string }) {

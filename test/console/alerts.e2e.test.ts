@@ -1,0 +1,115 @@
+/**
+ * The console's Alerts screen in a real browser against a real jobgate process: the empty state,
+ * an ADMIN's read-only list of the rules, a real alert (an execution that ends FAILED under an
+ * EXECUTION_FAILED rule, the evaluator run as the alert tests run it) appearing live without a
+ * reload, what a VIEWER sees (never the rules), keyboard navigation and axe-core's rules.
+ */
+import { AxeBuilder } from '@axe-core/playwright';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+
+let t: TestDb;
+let world: ConsoleWorld;
+let browser: Browser;
+let adminKey: string;
+let viewerKey: string;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  ensureConsoleBuilt();
+  t = await createTestDb();
+  world = await startConsoleWorld(t.url);
+  browser = await launchChromium();
+  adminKey = (await t.service.bootstrapKey('default', 'ADMIN', 'alerts e2e admin')).key;
+  viewerKey = (await t.service.bootstrapKey('default', 'VIEWER', 'alerts e2e viewer')).key;
+  await t.service.registerEndpoint(t.actor, { name: 'console.alerting', kind: 'HANDLER', handlerName: 'console.flaky', maxAttempts: 1 });
+}, 180_000);
+afterAll(async () => {
+  for (const c of contexts) await c.close().catch(() => {});
+  await browser?.close();
+  await world?.stop();
+  await t?.close();
+});
+
+/** A fresh tab signed in with `key`, recording the GraphQL operations it sends. */
+async function signedIn(key: string, name: string): Promise<{ page: Page; sent: string[] }> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris' });
+  contexts.push(context);
+  const page = await context.newPage();
+  const sent: string[] = [];
+  page.on('request', (r) => {
+    if (r.url().endsWith('/graphql') && r.method() === 'POST') sent.push(r.postData() ?? '');
+  });
+  page.on('websocket', (ws) => ws.on('framesent', (f) => sent.push(String(f.payload))));
+  onTestFailed(async () => {
+    await screenshot(page, `${name}-failed`).catch(() => {});
+  });
+  await page.goto(`${world.origin}/console/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByTestId('role').waitFor();
+  return { page, sent };
+}
+
+async function accessible(page: Page, screen: string) {
+  const result = await new AxeBuilder({ page }).analyze();
+  const bad = result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  expect(bad).toEqual([]);
+}
+
+describe('the Alerts screen', { timeout: 90_000 }, () => {
+  it('shows the empty state and the rules, then a real alert arriving live without a reload; a VIEWER sees it but never asks for the rules', async () => {
+    await t.service.createAlertRule(t.actor, { name: 'console failures', condition: 'EXECUTION_FAILED', email: true });
+    const { page: admin } = await signedIn(adminKey, 'alerts-admin');
+    await expect.poll(() => admin.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
+    await admin.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Alerts', exact: true }).click();
+    await admin.getByRole('heading', { name: 'Alerts', level: 1 }).waitFor();
+    await admin.getByTestId('alerts-empty').getByText('when an ADMIN creates alert rules').waitFor();
+    // The ADMIN's read-only list of rules, with condition and destinations.
+    const rules = admin.getByTestId('alert-rules');
+    await rules.getByText('console failures').waitFor();
+    expect(await rules.textContent()).toContain('EXECUTION_FAILED');
+    expect(await rules.textContent()).toContain('Email to the default recipients');
+    await accessible(admin, 'alerts (empty)');
+
+    // A real alert: an execution that ends FAILED, and the evaluator's pass.
+    await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
+    await t.service.createJob(t.actor, { endpointName: 'console.alerting', kind: 'IMMEDIATE', name: 'alerting-job' });
+    const table = admin.getByTestId('alerts');
+    await expect
+      .poll(
+        async () => {
+          await evaluateAlerts(t.database.pool, t.actor.workspaceId);
+          return table.getByRole('link', { name: 'alerting-job' }).count();
+        },
+        { timeout: 30_000, interval: 500 },
+      )
+      .toBeGreaterThan(0);
+    expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(7);
+    const row = table.locator('tbody tr').first();
+    const text = await row.textContent();
+    expect(text).toContain('FIRING');
+    expect(text).toContain('EXECUTION_FAILED');
+    expect(text).toContain('console failures');
+    // Times in the browser's zone, the UTC instant on hover.
+    expect(await row.locator('time').first().getAttribute('title')).toMatch(/ UTC$/);
+    await accessible(admin, 'alerts (one alert)');
+    await screenshot(admin, 'alerts');
+
+    // A VIEWER, by keyboard: the alert, no rules, and no request for them.
+    const { page: viewer, sent } = await signedIn(viewerKey, 'alerts-viewer');
+    await viewer.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Alerts', exact: true }).focus();
+    await viewer.keyboard.press('Enter');
+    await viewer.getByTestId('alerts').getByRole('link', { name: 'alerting-job' }).waitFor();
+    expect(await viewer.getByRole('heading', { name: 'Alert rules' }).count()).toBe(0);
+    expect(await viewer.getByRole('alert').count()).toBe(0);
+    expect(sent.some((s) => s.includes('alertRules'))).toBe(false);
+    expect(sent.some((s) => s.includes('alertRaised'))).toBe(true);
+    await accessible(viewer, 'alerts (viewer)');
+  });
+});
