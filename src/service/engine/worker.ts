@@ -436,7 +436,9 @@ export function createWorker(options: WorkerOptions): Worker {
       keptRunningSaid = false;
       for (const h of held) {
         const f = inFlight.get(h.id);
-        if (!f || f.controller.signal.aborted) continue;
+        // Only the attempt this heartbeat was sent for: the execution may have been claimed again
+        // since (its earlier lease taken over), and that attempt is answered by later heartbeats.
+        if (!f || f.ex.lease_epoch !== h.epoch || f.controller.signal.aborted) continue;
         if (!alive.has(h.id)) {
           // An ended attempt's outcome may have been recorded since the heartbeat was sent.
           if (!f.finished) {
