@@ -1,4 +1,4 @@
--- The schema after migrations/000027_execution_stats.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000028_alert_notification_order.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -264,7 +264,7 @@ CREATE TABLE public.alert_notifications (
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
     webhook_job_id uuid,
     email_job_id uuid,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     CONSTRAINT alert_notifications_kind_check CHECK ((kind = ANY (ARRAY['FIRING'::text, 'RESOLVED'::text]))),
     CONSTRAINT alert_notifications_subject_type_check CHECK ((subject_type = ANY (ARRAY['JOB'::text, 'RECOVERABLE'::text, 'INTERVAL'::text])))
 );
