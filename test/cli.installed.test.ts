@@ -24,8 +24,13 @@ const children = new Set<ChildProcess>();
 beforeAll(async () => {
   t = await createTestDb();
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-installed-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
-  const [{ filename }] = JSON.parse(stdout.slice(stdout.indexOf('['))) as [{ filename: string }];
+  // The lifecycle scripts (prepack, prepare) print to the same stdout as `npm pack --json`, in
+  // whatever form their tools choose off a terminal, so the tarball is found in the folder
+  // rather than parsed out of that mix.
+  await run('npm', ['pack', '--pack-destination', tmp], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
+  const tarballs = fs.readdirSync(tmp).filter((f) => f.endsWith('.tgz'));
+  expect(tarballs).toHaveLength(1);
+  const filename = tarballs[0]!;
   await run('tar', ['-xzf', path.join(tmp, filename), '-C', tmp]);
   pkg = path.join(tmp, 'package');
   // The unpacked package resolves its dependencies as an installed one would, from a
