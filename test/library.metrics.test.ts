@@ -47,6 +47,11 @@ describe('metrics from the library', () => {
       await gate.client.cancelExecution(pending.id);
       s = new Scrape(await gate.metrics!.render());
       expect(finished(s, 'CANCELLED')).toBe(1);
+      // Cancelling a job cancels its pending execution too.
+      const later = await gate.client.createJob({ endpointName: 'lib.metrics', kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+      expect((await gate.client.cancelJob(later.job.id)).cancelledExecutions).toBe(1);
+      s = new Scrape(await gate.metrics!.render());
+      expect(finished(s, 'CANCELLED')).toBe(2);
 
       await gate.startWorker();
       for (let i = 0; i < N; i++) await gate.client.createJob({ endpointName: 'lib.metrics', kind: 'IMMEDIATE' });
