@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { openEngine, type Engine } from './composition-root.js';
+import { openEngine, type Engine, type EngineOptions } from './composition-root.js';
 import type { Config } from './config.js';
 import { openDatabaseSource, type DatabaseSource } from './db/connect.js';
 import type { Logger } from './log.js';
@@ -98,29 +98,14 @@ export async function startApp(
     // gateway takes the listening socket over.
     if (roles.gateway) early = await startOpsServer(ops, config.host, config.port, { starting: true });
     source = await openDatabaseSource(config, log);
-    const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
-    if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
     engine = await openEngine({
+      ...engineOptions(config, source, log),
       roles: { hub: roles.gateway, workers: roles.worker },
-      connectionString: source.connectionString,
-      log,
-      poolMax: config.poolMax,
-      poolWaitMs: config.poolWaitMs,
-      defaultMaxAttempts: config.defaultMaxAttempts,
-      secrets: secretKey ? SecretBox.fromText(secretKey) : undefined,
-      outboundAllow: config.worker.outboundAllow,
-      alertEmail: config.alerts,
-      retention: { ...config.retention, eventsHours: config.eventRetentionMs / 3_600_000 },
       onPruned,
-      worker: config.worker,
-      metrics: { endpointLabels: config.metrics.endpointLabels },
       signal,
       handlers,
       recoverables,
       intervals,
-      // One view of the database for all the process's loops: an outage is logged once, and one
-      // at start-up (the database not reachable yet) is waited for and said the same way.
-      availability: createAvailability(log),
     }).catch((error: unknown) => {
       throw error instanceof NotFoundError
         ? new Error('the default workspace is missing; the database was not migrated by jobgate')
@@ -137,6 +122,28 @@ export async function startApp(
     await stop().catch(() => {});
     throw error;
   }
+}
+
+/** The engine as the environment configures it (src/config.ts). */
+function engineOptions(config: Config, source: DatabaseSource, log: Logger): EngineOptions {
+  const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
+  if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
+  return {
+    connectionString: source.connectionString,
+    log,
+    poolMax: config.poolMax,
+    poolWaitMs: config.poolWaitMs,
+    defaultMaxAttempts: config.defaultMaxAttempts,
+    secrets: secretKey ? SecretBox.fromText(secretKey) : undefined,
+    outboundAllow: config.worker.outboundAllow,
+    alertEmail: config.alerts,
+    retention: { ...config.retention, eventsHours: config.eventRetentionMs / 3_600_000 },
+    worker: config.worker,
+    metrics: { endpointLabels: config.metrics.endpointLabels },
+    // One view of the database for all the process's loops: an outage is logged once, and one
+    // at start-up (the database not reachable yet) is waited for and said the same way.
+    availability: createAvailability(log),
+  };
 }
 
 /**

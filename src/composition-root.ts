@@ -114,6 +114,22 @@ function metricsOptions(setting: MetricsSetting | undefined) {
   return setting;
 }
 
+/** What the engine's parts share once the database is open. */
+interface Opened {
+  options: EngineOptions;
+  database: Database;
+  service: JobService;
+  serviceDeps: Omit<ServiceDeps, 'db' | 'pool'>;
+  metrics: Metrics | undefined;
+  probes: DatabaseProbes;
+  availability: Availability;
+  reach: Engine['reach'];
+  defaults: EngineDefaults['worker'];
+  retention: RetentionSettingsDefaults & EngineDefaults['retention'];
+  /** Filled in as they start; the gauges read them. */
+  running: { workers: Worker[]; hub?: Hub | undefined };
+}
+
 /**
  * Opens the engine: waits for the database (migrations applied or verified), builds the pool and
  * the service, checks the default workspace exists, registers the internal handlers. Starts no
@@ -137,7 +153,6 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
     },
     (m) => log.warn(m),
   );
-  const defaults = { ...ENGINE_DEFAULTS.worker, ...options.worker };
   const retention = { ...ENGINE_DEFAULTS.retention, ...options.retention };
   const serviceDeps: Omit<ServiceDeps, 'db' | 'pool'> = {
     defaultMaxAttempts: options.defaultMaxAttempts ?? ENGINE_DEFAULTS.defaultMaxAttempts,
@@ -145,8 +160,7 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
     outboundAllow: options.outboundAllow,
     retention,
   };
-  const workers: Worker[] = [];
-  let hub: Hub | undefined;
+  const running: Opened['running'] = { workers: [] };
   const probes = createDatabaseProbes(database.pool);
   const metricsSetting = metricsOptions(options.metrics);
   // One registry per engine unless the application gives its own: several in one process count apart.
@@ -155,12 +169,11 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
         ...metricsSetting,
         pool: database.pool,
         snapshot: probes.clusterSnapshot,
-        subscriptions: options.roles?.hub ? () => hub?.stats().open ?? 0 : undefined,
-        attemptsInFlight: options.roles?.workers === false ? undefined : () => workers.reduce((n, w) => n + w.inFlight(), 0),
+        subscriptions: options.roles?.hub ? () => running.hub?.stats().open ?? 0 : undefined,
+        attemptsInFlight: options.roles?.workers === false ? undefined : () => running.workers.reduce((n, w) => n + w.inFlight(), 0),
       })
     : undefined;
-  const observer = metrics?.observer ?? noopObserver;
-  const service = createJobService({ ...serviceDeps, observer, db: database.db, pool: database.pool });
+  const service = createJobService({ ...serviceDeps, observer: metrics?.observer, db: database.db, pool: database.pool });
   try {
     await reach('start-up', () => service.workspaceIdOf('default'));
   } catch (error) {
@@ -169,6 +182,15 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
     await database.close();
     throw error;
   }
+  const defaults = { ...ENGINE_DEFAULTS.worker, ...options.worker, outboundAllow: [...(options.worker?.outboundAllow ?? [])] };
+  return assemble({ options, database, service, serviceDeps, metrics, probes, availability, reach, defaults, retention, running });
+}
+
+function assemble(opened: Opened): Engine {
+  const { options, database, metrics, running, defaults } = opened;
+  const { log } = options;
+  const observer = metrics?.observer ?? noopObserver;
+  const pool = database.pool;
   const pruned = (batch: PrunedBatch) => {
     observer.historyPruned(batch.rows);
     options.onPruned?.(batch);
@@ -176,68 +198,34 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
   const handlers = options.handlers ?? new HandlerRegistry();
   // jobgate's own internal handlers (the reaper, the alert evaluator and sender), registered once,
   // whichever runs first: a worker, or a serverless pass.
-  registerInternalHandlers(handlers, database.pool, {
-    eventRetentionMs: retention.eventsHours * 3_600_000,
+  registerInternalHandlers(handlers, pool, {
+    eventRetentionMs: opened.retention.eventsHours * 3_600_000,
     alerts: options.alertEmail,
     onEventsPruned: (workspaceId, n) => pruned(eventsBatch(workspaceId, n)),
   });
-  const recoverables = options.recoverables ?? new RecoverableRegistry();
-  const intervals = options.intervals ?? new IntervalRegistry();
-  let scheduler: Scheduler | undefined;
+  const registries = {
+    handlers,
+    recoverables: options.recoverables ?? new RecoverableRegistry(),
+    intervals: options.intervals ?? new IntervalRegistry(),
+  };
+  const loops = createLoops(opened, registries, observer, pruned);
   let passScheduler: Scheduler | undefined;
-  let host: EngineHost | undefined;
-  let pruner: Pruner | undefined;
-  const pool = database.pool;
-
-  async function startLoops(staleMs: number | undefined, pollMs: number | undefined): Promise<void> {
-    if (!scheduler) (scheduler = createScheduler({ pool, log, availability, observer })).start();
-    if (host) return;
-    host = createEngineHost({
-      pool,
-      log,
-      handlers,
-      recoverables,
-      intervals,
-      triggerRun: service.triggerRun,
-      staleMs,
-      pollMs,
-      availability,
-      observer,
-    });
-    await host.start(options.signal);
-    // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
-    if (options.retention?.prune !== false)
-      (pruner = createPruner({
-        pool,
-        log,
-        id: host.id,
-        defaults: retention,
-        batchSize: retention.batchSize,
-        pauseMs: retention.pauseMs,
-        everyMs: retention.everyMs,
-        onPruned: pruned,
-        availability,
-      })).start();
-  }
-
   return {
     database,
-    service,
-    serviceDeps,
-    handlers,
-    recoverables,
-    intervals,
-    availability,
+    service: opened.service,
+    serviceDeps: opened.serviceDeps,
+    ...registries,
+    availability: opened.availability,
     observer,
     metrics,
-    probes,
+    probes: opened.probes,
     listeners: () => [
-      ...(workers.length ? [{ name: 'worker listener', mode: () => workers[0]?.listenMode() }] : []),
-      ...(hub ? [{ name: 'live listener', mode: () => hub?.listener.mode }] : []),
+      ...(running.workers.length ? [{ name: 'worker listener', mode: () => running.workers[0]?.listenMode() }] : []),
+      ...(running.hub ? [{ name: 'live listener', mode: () => running.hub?.listener.mode }] : []),
     ],
-    reach,
+    reach: opened.reach,
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      await startLoops(staleMs, enginePollMs);
+      await loops.start(staleMs, enginePollMs);
       const worker = createWorker({
         concurrency: defaults.concurrency,
         leaseMs: defaults.leaseMs,
@@ -250,59 +238,107 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
         connectionString: options.connectionString,
         handlers,
         log,
-        availability,
+        availability: opened.availability,
         observer: workerOptions.observer ?? observer,
       });
       await worker.start();
-      workers.push(worker);
+      running.workers.push(worker);
       return worker;
     },
-    async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
+    runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
       // Not started: its loop is for long-running processes; a pass calls its tick once.
       passScheduler ??= createScheduler({ pool, log });
-      try {
-        const result = await runDuePass(
-          {
-            pool,
-            handlers,
-            scheduler: passScheduler,
-            defaultTimeoutMs: defaultTimeoutMs ?? defaults.defaultTimeoutMs,
-            outboundAllow: outboundAllow ?? [...defaults.outboundAllow],
-            secrets: options.secrets,
-          },
-          { limit },
-        );
-        const { retrying, failed, cancelled } = result.reconciled;
-        observer.leasesReconciled([
-          ...Array<{ status: string }>(retrying).fill({ status: 'PENDING' }),
-          ...Array<{ status: string }>(failed).fill({ status: 'FAILED' }),
-          ...Array<{ status: string }>(cancelled).fill({ status: 'CANCELLED' }),
-        ]);
-        const { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns } = result.executions;
-        observer.runDuePass('ok', { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns });
-        return result;
-      } catch (error) {
-        observer.runDuePass('error');
-        throw error;
-      }
+      const deps = {
+        pool,
+        handlers,
+        scheduler: passScheduler,
+        defaultTimeoutMs: defaultTimeoutMs ?? defaults.defaultTimeoutMs,
+        outboundAllow: outboundAllow ?? [...defaults.outboundAllow],
+        secrets: options.secrets,
+      };
+      return countedRunDue(observer, () => runDuePass(deps, { limit }));
     },
     async startHub() {
-      if (!hub) {
-        hub = createHub({ pool, connectionString: options.connectionString, log, observer });
-        await hub.start();
+      if (!running.hub) {
+        running.hub = createHub({ pool, connectionString: options.connectionString, log, observer });
+        await running.hub.start();
       }
-      return hub;
+      return running.hub;
     },
     async stop({ graceMs } = {}) {
       const grace = graceMs ?? defaults.shutdownGraceMs;
       // Every step runs even when one before it failed: the pool is always closed.
       await inOrder([
-        () => hub?.stop(),
-        () => scheduler?.stop(),
-        () => settled([...workers.splice(0).map((w) => w.stop({ graceMs: grace })), host?.stop({ graceMs: grace }), pruner?.stop()]),
+        () => running.hub?.stop(),
+        () => loops.stopScheduler(),
+        () => settled([...running.workers.splice(0).map((w) => w.stop({ graceMs: grace })), ...loops.stopRest(grace)]),
         () => database.close(),
         () => metrics?.close(),
       ]);
     },
   };
+}
+
+/** The loops beside a process's workers, started with the first one: the cron scheduler, the engine host and the pruner. */
+function createLoops(
+  opened: Opened,
+  registries: Pick<Engine, 'handlers' | 'recoverables' | 'intervals'>,
+  observer: Observer,
+  onPruned: (batch: PrunedBatch) => void,
+) {
+  const { options, availability, retention } = opened;
+  const { log } = options;
+  const pool = opened.database.pool;
+  let scheduler: Scheduler | undefined;
+  let host: EngineHost | undefined;
+  let pruner: Pruner | undefined;
+  return {
+    async start(staleMs: number | undefined, pollMs: number | undefined): Promise<void> {
+      if (!scheduler) (scheduler = createScheduler({ pool, log, availability, observer })).start();
+      if (host) return;
+      host = createEngineHost({
+        pool,
+        log,
+        ...registries,
+        triggerRun: opened.service.triggerRun,
+        staleMs,
+        pollMs,
+        availability,
+        observer,
+      });
+      await host.start(options.signal);
+      // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
+      if (options.retention?.prune !== false)
+        (pruner = createPruner({
+          pool,
+          log,
+          id: host.id,
+          defaults: retention,
+          batchSize: retention.batchSize,
+          pauseMs: retention.pauseMs,
+          everyMs: retention.everyMs,
+          onPruned,
+          availability,
+        })).start();
+    },
+    stopScheduler: () => scheduler?.stop(),
+    stopRest: (graceMs: number) => [host?.stop({ graceMs }), pruner?.stop()],
+  };
+}
+
+/** A serverless pass, reported: the leases it reconciled, and the pass with what it ran (or its failure). */
+async function countedRunDue(observer: Observer, pass: () => Promise<RunDueResult>): Promise<RunDueResult> {
+  let result: RunDueResult;
+  try {
+    result = await pass();
+  } catch (error) {
+    observer.runDuePass('error');
+    throw error;
+  }
+  const { retrying, failed, cancelled } = result.reconciled;
+  const lapsed = (status: string, n: number) => Array.from({ length: n }, () => ({ status }));
+  observer.leasesReconciled([...lapsed('PENDING', retrying), ...lapsed('FAILED', failed), ...lapsed('CANCELLED', cancelled)]);
+  const { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns } = result.executions;
+  observer.runDuePass('ok', { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns });
+  return result;
 }
