@@ -114,8 +114,16 @@ export async function startApp(
     ops.metrics = engine.metrics;
     if (roles.worker) await engine.startWorker();
     if (source.embedded && !(await engine.service.anyApiKey())) await saveFirstAdminKey(engine, config.dataDir, log);
-    if (roles.gateway) gateway = await serveGateway(engine, config, log, ops, early!.takeOver());
-    early = undefined;
+    if (early) {
+      const listening = early.takeOver();
+      early = undefined;
+      // Not the gateway's yet if building it fails: closed here, or its port stays bound.
+      gateway = await serveGateway(engine, config, log, ops, listening).catch((error: unknown) => {
+        listening.close();
+        listening.closeAllConnections();
+        throw error;
+      });
+    }
     health.databaseReached(engine.probes, engine.listeners());
     return { url: gateway?.url ?? '', opsUrl: opsServer?.url ?? '', connectionString: source.connectionString, stop, lost: source.lost };
   } catch (error) {

@@ -226,10 +226,12 @@ function assemble(opened: Opened): Engine {
     reach: opened.reach,
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       await loops.start(staleMs, enginePollMs);
+      const leaseMs = workerOptions.leaseMs ?? defaults.leaseMs;
       const worker = createWorker({
         concurrency: defaults.concurrency,
-        leaseMs: defaults.leaseMs,
-        heartbeatMs: defaults.heartbeatMs,
+        leaseMs,
+        // At most a third of the lease, whichever lease this worker was given (as config clamps it).
+        heartbeatMs: Math.min(defaults.heartbeatMs, Math.floor(leaseMs / 3)),
         defaultTimeoutMs: defaults.defaultTimeoutMs,
         outboundAllow: [...defaults.outboundAllow],
         ...workerOptions,

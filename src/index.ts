@@ -177,7 +177,7 @@ export interface Jobgate {
   runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
   database: Database;
   /** The metrics (with `metrics` set): render() gives the Prometheus text exposition, e.g. for an application's own /metrics. */
-  metrics: { registry: Registry; render(): Promise<string>; contentType: string } | undefined;
+  metrics?: { registry: Registry; render(): Promise<string>; contentType: string } | undefined;
   /** Stops workers started here (gracefully), then closes the pool. */
   close(): Promise<void>;
 }
@@ -244,6 +244,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   };
 }
 
+export type { MetricsSetting } from './composition-root.js';
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
 export type { RunDueResult } from './service/engine/run-due.js';

@@ -1,7 +1,7 @@
 /**
  * The Prometheus adapter: an Observer (src/service/observer.ts) that counts into a registry of
  * its own, plus gauges read at scrape time (the pool, the hub, the queue). One per process, made
- * by the composition root (src/app.ts); never prom-client's global registry, so several gateways
+ * by the composition root (src/composition-root.ts); never prom-client's global registry, so several gateways
  * in one process (tests, an application embedding jobgate) each count only their own work.
  *
  * Naming follows Prometheus conventions: `jobgate_` prefix, `_total` for counters, `_seconds`
