@@ -25,7 +25,7 @@ function layer(folder, forbidden, message, packages = []) {
   }));
 }
 
-const ABOVE_SERVICE = ['schema', 'resolvers', 'subscriptions', 'server', 'cli', 'app', 'index'];
+const ABOVE_SERVICE = ['schema', 'resolvers', 'subscriptions', 'server', 'metrics', 'cli', 'app', 'index', 'composition-root'];
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'coverage/', 'console/dist/', 'console/src/gql/', 'test-artifacts/', '.jobgate/'] },
@@ -80,7 +80,7 @@ export default tseslint.config(
   ),
   ...layer(
     'subscriptions',
-    ['server', 'resolvers', 'cli', 'app', 'index'],
+    ['server', 'resolvers', 'cli', 'app', 'index', 'composition-root'],
     'src/subscriptions sits below src/server: the server wires it, never the other way round.',
   ),
   ...layer(
@@ -89,12 +89,22 @@ export default tseslint.config(
     'A resolver unpacks its arguments and calls one service function: it imports src/service and schema refs only, never SQL.',
     ['kysely', 'pg'],
   ),
+  ...layer(
+    'server',
+    ['db', 'cli', 'app', 'index', 'composition-root'],
+    'src/server is an adapter over the service: it reads the database through the service (src/service/probes.ts), never src/db.',
+  ),
+  ...layer(
+    'metrics',
+    ['db', 'server', 'subscriptions', 'resolvers', 'schema', 'cli', 'app', 'index', 'composition-root'],
+    'src/metrics adapts the observer (src/service/observer.ts) to Prometheus: what it reads of the database comes through the service (src/service/probes.ts), never src/db.',
+  ),
   ...layer('schema', ['db', 'server', 'cli', 'app', 'index'], 'GraphQL types describe the service; they hold no SQL and no transport.', [
     'kysely',
     'pg',
   ]),
   {
-    files: ['src/app.ts', 'src/index.ts', 'src/cli/*.ts'],
+    files: ['src/app.ts', 'src/index.ts', 'src/composition-root.ts', 'src/cli/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

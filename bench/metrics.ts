@@ -11,6 +11,7 @@ import { migrate } from '../src/db/migrate.js';
 import { createDatabase } from '../src/db/pool.js';
 import { readClusterSnapshot } from '../src/db/queries/metrics.js';
 import { createLogger } from '../src/log.js';
+import { createDatabaseProbes } from '../src/service/probes.js';
 import { createMetrics } from '../src/metrics/prometheus.js';
 import { createHealth } from '../src/server/health.js';
 import { startOpsServer } from '../src/server/ops-routes.js';
@@ -86,7 +87,7 @@ export async function run(): Promise<Figure[]> {
       return metrics;
     };
     const serve = (metrics: ReturnType<typeof createMetrics>) =>
-      startOpsServer({ health: createHealth({ pool, listeners: [] }), metrics, metricsToken: TOKEN, log }, '127.0.0.1', 0);
+      startOpsServer({ health: createHealth({ database: createDatabaseProbes(pool) }), metrics, metricsToken: TOKEN, log }, '127.0.0.1', 0);
     const scrapeOnce = async (url: string) => {
       const t0 = performance.now();
       const res = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -98,7 +99,7 @@ export async function run(): Promise<Figure[]> {
     // Steady state: a process scraped every few seconds. Each scrape serves the last read of the
     // queue gauges and, when it is 5 s old, starts the next read beside it (here a TTL of 0: every
     // scrape starts one, the worst case for the database).
-    const metrics = touched(createMetrics({ pool, snapshotTtlMs: 0 }));
+    const metrics = touched(createMetrics({ pool, snapshot: createDatabaseProbes(pool).clusterSnapshot, snapshotTtlMs: 0 }));
     const ops = await serve(metrics);
     for (let i = 0; i < 20; i++) await scrapeOnce(ops.url); // warm up: connections, plans, JIT
     const steady: number[] = [];
@@ -119,7 +120,9 @@ export async function run(): Promise<Figure[]> {
     // A process's first scrape waits for the read.
     const first: number[] = [];
     for (let i = 0; i < 20; i++) {
-      const fresh = await serve(touched(createMetrics({ pool, processMetrics: false })));
+      const fresh = await serve(
+        touched(createMetrics({ pool, snapshot: createDatabaseProbes(pool).clusterSnapshot, processMetrics: false })),
+      );
       first.push((await scrapeOnce(fresh.url)).ms);
       await fresh.close();
     }

@@ -6,6 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
+import { ENGINE_DEFAULTS as D } from './defaults.js';
 
 const intFrom = (def: number, min: number, max: number) =>
   z
@@ -50,14 +51,14 @@ const envSchema = z.object({
     .transform((v) => (v === '' ? undefined : v)),
   JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
   // At least 2: a run schedule's tick holds one connection while it triggers the run on another.
-  DATABASE_POOL_MAX: intFrom(10, 2, 1000),
-  DATABASE_POOL_WAIT_MS: intFrom(30_000, 100, 3_600_000),
-  JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(5, 1, 100),
-  JOBGATE_WORKER_CONCURRENCY: intFrom(20, 1, 10_000),
-  JOBGATE_LEASE_MS: intFrom(30_000, 1_000, 3_600_000),
-  JOBGATE_HEARTBEAT_MS: intFrom(10_000, 100, 600_000),
-  JOBGATE_DEFAULT_TIMEOUT_MS: intFrom(30_000, 1, 3_600_000),
-  JOBGATE_SHUTDOWN_GRACE_MS: intFrom(10_000, 0, 3_600_000),
+  DATABASE_POOL_MAX: intFrom(D.poolMax, 2, 1000),
+  DATABASE_POOL_WAIT_MS: intFrom(D.poolWaitMs, 100, 3_600_000),
+  JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(D.defaultMaxAttempts, 1, 100),
+  JOBGATE_WORKER_CONCURRENCY: intFrom(D.worker.concurrency, 1, 10_000),
+  JOBGATE_LEASE_MS: intFrom(D.worker.leaseMs, 1_000, 3_600_000),
+  JOBGATE_HEARTBEAT_MS: intFrom(D.worker.heartbeatMs, 100, 600_000),
+  JOBGATE_DEFAULT_TIMEOUT_MS: intFrom(D.worker.defaultTimeoutMs, 1, 3_600_000),
+  JOBGATE_SHUTDOWN_GRACE_MS: intFrom(D.worker.shutdownGraceMs, 0, 3_600_000),
   JOBGATE_OUTBOUND_ALLOW: z
     .string()
     .optional()
@@ -97,16 +98,16 @@ const envSchema = z.object({
       'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
     ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
-  JOBGATE_EVENT_RETENTION_HOURS: intFrom(72, 1, 24 * 365),
+  JOBGATE_EVENT_RETENTION_HOURS: intFrom(D.retention.eventsHours, 1, 24 * 365),
   // Retention of finished history (src/service/engine/retention.ts); 0 days keeps it forever.
-  JOBGATE_RETENTION_EXECUTIONS_DAYS: intFrom(30, 0, 36_500),
-  JOBGATE_RETENTION_FAILED_DAYS: intFrom(90, 0, 36_500),
-  JOBGATE_RETENTION_AUDIT_DAYS: intFrom(365, 0, 36_500),
-  JOBGATE_RETENTION_RUNS_DAYS: intFrom(90, 0, 36_500),
-  JOBGATE_RETENTION_KEEP_PER_JOB: intFrom(100, 1, 100_000),
-  JOBGATE_RETENTION_BATCH: intFrom(1000, 1, 100_000),
-  JOBGATE_RETENTION_PAUSE_MS: intFrom(50, 0, 60_000),
-  JOBGATE_RETENTION_EVERY_MINUTES: intFrom(10, 1, 24 * 60),
+  JOBGATE_RETENTION_EXECUTIONS_DAYS: intFrom(D.retention.executionsDays, 0, 36_500),
+  JOBGATE_RETENTION_FAILED_DAYS: intFrom(D.retention.failedExecutionsDays, 0, 36_500),
+  JOBGATE_RETENTION_AUDIT_DAYS: intFrom(D.retention.auditDays, 0, 36_500),
+  JOBGATE_RETENTION_RUNS_DAYS: intFrom(D.retention.runsDays, 0, 36_500),
+  JOBGATE_RETENTION_KEEP_PER_JOB: intFrom(D.retention.keepPerJob, 1, 100_000),
+  JOBGATE_RETENTION_BATCH: intFrom(D.retention.batchSize, 1, 100_000),
+  JOBGATE_RETENTION_PAUSE_MS: intFrom(D.retention.pauseMs, 0, 60_000),
+  JOBGATE_RETENTION_EVERY_MINUTES: intFrom(D.retention.everyMs / 60_000, 1, 24 * 60),
   // Alerts by email (src/service/engine/alert-handlers.ts).
   JOBGATE_SMTP_URL: z
     .string()
@@ -145,7 +146,7 @@ const envSchema = z.object({
       }
       return n;
     }),
-  JOBGATE_METRICS_ENDPOINT_LABELS: intFrom(100, 1, 10_000),
+  JOBGATE_METRICS_ENDPOINT_LABELS: intFrom(D.metricsEndpointLabels, 1, 10_000),
   JOBGATE_SHUTDOWN_DELAY_MS: intFrom(0, 0, 600_000),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   JOBGATE_LOG_FORMAT: z

@@ -6,34 +6,28 @@
  *   const { job } = await gate.client.createJob({ endpointName: 'billing.send-invoice', kind: 'IMMEDIATE', input: {...} });
  */
 import type { ZodType } from 'zod';
-import { createDatabase, type Database } from './db/pool.js';
+import type { Registry } from 'prom-client';
+import { openEngine, type MetricsSetting } from './composition-root.js';
+import type { Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
-import { HandlerRegistry, type HandlerFn } from './service/engine/handlers.js';
+import type { HandlerFn } from './service/engine/handlers.js';
 import { SecretBox } from './service/secrets.js';
-import { registerInternalHandlers } from './service/engine/reaper.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
-import { createAvailability, waitForDatabase } from './service/engine/availability.js';
-import { createEngineHost, type EngineHost } from './service/engine/host.js';
-import { createPruner, eventsBatch, type Pruner, type PrunerOptions } from './service/engine/retention.js';
+import type { PrunerOptions } from './service/engine/retention.js';
 import type { RetentionSettingsDefaults } from './service/retention.js';
-import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
-import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
-import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
-import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
-import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
-import { migrate, verifyMigrated } from './db/migrate.js';
+import type { IntervalHandler } from './service/engine/intervals.js';
+import type { RecoverableHandler, RunSchedule } from './service/engine/recoverable.js';
+import type { RunDueResult } from './service/engine/run-due.js';
+import type { Worker, WorkerOptions } from './service/engine/worker.js';
 import type { Actor, Role } from './service/actor.js';
 import {
-  createJobService,
   createJobServiceIn,
   type DeclaredSchedule,
   type DeclaredScheduleInput,
   type DeclareSchedulesResult,
   type JobService,
   type OuterTransaction,
-  type ServiceDeps,
 } from './service/index.js';
-import { inOrder, settled } from './shutdown.js';
 
 export interface JobgateOptions {
   /** Postgres connection string. */
@@ -71,6 +65,13 @@ export interface JobgateOptions {
    */
   retention?: Partial<RetentionSettingsDefaults> &
     Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
+  /**
+   * Prometheus metrics of this Jobgate's workers and passes (the same as `jobgate worker` serves,
+   * see the README's Metrics): `true` counts into a registry of its own (`gate.metrics`), a
+   * prom-client `Registry` counts into the application's (Node's process metrics are then left
+   * to it); `{ registry?, endpointLabels?, processMetrics? }` to choose. Default off.
+   */
+  metrics?: MetricsSetting;
 }
 
 export type StartWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
@@ -175,6 +176,8 @@ export interface Jobgate {
    */
   runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
   database: Database;
+  /** The metrics (with `metrics` set): render() gives the Prometheus text exposition, e.g. for an application's own /metrics. */
+  metrics?: { registry: Registry; render(): Promise<string>; contentType: string } | undefined;
   /** Stops workers started here (gracefully), then closes the pool. */
   close(): Promise<void>;
 }
@@ -184,58 +187,39 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   if (options.poolMax !== undefined && !(Number.isInteger(options.poolMax) && options.poolMax >= 2)) {
     throw new RangeError(`poolMax must be an integer of at least 2 (got ${options.poolMax})`);
   }
-  const log = options.log ?? createLogger('warn');
-  // One view of the database for every loop this Jobgate starts: an outage is logged once.
-  const availability = createAvailability(log);
+  const { onPruned, ...retention } = options.retention ?? {};
   // A database that cannot be reached yet is waited for (said once, and once when it answers),
   // like an outage later on; bad credentials, a missing database or refused migrations throw.
-  const reach = <T>(what: string, attempt: () => Promise<T>) => waitForDatabase(availability, what, attempt, options.signal);
-  if (options.migrate !== false) await reach('migrations', () => migrate(options.databaseUrl));
-  else await reach('checking migrations', () => verifyMigrated(options.databaseUrl));
-  const database = createDatabase({
+  const engine = await openEngine({
     connectionString: options.databaseUrl,
-    max: options.poolMax ?? 10,
-    connectionTimeoutMs: options.poolWaitMs,
+    log: options.log ?? createLogger('warn'),
+    migrations: options.migrate === false ? 'verify' : 'apply',
     applicationName: 'jobgate-library',
-  });
-  const secrets = options.secretKey ? SecretBox.fromText(options.secretKey) : undefined;
-  const deps: Omit<ServiceDeps, 'db' | 'pool'> = {
-    defaultMaxAttempts: options.defaultMaxAttempts ?? 5,
-    secrets,
+    poolMax: options.poolMax,
+    poolWaitMs: options.poolWaitMs,
+    defaultMaxAttempts: options.defaultMaxAttempts,
+    secrets: options.secretKey ? SecretBox.fromText(options.secretKey) : undefined,
     outboundAllow: options.outboundAllow,
-    retention: options.retention,
-  };
-  const service = createJobService({ ...deps, db: database.db, pool: database.pool });
+    alertEmail: options.alertEmail,
+    retention,
+    onPruned,
+    metrics: options.metrics,
+    signal: options.signal,
+  });
+  const { service, handlers, recoverables, intervals } = engine;
   const actor = async (slug = 'default', role: Role = 'ADMIN', onBehalfOfKeyId?: string): Promise<Actor> => {
     return { workspaceId: await service.workspaceIdOf(slug), kind: 'library', role, keyId: onBehalfOfKeyId };
   };
-  // The caller gets no Jobgate to close() if this fails: close the pool here, or it holds the
-  // process open for its idle timeout.
-  const defaultActor = await reach('start-up', () => actor()).catch(async (error: unknown) => {
-    await database.close();
+  const defaultActor = await actor().catch(async (error: unknown) => {
+    await engine.stop();
     throw error;
   });
-  const handlers = new HandlerRegistry();
-  // jobgate's own internal handlers (the reaper, the alert evaluator and sender), registered once
-  // with this Jobgate's options, whichever runs first: a worker, or a serverless runDue pass.
-  registerInternalHandlers(handlers, database.pool, {
-    alerts: options.alertEmail,
-    eventRetentionMs: options.retention?.eventsHours === undefined ? undefined : options.retention.eventsHours * 3_600_000,
-    onEventsPruned: (workspaceId, n) => options.retention?.onPruned?.(eventsBatch(workspaceId, n)),
-  });
-  const workers: Worker[] = [];
-  let scheduler: Scheduler | undefined;
-  let passScheduler: Scheduler | undefined;
-  const recoverables = new RecoverableRegistry();
-  const intervals = new IntervalRegistry();
-  let host: EngineHost | undefined;
-  let pruner: Pruner | undefined;
   return {
     service,
     client: bindActor(service, defaultActor),
     actor,
     as: (a) => bindActor(service, a),
-    inTransaction: (tx, a = defaultActor) => bindActor(createJobServiceIn(deps, tx), a),
+    inTransaction: (tx, a = defaultActor) => bindActor(createJobServiceIn(engine.serviceDeps, tx), a),
     handle(name, schemaOrFn, fn) {
       if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
@@ -246,75 +230,21 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     interval(name, handler) {
       intervals.register({ ...handler, name });
     },
-    async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      if (!scheduler) {
-        scheduler = createScheduler({ pool: database.pool, log, availability });
-        scheduler.start();
-      }
-      if (!host) {
-        host = createEngineHost({
-          pool: database.pool,
-          log,
-          handlers,
-          recoverables,
-          intervals,
-          triggerRun: service.triggerRun,
-          staleMs,
-          pollMs: enginePollMs,
-          availability,
-        });
-        await host.start();
-        if (options.retention?.prune !== false)
-          (pruner = createPruner({
-            ...options.retention,
-            pool: database.pool,
-            log,
-            id: host.id,
-            defaults: options.retention,
-            availability,
-          })).start();
-      }
-      const worker = createWorker({
-        ...workerOptions,
-        pool: database.pool,
-        connectionString: options.databaseUrl,
-        handlers,
-        log,
-        secrets,
-        availability,
-      });
-      await worker.start();
-      workers.push(worker);
-      return worker;
-    },
+    startWorker: (workerOptions) => engine.startWorker(workerOptions),
     async schedule(name, spec, a = defaultActor) {
       return (await service.declareSchedules(a, { schedules: [{ ...spec, name }] })).schedules[0]!;
     },
     schedules(specs, { retireUndeclared, actor: a = defaultActor } = {}) {
       return service.declareSchedules(a, { schedules: Object.entries(specs).map(([name, spec]) => ({ ...spec, name })), retireUndeclared });
     },
-    async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
-      // Not started: its loop is for long-running processes; a pass calls its tick once.
-      passScheduler ??= createScheduler({ pool: database.pool, log });
-      return runDuePass(
-        { pool: database.pool, handlers, scheduler: passScheduler, defaultTimeoutMs: defaultTimeoutMs ?? 30_000, outboundAllow, secrets },
-        { limit },
-      );
-    },
-    database,
-    async close() {
-      // Every step runs even when one before it failed: the pool is always closed.
-      await inOrder([
-        () => scheduler?.stop(),
-        () => pruner?.stop(),
-        () => host?.stop(),
-        () => settled(workers.splice(0).map((w) => w.stop())),
-        () => database.close(),
-      ]);
-    },
+    runDue: (passOptions) => engine.runDue(passOptions),
+    database: engine.database,
+    metrics: engine.metrics,
+    close: () => engine.stop(),
   };
 }
 
+export type { MetricsSetting } from './composition-root.js';
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
 export type { Worker } from './service/engine/worker.js';
 export type { RunDueResult } from './service/engine/run-due.js';

@@ -1,7 +1,7 @@
 /**
  * The Prometheus adapter: an Observer (src/service/observer.ts) that counts into a registry of
  * its own, plus gauges read at scrape time (the pool, the hub, the queue). One per process, made
- * by the composition root (src/app.ts); never prom-client's global registry, so several gateways
+ * by the composition root (src/composition-root.ts); never prom-client's global registry, so several gateways
  * in one process (tests, an application embedding jobgate) each count only their own work.
  *
  * Naming follows Prometheus conventions: `jobgate_` prefix, `_total` for counters, `_seconds`
@@ -9,16 +9,26 @@
  * names this process sees; the rest share the series `_other`, which no endpoint can be named,
  * as names are dotted lowercase words), routes are a fixed set, no id is ever a label.
  *
+ * Endpoint series are by endpoint name, summed over workspaces (one name in two workspaces is one
+ * series), on purpose: workspaces are unbounded in number and a workspace label would multiply
+ * every endpoint series by it, past any cap an operator could set. The cap stays one number of
+ * series whatever the tenants; per-workspace figures are the API's (`executionStats`).
+ *
  * Queue and run gauges describe the whole installation (they are read from the database), so
  * every process reports the same values: aggregate them with `max`, not `sum`. They are read
- * with one grouped query (src/db/queries/metrics.ts), at most once per `snapshotTtlMs` (5 s)
- * whatever the number of scrapers, in the background of the scrape that finds the last read old.
+ * with one grouped query (`snapshot`, src/service/probes.ts), at most once per `snapshotTtlMs`
+ * (5 s) whatever the number of scrapers, in the background of the scrape that finds the last
+ * read old.
+ *
+ * Node's default process metrics are shared by every Metrics of the process and stopped when the
+ * last one closes (./process.ts).
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { readClusterSnapshot, type ClusterSnapshot } from '../db/queries/metrics.js';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Observer } from '../service/observer.js';
+import type { ClusterSnapshot } from '../service/probes.js';
+import { acquireProcessMetrics } from './process.js';
 
 export const OTHER_ENDPOINTS = '_other';
 
@@ -29,6 +39,8 @@ export interface MetricsSources {
   subscriptions?: (() => number) | undefined;
   /** Attempts running in this process's worker. */
   attemptsInFlight?: (() => number) | undefined;
+  /** Reads the installation's queue and live runs (the `jobgate_executions` and `jobgate_runs` gauges); without it, no such gauges. */
+  snapshot?: (() => Promise<ClusterSnapshot>) | undefined;
 }
 
 export interface MetricsOptions extends MetricsSources {
@@ -36,8 +48,10 @@ export interface MetricsOptions extends MetricsSources {
   endpointLabels?: number;
   /** How long the queue and run gauges' database read is reused. Default 5 s. */
   snapshotTtlMs?: number;
-  /** Node's default process metrics (CPU, memory, event loop lag, GC). Default true. */
+  /** Node's default process metrics (CPU, memory, event loop lag, GC). Default true, false with a `registry` given. */
   processMetrics?: boolean;
+  /** Count into this registry (an application's own) instead of a new one. */
+  registry?: Registry | undefined;
 }
 
 export interface Metrics {
@@ -46,6 +60,8 @@ export interface Metrics {
   /** The exposition, in the Prometheus text format. */
   render(): Promise<string>;
   contentType: string;
+  /** Stops what counting started (the process metrics' monitors, when this was their last user). */
+  close(): void;
 }
 
 /** Endpoint names as label values: the first `max` seen keep theirs, the rest share `_other`. */
@@ -71,16 +87,16 @@ const LATENESS_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600];
 const EXPIRY_OUTCOME: Record<string, string> = { PENDING: 'retried', FAILED: 'failed', CANCELLED: 'cancelled' };
 const HTTP_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
 
-export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undefined } = {}): Metrics {
-  const registry = new Registry();
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = options.registry ?? new Registry();
   const registers = [registry];
   const endpoints = new EndpointLabels(options.endpointLabels ?? 100);
   const ttl = options.snapshotTtlMs ?? 5_000;
-  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const processMetrics = (options.processMetrics ?? options.registry === undefined) ? acquireProcessMetrics() : undefined;
 
   const finished = new Counter({
     name: 'jobgate_executions_finished_total',
-    help: 'Executions whose outcome a worker recorded, by endpoint and final status (SUCCEEDED, FAILED, CANCELLED).',
+    help: 'Executions finished, by endpoint and final status (SUCCEEDED, FAILED, CANCELLED): outcomes a worker recorded, and pending executions an operator cancelled.',
     labelNames: ['endpoint', 'outcome'],
     registers,
   });
@@ -183,6 +199,18 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     labelNames: ['table'],
     registers,
   });
+  const runDuePasses = new Counter({
+    name: 'jobgate_run_due_passes_total',
+    help: 'Serverless passes (POST /jobs/run-due, runDue()) this process ran, by outcome (ok, error).',
+    labelNames: ['outcome'],
+    registers,
+  });
+  const runDueExecutions = new Counter({
+    name: 'jobgate_run_due_executions_total',
+    help: 'Executions run by the serverless passes of this process, by what they were left as (succeeded, failed, retrying, cancelled).',
+    labelNames: ['outcome'],
+    registers,
+  });
   const httpDuration = new Histogram({
     name: 'jobgate_http_request_duration_seconds',
     help: 'Time to answer HTTP requests (to the last byte; a subscription over SSE counts its whole stream), by route.',
@@ -234,7 +262,8 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     });
   }
 
-  if (pool) {
+  const readSnapshot = options.snapshot;
+  if (readSnapshot) {
     // One read for both gauges, reused for `ttl`: scrapers (and processes) add no database load
     // past one grouped query every few seconds. A scrape never waits for that query but the first
     // one: an older read is served while the next one runs (values are at most `ttl` plus one
@@ -250,7 +279,7 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     const snapshot = async (): Promise<ClusterSnapshot | undefined> => {
       if (!reading && performance.now() - readAt >= ttl) {
         readAt = performance.now();
-        reading = readClusterSnapshot(pool).then(
+        reading = readSnapshot().then(
           (s) => void (current = s),
           () => {
             snapshotFailures.inc();
@@ -315,6 +344,13 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
       if (status === 'PENDING') retried.inc({ endpoint: endpoints.of(endpoint) });
       else finished.inc({ endpoint: endpoints.of(endpoint), outcome: status });
     },
+    pendingCancelled(endpoint, count) {
+      if (count > 0) finished.inc({ endpoint: endpoints.of(endpoint), outcome: 'CANCELLED' }, count);
+    },
+    runDuePass(outcome, executions) {
+      runDuePasses.inc({ outcome });
+      for (const [state, n] of Object.entries(executions ?? {})) if (n > 0) runDueExecutions.inc({ outcome: state }, n);
+    },
     leasesReconciled(expired) {
       reconciles.inc();
       for (const row of expired) leaseExpiries.inc({ outcome: EXPIRY_OUTCOME[row.status] ?? 'failed' });
@@ -340,5 +376,9 @@ export function createMetrics(options: MetricsOptions & { pool?: pg.Pool | undef
     },
   };
 
-  return { observer, registry, render: () => registry.metrics(), contentType: registry.contentType };
+  // The process metrics' registry is rendered after this one's: both are text, one exposition.
+  const render = processMetrics
+    ? async () => (await registry.metrics()) + (await processMetrics.registry.metrics())
+    : () => registry.metrics();
+  return { observer, registry, render, contentType: registry.contentType, close: () => processMetrics?.release() };
 }

@@ -2,7 +2,7 @@
  * The HTTP face of jobgate: graphql-yoga over the schema, GraphiQL served from local assets
  * (no CDN: it must render on machines without internet), masked errors.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
 import { withFields, type Logger } from '../log.js';
@@ -13,6 +13,7 @@ import { UnauthenticatedError } from '../service/access.js';
 import { ForbiddenError } from '../service/errors.js';
 import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
+import { bearerToken } from './bearer.js';
 import { createMaskError } from './mask-error.js';
 import { inRequestScope, requestIdFrom, scopedLog, useRequestId } from './request-id.js';
 import { hardeningPlugins, LIMITS } from './hardening.js';
@@ -179,7 +180,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts), HTTP ones
     // by `useAuthenticateFirst`.
     context: async (initial) => ({
-      ...requestContext(options.log, requestIds.get(initial.request)),
+      ...requestContext(options.log, requestIds.get(initial.request) ?? (initial as { requestId?: string }).requestId),
       actor: (initial as { actor?: Actor }).actor ?? actors.get(initial.request) ?? (await options.authenticate(initial.request)),
       service: options.service,
       live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
@@ -187,7 +188,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
   }) as Yoga;
 }
 
-/** The request's id and logger for resolvers; a WebSocket operation gets an id of its own. */
+/** The request's id and logger for resolvers; a WebSocket operation brings an id of its own (src/subscriptions/ws.ts). */
 function requestContext(log: Logger, requestId = requestIdFrom(undefined)): { requestId: string; log: Logger } {
   return { requestId, log: withFields(log, { requestId }) };
 }
@@ -221,12 +222,19 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(options: GatewayOptions & { host: string; port: number }): Promise<RunningGateway> {
+export async function startGateway(
+  options: GatewayOptions & {
+    host: string;
+    port: number;
+    /** A server already listening on the gateway's address (the start-up probes' one) to answer on instead of a new one. */
+    listening?: Server | undefined;
+  },
+): Promise<RunningGateway> {
   const yoga = createGatewayYoga(options);
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const observer = options.observer ?? noopObserver;
   const site = mountConsole(options);
-  const server = createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
     res.on('finish', () => observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
     if (handleOps(options.ops, req, res)) return;
@@ -235,14 +243,17 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     const requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', requestId);
     inRequestScope(options.log, requestId, () => limitRequestBody(req, res, maxBody, () => void yoga(req, res)));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
+  };
+  const server = options.listening ?? createServer();
+  server.on('request', onRequest);
+  if (!options.listening)
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
   // Once listening, the server still reports errors (accept failing with EMFILE when file
   // descriptors run out, say): without a listener each would end the process. The gateway
   // logs them and keeps serving its connections.
@@ -252,10 +263,13 @@ export async function startGateway(options: GatewayOptions & { host: string; por
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
     watchKey: options.live?.watchKey,
-    // The same authentication as HTTP: a Request-shaped object carrying the key. A key that is
-    // not a valid header value (a newline, a character past U+00FF) cannot be one: refused as
-    // any bad key is, not reported as a server failure.
-    authenticate: (key) => {
+    maskError: createMaskError(scopedLog(options.log)),
+    // The same authentication as HTTP: a Request-shaped object carrying the key (sent as a bearer
+    // token, or bare in connectionParams). A key that is not a valid header value (a newline, a
+    // character past U+00FF) cannot be one: refused as any bad key is, not reported as a server
+    // failure.
+    authenticate: (credential) => {
+      const key = credential === undefined ? undefined : (bearerToken(credential) ?? credential);
       let request: Request;
       try {
         request = new Request('http://ws/', { headers: key ? { authorization: `Bearer ${key}` } : {} });

@@ -5,15 +5,17 @@
  * (JOBGATE_METRICS_PORT, see startOpsServer).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/prometheus.js';
+import { bearerToken } from './bearer.js';
 import type { Health } from './health.js';
 
 export interface OpsRoutes {
   health: Health;
-  metrics: Metrics;
+  /** Undefined while the process is still starting (before it reached its database): /metrics answers 503. */
+  metrics: Metrics | undefined;
   /** Bearer token of /metrics; undefined turns the route off (404). */
   metricsToken: string | undefined;
   log: Logger;
@@ -39,10 +41,10 @@ export function routeOf(url: string | undefined): string {
  * nor a length check before it tells how much of a guess was right.
  */
 function tokenMatches(header: string | undefined, token: string): boolean {
-  const match = /^Bearer (.+)$/.exec(header ?? '');
+  const given = bearerToken(header);
   const digest = (s: string) => createHash('sha256').update(s).digest();
-  const ok = timingSafeEqual(digest(match?.[1] ?? ''), digest(token));
-  return ok && match !== null;
+  const ok = timingSafeEqual(digest(given ?? ''), digest(token));
+  return ok && given !== undefined;
 }
 
 function send(res: ServerResponse, status: number, body: string, type = 'application/json') {
@@ -79,8 +81,13 @@ export function handleOps(ops: OpsRoutes | undefined, req: IncomingMessage, res:
     send(res, 401, JSON.stringify({ error: { code: 'UNAUTHENTICATED', message: 'missing or wrong bearer token' } }));
     return true;
   }
-  ops.metrics.render().then(
-    (text) => send(res, 200, text, ops.metrics.contentType),
+  const metrics = ops.metrics;
+  if (!metrics) {
+    send(res, 503, JSON.stringify({ error: { code: 'UNAVAILABLE', message: 'waiting for database' } }));
+    return true;
+  }
+  metrics.render().then(
+    (text) => send(res, 200, text, metrics.contentType),
     (error: unknown) => {
       ops.log.error(`metrics: rendering failed: ${(error as Error).message}`);
       send(res, 500, JSON.stringify({ error: { code: 'INTERNAL_SERVER_ERROR', message: 'Unexpected error.' } }));
@@ -92,19 +99,32 @@ export function handleOps(ops: OpsRoutes | undefined, req: IncomingMessage, res:
 export interface OpsServer {
   url: string;
   port: number;
+  /** The listening server, for whoever takes it over (`takeOver`). */
+  server: Server;
+  /**
+   * Stops answering requests here and hands the listening server over (the gateway, once it is
+   * built, answers on the same socket: no moment without a listener). `close` then does nothing.
+   */
+  takeOver(): Server;
   close(): Promise<void>;
 }
 
-/** A server of the operator's routes alone: what `jobgate worker` serves on JOBGATE_METRICS_PORT. */
-export async function startOpsServer(ops: OpsRoutes, host: string, port: number): Promise<OpsServer> {
-  const server = createServer((req, res) => {
+/**
+ * A server of the operator's routes alone: what `jobgate worker` serves on JOBGATE_METRICS_PORT.
+ * With `starting`, the gateway's port while the process waits for its database: other routes
+ * answer 503 (not there yet) instead of 404, until the gateway takes the server over.
+ */
+export async function startOpsServer(ops: OpsRoutes, host: string, port: number, { starting = false } = {}): Promise<OpsServer> {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
-    res.on('finish', () => ops.metrics.observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
+    res.on('finish', () => ops.metrics?.observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
     if (!handleOps(ops, req, res)) {
       req.resume();
-      send(res, 404, JSON.stringify({ error: { code: 'NOT_FOUND', message: 'no such route' } }));
+      if (starting) send(res, 503, JSON.stringify({ error: { code: 'UNAVAILABLE', message: 'starting: waiting for database' } }));
+      else send(res, 404, JSON.stringify({ error: { code: 'NOT_FOUND', message: 'no such route' } }));
     }
-  });
+  };
+  const server = createServer(onRequest);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -112,16 +132,27 @@ export async function startOpsServer(ops: OpsRoutes, host: string, port: number)
       resolve();
     });
   });
-  server.on('error', (error) => ops.log.error(`metrics server: ${error.message}`));
+  const onError = (error: Error) => ops.log.error(`metrics server: ${error.message}`);
+  server.on('error', onError);
   const bound = (server.address() as AddressInfo).port;
   const shownHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  let handedOver = false;
   return {
     url: `http://${shownHost}:${bound}`,
     port: bound,
+    server,
+    takeOver() {
+      handedOver = true;
+      server.off('request', onRequest);
+      server.off('error', onError);
+      return server;
+    },
     close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+      handedOver
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeAllConnections();
+          }),
   };
 }

@@ -2,7 +2,9 @@
  * Request ids: every GraphQL request over HTTP has one. An incoming `x-request-id` is kept when
  * it is sane (1-128 characters of letters, digits and `-_.:@/+=`), so a proxy's or a client's id
  * follows the request through; anything else is replaced by a new UUID. The id is sent back in
- * the `x-request-id` response header and in every error's `extensions.requestId`, and every log
+ * the `x-request-id` response header and in every error's `extensions.requestId` (each event's
+ * errors too, for a subscription over Server-Sent Events; WebSocket operations get theirs in
+ * src/subscriptions/ws.ts), and every log
  * line the request causes carries it (`requestId`).
  *
  * The log lines: the HTTP handler runs the request inside an AsyncLocalStorage scope holding the
@@ -14,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { withFields, type Logger, type LogFields } from '../log.js';
+import { mapIterator } from '../subscriptions/map-iterator.js';
 
 export interface RequestScope {
   requestId: string;
@@ -64,14 +67,27 @@ export function useRequestId(ids: WeakMap<Request, string>): Plugin {
     },
     onResultProcess({ request, result, setResult }) {
       const requestId = ids.get(request);
-      if (!requestId || Array.isArray(result) || !isPlainResult(result) || !result.errors?.length) return;
-      setResult({ ...result, errors: result.errors.map((e) => withRequestId(e, requestId)) });
+      if (!requestId || Array.isArray(result)) return;
+      // A subscription over Server-Sent Events: each event's errors carry the id too.
+      if (isStream(result)) {
+        setResult(mapIterator(result[Symbol.asyncIterator](), (item) => withRequestIds(item, requestId)));
+        return;
+      }
+      if (isPlainResult(result)) setResult(withRequestIds(result, requestId));
     },
     onResponse({ request, response }) {
       const requestId = ids.get(request);
       if (requestId) response.headers.set('x-request-id', requestId);
     },
   };
+}
+
+function withRequestIds<R extends ExecutionResult>(result: R, requestId: string): R {
+  return result.errors?.length ? { ...result, errors: result.errors.map((e) => withRequestId(e, requestId)) } : result;
+}
+
+function isStream(result: unknown): result is AsyncIterable<ExecutionResult> {
+  return typeof result === 'object' && result !== null && Symbol.asyncIterator in result;
 }
 
 function isPlainResult(result: unknown): result is ExecutionResult {

@@ -9,6 +9,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.js';
+import { bearerToken } from './bearer.js';
 
 export interface RunDueOptions {
   secret: string;
@@ -17,9 +18,9 @@ export interface RunDueOptions {
 }
 
 function authorized(header: string | undefined, secret: string): boolean {
-  const match = /^Bearer (.+)$/.exec(header ?? '');
-  if (!match) return false;
-  const given = Buffer.from(match[1]!);
+  const token = bearerToken(header);
+  if (token === undefined) return false;
+  const given = Buffer.from(token);
   const expected = Buffer.from(secret);
   return given.length === expected.length && timingSafeEqual(given, expected);
 }

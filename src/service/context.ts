@@ -10,6 +10,7 @@ import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 import { createOutboundPolicy, type OutboundPolicy } from './engine/outbound.js';
 import type { RetentionSettingsDefaults } from './retention.js';
+import { noopObserver, type Observer } from './observer.js';
 
 /** What every service area is built with. */
 export interface ServiceDeps {
@@ -43,10 +44,14 @@ export interface ServiceDeps {
   outboundAllow?: string[] | undefined;
   /** The installation's retention windows (config); unset ones take jobgate's defaults. */
   retention?: Partial<RetentionSettingsDefaults> | undefined;
+  /** Where operator actions that end executions are reported (metrics). Default: nowhere. */
+  observer?: Observer | undefined;
 }
 
 export interface ServiceContext {
   db: Db;
+  /** Reports of what committed (./observer.ts): called only after the transaction that did it. */
+  observer: Observer;
   pool: pg.Pool | undefined;
   defaultMaxAttempts: number;
   now(ex: Executor): Promise<Date>;
@@ -105,6 +110,7 @@ export function createContext(deps: ServiceDeps): ServiceContext {
   }
   return {
     db: deps.db,
+    observer: deps.observer ?? noopObserver,
     outer,
     transaction: (fn) => (outer ? inSavepoint(() => fn(deps.db as Transaction<DB>)) : deps.db.transaction().execute(fn)),
     atomic: (fn) => (outer ? inSavepoint(fn) : fn()),

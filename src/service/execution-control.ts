@@ -88,12 +88,15 @@ export function createExecutionControlService(ctx: ServiceContext) {
      * Throws NOT_FOUND, FORBIDDEN (internal job), CONFLICT (already finished).
      */
     async cancelExecution(actor: Actor, rawId: string): Promise<Execution> {
-      return withEventCursor(ctx, actor.workspaceId, () =>
+      // A pending execution cancelled here finishes without any worker recording it: counted once committed.
+      let cancelledPendingOf: string | undefined;
+      const execution = await withEventCursor(ctx, actor.workspaceId, () =>
         mutate(
           ctx,
           actor,
           { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } },
           async (trx) => {
+            cancelledPendingOf = undefined; // a retried transaction decides again
             const id = parseInput(idSchema, rawId);
             // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
             const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
@@ -106,6 +109,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
               const cancelled = (await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!;
               // The job's next serial occurrence, due already and waiting for this one, has its turn.
               if (current.serial) await executionsRepo.notifyWork(trx);
+              cancelledPendingOf = endpoint.name;
               return toExecution(cancelled);
             }
             if (current.status === 'RUNNING') {
@@ -116,6 +120,9 @@ export function createExecutionControlService(ctx: ServiceContext) {
           },
         ),
       );
+      // Inside a caller's transaction (the library's inTransaction) nothing has committed yet: not counted.
+      if (cancelledPendingOf !== undefined && !ctx.outer) ctx.observer.pendingCancelled(cancelledPendingOf, 1);
+      return execution;
     },
 
     /**

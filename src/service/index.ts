@@ -18,10 +18,34 @@ import { createRunsService } from './runs.js';
 import { createRetentionService } from './retention.js';
 import { createSchedulesService } from './schedules.js';
 import { createStatsService } from './stats.js';
+import * as endpointsRepo from '../db/repos/endpoints.js';
+import type { Actor } from './actor.js';
+import type { ServiceContext } from './context.js';
+import { noopObserver } from './observer.js';
+
+/**
+ * cancelJob with its cancelled pending executions reported once committed (no worker records
+ * them; metrics count them as finished CANCELLED). Inside a caller's transaction nothing has
+ * committed yet: not reported. The endpoint's name is read only when someone is listening.
+ */
+function reportingCancels<J extends ReturnType<typeof createJobsService>>(ctx: ServiceContext, jobs: J): J {
+  if (ctx.observer === noopObserver || ctx.outer) return jobs;
+  return {
+    ...jobs,
+    async cancelJob(actor: Actor, id: string) {
+      const result = await jobs.cancelJob(actor, id);
+      if (result.cancelledExecutions > 0) {
+        const endpoint = await endpointsRepo.findEndpointById(ctx.db, actor.workspaceId, result.job.endpointId).catch(() => undefined);
+        if (endpoint) ctx.observer.pendingCancelled(endpoint.name, result.cancelledExecutions);
+      }
+      return result;
+    },
+  };
+}
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
-  const jobs = createJobsService(ctx);
+  const jobs = reportingCancels(ctx, createJobsService(ctx));
   const control = createExecutionControlService(ctx);
   const catalog = createCatalogService(ctx);
   const endpoints = createEndpointService(ctx);

@@ -1,7 +1,7 @@
 /**
  * What the engine, the live hub and the gateway report as they work, for an adapter at the edge
  * to count (src/metrics/prometheus.ts turns it into Prometheus metrics). The one composition root
- * (src/app.ts) hands an observer in; everything else defaults to `noopObserver`, so the library
+ * (src/composition-root.ts) hands an observer in; everything else defaults to `noopObserver`, so the library
  * and the tests pay nothing, and no service file imports a metrics library.
  *
  * Every method is a fire-and-forget report: it must not throw and must not block. Labels are the
@@ -41,6 +41,13 @@ export interface Observer {
   graphqlOperation(type: string, outcome: 'ok' | 'error'): void;
   /** An HTTP request was answered: its route (a fixed set), status code and duration. */
   httpRequest(route: string, status: number, seconds: number): void;
+  /** Pending executions an operator cancelled (no worker records those): they finished CANCELLED. */
+  pendingCancelled(endpoint: string, count: number): void;
+  /**
+   * A serverless pass (POST /jobs/run-due, `gate.runDue()`) ended: `error` when it threw;
+   * otherwise what the executions it ran were left as.
+   */
+  runDuePass(outcome: 'ok' | 'error', executions?: Readonly<Record<'succeeded' | 'failed' | 'retrying' | 'cancelled', number>>): void;
   /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events). */
   historyPruned(rows: Readonly<Record<PrunedTable, number>>): void;
 }
@@ -63,4 +70,6 @@ export const noopObserver: Observer = Object.freeze({
   graphqlOperation: nothing,
   httpRequest: nothing,
   historyPruned: nothing,
+  pendingCancelled: nothing,
+  runDuePass: nothing,
 });

@@ -8,9 +8,10 @@
  * at every operation; a key that is revoked (or changes role) while connected has its socket
  * closed with 4403 at once (see ./key-watch.ts).
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError } from 'graphql';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -18,12 +19,19 @@ import type { Logger } from '../log.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { Actor } from '../service/actor.js';
 import { DomainError } from '../service/errors.js';
+import { isConnectionError } from '../service/unavailable.js';
 
 /** The gateway's yoga instance, whose envelop runs every WebSocket operation. */
 export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
 
 export interface WebSocketOptions {
-  authenticate(key: string | undefined): Promise<Actor>;
+  /**
+   * Who a connection acts as, from its credential as the client sent it (`connectionParams.authorization`,
+   * else the upgrade request's Authorization header; the caller reads the bearer token out of it).
+   */
+  authenticate(credential: string | undefined): Promise<Actor>;
+  /** How errors are shaped for clients: the HTTP path's masking (src/server/mask-error.ts), so both answer alike. */
+  maskError(error: unknown, message: string): Error;
   log: Logger;
   /** Largest message accepted, in bytes. */
   maxPayload?: number | undefined;
@@ -36,10 +44,20 @@ export interface WebSocketOptions {
 /** The close code and reason of a connection whose key lapsed: 4403 is graphql-ws's "Forbidden", which its clients do not retry. */
 const KEY_LAPSED = { code: 4403, reason: 'API key revoked or changed' } as const;
 
-function keyOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
-  const raw = (typeof params?.authorization === 'string' ? params.authorization : undefined) ?? request.headers.authorization;
-  if (!raw) return undefined;
-  return /^Bearer\s+(\S+)$/i.exec(raw)?.[1] ?? raw;
+function credentialOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
+  return (typeof params?.authorization === 'string' ? params.authorization : undefined) ?? request.headers.authorization;
+}
+
+/**
+ * Every operation has a request id, as an HTTP request has (src/server/request-id.ts): its
+ * resolvers log with it, and every error the client is sent carries it in `extensions.requestId`.
+ * WebSocket operations have no header to bring one: each gets a new one.
+ */
+function withRequestId(errors: readonly GraphQLFormattedError[], requestId: string | undefined): GraphQLFormattedError[] {
+  return errors.map((e) => {
+    const { http: _http, ...extensions } = (e.extensions ?? {}) as Record<string, unknown>;
+    return { ...e, extensions: requestId ? { ...extensions, requestId } : extensions };
+  });
 }
 
 /**
@@ -109,6 +127,18 @@ function idMessage(data: unknown): { type: 'subscribe' | 'complete'; id: string 
   }
 }
 
+function asGraphQLError(error: Error): GraphQLError {
+  return error instanceof GraphQLError ? error : new GraphQLError(error.message, { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+}
+
+/** Each connection's operations' request ids, by subscription id (dropped when the operation completes). */
+const requestIdsByConnection = new WeakMap<object, Map<string, string>>();
+function requestIdsOf(ctx: object): Map<string, string> {
+  let ids = requestIdsByConnection.get(ctx);
+  if (!ids) requestIdsByConnection.set(ctx, (ids = new Map()));
+  return ids;
+}
+
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
   // No permessage-deflate (ws's default, stated so it stays): payloads are small JSON, and
   // compressing each one per socket costs CPU and a zlib context (~300 KB) per connection, where
@@ -140,7 +170,7 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
       subscribe: (args: any) => args.rootValue.subscribe(args),
       onConnect: async (ctx) => {
         try {
-          const actor = await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
+          const actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
           // A revoked key stops everything it had open at once (Invariant 10): the connection is
           // closed, ending its subscriptions with it, on whichever replica holds it.
           const socket = ctx.extra.socket;
@@ -158,18 +188,18 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           return false;
         }
       },
-      onSubscribe: async (ctx, _id, payload) => {
+      onSubscribe: async (ctx, id, payload) => {
+        const requestId = randomUUID();
+        requestIdsOf(ctx).set(id, requestId);
         let actor: Actor;
         try {
-          actor = await options.authenticate(keyOf(ctx.connectionParams, ctx.extra.request));
+          actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
         } catch (error) {
-          if (error instanceof DomainError) return [new GraphQLError(error.message, { extensions: { code: error.code } })];
-          options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
-          return [
-            new GraphQLError('the key could not be checked just now (the database is unreachable); try again', {
-              extensions: { code: 'UNAVAILABLE' },
-            }),
-          ];
+          // The HTTP path's answer: a domain error keeps its code, an unreachable database is
+          // UNAVAILABLE (logged there), anything else is masked.
+          if (!(error instanceof DomainError) && !isConnectionError(error))
+            options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
+          return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
         }
         // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
         // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.
@@ -179,7 +209,12 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           socket.close(1008, 'slow consumer');
           setImmediate(() => socket.terminate());
         };
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ actor, params: payload, cutOff });
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          actor,
+          params: payload,
+          cutOff,
+          requestId,
+        });
         let document;
         try {
           // Limits may throw here rather than report: either way the client gets the error.
@@ -188,8 +223,7 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           if (errors.length > 0) return errors;
         } catch (error) {
           if (error instanceof GraphQLError) return [error];
-          options.log.error(`websocket: unexpected error validating an operation: ${(error as Error).stack ?? String(error)}`);
-          return [new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } })];
+          return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
         }
         return {
           schema,
@@ -200,6 +234,15 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
           rootValue: { execute, subscribe },
         };
       },
+      onNext: (ctx, id, _payload, _args, result) =>
+        result.errors?.length ? { ...result, errors: withRequestId(result.errors, requestIdsOf(ctx).get(id)) } : undefined,
+      // An `error` message ends its operation: the id is not needed past it.
+      onError: (ctx, id, _payload, errors) => {
+        const requestId = requestIdsOf(ctx).get(id);
+        requestIdsOf(ctx).delete(id);
+        return withRequestId(errors, requestId);
+      },
+      onComplete: (ctx, id) => void requestIdsOf(ctx).delete(id),
     },
     wss,
   );

@@ -6,6 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
+import { createDatabaseProbes } from '../../src/service/probes.js';
 import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
 import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { createScheduler } from '../../src/service/engine/scheduler.js';
@@ -23,7 +24,11 @@ const read = async () => new Scrape(await metrics.render());
 
 beforeEach(async () => {
   t = await createTestDb();
-  metrics = createMetrics({ pool: t.database.pool, processMetrics: false });
+  metrics = createMetrics({
+    pool: t.database.pool,
+    snapshot: createDatabaseProbes(t.database.pool).clusterSnapshot,
+    processMetrics: false,
+  });
   engine = engineHarness(t);
   await t.service.registerEndpoint(t.actor, { name: 'e.nobody', kind: 'HANDLER', handlerName: 'registered-nowhere' });
 });

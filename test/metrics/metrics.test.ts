@@ -15,6 +15,7 @@ import { eventually } from '../support/engine.js';
 import { scrape, type Scrape } from '../support/prometheus.js';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
+const CRON_SECRET = 'metrics-cron-secret-0123456789abcdef';
 let t: TestDb;
 let app: RunningApp;
 let key: string;
@@ -40,7 +41,13 @@ beforeAll(async () => {
   await t.service.registerEndpoint(t.actor, { name: 'm.fail', kind: 'HANDLER', handlerName: 'metrics-fail', maxAttempts: 1 });
   // A handler no worker registers: its executions are due and wait.
   await t.service.registerEndpoint(t.actor, { name: 'm.nobody', kind: 'HANDLER', handlerName: 'metrics-nobody' });
-  const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent', JOBGATE_METRICS_TOKEN: TOKEN });
+  const config = parseConfig({
+    DATABASE_URL: t.url,
+    PORT: '0',
+    JOBGATE_LOG_LEVEL: 'silent',
+    JOBGATE_METRICS_TOKEN: TOKEN,
+    JOBGATE_CRON_SECRET: CRON_SECRET,
+  });
   app = await startApp(config, createLogger('silent'), { gateway: true, worker: true }, handlers);
   base = new URL(app.url).origin;
   ({ key } = await t.service.bootstrapKey('default', 'ADMIN', 'metrics test'));
@@ -52,6 +59,36 @@ afterAll(async () => {
 });
 
 describe('/metrics', () => {
+  it('gives an error inside a subscription streamed over Server-Sent Events the request id', async () => {
+    const adminActor = await t.service.authenticate(key);
+    const { key: streamKey, apiKey } = await t.service.createApiKey(adminActor, { name: 'sse stream', role: 'VIEWER' });
+    const res = await fetch(app.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        authorization: `Bearer ${streamKey}`,
+        'x-request-id': 'sse-stream-1',
+      },
+      body: JSON.stringify({ query: 'subscription { executionUpdates { cursor } }' }),
+    });
+    expect(res.headers.get('x-request-id')).toBe('sse-stream-1');
+    // The stream is open; revoking its key ends it with an error event (Invariant 10).
+    await t.service.revokeApiKey(adminActor, apiKey.id);
+    const text = await res.text();
+    const event = JSON.parse(/^data: (\{"errors".+)$/m.exec(text)![1]!) as { errors: { extensions: Record<string, unknown> }[] };
+    expect(event.errors[0]!.extensions).toMatchObject({ code: 'UNAUTHENTICATED', requestId: 'sse-stream-1' });
+  });
+
+  it('counts the serverless passes POST /jobs/run-due runs', async () => {
+    const before = (await scrape(base, TOKEN)).value('jobgate_run_due_passes_total', { outcome: 'ok' });
+    const res = await fetch(new URL('/jobs/run-due', base), { method: 'POST', headers: { authorization: `Bearer ${CRON_SECRET}` } });
+    expect(res.status).toBe(200);
+    const s = await scrape(base, TOKEN);
+    expect(s.value('jobgate_run_due_passes_total', { outcome: 'ok' })).toBe(before + 1);
+    expect(s.value('jobgate_http_requests_total', { route: '/jobs/run-due', code: '200' })).toBe(1);
+  });
+
   it('is refused without the token, with a wrong one, and with a near miss; answers the text format with it', async () => {
     const url = new URL('/metrics', base);
     expect((await fetch(url)).status).toBe(401);
@@ -184,7 +221,13 @@ describe('/metrics', () => {
   });
 
   it('keeps the registries of two apps in one process apart', async () => {
-    const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent', JOBGATE_METRICS_TOKEN: TOKEN });
+    const config = parseConfig({
+      DATABASE_URL: t.url,
+      PORT: '0',
+      JOBGATE_LOG_LEVEL: 'silent',
+      JOBGATE_METRICS_TOKEN: TOKEN,
+      JOBGATE_CRON_SECRET: CRON_SECRET,
+    });
     const second = await startApp(config, createLogger('silent'), { gateway: true, worker: false });
     try {
       const s = await scrape(new URL(second.url).origin, TOKEN);

@@ -69,6 +69,44 @@ describe('GraphQL over WebSocket', () => {
     expect(after.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
   });
 
+  it('gives every error a WebSocket operation is sent a request id (extensions.requestId), one per operation, as HTTP does', async () => {
+    const admin = (await t.service.bootstrapKey('default', 'ADMIN', 'ws request ids')).key;
+    const adminActor = await t.service.authenticate(admin);
+    const { key, apiKey } = await t.service.createApiKey(adminActor, { name: 'ws request ids viewer', role: 'VIEWER' });
+    const c = client(key);
+    const invalid = await run(c, '{ nope }');
+    const again = await run(c, '{ nope }');
+    expect(invalid.errors?.[0]?.extensions?.code).toBe('GRAPHQL_VALIDATION_FAILED');
+    expect(invalid.errors?.[0]?.extensions?.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(again.errors?.[0]?.extensions?.requestId).not.toBe(invalid.errors?.[0]?.extensions?.requestId);
+    const fieldError = await run(c, '{ job(id: "not-an-id") { id } }');
+    expect(fieldError.errors?.[0]?.extensions?.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    // A refused key is answered as over HTTP (UNAUTHENTICATED, by the same masking), with an id, and no HTTP status.
+    await t.service.revokeApiKey(adminActor, apiKey.id);
+    const refused = await run(c, '{ workspace { slug } }');
+    expect(refused.errors?.[0]?.extensions).toEqual({ code: 'UNAUTHENTICATED', requestId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+  });
+
+  it('gives the errors of a subscription over Server-Sent Events the request id too', async () => {
+    const admin = (await t.service.bootstrapKey('default', 'ADMIN', 'sse request ids')).key;
+    const res = await fetch(wsUrl.replace('ws:', 'http:'), {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        authorization: `Bearer ${admin}`,
+        'x-request-id': 'sse-req-1',
+      },
+      body: JSON.stringify({ query: 'subscription { executionUpdates { cursor } }' }),
+    });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    expect(res.headers.get('x-request-id')).toBe('sse-req-1');
+    // This gateway has no live feeds: the subscription is refused, in the stream.
+    const text = await res.text();
+    const event = JSON.parse(/^data: (.+)$/m.exec(text)![1]!) as { errors: { extensions: Record<string, unknown> }[] };
+    expect(event.errors[0]!.extensions).toMatchObject({ code: 'UNAVAILABLE', requestId: 'sse-req-1' });
+  });
+
   it('closes the connection with 4403 when connection_init carries no valid key', async () => {
     const code = await new Promise<number>((resolve) => client('jg_notarealkeynotarealkeynotareal', resolve));
     expect(code).toBe(4403);

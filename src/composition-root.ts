@@ -1,0 +1,346 @@
+/**
+ * The one composition root: builds jobgate's engine (pool, service, internal handlers, workers
+ * with their scheduler, engine host and pruner, the live hub, the serverless pass, the observer
+ * and its metrics) from one options object with one set of defaults (./defaults.ts). The CLI
+ * (src/app.ts: start, serve, worker, run-due), the gateway it serves and the library
+ * (src/index.ts: createJobgate) all build theirs here, so they cannot wire it differently.
+ * Adapters call the service it returns, never a repository.
+ */
+import type { Registry } from 'prom-client';
+import { migrate, verifyMigrated } from './db/migrate.js';
+import { createDatabase, type Database } from './db/pool.js';
+import { ENGINE_DEFAULTS, type EngineDefaults } from './defaults.js';
+import type { Logger } from './log.js';
+import { createMetrics, type Metrics } from './metrics/prometheus.js';
+import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
+import { createAvailability, waitForDatabase, type Availability } from './service/engine/availability.js';
+import { HandlerRegistry } from './service/engine/handlers.js';
+import { createEngineHost, type EngineHost } from './service/engine/host.js';
+import { IntervalRegistry } from './service/engine/intervals.js';
+import { registerInternalHandlers } from './service/engine/reaper.js';
+import { RecoverableRegistry } from './service/engine/recoverable.js';
+import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/retention.js';
+import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
+import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
+import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
+import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
+import { noopObserver, type Observer } from './service/observer.js';
+import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './service/probes.js';
+import type { RetentionSettingsDefaults } from './service/retention.js';
+import { type SecretBox } from './service/secrets.js';
+import { inOrder, settled } from './shutdown.js';
+import { createHub, type Hub } from './subscriptions/hub.js';
+
+/** Metrics: off, on (a registry of its own), or counted into an application's registry. */
+export type MetricsSetting = boolean | Registry | { registry?: Registry; endpointLabels?: number; processMetrics?: boolean };
+
+export interface EngineOptions {
+  /** Postgres connection string (also used by the LISTEN connections: a real server, not a transaction pooler). */
+  connectionString: string;
+  log: Logger;
+  /** `apply` pending migrations (under the migration lock), or only `verify` they are applied. Default apply. */
+  migrations?: 'apply' | 'verify';
+  /** The pool's application_name, as Postgres shows it. */
+  applicationName?: string | undefined;
+  poolMax?: number | undefined;
+  poolWaitMs?: number | undefined;
+  defaultMaxAttempts?: number | undefined;
+  secrets?: SecretBox | undefined;
+  /** CIDRs endpoints may target although the outbound policy refuses them, checked at registration (workers take `worker.outboundAllow`). */
+  outboundAllow?: string[] | undefined;
+  alertEmail?: AlertEmailOptions | undefined;
+  /** The installation's retention windows and the pruner's pace; `prune: false` runs no pruner beside workers. */
+  retention?: Partial<RetentionSettingsDefaults & EngineDefaults['retention']> & { prune?: boolean | undefined };
+  /** Called with each committed batch of pruned history (besides the metrics). */
+  onPruned?: ((batch: PrunedBatch) => void) | undefined;
+  /** Defaults of the workers started here (each `startWorker` may override them). */
+  worker?: Partial<EngineDefaults['worker']>;
+  metrics?: MetricsSetting | undefined;
+  /** What this process will run, for the gauges it has (a gateway alone has no worker gauge). Default workers only. */
+  roles?: { hub?: boolean; workers?: boolean } | undefined;
+  /** Ends the wait for an unreachable database during start-up (it then rejects with the signal's reason). */
+  signal?: AbortSignal | undefined;
+  /** Registries to run from (a caller that registered handlers before opening); default new ones. */
+  handlers?: HandlerRegistry | undefined;
+  recoverables?: RecoverableRegistry | undefined;
+  intervals?: IntervalRegistry | undefined;
+  /** The process's view of its database, when the caller made it before (to log the start-up wait once). */
+  availability?: Availability | undefined;
+}
+
+/** A worker's options as callers give them; the engine fills in the rest. */
+export type EngineWorkerOptions = Omit<WorkerOptions, 'pool' | 'connectionString' | 'handlers' | 'log' | 'availability'> & {
+  /** Engine host: a process silent this long is gone from the catalogue. Default 30 s. */
+  staleMs?: number;
+  /** Engine host: how often recoverable runs, interval ticks and run schedules are looked for. Default 1 s. */
+  enginePollMs?: number;
+};
+
+export interface Engine {
+  database: Database;
+  service: JobService;
+  /** What the service was built with (for `createJobServiceIn`). */
+  serviceDeps: Omit<ServiceDeps, 'db' | 'pool'>;
+  handlers: HandlerRegistry;
+  recoverables: RecoverableRegistry;
+  intervals: IntervalRegistry;
+  availability: Availability;
+  observer: Observer;
+  /** The Prometheus adapter, when metrics are on. */
+  metrics: Metrics | undefined;
+  /** What `/readyz` and the gauges read of the database. */
+  probes: DatabaseProbes;
+  /** The engine's LISTEN connections and their mode now, for `/readyz`. */
+  listeners(): { name: string; mode: () => ListenMode | undefined }[];
+  /** Waits for the database like the start-up wait (an outage said once), or rejects on the signal. */
+  reach<T>(what: string, attempt: () => Promise<T>): Promise<T>;
+  /**
+   * Starts a worker; the first also starts, once per engine, the cron scheduler, the engine host
+   * (recoverable runs, interval handlers, run schedules, the catalogue entry) and the pruner.
+   */
+  startWorker(options?: EngineWorkerOptions): Promise<Worker>;
+  /** One serverless pass (POST /jobs/run-due, `gate.runDue()`), counted by the observer. */
+  runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
+  /** The live hub (LISTEN/NOTIFY fan-out) for a gateway, started on first call. */
+  startHub(): Promise<Hub>;
+  /** Stops the hub, the scheduler, the workers (within `graceMs`), the host and the pruner, then the pool and the metrics. */
+  stop(options?: { graceMs?: number }): Promise<void>;
+}
+
+function metricsOptions(setting: MetricsSetting | undefined) {
+  if (setting === undefined || setting === false) return undefined;
+  if (setting === true) return {};
+  if ('getMetricsAsJSON' in setting) return { registry: setting as Registry };
+  return setting;
+}
+
+/** What the engine's parts share once the database is open. */
+interface Opened {
+  options: EngineOptions;
+  database: Database;
+  service: JobService;
+  serviceDeps: Omit<ServiceDeps, 'db' | 'pool'>;
+  metrics: Metrics | undefined;
+  probes: DatabaseProbes;
+  availability: Availability;
+  reach: Engine['reach'];
+  defaults: EngineDefaults['worker'];
+  retention: RetentionSettingsDefaults & EngineDefaults['retention'];
+  /** Filled in as they start; the gauges read them. */
+  running: { workers: Worker[]; hub?: Hub | undefined };
+}
+
+/**
+ * Opens the engine: waits for the database (migrations applied or verified), builds the pool and
+ * the service, checks the default workspace exists, registers the internal handlers. Starts no
+ * loop: callers start workers and the hub. On failure everything opened is closed.
+ */
+export async function openEngine(options: EngineOptions): Promise<Engine> {
+  const { log } = options;
+  const availability = options.availability ?? createAvailability(log);
+  const reach = <T>(what: string, attempt: () => Promise<T>) => waitForDatabase(availability, what, attempt, options.signal);
+  if (options.migrations === 'verify') await reach('checking migrations', () => verifyMigrated(options.connectionString));
+  else {
+    const { applied } = await reach('migrations', () => migrate(options.connectionString, { log: (m) => log.info(m) }));
+    if (applied.length === 0) log.info('migrations: up to date');
+  }
+  const database = createDatabase(
+    {
+      connectionString: options.connectionString,
+      max: options.poolMax ?? ENGINE_DEFAULTS.poolMax,
+      connectionTimeoutMs: options.poolWaitMs ?? ENGINE_DEFAULTS.poolWaitMs,
+      applicationName: options.applicationName,
+    },
+    (m) => log.warn(m),
+  );
+  const retention = { ...ENGINE_DEFAULTS.retention, ...options.retention };
+  const serviceDeps: Omit<ServiceDeps, 'db' | 'pool'> = {
+    defaultMaxAttempts: options.defaultMaxAttempts ?? ENGINE_DEFAULTS.defaultMaxAttempts,
+    secrets: options.secrets,
+    outboundAllow: options.outboundAllow,
+    retention,
+  };
+  const running: Opened['running'] = { workers: [] };
+  const probes = createDatabaseProbes(database.pool);
+  const metricsSetting = metricsOptions(options.metrics);
+  // One registry per engine unless the application gives its own: several in one process count apart.
+  const metrics = metricsSetting
+    ? createMetrics({
+        ...metricsSetting,
+        pool: database.pool,
+        snapshot: probes.clusterSnapshot,
+        subscriptions: options.roles?.hub ? () => running.hub?.stats().open ?? 0 : undefined,
+        attemptsInFlight: options.roles?.workers === false ? undefined : () => running.workers.reduce((n, w) => n + w.inFlight(), 0),
+      })
+    : undefined;
+  const service = createJobService({ ...serviceDeps, observer: metrics?.observer, db: database.db, pool: database.pool });
+  try {
+    await reach('start-up', () => service.workspaceIdOf('default'));
+  } catch (error) {
+    // The caller gets no engine to stop: close the pool here, or it holds the process open.
+    metrics?.close();
+    await database.close();
+    throw error;
+  }
+  const defaults = { ...ENGINE_DEFAULTS.worker, ...options.worker, outboundAllow: [...(options.worker?.outboundAllow ?? [])] };
+  return assemble({ options, database, service, serviceDeps, metrics, probes, availability, reach, defaults, retention, running });
+}
+
+function assemble(opened: Opened): Engine {
+  const { options, database, metrics, running, defaults } = opened;
+  const { log } = options;
+  const observer = metrics?.observer ?? noopObserver;
+  const pool = database.pool;
+  const pruned = (batch: PrunedBatch) => {
+    observer.historyPruned(batch.rows);
+    options.onPruned?.(batch);
+  };
+  const handlers = options.handlers ?? new HandlerRegistry();
+  // jobgate's own internal handlers (the reaper, the alert evaluator and sender), registered once,
+  // whichever runs first: a worker, or a serverless pass.
+  registerInternalHandlers(handlers, pool, {
+    eventRetentionMs: opened.retention.eventsHours * 3_600_000,
+    alerts: options.alertEmail,
+    onEventsPruned: (workspaceId, n) => pruned(eventsBatch(workspaceId, n)),
+  });
+  const registries = {
+    handlers,
+    recoverables: options.recoverables ?? new RecoverableRegistry(),
+    intervals: options.intervals ?? new IntervalRegistry(),
+  };
+  const loops = createLoops(opened, registries, observer, pruned);
+  let passScheduler: Scheduler | undefined;
+  return {
+    database,
+    service: opened.service,
+    serviceDeps: opened.serviceDeps,
+    ...registries,
+    availability: opened.availability,
+    observer,
+    metrics,
+    probes: opened.probes,
+    listeners: () => [
+      ...(running.workers.length ? [{ name: 'worker listener', mode: () => running.workers[0]?.listenMode() }] : []),
+      ...(running.hub ? [{ name: 'live listener', mode: () => running.hub?.listener.mode }] : []),
+    ],
+    reach: opened.reach,
+    async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
+      await loops.start(staleMs, enginePollMs);
+      const leaseMs = workerOptions.leaseMs ?? defaults.leaseMs;
+      const worker = createWorker({
+        concurrency: defaults.concurrency,
+        leaseMs,
+        // At most a third of the lease, whichever lease this worker was given (as config clamps it).
+        heartbeatMs: Math.min(defaults.heartbeatMs, Math.floor(leaseMs / 3)),
+        defaultTimeoutMs: defaults.defaultTimeoutMs,
+        outboundAllow: [...defaults.outboundAllow],
+        ...workerOptions,
+        secrets: options.secrets,
+        pool,
+        connectionString: options.connectionString,
+        handlers,
+        log,
+        availability: opened.availability,
+        observer: workerOptions.observer ?? observer,
+      });
+      await worker.start();
+      running.workers.push(worker);
+      return worker;
+    },
+    runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
+      // Not started: its loop is for long-running processes; a pass calls its tick once.
+      passScheduler ??= createScheduler({ pool, log });
+      const deps = {
+        pool,
+        handlers,
+        scheduler: passScheduler,
+        defaultTimeoutMs: defaultTimeoutMs ?? defaults.defaultTimeoutMs,
+        outboundAllow: outboundAllow ?? [...defaults.outboundAllow],
+        secrets: options.secrets,
+      };
+      return countedRunDue(observer, () => runDuePass(deps, { limit }));
+    },
+    async startHub() {
+      if (!running.hub) {
+        running.hub = createHub({ pool, connectionString: options.connectionString, log, observer });
+        await running.hub.start();
+      }
+      return running.hub;
+    },
+    async stop({ graceMs } = {}) {
+      const grace = graceMs ?? defaults.shutdownGraceMs;
+      // Every step runs even when one before it failed: the pool is always closed.
+      await inOrder([
+        () => running.hub?.stop(),
+        () => loops.stopScheduler(),
+        () => settled([...running.workers.splice(0).map((w) => w.stop({ graceMs: grace })), ...loops.stopRest(grace)]),
+        () => database.close(),
+        () => metrics?.close(),
+      ]);
+    },
+  };
+}
+
+/** The loops beside a process's workers, started with the first one: the cron scheduler, the engine host and the pruner. */
+function createLoops(
+  opened: Opened,
+  registries: Pick<Engine, 'handlers' | 'recoverables' | 'intervals'>,
+  observer: Observer,
+  onPruned: (batch: PrunedBatch) => void,
+) {
+  const { options, availability, retention } = opened;
+  const { log } = options;
+  const pool = opened.database.pool;
+  let scheduler: Scheduler | undefined;
+  let host: EngineHost | undefined;
+  let pruner: Pruner | undefined;
+  return {
+    async start(staleMs: number | undefined, pollMs: number | undefined): Promise<void> {
+      if (!scheduler) (scheduler = createScheduler({ pool, log, availability, observer })).start();
+      if (host) return;
+      host = createEngineHost({
+        pool,
+        log,
+        ...registries,
+        triggerRun: opened.service.triggerRun,
+        staleMs,
+        pollMs,
+        availability,
+        observer,
+      });
+      await host.start(options.signal);
+      // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
+      if (options.retention?.prune !== false)
+        (pruner = createPruner({
+          pool,
+          log,
+          id: host.id,
+          defaults: retention,
+          batchSize: retention.batchSize,
+          pauseMs: retention.pauseMs,
+          everyMs: retention.everyMs,
+          onPruned,
+          availability,
+        })).start();
+    },
+    stopScheduler: () => scheduler?.stop(),
+    stopRest: (graceMs: number) => [host?.stop({ graceMs }), pruner?.stop()],
+  };
+}
+
+/** A serverless pass, reported: the leases it reconciled, and the pass with what it ran (or its failure). */
+async function countedRunDue(observer: Observer, pass: () => Promise<RunDueResult>): Promise<RunDueResult> {
+  let result: RunDueResult;
+  try {
+    result = await pass();
+  } catch (error) {
+    observer.runDuePass('error');
+    throw error;
+  }
+  const { retrying, failed, cancelled } = result.reconciled;
+  const lapsed = (status: string, n: number) => Array.from({ length: n }, () => ({ status }));
+  observer.leasesReconciled([...lapsed('PENDING', retrying), ...lapsed('FAILED', failed), ...lapsed('CANCELLED', cancelled)]);
+  const { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns } = result.executions;
+  observer.runDuePass('ok', { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns });
+  return result;
+}

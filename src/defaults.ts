@@ -1,0 +1,47 @@
+/**
+ * jobgate's defaults, written once: the environment's (src/config.ts) and the library's
+ * (src/index.ts) are these, and the composition root (src/composition-root.ts) fills in any
+ * option left unset with them.
+ */
+import { DEFAULT_RETENTION } from './service/engine/retention.js';
+
+export const ENGINE_DEFAULTS = Object.freeze({
+  /** Most connections to Postgres (at least 2: a run schedule's tick holds one while it triggers the run on another). */
+  poolMax: 10,
+  /** Longest wait for a pooled connection before the caller gets an error. */
+  poolWaitMs: 30_000,
+  /** Max attempts when neither a job nor its endpoint sets one. */
+  defaultMaxAttempts: 5,
+  worker: Object.freeze({
+    /** Attempts one worker runs at once. */
+    concurrency: 20,
+    leaseMs: 30_000,
+    heartbeatMs: 10_000,
+    /** An HTTP attempt's timeout when its endpoint sets none. */
+    defaultTimeoutMs: 30_000,
+    /** On stop, how long attempts in flight may finish before their leases are released. */
+    shutdownGraceMs: 10_000,
+    /** CIDRs outbound HTTP may reach although the outbound policy refuses them. */
+    outboundAllow: [] as readonly string[],
+  }),
+  retention: Object.freeze({
+    ...DEFAULT_RETENTION,
+    /** Live events kept for subscriptions to replay. */
+    eventsHours: 72,
+    /** The pruner: rows per batch, least pause between batches, how often each slice is pruned. */
+    batchSize: 1000,
+    pauseMs: 50,
+    everyMs: 10 * 60_000,
+  }),
+  /** Most endpoint names with metric series of their own. */
+  metricsEndpointLabels: 100,
+});
+
+export type EngineDefaults = {
+  worker: {
+    -readonly [K in keyof (typeof ENGINE_DEFAULTS)['worker']]: (typeof ENGINE_DEFAULTS)['worker'][K] extends readonly string[]
+      ? string[]
+      : number;
+  };
+  retention: { -readonly [K in keyof (typeof ENGINE_DEFAULTS)['retention']]: number };
+};
