@@ -16,10 +16,9 @@ import { afterCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toCon
 import { countFindings, findFinding, findingCounts, findingPage } from '../db/repos/findings.js';
 import { withEventCursor } from './event-cursor.js';
 
-export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
-export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
-/** Why a run is paused: an operator's cancel, its worker's crash, or its own handler. */
-export type PauseKind = 'CANCELLED' | 'CRASHED' | 'HANDLER';
+import type { PauseKind, RunStatus, Severity } from '../db/types.js';
+
+export type { PauseKind, RunStatus, Severity } from '../db/types.js';
 
 export interface Run {
   id: string;
