@@ -3,8 +3,9 @@
  * written in that same transaction (actor, action, target, redacted input, result). A refused
  * or failed action changes nothing and is audited on its own, with its error code.
  */
-import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
+import { insertAuditEntry } from '../db/repos/audit.js';
+import type { Executor } from '../db/repos/scope.js';
 import type { DB } from '../db/types.js';
 import type { Actor, Role } from './actor.js';
 import type { ServiceContext } from './context.js';
@@ -78,16 +79,23 @@ export function auditInput(input: unknown): string {
 }
 
 async function writeAudit(
-  ex: Transaction<DB> | ServiceContext['db'],
+  ex: Executor,
   actor: Actor,
   action: string,
   target: { type: string; id?: string | undefined } | undefined,
   input: unknown,
   code: string,
 ): Promise<void> {
-  await sql`insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
-            values (${actor.workspaceId}, ${actor.kind}, ${actor.keyId ?? null}, ${action}, ${target?.type ?? null},
-                    ${target?.id ?? null}, ${auditInput(input)}, ${code})`.execute(ex);
+  await insertAuditEntry(ex, {
+    workspaceId: actor.workspaceId,
+    actorKind: actor.kind,
+    actorKeyId: actor.keyId ?? null,
+    action,
+    targetType: target?.type ?? null,
+    targetId: target?.id ?? null,
+    input: auditInput(input),
+    resultCode: code,
+  });
 }
 
 /**

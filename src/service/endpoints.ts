@@ -3,7 +3,6 @@
  * Payload-spec and config references are checked against the caller's workspace (and the
  * composite foreign keys make a cross-workspace reference impossible in any case).
  */
-import { sql } from 'kysely';
 import * as configsRepo from '../db/repos/configs.js';
 import * as endpointsRepo from '../db/repos/endpoints.js';
 import * as jobsRepo from '../db/repos/jobs.js';
@@ -236,7 +235,7 @@ export function createEndpointService(ctx: ServiceContext) {
               liveJobs: live,
             });
           }
-          return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, { archived_at: sql<Date>`now()` as never }));
+          return toEndpoint(await endpointsRepo.archiveEndpoint(trx, actor.workspaceId, row.id));
         },
       );
     },
