@@ -5,6 +5,7 @@
  */
 import { sql } from 'kysely';
 import { z } from 'zod';
+import { HANDLER_NAME } from '../db/handler-name.js';
 import * as alertsRepo from '../db/repos/alerts.js';
 import type { AlertNotificationFields, AlertNotificationRow, AlertRuleFields, AlertRuleRow } from '../db/repos/alerts.js';
 import { findEndpointById } from '../db/repos/endpoints.js';
@@ -102,7 +103,6 @@ export const toAlert = (r: AlertNotificationRow): Alert => ({
   createdAt: r.created_at,
 });
 
-const HANDLER_NAME = /^[A-Za-z0-9_.:-]{1,200}$/;
 export const alertConditionSchema = z.enum(['EXECUTION_FAILED', 'RUN_FAILED', 'INTERVAL_ERROR', 'SCHEDULE_ERROR', 'NO_SUCCESS', 'FINDING']);
 export const alertSeveritySchema = z.enum(['INFO', 'WARNING', 'ERROR', 'DATA_LOSS']);
 

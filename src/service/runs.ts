@@ -3,6 +3,7 @@
  * and their findings. The runner that executes them is src/service/engine/recoverable.ts.
  */
 import { z } from 'zod';
+import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
 import { isUuid, scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { mutate, requireOwnership } from './audit.js';
@@ -130,7 +131,7 @@ export const toFinding = (
 });
 
 export const triggerRunSchema = z.object({
-  name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
+  name: z.string().regex(HANDLER_NAME, HANDLER_NAME_RULE),
   params: jsonValue().optional(),
   /** Queue the run even when no live worker has registered the handler (it waits for one). */
   force: z.boolean().nullish(),

@@ -12,6 +12,7 @@
  */
 import { sql, type Transaction } from 'kysely';
 import { z } from 'zod';
+import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
 import * as endpointsRepo from '../db/repos/endpoints.js';
 import { scoped } from '../db/repos/scope.js';
 import type { DB, EndpointRow, JobRow } from '../db/types.js';
@@ -30,7 +31,7 @@ const SCHEDULE_LOCK = 714302053;
 export const declaredScheduleSchema = cronScheduleSchema
   .omit({ expression: true })
   .extend({
-    name: text().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
+    name: text().regex(HANDLER_NAME, HANDLER_NAME_RULE),
     /** The cron expression. */
     cron: text().min(1).max(200),
     /** The endpoint (by name) the schedule delivers to; or `handler`. */
