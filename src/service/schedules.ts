@@ -10,12 +10,12 @@
  * finds its work done (UNCHANGED). The partial unique index on live schedule names stays the
  * authority should anything bypass the lock.
  */
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
 import * as endpointsRepo from '../db/repos/endpoints.js';
-import { scoped } from '../db/repos/scope.js';
-import type { DB, EndpointRow, JobRow } from '../db/types.js';
+import { declaredJobsNotNamed, findDeclaredJobForUpdate, lockScheduleDeclarations } from '../db/repos/declared-schedules.js';
+import type { DB, EndpointRow } from '../db/types.js';
 import type { Actor } from './actor.js';
 import { mutate } from './audit.js';
 import { canonicalJson } from './canonical-json.js';
@@ -25,8 +25,6 @@ import { ConflictError, ValidationError } from './errors.js';
 import { cronScheduleSchema, ENDPOINT_NAME, jsonValue, text } from './inputs.js';
 import { createJobsInternals } from './jobs.js';
 import { toJob, type Job } from './models.js';
-
-const SCHEDULE_LOCK = 714302053;
 
 export const declaredScheduleSchema = cronScheduleSchema
   .omit({ expression: true })
@@ -133,9 +131,7 @@ export function createSchedulesService(ctx: ServiceContext) {
       overlapPolicy: d.overlapPolicy ?? 'SKIP',
     } as const;
     const input = d.input ?? {};
-    const { rows } = await sql<JobRow>`select * from jobs where workspace_id = ${scoped(actor.workspaceId)} and schedule_name = ${d.name}
-                                       and status <> 'RETIRED' for update`.execute(trx);
-    const existing = rows[0];
+    const existing = await findDeclaredJobForUpdate(trx, actor.workspaceId, d.name);
     const create = () =>
       jobs.createJobIn(
         trx,
@@ -184,17 +180,14 @@ export function createSchedulesService(ctx: ServiceContext) {
         { action: 'schedule.declare', role: 'OPERATOR', input: raw, target: { type: 'Workspace', id: actor.workspaceId } },
         async (trx) => {
           const input = parseInput(declareSchedulesSchema, raw);
-          await sql`select pg_advisory_xact_lock(${SCHEDULE_LOCK}, hashtext(${scoped(actor.workspaceId)}))`.execute(trx);
+          await lockScheduleDeclarations(trx, actor.workspaceId);
           const schedules: DeclaredSchedule[] = [];
           for (const [i, d] of input.schedules.entries()) schedules.push(await declareOne(trx, actor, d, i));
           const retired: Job[] = [];
           if (input.retireUndeclared) {
             const names = input.schedules.map((s) => s.name);
-            const { rows } = await sql<{ id: string }>`select id from jobs where workspace_id = ${scoped(actor.workspaceId)}
-            and schedule_name is not null and status <> 'RETIRED' and not (schedule_name = any(${names}::text[])) order by schedule_name`.execute(
-              trx,
-            );
-            for (const r of rows) retired.push((await jobs.cancelJobIn(trx, actor, r.id)).job);
+            for (const id of await declaredJobsNotNamed(trx, actor.workspaceId, names))
+              retired.push((await jobs.cancelJobIn(trx, actor, id)).job);
           }
           return { schedules, retired };
         },
