@@ -178,6 +178,7 @@ export interface TriggerRunOptions {
   resumeCancelled?: boolean;
 }
 
+// An area factory: short methods sharing one context; its length is theirs added up (none is long).
 export function createRunsService(ctx: ServiceContext) {
   const { db } = ctx;
 

@@ -113,7 +113,11 @@ export async function lockLiveAdminKeyIds(ex: Executor, workspaceId: string): Pr
 }
 
 /** Whether the workspace's key with this id is an installation admin's, locked for update; undefined when there is none. */
-export async function lockApiKey(ex: Executor, workspaceId: string, id: string): Promise<Pick<ApiKeyRow, 'installation_admin'> | undefined> {
+export async function lockApiKey(
+  ex: Executor,
+  workspaceId: string,
+  id: string,
+): Promise<Pick<ApiKeyRow, 'installation_admin'> | undefined> {
   return ex
     .selectFrom('api_keys')
     .select('installation_admin')
