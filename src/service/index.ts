@@ -11,7 +11,7 @@ import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
 import { createHandlersService } from './handlers.js';
-import { createJobsService } from './jobs.js';
+import { createJobLifecycleService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createNodeService } from './nodes.js';
 import { createRunsService } from './runs.js';
@@ -21,7 +21,7 @@ import { createStatsService } from './stats.js';
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
-  const jobs = createJobsService(ctx);
+  const jobs = createJobLifecycleService(ctx);
   const control = createExecutionControlService(ctx);
   const catalog = createCatalogService(ctx);
   const endpoints = createEndpointService(ctx);

@@ -302,7 +302,11 @@ export function createJobsInternals(ctx: ServiceContext) {
   return { validateInput, nextFire, createJobIn, updateJobIn, cancelJobIn };
 }
 
-export function createJobsService(ctx: ServiceContext) {
+/**
+ * The jobs area of the service (createJobService brings every area together): create, update,
+ * pause, resume, cancel and read jobs, and read their executions and attempts.
+ */
+export function createJobLifecycleService(ctx: ServiceContext) {
   const { db } = ctx;
   const { nextFire, createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
 
