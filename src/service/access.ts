@@ -9,7 +9,7 @@ import { findWorkspaceById } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
 import type { Actor, Role } from './actor.js';
 import { createApiKeysService, toApiKey, type ApiKey } from './api-keys.js';
-import { mutate } from './audit.js';
+import { mutate } from './audited-mutation.js';
 import { createAuditLogService } from './audit-log.js';
 import type { ServiceContext } from './context.js';
 import { DomainError, ForbiddenError, NotFoundError } from './errors.js';

@@ -1,13 +1,13 @@
 /**
  * Reading the audit log (ADMIN only): pages newest first, filterable, and single entries by
- * their sealed ids. What writes it is the audited mutation boundary (./audit.ts).
+ * their sealed ids. What writes it is the audited mutation boundary (./audited-mutation.ts).
  */
 import { z } from 'zod';
 import { auditPage, countAudit, findAuditEntry } from '../db/repos/audit.js';
 import { scoped } from '../db/repos/scope.js';
 import type { AuditRow } from '../db/types.js';
 import type { Actor } from './actor.js';
-import { requireRole } from './audit.js';
+import { requireRole } from './authorisation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { NotFoundError } from './errors.js';

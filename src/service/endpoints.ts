@@ -11,7 +11,8 @@ import type { Executor } from '../db/repos/scope.js';
 import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
 import type { EndpointPatch, EndpointRow, EndpointType } from '../db/types.js';
 import { isSystem, type Actor } from './actor.js';
-import { mutate, requireOwnership } from './audit.js';
+import { mutate } from './audited-mutation.js';
+import { requireOwnership } from './authorisation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ArchivedError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import {

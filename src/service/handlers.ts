@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
 import { intervalTick, lockIntervalHandler, makeIntervalDueNow } from '../db/repos/handlers.js';
 import { seesInstallation, type Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate } from './audited-mutation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError, ValidationError } from './errors.js';
 import {

@@ -17,7 +17,7 @@ import * as endpointsRepo from '../db/repos/endpoints.js';
 import { declaredJobsNotNamed, findDeclaredJobForUpdate, lockScheduleDeclarations } from '../db/repos/declared-schedules.js';
 import type { DB, EndpointRow } from '../db/types.js';
 import type { Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate } from './audited-mutation.js';
 import { canonicalJson } from './canonical-json.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { normalizeCron } from './cron.js';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { findWorkspaceBySlug, insertWorkspace } from '../db/repos/workspaces.js';
 import { isInstallationAdmin, type Actor } from './actor.js';
 import { mintApiKey, type CreateApiKeyResult } from './api-keys.js';
-import { mutate } from './audit.js';
+import { mutate } from './audited-mutation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
 import { text } from './inputs.js';
