@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import * as executionsRepo from '../db/repos/executions.js';
 import type { Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate } from './audited-mutation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { DomainError, type ErrorCode } from './errors.js';
 import { withEventCursor } from './event-cursor.js';

@@ -5,7 +5,8 @@ import * as configsRepo from '../db/repos/configs.js';
 import * as specsRepo from '../db/repos/payload-specs.js';
 import * as workspacesRepo from '../db/repos/workspaces.js';
 import type { Actor } from './actor.js';
-import { mutate, requireOwnership } from './audit.js';
+import { mutate } from './audited-mutation.js';
+import { requireOwnership } from './authorisation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import {

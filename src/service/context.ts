@@ -1,10 +1,10 @@
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type pg from 'pg';
 import type { ZodType, z } from 'zod';
 import type { Db } from '../db/pool.js';
 import type { Executor } from '../db/repos/scope.js';
 import { createCursorKeys, type CursorKeys } from './cursors.js';
-import { isPgError, NO_ACTIVE_TRANSACTION } from '../db/sqlstate.js';
+import { createTransactionBoundary, databaseNow } from '../db/transaction.js';
 import type { DB } from '../db/types.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
@@ -86,34 +86,14 @@ export interface ServiceContext {
 
 export function createContext(deps: ServiceDeps): ServiceContext {
   const outer = deps.outerTransaction === true;
-  let savepoints = 0;
+  const boundary = createTransactionBoundary(deps.db, outer);
   let tail: Promise<unknown> = Promise.resolve();
-  async function inSavepoint<T>(fn: () => Promise<T>): Promise<T> {
-    const name = sql.raw(`jobgate_${++savepoints}`);
-    try {
-      await sql`savepoint ${name}`.execute(deps.db);
-    } catch (error) {
-      if (isPgError(error, NO_ACTIVE_TRANSACTION)) throw new TypeError('jobgate: the transaction passed in is not open (BEGIN it first)');
-      throw error;
-    }
-    try {
-      const result = await fn();
-      await sql`release savepoint ${name}`.execute(deps.db);
-      return result;
-    } catch (error) {
-      // The refusal is what the caller needs to see; a failed rollback (a lost connection)
-      // leaves their transaction unusable, which their next statement reports.
-      await sql`rollback to savepoint ${name}`.execute(deps.db).catch(() => {});
-      await sql`release savepoint ${name}`.execute(deps.db).catch(() => {});
-      throw error;
-    }
-  }
   return {
     db: deps.db,
     observer: deps.observer ?? noopObserver,
     outer,
-    transaction: (fn) => (outer ? inSavepoint(() => fn(deps.db as Transaction<DB>)) : deps.db.transaction().execute(fn)),
-    atomic: (fn) => (outer ? inSavepoint(fn) : fn()),
+    transaction: boundary.transaction,
+    atomic: boundary.atomic,
     exclusive(fn) {
       if (!outer) return fn();
       const run = tail.then(fn, fn);
@@ -130,12 +110,7 @@ export function createContext(deps: ServiceDeps): ServiceContext {
       if (!deps.secrets) throw ValidationError.at(path, 'cannot store a secret: JOBGATE_SECRET_KEY is not configured');
       return deps.secrets.seal(plain);
     },
-    now:
-      deps.clock ??
-      (async (ex) => {
-        const { rows } = await sql<{ now: Date }>`select now() as now`.execute(ex);
-        return rows[0]!.now;
-      }),
+    now: deps.clock ?? databaseNow,
   };
 }
 

@@ -27,6 +27,7 @@
  */
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 import type { Executor } from '../db/repos/scope.js';
+import { findCursorKey } from '../db/repos/workspaces.js';
 import { ValidationError } from './errors.js';
 
 export type CursorKind = 'event' | 'finding' | 'audit';
@@ -81,8 +82,7 @@ export function createCursorKeys(): CursorKeys {
     async forWorkspace(db, workspaceId) {
       const cached = cache.get(workspaceId);
       if (cached) return cached;
-      const row = await db.selectFrom('workspaces').select('cursor_key').where('id', '=', workspaceId).executeTakeFirstOrThrow();
-      const bound = bind(row.cursor_key);
+      const bound = bind(await findCursorKey(db, workspaceId));
       cache.set(workspaceId, bound);
       return bound;
     },

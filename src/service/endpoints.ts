@@ -3,7 +3,6 @@
  * Payload-spec and config references are checked against the caller's workspace (and the
  * composite foreign keys make a cross-workspace reference impossible in any case).
  */
-import { sql } from 'kysely';
 import * as configsRepo from '../db/repos/configs.js';
 import * as endpointsRepo from '../db/repos/endpoints.js';
 import * as jobsRepo from '../db/repos/jobs.js';
@@ -12,7 +11,8 @@ import type { Executor } from '../db/repos/scope.js';
 import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
 import type { EndpointPatch, EndpointRow, EndpointType } from '../db/types.js';
 import { isSystem, type Actor } from './actor.js';
-import { mutate, requireOwnership } from './audit.js';
+import { mutate } from './audited-mutation.js';
+import { requireOwnership } from './authorisation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { ArchivedError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from './errors.js';
 import {
@@ -89,6 +89,7 @@ function assertMutable(actor: Actor, row: EndpointRow): void {
   if (row.archived_at) throw new ArchivedError(row.id);
 }
 
+// An area factory: short methods sharing one context; its length is theirs added up (none is long).
 export function createEndpointService(ctx: ServiceContext) {
   const { db } = ctx;
 
@@ -236,7 +237,7 @@ export function createEndpointService(ctx: ServiceContext) {
               liveJobs: live,
             });
           }
-          return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, { archived_at: sql<Date>`now()` as never }));
+          return toEndpoint(await endpointsRepo.archiveEndpoint(trx, actor.workspaceId, row.id));
         },
       );
     },

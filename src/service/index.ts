@@ -11,7 +11,7 @@ import { createContext, type ServiceDeps } from './context.js';
 import { createEndpointService } from './endpoints.js';
 import { createExecutionControlService } from './execution-control.js';
 import { createHandlersService } from './handlers.js';
-import { createJobsService } from './jobs.js';
+import { createJobLifecycleService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createNodeService } from './nodes.js';
 import { createRunsService } from './runs.js';
@@ -28,7 +28,7 @@ import { noopObserver } from './observer.js';
  * them; metrics count them as finished CANCELLED). Inside a caller's transaction nothing has
  * committed yet: not reported. The endpoint's name is read only when someone is listening.
  */
-function reportingCancels<J extends ReturnType<typeof createJobsService>>(ctx: ServiceContext, jobs: J): J {
+function reportingCancels<J extends ReturnType<typeof createJobLifecycleService>>(ctx: ServiceContext, jobs: J): J {
   if (ctx.observer === noopObserver || ctx.outer) return jobs;
   return {
     ...jobs,
@@ -45,7 +45,7 @@ function reportingCancels<J extends ReturnType<typeof createJobsService>>(ctx: S
 
 export function createJobService(deps: ServiceDeps) {
   const ctx = createContext(deps);
-  const jobs = reportingCancels(ctx, createJobsService(ctx));
+  const jobs = reportingCancels(ctx, createJobLifecycleService(ctx));
   const control = createExecutionControlService(ctx);
   const catalog = createCatalogService(ctx);
   const endpoints = createEndpointService(ctx);

@@ -13,7 +13,8 @@ import { sql, type Transaction } from 'kysely';
 import type { DB } from '../db/types.js';
 import { canonicalJson } from './canonical-json.js';
 import { isSystem, seesInstallation, type Actor } from './actor.js';
-import { auditInput, auditingFailure, hasRole, mutate, requireOwnership } from './audit.js';
+import { auditInput, auditingFailure, mutate } from './audited-mutation.js';
+import { hasRole, requireOwnership } from './authorisation.js';
 import { insertJobInOneStatement } from '../db/queries/create-job.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { firstFireAt, nextOccurrences, normalizeCron } from './cron.js';
@@ -302,7 +303,11 @@ export function createJobsInternals(ctx: ServiceContext) {
   return { validateInput, nextFire, createJobIn, updateJobIn, cancelJobIn };
 }
 
-export function createJobsService(ctx: ServiceContext) {
+/**
+ * The jobs area of the service (createJobService brings every area together): create, update,
+ * pause, resume, cancel and read jobs, and read their executions and attempts.
+ */
+export function createJobLifecycleService(ctx: ServiceContext) {
   const { db } = ctx;
   const { nextFire, createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
 

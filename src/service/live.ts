@@ -3,9 +3,9 @@
  * workspace. A job, endpoint or run of another workspace is NOT_FOUND, as everywhere else; the
  * fan-out then only ever matches events of the workspace decided here.
  */
-import { sql } from 'kysely';
 import { z } from 'zod';
 import { positionBeforeJob, type EventMatch } from '../db/queries/events.js';
+import { eventHorizon, latestFindingId } from '../db/queries/stream-horizon.js';
 import { findEndpointById } from '../db/repos/endpoints.js';
 import { findJobById } from '../db/repos/jobs.js';
 import { scoped } from '../db/repos/scope.js';
@@ -102,12 +102,9 @@ export function createLiveService(ctx: ServiceContext) {
       const cursorOf = (id: bigint | string) => cursors.seal('event', id);
       const after = openAfter(cursors, 'event', input.after);
       if (after !== undefined && after > 0n) {
-        const { rows } = await sql<{ pruned: string; latest: string }>`
-          select events_pruned_through as pruned,
-                 (select case when is_called then last_value else 0 end from events_id_seq) as latest
-          from workspaces where id = ${workspaceId}`.execute(db);
-        assertCursorHandedOut(after, BigInt(rows[0]!.latest));
-        assertCursorKept(after, BigInt(rows[0]!.pruned), cursorOf);
+        const horizon = await eventHorizon(db, workspaceId);
+        assertCursorHandedOut(after, horizon.latest);
+        assertCursorKept(after, horizon.prunedThrough, cursorOf);
       }
       return {
         match: {
@@ -136,10 +133,7 @@ export function createLiveService(ctx: ServiceContext) {
       const cursors = await ctx.cursors.forWorkspace(db, scoped(actor.workspaceId));
       const from = openAfter(cursors, 'finding', after);
       if (from !== undefined && from > 0n) {
-        const { rows } = await sql<{
-          latest: string;
-        }>`select case when is_called then last_value else 0 end as latest from findings_id_seq`.execute(db);
-        assertCursorHandedOut(from, BigInt(rows[0]!.latest));
+        assertCursorHandedOut(from, await latestFindingId(db));
       }
       return { runId, after: from, cursors };
     },

@@ -36,9 +36,6 @@ export function decodeCursor(cursor: string): string {
   return match[1]!;
 }
 
-// The keyset predicate is SQL, so it lives in src/db; lists in the service reach it from here.
-export { afterCursor, type ListOrder } from '../db/repos/keyset.js';
-
 /**
  * Counting is bounded: past this many, a count reads the bound. An exact count of a million
  * rows costs a scan of them; a list screen needs "10,000+" there, not the digit.

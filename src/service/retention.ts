@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import * as retentionRepo from '../db/repos/retention.js';
 import type { Actor } from './actor.js';
-import { mutate } from './audit.js';
+import { mutate } from './audited-mutation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { DEFAULT_RETENTION, type RetentionDefaults } from './engine/retention.js';
 

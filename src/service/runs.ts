@@ -2,24 +2,26 @@
  * Recoverable runs, as operators and frontends see them: trigger (idempotent), cancel, read,
  * and their findings. The runner that executes them is src/service/engine/recoverable.ts.
  */
-import { sql } from 'kysely';
 import { z } from 'zod';
+import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
 import { isUuid, scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
-import { mutate, requireOwnership } from './audit.js';
+import { mutate } from './audited-mutation.js';
+import { requireOwnership } from './authorisation.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { hasLiveRegistration } from '../db/repos/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from './errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from './inputs.js';
-import { afterCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from './pagination.js';
+import { COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from './pagination.js';
 import { countFindings, findFinding, findingCounts, findingPage } from '../db/repos/findings.js';
+import * as runsRepo from '../db/repos/runs.js';
+import type { RunRecord } from '../db/types.js';
 import { withEventCursor } from './event-cursor.js';
 
-export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
-export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
-/** Why a run is paused: an operator's cancel, its worker's crash, or its own handler. */
-export type PauseKind = 'CANCELLED' | 'CRASHED' | 'HANDLER';
+import type { PauseKind, RunStatus, Severity } from '../db/types.js';
+
+export type { PauseKind, RunStatus, Severity } from '../db/types.js';
 
 export interface Run {
   id: string;
@@ -60,29 +62,30 @@ export interface Finding {
   createdAt: Date;
 }
 
-export interface RunRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  status: RunStatus;
-  params: unknown;
-  cursor: Buffer | null;
-  stats: Record<string, unknown>;
-  processed: string | number;
-  total: string | number | null;
-  started_at: Date;
-  updated_at: Date;
-  finished_at: Date | null;
-  heartbeat_at: Date | null;
-  error: string | null;
-  pause_reason: string | null;
-  pause_kind: PauseKind | null;
-  created_by_key_id: string | null;
-  /** The runner executing it now; null while no runner holds it. */
-  owner: string | null;
-}
+/** A runs row as read (every column; see src/db/types.ts). */
+export type RunRow = RunRecord;
 
-export const toRun = (r: RunRow): Run => {
+type RunFields = Pick<
+  RunRow,
+  | 'id'
+  | 'workspace_id'
+  | 'name'
+  | 'status'
+  | 'params'
+  | 'cursor'
+  | 'stats'
+  | 'processed'
+  | 'total'
+  | 'started_at'
+  | 'updated_at'
+  | 'finished_at'
+  | 'heartbeat_at'
+  | 'error'
+  | 'pause_reason'
+  | 'pause_kind'
+>;
+
+export const toRun = (r: RunFields): Run => {
   const processed = Number(r.processed);
   const total = r.total === null ? null : Number(r.total);
   return {
@@ -109,9 +112,9 @@ export const toRun = (r: RunRow): Run => {
 /** The run of this workspace with this id; NOT_FOUND otherwise (also for an id of another workspace). */
 export async function findRun(db: Executor, workspaceId: string, id: string): Promise<RunRow> {
   if (!isUuid(id)) throw new NotFoundError('Run', id);
-  const { rows } = await sql<RunRow>`select * from runs where workspace_id = ${scoped(workspaceId)} and id = ${id}`.execute(db);
-  if (!rows[0]) throw new NotFoundError('Run', id);
-  return rows[0];
+  const row = await runsRepo.findRunById(db, workspaceId, id);
+  if (!row) throw new NotFoundError('Run', id);
+  return row;
 }
 
 /** A findings row as the API shows it, its id sealed with its workspace's cursors. */
@@ -129,7 +132,7 @@ export const toFinding = (
 });
 
 export const triggerRunSchema = z.object({
-  name: z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1-200 letters, digits, _ . : -'),
+  name: z.string().regex(HANDLER_NAME, HANDLER_NAME_RULE),
   params: jsonValue().optional(),
   /** Queue the run even when no live worker has registered the handler (it waits for one). */
   force: z.boolean().nullish(),
@@ -176,6 +179,7 @@ export interface TriggerRunOptions {
   resumeCancelled?: boolean;
 }
 
+// An area factory: short methods sharing one context; its length is theirs added up (none is long).
 export function createRunsService(ctx: ServiceContext) {
   const { db } = ctx;
 
@@ -204,21 +208,18 @@ export function createRunsService(ctx: ServiceContext) {
               'start a worker that registers it, or trigger with force: true to queue the run until one does',
             );
           }
-          const ws = scoped(actor.workspaceId);
-          const live = async () =>
-            (
-              await sql<RunRow>`select * from runs where workspace_id = ${ws} and name = ${input.name}
-                              and status in ('RUNNING', 'CANCEL_REQUESTED', 'PAUSED') for update`.execute(trx)
-            ).rows[0];
+          const live = () => runsRepo.findLiveRunForUpdate(trx, actor.workspaceId, input.name);
           let row = await live();
           if (!row) {
-            const inserted = await sql<RunRow>`
-            insert into runs (workspace_id, name, params, created_by_key_id)
-            values (${ws}, ${input.name}, ${JSON.stringify(input.params ?? {})}, ${actor.keyId ?? null})
-            on conflict do nothing returning *`.execute(trx);
-            if (inserted.rows[0]) {
-              await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
-              return { run: toRun(inserted.rows[0]), outcome: 'STARTED' as const };
+            const inserted = await runsRepo.insertRunUnlessLive(trx, {
+              workspaceId: actor.workspaceId,
+              name: input.name,
+              params: input.params ?? {},
+              createdByKeyId: actor.keyId ?? null,
+            });
+            if (inserted) {
+              await runsRepo.notifyRunWaiting(trx, input.name);
+              return { run: toRun(inserted), outcome: 'STARTED' as const };
             }
             row = await live(); // lost the race: the winner is committed
             if (!row) throw new ConflictError('the run was triggered concurrently and has already finished; trigger it again');
@@ -226,11 +227,9 @@ export function createRunsService(ctx: ServiceContext) {
           if (row.status !== 'PAUSED') return { run: toRun(row), outcome: 'ACTIVE' as const };
           if (row.pause_kind === 'CANCELLED' && options.resumeCancelled === false) return { run: toRun(row), outcome: 'HELD' as const };
           // Resume: same cursor, stats and started_at; any runner with the handler takes it.
-          const resumed = await sql<RunRow>`
-          update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, updated_at = now()
-          where id = ${row.id} and status = 'PAUSED' returning *`.execute(trx);
-          await sql`select pg_notify('jobgate_runs', ${input.name})`.execute(trx);
-          return { run: toRun(resumed.rows[0]!), outcome: 'RESUMED' as const };
+          const resumed = await runsRepo.resumePausedRun(trx, row.id);
+          await runsRepo.notifyRunWaiting(trx, input.name);
+          return { run: toRun(resumed!), outcome: 'RESUMED' as const };
         }),
       );
     },
@@ -247,33 +246,23 @@ export function createRunsService(ctx: ServiceContext) {
       return withEventCursor(ctx, actor.workspaceId, () =>
         mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
           if (!isUuid(id)) throw new NotFoundError('Run', id);
-          const { rows } =
-            await sql<RunRow>`select * from runs where workspace_id = ${scoped(actor.workspaceId)} and id = ${id} for update`.execute(trx);
-          const row = rows[0];
+          const row = await runsRepo.findRunById(trx, actor.workspaceId, id, { forUpdate: true });
           if (!row) throw new NotFoundError('Run', id);
           requireOwnership(actor, row.created_by_key_id, `run ${id}`);
           if (row.status === 'COMPLETED' || row.status === 'FAILED')
             throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
           if (row.status === 'PAUSED') {
             if (row.pause_kind === 'CANCELLED') return toRun(row);
-            const held = await sql<RunRow>`
-            update runs set pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator (was: ' || coalesce(pause_reason, 'paused') || ')', updated_at = now()
-            where id = ${id} returning *`.execute(trx);
-            return toRun(held.rows[0]!);
+            return toRun(await runsRepo.markPausedRunCancelled(trx, id));
           }
           if (row.owner === null) {
             // No handler is running it to see a CANCEL_REQUESTED, and perhaps none ever will (a
             // handler no worker registers): left to a runner, the run could never be stopped. A
             // runner's take skips this locked row, and after the commit finds it paused.
-            const paused = await sql<RunRow>`
-            update runs set status = 'PAUSED', pause_kind = 'CANCELLED', pause_reason = 'cancelled by an operator', updated_at = now()
-            where id = ${id} returning *`.execute(trx);
-            return toRun(paused.rows[0]!);
+            return toRun(await runsRepo.pauseRunCancelled(trx, id));
           }
           if (row.status !== 'RUNNING') return toRun(row);
-          const updated =
-            await sql<RunRow>`update runs set status = 'CANCEL_REQUESTED', updated_at = now() where id = ${id} returning *`.execute(trx);
-          return toRun(updated.rows[0]!);
+          return toRun(await runsRepo.requestRunCancel(trx, id));
         }),
       );
     },
@@ -290,14 +279,8 @@ export function createRunsService(ctx: ServiceContext) {
       const filter = parseInput(runFilterSchema, rawFilter);
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
-      const ws = scoped(actor.workspaceId);
-      const after = page.after ? afterCursor('runs', decodeCursor(page.after), ws) : sql<boolean>`true`;
-      const { rows } = await sql<RunRow>`
-        select * from runs where workspace_id = ${ws}
-          and (${filter.name ?? null}::text is null or name = ${filter.name ?? null})
-          and (${filter.status ?? null}::text is null or status = ${filter.status ?? null})
-          and ${after}
-        order by created_at desc, id desc limit ${size + 1}`.execute(db);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await runsRepo.runPage(db, actor.workspaceId, filter, { limit: size + 1, afterId });
       return toConnection(rows, size, toRun);
     },
 
@@ -368,30 +351,16 @@ export function createRunsService(ctx: ServiceContext) {
       if (!isUuid(runId))
         return { findings: [] as Finding[], nextCursor: null, counts: [] as { kind: string; severity: Severity; count: number }[] };
       const cursors = await ctx.cursors.forWorkspace(db, ws);
-      const afterId = f.after ? cursors.open('finding', f.after, ['after']).toString() : '0';
+      const afterId = f.after ? cursors.open('finding', f.after, ['after']) : 0n;
       const size = f.first ?? 100;
-      const { rows } = await sql<{
-        id: string;
-        run_id: string;
-        kind: string;
-        severity: Severity;
-        resource_id: string;
-        detail: unknown;
-        created_at: Date;
-      }>`
-        select * from findings where workspace_id = ${ws} and run_id = ${runId} and id > ${afterId}
-          and (${f.kind ?? null}::text is null or kind = ${f.kind ?? null})
-          and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})
-        order by id limit ${size + 1}`.execute(db);
-      const counts = await sql<{ kind: string; severity: Severity; count: number }>`
-        select kind, severity, count(*)::int as count from findings where workspace_id = ${ws} and run_id = ${runId}
-        group by kind, severity order by kind, severity`.execute(db);
+      const rows = await findingPage(db, ws, runId, f, { limit: size + 1, afterId });
+      const counts = await findingCounts(db, ws, runId);
       const page = rows.slice(0, size).map((r) => toFinding(r, cursors));
       return {
         findings: page,
         // A page goes on after its last finding: its id is the cursor.
         nextCursor: rows.length > size ? page.at(-1)!.id : null,
-        counts: counts.rows,
+        counts,
       };
     },
   };

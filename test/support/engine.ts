@@ -48,7 +48,8 @@ export function engineHarness(t: TestDb): EngineHarness {
 export { eventually } from './eventually.js';
 import { eventually } from './eventually.js';
 
-export async function executionOf(t: TestDb, jobId: string) {
+/** Every execution of the job, oldest first. */
+export async function executionsOf(t: TestDb, jobId: string) {
   return (await t.query('select * from executions where job_id = $1 order by created_at', [jobId])).rows;
 }
 
@@ -60,7 +61,7 @@ export async function attemptsOf(t: TestDb, executionId: string) {
 export async function settled(t: TestDb, jobId: string, statuses = ['SUCCEEDED', 'FAILED', 'CANCELLED'], ms = 10_000) {
   return eventually(
     async () => {
-      const [ex] = await executionOf(t, jobId);
+      const [ex] = await executionsOf(t, jobId);
       return ex && statuses.includes(ex.status) ? ex : undefined;
     },
     ms,

@@ -5,10 +5,10 @@
 import { sql } from 'kysely';
 import { isUuid, scoped, type Executor } from './scope.js';
 
-export type AlertCondition = 'EXECUTION_FAILED' | 'RUN_FAILED' | 'INTERVAL_ERROR' | 'SCHEDULE_ERROR' | 'NO_SUCCESS' | 'FINDING';
-export type AlertSeverity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
-export type AlertKind = 'FIRING' | 'RESOLVED';
-export type AlertSubjectType = 'JOB' | 'RECOVERABLE' | 'INTERVAL';
+import type { AlertCondition, AlertKind, AlertSubjectType, Severity } from '../types.js';
+
+export type { AlertCondition, AlertKind, AlertSubjectType } from '../types.js';
+export type AlertSeverity = Severity;
 
 /**
  * What one notification says, in the one shape both sides use: the evaluator writes it

@@ -1,11 +1,43 @@
 /**
- * Reading the audit log: pages newest first by id (the `audit_log_workspace` index on
- * (workspace_id, id desc) serves every filter combination by walking it and filtering), and a
- * count that stops at its bound.
+ * The audit log: its one insert (every audited mutation's row, whatever its outcome), and its
+ * reads: pages newest first by id (the `audit_log_workspace` index on (workspace_id, id desc)
+ * serves every filter combination by walking it and filtering), and a count that stops at its
+ * bound.
  */
 import { sql } from 'kysely';
-import type { AuditRow } from '../types.js';
+import type { AuditLogTable, AuditRow } from '../types.js';
 import type { Executor } from './scope.js';
+
+export interface NewAuditEntry {
+  workspaceId: string;
+  actorKind: AuditLogTable['actor_kind'];
+  actorKeyId: string | null;
+  /** What was done, e.g. "job.create". */
+  action: string;
+  targetType: string | null;
+  targetId: string | null;
+  /** The caller's input, redacted, as JSON text (the service's auditInput). */
+  input: string;
+  /** OK, or the domain error code of the refusal. */
+  resultCode: string;
+}
+
+/** Writes one audit row, in the caller's transaction (or on its own on the pool). */
+export async function insertAuditEntry(ex: Executor, entry: NewAuditEntry): Promise<void> {
+  await ex
+    .insertInto('audit_log')
+    .values({
+      workspace_id: entry.workspaceId,
+      actor_kind: entry.actorKind,
+      actor_key_id: entry.actorKeyId,
+      action: entry.action,
+      target_type: entry.targetType,
+      target_id: entry.targetId,
+      input: entry.input,
+      result_code: entry.resultCode,
+    })
+    .execute();
+}
 
 export interface AuditListFilter {
   action?: string | null | undefined;

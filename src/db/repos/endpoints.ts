@@ -49,6 +49,17 @@ export async function updateEndpoint(db: Executor, workspaceId: string, id: stri
     .executeTakeFirstOrThrow();
 }
 
+/** Archives the endpoint (archived_at: the database's now()); the row as it is then. */
+export async function archiveEndpoint(db: Executor, workspaceId: string, id: string): Promise<EndpointRow> {
+  return db
+    .updateTable('endpoints')
+    .set({ archived_at: sql<Date>`now()`, updated_at: sql<Date>`now()` })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
 export async function listEndpoints(
   db: Executor,
   workspaceId: string,

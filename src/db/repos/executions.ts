@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Expression } from 'kysely';
 import type { AttemptRow, ExecutionRow, ExecutionStatus } from '../types.js';
 import type { ListOrder } from './keyset.js';
 import { countAtMost, orderedPage } from './listing.js';
@@ -8,7 +8,8 @@ export interface NewExecutionRow {
   workspace_id: string;
   job_id: string;
   endpoint_id: string;
-  scheduled_for: Date | string;
+  /** A time, or the database's clock (DATABASE_NOW in ../transaction.ts). */
+  scheduled_for: Date | string | Expression<Date>;
   max_attempts: number;
   lock_key?: string | null;
   trigger?: 'SCHEDULE' | 'MANUAL';

@@ -1,15 +1,89 @@
 /**
- * The handler catalogue's rows: which live workers registered a handler, and the one row of an
- * interval handler. Installation-level tables (`workers`, `interval_handlers`): no workspace.
+ * The handler catalogue's rows: which live workers registered a handler, the rows of interval
+ * handlers, and the schedules of recoverable ones. `workers` and `interval_handlers` are
+ * installation-level tables (no workspace); `run_schedules` belong to a workspace.
  */
 import { sql } from 'kysely';
-import type { Executor } from './scope.js';
+import type { IntervalHandlerRow, RunScheduleRow } from '../types.js';
+import { scoped, type Executor } from './scope.js';
+
+export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
+
+/** A live worker's registration of one handler (a worker with many handlers has a row each). */
+export interface LiveRegistrationRow {
+  id: string;
+  host: string;
+  pid: number;
+  started_at: Date;
+  heartbeat_at: Date;
+  kind: HandlerKind;
+  name: string;
+  /** INTERVAL: how long a tick may run, as registered. */
+  timeout_ms: number | null;
+  /** A recoverable registered with a schedule in the caller's workspace. */
+  scheduled_here: boolean;
+}
+
+/**
+ * The registrations of live workers (heartbeated within their own staleness window), by kind
+ * and name when given, ordered by kind, name, then the workers' start.
+ */
+export async function liveRegistrations(
+  ex: Executor,
+  workspaceId: string,
+  filter: { kind: HandlerKind | null; name: string | null },
+): Promise<LiveRegistrationRow[]> {
+  const { kind, name } = filter;
+  const { rows } = await sql<LiveRegistrationRow>`
+    select w.id, w.host, w.pid, w.started_at, w.heartbeat_at, h.kind, h.name, h."timeoutMs" as timeout_ms,
+           (h.kind = 'RECOVERABLE' and (h.cron is not null or h."everyMs" is not null)
+            and h.workspace = (select slug from workspaces where id = ${scoped(workspaceId)})) as scheduled_here
+    from workers w cross join lateral jsonb_to_recordset(w.handlers)
+      as h(kind text, name text, "timeoutMs" bigint, "everyMs" bigint, cron text, workspace text)
+    where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+      and (${kind}::text is null or h.kind = ${kind}) and (${name}::text is null or h.name = ${name})
+    order by h.kind, h.name, w.started_at, w.id`.execute(ex);
+  return rows;
+}
+
+/** The interval handlers' rows with these names (those that have one). */
+export async function intervalHandlersByName(ex: Executor, names: string[]): Promise<IntervalHandlerRow[]> {
+  if (names.length === 0) return [];
+  const { rows } = await sql<IntervalHandlerRow>`select * from interval_handlers where name = any(${names}::text[])`.execute(ex);
+  return rows;
+}
+
+/** The workspace's recoverable-handler schedules with these names (those that have one). */
+export async function runSchedulesByName(ex: Executor, workspaceId: string, names: string[]): Promise<RunScheduleRow[]> {
+  if (names.length === 0) return [];
+  const { rows } = await sql<RunScheduleRow>`
+    select * from run_schedules where workspace_id = ${scoped(workspaceId)} and name = any(${names}::text[])`.execute(ex);
+  return rows;
+}
+
+/** An interval handler's tick state, locked for update (a trigger's): who runs it now, since when, at which epoch. */
+export async function lockIntervalHandler(
+  ex: Executor,
+  name: string,
+): Promise<Pick<IntervalHandlerRow, 'owner' | 'run_started_at' | 'epoch'> | undefined> {
+  const { rows } = await sql<Pick<IntervalHandlerRow, 'owner' | 'run_started_at' | 'epoch'>>`
+    select owner, run_started_at, epoch from interval_handlers where name = ${name} for update`.execute(ex);
+  return rows[0];
+}
+
+/**
+ * Makes an interval handler's next tick due now. A running tick keeps its owner, so the next one
+ * is taken only once it ends: never two at once.
+ */
+export async function makeIntervalDueNow(ex: Executor, name: string): Promise<void> {
+  await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${name}`.execute(ex);
+}
 
 /**
  * Whether a live worker (heartbeated within its own staleness window) registered a handler of
  * this kind and name: what a trigger checks before queueing work only such a worker executes.
  */
-export async function hasLiveRegistration(db: Executor, kind: 'HANDLER' | 'RECOVERABLE' | 'INTERVAL', name: string): Promise<boolean> {
+export async function hasLiveRegistration(db: Executor, kind: HandlerKind, name: string): Promise<boolean> {
   const { rows } = await sql<{ live: boolean }>`
     select exists (
       select 1 from workers w cross join lateral jsonb_to_recordset(w.handlers) as h(kind text, name text)
@@ -18,19 +92,20 @@ export async function hasLiveRegistration(db: Executor, kind: 'HANDLER' | 'RECOV
   return rows[0]?.live === true;
 }
 
-export interface IntervalTickRow {
-  epoch: string;
-  owner: string | null;
-  run_started_at: Date | null;
-  /** The epoch of the tick whose outcome the last_* columns hold (migration 000023). */
-  last_epoch: string | null;
-  last_status: 'OK' | 'ERROR' | null;
-  last_count: string | null;
-  last_cause: 'HANDLER' | 'TIMEOUT' | 'CRASHED' | null;
-  last_error: string | null;
-  last_started_at: Date | null;
-  last_finished_at: Date | null;
-}
+/** An interval handler's tick state and last outcome; last_epoch is the tick whose outcome the last_* columns hold (migration 000023). */
+export type IntervalTickRow = Pick<
+  IntervalHandlerRow,
+  | 'epoch'
+  | 'owner'
+  | 'run_started_at'
+  | 'last_epoch'
+  | 'last_status'
+  | 'last_count'
+  | 'last_cause'
+  | 'last_error'
+  | 'last_started_at'
+  | 'last_finished_at'
+>;
 
 /** An interval handler's tick state and last outcome: one primary-key probe, no lock. */
 export async function intervalTick(db: Executor, name: string): Promise<IntervalTickRow | undefined> {

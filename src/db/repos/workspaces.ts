@@ -20,3 +20,19 @@ export async function ensureWorkspace(db: Executor, slug: string, name: string):
     .executeTakeFirst();
   return inserted ?? (await db.selectFrom('workspaces').selectAll().where('slug', '=', slug).executeTakeFirstOrThrow());
 }
+
+/** The key that seals the workspace's cursors (migration 000016); throws when there is no such workspace. */
+export async function findCursorKey(db: Executor, id: string): Promise<Buffer> {
+  const row = await db.selectFrom('workspaces').select('cursor_key').where('id', '=', id).executeTakeFirstOrThrow();
+  return row.cursor_key;
+}
+
+/** Creates a workspace; undefined when its slug is taken. */
+export async function insertWorkspace(db: Executor, slug: string, name: string): Promise<WorkspaceRow | undefined> {
+  return db
+    .insertInto('workspaces')
+    .values({ slug, name })
+    .onConflict((oc) => oc.column('slug').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}

@@ -1,36 +1,18 @@
 /**
- * Every mutation goes through `mutate`: the role check, the transaction, and the audit row
- * written in that same transaction (actor, action, target, redacted input, result). A refused
- * or failed action changes nothing and is audited on its own, with its error code.
+ * The audited mutation boundary. Every mutation goes through `mutate`: the role check, the
+ * transaction, and the audit row written in that same transaction (actor, action, target,
+ * redacted input, result). A refused or failed action changes nothing and is audited on its own,
+ * with its error code.
  */
-import { sql } from 'kysely';
 import type { Transaction } from 'kysely';
+import { insertAuditEntry } from '../db/repos/audit.js';
+import type { Executor } from '../db/repos/scope.js';
 import type { DB } from '../db/types.js';
 import type { Actor, Role } from './actor.js';
+import { requireRole } from './authorisation.js';
 import type { ServiceContext } from './context.js';
-import { DomainError, ForbiddenError } from './errors.js';
+import { DomainError } from './errors.js';
 import { MAX_JSON_DEPTH, storableText } from './inputs.js';
-
-const RANK: Record<Role, number> = { VIEWER: 1, OPERATOR: 2, ADMIN: 3 };
-
-export function hasRole(actor: Actor, needed: Role): boolean {
-  return RANK[actor.role] >= RANK[needed];
-}
-
-/** Throws FORBIDDEN unless the actor's role is at least `needed`. */
-export function requireRole(actor: Actor, needed: Role, what: string): void {
-  if (!hasRole(actor, needed)) throw new ForbiddenError(`${what} needs the ${needed} role; this key is ${actor.role}`);
-}
-
-/**
- * OPERATOR keys may change only what their own key created (or what was created on their
- * behalf); ADMIN may change anything in the workspace.
- */
-export function requireOwnership(actor: Actor, createdByKeyId: string | null, what: string): void {
-  if (actor.role === 'ADMIN' || actor.kind === 'system') return;
-  if (actor.keyId && createdByKeyId === actor.keyId) return;
-  throw new ForbiddenError(`an OPERATOR key may change only what it created; ${what} was created by another key`);
-}
 
 const SECRET_KEY = /secret|password|passwd|token|api[-_]?key|authorization|cookie|credential|session|x-auth|private[-_]?key/i;
 
@@ -78,16 +60,23 @@ export function auditInput(input: unknown): string {
 }
 
 async function writeAudit(
-  ex: Transaction<DB> | ServiceContext['db'],
+  ex: Executor,
   actor: Actor,
   action: string,
   target: { type: string; id?: string | undefined } | undefined,
   input: unknown,
   code: string,
 ): Promise<void> {
-  await sql`insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
-            values (${actor.workspaceId}, ${actor.kind}, ${actor.keyId ?? null}, ${action}, ${target?.type ?? null},
-                    ${target?.id ?? null}, ${auditInput(input)}, ${code})`.execute(ex);
+  await insertAuditEntry(ex, {
+    workspaceId: actor.workspaceId,
+    actorKind: actor.kind,
+    actorKeyId: actor.keyId ?? null,
+    action,
+    targetType: target?.type ?? null,
+    targetId: target?.id ?? null,
+    input: auditInput(input),
+    resultCode: code,
+  });
 }
 
 /**
