@@ -37,6 +37,7 @@ import { createListener, type Listener, type ListenMode } from '../../db/listene
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
+import { isSaturation } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
 import { createAvailability, type Availability } from './availability.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
@@ -122,7 +123,9 @@ export function createWorker(options: WorkerOptions): Worker {
   // claim overlaps the flush of the previous outcomes instead of waiting for it; at most
   // `concurrency` more leases are held for outcomes on their way to the database.
   let executing = 0;
-  const pendingCompletions: Completion[] = [];
+  // Outcomes to record, each with the attempt it is the outcome of (its endpoint, serial flag and
+  // ids), not looked up by execution: the execution may have been claimed again since.
+  const pendingCompletions: PendingOutcome[] = [];
   let flushing: Promise<void> | undefined;
   let running = false;
   let claiming = false;
@@ -138,9 +141,10 @@ export function createWorker(options: WorkerOptions): Worker {
   // The heartbeat in flight, if any: its answer decides what a silence meant.
   let beating: Promise<void> | undefined;
   // Why the last heartbeat failed, until one succeeds: the database could not be reached
-  // ('unreachable'), it answered with an error ('error'), or it did not answer in time ('timeout':
-  // a stuck connection, a lock wait; not a known outage).
-  let beatFailure: 'unreachable' | 'error' | 'timeout' | undefined;
+  // ('unreachable'), it answered with an error ('error'), it did not answer in time ('timeout':
+  // a stuck connection, a lock wait; not a known outage), or no connection was free for it
+  // ('saturated': a full pool, max_connections; the database answers others, so no outage).
+  let beatFailure: 'unreachable' | 'error' | 'timeout' | 'saturated' | undefined;
   // Whether this outage's "attempts keep running" line was logged.
   let keptRunningSaid = false;
   let listener: Listener | undefined;
@@ -264,6 +268,7 @@ export function createWorker(options: WorkerOptions): Worker {
     const earlier = inFlight.get(ex.id);
     if (earlier && !earlier.finished && !earlier.controller.signal.aborted) {
       log.warn(`worker ${id}: lease of ${ex.id} was taken over; aborting its earlier attempt`);
+      observer.leaseLost();
       earlier.controller.abort('lease-lost' satisfies AbortReason);
     }
     const controller = new AbortController();
@@ -301,7 +306,7 @@ export function createWorker(options: WorkerOptions): Worker {
         entry.held = completion;
         return;
       }
-      pendingCompletions.push(completion);
+      pendingCompletions.push({ completion, ex });
       scheduleFlush();
       // The slot is free now; when the last claim found the queue empty there is nothing to claim
       // into it until a hint arrives (a notification, the due timer, the flush below).
@@ -320,20 +325,26 @@ export function createWorker(options: WorkerOptions): Worker {
       // When the outcomes now queued first failed to be recorded, if they have.
       let failingSince: number | undefined;
       while (pendingCompletions.length > 0) {
-        const batch = pendingCompletions.splice(0, 1000);
+        const pending = pendingCompletions.splice(0, 1000);
+        const batch = pending.map((p) => p.completion);
         // A serial execution's outcome gives its job's next occurrence the turn.
-        if (batch.some((c) => inFlight.get(c.executionId)?.ex.serial)) freedTurn = true;
+        if (pending.some((p) => p.ex.serial)) freedTurn = true;
         const askedAt = performance.now();
         try {
           const accepted = await completeExecutions(pool, id, batch);
           availability.reached(askedAt);
-          for (const [executionId, status] of accepted)
-            observer.executionRecorded(inFlight.get(executionId)?.ex.endpoint_name ?? '', status as RecordedStatus);
-          for (const c of batch) {
-            if (accepted.has(c.executionId)) continue;
+          for (const { completion: c, ex } of pending) {
+            const status = accepted.get(c.executionId);
+            // Only the current lease records (one epoch per execution), so an accepted id is the
+            // outcome of the attempt of that epoch; an earlier, fenced-out one of the same batch
+            // is not.
+            if (status !== undefined && c.epoch === acceptedEpoch(pending, c.executionId, accepted)) {
+              observer.executionRecorded(ex.endpoint_name, status as RecordedStatus);
+              continue;
+            }
             // After a failed try the first one may have committed, its answer lost: then this
             // one matches nothing, and the outcome is recorded all the same.
-            const ids = idsOf(inFlight.get(c.executionId)?.ex, c.executionId);
+            const ids = idsOf(ex);
             if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`, ids);
             else
               log.warn(
@@ -363,7 +374,7 @@ export function createWorker(options: WorkerOptions): Worker {
               log.warn(
                 `worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying until the database answers`,
               );
-            pendingCompletions.unshift(...batch);
+            pendingCompletions.unshift(...pending);
             await new Promise((r) => setTimeout(r, delay).unref());
             continue;
           }
@@ -451,7 +462,7 @@ export function createWorker(options: WorkerOptions): Worker {
         }
       }
     } catch (error) {
-      if (availability.unreachable(error, 'heartbeat')) beatFailure = 'unreachable';
+      if (availability.unreachable(error, 'heartbeat')) beatFailure = isSaturation(error) ? 'saturated' : 'unreachable';
       else {
         beatFailure = 'error';
         log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
@@ -484,7 +495,7 @@ export function createWorker(options: WorkerOptions): Worker {
     if (running.length === 0) return;
     // The last heartbeat failed and the database is not known to be down: a heartbeat in flight
     // gets no more time, since another worker may already run these executions.
-    const failed = (beatFailure === 'error' || beatFailure === 'timeout') && !availability.down;
+    const failed = (beatFailure === 'error' || beatFailure === 'timeout' || beatFailure === 'saturated') && !availability.down;
     if (beating && !failed) return;
     if (availability.down) {
       if (!keptRunningSaid) {
@@ -496,11 +507,18 @@ export function createWorker(options: WorkerOptions): Worker {
       return;
     }
     if (!failed) return void beat();
-    for (const f of running) f.controller.abort('lease-lost' satisfies AbortReason);
-    log.error(
+    for (const f of running) {
+      observer.leaseLost();
+      f.controller.abort('lease-lost' satisfies AbortReason);
+    }
+    const why =
       beatFailure === 'timeout'
-        ? `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (heartbeats get no answer in time)`
-        : `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`,
+        ? 'heartbeats get no answer in time'
+        : beatFailure === 'saturated'
+          ? 'no database connection is free for heartbeats'
+          : 'the database answers but does not renew them';
+    log.error(
+      `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (${why})`,
     );
   }
 
@@ -635,7 +653,7 @@ export function createWorker(options: WorkerOptions): Worker {
           for (const f of left) {
             if (released.has(f.ex.id)) continue;
             f.released = false;
-            if (f.held) pendingCompletions.push(f.held);
+            if (f.held) pendingCompletions.push({ completion: f.held, ex: f.ex });
           }
           if (pendingCompletions.length > 0) scheduleFlush();
         }
@@ -647,6 +665,23 @@ export function createWorker(options: WorkerOptions): Worker {
       log.info(`worker ${id}: stopped`);
     },
   };
+}
+
+/** An outcome waiting to be recorded, and the attempt it ends. */
+interface PendingOutcome {
+  completion: Completion;
+  ex: ClaimedExecution;
+}
+
+/**
+ * The epoch whose outcome `accepted` answers for: the highest of the batch's outcomes of the
+ * execution (a claim only raises the epoch, and only the current lease records).
+ */
+function acceptedEpoch(pending: PendingOutcome[], executionId: string, accepted: Map<string, string>): number | undefined {
+  if (!accepted.has(executionId)) return undefined;
+  let epoch: number | undefined;
+  for (const p of pending) if (p.completion.executionId === executionId) epoch = Math.max(epoch ?? -Infinity, p.completion.epoch);
+  return epoch;
 }
 
 /** The ids an engine log line about one attempt carries (structured fields, see src/log.ts). */
