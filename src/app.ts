@@ -244,6 +244,8 @@ export async function startApp(
                   defaultTimeoutMs: config.worker.defaultTimeoutMs,
                   outboundAllow: config.worker.outboundAllow,
                   secrets,
+                  availability,
+                  leaseMs: config.worker.leaseMs,
                 })),
               }),
             }

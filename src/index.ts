@@ -297,7 +297,15 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       // Not started: its loop is for long-running processes; a pass calls its tick once.
       passScheduler ??= createScheduler({ pool: database.pool, log });
       return runDuePass(
-        { pool: database.pool, handlers, scheduler: passScheduler, defaultTimeoutMs: defaultTimeoutMs ?? 30_000, outboundAllow, secrets },
+        {
+          pool: database.pool,
+          handlers,
+          scheduler: passScheduler,
+          defaultTimeoutMs: defaultTimeoutMs ?? 30_000,
+          outboundAllow,
+          secrets,
+          availability,
+        },
         { limit },
       );
     },

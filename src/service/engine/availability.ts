@@ -83,6 +83,17 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
 }
 
 /**
+ * Whether leases that ran out may be reconciled now. Not while the database is unreachable, nor
+ * for `leaseMs` after it answers again: leases that ran out while nobody could reach the database
+ * are no evidence that their workers died, and the owners that lived through the outage get a
+ * lease's length to heartbeat, record or hand back first. A worker that did die is reconciled
+ * after that. Every reconciler asks this (the worker's loop, the serverless pass).
+ */
+export function mayReconcile(availability: Availability, leaseMs: number): boolean {
+  return !availability.down && availability.sinceBack() >= leaseMs;
+}
+
+/**
  * Runs `attempt` until it gets through, for start-up: while the database cannot be reached (an
  * outage, a server still starting, a database refusing connections) it waits, at most a second
  * between tries, and says so once through `availability` (and once when the database answers).

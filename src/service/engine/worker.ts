@@ -39,7 +39,7 @@ import { completeExecutions, type Completion } from '../../db/queries/complete.j
 import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import { isSaturation } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
-import { createAvailability, type Availability } from './availability.js';
+import { createAvailability, mayReconcile, type Availability } from './availability.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
@@ -97,12 +97,15 @@ export interface Worker {
   listenMode(): ListenMode | undefined;
 }
 
+/** A worker's lease unless configured. */
+export const DEFAULT_LEASE_MS = 30_000;
+
 export function createWorker(options: WorkerOptions): Worker {
   const { pool, log } = options;
   const id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const concurrency = options.concurrency ?? 10;
   const batchSize = options.batchSize ?? concurrency;
-  const leaseMs = options.leaseMs ?? 30_000;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const heartbeatMs = options.heartbeatMs ?? Math.min(10_000, Math.floor(leaseMs / 3));
   const fenceAfterMs = options.fenceAfterMs ?? Math.floor((leaseMs * 2) / 3);
   const pollMs = options.pollMs ?? 5_000;
@@ -523,10 +526,7 @@ export function createWorker(options: WorkerOptions): Worker {
   }
 
   async function reconcile() {
-    // Leases that ran out while nobody could reach the database are not evidence that their
-    // workers died: for a lease's length after an outage, the owners that lived through it get
-    // to heartbeat, record or hand back first. A worker that did die is reconciled after that.
-    if (availability.down || availability.sinceBack() < leaseMs) return;
+    if (!mayReconcile(availability, leaseMs)) return;
     const askedAt = performance.now();
     try {
       const rows = await reconcileExpiredLeases(pool);
