@@ -25,6 +25,7 @@ import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import { storableText } from '../inputs.js';
 import { createAvailability, type Availability } from './availability.js';
+import { onIntervalHint } from './wake.js';
 
 export interface IntervalContext {
   /** Aborted on timeout and at shutdown: stop promptly. */
@@ -199,6 +200,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   let running = false;
   let current: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
+  let unsubscribeHint: (() => void) | undefined;
 
   async function execute(name: string, epoch: string) {
     const handler = options.registry.get(name)!;
@@ -339,12 +341,15 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       await poll();
       timer = setInterval(() => void poll(), pollMs);
       timer.unref();
+      // A triggered tick: at once, after any pass in progress (which may have missed it).
+      unsubscribeHint = onIntervalHint(pool, () => void (current ? current.then(poll) : poll()));
     },
     /** Aborts running ticks, waits up to `graceMs` for them, and hands back the unfinished. */
     async stop({ graceMs = 10_000 } = {}) {
       if (!running) return;
       running = false;
       clearInterval(timer);
+      unsubscribeHint?.();
       // A take in flight starts its ticks: they are aborted and handed back below like any other,
       // rather than run on, unstopped, after stop() returned.
       await current;

@@ -43,6 +43,7 @@ import { createAvailability, mayReconcile, type Availability } from './availabil
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
+import { INTERVAL_HINT_PREFIX, wakeIntervals } from './wake.js';
 import { noopObserver, type Observer, type RecordedStatus } from '../observer.js';
 
 export interface WorkerOptions {
@@ -554,7 +555,9 @@ export function createWorker(options: WorkerOptions): Worker {
       applicationName: 'jobgate-worker-listen',
       observer,
       onHint(channel, payload) {
-        if (channel === 'jobgate_work') kick();
+        // A tick made due is the interval runner's (src/service/engine/wake.ts), not a claim's.
+        if (channel === 'jobgate_work' && payload?.startsWith(INTERVAL_HINT_PREFIX)) wakeIntervals(pool);
+        else if (channel === 'jobgate_work') kick();
         else if (payload) inFlight.get(payload)?.controller.abort('cancelled' satisfies AbortReason);
       },
       onListening: () => kick(), // anything added while we were not listening
