@@ -7,7 +7,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
-import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { createRunner } from '../../src/service/engine/recoverable-runner.js';
 import { createScheduler } from '../../src/service/engine/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { createHub } from '../../src/subscriptions/hub.js';

@@ -15,7 +15,8 @@ import type { Observer } from '../observer.js';
 import type { HandlerRegistry } from './handlers.js';
 import { createIntervalRunner, DEFAULT_INTERVAL_TIMEOUT_MS, type IntervalRegistry } from './intervals.js';
 import { createPresence, type Registration } from './presence.js';
-import { createRunner, type RecoverableRegistry } from './recoverable.js';
+import type { RecoverableRegistry } from './recoverable.js';
+import { createRunner } from './recoverable-runner.js';
 import { createRunScheduler } from './run-schedules.js';
 
 export interface EngineHostOptions {
