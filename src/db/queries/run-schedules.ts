@@ -71,11 +71,6 @@ export async function workspaceIdOf(pool: pg.Pool, slug: string): Promise<string
   return (await pool.query<{ id: string }>('select id from workspaces where slug = $1', [slug])).rows[0]?.id;
 }
 
-/** The database's clock. */
-export async function databaseNow(ex: pg.Pool | pg.PoolClient): Promise<Date> {
-  return (await ex.query<{ now: Date }>('select now() as now')).rows[0]!.now;
-}
-
 /** Locks the due schedules among `mine` (workspace, name), at most 100, skipping those locked elsewhere. */
 export async function takeDueSchedules(client: pg.PoolClient, mine: [name: string, workspaceId: string][], now: Date): Promise<DueRow[]> {
   const { rows } = await client.query<DueRow>(TAKE_DUE, [mine.map(([, ws]) => ws), mine.map(([name]) => name), now]);

@@ -23,7 +23,8 @@ import type { RecoverableRegistry, RunSchedule } from './recoverable.js';
 import { createAvailability, type Availability } from './availability.js';
 import { createPollLoop } from './poll-loop.js';
 import { inTransaction } from '../../db/transaction.js';
-import { advanceSchedule, databaseNow, takeDueSchedules, upsertRunSchedule, workspaceIdOf } from '../../db/queries/run-schedules.js';
+import { databaseNow } from '../../db/queries/clock.js';
+import { advanceSchedule, takeDueSchedules, upsertRunSchedule, workspaceIdOf } from '../../db/queries/run-schedules.js';
 
 export interface RunSchedulerOptions {
   pool: pg.Pool;

@@ -26,7 +26,7 @@ import { createAvailability, type Availability } from './availability.js';
 import { noopObserver, type Observer } from '../observer.js';
 import { createPollLoop } from './poll-loop.js';
 import { inTransaction } from '../../db/transaction.js';
-import { databaseNow } from '../../db/queries/run-schedules.js';
+import { databaseNow } from '../../db/queries/clock.js';
 import {
   advanceCronJobs,
   countRefusedOccurrences,
