@@ -36,14 +36,14 @@ import type pg from 'pg';
 import { createListener, type Listener, type ListenMode } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
-import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
-import { isSaturation } from '../../db/unavailable.js';
+import { reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
 import { createAvailability, mayReconcile, type Availability } from './availability.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
 import { INTERVAL_HINT_PREFIX, wakeIntervals } from './wake.js';
+import { createLeaseKeeper, idsOf } from './lease-keeper.js';
 import { noopObserver, type Observer, type RecordedStatus } from '../observer.js';
 
 export interface WorkerOptions {
@@ -74,7 +74,7 @@ export interface WorkerOptions {
   observer?: Observer | undefined;
 }
 
-interface InFlight {
+export interface InFlight {
   ex: ClaimedExecution;
   controller: AbortController;
   started: number;
@@ -141,16 +141,6 @@ export function createWorker(options: WorkerOptions): Worker {
   // The last claim found fewer due executions than it asked for (or failed).
   let drained = true;
   let limited = false;
-  let lastLeaseOk = performance.now();
-  // The heartbeat in flight, if any: its answer decides what a silence meant.
-  let beating: Promise<void> | undefined;
-  // Why the last heartbeat failed, until one succeeds: the database could not be reached
-  // ('unreachable'), it answered with an error ('error'), it did not answer in time ('timeout':
-  // a stuck connection, a lock wait; not a known outage), or no connection was free for it
-  // ('saturated': a full pool, max_connections; the database answers others, so no outage).
-  let beatFailure: 'unreachable' | 'error' | 'timeout' | 'saturated' | undefined;
-  // Whether this outage's "attempts keep running" line was logged.
-  let keptRunningSaid = false;
   let listener: Listener | undefined;
   const timers: NodeJS.Timeout[] = [];
   let dueTimer: NodeJS.Timeout | undefined;
@@ -160,6 +150,8 @@ export function createWorker(options: WorkerOptions): Worker {
   let claimRetries = 0;
   let unsubscribeBack: (() => void) | undefined;
   const idle: (() => void)[] = [];
+  const leases = createLeaseKeeper({ id, pool, log, observer, availability, inFlight, leaseMs, heartbeatMs, fenceAfterMs });
+  const beat = leases.beat;
 
   const notifyIdle = () => {
     if (inFlight.size === 0 && pendingCompletions.length === 0 && !flushing) idle.splice(0).forEach((f) => f());
@@ -221,7 +213,7 @@ export function createWorker(options: WorkerOptions): Worker {
         claimRetries = 0;
         clearTimeout(retryTimer);
         retryTimer = undefined;
-        if (claimed.length > 0) lastLeaseOk = Math.max(lastLeaseOk, sentAt);
+        if (claimed.length > 0) leases.claimedAt(sentAt);
         for (const ex of claimed) startAttempt(ex);
         // A full batch means there is probably more.
         drained = claimed.length < limit;
@@ -403,129 +395,6 @@ export function createWorker(options: WorkerOptions): Worker {
     });
   }
 
-  const fenceTickMs = Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4)));
-
-  /**
-   * One heartbeat at a time: a timer firing while one is in flight shares it. Each is bounded
-   * (see beatOnce), so a heartbeat that hangs releases the next tick to send a fresh one.
-   */
-  function beat(): Promise<void> {
-    beating ??= beatOnce().finally(() => {
-      beating = undefined;
-    });
-    return beating;
-  }
-
-  async function beatOnce() {
-    if (inFlight.size === 0) {
-      lastLeaseOk = performance.now();
-      beatFailure = undefined;
-      return;
-    }
-    const held = [...inFlight.values()].map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }));
-    const sentAt = performance.now();
-    // A heartbeat has no statement timeout of its own: one on a stuck pooled connection (a
-    // half-open socket, a lock wait) could hang for minutes while the self-fence waited on its
-    // answer and other workers' reconcilers took the leases. It gets until the fence is due (at
-    // least a fence tick, at most a heartbeat period); past that it counts as failed, not as an
-    // outage, and its late answer is ignored: the next heartbeat asks again.
-    const limitMs = Math.max(fenceTickMs, Math.min(heartbeatMs, fenceAfterMs - (sentAt - lastLeaseOk)));
-    let timer: NodeJS.Timeout | undefined;
-    const sent = heartbeat(pool, held, leaseMs);
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), limitMs);
-      timer.unref();
-    });
-    try {
-      const answer = await Promise.race([sent, timedOut]);
-      if (answer === 'timeout') {
-        sent.catch(() => {});
-        beatFailure = 'timeout';
-        log.warn(`worker ${id}: heartbeat got no answer within ${Math.round(limitMs)} ms; counted as failed`);
-        return;
-      }
-      const alive = answer;
-      availability.reached(sentAt);
-      lastLeaseOk = sentAt;
-      beatFailure = undefined;
-      keptRunningSaid = false;
-      for (const h of held) {
-        const f = inFlight.get(h.id);
-        // Only the attempt this heartbeat was sent for: the execution may have been claimed again
-        // since (its earlier lease taken over), and that attempt is answered by later heartbeats.
-        if (!f || f.ex.lease_epoch !== h.epoch || f.controller.signal.aborted) continue;
-        if (!alive.has(h.id)) {
-          // An ended attempt's outcome may have been recorded since the heartbeat was sent.
-          if (!f.finished) {
-            log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`, idsOf(f.ex));
-            observer.leaseLost();
-            f.controller.abort('lease-lost' satisfies AbortReason);
-          }
-        } else if (alive.get(h.id)) {
-          f.controller.abort('cancelled' satisfies AbortReason);
-        }
-      }
-    } catch (error) {
-      if (availability.unreachable(error, 'heartbeat')) beatFailure = isSaturation(error) ? 'saturated' : 'unreachable';
-      else {
-        beatFailure = 'error';
-        log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
-      }
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * The self-fence, when no heartbeat has succeeded for `fenceAfterMs`. An expired lease is still
-   * this worker's until another takes it over, and only the database can say whether that
-   * happened, so the attempts are not aborted for a silence the database explains:
-   *  - a heartbeat in flight: its answer decides (an execution missing from it is aborted); it
-   *    is bounded (beatOnce), and one that does not answer in time is a failure, not an outage;
-   *  - the database unreachable: the attempts run on, and when it answers the first heartbeat
-   *    (sent on its return) renews the leases nobody took and aborts the rest. Reconcilers wait
-   *    a lease after an outage, so an owner that lived through it renews first; only a worker
-   *    cut off alone, while the others reached the database, can find its executions taken;
-   *  - heartbeats that reached the database and failed, or got no answer in time (a hang is not
-   *    a known outage): the worker cannot learn whether it still holds its leases, so it aborts
-   *    its attempts before another worker may run them, whether or not a heartbeat is in flight;
-   *  - no heartbeat tried (the event loop was blocked): one is sent now.
-   */
-  function fenceCheck() {
-    const silent = performance.now() - lastLeaseOk;
-    if (silent < fenceAfterMs || inFlight.size === 0) return;
-    const running = [...inFlight.values()].filter((f) => !f.finished && !f.controller.signal.aborted);
-    // An attempt that has ended only waits for its outcome's record: nothing to stop.
-    if (running.length === 0) return;
-    // The last heartbeat failed and the database is not known to be down: a heartbeat in flight
-    // gets no more time, since another worker may already run these executions.
-    const failed = (beatFailure === 'error' || beatFailure === 'timeout' || beatFailure === 'saturated') && !availability.down;
-    if (beating && !failed) return;
-    if (availability.down) {
-      if (!keptRunningSaid) {
-        keptRunningSaid = true;
-        log.warn(
-          `worker ${id}: ${running.length} attempt(s) keep running although their leases cannot be renewed while the database is unreachable; whether they are still this worker's is asked first when it answers`,
-        );
-      }
-      return;
-    }
-    if (!failed) return void beat();
-    for (const f of running) {
-      observer.leaseLost();
-      f.controller.abort('lease-lost' satisfies AbortReason);
-    }
-    const why =
-      beatFailure === 'timeout'
-        ? 'heartbeats get no answer in time'
-        : beatFailure === 'saturated'
-          ? 'no database connection is free for heartbeats'
-          : 'the database answers but does not renew them';
-    log.error(
-      `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (${why})`,
-    );
-  }
-
   async function reconcile() {
     if (!mayReconcile(availability, leaseMs)) return;
     const askedAt = performance.now();
@@ -589,7 +458,7 @@ export function createWorker(options: WorkerOptions): Worker {
         return t;
       };
       every(heartbeatMs, beat);
-      every(fenceTickMs, fenceCheck);
+      every(leases.fenceTickMs, leases.fenceCheck);
       every(reconcileMs, reconcile);
       // The one referenced handle of a started worker, released by stop(): every other timer
       // and socket of the engine is unreferenced or comes and goes with the database, so when
@@ -685,9 +554,4 @@ function acceptedEpoch(pending: PendingOutcome[], executionId: string, accepted:
   let epoch: number | undefined;
   for (const p of pending) if (p.completion.executionId === executionId) epoch = Math.max(epoch ?? -Infinity, p.completion.epoch);
   return epoch;
-}
-
-/** The ids an engine log line about one attempt carries (structured fields, see src/log.ts). */
-function idsOf(ex: ClaimedExecution | undefined, executionId = ex?.id): { executionId?: string; jobId?: string; attempt?: number } {
-  return ex ? { executionId: ex.id, jobId: ex.job_id, attempt: ex.attempt_count } : { executionId };
 }
