@@ -35,7 +35,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { createListener, type Listener, type ListenMode } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
-import { completeExecutions, type Completion } from '../../db/queries/complete.js';
+import type { Completion } from '../../db/queries/complete.js';
 import { reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
 import { createAvailability, mayReconcile, type Availability } from './availability.js';
@@ -44,7 +44,8 @@ import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
 import { INTERVAL_HINT_PREFIX, wakeIntervals } from './wake.js';
 import { createLeaseKeeper, idsOf } from './lease-keeper.js';
-import { noopObserver, type Observer, type RecordedStatus } from '../observer.js';
+import { createOutcomeRecorder } from './outcome-recorder.js';
+import { noopObserver, type Observer } from '../observer.js';
 
 export interface WorkerOptions {
   pool: pg.Pool;
@@ -127,10 +128,6 @@ export function createWorker(options: WorkerOptions): Worker {
   // claim overlaps the flush of the previous outcomes instead of waiting for it; at most
   // `concurrency` more leases are held for outcomes on their way to the database.
   let executing = 0;
-  // Outcomes to record, each with the attempt it is the outcome of (its endpoint, serial flag and
-  // ids), not looked up by execution: the execution may have been claimed again since.
-  const pendingCompletions: PendingOutcome[] = [];
-  let flushing: Promise<void> | undefined;
   let running = false;
   let claiming = false;
   let claimRun: Promise<void> | undefined;
@@ -152,9 +149,28 @@ export function createWorker(options: WorkerOptions): Worker {
   const idle: (() => void)[] = [];
   const leases = createLeaseKeeper({ id, pool, log, observer, availability, inFlight, leaseMs, heartbeatMs, fenceAfterMs });
   const beat = leases.beat;
+  const outcomes = createOutcomeRecorder({
+    id,
+    pool,
+    log,
+    observer,
+    availability,
+    inFlight,
+    running: () => running,
+    onRetryScheduled: () => void armDueTimer(),
+    flushed(freedTurn) {
+      notifyIdle();
+      // A recorded outcome releases its lease, and can make other executions claimable (a
+      // concurrency slot of its endpoint, the next occurrence of a serial job): claim again if
+      // the lease cap held the last claim back, or if the last claim came back short and this
+      // flush freed a slot or a turn. Under load (full claims) ending attempts already keep the
+      // loop going.
+      if (heldBack || limited || (drained && freedTurn)) kick();
+    },
+  });
 
   const notifyIdle = () => {
-    if (inFlight.size === 0 && pendingCompletions.length === 0 && !flushing) idle.splice(0).forEach((f) => f());
+    if (inFlight.size === 0 && !outcomes.busy()) idle.splice(0).forEach((f) => f());
   };
 
   function kick() {
@@ -302,96 +318,10 @@ export function createWorker(options: WorkerOptions): Worker {
         entry.held = completion;
         return;
       }
-      pendingCompletions.push({ completion, ex });
-      scheduleFlush();
+      outcomes.record(completion, ex);
       // The slot is free now; when the last claim found the queue empty there is nothing to claim
       // into it until a hint arrives (a notification, the due timer, the flush below).
       if (!drained) kickSoon();
-    });
-  }
-
-  function scheduleFlush() {
-    if (flushing) return;
-    // Whether this flush records an outcome that can make another execution claimable.
-    let freedTurn = false;
-    flushing = (async () => {
-      // Let outcomes that finish in the same tick share the statement.
-      await new Promise((r) => setImmediate(r));
-      let failures = 0;
-      // When the outcomes now queued first failed to be recorded, if they have.
-      let failingSince: number | undefined;
-      while (pendingCompletions.length > 0) {
-        const pending = pendingCompletions.splice(0, 1000);
-        const batch = pending.map((p) => p.completion);
-        // A serial execution's outcome gives its job's next occurrence the turn.
-        if (pending.some((p) => p.ex.serial)) freedTurn = true;
-        const askedAt = performance.now();
-        try {
-          const accepted = await completeExecutions(pool, id, batch);
-          availability.reached(askedAt);
-          for (const { completion: c, ex } of pending) {
-            const status = accepted.get(c.executionId);
-            // Only the current lease records (one epoch per execution), so an accepted id is the
-            // outcome of the attempt of that epoch; an earlier, fenced-out one of the same batch
-            // is not.
-            if (status !== undefined && c.epoch === acceptedEpoch(pending, c.executionId, accepted)) {
-              observer.executionRecorded(ex.endpoint_name, status as RecordedStatus);
-              continue;
-            }
-            // After a failed try the first one may have committed, its answer lost: then this
-            // one matches nothing, and the outcome is recorded all the same.
-            const ids = idsOf(ex);
-            if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`, ids);
-            else
-              log.warn(
-                `worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`,
-                ids,
-              );
-          }
-          // A retry was scheduled: claim it if it is due already, else time it (claims running
-          // beside this flush could not see it; nor can a committed try whose answer was lost).
-          if (failingSince !== undefined || [...accepted.values()].includes('PENDING')) {
-            freedTurn = true;
-            void armDueTimer();
-          }
-          failures = 0;
-          failingSince = undefined;
-        } catch (error) {
-          // The database went away (a restart, a cut connection, an outage of any length): try
-          // again, at most a second apart, for as long as it takes and the worker runs, rather
-          // than lose these outcomes. They stay recordable: the fence is the lease's epoch, which
-          // only a reconciler or another claim moves, and reconcilers hold off for a lease after
-          // an outage (see reconcile) so the owners that lived through it record first.
-          const first = failingSince === undefined;
-          failingSince ??= performance.now();
-          if (running && availability.unreachable(error, 'recording outcomes')) {
-            const delay = Math.min(1_000, 100 * 2 ** failures++);
-            if (first)
-              log.warn(
-                `worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying until the database answers`,
-              );
-            pendingCompletions.unshift(...pending);
-            await new Promise((r) => setTimeout(r, delay).unref());
-            continue;
-          }
-          failingSince = undefined;
-          // The leases will expire and the reconciler will retry these: at-least-once.
-          log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
-        }
-        // Only the entry of this attempt: the execution may have been claimed again since (its
-        // earlier lease lost), and that attempt's entry keeps its heartbeats.
-        for (const c of batch) if (inFlight.get(c.executionId)?.ex.lease_epoch === c.epoch) inFlight.delete(c.executionId);
-      }
-    })().finally(() => {
-      flushing = undefined;
-      if (pendingCompletions.length > 0) scheduleFlush();
-      notifyIdle();
-      // A recorded outcome releases its lease, and can make other executions claimable (a
-      // concurrency slot of its endpoint, the next occurrence of a serial job): claim again if
-      // the lease cap held the last claim back, or if the last claim came back short and this
-      // flush freed a slot or a turn. Under load (full claims) ending attempts already keep the
-      // loop going.
-      if (heldBack || limited || (drained && freedTurn)) kick();
     });
   }
 
@@ -525,33 +455,15 @@ export function createWorker(options: WorkerOptions): Worker {
           for (const f of left) {
             if (released.has(f.ex.id)) continue;
             f.released = false;
-            if (f.held) pendingCompletions.push({ completion: f.held, ex: f.ex });
+            if (f.held) outcomes.record(f.held, f.ex);
           }
-          if (pendingCompletions.length > 0) scheduleFlush();
         }
       }
-      await flushing;
+      await outcomes.settled();
       // Outcomes of released attempts are fenced out; do not wait on them.
       for (const f of left) inFlight.delete(f.ex.id);
       await delivery.close().catch(() => {});
       log.info(`worker ${id}: stopped`);
     },
   };
-}
-
-/** An outcome waiting to be recorded, and the attempt it ends. */
-interface PendingOutcome {
-  completion: Completion;
-  ex: ClaimedExecution;
-}
-
-/**
- * The epoch whose outcome `accepted` answers for: the highest of the batch's outcomes of the
- * execution (a claim only raises the epoch, and only the current lease records).
- */
-function acceptedEpoch(pending: PendingOutcome[], executionId: string, accepted: Map<string, string>): number | undefined {
-  if (!accepted.has(executionId)) return undefined;
-  let epoch: number | undefined;
-  for (const p of pending) if (p.completion.executionId === executionId) epoch = Math.max(epoch ?? -Infinity, p.completion.epoch);
-  return epoch;
 }
