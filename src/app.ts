@@ -17,7 +17,7 @@ import { createEngineHost, type EngineHost } from './service/engine/host.js';
 import { IntervalRegistry } from './service/engine/intervals.js';
 import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { registerInternalHandlers } from './service/engine/reaper.js';
-import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
+import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron-job-scheduler.js';
 import { createWorker, type Worker } from './service/engine/worker.js';
 import { createPruner, eventsBatch, type Pruner, type PrunedBatch } from './service/engine/retention.js';
 import { createJobService, NotFoundError } from './service/index.js';
@@ -83,7 +83,7 @@ export async function startApp(
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
   let worker: Worker | undefined;
-  let scheduler: Scheduler | undefined;
+  let scheduler: CronJobScheduler | undefined;
   let hub: Hub | undefined;
   let host: EngineHost | undefined;
   let health: Health | undefined;
@@ -166,7 +166,7 @@ export async function startApp(
       onEventsPruned: (workspaceId, n) => pruned(eventsBatch(workspaceId, n)),
     });
     if (roles.worker) {
-      scheduler = createScheduler({ pool: database.pool, log, availability, observer });
+      scheduler = createCronJobScheduler({ pool: database.pool, log, availability, observer });
       scheduler.start();
       worker = createWorker({
         pool: database.pool,
@@ -217,7 +217,7 @@ export async function startApp(
     }
     if (roles.gateway) {
       const pool = database.pool;
-      const runScheduler = createScheduler({ pool, log });
+      const runScheduler = createCronJobScheduler({ pool, log });
       hub = createHub({ pool, connectionString: source.connectionString, log, observer });
       await hub.start();
       gateway = await startGateway({

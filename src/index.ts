@@ -18,7 +18,7 @@ import { createPruner, eventsBatch, type Pruner, type PrunerOptions } from './se
 import type { RetentionSettingsDefaults } from './service/retention.js';
 import { IntervalRegistry, type IntervalHandler } from './service/engine/intervals.js';
 import { RecoverableRegistry, type RecoverableHandler, type RunSchedule } from './service/engine/recoverable.js';
-import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
+import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron-job-scheduler.js';
 import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { migrate, verifyMigrated } from './db/migrate.js';
@@ -224,8 +224,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     onEventsPruned: (workspaceId, n) => options.retention?.onPruned?.(eventsBatch(workspaceId, n)),
   });
   const workers: Worker[] = [];
-  let scheduler: Scheduler | undefined;
-  let passScheduler: Scheduler | undefined;
+  let scheduler: CronJobScheduler | undefined;
+  let passScheduler: CronJobScheduler | undefined;
   const recoverables = new RecoverableRegistry();
   const intervals = new IntervalRegistry();
   let host: EngineHost | undefined;
@@ -248,7 +248,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     },
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       if (!scheduler) {
-        scheduler = createScheduler({ pool: database.pool, log, availability });
+        scheduler = createCronJobScheduler({ pool: database.pool, log, availability });
         scheduler.start();
       }
       if (!host) {
@@ -295,7 +295,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     },
     async runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
       // Not started: its loop is for long-running processes; a pass calls its tick once.
-      passScheduler ??= createScheduler({ pool: database.pool, log });
+      passScheduler ??= createCronJobScheduler({ pool: database.pool, log });
       return runDuePass(
         {
           pool: database.pool,

@@ -12,7 +12,7 @@ import { createJobgate } from '../../src/index.js';
 import { runDuePass } from '../../src/service/engine/run-due.js';
 import { createAvailability } from '../../src/service/engine/availability.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
-import { createScheduler } from '../../src/service/engine/scheduler.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
@@ -28,7 +28,7 @@ beforeAll(async () => {
   const handlers = new HandlerRegistry();
   handlers.register('count', undefined, () => void runs++);
   const log = createLogger('silent');
-  const scheduler = createScheduler({ pool: t.database.pool, log });
+  const scheduler = createCronJobScheduler({ pool: t.database.pool, log });
   gw = await startGateway({
     service: t.service,
     authenticate: async () => t.actor,

@@ -17,7 +17,7 @@ import { createIntervalRunner, DEFAULT_INTERVAL_TIMEOUT_MS, type IntervalRegistr
 import { createPresence, type Registration } from './presence.js';
 import type { RecoverableRegistry } from './recoverable.js';
 import { createRunner } from './recoverable-runner.js';
-import { createRunScheduler } from './run-schedules.js';
+import { createRunScheduleTicker } from './run-schedule-ticker.js';
 
 export interface EngineHostOptions {
   pool: pg.Pool;
@@ -92,7 +92,14 @@ export function createEngineHost(options: EngineHostOptions) {
     observer: options.observer,
   });
   const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
-  const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs, availability });
+  const schedules = createRunScheduleTicker({
+    pool,
+    log,
+    registry: options.recoverables,
+    trigger: options.triggerRun,
+    pollMs,
+    availability,
+  });
   let started = false;
 
   return {

@@ -15,20 +15,20 @@ import { mayReconcile, type Availability } from './availability.js';
 import type { SecretBox } from '../secrets.js';
 import { drainDue, type DrainResult } from './drain.js';
 import type { HandlerRegistry } from './handlers.js';
-import type { Scheduler } from './scheduler.js';
+import type { CronJobScheduler } from './cron-job-scheduler.js';
 import { DEFAULT_LEASE_MS } from './worker.js';
 
 export interface RunDueResult {
   /** Executions whose expired lease was reconciled, by the status they were left in. */
   reconciled: { retrying: number; failed: number; cancelled: number };
-  schedule: Awaited<ReturnType<Scheduler['tick']>>;
+  schedule: Awaited<ReturnType<CronJobScheduler['tick']>>;
   executions: DrainResult;
 }
 
 export interface RunDueDeps {
   pool: pg.Pool;
   handlers: HandlerRegistry;
-  scheduler: Pick<Scheduler, 'tick'>;
+  scheduler: Pick<CronJobScheduler, 'tick'>;
   defaultTimeoutMs: number;
   outboundAllow?: string[] | undefined;
   secrets?: SecretBox | undefined;

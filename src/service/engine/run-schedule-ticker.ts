@@ -26,7 +26,7 @@ import { inTransaction } from '../../db/transaction.js';
 import { databaseNow } from '../../db/queries/clock.js';
 import { advanceSchedule, takeDueSchedules, upsertRunSchedule, workspaceIdOf } from '../../db/queries/run-schedules.js';
 
-export interface RunSchedulerOptions {
+export interface RunScheduleTickerOptions {
   pool: pg.Pool;
   log: Logger;
   registry: RecoverableRegistry;
@@ -59,7 +59,7 @@ function nextAfter(
   return new Date(from.getTime() + Number(row.every_ms));
 }
 
-export function createRunScheduler(options: RunSchedulerOptions) {
+export function createRunScheduleTicker(options: RunScheduleTickerOptions) {
   const { pool, log } = options;
   const availability = options.availability ?? createAvailability(log, 'run schedules');
   const pollMs = options.pollMs ?? 1000;
@@ -166,4 +166,4 @@ export function createRunScheduler(options: RunSchedulerOptions) {
   };
 }
 
-export type RunScheduler = ReturnType<typeof createRunScheduler>;
+export type RunScheduleTicker = ReturnType<typeof createRunScheduleTicker>;

@@ -45,7 +45,7 @@ export const FIRE_ALL_CAP = 100;
 const MISSED_WALK_CAP = 10_000;
 const TAIL_WINDOW_MS = 3 * 3_600_000;
 
-export interface SchedulerOptions {
+export interface CronJobSchedulerOptions {
   pool: pg.Pool;
   log: Logger;
   /** Injected clock for tests; default: the database's now(). */
@@ -148,7 +148,7 @@ export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
   return plan;
 }
 
-export function createScheduler(options: SchedulerOptions) {
+export function createCronJobScheduler(options: CronJobSchedulerOptions) {
   const { pool, log } = options;
   const availability = options.availability ?? createAvailability(log, 'scheduler');
   const batchSize = options.batchSize ?? 500;
@@ -287,4 +287,4 @@ export function createScheduler(options: SchedulerOptions) {
   };
 }
 
-export type Scheduler = ReturnType<typeof createScheduler>;
+export type CronJobScheduler = ReturnType<typeof createCronJobScheduler>;
