@@ -1,4 +1,4 @@
--- The schema after migrations/000028_alert_notification_order.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000033_interval_wakeup.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -157,6 +157,14 @@ begin
       + greatest(0, floor(extract(epoch from (now() - old.run_started_at)) * 1000 / old.every_ms)::bigint - 1);
   end if;
   return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_notify_interval_due() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform pg_notify('jobgate_work', 'interval:' || new.name);
+  return null;
 end $$;
 
 CREATE FUNCTION public.jobgate_notify_work() RETURNS trigger
@@ -930,6 +938,8 @@ CREATE TRIGGER executions_pin_input BEFORE INSERT ON public.executions FOR EACH 
 CREATE TRIGGER findings_events_insert AFTER INSERT ON public.findings REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_insert();
 
 CREATE TRIGGER findings_events_mark BEFORE INSERT ON public.findings FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_mark();
+
+CREATE TRIGGER interval_handlers_notify_due AFTER UPDATE OF next_due_at ON public.interval_handlers FOR EACH ROW WHEN (((new.owner IS NULL) AND (new.next_due_at <= now()) AND (new.next_due_at IS DISTINCT FROM old.next_due_at))) EXECUTE FUNCTION public.jobgate_notify_interval_due();
 
 CREATE TRIGGER interval_handlers_streak BEFORE UPDATE ON public.interval_handlers FOR EACH ROW EXECUTE FUNCTION public.jobgate_interval_streak();
 

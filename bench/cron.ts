@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { migrate } from '../src/db/migrate.js';
 import { createDatabase } from '../src/db/pool.js';
 import { createLogger } from '../src/log.js';
-import { createScheduler } from '../src/service/engine/scheduler.js';
+import { createCronJobScheduler } from '../src/service/engine/cron-job-scheduler.js';
 import type { Figure } from './run.js';
 import { openServer } from './support/postgres.js';
 
@@ -39,7 +39,7 @@ export async function run(): Promise<Figure[]> {
     const due = (await pool.query(`select min(next_fire_at) as at from jobs where endpoint_id = $1`, [ep])).rows[0].at as Date;
     process.stderr.write(`bench cron: ${JOBS} jobs due at ${due.toISOString()}; waiting for that minute\n`);
 
-    const scheduler = createScheduler({ pool, log: createLogger('warn'), batchSize: 1000 });
+    const scheduler = createCronJobScheduler({ pool, log: createLogger('warn'), batchSize: 1000 });
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     scheduler.start();

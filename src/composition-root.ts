@@ -21,7 +21,7 @@ import { registerInternalHandlers } from './service/engine/reaper.js';
 import { RecoverableRegistry } from './service/engine/recoverable.js';
 import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/retention.js';
 import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
-import { createScheduler, type Scheduler } from './service/engine/scheduler.js';
+import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron-job-scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
 import { noopObserver, type Observer } from './service/observer.js';
@@ -209,7 +209,7 @@ function assemble(opened: Opened): Engine {
     intervals: options.intervals ?? new IntervalRegistry(),
   };
   const loops = createLoops(opened, registries, observer, pruned);
-  let passScheduler: Scheduler | undefined;
+  let passScheduler: CronJobScheduler | undefined;
   return {
     database,
     service: opened.service,
@@ -249,7 +249,7 @@ function assemble(opened: Opened): Engine {
     },
     runDue({ limit, defaultTimeoutMs, outboundAllow } = {}) {
       // Not started: its loop is for long-running processes; a pass calls its tick once.
-      passScheduler ??= createScheduler({ pool, log });
+      passScheduler ??= createCronJobScheduler({ pool, log });
       const deps = {
         pool,
         handlers,
@@ -257,6 +257,9 @@ function assemble(opened: Opened): Engine {
         defaultTimeoutMs: defaultTimeoutMs ?? defaults.defaultTimeoutMs,
         outboundAllow: outboundAllow ?? [...defaults.outboundAllow],
         secrets: options.secrets,
+        // The pass holds off reconciling leases during and just after an outage, as a worker does.
+        availability: opened.availability,
+        leaseMs: defaults.leaseMs,
       };
       return countedRunDue(observer, () => runDuePass(deps, { limit }));
     },
@@ -291,12 +294,12 @@ function createLoops(
   const { options, availability, retention } = opened;
   const { log } = options;
   const pool = opened.database.pool;
-  let scheduler: Scheduler | undefined;
+  let scheduler: CronJobScheduler | undefined;
   let host: EngineHost | undefined;
   let pruner: Pruner | undefined;
   return {
     async start(staleMs: number | undefined, pollMs: number | undefined): Promise<void> {
-      if (!scheduler) (scheduler = createScheduler({ pool, log, availability, observer })).start();
+      if (!scheduler) (scheduler = createCronJobScheduler({ pool, log, availability, observer })).start();
       if (host) return;
       host = createEngineHost({
         pool,

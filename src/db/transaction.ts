@@ -1,9 +1,11 @@
 /**
  * Transactions and savepoints: the only place jobgate says BEGIN, COMMIT, SAVEPOINT or ROLLBACK.
  * The service decides where its boundaries are (src/service/context.ts); this is how they are
- * drawn, on the pool or inside a caller's own open transaction.
+ * drawn, on the pool or inside a caller's own open transaction; the engine's loops, which work on
+ * plain pg connections, draw theirs with inTransaction.
  */
 import { sql, type RawBuilder, type Transaction } from 'kysely';
+import type pg from 'pg';
 import type { Db } from './pool.js';
 import type { Executor } from './repos/scope.js';
 import { isPgError, NO_ACTIVE_TRANSACTION } from './sqlstate.js';
@@ -71,3 +73,24 @@ export async function databaseNow(ex: Executor): Promise<Date> {
  * other `now()` of the transaction (a JS Date would round two writes in one millisecond together).
  */
 export const DATABASE_NOW: RawBuilder<Date> = sql<Date>`now()`;
+
+/**
+ * One transaction on one pooled connection: BEGIN, `fn`, COMMIT; ROLLBACK when `fn` (or the
+ * commit) throws, and the error is rethrown. A connection whose rollback failed is in an unknown
+ * state and is dropped by the pool rather than handed to the next caller.
+ */
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('begin');
+    const result = await fn(client);
+    await client.query('commit');
+    return result;
+  } catch (error) {
+    await client.query('rollback').catch((e: Error) => (broken = e));
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}

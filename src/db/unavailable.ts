@@ -56,6 +56,12 @@ const UNCODED_MESSAGES = [
   /Client has encountered a connection error and is not queryable/i,
 ];
 
+/**
+ * pg-pool's wait for a free client of a full pool running out: this process holds every
+ * connection it may open. Worth retrying, but the database answers (see isSaturation).
+ */
+const POOL_WAIT_TIMEOUT = /timeout exceeded when trying to connect/i;
+
 interface ErrorFields {
   code?: unknown;
   severity?: unknown;
@@ -82,6 +88,23 @@ function classify(error: unknown, depth: number): boolean {
   // that all failed as an AggregateError of the attempts; wrappers keep the original as `cause`.
   if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((inner) => classify(inner, depth + 1))) return true;
   return e.cause !== undefined && classify(e.cause, depth + 1);
+}
+
+/**
+ * Whether `error` means the database answers but has no connection for us just now: the server
+ * is at max_connections (53300), or this process's pool is full and the wait for a free client
+ * ran out. Retried like an outage (isConnectionError holds for it too), but it is not one: other
+ * processes reach the database meanwhile, so it proves nothing about leases running out
+ * unnoticed (a worker whose heartbeats fail so fences itself, src/service/engine/worker.ts). A
+ * 53300 while every client reconnects after a restart comes after the restart's own errors,
+ * which have already said the database was unreachable.
+ */
+export function isSaturation(error: unknown, depth = 0): boolean {
+  if (depth > 4 || error === null || typeof error !== 'object') return false;
+  const e = error as ErrorFields;
+  if (e.code === TOO_MANY_CONNECTIONS) return true;
+  if (typeof e.message === 'string' && POOL_WAIT_TIMEOUT.test(e.message)) return true;
+  return e.cause !== undefined && isSaturation(e.cause, depth + 1);
 }
 
 /**

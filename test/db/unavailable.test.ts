@@ -5,7 +5,9 @@
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isConnectionError } from '../../src/db/unavailable.js';
+import { isConnectionError, isSaturation } from '../../src/db/unavailable.js';
+import { createLogger } from '../../src/log.js';
+import { createAvailability } from '../../src/service/engine/availability.js';
 import { adminQuery, createEmptyDatabase } from '../support/db.js';
 
 const coded = (code: string, fields: Record<string, unknown> = {}) => Object.assign(new Error(`error ${code}`), { code, ...fields });
@@ -147,9 +149,33 @@ describe('isConnectionError on what a real server and network answer', { timeout
     try {
       const error = await failureOf(() => pool.query('select 1'));
       expect(isConnectionError(error)).toBe(true);
+      // Retried, but the database answers: a full pool is no outage.
+      expect(isSaturation(error)).toBe(true);
+      const availability = createAvailability(createLogger('silent'));
+      expect(availability.unreachable(error, 'test')).toBe(true);
+      expect(availability.down).toBe(false);
     } finally {
       held.release();
       await pool.end();
     }
+  });
+});
+
+describe('isSaturation', () => {
+  it('is too many connections (53300), not a lost connection or a refused one', () => {
+    expect(isSaturation(coded('53300'))).toBe(true);
+    expect(isSaturation(coded('57P01'))).toBe(false);
+    expect(isSaturation(coded('ECONNREFUSED'))).toBe(false);
+    expect(isSaturation(new Error('Connection terminated due to connection timeout'))).toBe(false);
+  });
+
+  it('leaves an outage that a restart began in place, and starts none', () => {
+    const availability = createAvailability(createLogger('silent'));
+    expect(availability.unreachable(coded('53300'), 'test')).toBe(true);
+    expect(availability.down).toBe(false);
+    expect(availability.unreachable(coded('57P01'), 'test')).toBe(true);
+    expect(availability.down).toBe(true);
+    expect(availability.unreachable(coded('53300'), 'test')).toBe(true);
+    expect(availability.down).toBe(true);
   });
 });

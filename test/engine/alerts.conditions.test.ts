@@ -298,7 +298,7 @@ describe('alert conditions', () => {
   it("alerts on a cron job's schedule error and resolves when it computes again", async () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'alerting.ok', kind: 'CRON', cron: { expression: '0 3 * * *' } });
     const rule = await t.service.createAlertRule(t.actor, { name: 'schedules', condition: 'SCHEDULE_ERROR', webhookEndpointId: webhookId });
-    // As the scheduler records a schedule it cannot compute (src/service/engine/scheduler.ts), and clears it.
+    // As the scheduler records a schedule it cannot compute (src/service/engine/cron-job-scheduler.ts), and clears it.
     await t.query(`update jobs set schedule_error = 'no next occurrence', schedule_error_at = now() where id = $1`, [job.id]);
     await evaluate();
     await evaluate();

@@ -9,6 +9,7 @@ import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
 import { IntervalRegistry, type IntervalHandler } from '../../src/service/engine/intervals.js';
 import { RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { createWorker } from '../../src/service/engine/worker.js';
 import { createJobService, createJobServiceIn } from '../../src/service/index.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
@@ -109,6 +110,38 @@ describe('on-demand interval handlers', () => {
     await eventually(async () => dueRuns === 1);
     await eventually(async () => (await stateOf('due')).never_due);
     expect(await stateOf('due')).toMatchObject({ every_ms: null, ok_runs: 1 });
+  });
+});
+
+describe('triggered ticks and the worker', () => {
+  it("start when the worker's listener hears the trigger, not at the interval runner's next poll", async () => {
+    const ran: string[] = [];
+    const intervals = new IntervalRegistry();
+    intervals.register({ name: 'woken', onDemand: true, run: ({ workerId }) => void ran.push(workerId) });
+    const log = createLogger('silent');
+    const handlers = new HandlerRegistry();
+    // Polls once a minute: only the notification can start the tick within the wait below.
+    const host = createEngineHost({
+      pool: t.database.pool,
+      log,
+      handlers,
+      recoverables: new RecoverableRegistry(),
+      intervals,
+      triggerRun: t.service.triggerRun,
+      staleMs: 2000,
+      pollMs: 60_000,
+    });
+    await host.start();
+    hosts.push(host);
+    const worker = createWorker({ pool: t.database.pool, connectionString: t.url, handlers, log, pollMs: 60_000 });
+    await worker.start();
+    try {
+      await eventually(async () => worker.listenMode() === 'notify', 5_000, 'the worker to listen');
+      await t.service.triggerHandler(installationAdmin(), { name: 'woken' });
+      await eventually(async () => ran.length === 1, 5_000, 'the triggered tick to run');
+    } finally {
+      await worker.stop({ graceMs: 1000 });
+    }
   });
 });
 

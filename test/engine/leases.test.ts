@@ -9,6 +9,7 @@ import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
 import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
+import { noopObserver } from '../../src/service/observer.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;
@@ -202,6 +203,53 @@ describe('leases', () => {
       'the worker to fence itself',
     );
     await t.query('drop trigger refuse_heartbeat on executions');
+  });
+
+  it('aborts its own attempts at the fence time when no database connection is free for heartbeats (a saturated server is no outage), and counts each lost lease', async () => {
+    const aborted: string[] = [];
+    h.handle('watchful', async (_input, ctx) => {
+      started.push(ctx.executionId);
+      await new Promise<void>((resolve) => {
+        void gate.then(resolve);
+        ctx.signal.addEventListener('abort', () => {
+          aborted.push(ctx.executionId);
+          resolve();
+        });
+      });
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'slow.watchful', kind: 'HANDLER', handlerName: 'watchful', jitter: false });
+    let leasesLost = 0;
+    const observer = { ...noopObserver, leaseLost: () => void leasesLost++ };
+    await h.worker({ workerId: 'worker-a', leaseMs: 1500, heartbeatMs: 300, fenceAfterMs: 1000, reconcileMs: 60_000, observer });
+    await t.service.createJob(t.actor, { endpointName: 'slow.watchful', kind: 'IMMEDIATE', maxAttempts: 1 });
+    await eventually(async () => started.length === 1);
+    // Heartbeats are refused with "too many connections" (53300); everything else answers.
+    await t.query(`create function saturate_heartbeat() returns trigger language plpgsql as $$
+      begin if new.lease_expires_at > old.lease_expires_at and new.status = 'RUNNING' then
+        raise exception 'sorry, too many clients already (test)' using errcode = '53300'; end if; return new; end $$`);
+    await t.query('create trigger saturate_heartbeat before update on executions for each row execute function saturate_heartbeat()');
+    try {
+      await eventually(async () => aborted.length === 1, 10_000, 'the attempt to be aborted while heartbeats find no connection');
+      expect(h.logs.some((l) => /aborted 1 attempt\(s\) before their leases expire \(no database connection is free/.test(l))).toBe(true);
+      expect(h.logs.some((l) => /the database is unreachable/.test(l))).toBe(false);
+      expect(leasesLost).toBe(1);
+    } finally {
+      await t.query('drop trigger saturate_heartbeat on executions');
+    }
+  });
+
+  it('counts a lease lost when a claim of the same execution proves it was taken over', async () => {
+    let leasesLost = 0;
+    const observer = { ...noopObserver, leaseLost: () => void leasesLost++ };
+    const w = await h.worker({ workerId: 'worker-a', leaseMs: 60_000, heartbeatMs: 60_000, reconcileMs: 60_000, observer });
+    await t.service.createJob(t.actor, { endpointName: 'slow.polite', kind: 'IMMEDIATE', maxAttempts: 3 });
+    await eventually(async () => started.length === 1);
+    // As a reconciler would after the lease ran out: the execution is due again, epoch unchanged
+    // until this worker's claim takes it with a new one.
+    await t.query(`update executions set status = 'PENDING', lease_owner = null, lease_expires_at = null, run_after = now()`);
+    w.kick();
+    await eventually(async () => started.length === 2, 10_000, 'the execution to be claimed again');
+    expect(leasesLost).toBe(1);
   });
 
   it('aborts its own attempts at the fence time when a heartbeat hangs (a stuck statement is no known outage)', async () => {

@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { createScheduler } from '../../src/service/engine/scheduler.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { createTestDb, TEST_SECRETS, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
@@ -43,7 +43,7 @@ async function fire(overlapPolicy: 'QUEUE' | 'ALLOW' | 'SKIP', minutes: number) 
     kind: 'CRON',
     cron: { expression: '* * * * *', overlapPolicy },
   });
-  const scheduler = createScheduler({ pool: t.database.pool, log: createLogger('silent'), clock });
+  const scheduler = createCronJobScheduler({ pool: t.database.pool, log: createLogger('silent'), clock });
   const results = [];
   for (let i = 0; i < minutes; i++) {
     now += 60_000;

@@ -3,14 +3,16 @@
  * bounded drain, behind a secret. And the same pass from the library, gate.runDue().
  */
 import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { claimExecutions } from '../../src/db/queries/claim.js';
 import { createJobgate } from '../../src/index.js';
 import { runDuePass } from '../../src/service/engine/run-due.js';
+import { createAvailability } from '../../src/service/engine/availability.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
-import { createScheduler } from '../../src/service/engine/scheduler.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
@@ -26,7 +28,7 @@ beforeAll(async () => {
   const handlers = new HandlerRegistry();
   handlers.register('count', undefined, () => void runs++);
   const log = createLogger('silent');
-  const scheduler = createScheduler({ pool: t.database.pool, log });
+  const scheduler = createCronJobScheduler({ pool: t.database.pool, log });
   gw = await startGateway({
     service: t.service,
     authenticate: async () => t.actor,
@@ -123,6 +125,36 @@ describe('POST /jobs/run-due', () => {
       ['run-due:killed', 'LEASE_EXPIRED'],
       [expect.stringMatching(/^run-due:/), 'SUCCEEDED'],
     ]);
+  });
+
+  it('holds off reconciling for a lease after an outage, as the worker does, so an attempt that ran through it is not taken from its worker', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'sls.outage', kind: 'HANDLER', handlerName: 'elsewhere', maxAttempts: 3 });
+    await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' });
+    // A worker elsewhere runs it; its lease ran out while nobody could reach the database.
+    const [claimed] = await claimExecutions(t.database.pool, {
+      workerId: 'worker:through-outage',
+      limit: 1,
+      handlers: ['elsewhere'],
+      leaseMs: 60_000,
+      limitedEndpoints: false,
+    });
+    await t.query(`update executions set lease_expires_at = now() - interval '1 second' where id = $1`, [claimed!.id]);
+    const availability = createAvailability(createLogger('silent'));
+    availability.unreachable(Object.assign(new Error('terminating connection'), { code: '57P01' }), 'test');
+    availability.reached(performance.now());
+    const deps = {
+      pool: t.database.pool,
+      handlers: new HandlerRegistry(),
+      scheduler: { tick: async () => ({}) as never },
+      defaultTimeoutMs: 5000,
+    };
+    const within = await runDuePass({ ...deps, availability, leaseMs: 60_000 });
+    expect(within.reconciled).toEqual({ retrying: 0, failed: 0, cancelled: 0 });
+    const { rows } = await t.query(`select status, lease_owner from executions where id = $1`, [claimed!.id]);
+    expect(rows[0]).toEqual({ status: 'RUNNING', lease_owner: 'worker:through-outage' });
+    // Once the grace is over (a lease of 0 here), its lease is reconciled as any.
+    const after = await runDuePass({ ...deps, availability, leaseMs: 0 });
+    expect(after.reconciled.retrying).toBe(1);
   });
 
   it('is gate.runDue() in the library: the same pass, with the handlers registered there and no worker started', async () => {

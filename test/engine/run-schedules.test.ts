@@ -9,7 +9,7 @@ import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
 import { IntervalRegistry } from '../../src/service/engine/intervals.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createRunScheduler } from '../../src/service/engine/run-schedules.js';
+import { createRunScheduleTicker } from '../../src/service/engine/run-schedule-ticker.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
@@ -183,7 +183,7 @@ describe('scheduled recoverable jobs', () => {
       schedule: { cron: '30 2 * * *', timezone: 'America/New_York' },
       run: async () => outcome.completed(),
     });
-    const scheduler = createRunScheduler({
+    const scheduler = createRunScheduleTicker({
       pool: t.database.pool,
       log: createLogger('silent'),
       registry: recoverables,

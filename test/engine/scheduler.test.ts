@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { nextOccurrences } from '../../src/service/cron.js';
 import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
-import { createScheduler } from '../../src/service/engine/scheduler.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway } from '../support/graphql.js';
@@ -31,7 +31,7 @@ function clockAt(start: string) {
   return {
     clock,
     service: createJobService({ db: t.db, defaultMaxAttempts: 5, clock: async () => clock() }),
-    scheduler: () => createScheduler({ pool: t.database.pool, log, clock, batchSize: 200 }),
+    scheduler: () => createCronJobScheduler({ pool: t.database.pool, log, clock, batchSize: 200 }),
     set: (iso: string) => void (now = new Date(iso).getTime()),
     advance: (ms: number) => void (now += ms),
     get now() {
@@ -333,7 +333,7 @@ describe('the reaper', () => {
     );
     // Its first occurrence is the database's now(), with microseconds: the tick's compare-and-set
     // must still match it, fire once and move on.
-    const s = createScheduler({ pool: t.database.pool, log });
+    const s = createCronJobScheduler({ pool: t.database.pool, log });
     const first = await s.tick();
     expect(first.fired).toBe(2); // one reaper per workspace
     expect((await s.tick()).fired).toBe(0);

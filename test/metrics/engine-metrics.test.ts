@@ -8,8 +8,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createDatabaseProbes } from '../../src/service/probes.js';
 import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
-import { createRunner, outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createScheduler } from '../../src/service/engine/scheduler.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { createRunner } from '../../src/service/engine/recoverable-runner.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { createHub } from '../../src/subscriptions/hub.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
@@ -50,7 +51,7 @@ describe('engine metrics', () => {
       name: 'every-minute',
       cron: { expression: '* * * * *', timezone: 'UTC', misfirePolicy: 'FIRE_LATEST', overlapPolicy: 'SKIP' },
     });
-    const scheduler = createScheduler({ pool: t.database.pool, log, clock, observer: metrics.observer });
+    const scheduler = createCronJobScheduler({ pool: t.database.pool, log, clock, observer: metrics.observer });
     // Down from 00:10:30 to 00:15:30: 00:11 to 00:15 are due; the latest fires, 30 s late, four are missed.
     now = new Date('2030-01-01T00:15:30Z').getTime();
     expect(await scheduler.tick()).toMatchObject({ fired: 1, missed: 4 });

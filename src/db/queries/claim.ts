@@ -16,6 +16,7 @@
  * same free slots. Endpoints without a limit (the common case) take the single-statement path.
  */
 import type pg from 'pg';
+import { inTransaction } from '../transaction.js';
 
 export interface ClaimedExecution {
   id: string;
@@ -75,6 +76,18 @@ join jobs j on j.id = cl.job_id
 join endpoints en on en.id = cl.endpoint_id
 left join configs cf on cf.id = en.config_id`;
 
+/**
+ * Claimable, the one definition every claim path uses (the execution is `e`, its job `j`): due,
+ * PENDING, of a job that runs. A paused job's executions wait, but for a manual trigger (an
+ * operator's explicit "run it anyway").
+ */
+const CLAIMABLE = `e.status = 'PENDING'
+    and e.run_after <= now()
+    and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))`;
+
+/** Deliverable by this worker (the endpoint is `en`; `handlers` the parameter of its handler names). */
+const DELIVERABLE = (handlers: string) => `(en.kind = 'HTTP' or en.handler_name = any(${handlers}::text[]))`;
+
 // Serial executions (a QUEUE cron job's occurrences) run one at a time, in occurrence order:
 // one is a candidate only while none of its job runs and no earlier one of its job is pending.
 // Within one statement only the earliest qualifies; a concurrent claim sees the earliest still
@@ -91,12 +104,10 @@ with candidates as (
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
-  where e.status = 'PENDING'
-    and e.run_after <= now()
-    and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))
+  where ${CLAIMABLE}
     and ${SERIAL_TURN}
     and en.concurrency_limit is null
-    and (en.kind = 'HTTP' or en.handler_name = any($3::text[]))
+    and ${DELIVERABLE('$3')}
   order by e.run_after, e.id
   limit ${limit}
   for update of e skip locked
@@ -108,10 +119,9 @@ select en.id, en.concurrency_limit,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
 from endpoints en
 where en.concurrency_limit is not null
-  and (en.kind = 'HTTP' or en.handler_name = any($1::text[]))
+  and ${DELIVERABLE('$1')}
   and exists (select 1 from executions e join jobs j on j.id = e.job_id
-              where e.endpoint_id = en.id and e.status = 'PENDING' and e.run_after <= now()
-                and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL')))
+              where e.endpoint_id = en.id and ${CLAIMABLE})
   and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
 
 // $3 the endpoint, $4 the most this claim may take, $5 the endpoint's concurrency limit.
@@ -121,9 +131,7 @@ with candidates as (
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
-  where e.status = 'PENDING'
-    and e.run_after <= now()
-    and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))
+  where ${CLAIMABLE}
     and ${SERIAL_TURN}
     and e.endpoint_id = $3
   order by e.run_after, e.id
@@ -170,9 +178,7 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
     const { rows } = await pool.query<ClaimedExecution>(claimUnlimited(o));
     return rows;
   }
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  return inTransaction(pool, async (client) => {
     const { rows } = await client.query<ClaimedExecution>(claimUnlimited(o));
     let room = o.limit - rows.length;
     if (room > 0) {
@@ -195,14 +201,8 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
         if (room <= 0) break;
       }
     }
-    await client.query('commit');
     return rows;
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** Whether any endpoint has a concurrency limit; the claim path is simpler when none does. */

@@ -1,4 +1,4 @@
-import { sql, type Expression } from 'kysely';
+import { sql, type Expression, type RawBuilder } from 'kysely';
 import type { AttemptRow, ExecutionRow, ExecutionStatus } from '../types.js';
 import type { ListOrder } from './keyset.js';
 import { countAtMost, orderedPage } from './listing.js';
@@ -156,24 +156,33 @@ export async function findExecutionById(db: Executor, workspaceId: string, id: s
 /**
  * Cancels a job's live executions: pending ones at once, running ones asked to abort (they end
  * CANCELLED when their attempt returns or their lease is reconciled). Returns how many were
- * cancelled at once. One UPDATE over both states, on purpose: a row is re-read when it is locked,
- * so an attempt's outcome or the reconciler turning it from RUNNING back to PENDING (a retry)
- * while this runs still has it cancelled. Two statements (pending, then running) each missed a
- * row that moved between them, and left it PENDING on a retired job, never claimed, holding its
- * lock key for good.
+ * cancelled at once. Must run inside the caller's transaction when the job changes with it.
  */
 export async function cancelLiveExecutions(db: Executor, workspaceId: string, jobId: string, reason: string): Promise<number> {
-  const { rows } = await sql<{ id: string; status: string }>`
+  const { rows } = await cancelLiveExecutionsOf(sql`workspace_id = ${scoped(workspaceId)} and job_id = ${jobId}`, reason).execute(db);
+  for (const row of rows) if (row.status === 'RUNNING') await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
+  return rows.filter((r) => r.status === 'CANCELLED').length;
+}
+
+/**
+ * The statement that cancels live executions, the one definition (cancelJob's, and the reaper's
+ * retiring ended cron jobs, src/db/queries/reap.ts): `jobs` selects the executions by job. One
+ * UPDATE over both states, on purpose: a row is re-read when it is locked, so an attempt's
+ * outcome or the reconciler turning it from RUNNING back to PENDING (a retry) while this runs
+ * still has it cancelled. Two statements (pending, then running) each missed a row that moved
+ * between them, and left it PENDING on a retired job, never claimed, holding its lock key for
+ * good. Returns each execution with its new status (RUNNING: asked to abort).
+ */
+export function cancelLiveExecutionsOf(jobs: RawBuilder<unknown>, reason: string): RawBuilder<{ id: string; status: string }> {
+  return sql<{ id: string; status: string }>`
     update executions
     set status = case when status = 'PENDING' then 'CANCELLED' else status end,
         finished_at = case when status = 'PENDING' then now() else finished_at end,
         last_error = case when status = 'PENDING' then ${reason} else last_error end,
         cancel_requested_at = case when status = 'RUNNING' then coalesce(cancel_requested_at, now()) else cancel_requested_at end,
         updated_at = now()
-    where workspace_id = ${scoped(workspaceId)} and job_id = ${jobId} and status in ('PENDING', 'RUNNING')
-    returning id, status`.execute(db);
-  for (const row of rows) if (row.status === 'RUNNING') await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
-  return rows.filter((r) => r.status === 'CANCELLED').length;
+    where ${jobs} and status in ('PENDING', 'RUNNING')
+    returning id, status`;
 }
 
 /** Moves the job's not-yet-started scheduled execution (a DELAYED job has one) to a new time. */

@@ -26,6 +26,8 @@
  *     delivers them, so a destination that is down delays delivery and never blocks this pass;
  *  5. moves the cursor. Everything commits together, or the pass rolls back and runs again.
  */
+import { inTransaction } from '../../db/transaction.js';
+import { databaseNow } from '../../db/queries/clock.js';
 import type pg from 'pg';
 import {
   eventsToEvaluate,
@@ -126,15 +128,11 @@ async function pass(
   batch: number,
   settleWaitMs: number,
 ): Promise<{ evaluated: boolean; more: boolean; notifications: number }> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  return inTransaction(pool, async (client) => {
     const cur = await lockCursor(client, workspaceId);
-    if (!cur) {
-      await client.query('rollback');
-      return { evaluated: false, more: false, notifications: 0 };
-    }
-    const now = (await client.query<{ now: Date }>('select now() as now')).rows[0]!.now;
+    // No cursor row: nothing was written, so the (empty) commit is as good as a rollback.
+    if (!cur) return { evaluated: false, more: false, notifications: 0 };
+    const now = await databaseNow(client);
     const { upTo, pending } = await settle(client, cur, settleWaitMs);
     const rules = await lockActiveRules(client, workspaceId);
     let eventsTo = upTo.events;
@@ -215,14 +213,8 @@ async function pass(
       await evaluator.digests(new Map(rules.map((r) => [r.id, r])));
     }
     await saveCursor(client, workspaceId, { events: eventsTo, findings: findingsTo, pending: more ? null : pending });
-    await client.query('commit');
     return { evaluated: true, more, notifications: evaluator.notified };
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The states of one pass, what it changes in them, and the notifications it writes. */

@@ -7,13 +7,15 @@
  */
 import { performance } from 'node:perf_hooks';
 import { explainFault } from '../../db/faults.js';
-import { isConnectionError } from '../../db/unavailable.js';
+import { isConnectionError, isSaturation } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
 
 export interface Availability {
   /**
-   * Whether `error` means the database is unreachable. If so the outage is noted (the first
-   * report of one is logged) and the caller should wait and retry without logging it itself.
+   * Whether the caller should wait and retry `error` without logging it itself: the database is
+   * unreachable (the outage is noted, and the first report of one logged), or it answers but has
+   * no connection for us just now (a saturated pool, isSaturation: logged once until a statement
+   * is answered, and no outage: `down` stays as it was).
    */
   unreachable(error: unknown, what: string): boolean;
   /**
@@ -37,10 +39,18 @@ export interface Availability {
 export function createAvailability(log: Logger, name = 'jobgate'): Availability {
   let downSince: number | undefined;
   let backAt: number | undefined;
+  let saturatedSaid = false;
   const listeners = new Set<() => void>();
   return {
     unreachable(error, what) {
       if (!isConnectionError(error)) return false;
+      if (isSaturation(error)) {
+        if (!saturatedSaid) {
+          saturatedSaid = true;
+          log.warn(`${name}: no database connection free (${what}: ${(error as Error)?.message ?? String(error)}); retrying`);
+        }
+        return true;
+      }
       if (downSince === undefined) {
         downSince = performance.now();
         log.warn(
@@ -50,6 +60,7 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
       return true;
     },
     reached(askedAt) {
+      saturatedSaid = false;
       if (downSince === undefined || askedAt < downSince) return;
       const ms = performance.now() - downSince;
       downSince = undefined;
@@ -69,6 +80,17 @@ export function createAvailability(log: Logger, name = 'jobgate'): Availability 
       return () => void listeners.delete(fn);
     },
   };
+}
+
+/**
+ * Whether leases that ran out may be reconciled now. Not while the database is unreachable, nor
+ * for `leaseMs` after it answers again: leases that ran out while nobody could reach the database
+ * are no evidence that their workers died, and the owners that lived through the outage get a
+ * lease's length to heartbeat, record or hand back first. A worker that did die is reconciled
+ * after that. Every reconciler asks this (the worker's loop, the serverless pass).
+ */
+export function mayReconcile(availability: Availability, leaseMs: number): boolean {
+  return !availability.down && availability.sinceBack() >= leaseMs;
 }
 
 /**

@@ -19,6 +19,7 @@
 import type pg from 'pg';
 import { completeExecutions } from '../../db/queries/complete.js';
 import { leaseHeld } from '../../db/queries/fence.js';
+import { inTransaction } from '../../db/transaction.js';
 import { LeaseLostError } from '../errors.js';
 
 export interface FencedTransactionOptions {
@@ -44,10 +45,7 @@ export interface FenceScope {
 export function fencedTransaction(scope: FenceScope): FencedTransaction {
   const { executionId, epoch } = scope;
   return async (fn, options = {}) => {
-    const client = await scope.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('begin');
+    const result = await inTransaction(scope.pool, async (client) => {
       if (!(await leaseHeld(client, executionId, epoch, { lock: false }))) throw new LeaseLostError(executionId, epoch);
       const result = await fn(client);
       if (!(await leaseHeld(client, executionId, epoch, { lock: true, renewMs: scope.leaseMs ?? 0 })))
@@ -69,15 +67,9 @@ export function fencedTransaction(scope: FenceScope): FencedTransaction {
         // The row is locked under our lease: only a bug could make the fence refuse here.
         if (!accepted.has(executionId)) throw new LeaseLostError(executionId, epoch);
       }
-      await client.query('commit');
-      if (options.complete) scope.onRecorded();
       return result;
-    } catch (error) {
-      await client.query('rollback').catch((e: Error) => (broken = e));
-      throw error;
-    } finally {
-      // A connection whose rollback failed is in an unknown state: the pool drops it.
-      client.release(broken);
-    }
+    });
+    if (options.complete) scope.onRecorded();
+    return result;
   };
 }

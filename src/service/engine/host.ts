@@ -15,8 +15,9 @@ import type { Observer } from '../observer.js';
 import type { HandlerRegistry } from './handlers.js';
 import { createIntervalRunner, DEFAULT_INTERVAL_TIMEOUT_MS, type IntervalRegistry } from './intervals.js';
 import { createPresence, type Registration } from './presence.js';
-import { createRunner, type RecoverableRegistry } from './recoverable.js';
-import { createRunScheduler } from './run-schedules.js';
+import type { RecoverableRegistry } from './recoverable.js';
+import { createRunner } from './recoverable-runner.js';
+import { createRunScheduleTicker } from './run-schedule-ticker.js';
 
 export interface EngineHostOptions {
   pool: pg.Pool;
@@ -91,7 +92,14 @@ export function createEngineHost(options: EngineHostOptions) {
     observer: options.observer,
   });
   const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
-  const schedules = createRunScheduler({ pool, log, registry: options.recoverables, trigger: options.triggerRun, pollMs, availability });
+  const schedules = createRunScheduleTicker({
+    pool,
+    log,
+    registry: options.recoverables,
+    trigger: options.triggerRun,
+    pollMs,
+    availability,
+  });
   let started = false;
 
   return {

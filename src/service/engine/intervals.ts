@@ -25,6 +25,17 @@ import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import { storableText } from '../inputs.js';
 import { createAvailability, type Availability } from './availability.js';
+import { onIntervalHint } from './wake.js';
+import { createPollLoop } from './poll-loop.js';
+import {
+  endTick,
+  ensureIntervalHandlers,
+  sweepCrashedTicks,
+  sweepOverrunTicks,
+  takeTicks,
+  ticksHeldBy,
+  type TickEnding,
+} from '../../db/queries/interval-ticks.js';
 
 export interface IntervalContext {
   /** Aborted on timeout and at shutdown: stop promptly. */
@@ -82,87 +93,6 @@ export class IntervalRegistry {
   }
 }
 
-/**
- * Creates the row of each registered handler, first due one period from now (an on-demand one:
- * never, until triggered). A changed period is taken (last registration wins); a shorter one
- * brings the next tick forward; a handler turned on-demand keeps only a tick already due.
- */
-const ENSURE = `
-insert into interval_handlers (name, every_ms, next_due_at)
-select v.name, v.every_ms, coalesce(now() + make_interval(secs => v.every_ms / 1000.0), 'infinity')
-from unnest($1::text[], $2::bigint[]) as v(name, every_ms)
-on conflict (name) do update set every_ms = excluded.every_ms,
-  next_due_at = case when excluded.every_ms is null and interval_handlers.next_due_at > now() then 'infinity'
-                     else least(interval_handlers.next_due_at, excluded.next_due_at) end,
-  updated_at = now()
-where interval_handlers.every_ms is distinct from excluded.every_ms`;
-
-/**
- * Takes due ticks: one execution per tick across workers. The row must be due and idle; taking
- * it sets the owner and moves next_due_at, so a concurrent take (which re-reads the row after
- * this one commits) no longer matches.
- */
-const TAKE = `
-update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now(),
-  next_due_at = coalesce(now() + make_interval(secs => every_ms / 1000.0), 'infinity'), updated_at = now()
-where name = any($2::text[]) and owner is null and next_due_at <= now()
-returning name, epoch`;
-
-/** Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may. */
-const RECORD = `
-update interval_handlers set owner = null, run_started_at = null, overrun = false,
-  last_status = $4, last_count = $5, last_cause = $6, last_error = $7,
-  last_started_at = run_started_at, last_finished_at = now(),
-  ok_runs = ok_runs + ($4 = 'OK')::int, error_runs = error_runs + ($4 = 'ERROR')::int, updated_at = now()
-where name = $1 and owner = $2 and epoch = $3`;
-
-/**
- * Records a TIMEOUT at the deadline (fenced) but keeps the tick owned, marked overrun: the row is
- * still not idle, so TAKE (owner is null) cannot start the next tick anywhere until RELEASE.
- */
-const RECORD_OVERRUN = `
-update interval_handlers set overrun = true,
-  last_status = 'ERROR', last_count = null, last_cause = 'TIMEOUT', last_error = $4,
-  last_started_at = run_started_at, last_finished_at = now(),
-  error_runs = error_runs + 1, updated_at = now()
-where name = $1 and owner = $2 and epoch = $3`;
-
-/** Frees an overrun tick once its handler has returned (fenced); its outcome is already recorded. */
-const RELEASE = `
-update interval_handlers set owner = null, run_started_at = null, overrun = false, updated_at = now()
-where name = $1 and owner = $2 and epoch = $3 and overrun`;
-
-/**
- * Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker
- * (an overrun tick, whose outcome is recorded, keeps its next tick time).
- */
-const HAND_BACK = `
-update interval_handlers set owner = null, run_started_at = null, overrun = false,
-  next_due_at = case when overrun then next_due_at else now() end, updated_at = now()
-where name = $1 and owner = $2 and epoch = $3`;
-
-/**
- * Ticks whose worker is gone (its row missing or not heartbeating within its own stale_ms) were
- * cut off mid-run: recorded as CRASHED and freed, so the next tick can be taken. An overrun tick
- * already has its outcome (TIMEOUT): SWEEP_OVERRUN only frees it.
- */
-const SWEEP = `
-update interval_handlers h set owner = null, run_started_at = null,
-  last_status = 'ERROR', last_count = null, last_cause = 'CRASHED',
-  last_error = 'its worker ' || h.owner || ' stopped heartbeating mid-run',
-  last_started_at = h.run_started_at, last_finished_at = now(), error_runs = h.error_runs + 1, updated_at = now()
-where h.owner is not null and not h.overrun and not exists (
-  select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
-)
-returning h.name`;
-
-const SWEEP_OVERRUN = `
-update interval_handlers h set owner = null, run_started_at = null, overrun = false, updated_at = now()
-where h.owner is not null and h.overrun and not exists (
-  select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
-)
-returning h.name`;
-
 export interface IntervalRunnerOptions {
   pool: pg.Pool;
   registry: IntervalRegistry;
@@ -177,12 +107,7 @@ export interface IntervalRunnerOptions {
   staleMs?: number;
 }
 
-type Outcome =
-  | { status: 'OK'; count: number | null }
-  | { status: 'ERROR'; cause: 'HANDLER' | 'TIMEOUT'; message: string }
-  | { status: 'TIMEOUT'; message: string }
-  | { status: 'HAND_BACK' }
-  | { status: 'RELEASE' };
+type Outcome = TickEnding;
 
 const TIMED_OUT = Symbol('timed out');
 
@@ -197,8 +122,15 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   // sweep frees, so each pass writes them again (fenced on the epoch) until one gets through.
   const unrecorded = new Map<string, { epoch: string; result: Outcome }>();
   let running = false;
-  let current: Promise<void> | undefined;
-  let timer: NodeJS.Timeout | undefined;
+  const loop = createPollLoop({
+    everyMs: pollMs,
+    pass: () => pass(),
+    onError: (error) => {
+      if (!availability.unreachable(error, 'interval poll'))
+        log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
+    },
+  });
+  let unsubscribeHint: (() => void) | undefined;
 
   async function execute(name: string, epoch: string) {
     const handler = options.registry.get(name)!;
@@ -243,19 +175,10 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   async function record(name: string, epoch: string, result: Outcome): Promise<boolean> {
     unrecorded.delete(name);
     try {
-      const res =
-        result.status === 'HAND_BACK'
-          ? await pool.query(HAND_BACK, [name, workerId, epoch])
-          : result.status === 'RELEASE'
-            ? await pool.query(RELEASE, [name, workerId, epoch])
-            : result.status === 'TIMEOUT'
-              ? await pool.query(RECORD_OVERRUN, [name, workerId, epoch, result.message])
-              : result.status === 'OK'
-                ? await pool.query(RECORD, [name, workerId, epoch, 'OK', result.count, null, null])
-                : await pool.query(RECORD, [name, workerId, epoch, 'ERROR', null, result.cause, result.message]);
-      if (res.rowCount === 0 && result.status === 'RELEASE')
+      const matched = await endTick(pool, { name, workerId, epoch }, result);
+      if (matched === 0 && result.status === 'RELEASE')
         log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
-      else if (res.rowCount === 0)
+      else if (matched === 0)
         log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
       else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
       else if (result.status === 'TIMEOUT')
@@ -274,80 +197,66 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   async function ensure() {
     const fresh = options.registry.list().filter((h) => !ensured.has(h.name) || ensured.get(h.name) !== (h.everyMs ?? null));
     if (fresh.length === 0) return;
-    await pool.query(ENSURE, [fresh.map((h) => h.name), fresh.map((h) => h.everyMs ?? null)]);
+    await ensureIntervalHandlers(
+      pool,
+      fresh.map((h) => ({ name: h.name, everyMs: h.everyMs ?? null })),
+    );
     for (const h of fresh) ensured.set(h.name, h.everyMs ?? null);
   }
 
-  /** One pass at a time; a timer firing during a pass shares it. */
-  function poll(): Promise<void> {
-    if (!running) return Promise.resolve();
-    current ??= pass().finally(() => {
-      current = undefined;
-    });
-    return current;
-  }
-
+  /** Sweeps (unless just after an outage), writes outcomes still unwritten, takes due ticks. */
   async function pass() {
-    try {
-      // Heartbeats that stopped while nobody could reach the database are not crashes: for the
-      // staleness window after an outage, the workers that lived through it heartbeat first.
-      if (!availability.down && availability.sinceBack() >= staleMs) {
-        const askedAt = performance.now();
-        const swept = await pool.query<{ name: string }>(SWEEP);
-        availability.reached(askedAt);
-        for (const row of swept.rows)
-          log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating mid-run; recorded as crashed`);
-        const freed = await pool.query<{ name: string }>(SWEEP_OVERRUN);
-        for (const row of freed.rows)
-          log.warn(`worker ${workerId}: interval ${row.name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
-      }
-      await ensure();
-      for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
-      const names = options.registry
-        .list()
-        .map((h) => h.name)
-        .filter((n) => !active.has(n));
-      if (names.length === 0) return;
+    // Heartbeats that stopped while nobody could reach the database are not crashes: for the
+    // staleness window after an outage, the workers that lived through it heartbeat first.
+    if (!availability.down && availability.sinceBack() >= staleMs) {
       const askedAt = performance.now();
-      const { rows } = await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names]);
+      const swept = await sweepCrashedTicks(pool);
       availability.reached(askedAt);
-      for (const row of rows) {
-        const state = { controller: new AbortController(), done: Promise.resolve(), stopping: false };
-        active.set(row.name, state);
-        state.done = execute(row.name, row.epoch).finally(() => {
-          active.delete(row.name);
-          if (running) setImmediate(() => void poll());
-        });
-      }
-    } catch (error) {
-      if (!availability.unreachable(error, 'interval poll'))
-        log.warn(`worker ${workerId}: interval poll failed: ${(error as Error).message}`);
+      for (const name of swept)
+        log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+      for (const name of await sweepOverrunTicks(pool))
+        log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
+    }
+    await ensure();
+    for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
+    const names = options.registry
+      .list()
+      .map((h) => h.name)
+      .filter((n) => !active.has(n));
+    if (names.length === 0) return;
+    const askedAt = performance.now();
+    const rows = await takeTicks(pool, workerId, names);
+    availability.reached(askedAt);
+    for (const row of rows) {
+      const state = { controller: new AbortController(), done: Promise.resolve(), stopping: false };
+      active.set(row.name, state);
+      state.done = execute(row.name, row.epoch).finally(() => {
+        active.delete(row.name);
+        if (running) setImmediate(() => void loop.poke());
+      });
     }
   }
 
   return {
     /** Looks for due ticks now, after any pass in progress; resolves when that pass is done (tests). */
-    async kick() {
-      await current;
-      await poll();
-    },
+    kick: () => loop.poke(),
     /** Names of the ticks running in this worker. */
     active: () => [...active.keys()],
     async start() {
       if (running) return;
       running = true;
-      await poll();
-      timer = setInterval(() => void poll(), pollMs);
-      timer.unref();
+      await loop.start();
+      // A triggered tick: at once, after any pass in progress (which may have missed it).
+      unsubscribeHint = onIntervalHint(pool, () => void loop.poke());
     },
     /** Aborts running ticks, waits up to `graceMs` for them, and hands back the unfinished. */
     async stop({ graceMs = 10_000 } = {}) {
       if (!running) return;
       running = false;
-      clearInterval(timer);
+      unsubscribeHint?.();
       // A take in flight starts its ticks: they are aborted and handed back below like any other,
       // rather than run on, unstopped, after stop() returned.
-      await current;
+      await loop.stop();
       const left = [...active.entries()];
       for (const [, s] of left) {
         s.stopping = true;
@@ -360,11 +269,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         // database unreachable the hand-back is skipped, not fatal to the rest of the shutdown:
         // another worker's sweep records the tick as crashed once this worker stops heartbeating.
         try {
-          const { rows } = await pool.query<{ name: string; epoch: string }>(
-            `select name, epoch from interval_handlers where owner = $1 and name = any($2::text[])`,
-            [workerId, [...active.keys()]],
-          );
-          for (const row of rows) await record(row.name, row.epoch, { status: 'HAND_BACK' });
+          for (const row of await ticksHeldBy(pool, workerId, [...active.keys()]))
+            await record(row.name, row.epoch, { status: 'HAND_BACK' });
         } catch (error) {
           log.warn(
             `worker ${workerId}: handing back unfinished interval ticks failed (${(error as Error).message}); the sweep will free them`,

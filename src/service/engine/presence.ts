@@ -6,6 +6,7 @@
  */
 import { hostname } from 'node:os';
 import type pg from 'pg';
+import { deleteWorker, pruneGoneWorkers, upsertWorker } from '../../db/queries/workers.js';
 import type { Logger } from '../../log.js';
 import { createAvailability, waitForDatabase, type Availability } from './availability.js';
 
@@ -43,10 +44,6 @@ export interface PresenceOptions {
   availability?: Availability;
 }
 
-const UPSERT = `
-insert into workers (id, host, pid, stale_ms, handlers) values ($1, $2, $3, $4, $5)
-on conflict (id) do update set heartbeat_at = now(), stale_ms = excluded.stale_ms, handlers = excluded.handlers`;
-
 export function createPresence(options: PresenceOptions) {
   const { pool, log, id } = options;
   const availability = options.availability ?? createAvailability(log, `worker ${id}`);
@@ -55,7 +52,8 @@ export function createPresence(options: PresenceOptions) {
   let timer: NodeJS.Timeout | undefined;
   let beats = 0;
 
-  const write = () => pool.query(UPSERT, [id, hostname(), process.pid, staleMs, JSON.stringify(options.registrations())]);
+  const write = () =>
+    upsertWorker(pool, { id, host: hostname(), pid: process.pid, staleMs, handlers: JSON.stringify(options.registrations()) });
 
   async function beat() {
     try {
@@ -63,7 +61,7 @@ export function createPresence(options: PresenceOptions) {
       await write();
       availability.reached(askedAt);
       // Now and then, forget workers gone for a day (they are long out of the catalogue).
-      if (beats++ % 100 === 0) await pool.query(`delete from workers where heartbeat_at < now() - interval '1 day'`);
+      if (beats++ % 100 === 0) await pruneGoneWorkers(pool);
     } catch (error) {
       if (!availability.unreachable(error, 'presence heartbeat'))
         log.warn(`worker ${id}: presence heartbeat failed: ${(error as Error).message}`);
@@ -88,9 +86,7 @@ export function createPresence(options: PresenceOptions) {
     async stop() {
       clearInterval(timer);
       timer = undefined;
-      await pool
-        .query('delete from workers where id = $1', [id])
-        .catch((e: Error) => log.warn(`worker ${id}: removing its presence failed: ${e.message}`));
+      await deleteWorker(pool, id).catch((e: Error) => log.warn(`worker ${id}: removing its presence failed: ${e.message}`));
     },
   };
 }

@@ -35,14 +35,17 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { createListener, type Listener, type ListenMode } from '../../db/listener.js';
 import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
-import { completeExecutions, type Completion } from '../../db/queries/complete.js';
-import { heartbeat, reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
+import type { Completion } from '../../db/queries/complete.js';
+import { reconcileExpiredLeases, releaseExecutions } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
-import { createAvailability, type Availability } from './availability.js';
+import { createAvailability, mayReconcile, type Availability } from './availability.js';
 import { createDelivery, type AbortReason, type Delivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
 import type { HandlerRegistry } from './handlers.js';
-import { noopObserver, type Observer, type RecordedStatus } from '../observer.js';
+import { INTERVAL_HINT_PREFIX, wakeIntervals } from './wake.js';
+import { createLeaseKeeper, idsOf } from './lease-keeper.js';
+import { createOutcomeRecorder } from './outcome-recorder.js';
+import { noopObserver, type Observer } from '../observer.js';
 
 export interface WorkerOptions {
   pool: pg.Pool;
@@ -72,7 +75,7 @@ export interface WorkerOptions {
   observer?: Observer | undefined;
 }
 
-interface InFlight {
+export interface InFlight {
   ex: ClaimedExecution;
   controller: AbortController;
   started: number;
@@ -96,12 +99,15 @@ export interface Worker {
   listenMode(): ListenMode | undefined;
 }
 
+/** A worker's lease unless configured. */
+export const DEFAULT_LEASE_MS = 30_000;
+
 export function createWorker(options: WorkerOptions): Worker {
   const { pool, log } = options;
   const id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const concurrency = options.concurrency ?? 10;
   const batchSize = options.batchSize ?? concurrency;
-  const leaseMs = options.leaseMs ?? 30_000;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const heartbeatMs = options.heartbeatMs ?? Math.min(10_000, Math.floor(leaseMs / 3));
   const fenceAfterMs = options.fenceAfterMs ?? Math.floor((leaseMs * 2) / 3);
   const pollMs = options.pollMs ?? 5_000;
@@ -122,8 +128,6 @@ export function createWorker(options: WorkerOptions): Worker {
   // claim overlaps the flush of the previous outcomes instead of waiting for it; at most
   // `concurrency` more leases are held for outcomes on their way to the database.
   let executing = 0;
-  const pendingCompletions: Completion[] = [];
-  let flushing: Promise<void> | undefined;
   let running = false;
   let claiming = false;
   let claimRun: Promise<void> | undefined;
@@ -134,15 +138,6 @@ export function createWorker(options: WorkerOptions): Worker {
   // The last claim found fewer due executions than it asked for (or failed).
   let drained = true;
   let limited = false;
-  let lastLeaseOk = performance.now();
-  // The heartbeat in flight, if any: its answer decides what a silence meant.
-  let beating: Promise<void> | undefined;
-  // Why the last heartbeat failed, until one succeeds: the database could not be reached
-  // ('unreachable'), it answered with an error ('error'), or it did not answer in time ('timeout':
-  // a stuck connection, a lock wait; not a known outage).
-  let beatFailure: 'unreachable' | 'error' | 'timeout' | undefined;
-  // Whether this outage's "attempts keep running" line was logged.
-  let keptRunningSaid = false;
   let listener: Listener | undefined;
   const timers: NodeJS.Timeout[] = [];
   let dueTimer: NodeJS.Timeout | undefined;
@@ -152,9 +147,30 @@ export function createWorker(options: WorkerOptions): Worker {
   let claimRetries = 0;
   let unsubscribeBack: (() => void) | undefined;
   const idle: (() => void)[] = [];
+  const leases = createLeaseKeeper({ id, pool, log, observer, availability, inFlight, leaseMs, heartbeatMs, fenceAfterMs });
+  const beat = leases.beat;
+  const outcomes = createOutcomeRecorder({
+    id,
+    pool,
+    log,
+    observer,
+    availability,
+    inFlight,
+    running: () => running,
+    onRetryScheduled: () => void armDueTimer(),
+    flushed(freedTurn) {
+      notifyIdle();
+      // A recorded outcome releases its lease, and can make other executions claimable (a
+      // concurrency slot of its endpoint, the next occurrence of a serial job): claim again if
+      // the lease cap held the last claim back, or if the last claim came back short and this
+      // flush freed a slot or a turn. Under load (full claims) ending attempts already keep the
+      // loop going.
+      if (heldBack || limited || (drained && freedTurn)) kick();
+    },
+  });
 
   const notifyIdle = () => {
-    if (inFlight.size === 0 && pendingCompletions.length === 0 && !flushing) idle.splice(0).forEach((f) => f());
+    if (inFlight.size === 0 && !outcomes.busy()) idle.splice(0).forEach((f) => f());
   };
 
   function kick() {
@@ -213,7 +229,7 @@ export function createWorker(options: WorkerOptions): Worker {
         claimRetries = 0;
         clearTimeout(retryTimer);
         retryTimer = undefined;
-        if (claimed.length > 0) lastLeaseOk = Math.max(lastLeaseOk, sentAt);
+        if (claimed.length > 0) leases.claimedAt(sentAt);
         for (const ex of claimed) startAttempt(ex);
         // A full batch means there is probably more.
         drained = claimed.length < limit;
@@ -264,6 +280,7 @@ export function createWorker(options: WorkerOptions): Worker {
     const earlier = inFlight.get(ex.id);
     if (earlier && !earlier.finished && !earlier.controller.signal.aborted) {
       log.warn(`worker ${id}: lease of ${ex.id} was taken over; aborting its earlier attempt`);
+      observer.leaseLost();
       earlier.controller.abort('lease-lost' satisfies AbortReason);
     }
     const controller = new AbortController();
@@ -301,214 +318,15 @@ export function createWorker(options: WorkerOptions): Worker {
         entry.held = completion;
         return;
       }
-      pendingCompletions.push(completion);
-      scheduleFlush();
+      outcomes.record(completion, ex);
       // The slot is free now; when the last claim found the queue empty there is nothing to claim
       // into it until a hint arrives (a notification, the due timer, the flush below).
       if (!drained) kickSoon();
     });
   }
 
-  function scheduleFlush() {
-    if (flushing) return;
-    // Whether this flush records an outcome that can make another execution claimable.
-    let freedTurn = false;
-    flushing = (async () => {
-      // Let outcomes that finish in the same tick share the statement.
-      await new Promise((r) => setImmediate(r));
-      let failures = 0;
-      // When the outcomes now queued first failed to be recorded, if they have.
-      let failingSince: number | undefined;
-      while (pendingCompletions.length > 0) {
-        const batch = pendingCompletions.splice(0, 1000);
-        // A serial execution's outcome gives its job's next occurrence the turn.
-        if (batch.some((c) => inFlight.get(c.executionId)?.ex.serial)) freedTurn = true;
-        const askedAt = performance.now();
-        try {
-          const accepted = await completeExecutions(pool, id, batch);
-          availability.reached(askedAt);
-          for (const [executionId, status] of accepted)
-            observer.executionRecorded(inFlight.get(executionId)?.ex.endpoint_name ?? '', status as RecordedStatus);
-          for (const c of batch) {
-            if (accepted.has(c.executionId)) continue;
-            // After a failed try the first one may have committed, its answer lost: then this
-            // one matches nothing, and the outcome is recorded all the same.
-            const ids = idsOf(inFlight.get(c.executionId)?.ex, c.executionId);
-            if (failingSince === undefined) log.warn(`worker ${id}: outcome of ${c.executionId} not recorded: its lease was lost`, ids);
-            else
-              log.warn(
-                `worker ${id}: outcome of ${c.executionId} not recorded on a retry: its lease was lost, or the failed try had committed`,
-                ids,
-              );
-          }
-          // A retry was scheduled: claim it if it is due already, else time it (claims running
-          // beside this flush could not see it; nor can a committed try whose answer was lost).
-          if (failingSince !== undefined || [...accepted.values()].includes('PENDING')) {
-            freedTurn = true;
-            void armDueTimer();
-          }
-          failures = 0;
-          failingSince = undefined;
-        } catch (error) {
-          // The database went away (a restart, a cut connection, an outage of any length): try
-          // again, at most a second apart, for as long as it takes and the worker runs, rather
-          // than lose these outcomes. They stay recordable: the fence is the lease's epoch, which
-          // only a reconciler or another claim moves, and reconcilers hold off for a lease after
-          // an outage (see reconcile) so the owners that lived through it record first.
-          const first = failingSince === undefined;
-          failingSince ??= performance.now();
-          if (running && availability.unreachable(error, 'recording outcomes')) {
-            const delay = Math.min(1_000, 100 * 2 ** failures++);
-            if (first)
-              log.warn(
-                `worker ${id}: recording ${batch.length} outcome(s) failed (${(error as Error).message}); retrying until the database answers`,
-              );
-            pendingCompletions.unshift(...batch);
-            await new Promise((r) => setTimeout(r, delay).unref());
-            continue;
-          }
-          failingSince = undefined;
-          // The leases will expire and the reconciler will retry these: at-least-once.
-          log.error(`worker ${id}: recording ${batch.length} outcome(s) failed: ${(error as Error).message}`);
-        }
-        // Only the entry of this attempt: the execution may have been claimed again since (its
-        // earlier lease lost), and that attempt's entry keeps its heartbeats.
-        for (const c of batch) if (inFlight.get(c.executionId)?.ex.lease_epoch === c.epoch) inFlight.delete(c.executionId);
-      }
-    })().finally(() => {
-      flushing = undefined;
-      if (pendingCompletions.length > 0) scheduleFlush();
-      notifyIdle();
-      // A recorded outcome releases its lease, and can make other executions claimable (a
-      // concurrency slot of its endpoint, the next occurrence of a serial job): claim again if
-      // the lease cap held the last claim back, or if the last claim came back short and this
-      // flush freed a slot or a turn. Under load (full claims) ending attempts already keep the
-      // loop going.
-      if (heldBack || limited || (drained && freedTurn)) kick();
-    });
-  }
-
-  const fenceTickMs = Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4)));
-
-  /**
-   * One heartbeat at a time: a timer firing while one is in flight shares it. Each is bounded
-   * (see beatOnce), so a heartbeat that hangs releases the next tick to send a fresh one.
-   */
-  function beat(): Promise<void> {
-    beating ??= beatOnce().finally(() => {
-      beating = undefined;
-    });
-    return beating;
-  }
-
-  async function beatOnce() {
-    if (inFlight.size === 0) {
-      lastLeaseOk = performance.now();
-      beatFailure = undefined;
-      return;
-    }
-    const held = [...inFlight.values()].map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch }));
-    const sentAt = performance.now();
-    // A heartbeat has no statement timeout of its own: one on a stuck pooled connection (a
-    // half-open socket, a lock wait) could hang for minutes while the self-fence waited on its
-    // answer and other workers' reconcilers took the leases. It gets until the fence is due (at
-    // least a fence tick, at most a heartbeat period); past that it counts as failed, not as an
-    // outage, and its late answer is ignored: the next heartbeat asks again.
-    const limitMs = Math.max(fenceTickMs, Math.min(heartbeatMs, fenceAfterMs - (sentAt - lastLeaseOk)));
-    let timer: NodeJS.Timeout | undefined;
-    const sent = heartbeat(pool, held, leaseMs);
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), limitMs);
-      timer.unref();
-    });
-    try {
-      const answer = await Promise.race([sent, timedOut]);
-      if (answer === 'timeout') {
-        sent.catch(() => {});
-        beatFailure = 'timeout';
-        log.warn(`worker ${id}: heartbeat got no answer within ${Math.round(limitMs)} ms; counted as failed`);
-        return;
-      }
-      const alive = answer;
-      availability.reached(sentAt);
-      lastLeaseOk = sentAt;
-      beatFailure = undefined;
-      keptRunningSaid = false;
-      for (const h of held) {
-        const f = inFlight.get(h.id);
-        // Only the attempt this heartbeat was sent for: the execution may have been claimed again
-        // since (its earlier lease taken over), and that attempt is answered by later heartbeats.
-        if (!f || f.ex.lease_epoch !== h.epoch || f.controller.signal.aborted) continue;
-        if (!alive.has(h.id)) {
-          // An ended attempt's outcome may have been recorded since the heartbeat was sent.
-          if (!f.finished) {
-            log.warn(`worker ${id}: lease of ${h.id} lost; aborting its attempt`, idsOf(f.ex));
-            observer.leaseLost();
-            f.controller.abort('lease-lost' satisfies AbortReason);
-          }
-        } else if (alive.get(h.id)) {
-          f.controller.abort('cancelled' satisfies AbortReason);
-        }
-      }
-    } catch (error) {
-      if (availability.unreachable(error, 'heartbeat')) beatFailure = 'unreachable';
-      else {
-        beatFailure = 'error';
-        log.warn(`worker ${id}: heartbeat failed: ${(error as Error).message}`);
-      }
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * The self-fence, when no heartbeat has succeeded for `fenceAfterMs`. An expired lease is still
-   * this worker's until another takes it over, and only the database can say whether that
-   * happened, so the attempts are not aborted for a silence the database explains:
-   *  - a heartbeat in flight: its answer decides (an execution missing from it is aborted); it
-   *    is bounded (beatOnce), and one that does not answer in time is a failure, not an outage;
-   *  - the database unreachable: the attempts run on, and when it answers the first heartbeat
-   *    (sent on its return) renews the leases nobody took and aborts the rest. Reconcilers wait
-   *    a lease after an outage, so an owner that lived through it renews first; only a worker
-   *    cut off alone, while the others reached the database, can find its executions taken;
-   *  - heartbeats that reached the database and failed, or got no answer in time (a hang is not
-   *    a known outage): the worker cannot learn whether it still holds its leases, so it aborts
-   *    its attempts before another worker may run them, whether or not a heartbeat is in flight;
-   *  - no heartbeat tried (the event loop was blocked): one is sent now.
-   */
-  function fenceCheck() {
-    const silent = performance.now() - lastLeaseOk;
-    if (silent < fenceAfterMs || inFlight.size === 0) return;
-    const running = [...inFlight.values()].filter((f) => !f.finished && !f.controller.signal.aborted);
-    // An attempt that has ended only waits for its outcome's record: nothing to stop.
-    if (running.length === 0) return;
-    // The last heartbeat failed and the database is not known to be down: a heartbeat in flight
-    // gets no more time, since another worker may already run these executions.
-    const failed = (beatFailure === 'error' || beatFailure === 'timeout') && !availability.down;
-    if (beating && !failed) return;
-    if (availability.down) {
-      if (!keptRunningSaid) {
-        keptRunningSaid = true;
-        log.warn(
-          `worker ${id}: ${running.length} attempt(s) keep running although their leases cannot be renewed while the database is unreachable; whether they are still this worker's is asked first when it answers`,
-        );
-      }
-      return;
-    }
-    if (!failed) return void beat();
-    for (const f of running) f.controller.abort('lease-lost' satisfies AbortReason);
-    log.error(
-      beatFailure === 'timeout'
-        ? `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (heartbeats get no answer in time)`
-        : `worker ${id}: no heartbeat for ${Math.round(silent)} ms; aborted ${running.length} attempt(s) before their leases expire (the database answers but does not renew them)`,
-    );
-  }
-
   async function reconcile() {
-    // Leases that ran out while nobody could reach the database are not evidence that their
-    // workers died: for a lease's length after an outage, the owners that lived through it get
-    // to heartbeat, record or hand back first. A worker that did die is reconciled after that.
-    if (availability.down || availability.sinceBack() < leaseMs) return;
+    if (!mayReconcile(availability, leaseMs)) return;
     const askedAt = performance.now();
     try {
       const rows = await reconcileExpiredLeases(pool);
@@ -536,7 +354,9 @@ export function createWorker(options: WorkerOptions): Worker {
       applicationName: 'jobgate-worker-listen',
       observer,
       onHint(channel, payload) {
-        if (channel === 'jobgate_work') kick();
+        // A tick made due is the interval runner's (src/service/engine/wake.ts), not a claim's.
+        if (channel === 'jobgate_work' && payload?.startsWith(INTERVAL_HINT_PREFIX)) wakeIntervals(pool);
+        else if (channel === 'jobgate_work') kick();
         else if (payload) inFlight.get(payload)?.controller.abort('cancelled' satisfies AbortReason);
       },
       onListening: () => kick(), // anything added while we were not listening
@@ -568,7 +388,7 @@ export function createWorker(options: WorkerOptions): Worker {
         return t;
       };
       every(heartbeatMs, beat);
-      every(fenceTickMs, fenceCheck);
+      every(leases.fenceTickMs, leases.fenceCheck);
       every(reconcileMs, reconcile);
       // The one referenced handle of a started worker, released by stop(): every other timer
       // and socket of the engine is unreferenced or comes and goes with the database, so when
@@ -635,21 +455,15 @@ export function createWorker(options: WorkerOptions): Worker {
           for (const f of left) {
             if (released.has(f.ex.id)) continue;
             f.released = false;
-            if (f.held) pendingCompletions.push(f.held);
+            if (f.held) outcomes.record(f.held, f.ex);
           }
-          if (pendingCompletions.length > 0) scheduleFlush();
         }
       }
-      await flushing;
+      await outcomes.settled();
       // Outcomes of released attempts are fenced out; do not wait on them.
       for (const f of left) inFlight.delete(f.ex.id);
       await delivery.close().catch(() => {});
       log.info(`worker ${id}: stopped`);
     },
   };
-}
-
-/** The ids an engine log line about one attempt carries (structured fields, see src/log.ts). */
-function idsOf(ex: ClaimedExecution | undefined, executionId = ex?.id): { executionId?: string; jobId?: string; attempt?: number } {
-  return ex ? { executionId: ex.id, jobId: ex.job_id, attempt: ex.attempt_count } : { executionId };
 }

@@ -21,8 +21,12 @@ import { nextFireAfter } from '../cron-walk.js';
 import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
 import type { RecoverableRegistry, RunSchedule } from './recoverable.js';
 import { createAvailability, type Availability } from './availability.js';
+import { createPollLoop } from './poll-loop.js';
+import { inTransaction } from '../../db/transaction.js';
+import { databaseNow } from '../../db/queries/clock.js';
+import { advanceSchedule, takeDueSchedules, upsertRunSchedule, workspaceIdOf } from '../../db/queries/run-schedules.js';
 
-export interface RunSchedulerOptions {
+export interface RunScheduleTickerOptions {
   pool: pg.Pool;
   log: Logger;
   registry: RecoverableRegistry;
@@ -44,52 +48,6 @@ export interface ScheduleTick {
   error?: string;
 }
 
-interface DueRow {
-  workspace_id: string;
-  name: string;
-  cron_expression: string | null;
-  timezone: string | null;
-  every_ms: string | null;
-  params: unknown;
-  next_due_at: Date;
-  seen: string;
-}
-
-/**
- * Registers (or updates) a schedule. Its first tick is the next cron time, or one period from now;
- * a changed cadence recomputes it, an unchanged one keeps the tick already planned.
- */
-const UPSERT = `
-insert into run_schedules (workspace_id, name, cron_expression, timezone, every_ms, params, next_due_at)
-values ($1, $2, $3, $4, $5, $6, $7)
-on conflict (workspace_id, name) do update set
-  cron_expression = excluded.cron_expression, timezone = excluded.timezone, every_ms = excluded.every_ms, params = excluded.params,
-  next_due_at = case when (run_schedules.cron_expression, run_schedules.timezone, run_schedules.every_ms)
-                          is distinct from (excluded.cron_expression, excluded.timezone, excluded.every_ms)
-                     then excluded.next_due_at else run_schedules.next_due_at end,
-  updated_at = now()`;
-
-/**
- * Due schedules this worker registered (handler and workspace: a row left by an older
- * registration elsewhere is not ticked); SKIP LOCKED splits them between workers.
- */
-const TAKE_DUE = `
-select workspace_id, name, cron_expression, timezone, every_ms, params, next_due_at,
-       next_due_at::text as seen -- exact, for the compare-and-set
-from run_schedules
-where (workspace_id, name) in (select * from unnest($1::uuid[], $2::text[])) and next_due_at <= $3
-order by next_due_at
-limit 100
-for update skip locked`;
-
-/** The tick's claim: a compare-and-set on the next_due_at this pass read, with the tick's outcome. */
-const ADVANCE = `
-update run_schedules set next_due_at = $4, ticks = ticks + 1, last_tick_at = $5,
-  last_tick_outcome = coalesce($6, last_tick_outcome), last_tick_run_id = coalesce($7, last_tick_run_id),
-  ticks_on_active = ticks_on_active + ($6 is not distinct from 'ACTIVE')::int,
-  last_error = $8, last_error_at = case when $8::text is not null then $5 else last_error_at end, updated_at = now()
-where workspace_id = $1 and name = $2 and next_due_at = $3::timestamptz`;
-
 function nextAfter(
   row: { cron_expression: string | null; timezone: string | null; every_ms: string | number | null },
   from: Date,
@@ -101,20 +59,17 @@ function nextAfter(
   return new Date(from.getTime() + Number(row.every_ms));
 }
 
-export function createRunScheduler(options: RunSchedulerOptions) {
+export function createRunScheduleTicker(options: RunScheduleTickerOptions) {
   const { pool, log } = options;
   const availability = options.availability ?? createAvailability(log, 'run schedules');
   const pollMs = options.pollMs ?? 1000;
   const ensured = new Map<string, string>();
   /** name -> the workspace its schedule (as registered here) triggers runs in. */
   const workspaceOf = new Map<string, string>();
-  let running = false;
-  let passing: Promise<unknown> | undefined;
-  let timer: NodeJS.Timeout | undefined;
 
   async function dbNow(ex: pg.Pool | pg.PoolClient): Promise<Date> {
     if (options.clock) return options.clock();
-    return (await ex.query<{ now: Date }>('select now() as now')).rows[0]!.now;
+    return databaseNow(ex);
   }
 
   /** Writes the rows of scheduled handlers not written yet (or whose schedule changed). */
@@ -125,8 +80,8 @@ export function createRunScheduler(options: RunSchedulerOptions) {
       const slug = s.workspace ?? 'default';
       const key = JSON.stringify([s.cron, s.timezone, s.everyMs, s.params ?? {}, slug]);
       if (ensured.get(h.name) === key) continue;
-      const ws = await pool.query<{ id: string }>('select id from workspaces where slug = $1', [slug]);
-      if (!ws.rows[0]) {
+      const workspaceId = await workspaceIdOf(pool, slug);
+      if (!workspaceId) {
         log.error(`run schedule of ${h.name}: workspace "${slug}" does not exist; not scheduled`);
         ensured.set(h.name, key);
         workspaceOf.delete(h.name);
@@ -135,17 +90,17 @@ export function createRunScheduler(options: RunSchedulerOptions) {
       const now = await dbNow(pool);
       // Infinity: a cron expression with no further occurrence never ticks.
       const first = s.cron ? (firstFireAt(s.cron, s.timezone ?? 'UTC', now) ?? 'infinity') : new Date(now.getTime() + s.everyMs!);
-      await pool.query(UPSERT, [
-        ws.rows[0].id,
-        h.name,
-        s.cron ?? null,
-        s.cron ? (s.timezone ?? 'UTC') : null,
-        s.everyMs ?? null,
-        JSON.stringify(s.params ?? {}),
-        first,
-      ]);
+      await upsertRunSchedule(pool, {
+        workspaceId,
+        name: h.name,
+        cron: s.cron ?? null,
+        timezone: s.cron ? (s.timezone ?? 'UTC') : null,
+        everyMs: s.everyMs ?? null,
+        params: JSON.stringify(s.params ?? {}),
+        firstDueAt: first,
+      });
       ensured.set(h.name, key);
-      workspaceOf.set(h.name, ws.rows[0].id);
+      workspaceOf.set(h.name, workspaceId);
     }
   }
 
@@ -154,13 +109,10 @@ export function createRunScheduler(options: RunSchedulerOptions) {
     await ensure();
     const mine = [...workspaceOf.entries()];
     if (mine.length === 0) return [];
-    const out: ScheduleTick[] = [];
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
+    return inTransaction(pool, async (client) => {
+      const out: ScheduleTick[] = [];
       const now = await dbNow(client);
-      const { rows } = await client.query<DueRow>(TAKE_DUE, [mine.map(([, ws]) => ws), mine.map(([name]) => name), now]);
-      for (const row of rows) {
+      for (const row of await takeDueSchedules(client, mine, now)) {
         const next = nextAfter(row, new Date(Math.max(now.getTime(), row.next_due_at.getTime())));
         const actor: Actor = { workspaceId: row.workspace_id, kind: 'system', role: 'ADMIN' };
         let result: ScheduleTick;
@@ -181,57 +133,37 @@ export function createRunScheduler(options: RunSchedulerOptions) {
           };
           log.warn(`run schedule of ${row.name}: the trigger failed: ${result.error}`);
         }
-        await client.query(ADVANCE, [
-          row.workspace_id,
-          row.name,
-          row.seen,
-          next ?? 'infinity',
+        await advanceSchedule(client, {
+          workspaceId: row.workspace_id,
+          name: row.name,
+          seen: row.seen,
+          next: next ?? 'infinity',
           now,
-          result.outcome === 'ERROR' ? null : result.outcome,
-          result.runId,
-          result.error ?? null,
-        ]);
+          outcome: result.outcome === 'ERROR' ? null : result.outcome,
+          runId: result.runId,
+          error: result.error ?? null,
+        });
         out.push(result);
       }
-      await client.query('commit');
       return out;
-    } catch (error) {
-      await client.query('rollback').catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
-  async function loop() {
-    if (!running) return;
-    try {
-      passing = tick();
-      await passing;
-    } catch (error) {
+  const loop = createPollLoop({
+    everyMs: pollMs,
+    pass: async () => void (await tick()),
+    onError: (error) => {
       if (!availability.unreachable(error, 'run schedules')) log.warn(`run schedules: pass failed: ${(error as Error).message}`);
-    } finally {
-      passing = undefined;
-    }
-    if (running) {
-      timer = setTimeout(() => void loop(), pollMs);
-      timer.unref();
-    }
-  }
+    },
+  });
 
   return {
     tick,
     start() {
-      if (running) return;
-      running = true;
-      void loop();
+      void loop.start();
     },
-    async stop() {
-      running = false;
-      clearTimeout(timer);
-      await passing?.catch(() => {});
-    },
+    stop: () => loop.stop(),
   };
 }
 
-export type RunScheduler = ReturnType<typeof createRunScheduler>;
+export type RunScheduleTicker = ReturnType<typeof createRunScheduleTicker>;

@@ -24,6 +24,17 @@ import { specOf } from '../cron.js';
 import { nextFireAfter } from '../cron-walk.js';
 import { createAvailability, type Availability } from './availability.js';
 import { noopObserver, type Observer } from '../observer.js';
+import { createPollLoop } from './poll-loop.js';
+import { inTransaction } from '../../db/transaction.js';
+import { databaseNow } from '../../db/queries/clock.js';
+import {
+  advanceCronJobs,
+  countRefusedOccurrences,
+  insertOccurrences,
+  nextCronFireInMs,
+  takeDueCronJobs,
+  type DueJob,
+} from '../../db/queries/cron-ticks.js';
 
 export const FIRE_ALL_CAP = 100;
 /**
@@ -34,7 +45,7 @@ export const FIRE_ALL_CAP = 100;
 const MISSED_WALK_CAP = 10_000;
 const TAIL_WINDOW_MS = 3 * 3_600_000;
 
-export interface SchedulerOptions {
+export interface CronJobSchedulerOptions {
   pool: pg.Pool;
   log: Logger;
   /** Injected clock for tests; default: the database's now(). */
@@ -63,72 +74,6 @@ export interface TickResult {
   /** Due jobs this pass handled. */
   jobs: number;
 }
-
-interface DueJob {
-  id: string;
-  workspace_id: string;
-  endpoint_id: string;
-  cron_expression: string;
-  timezone: string;
-  ends_at: Date | null;
-  next_fire_at: Date;
-  seen: string;
-  misfire_policy: 'FIRE_LATEST' | 'SKIP' | 'FIRE_ALL';
-  /** The last pass could not compute the schedule: next_fire_at is its retry time, not an occurrence. */
-  retrying: boolean;
-  overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW';
-  max_attempts: number;
-  lock_key: string | null;
-  live_id: string | null;
-  live_status: string | null;
-  live_since: Date | null;
-}
-
-const TAKE_DUE = `
-select j.id, j.workspace_id, j.endpoint_id, j.cron_expression, j.timezone, j.ends_at, j.next_fire_at,
-       -- Exact, for the compare-and-set: a JS Date would drop the microseconds.
-       j.next_fire_at::text as seen,
-       j.misfire_policy, j.overlap_policy, j.max_attempts, j.lock_key,
-       j.schedule_error is not null as retrying,
-       live.id as live_id, live.status as live_status, live.created_at as live_since
-from jobs j
-left join lateral (
-  select e.id, e.status, e.created_at from executions e
-  where e.job_id = j.id and e.status in ('PENDING', 'RUNNING')
-  order by e.created_at limit 1
-) live on true
-where j.kind = 'CRON' and j.status = 'ACTIVE' and j.next_fire_at <= $1
-order by j.next_fire_at
-limit $2
-for update of j skip locked`;
-
-/**
- * The tick claim: a compare-and-set on the next_fire_at this pass read. Rows whose value moved
- * (another pass, an update, a pause) are left alone, and none of their executions is inserted.
- */
-const ADVANCE = `
-update jobs j
-set next_fire_at = v.next_fire_at,
-    last_fired_at = coalesce(v.last_fired_at, j.last_fired_at),
-    skipped_ticks = j.skipped_ticks + v.skipped,
-    last_skip_at = case when v.skipped > 0 then $2::timestamptz else j.last_skip_at end,
-    last_skip_reason = case when v.skipped > 0 then v.skip_reason else j.last_skip_reason end,
-    missed_ticks = j.missed_ticks + v.missed,
-    schedule_error = v.error,
-    schedule_error_at = case when v.error is not null then $2::timestamptz else j.schedule_error_at end,
-    updated_at = now()
-from jsonb_to_recordset($1::jsonb) as v(id uuid, seen timestamptz, next_fire_at timestamptz, last_fired_at timestamptz,
-                                        skipped int, skip_reason text, missed int, error text)
-where j.id = v.id and j.next_fire_at = v.seen and j.status = 'ACTIVE'
-returning j.id`;
-
-const INSERT_EXECUTIONS = `
-insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, lock_key, serial)
-select v.workspace_id, v.job_id, v.endpoint_id, v.scheduled_for, v.scheduled_for, v.max_attempts, v.lock_key, v.serial
-from jsonb_to_recordset($1::jsonb) as v(workspace_id uuid, job_id uuid, endpoint_id uuid, scheduled_for timestamptz,
-                                        max_attempts int, lock_key text, serial boolean)
-on conflict do nothing
-returning job_id, scheduled_for`;
 
 interface Plan {
   job: DueJob;
@@ -203,108 +148,93 @@ export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
   return plan;
 }
 
-export function createScheduler(options: SchedulerOptions) {
+export function createCronJobScheduler(options: CronJobSchedulerOptions) {
   const { pool, log } = options;
   const availability = options.availability ?? createAvailability(log, 'scheduler');
   const batchSize = options.batchSize ?? 500;
   const graceMs = options.misfireGraceMs ?? 60_000;
   const pollMs = options.pollMs ?? 1000;
   const observer = options.observer ?? noopObserver;
-  let timer: NodeJS.Timeout | undefined;
-  let running = false;
-  let passing: Promise<unknown> | undefined;
 
   async function nowOf(client: pg.PoolClient): Promise<Date> {
     if (options.clock) return options.clock();
-    const { rows } = await client.query<{ now: Date }>('select now() as now');
-    return rows[0]!.now;
+    return databaseNow(client);
   }
 
-  /** One batch in one transaction. */
+  /** One batch in one transaction: the due jobs' ticks claimed and their occurrences inserted. */
   async function batch(): Promise<TickResult> {
     const result: TickResult = { fired: 0, skipped: 0, missed: 0, errors: 0, jobs: 0 };
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
+    const done = await inTransaction(pool, async (client) => {
       const now = await nowOf(client);
-      const { rows } = await client.query<DueJob>(TAKE_DUE, [now, batchSize]);
+      const rows = await takeDueCronJobs(client, now, batchSize);
       result.jobs = rows.length;
-      if (rows.length === 0) {
-        await client.query('commit');
-        return result;
-      }
+      if (rows.length === 0) return undefined;
       const plans = rows.map((job) => planJob(job, now, graceMs));
-      const advanced = await client.query<{ id: string }>(ADVANCE, [
-        JSON.stringify(
-          plans.map((p) => ({
-            id: p.job.id,
-            seen: p.job.seen,
-            next_fire_at: p.next,
-            last_fired_at: p.fires.at(-1) ?? null,
-            skipped: p.skipped,
-            skip_reason: p.skipReason,
-            missed: p.missed,
-            error: p.error,
-          })),
-        ),
+      const claimed = await advanceCronJobs(
+        client,
+        plans.map((p) => ({
+          id: p.job.id,
+          seen: p.job.seen,
+          next_fire_at: p.next,
+          last_fired_at: p.fires.at(-1) ?? null,
+          skipped: p.skipped,
+          skip_reason: p.skipReason,
+          missed: p.missed,
+          error: p.error,
+        })),
         now,
-      ]);
-      const claimed = new Set(advanced.rows.map((r) => r.id));
-      const executions = plans
-        .filter((p) => claimed.has(p.job.id))
-        .flatMap((p) =>
-          p.fires.map((at) => ({
-            workspace_id: p.job.workspace_id,
-            job_id: p.job.id,
-            endpoint_id: p.job.endpoint_id,
-            scheduled_for: at,
-            max_attempts: p.job.max_attempts,
-            lock_key: p.job.lock_key,
-            serial: p.job.overlap_policy === 'QUEUE',
-          })),
-        );
-      let inserted = 0;
-      if (executions.length > 0) {
-        const ins = await client.query<{ job_id: string; scheduled_for: Date }>(INSERT_EXECUTIONS, [JSON.stringify(executions)]);
-        inserted = ins.rowCount ?? 0;
-        // An occurrence refused by a unique index: already fired (never twice), or its lock key is held.
-        const refused = executions.length - inserted;
-        if (refused > 0) {
-          const got = new Set(ins.rows.map((r) => `${r.job_id}@${r.scheduled_for.getTime()}`));
-          const byJob = new Map<string, number>();
-          for (const e of executions)
-            if (!got.has(`${e.job_id}@${e.scheduled_for.getTime()}`)) byJob.set(e.job_id, (byJob.get(e.job_id) ?? 0) + 1);
-          await client.query(
-            `update jobs j set skipped_ticks = j.skipped_ticks + v.n, last_skip_at = $2, last_skip_reason = 'lock key held or occurrence already fired'
-             from jsonb_to_recordset($1::jsonb) as v(id uuid, n int) where j.id = v.id`,
-            [JSON.stringify([...byJob].map(([id, n]) => ({ id, n }))), now],
-          );
-          result.skipped += refused;
-        }
-      }
-      await client.query('commit');
-      for (const p of plans) {
-        if (!claimed.has(p.job.id)) continue;
-        result.skipped += p.skipped;
-        result.missed += p.missed;
-        if (p.error) {
-          result.errors++;
-          log.warn(`scheduler: job ${p.job.id}: ${p.error}`);
-        }
-      }
-      result.fired += inserted;
-      observer.cronFired(
-        plans.flatMap((p) => (claimed.has(p.job.id) ? p.fires.map((at) => (now.getTime() - at.getTime()) / 1000) : [])),
-        result.missed,
-        result.skipped,
       );
-      return result;
-    } catch (error) {
-      await client.query('rollback').catch(() => {});
-      throw error;
-    } finally {
-      client.release();
+      const inserted = await insertClaimed(client, plans, claimed, now, result);
+      return { now, plans, claimed, inserted };
+    });
+    if (!done) return result;
+    const { now, plans, claimed, inserted } = done;
+    for (const p of plans) {
+      if (!claimed.has(p.job.id)) continue;
+      result.skipped += p.skipped;
+      result.missed += p.missed;
+      if (p.error) {
+        result.errors++;
+        log.warn(`scheduler: job ${p.job.id}: ${p.error}`);
+      }
     }
+    result.fired += inserted;
+    observer.cronFired(
+      plans.flatMap((p) => (claimed.has(p.job.id) ? p.fires.map((at) => (now.getTime() - at.getTime()) / 1000) : [])),
+      result.missed,
+      result.skipped,
+    );
+    return result;
+  }
+
+  /** Inserts the occurrences of the claimed jobs; returns how many. Refused ones count as skipped ticks. */
+  async function insertClaimed(client: pg.PoolClient, plans: Plan[], claimed: Set<string>, now: Date, result: TickResult): Promise<number> {
+    const executions = plans
+      .filter((p) => claimed.has(p.job.id))
+      .flatMap((p) =>
+        p.fires.map((at) => ({
+          workspace_id: p.job.workspace_id,
+          job_id: p.job.id,
+          endpoint_id: p.job.endpoint_id,
+          scheduled_for: at,
+          max_attempts: p.job.max_attempts,
+          lock_key: p.job.lock_key,
+          serial: p.job.overlap_policy === 'QUEUE',
+        })),
+      );
+    if (executions.length === 0) return 0;
+    const rows = await insertOccurrences(client, executions);
+    // An occurrence refused by a unique index: already fired (never twice), or its lock key is held.
+    const refused = executions.length - rows.length;
+    if (refused > 0) {
+      const got = new Set(rows.map((r) => `${r.job_id}@${r.scheduled_for.getTime()}`));
+      const byJob = new Map<string, number>();
+      for (const e of executions)
+        if (!got.has(`${e.job_id}@${e.scheduled_for.getTime()}`)) byJob.set(e.job_id, (byJob.get(e.job_id) ?? 0) + 1);
+      await countRefusedOccurrences(client, byJob, now);
+      result.skipped += refused;
+    }
+    return rows.length;
   }
 
   /**
@@ -332,46 +262,29 @@ export function createScheduler(options: SchedulerOptions) {
     return total;
   }
 
-  async function loop() {
-    if (!running) return;
-    let delay = pollMs;
-    try {
-      passing = tick();
-      await passing;
-      if (!options.clock) {
-        const askedAt = performance.now();
-        const { rows } = await pool.query<{ wait: number | null }>(
-          `select extract(epoch from (min(next_fire_at) - now())) * 1000 as wait from jobs where kind = 'CRON' and status = 'ACTIVE'`,
-        );
-        // A pass may fail job by job and still return: this answer is the one that counts.
-        availability.reached(askedAt);
-        const wait = rows[0]?.wait;
-        if (wait !== null && wait !== undefined) delay = Math.max(0, Math.min(pollMs, Number(wait)));
-      }
-    } catch (error) {
+  const loop = createPollLoop({
+    everyMs: pollMs,
+    async pass() {
+      await tick();
+      if (options.clock) return undefined;
+      const askedAt = performance.now();
+      const wait = await nextCronFireInMs(pool);
+      // A pass may fail job by job and still return: this answer is the one that counts.
+      availability.reached(askedAt);
+      return wait === null ? undefined : Math.max(0, Math.min(pollMs, wait));
+    },
+    onError: (error) => {
       if (!availability.unreachable(error, 'scheduler')) log.warn(`scheduler: pass failed: ${(error as Error).message}`);
-    } finally {
-      passing = undefined;
-    }
-    if (running) {
-      timer = setTimeout(loop, delay);
-      timer.unref();
-    }
-  }
+    },
+  });
 
   return {
     tick,
     start() {
-      if (running) return;
-      running = true;
-      void loop();
+      void loop.start();
     },
-    async stop() {
-      running = false;
-      clearTimeout(timer);
-      await passing?.catch(() => {});
-    },
+    stop: () => loop.stop(),
   };
 }
 
-export type Scheduler = ReturnType<typeof createScheduler>;
+export type CronJobScheduler = ReturnType<typeof createCronJobScheduler>;
