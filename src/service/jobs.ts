@@ -1,40 +1,24 @@
 /**
- * Jobs and their executions. Each function that changes state runs in one transaction, and
- * every guard (internal endpoints, retired jobs, payload specs, idempotency) is checked here
- * and nowhere else.
+ * Jobs and their executions: the jobs service. Each function that changes state runs in one
+ * transaction, and every guard (internal endpoints, retired jobs, payload specs, idempotency) is
+ * checked in the service and nowhere else: the guards in ./job-guards.ts, createJob's rules in
+ * ./job-create.ts, updateJob's and cancelJob's in ./job-change.ts.
  */
-import * as endpointsRepo from '../db/repos/endpoints.js';
 import * as executionsRepo from '../db/repos/executions.js';
 import * as jobsRepo from '../db/repos/jobs.js';
-import * as specsRepo from '../db/repos/payload-specs.js';
-import type { Executor } from '../db/repos/scope.js';
-import type { EndpointRow, JobPatch, JobRow, NewJob } from '../db/types.js';
-import { sql, type Transaction } from 'kysely';
+import type { JobPatch } from '../db/types.js';
+import type { Transaction } from 'kysely';
 import type { DB } from '../db/types.js';
-import { canonicalJson } from './canonical-json.js';
-import { isSystem, seesInstallation, type Actor } from './actor.js';
-import { auditInput, auditingFailure, hasRole, mutate, requireOwnership } from './audit.js';
-import { insertJobInOneStatement } from '../db/queries/create-job.js';
+import { seesInstallation, type Actor } from './actor.js';
+import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { firstFireAt, nextOccurrences, normalizeCron } from './cron.js';
+import { nextOccurrences, normalizeCron } from './cron.js';
+import { NotFoundError } from './errors.js';
 import {
-  ArchivedError,
-  ConflictError,
-  ForbiddenError,
-  InternalEndpointError,
-  LockHeldError,
-  NotFoundError,
-  RetiredError,
-  ValidationError,
-} from './errors.js';
-import { resolveEndpoint } from './endpoints.js';
-import {
-  createJobSchema,
   cronPreviewSchema,
   executionFilterSchema,
   jobFilterSchema,
   pageSchema,
-  updateJobSchema,
   type CreateJobInput,
   type CronPreviewInput,
   type ExecutionFilter,
@@ -42,7 +26,6 @@ import {
   type PageInput,
   type UpdateJobInput,
 } from './inputs.js';
-import { validateAgainstSpec } from './json-schema.js';
 import {
   jobState,
   opaqueWorkerId,
@@ -56,286 +39,33 @@ import {
 } from './models.js';
 import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from './pagination.js';
 import { withEventCursor } from './event-cursor.js';
+import { createJobIn, createOneStatementPath, type CreateJobResult } from './job-create.js';
+import { cancelJobIn, updateJobIn, type CancelJobResult } from './job-change.js';
+import { assertJobMutable, lockJob, nextFire } from './job-guards.js';
 
-export interface CreateJobResult {
-  job: Job;
-  /** false when an idempotency key matched an existing job, which is returned instead. */
-  created: boolean;
-}
-
-export interface CancelJobResult {
-  job: Job;
-  /** How many pending executions the cancellation cancelled. */
-  cancelledExecutions: number;
-  /**
-   * Set on the object a mutation returns (see ./event-cursor.ts): the event cursor from just
-   * before the mutation, to subscribe `after`. Absent on objects read by queries.
-   */
-  eventCursor?: string;
-}
-
-const sameTime = (a: Date | null | undefined, b: Date | null | undefined) => (a?.getTime() ?? null) === (b?.getTime() ?? null);
-
-/**
- * The first field in which a repeated request differs from the job its key already names, if any.
- * Max attempts counts only when the request gives it: otherwise it is resolved from the endpoint,
- * whose setting may have changed since, and the same request would conflict with itself.
- */
-function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: number | null | undefined): string | undefined {
-  if (existing.kind !== wanted.kind) return 'kind';
-  if (canonicalJson(existing.input) !== canonicalJson(JSON.parse(wanted.input as string))) return 'input';
-  if (!sameTime(existing.run_at, wanted.run_at as Date | null)) return 'runAt';
-  if (existing.cron_expression !== (wanted.cron_expression ?? null)) return 'cron.expression';
-  if (existing.timezone !== (wanted.timezone ?? null)) return 'cron.timezone';
-  if (existing.name !== (wanted.name ?? null)) return 'name';
-  if (askedMaxAttempts != null && existing.max_attempts !== askedMaxAttempts) return 'maxAttempts';
-  if (existing.lock_key !== (wanted.lock_key ?? null)) return 'lockKey';
-  if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
-  if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
-  if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
-  if (existing.overlap_policy !== (wanted.overlap_policy ?? null)) return 'cron.overlapPolicy';
-  return undefined;
-}
-
-/**
- * Guards a change to a job: INTERNAL jobs are jobgate's own (FORBIDDEN); OPERATOR keys may
- * update or cancel only jobs their key created (FORBIDDEN), though they may run and re-drive any
- * (`owned: false`); a retired job cannot change (RETIRED).
- */
-export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow, opts: { owned?: boolean } = {}): void {
-  if (endpoint.type === 'INTERNAL' && !isSystem(actor)) {
-    throw new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
-  }
-  if (opts.owned !== false) requireOwnership(actor, job.created_by_key_id, `job ${job.id}`);
-  if (job.status === 'RETIRED') throw new RetiredError(job.id);
-}
-
-/**
- * Throws LOCK_HELD, naming the holder, when a pending or running execution of the workspace holds
- * `lockKey`. A check ahead of the insert, so the common refusal leaves the transaction intact;
- * the partial unique index on live executions stays the authority.
- */
-export async function assertLockFree(trx: Executor, actor: Actor, lockKey: string | null): Promise<void> {
-  if (!lockKey) return;
-  const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, lockKey);
-  if (holder) throw new LockHeldError(lockKey, { jobId: holder.job_id, executionId: holder.id });
-}
-
-/** The job, locked for update, with its endpoint. Throws NOT_FOUND. */
-export async function lockJob(trx: Executor, actor: Actor, id: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
-  const job = await jobsRepo.findJobById(trx, actor.workspaceId, id, { forUpdate: true });
-  if (!job) throw new NotFoundError('Job', id);
-  const endpoint = await endpointsRepo.findEndpointById(trx, actor.workspaceId, job.endpoint_id);
-  if (!endpoint) throw new NotFoundError('Job', id);
-  return { job, endpoint };
-}
+export type { CreateJobResult } from './job-create.js';
+export type { CancelJobResult } from './job-change.js';
+// The guards, for the areas that compose them (alerts, execution control).
+export { assertJobMutable, assertLockFree, lockJob } from './job-guards.js';
 
 /**
  * The bodies of createJob, updateJob and cancelJob, inside a transaction the caller owns (their
  * own mutate, or declareSchedules', which composes them under one lock and one audit row).
  */
 export function createJobsInternals(ctx: ServiceContext) {
-  async function validateInput(ex: Executor, actor: Actor, endpoint: EndpointRow, input: unknown): Promise<void> {
-    if (!endpoint.payload_spec_id) return;
-    const spec = await specsRepo.findPayloadSpecById(ex, actor.workspaceId, endpoint.payload_spec_id);
-    if (spec) validateAgainstSpec(spec, input, ['input']);
-  }
-
-  function nextFire(job: Pick<JobRow, 'cron_expression' | 'timezone' | 'starts_at' | 'ends_at'>, now: Date): Date | null {
-    return firstFireAt(job.cron_expression!, job.timezone!, now, job.starts_at, job.ends_at);
-  }
-
-  /** createJob's rules, in `trx`; `extra.scheduleName` marks a declared schedule (declareSchedules). */
-  async function createJobIn(
-    trx: Transaction<DB>,
-    actor: Actor,
-    raw: CreateJobInput,
-    extra: { scheduleName?: string } = {},
-  ): Promise<CreateJobResult> {
-    const input = parseInput(createJobSchema, raw);
-    const expression = input.cron ? normalizeCron(input.cron.expression, ['cron', 'expression']) : null;
-    const jobInput = input.input ?? {};
-    // FOR SHARE: an archive running now waits for this job, or this job sees the archive.
-    const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName }, { forShare: true });
-    if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
-    if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
-    await validateInput(trx, actor, endpoint, jobInput);
-    const maxAttempts = input.maxAttempts ?? endpoint.max_attempts ?? ctx.defaultMaxAttempts;
-
-    const row: NewJob = {
-      workspace_id: actor.workspaceId,
-      endpoint_id: endpoint.id,
-      name: input.name ?? null,
-      kind: input.kind,
-      input: JSON.stringify(jobInput),
-      max_attempts: maxAttempts,
-      idempotency_key: input.idempotencyKey ?? null,
-      run_at: input.kind === 'DELAYED' ? input.runAt! : null,
-      cron_expression: expression,
-      timezone: input.cron ? (input.cron.timezone ?? 'UTC') : null,
-      starts_at: input.cron?.startsAt ?? null,
-      ends_at: input.cron?.endsAt ?? null,
-      misfire_policy: input.cron ? (input.cron.misfirePolicy ?? 'FIRE_LATEST') : null,
-      overlap_policy: input.cron ? (input.cron.overlapPolicy ?? 'SKIP') : null,
-      lock_key: input.lockKey ?? null,
-      created_by_key_id: actor.keyId ?? null,
-      schedule_name: extra.scheduleName ?? null,
-    };
-
-    const existingFor = async (key: string): Promise<CreateJobResult | undefined> => {
-      const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, endpoint.id, key);
-      if (!existing) return undefined;
-      const field = differingField(existing, row, input.maxAttempts);
-      if (field) {
-        throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
-          jobId: existing.id,
-          field,
-        });
-      }
-      return { job: toJob(existing), created: false };
-    };
-    if (row.idempotency_key) {
-      const existing = await existingFor(row.idempotency_key);
-      if (existing) return existing;
-    }
-
-    await assertLockFree(trx, actor, row.lock_key ?? null);
-    const now = await ctx.now(trx);
-    if (row.kind === 'CRON') {
-      row.next_fire_at = nextFire(row as JobRow, now);
-      if (!row.next_fire_at) throw ValidationError.at(['cron'], 'the schedule has no occurrence before endsAt');
-    }
-    const inserted = await jobsRepo.insertJobUnlessKeyTaken(trx, row);
-    if (!inserted) {
-      // Lost the race on the unique index: the winner is committed and visible now.
-      const winner = await existingFor(row.idempotency_key!);
-      if (winner) return winner;
-      throw new Error('idempotency insert conflicted but no job holds the key');
-    }
-    if (inserted.kind !== 'CRON') {
-      const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
-        workspace_id: actor.workspaceId,
-        job_id: inserted.id,
-        endpoint_id: endpoint.id,
-        scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
-        max_attempts: maxAttempts,
-        lock_key: inserted.lock_key,
-        created_by_key_id: actor.keyId ?? null,
-        input: row.input as string,
-      });
-      if (!execution) {
-        // Only the live-lock index can refuse a new job's first execution: a concurrent job
-        // took the key after our check. Throwing rolls this job back with it.
-        await assertLockFree(trx, actor, inserted.lock_key);
-        throw new LockHeldError(inserted.lock_key ?? '', { jobId: 'unknown', executionId: 'unknown' });
-      }
-    }
-    return { job: toJob(inserted), created: true };
-  }
-
-  /** updateJob's rules, in `trx`. */
-  async function updateJobIn(trx: Transaction<DB>, actor: Actor, raw: UpdateJobInput): Promise<Job> {
-    const input = parseInput(updateJobSchema, raw);
-    const { job, endpoint } = await lockJob(trx, actor, input.id);
-    assertJobMutable(actor, job, endpoint);
-    const patch: JobPatch = {};
-    if (input.name !== undefined) patch.name = input.name;
-    if (input.input !== undefined) {
-      // null is no input, as in createJob: a job's input is never JSON null (Job.input is non-null).
-      const jobInput = input.input ?? {};
-      await validateInput(trx, actor, endpoint, jobInput);
-      patch.input = JSON.stringify(jobInput);
-    }
-    if (input.maxAttempts != null) {
-      patch.max_attempts = input.maxAttempts;
-      await executionsRepo.setPendingMaxAttempts(trx, actor.workspaceId, job.id, input.maxAttempts);
-    }
-    if (input.runAt != null) {
-      if (job.kind !== 'DELAYED') throw ValidationError.at(['runAt'], 'is only for DELAYED jobs');
-      const moved = await executionsRepo.reschedulePendingExecutions(trx, actor.workspaceId, job.id, input.runAt);
-      if (moved === 0) throw new ConflictError('the delayed execution has already started; runAt can no longer change');
-      patch.run_at = input.runAt;
-    }
-    if (input.cron != null) {
-      if (job.kind !== 'CRON') throw ValidationError.at(['cron'], 'is only for CRON jobs');
-      const c = input.cron;
-      if (c.expression != null) patch.cron_expression = normalizeCron(c.expression, ['cron', 'expression']);
-      if (c.timezone != null) patch.timezone = c.timezone;
-      if (c.startsAt !== undefined) patch.starts_at = c.startsAt;
-      if (c.endsAt !== undefined) patch.ends_at = c.endsAt;
-      if (c.misfirePolicy != null) patch.misfire_policy = c.misfirePolicy;
-      if (c.overlapPolicy != null) patch.overlap_policy = c.overlapPolicy;
-      const merged = {
-        cron_expression: (patch.cron_expression as string | undefined) ?? job.cron_expression,
-        timezone: (patch.timezone as string | undefined) ?? job.timezone,
-        starts_at: patch.starts_at !== undefined ? (patch.starts_at as Date | null) : job.starts_at,
-        ends_at: patch.ends_at !== undefined ? (patch.ends_at as Date | null) : job.ends_at,
-      };
-      if (merged.starts_at && merged.ends_at && merged.ends_at <= merged.starts_at) {
-        throw ValidationError.at(['cron', 'endsAt'], 'must be after startsAt');
-      }
-      if (job.status === 'ACTIVE') {
-        const rescheduled =
-          merged.cron_expression !== job.cron_expression || merged.timezone !== job.timezone || !sameTime(merged.starts_at, job.starts_at);
-        // Same fire times: keep the stored next one, which may be due right now or a backlog
-        // the misfire policy is to handle; recomputing from now would drop it.
-        if (rescheduled || !job.next_fire_at) patch.next_fire_at = nextFire(merged, await ctx.now(trx));
-        else if (merged.ends_at && job.next_fire_at >= merged.ends_at) patch.next_fire_at = null;
-      }
-    }
-    return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch));
-  }
-
-  /** cancelJob's rules, in `trx`. */
-  async function cancelJobIn(trx: Transaction<DB>, actor: Actor, id: string): Promise<CancelJobResult> {
-    const { job, endpoint } = await lockJob(trx, actor, id);
-    assertJobMutable(actor, job, endpoint);
-    const retired = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, {
-      status: 'RETIRED',
-      retired_at: sql<Date>`now()` as never,
-      next_fire_at: null,
-    });
-    const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
-    return { job: toJob(retired), cancelledExecutions };
-  }
-
-  return { validateInput, nextFire, createJobIn, updateJobIn, cancelJobIn };
+  return {
+    createJobIn: (trx: Transaction<DB>, actor: Actor, raw: CreateJobInput, extra: { scheduleName?: string } = {}) =>
+      createJobIn(ctx, trx, actor, raw, extra),
+    updateJobIn: (trx: Transaction<DB>, actor: Actor, raw: UpdateJobInput) => updateJobIn(ctx, trx, actor, raw),
+    cancelJobIn: (trx: Transaction<DB>, actor: Actor, id: string): Promise<CancelJobResult> => cancelJobIn(trx, actor, id),
+  };
 }
 
 export function createJobsService(ctx: ServiceContext) {
   const { db } = ctx;
-  const { nextFire, createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
+  const { createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
 
-  /**
-   * createJob in one statement when nothing can refuse it or change its outcome (see
-   * db/queries/create-job.ts); undefined sends the caller down the full path, which holds every
-   * rule (and raises every error). The same rows as the full path: job, execution, audit row.
-   */
-  async function createInOneStatement(actor: Actor, raw: CreateJobInput): Promise<CreateJobResult | undefined> {
-    if (!ctx.databaseClock || !hasRole(actor, 'OPERATOR')) return undefined;
-    const parsed = createJobSchema.safeParse(raw);
-    if (!parsed.success) return undefined;
-    const input = parsed.data;
-    const { kind } = input;
-    if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey) return undefined;
-    const action = 'job.create';
-    const inserted = await auditingFailure(ctx, actor, action, raw, () =>
-      insertJobInOneStatement(db, ctx.pool, {
-        workspaceId: actor.workspaceId,
-        endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
-        system: isSystem(actor),
-        name: input.name ?? null,
-        kind,
-        input: JSON.stringify(input.input ?? {}),
-        maxAttempts: input.maxAttempts ?? null,
-        defaultMaxAttempts: ctx.defaultMaxAttempts,
-        runAt: kind === 'DELAYED' ? input.runAt! : null,
-        createdByKeyId: actor.keyId ?? null,
-        audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action, input: auditInput(raw) },
-      }),
-    );
-    return inserted ? { job: toJob(inserted), created: true } : undefined;
-  }
+  const createInOneStatement = createOneStatementPath(ctx);
 
   return {
     /**
