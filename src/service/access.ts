@@ -15,9 +15,10 @@ import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { pageSchema, text, type PageInput } from './inputs.js';
 import { COUNT_LIMIT, decodeCursor, encodeCursor, pageConnection, pageSize, type Connection } from './pagination.js';
-import { ConflictError, DomainError, ForbiddenError, NotFoundError } from './errors.js';
+import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
 import { hashApiKey, newApiKey, newSubscriptionTicket } from './secrets.js';
+import { createAuthenticator, UnauthenticatedError } from './authenticate.js';
 
 export interface ApiKey {
   id: string;
@@ -92,12 +93,7 @@ const toAuditEntry = (r: AuditRow, cursors: WorkspaceCursors): AuditEntry => ({
   createdAt: r.created_at,
 });
 
-export class UnauthenticatedError extends DomainError {
-  override name = 'UnauthenticatedError';
-  constructor(message = 'a valid API key is required: send "Authorization: Bearer <key>"') {
-    super('UNAUTHENTICATED', message);
-  }
-}
+export { UnauthenticatedError } from './authenticate.js';
 
 export const createApiKeySchema = z.object({
   name: text().min(1).max(200),
@@ -134,11 +130,9 @@ export interface SubscriptionTicket {
 /** How long a subscription ticket lives: long enough to open a stream, too short to be worth stealing. */
 export const SUBSCRIPTION_TICKET_TTL_MS = 60_000;
 
-/** How stale `last_used_at` may get before a request refreshes it (one write per key per minute). */
-const LAST_USED_GRANULARITY = "interval '1 minute'";
-
 export function createAccessService(ctx: ServiceContext) {
   const { db } = ctx;
+  const authenticator = createAuthenticator(ctx);
 
   async function insertKey(
     ex: typeof db,
@@ -168,14 +162,8 @@ export function createAccessService(ctx: ServiceContext) {
      * the same message for each. Records `last_used_at` (at most once a minute per key).
      */
     async authenticate(key: string | undefined | null): Promise<Actor> {
-      if (!key || !/^jg_[A-Za-z0-9_-]{20,100}$/.test(key)) throw new UnauthenticatedError();
-      const row = await db.selectFrom('api_keys').selectAll().where('key_hash', '=', hashApiKey(key)).executeTakeFirst();
-      if (!row || row.revoked_at) throw new UnauthenticatedError();
-      if (!row.last_used_at || Date.now() - row.last_used_at.getTime() > 60_000) {
-        await sql`update api_keys set last_used_at = now()
-                  where id = ${row.id} and (last_used_at is null or last_used_at < now() - ${sql.raw(LAST_USED_GRANULARITY)})`.execute(db);
-      }
-      return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.id, installationAdmin: row.installation_admin };
+      // Remembered for a second (./authenticate.ts); a revocation here is forgotten at once.
+      return authenticator.authenticate(key);
     },
 
     /**
@@ -311,7 +299,7 @@ export function createAccessService(ctx: ServiceContext) {
         // Every gateway replica ends the key's live streams when this commits (see lapsedActors).
         await notifyKeyChanged(trx, id);
         return toApiKey(row);
-      });
+      }).finally(() => authenticator.forget(id));
     },
 
     /** The workspace's keys, newest first (never the keys themselves). ADMIN only. */
