@@ -3,7 +3,7 @@
  * key still backs it, and the caller as a console shows it. The areas it brings together: API
  * keys (./api-keys.ts), workspaces (./workspaces.ts) and the audit log (./audit-log.ts).
  */
-import { activeKeysByIds, findApiKey, findApiKeyByHash, touchApiKeyLastUsed } from '../db/repos/api-keys.js';
+import { activeKeysByIds, findApiKey } from '../db/repos/api-keys.js';
 import { insertTicket, redeemTicket, ticketRedeemable } from '../db/repos/subscription-tickets.js';
 import { findWorkspaceById } from '../db/repos/workspaces.js';
 import { isUuid, scoped } from '../db/repos/scope.js';
@@ -12,10 +12,11 @@ import { createApiKeysService, toApiKey, type ApiKey } from './api-keys.js';
 import { mutate } from './audited-mutation.js';
 import { createAuditLogService } from './audit-log.js';
 import type { ServiceContext } from './context.js';
-import { DomainError, ForbiddenError, NotFoundError } from './errors.js';
+import { ForbiddenError, NotFoundError } from './errors.js';
 import { toWorkspace, type Workspace } from './models.js';
 import { hashApiKey, newSubscriptionTicket } from './secrets.js';
 import { createWorkspacesService } from './workspaces.js';
+import { createAuthenticator, UnauthenticatedError, type Authenticator } from './authenticate.js';
 
 export { createApiKeySchema, type ApiKey, type CreateApiKeyInput, type CreateApiKeyResult } from './api-keys.js';
 export { createWorkspaceSchema, type CreateWorkspaceInput } from './workspaces.js';
@@ -37,12 +38,7 @@ export interface Viewer {
   apiKey: ApiKey | null;
 }
 
-export class UnauthenticatedError extends DomainError {
-  override name = 'UnauthenticatedError';
-  constructor(message = 'a valid API key is required: send "Authorization: Bearer <key>"') {
-    super('UNAUTHENTICATED', message);
-  }
-}
+export { UnauthenticatedError } from './authenticate.js';
 
 export interface SubscriptionTicket {
   /** The ticket itself, for `?ticket=`. Shown this once; only its hash is stored. */
@@ -54,7 +50,7 @@ export interface SubscriptionTicket {
 /** How long a subscription ticket lives: long enough to open a stream, too short to be worth stealing. */
 export const SUBSCRIPTION_TICKET_TTL_MS = 60_000;
 
-function createAuthenticationService(ctx: ServiceContext) {
+function createAuthenticationService(ctx: ServiceContext, authenticator: Authenticator) {
   const { db } = ctx;
 
   return {
@@ -63,13 +59,8 @@ function createAuthenticationService(ctx: ServiceContext) {
      * the same message for each. Records `last_used_at` (at most once a minute per key).
      */
     async authenticate(key: string | undefined | null): Promise<Actor> {
-      if (!key || !/^jg_[A-Za-z0-9_-]{20,100}$/.test(key)) throw new UnauthenticatedError();
-      const row = await findApiKeyByHash(db, hashApiKey(key));
-      if (!row || row.revoked_at) throw new UnauthenticatedError();
-      if (!row.last_used_at || Date.now() - row.last_used_at.getTime() > 60_000) {
-        await touchApiKeyLastUsed(db, row.id);
-      }
-      return { workspaceId: row.workspace_id, kind: 'user', role: row.role, keyId: row.id, installationAdmin: row.installation_admin };
+      // Remembered for a second (./authenticate.ts); a revocation through the service is forgotten at once.
+      return authenticator.authenticate(key);
     },
 
     /**
@@ -158,9 +149,10 @@ function createAuthenticationService(ctx: ServiceContext) {
 
 /** Authentication, API keys, workspaces and the audit log, as one area of the service. */
 export function createAccessService(ctx: ServiceContext) {
+  const authenticator = createAuthenticator(ctx);
   return {
-    ...createAuthenticationService(ctx),
-    ...createApiKeysService(ctx),
+    ...createAuthenticationService(ctx, authenticator),
+    ...createApiKeysService(ctx, { keyChanged: (id) => authenticator.forget(id) }),
     ...createWorkspacesService(ctx),
     ...createAuditLogService(ctx),
   };

@@ -76,7 +76,7 @@ export async function mintApiKey(
 }
 
 // An area factory: short methods sharing one context; its length is theirs added up (none is long).
-export function createApiKeysService(ctx: ServiceContext) {
+export function createApiKeysService(ctx: ServiceContext, hooks: { keyChanged(id: string): void } = { keyChanged() {} }) {
   const { db } = ctx;
 
   return {
@@ -128,7 +128,7 @@ export function createApiKeysService(ctx: ServiceContext) {
         // Every gateway replica ends the key's live streams when this commits (see lapsedActors).
         await apiKeysRepo.notifyKeyChanged(trx, id);
         return toApiKey(row);
-      });
+      }).finally(() => hooks.keyChanged(id));
     },
 
     /** The workspace's keys, newest first (never the keys themselves). ADMIN only. */

@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createJobService } from '../../src/service/index.js';
+import { KEY_CACHE_TTL_MS } from '../../src/service/authenticate.js';
+import { Kysely, PostgresDialect } from 'kysely';
+import type { DB } from '../../src/db/types.js';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/eventually.js';
+
+let t: TestDb;
+
+beforeAll(async () => {
+  t = await createTestDb();
+});
+afterAll(() => t.close());
+
+describe('authenticate', () => {
+  it('looks a key up once while it is remembered, not once per request', async () => {
+    const { key } = await t.service.createApiKey(t.actor, { name: 'remembered', role: 'OPERATOR' });
+    let lookups = 0;
+    const db = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool: t.database.pool }),
+      log: (event) => void (/from api_keys where key_hash/.test(event.query.sql) && lookups++),
+    });
+    const service = createJobService({ db, defaultMaxAttempts: 5 });
+    const first = await service.authenticate(key);
+    // Asked together, right after: each finds the key remembered before it awaits anything.
+    const again = await Promise.all(Array.from({ length: 20 }, () => service.authenticate(key)));
+    expect(again.every((a) => a.keyId === first.keyId && a.role === 'OPERATOR')).toBe(true);
+    expect(lookups).toBe(1);
+  });
+
+  it('refuses a key revoked through the service at once', async () => {
+    const { key, apiKey } = await t.service.createApiKey(t.actor, { name: 'revoked here', role: 'VIEWER' });
+    await t.service.authenticate(key);
+    await t.service.revokeApiKey(t.actor, apiKey.id);
+    expect(await codeOf(() => t.service.authenticate(key))).toBe('UNAUTHENTICATED');
+  });
+
+  it(`refuses a key revoked elsewhere once what was remembered of it runs out (${KEY_CACHE_TTL_MS} ms)`, async () => {
+    const { key, apiKey } = await t.service.createApiKey(t.actor, { name: 'revoked elsewhere', role: 'VIEWER' });
+    await t.service.authenticate(key);
+    await t.query('update api_keys set revoked_at = now() where id = $1', [apiKey.id]);
+    await eventually(async () => (await codeOf(() => t.service.authenticate(key))) === 'UNAUTHENTICATED', 10_000, 'the key to be refused');
+  });
+
+  it('never remembers an unknown key', async () => {
+    const unknown = `jg_${'x'.repeat(40)}`;
+    expect(await codeOf(() => t.service.authenticate(unknown))).toBe('UNAUTHENTICATED');
+    expect(await codeOf(() => t.service.authenticate(unknown))).toBe('UNAUTHENTICATED');
+  });
+});
