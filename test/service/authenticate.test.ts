@@ -19,7 +19,7 @@ describe('authenticate', () => {
     let lookups = 0;
     const db = new Kysely<DB>({
       dialect: new PostgresDialect({ pool: t.database.pool }),
-      log: (event) => void (/from api_keys where key_hash/.test(event.query.sql) && lookups++),
+      log: (event) => void (/from "?api_keys"? where "?key_hash/.test(event.query.sql) && lookups++),
     });
     const service = createJobService({ db, defaultMaxAttempts: 5 });
     const first = await service.authenticate(key);
