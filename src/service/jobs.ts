@@ -13,20 +13,12 @@ import { sql, type Transaction } from 'kysely';
 import type { DB } from '../db/types.js';
 import { canonicalJson } from './canonical-json.js';
 import { isSystem, seesInstallation, type Actor } from './actor.js';
-import { auditInput, auditingFailure, hasRole, mutate, requireOwnership } from './audit.js';
+import { auditInput, auditingFailure, hasRole, mutate } from './audit.js';
+import { CHANGE_ROLE, jobRefusal } from './permissions.js';
 import { insertJobInOneStatement } from '../db/queries/create-job.js';
 import { parseInput, type ServiceContext } from './context.js';
 import { firstFireAt, nextOccurrences, normalizeCron } from './cron.js';
-import {
-  ArchivedError,
-  ConflictError,
-  ForbiddenError,
-  InternalEndpointError,
-  LockHeldError,
-  NotFoundError,
-  RetiredError,
-  ValidationError,
-} from './errors.js';
+import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, NotFoundError, ValidationError } from './errors.js';
 import { resolveEndpoint } from './endpoints.js';
 import {
   createJobSchema,
@@ -97,17 +89,10 @@ function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: numb
   return undefined;
 }
 
-/**
- * Guards a change to a job: INTERNAL jobs are jobgate's own (FORBIDDEN); OPERATOR keys may
- * update or cancel only jobs their key created (FORBIDDEN), though they may run and re-drive any
- * (`owned: false`); a retired job cannot change (RETIRED).
- */
+/** Throws the refusal of a change to `job` (./permissions.ts, jobRefusal): FORBIDDEN, RETIRED. */
 export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow, opts: { owned?: boolean } = {}): void {
-  if (endpoint.type === 'INTERNAL' && !isSystem(actor)) {
-    throw new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
-  }
-  if (opts.owned !== false) requireOwnership(actor, job.created_by_key_id, `job ${job.id}`);
-  if (job.status === 'RETIRED') throw new RetiredError(job.id);
+  const refusal = jobRefusal(actor, job, endpoint, opts);
+  if (refusal) throw refusal;
 }
 
 /**
@@ -368,7 +353,7 @@ export function createJobsService(ctx: ServiceContext) {
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
      */
     async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
-      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, (trx) =>
+      return mutate(ctx, actor, { action: 'job.update', role: CHANGE_ROLE, input: raw, target: { type: 'Job', id: raw?.id } }, (trx) =>
         updateJobIn(trx, actor, raw),
       );
     },
@@ -379,7 +364,7 @@ export function createJobsService(ctx: ServiceContext) {
      */
     async pauseJob(actor: Actor, id: string): Promise<Job> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+        mutate(ctx, actor, { action: 'job.pause', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) => {
           const { job, endpoint } = await lockJob(trx, actor, id);
           assertJobMutable(actor, job, endpoint);
           if (job.status === 'PAUSED') return toJob(job);
@@ -394,7 +379,7 @@ export function createJobsService(ctx: ServiceContext) {
      */
     async resumeJob(actor: Actor, id: string): Promise<Job> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+        mutate(ctx, actor, { action: 'job.resume', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) => {
           const { job, endpoint } = await lockJob(trx, actor, id);
           assertJobMutable(actor, job, endpoint);
           if (job.status === 'ACTIVE') return toJob(job);
@@ -415,7 +400,7 @@ export function createJobsService(ctx: ServiceContext) {
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) =>
+        mutate(ctx, actor, { action: 'job.cancel', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, (trx) =>
           cancelJobIn(trx, actor, id),
         ),
       );
