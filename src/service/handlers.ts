@@ -16,7 +16,7 @@ import { scoped, type Executor } from '../db/repos/scope.js';
 import { seesInstallation, type Actor } from './actor.js';
 import { mutate } from './audit.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { intervalTick, type IntervalTickRow } from '../db/repos/handlers.js';
+import { intervalTick, msUntilFirstWorkerStale, type IntervalTickRow } from '../db/repos/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError, ValidationError } from './errors.js';
 import { pageSchema, type PageInput } from './inputs.js';
 import { pageConnection, pageSize, type Connection } from './pagination.js';
@@ -131,6 +131,13 @@ export interface TriggeredTick {
   outcome: HandlerOutcome | null;
   /** FINISHED: from its start to its outcome, in ms. */
   durationMs: number | null;
+}
+
+/** The catalogue as a live subscription reads it (./live.ts authorises nothing more: any key may read it). */
+export interface HandlerCatalogSnapshot {
+  handlers: HandlerInfo[];
+  /** When to read it again even without a hint: the first live worker goes stale then (ms; null: no live worker). */
+  recheckInMs: number | null;
 }
 
 export interface TriggerHandlerResult {
@@ -342,6 +349,25 @@ export function createHandlersService(ctx: ServiceContext) {
      */
     async handlers(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerInfo[]> {
       return handlerList(actor, raw);
+    },
+
+    /**
+     * The catalogue as `handlers` answers it, for the live subscription (handlerCatalog), with
+     * when it changes next by itself: the first live worker's staleness deadline. Any role.
+     * Throws VALIDATION_FAILED.
+     */
+    async handlerCatalog(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerCatalogSnapshot> {
+      const [handlers, recheckInMs] = await Promise.all([handlerList(actor, raw), msUntilFirstWorkerStale(ctx.db)]);
+      return { handlers, recheckInMs };
+    },
+
+    /**
+     * Who sees the same catalogue as `actor`: a live subscription reads it once per audience
+     * when it changes, not once per subscriber. The installation's details are shown to some
+     * actors only, and the recoverables' runs and schedules are per workspace.
+     */
+    handlerCatalogAudience(actor: Actor): string {
+      return `${seesInstallation(actor) ? 'installation' : 'tenant'}:${actor.workspaceId}`;
     },
 
     /**
