@@ -5,6 +5,7 @@ import { addSample, formatCount, formatDuration, runProgress, type ProgressSampl
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
+import { RunProgressDocument } from './shared.tsx';
 
 const OverviewDocument = graphql(`
   query Overview {
@@ -33,13 +34,7 @@ const OverviewDocument = graphql(`
     runConnection(status: RUNNING, first: 10) {
       totalCount
       nodes {
-        id
-        name
-        status
-        processed
-        total
-        progress
-        startedAt
+        ...RunRow
       }
     }
   }
@@ -61,24 +56,6 @@ const OverviewRunsDocument = graphql(`
       cursor
       runId
       status
-    }
-  }
-`);
-
-export const RunProgressDocument = graphql(`
-  subscription RunProgress($runId: ID!) {
-    runProgress(runId: $runId) {
-      id
-      status
-      processed
-      total
-      progress
-      updatedAt
-      stats
-      cursor
-      pauseReason
-      error
-      finishedAt
     }
   }
 `);
