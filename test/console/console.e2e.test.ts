@@ -221,6 +221,24 @@ describe('the console', { timeout: 90_000 }, () => {
     await screenshot(admin, 'overview');
   });
 
+  it("counts the workspace's endpoints on the overview, and jobgate's internal ones apart, labelled", async () => {
+    await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'jobgate.console-internal', kind: 'HANDLER', handlerName: 'console.internal' },
+      { type: 'INTERNAL' },
+    );
+    await t.service.createJob(t.systemActor, {
+      endpointName: 'jobgate.console-internal',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 86_400_000),
+    });
+    await admin.goto(`${world.origin}/console/`);
+    await admin.getByTestId('internal-endpoints').getByText('jobgate.console-internal').waitFor({ timeout: 10_000 });
+    expect(await admin.getByTestId('by-endpoint').textContent()).not.toContain('jobgate.console-internal');
+    await admin.getByRole('heading', { name: "jobgate's own work" }).waitFor();
+    await accessible(admin, 'overview (internal endpoints)');
+  });
+
   it('shows the handler catalogue live: a worker registering a handler, its tick, and its worker leaving, without a reload', async () => {
     await go(admin, 'Handlers');
     const table = admin.getByTestId('handlers');
