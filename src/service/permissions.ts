@@ -101,6 +101,7 @@ export function createPermissionsService(ctx: ServiceContext) {
     async jobPermissions(actor: Actor, jobId: string): Promise<JobPermissions> {
       const { job, endpoint } = await jobAndEndpoint(actor, jobId);
       const role = hasRole(actor, CHANGE_ROLE);
+      if (!role) return { trigger: false, pause: false, resume: false, update: false, cancel: false };
       const change = role && !jobRefusal(actor, job, endpoint);
       return {
         trigger: role && !jobRefusal(actor, job, endpoint, { owned: false }),
@@ -115,8 +116,10 @@ export function createPermissionsService(ctx: ServiceContext) {
     async executionPermissions(actor: Actor, executionId: string): Promise<ExecutionPermissions> {
       const execution = await findExecutionById(db, actor.workspaceId, executionId);
       if (!execution) throw new NotFoundError('Execution', executionId);
-      const { job, endpoint } = await jobAndEndpoint(actor, execution.job_id);
       const role = hasRole(actor, CHANGE_ROLE);
+      // Below the role, nothing to read further (a list of a VIEWER's costs one probe a row).
+      if (!role) return { retry: false, cancel: false };
+      const { job, endpoint } = await jobAndEndpoint(actor, execution.job_id);
       return {
         retry: role && !executionRetryRefusal(actor, job, endpoint),
         cancel: role && !executionCancelRefusal(actor, execution, job, endpoint),
