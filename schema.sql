@@ -1,4 +1,4 @@
--- The schema after migrations/000033_interval_wakeup.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000030_interval_wakeup.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -8,6 +8,14 @@ CREATE FUNCTION public.jobgate_backoff_ms(base_ms integer, max_ms integer, attem
   select case when jitter then random() else 1 end
        * least(max_ms::double precision, base_ms * power(2::double precision, greatest(attempt - 1, 0)))
 $$;
+
+CREATE FUNCTION public.jobgate_catalog_hint() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform pg_notify('jobgate_events', 'c');
+  return null;
+end $$;
 
 CREATE FUNCTION public.jobgate_event_writer() RETURNS void
     LANGUAGE sql
@@ -939,6 +947,8 @@ CREATE TRIGGER findings_events_insert AFTER INSERT ON public.findings REFERENCIN
 
 CREATE TRIGGER findings_events_mark BEFORE INSERT ON public.findings FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_mark();
 
+CREATE TRIGGER interval_handlers_catalog AFTER INSERT OR DELETE OR UPDATE ON public.interval_handlers FOR EACH ROW EXECUTE FUNCTION public.jobgate_catalog_hint();
+
 CREATE TRIGGER interval_handlers_notify_due AFTER UPDATE OF next_due_at ON public.interval_handlers FOR EACH ROW WHEN (((new.owner IS NULL) AND (new.next_due_at <= now()) AND (new.next_due_at IS DISTINCT FROM old.next_due_at))) EXECUTE FUNCTION public.jobgate_notify_interval_due();
 
 CREATE TRIGGER interval_handlers_streak BEFORE UPDATE ON public.interval_handlers FOR EACH ROW EXECUTE FUNCTION public.jobgate_interval_streak();
@@ -949,9 +959,19 @@ CREATE TRIGGER jobs_events_insert AFTER INSERT ON public.jobs REFERENCING NEW TA
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_update();
 
+CREATE TRIGGER run_schedules_catalog AFTER INSERT OR DELETE OR UPDATE ON public.run_schedules FOR EACH ROW EXECUTE FUNCTION public.jobgate_catalog_hint();
+
+CREATE TRIGGER runs_catalog_insert AFTER INSERT ON public.runs FOR EACH ROW EXECUTE FUNCTION public.jobgate_catalog_hint();
+
+CREATE TRIGGER runs_catalog_status AFTER UPDATE ON public.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.jobgate_catalog_hint();
+
 CREATE TRIGGER runs_events_insert AFTER INSERT ON public.runs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_runs_insert();
 
 CREATE TRIGGER runs_events_update AFTER UPDATE ON public.runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_runs_update();
+
+CREATE TRIGGER workers_catalog_insert AFTER INSERT OR DELETE ON public.workers FOR EACH ROW EXECUTE FUNCTION public.jobgate_catalog_hint();
+
+CREATE TRIGGER workers_catalog_update AFTER UPDATE ON public.workers FOR EACH ROW WHEN (((old.handlers IS DISTINCT FROM new.handlers) OR (old.heartbeat_at <= (now() - make_interval(secs => (((old.stale_ms)::numeric / 1000.0))::double precision))))) EXECUTE FUNCTION public.jobgate_catalog_hint();
 
 CREATE TRIGGER workspaces_provision AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_workspace();
 

@@ -3,7 +3,7 @@
  * of the current path. A key refused by the API (UNAUTHENTICATED) or by the socket (4403) signs the
  * tab out with the reason.
  */
-import { Component, useEffect, useMemo, useState, type ReactNode } from 'react';
+import { Component, lazy, Suspense, useEffect, useMemo, useState, type ComponentType, type ReactNode } from 'react';
 import { graphql } from './gql/index.ts';
 import type { ViewerQuery } from './gql/graphql.ts';
 import { ApiError, createApi, onUnauthenticated } from './lib/api.ts';
@@ -12,19 +12,27 @@ import { createLive } from './lib/live.ts';
 import { href, navigate, useLocation } from './lib/router.ts';
 import { forgetKey, signOutNotice, storedKey, storeKey } from './lib/session.ts';
 import { ErrorBox, Link, Loading } from './ui/common.tsx';
-import { Overview } from './screens/overview.tsx';
-import { JobsScreen } from './screens/jobs.tsx';
-import { JobScreen } from './screens/job.tsx';
-import { NewJobScreen } from './screens/new-job.tsx';
-import { EndpointsScreen } from './screens/endpoints.tsx';
-import { ExecutionsScreen } from './screens/executions.tsx';
-import { ExecutionScreen } from './screens/execution.tsx';
-import { RunsScreen } from './screens/runs.tsx';
-import { RunScreen } from './screens/run.tsx';
-import { HandlersScreen } from './screens/handlers.tsx';
-import { AuditScreen } from './screens/audit.tsx';
-import { KeysScreen } from './screens/keys.tsx';
-import { AlertsScreen } from './screens/alerts.tsx';
+
+/**
+ * Each screen is its own chunk, fetched when first shown: the sign-in and the shell load first,
+ * then only the screen of the address (`npm run bench console` prints the first screen's size).
+ */
+const screen = <K extends string>(load: () => Promise<Record<K, ComponentType<any>>>, name: K) =>
+  lazy(async () => ({ default: (await load())[name] }));
+const Overview = screen(() => import('./screens/overview.tsx'), 'Overview');
+const JobsScreen = screen(() => import('./screens/jobs.tsx'), 'JobsScreen');
+const JobScreen = screen(() => import('./screens/job.tsx'), 'JobScreen');
+const NewJobScreen = screen(() => import('./screens/new-job.tsx'), 'NewJobScreen');
+const EndpointsScreen = screen(() => import('./screens/endpoints.tsx'), 'EndpointsScreen');
+const ExecutionsScreen = screen(() => import('./screens/executions.tsx'), 'ExecutionsScreen');
+const ExecutionScreen = screen(() => import('./screens/execution.tsx'), 'ExecutionScreen');
+const RunsScreen = screen(() => import('./screens/runs.tsx'), 'RunsScreen');
+const RunScreen = screen(() => import('./screens/run.tsx'), 'RunScreen');
+const HandlersScreen = screen(() => import('./screens/handlers.tsx'), 'HandlersScreen');
+const AuditScreen = screen(() => import('./screens/audit.tsx'), 'AuditScreen');
+const KeysScreen = screen(() => import('./screens/keys.tsx'), 'KeysScreen');
+const AlertsScreen = screen(() => import('./screens/alerts.tsx'), 'AlertsScreen');
+const AlertScreen = screen(() => import('./screens/alert.tsx'), 'AlertScreen');
 
 export const ViewerDocument = graphql(`
   query Viewer {
@@ -212,7 +220,9 @@ function Shell() {
       </nav>
       <main id="main" tabIndex={-1}>
         <ScreenBoundary key={route.join('/')}>
-          <Screen route={route} search={search} />
+          <Suspense fallback={<Loading />}>
+            <Screen route={route} search={search} />
+          </Suspense>
         </ScreenBoundary>
       </main>
     </>
@@ -248,7 +258,7 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
     case 'endpoints':
       return <EndpointsScreen />;
     case 'alerts':
-      return <AlertsScreen />;
+      return id ? <AlertScreen id={id} /> : <AlertsScreen />;
     case 'audit':
       return <AuditScreen />;
     case 'keys':

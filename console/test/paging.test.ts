@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstPage, nextPage, pageNumber, previousPage } from '../src/lib/paging.ts';
+import { emptyLog, firstPage, nextPage, pageNumber, previousPage, withLive, withPage } from '../src/lib/paging.ts';
 
 describe('keyset pages', () => {
   it('goes forwards by endCursor and back through the cursors it has seen', () => {
@@ -15,5 +15,38 @@ describe('keyset pages', () => {
   it('stays on the last page when there is no next cursor', () => {
     const p2 = nextPage(firstPage, 'c1');
     expect(nextPage(p2, null)).toBe(p2);
+  });
+});
+
+describe('a log paged, then followed live', () => {
+  const item = (id: string) => ({ id });
+  const ids = (log: { items: { id: string }[] }) => log.items.map((i) => i.id);
+
+  it('appends pages, ignores live items until the pages reach the end, then follows from the last item', () => {
+    let log = withPage(emptyLog<{ id: string }>(), [item('a'), item('b')], { hasNextPage: true, endCursor: 'b' });
+    expect(log).toMatchObject({ complete: false, followFrom: null, endCursor: 'b' });
+    // Live items before the end would leave a gap between the pages and them: not shown.
+    log = withLive(log, item('z'));
+    expect(ids(log)).toEqual(['a', 'b']);
+    log = withPage(log, [item('c')], { hasNextPage: false, endCursor: 'c' });
+    expect(log).toMatchObject({ complete: true, followFrom: 'c' });
+    log = withLive(log, item('d'));
+    expect(ids(log)).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('shows nothing twice: a live item the pages already gave, a page overlapping what came live', () => {
+    let log = withPage(emptyLog<{ id: string }>(), [item('a')], { hasNextPage: false, endCursor: 'a' });
+    log = withLive(log, item('a'));
+    log = withLive(log, item('b'));
+    log = withLive(log, item('b'));
+    log = withPage(log, [item('b'), item('c')], { hasNextPage: false, endCursor: 'c' });
+    expect(ids(log)).toEqual(['a', 'b', 'c']);
+    // Where the stream started is fixed when the end was first reached.
+    expect(log.followFrom).toBe('a');
+  });
+
+  it('follows an empty log from the start', () => {
+    const log = withPage(emptyLog<{ id: string }>(), [], { hasNextPage: false, endCursor: null });
+    expect(log).toMatchObject({ complete: true, followFrom: '0', endCursor: null });
   });
 });

@@ -1,6 +1,7 @@
 import { builder } from '../schema/builder.js';
 import { pageArgs } from '../schema/common.js';
 import {
+  HandlerCatalogRef,
   HandlerConnectionRef,
   HandlerKindEnum,
   HandlerRef,
@@ -47,5 +48,23 @@ builder.mutationFields((t) => ({
       input: t.arg({ type: TriggerHandlerInputRef, required: true, description: 'Which handler.', validate: triggerHandlerValidation }),
     },
     resolve: (_root, args, ctx) => ctx.service.triggerHandler(ctx.actor, args.input as never),
+  }),
+}));
+
+builder.subscriptionFields((t) => ({
+  handlerCatalog: t.field({
+    type: HandlerCatalogRef,
+    description:
+      'The handler catalogue at once, then again each time it changes: a worker starts, stops or stops heartbeating (past its staleness window), ' +
+      "an interval handler's tick is taken or its outcome recorded (counts, last outcome, next tick), a recoverable's schedule ticks, " +
+      'or a run starts or changes status (last run). Each payload is the whole catalogue, as `handlerConnection` lists it, and readable as it is: by any key, ' +
+      'with where workers run and handler error text for installation admins only, and the runs and schedules of your workspace. Bursts coalesce, the latest catalogue always arrives; ' +
+      'one equal to the last is not sent again (heartbeat times alone do not count as a change). No cursor: subscribing again starts from the catalogue as it is then.',
+    args: {
+      kind: t.arg({ type: HandlerKindEnum, description: 'Only handlers of this kind.' }),
+      name: t.arg.string({ description: 'Only the handler(s) with this name.' }),
+    },
+    subscribe: (_root, args, ctx) => ctx.live.handlerCatalog(ctx.actor, { kind: args.kind, name: args.name }),
+    resolve: (handlers) => handlers,
   }),
 }));

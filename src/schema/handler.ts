@@ -278,3 +278,15 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
 export const triggerHandlerValidation = zodInput(triggerHandlerSchema);
 
 export const HandlerConnectionRef = connectionOf('Handler', HandlerRef, 'handler', 'by kind, then name');
+
+export const HandlerCatalogRef = builder.objectRef<HandlerInfo[]>('HandlerCatalog').implement({
+  description:
+    'The handler catalogue as the handlerCatalog subscription pushes it: all of it each time (it is as small as the code that registers it), as `handlerConnection` would list it.',
+  fields: (t) => ({
+    handlers: t.field({
+      type: [HandlerRef],
+      description: 'Every handler registered by live workers (of the kind and name asked for), by kind, then name.',
+      resolve: (handlers) => handlers,
+    }),
+  }),
+});

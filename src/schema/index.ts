@@ -17,6 +17,7 @@ import './alert.js';
 import './viewer.js';
 import './stats.js';
 import './retention.js';
+import './permissions.js';
 import '../resolvers/workspace.js';
 import '../resolvers/node.js';
 import '../resolvers/catalog.js';

@@ -7,6 +7,9 @@ export const EndpointStatusCountsRef = builder.objectRef<EndpointStatusCounts>('
   fields: (t) => ({
     endpointId: t.exposeID('endpointId', { description: 'The endpoint.' }),
     endpointName: t.exposeString('endpointName', { description: "The endpoint's name." }),
+    internal: t.exposeBoolean('internal', {
+      description: "Whether it is an INTERNAL endpoint: jobgate's own work (alert delivery, the reaper, retention), not the workspace's.",
+    }),
     pending: t.exposeInt('pending', { description: 'PENDING executions now (due or waiting for their time or a retry).' }),
     running: t.exposeInt('running', { description: 'RUNNING executions now.' }),
     failed: t.exposeInt('failed', { description: 'FAILED executions, whenever they failed: the dead-letter queue.' }),
@@ -44,12 +47,20 @@ export const ExecutionStatsRef = builder.objectRef<ExecutionStats>('ExecutionSta
     windowMinutes: t.exposeInt('windowMinutes', { description: 'The window, in minutes, ending now.' }),
     byEndpoint: t.field({
       type: [EndpointStatusCountsRef],
-      description: 'Endpoints with live, dead-letter or recently ended executions, by name.',
+      description:
+        "The workspace's own (USER) endpoints with live, dead-letter or recently ended executions, by name. jobgate's INTERNAL endpoints are in `internalEndpoints`.",
       resolve: (s) => s.byEndpoint,
+    }),
+    internalEndpoints: t.field({
+      type: [EndpointStatusCountsRef],
+      description:
+        "jobgate's own INTERNAL endpoints (alert delivery, the reaper, retention) with live, dead-letter or recently ended executions, by name: apart from the workspace's counts.",
+      resolve: (s) => s.internalEndpoints,
     }),
     perMinute: t.field({
       type: [MinuteBucketRef],
-      description: 'One entry per minute of the window, oldest first; the last is the current, partial minute.',
+      description:
+        "One entry per minute of the window, oldest first; the last is the current, partial minute. The workspace's executions only: those on INTERNAL endpoints are not counted.",
       resolve: (s) => s.perMinute,
     }),
     workersAlive: t.exposeInt('workersAlive', { description: 'Worker processes heartbeating now (installation-wide).' }),

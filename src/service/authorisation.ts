@@ -22,7 +22,13 @@ export function requireRole(actor: Actor, needed: Role, what: string): void {
  * behalf); ADMIN may change anything in the workspace.
  */
 export function requireOwnership(actor: Actor, createdByKeyId: string | null, what: string): void {
-  if (actor.role === 'ADMIN' || actor.kind === 'system') return;
-  if (actor.keyId && createdByKeyId === actor.keyId) return;
-  throw new ForbiddenError(`an OPERATOR key may change only what it created; ${what} was created by another key`);
+  const refusal = ownershipRefusal(actor, createdByKeyId, what);
+  if (refusal) throw refusal;
+}
+
+/** The refusal requireOwnership throws, or undefined when the actor may change it. */
+export function ownershipRefusal(actor: Actor, createdByKeyId: string | null, what: string): ForbiddenError | undefined {
+  if (actor.role === 'ADMIN' || actor.kind === 'system') return undefined;
+  if (actor.keyId && createdByKeyId === actor.keyId) return undefined;
+  return new ForbiddenError(`an OPERATOR key may change only what it created; ${what} was created by another key`);
 }

@@ -6,9 +6,9 @@ import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
 import { DATABASE_NOW, inSavepoint } from '../db/transaction.js';
 import type { Actor } from './actor.js';
 import { mutate } from './audited-mutation.js';
-import { requireOwnership } from './authorisation.js';
+import { CHANGE_ROLE, executionCancelRefusal, executionRetryRefusal } from './permissions.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { ConflictError, NotFoundError, RetiredError } from './errors.js';
+import { ConflictError, NotFoundError } from './errors.js';
 import { idSchema, triggerJobSchema, type TriggerJobInput } from './inputs.js';
 import { assertJobMutable, assertLockFree, lockJob } from './jobs.js';
 import { toExecution, type Execution } from './models.js';
@@ -37,7 +37,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
      */
     async triggerJob(actor: Actor, raw: TriggerJobInput): Promise<TriggerJobResult> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.trigger', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
+        mutate(ctx, actor, { action: 'job.trigger', role: CHANGE_ROLE, input: raw, target: { type: 'Job', id: raw?.id } }, async (trx) => {
           const input = parseInput(triggerJobSchema, raw);
           const { job, endpoint } = await lockJob(trx, actor, input.id);
           if (input.requestId) {
@@ -96,7 +96,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
         mutate(
           ctx,
           actor,
-          { action: 'execution.cancel', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } },
+          { action: 'execution.cancel', role: CHANGE_ROLE, input: { id: rawId }, target: { type: 'Execution', id: rawId } },
           async (trx) => {
             cancelledPendingOf = undefined; // a retried transaction decides again
             const id = parseInput(idSchema, rawId);
@@ -105,8 +105,8 @@ export function createExecutionControlService(ctx: ServiceContext) {
             if (!peek) throw new NotFoundError('Execution', id);
             const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
             const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
-            if (endpoint.type === 'INTERNAL' && actor.kind !== 'system') assertJobMutable(actor, job, endpoint, { owned: false });
-            requireOwnership(actor, current.created_by_key_id ?? job.created_by_key_id, `execution ${id}`);
+            const refusal = executionCancelRefusal(actor, current, job, endpoint);
+            if (refusal) throw refusal;
             if (current.status === 'PENDING') {
               const cancelled = (await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!;
               // The job's next serial occurrence, due already and waiting for this one, has its turn.
@@ -137,7 +137,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
         mutate(
           ctx,
           actor,
-          { action: 'execution.retry', role: 'OPERATOR', input: { id: rawId }, target: { type: 'Execution', id: rawId } },
+          { action: 'execution.retry', role: CHANGE_ROLE, input: { id: rawId }, target: { type: 'Execution', id: rawId } },
           async (trx) => {
             const id = parseInput(idSchema, rawId);
             // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
@@ -145,8 +145,8 @@ export function createExecutionControlService(ctx: ServiceContext) {
             if (!peek) throw new NotFoundError('Execution', id);
             const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
             const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
-            if (job.status === 'RETIRED') throw new RetiredError(job.id);
-            assertJobMutable(actor, job, endpoint, { owned: false });
+            const refusal = executionRetryRefusal(actor, job, endpoint);
+            if (refusal) throw refusal;
             if (current.status !== 'FAILED') {
               throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, {
                 status: current.status,

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
-import { intervalTick, lockIntervalHandler, makeIntervalDueNow } from '../db/repos/handlers.js';
+import { intervalTick, lockIntervalHandler, makeIntervalDueNow, msUntilFirstWorkerStale } from '../db/repos/handlers.js';
 import { seesInstallation, type Actor } from './actor.js';
 import { mutate } from './audited-mutation.js';
 import { parseInput, type ServiceContext } from './context.js';
@@ -74,6 +74,13 @@ export interface TriggeredTick {
   durationMs: number | null;
 }
 
+/** The catalogue as a live subscription reads it (./live.ts authorises nothing more: any key may read it). */
+export interface HandlerCatalogSnapshot {
+  handlers: HandlerInfo[];
+  /** When to read it again even without a hint: the first live worker goes stale then (ms; null: no live worker). */
+  recheckInMs: number | null;
+}
+
 export interface TriggerHandlerResult {
   handler: HandlerInfo;
   /** DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right after the running one. */
@@ -121,6 +128,25 @@ export function createHandlersService(ctx: ServiceContext) {
      */
     async handlers(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerInfo[]> {
       return handlerList(actor, raw);
+    },
+
+    /**
+     * The catalogue as `handlers` answers it, for the live subscription (handlerCatalog), with
+     * when it changes next by itself: the first live worker's staleness deadline. Any role.
+     * Throws VALIDATION_FAILED.
+     */
+    async handlerCatalog(actor: Actor, raw: HandlerFilter = {}): Promise<HandlerCatalogSnapshot> {
+      const [handlers, recheckInMs] = await Promise.all([handlerList(actor, raw), msUntilFirstWorkerStale(ctx.db)]);
+      return { handlers, recheckInMs };
+    },
+
+    /**
+     * Who sees the same catalogue as `actor`: a live subscription reads it once per audience
+     * when it changes, not once per subscriber. The installation's details are shown to some
+     * actors only, and the recoverables' runs and schedules are per workspace.
+     */
+    handlerCatalogAudience(actor: Actor): string {
+      return `${seesInstallation(actor) ? 'installation' : 'tenant'}:${actor.workspaceId}`;
     },
 
     /**

@@ -14,6 +14,7 @@ import { createHandlersService } from './handlers.js';
 import { createJobLifecycleService } from './jobs.js';
 import { createLiveService } from './live.js';
 import { createNodeService } from './nodes.js';
+import { createPermissionsService } from './permissions.js';
 import { createRunsService } from './runs.js';
 import { createRetentionService } from './retention.js';
 import { createSchedulesService } from './schedules.js';
@@ -65,6 +66,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createSchedulesService(ctx),
     ...createAlertsService(ctx),
     ...createStatsService(ctx),
+    ...createPermissionsService(ctx),
     ...createRetentionService(ctx, deps.retention),
   };
 }

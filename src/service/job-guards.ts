@@ -9,23 +9,16 @@ import * as jobsRepo from '../db/repos/jobs.js';
 import * as specsRepo from '../db/repos/payload-specs.js';
 import type { Executor } from '../db/repos/scope.js';
 import type { EndpointRow, JobRow } from '../db/types.js';
-import { isSystem, type Actor } from './actor.js';
-import { requireOwnership } from './authorisation.js';
+import type { Actor } from './actor.js';
+import { jobRefusal } from './permissions.js';
 import { firstFireAt } from './cron.js';
-import { ForbiddenError, LockHeldError, NotFoundError, RetiredError } from './errors.js';
+import { LockHeldError, NotFoundError } from './errors.js';
 import { validateAgainstSpec } from './json-schema.js';
 
-/**
- * Guards a change to a job: INTERNAL jobs are jobgate's own (FORBIDDEN); OPERATOR keys may
- * update or cancel only jobs their key created (FORBIDDEN), though they may run and re-drive any
- * (`owned: false`); a retired job cannot change (RETIRED).
- */
+/** Throws the refusal of a change to `job` (./permissions.ts, jobRefusal): FORBIDDEN, RETIRED. */
 export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow, opts: { owned?: boolean } = {}): void {
-  if (endpoint.type === 'INTERNAL' && !isSystem(actor)) {
-    throw new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
-  }
-  if (opts.owned !== false) requireOwnership(actor, job.created_by_key_id, `job ${job.id}`);
-  if (job.status === 'RETIRED') throw new RetiredError(job.id);
+  const refusal = jobRefusal(actor, job, endpoint, opts);
+  if (refusal) throw refusal;
 }
 
 /**

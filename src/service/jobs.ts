@@ -11,6 +11,7 @@ import type { Transaction } from 'kysely';
 import type { DB } from '../db/types.js';
 import type { Actor } from './actor.js';
 import { mutate } from './audited-mutation.js';
+import { CHANGE_ROLE } from './permissions.js';
 import type { ServiceContext } from './context.js';
 import type { CreateJobInput, UpdateJobInput } from './inputs.js';
 import { toJob, type Job } from './models.js';
@@ -78,7 +79,7 @@ export function createJobLifecycleService(ctx: ServiceContext) {
      * Throws NOT_FOUND, VALIDATION_FAILED, RETIRED, FORBIDDEN (internal job), CONFLICT.
      */
     async updateJob(actor: Actor, raw: UpdateJobInput): Promise<Job> {
-      return mutate(ctx, actor, { action: 'job.update', role: 'OPERATOR', input: raw, target: { type: 'Job', id: raw?.id } }, (trx) =>
+      return mutate(ctx, actor, { action: 'job.update', role: CHANGE_ROLE, input: raw, target: { type: 'Job', id: raw?.id } }, (trx) =>
         updateJobIn(trx, actor, raw),
       );
     },
@@ -89,7 +90,7 @@ export function createJobLifecycleService(ctx: ServiceContext) {
      */
     async pauseJob(actor: Actor, id: string): Promise<Job> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.pause', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+        mutate(ctx, actor, { action: 'job.pause', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) => {
           const { job, endpoint } = await lockJob(trx, actor, id);
           assertJobMutable(actor, job, endpoint);
           if (job.status === 'PAUSED') return toJob(job);
@@ -104,7 +105,7 @@ export function createJobLifecycleService(ctx: ServiceContext) {
      */
     async resumeJob(actor: Actor, id: string): Promise<Job> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.resume', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, async (trx) => {
+        mutate(ctx, actor, { action: 'job.resume', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) => {
           const { job, endpoint } = await lockJob(trx, actor, id);
           assertJobMutable(actor, job, endpoint);
           if (job.status === 'ACTIVE') return toJob(job);
@@ -125,7 +126,7 @@ export function createJobLifecycleService(ctx: ServiceContext) {
      */
     async cancelJob(actor: Actor, id: string): Promise<CancelJobResult> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Job', id } }, (trx) =>
+        mutate(ctx, actor, { action: 'job.cancel', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, (trx) =>
           cancelJobIn(trx, actor, id),
         ),
       );

@@ -7,7 +7,7 @@ import { HANDLER_NAME, HANDLER_NAME_RULE } from '../db/handler-name.js';
 import { isUuid, scoped, type Executor } from '../db/repos/scope.js';
 import type { Actor } from './actor.js';
 import { mutate } from './audited-mutation.js';
-import { requireOwnership } from './authorisation.js';
+import { CHANGE_ROLE, runCancelRefusal, runPermissions, type RunPermissions } from './permissions.js';
 import { parseInput, type ServiceContext } from './context.js';
 import type { WorkspaceCursors } from './cursors.js';
 import { hasLiveRegistration } from '../db/repos/handlers.js';
@@ -199,7 +199,7 @@ export function createRunsService(ctx: ServiceContext) {
     async triggerRun(actor: Actor, raw: TriggerRunInput, options: TriggerRunOptions = {}): Promise<TriggerRunResult> {
       const target = (r: TriggerRunResult) => ({ type: 'Run', id: r.run.id });
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'run.trigger', role: 'OPERATOR', input: raw, target }, async (trx) => {
+        mutate(ctx, actor, { action: 'run.trigger', role: CHANGE_ROLE, input: raw, target }, async (trx) => {
           const input = parseInput(triggerRunSchema, raw);
           if (!input.force && !(await hasLiveRegistration(trx, 'RECOVERABLE', input.name))) {
             throw new NoLiveWorkerError(
@@ -244,11 +244,12 @@ export function createRunsService(ctx: ServiceContext) {
      */
     async cancelRun(actor: Actor, id: string): Promise<Run> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'run.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Run', id } }, async (trx) => {
+        mutate(ctx, actor, { action: 'run.cancel', role: CHANGE_ROLE, input: { id }, target: { type: 'Run', id } }, async (trx) => {
           if (!isUuid(id)) throw new NotFoundError('Run', id);
           const row = await runsRepo.findRunById(trx, actor.workspaceId, id, { forUpdate: true });
           if (!row) throw new NotFoundError('Run', id);
-          requireOwnership(actor, row.created_by_key_id, `run ${id}`);
+          const refusal = runCancelRefusal(actor, row);
+          if (refusal) throw refusal;
           if (row.status === 'COMPLETED' || row.status === 'FAILED')
             throw new ConflictError(`run ${id} has already finished (${row.status})`, { status: row.status });
           if (row.status === 'PAUSED') {
@@ -265,6 +266,11 @@ export function createRunsService(ctx: ServiceContext) {
           return toRun(await runsRepo.requestRunCancel(trx, id));
         }),
       );
+    },
+
+    /** Which actions on the run the actor may take, by the rules cancelRun and triggerRun enforce. Throws NOT_FOUND. */
+    async runPermissions(actor: Actor, id: string): Promise<RunPermissions> {
+      return runPermissions(actor, await findRun(db, actor.workspaceId, id));
     },
 
     async run(actor: Actor, id: string): Promise<Run> {

@@ -17,7 +17,10 @@ export type { EndpointStatusCounts, MinuteBucket };
 
 export interface ExecutionStats {
   windowMinutes: number;
+  /** The workspace's own (USER) endpoints. */
   byEndpoint: EndpointStatusCounts[];
+  /** jobgate's INTERNAL endpoints (alert delivery, the reaper, retention), apart. */
+  internalEndpoints: EndpointStatusCounts[];
   perMinute: MinuteBucket[];
   workersAlive: number;
 }
@@ -34,18 +37,26 @@ export function createStatsService(ctx: ServiceContext) {
      * The overview's numbers, as of one instant: live and dead-letter counts per endpoint, what
      * ended in the last `windowMinutes` (default 60, 5 to 1440), one bucket per minute of that
      * window (succeeded, failed, first attempts started and their enqueue-to-start latency), and
-     * the live workers. Throws VALIDATION_FAILED for a window out of range. Reads only, three
+     * the live workers. The counts are the workspace's: executions on INTERNAL endpoints
+     * (jobgate's own work, e.g. alert delivery) are not in `byEndpoint` nor in the per-minute
+     * buckets; they are listed apart in `internalEndpoints`. Throws VALIDATION_FAILED for a window out of range. Reads only, three
      * statements outside any transaction: the parts may be a few milliseconds apart.
      */
     async executionStats(actor: Actor, raw: ExecutionStatsInput = {}): Promise<ExecutionStats> {
       const input = parseInput(executionStatsSchema, raw);
       const windowMinutes = input.windowMinutes ?? 60;
-      const [byEndpoint, perMinute, workersAlive] = await Promise.all([
+      const [endpoints, perMinute, workersAlive] = await Promise.all([
         endpointStatusCounts(db, actor.workspaceId, windowMinutes),
         minuteBuckets(db, actor.workspaceId, windowMinutes),
         liveWorkerCount(db),
       ]);
-      return { windowMinutes, byEndpoint, perMinute, workersAlive };
+      return {
+        windowMinutes,
+        byEndpoint: endpoints.filter((e) => !e.internal),
+        internalEndpoints: endpoints.filter((e) => e.internal),
+        perMinute,
+        workersAlive,
+      };
     },
   };
 }

@@ -16,7 +16,8 @@
  * overlap.
  *
  * The same channel carries `k:<key id>`: an API key's standing changed (revoked), for the
- * gateway's KeyWatch (./key-watch.ts) to end what the key has open.
+ * gateway's KeyWatch (./key-watch.ts) to end what the key has open; and `c`: the handler
+ * catalogue changed (migration 000029), for the CatalogWatch (./catalog-watch.ts).
  *
  * Run progress is not an event stream: a progress bar wants the latest state, so a hint naming
  * a run makes the hub re-read that run (one query for all runs hinted at once) and push it to
@@ -118,6 +119,8 @@ export function createHub(options: HubOptions) {
 
   /** Who hears that an API key's standing may have changed (./key-watch.ts); undefined: any key's. */
   const keyHints = new Set<(keyId: string | undefined) => void>();
+  /** Who hears that the handler catalogue may have changed (./catalog-watch.ts). */
+  const catalogHints = new Set<() => void>();
 
   const dirtyRuns = new Set<string>();
   let readingRuns = false;
@@ -344,6 +347,7 @@ export function createHub(options: HubOptions) {
 
   function everythingMayHaveChanged() {
     void cycle();
+    for (const fn of catalogHints) fn();
     for (const id of runWatches.keys()) dirtyRuns.add(id);
     void readRuns();
   }
@@ -376,6 +380,8 @@ export function createHub(options: HubOptions) {
         // cursor replays at once; without subscribers, at a relaxed pace.
         if (eventSubs.size > 0 || findingSubs.size > 0 || markReady) void cycle();
         else schedule(idleMs);
+      } else if (payload === 'c') {
+        for (const fn of catalogHints) fn();
       } else if (payload.startsWith('k:')) {
         const keyId = payload.slice(2);
         for (const fn of keyHints) fn(keyId);
@@ -463,6 +469,16 @@ export function createHub(options: HubOptions) {
     onKeyHint(fn: (keyId: string | undefined) => void): () => void {
       keyHints.add(fn);
       return () => keyHints.delete(fn);
+    },
+
+    /**
+     * Calls `fn` when the handler catalogue may have changed: a `c` hint (migration 000029), and
+     * whenever the listener (re)connects or polls, when hints may have been missed. Returns the
+     * function that stops it.
+     */
+    onCatalogHint(fn: () => void): () => void {
+      catalogHints.add(fn);
+      return () => catalogHints.delete(fn);
     },
 
     /** Up to where events and findings are settled and delivered (undefined before the first settle). */

@@ -8,6 +8,8 @@ import { DomainError } from '../service/errors.js';
 import type { JobService } from '../service/index.js';
 import type { WorkspaceCursors } from '../service/cursors.js';
 import type { EventStreamInput } from '../service/live.js';
+import type { HandlerFilter, HandlerInfo } from '../service/handlers.js';
+import { CatalogWatch } from './catalog-watch.js';
 import { toFinding, type Finding, type Run } from '../service/runs.js';
 import type { Feed } from './feed.js';
 import type { Hub } from './hub.js';
@@ -56,6 +58,8 @@ export interface LiveFeeds {
   runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   /** New alert notifications (events of topic ALERT, migration 000020). */
   alerts(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
+  /** The handler catalogue now, then each time it changes (./catalog-watch.ts). */
+  handlerCatalog(actor: Actor, filter: HandlerFilter): Promise<AsyncIterable<HandlerInfo[]>>;
   /** The same feeds for one client connection: `cutOff` is called when it falls too far behind. */
   forConnection(cutOff: () => void): LiveFeeds;
   /**
@@ -79,7 +83,13 @@ export function createLiveFeeds(service: JobService, hub: Hub, options: LiveFeed
     recheckMs: options.keyRecheckMs ?? 5_000,
   });
   hub.onKeyHint((keyId) => keys.hint(keyId));
-  return feedsFor(service, hub, keys, undefined);
+  const catalog = new CatalogWatch({
+    read: (actor, filter) => service.handlerCatalog(actor, filter),
+    audience: (actor) => service.handlerCatalogAudience(actor),
+    onHint: (fn) => hub.onCatalogHint(fn),
+    log: hub.log,
+  });
+  return feedsFor(service, hub, keys, catalog, undefined);
 }
 
 /** A hub feed that fails with UNAUTHENTICATED when its actor's key lapses. */
@@ -88,13 +98,13 @@ function guarded<T>(keys: KeyWatch, actor: Actor, feed: Feed<T>): Feed<T> {
   return feed;
 }
 
-function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, cutOff: (() => void) | undefined): LiveFeeds {
+function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, catalog: CatalogWatch, cutOff: (() => void) | undefined): LiveFeeds {
   const events = async (actor: Actor, topic: 'EXECUTION' | 'JOB' | 'RUN' | 'ALERT', input: EventStreamInput) => {
     const { match, after, cursorOf } = await service.authorizeEventStream(actor, topic, input);
     return mapIterator(guarded(keys, actor, hub.events(match, after, cursorOf, cutOff)), toEvent(cursorOf));
   };
   return {
-    forConnection: (connectionCutOff) => feedsFor(service, hub, keys, connectionCutOff),
+    forConnection: (connectionCutOff) => feedsFor(service, hub, keys, catalog, connectionCutOff),
     watchKey: (actor, end) => keys.watch(actor, end),
     async runProgress(actor, runId) {
       const { runId: id } = await service.authorizeRunStream(actor, runId);
@@ -108,6 +118,8 @@ function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, cutOff: (() => 
     jobEvents: (actor, input) => events(actor, 'JOB', { jobId: input.jobId, after: input.after }),
     runEvents: (actor, input) => events(actor, 'RUN', { name: input.name, after: input.after }),
     alerts: (actor, input) => events(actor, 'ALERT', { after: input.after }),
+    // A state, not a backlog (one catalogue, coalesced): a slow client is never cut off.
+    handlerCatalog: async (actor, filter) => guarded(keys, actor, await catalog.watch(actor, filter)),
   };
 }
 
@@ -122,6 +134,7 @@ export const noLiveFeeds: LiveFeeds = {
   jobEvents: unavailable,
   runEvents: unavailable,
   alerts: unavailable,
+  handlerCatalog: unavailable,
   forConnection: () => noLiveFeeds,
   // Without streams, nothing outlives its request but a WebSocket, whose every operation is
   // authenticated anew.

@@ -85,7 +85,7 @@ describe('the Alerts screen', { timeout: 90_000 }, () => {
       .poll(
         async () => {
           await evaluateAlerts(t.database.pool, t.actor.workspaceId);
-          return table.getByRole('link', { name: 'alerting-job' }).count();
+          return table.getByRole('link', { name: 'alerting-job', exact: true }).count();
         },
         { timeout: 30_000, interval: 500 },
       )
@@ -101,11 +101,21 @@ describe('the Alerts screen', { timeout: 90_000 }, () => {
     await accessible(admin, 'alerts (one alert)');
     await screenshot(admin, 'alerts');
 
+    // The alert's own page, from the list.
+    await row.getByRole('link', { name: /^FIRING alert/ }).click();
+    await admin.getByRole('heading', { name: /Alert FIRING EXECUTION_FAILED/ }).waitFor();
+    const facts = admin.getByTestId('alert-facts');
+    expect(await facts.textContent()).toContain('console failures');
+    await facts.getByRole('link', { name: 'alerting-job', exact: true }).waitFor();
+    expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(7);
+    await accessible(admin, 'alert');
+    await screenshot(admin, 'alert');
+
     // A VIEWER, by keyboard: the alert, no rules, and no request for them.
     const { page: viewer, sent } = await signedIn(viewerKey, 'alerts-viewer');
     await viewer.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Alerts', exact: true }).focus();
     await viewer.keyboard.press('Enter');
-    await viewer.getByTestId('alerts').getByRole('link', { name: 'alerting-job' }).waitFor();
+    await viewer.getByTestId('alerts').getByRole('link', { name: 'alerting-job', exact: true }).waitFor();
     expect(await viewer.getByRole('heading', { name: 'Alert rules' }).count()).toBe(0);
     expect(await viewer.getByRole('alert').count()).toBe(0);
     expect(sent.some((s) => s.includes('alertRules'))).toBe(false);

@@ -221,6 +221,132 @@ describe('the console', { timeout: 90_000 }, () => {
     await screenshot(admin, 'overview');
   });
 
+  it("counts the workspace's endpoints on the overview, and jobgate's internal ones apart, labelled", async () => {
+    await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'jobgate.console-internal', kind: 'HANDLER', handlerName: 'console.internal' },
+      { type: 'INTERNAL' },
+    );
+    await t.service.createJob(t.systemActor, {
+      endpointName: 'jobgate.console-internal',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 86_400_000),
+    });
+    await admin.goto(`${world.origin}/console/`);
+    await admin.getByTestId('internal-endpoints').getByText('jobgate.console-internal').waitFor({ timeout: 10_000 });
+    expect(await admin.getByTestId('by-endpoint').textContent()).not.toContain('jobgate.console-internal');
+    await admin.getByRole('heading', { name: "jobgate's own work" }).waitFor();
+    await accessible(admin, 'overview (internal endpoints)');
+  });
+
+  it('shows the handler catalogue live: a worker registering a handler, its tick, and its worker leaving, without a reload', async () => {
+    await go(admin, 'Handlers');
+    const table = admin.getByTestId('handlers');
+    await table.getByRole('row', { name: /console\.scan/ }).waitFor();
+    expect(await admin.getByRole('button', { name: 'Refresh' }).count()).toBe(0);
+    await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 18));
+    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ('console-live-worker', 'h', 1, 60000, $1)`, [
+      JSON.stringify([{ kind: 'INTERVAL', name: 'console.live-tick', everyMs: 3_600_000 }]),
+    ]);
+    await t.query(
+      `insert into interval_handlers (name, every_ms, next_due_at) values ('console.live-tick', 3600000, now() + interval '1 hour')`,
+    );
+    const row = table.locator('tr[data-handler="console.live-tick"]');
+    await row.waitFor({ timeout: 10_000 });
+    expect(await row.textContent()).toContain('(0 ok, 0 errors)');
+    await t.query(
+      `update interval_handlers set last_status = 'OK', last_started_at = now(), last_finished_at = now(), ok_runs = ok_runs + 1 where name = 'console.live-tick'`,
+    );
+    await expect.poll(() => row.textContent(), { timeout: 10_000 }).toContain('(1 ok, 0 errors)');
+    await t.query(`delete from workers where id = 'console-live-worker'`);
+    await row.waitFor({ state: 'detached', timeout: 10_000 });
+    expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(18);
+  });
+
+  it("pages a job's executions, newest first, twenty at a time", async () => {
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'console.greet',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 86_400_000),
+      name: 'many-executions',
+    });
+    for (let i = 0; i < 24; i++) await t.service.triggerJob(t.actor, { id: job.id, force: true });
+    await admin.goto(`${world.origin}/console/jobs/${job.id}`);
+    const rows = admin.getByTestId('job-executions').locator('tbody tr');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(20);
+    const firstPageIds = await rows.locator('th a').allTextContents();
+    await admin.getByRole('button', { name: 'Older →' }).click();
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(5);
+    const secondPageIds = await rows.locator('th a').allTextContents();
+    expect(new Set([...firstPageIds, ...secondPageIds]).size).toBe(25);
+    expect(await admin.getByRole('button', { name: 'Older →' }).isDisabled()).toBe(true);
+    await admin.getByRole('button', { name: '← Newer' }).click();
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(20);
+    await accessible(admin, 'job (paged executions)');
+  });
+
+  it("pages all of a run's findings, then appends new ones live, none missed and none twice", async () => {
+    const { run } = await t.service.triggerRun(t.actor, { name: 'console.paged-scan', force: true });
+    await t.query(
+      `insert into findings (workspace_id, run_id, kind, severity, resource_id)
+       select $1, $2, 'many', 'INFO', 'p-' || lpad(g::text, 3, '0') from generate_series(1, 130) g`,
+      [t.actor.workspaceId, run.id],
+    );
+    await admin.goto(`${world.origin}/console/runs/${run.id}`);
+    const rows = admin.getByTestId('findings').locator('tbody tr');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(100);
+    // Recorded while the pages are not complete: shown once the pages reach it, not before.
+    await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'many', 'INFO', 'p-131')`, [
+      t.actor.workspaceId,
+      run.id,
+    ]);
+    await admin.getByRole('button', { name: 'Load more findings' }).click();
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(131);
+    expect(await admin.getByRole('button', { name: 'Load more findings' }).count()).toBe(0);
+    await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, 'many', 'ERROR', 'p-132')`, [
+      t.actor.workspaceId,
+      run.id,
+    ]);
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(132);
+    const resources = await rows.locator('td:nth-child(3)').allTextContents();
+    expect(resources).toEqual(Array.from({ length: 132 }, (_, i) => `p-${String(i + 1).padStart(3, '0')}`));
+    await accessible(admin, 'run (paged findings)');
+  });
+
+  it('shows an OPERATOR only the actions it may take: none of the changes to a job another key created', async () => {
+    const { key } = await t.service.createApiKey(t.actor, { name: 'console operator', role: 'OPERATOR' });
+    const operatorActor = await t.service.authenticate(key);
+    const mine = (
+      await t.service.createJob(operatorActor, {
+        endpointName: 'console.greet',
+        kind: 'DELAYED',
+        runAt: new Date(Date.now() + 86_400_000),
+        name: 'operators-own',
+      })
+    ).job;
+    const theirs = (await t.query(`select id from jobs where name = 'hello-from-console'`)).rows[0].id as string;
+    const operator = await signedIn(key, 'operator');
+    await expect.poll(() => operator.getByTestId('role').textContent()).toBe('OPERATOR');
+    const buttonsOn = async (path: string) => {
+      await operator.goto(`${world.origin}/console/${path}`);
+      await operator.getByRole('heading', { level: 1 }).waitFor();
+      await operator.getByText('Loading…').waitFor({ state: 'detached' });
+      return (await operator.locator('.actions').getByRole('button').allTextContents()).filter((b) => b !== 'Save');
+    };
+    expect(await buttonsOn(`jobs/${theirs}`)).toEqual(['Trigger now']);
+    expect(await buttonsOn(`jobs/${mine.id}`)).toEqual(['Trigger now', 'Pause', 'Edit', 'Cancel job']);
+    // A pending execution of a job another key created: no Cancel in the list.
+    const pending = (
+      await t.query(
+        `select id from executions where job_id = (select id from jobs where name = 'many-executions') and status = 'PENDING' limit 1`,
+      )
+    ).rows[0].id as string;
+    await operator.goto(`${world.origin}/console/executions?status=PENDING`);
+    await operator.locator(`tr[data-execution="${pending}"]`).waitFor();
+    expect(await operator.locator(`tr[data-execution="${pending}"]`).getByRole('button').count()).toBe(0);
+    await accessible(operator, 'job (operator)');
+  });
+
   it('passes axe on the remaining screens: executions, jobs, audit log and API keys', async () => {
     for (const [section, heading] of [
       ['Executions', 'Executions'],

@@ -17,8 +17,16 @@ afterAll(async () => {
 });
 
 /** An execution of a fresh job on `endpoint`, put in `status`, finished `finishedAgo` ago. */
-async function execution(endpoint: string, status: string, opts: { finishedAgo?: string; startedAfterMs?: number } = {}) {
-  const { job } = await t.service.createJob(t.actor, { endpointName: endpoint, kind: 'DELAYED', runAt: new Date(Date.now() + 86_400_000) });
+async function execution(
+  endpoint: string,
+  status: string,
+  opts: { finishedAgo?: string; startedAfterMs?: number; actor?: typeof t.actor } = {},
+) {
+  const { job } = await t.service.createJob(opts.actor ?? t.actor, {
+    endpointName: endpoint,
+    kind: 'DELAYED',
+    runAt: new Date(Date.now() + 86_400_000),
+  });
   const { rows } = await t.query(`select id from executions where job_id = $1`, [job.id]);
   const { id } = rows[0];
   const finished = opts.finishedAgo ? `now() - interval '${opts.finishedAgo}'` : 'null';
@@ -85,6 +93,31 @@ describe('executionStats', () => {
     expect(busy.latencyP50Ms).toBeGreaterThanOrEqual(200);
     expect(busy.latencyP95Ms).toBeGreaterThanOrEqual(busy.latencyP50Ms);
     expect(busy.latencyP95Ms).toBeLessThanOrEqual(400);
+  });
+
+  it("leaves jobgate's INTERNAL endpoints out of the workspace's counts and lists them apart, labelled", async () => {
+    await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'jobgate.stats-internal', kind: 'HANDLER', handlerName: 'i' },
+      { type: 'INTERNAL' },
+    );
+    const query = `{ executionStats(windowMinutes: 60) {
+      byEndpoint { endpointName internal }
+      internalEndpoints { endpointName internal pending succeededInWindow }
+      perMinute { succeeded started } } }`;
+    const before = (await g.gql(query)).data.executionStats;
+    await execution('jobgate.stats-internal', 'PENDING', { actor: t.systemActor });
+    await execution('jobgate.stats-internal', 'SUCCEEDED', { actor: t.systemActor, finishedAgo: '1 second', startedAfterMs: 10 });
+    const res = await g.gql(query);
+    expect(res.errors).toBeUndefined();
+    const s = res.data.executionStats;
+    expect(s.byEndpoint.map((e: { endpointName: string }) => e.endpointName)).not.toContain('jobgate.stats-internal');
+    expect(s.byEndpoint.every((e: { internal: boolean }) => !e.internal)).toBe(true);
+    expect(s.internalEndpoints).toEqual([{ endpointName: 'jobgate.stats-internal', internal: true, pending: 1, succeededInWindow: 1 }]);
+    // The per-minute activity is the workspace's: unchanged by the internal executions.
+    const sum = (m: { succeeded: number; started: number }[], k: 'succeeded' | 'started') => m.reduce((n, x) => n + x[k], 0);
+    expect(sum(s.perMinute, 'succeeded')).toBe(sum(before.perMinute, 'succeeded'));
+    expect(sum(s.perMinute, 'started')).toBe(sum(before.perMinute, 'started'));
   });
 
   it('is scoped to the workspace of the caller', async () => {

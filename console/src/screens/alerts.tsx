@@ -6,6 +6,7 @@ import { useCan, useQuery, useSubscription } from '../lib/hooks.ts';
 import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Pager, Status, Time } from '../ui/common.tsx';
+import { alertKindLabel } from './alert-kind.ts';
 
 const AlertsDocument = graphql(`
   query Alerts($after: String) {
@@ -79,12 +80,6 @@ const AlertRulesDocument = graphql(`
 `);
 
 type AlertRow = AlertsQuery['alerts']['nodes'][number];
-
-/** FIRING, FIRING (digest) for the notification that reports what the rate limit held back, RESOLVED. */
-export function alertKindLabel(alert: Pick<AlertRow, 'kind' | 'detail'>): string {
-  const digest = typeof alert.detail === 'object' && alert.detail !== null && (alert.detail as { digest?: unknown }).digest === true;
-  return alert.kind === 'FIRING' && digest ? 'FIRING (digest)' : alert.kind;
-}
 
 export function AlertsScreen() {
   const can = useCan();
@@ -168,7 +163,12 @@ export function AlertsScreen() {
               {rows.map((a) => (
                 <tr key={a.id} data-alert={a.id}>
                   <td>
-                    <Status value={a.kind === 'FIRING' ? 'FAILED' : 'SUCCEEDED'} label={alertKindLabel(a)} />
+                    <Link
+                      to={href('alerts', a.id)}
+                      ariaLabel={`${alertKindLabel(a)} alert: ${a.condition} on ${a.subjectName ?? a.subjectType}`}
+                    >
+                      <Status value={a.kind === 'FIRING' ? 'FAILED' : 'SUCCEEDED'} label={alertKindLabel(a)} />
+                    </Link>
                   </td>
                   <td>
                     <code>{a.condition}</code>

@@ -1,21 +1,14 @@
 import { graphql } from '../gql/index.ts';
-import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
+import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
-import { ExecutionsWithAttempts } from './job.tsx';
-import { CancelExecutionDocument, RetryExecutionDocument } from './executions.tsx';
+import { Table } from '../ui/paged-table.tsx';
+import { CancelExecutionDocument, executionWithAttemptsColumns, RetryExecutionDocument } from './shared.tsx';
 
 const ExecutionDocument = graphql(`
   query Execution($id: ID!) {
     execution(id: $id) {
-      id
-      status
-      scheduledFor
-      finishedAt
-      attemptCount
-      maxAttempts
-      lastError
-      trigger
+      ...ExecutionWithAttempts
       input
       createdAt
       nextAttemptAt
@@ -25,16 +18,6 @@ const ExecutionDocument = graphql(`
         endpoint {
           name
         }
-      }
-      attempts {
-        id
-        attemptNumber
-        outcome
-        statusCode
-        durationMs
-        error
-        responseExcerpt
-        startedAt
       }
     }
   }
@@ -51,7 +34,6 @@ const ExecutionLiveDocument = graphql(`
 `);
 
 export function ExecutionScreen({ id }: { id: string }) {
-  const can = useCan();
   const q = useQuery(ExecutionDocument, { id }, { throttleMs: 250 });
   const jobId = q.data?.execution.job.id;
   useSubscription(
@@ -72,14 +54,14 @@ export function ExecutionScreen({ id }: { id: string }) {
       <h1 id="execution-title">
         Execution {e.id.slice(0, 8)} <Status value={e.status} />
       </h1>
-      {can('OPERATOR') && (
+      {(e.viewerCan.retry || e.viewerCan.cancel) && (
         <div className="actions">
-          {e.status === 'FAILED' && (
+          {e.status === 'FAILED' && e.viewerCan.retry && (
             <button type="button" onClick={async () => (await retry.run({ id })) && q.reload()}>
               Retry
             </button>
           )}
-          {(e.status === 'PENDING' || e.status === 'RUNNING') && (
+          {(e.status === 'PENDING' || e.status === 'RUNNING') && e.viewerCan.cancel && (
             <button type="button" onClick={async () => (await cancel.run({ id })) && q.reload()}>
               Cancel
             </button>
@@ -114,7 +96,7 @@ export function ExecutionScreen({ id }: { id: string }) {
         </dd>
       </dl>
       <h2>Attempts</h2>
-      <ExecutionsWithAttempts executions={[e]} />
+      <Table testId="execution-attempts" columns={executionWithAttemptsColumns} rows={[e]} rowKey={(x) => x.id} />
     </section>
   );
 }

@@ -3,9 +3,11 @@ import { graphql } from '../gql/index.ts';
 import type { ExecutionStatus } from '../gql/graphql.ts';
 import { formatCount, truncate } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
-import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
+import { firstPage } from '../lib/paging.ts';
 import { href, navigate } from '../lib/router.ts';
-import { Empty, ErrorBox, Link, Loading, Pager, Status, Time } from '../ui/common.tsx';
+import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { PagedTable } from '../ui/paged-table.tsx';
+import { CancelExecutionDocument, RetryExecutionDocument } from './shared.tsx';
 
 const ExecutionsDocument = graphql(`
   query Executions($filter: ExecutionFilter, $after: String) {
@@ -17,14 +19,7 @@ const ExecutionsDocument = graphql(`
         hasNextPage
       }
       nodes {
-        id
-        status
-        scheduledFor
-        finishedAt
-        attemptCount
-        maxAttempts
-        lastError
-        trigger
+        ...ExecutionRow
         job {
           id
           name
@@ -55,22 +50,6 @@ const ExecutionsLiveDocument = graphql(`
   }
 `);
 
-export const RetryExecutionDocument = graphql(`
-  mutation RetryExecution($id: ID!) {
-    retryExecution(id: $id) {
-      id
-      status
-    }
-  }
-`);
-export const CancelExecutionDocument = graphql(`
-  mutation CancelExecution($id: ID!) {
-    cancelExecution(id: $id) {
-      id
-      status
-    }
-  }
-`);
 const RetryAllDocument = graphql(`
   mutation RetryAll($filter: ExecutionFilter) {
     retryExecutions(filter: $filter, limit: 1000) {
@@ -195,73 +174,51 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
             {formatCount(q.data.executions.totalCount)}
             {q.data.executions.totalCountCapped ? '+' : ''} executions
           </p>
-          <table data-testid="executions">
-            <thead>
-              <tr>
-                <th scope="col">Execution</th>
-                <th scope="col">Job</th>
-                <th scope="col">Endpoint</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Scheduled for</th>
-                <th scope="col">Last error</th>
-                {can('OPERATOR') && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {q.data.executions.nodes.map((e) => {
-                const st = patched[e.id] ?? e.status;
-                return (
-                  <tr key={e.id} data-execution={e.id}>
-                    <th scope="row">
-                      <Link to={href('executions', e.id)}>{e.id.slice(0, 8)}</Link>
-                    </th>
-                    <td>
-                      <Link to={href('jobs', e.job.id)}>{e.job.name ?? e.job.id.slice(0, 8)}</Link>
-                    </td>
-                    <td>{e.job.endpoint.name}</td>
-                    <td>
-                      <Status value={st} />
-                    </td>
-                    <td>
-                      {e.attemptCount} / {e.maxAttempts}
-                    </td>
-                    <td>
-                      <Time iso={e.scheduledFor} />
-                    </td>
-                    <td className="bad">{truncate(e.lastError, 80)}</td>
-                    {can('OPERATOR') && (
-                      <td>
-                        {st === 'FAILED' && (
-                          <button
-                            type="button"
-                            onClick={async () => (await retry.run({ id: e.id })) && q.reload()}
-                            aria-label={`Retry execution ${e.id.slice(0, 8)}`}
-                          >
-                            Retry
-                          </button>
-                        )}
-                        {(st === 'PENDING' || st === 'RUNNING') && (
-                          <button
-                            type="button"
-                            onClick={async () => (await cancel.run({ id: e.id })) && q.reload()}
-                            aria-label={`Cancel execution ${e.id.slice(0, 8)}`}
-                          >
-                            Cancel
-                          </button>
-                        )}
-                      </td>
-                    )}
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-          <Pager
-            stack={page}
-            hasNext={q.data.executions.pageInfo.hasNextPage}
-            onNext={() => setPage(nextPage(page, q.data?.executions.pageInfo.endCursor))}
-            onPrevious={() => setPage(previousPage(page))}
+          <PagedTable
+            testId="executions"
+            columns={[
+              { header: 'Execution', cell: (e) => <Link to={href('executions', e.id)}>{e.id.slice(0, 8)}</Link> },
+              { header: 'Job', cell: (e) => <Link to={href('jobs', e.job.id)}>{e.job.name ?? e.job.id.slice(0, 8)}</Link> },
+              { header: 'Endpoint', cell: (e) => e.job.endpoint.name },
+              { header: 'Status', cell: (e) => <Status value={patched[e.id] ?? e.status} /> },
+              { header: 'Attempts', cell: (e) => `${e.attemptCount} / ${e.maxAttempts}` },
+              { header: 'Scheduled for', cell: (e) => <Time iso={e.scheduledFor} /> },
+              { header: 'Last error', cell: (e) => truncate(e.lastError, 80), className: 'bad' },
+              can('OPERATOR') && {
+                header: 'Actions',
+                cell: (e) => {
+                  const st = patched[e.id] ?? e.status;
+                  return (
+                    <>
+                      {st === 'FAILED' && e.viewerCan.retry && (
+                        <button
+                          type="button"
+                          onClick={async () => (await retry.run({ id: e.id })) && q.reload()}
+                          aria-label={`Retry execution ${e.id.slice(0, 8)}`}
+                        >
+                          Retry
+                        </button>
+                      )}
+                      {(st === 'PENDING' || st === 'RUNNING') && e.viewerCan.cancel && (
+                        <button
+                          type="button"
+                          onClick={async () => (await cancel.run({ id: e.id })) && q.reload()}
+                          aria-label={`Cancel execution ${e.id.slice(0, 8)}`}
+                        >
+                          Cancel
+                        </button>
+                      )}
+                    </>
+                  );
+                },
+              },
+            ]}
+            rows={q.data.executions.nodes}
+            rowKey={(e) => e.id}
+            rowAttributes={(e) => ({ 'data-execution': e.id })}
+            page={page}
+            pageInfo={q.data.executions.pageInfo}
+            onPage={setPage}
           />
         </>
       )}

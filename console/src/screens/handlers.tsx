@@ -1,44 +1,61 @@
+import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
+import type { HandlerRowFragment } from '../gql/graphql.ts';
 import { formatDuration } from '../lib/format.ts';
-import { useCan, useMutation, useQuery } from '../lib/hooks.ts';
+import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 
 const HandlersDocument = graphql(`
   query Handlers {
-    handlers {
-      kind
-      name
-      cadence {
-        cron
-        everyMs
-        timezone
+    handlerConnection(first: 100) {
+      nodes {
+        ...HandlerRow
       }
-      workers {
-        id
-        heartbeatAt
-      }
-      lastOutcome {
-        status
-        finishedAt
-        message
-        cause
-      }
-      interval {
-        nextDueAt
-        okRuns
-        errorRuns
-        running
-      }
-      schedule {
-        nextDueAt
-        lastTickAt
-      }
-      lastRun {
-        id
-        status
-        processed
-        total
+    }
+  }
+  fragment HandlerRow on Handler {
+    kind
+    name
+    cadence {
+      cron
+      everyMs
+      timezone
+    }
+    workers {
+      id
+      heartbeatAt
+    }
+    lastOutcome {
+      status
+      finishedAt
+      message
+      cause
+    }
+    interval {
+      nextDueAt
+      okRuns
+      errorRuns
+      running
+    }
+    schedule {
+      nextDueAt
+      lastTickAt
+    }
+    lastRun {
+      id
+      status
+      processed
+      total
+    }
+  }
+`);
+
+const HandlersLiveDocument = graphql(`
+  subscription HandlersLive {
+    handlerCatalog {
+      handlers {
+        ...HandlerRow
       }
     }
   }
@@ -64,23 +81,24 @@ const TriggerRunDocument = graphql(`
 
 export function HandlersScreen() {
   const can = useCan();
-  // The catalogue has no event stream (workers heartbeat into it): it loads when shown and on Refresh.
+  // The catalogue is pushed whole at each change (and at once on each (re)subscription); the
+  // query is the first paint and the fallback that polls while the socket is down. Last one wins.
   const q = useQuery(HandlersDocument, {});
+  const [handlers, setHandlers] = useState<HandlerRowFragment[] | null>(null);
+  useEffect(() => {
+    if (q.data) setHandlers(q.data.handlerConnection.nodes);
+  }, [q.data]);
+  useSubscription(HandlersLiveDocument, {}, { next: (d) => setHandlers(d.handlerCatalog.handlers), error: () => q.reloadSoon() });
   const triggerHandler = useMutation(TriggerHandlerDocument);
   const triggerRun = useMutation(TriggerRunDocument);
   return (
     <section aria-labelledby="handlers-title">
-      <div className="title-row">
-        <h1 id="handlers-title">Handlers</h1>
-        <button type="button" onClick={q.reload}>
-          Refresh
-        </button>
-      </div>
+      <h1 id="handlers-title">Handlers</h1>
       <ErrorBox error={q.error} />
       <ErrorBox error={triggerHandler.error ?? triggerRun.error} title="The action was refused" />
-      {!q.data ? (
+      {!handlers ? (
         !q.error && <Loading />
-      ) : q.data.handlers.length === 0 ? (
+      ) : handlers.length === 0 ? (
         <Empty>No handler is registered: start a worker (npm start, or jobgate worker) with your handlers.</Empty>
       ) : (
         <table data-testid="handlers">
@@ -96,8 +114,8 @@ export function HandlersScreen() {
             </tr>
           </thead>
           <tbody>
-            {q.data.handlers.map((h) => (
-              <tr key={`${h.kind}:${h.name}`}>
+            {handlers.map((h) => (
+              <tr key={`${h.kind}:${h.name}`} data-handler={h.name}>
                 <th scope="row">{h.name}</th>
                 <td>{h.kind}</td>
                 <td>{h.workers.length}</td>
@@ -133,12 +151,12 @@ export function HandlersScreen() {
                 {can('OPERATOR') && (
                   <td>
                     {h.kind === 'INTERVAL' && can('ADMIN') && (
-                      <button type="button" onClick={async () => (await triggerHandler.run({ name: h.name })) && q.reload()}>
+                      <button type="button" onClick={() => void triggerHandler.run({ name: h.name })}>
                         Run now
                       </button>
                     )}
                     {h.kind === 'RECOVERABLE' && (
-                      <button type="button" onClick={async () => (await triggerRun.run({ name: h.name })) && q.reload()}>
+                      <button type="button" onClick={() => void triggerRun.run({ name: h.name })}>
                         Start run
                       </button>
                     )}

@@ -1,13 +1,15 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { JobQuery } from '../gql/graphql.ts';
-import { formatDuration, truncate } from '../lib/format.ts';
-import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
+import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
+import { firstPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { PagedTable } from '../ui/paged-table.tsx';
+import { executionWithAttemptsColumns } from './shared.tsx';
 
 const JobDocument = graphql(`
-  query Job($id: ID!) {
+  query Job($id: ID!, $executionsAfter: String) {
     job(id: $id) {
       id
       name
@@ -40,27 +42,21 @@ const JobDocument = graphql(`
         misfirePolicy
         overlapPolicy
       }
-      executions(first: 20) {
+      viewerCan {
+        trigger
+        pause
+        resume
+        update
+        cancel
+      }
+      executions(first: 20, after: $executionsAfter) {
         totalCount
+        pageInfo {
+          endCursor
+          hasNextPage
+        }
         nodes {
-          id
-          status
-          scheduledFor
-          finishedAt
-          attemptCount
-          maxAttempts
-          lastError
-          trigger
-          attempts {
-            id
-            attemptNumber
-            outcome
-            statusCode
-            durationMs
-            error
-            responseExcerpt
-            startedAt
-          }
+          ...ExecutionWithAttempts
         }
       }
     }
@@ -139,7 +135,8 @@ const UpdateJobDocument = graphql(`
 `);
 
 export function JobScreen({ id }: { id: string }) {
-  const q = useQuery(JobDocument, { id }, { throttleMs: 250 });
+  const [page, setPage] = useState(firstPage);
+  const q = useQuery(JobDocument, { id, executionsAfter: page.after }, { throttleMs: 250 });
   useSubscription(
     JobExecutionsDocument,
     { jobId: id },
@@ -197,7 +194,16 @@ export function JobScreen({ id }: { id: string }) {
       {job.executions.nodes.length === 0 ? (
         <Empty>No execution yet: {job.cron ? 'the schedule creates one at its next fire time.' : 'trigger the job to run it now.'}</Empty>
       ) : (
-        <ExecutionsWithAttempts executions={job.executions.nodes} />
+        <PagedTable
+          testId="job-executions"
+          caption="Executions, newest first"
+          columns={executionWithAttemptsColumns}
+          rows={job.executions.nodes}
+          rowKey={(e) => e.id}
+          page={page}
+          pageInfo={job.executions.pageInfo}
+          onPage={setPage}
+        />
       )}
     </section>
   );
@@ -257,44 +263,52 @@ function Schedule({ cron }: { cron: NonNullable<JobQuery['job']['cron']> }) {
 }
 
 function JobActions({ job, onDone }: { job: JobQuery['job']; onDone(): void }) {
-  const can = useCan();
   const trigger = useMutation(TriggerJobDocument);
   const pause = useMutation(PauseJobDocument);
   const resume = useMutation(ResumeJobDocument);
   const cancel = useMutation(CancelJobDocument);
   const [editing, setEditing] = useState(false);
-  if (!can('OPERATOR') || job.status === 'RETIRED') return null;
+  const may = job.viewerCan;
+  if (!may.trigger && !may.pause && !may.resume && !may.update && !may.cancel) return null;
   const act = async (m: { run(v: { id: string }): Promise<unknown> }) => {
     if (await m.run({ id: job.id })) onDone();
   };
   const error = trigger.error ?? pause.error ?? resume.error ?? cancel.error;
   return (
     <div className="actions">
-      <button type="button" onClick={() => act(trigger)} disabled={trigger.pending}>
-        Trigger now
-      </button>
-      {job.status === 'ACTIVE' ? (
-        <button type="button" onClick={() => act(pause)} disabled={pause.pending}>
-          Pause
-        </button>
-      ) : (
-        <button type="button" onClick={() => act(resume)} disabled={resume.pending}>
-          Resume
+      {may.trigger && (
+        <button type="button" onClick={() => act(trigger)} disabled={trigger.pending}>
+          Trigger now
         </button>
       )}
-      <button type="button" onClick={() => setEditing((e) => !e)} aria-expanded={editing}>
-        Edit
-      </button>
-      <button
-        type="button"
-        className="danger"
-        onClick={() => {
-          if (confirm('Cancel this job? It is retired, its pending executions are cancelled and its schedule stops.')) void act(cancel);
-        }}
-        disabled={cancel.pending}
-      >
-        Cancel job
-      </button>
+      {job.status === 'ACTIVE'
+        ? may.pause && (
+            <button type="button" onClick={() => act(pause)} disabled={pause.pending}>
+              Pause
+            </button>
+          )
+        : may.resume && (
+            <button type="button" onClick={() => act(resume)} disabled={resume.pending}>
+              Resume
+            </button>
+          )}
+      {may.update && (
+        <button type="button" onClick={() => setEditing((e) => !e)} aria-expanded={editing}>
+          Edit
+        </button>
+      )}
+      {may.cancel && (
+        <button
+          type="button"
+          className="danger"
+          onClick={() => {
+            if (confirm('Cancel this job? It is retired, its pending executions are cancelled and its schedule stops.')) void act(cancel);
+          }}
+          disabled={cancel.pending}
+        >
+          Cancel job
+        </button>
+      )}
       <ErrorBox error={error} title="The action was refused" />
       {editing && (
         <EditJob
@@ -371,51 +385,5 @@ function EditJob({ job, onSaved }: { job: JobQuery['job']; onSaved(): void }) {
         Save
       </button>
     </form>
-  );
-}
-
-export function ExecutionsWithAttempts({ executions }: { executions: JobQuery['job']['executions']['nodes'] }) {
-  return (
-    <table data-testid="job-executions">
-      <thead>
-        <tr>
-          <th scope="col">Execution</th>
-          <th scope="col">Status</th>
-          <th scope="col">Scheduled for</th>
-          <th scope="col">Attempts</th>
-        </tr>
-      </thead>
-      <tbody>
-        {executions.map((e) => (
-          <tr key={e.id}>
-            <th scope="row">
-              <Link to={href('executions', e.id)}>{e.id.slice(0, 8)}</Link>
-            </th>
-            <td>
-              <Status value={e.status} />
-            </td>
-            <td>
-              <Time iso={e.scheduledFor} />
-            </td>
-            <td>
-              {e.attemptCount} / {e.maxAttempts}
-              {e.attempts.length > 0 && (
-                <ul className="attempts">
-                  {e.attempts.map((a) => (
-                    <li key={a.id}>
-                      #{a.attemptNumber} {a.outcome ?? 'RUNNING'}
-                      {a.statusCode !== null && ` · HTTP ${a.statusCode}`}
-                      {a.durationMs !== null && ` · ${formatDuration(a.durationMs)}`}
-                      {a.error && <span className="bad"> · {truncate(a.error, 160)}</span>}
-                      {a.responseExcerpt && <span className="muted"> · {truncate(a.responseExcerpt, 120)}</span>}
-                    </li>
-                  ))}
-                </ul>
-              )}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
   );
 }

@@ -3,9 +3,10 @@ import { graphql } from '../gql/index.ts';
 import type { JobKind, JobStatus } from '../gql/graphql.ts';
 import { formatRelative } from '../lib/format.ts';
 import { useCan, useQuery, useSubscription } from '../lib/hooks.ts';
-import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
+import { firstPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
-import { Empty, ErrorBox, Link, Loading, Pager, Status, Time } from '../ui/common.tsx';
+import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { PagedTable } from '../ui/paged-table.tsx';
 
 const JobsDocument = graphql(`
   query Jobs($filter: JobFilter, $after: String) {
@@ -146,51 +147,33 @@ export function JobsScreen() {
             {q.data.jobs.totalCount ?? '?'}
             {q.data.jobs.totalCountCapped ? '+' : ''} jobs
           </p>
-          <table data-testid="jobs">
-            <thead>
-              <tr>
-                <th scope="col">Job</th>
-                <th scope="col">Kind</th>
-                <th scope="col">Endpoint</th>
-                <th scope="col">State</th>
-                <th scope="col">Next</th>
-                <th scope="col">Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              {q.data.jobs.nodes.map((j) => (
-                <tr key={j.id}>
-                  <th scope="row">
-                    <Link to={href('jobs', j.id)}>{j.name ?? j.idempotencyKey ?? j.id.slice(0, 8)}</Link>
-                  </th>
-                  <td>{j.kind}</td>
-                  <td>{j.endpoint.name}</td>
-                  <td>
-                    <Status value={j.state} />
-                  </td>
-                  <td>
-                    {j.cron ? (
-                      <span title={j.cron.nextFireAt ?? ''}>
-                        {formatRelative(j.cron.nextFireAt)} ({j.cron.expression})
-                      </span>
-                    ) : j.runAt ? (
-                      <Time iso={j.runAt} />
-                    ) : (
-                      '—'
-                    )}
-                  </td>
-                  <td>
-                    <Time iso={j.createdAt} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          <Pager
-            stack={page}
-            hasNext={q.data.jobs.pageInfo.hasNextPage}
-            onNext={() => setPage(nextPage(page, q.data?.jobs.pageInfo.endCursor))}
-            onPrevious={() => setPage(previousPage(page))}
+          <PagedTable
+            testId="jobs"
+            columns={[
+              { header: 'Job', cell: (j) => <Link to={href('jobs', j.id)}>{j.name ?? j.idempotencyKey ?? j.id.slice(0, 8)}</Link> },
+              { header: 'Kind', cell: (j) => j.kind },
+              { header: 'Endpoint', cell: (j) => j.endpoint.name },
+              { header: 'State', cell: (j) => <Status value={j.state} /> },
+              {
+                header: 'Next',
+                cell: (j) =>
+                  j.cron ? (
+                    <span title={j.cron.nextFireAt ?? ''}>
+                      {formatRelative(j.cron.nextFireAt)} ({j.cron.expression})
+                    </span>
+                  ) : j.runAt ? (
+                    <Time iso={j.runAt} />
+                  ) : (
+                    '—'
+                  ),
+              },
+              { header: 'Created', cell: (j) => <Time iso={j.createdAt} /> },
+            ]}
+            rows={q.data.jobs.nodes}
+            rowKey={(j) => j.id}
+            page={page}
+            pageInfo={q.data.jobs.pageInfo}
+            onPage={setPage}
           />
         </>
       )}

@@ -5,6 +5,7 @@ import { addSample, formatCount, formatDuration, runProgress, type ProgressSampl
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
+import { RunProgressDocument } from './shared.tsx';
 
 const OverviewDocument = graphql(`
   query Overview {
@@ -21,6 +22,14 @@ const OverviewDocument = graphql(`
         failedInWindow
         cancelledInWindow
       }
+      internalEndpoints {
+        endpointId
+        endpointName
+        pending
+        running
+        failed
+        succeededInWindow
+      }
       perMinute {
         minute
         succeeded
@@ -33,13 +42,7 @@ const OverviewDocument = graphql(`
     runConnection(status: RUNNING, first: 10) {
       totalCount
       nodes {
-        id
-        name
-        status
-        processed
-        total
-        progress
-        startedAt
+        ...RunRow
       }
     }
   }
@@ -61,24 +64,6 @@ const OverviewRunsDocument = graphql(`
       cursor
       runId
       status
-    }
-  }
-`);
-
-export const RunProgressDocument = graphql(`
-  subscription RunProgress($runId: ID!) {
-    runProgress(runId: $runId) {
-      id
-      status
-      processed
-      total
-      progress
-      updatedAt
-      stats
-      cursor
-      pauseReason
-      error
-      finishedAt
     }
   }
 `);
@@ -184,6 +169,37 @@ export function Overview() {
             ))}
           </tbody>
         </table>
+      )}
+      {s.internalEndpoints.length > 0 && (
+        <>
+          <h2>jobgate&apos;s own work</h2>
+          <p className="muted">
+            Internal endpoints (alert delivery, the reaper, retention): not counted in the numbers above, and managed by jobgate.
+          </p>
+          <table data-testid="internal-endpoints">
+            <caption className="sr-only">Executions of jobgate&apos;s internal endpoints</caption>
+            <thead>
+              <tr>
+                <th scope="col">Internal endpoint</th>
+                <th scope="col">Pending</th>
+                <th scope="col">Running</th>
+                <th scope="col">Failed</th>
+                <th scope="col">Succeeded ({s.windowMinutes} min)</th>
+              </tr>
+            </thead>
+            <tbody>
+              {s.internalEndpoints.map((e) => (
+                <tr key={e.endpointId}>
+                  <th scope="row">{e.endpointName}</th>
+                  <td>{formatCount(e.pending)}</td>
+                  <td>{formatCount(e.running)}</td>
+                  <td>{formatCount(e.failed)}</td>
+                  <td>{formatCount(e.succeededInWindow)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
       )}
       <h2>Runs in progress</h2>
       <RunsInProgress runs={q.data.runConnection.nodes} />

@@ -1,23 +1,18 @@
-import { useEffect, useState } from 'react';
+import { useCallback, useEffect, useRef, useState } from 'react';
 import { graphql } from '../gql/index.ts';
-import type { RunQuery, Severity } from '../gql/graphql.ts';
+import type { FindingRowFragment, RunQuery, Severity } from '../gql/graphql.ts';
+import { ApiError } from '../lib/api.ts';
 import { addSample, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
-import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
+import { useMutation, useQuery, useSession, useSubscription } from '../lib/hooks.ts';
+import { emptyLog, withLive, withPage, type FollowedLog } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, ProgressBar, Status, Time } from '../ui/common.tsx';
-import { RunProgressDocument } from './overview.tsx';
+import { RunProgressDocument } from './shared.tsx';
 
 const RunDocument = graphql(`
-  query Run($id: ID!, $kind: String, $severity: Severity) {
+  query Run($id: ID!) {
     run(id: $id) {
-      id
-      name
-      status
-      processed
-      total
-      progress
-      startedAt
-      finishedAt
+      ...RunRow
       updatedAt
       heartbeatAt
       stats
@@ -25,36 +20,48 @@ const RunDocument = graphql(`
       cursor
       error
       pauseKind
-      pauseReason
-      findings(first: 100, kind: $kind, severity: $severity) {
-        counts {
-          kind
-          severity
-          count
+      viewerCan {
+        cancel
+        resume
+      }
+      findingCounts {
+        kind
+        severity
+        count
+      }
+    }
+  }
+`);
+
+const RunFindingsPageDocument = graphql(`
+  query RunFindingsPage($id: ID!, $kind: String, $severity: Severity, $after: String) {
+    run(id: $id) {
+      id
+      findingConnection(first: 100, after: $after, kind: $kind, severity: $severity) {
+        pageInfo {
+          endCursor
+          hasNextPage
         }
-        nextCursor
         nodes {
-          id
-          kind
-          severity
-          resourceId
-          detail
-          createdAt
+          ...FindingRow
         }
       }
     }
+  }
+  fragment FindingRow on Finding {
+    id
+    kind
+    severity
+    resourceId
+    detail
+    createdAt
   }
 `);
 
 const RunFindingsDocument = graphql(`
   subscription RunFindings($runId: ID!, $after: String) {
     runFindings(runId: $runId, after: $after) {
-      id
-      kind
-      severity
-      resourceId
-      detail
-      createdAt
+      ...FindingRow
     }
   }
 `);
@@ -79,19 +86,71 @@ const ResumeRunDocument = graphql(`
   }
 `);
 
-type Finding = RunQuery['run']['findings']['nodes'][number];
 const SEVERITIES: Severity[] = ['INFO', 'WARNING', 'ERROR', 'DATA_LOSS'];
 
+/**
+ * The run's findings, oldest first, a page at a time ("Load more"); once the pages reach the end,
+ * new ones are appended live from right after the last one shown (lib/paging.ts): no gap, none
+ * twice. A filter starts over. Live findings are filtered here (the stream carries them all).
+ */
+function useFindings(runId: string, kind: string, severity: Severity | '', onLive: () => void) {
+  const { api } = useSession();
+  const [log, setLog] = useState(() => emptyLog<FindingRowFragment>());
+  const [error, setError] = useState<ApiError | null>(null);
+  const [loading, setLoading] = useState(false);
+  const filter = useRef({ kind, severity });
+  filter.current = { kind, severity };
+  const load = useCallback(
+    async (after: string | null, from: FollowedLog<FindingRowFragment>) => {
+      const asked = `${kind}\u0000${severity}`;
+      setLoading(true);
+      try {
+        const r = await api.request(RunFindingsPageDocument, { id: runId, kind: kind || null, severity: severity || null, after });
+        if (asked !== `${filter.current.kind}\u0000${filter.current.severity}`) return;
+        setLog(withPage(from, r.run.findingConnection.nodes, r.run.findingConnection.pageInfo));
+        setError(null);
+      } catch (e) {
+        setError(e instanceof ApiError ? e : new ApiError('INTERNAL_SERVER_ERROR', String(e)));
+      } finally {
+        setLoading(false);
+      }
+    },
+    [api, runId, kind, severity],
+  );
+  useEffect(() => {
+    const fresh = emptyLog<FindingRowFragment>();
+    setLog(fresh);
+    void load(null, fresh);
+  }, [load]);
+  useSubscription(
+    RunFindingsDocument,
+    { runId, after: log.followFrom },
+    {
+      next: (d) => {
+        const f = d.runFindings;
+        onLive();
+        if ((filter.current.kind && f.kind !== filter.current.kind) || (filter.current.severity && f.severity !== filter.current.severity))
+          return;
+        setLog((l) => withLive(l, f));
+      },
+      cursor: (d) => d.runFindings.id,
+      reset: () => {
+        const fresh = emptyLog<FindingRowFragment>();
+        setLog(fresh);
+        void load(null, fresh);
+      },
+    },
+    { skip: log.followFrom === null },
+  );
+  return { log, error, loading, more: () => void load(log.endCursor, log) };
+}
+
 export function RunScreen({ id }: { id: string }) {
-  const can = useCan();
   const [kind, setKind] = useState('');
   const [severity, setSeverity] = useState<Severity | ''>('');
-  const q = useQuery(RunDocument, { id, kind: kind || null, severity: severity || null });
+  const q = useQuery(RunDocument, { id });
   const [live, setLive] = useState<Partial<RunQuery['run']>>({});
   const [samples, setSamples] = useState<ProgressSample[]>([]);
-  const [streamed, setStreamed] = useState<Finding[]>([]);
-  useEffect(() => setStreamed([]), [q.data]);
-  const lastFindingId = q.data?.run.findings.nodes.at(-1)?.id;
   useSubscription(
     RunProgressDocument,
     { runId: id },
@@ -103,39 +162,15 @@ export function RunScreen({ id }: { id: string }) {
       error: () => q.reloadSoon(),
     },
   );
-  // Findings after the last one the page loaded (the first page shows the oldest 100: stream from
-  // there only when that page is complete).
-  const complete = q.data ? q.data.run.findings.nextCursor === null : false;
-  useSubscription(
-    RunFindingsDocument,
-    { runId: id, after: lastFindingId ?? '0' },
-    {
-      next: (d) => {
-        const f = d.runFindings;
-        if ((kind && f.kind !== kind) || (severity && f.severity !== severity)) return;
-        setStreamed((s) => (s.some((x) => x.id === f.id) ? s : [...s, f]));
-      },
-      cursor: (d) => d.runFindings.id,
-      reset: q.reload,
-    },
-    { skip: !q.data || !complete },
-  );
+  // New findings change the counts: the run is read again (coalesced).
+  const findings = useFindings(id, kind, severity, q.reloadSoon);
   const cancel = useMutation(CancelRunDocument);
   const resume = useMutation(ResumeRunDocument);
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the run" /> : <Loading />;
   const run = { ...q.data.run, ...live };
   const p = runProgress(run.processed, run.total, samples);
-  const findings = [...q.data.run.findings.nodes, ...streamed];
-  const kinds = [...new Set(q.data.run.findings.counts.map((c) => c.kind))];
-  // The page's counts, plus what streamed in since (when no filter hides any).
-  const counts = new Map(q.data.run.findings.counts.map((c) => [`${c.kind}\u0000${c.severity}`, { ...c }]));
-  if (!kind && !severity) {
-    for (const f of streamed) {
-      const k = `${f.kind}\u0000${f.severity}`;
-      const c = counts.get(k) ?? { kind: f.kind, severity: f.severity, count: 0 };
-      counts.set(k, { ...c, count: c.count + 1 });
-    }
-  }
+  const kinds = [...new Set(q.data.run.findingCounts.map((c) => c.kind))];
+  const shown = findings.log.items;
   return (
     <section aria-labelledby="run-title">
       <p>
@@ -144,9 +179,9 @@ export function RunScreen({ id }: { id: string }) {
       <h1 id="run-title">
         {run.name} <Status value={run.status} />
       </h1>
-      {can('OPERATOR') && (
+      {(run.viewerCan.cancel || run.viewerCan.resume) && (
         <div className="actions">
-          {(run.status === 'RUNNING' || run.status === 'CANCEL_REQUESTED') && (
+          {(run.status === 'RUNNING' || run.status === 'CANCEL_REQUESTED') && run.viewerCan.cancel && (
             <button
               type="button"
               onClick={async () => (await cancel.run({ id })) && q.reload()}
@@ -155,7 +190,7 @@ export function RunScreen({ id }: { id: string }) {
               Cancel run
             </button>
           )}
-          {run.status === 'PAUSED' && (
+          {run.status === 'PAUSED' && run.viewerCan.resume && (
             <button type="button" onClick={async () => (await resume.run({ name: run.name })) && q.reload()}>
               Resume run
             </button>
@@ -201,7 +236,7 @@ export function RunScreen({ id }: { id: string }) {
       </dl>
       <h2>Findings</h2>
       <ul className="counts">
-        {[...counts.values()].map((c) => (
+        {q.data.run.findingCounts.map((c) => (
           <li key={`${c.kind}-${c.severity}`}>
             {c.kind} <Status value={c.severity} /> {c.count}
           </li>
@@ -227,8 +262,13 @@ export function RunScreen({ id }: { id: string }) {
           </select>
         </label>
       </div>
-      {findings.length === 0 ? (
-        <Empty>No findings{kind || severity ? ' match these filters' : ' yet'}: they appear here as the run records them.</Empty>
+      <ErrorBox error={findings.error} title="Could not load the findings" />
+      {shown.length === 0 ? (
+        findings.loading ? (
+          <Loading />
+        ) : (
+          <Empty>No findings{kind || severity ? ' match these filters' : ' yet'}: they appear here as the run records them.</Empty>
+        )
       ) : (
         <table data-testid="findings">
           <thead>
@@ -241,7 +281,7 @@ export function RunScreen({ id }: { id: string }) {
             </tr>
           </thead>
           <tbody>
-            {findings.map((f) => (
+            {shown.map((f) => (
               <tr key={f.id}>
                 <td>{f.kind}</td>
                 <td>
@@ -261,7 +301,14 @@ export function RunScreen({ id }: { id: string }) {
           </tbody>
         </table>
       )}
-      {!complete && <p className="muted">Showing the first 100 findings; new ones stream in once the page is complete.</p>}
+      {!findings.log.complete && shown.length > 0 && (
+        <p className="muted">
+          Showing the oldest {shown.length} findings; new ones are added here once all are shown.{' '}
+          <button type="button" onClick={findings.more} disabled={findings.loading}>
+            Load more findings
+          </button>
+        </p>
+      )}
     </section>
   );
 }

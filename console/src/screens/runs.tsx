@@ -3,9 +3,10 @@ import { graphql } from '../gql/index.ts';
 import type { RunStatus } from '../gql/graphql.ts';
 import { runProgress } from '../lib/format.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
-import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
+import { firstPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
-import { Empty, ErrorBox, Link, Loading, Pager, ProgressBar, Status, Time } from '../ui/common.tsx';
+import { Empty, ErrorBox, Link, Loading, ProgressBar, Status, Time } from '../ui/common.tsx';
+import { PagedTable } from '../ui/paged-table.tsx';
 
 const RunsDocument = graphql(`
   query Runs($status: RunStatus, $after: String) {
@@ -16,15 +17,7 @@ const RunsDocument = graphql(`
         hasNextPage
       }
       nodes {
-        id
-        name
-        status
-        processed
-        total
-        progress
-        startedAt
-        finishedAt
-        pauseReason
+        ...RunRow
       }
     }
   }
@@ -77,46 +70,30 @@ export function RunsScreen() {
         </Empty>
       ) : (
         <>
-          <table data-testid="runs">
-            <thead>
-              <tr>
-                <th scope="col">Run</th>
-                <th scope="col">Status</th>
-                <th scope="col">Progress</th>
-                <th scope="col">Started</th>
-                <th scope="col">Finished</th>
-              </tr>
-            </thead>
-            <tbody>
-              {q.data.runConnection.nodes.map((r) => {
-                const p = runProgress(r.processed, r.total, []);
-                return (
-                  <tr key={r.id}>
-                    <th scope="row">
-                      <Link to={href('runs', r.id)}>{r.name}</Link>
-                    </th>
-                    <td>
-                      <Status value={r.status} />
-                    </td>
-                    <td>
+          <PagedTable
+            testId="runs"
+            columns={[
+              { header: 'Run', cell: (r) => <Link to={href('runs', r.id)}>{r.name}</Link> },
+              { header: 'Status', cell: (r) => <Status value={r.status} /> },
+              {
+                header: 'Progress',
+                cell: (r) => {
+                  const p = runProgress(r.processed, r.total, []);
+                  return (
+                    <>
                       <ProgressBar fraction={p.fraction} label={`${r.name}: ${p.label}`} /> {p.label}
-                    </td>
-                    <td>
-                      <Time iso={r.startedAt} />
-                    </td>
-                    <td>
-                      <Time iso={r.finishedAt} />
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-          <Pager
-            stack={page}
-            hasNext={q.data.runConnection.pageInfo.hasNextPage}
-            onNext={() => setPage(nextPage(page, q.data?.runConnection.pageInfo.endCursor))}
-            onPrevious={() => setPage(previousPage(page))}
+                    </>
+                  );
+                },
+              },
+              { header: 'Started', cell: (r) => <Time iso={r.startedAt} /> },
+              { header: 'Finished', cell: (r) => <Time iso={r.finishedAt} /> },
+            ]}
+            rows={q.data.runConnection.nodes}
+            rowKey={(r) => r.id}
+            page={page}
+            pageInfo={q.data.runConnection.pageInfo}
+            onPage={setPage}
           />
         </>
       )}

@@ -14,9 +14,15 @@ export function Time({ iso, timeZone }: { iso: string | null | undefined; timeZo
   );
 }
 
-export function Link({ to, children, className }: { to: string; children: ReactNode; className?: string }) {
+export function Link({ to, children, className, ariaLabel }: { to: string; children: ReactNode; className?: string; ariaLabel?: string }) {
   return (
-    <a href={to} onClick={onLinkClick} className={className} aria-current={className === 'current' ? 'page' : undefined}>
+    <a
+      href={to}
+      onClick={onLinkClick}
+      className={className}
+      aria-current={className === 'current' ? 'page' : undefined}
+      aria-label={ariaLabel}
+    >
       {children}
     </a>
   );

@@ -20,6 +20,8 @@ import { scoped } from '../repos/scope.js';
 export interface EndpointStatusCounts {
   endpointId: string;
   endpointName: string;
+  /** An INTERNAL endpoint: jobgate's own work (alert delivery, the reaper, retention), not the workspace's. */
+  internal: boolean;
   pending: number;
   running: number;
   /** All FAILED executions (the dead-letter queue), whenever they failed. */
@@ -47,6 +49,7 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
   const { rows } = await sql<{
     endpoint_id: string;
     name: string;
+    internal: boolean;
     pending: string;
     running: string;
     failed: string;
@@ -68,7 +71,7 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
       where workspace_id = ${ws} and finished_at is not null and finished_at >= now() - make_interval(mins => ${windowMinutes})
       group by endpoint_id
     ), ids as (select endpoint_id from live union select endpoint_id from dead union select endpoint_id from ended)
-    select ids.endpoint_id, e.name,
+    select ids.endpoint_id, e.name, e.type = 'INTERNAL' as internal,
            coalesce(live.pending, 0) as pending, coalesce(live.running, 0) as running, coalesce(dead.failed, 0) as failed,
            coalesce(ended.succeeded_w, 0) as succeeded_w, coalesce(ended.failed_w, 0) as failed_w, coalesce(ended.cancelled_w, 0) as cancelled_w
     from ids
@@ -80,6 +83,7 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
   return rows.map((r) => ({
     endpointId: r.endpoint_id,
     endpointName: r.name,
+    internal: r.internal,
     pending: Number(r.pending),
     running: Number(r.running),
     failed: Number(r.failed),
@@ -89,9 +93,15 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
   }));
 }
 
-/** One bucket per minute of the window, oldest first, the current (partial) minute last. */
+/**
+ * One bucket per minute of the window, oldest first, the current (partial) minute last. Executions
+ * on INTERNAL endpoints (jobgate's own work) are left out: the buckets are the workspace's
+ * activity. The workspace's internal endpoints are read once (an InitPlan, a handful of ids), so
+ * the scans keep their indexes and only drop those rows.
+ */
 export async function minuteBuckets(ex: Executor, workspaceId: string, windowMinutes: number): Promise<MinuteBucket[]> {
   const ws = scoped(workspaceId);
+  const internal = sql`array(select id from endpoints where workspace_id = ${ws} and type = 'INTERNAL')`;
   const { rows } = await sql<{
     minute: Date;
     succeeded: string | null;
@@ -109,6 +119,7 @@ export async function minuteBuckets(ex: Executor, workspaceId: string, windowMin
       from executions
       where workspace_id = ${ws} and finished_at is not null
         and finished_at >= date_trunc('minute', now()) - make_interval(mins => ${windowMinutes - 1})
+        and endpoint_id <> all(${internal})
       group by 1
     ), started as (
       select date_trunc('minute', attempt_started_at) as minute, count(*) as started,
@@ -117,6 +128,7 @@ export async function minuteBuckets(ex: Executor, workspaceId: string, windowMin
       from executions
       where workspace_id = ${ws} and attempt_started_at is not null
         and attempt_started_at >= date_trunc('minute', now()) - make_interval(mins => ${windowMinutes - 1})
+        and endpoint_id <> all(${internal})
       group by 1
     )
     select m.minute, ended.succeeded, ended.failed, started.started, started.p50, started.p95

@@ -114,3 +114,15 @@ export async function intervalTick(db: Executor, name: string): Promise<Interval
     from interval_handlers where name = ${name}`.execute(db);
   return rows[0];
 }
+
+/**
+ * Milliseconds until the first live worker goes stale unless it heartbeats again (null with no
+ * live worker): when the handler catalogue changes without any write. By the database's clock.
+ */
+export async function msUntilFirstWorkerStale(db: Executor): Promise<number | null> {
+  const { rows } = await sql<{ ms: number | null }>`
+    select extract(epoch from min(heartbeat_at + make_interval(secs => stale_ms / 1000.0)) - now()) * 1000 as ms
+    from workers where heartbeat_at > now() - make_interval(secs => stale_ms / 1000.0)`.execute(db);
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? null : Math.max(0, Number(ms));
+}

@@ -1,0 +1,89 @@
+/**
+ * One alert (/alerts/<id>), reached from the Alerts list: what fired or resolved, about what,
+ * under which rule, when, how often, what the rate limit held back, and how it was delivered.
+ * Read again (coalesced) when a new alert is raised: a resolution or an occurrence changes it.
+ */
+import { graphql } from '../gql/index.ts';
+import { formatCount } from '../lib/format.ts';
+import { useQuery, useSubscription } from '../lib/hooks.ts';
+import { href } from '../lib/router.ts';
+import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { alertKindLabel } from './alert-kind.ts';
+
+const AlertDocument = graphql(`
+  query Alert($id: ID!) {
+    alert(id: $id) {
+      ...AlertRow
+    }
+  }
+`);
+
+const AlertLiveDocument = graphql(`
+  subscription AlertLive($after: String) {
+    alertRaised(after: $after) {
+      cursor
+    }
+  }
+`);
+
+export function AlertScreen({ id }: { id: string }) {
+  const q = useQuery(AlertDocument, { id });
+  useSubscription(AlertLiveDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.alertRaised.cursor, reset: q.reload });
+  if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the alert" /> : <Loading />;
+  const a = q.data.alert;
+  return (
+    <section aria-labelledby="alert-title">
+      <p>
+        <Link to={href('alerts')}>← Alerts</Link>
+      </p>
+      <h1 id="alert-title">
+        Alert <Status value={a.kind === 'FIRING' ? 'FAILED' : 'SUCCEEDED'} label={alertKindLabel(a)} /> <code>{a.condition}</code>
+      </h1>
+      <ErrorBox error={q.error} title="Could not refresh" />
+      <dl className="facts" data-testid="alert-facts">
+        <dt>Summary</dt>
+        <dd>{a.summary}</dd>
+        <dt>Subject</dt>
+        <dd>
+          <span className="muted">{a.subjectType} </span>
+          {a.subjectType === 'JOB' && a.subjectId ? (
+            <Link to={href('jobs', a.subjectId)}>{a.subjectName ?? a.subjectId.slice(0, 8)}</Link>
+          ) : (
+            (a.subjectName ?? '—')
+          )}
+        </dd>
+        <dt>Rule</dt>
+        <dd>{a.ruleName}</dd>
+        <dt>First seen</dt>
+        <dd>
+          <Time iso={a.firstSeenAt} />
+        </dd>
+        <dt>Last seen</dt>
+        <dd>
+          <Time iso={a.lastSeenAt} />
+        </dd>
+        <dt>Raised</dt>
+        <dd>
+          <Time iso={a.createdAt} />
+        </dd>
+        <dt>Occurrences</dt>
+        <dd>{formatCount(a.occurrences)}</dd>
+        <dt>Suppressed by the rate limit</dt>
+        <dd>{formatCount(a.suppressedCount)}</dd>
+        <dt>Delivery</dt>
+        <dd>
+          <span className="delivery">
+            Webhook <Status value={a.webhookDelivery} />
+          </span>{' '}
+          <span className="delivery">
+            Email <Status value={a.emailDelivery} />
+          </span>
+        </dd>
+        <dt>Detail</dt>
+        <dd>
+          <pre>{JSON.stringify(a.detail, null, 2)}</pre>
+        </dd>
+      </dl>
+    </section>
+  );
+}
