@@ -55,6 +55,14 @@ function createAuthenticationService(ctx: ServiceContext, authenticator: Authent
 
   return {
     /**
+     * Tells authentication that a key's standing may have changed (a key-change notification;
+     * undefined: notifications may have been missed), so what it remembers of the key is dropped.
+     */
+    apiKeyChanged(keyId: string | undefined): void {
+      authenticator.forget(keyId);
+    },
+
+    /**
      * Who a bearer key is. Throws UNAUTHENTICATED for a missing, unknown or revoked key, with
      * the same message for each. Records `last_used_at` (at most once a minute per key).
      */

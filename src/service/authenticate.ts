@@ -8,11 +8,13 @@
  * key (each such request is looked up, and refused), and `lapsedActors`, which the live streams'
  * re-check asks the database directly.
  *
- * Revocation: a key revoked through this service is forgotten when the revocation commits, so
- * this process refuses it at once (and the live streams of every replica end at once, through
- * the key-change notification, as before). Revoked elsewhere (another gateway replica, SQL), a
- * key may still authenticate on this process for up to KEY_CACHE_TTL_MS; so may a role changed
- * in SQL. That second is the price of the cache, chosen over a LISTEN of our own per service.
+ * Revocation: a key revoked through this service is forgotten when the revocation ends, so this
+ * process refuses it at once. Every gateway replica forgets it too when the revocation's
+ * key-change notification reaches its live hub (src/subscriptions/live.ts), which also ends the
+ * key's live streams; after the hub's listener reconnects (notifications may have been missed)
+ * it forgets every key. What no notification announces (a key revoked or a role changed in SQL,
+ * or a process without a hub, such as a library worker) may still authenticate here for up to
+ * KEY_CACHE_TTL_MS: the price of the cache.
  * `last_used_at` is refreshed as before, at most once a minute per key.
  */
 import { findApiKeyByHash, touchApiKeyLastUsed } from '../db/repos/api-keys.js';
@@ -50,11 +52,15 @@ export interface Authenticator {
    * same message for each. Records `last_used_at` (at most once a minute per key).
    */
   authenticate(key: string | undefined | null): Promise<Actor>;
-  /** Forgets what is remembered of this key (call once a change to it has committed). */
-  forget(keyId: string): void;
+  /**
+   * Forgets what is remembered of this key (call once a change to it has committed), or of
+   * every key (undefined: changes may have been missed).
+   */
+  forget(keyId: string | undefined): void;
 }
 
-export function createAuthenticator(ctx: Pick<ServiceContext, 'db'>): Authenticator {
+export function createAuthenticator(ctx: Pick<ServiceContext, 'db' | 'keyCacheMs'>): Authenticator {
+  const ttlMs = ctx.keyCacheMs ?? KEY_CACHE_TTL_MS;
   const remembered = new Map<string, Remembered>();
   // Bumped by every forget: a lookup that began before one does not remember what it read,
   // which may be the key as it was before the change.
@@ -89,7 +95,7 @@ export function createAuthenticator(ctx: Pick<ServiceContext, 'db'>): Authentica
       const bytes = hashApiKey(key);
       const hash = bytes.toString('base64');
       const hit = remembered.get(hash);
-      if (!hit || performance.now() - hit.readAt > KEY_CACHE_TTL_MS) {
+      if (!hit || performance.now() - hit.readAt >= ttlMs) {
         remembered.delete(hash);
         return lookUp(hash, bytes);
       }
@@ -101,6 +107,7 @@ export function createAuthenticator(ctx: Pick<ServiceContext, 'db'>): Authentica
     },
     forget(keyId) {
       generation++;
+      if (keyId === undefined) return remembered.clear();
       for (const [hash, r] of remembered) if (r.actor.keyId === keyId) remembered.delete(hash);
     },
   };

@@ -42,6 +42,11 @@ export interface ServiceDeps {
    * refuses is refused at once. Give it the list the workers have.
    */
   outboundAllow?: string[] | undefined;
+  /**
+   * How long an authenticated API key is remembered (./authenticate.ts); default
+   * KEY_CACHE_TTL_MS, 0 turns remembering off.
+   */
+  keyCacheMs?: number | undefined;
   /** The installation's retention windows (config); unset ones take jobgate's defaults. */
   retention?: Partial<RetentionSettingsDefaults> | undefined;
   /** Where operator actions that end executions are reported (metrics). Default: nowhere. */
@@ -54,6 +59,8 @@ export interface ServiceContext {
   observer: Observer;
   pool: pg.Pool | undefined;
   defaultMaxAttempts: number;
+  /** How long an authenticated API key is remembered (ServiceDeps.keyCacheMs), undefined: the default. */
+  keyCacheMs: number | undefined;
   now(ex: Executor): Promise<Date>;
   /** Whether `now` is the database's own `now()` (no clock injected), so SQL may use now() for it. */
   databaseClock: boolean;
@@ -103,6 +110,7 @@ export function createContext(deps: ServiceDeps): ServiceContext {
     // Named statements go through the pool's connections, never the caller's.
     pool: outer ? undefined : deps.pool,
     defaultMaxAttempts: deps.defaultMaxAttempts,
+    keyCacheMs: deps.keyCacheMs,
     databaseClock: !deps.clock,
     cursors: createCursorKeys(),
     outbound: createOutboundPolicy(deps.outboundAllow ?? []),

@@ -82,7 +82,10 @@ export function createLiveFeeds(service: JobService, hub: Hub, options: LiveFeed
     log: hub.log,
     recheckMs: options.keyRecheckMs ?? 5_000,
   });
-  hub.onKeyHint((keyId) => keys.hint(keyId));
+  hub.onKeyHint((keyId) => {
+    service.apiKeyChanged(keyId);
+    keys.hint(keyId);
+  });
   const catalog = new CatalogWatch({
     read: (actor, filter) => service.handlerCatalog(actor, filter),
     audience: (actor) => service.handlerCatalogAudience(actor),

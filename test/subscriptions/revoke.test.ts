@@ -8,6 +8,7 @@
 import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { createJobService } from '../../src/service/index.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { startLiveGateway, type LiveGateway } from '../support/live.js';
@@ -177,6 +178,33 @@ describe('revoking a key', () => {
     expect(keep.state.closed).toBeUndefined();
     await keep.dispose();
     await lose.dispose();
+  });
+
+  it('is refused at once by a replica that remembered the key, when its notification arrives', async () => {
+    // The replica remembers an authenticated key for an hour: only the revocation's notification
+    // can make it forget the key before the test gives up.
+    const replicaService = createJobService({ db: t.db, defaultMaxAttempts: 5, keyCacheMs: 3_600_000 });
+    const replica = await startLiveGateway(t, { service: replicaService });
+    try {
+      const { key, apiKey } = await newKey();
+      const viewer = async () => {
+        const res = await fetch(replica.httpUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+          body: JSON.stringify({ query: '{ viewer { role } }' }),
+        });
+        return (await res.json()) as { data?: { viewer: { role: string } }; errors?: { extensions?: { code?: string } }[] };
+      };
+      expect((await viewer()).data?.viewer.role).toBe('VIEWER');
+      await revokeOverHttp(a, apiKey.id);
+      await eventually(
+        async () => (await viewer()).errors?.[0]?.extensions?.code === 'UNAUTHENTICATED',
+        10_000,
+        'the replica to refuse the key',
+      );
+    } finally {
+      await replica.close();
+    }
   });
 });
 

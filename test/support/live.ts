@@ -10,6 +10,7 @@ import { startGateway, type GatewayOptions, type RunningGateway } from '../../sr
 import { createHub, type Hub, type HubOptions } from '../../src/subscriptions/hub.js';
 import { createLiveFeeds, type LiveFeedOptions } from '../../src/subscriptions/live.js';
 import type { TestDb } from './db.js';
+import type { JobService } from '../../src/service/index.js';
 
 export interface LiveGateway {
   gw: RunningGateway;
@@ -24,19 +25,27 @@ export interface LiveGateway {
 
 export async function startLiveGateway(
   t: TestDb,
-  options: { hub?: Partial<HubOptions>; gateway?: Partial<GatewayOptions>; live?: LiveFeedOptions; connectionString?: string } = {},
+  options: {
+    hub?: Partial<HubOptions>;
+    gateway?: Partial<GatewayOptions>;
+    live?: LiveFeedOptions;
+    connectionString?: string;
+    /** The gateway's own service (a replica's), instead of the test database's. */
+    service?: JobService;
+  } = {},
 ): Promise<LiveGateway> {
   const logs: string[] = [];
   const log = createLogger('debug', (l) => logs.push(l));
   const hub = createHub({ pool: t.database.pool, connectionString: options.connectionString ?? t.url, log, ...options.hub });
   await hub.start();
+  const service = options.service ?? t.service;
   const gw = await startGateway({
-    service: t.service,
+    service,
     log,
     host: '127.0.0.1',
     port: 0,
-    live: createLiveFeeds(t.service, hub, options.live),
-    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+    live: createLiveFeeds(service, hub, options.live),
+    authenticate: (request) => service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
     ...options.gateway,
   });
   const port = (gw.server.address() as AddressInfo).port;
