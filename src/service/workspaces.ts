@@ -11,9 +11,10 @@ import { parseInput, type ServiceContext } from './context.js';
 import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
 import { text } from './inputs.js';
 import { toWorkspace, type Workspace } from './models.js';
+import { WORKSPACE_SLUG, WORKSPACE_SLUG_RULE } from '../db/workspace-slug.js';
 
 export const createWorkspaceSchema = z.object({
-  slug: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and -, up to 63 characters'),
+  slug: z.string().regex(WORKSPACE_SLUG, WORKSPACE_SLUG_RULE),
   name: text().min(1).max(200),
 });
 export type CreateWorkspaceInput = z.input<typeof createWorkspaceSchema>;

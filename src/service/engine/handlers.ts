@@ -3,6 +3,7 @@
  */
 import type { ZodType } from 'zod';
 import type { FencedTransaction } from './fenced.js';
+import { HANDLER_NAME_RULE, isHandlerName } from '../../db/handler-name.js';
 
 export interface HandlerContext {
   /** Fires on timeout, on cancellation, when the lease is lost, and at shutdown. Stop promptly. */
@@ -43,7 +44,7 @@ export class HandlerRegistry {
   private readonly handlers = new Map<string, RegisteredHandler>();
 
   register(name: string, schema: ZodType | undefined, fn: HandlerFn<any>): void {
-    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(name)) throw new Error(`handler name "${name}" must be 1-200 letters, digits, _ . : -`);
+    if (!isHandlerName(name)) throw new Error(`handler name "${name}" ${HANDLER_NAME_RULE}`);
     if (this.handlers.has(name)) throw new Error(`a handler named "${name}" is already registered`);
     this.handlers.set(name, { name, schema, fn });
   }

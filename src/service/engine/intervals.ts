@@ -36,6 +36,7 @@ import {
   ticksHeldBy,
   type TickEnding,
 } from '../../db/queries/interval-ticks.js';
+import { HANDLER_NAME_RULE, isHandlerName } from '../../db/handler-name.js';
 
 export interface IntervalContext {
   /** Aborted on timeout and at shutdown: stop promptly. */
@@ -68,8 +69,7 @@ export class IntervalRegistry {
   private readonly handlers = new Map<string, IntervalHandler>();
 
   register(handler: IntervalHandler): void {
-    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name))
-      throw new Error(`interval handler name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
+    if (!isHandlerName(handler.name)) throw new Error(`interval handler name "${handler.name}" ${HANDLER_NAME_RULE}`);
     if (this.handlers.has(handler.name)) throw new Error(`an interval handler named "${handler.name}" is already registered`);
     const ms = (v: number | undefined, what: string) => {
       if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > MAX_MS))

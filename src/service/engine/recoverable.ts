@@ -16,6 +16,8 @@
 import type { ZodType } from 'zod';
 import { normalizeCron } from '../cron.js';
 import type { RunStatus, Severity } from '../runs.js';
+import { HANDLER_NAME_RULE, isHandlerName } from '../../db/handler-name.js';
+import { WORKSPACE_SLUG } from '../../db/workspace-slug.js';
 
 export type RunOutcome = { kind: 'completed' } | { kind: 'paused'; cursor?: unknown } | { kind: 'failed'; message: string };
 
@@ -78,8 +80,7 @@ export class RecoverableRegistry {
   private readonly handlers = new Map<string, RecoverableHandler>();
 
   register(handler: RecoverableHandler): void {
-    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(handler.name))
-      throw new Error(`recoverable name "${handler.name}" must be 1-200 letters, digits, _ . : -`);
+    if (!isHandlerName(handler.name)) throw new Error(`recoverable name "${handler.name}" ${HANDLER_NAME_RULE}`);
     if (this.handlers.has(handler.name)) throw new Error(`a recoverable handler named "${handler.name}" is already registered`);
     const schedule = handler.schedule ? validSchedule(handler.name, handler.schedule) : undefined;
     this.handlers.set(handler.name, { ...handler, schedule });
@@ -106,7 +107,7 @@ function validSchedule(name: string, schedule: RunSchedule): RunSchedule {
   if ((schedule.cron === undefined) === (schedule.everyMs === undefined)) fail('give exactly one of cron or everyMs');
   if (schedule.everyMs !== undefined && (!Number.isInteger(schedule.everyMs) || schedule.everyMs < 1000))
     fail('everyMs must be a whole number of ms, at least 1000');
-  if (schedule.workspace !== undefined && !/^[a-z0-9][a-z0-9-]{0,62}$/.test(schedule.workspace))
+  if (schedule.workspace !== undefined && !WORKSPACE_SLUG.test(schedule.workspace))
     fail(`workspace "${schedule.workspace}" is not a workspace slug`);
   if (schedule.cron === undefined) return { ...schedule, timezone: undefined };
   const timezone = schedule.timezone ?? 'UTC';

@@ -1,9 +1,11 @@
 /**
- * The handler-name rule is written once in TypeScript (src/db/handler-name.ts) and restated by
- * the schema's CHECKs, which the database enforces on every row: the two must say the same.
+ * The naming rules are written once in TypeScript (src/db/handler-name.ts, src/db/workspace-slug.ts)
+ * and restated by the schema's CHECKs, which the database enforces on every row: the two must say
+ * the same.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HANDLER_NAME, isHandlerName } from '../../src/db/handler-name.js';
+import { WORKSPACE_SLUG } from '../../src/db/workspace-slug.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 describe('the handler-name rule', () => {
@@ -31,5 +33,20 @@ describe('the handler-name rule', () => {
     );
     expect(rows.filter((r) => r.ok).length).toBe(4);
     for (const r of rows) expect(isHandlerName(r.name), JSON.stringify(r.name)).toBe(r.ok);
+  });
+});
+
+describe('the workspace-slug rule', () => {
+  let t: TestDb;
+  beforeAll(async () => {
+    t = await createTestDb();
+  });
+  afterAll(() => t.close());
+
+  it('is the pattern of the CHECK on workspaces.slug', async () => {
+    const { rows } = await t.query<{ def: string }>(
+      `select pg_get_constraintdef(oid) as def from pg_constraint where conname = 'workspaces_slug_check'`,
+    );
+    expect(rows.map((r) => r.def)).toEqual([`CHECK ((slug ~ '${WORKSPACE_SLUG.source}'::text))`]);
   });
 });
