@@ -1,10 +1,10 @@
 /**
  * `jobgate <command>`: start | serve | worker | migrate | schema | keys create. Exit codes: 0 ok, 1 failure, 2 usage.
  */
-import { parseConfig, ConfigError } from '../config.js';
+import { parseConfig, ConfigError, type Config } from '../config.js';
 import { openDatabaseSource } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { createLogger, logFormatFor } from '../log.js';
+import { createLogger, logFormatFor, type Logger } from '../log.js';
 import type { DatabaseSource } from '../db/connect.js';
 
 const USAGE = `usage: jobgate <command>
@@ -37,7 +37,58 @@ function unexpectedArgument(argv: string[]): string | undefined {
   return undefined;
 }
 
-async function main(argv: string[]): Promise<number> {
+type Command = 'start' | 'serve' | 'worker' | 'migrate' | 'keys';
+const COMMANDS: readonly string[] = ['start', 'serve', 'worker', 'migrate', 'keys'];
+
+/**
+ * How the process answers SIGINT and SIGTERM, from the first moment: one that arrives during
+ * start (initdb can take seconds) stops the process cleanly once start has settled, instead of
+ * killing it half-way and leaving the embedded Postgres running behind it. What a stop does
+ * changes as the command goes on (`onStop`); a stop asked for before that is remembered.
+ */
+function createSignals() {
+  const signals = {
+    requested: undefined as { why: string; code: number } | undefined,
+    /** Ends a start-up that is waiting for its database to answer. */
+    starting: new AbortController(),
+    onStop: (why: string, code: number): void => {
+      signals.requested ??= { why, code };
+      signals.starting.abort(new Error(`interrupted (${why})`));
+    },
+  };
+  process.once('SIGINT', () => signals.onStop('SIGINT', 0));
+  process.once('SIGTERM', () => signals.onStop('SIGTERM', 0));
+  return signals;
+}
+type Signals = ReturnType<typeof createSignals>;
+
+/** One-shot work on a database: a signal stops the source (the embedded server) and fails the command. */
+async function untilInterrupted(
+  signals: Signals,
+  log: Logger,
+  command: string,
+  source: DatabaseSource,
+  work: () => Promise<number>,
+): Promise<number> {
+  const interrupted = new Promise<string>((resolve) => {
+    signals.onStop = (why) => resolve(why);
+    if (signals.requested) resolve(signals.requested.why);
+  });
+  try {
+    // The work left running fails once its server stops; the race has already handled it.
+    const outcome = await Promise.race([work().then((code) => ({ code })), interrupted.then((why) => ({ why }))]);
+    if ('why' in outcome) {
+      log.error(`${command}: interrupted (${outcome.why})`);
+      return 1;
+    }
+    return outcome.code;
+  } finally {
+    await source.stop();
+  }
+}
+
+/** The usage answer to `argv` when it asks for no command to run (help, schema, a wrong command), else undefined. */
+async function answerWithoutRunning(argv: string[]): Promise<number | undefined> {
   const command = argv[0];
   // Before anything runs: `jobgate serve --help` must not start a server (or migrate a database).
   if (command === 'help' || argv.includes('--help') || argv.includes('-h')) {
@@ -49,7 +100,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(printSdl());
     return 0;
   }
-  if (command !== 'start' && command !== 'serve' && command !== 'worker' && command !== 'migrate' && command !== 'keys') {
+  if (command === undefined || !COMMANDS.includes(command)) {
     process.stderr.write(USAGE);
     return command === undefined ? 0 : 2;
   }
@@ -58,7 +109,96 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`jobgate: ${command} does not take "${unexpected}"\n\n${USAGE}`);
     return 2;
   }
-  let config;
+  return undefined;
+}
+
+/** `jobgate keys create`: a key made on the database, printed once. */
+async function keysCreate(argv: string[], config: Config, log: Logger, signals: Signals): Promise<number> {
+  const role = flag(argv, '--role');
+  if (argv[1] !== 'create' || (role !== 'ADMIN' && role !== 'OPERATOR' && role !== 'VIEWER')) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
+  const source = await openDatabaseSource(config, log);
+  const { createDatabase } = await import('../db/pool.js');
+  const { createJobService, DomainError } = await import('../service/index.js');
+  return untilInterrupted(signals, log, 'keys', source, async () => {
+    const database = createDatabase({ connectionString: source.connectionString, max: 2 });
+    try {
+      await migrate(source.connectionString);
+      const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts });
+      const created = await service.bootstrapKey(
+        flag(argv, '--workspace') ?? 'default',
+        role,
+        flag(argv, '--name') ?? `created with jobgate keys create`,
+        argv.includes('--installation-admin'),
+      );
+      process.stdout.write(created.key + '\n');
+      return 0;
+    } catch (error) {
+      if (error instanceof DomainError) {
+        process.stderr.write(`jobgate: ${error.message}\n`);
+        return 1;
+      }
+      throw error;
+    } finally {
+      await database.close();
+    }
+  });
+}
+
+/** `jobgate migrate`. */
+async function migrateCommand(config: Config, log: Logger, signals: Signals): Promise<number> {
+  const source = await openDatabaseSource(config, log);
+  return untilInterrupted(signals, log, 'migrate', source, async () => {
+    const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
+    log.info(applied.length ? `migrations: applied ${applied.length}` : 'migrations: up to date');
+    return 0;
+  });
+}
+
+/** `jobgate start | serve | worker`: runs until a signal (or the embedded Postgres exiting) stops it. */
+async function serve(command: 'start' | 'serve' | 'worker', config: Config, log: Logger, signals: Signals): Promise<number> {
+  const { startApp } = await import('../app.js');
+  let app: Awaited<ReturnType<typeof startApp>>;
+  try {
+    // Waits for a database that cannot be reached yet; a fault no wait cures rejects (exit 1).
+    const roles = { gateway: command !== 'worker', worker: command !== 'serve' };
+    app = await startApp(config, log, roles, undefined, undefined, undefined, signals.starting.signal);
+  } catch (error) {
+    // Told to stop while it waited: a stop, not a failure. Only the wait's own answer to the
+    // signal is; a real fault that happened to come after a signal still exits non-zero.
+    const { requested, starting } = signals;
+    if (requested && starting.signal.aborted && error === starting.signal.reason) {
+      log.info(`${command}: stopped while starting (${requested.why})`);
+      return requested.code;
+    }
+    throw error;
+  }
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    signals.onStop = (why, code) => {
+      if (stopping) return;
+      stopping = true;
+      log.info(`shutting down (${why})`);
+      app.stop().then(
+        () => resolve(code),
+        (error: unknown) => {
+          log.error(`shutdown failed: ${(error as Error).message}`);
+          resolve(1);
+        },
+      );
+    };
+    if (signals.requested) signals.onStop(signals.requested.why, signals.requested.code);
+    void app.lost.then(() => signals.onStop('the embedded Postgres exited', 1));
+  });
+}
+
+async function main(argv: string[]): Promise<number> {
+  const answered = await answerWithoutRunning(argv);
+  if (answered !== undefined) return answered;
+  const command = argv[0] as Command;
+  let config: Config;
   try {
     config = parseConfig();
   } catch (error) {
@@ -73,121 +213,10 @@ async function main(argv: string[]): Promise<number> {
     undefined,
     config.logFormat ?? logFormatFor({ NODE_ENV: config.production ? 'production' : undefined }),
   );
-
-  // Signals are handled from the first moment: one that arrives during start (initdb can take
-  // seconds) stops the process cleanly once start has settled, instead of killing it half-way
-  // and leaving the embedded Postgres running behind it.
-  let stopRequested: { why: string; code: number } | undefined;
-  // Ends a start-up that is waiting for its database to answer.
-  const starting = new AbortController();
-  let onStop: (why: string, code: number) => void = (why, code) => {
-    stopRequested ??= { why, code };
-    starting.abort(new Error(`interrupted (${why})`));
-  };
-  process.once('SIGINT', () => onStop('SIGINT', 0));
-  process.once('SIGTERM', () => onStop('SIGTERM', 0));
-
-  /** One-shot work on a database: a signal stops the source (the embedded server) and fails the command. */
-  const untilInterrupted = async (source: DatabaseSource, work: () => Promise<number>): Promise<number> => {
-    const interrupted = new Promise<string>((resolve) => {
-      onStop = (why) => resolve(why);
-      if (stopRequested) resolve(stopRequested.why);
-    });
-    try {
-      // The work left running fails once its server stops; the race has already handled it.
-      const outcome = await Promise.race([work().then((code) => ({ code })), interrupted.then((why) => ({ why }))]);
-      if ('why' in outcome) {
-        log.error(`${command}: interrupted (${outcome.why})`);
-        return 1;
-      }
-      return outcome.code;
-    } finally {
-      await source.stop();
-    }
-  };
-
-  if (command === 'keys') {
-    const role = flag(argv, '--role');
-    if (argv[1] !== 'create' || (role !== 'ADMIN' && role !== 'OPERATOR' && role !== 'VIEWER')) {
-      process.stderr.write(USAGE);
-      return 2;
-    }
-    const source = await openDatabaseSource(config, log);
-    const { createDatabase } = await import('../db/pool.js');
-    const { createJobService, DomainError } = await import('../service/index.js');
-    return untilInterrupted(source, async () => {
-      const database = createDatabase({ connectionString: source.connectionString, max: 2 });
-      try {
-        await migrate(source.connectionString);
-        const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts });
-        const created = await service.bootstrapKey(
-          flag(argv, '--workspace') ?? 'default',
-          role,
-          flag(argv, '--name') ?? `created with jobgate keys create`,
-          argv.includes('--installation-admin'),
-        );
-        process.stdout.write(created.key + '\n');
-        return 0;
-      } catch (error) {
-        if (error instanceof DomainError) {
-          process.stderr.write(`jobgate: ${error.message}\n`);
-          return 1;
-        }
-        throw error;
-      } finally {
-        await database.close();
-      }
-    });
-  }
-
-  if (command === 'migrate') {
-    const source = await openDatabaseSource(config, log);
-    return untilInterrupted(source, async () => {
-      const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
-      log.info(applied.length ? `migrations: applied ${applied.length}` : 'migrations: up to date');
-      return 0;
-    });
-  }
-
-  const { startApp } = await import('../app.js');
-  let app: Awaited<ReturnType<typeof startApp>>;
-  try {
-    // Waits for a database that cannot be reached yet; a fault no wait cures rejects (exit 1).
-    app = await startApp(
-      config,
-      log,
-      { gateway: command !== 'worker', worker: command !== 'serve' },
-      undefined,
-      undefined,
-      undefined,
-      starting.signal,
-    );
-  } catch (error) {
-    // Told to stop while it waited: a stop, not a failure. Only the wait's own answer to the
-    // signal is; a real fault that happened to come after a signal still exits non-zero.
-    if (stopRequested && starting.signal.aborted && error === starting.signal.reason) {
-      log.info(`${command}: stopped while starting (${stopRequested.why})`);
-      return stopRequested.code;
-    }
-    throw error;
-  }
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    onStop = (why, code) => {
-      if (stopping) return;
-      stopping = true;
-      log.info(`shutting down (${why})`);
-      app.stop().then(
-        () => resolve(code),
-        (error: unknown) => {
-          log.error(`shutdown failed: ${(error as Error).message}`);
-          resolve(1);
-        },
-      );
-    };
-    if (stopRequested) onStop(stopRequested.why, stopRequested.code);
-    void app.lost.then(() => onStop('the embedded Postgres exited', 1));
-  });
+  const signals = createSignals();
+  if (command === 'keys') return keysCreate(argv, config, log, signals);
+  if (command === 'migrate') return migrateCommand(config, log, signals);
+  return serve(command, config, log, signals);
 }
 
 main(process.argv.slice(2)).then(

@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- Kysely's DB: one interface per table of the schema, kept together so that test/db/types.test.ts pins them all to the database */
 /**
  * Kysely table types, one per table of the migrated schema (`schema.sql`, the dump of
  * `migrations/`); test/db/types.test.ts fails when a table or a column is missing here or no

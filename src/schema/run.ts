@@ -88,6 +88,7 @@ export const FindingConnectionRef = connectionOf('Finding', FindingRef, 'finding
 export const RunRef = builder.objectRef<Run>('Run').implement({
   description: 'One run of a recoverable handler: a long scan that checkpoints a cursor and can be paused, resumed and survive crashes.',
   interfaces: [NodeRef],
+  // eslint-disable-next-line max-lines-per-function -- a list of field declarations with their descriptions
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'The recoverable handler it runs.' }),

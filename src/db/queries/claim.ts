@@ -213,6 +213,12 @@ export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
   return rows[0].any as boolean;
 }
 
+/** The longest timeout any endpoint has (ms), null when none sets one: a lease without heartbeats must outlast it. */
+export async function longestEndpointTimeoutMs(pool: pg.Pool): Promise<number | null> {
+  const { rows } = await pool.query<{ max: number | null }>('select max(timeout_ms) as max from endpoints');
+  return rows[0]?.max ?? null;
+}
+
 /**
  * In how many milliseconds the next pending execution becomes due, if any: the worker sets a
  * timer for it. A duration on the database's clock, not a time: the claim compares run_after

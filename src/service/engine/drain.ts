@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { anyLimitedEndpoint, claimExecutions } from '../../db/queries/claim.js';
+import { anyLimitedEndpoint, claimExecutions, longestEndpointTimeoutMs } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { createDelivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
@@ -33,8 +33,7 @@ export async function drainDue(
   });
   try {
     // No heartbeats here: the lease must outlast the longest attempt (its timeout), with margin.
-    const { rows } = await pool.query<{ max: number | null }>('select max(timeout_ms) as max from endpoints');
-    const leaseMs = Math.max(rows[0]?.max ?? 0, options.defaultTimeoutMs) + 30_000;
+    const leaseMs = Math.max((await longestEndpointTimeoutMs(pool)) ?? 0, options.defaultTimeoutMs) + 30_000;
     const workerId = `run-due:${randomBytes(3).toString('hex')}`;
     const claimed = await claimExecutions(pool, {
       workerId,
