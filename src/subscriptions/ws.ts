@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import type { Context, SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -139,6 +140,85 @@ function requestIdsOf(ctx: object): Map<string, string> {
   return ids;
 }
 
+type WsContext = Context<Record<string, unknown>, { request: IncomingMessage; socket: WebSocket }>;
+
+/**
+ * A connection is admitted when its key authenticates. A refused key closes it with 4403; a key
+ * that could not be checked (the database unreachable) with 1013, "try again later".
+ */
+async function admit(ctx: WsContext, options: WebSocketOptions): Promise<boolean> {
+  try {
+    const actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
+    // A revoked key stops everything it had open at once (Invariant 10): the connection is
+    // closed, ending its subscriptions with it, on whichever replica holds it.
+    const socket = ctx.extra.socket;
+    const unwatch = options.watchKey?.(actor, () => socket.close(KEY_LAPSED.code, KEY_LAPSED.reason));
+    if (unwatch) socket.once('close', unwatch);
+    return true;
+  } catch (error) {
+    if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
+    // The key could not be checked (the database unreachable): not the client's fault.
+    // 4403 says "this key is forbidden"; 1013 says "try again later", which is the truth.
+    options.log.warn(
+      `websocket: could not authenticate a connection (${(error as Error)?.message ?? String(error)}); closing it with 1013`,
+    );
+    ctx.extra.socket.close(1013, 'Try again later');
+    return false;
+  }
+}
+
+/**
+ * One operation on an admitted connection: authenticated again (a key revoked since the
+ * connection opened is refused), given a request id for its errors, parsed and validated with
+ * the gateway's limits, and executed with a context of its own.
+ */
+async function startOperation(ctx: WsContext, id: string, payload: SubscribePayload, yoga: Yoga, options: WebSocketOptions) {
+  const requestId = randomUUID();
+  requestIdsOf(ctx).set(id, requestId);
+  let actor: Actor;
+  try {
+    actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
+  } catch (error) {
+    // The HTTP path's answer: a domain error keeps its code, an unreachable database is
+    // UNAVAILABLE (logged there), anything else is masked.
+    if (!(error instanceof DomainError) && !isConnectionError(error))
+      options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
+    return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
+  }
+  // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
+  // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.
+  const socket = ctx.extra.socket;
+  const cutOff = () => {
+    options.log.warn('websocket: a subscriber stopped reading and fell too far behind; closing its connection (1008)');
+    socket.close(1008, 'slow consumer');
+    setImmediate(() => socket.terminate());
+  };
+  const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+    actor,
+    params: payload,
+    cutOff,
+    requestId,
+  });
+  let document;
+  try {
+    // Limits may throw here rather than report: either way the client gets the error.
+    document = parse(payload.query);
+    const errors = validate(schema, document);
+    if (errors.length > 0) return errors;
+  } catch (error) {
+    if (error instanceof GraphQLError) return [error];
+    return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
+  }
+  return {
+    schema,
+    operationName: payload.operationName,
+    document,
+    variableValues: payload.variables,
+    contextValue: await contextFactory(),
+    rootValue: { execute, subscribe },
+  };
+}
+
 export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOptions) {
   // No permessage-deflate (ws's default, stated so it stays): payloads are small JSON, and
   // compressing each one per socket costs CPU and a zlib context (~300 KB) per connection, where
@@ -168,72 +248,8 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
 
       execute: (args: any) => args.rootValue.execute(args),
       subscribe: (args: any) => args.rootValue.subscribe(args),
-      onConnect: async (ctx) => {
-        try {
-          const actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
-          // A revoked key stops everything it had open at once (Invariant 10): the connection is
-          // closed, ending its subscriptions with it, on whichever replica holds it.
-          const socket = ctx.extra.socket;
-          const unwatch = options.watchKey?.(actor, () => socket.close(KEY_LAPSED.code, KEY_LAPSED.reason));
-          if (unwatch) socket.once('close', unwatch);
-          return true;
-        } catch (error) {
-          if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
-          // The key could not be checked (the database unreachable): not the client's fault.
-          // 4403 says "this key is forbidden"; 1013 says "try again later", which is the truth.
-          options.log.warn(
-            `websocket: could not authenticate a connection (${(error as Error)?.message ?? String(error)}); closing it with 1013`,
-          );
-          ctx.extra.socket.close(1013, 'Try again later');
-          return false;
-        }
-      },
-      onSubscribe: async (ctx, id, payload) => {
-        const requestId = randomUUID();
-        requestIdsOf(ctx).set(id, requestId);
-        let actor: Actor;
-        try {
-          actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
-        } catch (error) {
-          // The HTTP path's answer: a domain error keeps its code, an unreachable database is
-          // UNAVAILABLE (logged there), anything else is masked.
-          if (!(error instanceof DomainError) && !isConnectionError(error))
-            options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
-          return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
-        }
-        // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
-        // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.
-        const socket = ctx.extra.socket;
-        const cutOff = () => {
-          options.log.warn('websocket: a subscriber stopped reading and fell too far behind; closing its connection (1008)');
-          socket.close(1008, 'slow consumer');
-          setImmediate(() => socket.terminate());
-        };
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          actor,
-          params: payload,
-          cutOff,
-          requestId,
-        });
-        let document;
-        try {
-          // Limits may throw here rather than report: either way the client gets the error.
-          document = parse(payload.query);
-          const errors = validate(schema, document);
-          if (errors.length > 0) return errors;
-        } catch (error) {
-          if (error instanceof GraphQLError) return [error];
-          return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
-        }
-        return {
-          schema,
-          operationName: payload.operationName,
-          document,
-          variableValues: payload.variables,
-          contextValue: await contextFactory(),
-          rootValue: { execute, subscribe },
-        };
-      },
+      onConnect: (ctx) => admit(ctx, options),
+      onSubscribe: (ctx, id, payload) => startOperation(ctx, id, payload, yoga, options),
       onNext: (ctx, id, _payload, _args, result) =>
         result.errors?.length ? { ...result, errors: withRequestId(result.errors, requestIdsOf(ctx).get(id)) } : undefined,
       // An `error` message ends its operation: the id is not needed past it.
