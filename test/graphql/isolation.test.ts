@@ -219,6 +219,10 @@ const probes: Record<string, Probe> = {
     expect: 'NO_A_DATA',
   },
   alertRaised: { query: `subscription { alertRaised(after: "0") { alertId alert { id summary } } }`, expect: 'NO_A_DATA' },
+  handlerCatalog: {
+    query: `subscription { handlerCatalog { handlers { kind name workers { id } lastRun { id } schedule { lastTickRunId } } } }`,
+    expect: 'NO_A_DATA',
+  },
 };
 
 const rootFields = () => [
