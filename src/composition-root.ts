@@ -226,23 +226,7 @@ function assemble(opened: Opened): Engine {
     reach: opened.reach,
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       await loops.start(staleMs, enginePollMs);
-      const leaseMs = workerOptions.leaseMs ?? defaults.leaseMs;
-      const worker = createWorker({
-        concurrency: defaults.concurrency,
-        leaseMs,
-        // At most a third of the lease, whichever lease this worker was given (as config clamps it).
-        heartbeatMs: Math.min(defaults.heartbeatMs, Math.floor(leaseMs / 3)),
-        defaultTimeoutMs: defaults.defaultTimeoutMs,
-        outboundAllow: [...defaults.outboundAllow],
-        ...workerOptions,
-        secrets: options.secrets,
-        pool,
-        connectionString: options.connectionString,
-        handlers,
-        log,
-        availability: opened.availability,
-        observer: workerOptions.observer ?? observer,
-      });
+      const worker = createWorker(workerSettings(opened, handlers, observer, workerOptions));
       await worker.start();
       running.workers.push(worker);
       return worker;
@@ -281,6 +265,28 @@ function assemble(opened: Opened): Engine {
         () => metrics?.close(),
       ]);
     },
+  };
+}
+
+/** A worker's settings: the engine's defaults, what the caller gave, and the engine's shared parts. */
+function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Observer, given: Partial<WorkerOptions>): WorkerOptions {
+  const { options, defaults } = opened;
+  const leaseMs = given.leaseMs ?? defaults.leaseMs;
+  return {
+    concurrency: defaults.concurrency,
+    leaseMs,
+    // At most a third of the lease, whichever lease this worker was given (as config clamps it).
+    heartbeatMs: Math.min(defaults.heartbeatMs, Math.floor(leaseMs / 3)),
+    defaultTimeoutMs: defaults.defaultTimeoutMs,
+    outboundAllow: [...defaults.outboundAllow],
+    ...given,
+    secrets: options.secrets,
+    pool: opened.database.pool,
+    connectionString: options.connectionString,
+    handlers,
+    log: options.log,
+    availability: opened.availability,
+    observer: given.observer ?? observer,
   };
 }
 
