@@ -277,6 +277,101 @@ async function recoverOrphan(clusterDir: string, log: Logger): Promise<void> {
   }
 }
 
+/** The server's command line: loopback TCP only, and nothing of a failing statement in its log. */
+function serverArgs(clusterDir: string, port: number, ephemeral: boolean): string[] {
+  return [
+    '-D',
+    clusterDir,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    // TCP only: no socket files to collide with a system server's in /tmp.
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    'max_connections=200',
+    // What an error puts in the server log beyond its one-line message: the DETAIL of a check
+    // or not-null violation quotes the whole row ("Failing row contains (...)": an endpoint's
+    // url, headers and sealed signing secret), CONTEXT and STATEMENT quote the query, and a
+    // failing statement's parameters could be logged too. None of it goes to the log.
+    '-c',
+    'log_error_verbosity=terse',
+    '-c',
+    'log_min_error_statement=panic',
+    '-c',
+    'log_parameter_max_length_on_error=0',
+    ...(ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+  ];
+}
+
+interface Starting {
+  connectionString: string;
+  clusterDir: string;
+  port: number;
+  logFile: string;
+  logStart: number;
+  child: ChildProcess;
+  running(): boolean;
+}
+
+/** Resolves once this cluster answers a query; throws, with its log, when it exits or 60 s pass. */
+async function untilReady(server: Starting): Promise<void> {
+  // Ready when it answers a query: log lines are locale- and version-dependent. The answer
+  // must come from this cluster: when the port is taken, another server answers there until
+  // ours gives up binding it, and one that lets anyone in from 127.0.0.1 (trust auth, common
+  // on development machines) would otherwise be taken for ours and migrated.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (!server.running()) {
+      throw new EmbeddedPostgresError(
+        `embedded postgres exited during start (port ${server.port}). Its log (${server.logFile}):\n${tail(server.logFile, server.logStart)}`,
+      );
+    }
+    const client = new pg.Client({ connectionString: server.connectionString, connectionTimeoutMillis: 1000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ dir: string }>("select current_setting('data_directory') as dir");
+      await client.end();
+      if (rows[0]?.dir === server.clusterDir) return;
+    } catch {
+      await client.end().catch(() => {});
+    }
+    if (Date.now() > deadline) {
+      server.child.kill('SIGQUIT');
+      throw new EmbeddedPostgresError(
+        `embedded postgres did not accept connections within 60 s. Its log (${server.logFile}):\n${tail(server.logFile, server.logStart)}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The cluster's superuser credentials, written when it was initialised. */
+function readCredentials(credentialsFile: string, clusterDir: string): Credentials {
+  try {
+    return JSON.parse(fs.readFileSync(credentialsFile, 'utf8')) as Credentials;
+  } catch (error) {
+    throw new EmbeddedPostgresError(
+      `the cluster in ${clusterDir} exists but ${credentialsFile} is missing or unreadable; ` +
+        'restore it, or move the cluster away to start fresh',
+      { cause: error },
+    );
+  }
+}
+
+/** Removes the lock file if this process holds it (another may have taken it over since). */
+function releaseLockFile(lockFile: string): void {
+  let holder: number | undefined;
+  try {
+    holder = Number.parseInt(fs.readFileSync(lockFile, 'utf8'), 10);
+  } catch {
+    holder = undefined;
+  }
+  if (holder === process.pid) fs.rmSync(lockFile, { force: true });
+}
+
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const { log } = options;
   const dataDir = path.resolve(options.dataDir);
@@ -285,16 +380,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   const lockFile = path.join(dataDir, 'jobgate.pid');
   acquireLock(lockFile, dataDir);
-  const releaseLock = () => {
-    const holder = (() => {
-      try {
-        return Number.parseInt(fs.readFileSync(lockFile, 'utf8'), 10);
-      } catch {
-        return undefined;
-      }
-    })();
-    if (holder === process.pid) fs.rmSync(lockFile, { force: true });
-  };
+  const releaseLock = () => releaseLockFile(lockFile);
 
   try {
     const clusterDir = clusterDirFor(dataDir, user, log);
@@ -305,44 +391,12 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     } else {
       await recoverOrphan(clusterDir, log);
     }
-    let credentials: Credentials;
-    try {
-      credentials = JSON.parse(fs.readFileSync(credentialsFile, 'utf8')) as Credentials;
-    } catch (error) {
-      throw new EmbeddedPostgresError(
-        `the cluster in ${clusterDir} exists but ${credentialsFile} is missing or unreadable; ` +
-          'restore it, or move the cluster away to start fresh',
-        { cause: error },
-      );
-    }
+    const credentials = readCredentials(credentialsFile, clusterDir);
 
     const port = options.port && options.port > 0 ? options.port : await pickFreePort();
     const logFd = fs.openSync(logFile, 'a');
     const logStart = fs.fstatSync(logFd).size;
-    const args = [
-      '-D',
-      clusterDir,
-      '-p',
-      String(port),
-      '-c',
-      'listen_addresses=127.0.0.1',
-      // TCP only: no socket files to collide with a system server's in /tmp.
-      '-c',
-      'unix_socket_directories=',
-      '-c',
-      'max_connections=200',
-      // What an error puts in the server log beyond its one-line message: the DETAIL of a check
-      // or not-null violation quotes the whole row ("Failing row contains (...)": an endpoint's
-      // url, headers and sealed signing secret), CONTEXT and STATEMENT quote the query, and a
-      // failing statement's parameters could be logged too. None of it goes to the log.
-      '-c',
-      'log_error_verbosity=terse',
-      '-c',
-      'log_min_error_statement=panic',
-      '-c',
-      'log_parameter_max_length_on_error=0',
-      ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
-    ];
+    const args = serverArgs(clusterDir, port, options.ephemeral === true);
     const child: ChildProcess = spawn(bins.postgres, args, {
       // Own process group: a terminal's SIGINT reaches jobgate only; jobgate stops Postgres last.
       detached: true,
@@ -368,35 +422,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       `postgres://${enc(credentials.user)}:${enc(credentials.password)}@127.0.0.1:${port}/${enc(database)}`;
     const connectionString = urlFor('postgres');
 
-    // Ready when it answers a query: log lines are locale- and version-dependent. The answer
-    // must come from this cluster: when the port is taken, another server answers there until
-    // ours gives up binding it, and one that lets anyone in from 127.0.0.1 (trust auth, common
-    // on development machines) would otherwise be taken for ours and migrated.
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (!running) {
-        throw new EmbeddedPostgresError(
-          `embedded postgres exited during start (port ${port}). Its log (${logFile}):\n${tail(logFile, logStart)}`,
-        );
-      }
-      const client = new pg.Client({ connectionString, connectionTimeoutMillis: 1000 });
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        const { rows } = await client.query<{ dir: string }>("select current_setting('data_directory') as dir");
-        await client.end();
-        if (rows[0]?.dir === clusterDir) break;
-      } catch {
-        await client.end().catch(() => {});
-      }
-      if (Date.now() > deadline) {
-        child.kill('SIGQUIT');
-        throw new EmbeddedPostgresError(
-          `embedded postgres did not accept connections within 60 s. Its log (${logFile}):\n${tail(logFile, logStart)}`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await untilReady({ connectionString, clusterDir, port, logFile, logStart, child, running: () => running });
     log.info(`embedded postgres: ready on 127.0.0.1:${port}; data in ${clusterDir}; log in ${logFile}`);
 
     let stopping: Promise<void> | undefined;
