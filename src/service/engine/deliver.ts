@@ -174,22 +174,52 @@ async function runHandler(
   }
 }
 
+/**
+ * The first `cap` bytes of the body, redacted before it is cut: a secret (in any of its forms)
+ * that the cap cuts through is kept whole so that it is redacted whole; cut first, and its
+ * start would be left in clear. So the body is read past the cap by the longest form's length.
+ */
+async function excerptOf(body: Dispatcher.ResponseData['body'], redactor: Redactor, cap: number): Promise<string> {
+  const raw = await readCapped(body, cap + redactor.longestFormBytes);
+  return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
+}
+
+/** Runs one attempt's path under its timeout, and answers with a failure for any abort or throw. */
+async function attemptOnce(
+  timeoutMs: number,
+  external: AbortController,
+  path: (signal: AbortSignal) => Promise<AttemptResult>,
+): Promise<AttemptResult> {
+  const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
+  const signal = external.signal;
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+  aborted.catch(() => {});
+  try {
+    const run = path(signal);
+    // A handler that ignores its signal cannot hold the attempt past an abort.
+    return await Promise.race([run, aborted]);
+  } catch (error) {
+    const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
+    if (reason === 'timeout') return failure('TIMED_OUT', `timed out after ${timeoutMs} ms`, true);
+    if (reason === 'cancelled') return failure('CANCELLED', 'cancelled while running', false);
+    if (reason === 'lease-lost') return failure('FAILED', 'lease lost: another worker may run it', true);
+    if (reason === 'shutdown') return failure('FAILED', 'worker shutting down', true);
+    // Not a rethrow of a known failure: this must still answer, or the attempt never ends.
+    return failure('FAILED', `unexpected: ${describeThrown(error).slice(0, 2000)}`, true);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 // An area factory: the attempt's paths (HTTP, handler) share the outbound policy, the agent and the secret box it holds.
 export function createDelivery(options: DeliveryOptions) {
   const policy: OutboundPolicy = createOutboundPolicy(options.outboundAllow ?? []);
   const cap = options.responseCapBytes ?? 4096;
   // Redirects are not followed: undici's request() returns a 3xx as it is.
   const agent: Dispatcher = new Agent({ connect: { lookup: policy.lookup }, keepAliveTimeout: 10_000 });
-
-  /**
-   * The first `cap` bytes of the body, redacted before it is cut: a secret (in any of its forms)
-   * that the cap cuts through is kept whole so that it is redacted whole; cut first, and its
-   * start would be left in clear. So the body is read past the cap by the longest form's length.
-   */
-  async function excerptOf(body: Dispatcher.ResponseData['body'], redactor: Redactor): Promise<string> {
-    const raw = await readCapped(body, cap + redactor.longestFormBytes);
-    return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
-  }
 
   const formsCache = new FormsCache();
 
@@ -248,7 +278,7 @@ export function createDelivery(options: DeliveryOptions) {
 
     try {
       const res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
-      const excerpt = await excerptOf(res.body, redactor);
+      const excerpt = await excerptOf(res.body, redactor, cap);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
         return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
@@ -291,7 +321,9 @@ export function createDelivery(options: DeliveryOptions) {
     } catch (error) {
       result = failure('FAILED', `cannot open the endpoint's secrets: ${(error as Error).message}`, false);
     }
-    result ??= await attemptOnce(ex, external, opened, state);
+    result ??= await attemptOnce(ex.timeout_ms ?? options.defaultTimeoutMs, external, (signal) =>
+      opened ? http(ex, opened, signal, state) : runHandler(options, ex, signal, state),
+    );
     const redact = (text: string) => (opened ? opened.redactor.redact(text) : text);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
@@ -305,37 +337,6 @@ export function createDelivery(options: DeliveryOptions) {
       recorded: state.recorded,
       target: state.target,
     };
-  }
-
-  async function attemptOnce(
-    ex: ClaimedExecution,
-    external: AbortController,
-    opened: Opened | undefined,
-    state: AttemptState,
-  ): Promise<AttemptResult> {
-    const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
-    const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
-    const signal = external.signal;
-    const aborted = new Promise<never>((_, reject) => {
-      if (signal.aborted) reject(signal.reason);
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-    });
-    aborted.catch(() => {});
-    try {
-      const run = opened ? http(ex, opened, signal, state) : runHandler(options, ex, signal, state);
-      // A handler that ignores its signal cannot hold the attempt past an abort.
-      return await Promise.race([run, aborted]);
-    } catch (error) {
-      const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
-      if (reason === 'timeout') return failure('TIMED_OUT', `timed out after ${timeoutMs} ms`, true);
-      if (reason === 'cancelled') return failure('CANCELLED', 'cancelled while running', false);
-      if (reason === 'lease-lost') return failure('FAILED', 'lease lost: another worker may run it', true);
-      if (reason === 'shutdown') return failure('FAILED', 'worker shutting down', true);
-      // Not a rethrow of a known failure: this must still answer, or the attempt never ends.
-      return failure('FAILED', `unexpected: ${describeThrown(error).slice(0, 2000)}`, true);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   return { attempt, close: () => agent.close() };
