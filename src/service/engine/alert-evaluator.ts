@@ -39,32 +39,13 @@ import {
   saveCursor,
   type AlertCursorRow,
 } from '../../db/queries/alert-evaluation.js';
-import {
-  enqueueDelivery,
-  insertNotification,
-  jobLabels,
-  loadStates,
-  saveState,
-  setDeliveryJobs,
-  statesDueForDigest,
-  type AlertStateRow,
-} from '../../db/queries/alert-notify.js';
-import type { AlertKind, AlertRuleRow } from '../../db/repos/alerts.js';
-import {
-  digestSummary,
-  emailInput,
-  excerpt,
-  firingSummary,
-  resolvedSummary,
-  webhookBody,
-  withSuppressed,
-  type AlertMessage,
-  type AlertSubject,
-} from '../alerts-format.js';
-import { findingClears, handlerSubject, jobSubject, selects, stateKey, stateSignals, type Signal } from './alert-state-checks.js';
+import type { AlertRuleRow } from '../../db/repos/alerts.js';
+import { excerpt } from '../alerts-format.js';
+import { Evaluation } from './alert-states.js';
+import { findingClears, handlerSubject, jobSubject, selects, stateSignals, type Signal } from './alert-state-checks.js';
 
 export const ALERTS_HANDLER = 'jobgate.alerts';
-export const ALERT_EMAIL_HANDLER = 'jobgate.alert-email';
+export { ALERT_EMAIL_HANDLER } from './alert-states.js';
 
 const SEVERITY_RANK = { INFO: 1, WARNING: 2, ERROR: 3, DATA_LOSS: 4 } as const;
 
@@ -146,37 +127,7 @@ async function pass(
         eventsTo = BigInt(events.at(-1)!.id);
         more = true;
       }
-      for (const e of events) {
-        if (e.topic === 'EXECUTION') {
-          if (e.opt_out || e.endpoint_type !== 'USER' || !e.job_id) continue;
-          const subject = jobSubject(e.job_id, e.job_name);
-          for (const rule of rules) {
-            if (rule.condition !== 'EXECUTION_FAILED' || !selects(rule, { jobId: e.job_id, endpointId: e.endpoint_id })) continue;
-            if (e.status === 'FAILED') {
-              const detail = {
-                executionId: e.subject_id,
-                jobId: e.job_id,
-                jobName: e.job_name,
-                endpointId: e.endpoint_id,
-                endpointName: e.endpoint_name,
-                attempts: e.attempt_count,
-                error: excerpt(e.last_error),
-              };
-              signals.push({ rule, subject, at: e.created_at, kind: 'occur', detail });
-            } else signals.push({ rule, subject, at: e.created_at, kind: 'clear' });
-          }
-        } else if (e.name) {
-          const subject = handlerSubject('RECOVERABLE', e.name);
-          for (const rule of rules) {
-            if (rule.condition !== 'RUN_FAILED' || !selects(rule, { name: e.name })) continue;
-            if (e.status === 'COMPLETED') signals.push({ rule, subject, at: e.created_at, kind: 'clear' });
-            else if (e.status === 'FAILED' || e.pause_kind === 'CRASHED') {
-              const detail = { runId: e.subject_id, name: e.name, crashed: e.status === 'PAUSED', error: excerpt(e.run_error) };
-              signals.push({ rule, subject, at: e.created_at, kind: 'occur', detail });
-            }
-          }
-        }
-      }
+      signals.push(...eventSignals(events, rules));
       const findingRules = rules.filter((r) => r.condition === 'FINDING');
       if (findingRules.length > 0) {
         const findings = await findingsToEvaluate(client, workspaceId, BigInt(cur.findings_after), upTo.findings, batch);
@@ -184,19 +135,7 @@ async function pass(
           findingsTo = BigInt(findings.at(-1)!.id);
           more = true;
         }
-        for (const f of findings) {
-          for (const rule of findingRules) {
-            if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[rule.min_severity ?? 'INFO'] || !selects(rule, { name: f.run_name })) continue;
-            const detail = {
-              runId: f.run_id,
-              findingId: f.id,
-              kind: excerpt(f.kind, 200),
-              severity: f.severity,
-              resourceId: excerpt(f.resource_id, 200),
-            };
-            signals.push({ rule, subject: handlerSubject('RECOVERABLE', f.run_name), at: f.created_at, kind: 'occur', detail });
-          }
-        }
+        signals.push(...findingSignals(findings, findingRules));
       }
       const levelRules = rules.filter((r) => ['INTERVAL_ERROR', 'SCHEDULE_ERROR', 'NO_SUCCESS'].includes(r.condition));
       await evaluator.preload(
@@ -217,197 +156,61 @@ async function pass(
   });
 }
 
-/** The states of one pass, what it changes in them, and the notifications it writes. */
-class Evaluation {
-  private readonly states = new Map<string, AlertStateRow>();
-  private readonly loaded = new Set<string>();
-  private readonly dirty = new Set<string>();
-  notified = 0;
+type EvaluatedEvent = Awaited<ReturnType<typeof eventsToEvaluate>>[number];
+type EvaluatedFinding = Awaited<ReturnType<typeof findingsToEvaluate>>[number];
 
-  constructor(
-    private readonly client: pg.PoolClient,
-    private readonly workspaceId: string,
-    private readonly now: Date,
-  ) {}
-
-  async preload(signals: Signal[], levelRuleIds: string[]): Promise<void> {
-    const pairs = signals.map((s) => ({ ruleId: s.rule.id, key: s.subject.key }));
-    for (const p of pairs) this.loaded.add(stateKey(p.ruleId, p.key));
-    for (const row of await loadStates(this.client, pairs, levelRuleIds)) {
-      this.states.set(stateKey(row.rule_id, row.subject_key), row);
-      this.loaded.add(stateKey(row.rule_id, row.subject_key));
-    }
-  }
-
-  /** The firing states of these rules, as this pass has left them so far. */
-  firing(rules: AlertRuleRow[]): { rule: AlertRuleRow; state: AlertStateRow }[] {
-    const byId = new Map(rules.map((r) => [r.id, r]));
-    return [...this.states.values()]
-      .filter((s) => s.firing && byId.has(s.rule_id))
-      .map((state) => ({ rule: byId.get(state.rule_id)!, state }));
-  }
-
-  firingKeys(): Set<string> {
-    return new Set([...this.states.entries()].filter(([, s]) => s.firing).map(([k]) => k));
-  }
-
-  private async state(rule: AlertRuleRow, subject: AlertSubject): Promise<AlertStateRow | undefined> {
-    const k = stateKey(rule.id, subject.key);
-    if (!this.loaded.has(k)) {
-      this.loaded.add(k);
-      const [row] = await loadStates(this.client, [{ ruleId: rule.id, key: subject.key }], []);
-      if (row) this.states.set(k, row);
-    }
-    return this.states.get(k);
-  }
-
-  async apply(s: Signal): Promise<void> {
-    const k = stateKey(s.rule.id, s.subject.key);
-    let st = await this.state(s.rule, s.subject);
-    if (s.kind === 'clear') {
-      if (!st?.firing) return;
-      this.dirty.add(k);
-      if (s.observed !== undefined) st.observed = s.observed;
-      st.firing = false;
-      if (st.notified) {
-        await this.notify(s.rule, s.subject, st, 'RESOLVED', s.detail ?? {});
-        st.suppressed = 0;
+/** Occurrences and clearances of EXECUTION_FAILED and RUN_FAILED rules in a pass's events. */
+function eventSignals(events: EvaluatedEvent[], rules: AlertRuleRow[]): Signal[] {
+  const signals: Signal[] = [];
+  for (const e of events) {
+    if (e.topic === 'EXECUTION') {
+      if (e.opt_out || e.endpoint_type !== 'USER' || !e.job_id) continue;
+      const subject = jobSubject(e.job_id, e.job_name);
+      for (const rule of rules) {
+        if (rule.condition !== 'EXECUTION_FAILED' || !selects(rule, { jobId: e.job_id, endpointId: e.endpoint_id })) continue;
+        if (e.status === 'FAILED') {
+          const detail = {
+            executionId: e.subject_id,
+            jobId: e.job_id,
+            jobName: e.job_name,
+            endpointId: e.endpoint_id,
+            endpointName: e.endpoint_name,
+            attempts: e.attempt_count,
+            error: excerpt(e.last_error),
+          };
+          signals.push({ rule, subject, at: e.created_at, kind: 'occur', detail });
+        } else signals.push({ rule, subject, at: e.created_at, kind: 'clear' });
       }
-      st.notified = false;
-      return;
+    } else if (e.name) {
+      const subject = handlerSubject('RECOVERABLE', e.name);
+      for (const rule of rules) {
+        if (rule.condition !== 'RUN_FAILED' || !selects(rule, { name: e.name })) continue;
+        if (e.status === 'COMPLETED') signals.push({ rule, subject, at: e.created_at, kind: 'clear' });
+        else if (e.status === 'FAILED' || e.pause_kind === 'CRASHED') {
+          const detail = { runId: e.subject_id, name: e.name, crashed: e.status === 'PAUSED', error: excerpt(e.run_error) };
+          signals.push({ rule, subject, at: e.created_at, kind: 'occur', detail });
+        }
+      }
     }
-    const count = s.countFrom ? s.countFrom(st?.observed ?? null) : 1;
-    if (!st) {
-      st = {
-        rule_id: s.rule.id,
-        subject_key: s.subject.key,
-        firing: false,
-        notified: false,
-        first_seen_at: null,
-        last_seen_at: null,
-        occurrences: 0,
-        last_notified_at: null,
-        window_start: null,
-        suppressed: 0,
-        observed: null,
+  }
+  return signals;
+}
+
+/** Occurrences of FINDING rules in a pass's findings. */
+function findingSignals(findings: EvaluatedFinding[], findingRules: AlertRuleRow[]): Signal[] {
+  const signals: Signal[] = [];
+  for (const f of findings) {
+    for (const rule of findingRules) {
+      if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[rule.min_severity ?? 'INFO'] || !selects(rule, { name: f.run_name })) continue;
+      const detail = {
+        runId: f.run_id,
+        findingId: f.id,
+        kind: excerpt(f.kind, 200),
+        severity: f.severity,
+        resourceId: excerpt(f.resource_id, 200),
       };
-      this.states.set(k, st);
-    }
-    this.dirty.add(k);
-    if (s.observed !== undefined) st.observed = s.observed;
-    if (count <= 0) return;
-    if (!st.firing) {
-      st.firing = true;
-      st.notified = false;
-      st.first_seen_at = s.at;
-      st.occurrences = 0;
-    }
-    st.occurrences += count;
-    st.last_seen_at = s.at;
-    if (st.last_notified_at && this.now.getTime() - st.last_notified_at.getTime() < s.rule.rate_limit_ms) {
-      st.suppressed += count;
-      return;
-    }
-    await this.notify(s.rule, s.subject, st, 'FIRING', s.detail ?? {});
-    st.last_notified_at = this.now;
-    st.window_start = this.now;
-    st.notified = true;
-    st.suppressed = count - 1;
-  }
-
-  async flush(): Promise<void> {
-    for (const k of this.dirty) await saveState(this.client, this.workspaceId, this.states.get(k)!);
-    this.dirty.clear();
-  }
-
-  /** Firing states whose window ended with suppressed occurrences: one notification says how many. */
-  async digests(rules: Map<string, AlertRuleRow>): Promise<void> {
-    const due = await statesDueForDigest(this.client, this.workspaceId);
-    const labels = await jobLabels(
-      this.client,
-      this.workspaceId,
-      due.filter((s) => s.subject_key.startsWith('job:')).map((s) => s.subject_key.slice(4)),
-    );
-    for (const st of due) {
-      const rule = rules.get(st.rule_id);
-      if (!rule) continue;
-      const [type, ...rest] = st.subject_key.split(':');
-      const ref = rest.join(':');
-      const subject: AlertSubject =
-        type === 'job'
-          ? jobSubject(ref, labels.get(ref)?.name ?? null)
-          : handlerSubject(type === 'interval' ? 'INTERVAL' : 'RECOVERABLE', ref);
-      await this.notify(rule, subject, st, 'FIRING', { digest: true });
-      st.last_notified_at = this.now;
-      st.window_start = this.now;
-      st.notified = true;
-      st.suppressed = 0;
-      await saveState(this.client, this.workspaceId, st);
+      signals.push({ rule, subject: handlerSubject('RECOVERABLE', f.run_name), at: f.created_at, kind: 'occur', detail });
     }
   }
-
-  private async notify(
-    rule: AlertRuleRow,
-    subject: AlertSubject,
-    st: AlertStateRow,
-    kind: AlertKind,
-    detail: Record<string, unknown>,
-  ): Promise<void> {
-    const base =
-      kind === 'RESOLVED'
-        ? resolvedSummary(rule.condition, subject)
-        : detail.digest
-          ? digestSummary(rule.condition, subject, st.occurrences)
-          : firingSummary(rule.condition, subject, detail);
-    const summary = withSuppressed(base, st.suppressed);
-    const windowStart = kind === 'FIRING' ? this.now : st.window_start!;
-    const row = await insertNotification(this.client, {
-      workspaceId: this.workspaceId,
-      ruleId: rule.id,
-      condition: rule.condition,
-      kind,
-      subjectType: subject.type,
-      subjectKey: subject.key,
-      subjectId: subject.id,
-      subjectName: subject.name,
-      windowStart,
-      firstSeenAt: st.first_seen_at ?? this.now,
-      lastSeenAt: st.last_seen_at ?? this.now,
-      occurrences: st.occurrences,
-      suppressedCount: st.suppressed,
-      summary,
-      detail,
-    });
-    if (!row) return;
-    this.notified++;
-    const message: AlertMessage = {
-      id: row.id,
-      kind,
-      condition: rule.condition,
-      rule: { id: rule.id, name: rule.name },
-      workspaceId: this.workspaceId,
-      subject,
-      summary,
-      windowStart,
-      firstSeenAt: st.first_seen_at ?? this.now,
-      lastSeenAt: st.last_seen_at ?? this.now,
-      occurrences: st.occurrences,
-      suppressedCount: st.suppressed,
-      detail,
-      createdAt: row.created_at,
-    };
-    const webhook = rule.webhook_endpoint_id
-      ? await enqueueDelivery(
-          this.client,
-          this.workspaceId,
-          { endpointId: rule.webhook_endpoint_id },
-          row.id,
-          webhookBody(message, rule.webhook_format),
-        )
-      : undefined;
-    const email = rule.email
-      ? await enqueueDelivery(this.client, this.workspaceId, { internalName: ALERT_EMAIL_HANDLER }, row.id, emailInput(message))
-      : undefined;
-    await setDeliveryJobs(this.client, row.id, { webhook: webhook ?? null, email: email ?? null });
-  }
+  return signals;
 }

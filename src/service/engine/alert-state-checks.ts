@@ -58,9 +58,6 @@ export async function stateSignals(
   firing: Set<string>,
 ): Promise<Signal[]> {
   const signals: Signal[] = [];
-  const clearIfFiring = (rule: AlertRuleRow, subject: AlertSubject) => {
-    if (firing.has(stateKey(rule.id, subject.key))) signals.push({ rule, subject, at: now, kind: 'clear' });
-  };
   let intervals: IntervalHealth[] | undefined;
   const loadIntervals = async () => (intervals ??= await intervalHealth(client));
   const schedules = rules.some((r) => r.condition === 'SCHEDULE_ERROR') ? await scheduleErrors(client, workspaceId) : [];
@@ -107,38 +104,55 @@ export async function stateSignals(
           signals.push({ rule, subject: jobSubject(subjectKey.slice(4), null), at: now, kind: 'clear' });
       }
     } else if (rule.condition === 'NO_SUCCESS') {
-      const limit = rule.no_success_ms!;
-      const check = (subject: AlertSubject, lastSuccess: Date | null, extra: Record<string, unknown>) => {
-        // Silent since its last success, or since the rule exists when that is later (a new rule does not fire at once).
-        const since = new Date(Math.max(lastSuccess?.getTime() ?? 0, rule.created_at.getTime()));
-        if (now.getTime() - since.getTime() >= limit) {
-          const observed = since.toISOString();
-          signals.push({
-            rule,
-            subject,
-            at: now,
-            kind: 'occur',
-            detail: { ...extra, noSuccessMs: limit, lastSuccessAt: lastSuccess?.toISOString() ?? null },
-            observed,
-            countFrom: (prev) => (prev === observed ? 0 : 1),
-          });
-        } else clearIfFiring(rule, subject);
-      };
-      if (rule.job_ids.length + rule.endpoint_ids.length > 0 || rule.handler_names.length === 0) {
-        for (const j of await jobsLastSuccess(client, workspaceId, rule))
-          check(jobSubject(j.id, j.name), j.since, { jobId: j.id, jobName: j.name });
-      }
-      if (rule.handler_names.length > 0) {
-        const byName = new Map((await loadIntervals()).map((h) => [h.name, h]));
-        const recoverable = rule.handler_names.filter((n) => !byName.has(n));
-        const runs = recoverable.length ? await recoverablesLastSuccess(client, workspaceId, recoverable) : new Map<string, Date | null>();
-        for (const name of rule.handler_names) {
-          const h = byName.get(name);
-          if (h?.opt_out) continue;
-          if (h) check(handlerSubject('INTERVAL', name), h.last_ok_at ?? h.created_at, { name });
-          else check(handlerSubject('RECOVERABLE', name), runs.get(name) ?? null, { name });
-        }
-      }
+      signals.push(...(await noSuccessSignals(client, workspaceId, rule, now, firing, loadIntervals)));
+    }
+  }
+  return signals;
+}
+
+/** NO_SUCCESS (dead man's switch) of one rule: its jobs and handlers silent for too long. */
+async function noSuccessSignals(
+  client: pg.PoolClient,
+  workspaceId: string,
+  rule: AlertRuleRow,
+  now: Date,
+  firing: Set<string>,
+  loadIntervals: () => Promise<IntervalHealth[]>,
+): Promise<Signal[]> {
+  const signals: Signal[] = [];
+  const clearIfFiring = (subject: AlertSubject) => {
+    if (firing.has(stateKey(rule.id, subject.key))) signals.push({ rule, subject, at: now, kind: 'clear' });
+  };
+  const limit = rule.no_success_ms!;
+  const check = (subject: AlertSubject, lastSuccess: Date | null, extra: Record<string, unknown>) => {
+    // Silent since its last success, or since the rule exists when that is later (a new rule does not fire at once).
+    const since = new Date(Math.max(lastSuccess?.getTime() ?? 0, rule.created_at.getTime()));
+    if (now.getTime() - since.getTime() >= limit) {
+      const observed = since.toISOString();
+      signals.push({
+        rule,
+        subject,
+        at: now,
+        kind: 'occur',
+        detail: { ...extra, noSuccessMs: limit, lastSuccessAt: lastSuccess?.toISOString() ?? null },
+        observed,
+        countFrom: (prev) => (prev === observed ? 0 : 1),
+      });
+    } else clearIfFiring(subject);
+  };
+  if (rule.job_ids.length + rule.endpoint_ids.length > 0 || rule.handler_names.length === 0) {
+    for (const j of await jobsLastSuccess(client, workspaceId, rule))
+      check(jobSubject(j.id, j.name), j.since, { jobId: j.id, jobName: j.name });
+  }
+  if (rule.handler_names.length > 0) {
+    const byName = new Map((await loadIntervals()).map((h) => [h.name, h]));
+    const recoverable = rule.handler_names.filter((n) => !byName.has(n));
+    const runs = recoverable.length ? await recoverablesLastSuccess(client, workspaceId, recoverable) : new Map<string, Date | null>();
+    for (const name of rule.handler_names) {
+      const h = byName.get(name);
+      if (h?.opt_out) continue;
+      if (h) check(handlerSubject('INTERVAL', name), h.last_ok_at ?? h.created_at, { name });
+      else check(handlerSubject('RECOVERABLE', name), runs.get(name) ?? null, { name });
     }
   }
   return signals;

@@ -99,47 +99,127 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
 
+const failure = (outcome: AttemptOutcome, error: string, retryable: boolean, extra: Partial<AttemptResult> = {}): AttemptResult => ({
+  outcome,
+  retryable,
+  retryDelayMs: null,
+  statusCode: null,
+  error,
+  responseExcerpt: null,
+  ...extra,
+});
+async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buf = chunk as Buffer;
+    chunks.push(buf);
+    size += buf.length;
+    if (size >= limit) {
+      // Enough: drop the connection rather than download the rest.
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, limit);
+}
+/** An HTTP endpoint's secrets, opened for one attempt, and the redactor that keeps them out of its record. */
+interface Opened {
+  scope: TemplateScope;
+  signingSecret: string | null;
+  redactor: Redactor;
+}
+const unfenced: FencedTransaction = async () => {
+  throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
+};
+/** Runs a registered handler's attempt, with its fenced transaction when the worker has a pool. */
+async function runHandler(
+  options: DeliveryOptions,
+  ex: ClaimedExecution,
+  signal: AbortSignal,
+  state: AttemptState,
+): Promise<AttemptResult> {
+  const registered = options.handlers.get(ex.handler_name!);
+  if (!registered) return failure('FAILED', `no handler "${ex.handler_name}" is registered in this worker`, true);
+  let input = ex.input;
+  if (registered.schema) {
+    const parsed = registered.schema.safeParse(input);
+    if (!parsed.success) {
+      const detail = parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
+      return failure('FAILED', `input rejected by the handler's schema: ${detail}`, false);
+    }
+    input = parsed.data;
+  }
+  try {
+    await registered.fn(input, {
+      signal,
+      executionId: ex.id,
+      jobId: ex.job_id,
+      workspaceId: ex.workspace_id,
+      attempt: ex.attempt_count,
+      transaction: options.fence
+        ? fencedTransaction({
+            ...options.fence,
+            executionId: ex.id,
+            epoch: ex.lease_epoch,
+            startedAt: performance.now(),
+            onRecorded: () => void (state.recorded = true),
+          })
+        : unfenced,
+    });
+    return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
+  } catch (error) {
+    if (signal.aborted) throw error;
+    return failure('FAILED', describeThrown(error, true).slice(0, 2000), !(error instanceof UnrecoverableError));
+  }
+}
+
+/**
+ * The first `cap` bytes of the body, redacted before it is cut: a secret (in any of its forms)
+ * that the cap cuts through is kept whole so that it is redacted whole; cut first, and its
+ * start would be left in clear. So the body is read past the cap by the longest form's length.
+ */
+async function excerptOf(body: Dispatcher.ResponseData['body'], redactor: Redactor, cap: number): Promise<string> {
+  const raw = await readCapped(body, cap + redactor.longestFormBytes);
+  return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
+}
+
+/** Runs one attempt's path under its timeout, and answers with a failure for any abort or throw. */
+async function attemptOnce(
+  timeoutMs: number,
+  external: AbortController,
+  path: (signal: AbortSignal) => Promise<AttemptResult>,
+): Promise<AttemptResult> {
+  const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
+  const signal = external.signal;
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+  aborted.catch(() => {});
+  try {
+    const run = path(signal);
+    // A handler that ignores its signal cannot hold the attempt past an abort.
+    return await Promise.race([run, aborted]);
+  } catch (error) {
+    const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
+    if (reason === 'timeout') return failure('TIMED_OUT', `timed out after ${timeoutMs} ms`, true);
+    if (reason === 'cancelled') return failure('CANCELLED', 'cancelled while running', false);
+    if (reason === 'lease-lost') return failure('FAILED', 'lease lost: another worker may run it', true);
+    if (reason === 'shutdown') return failure('FAILED', 'worker shutting down', true);
+    // Not a rethrow of a known failure: this must still answer, or the attempt never ends.
+    return failure('FAILED', `unexpected: ${describeThrown(error).slice(0, 2000)}`, true);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// An area factory: the attempt's paths (HTTP, handler) share the outbound policy, the agent and the secret box it holds.
 export function createDelivery(options: DeliveryOptions) {
   const policy: OutboundPolicy = createOutboundPolicy(options.outboundAllow ?? []);
   const cap = options.responseCapBytes ?? 4096;
   // Redirects are not followed: undici's request() returns a 3xx as it is.
   const agent: Dispatcher = new Agent({ connect: { lookup: policy.lookup }, keepAliveTimeout: 10_000 });
-
-  const failure = (outcome: AttemptOutcome, error: string, retryable: boolean, extra: Partial<AttemptResult> = {}): AttemptResult => ({
-    outcome,
-    retryable,
-    retryDelayMs: null,
-    statusCode: null,
-    error,
-    responseExcerpt: null,
-    ...extra,
-  });
-
-  async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<Buffer> {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of body) {
-      const buf = chunk as Buffer;
-      chunks.push(buf);
-      size += buf.length;
-      if (size >= limit) {
-        // Enough: drop the connection rather than download the rest.
-        body.destroy();
-        break;
-      }
-    }
-    return Buffer.concat(chunks).subarray(0, limit);
-  }
-
-  /**
-   * The first `cap` bytes of the body, redacted before it is cut: a secret (in any of its forms)
-   * that the cap cuts through is kept whole so that it is redacted whole; cut first, and its
-   * start would be left in clear. So the body is read past the cap by the longest form's length.
-   */
-  async function excerptOf(body: Dispatcher.ResponseData['body'], redactor: Redactor): Promise<string> {
-    const raw = await readCapped(body, cap + redactor.longestFormBytes);
-    return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
-  }
 
   const formsCache = new FormsCache();
 
@@ -148,13 +228,6 @@ export function createDelivery(options: DeliveryOptions) {
     if (!options.secrets) throw new TemplateError('a secret is sealed but this worker has no JOBGATE_SECRET_KEY to open it');
     return options.secrets.open(value);
   };
-
-  /** An HTTP endpoint's secrets, opened for one attempt, and the redactor that keeps them out of its record. */
-  interface Opened {
-    scope: TemplateScope;
-    signingSecret: string | null;
-    redactor: Redactor;
-  }
 
   function openSecrets(ex: ClaimedExecution): Opened {
     const config = Object.fromEntries(
@@ -205,7 +278,7 @@ export function createDelivery(options: DeliveryOptions) {
 
     try {
       const res = await request(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher: agent });
-      const excerpt = await excerptOf(res.body, redactor);
+      const excerpt = await excerptOf(res.body, redactor, cap);
       const code = res.statusCode;
       if (code >= 200 && code < 300) {
         return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: code, error: null, responseExcerpt: excerpt };
@@ -233,46 +306,6 @@ export function createDelivery(options: DeliveryOptions) {
     }
   }
 
-  const unfenced: FencedTransaction = async () => {
-    throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
-  };
-
-  async function handler(ex: ClaimedExecution, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
-    const registered = options.handlers.get(ex.handler_name!);
-    if (!registered) return failure('FAILED', `no handler "${ex.handler_name}" is registered in this worker`, true);
-    let input = ex.input;
-    if (registered.schema) {
-      const parsed = registered.schema.safeParse(input);
-      if (!parsed.success) {
-        const detail = parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
-        return failure('FAILED', `input rejected by the handler's schema: ${detail}`, false);
-      }
-      input = parsed.data;
-    }
-    try {
-      await registered.fn(input, {
-        signal,
-        executionId: ex.id,
-        jobId: ex.job_id,
-        workspaceId: ex.workspace_id,
-        attempt: ex.attempt_count,
-        transaction: options.fence
-          ? fencedTransaction({
-              ...options.fence,
-              executionId: ex.id,
-              epoch: ex.lease_epoch,
-              startedAt: performance.now(),
-              onRecorded: () => void (state.recorded = true),
-            })
-          : unfenced,
-      });
-      return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
-    } catch (error) {
-      if (signal.aborted) throw error;
-      return failure('FAILED', describeThrown(error, true).slice(0, 2000), !(error instanceof UnrecoverableError));
-    }
-  }
-
   /**
    * Runs one attempt under its timeout; `signal` carries cancellation, lease loss and shutdown.
    * What it returns is what gets recorded (attempt row, lastError, logs, notifications), so every
@@ -288,7 +321,9 @@ export function createDelivery(options: DeliveryOptions) {
     } catch (error) {
       result = failure('FAILED', `cannot open the endpoint's secrets: ${(error as Error).message}`, false);
     }
-    result ??= await attemptOnce(ex, external, opened, state);
+    result ??= await attemptOnce(ex.timeout_ms ?? options.defaultTimeoutMs, external, (signal) =>
+      opened ? http(ex, opened, signal, state) : runHandler(options, ex, signal, state),
+    );
     const redact = (text: string) => (opened ? opened.redactor.redact(text) : text);
     // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
     // the statement that records the outcome, and with it every outcome batched alongside.
@@ -302,37 +337,6 @@ export function createDelivery(options: DeliveryOptions) {
       recorded: state.recorded,
       target: state.target,
     };
-  }
-
-  async function attemptOnce(
-    ex: ClaimedExecution,
-    external: AbortController,
-    opened: Opened | undefined,
-    state: AttemptState,
-  ): Promise<AttemptResult> {
-    const timeoutMs = ex.timeout_ms ?? options.defaultTimeoutMs;
-    const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
-    const signal = external.signal;
-    const aborted = new Promise<never>((_, reject) => {
-      if (signal.aborted) reject(signal.reason);
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-    });
-    aborted.catch(() => {});
-    try {
-      const run = opened ? http(ex, opened, signal, state) : handler(ex, signal, state);
-      // A handler that ignores its signal cannot hold the attempt past an abort.
-      return await Promise.race([run, aborted]);
-    } catch (error) {
-      const reason = signal.aborted ? (signal.reason as AbortReason) : undefined;
-      if (reason === 'timeout') return failure('TIMED_OUT', `timed out after ${timeoutMs} ms`, true);
-      if (reason === 'cancelled') return failure('CANCELLED', 'cancelled while running', false);
-      if (reason === 'lease-lost') return failure('FAILED', 'lease lost: another worker may run it', true);
-      if (reason === 'shutdown') return failure('FAILED', 'worker shutting down', true);
-      // Not a rethrow of a known failure: this must still answer, or the attempt never ends.
-      return failure('FAILED', `unexpected: ${describeThrown(error).slice(0, 2000)}`, true);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   return { attempt, close: () => agent.close() };

@@ -111,12 +111,67 @@ type Outcome = TickEnding;
 
 const TIMED_OUT = Symbol('timed out');
 
+/** A tick running in this worker. */
+interface ActiveTick {
+  controller: AbortController;
+  done: Promise<void>;
+  /** The worker is stopping: a throw then hands the tick back. */
+  stopping: boolean;
+}
+
+/**
+ * Runs a tick's handler under its timeout and records its outcome. A tick past its timeout is
+ * recorded at once and stays this worker's until the handler settles.
+ */
+async function runTick(
+  handler: IntervalHandler,
+  state: ActiveTick,
+  ids: { name: string; workerId: string },
+  record: (result: Outcome) => Promise<boolean>,
+): Promise<void> {
+  const timeoutMs = handler.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS;
+  let deadline: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
+    deadline = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
+  });
+  const work = Promise.resolve().then(() => handler.run({ signal: state.controller.signal, ...ids }));
+  work.catch(() => {}); // it may reject after its tick was recorded as a timeout
+  let result: Outcome;
+  try {
+    const r = await Promise.race([work, timedOut]);
+    if (r === TIMED_OUT) {
+      state.controller.abort(new Error(`timed out after ${timeoutMs} ms`));
+      // Recorded now; the tick stays this worker's (owned, overrun, in `active`) until the
+      // handler's promise settles, whatever it returns then is not recorded.
+      const message = `ran past its timeout of ${timeoutMs} ms`;
+      const overrun = await record({ status: 'TIMEOUT', message });
+      await work.then(
+        () => {},
+        () => {},
+      );
+      // Not marked overrun (its write failed): RELEASE would match nothing, so the TIMEOUT is the outcome to write.
+      result = overrun ? { status: 'RELEASE' } : { status: 'ERROR', cause: 'TIMEOUT', message };
+    } else {
+      const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
+      result = { status: 'OK', count };
+    }
+  } catch (error) {
+    // Postgres text cannot hold a NUL: left in, the outcome could never be written.
+    const message = storableText(`${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`.slice(0, 2000));
+    result = state.stopping ? { status: 'HAND_BACK' } : { status: 'ERROR', cause: 'HANDLER', message };
+  } finally {
+    clearTimeout(deadline);
+  }
+  await record(result);
+}
+
+// An area factory: the runner's passes, ticks and stop share its active ticks and their unwritten outcomes.
 export function createIntervalRunner(options: IntervalRunnerOptions) {
   const { pool, log, workerId } = options;
   const availability = options.availability ?? createAvailability(log, `worker ${workerId}`);
   const pollMs = options.pollMs ?? 1000;
   const staleMs = options.staleMs ?? 30_000;
-  const active = new Map<string, { controller: AbortController; done: Promise<void>; stopping: boolean }>();
+  const active = new Map<string, ActiveTick>();
   const ensured = new Map<string, number | null>();
   // Outcomes whose write failed, by name: the tick stays owned by this (live) worker, which no
   // sweep frees, so each pass writes them again (fenced on the epoch) until one gets through.
@@ -134,41 +189,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
 
   async function execute(name: string, epoch: string) {
     const handler = options.registry.get(name)!;
-    const state = active.get(name)!;
-    const timeoutMs = handler.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS;
-    let deadline: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
-      deadline = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
-    });
-    const work = Promise.resolve().then(() => handler.run({ signal: state.controller.signal, name, workerId }));
-    work.catch(() => {}); // it may reject after its tick was recorded as a timeout
-    let result: Outcome;
-    try {
-      const r = await Promise.race([work, timedOut]);
-      if (r === TIMED_OUT) {
-        state.controller.abort(new Error(`timed out after ${timeoutMs} ms`));
-        // Recorded now; the tick stays this worker's (owned, overrun, in `active`) until the
-        // handler's promise settles, whatever it returns then is not recorded.
-        const message = `ran past its timeout of ${timeoutMs} ms`;
-        const overrun = await record(name, epoch, { status: 'TIMEOUT', message });
-        await work.then(
-          () => {},
-          () => {},
-        );
-        // Not marked overrun (its write failed): RELEASE would match nothing, so the TIMEOUT is the outcome to write.
-        result = overrun ? { status: 'RELEASE' } : { status: 'ERROR', cause: 'TIMEOUT', message };
-      } else {
-        const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
-        result = { status: 'OK', count };
-      }
-    } catch (error) {
-      // Postgres text cannot hold a NUL: left in, the outcome could never be written.
-      const message = storableText(`${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`.slice(0, 2000));
-      result = state.stopping ? { status: 'HAND_BACK' } : { status: 'ERROR', cause: 'HANDLER', message };
-    } finally {
-      clearTimeout(deadline);
-    }
-    await record(name, epoch, result);
+    await runTick(handler, active.get(name)!, { name, workerId }, (result) => record(name, epoch, result));
   }
 
   /** Writes the outcome (fenced); false when the write failed (then retried by later passes, but for TIMEOUT). */

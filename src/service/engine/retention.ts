@@ -36,6 +36,7 @@ import {
   type TakenSlice,
 } from '../../db/queries/retention.js';
 import { createAvailability, type Availability } from './availability.js';
+import { createPollLoop } from './poll-loop.js';
 
 export type { PrunedRows, RetentionKind } from '../../db/queries/retention.js';
 
@@ -105,111 +106,150 @@ export interface PrunerOptions {
 
 const DAY_MS = 86_400_000;
 
-export function createPruner(options: PrunerOptions) {
-  const { pool, log } = options;
-  const defaults: RetentionDefaults = { ...DEFAULT_RETENTION, ...options.defaults };
-  const id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  const batchSize = options.batchSize ?? 1000;
-  const pauseMs = options.pauseMs ?? 50;
-  const pauseFactor = options.pauseFactor ?? 4;
-  const everyMs = options.everyMs ?? 10 * 60_000;
-  const pollMs = options.pollMs ?? 30_000;
-  const leaseMs = options.leaseMs ?? 60_000;
-  const availability = options.availability ?? createAvailability(log, `pruner ${id}`);
-  let running = false;
-  let current: Promise<number> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let wake: (() => void) | undefined;
-
-  const days = (own: number | null, fallback: number) => {
-    const d = own ?? fallback;
-    return d === 0 ? null : d * DAY_MS;
-  };
-
-  function report(batch: PrunedBatch) {
-    if (!options.onPruned) return;
-    try {
-      options.onPruned(batch);
-    } catch (error) {
-      log.warn(`pruner ${id}: the onPruned hook threw: ${(error as Error).message}`);
-    }
-  }
-
+/** What pruning a slice needs: the pruner's settings, its hook and its pause. */
+interface PruneContext {
+  pool: pg.Pool;
+  log: Logger;
+  id: string;
+  defaults: RetentionDefaults;
+  batchSize: number;
+  pauseMs: number;
+  pauseFactor: number;
+  everyMs: number;
+  leaseMs: number;
+  report(batch: PrunedBatch): void;
   /** A pause that stop() cuts short. */
-  function pause(ms: number) {
-    return new Promise<void>((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        wake = undefined;
-        resolve();
-      }
-      wake = done;
-    });
-  }
+  pause(ms: number): Promise<void>;
+}
 
-  /** Prunes one taken slice to the end (or until stopped); returns the rows deleted. */
-  async function prune(slice: TakenSlice, stopping: () => boolean): Promise<number> {
-    const o = slice.overrides;
-    const okMs = days(o.executionsDays, defaults.executionsDays);
-    const failedMs = days(o.failedExecutionsDays, defaults.failedExecutionsDays);
-    const windowMs = slice.kind === 'AUDIT' ? days(o.auditDays, defaults.auditDays) : days(o.runsDays, defaults.runsDays);
-    const keeps = slice.kind === 'EXECUTIONS' ? okMs === null && failedMs === null : windowMs === null;
-    let total = 0;
-    let batches = 0;
-    let position: ExecutionsPosition | undefined;
-    if (!keeps) {
-      for (;;) {
-        const started = performance.now();
-        const result = await pruneBatch(
-          pool,
-          { slice, owner: id, leaseMs, batch: batchSize },
-          { executions: { okMs, failedMs, keepPerJob: defaults.keepPerJob }, position, windowMs: windowMs ?? undefined },
-        );
-        if (!result.held) {
-          log.warn(`pruner ${id}: lost its ${slice.kind} slice of workspace ${slice.workspaceId} (another worker took it over)`, {
-            workspaceId: slice.workspaceId,
-          });
-          return total;
-        }
-        batches++;
-        const rows = Object.values(result.pruned).reduce((a, b) => a + b, 0);
-        total += rows;
-        if (rows > 0) report({ workspaceId: slice.workspaceId, kind: slice.kind, rows: result.pruned });
-        position = result.position;
-        if (result.done) break;
-        if (stopping()) {
-          await handBackSlice(pool, slice, id);
-          return total;
-        }
-        await pause(Math.max(pauseMs, (performance.now() - started) * pauseFactor));
-        if (stopping()) {
-          await handBackSlice(pool, slice, id);
-          return total;
-        }
-      }
+const days = (own: number | null, fallback: number) => {
+  const d = own ?? fallback;
+  return d === 0 ? null : d * DAY_MS;
+};
+
+/** A slice's windows: its workspace's overrides, else the installation's defaults. */
+function windowsOf(slice: TakenSlice, defaults: RetentionDefaults) {
+  const o = slice.overrides;
+  const okMs = days(o.executionsDays, defaults.executionsDays);
+  const failedMs = days(o.failedExecutionsDays, defaults.failedExecutionsDays);
+  const windowMs = slice.kind === 'AUDIT' ? days(o.auditDays, defaults.auditDays) : days(o.runsDays, defaults.runsDays);
+  const keeps = slice.kind === 'EXECUTIONS' ? okMs === null && failedMs === null : windowMs === null;
+  return { okMs, failedMs, windowMs, keeps };
+}
+
+/**
+ * Prunes one taken slice to the end (or until stopped, when it is handed back, or lost); returns
+ * the rows deleted and whether it ran to the end.
+ */
+async function pruneBatches(
+  ctx: PruneContext,
+  slice: TakenSlice,
+  stopping: () => boolean,
+): Promise<{ total: number; batches: number; done: boolean }> {
+  const { pool, log, id } = ctx;
+  const { okMs, failedMs, windowMs } = windowsOf(slice, ctx.defaults);
+  const outcome = { total: 0, batches: 0, done: false };
+  let position: ExecutionsPosition | undefined;
+  for (;;) {
+    const started = performance.now();
+    const result = await pruneBatch(
+      pool,
+      { slice, owner: id, leaseMs: ctx.leaseMs, batch: ctx.batchSize },
+      { executions: { okMs, failedMs, keepPerJob: ctx.defaults.keepPerJob }, position, windowMs: windowMs ?? undefined },
+    );
+    if (!result.held) {
+      log.warn(`pruner ${id}: lost its ${slice.kind} slice of workspace ${slice.workspaceId} (another worker took it over)`, {
+        workspaceId: slice.workspaceId,
+      });
+      return outcome;
     }
-    await finishSlice(pool, slice, id, total, everyMs);
-    if (total > 0)
-      log.info(`pruner ${id}: workspace ${slice.workspaceId}: pruned ${total} ${slice.kind.toLowerCase()} rows in ${batches} batches`, {
+    outcome.batches++;
+    const rows = Object.values(result.pruned).reduce((a, b) => a + b, 0);
+    outcome.total += rows;
+    if (rows > 0) ctx.report({ workspaceId: slice.workspaceId, kind: slice.kind, rows: result.pruned });
+    position = result.position;
+    if (result.done) return { ...outcome, done: true };
+    if (stopping()) break;
+    await ctx.pause(Math.max(ctx.pauseMs, (performance.now() - started) * ctx.pauseFactor));
+    if (stopping()) break;
+  }
+  await handBackSlice(pool, slice, id);
+  return outcome;
+}
+
+/** Prunes one taken slice to the end (or until stopped); returns the rows deleted. */
+async function pruneSlice(ctx: PruneContext, slice: TakenSlice, stopping: () => boolean): Promise<number> {
+  const { total, batches, done } = windowsOf(slice, ctx.defaults).keeps
+    ? { total: 0, batches: 0, done: true }
+    : await pruneBatches(ctx, slice, stopping);
+  if (!done) return total;
+  await finishSlice(ctx.pool, slice, ctx.id, total, ctx.everyMs);
+  if (total > 0)
+    ctx.log.info(
+      `pruner ${ctx.id}: workspace ${slice.workspaceId}: pruned ${total} ${slice.kind.toLowerCase()} rows in ${batches} batches`,
+      {
         workspaceId: slice.workspaceId,
         kind: slice.kind,
         rows: total,
         batches,
+      },
+    );
+  return total;
+}
+
+/** Builds a pruner's settings from its options. */
+function pruneContextOf(options: PrunerOptions, id: string, wake: { cut: (() => void) | undefined }): PruneContext {
+  const { log } = options;
+  return {
+    pool: options.pool,
+    log,
+    id,
+    defaults: { ...DEFAULT_RETENTION, ...options.defaults },
+    batchSize: options.batchSize ?? 1000,
+    pauseMs: options.pauseMs ?? 50,
+    pauseFactor: options.pauseFactor ?? 4,
+    everyMs: options.everyMs ?? 10 * 60_000,
+    leaseMs: options.leaseMs ?? 60_000,
+    report(batch) {
+      if (!options.onPruned) return;
+      try {
+        options.onPruned(batch);
+      } catch (error) {
+        log.warn(`pruner ${id}: the onPruned hook threw: ${(error as Error).message}`);
+      }
+    },
+    pause(ms) {
+      return new Promise<void>((resolve) => {
+        const t = setTimeout(done, ms);
+        function done() {
+          clearTimeout(t);
+          wake.cut = undefined;
+          resolve();
+        }
+        wake.cut = done;
       });
-    return total;
-  }
+    },
+  };
+}
+
+export function createPruner(options: PrunerOptions) {
+  const { pool, log } = options;
+  const id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const availability = options.availability ?? createAvailability(log, `pruner ${id}`);
+  // `cut` ends the pause between batches at once (stop).
+  const state: { running: boolean; cut: (() => void) | undefined } = { running: false, cut: undefined };
+  const ctx = pruneContextOf(options, id, state);
 
   /** Takes and prunes due slices until none is left; returns the rows deleted. */
   async function drain(stopping: () => boolean): Promise<number> {
     let total = 0;
     while (!stopping()) {
       const askedAt = performance.now();
-      const slice = await takeSlice(pool, id, leaseMs);
+      const slice = await takeSlice(pool, id, ctx.leaseMs);
       availability.reached(askedAt);
       if (!slice) break;
       try {
-        total += await prune(slice, stopping);
+        total += await pruneSlice(ctx, slice, stopping);
       } catch (error) {
         await handBackSlice(pool, slice, id).catch(() => {});
         throw error;
@@ -218,17 +258,15 @@ export function createPruner(options: PrunerOptions) {
     return total;
   }
 
-  function pass(): Promise<number> {
-    current ??= drain(() => !running)
-      .catch((error) => {
-        if (!availability.unreachable(error, 'retention')) log.warn(`pruner ${id}: pruning failed: ${(error as Error).message}`);
-        return 0;
-      })
-      .finally(() => {
-        current = undefined;
-      });
-    return current;
-  }
+  const loop = createPollLoop({
+    everyMs: options.pollMs ?? 30_000,
+    pass: async () => {
+      await drain(() => !state.running);
+    },
+    onError(error) {
+      if (!availability.unreachable(error, 'retention')) log.warn(`pruner ${id}: pruning failed: ${(error as Error).message}`);
+    },
+  });
 
   return {
     id,
@@ -238,19 +276,16 @@ export function createPruner(options: PrunerOptions) {
      */
     runOnce: (): Promise<number> => drain(() => false),
     start() {
-      if (running) return;
-      running = true;
-      void pass();
-      timer = setInterval(() => void pass(), pollMs);
-      timer.unref();
+      if (state.running) return;
+      state.running = true;
+      void loop.start();
     },
     /** Stops after the batch in flight; its slice is handed back, due at once for another worker. */
     async stop() {
-      if (!running) return;
-      running = false;
-      clearInterval(timer);
-      wake?.();
-      await current;
+      if (!state.running) return;
+      state.running = false;
+      state.cut?.();
+      await loop.stop();
     },
   };
 }
