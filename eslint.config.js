@@ -25,6 +25,22 @@ function layer(folder, forbidden, message, packages = []) {
   }));
 }
 
+/** Every `eslint-disable` comment says why, after ` -- `, so an exception is a decision a reviewer can read. */
+const directiveReason = {
+  meta: { type: 'suggestion', schema: [], messages: { missing: 'say why after " -- " in this eslint-disable comment' } },
+  create(context) {
+    return {
+      Program() {
+        for (const comment of context.sourceCode.getAllComments()) {
+          if (/^\s*eslint-disable(-next-line|-line)?\b/.test(comment.value) && !/ -- \S/.test(comment.value)) {
+            context.report({ loc: comment.loc, messageId: 'missing' });
+          }
+        }
+      },
+    };
+  },
+};
+
 const ABOVE_SERVICE = ['schema', 'resolvers', 'subscriptions', 'server', 'metrics', 'cli', 'app', 'index', 'composition-root'];
 
 export default tseslint.config(
@@ -103,6 +119,40 @@ export default tseslint.config(
     'kysely',
     'pg',
   ]),
+  // src/db is the only place SQL is written (DESIGN.md): the service calls repositories and
+  // queries, it never holds SQL text nor builds a query.
+  {
+    files: ['src/service/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "ImportDeclaration[source.value='kysely'] > ImportSpecifier[imported.name='sql']",
+          message: 'SQL belongs in src/db: write the statement in a repository or a query and call it.',
+        },
+        {
+          selector: 'CallExpression[callee.property.name=/^(selectFrom|insertInto|updateTable|deleteFrom|mergeInto)$/]',
+          message: 'Queries are built in src/db: add a repository or query function and call it.',
+        },
+        {
+          selector: "CallExpression[callee.property.name='query'][arguments.0.type=/Literal$/]",
+          message: 'SQL text belongs in src/db: add a query function and call it.',
+        },
+      ],
+    },
+  },
+  // Size: a file over 400 lines or a function over 80 holds more than one thing. A function that
+  // must stay long says why on the line above, in the disable comment's reason (`-- why`), which
+  // jobgate/directive-reason insists on.
+  {
+    files: ['src/**/*.ts'],
+    plugins: { jobgate: { rules: { 'directive-reason': directiveReason } } },
+    rules: {
+      'max-lines': ['error', { max: 400, skipBlankLines: true, skipComments: true }],
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true, IIFEs: true }],
+      'jobgate/directive-reason': 'error',
+    },
+  },
   {
     files: ['src/app.ts', 'src/index.ts', 'src/composition-root.ts', 'src/cli/*.ts'],
     rules: {

@@ -48,6 +48,7 @@ export interface ListenerOptions {
   observer?: ListenerObserver | undefined;
 }
 
+// eslint-disable-next-line max-lines-per-function -- one LISTEN connection's life (connect, probe, drop, reconnect): short functions sharing that connection's state
 export function createListener(options: ListenerOptions) {
   const { log } = options;
   const name = options.applicationName ?? 'jobgate-live';

@@ -148,6 +148,7 @@ export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
   return plan;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a loop's factory: batch, insertClaimed and tick are short functions sharing its settings
 export function createCronJobScheduler(options: CronJobSchedulerOptions) {
   const { pool, log } = options;
   const availability = options.availability ?? createAvailability(log, 'scheduler');

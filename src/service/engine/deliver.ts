@@ -214,7 +214,7 @@ async function attemptOnce(
   }
 }
 
-// An area factory: the attempt's paths (HTTP, handler) share the outbound policy, the agent and the secret box it holds.
+// eslint-disable-next-line max-lines-per-function -- the attempt's paths (HTTP, handler) share the outbound policy, the agent and the secret box it holds
 export function createDelivery(options: DeliveryOptions) {
   const policy: OutboundPolicy = createOutboundPolicy(options.outboundAllow ?? []);
   const cap = options.responseCapBytes ?? 4096;

@@ -165,7 +165,7 @@ async function runTick(
   await record(result);
 }
 
-// An area factory: the runner's passes, ticks and stop share its active ticks and their unwritten outcomes.
+// eslint-disable-next-line max-lines-per-function -- a loop's factory: its passes, ticks and stop share its active ticks and their unwritten outcomes
 export function createIntervalRunner(options: IntervalRunnerOptions) {
   const { pool, log, workerId } = options;
   const availability = options.availability ?? createAvailability(log, `worker ${workerId}`);

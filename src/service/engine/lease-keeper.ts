@@ -58,6 +58,7 @@ export interface LeaseKeeper {
   claimedAt(sentAt: number): void;
 }
 
+// eslint-disable-next-line max-lines-per-function -- one worker's lease upkeep: beat and fenceCheck share its LeaseHealth, each explained where it is written
 export function createLeaseKeeper(deps: LeaseKeeperDeps): LeaseKeeper {
   const { id, pool, log, observer, availability, inFlight, leaseMs, heartbeatMs, fenceAfterMs } = deps;
   const fenceTickMs = Math.max(250, Math.min(1000, Math.floor(fenceAfterMs / 4)));

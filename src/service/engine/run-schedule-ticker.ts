@@ -59,6 +59,7 @@ function nextAfter(
   return new Date(from.getTime() + Number(row.every_ms));
 }
 
+// eslint-disable-next-line max-lines-per-function -- a loop's factory: ensuring schedules and ticking them are short functions sharing its registrations
 export function createRunScheduleTicker(options: RunScheduleTickerOptions) {
   const { pool, log } = options;
   const availability = options.availability ?? createAvailability(log, 'run schedules');
