@@ -46,6 +46,8 @@ export interface QueryResult<R> {
   data: R | null;
   error: ApiError | null;
   loading: boolean;
+  /** When the request whose answer `data` is was sent (performance.now()): what it cannot have seen came later. */
+  requestedAt: number;
   /** Reloads now. */
   reload(): void;
   /** Reloads soon, coalescing bursts of events into one request. */
@@ -63,6 +65,7 @@ export function useQuery<R, V>(
 ): QueryResult<R> {
   const { api, live } = useSession();
   const [data, setData] = useState<R | null>(null);
+  const [requestedAt, setRequestedAt] = useState(0);
   const [error, setError] = useState<ApiError | null>(null);
   const [loading, setLoading] = useState(true);
   const key = JSON.stringify(variables);
@@ -75,10 +78,12 @@ export function useQuery<R, V>(
     if (options.skip) return;
     const mine = ++seq.current;
     lastLoad.current = Date.now();
+    const sentAt = performance.now();
     setLoading(true);
     api.request(document, JSON.parse(key) as V).then(
       (r) => {
         if (mine !== seq.current) return;
+        setRequestedAt(sentAt);
         setData(r);
         setError(null);
         setLoading(false);
@@ -118,7 +123,7 @@ export function useQuery<R, V>(
     return () => clearInterval(id);
   }, [state, reload]);
 
-  return { data, error, loading, reload, reloadSoon };
+  return { data, error, loading, requestedAt, reload, reloadSoon };
 }
 
 /** A live subscription for the screen's lifetime (resubscribed when `variables` change). */

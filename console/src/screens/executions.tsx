@@ -7,6 +7,7 @@ import { firstPage } from '../lib/paging.ts';
 import { href, navigate } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
+import { patched, unseenBy, withPatch, type Patches } from '../lib/patches.ts';
 import { CancelExecutionDocument, RetryExecutionDocument } from './shared.tsx';
 
 const ExecutionsDocument = graphql(`
@@ -83,11 +84,13 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
   const filter = { ...(status ? { statuses: [status] } : {}), ...(endpointId ? { endpointId } : {}) };
   const q = useQuery(ExecutionsDocument, { filter, after: page.after });
   // Rows change in place at once from the event; the page reloads (coalesced) for new rows and counts.
-  const [patched, setPatched] = useState<Record<string, ExecutionStatus>>({});
-  useEffect(() => setPatched({}), [q.data]);
+  const [patches, setPatches] = useState<Patches<ExecutionStatus>>({});
+  const { requestedAt } = q;
+  useEffect(() => setPatches((p) => unseenBy(p, requestedAt)), [q.data, requestedAt]);
   useSubscription(ExecutionsLiveDocument, endpointId ? { endpointId } : {}, {
     next: (d) => {
-      setPatched((p) => ({ ...p, [d.executionUpdates.executionId]: d.executionUpdates.status }));
+      const at = performance.now();
+      setPatches((p) => withPatch(p, d.executionUpdates.executionId, d.executionUpdates.status, at));
       q.reloadSoon();
     },
     cursor: (d) => d.executionUpdates.cursor,
@@ -180,14 +183,14 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
               { header: 'Execution', cell: (e) => <Link to={href('executions', e.id)}>{e.id.slice(0, 8)}</Link> },
               { header: 'Job', cell: (e) => <Link to={href('jobs', e.job.id)}>{e.job.name ?? e.job.id.slice(0, 8)}</Link> },
               { header: 'Endpoint', cell: (e) => e.job.endpoint.name },
-              { header: 'Status', cell: (e) => <Status value={patched[e.id] ?? e.status} /> },
+              { header: 'Status', cell: (e) => <Status value={patched(patches, e.id, e.status)} /> },
               { header: 'Attempts', cell: (e) => `${e.attemptCount} / ${e.maxAttempts}` },
               { header: 'Scheduled for', cell: (e) => <Time iso={e.scheduledFor} /> },
               { header: 'Last error', cell: (e) => truncate(e.lastError, 80), className: 'bad' },
               can('OPERATOR') && {
                 header: 'Actions',
                 cell: (e) => {
-                  const st = patched[e.id] ?? e.status;
+                  const st = patched(patches, e.id, e.status);
                   return (
                     <>
                       {st === 'FAILED' && e.viewerCan.retry && (
