@@ -476,7 +476,7 @@ describe('the console', { timeout: 90_000 }, () => {
     await admin
       .getByTestId('keys')
       .getByRole('row', { name: /console soon revoked/ })
-      .getByText('REVOKED')
+      .getByText('REVOKED', { exact: true })
       .waitFor();
     await page
       .getByRole('alert')
