@@ -8,6 +8,23 @@ import { sql } from 'kysely';
 import type { AuditLogTable, AuditRow } from '../types.js';
 import type { Executor } from './scope.js';
 
+/**
+ * The columns an audit row is written with (all of `audit_log` but its id and time). Statements
+ * that write jobgate's own audit rows in the same statement as the work they record (the
+ * reaper, retention, event pruning, createJob's one-statement path) restate this list in SQL;
+ * test/db/audit-rule.test.ts holds every restatement, and this list, to the table.
+ */
+export const AUDIT_COLUMNS = [
+  'workspace_id',
+  'actor_kind',
+  'actor_key_id',
+  'action',
+  'target_type',
+  'target_id',
+  'input',
+  'result_code',
+] as const;
+
 export interface NewAuditEntry {
   workspaceId: string;
   actorKind: AuditLogTable['actor_kind'];
@@ -24,19 +41,18 @@ export interface NewAuditEntry {
 
 /** Writes one audit row, in the caller's transaction (or on its own on the pool). */
 export async function insertAuditEntry(ex: Executor, entry: NewAuditEntry): Promise<void> {
-  await ex
-    .insertInto('audit_log')
-    .values({
-      workspace_id: entry.workspaceId,
-      actor_kind: entry.actorKind,
-      actor_key_id: entry.actorKeyId,
-      action: entry.action,
-      target_type: entry.targetType,
-      target_id: entry.targetId,
-      input: entry.input,
-      result_code: entry.resultCode,
-    })
-    .execute();
+  // Typed by AUDIT_COLUMNS: a column added there and not here (or here and not there) fails to compile.
+  const row = {
+    workspace_id: entry.workspaceId,
+    actor_kind: entry.actorKind,
+    actor_key_id: entry.actorKeyId,
+    action: entry.action,
+    target_type: entry.targetType,
+    target_id: entry.targetId,
+    input: entry.input,
+    result_code: entry.resultCode,
+  } satisfies Record<(typeof AUDIT_COLUMNS)[number], unknown>;
+  await ex.insertInto('audit_log').values(row).execute();
 }
 
 export interface AuditListFilter {
