@@ -72,7 +72,26 @@ function wrap(p: pino.Logger): Logger {
     if (fields) p[lvl](fields, msg);
     else p[lvl](msg);
   };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (fields) => wrap(p.child(fields)) };
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (fields) => lazyChild(p, fields) };
+}
+
+/**
+ * `p.child(fields)`, made on the first line written at an enabled level. Every GraphQL request
+ * and every attempt gets a child, and most write nothing: pino serialises a child's fields when
+ * it is made, which cost a request more than its own resolver.
+ */
+function lazyChild(p: pino.Logger, fields: LogFields): Logger {
+  let made: Logger | undefined;
+  const at = (lvl: 'debug' | 'info' | 'warn' | 'error') => (msg: string, more?: LogFields) => {
+    if (p.isLevelEnabled(lvl)) (made ??= wrap(p.child(fields)))[lvl](msg, more);
+  };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (more) => lazyChild(p, { ...fields, ...more }),
+  };
 }
 
 /**

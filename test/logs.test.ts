@@ -184,4 +184,20 @@ describe('formats', () => {
     expect(JSON.parse(json[0]!)).toMatchObject({ level: 'warn', requestId: 'r-1', ms: 12, msg: 'slow "thing"', time: expect.any(String) });
     expect(prettyLine(json[0]!)).toMatch(/^\S+Z warn {2}slow "thing" requestId=r-1 ms=12$/);
   });
+
+  it("a child's child carries both sets of fields, the later winning, on every line it writes", () => {
+    const json: string[] = [];
+    const request = createLogger('info', (l) => json.push(l), 'json').child!({ requestId: 'r-2', step: 'outer' });
+    const attempt = request.child!({ executionId: 'e-1', step: 'inner' });
+    attempt.debug('below the level');
+    attempt.info('first');
+    attempt.error('second', { ms: 3 });
+    request.info('outer');
+    expect(json.map((l) => JSON.parse(l) as Record<string, unknown>)).toMatchObject([
+      { msg: 'first', requestId: 'r-2', executionId: 'e-1', step: 'inner' },
+      { msg: 'second', requestId: 'r-2', executionId: 'e-1', step: 'inner', ms: 3, level: 'error' },
+      { msg: 'outer', requestId: 'r-2', step: 'outer' },
+    ]);
+    expect(JSON.parse(json[2]!)).not.toHaveProperty('executionId');
+  });
 });

@@ -156,6 +156,10 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
+    // The body limit is enforced in front of yoga (limitRequestBody, below, with its own 413):
+    // yoga's copy of it would re-stream every body through a TransformStream to count it again,
+    // a seventh of a small mutation's CPU.
+    maxRequestBodySize: false,
     // The request id first (every later hook logs with it); then authentication: every later
     // hook (persisted queries included) sees only keyed requests.
     plugins: [
