@@ -7,7 +7,8 @@
  *    an enqueue with no HTTP, no GraphQL, no authentication, no audit row and no event.
  * Each server runs in a child process (bench/workers/http-server.ts); this process is only the
  * load: CLIENTS loops, each sending its next request when the last is answered, over one
- * keep-alive connection each, for DURATION_MS after a warm-up. Each createJob is a real
+ * keep-alive connection each. jobgate and bare yoga are measured after a warm-up in alternating
+ * rounds (ROUNDS of ROUND_MS), graphile-worker for DURATION_MS. Each createJob is a real
  * IMMEDIATE job on a HANDLER endpoint: the key checked, the input validated, the job, its
  * execution, its audit row and its events written in one transaction.
  */
@@ -23,6 +24,9 @@ import { openServer } from './support/postgres.js';
 const CLIENTS = 50;
 const WARMUP_MS = 2_000;
 const DURATION_MS = 10_000;
+/** jobgate and bare yoga are measured in alternating rounds of ROUND_MS. */
+const ROUNDS = 5;
+const ROUND_MS = 4_000;
 
 const CREATE = `mutation ($input: CreateJobInput!) { createJob(input: $input) { job { id } } }`;
 
@@ -55,28 +59,31 @@ async function load(url: string, headers: Record<string, string>, body: () => st
   return n / ((performance.now() - t0) / 1000);
 }
 
+interface Server {
+  child: Child;
+  url: string;
+  headers: Record<string, string>;
+  body: () => string;
+}
+
 /**
- * The load's rate, and the server process's CPU per request in µs (undefined where /proc cannot
- * be read): a steadier figure than the rate on a loaded or shared machine, since the load, the
- * server and the database share its cores.
+ * One round: the load's rate on `server` for ROUND_MS, and the server process's CPU per request
+ * in µs (undefined where /proc cannot be read).
  */
-async function measure(
-  child: Child,
-  url: string,
-  headers: Record<string, string>,
-  body: () => string,
-  afterWarmup: () => Promise<void> = async () => {},
-): Promise<{ rate: number; cpuUs: number | undefined }> {
-  await load(url, headers, body, WARMUP_MS);
-  await afterWarmup();
-  const before = cpuSeconds([child.pid]);
+async function round(server: Server): Promise<{ rate: number; cpuUs: number | undefined }> {
+  const before = cpuSeconds([server.child.pid]);
   const t0 = performance.now();
-  const rate = await load(url, headers, body, DURATION_MS);
+  const rate = await load(server.url, server.headers, server.body, ROUND_MS);
   const seconds = (performance.now() - t0) / 1000;
-  const after = cpuSeconds([child.pid]);
+  const after = cpuSeconds([server.child.pid]);
   const cpuUs = before === undefined || after === undefined ? undefined : ((after - before) * 1e6) / (rate * seconds);
   return { rate, cpuUs };
 }
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
 
 async function analyse(url: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
@@ -94,28 +101,40 @@ export async function run(): Promise<Figure[]> {
   const fig = (system: string, value: number) =>
     figures.push({ bench: `createJob, ${CLIENTS} concurrent clients`, system, value, unit: 'req/s' });
   try {
-    // Bare yoga.
+    // Both servers up at once, measured in alternating rounds, so that whatever else the machine
+    // does meanwhile (its cores are shared, and vary) weighs on both alike; the figures are the
+    // medians, the share the median of the rounds' own shares.
     const yoga = spawnChild('bench/workers/http-server.ts', { SERVER: 'yoga' });
-    const yogaUrl = await yoga.line('ready', 60_000);
-    const typename = () => JSON.stringify({ query: '{ __typename }' });
-    const bare = await measure(yoga, yogaUrl, {}, typename);
-    await yoga.stop();
+    const bare: Server = {
+      child: yoga,
+      url: await yoga.line('ready', 60_000),
+      headers: {},
+      body: () => JSON.stringify({ query: '{ __typename }' }),
+    };
 
-    // jobgate's gateway.
     const db = await server.createDatabase('jobgate_bench_create');
     await migrate(db.url);
     const gate = spawnChild('bench/workers/http-server.ts', { SERVER: 'jobgate', DATABASE_URL: db.url });
     const [base, key] = (await gate.line('ready', 60_000)).split(' ');
-    const gqlUrl = base!;
     let i = 0;
-    const create = () =>
-      JSON.stringify({ query: CREATE, variables: { input: { kind: 'IMMEDIATE', endpointName: 'bench.create', input: { i: i++ } } } });
-    const auth = { authorization: `Bearer ${key}` };
+    const gateway: Server = {
+      child: gate,
+      url: base!,
+      headers: { authorization: `Bearer ${key}` },
+      body: () =>
+        JSON.stringify({ query: CREATE, variables: { input: { kind: 'IMMEDIATE', endpointName: 'bench.create', input: { i: i++ } } } }),
+    };
+
+    await load(bare.url, bare.headers, bare.body, WARMUP_MS);
+    await load(gateway.url, gateway.headers, gateway.body, WARMUP_MS);
     // After the warm-up, the tables are analysed, as autovacuum does within a minute of such load
     // and pgbench before each run: the database is new, and without it the measurement would be of
     // a new database's first minute only, whose foreign-key checks (an execution's job) run plans
     // made while the tables were empty, a sequential scan per row that grows with every job.
-    const gateway = await measure(gate, gqlUrl, auth, create, () => analyse(db.url));
+    await analyse(db.url);
+    const rounds: { bare: Awaited<ReturnType<typeof round>>; gateway: Awaited<ReturnType<typeof round>> }[] = [];
+    for (let r = 0; r < ROUNDS; r++) rounds.push({ bare: await round(bare), gateway: await round(gateway) });
+    await yoga.stop();
     await gate.stop();
     await db.drop();
 
@@ -133,18 +152,19 @@ export async function run(): Promise<Figure[]> {
     await graphile.stop();
     await gdb.drop();
 
-    fig('jobgate createJob over GraphQL HTTP', gateway.rate);
-    fig('bare graphql-yoga { __typename }', bare.rate);
-    figures.push({
-      bench: `createJob, ${CLIENTS} concurrent clients`,
-      system: 'jobgate as a share of bare yoga (goal: at least 50%)',
-      value: (100 * gateway.rate) / bare.rate,
-      unit: '%',
-    });
+    fig('jobgate createJob over GraphQL HTTP', median(rounds.map((r) => r.gateway.rate)));
+    fig('bare graphql-yoga { __typename }', median(rounds.map((r) => r.bare.rate)));
+    const shares = rounds.map((r) => (100 * r.gateway.rate) / r.bare.rate);
+    const share = (system: string, value: number) =>
+      figures.push({ bench: `createJob, ${CLIENTS} concurrent clients`, system, value, unit: '%' });
+    share(`jobgate as a share of bare yoga, median of ${ROUNDS} rounds (goal: at least 50%)`, median(shares));
+    share('  its lowest round', Math.min(...shares));
+    share('  its highest round', Math.max(...shares));
+    const cpuOf = (xs: (number | undefined)[]) => (xs.some((x) => x === undefined) ? undefined : median(xs as number[]));
     const cpu = (system: string, value: number | undefined) =>
       value !== undefined && figures.push({ bench: `createJob, ${CLIENTS} concurrent clients`, system, value, unit: 'µs CPU/req' });
-    cpu('jobgate gateway process, per createJob', gateway.cpuUs);
-    cpu('bare graphql-yoga process, per { __typename }', bare.cpuUs);
+    cpu('jobgate gateway process, per createJob', cpuOf(rounds.map((r) => r.gateway.cpuUs)));
+    cpu('bare graphql-yoga process, per { __typename }', cpuOf(rounds.map((r) => r.bare.cpuUs)));
     fig('graphile-worker addJob (library call)', n! / (ms! / 1000));
   } finally {
     await server.close();
