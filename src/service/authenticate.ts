@@ -4,7 +4,7 @@
  * Every GraphQL request authenticates, and the lookup (hash, a round trip, a row) was a third of
  * the database round trips of a createJob. A key that authenticated is remembered for
  * KEY_CACHE_TTL_MS, keyed by its SHA-256 (the key itself is never held), so a busy client costs
- * one lookup a second instead of one per request. What is never cached: an unknown or revoked
+ * one lookup a second instead of one per request (concurrent requests share one). What is never cached: an unknown or revoked
  * key (each such request is looked up, and refused), and `lapsedActors`, which the live streams'
  * re-check asks the database directly.
  *
@@ -62,6 +62,9 @@ export interface Authenticator {
 export function createAuthenticator(ctx: Pick<ServiceContext, 'db' | 'keyCacheMs'>): Authenticator {
   const ttlMs = ctx.keyCacheMs ?? KEY_CACHE_TTL_MS;
   const remembered = new Map<string, Remembered>();
+  // The lookup under way for a key, which requests for it that arrive meanwhile share: when a
+  // busy key's entry lapses, its fifty concurrent requests make one lookup, not fifty.
+  const pending = new Map<string, Promise<Actor>>();
   // Bumped by every forget: a lookup that began before one does not remember what it read,
   // which may be the key as it was before the change.
   let generation = 0;
@@ -97,7 +100,12 @@ export function createAuthenticator(ctx: Pick<ServiceContext, 'db' | 'keyCacheMs
       const hit = remembered.get(hash);
       if (!hit || performance.now() - hit.readAt >= ttlMs) {
         remembered.delete(hash);
-        return lookUp(hash, bytes);
+        let lookup = pending.get(hash);
+        if (!lookup) {
+          lookup = lookUp(hash, bytes).finally(() => pending.get(hash) === lookup && pending.delete(hash));
+          pending.set(hash, lookup);
+        }
+        return { ...(await lookup) };
       }
       if (Date.now() - hit.lastUsed > LAST_USED_GRANULARITY_MS) {
         hit.lastUsed = Date.now();
@@ -107,6 +115,8 @@ export function createAuthenticator(ctx: Pick<ServiceContext, 'db' | 'keyCacheMs
     },
     forget(keyId) {
       generation++;
+      // A lookup under way may have read the key before the change: later requests make their own.
+      pending.clear();
       if (keyId === undefined) return remembered.clear();
       for (const [hash, r] of remembered) if (r.actor.keyId === keyId) remembered.delete(hash);
     },

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createJobService } from '../../src/service/index.js';
 import { KEY_CACHE_TTL_MS } from '../../src/service/authenticate.js';
 import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
 import type { DB } from '../../src/db/types.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
@@ -27,6 +28,46 @@ describe('authenticate', () => {
     const again = await Promise.all(Array.from({ length: 20 }, () => service.authenticate(key)));
     expect(again.every((a) => a.keyId === first.keyId && a.role === 'OPERATOR')).toBe(true);
     expect(lookups).toBe(1);
+  });
+
+  it('makes one lookup for the concurrent requests of a key it does not remember', async () => {
+    const { key } = await t.service.createApiKey(t.actor, { name: 'herd', role: 'VIEWER' });
+    let lookups = 0;
+    const db = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool: t.database.pool }),
+      log: (event) => void (/from "?api_keys"? where "?key_hash/.test(event.query.sql) && lookups++),
+    });
+    const service = createJobService({ db, defaultMaxAttempts: 5 });
+    const actors = await Promise.all(Array.from({ length: 20 }, () => service.authenticate(key)));
+    expect(new Set(actors.map((a) => a.keyId)).size).toBe(1);
+    // Each its own copy: one request's changes to its actor are not another's.
+    expect(new Set(actors).size).toBe(20);
+    expect(lookups).toBe(1);
+  });
+
+  it('a lookup under way when a key is forgotten is not shared with the requests after it', async () => {
+    const { key, apiKey } = await t.service.createApiKey(t.actor, { name: 'forgotten mid-lookup', role: 'VIEWER' });
+    // One connection, held here: the first lookup waits for it while the key is forgotten.
+    const pool = new pg.Pool({ connectionString: t.url, max: 1 });
+    const held = await pool.connect();
+    let lookups = 0;
+    const db = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool }),
+      log: (event) => void (/from "?api_keys"? where "?key_hash/.test(event.query.sql) && lookups++),
+    });
+    const service = createJobService({ db, defaultMaxAttempts: 5 });
+    try {
+      const first = service.authenticate(key);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      // What the key-change notification does: the first lookup may have read the key as it was.
+      service.apiKeyChanged(apiKey.id);
+      const second = service.authenticate(key);
+      held.release();
+      await Promise.all([first, second]);
+      expect(lookups).toBe(2);
+    } finally {
+      await pool.end();
+    }
   });
 
   it('refuses a key revoked through the service at once', async () => {
