@@ -15,7 +15,7 @@ import type { Actor } from '../service/actor.js';
 import type { JobService } from '../service/index.js';
 import { bearerToken } from './bearer.js';
 import { createMaskError } from './mask-error.js';
-import { inRequestScope, requestIdFrom, scopedLog, useRequestId } from './request-id.js';
+import { createErrorOrigins, requestIdFrom, useErrorOrigins, useRequestId } from './request-id.js';
 import { hardeningPlugins, LIMITS } from './hardening.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
@@ -24,7 +24,7 @@ import { ticketOf } from './ticket.js';
 import { loadConsoleSite, type ConsoleSite } from './console.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
-import { attachWebSocket, type Yoga } from '../subscriptions/ws.js';
+import { attachWebSocket, type Yoga, type YogaServerContext } from '../subscriptions/ws.js';
 import { noopObserver, type Observer } from '../service/observer.js';
 import { useObserveOperations } from './observe-plugin.js';
 import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
@@ -90,25 +90,35 @@ function useAuthenticateFirst(
   persisted: PersistedQueries,
   actors: WeakMap<Request, Actor>,
   ticketed: WeakSet<Request>,
+  failed: (request: Request, error: unknown) => void,
 ): Plugin {
   return {
     async onParams({ request, params }) {
-      const ticket = ticketOf(request);
-      if (ticket === null) {
-        actors.set(request, await authenticate(request));
-        return;
+      try {
+        await authenticateRequest(request, params);
+      } catch (error) {
+        failed(request, error);
+        throw error;
       }
-      // A hash the store does not hold: PERSISTED_QUERY_NOT_FOUND without using the ticket up, so
-      // the client's retry with the document (same URL, same ticket) opens the subscription. The
-      // ticket is still checked first: a stranger learns nothing of the store (UNAUTHENTICATED).
-      if (await persisted.missing(params)) {
-        await tickets.check(ticket);
-        throw persistedQueryNotFound();
-      }
-      actors.set(request, await tickets.redeem(ticket));
-      ticketed.add(request);
     },
   };
+
+  async function authenticateRequest(request: Request, params: { query?: string; extensions?: Record<string, unknown> }): Promise<void> {
+    const ticket = ticketOf(request);
+    if (ticket === null) {
+      actors.set(request, await authenticate(request));
+      return;
+    }
+    // A hash the store does not hold: PERSISTED_QUERY_NOT_FOUND without using the ticket up, so
+    // the client's retry with the document (same URL, same ticket) opens the subscription. The
+    // ticket is still checked first: a stranger learns nothing of the store (UNAUTHENTICATED).
+    if (await persisted.missing(params)) {
+      await tickets.check(ticket);
+      throw persistedQueryNotFound();
+    }
+    actors.set(request, await tickets.redeem(ticket));
+    ticketed.add(request);
+  }
 }
 
 /** A request authenticated by a subscription ticket may run a subscription, nothing else (FORBIDDEN). */
@@ -136,18 +146,20 @@ function isSubscription(query: string | undefined, operationName: string | undef
 }
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
-  // Lines written while serving a request carry its id (./request-id.ts).
-  const log = scopedLog(options.log);
-  const maskError = createMaskError(log);
+  const log = options.log;
+  // What the masking logs carries the id of the request the error came from (./request-id.ts).
+  const origins = createErrorOrigins();
+  const maskError = createMaskError(log, origins);
   const actors = new WeakMap<Request, Actor>();
   const ticketed = new WeakSet<Request>();
   const requestIds = new WeakMap<Request, string>();
+  const requestLog = (request: Request) => requestContext(log, requestIds.get(request)).log;
   const persisted = createPersistedQueries();
   const tickets = {
     check: (ticket: string) => options.service.checkSubscriptionTicket(ticket),
     redeem: (ticket: string) => options.service.redeemSubscriptionTicket(ticket),
   };
-  return createYoga<Record<string, never>, GraphQLContext>({
+  return createYoga<YogaServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
@@ -163,16 +175,21 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     // The request id first (every later hook logs with it); then authentication: every later
     // hook (persisted queries included) sees only keyed requests.
     plugins: [
-      useRequestId(requestIds),
-      useAuthenticateFirst(options.authenticate, tickets, persisted, actors, ticketed),
+      useRequestId(requestIds, requestLog),
+      useAuthenticateFirst(options.authenticate, tickets, persisted, actors, ticketed, (request, error) =>
+        origins.mark(error, requestLog(request)),
+      ),
       persisted.plugin,
       useTicketForOneSubscription(ticketed),
       ...hardeningPlugins({ introspection: options.introspection ?? true }),
       useSharedSubscriptionExecution(),
       useObserveOperations(options.observer ?? noopObserver),
+      useErrorOrigins(origins),
     ],
     logging: {
-      debug: (...args) => log.debug(args.map(String).join(' ')),
+      // Yoga's debug lines ("Processing GraphQL Parameters", per request) cannot carry the
+      // request's id; useRequestId writes one line per request that does.
+      debug: () => {},
       info: (...args) => log.info(args.map(String).join(' ')),
       warn: (...args) => log.warn(args.map(String).join(' ')),
       // Yoga's copy of an error the masking already dealt with (see mask-error.ts) is dropped.
@@ -183,12 +200,22 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     },
     // WebSocket operations arrive already authenticated (see src/subscriptions/ws.ts), HTTP ones
     // by `useAuthenticateFirst`.
-    context: async (initial) => ({
-      ...requestContext(options.log, requestIds.get(initial.request) ?? (initial as { requestId?: string }).requestId),
-      actor: (initial as { actor?: Actor }).actor ?? actors.get(initial.request) ?? (await options.authenticate(initial.request)),
-      service: options.service,
-      live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
-    }),
+    context: async (initial) => {
+      const request = requestContext(options.log, requestIds.get(initial.request) ?? (initial as { requestId?: string }).requestId);
+      let actor = (initial as { actor?: Actor }).actor ?? actors.get(initial.request);
+      try {
+        actor ??= await options.authenticate(initial.request);
+      } catch (error) {
+        origins.mark(error, request.log);
+        throw error;
+      }
+      return {
+        ...request,
+        actor,
+        service: options.service,
+        live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
+      };
+    },
   }) as Yoga;
 }
 
@@ -246,7 +273,8 @@ export async function startGateway(
     if (handleRunDue(options.runDue, req, res)) return;
     const requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', requestId);
-    inRequestScope(options.log, requestId, () => limitRequestBody(req, res, maxBody, () => void yoga(req, res)));
+    // The id goes to yoga in the server context (useRequestId reads it there).
+    limitRequestBody(req, res, maxBody, () => void yoga(req, res, { requestId }));
   };
   const server = options.listening ?? createServer();
   server.on('request', onRequest);
@@ -267,7 +295,7 @@ export async function startGateway(
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
     watchKey: options.live?.watchKey,
-    maskError: createMaskError(scopedLog(options.log)),
+    maskError: createMaskError(options.log),
     // The same authentication as HTTP: a Request-shaped object carrying the key (sent as a bearer
     // token, or bare in connectionParams). A key that is not a valid header value (a newline, a
     // character past U+00FF) cannot be one: refused as any bad key is, not reported as a server

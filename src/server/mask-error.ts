@@ -18,6 +18,7 @@ import { GraphQLError, Kind } from 'graphql';
 import { DomainError } from '../service/errors.js';
 import { isConnectionError } from '../service/unavailable.js';
 import type { Logger } from '../log.js';
+import type { ErrorOrigins } from './request-id.js';
 import { withoutSuggestions } from './hardening.js';
 
 export interface MaskError {
@@ -26,10 +27,15 @@ export interface MaskError {
   handled(value: unknown): boolean;
 }
 
-export function createMaskError(log: Logger): MaskError {
+/**
+ * `base` logs what masking logs, unless `origins` knows the request the error came from: then
+ * that request's logger does, so the line carries its id.
+ */
+export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError {
   const seen = new WeakSet<object>();
   const mask = (error: unknown, message: string): Error => {
     if (typeof error === 'object' && error !== null) seen.add(error);
+    const log = origins?.logOf(error) ?? base;
     const gqlError = error instanceof GraphQLError ? error : undefined;
     const original = gqlError ? gqlError.originalError : error;
     const location = gqlError ? { nodes: gqlError.nodes, source: gqlError.source, positions: gqlError.positions, path: gqlError.path } : {};

@@ -23,7 +23,11 @@ import { DomainError } from '../service/errors.js';
 import { isConnectionError } from '../service/unavailable.js';
 
 /** The gateway's yoga instance, whose envelop runs every WebSocket operation. */
-export type Yoga = YogaServerInstance<Record<string, never>, GraphQLContext>;
+/** The server context: the request's id, as the HTTP handler chose it (src/server/request-id.ts). */
+export interface YogaServerContext {
+  requestId?: string;
+}
+export type Yoga = YogaServerInstance<YogaServerContext, GraphQLContext>;
 
 export interface WebSocketOptions {
   /**

@@ -83,7 +83,11 @@ describe('errors over GraphQL', () => {
       expect(res.errors![0]!.message).toBe('Unexpected error.');
       expect(res.errors![0]!.extensions).toEqual({ code: 'INTERNAL_SERVER_ERROR', requestId: expect.any(String) });
       expect(JSON.stringify(res)).not.toMatch(/workspaces|relation|at .*\.ts/);
-      expect(g.logged.some((l) => l.includes('relation "workspaces" does not exist'))).toBe(true);
+      // Logged with the id the client was given, so its report can be matched to the line.
+      const requestId = res.errors![0]!.extensions!.requestId as string;
+      expect(g.logged.filter((l) => l.includes('relation "workspaces" does not exist'))).toEqual([
+        expect.stringContaining(`requestId=${requestId}`),
+      ]);
     } finally {
       await t.query('alter table workspaces_gone rename to workspaces');
     }
@@ -129,7 +133,28 @@ describe('errors over GraphQL', () => {
       const body = (await res.json()) as { errors: { message: string; extensions: unknown }[] };
       expect(body.errors[0]!.extensions).toEqual({ code: 'UNAVAILABLE', requestId: expect.any(String) });
       expect(JSON.stringify(body)).not.toMatch(/ECONNREFUSED|at .*\.ts/);
-      expect(logged.some((l) => l.includes('database unreachable'))).toBe(true);
+      expect(logged.filter((l) => l.includes('database unreachable'))).toEqual([expect.stringMatching(/requestId=\S+$/)]);
+
+      // The database unreachable while the key is checked, before the operation runs: the same
+      // answer, and the line carries the request's id too.
+      const service = createJobService({ db: down.db, pool: down.pool, defaultMaxAttempts: 5 });
+      const keyed = createGatewayYoga({
+        service,
+        log: createLogger('debug', (l) => logged.push(l)),
+        authenticate: () => service.authenticate(`jg_${'k'.repeat(40)}`),
+      });
+      logged.length = 0;
+      const refused = await keyed.fetch('http://test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': 'req-db-down-1' },
+        body: JSON.stringify({ query: '{ workspace { slug } }' }),
+      });
+      expect(refused.status).toBe(503);
+      expect(((await refused.json()) as { errors: { extensions: unknown }[] }).errors[0]!.extensions).toEqual({
+        code: 'UNAVAILABLE',
+        requestId: 'req-db-down-1',
+      });
+      expect(logged.filter((l) => l.includes('database unreachable'))).toEqual([expect.stringContaining('requestId=req-db-down-1')]);
     } finally {
       await down.close();
     }
