@@ -6,6 +6,7 @@ import type { ObjectRef } from '@pothos/core';
 import type { ZodType } from 'zod';
 import { COUNT_LIMIT, type Connection, type Edge } from '../service/pagination.js';
 import { builder } from './builder.js';
+import { JsonOutput } from './json-output.js';
 
 export const DateTimeScalar = builder.scalarType('DateTime', {
   description: 'An instant, as an ISO-8601 string with a time zone offset, e.g. "2026-12-01T09:30:00.000Z".',
@@ -54,7 +55,8 @@ function literalToJson(ast: ValueNode, variables?: Record<string, unknown> | nul
 
 export const JSONScalar = builder.scalarType('JSON', {
   description: 'Any JSON value: object, array, string, number, boolean or null.',
-  serialize: (value) => value,
+  // Boxed (json-output.ts), so no executor takes a value with a `then` key for a promise.
+  serialize: (value) => (value instanceof JsonOutput ? value : new JsonOutput(value)),
   parseValue: (value) => value,
   parseLiteral: (ast, variables) => literalToJson(ast, variables),
 });

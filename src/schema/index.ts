@@ -33,8 +33,9 @@ import '../resolvers/stats.js';
 import '../resolvers/retention.js';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
+import { boxJsonOutputs } from './json-output.js';
 
-export const schema: GraphQLSchema = builder.toSchema({ sortSchema: true });
+export const schema: GraphQLSchema = boxJsonOutputs(builder.toSchema({ sortSchema: true }));
 
 /** The SDL as checked in to `schema.graphql`. */
 export function printSdl(): string {
