@@ -7,6 +7,7 @@ import path from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { ENGINE_DEFAULTS as D } from './defaults.js';
+import { isPlainEmailAddress } from './service/email-address.js';
 
 const intFrom = (def: number, min: number, max: number) =>
   z
@@ -127,7 +128,7 @@ const envSchema = z.object({
         .map((s) => s.trim())
         .filter(Boolean),
     )
-    .refine((list) => list.every((a) => /^[^\s@,]+@[^\s@,]+$/.test(a)), 'must be a comma-separated list of email addresses'),
+    .refine((list) => list.every(isPlainEmailAddress), 'must be a comma-separated list of plain email addresses (local@host.name)'),
   // Metrics and health (src/metrics, src/server/ops-routes.ts).
   JOBGATE_METRICS_TOKEN: z
     .string()

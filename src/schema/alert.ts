@@ -205,7 +205,10 @@ const ruleInputFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['
   webhookEndpointId: t.id({ description: 'A live HTTP endpoint of the workspace that receives notifications.' }),
   webhookFormat: t.field({ type: AlertWebhookFormatEnum, description: 'The webhook body. Default JSON.' }),
   email: t.boolean({ description: 'Also email notifications. A rule needs a webhook, email, or both.' }),
-  emailTo: t.stringList({ description: "Recipients, at most 50; empty means the installation's default list." }),
+  emailTo: t.stringList({
+    description:
+      "Recipients, at most 50, each a plain address (local@host.name: no display name, comment, group, quotes or IP literal); empty means the installation's default list.",
+  }),
   rateLimitMs: t.float({
     description: 'At most one FIRING notification per subject in this long, in ms, 1000 to 30 days. Default 6 hours.',
   }),

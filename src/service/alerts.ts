@@ -14,6 +14,7 @@ import type { Actor } from './actor.js';
 import { mutate } from './audited-mutation.js';
 import { requireRole } from './authorisation.js';
 import { parseInput, type ServiceContext } from './context.js';
+import { isPlainEmailAddress, PLAIN_EMAIL_ADDRESS_MESSAGE } from './email-address.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { idSchema, pageSchema, text, type PageInput } from './inputs.js';
 import { assertJobMutable, lockJob } from './jobs.js';
@@ -123,15 +124,8 @@ const ruleFields = {
   webhookEndpointId: idSchema.nullish(),
   webhookFormat: z.enum(['JSON', 'SLACK']).nullish(),
   email: z.boolean().nullish(),
-  emailTo: z
-    .array(
-      z
-        .string()
-        .max(320)
-        .regex(/^[^\s@,<>]+@[^\s@,<>]+$/, 'is not an email address'),
-    )
-    .max(50)
-    .nullish(),
+  // Plain addresses only (./email-address.ts): the mailer would read anything more as syntax.
+  emailTo: z.array(z.string().refine(isPlainEmailAddress, PLAIN_EMAIL_ADDRESS_MESSAGE)).max(50).nullish(),
   // At least a second: one pass writes at most one notification per (rule, subject, kind).
   rateLimitMs: z
     .number()

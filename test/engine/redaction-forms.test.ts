@@ -1,15 +1,64 @@
 /**
- * The redactor over every form it owns (src/service/engine/redaction.ts), one row each, on a
- * secret holding every character some carrier changes. test/engine/redaction.test.ts drives the
- * same forms through a real echoing target.
+ * The redactor over every form it owns (src/service/engine/redaction.ts and the decoded views of
+ * src/service/engine/escapes.ts), one row each, on a secret holding every character some carrier
+ * changes: first on the redactor alone, then end to end, each form echoed by a real HTTP target
+ * and its response excerpt read back over GraphQL by a VIEWER. test/engine/redaction.test.ts
+ * drives the ways a secret comes back besides a body (redirects, errors, the cap).
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Actor } from '../../src/service/actor.js';
 import { CARRIERS, createRedactor, FormsCache, REDACTED, secretForms, TWO_LAYERS_UP_TO } from '../../src/service/engine/redaction.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { engineHarness, settled, type EngineHarness } from '../support/engine.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
 
 const SECRET = 'Pa"ss/w+rd &x=1\\é<>\'Zq`{}|^#?;:@$,~!()*[]%80d51d35';
 const json = (s: string) => JSON.stringify(s).slice(1, -1);
 const u4 = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 const lowerHex = (s: string) => s.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase());
+
+const hex2 = (b: number) => b.toString(16).toUpperCase().padStart(2, '0');
+const bytesOf = (s: string) => [...Buffer.from(s, 'utf8')];
+const base64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
+const utf16be = (s: string) => Buffer.from(s, 'utf16le').swap16();
+
+/** `text` cut into lines of `width` characters, the first line already `column` long. */
+function wrapped(text: string, width: number, column: number, eol: string): string {
+  let out = '';
+  let col = column;
+  for (const ch of text) {
+    if (col === width) {
+      out += eol;
+      col = 0;
+    }
+    out += ch;
+    col++;
+  }
+  return out;
+}
+
+/**
+ * Quoted-printable (RFC 2045) as a mailer writes it, the line already `column` long: printable
+ * ASCII but `=` as it is (with `all`, every byte escaped), soft line breaks keeping lines to 76
+ * characters, never inside an escape.
+ */
+function quotedPrintable(s: string, column: number, all = false): string {
+  let out = '';
+  let col = column;
+  for (const ch of s) {
+    const bytes = bytesOf(ch);
+    const literal = !all && bytes.length === 1 && bytes[0]! > 32 && bytes[0]! < 127 && ch !== '=';
+    const piece = literal ? ch : bytes.map((b) => `=${hex2(b)}`).join('');
+    if (col + piece.length > 75) {
+      out += '=\r\n';
+      col = 0;
+    }
+    out += piece;
+    col += piece.length;
+  }
+  return out;
+}
 
 /** Each form a target may give the secret back in, as that target's stack writes it. */
 const FORMS: [string, (s: string) => string][] = [
@@ -47,6 +96,36 @@ const FORMS: [string, (s: string) => string][] = [
   ['base64', (s) => Buffer.from(s).toString('base64')],
   ['base64url', (s) => Buffer.from(s).toString('base64url')],
   ['base64 of the JSON-escaped body', (s) => Buffer.from(json(s)).toString('base64')],
+  // Every character written differently: found by decoding the text (src/service/engine/escapes.ts).
+  ['as HTML decimal references, every character', (s) => [...s].map((c) => `&#${c.codePointAt(0)};`).join('')],
+  ['as HTML hex references, every character', (s) => [...s].map((c) => `&#x${c.codePointAt(0)!.toString(16)};`).join('')],
+  [
+    'as HTML references, decimal and padded upper-case hex mixed, some without ";"',
+    (s) => [...s].map((c, i) => (i % 2 ? `&#${c.codePointAt(0)}` : `&#X00${c.codePointAt(0)!.toString(16).toUpperCase()};`)).join(''),
+  ],
+  ['as \\u escapes, every character', (s) => s.split('').map(u4).join('')],
+  [
+    'percent-encoded, every byte',
+    (s) =>
+      bytesOf(s)
+        .map((b) => `%${hex2(b)}`)
+        .join(''),
+  ],
+  [
+    'percent-encoded, every byte, lower-case hex',
+    (s) =>
+      bytesOf(s)
+        .map((b) => `%${hex2(b).toLowerCase()}`)
+        .join(''),
+  ],
+  ['as hex of its bytes, lower-case', (s) => Buffer.from(s).toString('hex')],
+  ['as hex of its bytes, upper-case', (s) => Buffer.from(s).toString('hex').toUpperCase()],
+  ['base64 wrapped at 76 columns with CRLF (MIME)', (s) => wrapped(base64(s), 76, 40, '\r\n')],
+  ['base64 wrapped at 64 columns with LF (PEM)', (s) => wrapped(base64(s), 64, 30, '\n')],
+  ['base64 of its UTF-16LE', (s) => Buffer.from(s, 'utf16le').toString('base64')],
+  ['base64 of its UTF-16BE', (s) => utf16be(s).toString('base64')],
+  ['quoted-printable, every byte, soft line breaks', (s) => quotedPrintable(s, 50, true)],
+  ['quoted-printable, a soft line break inside it', (s) => quotedPrintable(s, 60)],
 ];
 
 describe('the redactor', () => {
@@ -81,6 +160,39 @@ describe('the redactor', () => {
       }
     },
   );
+
+  // A key or a certificate: base64 of a longer text, wrapped, with the secret's bytes at each alignment and across a line break.
+  it.each(['', 'u:', 'us:', 'use:'].flatMap((user) => ['\n', '\r\n'].map((eol) => [user, eol])))(
+    'replaces the base64 of the secret inside wrapped base64 of "<30 bytes>%s<secret>:tail" (line break %j)',
+    (user, eol) => {
+      const before = `${'k'.repeat(30)}${user}`;
+      const encoded = base64(`${before}${SECRET}:tail`);
+      for (const width of [64, 76]) {
+        const out = redactor.redact(wrapped(encoded, width, 0, eol));
+        const at = out.indexOf(REDACTED);
+        expect(at, out).toBeGreaterThanOrEqual(0);
+        const left = out.slice(0, at).replace(/\r?\n/g, '');
+        const right = out.slice(at + REDACTED.length).replace(/\r?\n/g, '');
+        expect(encoded.startsWith(left) && encoded.endsWith(right), out).toBe(true);
+        const from = Math.ceil((Buffer.byteLength(before) * 8) / 6);
+        const to = Math.floor(((Buffer.byteLength(before) + Buffer.byteLength(SECRET)) * 8) / 6);
+        expect(left.length).toBeLessThanOrEqual(from);
+        expect(left.length).toBeGreaterThanOrEqual(from - 1);
+        expect(encoded.length - right.length).toBeGreaterThanOrEqual(to);
+        expect(encoded.length - right.length).toBeLessThanOrEqual(to + 1);
+      }
+    },
+  );
+
+  it('reads each escape family alone: an escape of another family in the secret is its text', () => {
+    // The secret holds "%80" and "=1\\": decoded as percent or quoted-printable escapes, its
+    // HTML or \\u form would not read back as the secret.
+    const r = createRedactor(['ab%41cd=3Def']);
+    expect(r.redact(`x ${[...'ab%41cd=3Def'].map((c) => `&#${c.charCodeAt(0)};`).join('')} y`)).toBe(`x ${REDACTED} y`);
+    expect(r.redact(`x ${'ab%41cd=3Def'.split('').map(u4).join('')} y`)).toBe(`x ${REDACTED} y`);
+    // Escapes that decode to no secret leave the text as it was.
+    expect(r.redact('x &#65;&#66; %41%42 =41=42 \\u0041 y')).toBe('x &#65;&#66; %41%42 =41=42 \\u0041 y');
+  });
 
   it("sends the WHATWG percent-encode sets exactly as Node's URL parser does", () => {
     const chars = [...Array.from({ length: 0x5f }, (_, i) => String.fromCharCode(0x20 + i)), '\t', '\n', '\r', 'é', '\u00ff', '€'];
@@ -152,5 +264,55 @@ describe('the redactor', () => {
     const forms = secretForms(SECRET);
     expect(new Set(forms).size).toBe(forms.length);
     expect(forms).toContain(SECRET.toLowerCase());
+  });
+});
+
+describe('every form, echoed by a real target and read back by a VIEWER over GraphQL', () => {
+  let t: TestDb;
+  let h: EngineHarness;
+  let g: TestGateway;
+  let target: HttpTarget;
+  let viewer: Actor;
+
+  beforeAll(async () => {
+    t = await createTestDb();
+    target = await startHttpTarget();
+    h = engineHarness(t);
+    g = createTestGateway(t);
+    await h.worker({ outboundAllow: ['127.0.0.0/8'], defaultTimeoutMs: 5000 });
+    viewer = await t.service.authenticate((await t.service.createApiKey(t.actor, { name: 'viewer', role: 'VIEWER' })).key);
+    const config = await t.service.setConfig(t.actor, { name: 'echo.forms', entries: [{ key: 'tok', value: SECRET, secret: true }] });
+    for (const [i, [, form]] of FORMS.entries()) {
+      // The target writes back the token it was sent (the secret, rendered into the body), in its form.
+      target.route(`/form/${i}`, (_req, res) => {
+        const { token } = JSON.parse(target.hitsOf(`/form/${i}`).at(-1)!.body) as { token: string };
+        res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(`before ${form(token)} after`);
+      });
+      await t.service.registerEndpoint(t.actor, {
+        name: `echo.form-${i}`,
+        kind: 'HTTP',
+        url: `${target.url}/form/${i}`,
+        configId: config.id,
+        maxAttempts: 1,
+      });
+    }
+  });
+  afterAll(async () => {
+    await h.stopAll();
+    await g.close();
+    await target.close();
+    await t.close();
+  });
+
+  it.each(FORMS.map(([name], i) => [name, i] as const))('keeps the secret %s out of the response excerpt', async (_name, i) => {
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: `echo.form-${i}`,
+      kind: 'IMMEDIATE',
+      input: { token: '{{config.tok}}' },
+    });
+    const ex = await settled(t, job.id);
+    const res = await g.gql(`query ($id: ID!) { execution(id: $id) { attempts { responseExcerpt } } }`, { id: ex.id }, viewer);
+    expect(res.errors).toBeUndefined();
+    expect(res.data.execution.attempts.map((a: { responseExcerpt: string }) => a.responseExcerpt)).toEqual([`before ${REDACTED} after`]);
   });
 });

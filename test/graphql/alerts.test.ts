@@ -76,6 +76,73 @@ describe('alert rules over GraphQL', () => {
     expect((await t.query(`select count(*)::int as n from alert_rules`)).rows[0].n).toBe(1);
   });
 
+  it('accepts plain email addresses only: anything a mailer would read more into is VALIDATION_FAILED at its path, and changes nothing', async () => {
+    const rules = async () => (await t.query(`select id, email_to from alert_rules order by id`)).rows;
+    const before = await rules();
+    const refused = [
+      'ops\u0000@example.test',
+      'grp:x@evil.test',
+      'grp:x@evil.test;',
+      'ops(c)@example.test',
+      'ops@example.test(c)',
+      'ops@[127.0.0.1]',
+      'ops@127.0.0.1',
+      'Ops <ops@example.test>',
+      '<ops@example.test>',
+      'ops@example.test, evil@evil.test',
+      'ops@example.test;evil@evil.test',
+      '"ops evil"@example.test',
+      '"ops@evil.test"@example.test',
+      'ops@example.test\r\nBcc: evil@evil.test',
+      'ops@example.test\n',
+      ' ops@example.test',
+      'ops@example..test',
+      'ops.@example.test',
+      'ops%evil.test@example.test',
+      'evil.test!ops@example.test',
+      'ops@-example.test',
+      'opsé@example.test',
+      'ops@exämple.test',
+      'ops@@example.test',
+      'ops',
+      `${'a'.repeat(65)}@example.test`,
+    ];
+    for (const address of refused) {
+      const res = await g.gql(CREATE, {
+        input: {
+          name: `bad ${JSON.stringify(address)}`,
+          condition: 'EXECUTION_FAILED',
+          email: true,
+          emailTo: ['ok@example.test', address],
+        },
+      });
+      expect(res.errors?.[0]?.extensions, JSON.stringify(address)).toMatchObject({
+        code: 'VALIDATION_FAILED',
+        issues: [{ path: ['emailTo', 1] }],
+      });
+    }
+    expect(await rules()).toEqual(before);
+    // An update is refused the same way, and leaves the rule's addresses as they were.
+    const id = (
+      await g.gql(CREATE, { input: { name: 'plain', condition: 'EXECUTION_FAILED', email: true, emailTo: ['ops@example.test'] } })
+    ).data.createAlertRule.id;
+    for (const address of ['grp:x@evil.test', 'ops\u0000@example.test']) {
+      const res = await g.gql(`mutation ($input: UpdateAlertRuleInput!) { updateAlertRule(input: $input) { id } }`, {
+        input: { id, emailTo: [address] },
+      });
+      expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['emailTo', 0] }] });
+    }
+    expect((await t.query(`select email_to from alert_rules where id = $1`, [id])).rows[0].email_to).toEqual(['ops@example.test']);
+    // What real addresses look like is accepted as it is.
+    const accepted = ["o'brien+alerts@mail.example.test", 'on-call_2.team@xn--exmple-cua.test', 'OPS@Example.TEST', 'root@localhost'];
+    const ok = await g.gql(`mutation ($input: UpdateAlertRuleInput!) { updateAlertRule(input: $input) { emailTo } }`, {
+      input: { id, emailTo: accepted },
+    });
+    expect(ok.errors).toBeUndefined();
+    expect(ok.data.updateAlertRule.emailTo).toEqual(accepted);
+    expect((await g.gql(`mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, { id })).errors).toBeUndefined();
+  });
+
   it('updates and deletes a rule; a deleted rule is gone from the list', async () => {
     const id = (await g.gql(CREATE, { input: { name: 'to change', condition: 'FINDING', minSeverity: 'ERROR', email: true } })).data
       .createAlertRule.id;

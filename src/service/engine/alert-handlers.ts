@@ -13,6 +13,7 @@ import nodemailer from 'nodemailer';
 import type pg from 'pg';
 import { z } from 'zod';
 import { alertEmailRecipients } from '../../db/queries/alert-notify.js';
+import { isPlainEmailAddress } from '../email-address.js';
 import { evaluateAlerts, ALERT_EMAIL_HANDLER, ALERTS_HANDLER } from './alert-evaluator.js';
 import { UnrecoverableError, type HandlerFn, type HandlerRegistry } from './handlers.js';
 
@@ -64,11 +65,21 @@ export function alertEmailHandler(pool: pg.Pool, options: AlertEmailOptions): Ha
     const to = listed.length > 0 ? listed : (options.defaultTo ?? []);
     if (!transport) throw new UnrecoverableError('email alerts need JOBGATE_SMTP_URL; re-drive this execution once it is set');
     if (to.length === 0) throw new UnrecoverableError("no recipients: set the rule's emailTo, or JOBGATE_ALERT_EMAIL_TO");
+    // Rules are checked when written; this holds for rules written before that check, for jobs
+    // queued with `to` and for the library's defaultTo. The count, not the address: see withoutAddresses.
+    const refused = to.filter((a) => !isPlainEmailAddress(a)).length;
+    if (refused > 0) {
+      throw new UnrecoverableError(
+        `${refused} recipient(s) are not plain email addresses (local@host.name): correct the rule's emailTo (or JOBGATE_ALERT_EMAIL_TO) and re-drive this execution`,
+      );
+    }
     if (ctx.signal.aborted) throw new Error('aborted before sending');
     try {
       await transport.sendMail({
         from: options.from ?? 'jobgate <jobgate@localhost>',
-        to,
+        // As address objects: nodemailer parses a string as an address list (names, groups,
+        // comments); an object's address is taken as the one address it is.
+        to: to.map((address) => ({ name: '', address })),
         subject: input.data.subject,
         text: input.data.text,
         // The same id on every retry: a receiving system can drop a message it already has.

@@ -35,6 +35,18 @@ export function render(template: string, scope: TemplateScope, encode: (s: strin
   });
 }
 
+/**
+ * `text` that renders as itself but for a zero-width space (U+200B) between the braces of each
+ * placeholder it holds. For text jobgate puts into a job's input on a user's behalf (an alert's
+ * job name or error text, sent to a webhook endpoint): the body of an HTTP job is rendered with
+ * its endpoint's config, so a job named `{{config.token}}` would otherwise have that endpoint's
+ * secret written into the alert, or, naming no key, make its delivery fail. The template language
+ * has no escape, and a placeholder that looks the same when shown is the least surprising change.
+ */
+export function inert(text: string): string {
+  return text.replace(PLACEHOLDER, (m) => `{\u200b${m.slice(1)}`);
+}
+
 /** Renders placeholders in every string of a JSON value. */
 export function renderDeep(value: unknown, scope: TemplateScope): unknown {
   if (typeof value === 'string') return render(value, scope);
