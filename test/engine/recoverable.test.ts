@@ -367,11 +367,11 @@ describe('recoverable runs', () => {
   });
 
   it('backs off between takes of a run whose checkpoints keep losing the database (no loop of takes)', async () => {
-    let takes = 0;
+    const takes: number[] = [];
     registry.register({
       name: 'always-cut',
       async run(store) {
-        takes++;
+        takes.push(Date.now());
         await store.checkpoint({ next: 1 }, { processed: 1 });
         return outcome.completed();
       },
@@ -381,10 +381,12 @@ describe('recoverable runs', () => {
     await r.start();
     runners.push(r);
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'always-cut' });
-    await new Promise((res) => setTimeout(res, 3_500));
-    // Taken at once, then after 1 s, then 2 s more: a handful of takes, not hundreds.
-    expect(takes).toBeGreaterThanOrEqual(2);
-    expect(takes).toBeLessThanOrEqual(4);
+    await eventually(async () => takes.length >= 3, 15_000, 'a third take');
+    // Taken at once, then no sooner than 1 s after its hand-back, then no sooner than 2 s after
+    // the next: each hand-back comes after its take started, so a gap between two takes' starts
+    // is never shorter than the backoff, however slow the machine (a loop of takes would be ms).
+    expect(takes[1]! - takes[0]!).toBeGreaterThanOrEqual(1000);
+    expect(takes[2]! - takes[1]!).toBeGreaterThanOrEqual(2000);
     const row = (await t.query(`select status, error, outage_hand_backs, processed from runs where id = $1`, [run.id])).rows[0];
     expect(row).toMatchObject({ status: 'RUNNING', error: null, processed: 0 });
     expect(row.outage_hand_backs).toBeGreaterThanOrEqual(2);
