@@ -3,7 +3,7 @@
  * misbehaving client can provoke is checked: 4401, 4403, 4408, 4409, 4429, 4400, and the
  * cut-off (1008) of a subscriber that stops reading.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { cursorsOf } from '../support/cursors.js';
 import { createTestDb, type TestDb } from '../support/db.js';
@@ -106,10 +106,20 @@ describe('graphql-transport-ws close codes', () => {
     await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
     c.send(subscribe('again'));
     await eventually(() => live.hub.stats().events === 1, { what: 'the first subscription to be live' });
+    const opened = vi.spyOn(live.hub, 'events');
     // Back to back, as the protocol allows once the first is complete.
     c.send({ type: 'complete', id: 'again' });
     c.send(subscribe('again'));
-    await new Promise((r) => setTimeout(r, 300));
+    // The job below must come after the second subscription is live (it starts from now on):
+    // the second opened on the hub, the first gone, and the only one open receiving live.
+    await eventually(
+      () => {
+        const { events, open } = live.hub.stats();
+        return opened.mock.calls.length === 1 && open === 1 && events === 1;
+      },
+      { what: 'the second subscription, alone, to be live' },
+    );
+    opened.mockRestore();
     const { job } = await t.service.createJob(actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     await eventually(() => c.messages.some((m) => m.type === 'next'), { timeout: 5000, what: 'the job event' });
     expect(c.messages.filter((m) => m.id === 'again').map((m) => m.type)).toEqual(['next']);
