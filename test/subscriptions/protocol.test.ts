@@ -16,7 +16,13 @@ let key: string;
 
 beforeAll(async () => {
   t = await createTestDb();
-  live = await startLiveGateway(t, { gateway: { connectionInitWaitMs: 300 }, hub: { feedLimit: 500, stallMs: 1000 } });
+  // Pings far apart: a subscriber that stops reading answers no ping either, and graphql-ws would
+  // drop it after one keep-alive period (12 s) without a word; the slow-consumer cut-off under
+  // test must not race that, which on a loaded machine (a burst delivered slowly) it lost.
+  live = await startLiveGateway(t, {
+    gateway: { connectionInitWaitMs: 300, keepAliveMs: 600_000 },
+    hub: { feedLimit: 500, stallMs: 1000 },
+  });
   key = (await t.service.bootstrapKey('default', 'VIEWER', 'protocol viewer')).key;
 });
 afterAll(async () => {
