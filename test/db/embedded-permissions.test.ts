@@ -23,6 +23,8 @@ const TEST_USER = 'jobgate-tester';
 const START_MS = 90_000;
 
 const children = new Set<ChildProcess>();
+/** The process group each start leads: what it leaves running is killed after its test. */
+const groups = new Set<number>();
 /** Clusters a start ran (or may have left running): their data folders. */
 const clusters = new Set<string>();
 const cleanup: (() => void)[] = [];
@@ -38,14 +40,16 @@ function isAlive(pid: number): boolean {
 
 afterEach(async () => {
   // tsx runs jobgate in a child process of its own: a SIGKILL to tsx alone would orphan it (and
-  // its stderr, so 'close' never came). Each start leads a process group; kill the group.
-  for (const child of children) {
+  // its stderr, so 'close' never came). Each start leads a process group; kill every group, also
+  // of starts whose tsx has exited (jobgate was seen still running after its tsx exited 0).
+  for (const pgid of groups) {
     try {
-      process.kill(-child.pid!, 'SIGKILL');
+      process.kill(-pgid, 'SIGKILL');
     } catch {
       // gone already
     }
   }
+  groups.clear();
   await Promise.all(
     [...children].map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(undefined) : c.once('exit', r)))),
   );
@@ -143,6 +147,7 @@ async function startIn(clone: string, user?: OsUser): Promise<Started> {
     ...(user ?? {}),
   });
   children.add(child);
+  groups.add(child.pid!);
   clusters.add(path.join(clone, '.jobgate', 'pg'));
   let stderr = '';
   child.stderr!.setEncoding('utf8');
