@@ -50,6 +50,8 @@ export interface GatewayOptions {
   live?: LiveFeeds | undefined;
   /** WebSocket: how long a client may take to send connection_init (close 4408). Default 10 s. */
   connectionInitWaitMs?: number;
+  /** WebSocket: how often connections are pinged; one that has not answered by the next ping is dropped. Default 12 s. */
+  keepAliveMs?: number;
   /** Where requests and operations are reported (metrics). Default: nowhere. */
   observer?: Observer;
   /** /metrics, /healthz and /readyz on the gateway's port. */
@@ -294,6 +296,7 @@ export async function startGateway(
     log: options.log,
     maxPayload: maxBody,
     connectionInitWaitMs: options.connectionInitWaitMs,
+    keepAliveMs: options.keepAliveMs,
     watchKey: options.live?.watchKey,
     maskError: createMaskError(options.log),
     // The same authentication as HTTP: a Request-shaped object carrying the key (sent as a bearer

@@ -42,6 +42,11 @@ export interface WebSocketOptions {
   maxPayload?: number | undefined;
   /** How long a client may take to send connection_init before the socket is closed with 4408. Default 10 s. */
   connectionInitWaitMs?: number | undefined;
+  /**
+   * How often a connection is pinged; one that has not answered by the next ping is terminated.
+   * Default 12 s (graphql-ws's own).
+   */
+  keepAliveMs?: number | undefined;
   /** Calls `end` if the actor's key lapses (revoked, another role) while the connection is open; returns the unwatch. */
   watchKey?: ((actor: Actor, end: () => void) => () => void) | undefined;
 }
@@ -265,6 +270,7 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
       onComplete: (ctx, id) => void requestIdsOf(ctx).delete(id),
     },
     wss,
+    options.keepAliveMs ?? 12_000,
   );
   return {
     async close() {

@@ -16,12 +16,57 @@ const FALLBACK = /keeping the cluster in (\S+) instead/;
 const asRoot = process.getuid?.() === 0;
 const TEST_USER = 'jobgate-tester';
 
+/**
+ * A start's budget: tsx, initdb and the migrations, seconds on an idle machine and most of a
+ * minute on a loaded 2-core one. Each test's timeout covers its starts.
+ */
+const START_MS = 90_000;
+
 const children = new Set<ChildProcess>();
+/** The process group each start leads: what it leaves running is killed after its test. */
+const groups = new Set<number>();
+/** Clusters a start ran (or may have left running): their data folders. */
+const clusters = new Set<string>();
 const cleanup: (() => void)[] = [];
 
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 afterEach(async () => {
-  for (const child of children) child.kill('SIGKILL');
-  await Promise.all([...children].map((c) => new Promise((r) => c.once('close', r))));
+  // tsx runs jobgate in a child process of its own: a SIGKILL to tsx alone would orphan it (and
+  // its stderr, so 'close' never came). Each start leads a process group; kill every group, also
+  // of starts whose tsx has exited (jobgate was seen still running after its tsx exited 0).
+  for (const pgid of groups) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  groups.clear();
+  await Promise.all(
+    [...children].map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(undefined) : c.once('exit', r)))),
+  );
+  children.clear();
+  // Postgres runs in a process group of its own and outlives a killed jobgate: stop it too.
+  for (const dataDir of [...clusters]) {
+    clusters.delete(dataDir);
+    let pid: number | undefined;
+    try {
+      pid = Number.parseInt(fs.readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!, 10);
+    } catch {
+      continue;
+    }
+    if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) continue;
+    process.kill(pid, 'SIGQUIT');
+    for (const until = Date.now() + 10_000; isAlive(pid) && Date.now() < until;) await new Promise((r) => setTimeout(r, 50));
+  }
   for (const step of cleanup.splice(0).reverse()) {
     try {
       step();
@@ -98,9 +143,12 @@ async function startIn(clone: string, user?: OsUser): Promise<Started> {
     cwd: clone,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
     ...(user ?? {}),
   });
   children.add(child);
+  groups.add(child.pid!);
+  clusters.add(path.join(clone, '.jobgate', 'pg'));
   let stderr = '';
   child.stderr!.setEncoding('utf8');
   const closed = new Promise<number | null>((resolve) =>
@@ -110,9 +158,11 @@ async function startIn(clone: string, user?: OsUser): Promise<Started> {
     }),
   );
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`jobgate did not serve within 60 s:\n${stderr}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`jobgate did not serve within ${START_MS} ms:\n${stderr}`)), START_MS);
     child.stderr!.on('data', (chunk: string) => {
       stderr += chunk;
+      const dataDir = /data in (.+?); log in/.exec(stderr)?.[1];
+      if (dataDir) clusters.add(dataDir);
       const ready = READY.exec(stderr);
       if (ready) {
         clearTimeout(timer);
@@ -169,7 +219,7 @@ function postmasterOf(stderr: string): { exe: string; uid: number } {
 
 const NAME = 'my clone — café';
 
-describe('the embedded default on a fresh clone', () => {
+describe('the embedded default on a fresh clone', { timeout: 2 * START_MS + 30_000 }, () => {
   it.skipIf(!asRoot)(
     'starts as root under a 0700 folder whose path has spaces and non-ASCII, with Postgres run from binaries its user can reach',
     async () => {

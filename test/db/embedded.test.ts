@@ -14,7 +14,12 @@ import { eventually } from '../support/eventually.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const READY = /gateway: GraphQL and GraphiQL at (http:\/\/\S+)/;
-const START_TIMEOUT = 30_000;
+/**
+ * A start's budget: tsx, initdb and the migrations take seconds on an idle machine and most of a
+ * minute on a loaded 2-core one (the suite runs beside itself in CI). Each test's timeout covers
+ * its starts: a slow start is waited for, a start that never serves still fails.
+ */
+const START_TIMEOUT = 90_000;
 
 interface Exit {
   code: number | null;
@@ -203,7 +208,7 @@ afterEach(async () => {
 });
 
 // Each test starts jobgate (tsx, initdb, migrations) once or twice: a few seconds per start.
-describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
+describe('jobgate start on the embedded Postgres', { timeout: 2 * START_TIMEOUT + 30_000 }, () => {
   it('initialises a cluster on first start, serves GraphQL, and on SIGTERM exits 0 leaving no postgres and no lock file', async () => {
     const dataDir = makeDataDir();
     const { jg, url } = await startServing(dataDir);
@@ -381,7 +386,7 @@ describe('jobgate start on the embedded Postgres', { timeout: 90_000 }, () => {
   });
 });
 
-describe('startEmbeddedPostgres on a port another Postgres already serves', { timeout: 60_000 }, () => {
+describe('startEmbeddedPostgres on a port another Postgres already serves', { timeout: 2 * START_TIMEOUT }, () => {
   it('fails quoting the bind error instead of taking the other server for its own', async () => {
     // The other server lets anyone in from 127.0.0.1 without a password, as many development
     // servers (and Docker images with POSTGRES_HOST_AUTH_METHOD=trust) do.

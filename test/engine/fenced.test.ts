@@ -62,30 +62,39 @@ describe.each([
   ['recording the success in the same commit', '1'],
   ['leaving the outcome to the worker', '0'],
 ])('a worker stopped past its lease inside ctx.transaction (%s)', (_what, complete) => {
-  it('cannot commit its domain write after SIGCONT: LEASE_LOST, and only the worker that took over wrote', async () => {
-    const a = await startWorker('a', { LEASE_MS: '1500', HEARTBEAT_MS: '300', COMPLETE: complete });
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.ledger', kind: 'IMMEDIATE', input: { ms: 1500 } });
-    await eventually(async () => (await rows('inside')).includes('a'), 20_000, 'a inside its transaction');
-    a.kill('SIGSTOP');
-    await startWorker('b', { LEASE_MS: '30000', HEARTBEAT_MS: '1000', RECONCILE_MS: '200', COMPLETE: complete });
-    const ex = await settled(t, job.id, ['SUCCEEDED', 'FAILED', 'CANCELLED'], 30_000);
-    expect(ex.status).toBe('SUCCEEDED');
-    expect(await rows('ledger')).toEqual(['b']);
-    a.kill('SIGCONT');
-    // A wakes inside its transaction, finishes its work and tries to commit: refused.
-    await eventually(
-      async () => (await t.query(`select code from refusals where worker_id = 'a'`)).rows[0]?.code,
-      20_000,
-      "a's refused commit",
-    ).then((code) => expect(code).toBe('LEASE_LOST'));
-    expect(await rows('ledger')).toEqual(['b']);
-    const attempts = await attemptsOf(t, ex.id);
-    expect(attempts.map((x) => [x.worker_id, x.outcome])).toEqual([
-      ['a', 'LEASE_EXPIRED'],
-      ['b', 'SUCCEEDED'],
-    ]);
-    expect((await t.query(`select status from executions where id = $1`, [ex.id])).rows[0].status).toBe('SUCCEEDED');
-  });
+  // Two worker processes start (node with tsx: seconds each, more on a loaded machine), then up
+  // to 70 s of waits: the budget is theirs, so a slow start cannot time the test out half-way.
+  it(
+    'cannot commit its domain write after SIGCONT: LEASE_LOST, and only the worker that took over wrote',
+    { timeout: 150_000 },
+    async () => {
+      // A holds inside its transaction until released (SIGUSR2): it is still inside when stopped,
+      // however long the stop takes to arrive.
+      const a = await startWorker('a', { LEASE_MS: '1500', HEARTBEAT_MS: '300', COMPLETE: complete, HOLD: '1' });
+      const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.ledger', kind: 'IMMEDIATE', input: {} });
+      await eventually(async () => (await rows('inside')).includes('a'), 20_000, 'a inside its transaction');
+      a.kill('SIGSTOP');
+      await startWorker('b', { LEASE_MS: '30000', HEARTBEAT_MS: '1000', RECONCILE_MS: '200', COMPLETE: complete });
+      const ex = await settled(t, job.id, ['SUCCEEDED', 'FAILED', 'CANCELLED'], 30_000);
+      expect(ex.status).toBe('SUCCEEDED');
+      expect(await rows('ledger')).toEqual(['b']);
+      a.kill('SIGCONT');
+      a.kill('SIGUSR2');
+      // A wakes inside its transaction, finishes its work and tries to commit: refused.
+      await eventually(
+        async () => (await t.query(`select code from refusals where worker_id = 'a'`)).rows[0]?.code,
+        20_000,
+        "a's refused commit",
+      ).then((code) => expect(code).toBe('LEASE_LOST'));
+      expect(await rows('ledger')).toEqual(['b']);
+      const attempts = await attemptsOf(t, ex.id);
+      expect(attempts.map((x) => [x.worker_id, x.outcome])).toEqual([
+        ['a', 'LEASE_EXPIRED'],
+        ['b', 'SUCCEEDED'],
+      ]);
+      expect((await t.query(`select status from executions where id = $1`, [ex.id])).rows[0].status).toBe('SUCCEEDED');
+    },
+  );
 });
 
 describe('ctx.transaction in process', () => {

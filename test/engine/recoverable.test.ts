@@ -161,66 +161,72 @@ describe('recoverable runs', () => {
     expect((await t.service.run(t.actor, run.id)).error).toMatch(/params rejected: n:/);
   });
 
-  it('survives a SIGKILLed runner: paused as crashed, resumed from the last checkpoint, at most one batch replayed, no finding twice', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
-      cwd: path.resolve(import.meta.dirname, '../..'),
-      env: { ...process.env, DATABASE_URL: t.url, STALE_MS: '1000' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    children.add(child);
-    await new Promise<void>((resolve) => child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
-    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'scan', params: { n: 400, batch: 20, ms: 40 } });
-    await eventually(async () => (await t.service.run(t.actor, run.id)).processed >= 100, 15_000);
-    child.kill('SIGKILL');
-    const atKill = (await t.service.run(t.actor, run.id)).processed;
-    // The sweep (any runner's: here one in this process) finds it stale and pauses it with the reason.
-    await runner();
-    await eventually(async () => (await status(run.id)) === 'PAUSED', 10_000);
-    expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
-    const crashed = await t.service.run(t.actor, run.id);
-    expect(crashed.pauseKind).toBe('CRASHED');
-    // The last checkpoint the killed process made: where the resumed scan must start.
-    const checkpoint = (JSON.parse(Buffer.from(crashed.cursorBase64!, 'base64').toString()) as { next: number }).next;
-    expect(checkpoint).toBe(crashed.processed);
-    await Promise.all(runners.splice(0).map((r) => r.stop()));
-    // Resume on a fresh runner process.
-    const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
-      cwd: path.resolve(import.meta.dirname, '../..'),
-      env: { ...process.env, DATABASE_URL: t.url },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    children.add(second);
-    await new Promise<void>((resolve) => second.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
-    expect((await t.service.triggerRun(t.actor, { force: true, name: 'scan' })).outcome).toBe('RESUMED');
-    await eventually(async () => (await status(run.id)) === 'COMPLETED', 20_000);
-    const done = await t.service.run(t.actor, run.id);
-    expect(done.processed).toBe(400);
-    // The resumed process starts exactly at the last checkpoint and walks on batch by batch.
-    const startsOf = async (pid: number) =>
-      (await t.query('select start_id from scan_batches where run_id = $1 and pid = $2 order by at', [run.id, pid])).rows.map(
-        (r) => r.start_id as number,
-      );
-    const before = await startsOf(child.pid!);
-    const after = await startsOf(second.pid!);
-    expect(after).toEqual(Array.from({ length: (400 - checkpoint) / 20 }, (_, i) => checkpoint + i * 20));
-    // The killed process got at most one batch past its last checkpoint: at most one batch is replayed.
-    const replayed = before.filter((s) => after.includes(s));
-    expect(replayed.length).toBeLessThanOrEqual(1);
-    expect(before.filter((s) => s >= checkpoint)).toEqual(replayed);
-    expect(checkpoint).toBeGreaterThanOrEqual(atKill);
-    // Across both processes, recordFinding answered "new" at most once per resource, replay included.
-    const news = (
-      await t.query(`select resource_id, count(*)::int as n from finding_news where run_id = $1 group by resource_id`, [run.id])
-    ).rows;
-    expect(news.filter((r) => r.n !== 1)).toEqual([]);
-    // Every multiple of 7 was found. One the killed process recorded just before dying (its note in
-    // finding_news lost with it) was answered "not new" on replay: only the replayed batch can lack a note.
-    const multiples = Array.from({ length: 400 }, (_, i) => i).filter((i) => i % 7 === 0);
-    const found = (await t.query(`select resource_id from findings where run_id = $1`, [run.id])).rows.map((r) => Number(r.resource_id));
-    expect(found.sort((a, b) => a - b)).toEqual(multiples);
-    const noted = new Set(news.map((r) => Number(r.resource_id)));
-    expect(multiples.filter((m) => !noted.has(m) && !(m >= checkpoint && m < checkpoint + 20))).toEqual([]);
-  });
+  // Two runner processes start (node with tsx: seconds each, over ten on a loaded machine), then
+  // up to 45 s of waits: the budget is theirs, so a slow start cannot time the test out half-way.
+  it(
+    'survives a SIGKILLed runner: paused as crashed, resumed from the last checkpoint, at most one batch replayed, no finding twice',
+    { timeout: 120_000 },
+    async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
+        cwd: path.resolve(import.meta.dirname, '../..'),
+        env: { ...process.env, DATABASE_URL: t.url, STALE_MS: '1000' },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      children.add(child);
+      await new Promise<void>((resolve) => child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
+      const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'scan', params: { n: 400, batch: 20, ms: 40 } });
+      await eventually(async () => (await t.service.run(t.actor, run.id)).processed >= 100, 15_000);
+      child.kill('SIGKILL');
+      const atKill = (await t.service.run(t.actor, run.id)).processed;
+      // The sweep (any runner's: here one in this process) finds it stale and pauses it with the reason.
+      await runner();
+      await eventually(async () => (await status(run.id)) === 'PAUSED', 10_000);
+      expect((await t.service.run(t.actor, run.id)).pauseReason).toMatch(/stopped heartbeating/);
+      const crashed = await t.service.run(t.actor, run.id);
+      expect(crashed.pauseKind).toBe('CRASHED');
+      // The last checkpoint the killed process made: where the resumed scan must start.
+      const checkpoint = (JSON.parse(Buffer.from(crashed.cursorBase64!, 'base64').toString()) as { next: number }).next;
+      expect(checkpoint).toBe(crashed.processed);
+      await Promise.all(runners.splice(0).map((r) => r.stop()));
+      // Resume on a fresh runner process.
+      const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
+        cwd: path.resolve(import.meta.dirname, '../..'),
+        env: { ...process.env, DATABASE_URL: t.url },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      children.add(second);
+      await new Promise<void>((resolve) => second.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve()));
+      expect((await t.service.triggerRun(t.actor, { force: true, name: 'scan' })).outcome).toBe('RESUMED');
+      await eventually(async () => (await status(run.id)) === 'COMPLETED', 20_000);
+      const done = await t.service.run(t.actor, run.id);
+      expect(done.processed).toBe(400);
+      // The resumed process starts exactly at the last checkpoint and walks on batch by batch.
+      const startsOf = async (pid: number) =>
+        (await t.query('select start_id from scan_batches where run_id = $1 and pid = $2 order by at', [run.id, pid])).rows.map(
+          (r) => r.start_id as number,
+        );
+      const before = await startsOf(child.pid!);
+      const after = await startsOf(second.pid!);
+      expect(after).toEqual(Array.from({ length: (400 - checkpoint) / 20 }, (_, i) => checkpoint + i * 20));
+      // The killed process got at most one batch past its last checkpoint: at most one batch is replayed.
+      const replayed = before.filter((s) => after.includes(s));
+      expect(replayed.length).toBeLessThanOrEqual(1);
+      expect(before.filter((s) => s >= checkpoint)).toEqual(replayed);
+      expect(checkpoint).toBeGreaterThanOrEqual(atKill);
+      // Across both processes, recordFinding answered "new" at most once per resource, replay included.
+      const news = (
+        await t.query(`select resource_id, count(*)::int as n from finding_news where run_id = $1 group by resource_id`, [run.id])
+      ).rows;
+      expect(news.filter((r) => r.n !== 1)).toEqual([]);
+      // Every multiple of 7 was found. One the killed process recorded just before dying (its note in
+      // finding_news lost with it) was answered "not new" on replay: only the replayed batch can lack a note.
+      const multiples = Array.from({ length: 400 }, (_, i) => i).filter((i) => i % 7 === 0);
+      const found = (await t.query(`select resource_id from findings where run_id = $1`, [run.id])).rows.map((r) => Number(r.resource_id));
+      expect(found.sort((a, b) => a - b)).toEqual(multiples);
+      const noted = new Set(news.map((r) => Number(r.resource_id)));
+      expect(multiples.filter((m) => !noted.has(m) && !(m >= checkpoint && m < checkpoint + 20))).toEqual([]);
+    },
+  );
 
   it("judges a run's staleness by its owner's window, not by the sweeping runner's", async () => {
     gate = new Promise((r) => (openGate = r));
@@ -367,11 +373,11 @@ describe('recoverable runs', () => {
   });
 
   it('backs off between takes of a run whose checkpoints keep losing the database (no loop of takes)', async () => {
-    let takes = 0;
+    const takes: number[] = [];
     registry.register({
       name: 'always-cut',
       async run(store) {
-        takes++;
+        takes.push(Date.now());
         await store.checkpoint({ next: 1 }, { processed: 1 });
         return outcome.completed();
       },
@@ -381,10 +387,12 @@ describe('recoverable runs', () => {
     await r.start();
     runners.push(r);
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'always-cut' });
-    await new Promise((res) => setTimeout(res, 3_500));
-    // Taken at once, then after 1 s, then 2 s more: a handful of takes, not hundreds.
-    expect(takes).toBeGreaterThanOrEqual(2);
-    expect(takes).toBeLessThanOrEqual(4);
+    await eventually(async () => takes.length >= 3, 15_000, 'a third take');
+    // Taken at once, then no sooner than 1 s after its hand-back, then no sooner than 2 s after
+    // the next: each hand-back comes after its take started, so a gap between two takes' starts
+    // is never shorter than the backoff, however slow the machine (a loop of takes would be ms).
+    expect(takes[1]! - takes[0]!).toBeGreaterThanOrEqual(1000);
+    expect(takes[2]! - takes[1]!).toBeGreaterThanOrEqual(2000);
     const row = (await t.query(`select status, error, outage_hand_backs, processed from runs where id = $1`, [run.id])).rows[0];
     expect(row).toMatchObject({ status: 'RUNNING', error: null, processed: 0 });
     expect(row.outage_hand_backs).toBeGreaterThanOrEqual(2);

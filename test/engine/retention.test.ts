@@ -18,6 +18,7 @@ const log = createLogger('debug', (l) => logs.push(l));
 
 beforeAll(async () => {
   t = await createTestDb();
+  fixtureEpoch = (await t.query<{ now: Date }>(`select now()`)).rows[0]!.now;
   endpointId = (await t.service.registerEndpoint(t.actor, { name: 'ret.target', kind: 'HANDLER', handlerName: 'noop' })).id;
   otherEndpointId = (await t.service.registerEndpoint(t.otherActor, { name: 'ret.target', kind: 'HANDLER', handlerName: 'noop' })).id;
 });
@@ -37,8 +38,18 @@ async function newJob(actor = t.actor, endpoint = endpointId): Promise<string> {
 }
 
 /**
- * `n` executions of a job, created `ageDays` ago (1 ms apart), each with one attempt; finished
- * (an hour after creation) unless live.
+ * The fixture's clock: `history` places every row at `fixtureEpoch - ageDays + k ms`, where `k`
+ * counts every fixture row this file makes. Executions are unique on (job, scheduled_for), so
+ * no two fixture rows may share an instant: one epoch for the whole file (not each statement's
+ * `now()`, which moves between statements by an arbitrary amount) and a counter that never
+ * repeats make a collision impossible, whatever the ages, jobs or timing.
+ */
+let fixtureEpoch: Date;
+let fixtureRows = 0;
+
+/**
+ * `n` executions of a job, created `ageDays` ago (1 ms apart, each at an instant no other
+ * fixture row has), each with one attempt; finished (an hour after creation) unless live.
  */
 async function history(jobId: string, n: number, status: string, ageDays: number): Promise<string[]> {
   const live = status === 'PENDING' || status === 'RUNNING';
@@ -47,11 +58,12 @@ async function history(jobId: string, n: number, status: string, ageDays: number
      select j.workspace_id, j.id, j.endpoint_id, c, $2, 1, 5, c, case when $4 then null else c + interval '1 hour' end, c,
             case when $2 = 'RUNNING' then 'w' end, case when $2 = 'RUNNING' then now() + interval '1 hour' end
      from jobs j, generate_series(1, $3::int) i,
-          lateral (select now() - make_interval(days => $5::int) + i * interval '1 ms' + random() * interval '1 s' as c) t
+          lateral (select $6::timestamptz - make_interval(days => $5::int) + ($7::int + i) * interval '1 ms' as c) t
      where j.id = $1
      returning id`,
-    [jobId, status, n, live, ageDays],
+    [jobId, status, n, live, ageDays, fixtureEpoch, fixtureRows],
   );
+  fixtureRows += n;
   await t.query(
     `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome)
      select e.workspace_id, e.id, 1, 1, 'w', e.created_at, e.finished_at, case when e.status in ('SUCCEEDED', 'FAILED', 'CANCELLED') then e.status end

@@ -50,7 +50,8 @@ function serveProcess(): Promise<string> {
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}`)));
-    setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 30_000).unref();
+    // Node with tsx, then the gateway: seconds on an idle machine, most of a minute on a loaded one.
+    setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 90_000).unref();
   });
 }
 

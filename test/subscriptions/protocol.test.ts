@@ -3,7 +3,7 @@
  * misbehaving client can provoke is checked: 4401, 4403, 4408, 4409, 4429, 4400, and the
  * cut-off (1008) of a subscriber that stops reading.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { cursorsOf } from '../support/cursors.js';
 import { createTestDb, type TestDb } from '../support/db.js';
@@ -16,7 +16,13 @@ let key: string;
 
 beforeAll(async () => {
   t = await createTestDb();
-  live = await startLiveGateway(t, { gateway: { connectionInitWaitMs: 300 }, hub: { feedLimit: 500, stallMs: 1000 } });
+  // Pings far apart: a subscriber that stops reading answers no ping either, and graphql-ws would
+  // drop it after one keep-alive period (12 s) without a word; the slow-consumer cut-off under
+  // test must not race that, which on a loaded machine (a burst delivered slowly) it lost.
+  live = await startLiveGateway(t, {
+    gateway: { connectionInitWaitMs: 300, keepAliveMs: 600_000 },
+    hub: { feedLimit: 500, stallMs: 1000 },
+  });
   key = (await t.service.bootstrapKey('default', 'VIEWER', 'protocol viewer')).key;
 });
 afterAll(async () => {
@@ -106,10 +112,20 @@ describe('graphql-transport-ws close codes', () => {
     await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
     c.send(subscribe('again'));
     await eventually(() => live.hub.stats().events === 1, { what: 'the first subscription to be live' });
+    const opened = vi.spyOn(live.hub, 'events');
     // Back to back, as the protocol allows once the first is complete.
     c.send({ type: 'complete', id: 'again' });
     c.send(subscribe('again'));
-    await new Promise((r) => setTimeout(r, 300));
+    // The job below must come after the second subscription is live (it starts from now on):
+    // the second opened on the hub, the first gone, and the only one open receiving live.
+    await eventually(
+      () => {
+        const { events, open } = live.hub.stats();
+        return opened.mock.calls.length === 1 && open === 1 && events === 1;
+      },
+      { what: 'the second subscription, alone, to be live' },
+    );
+    opened.mockRestore();
     const { job } = await t.service.createJob(actor, { endpointId: endpoint.id, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     await eventually(() => c.messages.some((m) => m.type === 'next'), { timeout: 5000, what: 'the job event' });
     expect(c.messages.filter((m) => m.id === 'again').map((m) => m.type)).toEqual(['next']);
@@ -153,60 +169,66 @@ describe('graphql-transport-ws close codes', () => {
     for (const c of sockets) c.socket.close();
   });
 
-  it('cuts off a subscriber that stops reading, while one that keeps reading gets a burst larger than its queue in full, in order', async () => {
-    const endpoint = await t.service.registerEndpoint(t.actor, { name: 'protocol.target', kind: 'HANDLER', handlerName: 'nobody' });
-    const stuck = await open();
-    const healthy = await open();
-    await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
-    for (const c of [stuck, healthy]) {
-      c.send(init());
-      await c.next('connection_ack');
-      c.send(
-        subscribe(
-          's',
-          'subscription { executionUpdates(after: "0") { cursor executionId jobId endpointId status previousStatus attemptCount occurredAt } }',
-        ),
-      );
-    }
-    await eventually(() => live.hub.stats().events === 2, { what: 'both subscriptions past their replay' });
-    // Stop reading: the client's socket buffers fill, then the server's.
-    (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.pause();
-    // Many events at once: 20,000 executions created in one statement.
-    const { job } = await t.service.createJob(t.actor, {
-      endpointId: endpoint.id,
-      kind: 'DELAYED',
-      runAt: new Date('2999-01-01T00:00:00Z'),
-    });
-    await t.query(
-      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, max_attempts, run_after)
+  // 20,000 events through the hub and two sockets: seconds on an idle machine, far longer on a
+  // loaded one. Each wait allows a minute; the test, both.
+  it(
+    'cuts off a subscriber that stops reading, while one that keeps reading gets a burst larger than its queue in full, in order',
+    { timeout: 180_000 },
+    async () => {
+      const endpoint = await t.service.registerEndpoint(t.actor, { name: 'protocol.target', kind: 'HANDLER', handlerName: 'nobody' });
+      const stuck = await open();
+      const healthy = await open();
+      await eventually(() => live.hub.stats().events === 0, { what: "the earlier tests' subscriptions to end" });
+      for (const c of [stuck, healthy]) {
+        c.send(init());
+        await c.next('connection_ack');
+        c.send(
+          subscribe(
+            's',
+            'subscription { executionUpdates(after: "0") { cursor executionId jobId endpointId status previousStatus attemptCount occurredAt } }',
+          ),
+        );
+      }
+      await eventually(() => live.hub.stats().events === 2, { what: 'both subscriptions past their replay' });
+      // Stop reading: the client's socket buffers fill, then the server's.
+      (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.pause();
+      // Many events at once: 20,000 executions created in one statement.
+      const { job } = await t.service.createJob(t.actor, {
+        endpointId: endpoint.id,
+        kind: 'DELAYED',
+        runAt: new Date('2999-01-01T00:00:00Z'),
+      });
+      await t.query(
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, max_attempts, run_after)
        select workspace_id, id, endpoint_id, now() + make_interval(secs => g), 1, now() + interval '1000 years' from jobs, generate_series(1, 20000) g where id = $1`,
-      [job.id],
-    );
-    await eventually(() => live.logs.some((l) => l.includes('stopped reading')), {
-      timeout: 20_000,
-      interval: 50,
-      what: 'the stuck subscriber to be cut off',
-    });
-    // Once it reads again it finds its connection gone (closed, or reset before the close frame).
-    (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.resume();
-    const closed = await stuck.closed;
-    expect([1008, 1006]).toContain(closed.code);
-    await eventually(() => healthy.messages.filter((m) => m.type === 'next').length >= 20_001, {
-      timeout: 20_000,
-      interval: 50,
-      what: 'the healthy subscriber to receive every event',
-    });
-    // The healthy one fell behind the burst too, caught up from the database, and got every
-    // event once, in order.
-    const sealed = await cursorsOf(t, t.actor.workspaceId);
-    const cursors = healthy.messages
-      .filter((m) => m.type === 'next')
-      .map((m) => sealed.open('event', m.payload.data.executionUpdates.cursor));
-    const expected = (
-      await t.query(`select id from events where topic = 'EXECUTION' and workspace_id = $1 order by id`, [t.actor.workspaceId])
-    ).rows.map((r) => BigInt(r.id));
-    expect(cursors).toEqual(expected);
-    expect(cursors.length).toBe(20_001);
-    healthy.socket.close();
-  });
+        [job.id],
+      );
+      await eventually(() => live.logs.some((l) => l.includes('stopped reading')), {
+        timeout: 60_000,
+        interval: 50,
+        what: 'the stuck subscriber to be cut off',
+      });
+      // Once it reads again it finds its connection gone (closed, or reset before the close frame).
+      (stuck.socket as unknown as { _socket: import('node:net').Socket })._socket.resume();
+      const closed = await stuck.closed;
+      expect([1008, 1006]).toContain(closed.code);
+      await eventually(() => healthy.messages.filter((m) => m.type === 'next').length >= 20_001, {
+        timeout: 60_000,
+        interval: 50,
+        what: 'the healthy subscriber to receive every event',
+      });
+      // The healthy one fell behind the burst too, caught up from the database, and got every
+      // event once, in order.
+      const sealed = await cursorsOf(t, t.actor.workspaceId);
+      const cursors = healthy.messages
+        .filter((m) => m.type === 'next')
+        .map((m) => sealed.open('event', m.payload.data.executionUpdates.cursor));
+      const expected = (
+        await t.query(`select id from events where topic = 'EXECUTION' and workspace_id = $1 order by id`, [t.actor.workspaceId])
+      ).rows.map((r) => BigInt(r.id));
+      expect(cursors).toEqual(expected);
+      expect(cursors.length).toBe(20_001);
+      healthy.socket.close();
+    },
+  );
 });
