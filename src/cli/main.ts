@@ -5,6 +5,7 @@ import { parseConfig, ConfigError, type Config } from '../config.js';
 import { openDatabaseSource } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { createLogger, logFormatFor, type Logger } from '../log.js';
+import { outliveClosedOutput, printOut } from './output.js';
 import type { DatabaseSource } from '../db/connect.js';
 
 const USAGE = `usage: jobgate <command>
@@ -133,7 +134,15 @@ async function keysCreate(argv: string[], config: Config, log: Logger, signals: 
         flag(argv, '--name') ?? `created with jobgate keys create`,
         argv.includes('--installation-admin'),
       );
-      process.stdout.write(created.key + '\n');
+      const unprinted = await printOut(created.key + '\n');
+      if (unprinted) {
+        // Created and committed, but nobody saw it: say so (stderr may still be read) and fail.
+        process.stderr.write(
+          `jobgate: could not print the key (${(unprinted as NodeJS.ErrnoException).code ?? unprinted.message}); ` +
+            `it exists unseen as key ${created.apiKey.id}: revoke it\n`,
+        );
+        return 1;
+      }
       return 0;
     } catch (error) {
       if (error instanceof DomainError) {
@@ -195,6 +204,7 @@ async function serve(command: 'start' | 'serve' | 'worker', config: Config, log:
 }
 
 async function main(argv: string[]): Promise<number> {
+  outliveClosedOutput();
   const answered = await answerWithoutRunning(argv);
   if (answered !== undefined) return answered;
   const command = argv[0] as Command;

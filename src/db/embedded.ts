@@ -361,6 +361,30 @@ function readCredentials(credentialsFile: string, clusterDir: string): Credentia
   }
 }
 
+/**
+ * The servers this process started that are still running, each with how to stop it at once. A
+ * process that exits without stopping one (an uncaught error on some path, a `process.exit` that
+ * skipped the stop) would leave it running: Postgres runs in a process group of its own, so
+ * nothing else stops it. The 'exit' hook asks each for Postgres's fast shutdown (SIGINT) and frees
+ * the lock; it cannot wait (exit handlers are synchronous), so Postgres finishes on its own and a
+ * next start waits for it (recoverOrphan). This acts on the process's exit only, never on a
+ * signal (the reason we do not use the package's class, above): a stop in order, Postgres last,
+ * remains the caller's.
+ */
+const runningServers = new Set<() => void>();
+const stopAllNow = () => {
+  for (const stopNow of runningServers) stopNow();
+};
+
+/** Has `stopNow` run if the process exits while the server runs; returns what forgets it. */
+function stopAtExit(stopNow: () => void): () => void {
+  if (runningServers.size === 0) process.on('exit', stopAllNow);
+  runningServers.add(stopNow);
+  return () => {
+    if (runningServers.delete(stopNow) && runningServers.size === 0) process.off('exit', stopAllNow);
+  };
+}
+
 /** Removes the lock file if this process holds it (another may have taken it over since). */
 function releaseLockFile(lockFile: string): void {
   let holder: number | undefined;
@@ -406,15 +430,18 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     });
     fs.closeSync(logFd);
     let running = true;
+    const forget = stopAtExit(() => {
+      child.kill('SIGINT');
+      releaseLock();
+    });
     const exited = new Promise<void>((resolve) => {
-      child.on('exit', () => {
+      const gone = () => {
         running = false;
+        forget();
         resolve();
-      });
-      child.on('error', () => {
-        running = false;
-        resolve();
-      });
+      };
+      child.on('exit', gone);
+      child.on('error', gone);
     });
 
     const enc = encodeURIComponent;

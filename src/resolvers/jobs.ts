@@ -158,13 +158,13 @@ builder.mutationFields((t) => ({
   }),
   pauseJobs: t.field({
     type: BulkResultRef,
-    description: 'Pauses each job, as pauseJob would. 1 to 1000 ids. OPERATOR or ADMIN.',
+    description: 'Pauses each job, as pauseJob would. 1 to 1000 ids; an id given more than once is one item. OPERATOR or ADMIN.',
     args: { ids: t.arg.idList({ required: true, description: 'The jobs.' }) },
     resolve: (_root, args, ctx) => ctx.service.pauseJobs(ctx.actor, args.ids.map(id)),
   }),
   resumeJobs: t.field({
     type: BulkResultRef,
-    description: 'Resumes each job, as resumeJob would. 1 to 1000 ids. OPERATOR or ADMIN.',
+    description: 'Resumes each job, as resumeJob would. 1 to 1000 ids; an id given more than once is one item. OPERATOR or ADMIN.',
     args: { ids: t.arg.idList({ required: true, description: 'The jobs.' }) },
     resolve: (_root, args, ctx) => ctx.service.resumeJobs(ctx.actor, args.ids.map(id)),
   }),

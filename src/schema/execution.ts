@@ -205,11 +205,17 @@ const BulkSkipRef = builder.objectRef<BulkSkip>('BulkSkip').implement({
 
 export const BulkResultRef = builder.objectRef<BulkResult>('BulkResult').implement({
   description:
-    'What a bulk action did. Each item went through the single action (its guards and audit row); the selection is audited once more as a whole.',
+    'What a bulk action did. Each item got what its single action does (its guards, its events and its audit row); the selection is audited ' +
+    'once more as a whole. Items are done up to 250 to a transaction: a refused item is skipped and the others go on; should the database ' +
+    'fail, the call fails and the transactions before it stay committed (call again: what is done no longer matches, or is left as it is).',
   fields: (t) => ({
-    matched: t.exposeInt('matched', { description: 'Items selected (at most the limit).' }),
-    changed: t.exposeInt('changed', { description: 'Items changed.' }),
-    skipped: t.field({ type: [BulkSkipRef], description: 'Items left as they were, each with its reason.', resolve: (r) => r.skipped }),
+    matched: t.exposeInt('matched', { description: 'Items selected (at most the limit); an id given more than once is one item.' }),
+    changed: t.exposeInt('changed', { description: 'Items changed, or already as asked (pausing a paused job).' }),
+    skipped: t.field({
+      type: [BulkSkipRef],
+      description: 'Items left as they were, each once with its reason, in the order they were given.',
+      resolve: (r) => r.skipped,
+    }),
     more: t.exposeBoolean('more', { description: 'Whether more items matched than the limit took: call again for the next ones.' }),
     eventCursor: t.string({
       description:

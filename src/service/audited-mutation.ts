@@ -5,7 +5,7 @@
  * with its error code.
  */
 import type { Transaction } from 'kysely';
-import { insertAuditEntry } from '../db/repos/audit.js';
+import { insertAuditEntries, insertAuditEntry, type NewAuditEntry } from '../db/repos/audit.js';
 import type { Executor } from '../db/repos/scope.js';
 import type { DB } from '../db/types.js';
 import type { Actor, Role } from './actor.js';
@@ -59,15 +59,14 @@ export function auditInput(input: unknown): string {
   return JSON.stringify(redact(input) ?? {});
 }
 
-async function writeAudit(
-  ex: Executor,
+function auditEntry(
   actor: Actor,
   action: string,
   target: { type: string; id?: string | undefined } | undefined,
   input: unknown,
   code: string,
-): Promise<void> {
-  await insertAuditEntry(ex, {
+): NewAuditEntry {
+  return {
     workspaceId: actor.workspaceId,
     actorKind: actor.kind,
     actorKeyId: actor.keyId ?? null,
@@ -76,7 +75,18 @@ async function writeAudit(
     targetId: target?.id ?? null,
     input: auditInput(input),
     resultCode: code,
-  });
+  };
+}
+
+async function writeAudit(
+  ex: Executor,
+  actor: Actor,
+  action: string,
+  target: { type: string; id?: string | undefined } | undefined,
+  input: unknown,
+  code: string,
+): Promise<void> {
+  await insertAuditEntry(ex, auditEntry(actor, action, target, input, code));
 }
 
 /**
@@ -126,6 +136,53 @@ export async function mutate<T>(
       const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
       // The change rolled back; the refusal is still on record.
       await ctx.atomic(() => writeAudit(ctx.db, actor, spec.action, upfront, spec.input, code)).catch(() => {});
+      throw error;
+    }
+  });
+}
+
+/**
+ * The audited boundary of one chunk of a bulk action (./bulk.ts): `fn` applies the single action
+ * to every item of `ids` in one transaction (ctx.transaction) and returns each item's outcome:
+ * its result, or the refusal the single action would have thrown. Every item gets the audit row
+ * its single action writes (`action`, target `{ type, id }`, input `{ id }`, OK or the refusal's
+ * code), written in one statement in that same transaction. A refusal leaves its item as it was;
+ * the others go on. Anything else thrown rolls the whole chunk back, audits each of its items with
+ * the failure's code (as `mutate` audits a failure), and is thrown.
+ */
+export async function mutateEach<T>(
+  ctx: ServiceContext,
+  actor: Actor,
+  spec: { action: string; role: Role; targetType: string },
+  ids: readonly string[],
+  fn: (trx: Transaction<DB>) => Promise<Map<string, T | DomainError>>,
+): Promise<Map<string, T | DomainError>> {
+  const entries = (codeOf: (id: string) => string) =>
+    ids.map((id) => auditEntry(actor, spec.action, { type: spec.targetType, id }, { id }, codeOf(id)));
+  return ctx.exclusive(async () => {
+    try {
+      requireRole(actor, spec.role, spec.action);
+      return await ctx.transaction(async (trx) => {
+        const outcomes = await fn(trx);
+        await insertAuditEntries(
+          trx,
+          entries((id) => {
+            const outcome = outcomes.get(id);
+            return outcome instanceof DomainError ? outcome.code : 'OK';
+          }),
+        );
+        return outcomes;
+      });
+    } catch (error) {
+      const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
+      await ctx
+        .atomic(() =>
+          insertAuditEntries(
+            ctx.db,
+            entries(() => code),
+          ),
+        )
+        .catch(() => {});
       throw error;
     }
   });

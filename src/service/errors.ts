@@ -40,6 +40,12 @@ export class DomainError extends Error {
   }
 }
 
+/** An outcome of one item of a many-item body (./job-pause.ts, ./execution-changes.ts): its value, or its refusal thrown. */
+export function unwrap<T>(outcome: T | DomainError): T {
+  if (outcome instanceof DomainError) throw outcome;
+  return outcome;
+}
+
 export type ResourceKind =
   | 'Workspace'
   | 'AuditEntry'

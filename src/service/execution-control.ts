@@ -2,17 +2,17 @@
  * Operator controls over executions: run a job now, cancel an execution, re-drive a failed one.
  */
 import * as executionsRepo from '../db/repos/executions.js';
-import { isPgError, UNIQUE_VIOLATION } from '../db/sqlstate.js';
-import { DATABASE_NOW, inSavepoint } from '../db/transaction.js';
+import { DATABASE_NOW } from '../db/transaction.js';
 import type { Actor } from './actor.js';
 import { mutate } from './audited-mutation.js';
-import { CHANGE_ROLE, executionCancelRefusal, executionRetryRefusal } from './permissions.js';
+import { CHANGE_ROLE } from './permissions.js';
 import { parseInput, type ServiceContext } from './context.js';
-import { ConflictError, NotFoundError } from './errors.js';
+import { ConflictError, unwrap } from './errors.js';
 import { idSchema, triggerJobSchema, type TriggerJobInput } from './inputs.js';
 import { assertJobMutable, assertLockFree, lockJob } from './jobs.js';
 import { toExecution, type Execution } from './models.js';
 import { withEventCursor } from './event-cursor.js';
+import { cancelExecutionsIn, retryExecutionsIn } from './execution-changes.js';
 
 export interface TriggerJobResult {
   execution: Execution;
@@ -100,25 +100,9 @@ export function createExecutionControlService(ctx: ServiceContext) {
           async (trx) => {
             cancelledPendingOf = undefined; // a retried transaction decides again
             const id = parseInput(idSchema, rawId);
-            // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
-            const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
-            if (!peek) throw new NotFoundError('Execution', id);
-            const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
-            const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
-            const refusal = executionCancelRefusal(actor, current, job, endpoint);
-            if (refusal) throw refusal;
-            if (current.status === 'PENDING') {
-              const cancelled = (await executionsRepo.cancelIfPending(trx, actor.workspaceId, id, 'cancelled by an operator'))!;
-              // The job's next serial occurrence, due already and waiting for this one, has its turn.
-              if (current.serial) await executionsRepo.notifyWork(trx);
-              cancelledPendingOf = endpoint.name;
-              return toExecution(cancelled);
-            }
-            if (current.status === 'RUNNING') {
-              const row = await executionsRepo.requestCancelOfRunning(trx, actor.workspaceId, id);
-              return toExecution(row ?? current);
-            }
-            throw new ConflictError(`execution ${id} has already finished (${current.status})`, { status: current.status });
+            const { outcomes, pendingCancelled } = await cancelExecutionsIn(trx, actor, [id]);
+            cancelledPendingOf = [...pendingCancelled.keys()][0];
+            return toExecution(unwrap(outcomes.get(id)!));
           },
         ),
       );
@@ -140,32 +124,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           { action: 'execution.retry', role: CHANGE_ROLE, input: { id: rawId }, target: { type: 'Execution', id: rawId } },
           async (trx) => {
             const id = parseInput(idSchema, rawId);
-            // Job first, then execution: the order cancelJob and updateJob lock them in (no deadlock).
-            const peek = await executionsRepo.findExecutionById(trx, actor.workspaceId, id);
-            if (!peek) throw new NotFoundError('Execution', id);
-            const { job, endpoint } = await lockJob(trx, actor, peek.job_id);
-            const current = (await executionsRepo.findExecutionForUpdate(trx, actor.workspaceId, id))!;
-            const refusal = executionRetryRefusal(actor, job, endpoint);
-            if (refusal) throw refusal;
-            if (current.status !== 'FAILED') {
-              throw new ConflictError(`only FAILED executions can be retried; execution ${id} is ${current.status}`, {
-                status: current.status,
-              });
-            }
-            await assertLockFree(trx, actor, current.lock_key);
-            if (!current.lock_key) return toExecution((await executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts))!);
-            // The check cannot see a key taken by a transaction not yet committed: the update then waits
-            // on the live-lock index and fails with a unique violation once that one commits. The
-            // savepoint keeps this transaction usable, so the refusal can name the holder.
-            try {
-              return toExecution(
-                (await inSavepoint(trx, 'redrive', () => executionsRepo.redriveFailed(trx, actor.workspaceId, id, job.max_attempts)))!,
-              );
-            } catch (error) {
-              if (!isPgError(error, UNIQUE_VIOLATION)) throw error;
-              await assertLockFree(trx, actor, current.lock_key);
-              throw error;
-            }
+            return toExecution(unwrap((await retryExecutionsIn(trx, actor, [id])).get(id)!));
           },
         ),
       );

@@ -58,7 +58,7 @@ export function createJobService(deps: ServiceDeps) {
     ...endpoints,
     ...jobs,
     ...control,
-    ...createBulkService(ctx, { ...jobs, ...control }),
+    ...createBulkService(ctx),
     ...runs,
     ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs, ...access }),
     ...createLiveService(ctx),

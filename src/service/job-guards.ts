@@ -41,6 +41,26 @@ export async function lockJob(trx: Executor, actor: Actor, id: string): Promise<
   return { job, endpoint };
 }
 
+/**
+ * The jobs among `ids`, locked for update in id order (see jobsRepo.lockJobsByIds), each with its
+ * endpoint, by id; an id not in the workspace is absent. lockJob for many at once.
+ */
+export async function lockJobs(
+  trx: Executor,
+  actor: Actor,
+  ids: readonly string[],
+): Promise<Map<string, { job: JobRow; endpoint: EndpointRow }>> {
+  const jobs = await jobsRepo.lockJobsByIds(trx, actor.workspaceId, ids);
+  const endpointIds = [...new Set(jobs.map((j) => j.endpoint_id))];
+  const endpoints = new Map((await endpointsRepo.findEndpointsByIds(trx, actor.workspaceId, endpointIds)).map((e) => [e.id, e]));
+  const locked = new Map<string, { job: JobRow; endpoint: EndpointRow }>();
+  for (const job of jobs) {
+    const endpoint = endpoints.get(job.endpoint_id);
+    if (endpoint) locked.set(job.id, { job, endpoint });
+  }
+  return locked;
+}
+
 /** Throws VALIDATION_FAILED (paths under `input`) when the endpoint has a payload spec the input breaks. */
 export async function validateInput(ex: Executor, actor: Actor, endpoint: EndpointRow, input: unknown): Promise<void> {
   if (!endpoint.payload_spec_id) return;

@@ -4,9 +4,6 @@
  * checked in the service and nowhere else: the guards in ./job-guards.ts, createJob's rules in
  * ./job-create.ts, updateJob's and cancelJob's in ./job-change.ts, the reads in ./job-reads.ts.
  */
-import * as executionsRepo from '../db/repos/executions.js';
-import * as jobsRepo from '../db/repos/jobs.js';
-import type { JobPatch } from '../db/types.js';
 import type { Transaction } from 'kysely';
 import type { DB } from '../db/types.js';
 import type { Actor } from './actor.js';
@@ -18,7 +15,8 @@ import { toJob, type Job } from './models.js';
 import { withEventCursor } from './event-cursor.js';
 import { createJobIn, createOneStatementPath, type CreateJobResult } from './job-create.js';
 import { cancelJobIn, updateJobIn, type CancelJobResult } from './job-change.js';
-import { assertJobMutable, lockJob, nextFire } from './job-guards.js';
+import { pauseJobsIn, resumeJobsIn } from './job-pause.js';
+import { unwrap } from './errors.js';
 import { createJobReads } from './job-reads.js';
 
 export type { CreateJobResult } from './job-create.js';
@@ -90,12 +88,9 @@ export function createJobLifecycleService(ctx: ServiceContext) {
      */
     async pauseJob(actor: Actor, id: string): Promise<Job> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.pause', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) => {
-          const { job, endpoint } = await lockJob(trx, actor, id);
-          assertJobMutable(actor, job, endpoint);
-          if (job.status === 'PAUSED') return toJob(job);
-          return toJob(await jobsRepo.updateJob(trx, actor.workspaceId, job.id, { status: 'PAUSED', next_fire_at: null }));
-        }),
+        mutate(ctx, actor, { action: 'job.pause', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) =>
+          toJob(unwrap((await pauseJobsIn(trx, actor, [id])).get(id)!)),
+        ),
       );
     },
 
@@ -105,17 +100,9 @@ export function createJobLifecycleService(ctx: ServiceContext) {
      */
     async resumeJob(actor: Actor, id: string): Promise<Job> {
       return withEventCursor(ctx, actor.workspaceId, () =>
-        mutate(ctx, actor, { action: 'job.resume', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) => {
-          const { job, endpoint } = await lockJob(trx, actor, id);
-          assertJobMutable(actor, job, endpoint);
-          if (job.status === 'ACTIVE') return toJob(job);
-          const patch: JobPatch = { status: 'ACTIVE' };
-          if (job.kind === 'CRON') patch.next_fire_at = nextFire(job, await ctx.now(trx));
-          const resumed = await jobsRepo.updateJob(trx, actor.workspaceId, job.id, patch);
-          // Its pending executions that came due while paused are claimable now.
-          await executionsRepo.notifyWork(trx);
-          return toJob(resumed);
-        }),
+        mutate(ctx, actor, { action: 'job.resume', role: CHANGE_ROLE, input: { id }, target: { type: 'Job', id } }, async (trx) =>
+          toJob(unwrap((await resumeJobsIn(ctx, trx, actor, [id])).get(id)!)),
+        ),
       );
     },
 

@@ -111,7 +111,8 @@ describe('retryExecution', () => {
         async () =>
           (
             await t.query(
-              "select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update \"executions\"%'",
+              // The re-drive's statement, however it is spelled (a query builder quotes the table name).
+              "select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ~ '^\\s*update \"?executions\"?'",
             )
           ).rows.length > 0,
         { timeout: 5000, what: 'the re-drive to wait on the lock key' },

@@ -1,6 +1,7 @@
 /**
  * Bulk actions over GraphQL: the dead-letter view's "retry all that match", cancel many, pause
- * and resume many. Each item goes through its single action; the whole is bounded and audited.
+ * and resume many. Each item gets what its single action does, with its audit row; the whole is
+ * bounded and audited; an id given twice is one item; 1,000 items go in one call.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UnrecoverableError } from '../../src/service/engine/handlers.js';
@@ -21,6 +22,8 @@ beforeAll(async () => {
   });
   await t.service.registerEndpoint(t.actor, { name: 'bulk.fragile', kind: 'HANDLER', handlerName: 'fragile', maxAttempts: 1 });
   await t.service.registerEndpoint(t.actor, { name: 'bulk.idle', kind: 'HANDLER', handlerName: 'nobody' });
+  await t.service.registerEndpoint(t.actor, { name: 'bulk.many', kind: 'HANDLER', handlerName: 'nobody' });
+  await t.service.registerEndpoint(t.otherActor, { name: 'bulk.elsewhere', kind: 'HANDLER', handlerName: 'nobody' });
   await h.worker();
 });
 afterAll(async () => {
@@ -92,4 +95,124 @@ describe('bulk actions', () => {
     expect(none.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED' });
     expect(await count('select count(*)::int as n from executions where status = $1', ['PENDING'])).toBe(before);
   });
+});
+
+/** A job on `endpointName` whose one execution is due in an hour (no worker takes it meanwhile). */
+async function laterJob(endpointName: string, actor = t.actor): Promise<string> {
+  const { job } = await t.service.createJob(actor, { endpointName, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });
+  return job.id;
+}
+
+const PAUSE = `mutation ($ids: [ID!]!) { pauseJobs(ids: $ids) { matched changed skipped { id code message } more } }`;
+const RESUME = `mutation ($ids: [ID!]!) { resumeJobs(ids: $ids) { matched changed skipped { id code } } }`;
+
+describe('bulk actions on many ids', () => {
+  it('treats an id given 1,000 times as one item: changed once, one audit row, one event', async () => {
+    const id = await laterJob('bulk.idle');
+    const copies = Array.from({ length: 1000 }, () => id);
+    const paused = await g.gql(PAUSE, { ids: copies });
+    expect(paused.data.pauseJobs).toEqual({ matched: 1, changed: 1, skipped: [], more: false });
+    expect(await count(`select count(*)::int as n from audit_log where action = 'job.pause' and target_id = $1`, [id])).toBe(1);
+    expect(await count(`select count(*)::int as n from events where subject_id = $1 and status = 'PAUSED'`, [id])).toBe(1);
+    const resumed = await g.gql(RESUME, { ids: copies });
+    expect(resumed.data.resumeJobs).toEqual({ matched: 1, changed: 1, skipped: [] });
+    expect(await count(`select count(*)::int as n from audit_log where action = 'job.resume' and target_id = $1`, [id])).toBe(1);
+  });
+
+  it('reports each refused item once, in the order given, with the code its single action gives, and changes the rest', async () => {
+    const mine = [await laterJob('bulk.idle'), await laterJob('bulk.idle')];
+    const retired = await laterJob('bulk.idle');
+    await t.service.cancelJob(t.actor, retired);
+    const elsewhere = await laterJob('bulk.elsewhere', t.otherActor);
+    const reaper = (
+      await t.query(
+        `select j.id from jobs j join endpoints e on e.id = j.endpoint_id where e.name = 'jobgate.reaper' and j.workspace_id = $1`,
+        [t.actor.workspaceId],
+      )
+    ).rows[0].id as string;
+    const garbage = 'not-a-job';
+    const ids = [elsewhere, mine[0], retired, reaper, garbage, mine[1], retired, elsewhere, mine[0]];
+    const res = await g.gql(PAUSE, { ids });
+    expect(res.data.pauseJobs.matched).toBe(6);
+    expect(res.data.pauseJobs.changed).toBe(2);
+    expect(res.data.pauseJobs.skipped.map((s: { id: string; code: string }) => [s.id, s.code])).toEqual([
+      [elsewhere, 'NOT_FOUND'],
+      [retired, 'RETIRED'],
+      [reaper, 'FORBIDDEN'],
+      [garbage, 'NOT_FOUND'],
+    ]);
+    // The other workspace's job is not leaked: its refusal reads as an id that does not exist.
+    expect(res.data.pauseJobs.skipped[0].message).toBe(res.data.pauseJobs.skipped[3].message.replace(garbage, elsewhere));
+    expect(await count(`select count(*)::int as n from jobs where id = any($1) and status = 'PAUSED'`, [mine])).toBe(2);
+    expect(await count(`select count(*)::int as n from jobs where id = $1 and status = 'ACTIVE'`, [elsewhere])).toBe(1);
+    expect(await count(`select count(*)::int as n from jobs where id = $1 and status = 'ACTIVE'`, [reaper])).toBe(1);
+    // One audit row per distinct item, with its outcome, as the single actions write them.
+    const { rows } = await t.query(
+      `select target_id, result_code from audit_log where action = 'job.pause' and target_id = any($1) order by id`,
+      [[...new Set(ids)]],
+    );
+    expect(rows.map((r) => [r.target_id, r.result_code])).toEqual([
+      [elsewhere, 'NOT_FOUND'],
+      [mine[0], 'OK'],
+      [retired, 'RETIRED'],
+      [reaper, 'FORBIDDEN'],
+      [garbage, 'NOT_FOUND'],
+      [mine[1], 'OK'],
+    ]);
+  });
+
+  it(
+    'pauses, resumes, cancels and re-drives 1,000 items in one call each, each audited and each with its event',
+    { timeout: 120_000 },
+    async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 1000; i += 50) ids.push(...(await Promise.all(Array.from({ length: 50 }, () => laterJob('bulk.many')))));
+      const audited = (action: string) =>
+        count(`select count(*)::int as n from audit_log where action = $1 and result_code = 'OK' and target_id = any($2)`, [action, ids]);
+      const jobsIn = (status: string) => count(`select count(*)::int as n from jobs where id = any($1) and status = $2`, [ids, status]);
+      const jobEvents = (from: string, to: string) =>
+        count(
+          `select count(*)::int as n from events where topic = 'JOB' and subject_id = any($1) and previous_status = $2 and status = $3`,
+          [ids, from, to],
+        );
+
+      expect((await g.gql(PAUSE, { ids })).data.pauseJobs).toEqual({ matched: 1000, changed: 1000, skipped: [], more: false });
+      expect(await jobsIn('PAUSED')).toBe(1000);
+      expect(await audited('job.pause')).toBe(1000);
+      expect(await jobEvents('ACTIVE', 'PAUSED')).toBe(1000);
+
+      expect((await g.gql(RESUME, { ids })).data.resumeJobs).toEqual({ matched: 1000, changed: 1000, skipped: [] });
+      expect(await jobsIn('ACTIVE')).toBe(1000);
+      expect(await audited('job.resume')).toBe(1000);
+      expect(await jobEvents('PAUSED', 'ACTIVE')).toBe(1000);
+      const endpointId = (await g.gql('{ endpoint(name: "bulk.many") { id } }')).data.endpoint.id;
+      const executions = (await t.query(`select id from executions where job_id = any($1)`, [ids])).rows.map((r) => r.id as string);
+      const executionAudits = (action: string) =>
+        count(`select count(*)::int as n from audit_log where action = $1 and result_code = 'OK' and target_id = any($2)`, [
+          action,
+          executions,
+        ]);
+
+      const cancelled = await g.gql(
+        `mutation { cancelExecutions(filter: { endpointId: "${endpointId}" }, limit: 1000) { matched changed skipped { id } more } }`,
+      );
+      expect(cancelled.data.cancelExecutions).toEqual({ matched: 1000, changed: 1000, skipped: [], more: false });
+      expect(await count(`select count(*)::int as n from executions where id = any($1) and status = 'CANCELLED'`, [executions])).toBe(1000);
+      expect(await executionAudits('execution.cancel')).toBe(1000);
+
+      // A thousand FAILED executions to re-drive: made so here (a worker would take minutes to fail them).
+      await t.query(`update executions set status = 'FAILED', last_error = 'down' where id = any($1)`, [executions]);
+      const retried = await g.gql(
+        `mutation { retryExecutions(filter: { endpointId: "${endpointId}" }, limit: 1000) { matched changed skipped { id } more } }`,
+      );
+      expect(retried.data.retryExecutions).toEqual({ matched: 1000, changed: 1000, skipped: [], more: false });
+      expect(await executionAudits('execution.retry')).toBe(1000);
+      expect(
+        await count(
+          `select count(*)::int as n from events where topic = 'EXECUTION' and subject_id = any($1) and previous_status = 'FAILED' and status = 'PENDING'`,
+          [executions],
+        ),
+      ).toBe(1000);
+    },
+  );
 });

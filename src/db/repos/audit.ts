@@ -41,8 +41,18 @@ export interface NewAuditEntry {
 
 /** Writes one audit row, in the caller's transaction (or on its own on the pool). */
 export async function insertAuditEntry(ex: Executor, entry: NewAuditEntry): Promise<void> {
+  await insertAuditEntries(ex, [entry]);
+}
+
+/** Writes audit rows in one statement (a bulk action's, one per item), in the caller's transaction. */
+export async function insertAuditEntries(ex: Executor, entries: readonly NewAuditEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  await ex.insertInto('audit_log').values(entries.map(auditRow)).execute();
+}
+
+function auditRow(entry: NewAuditEntry) {
   // Typed by AUDIT_COLUMNS: a column added there and not here (or here and not there) fails to compile.
-  const row = {
+  return {
     workspace_id: entry.workspaceId,
     actor_kind: entry.actorKind,
     actor_key_id: entry.actorKeyId,
@@ -52,7 +62,6 @@ export async function insertAuditEntry(ex: Executor, entry: NewAuditEntry): Prom
     input: entry.input,
     result_code: entry.resultCode,
   } satisfies Record<(typeof AUDIT_COLUMNS)[number], unknown>;
-  await ex.insertInto('audit_log').values(row).execute();
 }
 
 export interface AuditListFilter {

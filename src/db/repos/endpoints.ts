@@ -16,6 +16,13 @@ export async function findEndpointById(
   return q.executeTakeFirst();
 }
 
+/** The workspace's endpoints among `ids`. */
+export async function findEndpointsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<EndpointRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('endpoints').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
+}
+
 /** The live (not archived) endpoint with that name. */
 export async function findEndpointByName(
   db: Executor,

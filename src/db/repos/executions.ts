@@ -79,73 +79,88 @@ export async function findLiveExecution(db: Executor, workspaceId: string, jobId
     .executeTakeFirst();
 }
 
-export async function findExecutionForUpdate(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {
-  if (!isUuid(id)) return undefined;
+/**
+ * The workspace's executions among `ids`, locked for update in id order: two calls locking
+ * overlapping sets take their locks in one order, so they cannot deadlock. Ids that are not
+ * uuids match nothing.
+ */
+export async function lockExecutionsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ExecutionRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
   return db
     .selectFrom('executions')
     .selectAll()
     .where('workspace_id', '=', scoped(workspaceId))
-    .where('id', '=', id)
+    .where('id', 'in', valid)
+    .orderBy('id')
     .forUpdate()
-    .executeTakeFirst();
+    .execute();
 }
 
-/** Cancels a pending execution at once. Compare-and-set on PENDING. */
-export async function cancelIfPending(db: Executor, workspaceId: string, id: string, reason: string): Promise<ExecutionRow | undefined> {
+/** The workspace's executions among `ids` (not locked). Ids that are not uuids match nothing. */
+export async function findExecutionsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ExecutionRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('executions').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
+}
+
+/** Cancels pending executions at once, one statement for all. Compare-and-set on PENDING: returns those it cancelled. */
+export async function cancelPendingByIds(
+  db: Executor,
+  workspaceId: string,
+  ids: readonly string[],
+  reason: string,
+): Promise<ExecutionRow[]> {
+  if (ids.length === 0) return [];
   return db
     .updateTable('executions')
     .set({ status: 'CANCELLED', finished_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, last_error: reason })
     .where('workspace_id', '=', scoped(workspaceId))
-    .where('id', '=', id)
+    .where('id', 'in', ids)
     .where('status', '=', 'PENDING')
     .returningAll()
-    .executeTakeFirst();
+    .execute();
 }
 
 /**
- * Asks the worker running an execution to abort it: it ends CANCELLED when the attempt returns.
- * The NOTIFY is a hint; heartbeats carry the request too. The caller holds the row locked.
+ * Asks the workers running these executions to abort them: each ends CANCELLED when its attempt
+ * returns. The NOTIFY (one per execution, in one statement) is a hint; heartbeats carry the
+ * request too. The caller holds the rows locked. Returns those still RUNNING, now asked.
  */
-export async function requestCancelOfRunning(db: Executor, workspaceId: string, executionId: string): Promise<ExecutionRow | undefined> {
-  const row = await db
+export async function requestCancelOfRunningByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ExecutionRow[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
     .updateTable('executions')
     .set({ cancel_requested_at: sql<Date>`coalesce(cancel_requested_at, now())`, updated_at: sql<Date>`now()` })
     .where('workspace_id', '=', scoped(workspaceId))
     .where('status', '=', 'RUNNING')
-    .where('id', '=', executionId)
+    .where('id', 'in', ids)
     .returningAll()
-    .executeTakeFirst();
-  if (row) await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
-  return row;
+    .execute();
+  if (rows.length > 0) await sql`select pg_notify('jobgate_cancel', id) from unnest(${rows.map((r) => r.id)}::text[]) id`.execute(db);
+  return rows;
 }
 
 /**
- * Re-drives a FAILED execution with a fresh attempt budget (as many attempts again as its job
- * allows), due now. Compare-and-set on FAILED.
+ * Re-drives FAILED executions, each with a fresh attempt budget (as many attempts again as its
+ * job allows: `freshAttempts`), due now; one statement for all, and one wake-up for the workers.
+ * Compare-and-set on FAILED: returns those it re-drove.
  */
-export async function redriveFailed(
+export async function redriveFailedByIds(
   db: Executor,
   workspaceId: string,
-  id: string,
-  freshAttempts: number,
-): Promise<ExecutionRow | undefined> {
-  const row = await db
-    .updateTable('executions')
-    .set(() => ({
-      status: 'PENDING',
-      max_attempts: sql<number>`attempt_count + ${freshAttempts}`,
-      run_after: sql<Date>`now()`,
-      finished_at: null,
-      cancel_requested_at: null,
-      updated_at: sql<Date>`now()`,
-    }))
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('id', '=', id)
-    .where('status', '=', 'FAILED')
-    .returningAll()
-    .executeTakeFirst();
-  if (row) await notifyWork(db);
-  return row;
+  items: readonly { id: string; freshAttempts: number }[],
+): Promise<ExecutionRow[]> {
+  if (items.length === 0) return [];
+  const { rows } = await sql<ExecutionRow>`
+    update executions e
+    set status = 'PENDING', max_attempts = e.attempt_count + v.fresh, run_after = now(), finished_at = null,
+        cancel_requested_at = null, updated_at = now()
+    from unnest(${items.map((i) => i.id)}::uuid[], ${items.map((i) => i.freshAttempts)}::int[]) v(id, fresh)
+    where e.workspace_id = ${scoped(workspaceId)} and e.id = v.id and e.status = 'FAILED'
+    returning e.*`.execute(db);
+  if (rows.length > 0) await notifyWork(db);
+  return rows;
 }
 
 export async function findExecutionById(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {

@@ -58,6 +58,57 @@ export async function updateJob(db: Executor, workspaceId: string, id: string, p
     .executeTakeFirstOrThrow();
 }
 
+/**
+ * The workspace's jobs among `ids`, locked for update in id order: two calls locking overlapping
+ * sets take their locks in one order, so they cannot deadlock. Ids that are not uuids match nothing.
+ */
+export async function lockJobsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<JobRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', 'in', valid)
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+}
+
+/** Pauses the ACTIVE jobs among `ids` (locked by the caller): no next fire time. Returns the jobs it paused. */
+export async function pauseActiveJobs(db: Executor, workspaceId: string, ids: readonly string[]): Promise<JobRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .updateTable('jobs')
+    .set({ status: 'PAUSED', next_fire_at: null, updated_at: sql<Date>`now()` })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', 'in', ids)
+    .where('status', '=', 'ACTIVE')
+    .returningAll()
+    .execute();
+}
+
+/**
+ * Resumes the PAUSED jobs among `items` (locked by the caller), one statement for all: a CRON
+ * job's next fire time is set to the one given (`cron: true`), any other job's left as it is.
+ * Compare-and-set on PAUSED: returns the jobs it resumed.
+ */
+export async function resumePausedJobs(
+  db: Executor,
+  workspaceId: string,
+  items: readonly { id: string; cron: boolean; nextFireAt: Date | null }[],
+): Promise<JobRow[]> {
+  if (items.length === 0) return [];
+  const { rows } = await sql<JobRow>`
+    update jobs j
+    set status = 'ACTIVE', next_fire_at = case when v.cron then v.next_fire_at else j.next_fire_at end, updated_at = now()
+    from unnest(${items.map((i) => i.id)}::uuid[], ${items.map((i) => i.cron)}::boolean[],
+                ${items.map((i) => i.nextFireAt)}::timestamptz[]) v(id, cron, next_fire_at)
+    where j.workspace_id = ${scoped(workspaceId)} and j.id = v.id and j.status = 'PAUSED'
+    returning j.*`.execute(db);
+  return rows;
+}
+
 export async function countLiveJobsOnEndpoint(db: Executor, workspaceId: string, endpointId: string): Promise<number> {
   const row = await db
     .selectFrom('jobs')
