@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
+import { createYoga, type Plugin } from 'graphql-yoga';
 import { withFields, type Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
@@ -17,6 +17,7 @@ import { bearerToken } from './bearer.js';
 import { createMaskError } from './mask-error.js';
 import { createErrorOrigins, requestIdFrom, useErrorOrigins, useRequestId } from './request-id.js';
 import { hardeningPlugins, LIMITS } from './hardening.js';
+import { createGraphiQLPage } from './graphiql.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { createPersistedQueries, persistedQueryNotFound, type PersistedQueries } from './persisted-queries.js';
@@ -59,15 +60,6 @@ export interface GatewayOptions {
 }
 
 export type { Yoga };
-
-/**
- * GraphiQL's page, loaded on its first request. The bundle is a 9 MB module whose source and
- * inlined script V8 keeps as strings (about 27 MB of heap in a heap snapshot of a loaded
- * gateway): a gateway that never serves GraphiQL, such as one behind a load balancer serving
- * live subscriptions, should not carry it.
- */
-const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> =>
-  (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
 
 /**
  * Who each HTTP request acts as, decided before anything reads its document (Invariant 10): yoga
@@ -147,6 +139,7 @@ function isSubscription(query: string | undefined, operationName: string | undef
 
 export function createGatewayYoga(options: GatewayOptions): Yoga {
   const log = options.log;
+  const graphiql = createGraphiQLPage();
   // What the masking logs carries the id of the request the error came from (./request-id.ts).
   const origins = createErrorOrigins();
   const maskError = createMaskError(log, origins);
@@ -164,7 +157,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     graphqlEndpoint: '/graphql',
     landingPage: false,
     graphiql: options.graphiql === false ? false : { title: 'jobgate', defaultQuery: DEFAULT_QUERY },
-    renderGraphiQL,
+    renderGraphiQL: graphiql.render,
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
@@ -185,6 +178,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
       useSharedSubscriptionExecution(),
       useObserveOperations(options.observer ?? noopObserver),
       useErrorOrigins(origins),
+      graphiql.plugin,
     ],
     logging: {
       // Yoga's debug lines ("Processing GraphQL Parameters", per request) cannot carry the
@@ -267,6 +261,9 @@ export async function startGateway(
   const site = mountConsole(options);
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
+    // Every answer is what its Content-Type says: no browser may sniff a JSON answer (whose
+    // strings a client chose) into HTML or script.
+    res.setHeader('x-content-type-options', 'nosniff');
     res.on('finish', () => observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
     if (handleOps(options.ops, req, res)) return;
     if (site?.handle(req, res)) return;
