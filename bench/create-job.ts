@@ -114,7 +114,10 @@ export async function run(): Promise<Figure[]> {
 
     const db = await server.createDatabase('jobgate_bench_create');
     await migrate(db.url);
-    const gate = spawnChild('bench/workers/http-server.ts', { SERVER: 'jobgate', DATABASE_URL: db.url });
+    // One key sending as fast as 50 clients can: its bound on requests a second (50 by default)
+    // is off, as a deployment whose one client is this busy would set it (bench/bounds.ts
+    // measures the bounds).
+    const gate = spawnChild('bench/workers/http-server.ts', { SERVER: 'jobgate', DATABASE_URL: db.url, BOUNDS: 'off' });
     const [base, key] = (await gate.line('ready', 60_000)).split(' ');
     let i = 0;
     const gateway: Server = {

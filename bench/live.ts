@@ -32,7 +32,18 @@ async function serve(url: string, flags: string[]) {
   const nodeArgs = [...flags, ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
   const child = spawn(process.execPath, [...nodeArgs, 'dist/cli/main.js', 'serve'], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info' },
+    // One key holds every subscriber: its bounds on connections, subscriptions and requests a
+    // second are off, as a deployment serving this many with one key would set them.
+    env: {
+      ...process.env,
+      DATABASE_URL: url,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      JOBGATE_LOG_LEVEL: 'info',
+      JOBGATE_RATE_LIMIT_PER_SECOND: '0',
+      JOBGATE_MAX_CONNECTIONS_PER_KEY: '0',
+      JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '0',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stop = onCleanup(

@@ -187,6 +187,8 @@ async function serveGateway(
     introspection: config.introspection,
     corsOrigins: config.corsOrigins,
     maxBodyBytes: config.maxBodyBytes,
+    bounds: config.bounds,
+    trustedProxies: config.trustedProxies,
     observer: engine.observer,
     ops,
     runDue: config.cronSecret ? { secret: config.cronSecret, log, run: async () => ({ ...(await engine.runDue()) }) } : undefined,

@@ -8,6 +8,7 @@ import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { ENGINE_DEFAULTS as D } from './defaults.js';
 import { isPlainEmailAddress } from './service/email-address.js';
+import { LOAD_BOUND_DEFAULTS as B, type LoadBoundSettings } from './service/load-bounds.js';
 
 const intFrom = (def: number, min: number, max: number) =>
   z
@@ -99,6 +100,24 @@ const envSchema = z.object({
       'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
     ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
+  // Bounds on load (src/service/load-bounds.ts), per gateway replica; 0 turns one off.
+  JOBGATE_RATE_LIMIT_PER_SECOND: intFrom(B.requestsPerSecond, 0, 1_000_000),
+  JOBGATE_RATE_LIMIT_BURST: intFrom(B.requestBurst, 1, 1_000_000),
+  JOBGATE_MAX_CONNECTIONS_PER_KEY: intFrom(B.connectionsPerKey, 0, 1_000_000),
+  JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: intFrom(B.subscriptionsPerKey, 0, 1_000_000),
+  JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: intFrom(B.subscriptionsPerConnection, 0, 1_000_000),
+  JOBGATE_FAILED_AUTH_PER_MINUTE: intFrom(B.failedAuthPerMinute, 0, 1_000_000),
+  // Proxies whose X-Forwarded-For names the client (the right-most address not itself trusted).
+  JOBGATE_TRUSTED_PROXIES: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    )
+    .refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(D.retention.eventsHours, 1, 24 * 365),
   // Retention of finished history (src/service/engine/retention.ts); 0 days keeps it forever.
   JOBGATE_RETENTION_EXECUTIONS_DAYS: intFrom(D.retention.executionsDays, 0, 36_500),
@@ -197,6 +216,13 @@ export interface Config {
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
   maxBodyBytes: number;
+  /** Bounds on what one API key, connection and client address may hold and send, per gateway replica (0: off). */
+  bounds: Readonly<LoadBoundSettings>;
+  /**
+   * Addresses (or CIDRs) of reverse proxies in front of the gateway: a request from one of them is
+   * counted against the client its X-Forwarded-For names. Empty: the socket's address, always.
+   */
+  trustedProxies: string[];
   /** Origins whose pages may call the API from a browser (CORS); empty: none but the gateway's own; `*`: any. */
   corsOrigins: string[];
   /** How long live events are kept for subscriptions to replay (reaper prunes older ones). */
@@ -269,6 +295,15 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     secretKey: e.JOBGATE_SECRET_KEY,
     introspection: e.JOBGATE_INTROSPECTION === 'on',
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
+    bounds: Object.freeze({
+      requestsPerSecond: e.JOBGATE_RATE_LIMIT_PER_SECOND,
+      requestBurst: e.JOBGATE_RATE_LIMIT_BURST,
+      connectionsPerKey: e.JOBGATE_MAX_CONNECTIONS_PER_KEY,
+      subscriptionsPerKey: e.JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY,
+      subscriptionsPerConnection: e.JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION,
+      failedAuthPerMinute: e.JOBGATE_FAILED_AUTH_PER_MINUTE,
+    }),
+    trustedProxies: e.JOBGATE_TRUSTED_PROXIES,
     corsOrigins: e.JOBGATE_CORS_ORIGINS,
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
     metrics: Object.freeze({

@@ -17,6 +17,39 @@ describe('configuration', () => {
     expect(() => parseConfig({ DATABASE_POOL_MAX: '1' })).toThrow(/DATABASE_POOL_MAX/);
   });
 
+  it('reads the bounds on load, defaults for the unset ones, 0 to turn one off, and names a bad one', () => {
+    expect(parseConfig({}).bounds).toEqual({
+      requestsPerSecond: 50,
+      requestBurst: 200,
+      connectionsPerKey: 50,
+      subscriptionsPerKey: 500,
+      subscriptionsPerConnection: 100,
+      failedAuthPerMinute: 20,
+    });
+    const c = parseConfig({
+      JOBGATE_RATE_LIMIT_PER_SECOND: '0',
+      JOBGATE_RATE_LIMIT_BURST: '10',
+      JOBGATE_MAX_CONNECTIONS_PER_KEY: '3',
+      JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '4',
+      JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: '5',
+      JOBGATE_FAILED_AUTH_PER_MINUTE: '6',
+      JOBGATE_TRUSTED_PROXIES: '10.0.0.0/8, 192.0.2.1',
+    });
+    expect(c.bounds).toEqual({
+      requestsPerSecond: 0,
+      requestBurst: 10,
+      connectionsPerKey: 3,
+      subscriptionsPerKey: 4,
+      subscriptionsPerConnection: 5,
+      failedAuthPerMinute: 6,
+    });
+    expect(c.trustedProxies).toEqual(['10.0.0.0/8', '192.0.2.1']);
+    expect(parseConfig({}).trustedProxies).toEqual([]);
+    expect(() => parseConfig({ JOBGATE_RATE_LIMIT_BURST: '0' })).toThrow(/JOBGATE_RATE_LIMIT_BURST/);
+    expect(() => parseConfig({ JOBGATE_MAX_CONNECTIONS_PER_KEY: 'many' })).toThrow(/JOBGATE_MAX_CONNECTIONS_PER_KEY/);
+    expect(() => parseConfig({ JOBGATE_TRUSTED_PROXIES: 'proxy.internal' })).toThrow(/JOBGATE_TRUSTED_PROXIES/);
+  });
+
   it('treats an empty DATABASE_URL as unset', () => {
     expect(parseConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined();
   });

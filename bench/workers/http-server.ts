@@ -3,7 +3,8 @@
  * env SERVER:
  *  - `jobgate`: the real gateway (startGateway: body limit, authentication by API key, yoga,
  *    armor, resolvers, service, SQL) on DATABASE_URL, with a HANDLER endpoint `bench.create`
- *    and an ADMIN key. Prints `ready <url> <key>`.
+ *    and KEYS ADMIN keys (default 1). Prints `ready <url> <key>...`. BOUNDS=off turns the
+ *    bounds on load off (a bench measuring one key's throughput); else they are the defaults.
  *  - `yoga`: bare graphql-yoga answering `{ __typename }` over node:http, nothing else. Prints
  *    `ready <url>`.
  *  - `graphile`: graphile-worker's `addJob` through its own API (makeWorkerUtils) on
@@ -25,8 +26,9 @@ const url = process.env.DATABASE_URL!;
 if (server === 'jobgate') {
   const database = createDatabase({ connectionString: url, max: 10 });
   const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: 5 });
-  const { key } = await service.bootstrapKey('default', 'ADMIN', 'bench', false);
-  const actor = await service.authenticate(key);
+  const keys: string[] = [];
+  for (let k = 0; k < envNumber('KEYS', 1); k++) keys.push((await service.bootstrapKey('default', 'ADMIN', `bench ${k}`, false)).key);
+  const actor = await service.authenticate(keys[0]);
   await service.registerEndpoint(actor, { name: 'bench.create', kind: 'HANDLER', handlerName: 'noop' });
   const gateway = await startGateway({
     service,
@@ -34,12 +36,16 @@ if (server === 'jobgate') {
     host: '127.0.0.1',
     port: 0,
     authenticate: (request) => service.authenticate(/^Bearer (.+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+    bounds:
+      process.env.BOUNDS === 'off'
+        ? { requestsPerSecond: 0, connectionsPerKey: 0, subscriptionsPerKey: 0, subscriptionsPerConnection: 0, failedAuthPerMinute: 0 }
+        : undefined,
   });
   onEnd(async () => {
     await gateway.close();
     await database.close();
   });
-  say(`ready ${gateway.url} ${key}`);
+  say(`ready ${gateway.url} ${keys.join(' ')}`);
 } else if (server === 'yoga') {
   const yoga = createYoga({ schema: createSchema({ typeDefs: 'type Query { ok: Boolean }' }), logging: false, graphiql: false });
   const http = createServer(yoga);

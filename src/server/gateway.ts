@@ -1,28 +1,31 @@
 /**
  * The HTTP face of jobgate: graphql-yoga over the schema, GraphiQL served from local assets
- * (no CDN: it must render on machines without internet), masked errors.
+ * (no CDN: it must render on machines without internet, ./graphiql.ts), masked errors, and the
+ * bounds on load (src/service/load-bounds.ts) for HTTP, WebSocket and SSE alike.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
+import { createYoga } from 'graphql-yoga';
 import { withFields, type Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
-import { getOperationAST, parse } from 'graphql';
 import { UnauthenticatedError } from '../service/access.js';
-import { ForbiddenError } from '../service/errors.js';
 import type { Actor } from '../service/actor.js';
+import { createLoadBounds, type LoadBounds, type LoadBoundSettings, type StreamBudget } from '../service/load-bounds.js';
 import type { JobService } from '../service/index.js';
 import { bearerToken } from './bearer.js';
 import { createMaskError } from './mask-error.js';
 import { createErrorOrigins, requestIdFrom, useErrorOrigins, useRequestId } from './request-id.js';
-import { hardeningPlugins, LIMITS } from './hardening.js';
+import { hardeningPlugins } from './hardening.js';
+import { useAuthenticateFirst, useTicketForOneSubscription } from './authenticate-first.js';
+import { clientAddressOf } from './client-address.js';
+import { createGraphiQLPage } from './graphiql.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
-import { createPersistedQueries, persistedQueryNotFound, type PersistedQueries } from './persisted-queries.js';
-import { ticketOf } from './ticket.js';
+import { createPersistedQueries } from './persisted-queries.js';
 import { loadConsoleSite, type ConsoleSite } from './console.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
+import { BoundedFeeds } from '../subscriptions/bounded-feeds.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
 import { attachWebSocket, type Yoga, type YogaServerContext } from '../subscriptions/ws.js';
 import { noopObserver, type Observer } from '../service/observer.js';
@@ -58,97 +61,22 @@ export interface GatewayOptions {
   ops?: OpsRoutes | undefined;
   /** The console at /console (src/server/console.ts): its build folder, or false for none. Default dist/console. */
   console?: string | false;
+  /**
+   * Bounds on what one API key, connection and client address may hold and send, in this
+   * gateway's memory (src/service/load-bounds.ts); unset ones take LOAD_BOUND_DEFAULTS, 0 turns
+   * one off.
+   */
+  bounds?: Partial<LoadBoundSettings> | undefined;
+  /** Reverse proxies whose X-Forwarded-For names the client (./client-address.ts). Default none. */
+  trustedProxies?: string[] | undefined;
 }
 
 export type { Yoga };
 
-/**
- * GraphiQL's page, loaded on its first request. The bundle is a 9 MB module whose source and
- * inlined script V8 keeps as strings (about 27 MB of heap in a heap snapshot of a loaded
- * gateway): a gateway that never serves GraphiQL, such as one behind a load balancer serving
- * live subscriptions, should not carry it.
- */
-const renderGraphiQL = async (options: GraphiQLOptions): Promise<string> =>
-  (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options);
-
-/**
- * Who each HTTP request acts as, decided before anything reads its document (Invariant 10): yoga
- * builds the context only after parsing and validating, so authenticating there let a stranger
- * learn the schema from the errors of documents it never had the right to send (`Cannot query
- * field "jbos"` beside a 401 for a real one). `onParams` is the first hook that sees a GraphQL
- * request (GraphiQL's page is served before it, and needs no key); a refusal thrown here is
- * masked as any error is: UNAUTHENTICATED, 401. The actor waits here for the context.
- *
- * A request with `?ticket=` (a browser's EventSource, which cannot send headers) is authenticated
- * by that subscription ticket instead of a key: redeemed (used up) here, and held to what a
- * ticket is for, one subscription, by useTicketForOneSubscription, which runs after persisted
- * queries have put the document in place. A ticketed request that sends only a hash the store
- * does not hold is answered PERSISTED_QUERY_NOT_FOUND before its ticket is redeemed (checked,
- * not used up), so the persisted-query client's retry with the full document can use it.
- */
-function useAuthenticateFirst(
-  authenticate: GatewayOptions['authenticate'],
-  tickets: { check(ticket: string): Promise<void>; redeem(ticket: string): Promise<Actor> },
-  persisted: PersistedQueries,
-  actors: WeakMap<Request, Actor>,
-  ticketed: WeakSet<Request>,
-  failed: (request: Request, error: unknown) => void,
-): Plugin {
-  return {
-    async onParams({ request, params }) {
-      try {
-        await authenticateRequest(request, params);
-      } catch (error) {
-        failed(request, error);
-        throw error;
-      }
-    },
-  };
-
-  async function authenticateRequest(request: Request, params: { query?: string; extensions?: Record<string, unknown> }): Promise<void> {
-    const ticket = ticketOf(request);
-    if (ticket === null) {
-      actors.set(request, await authenticate(request));
-      return;
-    }
-    // A hash the store does not hold: PERSISTED_QUERY_NOT_FOUND without using the ticket up, so
-    // the client's retry with the document (same URL, same ticket) opens the subscription. The
-    // ticket is still checked first: a stranger learns nothing of the store (UNAUTHENTICATED).
-    if (await persisted.missing(params)) {
-      await tickets.check(ticket);
-      throw persistedQueryNotFound();
-    }
-    actors.set(request, await tickets.redeem(ticket));
-    ticketed.add(request);
-  }
-}
-
-/** A request authenticated by a subscription ticket may run a subscription, nothing else (FORBIDDEN). */
-function useTicketForOneSubscription(ticketed: WeakSet<Request>): Plugin {
-  return {
-    onParams({ request, params }) {
-      if (ticketed.has(request) && !isSubscription(params.query, params.operationName)) {
-        throw new ForbiddenError('a subscription ticket opens one subscription (Server-Sent Events); send other operations with your key');
-      }
-    },
-  };
-}
-
-/**
- * Whether the operation a request would run is a subscription (an unparsable one, or one past the
- * token limit, is not: this parse runs before the limits' own).
- */
-function isSubscription(query: string | undefined, operationName: string | undefined): boolean {
-  if (!query) return false;
-  try {
-    return getOperationAST(parse(query, { maxTokens: LIMITS.tokens }), operationName)?.operation === 'subscription';
-  } catch {
-    return false;
-  }
-}
-
-export function createGatewayYoga(options: GatewayOptions): Yoga {
+/** The gateway's yoga; `bounds` are shared with its WebSocket server (startGateway), else its own. */
+export function createGatewayYoga(options: GatewayOptions, bounds: LoadBounds = createLoadBounds(options.bounds)): Yoga {
   const log = options.log;
+  const graphiql = createGraphiQLPage();
   // What the masking logs carries the id of the request the error came from (./request-id.ts).
   const origins = createErrorOrigins();
   const maskError = createMaskError(log, origins);
@@ -166,7 +94,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     graphqlEndpoint: '/graphql',
     landingPage: false,
     graphiql: options.graphiql === false ? false : { title: 'jobgate', defaultQuery: DEFAULT_QUERY },
-    renderGraphiQL,
+    renderGraphiQL: graphiql.render,
     maskedErrors: { maskError },
     cors: corsFor(options.corsOrigins ?? []),
     batching: false,
@@ -178,15 +106,22 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
     // hook (persisted queries included) sees only keyed requests.
     plugins: [
       useRequestId(requestIds, requestLog),
-      useAuthenticateFirst(options.authenticate, tickets, persisted, actors, ticketed, (request, error) =>
-        origins.mark(error, requestLog(request)),
-      ),
+      useAuthenticateFirst({
+        authenticate: options.authenticate,
+        tickets,
+        persisted,
+        bounds,
+        actors,
+        ticketed,
+        failed: (request, error) => origins.mark(error, requestLog(request)),
+      }),
       persisted.plugin,
       useTicketForOneSubscription(ticketed),
       ...hardeningPlugins({ introspection: options.introspection ?? true }),
       useSharedSubscriptionExecution(),
       useObserveOperations(options.observer ?? noopObserver),
       useErrorOrigins(origins),
+      graphiql.plugin,
     ],
     logging: {
       // Yoga's debug lines ("Processing GraphQL Parameters", per request) cannot carry the
@@ -215,7 +150,7 @@ export function createGatewayYoga(options: GatewayOptions): Yoga {
         ...request,
         actor,
         service: options.service,
-        live: liveFor(options.live ?? noLiveFeeds, initial as { cutOff?: () => void }),
+        live: liveFor(options.live ?? noLiveFeeds, initial as LiveInitial, bounds),
       };
     },
   }) as Yoga;
@@ -243,14 +178,25 @@ function corsFor(origins: string[]) {
   };
 }
 
-/** A WebSocket operation carries its connection's cut-off (see src/subscriptions/ws.ts). */
-function liveFor(live: LiveFeeds, initial: { cutOff?: () => void }): LiveFeeds {
-  return initial.cutOff ? live.forConnection(initial.cutOff) : live;
+/** What a WebSocket operation brings for its streams (src/subscriptions/ws.ts). */
+interface LiveInitial {
+  cutOff?: () => void;
+  streams?: StreamBudget;
+}
+
+/**
+ * A WebSocket operation carries its connection's cut-off and subscription budget; a stream over
+ * HTTP (SSE) is a connection of its own.
+ */
+function liveFor(live: LiveFeeds, initial: LiveInitial, bounds: LoadBounds): LiveFeeds {
+  return new BoundedFeeds(initial.cutOff ? live.forConnection(initial.cutOff) : live, initial.streams ?? bounds.ownStreams);
 }
 
 export interface RunningGateway {
   server: Server;
   yoga: Yoga;
+  /** What the gateway's bounds on load hold now (src/service/load-bounds.ts). */
+  bounds: Pick<LoadBounds, 'settings' | 'stats'>;
   url: string;
   close(): Promise<void>;
 }
@@ -263,12 +209,17 @@ export async function startGateway(
     listening?: Server | undefined;
   },
 ): Promise<RunningGateway> {
-  const yoga = createGatewayYoga(options);
+  const bounds = createLoadBounds(options.bounds);
+  const yoga = createGatewayYoga(options, bounds);
+  const clientAddress = clientAddressOf(options.trustedProxies);
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const observer = options.observer ?? noopObserver;
   const site = mountConsole(options);
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
+    // Every answer is what its Content-Type says: no browser may sniff a JSON answer (whose
+    // strings a client chose) into HTML or script.
+    res.setHeader('x-content-type-options', 'nosniff');
     res.on('finish', () => observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
     if (handleOps(options.ops, req, res)) return;
     if (site?.handle(req, res)) return;
@@ -276,7 +227,7 @@ export async function startGateway(
     const requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', requestId);
     // The id goes to yoga in the server context (useRequestId reads it there).
-    limitRequestBody(req, res, maxBody, () => void yoga(req, res, { requestId }));
+    limitRequestBody(req, res, maxBody, () => void yoga(req, res, { requestId, clientAddress: clientAddress(req) }));
   };
   const server = options.listening ?? createServer();
   server.on('request', onRequest);
@@ -298,6 +249,8 @@ export async function startGateway(
     connectionInitWaitMs: options.connectionInitWaitMs,
     keepAliveMs: options.keepAliveMs,
     watchKey: options.live?.watchKey,
+    bounds,
+    clientAddress,
     maskError: createMaskError(options.log),
     // The same authentication as HTTP: a Request-shaped object carrying the key (sent as a bearer
     // token, or bare in connectionParams). A key that is not a valid header value (a newline, a
@@ -324,6 +277,7 @@ export async function startGateway(
   return {
     server,
     yoga,
+    bounds,
     url,
     close: () =>
       (closing ??= new Promise<void>((resolve) => {

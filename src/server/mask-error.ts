@@ -41,7 +41,8 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
     const location = gqlError ? { nodes: gqlError.nodes, source: gqlError.source, positions: gqlError.positions, path: gqlError.path } : {};
 
     if (original instanceof DomainError) {
-      const http = original.code === 'UNAUTHENTICATED' ? { http: { status: 401 } } : {};
+      const http =
+        original.code === 'UNAUTHENTICATED' ? { http: { status: 401 } } : original.code === 'RATE_LIMITED' ? tooMany(original) : {};
       return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details, ...http } });
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
@@ -61,6 +62,17 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
     return new GraphQLError(message, { ...location, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
   };
   return Object.assign(mask, { handled: (value: unknown) => typeof value === 'object' && value !== null && seen.has(value) });
+}
+
+/**
+ * A refusal by a bound on load: over HTTP, 429 with Retry-After (whole seconds, rounded up) beside
+ * the error's own `retryAfterMs`, whether it came before the document was read (authentication,
+ * the key's rate) or from a subscription refused as its SSE stream opened (yoga answers a result
+ * that has only errors with their status). WebSocket messages carry no `http` (src/subscriptions/ws.ts).
+ */
+function tooMany(error: DomainError): { http: { status: number; headers: Record<string, string> } } {
+  const ms = Number(error.details.retryAfterMs) || 1000;
+  return { http: { status: 429, headers: { 'Retry-After': String(Math.max(1, Math.ceil(ms / 1000))) } } };
 }
 
 /**

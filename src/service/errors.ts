@@ -24,6 +24,8 @@ export const ERROR_CODES = {
   CURSOR_EXPIRED: 'The events after this cursor were pruned by retention; start again without `after`.',
   UNAVAILABLE: 'The database cannot be reached just now (HTTP 503): retry later.',
   LEASE_LOST: "A handler's fenced transaction (ctx.transaction) found its lease lost or taken over: nothing it wrote was committed.",
+  RATE_LIMITED:
+    'A bound on load was reached (requests a second per key, open connections or subscriptions per key or per connection, or failed authentications per client address): nothing was done. `extensions.retryAfterMs` says when to try again, `extensions.limit` which bound it was; over HTTP the status is 429 with `Retry-After`.',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -193,5 +195,25 @@ export class LeaseLostError extends DomainError {
       executionId,
       epoch,
     });
+  }
+}
+
+/** Which bound a RATE_LIMITED refusal met (src/service/load-bounds.ts). */
+export type LoadBound =
+  | 'REQUESTS_PER_KEY'
+  | 'CONNECTIONS_PER_KEY'
+  | 'SUBSCRIPTIONS_PER_KEY'
+  | 'SUBSCRIPTIONS_PER_CONNECTION'
+  | 'FAILED_AUTHENTICATIONS_PER_ADDRESS';
+
+/** A bound on load refused the request; nothing was done. `retryAfterMs` is the earliest a retry can succeed. */
+export class RateLimitedError extends DomainError {
+  override name = 'RateLimitedError';
+  constructor(
+    readonly limit: LoadBound,
+    readonly retryAfterMs: number,
+    message: string,
+  ) {
+    super('RATE_LIMITED', `${message}; retry in ${retryAfterMs} ms`, { limit, retryAfterMs });
   }
 }

@@ -7,6 +7,11 @@
  * header) and is checked at connection_init (a bad key closes the socket with 4403) and again
  * at every operation; a key that is revoked (or changes role) while connected has its socket
  * closed with 4403 at once (see ./key-watch.ts).
+ *
+ * The bounds on load (src/service/load-bounds.ts) hold here as over HTTP: failed authentications
+ * per client address, the key's connections (one past them is closed with 4429, which
+ * graphql-ws clients do not retry), each operation a request of the key's rate, and the
+ * connection's subscriptions (an operation refused gets an error message, RATE_LIMITED).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
@@ -19,13 +24,16 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../log.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { Actor } from '../service/actor.js';
-import { DomainError } from '../service/errors.js';
+import { DomainError, RateLimitedError } from '../service/errors.js';
+import type { LoadBounds, StreamBudget } from '../service/load-bounds.js';
 import { isConnectionError } from '../service/unavailable.js';
 
 /** The gateway's yoga instance, whose envelop runs every WebSocket operation. */
 /** The server context: the request's id, as the HTTP handler chose it (src/server/request-id.ts). */
 export interface YogaServerContext {
   requestId?: string;
+  /** The client's address (src/server/client-address.ts); none for a request made in process. */
+  clientAddress?: string | undefined;
 }
 export type Yoga = YogaServerInstance<YogaServerContext, GraphQLContext>;
 
@@ -49,10 +57,25 @@ export interface WebSocketOptions {
   keepAliveMs?: number | undefined;
   /** Calls `end` if the actor's key lapses (revoked, another role) while the connection is open; returns the unwatch. */
   watchKey?: ((actor: Actor, end: () => void) => () => void) | undefined;
+  /** The gateway's bounds on load, shared with its HTTP path. */
+  bounds: LoadBounds;
+  /** The address a connection's failed authentications count against. */
+  clientAddress(request: IncomingMessage): string | undefined;
 }
 
 /** The close code and reason of a connection whose key lapsed: 4403 is graphql-ws's "Forbidden", which its clients do not retry. */
 const KEY_LAPSED = { code: 4403, reason: 'API key revoked or changed' } as const;
+/** A connection refused by a bound (RATE_LIMITED): 4429 is graphql-ws's "Too many requests", which its clients do not retry either. */
+const TOO_MANY = 4429;
+
+/** Each admitted connection's subscription budget. */
+const streamsByConnection = new WeakMap<object, StreamBudget>();
+
+/** The connection's credential, authenticated within the bounds on failed authentications. */
+function authenticateCredential(ctx: WsContext, options: WebSocketOptions): Promise<Actor> {
+  const credential = credentialOf(ctx.connectionParams, ctx.extra.request);
+  return options.bounds.authenticate(options.clientAddress(ctx.extra.request), credential, () => options.authenticate(credential));
+}
 
 function credentialOf(params: Readonly<Record<string, unknown>> | undefined, request: IncomingMessage): string | undefined {
   return (typeof params?.authorization === 'string' ? params.authorization : undefined) ?? request.headers.authorization;
@@ -156,15 +179,25 @@ type WsContext = Context<Record<string, unknown>, { request: IncomingMessage; so
  * that could not be checked (the database unreachable) with 1013, "try again later".
  */
 async function admit(ctx: WsContext, options: WebSocketOptions): Promise<boolean> {
+  const socket = ctx.extra.socket;
   try {
-    const actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
+    const actor = await authenticateCredential(ctx, options);
+    // The key's place among its connections, held until the socket closes.
+    socket.once('close', options.bounds.openConnection(actor));
+    streamsByConnection.set(ctx, options.bounds.connectionStreams());
     // A revoked key stops everything it had open at once (Invariant 10): the connection is
     // closed, ending its subscriptions with it, on whichever replica holds it.
-    const socket = ctx.extra.socket;
     const unwatch = options.watchKey?.(actor, () => socket.close(KEY_LAPSED.code, KEY_LAPSED.reason));
     if (unwatch) socket.once('close', unwatch);
     return true;
   } catch (error) {
+    if (error instanceof RateLimitedError) {
+      socket.close(
+        TOO_MANY,
+        error.limit === 'CONNECTIONS_PER_KEY' ? 'Too many connections for this key' : 'Too many failed authentications',
+      );
+      return false;
+    }
     if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
     // The key could not be checked (the database unreachable): not the client's fault.
     // 4403 says "this key is forbidden"; 1013 says "try again later", which is the truth.
@@ -186,7 +219,8 @@ async function startOperation(ctx: WsContext, id: string, payload: SubscribePayl
   requestIdsOf(ctx).set(id, requestId);
   let actor: Actor;
   try {
-    actor = await options.authenticate(credentialOf(ctx.connectionParams, ctx.extra.request));
+    actor = await authenticateCredential(ctx, options);
+    options.bounds.request(actor);
   } catch (error) {
     // The HTTP path's answer: a domain error keeps its code, an unreachable database is
     // UNAVAILABLE (logged there), anything else is masked.
@@ -207,6 +241,7 @@ async function startOperation(ctx: WsContext, id: string, payload: SubscribePayl
     params: payload,
     cutOff,
     requestId,
+    streams: streamsByConnection.get(ctx),
   });
   let document;
   try {

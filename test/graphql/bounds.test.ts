@@ -1,0 +1,121 @@
+/**
+ * The bounds on load over HTTP, through real gateways on loopback ports with small bounds: a key
+ * past its rate, an address past its failed authentications (before any lookup), and which
+ * address counts when a trusted proxy forwards. Each refusal is HTTP 429 with Retry-After and a
+ * GraphQL error RATE_LIMITED with `retryAfterMs`; another key (or address) is not refused.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/server/gateway.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+const gateways: RunningGateway[] = [];
+let lookups = 0;
+
+async function gateway(options: Partial<GatewayOptions>): Promise<RunningGateway> {
+  const gw = await startGateway({
+    service: t.service,
+    log: createLogger('silent'),
+    host: '127.0.0.1',
+    port: 0,
+    console: false,
+    authenticate: (request) => {
+      lookups++;
+      return t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]);
+    },
+    ...options,
+  });
+  gateways.push(gw);
+  return gw;
+}
+
+beforeAll(async () => {
+  t = await createTestDb();
+});
+afterAll(async () => {
+  for (const gw of gateways) await gw.close();
+  await t.close();
+});
+
+type Answer = { status: number; retryAfter: string | null; body: { data?: any; errors?: { message: string; extensions?: any }[] } };
+
+async function post(gw: RunningGateway, key: string | undefined, query: string, headers: Record<string, string> = {}): Promise<Answer> {
+  const res = await fetch(gw.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
+    body: JSON.stringify({ query }),
+  });
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Answer['body'] };
+}
+
+const newKey = async (name: string) => (await t.service.bootstrapKey('default', 'ADMIN', name)).key;
+const SLUG = '{ workspace { slug } }';
+const BAD_KEY = (i: number) => `jg_unknownunknownunknown${String(i).padStart(6, '0')}`;
+
+function expectRefused(answer: Answer, limit: string) {
+  expect(answer.status, JSON.stringify(answer.body)).toBe(429);
+  expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(1);
+  const error = answer.body.errors?.[0];
+  expect(error?.extensions).toMatchObject({ code: 'RATE_LIMITED', limit });
+  expect(error?.extensions?.retryAfterMs).toBeGreaterThan(0);
+  expect(Number(answer.retryAfter)).toBe(Math.ceil(error!.extensions!.retryAfterMs / 1000));
+  expect(answer.body.data ?? null).toBeNull();
+}
+
+describe('requests per key', () => {
+  it('refuses a key past its burst with 429, Retry-After and RATE_LIMITED, runs nothing for it, and keeps serving another key', async () => {
+    // One token every 2 s: the burst is spent long before the next one comes.
+    const gw = await gateway({ bounds: { requestsPerSecond: 0.5, requestBurst: 3 } });
+    const [busy, other] = [await newKey('busy'), await newKey('other')];
+    const answers: Answer[] = [];
+    while (answers.length < 20 && answers.at(-1)?.status !== 429) answers.push(await post(gw, busy, SLUG));
+    expect(answers.length).toBeGreaterThan(3);
+    expect(answers.slice(0, -1).every((a) => a.status === 200)).toBe(true);
+    expectRefused(answers.at(-1)!, 'REQUESTS_PER_KEY');
+    // A refused mutation changes nothing.
+    const refused = await post(gw, busy, 'mutation { createApiKey(input: { name: "refused by the bound", role: VIEWER }) { key } }');
+    expectRefused(refused, 'REQUESTS_PER_KEY');
+    expect((await t.query(`select count(*)::int as n from api_keys where name = 'refused by the bound'`)).rows[0].n).toBe(0);
+    const served = await post(gw, other, SLUG);
+    expect(served.status).toBe(200);
+    expect(served.body.data).toEqual({ workspace: { slug: 'default' } });
+  });
+
+  it('serves one key 150 requests in a row with the defaults (50 a second, bursts of 200)', async () => {
+    const gw = await gateway({});
+    expect(gw.bounds.settings).toMatchObject({ requestsPerSecond: 50, requestBurst: 200 });
+    const key = await newKey('defaults');
+    for (let i = 0; i < 150; i++) expect((await post(gw, key, SLUG)).status).toBe(200);
+  });
+});
+
+describe('failed authentications per address', () => {
+  it('are throttled before the key is looked up, with 429 and Retry-After, while a key that authenticated lately still gets through', async () => {
+    const gw = await gateway({ bounds: { failedAuthPerMinute: 3 } });
+    const good = await newKey('good before the flood');
+    expect((await post(gw, good, SLUG)).status).toBe(200);
+    // Requests naming no key cost no lookup and are not counted.
+    for (let i = 0; i < 5; i++) expect((await post(gw, undefined, SLUG)).status).toBe(401);
+    for (let i = 0; i < 3; i++) expect((await post(gw, BAD_KEY(i), SLUG)).status).toBe(401);
+    lookups = 0;
+    const refused = await post(gw, BAD_KEY(99), SLUG);
+    expectRefused(refused, 'FAILED_AUTHENTICATIONS_PER_ADDRESS');
+    expect(lookups).toBe(0);
+    expect(refused.body.errors![0]!.extensions!.retryAfterMs).toBeLessThanOrEqual(20_000);
+    // The key this address used before the flood still works; a key it never used waits.
+    expect((await post(gw, good, SLUG)).status).toBe(200);
+    expectRefused(await post(gw, await newKey('never seen here'), SLUG), 'FAILED_AUTHENTICATIONS_PER_ADDRESS');
+    // X-Forwarded-For is not believed from a peer that is not a trusted proxy.
+    expectRefused(await post(gw, BAD_KEY(100), SLUG, { 'x-forwarded-for': '203.0.113.50' }), 'FAILED_AUTHENTICATIONS_PER_ADDRESS');
+  });
+
+  it('are counted against the client a trusted proxy names in X-Forwarded-For, not against the proxy', async () => {
+    const gw = await gateway({ bounds: { failedAuthPerMinute: 2 }, trustedProxies: ['127.0.0.0/8'] });
+    const from = (client: string) => ({ 'x-forwarded-for': `${client}, 127.0.0.2` });
+    for (let i = 0; i < 2; i++) expect((await post(gw, BAD_KEY(i), SLUG, from('203.0.113.7'))).status).toBe(401);
+    expectRefused(await post(gw, BAD_KEY(3), SLUG, from('203.0.113.7')), 'FAILED_AUTHENTICATIONS_PER_ADDRESS');
+    expect((await post(gw, BAD_KEY(4), SLUG, from('203.0.113.8'))).status).toBe(401);
+    expect((await post(gw, await newKey('behind the proxy'), SLUG, from('203.0.113.8'))).status).toBe(200);
+  });
+});

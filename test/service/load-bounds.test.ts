@@ -1,0 +1,115 @@
+/**
+ * The bounds on load as the service keeps them (src/service/load-bounds.ts), on a clock the test
+ * moves: what each refusal says, and that the state shrinks back as clients go quiet.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Actor } from '../../src/service/actor.js';
+import { UnauthenticatedError } from '../../src/service/authenticate.js';
+import { RateLimitedError } from '../../src/service/errors.js';
+import { addressGroup, createLoadBounds } from '../../src/service/load-bounds.js';
+import { TokenBuckets } from '../../src/service/token-buckets.js';
+
+const actor = (keyId: string | undefined): Actor => ({ workspaceId: 'w', kind: 'user', role: 'VIEWER', keyId });
+
+function refusal(fn: () => unknown): RateLimitedError {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof RateLimitedError) return error;
+    throw error;
+  }
+  throw new Error('expected a RATE_LIMITED refusal');
+}
+
+describe('load bounds', () => {
+  it("refuse a key's request past its burst with the time until its next token, and never another key's", () => {
+    let now = 0;
+    const bounds = createLoadBounds({ requestsPerSecond: 10, requestBurst: 3 }, () => now);
+    for (let i = 0; i < 3; i++) bounds.request(actor('a'));
+    const refused = refusal(() => bounds.request(actor('a')));
+    expect(refused).toMatchObject({ code: 'RATE_LIMITED', limit: 'REQUESTS_PER_KEY', retryAfterMs: 100 });
+    expect(refused.details).toEqual({ limit: 'REQUESTS_PER_KEY', retryAfterMs: 100 });
+    bounds.request(actor('b'));
+    now += 100;
+    bounds.request(actor('a'));
+    // No key, no bound: the embedding application in process.
+    for (let i = 0; i < 10; i++) bounds.request(actor(undefined));
+  });
+
+  it('forget a bucket once it has filled up again, so idle and revoked keys cost nothing', () => {
+    let now = 0;
+    const bounds = createLoadBounds({ requestsPerSecond: 10, requestBurst: 5 }, () => now);
+    for (let k = 0; k < 1000; k++) bounds.request(actor(`key-${k}`));
+    expect(bounds.stats().keyBuckets).toBe(1000);
+    now += 10_000; // refilled long since; the sweep runs on the next use
+    bounds.request(actor('last'));
+    expect(bounds.stats().keyBuckets).toBe(1);
+  });
+
+  it('hold at most maxEntries buckets however many names flood in', () => {
+    const buckets = new TokenBuckets({ capacity: 2, perSecond: 1, maxEntries: 100, now: () => 0 });
+    for (let i = 0; i < 10_000; i++) buckets.take(`name-${i}`);
+    expect(buckets.size).toBe(100);
+  });
+
+  it('count connections and subscriptions per key and per connection, and give each place back once', () => {
+    const bounds = createLoadBounds({ connectionsPerKey: 2, subscriptionsPerKey: 3, subscriptionsPerConnection: 2 });
+    const c1 = bounds.openConnection(actor('a'));
+    bounds.openConnection(actor('a'));
+    expect(refusal(() => bounds.openConnection(actor('a')))).toMatchObject({ limit: 'CONNECTIONS_PER_KEY' });
+    c1();
+    c1(); // twice: still one place
+    const c3 = bounds.openConnection(actor('a'));
+    expect(refusal(() => bounds.openConnection(actor('a'))).retryAfterMs).toBeGreaterThan(0);
+    bounds.openConnection(actor('b'));
+
+    const first = bounds.connectionStreams();
+    const s1 = first.open(actor('a'));
+    first.open(actor('a'));
+    expect(refusal(() => first.open(actor('a')))).toMatchObject({ limit: 'SUBSCRIPTIONS_PER_CONNECTION' });
+    const second = bounds.connectionStreams();
+    second.open(actor('a'));
+    expect(refusal(() => second.open(actor('a')))).toMatchObject({ limit: 'SUBSCRIPTIONS_PER_KEY' });
+    s1();
+    second.open(actor('a'));
+    // An SSE stream is a connection and a subscription: this key has neither to spare.
+    expect(refusal(() => bounds.ownStreams.open(actor('a')))).toMatchObject({ limit: 'CONNECTIONS_PER_KEY' });
+    c3();
+    expect(refusal(() => bounds.ownStreams.open(actor('a')))).toMatchObject({ limit: 'SUBSCRIPTIONS_PER_KEY' });
+    // The refused stream gave its connection back.
+    bounds.openConnection(actor('a'));
+    expect(bounds.stats()).toMatchObject({ connections: 3, subscriptions: 3 });
+  });
+
+  it('throttle failed authentications per address before the lookup, let a key that authenticated lately through, and count no request without a key', async () => {
+    let now = 0;
+    const bounds = createLoadBounds({ failedAuthPerMinute: 2 }, () => now);
+    let lookups = 0;
+    const good = () => (lookups++, Promise.resolve(actor('a')));
+    const bad = () => (lookups++, Promise.reject(new UnauthenticatedError()));
+    await bounds.authenticate('10.0.0.1', 'Bearer jg_good', good);
+    for (let i = 0; i < 5; i++)
+      await expect(bounds.authenticate('10.0.0.1', undefined, bad)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    lookups = 0;
+    for (let i = 0; i < 2; i++)
+      await expect(bounds.authenticate('10.0.0.1', 'Bearer jg_x', bad)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    await expect(bounds.authenticate('10.0.0.1', 'Bearer jg_y', bad)).rejects.toMatchObject({
+      code: 'RATE_LIMITED',
+      limit: 'FAILED_AUTHENTICATIONS_PER_ADDRESS',
+      retryAfterMs: 30_000,
+    });
+    expect(lookups).toBe(2);
+    await expect(bounds.authenticate('10.0.0.1', 'Bearer jg_good', good)).resolves.toMatchObject({ keyId: 'a' });
+    await expect(bounds.authenticate('10.0.0.2', 'Bearer jg_y', bad)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    now += 30_000;
+    await expect(bounds.authenticate('10.0.0.1', 'Bearer jg_z', bad)).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+  });
+
+  it('count an IPv6 client by its /64 and an IPv4 address mapped into IPv6 as IPv4', () => {
+    expect(addressGroup('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(addressGroup('2001:db8:1:2:bbbb:cccc:dddd:eeee')).toBe('2001:db8:1:2::/64');
+    expect(addressGroup('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressGroup('::ffff:192.0.2.1')).toBe('192.0.2.1');
+    expect(addressGroup('192.0.2.1')).toBe('192.0.2.1');
+  });
+});
