@@ -1,4 +1,4 @@
--- The schema after migrations/000030_interval_wakeup.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000031_claim_token.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -490,6 +490,7 @@ CREATE TABLE public.executions (
     created_by_key_id uuid,
     attempt_started_at timestamp with time zone,
     input jsonb,
+    claim_token uuid,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT executions_request_id_check CHECK ((request_id <> ''::text)),
@@ -499,6 +500,8 @@ CREATE TABLE public.executions (
 WITH (fillfactor='70');
 
 COMMENT ON COLUMN public.executions.input IS 'The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).';
+
+COMMENT ON COLUMN public.executions.claim_token IS 'The token of the claim that last took the execution, made up by its worker: how the worker finds what a claim took whose answer it never received. Null for executions never claimed since migration 000031.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,

@@ -83,14 +83,33 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
+    return await transactionOn(
+      client,
+      () => fn(client),
+      (e) => (broken = e),
+    );
+  } finally {
+    client.release(broken);
+  }
+}
+
+/**
+ * inTransaction on a connection the caller has taken from the pool (and releases): BEGIN, `fn`,
+ * COMMIT; ROLLBACK when `fn` or the commit throws, and the error is rethrown. A failed rollback
+ * is passed to `rollbackFailed`: the connection is then in an unknown state.
+ */
+export async function transactionOn<T>(
+  client: pg.PoolClient,
+  fn: () => Promise<T>,
+  rollbackFailed: (error: Error) => void = () => {},
+): Promise<T> {
+  try {
     await client.query('begin');
-    const result = await fn(client);
+    const result = await fn();
     await client.query('commit');
     return result;
   } catch (error) {
-    await client.query('rollback').catch((e: Error) => (broken = e));
+    await client.query('rollback').catch(rollbackFailed);
     throw error;
-  } finally {
-    client.release(broken);
   }
 }

@@ -194,6 +194,7 @@ const COLUMNS: Columns = {
     created_by_key_id: 'null',
     attempt_started_at: 'null',
     input: 'any',
+    claim_token: 'null',
   },
   findings: {
     id: 'not null',

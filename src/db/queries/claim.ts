@@ -14,9 +14,15 @@
  * advisory lock per endpoint: the running count is read after the lock is taken and the lock
  * is held until the claimed rows commit as RUNNING, so two workers can never both fill the
  * same free slots. Endpoints without a limit (the common case) take the single-statement path.
+ *
+ * Each claim writes a token of its own on what it takes, in the same UPDATE: when the connection
+ * fails after the claim was sent, its answer may be lost with a commit behind it, and the token
+ * is how the worker finds what it took and hands it back uncounted (handBackLostClaims).
  */
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { inTransaction } from '../transaction.js';
+import { transactionOn } from '../transaction.js';
+import { isConnectionError } from '../unavailable.js';
 
 export interface ClaimedExecution {
   id: string;
@@ -50,7 +56,8 @@ export interface ClaimedExecution {
 // an UPDATE ... FROM keeps a whole-row copy of each joined row for its concurrent-update
 // recheck, so wide candidate rows (job input, endpoint headers) were copied for nothing; the
 // job and endpoint are read again, by primary key, for the rows actually claimed.
-// Parameters: $1 the worker id (lease owner), $2 the lease in milliseconds.
+// Parameters: $1 the worker id (lease owner), $2 the lease in milliseconds, $3 the claim's token
+// (written with the lease, in the same UPDATE: see handBackLostClaims).
 const CLAIM_TAIL = `), claimed as (
   update executions e
   set status = 'RUNNING',
@@ -59,6 +66,7 @@ const CLAIM_TAIL = `), claimed as (
       lease_expires_at = now() + make_interval(secs => $2::double precision / 1000),
       attempt_count = e.attempt_count + 1,
       attempt_started_at = now(),
+      claim_token = $3::uuid,
       updated_at = now()
   from candidates c
   where e.id = c.id
@@ -97,7 +105,7 @@ const SERIAL_TURN = `(not e.serial or (
       and not exists (select 1 from executions p where p.job_id = e.job_id and p.status = 'PENDING' and p.serial
                       and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
 
-// $3 the handlers this worker has; the LIMIT is a parameter ($4) or a constant (see below).
+// $4 the handlers this worker has; the LIMIT is a parameter ($5) or a constant (see below).
 const claimUnlimitedSql = (limit: string) => `
 with candidates as (
   select e.id
@@ -107,7 +115,7 @@ with candidates as (
   where ${CLAIMABLE}
     and ${SERIAL_TURN}
     and en.concurrency_limit is null
-    and ${DELIVERABLE('$3')}
+    and ${DELIVERABLE('$4')}
   order by e.run_after, e.id
   limit ${limit}
   for update of e skip locked
@@ -124,7 +132,7 @@ where en.concurrency_limit is not null
               where e.endpoint_id = en.id and ${CLAIMABLE})
   and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
 
-// $3 the endpoint, $4 the most this claim may take, $5 the endpoint's concurrency limit.
+// $4 the endpoint, $5 the most this claim may take, $6 the endpoint's concurrency limit.
 const CLAIM_LIMITED = `
 with candidates as (
   select e.id
@@ -133,11 +141,11 @@ with candidates as (
   join endpoints en on en.id = e.endpoint_id
   where ${CLAIMABLE}
     and ${SERIAL_TURN}
-    and e.endpoint_id = $3
+    and e.endpoint_id = $4
   order by e.run_after, e.id
   -- Free slots counted here, in this statement's snapshot, taken after the advisory lock was
   -- granted: claims another worker committed before we got the lock are seen.
-  limit greatest(0, least($4::int, $5::int - (select count(*) from executions r where r.endpoint_id = $3 and r.status = 'RUNNING')))
+  limit greatest(0, least($5::int, $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')))
   for update of e skip locked
 ${CLAIM_TAIL}`;
 
@@ -148,6 +156,24 @@ export interface ClaimOptions {
   leaseMs: number;
   /** Whether any endpoint has a concurrency limit; skips the limited path when none does. */
   limitedEndpoints: boolean;
+  /** The claim's token (a uuid), written on what it takes; a fresh one unless given. */
+  token?: string;
+}
+
+/**
+ * The claim was sent and its connection failed before the answer arrived: the database may have
+ * committed it, and then holds executions RUNNING under leases of this worker that it never
+ * learnt of. `token` finds them (handBackLostClaims). A failure to get a connection at all is
+ * not this: nothing was sent. The connection's error is the `cause` (what availability checks).
+ */
+export class ClaimAnswerLost extends Error {
+  constructor(
+    readonly token: string,
+    cause: unknown,
+  ) {
+    super(`the claim's answer was lost: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'ClaimAnswerLost';
+  }
 }
 
 // Named statements: each connection parses and plans them once. A LIMIT given as a parameter
@@ -160,11 +186,11 @@ export interface ClaimOptions {
 // bounded by the batch size, so a connection holds at most that many plans; a size past
 // MAX_FIXED (a one-off drain) is planned each time.
 const MAX_FIXED = 1000;
-const CLAIM_ANY_SIZE = claimUnlimitedSql('$4');
+const CLAIM_ANY_SIZE = claimUnlimitedSql('$5');
 const fixedSize = new Map<number, string>();
 
-function claimUnlimited(o: ClaimOptions): pg.QueryConfig {
-  const values: unknown[] = [o.workerId, o.leaseMs, o.handlers];
+function claimUnlimited(o: ClaimOptions, token: string): pg.QueryConfig {
+  const values: unknown[] = [o.workerId, o.leaseMs, token, o.handlers];
   if (Number.isInteger(o.limit) && o.limit > 0 && o.limit <= MAX_FIXED) {
     let text = fixedSize.get(o.limit);
     if (!text) fixedSize.set(o.limit, (text = claimUnlimitedSql(String(o.limit))));
@@ -173,36 +199,90 @@ function claimUnlimited(o: ClaimOptions): pg.QueryConfig {
   return { name: 'jobgate.claim', text: CLAIM_ANY_SIZE, values: [...values, o.limit] };
 }
 
+/**
+ * Claims up to `o.limit` due executions for `o.workerId` (see the file's comment). Throws
+ * ClaimAnswerLost when the connection failed after the claim was sent; any other error means
+ * nothing was claimed.
+ */
 export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<ClaimedExecution[]> {
-  if (!o.limitedEndpoints) {
-    const { rows } = await pool.query<ClaimedExecution>(claimUnlimited(o));
-    return rows;
+  const token = o.token ?? randomUUID();
+  // The connection is taken apart from the statement (as pool.query does inside, so no extra
+  // trip) to tell a claim never sent from one whose answer was lost.
+  const client = await pool.connect();
+  let failed: Error | undefined;
+  try {
+    if (!o.limitedEndpoints) return (await client.query<ClaimedExecution>(claimUnlimited(o, token))).rows;
+    return await transactionOn(client, () => claimWithLimits(client, o, token));
+  } catch (error) {
+    failed = error as Error;
+    // A statement the server refused (a conflict, a cancel) rolled back; a lost connection may
+    // have taken the answer of a commit with it.
+    throw isConnectionError(error) ? new ClaimAnswerLost(token, error) : error;
+  } finally {
+    // Dropped after any error, as pool.query does.
+    client.release(failed);
   }
-  return inTransaction(pool, async (client) => {
-    const { rows } = await client.query<ClaimedExecution>(claimUnlimited(o));
-    let room = o.limit - rows.length;
-    if (room > 0) {
-      const limited = await client.query<{ id: string; concurrency_limit: number; running: number }>({
-        name: 'jobgate.lock-limited',
-        text: LOCK_LIMITED,
-        values: [o.handlers],
-      });
-      for (const ep of limited.rows) {
-        // A first estimate; the claim recounts after the lock (the count here may be stale).
-        const free = Math.min(room, ep.concurrency_limit - ep.running);
-        if (free <= 0) continue;
-        const more = await client.query<ClaimedExecution>({
-          name: 'jobgate.claim-limited',
-          text: CLAIM_LIMITED,
-          values: [o.workerId, o.leaseMs, ep.id, free, ep.concurrency_limit],
-        });
-        rows.push(...more.rows);
-        room -= more.rows.length;
-        if (room <= 0) break;
-      }
-    }
-    return rows;
+}
+
+async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: string): Promise<ClaimedExecution[]> {
+  const { rows } = await client.query<ClaimedExecution>(claimUnlimited(o, token));
+  let room = o.limit - rows.length;
+  if (room <= 0) return rows;
+  const limited = await client.query<{ id: string; concurrency_limit: number; running: number }>({
+    name: 'jobgate.lock-limited',
+    text: LOCK_LIMITED,
+    values: [o.handlers],
   });
+  for (const ep of limited.rows) {
+    // A first estimate; the claim recounts after the lock (the count here may be stale).
+    const free = Math.min(room, ep.concurrency_limit - ep.running);
+    if (free <= 0) continue;
+    const more = await client.query<ClaimedExecution>({
+      name: 'jobgate.claim-limited',
+      text: CLAIM_LIMITED,
+      values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
+    });
+    rows.push(...more.rows);
+    room -= more.rows.length;
+    if (room <= 0) break;
+  }
+  return rows;
+}
+
+/**
+ * Hands back what claims whose answer was lost took: the executions still RUNNING under one of
+ * `tokens` and leased to `workerId`. Nobody ran them: their worker never learnt it held them, and
+ * a lease taken over since (reconciled, claimed again) carries another token or status and is
+ * not touched. Each goes back as it was before the claim: PENDING, its attempt count given back,
+ * its run_after kept (due, in its place in the queue); CANCELLED instead when a cancellation was
+ * asked for meanwhile (its job may be retired, and a PENDING execution of a retired job would
+ * wait for good). Its epoch moves on, so nothing carrying the lost claim's epoch is ever
+ * recorded. The planner reads the RUNNING executions through their partial index
+ * (executions_running_endpoint): no index on the token, which every claim would have to write.
+ */
+const HAND_BACK_LOST = `
+update executions e
+set status = case when e.cancel_requested_at is null then 'PENDING' else 'CANCELLED' end,
+    finished_at = case when e.cancel_requested_at is null then e.finished_at else now() end,
+    last_error = case when e.cancel_requested_at is null then e.last_error else 'cancelled before its attempt started' end,
+    lease_owner = null,
+    lease_expires_at = null,
+    lease_epoch = e.lease_epoch + 1,
+    attempt_count = e.attempt_count - 1,
+    updated_at = now()
+where e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
+returning e.id, e.status, e.claim_token as token`;
+
+export async function handBackLostClaims(
+  pool: pg.Pool,
+  workerId: string,
+  tokens: string[],
+): Promise<{ id: string; status: 'PENDING' | 'CANCELLED'; token: string }[]> {
+  if (tokens.length === 0) return [];
+  const { rows } = await pool.query<{ id: string; status: 'PENDING' | 'CANCELLED'; token: string }>(HAND_BACK_LOST, [workerId, tokens]);
+  // Other workers may have room for them now (this one claims again right after).
+  if (rows.some((r) => r.status === 'PENDING')) await pool.query(`select pg_notify('jobgate_work', '')`);
+  return rows;
 }
 
 /** Whether any endpoint has a concurrency limit; the claim path is simpler when none does. */

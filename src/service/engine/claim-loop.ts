@@ -4,14 +4,16 @@
  * short the queue is empty for this worker: it claims again on a hint only (a notification, the
  * due timer, the poll, or a recorded outcome that can free an endpoint's concurrency slot or a
  * serial job's turn), not every time a slot frees. While the database is unreachable the claim
- * is retried on a timer, at most a second apart.
+ * is retried on a timer, at most a second apart. A claim whose answer was lost with its connection
+ * is handed back before the next claim (lost-claims.ts).
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { anyLimitedEndpoint, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
+import { anyLimitedEndpoint, ClaimAnswerLost, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../db/queries/claim.js';
 import type { Logger } from '../../log.js';
 import type { Availability } from './availability.js';
 import type { HandlerRegistry } from './handlers.js';
+import { createLostClaims, type LostClaims } from './lost-claims.js';
 
 export interface ClaimLoopDeps {
   id: string;
@@ -80,10 +82,11 @@ export interface ClaimLoop {
   clearTimers(): void;
   /** Resolves when no claim is in flight. */
   settled(): Promise<void>;
+  /** Claims whose answer was lost: handed back before the next claim, and at stop (worker-stop.ts). */
+  lostClaims: LostClaims;
 }
 
 export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
-  const { pool } = deps;
   const state: ClaimState = {
     claiming: false,
     run: undefined,
@@ -98,6 +101,7 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
   };
 
   const timers = createClaimTimers(deps, state, () => kick());
+  const lostClaims = createLostClaims({ ...deps, wake: () => kick() });
 
   function kick() {
     if (!deps.running()) return;
@@ -131,9 +135,15 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
     try {
       while (deps.running() && state.want) {
         state.want = false;
+        // First what a claim whose answer was lost took, so it is claimable again (by this claim,
+        // or another worker's) as soon as the database answers.
+        if (lostClaims.due() && (await lostClaims.recover()) === 'retry') {
+          timers.retry();
+          return;
+        }
         const free = room();
         if (free <= 0) break;
-        const result = await claimOnce(deps, state, Math.min(free, deps.batchSize));
+        const result = await claimOnce(deps, state, lostClaims, Math.min(free, deps.batchSize));
         if (result === 'retry') {
           timers.retry();
           return;
@@ -160,17 +170,23 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
       if (state.heldBack || state.limited || (state.drained && freedTurn)) kick();
     },
     async learnLimited(fallback = () => state.limited) {
-      state.limited = await anyLimitedEndpoint(pool).catch(fallback);
+      state.limited = await anyLimitedEndpoint(deps.pool).catch(fallback);
     },
     clearTimers: timers.clear,
     async settled() {
       while (state.claiming) await state.run;
     },
+    lostClaims,
   };
 }
 
 /** One claim: 'more' when the batch came back full, else 'short', 'failed' or 'retry' (unreachable). */
-async function claimOnce(deps: ClaimLoopDeps, state: ClaimState, limit: number): Promise<'more' | 'short' | 'failed' | 'retry'> {
+async function claimOnce(
+  deps: ClaimLoopDeps,
+  state: ClaimState,
+  lostClaims: LostClaims,
+  limit: number,
+): Promise<'more' | 'short' | 'failed' | 'retry'> {
   const sentAt = performance.now();
   let claimed: ClaimedExecution[];
   try {
@@ -183,6 +199,8 @@ async function claimOnce(deps: ClaimLoopDeps, state: ClaimState, limit: number):
     });
   } catch (error) {
     state.drained = true;
+    // Kept even when the worker is stopping: stop hands it back then (worker-stop.ts).
+    if (error instanceof ClaimAnswerLost) lostClaims.lost(error.token);
     if (deps.availability.unreachable(error, 'claim')) return 'retry';
     deps.log.warn(`worker ${deps.id}: claim failed: ${(error as Error).message}`);
     return 'failed';

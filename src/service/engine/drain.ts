@@ -6,7 +6,13 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { anyLimitedEndpoint, claimExecutions, longestEndpointTimeoutMs } from '../../db/queries/claim.js';
+import {
+  anyLimitedEndpoint,
+  ClaimAnswerLost,
+  claimExecutions,
+  handBackLostClaims,
+  longestEndpointTimeoutMs,
+} from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { createDelivery } from './deliver.js';
 import type { SecretBox } from '../secrets.js';
@@ -41,6 +47,12 @@ export async function drainDue(
       handlers: handlers.names(),
       leaseMs,
       limitedEndpoints: await anyLimitedEndpoint(pool),
+    }).catch(async (error: unknown) => {
+      // What a claim whose answer was lost took goes back uncounted, if the database answers
+      // this one try; if not, the reconciler takes it when its lease expires (counted). The
+      // pass fails either way: its caller retries it.
+      if (error instanceof ClaimAnswerLost) await handBackLostClaims(pool, workerId, [error.token]).catch(() => {});
+      throw error;
     });
     const completions: Completion[] = await Promise.all(
       claimed.map(async (ex) => {

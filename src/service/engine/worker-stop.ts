@@ -2,12 +2,13 @@
  * A worker's stop (worker.ts), once it claims no more: waits up to the grace period for the
  * attempts in flight (heartbeats keep their leases meanwhile), aborts the rest and hands their
  * executions back to other workers, records what could not be handed back, and waits for the
- * outcomes on their way to the database.
+ * outcomes on their way to the database. Claims whose answer was lost are handed back meanwhile.
  */
 import type pg from 'pg';
 import { releaseExecutions } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
 import type { AbortReason, Delivery } from './deliver.js';
+import type { ClaimLoop } from './claim-loop.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { InFlight } from './worker.js';
 
@@ -18,6 +19,8 @@ export interface WorkerStopDeps {
   inFlight: Map<string, InFlight>;
   outcomes: OutcomeRecorder;
   delivery: Delivery;
+  /** Its claims whose answer was lost, not settled yet, are handed back here too. */
+  claims: Pick<ClaimLoop, 'lostClaims'>;
   heartbeatMs: number;
   beat(): Promise<void>;
   /** Resolves when no lease is held and no outcome waits (see worker.ts). */
@@ -27,6 +30,8 @@ export interface WorkerStopDeps {
 /** Finishes or hands back what a stopping worker holds; see the file's comment. */
 export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promise<void> {
   const { id, log, inFlight } = deps;
+  // Alongside the grace period: what a lost claim took runs nowhere, so it goes back at once.
+  const lostSettled = deps.claims.lostClaims.drain(graceMs);
   if (inFlight.size > 0) {
     log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
     // Leases must outlive the grace period.
@@ -39,6 +44,7 @@ export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promis
   await deps.outcomes.settled();
   // Outcomes of released attempts are fenced out; do not wait on them.
   for (const f of left) inFlight.delete(f.ex.id);
+  await lostSettled;
   await deps.delivery.close().catch(() => {});
 }
 

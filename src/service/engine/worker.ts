@@ -206,7 +206,7 @@ export function createWorker(options: WorkerOptions): Worker {
       // grace period or are handed back, rather than run on after stop() with no heartbeat.
       await claims.settled();
       await drainWorker(
-        { ...deps, outcomes, delivery, heartbeatMs, beat: leases.beat, idle: () => new Promise<void>((r) => idle.push(r)) },
+        { ...deps, claims, outcomes, delivery, heartbeatMs, beat: leases.beat, idle: () => new Promise<void>((r) => idle.push(r)) },
         graceMs,
       );
       log.info(`worker ${id}: stopped`);
