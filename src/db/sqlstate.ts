@@ -4,6 +4,8 @@ export const FOREIGN_KEY_VIOLATION = '23503';
 export const CHECK_VIOLATION = '23514';
 export const NOT_NULL_VIOLATION = '23502';
 export const SERIALIZATION_FAILURE = '40001';
+/** Postgres aborted this statement to break a cycle of lock waits; nothing of it was applied. */
+export const DEADLOCK_DETECTED = '40P01';
 export const INVALID_TEXT_REPRESENTATION = '22P02';
 export const LOCK_NOT_AVAILABLE = '55P03';
 /** SAVEPOINT outside a transaction block. */

@@ -139,6 +139,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Attempts this process aborted because their lease was taken over.',
     registers,
   });
+  const conflictRetries = new Counter({
+    name: 'jobgate_conflict_retries_total',
+    help: 'Worker statements (outcomes: an outcome batch; heartbeat) aborted by a conflict with another transaction and sent again, by SQLSTATE (40P01 deadlock, 40001 serialization).',
+    labelNames: ['statement', 'sqlstate'],
+    registers,
+  });
   const lateness = new Histogram({
     name: 'jobgate_cron_tick_lateness_seconds',
     help: 'How late cron occurrences fired by this process were, after their scheduled time.',
@@ -357,6 +363,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       for (const row of expired) leaseExpiries.inc({ outcome: EXPIRY_OUTCOME[row.status] ?? 'failed' });
     },
     leaseLost: () => leasesLost.inc(),
+    conflictRetried: (statement, sqlstate) => conflictRetries.inc({ statement, sqlstate }),
     historyPruned(rows) {
       for (const [table, n] of Object.entries(rows)) if (n > 0) pruned.inc({ table }, n);
     },

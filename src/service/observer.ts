@@ -11,6 +11,9 @@
 /** The tables retention prunes. */
 export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events';
 
+/** The engine statements retried after a conflict (src/service/engine/conflict-retry.ts). */
+export type ConflictedStatement = 'outcomes' | 'heartbeat';
+
 /** How an execution's recorded outcome left it. `PENDING` means a retry was scheduled. */
 export type RecordedStatus = 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'PENDING';
 
@@ -25,6 +28,11 @@ export interface Observer {
   leasesReconciled(expired: { status: string }[]): void;
   /** A worker found one of its leases lost (taken over) and aborted the attempt. */
   leaseLost(): void;
+  /**
+   * A worker's statement (`outcomes`: an outcome batch; `heartbeat`) was aborted by a conflict
+   * with another transaction (`sqlstate` 40P01 deadlock, 40001 serialization) and is sent again.
+   */
+  conflictRetried(statement: ConflictedStatement, sqlstate: string): void;
   /** A scheduler batch fired occurrences this late (seconds each), missed `missed` and skipped `skipped`. */
   cronFired(latenessSeconds: number[], missed: number, skipped: number): void;
   /** A recoverable run stored a checkpoint. */
@@ -61,6 +69,7 @@ export const noopObserver: Observer = Object.freeze({
   executionRecorded: nothing,
   leasesReconciled: nothing,
   leaseLost: nothing,
+  conflictRetried: nothing,
   cronFired: nothing,
   runCheckpointed: nothing,
   eventsDelivered: nothing,

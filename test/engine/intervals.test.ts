@@ -331,7 +331,7 @@ describe('interval handlers', () => {
   });
 
   it('hands back, uncounted, a tick taken while the worker was stopping', async () => {
-    const take = holdNext('update interval_handlers set owner = $1, epoch');
+    const take = holdNext('with due as materialized');
     const pool = hookedPool(t.database.pool, take.hook);
     const host = await workerOn(pool, {
       name: 'late-take',

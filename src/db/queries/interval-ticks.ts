@@ -24,12 +24,19 @@ where interval_handlers.every_ms is distinct from excluded.every_ms`;
 /**
  * Takes due ticks: one execution per tick across workers. The row must be due and idle; taking
  * it sets the owner and moves next_due_at, so a concurrent take (which re-reads the row after
- * this one commits) no longer matches.
+ * this one commits) no longer matches. The rows are locked in name order before the update (as
+ * the sweeps below lock theirs), so takes and sweeps over the same handlers wait in turn, never
+ * in a cycle.
  */
 const TAKE = `
+with due as materialized (
+  select name from interval_handlers where name = any($2::text[]) and owner is null and next_due_at <= now()
+  order by name
+  for no key update
+)
 update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now(),
   next_due_at = coalesce(now() + make_interval(secs => every_ms / 1000.0), 'infinity'), updated_at = now()
-where name = any($2::text[]) and owner is null and next_due_at <= now()
+where name in (select name from due)
 returning name, epoch`;
 
 /** Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may. */
@@ -68,23 +75,30 @@ where name = $1 and owner = $2 and epoch = $3`;
 /**
  * Ticks whose worker is gone (its row missing or not heartbeating within its own stale_ms) were
  * cut off mid-run: recorded as CRASHED and freed, so the next tick can be taken. An overrun tick
- * already has its outcome (TIMEOUT): SWEEP_OVERRUN only frees it.
+ * already has its outcome (TIMEOUT): SWEEP_OVERRUN only frees it. Locked in name order, then
+ * updated (see TAKE).
  */
+const ORPHANED = (overrun: boolean) => `
+  select h.name from interval_handlers h
+  where h.owner is not null and ${overrun ? '' : 'not '}h.overrun and not exists (
+    select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+  )
+  order by h.name
+  for no key update of h`;
+
 const SWEEP = `
+with orphaned as materialized (${ORPHANED(false)})
 update interval_handlers h set owner = null, run_started_at = null,
   last_status = 'ERROR', last_count = null, last_cause = 'CRASHED',
   last_error = 'its worker ' || h.owner || ' stopped heartbeating mid-run',
   last_started_at = h.run_started_at, last_finished_at = now(), error_runs = h.error_runs + 1, updated_at = now()
-where h.owner is not null and not h.overrun and not exists (
-  select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
-)
+where h.name in (select name from orphaned)
 returning h.name`;
 
 const SWEEP_OVERRUN = `
+with orphaned as materialized (${ORPHANED(true)})
 update interval_handlers h set owner = null, run_started_at = null, overrun = false, updated_at = now()
-where h.owner is not null and h.overrun and not exists (
-  select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
-)
+where h.name in (select name from orphaned)
 returning h.name`;
 
 /** Ensures a row for each handler, with its period (null: on demand). */

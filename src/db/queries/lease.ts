@@ -4,6 +4,21 @@
 import type pg from 'pg';
 
 /**
+ * The executions of a worker's list ($1 ids, $2 epochs) whose lease it still holds, locked in id
+ * order before anything updates them. Every statement that locks several executions takes them
+ * in id order, so none waits on another in a cycle: an UPDATE ... FROM unnest(...) alone locks
+ * rows in whatever order its plan visits them, and a heartbeat and the same worker's outcome
+ * batch (complete.ts), each in the order of its own list, deadlocked under plain load. Used as a
+ * materialized CTE: its rows come from one forward pass (Sort, then LockRows), and the UPDATE
+ * joined to it touches only rows already locked. FOR NO KEY UPDATE is the lock the UPDATE itself
+ * takes. A row taken over meanwhile is re-checked once locked, and left out.
+ */
+const LOCK_HELD_IN_ID_ORDER = `select e.id from executions e
+  where (e.id, e.lease_epoch) in (select * from unnest($1::uuid[], $2::bigint[])) and e.status = 'RUNNING'
+  order by e.id
+  for no key update`;
+
+/**
  * Extends the leases this worker still holds: same epoch, still RUNNING. An expired lease that
  * nobody took over is still held (expiry lets a reconciler take it; it is not itself a taking,
  * the same fence as recording an outcome, see complete.ts): renewed here, so an attempt that ran
@@ -12,10 +27,13 @@ import type pg from 'pg';
  * *not* returned (it was taken over).
  */
 const HEARTBEAT = `
+with locked as materialized (
+  ${LOCK_HELD_IN_ID_ORDER}
+)
 update executions e
 set lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
-from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
-where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING'
+from locked l, unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
+where e.id = l.id and h.id = l.id and e.lease_epoch = h.epoch and e.status = 'RUNNING'
 returning e.id, e.cancel_requested_at is not null as cancel_requested`;
 
 export async function heartbeat(pool: pg.Pool, held: { id: string; epoch: number }[], leaseMs: number): Promise<Map<string, boolean>> {
@@ -82,15 +100,17 @@ export async function reconcileExpiredLeases(pool: pg.Pool, limit = 500): Promis
  * given back, and no attempt row is written): the worker chose to stop, the endpoint did not fail.
  */
 const RELEASE = `
-with released as (
+with locked as materialized (
+  ${LOCK_HELD_IN_ID_ORDER}
+), released as (
   update executions e
   set status = 'PENDING', run_after = now(), lease_owner = null, lease_expires_at = null,
       attempt_count = e.attempt_count - 1, updated_at = now()
-  from unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
+  from locked l, unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
   -- Still this worker's: the same epoch and still RUNNING. A lease that ran out while nobody took
   -- it over (a database outage longer than the lease) is still held, as heartbeats and outcomes
   -- hold it; one taken over has a new epoch (or another status) and is not touched.
-  where e.id = h.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
+  where e.id = l.id and h.id = l.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
   returning e.id
 )
 select id from released`;

@@ -2,6 +2,7 @@
  * The reaper's statement: retires a workspace's cron jobs past their endsAt as cancelJob does, in
  * one statement (the jobs retired, their pending executions cancelled and their running ones
  * asked to stop by the same statement as cancelJob's, each retirement audited as jobgate itself).
+ * Locks are taken as cancelJob takes them: the jobs first, then their executions, each in id order.
  */
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
@@ -19,10 +20,16 @@ function over(pool: pg.Pool): Kysely<DB> {
 /** Retires ended cron jobs of one workspace; returns how many jobs, and the executions asked to stop. */
 export async function reapEndedCronJobsOf(pool: pg.Pool, workspaceId: string): Promise<{ jobs: number; asked: string[] }> {
   const { rows } = await sql<{ jobs: number; asked: string[] }>`
-    with reaped as (
-      update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
-      -- Ended: a cron job whose endsAt has passed and that is not retired yet.
+    with ended_jobs as materialized (
+      -- Ended: a cron job whose endsAt has passed and that is not retired yet. Locked in id order
+      -- (re-checked once locked), then updated, so two passes over the same jobs wait in turn.
+      select id from jobs
       where workspace_id = ${workspaceId} and kind = 'CRON' and status <> 'RETIRED' and ends_at is not null and ends_at <= now()
+      order by id
+      for no key update
+    ), reaped as (
+      update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
+      where id in (select id from ended_jobs) and status <> 'RETIRED'
       returning id, workspace_id
     ), ended as (${cancelLiveExecutionsOf(sql`job_id in (select id from reaped)`, 'job ended (endsAt passed)')}
     ), audited as (

@@ -62,16 +62,24 @@ export async function takeRun(pool: pg.Pool, owner: string, names: string[], sta
  * run when taken; the sweeper's `$1` only for runs taken before that was recorded): paused with
  * the reason and kind (CRASHED; CANCELLED when an operator had asked it to stop), for an operator
  * or its schedule to resume. A healthy runner with a long window is never swept by
- * one with a short window. Served by the partial index runs_owned_heartbeat.
+ * one with a short window. Served by the partial index runs_owned_heartbeat. The stale runs are
+ * locked in id order (re-checked once locked) before the update, so sweepers of several workers
+ * running at once wait on each other in turn instead of in a cycle.
  */
 const SWEEP = `
+with stale as materialized (
+  select id from runs
+  where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null
+    and heartbeat_at < now() - make_interval(secs => coalesce(stale_ms, $1::double precision) / 1000)
+  order by id
+  for no key update
+)
 update runs set status = 'PAUSED', owner = null,
   -- An operator had asked it to stop: it stays an operator's pause (schedules do not resume it).
   pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' else 'CRASHED' end,
   pause_reason = 'its worker stopped heartbeating (killed or lost) at ' || to_char(heartbeat_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
   updated_at = now()
-where status in ('RUNNING', 'CANCEL_REQUESTED') and owner is not null
-  and heartbeat_at < now() - make_interval(secs => coalesce(stale_ms, $1::double precision) / 1000)
+where id in (select id from stale)
 returning id, name`;
 
 export async function sweepStaleRuns(pool: pg.Pool, staleMs: number): Promise<{ id: string; name: string }[]> {

@@ -1,5 +1,5 @@
-import { sql, type Expression, type RawBuilder } from 'kysely';
-import type { AttemptRow, ExecutionRow, ExecutionStatus } from '../types.js';
+import { sql, type Expression, type RawBuilder, type SelectQueryBuilder } from 'kysely';
+import type { AttemptRow, DB, ExecutionRow, ExecutionStatus } from '../types.js';
 import type { ListOrder } from './keyset.js';
 import { countAtMost, orderedPage } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
@@ -187,42 +187,66 @@ export async function cancelLiveExecutions(db: Executor, workspaceId: string, jo
  * still has it cancelled. Two statements (pending, then running) each missed a row that moved
  * between them, and left it PENDING on a retired job, never claimed, holding its lock key for
  * good. Returns each execution with its new status (RUNNING: asked to abort).
+ *
+ * The rows are locked first, in id order, then updated: a worker's heartbeat and outcome batch
+ * lock the running ones in id order too (src/db/queries/lease.ts), and an UPDATE alone locks
+ * rows in whatever order its plan visits them, which could close a cycle with them. The lock
+ * re-reads a row that moved meanwhile as the UPDATE did, so the case above still holds.
  */
 export function cancelLiveExecutionsOf(jobs: RawBuilder<unknown>, reason: string): RawBuilder<{ id: string; status: string }> {
   return sql<{ id: string; status: string }>`
+    with locked as materialized (
+      select id from executions where ${jobs} and status in ('PENDING', 'RUNNING') order by id for no key update
+    )
     update executions
     set status = case when status = 'PENDING' then 'CANCELLED' else status end,
         finished_at = case when status = 'PENDING' then now() else finished_at end,
         last_error = case when status = 'PENDING' then ${reason} else last_error end,
         cancel_requested_at = case when status = 'RUNNING' then coalesce(cancel_requested_at, now()) else cancel_requested_at end,
         updated_at = now()
-    where ${jobs} and status in ('PENDING', 'RUNNING')
+    where id in (select id from locked) and status in ('PENDING', 'RUNNING')
     returning id, status`;
 }
 
+/**
+ * The job's pending executions (`match` narrows them), locked in id order as a materialized CTE
+ * `locked`, for an update of those rows: every statement that locks several executions takes them
+ * in id order (src/db/queries/lease.ts), so none waits on another in a cycle.
+ */
+function lockPendingOf(db: Executor, workspaceId: string, jobId: string, match: (q: PendingQuery) => PendingQuery) {
+  return db.with(
+    (cte) => cte('locked').materialized(),
+    (d) =>
+      match(
+        d
+          .selectFrom('executions')
+          .select('id')
+          .where('workspace_id', '=', scoped(workspaceId))
+          .where('job_id', '=', jobId)
+          .where('status', '=', 'PENDING'),
+      )
+        .orderBy('id')
+        .forNoKeyUpdate(),
+  );
+}
+type PendingQuery = SelectQueryBuilder<DB, 'executions', { id: string }>;
+
 /** Moves the job's not-yet-started scheduled execution (a DELAYED job has one) to a new time. */
 export async function reschedulePendingExecutions(db: Executor, workspaceId: string, jobId: string, at: Date): Promise<number> {
-  const result = await db
+  // Manual triggers keep their own time.
+  const result = await lockPendingOf(db, workspaceId, jobId, (q) => q.where('attempt_count', '=', 0).where('trigger', '=', 'SCHEDULE'))
     .updateTable('executions')
     .set({ scheduled_for: at, run_after: at, updated_at: sql<Date>`now()` })
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('job_id', '=', jobId)
-    .where('status', '=', 'PENDING')
-    .where('attempt_count', '=', 0)
-    // Manual triggers keep their own time.
-    .where('trigger', '=', 'SCHEDULE')
+    .where('id', 'in', (eb) => eb.selectFrom('locked').select('locked.id'))
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
 }
 
 export async function setPendingMaxAttempts(db: Executor, workspaceId: string, jobId: string, maxAttempts: number): Promise<void> {
-  await db
+  await lockPendingOf(db, workspaceId, jobId, (q) => q.where('attempt_count', '<', maxAttempts))
     .updateTable('executions')
     .set({ max_attempts: maxAttempts, updated_at: sql<Date>`now()` })
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('job_id', '=', jobId)
-    .where('status', '=', 'PENDING')
-    .where('attempt_count', '<', maxAttempts)
+    .where('id', 'in', (eb) => eb.selectFrom('locked').select('locked.id'))
     .execute();
 }
 

@@ -14,6 +14,7 @@ import { isSaturation } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
 import type { Observer } from '../observer.js';
 import type { Availability } from './availability.js';
+import { reportConflictRetry, retryConflicts } from './conflict-retry.js';
 import type { AbortReason } from './deliver.js';
 import type { InFlight } from './worker.js';
 
@@ -90,7 +91,9 @@ export function createLeaseKeeper(deps: LeaseKeeperDeps): LeaseKeeper {
     // outage, and its late answer is ignored: the next heartbeat asks again.
     const limitMs = Math.max(fenceTickMs, Math.min(heartbeatMs, fenceAfterMs - (sentAt - state.lastLeaseOk)));
     let timer: NodeJS.Timeout | undefined;
-    const sent = heartbeat(pool, held, leaseMs);
+    // A conflict (a deadlock Postgres broke, a serialization failure) rolled the heartbeat back
+    // whole: sending it again is safe, since it renews only leases still held at their epoch.
+    const sent = retryConflicts(() => heartbeat(pool, held, leaseMs), reportConflictRetry(deps, 'heartbeat', 'heartbeat'));
     const timedOut = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), limitMs);
       timer.unref();

@@ -10,6 +10,7 @@ import { completeExecutions, type Completion } from '../../db/queries/complete.j
 import type { Logger } from '../../log.js';
 import type { Observer, RecordedStatus } from '../observer.js';
 import type { Availability } from './availability.js';
+import { reportConflictRetry, retryConflicts } from './conflict-retry.js';
 import { idsOf } from './lease-keeper.js';
 import type { InFlight } from './worker.js';
 
@@ -62,7 +63,13 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
         if (taken.some((p) => p.ex.serial)) freedTurn = true;
         const askedAt = performance.now();
         try {
-          const accepted = await completeExecutions(pool, id, batch);
+          // A conflict (a deadlock Postgres broke, a serialization failure) rolled the whole
+          // statement back: sending it again is safe, since each outcome is fenced on its lease
+          // epoch and records only while that lease is current (complete.ts).
+          const accepted = await retryConflicts(
+            () => completeExecutions(pool, id, batch),
+            reportConflictRetry(deps, 'outcomes', `recording ${batch.length} outcome(s)`),
+          );
           availability.reached(askedAt);
           for (const { completion: c, ex } of taken) {
             const status = accepted.get(c.executionId);
