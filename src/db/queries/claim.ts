@@ -261,6 +261,13 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
  * (executions_running_endpoint): no index on the token, which every claim would have to write.
  */
 const HAND_BACK_LOST = `
+with locked as materialized (
+  -- In id order, as every statement that locks several executions (see lease.ts).
+  select e.id from executions e
+  where e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
+  order by e.id
+  for no key update
+)
 update executions e
 set status = case when e.cancel_requested_at is null then 'PENDING' else 'CANCELLED' end,
     finished_at = case when e.cancel_requested_at is null then e.finished_at else now() end,
@@ -270,7 +277,8 @@ set status = case when e.cancel_requested_at is null then 'PENDING' else 'CANCEL
     lease_epoch = e.lease_epoch + 1,
     attempt_count = e.attempt_count - 1,
     updated_at = now()
-where e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
+from locked l
+where e.id = l.id and e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
 returning e.id, e.status, e.claim_token as token`;
 
 export async function handBackLostClaims(
