@@ -169,7 +169,9 @@ function postmasterOf(stderr: string): { exe: string; uid: number } {
 
 const NAME = 'my clone — café';
 
-describe('the embedded default on a fresh clone', () => {
+// Each test starts jobgate from a cold clone (tsx, initdb, migrations) once or twice: 20-30 s a start
+// on a busy machine, past the default 30 s.
+describe('the embedded default on a fresh clone', { timeout: 120_000 }, () => {
   it.skipIf(!asRoot)(
     'starts as root under a 0700 folder whose path has spaces and non-ASCII, with Postgres run from binaries its user can reach',
     async () => {
