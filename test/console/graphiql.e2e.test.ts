@@ -59,6 +59,15 @@ describe('GraphiQL', () => {
       await page.locator('.monaco-editor[data-uri$="operation.graphql"], .monaco-editor[data-uri$=".graphql"]').first().click();
       await page.keyboard.press('ControlOrMeta+A');
       await page.keyboard.insertText('query Slug { workspace { slug } }');
+      // GraphiQL reads the operation's name from the editor after a debounce; executing before it
+      // has runs the page's first document's name ("Cannot infer operation"). Its tab state,
+      // saved once it has, says when.
+      await page.waitForFunction(() => {
+        const state = JSON.parse(localStorage.getItem('graphiql:tabState') ?? '{"tabs":[]}') as {
+          tabs: { operationName?: string | null }[];
+        };
+        return state.tabs.some((tab) => tab.operationName === 'Slug');
+      });
       await page.getByRole('button', { name: /^Execute query/ }).click();
       // The answer came with the key: the workspace's slug, not UNAUTHENTICATED.
       await page.locator('.graphiql-response').getByText('"default"').waitFor();
