@@ -18,6 +18,7 @@ import { createMaskError } from './mask-error.js';
 import { createErrorOrigins, requestIdFrom, useErrorOrigins, useRequestId } from './request-id.js';
 import { hardeningPlugins } from './hardening.js';
 import { useAuthenticateFirst, useTicketForOneSubscription } from './authenticate-first.js';
+import { refuseEarly } from './early-refusal.js';
 import { clientAddressOf } from './client-address.js';
 import { createGraphiQLPage } from './graphiql.js';
 import { limitRequestBody } from './body-limit.js';
@@ -226,8 +227,12 @@ export async function startGateway(
     if (handleRunDue(options.runDue, req, res)) return;
     const requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', requestId);
-    // The id goes to yoga in the server context (useRequestId reads it there).
-    limitRequestBody(req, res, maxBody, () => void yoga(req, res, { requestId, clientAddress: clientAddress(req) }));
+    const address = clientAddress(req);
+    limitRequestBody(req, res, maxBody, () => {
+      const refusal = isGraphQLPath(req.url) ? bounds.refusal(address, req.headers.authorization) : undefined;
+      if (refusal) return refuseEarly(req, res, refusal, { requestId, corsOrigins: options.corsOrigins ?? [] });
+      void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there
+    });
   };
   const server = options.listening ?? createServer();
   server.on('request', onRequest);
@@ -288,6 +293,9 @@ export async function startGateway(
       })),
   };
 }
+
+/** Whether a request goes to yoga's GraphQL endpoint (its path, whatever the query string). */
+const isGraphQLPath = (url: string | undefined) => url === '/graphql' || url?.startsWith('/graphql?') === true;
 
 /** The console's site; a missing build is said once, at start, and /console answers how to build it. */
 function mountConsole(options: GatewayOptions): ConsoleSite | undefined {

@@ -79,6 +79,15 @@ export interface LoadBounds {
    * address (an in-process request) nothing is counted.
    */
   authenticate<T>(address: string | undefined, credential: string | undefined, attempt: () => Promise<T>): Promise<T>;
+  /**
+   * The refusal `authenticate` and `request` would give this credential from this address, when
+   * it can be known without a lookup, else undefined; takes nothing. A transport asks it before
+   * reading a request at all, so a flood's refusals cost microseconds, not a parse and a lookup:
+   * the address is throttled and the credential is not a key that authenticated lately, or the
+   * credential authenticated lately as a key whose request bucket is empty. It never admits: a
+   * request it lets through meets the full checks.
+   */
+  refusal(address: string | undefined, credential: string | undefined): RateLimitedError | undefined;
   /** Takes the key's token for one request, or throws RATE_LIMITED. */
   request(actor: Actor): void;
   /** Holds one of the key's connections (a WebSocket), or throws RATE_LIMITED; returns its release. */
@@ -143,42 +152,57 @@ const fingerprint = (credential: string) => createHash('sha256').update(credenti
  */
 function authenticationGuard(settings: Readonly<LoadBoundSettings>, now: () => number) {
   const failures = new TokenBuckets({ capacity: settings.failedAuthPerMinute, perSecond: settings.failedAuthPerMinute / 60, now });
-  // Keys that authenticated lately, by fingerprint: when each was last seen (oldest first).
-  const recentKeys = new Map<string, number>();
-  const recentlyValid = (print: string) => {
+  // Keys that authenticated lately, by fingerprint: when each was last seen (oldest first), and
+  // the key's id (a subscription ticket has none).
+  const recentKeys = new Map<string, { at: number; keyId: string | undefined }>();
+  const recent = (print: string) => {
     const seen = recentKeys.get(print);
-    return seen !== undefined && now() - seen < RECENT_KEY_MS;
+    return seen !== undefined && now() - seen.at < RECENT_KEY_MS ? seen : undefined;
   };
-  const remember = (print: string) => {
+  const remember = (print: string, keyId: string | undefined) => {
     recentKeys.delete(print);
-    recentKeys.set(print, now());
+    recentKeys.set(print, { at: now(), keyId });
     if (recentKeys.size > RECENT_KEYS_MAX) recentKeys.delete(recentKeys.keys().next().value!);
   };
+  const throttled = (waitMs: number) =>
+    new RateLimitedError(
+      'FAILED_AUTHENTICATIONS_PER_ADDRESS',
+      waitMs,
+      `too many failed authentications from this address (${settings.failedAuthPerMinute} a minute)`,
+    );
   return {
     failures,
     recentKeys,
     async authenticate<T>(address: string | undefined, credential: string | undefined, attempt: () => Promise<T>): Promise<T> {
-      if (address === undefined || !credential || settings.failedAuthPerMinute <= 0) return attempt();
-      const group = addressGroup(address);
+      if (!credential) return attempt();
       const print = fingerprint(credential);
-      const waitMs = failures.check(group);
-      if (waitMs > 0 && !recentlyValid(print))
-        throw new RateLimitedError(
-          'FAILED_AUTHENTICATIONS_PER_ADDRESS',
-          waitMs,
-          `too many failed authentications from this address (${settings.failedAuthPerMinute} a minute)`,
-        );
+      // Without an address (an in-process request) or with the bound off, nothing is counted.
+      const group = address !== undefined && settings.failedAuthPerMinute > 0 ? addressGroup(address) : undefined;
+      const waitMs = group === undefined ? 0 : failures.check(group);
+      if (waitMs > 0 && !recent(print)) throw throttled(waitMs);
       try {
         const actor = await attempt();
-        remember(print);
+        remember(print, keyIdOf(actor));
         return actor;
       } catch (error) {
-        if ((error as { code?: unknown })?.code === 'UNAUTHENTICATED') failures.debit(group);
+        if (group !== undefined && (error as { code?: unknown })?.code === 'UNAUTHENTICATED') failures.debit(group);
         throw error;
       }
     },
+    /** A credential's recent key, and the address's refusal (for `refusal`); nothing taken. */
+    early(address: string | undefined, credential: string) {
+      const key = recent(fingerprint(credential));
+      if (key || address === undefined || settings.failedAuthPerMinute <= 0) return { keyId: key?.keyId };
+      const waitMs = failures.check(addressGroup(address));
+      return { keyId: undefined, refusal: waitMs > 0 ? throttled(waitMs) : undefined };
+    },
   };
 }
+
+const keyIdOf = (actor: unknown): string | undefined => {
+  const keyId = (actor as { keyId?: unknown } | null | undefined)?.keyId;
+  return typeof keyId === 'string' ? keyId : undefined;
+};
 
 /** Connections and subscriptions open per key (and per connection). */
 function holdings(settings: Readonly<LoadBoundSettings>) {
@@ -215,18 +239,27 @@ export function createLoadBounds(overrides: Partial<LoadBoundSettings> = {}, now
   const requests = new TokenBuckets({ capacity: settings.requestBurst, perSecond: settings.requestsPerSecond, now });
   const guard = authenticationGuard(settings, now);
   const held = holdings(settings);
+  const overRate = (waitMs: number) =>
+    new RateLimitedError(
+      'REQUESTS_PER_KEY',
+      waitMs,
+      `too many requests for this API key (${settings.requestsPerSecond} a second, bursts of ${settings.requestBurst}, per gateway)`,
+    );
   return {
     settings,
     authenticate: guard.authenticate,
+    refusal(address, credential) {
+      if (!credential) return undefined;
+      const { keyId, refusal } = guard.early(address, credential);
+      if (refusal) return refusal;
+      if (keyId === undefined || settings.requestsPerSecond <= 0) return undefined;
+      const waitMs = requests.check(keyId);
+      return waitMs > 0 ? overRate(waitMs) : undefined;
+    },
     request(actor) {
       if (!actor.keyId || settings.requestsPerSecond <= 0) return;
       const waitMs = requests.take(actor.keyId);
-      if (waitMs > 0)
-        throw new RateLimitedError(
-          'REQUESTS_PER_KEY',
-          waitMs,
-          `too many requests for this API key (${settings.requestsPerSecond} a second, bursts of ${settings.requestBurst}, per gateway)`,
-        );
+      if (waitMs > 0) throw overRate(waitMs);
     },
     openConnection: (actor) => (actor.keyId ? held.openConnection(actor.keyId) : unbounded()),
     connectionStreams() {

@@ -59,6 +59,7 @@ function expectRefused(answer: Answer, limit: string) {
   const error = answer.body.errors?.[0];
   expect(error?.extensions).toMatchObject({ code: 'RATE_LIMITED', limit });
   expect(error?.extensions?.retryAfterMs).toBeGreaterThan(0);
+  expect(error?.extensions?.requestId).toEqual(expect.any(String));
   expect(Number(answer.retryAfter)).toBe(Math.ceil(error!.extensions!.retryAfterMs / 1000));
   expect(answer.body.data ?? null).toBeNull();
 }
@@ -82,6 +83,46 @@ describe('requests per key', () => {
     expect(served.body.data).toEqual({ workspace: { slug: 'default' } });
   });
 
+  it('refuses a flooding key before its request is read: no parse, no lookup, the same answer, CORS headers for an allowed origin', async () => {
+    const origin = 'https://app.example';
+    const gw = await gateway({ bounds: { requestsPerSecond: 0.5, requestBurst: 2 }, corsOrigins: [origin] });
+    const key = await newKey('flooding');
+    expect((await post(gw, key, SLUG)).status).toBe(200);
+    expect((await post(gw, key, SLUG)).status).toBe(200);
+    lookups = 0;
+    // A body yoga would refuse as unreadable (400) is not read at all: the key's bucket is empty.
+    const garbage = await fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, origin, accept: 'application/graphql-response+json' },
+      body: '{ not json',
+    });
+    const answer: Answer = {
+      status: garbage.status,
+      retryAfter: garbage.headers.get('retry-after'),
+      body: (await garbage.json()) as Answer['body'],
+    };
+    expectRefused(answer, 'REQUESTS_PER_KEY');
+    expect(garbage.headers.get('content-type')).toMatch(/^application\/graphql-response\+json/);
+    expect(garbage.headers.get('access-control-allow-origin')).toBe(origin);
+    expect(garbage.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(answer.body.errors?.[0]?.extensions?.requestId).toBe(garbage.headers.get('x-request-id'));
+    expectRefused(await post(gw, key, SLUG), 'REQUESTS_PER_KEY');
+    expect(lookups).toBe(0);
+    // A large body (over a TCP window) is read to its end before the answer ends: the client
+    // gets the 429, not a reset connection.
+    const big = await post(gw, key, `{ workspace { slug } } # ${'x'.repeat(200_000)}`);
+    expectRefused(big, 'REQUESTS_PER_KEY');
+    // Another origin gets no CORS header; another key is served.
+    const foreign = await fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, origin: 'https://elsewhere.example' },
+      body: JSON.stringify({ query: SLUG }),
+    });
+    expect(foreign.status).toBe(429);
+    expect(foreign.headers.get('access-control-allow-origin')).toBeNull();
+    expect((await post(gw, await newKey('not flooding'), SLUG)).status).toBe(200);
+  });
+
   it('serves one key 150 requests in a row with the defaults (50 a second, bursts of 200)', async () => {
     const gw = await gateway({});
     expect(gw.bounds.settings).toMatchObject({ requestsPerSecond: 50, requestBurst: 200 });
@@ -101,6 +142,17 @@ describe('failed authentications per address', () => {
     lookups = 0;
     const refused = await post(gw, BAD_KEY(99), SLUG);
     expectRefused(refused, 'FAILED_AUTHENTICATIONS_PER_ADDRESS');
+    // Refused before the request is read: an unreadable body gets the same answer.
+    const unread = await fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${BAD_KEY(98)}` },
+      body: '{',
+    });
+    expect(unread.status).toBe(429);
+    expect(((await unread.json()) as Answer['body']).errors?.[0]?.extensions).toMatchObject({
+      code: 'RATE_LIMITED',
+      limit: 'FAILED_AUTHENTICATIONS_PER_ADDRESS',
+    });
     expect(lookups).toBe(0);
     expect(refused.body.errors![0]!.extensions!.retryAfterMs).toBeLessThanOrEqual(20_000);
     // The key this address used before the flood still works; a key it never used waits.
