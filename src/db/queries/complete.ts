@@ -48,9 +48,15 @@ export interface Completion {
 // executions takes them in id order (see lease.ts), so no two can wait on each other in a cycle.
 // The CTE is materialized, so its rows come from one forward pass of Sort then LockRows; the
 // UPDATE joins to it and so only touches rows already locked. FOR NO KEY UPDATE is the lock the
-// UPDATE itself takes, so the lock pass blocks nothing the update would not. Its cost is a lock
-// (a WAL record) per row before the update: for a batch of 50 outcomes, 516 WAL records instead of
-// 458 (51.1 kB instead of 47.9 kB, EXPLAIN (ANALYZE, WAL)), its time within the noise.
+// UPDATE itself takes, so the lock pass blocks nothing the update would not.
+//
+// Access by primary key: the lock pass finds the rows by id alone and reads the fence's columns
+// from the version it locked (a row locked FOR UPDATE is returned as its latest version), and the
+// UPDATE checks the fence on those. A status = 'RUNNING' test in either WHERE lets the planner
+// read the executions through the partial index of running ones instead, which it estimates from
+// statistics taken when few ran (one row): a scan of every running execution, and of every index
+// entry left by those that ended since the last vacuum, per batch. That plan made each batch's
+// cost grow with the queue's churn and halved the engine's throughput.
 const COMPLETE = `
 with done as (
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::boolean[], $5::double precision[],
@@ -58,9 +64,9 @@ with done as (
     as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt, target)
 ), locked as materialized (
   -- Id order, so this statement and a heartbeat over the same rows never lock in opposite orders.
-  -- Only rows whose lease this batch names (re-checked on the latest version once locked).
-  select e.id from executions e
-  where (e.id, e.lease_epoch) in (select d.id, d.epoch from done d) and e.status = 'RUNNING'
+  -- The fence's columns as of the locked (latest) version: nobody changes them until we commit.
+  select e.id, e.lease_epoch, e.status = 'RUNNING' as running from executions e
+  where e.id = any($1::uuid[])
   order by e.id
   for no key update
 ), updated as (
@@ -89,8 +95,8 @@ with done as (
   -- checked: until a reconciler or a claim moves the row on, nobody else has the execution.
   where e.id = l.id
     and d.id = l.id
-    and e.lease_epoch = d.epoch
-    and e.status = 'RUNNING'
+    and l.running
+    and l.lease_epoch = d.epoch
     and en.id = e.endpoint_id
   returning e.id, e.workspace_id, e.lease_epoch, e.attempt_count, e.attempt_started_at, e.status
 ), attempt_rows as (

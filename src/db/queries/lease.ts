@@ -4,17 +4,19 @@
 import type pg from 'pg';
 
 /**
- * The executions of a worker's list ($1 ids, $2 epochs) whose lease it still holds, locked in id
- * order before anything updates them. Every statement that locks several executions takes them
- * in id order, so none waits on another in a cycle: an UPDATE ... FROM unnest(...) alone locks
- * rows in whatever order its plan visits them, and a heartbeat and the same worker's outcome
- * batch (complete.ts), each in the order of its own list, deadlocked under plain load. Used as a
+ * The executions of a worker's list ($1 ids), locked in id order before anything updates them,
+ * with what the lease's fence needs as of the locked (latest) version: nobody changes it until
+ * the statement commits. Every statement that locks several executions takes them in id order,
+ * so none waits on another in a cycle: an UPDATE ... FROM unnest(...) alone locks rows in
+ * whatever order its plan visits them, and a heartbeat and the same worker's outcome batch
+ * (complete.ts), each in the order of its own list, deadlocked under plain load. Used as a
  * materialized CTE: its rows come from one forward pass (Sort, then LockRows), and the UPDATE
  * joined to it touches only rows already locked. FOR NO KEY UPDATE is the lock the UPDATE itself
- * takes. A row taken over meanwhile is re-checked once locked, and left out.
+ * takes. By primary key alone, and the fence checked on its columns rather than by a status
+ * test in a WHERE: see complete.ts for the plan such a test leads to.
  */
-const LOCK_HELD_IN_ID_ORDER = `select e.id from executions e
-  where (e.id, e.lease_epoch) in (select * from unnest($1::uuid[], $2::bigint[])) and e.status = 'RUNNING'
+const LOCK_LISTED_IN_ID_ORDER = `select e.id, e.lease_epoch, e.status = 'RUNNING' as running from executions e
+  where e.id = any($1::uuid[])
   order by e.id
   for no key update`;
 
@@ -28,12 +30,12 @@ const LOCK_HELD_IN_ID_ORDER = `select e.id from executions e
  */
 const HEARTBEAT = `
 with locked as materialized (
-  ${LOCK_HELD_IN_ID_ORDER}
+  ${LOCK_LISTED_IN_ID_ORDER}
 )
 update executions e
 set lease_expires_at = now() + make_interval(secs => $3::double precision / 1000)
 from locked l, unnest($1::uuid[], $2::bigint[]) as h(id, epoch)
-where e.id = l.id and h.id = l.id and e.lease_epoch = h.epoch and e.status = 'RUNNING'
+where e.id = l.id and h.id = l.id and l.lease_epoch = h.epoch and l.running
 returning e.id, e.cancel_requested_at is not null as cancel_requested`;
 
 export async function heartbeat(pool: pg.Pool, held: { id: string; epoch: number }[], leaseMs: number): Promise<Map<string, boolean>> {
@@ -101,7 +103,7 @@ export async function reconcileExpiredLeases(pool: pg.Pool, limit = 500): Promis
  */
 const RELEASE = `
 with locked as materialized (
-  ${LOCK_HELD_IN_ID_ORDER}
+  ${LOCK_LISTED_IN_ID_ORDER}
 ), released as (
   update executions e
   set status = 'PENDING', run_after = now(), lease_owner = null, lease_expires_at = null,
@@ -110,7 +112,7 @@ with locked as materialized (
   -- Still this worker's: the same epoch and still RUNNING. A lease that ran out while nobody took
   -- it over (a database outage longer than the lease) is still held, as heartbeats and outcomes
   -- hold it; one taken over has a new epoch (or another status) and is not touched.
-  where e.id = l.id and h.id = l.id and e.lease_epoch = h.epoch and e.status = 'RUNNING' and e.cancel_requested_at is null
+  where e.id = l.id and h.id = l.id and l.lease_epoch = h.epoch and l.running and e.cancel_requested_at is null
   returning e.id
 )
 select id from released`;
