@@ -98,7 +98,10 @@ async function underFlood(name: string, gate: Child, url: string, victimKey: str
   return { name, times, cpuUs, flood: { ok: perSecond(ok!), refused: perSecond(refused!), other: perSecond(other!) } };
 }
 
-async function measure(server: BenchServer, bounds: 'defaults' | 'off'): Promise<Phase[]> {
+/** The gateway's settings: the default bounds; the same with refusals answered at once (no hold); no bounds. */
+type Setting = 'defaults' | 'defaults, unheld' | 'off';
+
+async function measure(server: BenchServer, bounds: Setting): Promise<Phase[]> {
   const db = await server.createDatabase('jobgate_bench_bounds');
   try {
     await migrate(db.url);
@@ -107,6 +110,7 @@ async function measure(server: BenchServer, bounds: 'defaults' | 'off'): Promise
       DATABASE_URL: db.url,
       KEYS: '2',
       ...(bounds === 'off' ? { BOUNDS: 'off' } : {}),
+      ...(bounds === 'defaults, unheld' ? { REFUSAL_HOLD_MS: '0' } : {}),
     });
     try {
       const [url, flooder, other] = (await gate.line('ready', 60_000)).split(' ') as [string, string, string];
@@ -132,7 +136,7 @@ export async function run(): Promise<Figure[]> {
   const server = await openServer();
   const figures: Figure[] = [];
   try {
-    for (const bounds of ['defaults', 'off'] as const) {
+    for (const bounds of ['defaults', 'defaults, unheld', 'off'] as const) {
       const phases = await measure(server, bounds);
       const system = `jobgate, bounds ${bounds}`;
       const quietP99 = quantile(phases[0]!.times, 0.99);

@@ -5,6 +5,7 @@
  *    armor, resolvers, service, SQL) on DATABASE_URL, with a HANDLER endpoint `bench.create`
  *    and KEYS ADMIN keys (default 1). Prints `ready <url> <key>...`. BOUNDS=off turns the
  *    bounds on load off (a bench measuring one key's throughput); else they are the defaults.
+ *    REFUSAL_HOLD_MS sets how long a refusal answered before the request was read is held.
  *  - `yoga`: bare graphql-yoga answering `{ __typename }` over node:http, nothing else. Prints
  *    `ready <url>`.
  *  - `graphile`: graphile-worker's `addJob` through its own API (makeWorkerUtils) on
@@ -40,6 +41,7 @@ if (server === 'jobgate') {
       process.env.BOUNDS === 'off'
         ? { requestsPerSecond: 0, connectionsPerKey: 0, subscriptionsPerKey: 0, subscriptionsPerConnection: 0, failedAuthPerMinute: 0 }
         : undefined,
+    refusalHoldMs: process.env.REFUSAL_HOLD_MS === undefined ? undefined : Number(process.env.REFUSAL_HOLD_MS),
   });
   onEnd(async () => {
     await gateway.close();

@@ -18,7 +18,7 @@ import { createMaskError } from './mask-error.js';
 import { createErrorOrigins, requestIdFrom, useErrorOrigins, useRequestId } from './request-id.js';
 import { hardeningPlugins } from './hardening.js';
 import { useAuthenticateFirst, useTicketForOneSubscription } from './authenticate-first.js';
-import { refuseEarly } from './early-refusal.js';
+import { createEarlyRefusals } from './early-refusal.js';
 import { clientAddressOf } from './client-address.js';
 import { createGraphiQLPage } from './graphiql.js';
 import { limitRequestBody } from './body-limit.js';
@@ -68,6 +68,11 @@ export interface GatewayOptions {
    * one off.
    */
   bounds?: Partial<LoadBoundSettings> | undefined;
+  /**
+   * How long a refusal answered before its request was read is held (./early-refusal.ts), so a
+   * flood that waits for its answers slows down. Default 1 s; 0 answers at once.
+   */
+  refusalHoldMs?: number;
   /** Reverse proxies whose X-Forwarded-For names the client (./client-address.ts). Default none. */
   trustedProxies?: string[] | undefined;
 }
@@ -215,6 +220,7 @@ export async function startGateway(
   const clientAddress = clientAddressOf(options.trustedProxies);
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const observer = options.observer ?? noopObserver;
+  const refusals = createEarlyRefusals({ holdMs: options.refusalHoldMs ?? 1000, corsOrigins: options.corsOrigins ?? [] });
   const site = mountConsole(options);
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
@@ -230,7 +236,7 @@ export async function startGateway(
     const address = clientAddress(req);
     limitRequestBody(req, res, maxBody, () => {
       const refusal = isGraphQLPath(req.url) ? bounds.refusal(address, req.headers.authorization) : undefined;
-      if (refusal) return refuseEarly(req, res, refusal, { requestId, corsOrigins: options.corsOrigins ?? [] });
+      if (refusal) return refusals.refuse(req, res, refusal, requestId);
       void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there
     });
   };
@@ -272,12 +278,8 @@ export async function startGateway(
       return options.authenticate(request);
     },
   });
-  const { port } = server.address() as AddressInfo;
-  // The address actually bound ("localhost" may resolve to ::1 first, where nothing listens).
-  const shownHost =
-    options.host === '0.0.0.0' || options.host === '::' ? 'localhost' : options.host.includes(':') ? `[${options.host}]` : options.host;
-  const url = `http://${shownHost}:${port}/graphql`;
-  if (site?.built) options.log.info(`gateway: console at http://${shownHost}:${port}/console/`);
+  const url = `http://${hostToShow(options.host)}:${(server.address() as AddressInfo).port}/graphql`;
+  if (site?.built) options.log.info(`gateway: console at ${url.replace(/\/graphql$/, '/console/')}`);
   let closing: Promise<void> | undefined;
   return {
     server,
@@ -293,6 +295,9 @@ export async function startGateway(
       })),
   };
 }
+
+/** The address actually bound, as a URL's host ("localhost" may resolve to ::1 first, where nothing listens). */
+const hostToShow = (host: string) => (host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host);
 
 /** Whether a request goes to yoga's GraphQL endpoint (its path, whatever the query string). */
 const isGraphQLPath = (url: string | undefined) => url === '/graphql' || url?.startsWith('/graphql?') === true;

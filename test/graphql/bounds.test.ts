@@ -20,6 +20,8 @@ async function gateway(options: Partial<GatewayOptions>): Promise<RunningGateway
     host: '127.0.0.1',
     port: 0,
     console: false,
+    // Refusals are answered at once here; the hold has its own test.
+    refusalHoldMs: 0,
     authenticate: (request) => {
       lookups++;
       return t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]);
@@ -121,6 +123,25 @@ describe('requests per key', () => {
     expect(foreign.status).toBe(429);
     expect(foreign.headers.get('access-control-allow-origin')).toBeNull();
     expect((await post(gw, await newKey('not flooding'), SLUG)).status).toBe(200);
+  });
+
+  it('holds a refusal answered before the request was read, up to the hold, and lets a client that gives up go', async () => {
+    const gw = await gateway({ bounds: { requestsPerSecond: 0.5, requestBurst: 1 }, refusalHoldMs: 400 });
+    const key = await newKey('held');
+    expect((await post(gw, key, SLUG)).status).toBe(200);
+    const started = performance.now();
+    expectRefused(await post(gw, key, SLUG), 'REQUESTS_PER_KEY');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(395);
+    // A client that gives up while its answer is held: nothing breaks, the next one is answered.
+    const gaveUp = fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ query: SLUG }),
+      signal: AbortSignal.timeout(50),
+    });
+    await expect(gaveUp).rejects.toThrow();
+    expectRefused(await post(gw, key, SLUG), 'REQUESTS_PER_KEY');
+    expect((await post(gw, await newKey('not held'), SLUG)).status).toBe(200);
   });
 
   it('serves one key 150 requests in a row with the defaults (50 a second, bursts of 200)', async () => {
