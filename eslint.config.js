@@ -153,6 +153,8 @@ export default tseslint.config(
       'jobgate/directive-reason': 'error',
     },
   },
+  // Generated from the migrated schema (npm run db:types): one interface per table, as long as the schema is.
+  { files: ['src/db/schema.generated.ts'], rules: { 'max-lines': 'off' } },
   {
     files: ['src/app.ts', 'src/index.ts', 'src/composition-root.ts', 'src/cli/*.ts'],
     rules: {

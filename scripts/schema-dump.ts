@@ -145,10 +145,12 @@ export async function dumpSchema(url: string): Promise<DumpResult> {
   return { serverMajor, text: header(serverMajor, migrations.at(-1)!.name) + normalise(raw) };
 }
 
-/** Runs `fn` on a database migrated from scratch, then drops it. */
-export async function withFreshlyMigrated<T>(fn: (url: string) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` on a database migrated from scratch, then drops it: a new database on `server` when
+ * one is given, else an embedded Postgres in a temporary folder, stopped and removed after.
+ */
+export async function withFreshlyMigrated<T>(fn: (url: string) => Promise<T>, server = process.env.TEST_DATABASE_URL): Promise<T> {
   const name = `jobgate_dump_${randomBytes(4).toString('hex')}`;
-  const server = process.env.TEST_DATABASE_URL;
   if (server) {
     const admin = new pg.Client({ connectionString: server });
     await admin.connect();

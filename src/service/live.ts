@@ -92,14 +92,14 @@ export function createLiveService(ctx: ServiceContext) {
       actor: Actor,
       topic: EventTopic,
       raw: EventStreamInput,
-    ): Promise<{ match: EventMatch; after: bigint | undefined; cursorOf: (id: bigint | string) => string }> {
+    ): Promise<{ match: EventMatch; after: bigint | undefined; cursorOf: (id: bigint | number) => string }> {
       const input = parseInput(eventStreamSchema, raw);
       const workspaceId = scoped(actor.workspaceId);
       if (input.jobId && !(await findJobById(db, workspaceId, input.jobId))) throw new NotFoundError('Job', input.jobId);
       if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId)))
         throw new NotFoundError('Endpoint', input.endpointId);
       const cursors = await ctx.cursors.forWorkspace(db, workspaceId);
-      const cursorOf = (id: bigint | string) => cursors.seal('event', id);
+      const cursorOf = (id: bigint | number) => cursors.seal('event', id);
       const after = openAfter(cursors, 'event', input.after);
       if (after !== undefined && after > 0n) {
         const horizon = await eventHorizon(db, workspaceId);

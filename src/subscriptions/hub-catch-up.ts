@@ -42,13 +42,13 @@ export interface CatchUpOptions {
   stallMs: number;
 }
 
-const idOf = (row: { id: string }) => BigInt(row.id);
+const idOf = (row: { id: number }) => BigInt(row.id);
 
 export class CatchUp {
   constructor(private readonly options: CatchUpOptions) {}
 
   /** Starts a stream subscription: from `after` (catching up first), or live from the horizon. */
-  async start<T extends { id: string }>(sub: StreamSub<T>, after: bigint | undefined): Promise<void> {
+  async start<T extends { id: number }>(sub: StreamSub<T>, after: bigint | undefined): Promise<void> {
     const { settle } = this.options;
     try {
       await settle.ready;
@@ -71,7 +71,7 @@ export class CatchUp {
    * at a time, waiting for its client to take each page; turns it live when it has read
    * everything up to the current horizon (no await between that check and the switch).
    */
-  async run<T extends { id: string }>(sub: StreamSub<T>): Promise<void> {
+  async run<T extends { id: number }>(sub: StreamSub<T>): Promise<void> {
     const { settle, lifetime, log } = this.options;
     for (let failures = 0; !sub.feed.closed && !lifetime.stopped;) {
       try {
@@ -96,7 +96,7 @@ export class CatchUp {
     }
   }
 
-  private async readPage<T extends { id: string }>(sub: StreamSub<T>, upTo: bigint): Promise<void> {
+  private async readPage<T extends { id: number }>(sub: StreamSub<T>, upTo: bigint): Promise<void> {
     const { feedLimit, observer } = this.options;
     // At most what fits under the limit: memory per subscriber stays at `feedLimit` rows.
     const room = Math.max(1, Math.min(PAGE, feedLimit - sub.feed.size));

@@ -109,7 +109,7 @@ export class Streams {
     for (const set of [...this.events.values(), ...this.findings.values()]) for (const s of [...set]) s.feed.complete();
   }
 
-  private begin<T extends { id: string }>(sub: StreamSub<T>, after: bigint | undefined): void {
+  private begin<T extends { id: number }>(sub: StreamSub<T>, after: bigint | undefined): void {
     this.options.settle.need();
     void this.options.catchUp.start(sub, after);
   }
@@ -134,7 +134,7 @@ export class Streams {
     }
   }
 
-  private offer<T extends { id: string }>(sub: StreamSub<T>, row: T, id: bigint): void {
+  private offer<T extends { id: number }>(sub: StreamSub<T>, row: T, id: bigint): void {
     if (!sub.live || id <= sub.last) return;
     if (sub.feed.size >= this.options.feedLimit) {
       // Too far behind to keep in memory: it reads the rest itself once its client has drained.

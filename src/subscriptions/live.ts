@@ -35,7 +35,7 @@ export interface LiveEvent {
  * matches is of its workspace, so whichever maps it first seals it as all would.
  */
 const eventOnce = mappedOnce<EventRow, LiveEvent>();
-const toEvent = (cursorOf: (id: string) => string) =>
+const toEvent = (cursorOf: (id: number) => string) =>
   eventOnce((r) => ({
     cursor: cursorOf(r.id),
     subjectId: r.subject_id,

@@ -5,7 +5,9 @@
  */
 import type pg from 'pg';
 import type { AlertRuleRow } from '../repos/alerts.js';
+import type { IntervalHandlerRow, JobRow } from '../types.js';
 
+/** The cursor's positions as exact decimal text (cast in the statement, for BigInt), so declared here. */
 export interface AlertCursorRow {
   workspace_id: string;
   events_after: string;
@@ -79,6 +81,7 @@ export async function lockActiveRules(client: pg.PoolClient, workspaceId: string
   }));
 }
 
+/** An event with what the statement joins from its job, endpoint, execution and run, its id as text: declared here. */
 export interface EvaluatedEvent {
   id: string;
   topic: 'EXECUTION' | 'RUN';
@@ -131,6 +134,7 @@ export async function eventsToEvaluate(
   return rows;
 }
 
+/** A finding with its run's name (a join), its id as text: declared here. */
 export interface EvaluatedFinding {
   id: string;
   run_id: string;
@@ -157,14 +161,11 @@ export async function findingsToEvaluate(
   return rows;
 }
 
-export interface IntervalHealth {
-  name: string;
-  last_status: 'OK' | 'ERROR' | null;
-  last_cause: string | null;
-  error_runs: number;
-  error_streak: number;
-  last_ok_at: Date | null;
-  created_at: Date;
+/** An interval handler's columns the evaluator reads, and its opt-out (computed from workers.handlers). */
+export interface IntervalHealth extends Pick<
+  IntervalHandlerRow,
+  'name' | 'last_status' | 'last_cause' | 'error_runs' | 'error_streak' | 'last_ok_at' | 'created_at'
+> {
   opt_out: boolean;
 }
 
@@ -182,10 +183,8 @@ export async function intervalHealth(client: pg.PoolClient): Promise<IntervalHea
   return rows;
 }
 
-export interface ScheduleErrorRow {
-  id: string;
-  name: string | null;
-  endpoint_id: string;
+/** A job's columns; the error's, not null here (the statement selects only jobs that have one). */
+export interface ScheduleErrorRow extends Pick<JobRow, 'id' | 'name' | 'endpoint_id'> {
   schedule_error: string;
   schedule_error_at: Date;
 }
@@ -200,10 +199,8 @@ export async function scheduleErrors(client: pg.PoolClient, workspaceId: string)
   return rows;
 }
 
-export interface LastSuccessRow {
-  id: string;
-  name: string | null;
-  endpoint_id: string;
+/** A job's columns, and when it last succeeded (computed). */
+export interface LastSuccessRow extends Pick<JobRow, 'id' | 'name' | 'endpoint_id'> {
   /** The last success, or the job's creation when it never succeeded. */
   since: Date;
 }

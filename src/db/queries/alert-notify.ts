@@ -5,20 +5,13 @@
  */
 import type pg from 'pg';
 import type { AlertNotificationFields } from '../repos/alerts.js';
+import type { AlertStateRecord } from '../types.js';
 
-export interface AlertStateRow {
-  rule_id: string;
-  subject_key: string;
-  firing: boolean;
-  notified: boolean;
-  first_seen_at: Date | null;
-  last_seen_at: Date | null;
-  occurrences: number;
-  last_notified_at: Date | null;
-  window_start: Date | null;
-  suppressed: number;
-  observed: string | null;
-}
+/**
+ * An alert_states row as the evaluator tracks it (a new state is built before it is written):
+ * its columns less the workspace and the update time, which `select s.*` also reads.
+ */
+export type AlertStateRow = Omit<AlertStateRecord, 'workspace_id' | 'updated_at'>;
 
 /** The states of these (rule, subject) pairs, plus every firing state of `firingOf` rules. */
 export async function loadStates(

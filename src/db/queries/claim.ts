@@ -22,29 +22,23 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { transactionOn } from '../transaction.js';
+import type { ConfigRow, EndpointRow, ExecutionRow } from '../types.js';
 import { isConnectionError } from '../unavailable.js';
 
-export interface ClaimedExecution {
-  id: string;
-  workspace_id: string;
-  job_id: string;
-  endpoint_id: string;
-  lease_epoch: number;
-  attempt_count: number;
-  max_attempts: number;
+/**
+ * A claimed execution as CLAIM_TAIL returns it: its own columns, its endpoint's target columns,
+ * and what the statement joins or computes (declared here: the endpoint's name, its config's
+ * entries, the cancel flag and the wait).
+ */
+export interface ClaimedExecution
+  extends
+    Pick<ExecutionRow, 'id' | 'workspace_id' | 'job_id' | 'endpoint_id' | 'lease_epoch' | 'attempt_count' | 'max_attempts' | 'input'>,
+    Pick<EndpointRow, 'kind' | 'url' | 'method' | 'headers' | 'timeout_ms' | 'signing_secret' | 'handler_name'> {
   cancel_requested: boolean;
   /** A QUEUE cron job's occurrence: its outcome's record gives the job's next one its turn. */
-  serial: boolean;
-  input: unknown;
-  endpoint_name: string;
-  kind: 'HTTP' | 'HANDLER';
-  url: string | null;
-  method: string | null;
-  headers: Record<string, string>;
-  timeout_ms: number | null;
-  signing_secret: string | null;
-  handler_name: string | null;
-  config_entries: Record<string, { value: string; secret: boolean }> | null;
+  serial: ExecutionRow['serial'];
+  endpoint_name: EndpointRow['name'];
+  config_entries: ConfigRow['entries'] | null;
   /** Seconds from when it became due (run_after) to this claim, on the database's clock (for metrics). */
   waited_s: number;
 }

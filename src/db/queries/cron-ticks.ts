@@ -5,22 +5,21 @@
  * scheduled_for) unique index makes each occurrence exist once, whatever the number of schedulers.
  */
 import type pg from 'pg';
+import type { JobRow, MisfirePolicy, OverlapPolicy } from '../types.js';
 
-export interface DueJob {
-  id: string;
-  workspace_id: string;
-  endpoint_id: string;
+/**
+ * A due cron job as TAKE_DUE reads it: its columns (those a CRON job always has are declared
+ * not null here, as CHECK jobs_check1 guarantees) and what the statement computes or joins.
+ */
+export interface DueJob extends Pick<JobRow, 'id' | 'workspace_id' | 'endpoint_id' | 'ends_at' | 'max_attempts' | 'lock_key'> {
   cron_expression: string;
   timezone: string;
-  ends_at: Date | null;
   next_fire_at: Date;
   seen: string;
-  misfire_policy: 'FIRE_LATEST' | 'SKIP' | 'FIRE_ALL';
+  misfire_policy: MisfirePolicy;
   /** The last pass could not compute the schedule: next_fire_at is its retry time, not an occurrence. */
   retrying: boolean;
-  overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW';
-  max_attempts: number;
-  lock_key: string | null;
+  overlap_policy: OverlapPolicy;
   live_id: string | null;
   live_status: string | null;
   live_since: Date | null;

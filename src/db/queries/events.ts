@@ -5,6 +5,7 @@
 import { sql } from 'kysely';
 import type pg from 'pg';
 import type { Executor } from '../repos/scope.js';
+import type { EventRecord, FindingRecord } from '../types.js';
 
 export interface Positions {
   events: bigint;
@@ -29,20 +30,8 @@ export async function readPositions(pool: pg.Pool): Promise<{ positions: Positio
   return { positions: { events: BigInt(seq.events), findings: BigInt(seq.findings) }, writers: results[1]!.rows[0].writers as string[] };
 }
 
-export interface EventRow {
-  id: string;
-  workspace_id: string;
-  /** ALERT: a new alert notification (migration 000020); subject_id is the notification. */
-  topic: 'EXECUTION' | 'JOB' | 'RUN' | 'ALERT';
-  subject_id: string;
-  job_id: string | null;
-  endpoint_id: string | null;
-  name: string | null;
-  status: string;
-  previous_status: string | null;
-  attempt_count: number | null;
-  created_at: Date;
-}
+/** An events row, as `select *` reads it (ids are int8, read as numbers). */
+export type EventRow = EventRecord;
 
 export interface EventMatch {
   workspaceId: string;
@@ -114,16 +103,8 @@ export async function matchingEvents(
   };
 }
 
-export interface FindingRow {
-  id: string;
-  workspace_id: string;
-  run_id: string;
-  kind: string;
-  severity: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
-  resource_id: string;
-  detail: unknown;
-  created_at: Date;
-}
+/** A findings row, as `select *` reads it. */
+export type FindingRow = FindingRecord;
 
 const FINDINGS_IN_RANGE = `
 select * from findings where id > $1 and id <= $2 and run_id = any($3::uuid[]) order by id limit $4`;

@@ -10,6 +10,7 @@
  */
 import type pg from 'pg';
 
+/** Counts per endpoint (an aggregate): declared here. */
 export interface QueueRow {
   endpoint: string;
   /** Pending, due or not. */

@@ -7,8 +7,9 @@
  * Durations cross into SQL as milliseconds (null: keep forever); the time is the database's.
  */
 import type pg from 'pg';
+import type { RetentionKind } from '../types.js';
 
-export type RetentionKind = 'EXECUTIONS' | 'AUDIT' | 'RUNS';
+export type { RetentionKind } from '../types.js';
 
 /** What each table lost in one batch. */
 export interface PrunedRows {

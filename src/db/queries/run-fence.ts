@@ -7,10 +7,9 @@
  * resumed and taken by another) changes nothing; a write that matches no row tells it so.
  */
 import type pg from 'pg';
+import type { RunRecord, RunStatus, Severity } from '../types.js';
 
-/** A run's status (src/service/runs.ts holds the domain's copy of these unions). */
-export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
-export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+export type { RunStatus, Severity } from '../types.js';
 
 /** Which run, under which take: the fence of every write below. */
 export interface RunFence {
@@ -22,18 +21,10 @@ export interface RunFence {
 const fenceValues = (f: RunFence) => [f.runId, f.epoch, f.owner];
 
 /** What takeRun returns: the run's row, with its cursor encoding and the epoch this runner now holds. */
-export interface TakenRun {
-  id: string;
-  workspace_id: string;
-  name: string;
-  status: RunStatus;
-  params: unknown;
-  cursor: Buffer | null;
-  cursor_json: boolean;
-  stats: Record<string, unknown>;
-  started_at: Date;
-  epoch: number;
-}
+export type TakenRun = Pick<
+  RunRecord,
+  'id' | 'workspace_id' | 'name' | 'status' | 'params' | 'cursor' | 'cursor_json' | 'stats' | 'started_at' | 'epoch'
+>;
 
 /**
  * Takes one unowned live run of a handler this runner has: SKIP LOCKED splits runs between

@@ -4,15 +4,13 @@
  * compare-and-set on the next_due_at the tick read).
  */
 import type pg from 'pg';
+import type { RunScheduleRow } from '../types.js';
 
-export interface DueRow {
-  workspace_id: string;
-  name: string;
-  cron_expression: string | null;
-  timezone: string | null;
-  every_ms: string | null;
-  params: unknown;
-  next_due_at: Date;
+/** A due schedule as TAKE_DUE reads it: its columns, and its next_due_at as exact text. */
+export interface DueRow extends Pick<
+  RunScheduleRow,
+  'workspace_id' | 'name' | 'cron_expression' | 'timezone' | 'every_ms' | 'params' | 'next_due_at'
+> {
   seen: string;
 }
 

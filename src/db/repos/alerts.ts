@@ -5,7 +5,7 @@
 import { sql } from 'kysely';
 import { isUuid, scoped, type Executor } from './scope.js';
 
-import type { AlertCondition, AlertKind, AlertSubjectType, Severity } from '../types.js';
+import type { AlertCondition, AlertKind, AlertNotificationRecord, AlertRuleRecord, AlertSubjectType, Severity } from '../types.js';
 
 export type { AlertCondition, AlertKind, AlertSubjectType } from '../types.js';
 export type AlertSeverity = Severity;
@@ -30,28 +30,8 @@ export interface AlertNotificationFields {
   detail: Record<string, unknown>;
 }
 
-export interface AlertRuleRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  condition: AlertCondition;
-  job_ids: string[];
-  endpoint_ids: string[];
-  handler_names: string[];
-  min_consecutive: number;
-  no_success_ms: number | null;
-  min_severity: AlertSeverity | null;
-  webhook_endpoint_id: string | null;
-  webhook_format: 'JSON' | 'SLACK';
-  email: boolean;
-  email_to: string[];
-  rate_limit_ms: number;
-  enabled: boolean;
-  created_by_key_id: string | null;
-  deleted_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
+/** An alert_rules row, as `select *` reads it. */
+export type AlertRuleRow = AlertRuleRecord;
 
 export type AlertRuleFields = Pick<
   AlertRuleRow,
@@ -71,26 +51,8 @@ export type AlertRuleFields = Pick<
   | 'enabled'
 >;
 
-export interface AlertNotificationRow {
-  id: string;
-  workspace_id: string;
-  rule_id: string;
-  condition: AlertCondition;
-  kind: AlertKind;
-  subject_type: AlertSubjectType;
-  subject_key: string;
-  subject_id: string | null;
-  subject_name: string | null;
-  window_start: Date;
-  first_seen_at: Date;
-  last_seen_at: Date;
-  occurrences: number;
-  suppressed_count: number;
-  summary: string;
-  detail: Record<string, unknown>;
-  webhook_job_id: string | null;
-  email_job_id: string | null;
-  created_at: Date;
+/** An alert_notifications row with what the listing joins (declared here). */
+export interface AlertNotificationRow extends AlertNotificationRecord {
   /** The rule's name (joined; a deleted rule keeps its row, and so its name). */
   rule_name: string;
   /** The status of each delivery job's execution (joined), null when there is none. */

@@ -3,17 +3,11 @@
  * (run_id, id)), counted by kind and severity, and by id.
  */
 import { sql } from 'kysely';
+import type { FindingRecord } from '../types.js';
 import type { Executor } from './scope.js';
 
-export interface FindingRow {
-  id: string;
-  run_id: string;
-  kind: string;
-  severity: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
-  resource_id: string;
-  detail: unknown;
-  created_at: Date;
-}
+/** A findings row, as `select *` reads it. */
+export type FindingRow = FindingRecord;
 
 export interface FindingListFilter {
   kind?: string | null | undefined;

@@ -4,18 +4,16 @@
  * installation-level tables (no workspace); `run_schedules` belong to a workspace.
  */
 import { sql } from 'kysely';
-import type { IntervalHandlerRow, RunScheduleRow } from '../types.js';
+import type { IntervalHandlerRow, RunScheduleRow, WorkerRow } from '../types.js';
 import { scoped, type Executor } from './scope.js';
 
 export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
 
-/** A live worker's registration of one handler (a worker with many handlers has a row each). */
-export interface LiveRegistrationRow {
-  id: string;
-  host: string;
-  pid: number;
-  started_at: Date;
-  heartbeat_at: Date;
+/**
+ * A live worker's registration of one handler (a worker with many handlers has a row each): the
+ * worker's columns, and what the statement reads from the registration's JSON (declared here).
+ */
+export interface LiveRegistrationRow extends Pick<WorkerRow, 'id' | 'host' | 'pid' | 'started_at' | 'heartbeat_at'> {
   kind: HandlerKind;
   name: string;
   /** INTERVAL: how long a tick may run, as registered. */

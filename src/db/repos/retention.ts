@@ -3,15 +3,10 @@
  * installation's defaults.
  */
 import { sql } from 'kysely';
+import type { WorkspaceRetentionRecord } from '../types.js';
 import { scoped, type Executor } from './scope.js';
 
-export interface RetentionOverridesRow {
-  executions_days: number | null;
-  failed_executions_days: number | null;
-  audit_days: number | null;
-  runs_days: number | null;
-  events_hours: number | null;
-}
+export type RetentionOverridesRow = Pick<WorkspaceRetentionRecord, RetentionColumn>;
 
 const COLUMNS = ['executions_days', 'failed_executions_days', 'audit_days', 'runs_days', 'events_hours'] as const;
 export type RetentionColumn = (typeof COLUMNS)[number];

@@ -1,0 +1,432 @@
+/**
+ * The tables of the migrated schema, generated from the migrations by `npm run db:types`
+ * (scripts/db-types.ts, kysely-codegen); `npm run db:types:check` fails when it is stale. Do not
+ * edit: change the schema with a new migration, and give a jsonb column its shape in src/db/types.ts.
+ */
+import type { ColumnType, GeneratedAlways } from 'kysely';
+
+export type Generated<T> =
+  T extends ColumnType<infer S, infer I, infer U> ? ColumnType<S, I | undefined, U> : ColumnType<T, T | undefined, T>;
+
+export type Timestamp = ColumnType<Date, Date | string, Date | string>;
+
+export interface AlertCursors {
+  evaluated_at: Timestamp | null;
+  events_after: ColumnType<number, number | bigint | string, number | bigint | string>;
+  findings_after: ColumnType<number, number | bigint | string, number | bigint | string>;
+  pending_events: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  pending_findings: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  pending_writers: string[] | null;
+  workspace_id: string;
+}
+
+export interface AlertNotifications {
+  condition: string;
+  created_at: Generated<Timestamp>;
+  detail: Generated<ColumnType<unknown, string, string>>;
+  email_job_id: string | null;
+  first_seen_at: Timestamp;
+  id: Generated<string>;
+  kind: 'FIRING' | 'RESOLVED';
+  last_seen_at: Timestamp;
+  occurrences: number;
+  rule_id: string;
+  subject_id: string | null;
+  subject_key: string;
+  subject_name: string | null;
+  subject_type: 'JOB' | 'RECOVERABLE' | 'INTERVAL';
+  summary: string;
+  suppressed_count: Generated<number>;
+  webhook_job_id: string | null;
+  window_start: Timestamp;
+  workspace_id: string;
+}
+
+export interface AlertRules {
+  condition: 'EXECUTION_FAILED' | 'RUN_FAILED' | 'INTERVAL_ERROR' | 'SCHEDULE_ERROR' | 'NO_SUCCESS' | 'FINDING';
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  deleted_at: Timestamp | null;
+  email: Generated<boolean>;
+  email_to: Generated<string[]>;
+  enabled: Generated<boolean>;
+  endpoint_ids: Generated<string[]>;
+  handler_names: Generated<string[]>;
+  id: Generated<string>;
+  job_ids: Generated<string[]>;
+  min_consecutive: Generated<number>;
+  min_severity: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS' | null;
+  name: string;
+  no_success_ms: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  rate_limit_ms: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  updated_at: Generated<Timestamp>;
+  webhook_endpoint_id: string | null;
+  webhook_format: Generated<'JSON' | 'SLACK'>;
+  workspace_id: string;
+}
+
+export interface AlertStates {
+  firing: Generated<boolean>;
+  first_seen_at: Timestamp | null;
+  last_notified_at: Timestamp | null;
+  last_seen_at: Timestamp | null;
+  notified: Generated<boolean>;
+  observed: string | null;
+  occurrences: Generated<number>;
+  rule_id: string;
+  subject_key: string;
+  suppressed: Generated<number>;
+  updated_at: Generated<Timestamp>;
+  window_start: Timestamp | null;
+  workspace_id: string;
+}
+
+export interface ApiKeys {
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  id: Generated<string>;
+  installation_admin: Generated<boolean>;
+  key_hash: Buffer;
+  last_used_at: Timestamp | null;
+  name: string;
+  prefix: string;
+  revoked_at: Timestamp | null;
+  role: 'ADMIN' | 'OPERATOR' | 'VIEWER';
+  workspace_id: string;
+}
+
+export interface Attempts {
+  attempt_number: number;
+  duration_ms: number | null;
+  error: string | null;
+  execution_id: string;
+  finished_at: Timestamp | null;
+  lease_epoch: ColumnType<number, number | bigint | string, number | bigint | string>;
+  outcome: 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'LEASE_EXPIRED' | 'CANCELLED' | null;
+  response_excerpt: string | null;
+  started_at: Generated<Timestamp>;
+  status_code: number | null;
+  target: ColumnType<unknown, string, string> | null;
+  worker_id: string;
+  workspace_id: string;
+}
+
+export interface AuditLog {
+  action: string;
+  actor_key_id: string | null;
+  actor_kind: 'user' | 'library' | 'system';
+  created_at: Generated<Timestamp>;
+  id: GeneratedAlways<number>;
+  input: Generated<ColumnType<unknown, string, string>>;
+  result_code: string;
+  target_id: string | null;
+  target_type: string | null;
+  workspace_id: string;
+}
+
+export interface Configs {
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  entries: Generated<ColumnType<unknown, string, string>>;
+  id: Generated<string>;
+  name: string;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface Endpoints {
+  archived_at: Timestamp | null;
+  backoff_base_ms: Generated<number>;
+  backoff_max_ms: Generated<number>;
+  concurrency_limit: number | null;
+  config_id: string | null;
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  description: string | null;
+  handler_name: string | null;
+  headers: Generated<ColumnType<unknown, string, string>>;
+  id: Generated<string>;
+  jitter: Generated<boolean>;
+  kind: 'HTTP' | 'HANDLER';
+  max_attempts: number | null;
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | null;
+  name: string;
+  payload_spec_id: string | null;
+  signing_secret: string | null;
+  timeout_ms: number | null;
+  type: Generated<'USER' | 'INTERNAL'>;
+  updated_at: Generated<Timestamp>;
+  url: string | null;
+  workspace_id: string;
+}
+
+export interface Events {
+  attempt_count: number | null;
+  created_at: Generated<Timestamp>;
+  endpoint_id: string | null;
+  id: GeneratedAlways<number>;
+  job_id: string | null;
+  name: string | null;
+  pause_kind: string | null;
+  previous_status: string | null;
+  status: string;
+  subject_id: string;
+  topic: 'EXECUTION' | 'JOB' | 'RUN' | 'ALERT';
+  workspace_id: string;
+}
+
+export interface Executions {
+  attempt_count: Generated<number>;
+  attempt_started_at: Timestamp | null;
+  cancel_requested_at: Timestamp | null;
+  /**
+   * The token of the claim that last took the execution, made up by its worker: how the worker finds what a claim took whose answer it never received. Null for executions never claimed since migration 000031.
+   */
+  claim_token: string | null;
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  endpoint_id: string;
+  finished_at: Timestamp | null;
+  id: Generated<string>;
+  /**
+   * The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).
+   */
+  input: ColumnType<unknown, string, string> | null;
+  job_id: string;
+  last_error: string | null;
+  lease_epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  lease_expires_at: Timestamp | null;
+  lease_owner: string | null;
+  lock_key: string | null;
+  max_attempts: number;
+  request_id: string | null;
+  run_after: Timestamp;
+  scheduled_for: Timestamp;
+  serial: Generated<boolean>;
+  status: Generated<'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED'>;
+  trigger: Generated<'SCHEDULE' | 'MANUAL'>;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface Findings {
+  created_at: Generated<Timestamp>;
+  detail: Generated<ColumnType<unknown, string, string>>;
+  id: GeneratedAlways<number>;
+  kind: string;
+  resource_id: string;
+  run_id: string;
+  severity: 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
+  workspace_id: string;
+}
+
+export interface IntervalHandlers {
+  created_at: Generated<Timestamp>;
+  epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  error_runs: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  error_streak: Generated<number>;
+  /**
+   * Period between ticks, in ms; null for an on-demand handler, which runs only when triggered.
+   */
+  every_ms: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  last_cause: 'HANDLER' | 'TIMEOUT' | 'CRASHED' | null;
+  last_count: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  /**
+   * The epoch (take) of the tick whose outcome last_status, last_cause, last_error ... hold; null before the first outcome.
+   */
+  last_epoch: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  last_error: string | null;
+  last_finished_at: Timestamp | null;
+  last_ok_at: Timestamp | null;
+  last_started_at: Timestamp | null;
+  last_status: 'OK' | 'ERROR' | null;
+  name: string;
+  next_due_at: Timestamp;
+  ok_runs: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  overrun: Generated<boolean>;
+  owner: string | null;
+  run_started_at: Timestamp | null;
+  /**
+   * Ticks skipped because a tick was still running when they came due (all time).
+   */
+  skipped_ticks: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  updated_at: Generated<Timestamp>;
+}
+
+export interface JobgateMigrations {
+  applied_at: Generated<Timestamp>;
+  checksum: string;
+  name: string;
+  version: number;
+}
+
+export interface Jobs {
+  alerts_opt_out: Generated<boolean>;
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  cron_expression: string | null;
+  endpoint_id: string;
+  ends_at: Timestamp | null;
+  id: Generated<string>;
+  idempotency_key: string | null;
+  input: Generated<ColumnType<unknown, string, string>>;
+  kind: 'IMMEDIATE' | 'DELAYED' | 'CRON';
+  last_fired_at: Timestamp | null;
+  last_skip_at: Timestamp | null;
+  last_skip_reason: string | null;
+  lock_key: string | null;
+  max_attempts: number;
+  misfire_policy: 'FIRE_LATEST' | 'SKIP' | 'FIRE_ALL' | null;
+  missed_ticks: Generated<number>;
+  name: string | null;
+  next_fire_at: Timestamp | null;
+  overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW' | null;
+  retired_at: Timestamp | null;
+  run_at: Timestamp | null;
+  schedule_error: string | null;
+  schedule_error_at: Timestamp | null;
+  schedule_name: string | null;
+  skipped_ticks: Generated<number>;
+  starts_at: Timestamp | null;
+  status: Generated<'ACTIVE' | 'PAUSED' | 'RETIRED'>;
+  timezone: string | null;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface PayloadSpecs {
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  description: string | null;
+  id: Generated<string>;
+  json_schema: ColumnType<unknown, string, string>;
+  name: string;
+  updated_at: Generated<Timestamp>;
+  version: Generated<number>;
+  workspace_id: string;
+}
+
+export interface RetentionSlices {
+  epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  kind: 'EXECUTIONS' | 'AUDIT' | 'RUNS';
+  last_finished_at: Timestamp | null;
+  last_pruned: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  last_started_at: Timestamp | null;
+  lease_until: Timestamp | null;
+  next_due_at: Generated<Timestamp>;
+  owner: string | null;
+  pruned_total: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  workspace_id: string;
+}
+
+export interface Runs {
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  cursor: Buffer | null;
+  cursor_json: Generated<boolean>;
+  epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  error: string | null;
+  finished_at: Timestamp | null;
+  heartbeat_at: Timestamp | null;
+  id: Generated<string>;
+  name: string;
+  outage_hand_backs: Generated<number>;
+  owner: string | null;
+  params: Generated<ColumnType<unknown, string, string>>;
+  pause_kind: 'CANCELLED' | 'CRASHED' | 'HANDLER' | null;
+  pause_reason: string | null;
+  processed: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  resume_after: Timestamp | null;
+  stale_ms: number | null;
+  started_at: Generated<Timestamp>;
+  stats: Generated<ColumnType<unknown, string, string>>;
+  status: Generated<'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED'>;
+  total: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface RunSchedules {
+  created_at: Generated<Timestamp>;
+  cron_expression: string | null;
+  every_ms: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  last_error: string | null;
+  last_error_at: Timestamp | null;
+  last_tick_at: Timestamp | null;
+  last_tick_outcome: 'STARTED' | 'RESUMED' | 'ACTIVE' | 'HELD' | null;
+  last_tick_run_id: string | null;
+  name: string;
+  next_due_at: Timestamp;
+  params: Generated<ColumnType<unknown, string, string>>;
+  ticks: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  ticks_on_active: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  timezone: string | null;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface SubscriptionTickets {
+  api_key_id: string;
+  created_at: Generated<Timestamp>;
+  expires_at: Timestamp;
+  id: Generated<string>;
+  role: 'ADMIN' | 'OPERATOR' | 'VIEWER';
+  ticket_hash: Buffer;
+  used_at: Timestamp | null;
+  workspace_id: string;
+}
+
+export interface Workers {
+  handlers: Generated<ColumnType<unknown, string, string>>;
+  heartbeat_at: Generated<Timestamp>;
+  host: string;
+  id: string;
+  pid: number;
+  stale_ms: number;
+  started_at: Generated<Timestamp>;
+}
+
+export interface WorkspaceRetention {
+  audit_days: number | null;
+  events_hours: number | null;
+  executions_days: number | null;
+  failed_executions_days: number | null;
+  runs_days: number | null;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface Workspaces {
+  created_at: Generated<Timestamp>;
+  cursor_key: Generated<Buffer>;
+  events_pruned_through: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  id: Generated<string>;
+  name: string;
+  slug: string;
+}
+
+export interface DB {
+  alert_cursors: AlertCursors;
+  alert_notifications: AlertNotifications;
+  alert_rules: AlertRules;
+  alert_states: AlertStates;
+  api_keys: ApiKeys;
+  attempts: Attempts;
+  audit_log: AuditLog;
+  configs: Configs;
+  endpoints: Endpoints;
+  events: Events;
+  executions: Executions;
+  findings: Findings;
+  interval_handlers: IntervalHandlers;
+  jobgate_migrations: JobgateMigrations;
+  jobs: Jobs;
+  payload_specs: PayloadSpecs;
+  retention_slices: RetentionSlices;
+  run_schedules: RunSchedules;
+  runs: Runs;
+  subscription_tickets: SubscriptionTickets;
+  workers: Workers;
+  workspace_retention: WorkspaceRetention;
+  workspaces: Workspaces;
+}
