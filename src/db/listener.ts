@@ -15,6 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { pgTypes } from './pg-types.js';
 
 /** What a listener reports about its connection; the service's Observer is one. */
 export interface ListenerObserver {
@@ -105,7 +106,7 @@ export function createListener(options: ListenerOptions) {
 
   async function connect() {
     if (stopped) return;
-    const c = new pg.Client({ connectionString: options.connectionString, application_name: name, keepAlive: true });
+    const c = new pg.Client({ connectionString: options.connectionString, application_name: name, keepAlive: true, types: pgTypes });
     c.on('error', (e: Error) => drop(c, e.message));
     c.on('end', () => drop(c, 'connection closed'));
     c.on('notification', (n) => {

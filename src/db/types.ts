@@ -13,7 +13,7 @@ type GeneratedTimestamp = ColumnType<Date, Date | string | undefined, Date | str
 type Json<T = unknown> = ColumnType<T, string, string>;
 type GeneratedJson<T = unknown> = ColumnType<T, string | undefined, string>;
 /**
- * An `int8`: read as a number (src/db/pool.ts sets the parser: these are ids, epochs and
+ * An `int8`: read as a number (src/db/pg-types.ts, on jobgate's connections: these are ids, epochs and
  * counters, far below 2^53); written as a number, a bigint or its decimal text.
  */
 type Int8 = ColumnType<number, number | bigint | string, number | bigint | string>;
