@@ -93,7 +93,7 @@ export async function run(): Promise<Figure[]> {
   const server = await openServer();
   const target = await server.createDatabase('jobgate_bench_console');
   const config = parseConfig({ DATABASE_URL: target.url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'silent' });
-  const app = await startApp(config, createLogger('silent'), { gateway: true, worker: false });
+  const app = await startApp({ config, log: createLogger('silent'), roles: { gateway: true, worker: false } });
   const stopApp = onCleanup('console bench gateway', () => app.stop());
   const origin = new URL(app.url).origin;
   const db = new pg.Client({ connectionString: target.url });

@@ -20,6 +20,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
+import { pgTypes } from '../src/db/pg-types.js';
 import { createJobgate } from '../src/index.js';
 import { createLogger } from '../src/log.js';
 import { createPruner, type PrunedBatch } from '../src/service/engine/retention.js';
@@ -151,7 +152,7 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
 
 /** The default pace, for `ms`: rows pruned per second by a pruner left to its loop. */
 async function prunePaced(db: BenchDatabase, ms: number): Promise<number> {
-  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const pool = new pg.Pool({ connectionString: db.url, max: 2, types: pgTypes });
   let rows = 0;
   const pruner = createPruner({
     pool,
@@ -170,7 +171,7 @@ async function prunePaced(db: BenchDatabase, ms: number): Promise<number> {
 }
 
 async function pruneAll(db: BenchDatabase, pauseMs: number): Promise<{ rows: number; seconds: number; batches: number }> {
-  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const pool = new pg.Pool({ connectionString: db.url, max: 2, types: pgTypes });
   let batches = 0;
   const pruner = createPruner({
     pool,

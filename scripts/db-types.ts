@@ -12,7 +12,7 @@
  * dropped after; else an embedded Postgres in a temporary folder, stopped and removed after.
  *
  * What the generator is told, so that the types say what the app reads and writes:
- * - int8 reads as a number: jobgate's pool parses it so (src/db/pool.ts; ids, epochs and counters,
+ * - int8 reads as a number: jobgate's connections parse it so (src/db/pg-types.ts; ids, epochs and counters,
  *   far below 2^53); it is written as a number, a bigint or its decimal text.
  * - json and jsonb read as `unknown` (any JSON value, JSON null included) and are written as JSON
  *   text: pg would send a JavaScript array as a Postgres array, not as JSON.

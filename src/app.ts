@@ -51,19 +51,31 @@ export interface AppRoles {
   worker: boolean;
 }
 
-export async function startApp(
-  config: Config,
-  log: Logger,
-  roles: AppRoles = { gateway: true, worker: true },
-  /** Handlers of this process's workers, besides jobgate's own (tests register some). */
-  handlers?: HandlerRegistry,
-  recoverables?: RecoverableRegistry,
-  intervals?: IntervalRegistry,
+export interface StartAppOptions {
+  /** The environment's settings (src/config.ts): database, ports, worker, metrics, retention. */
+  config: Config;
+  /** Where the process's log lines go. */
+  log: Logger;
+  /** Which roles this process takes. Default both: gateway and worker (`jobgate start`). */
+  roles?: AppRoles | undefined;
+  /** In-process handlers of this process's workers, besides jobgate's own (tests register some). */
+  handlers?: HandlerRegistry | undefined;
+  /** Recoverable handlers this process's workers run (tests register some); none when unset. */
+  recoverables?: RecoverableRegistry | undefined;
+  /** Interval handlers this process's workers run (tests register some); none when unset. */
+  intervals?: IntervalRegistry | undefined;
   /** Ends the wait for an unreachable database during start-up (a signal arrived meanwhile). */
-  signal?: AbortSignal,
+  startupSignal?: AbortSignal | undefined;
   /** Called with each committed batch of pruned history (metrics). */
-  onPruned?: (batch: PrunedBatch) => void,
-): Promise<RunningApp> {
+  onPruned?: ((batch: PrunedBatch) => void) | undefined;
+}
+
+/**
+ * Starts one jobgate process with the roles asked for; on a failure during start, what was
+ * started is stopped again before the error is thrown.
+ */
+export async function startApp(options: StartAppOptions): Promise<RunningApp> {
+  const { config, log, roles = { gateway: true, worker: true }, handlers, recoverables, intervals, startupSignal, onPruned } = options;
   // Probes answer from the first moment: /healthz 200, /readyz 503 "waiting for database" until
   // the database is reached and migrated (an orchestrator must not restart a process that waits).
   const health = createHealth({});
@@ -102,7 +114,7 @@ export async function startApp(
       ...engineOptions(config, source, log),
       roles: { hub: roles.gateway, workers: roles.worker },
       onPruned,
-      signal,
+      signal: startupSignal,
       handlers,
       recoverables,
       intervals,

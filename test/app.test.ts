@@ -30,7 +30,7 @@ describe('startApp', () => {
       `insert into interval_handlers (name, every_ms, next_due_at, owner, epoch, run_started_at) values ('cleanup', 60000, now(), 'dead-worker', 1, now())`,
     );
     const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent' });
-    app = await startApp(config, createLogger('silent'));
+    app = await startApp({ config, log: createLogger('silent') });
     // Its sweeps ran at start.
     await eventually(async () => (await t.service.run(t.actor, run.id)).status === 'PAUSED');
     await eventually(

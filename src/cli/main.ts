@@ -173,7 +173,7 @@ async function serve(command: 'start' | 'serve' | 'worker', config: Config, log:
   try {
     // Waits for a database that cannot be reached yet; a fault no wait cures rejects (exit 1).
     const roles = { gateway: command !== 'worker', worker: command !== 'serve' };
-    app = await startApp(config, log, roles, undefined, undefined, undefined, signals.starting.signal);
+    app = await startApp({ config, log, roles, startupSignal: signals.starting.signal });
   } catch (error) {
     // Told to stop while it waited: a stop, not a failure. Only the wait's own answer to the
     // signal is; a real fault that happened to come after a signal still exits non-zero.

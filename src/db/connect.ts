@@ -6,6 +6,7 @@ import pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { startEmbeddedPostgres } from './embedded.js';
+import { pgTypes } from './pg-types.js';
 
 export interface DatabaseSource {
   connectionString: string;
@@ -16,7 +17,7 @@ export interface DatabaseSource {
 }
 
 export async function ensureDatabase(serverUrl: string, name: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000, types: pgTypes });
   client.on('error', () => {}); // the query in flight fails with it; see migrate.ts
   await client.connect();
   try {

@@ -22,6 +22,7 @@ import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { pgTypes } from './pg-types.js';
 import {
   canTraverse,
   EmbeddedPostgresError,
@@ -328,7 +329,7 @@ async function untilReady(server: Starting): Promise<void> {
         `embedded postgres exited during start (port ${server.port}). Its log (${server.logFile}):\n${tail(server.logFile, server.logStart)}`,
       );
     }
-    const client = new pg.Client({ connectionString: server.connectionString, connectionTimeoutMillis: 1000 });
+    const client = new pg.Client({ connectionString: server.connectionString, connectionTimeoutMillis: 1000, types: pgTypes });
     client.on('error', () => {});
     try {
       await client.connect();

@@ -15,6 +15,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { probeChannel as probeFormat } from './channels.js';
+import { pgTypes } from './pg-types.js';
 
 /** What a listener reports about its connection; the service's Observer is one. */
 export interface ListenerObserver {
@@ -53,7 +55,7 @@ export function createListener(options: ListenerOptions) {
   const { log } = options;
   const name = options.applicationName ?? 'jobgate-live';
   // Probes go to a channel of this connection's own, so they wake nobody else.
-  const probeChannel = `jobgate_probe_${randomBytes(6).toString('hex')}`;
+  const probeChannel = probeFormat.name(randomBytes(6).toString('hex'));
   const channels = new Set(options.channels);
   const checkEveryMs = options.checkEveryMs ?? 10_000;
   const probeTimeoutMs = options.probeTimeoutMs ?? 3_000;
@@ -105,12 +107,12 @@ export function createListener(options: ListenerOptions) {
 
   async function connect() {
     if (stopped) return;
-    const c = new pg.Client({ connectionString: options.connectionString, application_name: name, keepAlive: true });
+    const c = new pg.Client({ connectionString: options.connectionString, application_name: name, keepAlive: true, types: pgTypes });
     c.on('error', (e: Error) => drop(c, e.message));
     c.on('end', () => drop(c, 'connection closed'));
     c.on('notification', (n) => {
       const payload = n.payload ?? '';
-      if (n.channel === probeChannel) probes.get(payload)?.();
+      if (n.channel === probeChannel) probes.get(probeFormat.decode(payload) ?? '')?.();
       else if (channels.has(n.channel)) options.onHint(n.channel, payload);
     });
     try {
@@ -146,10 +148,10 @@ export function createListener(options: ListenerOptions) {
   async function check() {
     const c = client;
     if (!c || stopped) return;
-    const nonce = `probe:${randomBytes(6).toString('hex')}`;
+    const nonce = randomBytes(6).toString('hex');
     const delivered = new Promise<'delivered'>((r) => probes.set(nonce, () => r('delivered')));
     try {
-      const sent = await within(c.query('select pg_notify($1, $2)', [probeChannel, nonce]), probeTimeoutMs);
+      const sent = await within(c.query('select pg_notify($1, $2)', [probeChannel, probeFormat.encode(nonce)]), probeTimeoutMs);
       if (sent === 'timeout') return drop(c, `no answer to a probe within ${probeTimeoutMs} ms`);
       const heard = await within(delivered, probeTimeoutMs);
       if (client !== c) return;

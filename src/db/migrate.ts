@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { pgTypes } from './pg-types.js';
 
 /** Any stable 64-bit number; the same in every jobgate process. */
 export const MIGRATION_LOCK_KEY = 7_143_020_511;
@@ -83,7 +84,7 @@ function checkApplied(rows: AppliedMigration[], files: MigrationFile[]): void {
  */
 export async function verifyMigrated(connectionString: string, options: { dir?: string } = {}): Promise<void> {
   const files = await readMigrations(options.dir);
-  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate', connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate', connectionTimeoutMillis: 10_000, types: pgTypes });
   client.on('error', () => {}); // the query in flight fails with it
   await client.connect();
   try {
@@ -113,7 +114,13 @@ export async function migrate(
 ): Promise<MigrateResult> {
   const log = options.log ?? (() => {});
   const files = await readMigrations(options.dir);
-  const client = new pg.Client({ connectionString, application_name: 'jobgate-migrate', keepAlive: true, connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({
+    connectionString,
+    application_name: 'jobgate-migrate',
+    keepAlive: true,
+    connectionTimeoutMillis: 10_000,
+    types: pgTypes,
+  });
   // A connection lost mid-migration fails the query in flight (and the transaction); the
   // 'error' event pg also emits must not become an uncaught exception in the host process.
   client.on('error', (error) => log(`migrate: connection error: ${error.message}`));

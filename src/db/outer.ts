@@ -6,6 +6,7 @@
  */
 import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import type pg from 'pg';
+import { pgTypes } from './pg-types.js';
 import type { Db } from './pool.js';
 import type { DB } from './types.js';
 
@@ -25,7 +26,8 @@ export function outerExecutor(tx: OuterTransaction): Db {
   }
   if (typeof (tx as pg.ClientBase).query !== 'function')
     throw new TypeError('jobgate: pass a pg client inside BEGIN or a Kysely Transaction');
-  // One stable handle, so Kysely's per-client connection cache sees one connection.
-  const handle = { query: (text: string, values: unknown[]) => tx.query(text, values), release: () => {} };
+  // One stable handle, so Kysely's per-client connection cache sees one connection. Each
+  // statement carries jobgate's parsers (pg-types.ts): the caller's connection keeps its own.
+  const handle = { query: (text: string, values: unknown[]) => tx.query({ text, values, types: pgTypes }), release: () => {} };
   return new Kysely<DB>({ dialect: new PostgresDialect({ pool: { connect: async () => handle, end: async () => {} } as never }) });
 }

@@ -1,9 +1,7 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
+import { pgTypes } from './pg-types.js';
 import type { DB } from './types.js';
-
-// int8 (bigint) columns here are epochs and counters, far below 2^53; read them as numbers.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 export type Db = Kysely<DB>;
 
@@ -27,6 +25,8 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
     connectionString: options.connectionString,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'jobgate',
+    // This pool's own parsers (int8 as a number), not pg's process-wide ones: see pg-types.ts.
+    types: pgTypes,
     // A server that vanished without closing (a crashed host, a failover) never answers:
     // without keepalive a query waits forever, its client is never returned, and once all are
     // held every caller queues forever, silently. With it a client waiting on a reply finds the

@@ -1,16 +1,16 @@
 /**
- * The live hub's one listening connection (../db/listener.ts) on the `jobgate_events` channel,
- * and what each hint means: `e` and `f`, new events or findings; `r:<run id>`, a run changed;
- * `k:<key id>`, a key's standing changed; `c`, the handler catalogue changed. While the
- * listener cannot listen (mode `poll`), and whenever it (re)connects, hints may have been
- * missed, so everything is looked at again: every `pollMs` in the first case, once in the second.
+ * The live hub's one listening connection (../db/listener.ts) on the live channel
+ * (../db/channels.ts, which owns its payloads), and what each hint means: `e` and `f`, new events
+ * or findings; `r:<run id>`, a run changed; `k:<key id>`, a key's standing changed; `c`, the
+ * handler catalogue changed. While the listener cannot listen (mode `poll`), and whenever it
+ * (re)connects, hints may have been missed, so everything is looked at again: every `pollMs` in
+ * the first case, once in the second.
  */
 import type { Logger } from '../log.js';
+import { liveChannel } from '../db/channels.js';
 import { createListener, type Listener, type ListenMode } from '../db/listener.js';
 import type { Observer } from '../service/observer.js';
 import type { Lifetime } from './hub-common.js';
-
-const CHANNEL = 'jobgate_events';
 
 /** Where the hints go. */
 export interface HintTargets {
@@ -47,7 +47,7 @@ export class HintListener {
   ) {
     this.listener = createListener({
       connectionString: options.connectionString,
-      channels: [CHANNEL],
+      channels: [liveChannel.name],
       log: options.log,
       checkEveryMs: options.checkEveryMs,
       probeTimeoutMs: options.probeTimeoutMs,
@@ -78,8 +78,9 @@ export class HintListener {
 }
 
 function dispatch(payload: string, targets: HintTargets): void {
-  if (payload === 'e' || payload === 'f') targets.streams();
-  else if (payload === 'c') targets.catalog();
-  else if (payload.startsWith('k:')) targets.key(payload.slice(2));
-  else if (payload.startsWith('r:')) targets.run(payload.slice(2));
+  const hint = liveChannel.decode(payload);
+  if (hint?.kind === 'events' || hint?.kind === 'findings') targets.streams();
+  else if (hint?.kind === 'catalog') targets.catalog();
+  else if (hint?.kind === 'key') targets.key(hint.keyId);
+  else if (hint?.kind === 'run') targets.run(hint.runId);
 }

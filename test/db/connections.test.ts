@@ -6,6 +6,7 @@
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workChannel } from '../../src/db/channels.js';
 import { createListener } from '../../src/db/listener.js';
 import { MIGRATION_LOCK_KEY, migrate } from '../../src/db/migrate.js';
 import { createDatabase } from '../../src/db/pool.js';
@@ -110,7 +111,7 @@ describe('connections', () => {
     const logs: string[] = [];
     const listener = createListener({
       connectionString: silent.url(t.name),
-      channels: ['jobgate_work'],
+      channels: [workChannel.name],
       log: createLogger('debug', (l) => logs.push(l)),
       onHint: () => {},
       onListening: () => {},

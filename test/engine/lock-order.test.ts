@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
 import { heartbeat } from '../../src/db/queries/lease.js';
+import { pgTypes } from '../../src/db/pg-types.js';
 import { DEADLOCK_DETECTED } from '../../src/db/sqlstate.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { createAvailability } from '../../src/service/engine/availability.js';
@@ -73,7 +74,7 @@ function shuffled<T>(items: T[]): T[] {
 
 beforeEach(async () => {
   t = await createTestDb();
-  pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: t.url, max: 1 }));
+  pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: t.url, max: 1, types: pgTypes }));
   await t.service.registerEndpoint(t.actor, { name: 'lock.order', kind: 'HANDLER', handlerName: 'noop' });
 });
 afterEach(async () => {

@@ -13,6 +13,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workChannel } from '../../src/db/channels.js';
 import { ensureDatabase } from '../../src/db/connect.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
@@ -150,7 +151,7 @@ async function createWork(n: number, input: object = { ms: 30 }): Promise<string
      select workspace_id, id, endpoint_id, now(), now(), 5 from j returning id`,
     [workspaceId, endpointIds['outage.handler'], endpointIds['outage.http'], JSON.stringify(input), n],
   );
-  await q(`select pg_notify('jobgate_work', '')`);
+  await q('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
   return rows.map((r) => r.id);
 }
 
@@ -196,7 +197,7 @@ async function createHeld(keys: string[]): Promise<Map<string, string>> {
      select workspace_id, id, endpoint_id, now(), now(), 5, input from j returning id, input->>'key' as key`,
     [workspaceId, endpointIds['outage.hold'], keys],
   );
-  await q(`select pg_notify('jobgate_work', '')`);
+  await q('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
   return new Map(rows.map((r) => [r.key, r.id]));
 }
 
@@ -218,7 +219,7 @@ async function expectThroughputBack() {
      select workspace_id, id, endpoint_id, now(), now(), 5 from j returning id`,
     [workspaceId, endpointIds['outage.meet'], 2 * CONCURRENCY],
   );
-  await q(`select pg_notify('jobgate_work', '')`);
+  await q('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
   const ids = rows.map((r) => r.id);
   await whileAlive(async () => (await succeeded(ids)) === ids.length, 30_000, 'the work added after the outage to succeed');
   expect(met).toBe(true);
@@ -473,7 +474,7 @@ describe('workers through a database outage', { timeout: 120_000 }, () => {
          select workspace_id, id, endpoint_id, now(), now(), 5 from j returning id`,
         [workspaceId, endpointIds['outage.wake']],
       );
-      await q(`select pg_notify('jobgate_work', '')`);
+      await q('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
       return rows[0]!.id;
     };
     try {

@@ -37,7 +37,7 @@ async function probe(base: string, route: '/healthz' | '/readyz') {
 }
 
 const start = (env: Record<string, string> = {}) =>
-  startApp(parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent', ...env }), createLogger('silent'));
+  startApp({ config: parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent', ...env }), log: createLogger('silent') });
 
 describe('/healthz and /readyz on the gateway', () => {
   it('are open to anyone, 200 when all is well', async () => {

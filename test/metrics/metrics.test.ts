@@ -48,7 +48,7 @@ beforeAll(async () => {
     JOBGATE_METRICS_TOKEN: TOKEN,
     JOBGATE_CRON_SECRET: CRON_SECRET,
   });
-  app = await startApp(config, createLogger('silent'), { gateway: true, worker: true }, handlers);
+  app = await startApp({ config, log: createLogger('silent'), roles: { gateway: true, worker: true }, handlers });
   base = new URL(app.url).origin;
   ({ key } = await t.service.bootstrapKey('default', 'ADMIN', 'metrics test'));
 });
@@ -228,7 +228,7 @@ describe('/metrics', () => {
       JOBGATE_METRICS_TOKEN: TOKEN,
       JOBGATE_CRON_SECRET: CRON_SECRET,
     });
-    const second = await startApp(config, createLogger('silent'), { gateway: true, worker: false });
+    const second = await startApp({ config, log: createLogger('silent'), roles: { gateway: true, worker: false } });
     try {
       const s = await scrape(new URL(second.url).origin, TOKEN);
       // Only the first app's worker ran executions.
@@ -245,7 +245,7 @@ describe('/metrics', () => {
 
   it('is not there at all without a token (404), while the health routes are', async () => {
     const config = parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_LOG_LEVEL: 'silent' });
-    const bare = await startApp(config, createLogger('silent'), { gateway: true, worker: false });
+    const bare = await startApp({ config, log: createLogger('silent'), roles: { gateway: true, worker: false } });
     try {
       const origin = new URL(bare.url).origin;
       expect((await fetch(new URL('/metrics', origin), { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(404);

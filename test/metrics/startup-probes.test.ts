@@ -46,7 +46,7 @@ describe('probes during the start-up wait for the database', () => {
     });
     const abort = new AbortController();
     stoppers.push(() => abort.abort(new Error('test over')));
-    const starting = startApp(config, recordingLogger(lines), undefined, undefined, undefined, undefined, abort.signal);
+    const starting = startApp({ config, log: recordingLogger(lines), startupSignal: abort.signal });
     starting.catch(() => {});
     const opsUrl = await eventually(
       async () => lines.map((l) => /at (http:\/\/\S+)$/.exec(l)?.[1]).find(Boolean),

@@ -80,14 +80,14 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
     JOBGATE_HEARTBEAT_MS: '1000',
     JOBGATE_LEASE_MS: '3000',
   });
-  const app = await startApp(
+  const app = await startApp({
     config,
-    createLogger('silent'),
-    { gateway: true, worker: true },
+    log: createLogger('silent'),
+    roles: { gateway: true, worker: true },
     handlers,
     recoverables,
-    new IntervalRegistry(),
-  );
+    intervals: new IntervalRegistry(),
+  });
   const origin = new URL(app.url).origin;
   return { app, origin, flakyHealthy, scanBudget, stop: () => app.stop() };
 }

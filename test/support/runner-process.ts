@@ -9,8 +9,10 @@ import { createLogger } from '../../src/log.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { createRunner } from '../../src/service/engine/recoverable-runner.js';
 import pg from 'pg';
+import { pgTypes } from '../../src/db/pg-types.js';
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 5 });
+// Read as jobgate's own pools read (pg-types.ts): the runner's statements go through it.
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 5, types: pgTypes });
 const registry = new RecoverableRegistry();
 registry.register({
   name: 'scan',

@@ -21,6 +21,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { workChannel } from '../channels.js';
 import { transactionOn } from '../transaction.js';
 import type { ConfigRow, EndpointRow, ExecutionRow } from '../types.js';
 import { isConnectionError } from '../unavailable.js';
@@ -283,7 +284,8 @@ export async function handBackLostClaims(
   if (tokens.length === 0) return [];
   const { rows } = await pool.query<{ id: string; status: 'PENDING' | 'CANCELLED'; token: string }>(HAND_BACK_LOST, [workerId, tokens]);
   // Other workers may have room for them now (this one claims again right after).
-  if (rows.some((r) => r.status === 'PENDING')) await pool.query(`select pg_notify('jobgate_work', '')`);
+  if (rows.some((r) => r.status === 'PENDING'))
+    await pool.query('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
   return rows;
 }
 

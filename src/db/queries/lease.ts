@@ -2,6 +2,7 @@
  * Lease upkeep: heartbeats, the reconciler and release at shutdown.
  */
 import type pg from 'pg';
+import { workChannel } from '../channels.js';
 
 /**
  * The executions of a worker's list ($1 ids), locked in id order before anything updates them,
@@ -120,6 +121,6 @@ select id from released`;
 export async function releaseExecutions(pool: pg.Pool, held: { id: string; epoch: number }[]): Promise<string[]> {
   if (held.length === 0) return [];
   const { rows } = await pool.query<{ id: string }>(RELEASE, [held.map((h) => h.id), held.map((h) => h.epoch)]);
-  await pool.query(`select pg_notify('jobgate_work', '')`);
+  await pool.query('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
   return rows.map((r) => r.id);
 }

@@ -6,6 +6,7 @@
  */
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
+import { cancelChannel } from '../channels.js';
 import { cancelLiveExecutionsOf } from '../repos/executions.js';
 import type { DB } from '../types.js';
 
@@ -44,5 +45,6 @@ export async function reapEndedCronJobsOf(pool: pg.Pool, workspaceId: string): P
 
 /** Asks the workers running these executions to abort them (a hint; heartbeats carry it too). */
 export async function notifyCancel(pool: pg.Pool, executionIds: string[]): Promise<void> {
-  for (const id of executionIds) await pool.query(`select pg_notify('jobgate_cancel', $1)`, [id]);
+  for (const id of executionIds)
+    await pool.query('select pg_notify($1, $2)', [cancelChannel.name, cancelChannel.encode({ executionId: id })]);
 }

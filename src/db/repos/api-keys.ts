@@ -2,19 +2,17 @@
  * API keys: stored hashed (the key itself is never stored), each with a role and a workspace.
  */
 import { sql } from 'kysely';
+import { liveChannel } from '../channels.js';
 import type { ApiKeyRow, ApiKeysTable } from '../types.js';
 import { scoped, type Executor } from './scope.js';
 
 /**
- * The channel live gateways listen on (src/subscriptions/hub.ts), and the hint that names a key
- * whose standing changed: `k:<key id>`. Sent inside the transaction that changes the key, so it
- * reaches every gateway replica when, and only if, the change commits.
+ * Tells the live gateways (src/db/channels.ts, liveChannel) that a key's standing changed. Sent
+ * inside the transaction that changes the key, so it reaches every gateway replica when, and
+ * only if, the change commits.
  */
-export const KEY_HINT_CHANNEL = 'jobgate_events';
-export const keyHint = (keyId: string) => `k:${keyId}`;
-
 export async function notifyKeyChanged(ex: Executor, keyId: string): Promise<void> {
-  await sql`select pg_notify(${KEY_HINT_CHANNEL}, ${keyHint(keyId)})`.execute(ex);
+  await sql`select pg_notify(${liveChannel.name}, ${liveChannel.encode({ kind: 'key', keyId })})`.execute(ex);
 }
 
 /** The keys among `ids` that are not revoked, with what they grant now. */

@@ -1,4 +1,5 @@
 import { sql, type Expression, type RawBuilder, type SelectQueryBuilder } from 'kysely';
+import { cancelChannel, workChannel } from '../channels.js';
 import type { AttemptRow, DB, ExecutionRow, ExecutionStatus } from '../types.js';
 import type { ListOrder } from './keyset.js';
 import { countAtMost, orderedPage } from './listing.js';
@@ -39,7 +40,7 @@ export async function insertExecutionUnlessTaken(db: Executor, row: NewExecution
  * change that makes executions already due claimable, which no worker's due timer covers.
  */
 export async function notifyWork(db: Executor): Promise<void> {
-  await sql`select pg_notify('jobgate_work', '')`.execute(db);
+  await sql`select pg_notify(${workChannel.name}, ${workChannel.encode({ kind: 'work' })})`.execute(db);
 }
 
 /** The pending or running execution holding a lock key in the workspace, if any. */
@@ -137,7 +138,10 @@ export async function requestCancelOfRunningByIds(db: Executor, workspaceId: str
     .where('id', 'in', ids)
     .returningAll()
     .execute();
-  if (rows.length > 0) await sql`select pg_notify('jobgate_cancel', id) from unnest(${rows.map((r) => r.id)}::text[]) id`.execute(db);
+  if (rows.length > 0) {
+    const payloads = rows.map((r) => cancelChannel.encode({ executionId: r.id }));
+    await sql`select pg_notify(${cancelChannel.name}, payload) from unnest(${payloads}::text[]) payload`.execute(db);
+  }
   return rows;
 }
 
@@ -175,7 +179,10 @@ export async function findExecutionById(db: Executor, workspaceId: string, id: s
  */
 export async function cancelLiveExecutions(db: Executor, workspaceId: string, jobId: string, reason: string): Promise<number> {
   const { rows } = await cancelLiveExecutionsOf(sql`workspace_id = ${scoped(workspaceId)} and job_id = ${jobId}`, reason).execute(db);
-  for (const row of rows) if (row.status === 'RUNNING') await sql`select pg_notify('jobgate_cancel', ${row.id})`.execute(db);
+  for (const row of rows) {
+    if (row.status === 'RUNNING')
+      await sql`select pg_notify(${cancelChannel.name}, ${cancelChannel.encode({ executionId: row.id })})`.execute(db);
+  }
   return rows.filter((r) => r.status === 'CANCELLED').length;
 }
 

@@ -5,6 +5,7 @@
  * on it and on the row lock the caller took.
  */
 import { sql, type Expression, type SqlBool } from 'kysely';
+import { runWaitingChannel } from '../channels.js';
 import type { RunRecord, RunStatus } from '../types.js';
 import { afterCursor } from './keyset.js';
 import { scoped, type Executor } from './scope.js';
@@ -46,7 +47,7 @@ export async function insertRunUnlessLive(
 
 /** Wakes the runners that have handler `name` (sent with the caller's transaction, so they see its run). */
 export async function notifyRunWaiting(ex: Executor, name: string): Promise<void> {
-  await sql`select pg_notify('jobgate_runs', ${name})`.execute(ex);
+  await sql`select pg_notify(${runWaitingChannel.name}, ${runWaitingChannel.encode({ name })})`.execute(ex);
 }
 
 /**

@@ -1,15 +1,12 @@
 /**
  * Wake-ups between the engine's parts in one process. The worker holds the process's LISTEN
  * connection; the interval runner (in the engine host) has none of its own and polls. A hint the
- * listener receives for the interval handlers (`jobgate_work` with an `interval:<name>` payload,
- * migration 000030) is passed on here, keyed by the pool both parts were built on (a composition
+ * listener receives for the interval handlers (an `interval` hint on the work channel,
+ * src/db/channels.ts) is passed on here, keyed by the pool both parts were built on (a composition
  * root builds its worker and host on its one pool), so a triggered tick starts within a round
  * trip instead of a poll period. Only a hint: the runner's poll still finds what one misses.
  */
 import type pg from 'pg';
-
-/** The payload prefix of a `jobgate_work` notification about an interval handler's tick. */
-export const INTERVAL_HINT_PREFIX = 'interval:';
 
 const intervalWakers = new WeakMap<pg.Pool, Set<() => void>>();
 

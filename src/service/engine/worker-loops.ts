@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
+import { cancelChannel, workChannel } from '../../db/channels.js';
 import { createListener, type Listener } from '../../db/listener.js';
 import { reconcileExpiredLeases } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
@@ -13,7 +14,7 @@ import { mayReconcile, type Availability } from './availability.js';
 import type { ClaimLoop } from './claim-loop.js';
 import type { AbortReason } from './deliver.js';
 import type { LeaseKeeper } from './lease-keeper.js';
-import { INTERVAL_HINT_PREFIX, wakeIntervals } from './wake.js';
+import { wakeIntervals } from './wake.js';
 import type { InFlight } from './worker.js';
 
 export interface WorkerLoopsDeps {
@@ -73,15 +74,20 @@ export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
   async function listen(): Promise<void> {
     handles.listener = createListener({
       connectionString: deps.connectionString,
-      channels: ['jobgate_work', 'jobgate_cancel'],
+      channels: [workChannel.name, cancelChannel.name],
       log,
       applicationName: 'jobgate-worker-listen',
       observer,
       onHint(channel, payload) {
-        // A tick made due is the interval runner's (src/service/engine/wake.ts), not a claim's.
-        if (channel === 'jobgate_work' && payload?.startsWith(INTERVAL_HINT_PREFIX)) wakeIntervals(pool);
-        else if (channel === 'jobgate_work') claims.kick();
-        else if (payload) deps.inFlight.get(payload)?.controller.abort('cancelled' satisfies AbortReason);
+        // A tick made due is the interval runner's (src/service/engine/wake.ts), not a claim's;
+        // any other hint on the work channel is work.
+        if (channel === workChannel.name) {
+          if (workChannel.decode(payload)?.kind === 'interval') wakeIntervals(pool);
+          else claims.kick();
+        } else {
+          const cancel = cancelChannel.decode(payload);
+          if (cancel) deps.inFlight.get(cancel.executionId)?.controller.abort('cancelled' satisfies AbortReason);
+        }
       },
       onListening: () => claims.kick(), // anything added while we were not listening
       onMode: () => {},
