@@ -24,10 +24,10 @@ import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
 import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron-job-scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
 import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
-import { noopObserver, type Observer } from './service/observer.js';
-import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './service/probes.js';
-import type { RetentionSettingsDefaults } from './service/retention.js';
-import { type SecretBox } from './service/secrets.js';
+import { noopObserver, type Observer } from './service/kernel/observer.js';
+import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './service/ops/probes.js';
+import type { RetentionSettingsDefaults } from './service/retention/settings.js';
+import { type SecretBox } from './service/kernel/secrets.js';
 import { inOrder, settled } from './shutdown.js';
 import { createHub, type Hub } from './subscriptions/hub.js';
 

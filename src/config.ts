@@ -7,8 +7,8 @@ import path from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { ENGINE_DEFAULTS as D } from './defaults.js';
-import { isPlainEmailAddress } from './service/email-address.js';
-import { LOAD_BOUND_DEFAULTS as B, type LoadBoundSettings } from './service/load-bounds.js';
+import { isPlainEmailAddress } from './service/alerts/email-address.js';
+import { LOAD_BOUND_DEFAULTS as B, type LoadBoundSettings } from './service/access/load-bounds.js';
 
 const intFrom = (def: number, min: number, max: number) =>
   z
@@ -100,7 +100,7 @@ const envSchema = z.object({
       'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
     ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
-  // Bounds on load (src/service/load-bounds.ts), per gateway replica; 0 turns one off.
+  // Bounds on load (src/service/access/load-bounds.ts), per gateway replica; 0 turns one off.
   JOBGATE_RATE_LIMIT_PER_SECOND: intFrom(B.requestsPerSecond, 0, 1_000_000),
   JOBGATE_RATE_LIMIT_BURST: intFrom(B.requestBurst, 1, 1_000_000),
   JOBGATE_MAX_CONNECTIONS_PER_KEY: intFrom(B.connectionsPerKey, 0, 1_000_000),
@@ -187,7 +187,7 @@ function isOrigin(entry: string): boolean {
   }
 }
 
-/** What the outbound policy accepts (src/service/engine/outbound.ts): checked here, so a bad entry is named at start. */
+/** What the outbound policy accepts (src/service/endpoints/outbound-policy.ts): checked here, so a bad entry is named at start. */
 function isIpOrCidr(entry: string): boolean {
   const [address = '', prefix, ...rest] = entry.split('/');
   const version = net.isIP(address);

@@ -11,15 +11,15 @@ import { openEngine, type MetricsSetting } from './composition-root.js';
 import type { Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
 import type { HandlerFn } from './service/engine/handlers.js';
-import { SecretBox } from './service/secrets.js';
+import { SecretBox } from './service/kernel/secrets.js';
 import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
 import type { PrunerOptions } from './service/engine/retention.js';
-import type { RetentionSettingsDefaults } from './service/retention.js';
+import type { RetentionSettingsDefaults } from './service/retention/settings.js';
 import type { IntervalHandler } from './service/engine/intervals.js';
 import type { RecoverableHandler, RunSchedule } from './service/engine/recoverable.js';
 import type { RunDueResult } from './service/engine/run-due.js';
 import type { Worker, WorkerOptions } from './service/engine/worker.js';
-import type { Actor, Role } from './service/actor.js';
+import type { Actor, Role } from './service/kernel/actor.js';
 import {
   createJobServiceIn,
   type DeclaredSchedule,
@@ -266,10 +266,10 @@ export type {
   TriggerHandlerResult,
   TriggeredTick,
 } from './service/index.js';
-export * from './service/errors.js';
-export type { Actor, Role } from './service/actor.js';
-export type * from './service/models.js';
+export * from './service/kernel/errors.js';
+export type { Actor, Role } from './service/kernel/actor.js';
+export type * from './service/kernel/models.js';
 export { migrate, MigrationError } from './db/migrate.js';
 export { DatabaseFaultError } from './db/faults.js';
-export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './service/alerts.js';
+export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './service/alerts/alerts.js';
 export type { AlertEmailOptions } from './service/engine/alert-handlers.js';

@@ -1,5 +1,5 @@
-import { createPayloadSpecSchema, setConfigSchema, updatePayloadSpecSchema } from '../service/inputs.js';
-import type { Config, ConfigEntryView, PayloadSpec } from '../service/models.js';
+import { createPayloadSpecSchema, setConfigSchema, updatePayloadSpecSchema } from '../service/kernel/inputs.js';
+import type { Config, ConfigEntryView, PayloadSpec } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
 import { NodeRef } from './node.js';

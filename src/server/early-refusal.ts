@@ -12,7 +12,7 @@
  * origin the gateway allows, so a browser reads it as it would any refusal.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RateLimitedError } from '../service/errors.js';
+import type { RateLimitedError } from '../service/kernel/errors.js';
 
 export function refuseEarly(
   req: IncomingMessage,

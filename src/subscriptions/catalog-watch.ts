@@ -12,8 +12,8 @@
  * burst (many handlers ticking at once) coalesce into one read per `coalesceMs`.
  */
 import type { Logger } from '../log.js';
-import type { Actor } from '../service/actor.js';
-import type { HandlerCatalogSnapshot, HandlerFilter, HandlerInfo } from '../service/handlers.js';
+import type { Actor } from '../service/kernel/actor.js';
+import type { HandlerCatalogSnapshot, HandlerFilter, HandlerInfo } from '../service/handlers/handlers.js';
 import { Feed } from './feed.js';
 
 export interface CatalogWatchOptions {

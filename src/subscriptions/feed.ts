@@ -9,7 +9,7 @@
  * per subscriber and never slows the others. A subscriber that stops pulling altogether is cut
  * off by the hub.
  */
-import { DomainError } from '../service/errors.js';
+import { DomainError } from '../service/kernel/errors.js';
 
 export class SlowConsumerError extends DomainError {
   override name = 'SlowConsumerError';

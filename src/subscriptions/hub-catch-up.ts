@@ -10,7 +10,7 @@
 import type { Logger } from '../log.js';
 import type { Positions } from '../db/queries/events.js';
 import { isConnectionError } from '../db/unavailable.js';
-import type { Observer } from '../service/observer.js';
+import type { Observer } from '../service/kernel/observer.js';
 import { type Feed, SlowConsumerError } from './feed.js';
 import type { Lifetime } from './hub-common.js';
 import type { Settle } from './hub-settle.js';

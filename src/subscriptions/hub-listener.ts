@@ -7,7 +7,7 @@
  */
 import type { Logger } from '../log.js';
 import { createListener, type Listener, type ListenMode } from '../db/listener.js';
-import type { Observer } from '../service/observer.js';
+import type { Observer } from '../service/kernel/observer.js';
 import type { Lifetime } from './hub-common.js';
 
 const CHANNEL = 'jobgate_events';

@@ -16,8 +16,8 @@ import {
   type FindingRow,
   type Positions,
 } from '../db/queries/events.js';
-import { assertCursorKept } from '../service/live.js';
-import type { Observer } from '../service/observer.js';
+import { assertCursorKept } from '../service/live/live.js';
+import type { Observer } from '../service/kernel/observer.js';
 import { Feed } from './feed.js';
 import { addTo, countIn, removeFrom } from './hub-common.js';
 import { PAGE, type CatchUp, type StreamSub } from './hub-catch-up.js';

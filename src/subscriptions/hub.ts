@@ -17,8 +17,8 @@
 import type pg from 'pg';
 import type { Logger } from '../log.js';
 import type { EventMatch, EventRow, FindingRow, Positions } from '../db/queries/events.js';
-import type { Run } from '../service/runs.js';
-import { noopObserver, type Observer } from '../service/observer.js';
+import type { Run } from '../service/runs/runs.js';
+import { noopObserver, type Observer } from '../service/kernel/observer.js';
 import type { Feed } from './feed.js';
 import type { Lifetime } from './hub-common.js';
 import { CatchUp } from './hub-catch-up.js';

@@ -17,8 +17,8 @@
  * Checks are batched: one query for all the keys due at that moment.
  */
 import type { Logger } from '../log.js';
-import { UnauthenticatedError } from '../service/access.js';
-import type { Actor } from '../service/actor.js';
+import { UnauthenticatedError } from '../service/access/access.js';
+import type { Actor } from '../service/kernel/actor.js';
 
 export interface KeyWatchOptions {
   /** The service's rule: of these actors, those their key no longer backs. */

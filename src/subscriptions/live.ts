@@ -3,14 +3,14 @@
  * Each function returns an AsyncIterator of the payload the schema exposes.
  */
 import type { EventRow, FindingRow } from '../db/queries/events.js';
-import type { Actor } from '../service/actor.js';
-import { DomainError } from '../service/errors.js';
+import type { Actor } from '../service/kernel/actor.js';
+import { DomainError } from '../service/kernel/errors.js';
 import type { JobService } from '../service/index.js';
-import type { WorkspaceCursors } from '../service/cursors.js';
-import type { EventStreamInput } from '../service/live.js';
-import type { HandlerFilter, HandlerInfo } from '../service/handlers.js';
+import type { WorkspaceCursors } from '../service/kernel/cursors.js';
+import type { EventStreamInput } from '../service/live/live.js';
+import type { HandlerFilter, HandlerInfo } from '../service/handlers/handlers.js';
 import { CatalogWatch } from './catalog-watch.js';
-import { toFinding, type Finding, type Run } from '../service/runs.js';
+import { toFinding, type Finding, type Run } from '../service/runs/runs.js';
 import type { Feed } from './feed.js';
 import type { Hub } from './hub.js';
 import { KeyWatch } from './key-watch.js';
@@ -31,7 +31,7 @@ export interface LiveEvent {
 
 /**
  * Once per row: every subscriber it matches gets the same object (see ./shared-execution.ts).
- * The cursor is sealed with the workspace's key (src/service/cursors.ts); every subscriber a row
+ * The cursor is sealed with the workspace's key (src/service/kernel/cursors.ts); every subscriber a row
  * matches is of its workspace, so whichever maps it first seals it as all would.
  */
 const eventOnce = mappedOnce<EventRow, LiveEvent>();

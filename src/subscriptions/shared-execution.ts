@@ -32,7 +32,7 @@ import {
   type ExecutionResult,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Actor } from '../service/actor.js';
+import type { Actor } from '../service/kernel/actor.js';
 import { mapIterator } from './map-iterator.js';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;

@@ -9,7 +9,7 @@ import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
 import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
-import { noopObserver } from '../../src/service/observer.js';
+import { noopObserver } from '../../src/service/kernel/observer.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;

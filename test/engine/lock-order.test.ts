@@ -14,7 +14,7 @@ import { createAvailability } from '../../src/service/engine/availability.js';
 import { createOutcomeRecorder } from '../../src/service/engine/outcome-recorder.js';
 import type { InFlight } from '../../src/service/engine/worker.js';
 import type { ClaimedExecution } from '../../src/db/queries/claim.js';
-import { noopObserver } from '../../src/service/observer.js';
+import { noopObserver } from '../../src/service/kernel/observer.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
 

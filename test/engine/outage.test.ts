@@ -20,7 +20,7 @@ import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { isConnectionError } from '../../src/db/unavailable.js';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { createLogger } from '../../src/log.js';
-import type { Actor } from '../../src/service/actor.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
 import { HandlerRegistry } from '../../src/service/engine/handlers.js';
 import { createWorker } from '../../src/service/engine/worker.js';
 import { createJobService } from '../../src/service/index.js';

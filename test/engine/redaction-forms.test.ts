@@ -6,7 +6,7 @@
  * drives the ways a secret comes back besides a body (redirects, errors, the cap).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Actor } from '../../src/service/actor.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
 import { CARRIERS, createRedactor, FormsCache, REDACTED, secretForms, TWO_LAYERS_UP_TO } from '../../src/service/engine/redaction.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, settled, type EngineHarness } from '../support/engine.js';

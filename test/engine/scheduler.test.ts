@@ -3,7 +3,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { nextOccurrences } from '../../src/service/cron.js';
+import { nextOccurrences } from '../../src/service/cron/expressions.js';
 import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
 import { createJobService } from '../../src/service/index.js';

@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { createDatabaseProbes } from '../../src/service/probes.js';
+import { createDatabaseProbes } from '../../src/service/ops/probes.js';
 import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
 import { createRunner } from '../../src/service/engine/recoverable-runner.js';

@@ -5,7 +5,7 @@
  */
 import { GraphQLError, GraphQLInt, GraphQLObjectType, GraphQLSchema, GraphQLString, parse, type ExecutionResult } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import type { Actor } from '../../src/service/actor.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
 import { SlowConsumerError, Feed } from '../../src/subscriptions/feed.js';
 import { subscribeShared } from '../../src/subscriptions/shared-execution.js';
 

@@ -8,7 +8,7 @@
  */
 import type pg from 'pg';
 
-/** A run's status (src/service/runs.ts holds the domain's copy of these unions). */
+/** A run's status (src/service/runs/runs.ts holds the domain's copy of these unions). */
 export type RunStatus = 'RUNNING' | 'CANCEL_REQUESTED' | 'PAUSED' | 'COMPLETED' | 'FAILED';
 export type Severity = 'INFO' | 'WARNING' | 'ERROR' | 'DATA_LOSS';
 

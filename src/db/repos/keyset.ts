@@ -1,7 +1,7 @@
 /**
  * The keyset predicate of every list: rows strictly below (or above) the cursor row's
  * (created_at, id) pair, read with full database precision. The cursor's text form (encoding,
- * validation) is the service's (`service/pagination.ts`); this is the SQL it turns into.
+ * validation) is the service's (`src/service/kernel/pagination.ts`); this is the SQL it turns into.
  */
 import { sql, type Expression, type SqlBool } from 'kysely';
 

@@ -40,7 +40,7 @@ import {
   type AlertCursorRow,
 } from '../../db/queries/alert-evaluation.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
-import { excerpt } from '../alerts-format.js';
+import { excerpt } from '../alerts/format.js';
 import { Evaluation } from './alert-states.js';
 import { findingClears, handlerSubject, jobSubject, selects, stateSignals, type Signal } from './alert-state-checks.js';
 

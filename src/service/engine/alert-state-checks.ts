@@ -16,7 +16,7 @@ import {
 } from '../../db/queries/alert-evaluation.js';
 import type { AlertStateRow } from '../../db/queries/alert-notify.js';
 import type { AlertRuleRow } from '../../db/repos/alerts.js';
-import { excerpt, type AlertSubject } from '../alerts-format.js';
+import { excerpt, type AlertSubject } from '../alerts/format.js';
 
 /** One occurrence or clearance of a rule's condition for one subject, in the order applied. */
 export interface Signal {

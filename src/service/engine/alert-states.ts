@@ -24,7 +24,7 @@ import {
   withSuppressed,
   type AlertMessage,
   type AlertSubject,
-} from '../alerts-format.js';
+} from '../alerts/format.js';
 import { handlerSubject, jobSubject, stateKey, type Signal } from './alert-state-checks.js';
 
 export const ALERT_EMAIL_HANDLER = 'jobgate.alert-email';

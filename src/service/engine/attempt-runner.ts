@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import type { ClaimedExecution } from '../../db/queries/claim.js';
 import type { Completion } from '../../db/queries/complete.js';
 import type { Logger } from '../../log.js';
-import type { Observer } from '../observer.js';
+import type { Observer } from '../kernel/observer.js';
 import type { AbortReason, AttemptResult, Delivery } from './deliver.js';
 import { idsOf } from './lease-keeper.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';

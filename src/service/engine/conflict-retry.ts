@@ -18,7 +18,7 @@
  */
 import { DEADLOCK_DETECTED, isPgError, SERIALIZATION_FAILURE } from '../../db/sqlstate.js';
 import type { Logger } from '../../log.js';
-import type { ConflictedStatement, Observer } from '../observer.js';
+import type { ConflictedStatement, Observer } from '../kernel/observer.js';
 
 /** Conflicts worth one more try of the same statement. */
 const RETRIED_SQLSTATES: readonly string[] = [DEADLOCK_DETECTED, SERIALIZATION_FAILURE];

@@ -20,10 +20,10 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import { specOf } from '../cron.js';
-import { nextFireAfter } from '../cron-walk.js';
+import { specOf } from '../cron/expressions.js';
+import { nextFireAfter } from '../cron/walk.js';
 import { createAvailability, type Availability } from './availability.js';
-import { noopObserver, type Observer } from '../observer.js';
+import { noopObserver, type Observer } from '../kernel/observer.js';
 import { createPollLoop } from './poll-loop.js';
 import { inTransaction } from '../../db/transaction.js';
 import { databaseNow } from '../../db/queries/clock.js';

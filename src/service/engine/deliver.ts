@@ -10,12 +10,12 @@ import type { AttemptOutcome, AttemptTarget } from '../../db/types.js';
 import type { HandlerRegistry } from './handlers.js';
 import { UnrecoverableError } from './handlers.js';
 import { fencedTransaction, type FencedTransaction } from './fenced.js';
-import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from './outbound.js';
-import { isSealed, type SecretBox } from '../secrets.js';
+import { createOutboundPolicy, OutboundRefusedError, type OutboundPolicy } from '../endpoints/outbound-policy.js';
+import { isSealed, type SecretBox } from '../kernel/secrets.js';
 import { signatureHeaders } from './signing.js';
 import { createRedactor, FormsCache, type Redactor } from './redaction.js';
-import { render, renderDeep, TemplateError, type TemplateScope } from './template.js';
-import { storableText } from '../inputs.js';
+import { render, renderDeep, TemplateError, type TemplateScope } from '../endpoints/template.js';
+import { storableText } from '../kernel/inputs.js';
 import { traceparentFor } from './trace.js';
 
 export interface AttemptResult {

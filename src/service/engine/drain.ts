@@ -15,7 +15,7 @@ import {
 } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import { createDelivery } from './deliver.js';
-import type { SecretBox } from '../secrets.js';
+import type { SecretBox } from '../kernel/secrets.js';
 import type { HandlerRegistry } from './handlers.js';
 
 export interface DrainResult {

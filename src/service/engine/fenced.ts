@@ -20,7 +20,7 @@ import type pg from 'pg';
 import { completeExecutions } from '../../db/queries/complete.js';
 import { leaseHeld } from '../../db/queries/fence.js';
 import { inTransaction } from '../../db/transaction.js';
-import { LeaseLostError } from '../errors.js';
+import { LeaseLostError } from '../kernel/errors.js';
 
 export interface FencedTransactionOptions {
   /** Also record the execution as SUCCEEDED in this transaction. Default false. */

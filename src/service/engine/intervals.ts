@@ -23,7 +23,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import { storableText } from '../inputs.js';
+import { storableText } from '../kernel/inputs.js';
 import { createAvailability, type Availability } from './availability.js';
 import { onIntervalHint } from './wake.js';
 import { createPollLoop } from './poll-loop.js';

@@ -12,7 +12,7 @@ import type { ClaimedExecution } from '../../db/queries/claim.js';
 import { heartbeat } from '../../db/queries/lease.js';
 import { isSaturation } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
-import type { Observer } from '../observer.js';
+import type { Observer } from '../kernel/observer.js';
 import type { Availability } from './availability.js';
 import { reportConflictRetry, retryConflicts } from './conflict-retry.js';
 import type { AbortReason } from './deliver.js';

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import type { ClaimedExecution } from '../../db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../db/queries/complete.js';
 import type { Logger } from '../../log.js';
-import type { Observer, RecordedStatus } from '../observer.js';
+import type { Observer, RecordedStatus } from '../kernel/observer.js';
 import type { Availability } from './availability.js';
 import { reportConflictRetry, retryConflicts } from './conflict-retry.js';
 import { idsOf } from './lease-keeper.js';

@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { sweepStaleRuns, takeRun } from '../../db/queries/run-fence.js';
 import type { Logger } from '../../log.js';
-import { noopObserver, type Observer } from '../observer.js';
+import { noopObserver, type Observer } from '../kernel/observer.js';
 import { createAvailability, type Availability } from './availability.js';
 import { createPollLoop } from './poll-loop.js';
 import type { RecoverableRegistry } from './recoverable.js';

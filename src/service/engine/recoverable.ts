@@ -14,8 +14,8 @@
  *    A shutdown hands the run back (RUNNING, unowned) for another runner; a cancel pauses it.
  */
 import type { ZodType } from 'zod';
-import { normalizeCron } from '../cron.js';
-import type { RunStatus, Severity } from '../runs.js';
+import { normalizeCron } from '../cron/expressions.js';
+import type { RunStatus, Severity } from '../runs/runs.js';
 import { HANDLER_NAME_RULE, isHandlerName } from '../../db/handler-name.js';
 import { WORKSPACE_SLUG } from '../../db/workspace-slug.js';
 

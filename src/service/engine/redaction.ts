@@ -52,7 +52,7 @@
  * forms (a JSON form inside a base64 one, two secrets sharing text) cannot leave a piece of one.
  * Search is plain substring search on case-folded text: linear, whatever a target sends.
  */
-import { MIN_SECRET_LENGTH } from '../inputs.js';
+import { MIN_SECRET_LENGTH } from '../kernel/inputs.js';
 import { decodedViews } from './escapes.js';
 
 export const REDACTED = '[redacted]';

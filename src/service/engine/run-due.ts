@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { reconcileExpiredLeases } from '../../db/queries/lease.js';
 import { mayReconcile, type Availability } from './availability.js';
-import type { SecretBox } from '../secrets.js';
+import type { SecretBox } from '../kernel/secrets.js';
 import { drainDue, type DrainResult } from './drain.js';
 import type { HandlerRegistry } from './handlers.js';
 import type { CronJobScheduler } from './cron-job-scheduler.js';

@@ -19,10 +19,10 @@ import {
 } from '../../db/queries/run-fence.js';
 import { isConnectionError } from '../../db/unavailable.js';
 import type { Logger } from '../../log.js';
-import { parseInput } from '../context.js';
-import { ValidationError } from '../errors.js';
-import { jsonValue, storableText } from '../inputs.js';
-import type { Observer } from '../observer.js';
+import { parseInput } from '../kernel/context.js';
+import { ValidationError } from '../kernel/errors.js';
+import { jsonValue, storableText } from '../kernel/inputs.js';
+import type { Observer } from '../kernel/observer.js';
 import type { Availability } from './availability.js';
 import { outcome, RunLostError, RunStoreUnavailableError, type RecoverableHandler, type RunOutcome, type RunStore } from './recoverable.js';
 

@@ -11,14 +11,14 @@
  *    row (a tick on an active run bumps `ticks_on_active`);
  *  - the trigger commits before the tick does: a worker dying in between leaves the tick due, and
  *    the worker that takes it again finds the run active. Ticks missed while no worker ran
- *    coalesce into one; cron times come from the same walk as cron jobs (src/service/cron-walk.ts).
+ *    coalesce into one; cron times come from the same walk as cron jobs (src/service/cron/walk.ts).
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import type { Actor } from '../actor.js';
-import { firstFireAt, specOf } from '../cron.js';
-import { nextFireAfter } from '../cron-walk.js';
-import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs.js';
+import type { Actor } from '../kernel/actor.js';
+import { firstFireAt, specOf } from '../cron/expressions.js';
+import { nextFireAfter } from '../cron/walk.js';
+import type { TriggerRunInput, TriggerRunOptions, TriggerRunResult } from '../runs/runs.js';
 import type { RecoverableRegistry, RunSchedule } from './recoverable.js';
 import { createAvailability, type Availability } from './availability.js';
 import { createPollLoop } from './poll-loop.js';

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { createListener, type Listener } from '../../db/listener.js';
 import { reconcileExpiredLeases } from '../../db/queries/lease.js';
 import type { Logger } from '../../log.js';
-import type { Observer } from '../observer.js';
+import type { Observer } from '../kernel/observer.js';
 import { mayReconcile, type Availability } from './availability.js';
 import type { ClaimLoop } from './claim-loop.js';
 import type { AbortReason } from './deliver.js';

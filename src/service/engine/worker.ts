@@ -40,13 +40,13 @@ import { createAttemptRunner } from './attempt-runner.js';
 import { createAvailability, type Availability } from './availability.js';
 import { createClaimLoop } from './claim-loop.js';
 import { createDelivery } from './deliver.js';
-import type { SecretBox } from '../secrets.js';
+import type { SecretBox } from '../kernel/secrets.js';
 import type { HandlerRegistry } from './handlers.js';
 import { createLeaseKeeper } from './lease-keeper.js';
 import { createOutcomeRecorder } from './outcome-recorder.js';
 import { createWorkerLoops } from './worker-loops.js';
 import { drainWorker } from './worker-stop.js';
-import { noopObserver, type Observer } from '../observer.js';
+import { noopObserver, type Observer } from '../kernel/observer.js';
 
 export interface WorkerOptions {
   pool: pg.Pool;
