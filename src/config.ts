@@ -119,7 +119,7 @@ const envSchema = z.object({
     )
     .refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(D.retention.eventsHours, 1, 24 * 365),
-  // Retention of finished history (src/service/engine/retention.ts); 0 days keeps it forever.
+  // Retention of finished history (src/service/engine/maintenance/pruner.ts); 0 days keeps it forever.
   JOBGATE_RETENTION_EXECUTIONS_DAYS: intFrom(D.retention.executionsDays, 0, 36_500),
   JOBGATE_RETENTION_FAILED_DAYS: intFrom(D.retention.failedExecutionsDays, 0, 36_500),
   JOBGATE_RETENTION_AUDIT_DAYS: intFrom(D.retention.auditDays, 0, 36_500),
@@ -128,7 +128,7 @@ const envSchema = z.object({
   JOBGATE_RETENTION_BATCH: intFrom(D.retention.batchSize, 1, 100_000),
   JOBGATE_RETENTION_PAUSE_MS: intFrom(D.retention.pauseMs, 0, 60_000),
   JOBGATE_RETENTION_EVERY_MINUTES: intFrom(D.retention.everyMs / 60_000, 1, 24 * 60),
-  // Alerts by email (src/service/engine/alert-handlers.ts).
+  // Alerts by email (src/service/engine/alerts/alert-handlers.ts).
   JOBGATE_SMTP_URL: z
     .string()
     .optional()

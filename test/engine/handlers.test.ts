@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { opaqueWorkerId } from '../../src/service/kernel/models.js';
 import { databaseTimeIn, untilDatabaseTimePasses } from '../support/clock.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/queries/claim.js';
 import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
 import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
-import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
+import { reapEndedCronJobs } from '../../src/service/engine/maintenance/reaper.js';
 import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
 import { noopObserver } from '../../src/service/kernel/observer.js';

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../../src/app.js';
 import { parseConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { scrape, type Scrape } from '../support/prometheus.js';

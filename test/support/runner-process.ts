@@ -6,8 +6,8 @@
  * env: DATABASE_URL, STALE_MS. Prints "ready".
  */
 import { createLogger } from '../../src/log.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createRunner } from '../../src/service/engine/recoverable-runner.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { createRunner } from '../../src/service/engine/runs/runner.js';
 import pg from 'pg';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 5 });

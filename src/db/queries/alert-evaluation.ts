@@ -1,5 +1,5 @@
 /**
- * The alert evaluator's statements (src/service/engine/alert-evaluator.ts), run on one client
+ * The alert evaluator's statements (src/service/engine/alerts/evaluator.ts), run on one client
  * inside its transaction. The guarantee is in LOCK_CURSOR: one evaluation of a workspace at a
  * time, and the cursor it moves is committed with everything the pass wrote.
  */
@@ -101,7 +101,7 @@ export interface EvaluatedEvent {
 /**
  * The events a pass evaluates, in id order: executions ending (FAILED, SUCCEEDED) and runs ending
  * or pausing, with what a notification says about them. The execution's error is the text the
- * engine stored, already redacted of the endpoint's secrets (src/service/engine/deliver.ts).
+ * engine stored, already redacted of the endpoint's secrets (src/service/engine/delivery/deliver.ts).
  * A run's pause kind is the one its PAUSED event recorded (migration 000022), not the run's as
  * it is now: a run paused as CRASHED and resumed before the pass (which runs every minute) is
  * still seen as crashed. Only events written before that migration carry none; for those the

@@ -1,5 +1,5 @@
 /**
- * The cron scheduler's statements (src/service/engine/cron-job-scheduler.ts). A batch locks due cron jobs
+ * The cron scheduler's statements (src/service/engine/cron/scheduler.ts). A batch locks due cron jobs
  * (SKIP LOCKED: schedulers split them), claims each job's ticks with a compare-and-set on the
  * next_fire_at it read, and inserts the occurrences of the jobs it claimed; the (job,
  * scheduled_for) unique index makes each occurrence exist once, whatever the number of schedulers.

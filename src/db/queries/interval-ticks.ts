@@ -1,5 +1,5 @@
 /**
- * The interval handlers' statements (src/service/engine/intervals.ts): one row per handler name
+ * The interval handlers' statements (src/service/engine/intervals/intervals.ts): one row per handler name
  * in `interval_handlers`. A tick is held by its owner and the epoch its take set; every write
  * about a tick says so in its WHERE clause (`name = $1 and owner = $2 and epoch = $3`), so a late
  * finisher can never overwrite a later outcome.

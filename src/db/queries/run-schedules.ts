@@ -1,5 +1,5 @@
 /**
- * The run schedules' statements (src/service/engine/run-schedule-ticker.ts): one row per scheduled
+ * The run schedules' statements (src/service/engine/runs/schedule-ticker.ts): one row per scheduled
  * recoverable handler and workspace, ticked by one worker at a time (SKIP LOCKED, then a
  * compare-and-set on the next_due_at the tick read).
  */

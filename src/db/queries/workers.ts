@@ -1,5 +1,5 @@
 /**
- * A worker process's row in `workers` (src/service/engine/presence.ts): its presence and
+ * A worker process's row in `workers` (src/service/engine/runtime/presence.ts): its presence and
  * heartbeat. Live while its heartbeat is younger than its own `stale_ms`.
  */
 import type pg from 'pg';

@@ -1,6 +1,6 @@
 /**
  * Alerts: rules (ADMIN manages them), the notifications the evaluator wrote
- * (src/service/engine/alert-evaluator.ts), and a job's opt-out. Every guard is here; the GraphQL
+ * (src/service/engine/alerts/evaluator.ts), and a job's opt-out. Every guard is here; the GraphQL
  * resolvers and the library call these functions and nothing else.
  */
 import { z } from 'zod';

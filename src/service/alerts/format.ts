@@ -179,7 +179,7 @@ function jsonBody(m: AlertMessage): Record<string, unknown> {
 /**
  * The input of an email delivery job. It names the rule, not the recipients: a job's input is
  * readable by every key of the workspace (jobs, executions), a rule's addresses only by ADMIN,
- * so the sender reads them from the rule when it sends (../engine/alert-handlers.ts).
+ * so the sender reads them from the rule when it sends (../engine/alerts/alert-handlers.ts).
  */
 export function emailInput(m: AlertMessage): { ruleId: string; subject: string; text: string; alertId: string } {
   const lines = [

@@ -220,7 +220,7 @@ export const updatePayloadSpecSchema = z.object({
 });
 export type UpdatePayloadSpecInput = z.input<typeof updatePayloadSpecSchema>;
 
-/** Shortest secret config value: redaction (src/service/engine/redaction.ts) leaves shorter ones in clear. */
+/** Shortest secret config value: redaction (src/service/engine/delivery/redaction.ts) leaves shorter ones in clear. */
 export const MIN_SECRET_LENGTH = 4;
 
 export const setConfigSchema = z.object({

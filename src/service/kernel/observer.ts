@@ -11,7 +11,7 @@
 /** The tables retention prunes. */
 export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events';
 
-/** The engine statements retried after a conflict (src/service/engine/conflict-retry.ts). */
+/** The engine statements retried after a conflict (src/service/engine/worker/conflict-retry.ts). */
 export type ConflictedStatement = 'outcomes' | 'heartbeat';
 
 /** How an execution's recorded outcome left it. `PENDING` means a retry was scheduled. */

@@ -1,7 +1,7 @@
 /**
  * Retention settings: how long each workspace keeps its finished history. The installation sets
  * the defaults (JOBGATE_RETENTION_*, JOBGATE_EVENT_RETENTION_HOURS); a workspace's ADMIN may set
- * its own windows. The pruning itself is engine work (src/service/engine/retention.ts, and the
+ * its own windows. The pruning itself is engine work (src/service/engine/maintenance/pruner.ts, and the
  * reaper for live events), which reads the same row.
  */
 import { z } from 'zod';
@@ -9,7 +9,7 @@ import * as retentionRepo from '../../db/repos/retention.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
-import { DEFAULT_RETENTION, type RetentionDefaults } from '../engine/retention.js';
+import { DEFAULT_RETENTION, type RetentionDefaults } from '../engine/maintenance/pruner.js';
 
 /** The windows a workspace's history is kept for. Days of 0 keep that history forever. */
 export interface RetentionWindows {

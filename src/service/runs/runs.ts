@@ -1,6 +1,6 @@
 /**
  * Recoverable runs, as operators and frontends see them: trigger (idempotent), cancel, read,
- * and their findings. The runner that executes them is src/service/engine/recoverable.ts.
+ * and their findings. The runner that executes them is src/service/engine/runs/recoverable.ts.
  */
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
