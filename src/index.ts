@@ -251,7 +251,8 @@ export type { RunDueResult } from './service/engine/serverless/run-due.js';
 export type { FencedTransaction, FencedTransactionOptions } from './service/engine/delivery/fenced-transaction.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/runs/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals/intervals.js';
-export type { PrunedBatch, PrunedRows, RetentionDefaults } from './service/engine/maintenance/pruner.js';
+export type { PrunedBatch, PrunedRows } from './service/engine/maintenance/pruner.js';
+export type { RetentionDefaults } from './service/retention/windows.js';
 
 export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
 export type {

@@ -9,7 +9,7 @@ import * as retentionRepo from '../../db/repos/retention.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
-import { DEFAULT_RETENTION, type RetentionDefaults } from '../engine/maintenance/pruner.js';
+import { DEFAULT_RETENTION, type RetentionDefaults } from './windows.js';
 
 /** The windows a workspace's history is kept for. Days of 0 keep that history forever. */
 export interface RetentionWindows {

@@ -37,30 +37,9 @@ import {
 } from '../../../db/queries/retention.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
+import { DEFAULT_RETENTION, type RetentionDefaults } from '../../retention/windows.js';
 
 export type { PrunedRows, RetentionKind } from '../../../db/queries/retention.js';
-
-/** The installation's windows (config: JOBGATE_RETENTION_*). 0 days keeps that history forever. */
-export interface RetentionDefaults {
-  /** SUCCEEDED and CANCELLED executions (with their attempts). Default 30. */
-  executionsDays: number;
-  /** FAILED executions. Default 90. */
-  failedExecutionsDays: number;
-  /** Audit log rows. Default 365. */
-  auditDays: number;
-  /** COMPLETED and FAILED runs, with their findings. Default 90. */
-  runsDays: number;
-  /** The newest executions of each job kept whatever their age. Default 100. */
-  keepPerJob: number;
-}
-
-export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
-  executionsDays: 30,
-  failedExecutionsDays: 90,
-  auditDays: 365,
-  runsDays: 90,
-  keepPerJob: 100,
-});
 
 /** One committed batch, as the hook sees it: rows deleted per table (zeros included). EVENTS batches come from the reaper. */
 export interface PrunedBatch {
