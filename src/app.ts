@@ -15,7 +15,7 @@ import { createAvailability } from './service/engine/runtime/availability.js';
 import type { IntervalRegistry } from './service/engine/intervals/intervals.js';
 import type { RecoverableRegistry } from './service/engine/runs/recoverable.js';
 import type { PrunedBatch } from './service/engine/maintenance/pruner.js';
-import { createLiveFeeds } from './subscriptions/live.js';
+import { createLiveFeeds } from './subscriptions/live-feeds.js';
 import { NotFoundError } from './service/kernel/errors.js';
 import { SecretBox } from './service/kernel/secrets.js';
 import { inOrder, turnNotReady } from './shutdown.js';

@@ -29,7 +29,7 @@ import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './se
 import type { RetentionSettingsDefaults } from './service/retention/settings.js';
 import { type SecretBox } from './service/kernel/secrets.js';
 import { inOrder, settled } from './shutdown.js';
-import { createHub, type Hub } from './subscriptions/hub.js';
+import { createHub, type Hub } from './subscriptions/hub/hub.js';
 
 /** Metrics: off, on (a registry of its own), or counted into an application's registry. */
 export type MetricsSetting = boolean | Registry | { registry?: Registry; endpointLabels?: number; processMetrics?: boolean };

@@ -3,7 +3,7 @@
  */
 import type { Alert, AlertRule } from '../service/alerts/alerts.js';
 import { createAlertRuleSchema, setJobAlertsOptOutSchema, updateAlertRuleSchema } from '../service/alerts/alerts.js';
-import type { LiveEvent } from '../subscriptions/live.js';
+import type { LiveEvent } from '../subscriptions/live-feeds.js';
 import { DomainError } from '../service/kernel/errors.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';

@@ -10,7 +10,7 @@
  */
 import type { Actor } from '../service/kernel/actor.js';
 import type { StreamBudget } from '../service/access/load-bounds.js';
-import type { LiveFeeds } from './live.js';
+import type { LiveFeeds } from './live-feeds.js';
 
 /** `source`, releasing `release` once when it finishes, fails, or is returned. */
 function releasing<T>(source: AsyncIterable<T>, release: () => void): AsyncIterableIterator<T> {

@@ -228,7 +228,7 @@ async function startOperation(ctx: WsContext, id: string, payload: SubscribePayl
       options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
     return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
   }
-  // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
+  // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/hub/feed.ts):
   // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.
   const socket = ctx.extra.socket;
   const cutOff = () => {

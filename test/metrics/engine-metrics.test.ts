@@ -12,7 +12,7 @@ import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/reco
 import { createRunner } from '../../src/service/engine/runs/runner.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
-import { createHub } from '../../src/subscriptions/hub.js';
+import { createHub } from '../../src/subscriptions/hub/hub.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { Scrape } from '../support/prometheus.js';

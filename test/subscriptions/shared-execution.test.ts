@@ -1,13 +1,13 @@
 /**
  * Subscription events executed once for subscribers that would get the same result
- * (src/subscriptions/shared-execution.ts): shared only between equal documents, variables and
+ * (src/subscriptions/shared-event-results.ts): shared only between equal documents, variables and
  * actors, each subscriber still gets every event, a failing source arrives as a GraphQLError.
  */
 import { GraphQLError, GraphQLInt, GraphQLObjectType, GraphQLSchema, GraphQLString, parse, type ExecutionResult } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import type { Actor } from '../../src/service/kernel/actor.js';
-import { SlowConsumerError, Feed } from '../../src/subscriptions/feed.js';
-import { subscribeShared } from '../../src/subscriptions/shared-execution.js';
+import { SlowConsumerError, Feed } from '../../src/subscriptions/hub/feed.js';
+import { subscribeShared } from '../../src/subscriptions/shared-event-results.js';
 
 interface Tick {
   n: number;

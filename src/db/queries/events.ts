@@ -13,7 +13,7 @@ export interface Positions {
 
 /**
  * The last ids handed out, then (a separate statement, so it is read after them) the open
- * transactions that hold the writer mark (migration 000009; src/subscriptions/watermark.ts).
+ * transactions that hold the writer mark (migration 000009; src/subscriptions/hub/watermark.ts).
  * Sent as one simple-protocol message: one round trip.
  */
 const POSITIONS = `

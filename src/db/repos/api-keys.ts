@@ -6,7 +6,7 @@ import type { ApiKeyRow, ApiKeysTable } from '../types.js';
 import { scoped, type Executor } from './scope.js';
 
 /**
- * The channel live gateways listen on (src/subscriptions/hub.ts), and the hint that names a key
+ * The channel live gateways listen on (src/subscriptions/hub/hub.ts), and the hint that names a key
  * whose standing changed: `k:<key id>`. Sent inside the transaction that changes the key, so it
  * reaches every gateway replica when, and only if, the change commits.
  */

@@ -10,7 +10,7 @@
  *
  * Revocation: a key revoked through this service is forgotten when the revocation ends, so this
  * process refuses it at once. Every gateway replica forgets it too when the revocation's
- * key-change notification reaches its live hub (src/subscriptions/live.ts), which also ends the
+ * key-change notification reaches its live hub (src/subscriptions/live-feeds.ts), which also ends the
  * key's live streams; after the hub's listener reconnects (notifications may have been missed)
  * it forgets every key. What no notification announces (a key revoked or a role changed in SQL,
  * or a process without a hub, such as a library worker) may still authenticate here for up to

@@ -44,7 +44,7 @@ export type EventTopic = EventMatch['topic'];
  * The replay rule: a stream may go on from `after` only if no event above it was pruned
  * (`prunedThrough` is the workspace's highest pruned id). `after` 0 means "everything kept" and
  * is never refused. Checked when a stream is authorised and again by each replay read, in the
- * snapshot of the rows it reads (src/subscriptions/hub.ts). `cursorOf` seals an id for the
+ * snapshot of the rows it reads (src/subscriptions/hub/hub.ts). `cursorOf` seals an id for the
  * error (the workspace's own cursors, never a raw id). Throws CURSOR_EXPIRED.
  */
 export function assertCursorKept(after: bigint, prunedThrough: bigint, cursorOf: (id: bigint) => string): void {

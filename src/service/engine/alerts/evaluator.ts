@@ -12,7 +12,7 @@
  *
  * A pass, in one transaction:
  *  1. reads events and findings above the cursor and at or below a stable watermark (ids are not
- *     in commit order: see src/subscriptions/watermark.ts; the candidate waiting to settle is
+ *     in commit order: see src/subscriptions/hub/watermark.ts; the candidate waiting to settle is
  *     kept in the cursor row, so any worker's next pass can settle it);
  *  2. turns them, and the state checks (interval handlers' errors, cron schedule errors, dead
  *     man's switches, a clean run after findings), into occurrences and clearances per (rule, subject);

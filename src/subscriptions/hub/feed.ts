@@ -5,11 +5,11 @@
  *
  * The queue is bounded by its owner, not here: the hub stops pushing to a feed that holds
  * `limit` items and lets that subscriber catch up from the database once it has drained (see
- * hub-streams.ts and hub-catch-up.ts), so a burst never costs more than `limit` items of memory
+ * streams.ts and catch-up.ts), so a burst never costs more than `limit` items of memory
  * per subscriber and never slows the others. A subscriber that stops pulling altogether is cut
  * off by the hub.
  */
-import { DomainError } from '../service/kernel/errors.js';
+import { DomainError } from '../../service/kernel/errors.js';
 
 export class SlowConsumerError extends DomainError {
   override name = 'SlowConsumerError';

@@ -1,19 +1,19 @@
 /**
  * One stream subscription (events or findings) and its handover from replay to live. A
- * subscription is either LIVE (the hub pushes what it fetched for everyone, ./hub-streams.ts)
+ * subscription is either LIVE (the hub pushes what it fetched for everyone, ./streams.ts)
  * or CATCHING UP (it reads its own rows from the database, a page at a time, as fast as its
  * client takes them). It turns live only when it has read up to the current horizon
- * (./hub-settle.ts), with no await between that check and the switch, so the handover has no
+ * (./settle.ts), with no await between that check and the switch, so the handover has no
  * gap and no overlap. A client that takes nothing for `stallMs` while rows wait is cut off
  * (SLOW_CONSUMER); it resumes with its last cursor.
  */
-import type { Logger } from '../log.js';
-import type { Positions } from '../db/queries/events.js';
-import { isConnectionError } from '../db/unavailable.js';
-import type { Observer } from '../service/kernel/observer.js';
+import type { Logger } from '../../log.js';
+import type { Positions } from '../../db/queries/events.js';
+import { isConnectionError } from '../../db/unavailable.js';
+import type { Observer } from '../../service/kernel/observer.js';
 import { type Feed, SlowConsumerError } from './feed.js';
-import type { Lifetime } from './hub-common.js';
-import type { Settle } from './hub-settle.js';
+import type { Lifetime } from './shared.js';
+import type { Settle } from './settle.js';
 
 /** Most rows read or fetched at once. */
 export const PAGE = 5_000;

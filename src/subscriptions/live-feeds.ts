@@ -9,10 +9,10 @@ import type { JobService } from '../service/index.js';
 import type { WorkspaceCursors } from '../service/kernel/cursors.js';
 import type { EventStreamInput } from '../service/live/live.js';
 import type { HandlerFilter, HandlerInfo } from '../service/handlers/handlers.js';
-import { CatalogWatch } from './catalog-watch.js';
+import { CatalogWatch } from './handler-catalogue-watch.js';
 import { toFinding, type Finding, type Run } from '../service/runs/runs.js';
-import type { Feed } from './feed.js';
-import type { Hub } from './hub.js';
+import type { Feed } from './hub/feed.js';
+import type { Hub } from './hub/hub.js';
 import { KeyWatch } from './key-watch.js';
 import { mapIterator, mappedOnce } from './map-iterator.js';
 
@@ -30,7 +30,7 @@ export interface LiveEvent {
 }
 
 /**
- * Once per row: every subscriber it matches gets the same object (see ./shared-execution.ts).
+ * Once per row: every subscriber it matches gets the same object (see ./shared-event-results.ts).
  * The cursor is sealed with the workspace's key (src/service/kernel/cursors.ts); every subscriber a row
  * matches is of its workspace, so whichever maps it first seals it as all would.
  */
@@ -58,7 +58,7 @@ export interface LiveFeeds {
   runEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   /** New alert notifications (events of topic ALERT, migration 000020). */
   alerts(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
-  /** The handler catalogue now, then each time it changes (./catalog-watch.ts). */
+  /** The handler catalogue now, then each time it changes (./handler-catalogue-watch.ts). */
   handlerCatalog(actor: Actor, filter: HandlerFilter): Promise<AsyncIterable<HandlerInfo[]>>;
   /** The same feeds for one client connection: `cutOff` is called when it falls too far behind. */
   forConnection(cutOff: () => void): LiveFeeds;

@@ -1,14 +1,14 @@
 /**
- * The live hub's one listening connection (../db/listener.ts) on the `jobgate_events` channel,
+ * The live hub's one listening connection (../../db/listener.ts) on the `jobgate_events` channel,
  * and what each hint means: `e` and `f`, new events or findings; `r:<run id>`, a run changed;
  * `k:<key id>`, a key's standing changed; `c`, the handler catalogue changed. While the
  * listener cannot listen (mode `poll`), and whenever it (re)connects, hints may have been
  * missed, so everything is looked at again: every `pollMs` in the first case, once in the second.
  */
-import type { Logger } from '../log.js';
-import { createListener, type Listener, type ListenMode } from '../db/listener.js';
-import type { Observer } from '../service/kernel/observer.js';
-import type { Lifetime } from './hub-common.js';
+import type { Logger } from '../../log.js';
+import { createListener, type Listener, type ListenMode } from '../../db/listener.js';
+import type { Observer } from '../../service/kernel/observer.js';
+import type { Lifetime } from './shared.js';
 
 const CHANNEL = 'jobgate_events';
 

@@ -1,32 +1,32 @@
 /**
- * The per-process fan-out of live events. One listening connection (./hub-listener.ts) hints
+ * The per-process fan-out of live events. One listening connection (./notifications.ts) hints
  * that something changed; the hub reads what changed from the database once and hands it to
  * every subscription that matches, by workspace first, then by job, endpoint, run or name.
  *
  * Event streams (events and findings, both rows with increasing ids) are delivered in id order
  * up to the stable watermark (./watermark.ts), so nothing is skipped. The horizon
- * (./hub-settle.ts) is the highest id the hub has fetched or is fetching. Each stream
- * subscription is live, pushed what the hub fetched for everyone (./hub-streams.ts), or catching
- * up, reading its own rows until it reaches the horizon (./hub-catch-up.ts). A subscription with
+ * (./settle.ts) is the highest id the hub has fetched or is fetching. Each stream
+ * subscription is live, pushed what the hub fetched for everyone (./streams.ts), or catching
+ * up, reading its own rows until it reaches the horizon (./catch-up.ts). A subscription with
  * an `after` cursor starts by catching up; a live one that falls `feedLimit` rows behind drops
  * back to catching up; one whose client takes nothing for `stallMs` while rows wait is cut off.
  *
- * Run progress is re-read, not streamed (./hub-runs.ts). The same channel carries key and
- * catalogue hints, passed on as they come (./hub-hints.ts).
+ * Run progress is re-read, not streamed (./run-watches.ts). The same channel carries key and
+ * catalogue hints, passed on as they come (./hints.ts).
  */
 import type pg from 'pg';
-import type { Logger } from '../log.js';
-import type { EventMatch, EventRow, FindingRow, Positions } from '../db/queries/events.js';
-import type { Run } from '../service/runs/runs.js';
-import { noopObserver, type Observer } from '../service/kernel/observer.js';
+import type { Logger } from '../../log.js';
+import type { EventMatch, EventRow, FindingRow, Positions } from '../../db/queries/events.js';
+import type { Run } from '../../service/runs/runs.js';
+import { noopObserver, type Observer } from '../../service/kernel/observer.js';
 import type { Feed } from './feed.js';
-import type { Lifetime } from './hub-common.js';
-import { CatchUp } from './hub-catch-up.js';
-import { HintFanOut } from './hub-hints.js';
-import { HintListener } from './hub-listener.js';
-import { RunWatches } from './hub-runs.js';
-import { Settle } from './hub-settle.js';
-import { Streams } from './hub-streams.js';
+import type { Lifetime } from './shared.js';
+import { CatchUp } from './catch-up.js';
+import { HintFanOut } from './hints.js';
+import { HintListener } from './notifications.js';
+import { RunWatches } from './run-watches.js';
+import { Settle } from './settle.js';
+import { Streams } from './streams.js';
 
 export interface HubOptions {
   pool: pg.Pool;

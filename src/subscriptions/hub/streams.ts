@@ -2,7 +2,7 @@
  * The live hub's stream subscriptions (events by workspace, findings by run) and the live
  * delivery: what settled in (from, to] is read once, a page at a time, for all of them, and
  * pushed to each one that matches and is live. A live one whose client falls `feedLimit` rows
- * behind (a burst, a slow network) drops back to catching up (./hub-catch-up.ts) from the last
+ * behind (a burst, a slow network) drops back to catching up (./catch-up.ts) from the last
  * row it was given, so memory per subscriber stays bounded and a slow client never slows the
  * others.
  */
@@ -15,13 +15,13 @@ import {
   type EventRow,
   type FindingRow,
   type Positions,
-} from '../db/queries/events.js';
-import { assertCursorKept } from '../service/live/live.js';
-import type { Observer } from '../service/kernel/observer.js';
+} from '../../db/queries/events.js';
+import { assertCursorKept } from '../../service/live/live.js';
+import type { Observer } from '../../service/kernel/observer.js';
 import { Feed } from './feed.js';
-import { addTo, countIn, removeFrom } from './hub-common.js';
-import { PAGE, type CatchUp, type StreamSub } from './hub-catch-up.js';
-import type { Settle } from './hub-settle.js';
+import { addTo, countIn, removeFrom } from './shared.js';
+import { PAGE, type CatchUp, type StreamSub } from './catch-up.js';
+import type { Settle } from './settle.js';
 
 interface EventSub extends StreamSub<EventRow> {
   match: EventMatch;

@@ -6,9 +6,9 @@
  * parallel; while a candidate waits for open writers, a timer looks again soon.
  */
 import type pg from 'pg';
-import type { Logger } from '../log.js';
-import { readPositions, type Positions } from '../db/queries/events.js';
-import type { Lifetime } from './hub-common.js';
+import type { Logger } from '../../log.js';
+import { readPositions, type Positions } from '../../db/queries/events.js';
+import type { Lifetime } from './shared.js';
 import { Watermark } from './watermark.js';
 
 export interface SettleOptions {

@@ -5,11 +5,11 @@
  * bursts coalesce, the last state and the terminal one always arrive.
  */
 import type pg from 'pg';
-import type { Logger } from '../log.js';
-import { runsById } from '../db/queries/events.js';
-import { toRun, type Run } from '../service/runs/runs.js';
+import type { Logger } from '../../log.js';
+import { runsById } from '../../db/queries/events.js';
+import { toRun, type Run } from '../../service/runs/runs.js';
 import { Feed } from './feed.js';
-import { addTo, countIn, removeFrom, type Lifetime } from './hub-common.js';
+import { addTo, countIn, removeFrom, type Lifetime } from './shared.js';
 
 const TERMINAL = new Set(['COMPLETED', 'FAILED']);
 

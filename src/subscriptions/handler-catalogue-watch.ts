@@ -14,7 +14,7 @@
 import type { Logger } from '../log.js';
 import type { Actor } from '../service/kernel/actor.js';
 import type { HandlerCatalogSnapshot, HandlerFilter, HandlerInfo } from '../service/handlers/handlers.js';
-import { Feed } from './feed.js';
+import { Feed } from './hub/feed.js';
 
 export interface CatalogWatchOptions {
   /** The service's read (it validates the filter: the first read's refusal is the subscriber's). */

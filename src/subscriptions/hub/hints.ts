@@ -1,8 +1,8 @@
 /**
  * The hints the live hub passes on without reading anything itself: `k:<key id>`, an API key's
- * standing changed (revoked), for the gateway's KeyWatch (./key-watch.ts) to end what the key
+ * standing changed (revoked), for the gateway's KeyWatch (../key-watch.ts) to end what the key
  * has open; and `c`, the handler catalogue changed (migration 000029), for the CatalogWatch
- * (./catalog-watch.ts).
+ * (../handler-catalogue-watch.ts).
  */
 export class HintFanOut {
   /** Who hears that an API key's standing may have changed; undefined: any key's. */
