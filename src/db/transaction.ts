@@ -7,7 +7,7 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Db } from './pool.js';
-import type { Executor } from './repos/scope.js';
+import type { Executor } from './repositories/scope.js';
 import { isPgError, NO_ACTIVE_TRANSACTION } from './sqlstate.js';
 import type { DB } from './types.js';
 

@@ -156,7 +156,7 @@ export interface ExecutionsTable {
   attempt_started_at: Timestamp | null;
   /** The input delivered, pinned at creation (migration 000018); null for executions finished before it. */
   input: ColumnType<unknown, string | undefined, string>;
-  /** The token of the claim that last took it, made up by its worker (migration 000031, src/db/queries/claim.ts). */
+  /** The token of the claim that last took it, made up by its worker (migration 000031, src/db/statements/claim.ts). */
   claim_token: string | null;
   last_error: string | null;
   finished_at: Timestamp | null;

@@ -19,7 +19,7 @@ import { createRunsService } from './runs/runs.js';
 import { createRetentionService } from './retention/settings.js';
 import { createSchedulesService } from './jobs/declared-schedules.js';
 import { createStatsService } from './jobs/stats.js';
-import * as endpointsRepo from '../db/repos/endpoints.js';
+import * as endpointsRepo from '../db/repositories/endpoints.js';
 import type { Actor } from './kernel/actor.js';
 import type { ServiceContext } from './kernel/context.js';
 import { noopObserver } from './kernel/observer.js';

@@ -2,7 +2,7 @@
  * Objects by id alone, for Relay's `node(id:)`: the workspace's own, never another's (an id of
  * another workspace is null, as an id of nothing is).
  */
-import { tableHolding, type NodeTable } from '../db/repos/nodes.js';
+import { tableHolding, type NodeTable } from '../db/repositories/nodes.js';
 import type { Actor } from './kernel/actor.js';
 import type { ServiceContext } from './kernel/context.js';
 import { NotFoundError } from './kernel/errors.js';

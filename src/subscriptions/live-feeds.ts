@@ -2,7 +2,7 @@
  * What subscription resolvers call: the service decides who may watch what, the hub delivers.
  * Each function returns an AsyncIterator of the payload the schema exposes.
  */
-import type { EventRow, FindingRow } from '../db/queries/events.js';
+import type { EventRow, FindingRow } from '../db/statements/events.js';
 import type { Actor } from '../service/kernel/actor.js';
 import { DomainError } from '../service/kernel/errors.js';
 import type { JobService } from '../service/index.js';

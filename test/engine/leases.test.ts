@@ -3,9 +3,9 @@
  * real workers in this process sharing one database.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimExecutions } from '../../src/db/queries/claim.js';
-import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
-import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
+import { claimExecutions } from '../../src/db/statements/claim.js';
+import { completeExecutions, type Completion } from '../../src/db/statements/complete.js';
+import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
 import { reapEndedCronJobs } from '../../src/service/engine/maintenance/reaper.js';
 import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDatabase } from '../../src/db/connect.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
-import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
+import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
 import { isConnectionError } from '../../src/db/unavailable.js';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { createLogger } from '../../src/log.js';

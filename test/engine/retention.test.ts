@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
-import { pruneBatch, takeSlice } from '../../src/db/queries/retention.js';
+import { pruneBatch, takeSlice } from '../../src/db/statements/pruning.js';
 import { createLogger } from '../../src/log.js';
 import { createPruner, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
 import { createTestDb, type TestDb } from '../support/db.js';

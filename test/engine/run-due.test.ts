@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { claimExecutions } from '../../src/db/queries/claim.js';
+import { claimExecutions } from '../../src/db/statements/claim.js';
 import { createJobgate } from '../../src/index.js';
 import { runDuePass } from '../../src/service/engine/serverless/run-due.js';
 import { createAvailability } from '../../src/service/engine/runtime/availability.js';

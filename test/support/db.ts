@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
-import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repos/workspaces.js';
+import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repositories/workspaces.js';
 import type { Actor } from '../../src/service/kernel/actor.js';
 import { createJobService, type JobService, type ServiceDeps } from '../../src/service/index.js';
 import { SecretBox } from '../../src/service/kernel/secrets.js';

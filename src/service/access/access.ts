@@ -3,10 +3,10 @@
  * key still backs it, and the caller as a console shows it. The areas it brings together: API
  * keys (./api-keys.ts), workspaces (../workspaces/workspaces.ts) and the audit log (./audit-log.ts).
  */
-import { activeKeysByIds, findApiKey } from '../../db/repos/api-keys.js';
-import { insertTicket, redeemTicket, ticketRedeemable } from '../../db/repos/subscription-tickets.js';
-import { findWorkspaceById } from '../../db/repos/workspaces.js';
-import { isUuid, scoped } from '../../db/repos/scope.js';
+import { activeKeysByIds, findApiKey } from '../../db/repositories/api-keys.js';
+import { insertTicket, redeemTicket, ticketRedeemable } from '../../db/repositories/subscription-tickets.js';
+import { findWorkspaceById } from '../../db/repositories/workspaces.js';
+import { isUuid, scoped } from '../../db/repositories/scope.js';
 import type { Actor, Role } from '../kernel/actor.js';
 import { createApiKeysService, toApiKey, type ApiKey } from './api-keys.js';
 import { mutate } from '../kernel/audited-mutation.js';

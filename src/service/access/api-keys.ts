@@ -3,9 +3,9 @@
  * when it is presented is ./access.ts.
  */
 import { z } from 'zod';
-import * as apiKeysRepo from '../../db/repos/api-keys.js';
-import { isUuid, scoped, type Executor } from '../../db/repos/scope.js';
-import { findWorkspaceBySlug } from '../../db/repos/workspaces.js';
+import * as apiKeysRepo from '../../db/repositories/api-keys.js';
+import { isUuid, scoped, type Executor } from '../../db/repositories/scope.js';
+import { findWorkspaceBySlug } from '../../db/repositories/workspaces.js';
 import type { ApiKeyRow } from '../../db/types.js';
 import { isInstallationAdmin, type Actor, type Role } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';

@@ -3,8 +3,8 @@
  * their sealed ids. What writes it is the audited mutation boundary (../kernel/audited-mutation.ts).
  */
 import { z } from 'zod';
-import { auditPage, countAudit, findAuditEntry } from '../../db/repos/audit.js';
-import { scoped } from '../../db/repos/scope.js';
+import { auditPage, countAudit, findAuditEntry } from '../../db/repositories/audit.js';
+import { scoped } from '../../db/repositories/scope.js';
 import type { AuditRow } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { requireRole } from '../kernel/authorisation.js';

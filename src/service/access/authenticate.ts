@@ -17,7 +17,7 @@
  * KEY_CACHE_TTL_MS: the price of the cache.
  * `last_used_at` is refreshed as before, at most once a minute per key.
  */
-import { findApiKeyByHash, touchApiKeyLastUsed } from '../../db/repos/api-keys.js';
+import { findApiKeyByHash, touchApiKeyLastUsed } from '../../db/repositories/api-keys.js';
 import type { Actor } from '../kernel/actor.js';
 import type { ServiceContext } from '../kernel/context.js';
 import { DomainError } from '../kernel/errors.js';

@@ -5,9 +5,9 @@
  * server would accept. A permission is not a promise: the state checks of the moment (a job
  * already running, an execution no longer FAILED) and concurrent changes still decide.
  */
-import { findEndpointById } from '../../db/repos/endpoints.js';
-import { findExecutionById } from '../../db/repos/executions.js';
-import { findJobById } from '../../db/repos/jobs.js';
+import { findEndpointById } from '../../db/repositories/endpoints.js';
+import { findExecutionById } from '../../db/repositories/executions.js';
+import { findJobById } from '../../db/repositories/jobs.js';
 import type { EndpointRow, ExecutionRow, JobRow } from '../../db/types.js';
 import { isSystem, type Actor, type Role } from '../kernel/actor.js';
 import { hasRole, ownershipRefusal } from '../kernel/authorisation.js';

@@ -5,11 +5,11 @@
  */
 import { z } from 'zod';
 import { HANDLER_NAME } from '../../db/handler-name.js';
-import * as alertsRepo from '../../db/repos/alerts.js';
-import type { AlertNotificationFields, AlertNotificationRow, AlertRuleFields, AlertRuleRow } from '../../db/repos/alerts.js';
-import { findEndpointById } from '../../db/repos/endpoints.js';
-import { existingIds } from '../../db/repos/references.js';
-import { isUuid, type Executor } from '../../db/repos/scope.js';
+import * as alertsRepo from '../../db/repositories/alerts.js';
+import type { AlertNotificationFields, AlertNotificationRow, AlertRuleFields, AlertRuleRow } from '../../db/repositories/alerts.js';
+import { findEndpointById } from '../../db/repositories/endpoints.js';
+import { existingIds } from '../../db/repositories/references.js';
+import { isUuid, type Executor } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { requireRole } from '../kernel/authorisation.js';

@@ -13,7 +13,7 @@
  * email is plain text with a one-line subject. The JSON format needs no more: its values are JSON
  * strings, data for the receiver, never markup.
  */
-import type { AlertCondition, AlertKind, AlertSubjectType } from '../../db/repos/alerts.js';
+import type { AlertCondition, AlertKind, AlertSubjectType } from '../../db/repositories/alerts.js';
 import { inert } from '../endpoints/template.js';
 import { storableText } from '../kernel/inputs.js';
 

@@ -3,11 +3,11 @@
  * Payload-spec and config references are checked against the caller's workspace (and the
  * composite foreign keys make a cross-workspace reference impossible in any case).
  */
-import * as configsRepo from '../../db/repos/configs.js';
-import * as endpointsRepo from '../../db/repos/endpoints.js';
-import * as jobsRepo from '../../db/repos/jobs.js';
-import * as specsRepo from '../../db/repos/payload-specs.js';
-import type { Executor } from '../../db/repos/scope.js';
+import * as configsRepo from '../../db/repositories/configs.js';
+import * as endpointsRepo from '../../db/repositories/endpoints.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
+import * as specsRepo from '../../db/repositories/payload-specs.js';
+import type { Executor } from '../../db/repositories/scope.js';
 import { isPgError, UNIQUE_VIOLATION } from '../../db/sqlstate.js';
 import type { EndpointPatch, EndpointRow, EndpointType } from '../../db/types.js';
 import { isSystem, type Actor } from '../kernel/actor.js';

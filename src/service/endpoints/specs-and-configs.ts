@@ -1,9 +1,9 @@
 /**
  * Workspaces, payload specs and configs: the things endpoints refer to.
  */
-import * as configsRepo from '../../db/repos/configs.js';
-import * as specsRepo from '../../db/repos/payload-specs.js';
-import * as workspacesRepo from '../../db/repos/workspaces.js';
+import * as configsRepo from '../../db/repositories/configs.js';
+import * as specsRepo from '../../db/repositories/payload-specs.js';
+import * as workspacesRepo from '../../db/repositories/workspaces.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { requireOwnership } from '../kernel/authorisation.js';

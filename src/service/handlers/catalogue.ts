@@ -15,16 +15,16 @@ import {
   type HandlerKind,
   type IntervalTickRow,
   type LiveRegistrationRow,
-} from '../../db/repos/handlers.js';
-import { latestRunsByName } from '../../db/repos/runs.js';
-import { scoped, type Executor } from '../../db/repos/scope.js';
+} from '../../db/repositories/handlers.js';
+import { latestRunsByName } from '../../db/repositories/runs.js';
+import { scoped, type Executor } from '../../db/repositories/scope.js';
 import type { IntervalHandlerRow, RunScheduleRow } from '../../db/types.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
 import { ValidationError } from '../kernel/errors.js';
 import { opaqueWorkerId } from '../kernel/models.js';
 import { toRun, type Run } from '../runs/runs.js';
 
-export type { HandlerKind } from '../../db/repos/handlers.js';
+export type { HandlerKind } from '../../db/repositories/handlers.js';
 
 export interface WorkerInfo {
   id: string;

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
-import { intervalTick, lockIntervalHandler, makeIntervalDueNow, msUntilFirstWorkerStale } from '../../db/repos/handlers.js';
+import { intervalTick, lockIntervalHandler, makeIntervalDueNow, msUntilFirstWorkerStale } from '../../db/repositories/handlers.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';

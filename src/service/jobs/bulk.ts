@@ -21,7 +21,7 @@
  */
 import { z } from 'zod';
 import type { Transaction } from 'kysely';
-import * as executionsRepo from '../../db/repos/executions.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
 import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate, mutateEach } from '../kernel/audited-mutation.js';

@@ -2,8 +2,8 @@
  * updateJob's and cancelJob's rules, inside a transaction the caller owns (their own mutate, or
  * declareSchedules', which composes them under one lock and one audit row).
  */
-import * as executionsRepo from '../../db/repos/executions.js';
-import * as jobsRepo from '../../db/repos/jobs.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
 import type { JobPatch, JobRow } from '../../db/types.js';
 import type { Transaction } from 'kysely';
 import { DATABASE_NOW } from '../../db/transaction.js';

@@ -4,18 +4,18 @@
  *  - The full path (`createJobIn`), in a transaction its caller owns: every rule, every error.
  *  - The one-statement path (`createOneStatementPath`): the jobs that no rule could refuse or
  *    change (see `oneStatementJob`, the only place that decides it) are written by one SQL
- *    statement, db/queries/create-job.ts, which restates the rules it needs (endpoint live, not
+ *    statement, src/db/statements/create-job.ts, which restates the rules it needs (endpoint live, not
  *    INTERNAL, no payload spec; max attempts from the job, else the endpoint, else the default).
  *    Any request it declines takes the full path. test/service/jobs.create-paths.test.ts pins
  *    the two together: the same rows for every request the statement takes, and a decline for
  *    every request the full path refuses.
  */
-import * as executionsRepo from '../../db/repos/executions.js';
-import * as jobsRepo from '../../db/repos/jobs.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
 import type { EndpointRow, JobRow, NewJob } from '../../db/types.js';
 import type { Transaction } from 'kysely';
 import type { DB } from '../../db/types.js';
-import { createJobBatcher, insertJobInOneStatement, type OneStatementJob } from '../../db/queries/create-job.js';
+import { createJobBatcher, insertJobInOneStatement, type OneStatementJob } from '../../db/statements/create-job.js';
 import { canonicalJson } from '../kernel/canonical-json.js';
 import { isSystem, type Actor } from '../kernel/actor.js';
 import { auditInput, auditingFailure } from '../kernel/audited-mutation.js';
@@ -203,7 +203,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
  * createJob in one statement when `oneStatementJob` allows it; undefined sends the caller down
  * the full path, which holds every rule (and raises every error). The same rows as the full
  * path: job, execution, audit row. On the pool, concurrent requests share a statement (see
- * db/queries/create-job.ts); in a caller's transaction each is its own statement, in a savepoint.
+ * src/db/statements/create-job.ts); in a caller's transaction each is its own statement, in a savepoint.
  */
 export function createOneStatementPath(ctx: ServiceContext) {
   const batcher = ctx.pool ? createJobBatcher(ctx.db, ctx.pool) : undefined;

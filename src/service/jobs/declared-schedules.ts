@@ -13,8 +13,8 @@
 import type { Transaction } from 'kysely';
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
-import * as endpointsRepo from '../../db/repos/endpoints.js';
-import { declaredJobsNotNamed, findDeclaredJobForUpdate, lockScheduleDeclarations } from '../../db/repos/declared-schedules.js';
+import * as endpointsRepo from '../../db/repositories/endpoints.js';
+import { declaredJobsNotNamed, findDeclaredJobForUpdate, lockScheduleDeclarations } from '../../db/repositories/declared-schedules.js';
 import type { DB, EndpointRow } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';

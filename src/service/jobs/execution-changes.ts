@@ -4,7 +4,7 @@
  * one does, in a few statements for all its executions instead of a transaction each. Inside a
  * transaction the caller owns.
  */
-import * as executionsRepo from '../../db/repos/executions.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
 import { isPgError, UNIQUE_VIOLATION } from '../../db/sqlstate.js';
 import { inSavepoint } from '../../db/transaction.js';
 import type { EndpointRow, ExecutionRow, JobRow } from '../../db/types.js';

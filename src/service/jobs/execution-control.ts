@@ -1,7 +1,7 @@
 /**
  * Operator controls over executions: run a job now, cancel an execution, re-drive a failed one.
  */
-import * as executionsRepo from '../../db/repos/executions.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
 import { DATABASE_NOW } from '../../db/transaction.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';

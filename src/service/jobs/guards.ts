@@ -3,11 +3,11 @@
  * execution-control areas: who may change a job, whether a lock key is free, the job locked with
  * its endpoint, the payload spec, the first fire time of a schedule.
  */
-import * as endpointsRepo from '../../db/repos/endpoints.js';
-import * as executionsRepo from '../../db/repos/executions.js';
-import * as jobsRepo from '../../db/repos/jobs.js';
-import * as specsRepo from '../../db/repos/payload-specs.js';
-import type { Executor } from '../../db/repos/scope.js';
+import * as endpointsRepo from '../../db/repositories/endpoints.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
+import * as specsRepo from '../../db/repositories/payload-specs.js';
+import type { Executor } from '../../db/repositories/scope.js';
 import type { EndpointRow, JobRow } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { jobRefusal } from '../access/permissions.js';

@@ -3,8 +3,8 @@
  * one body, so the bulk action does exactly what the single one does, in a few statements for
  * all its jobs instead of a transaction each. Inside a transaction the caller owns.
  */
-import * as executionsRepo from '../../db/repos/executions.js';
-import * as jobsRepo from '../../db/repos/jobs.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
 import type { JobRow } from '../../db/types.js';
 import type { Transaction } from 'kysely';
 import type { DB } from '../../db/types.js';

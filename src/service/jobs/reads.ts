@@ -2,8 +2,8 @@
  * Reading jobs and their executions: one job, lists, the newest execution, a job's state,
  * attempts, and cron previews. Reads only; any authenticated caller.
  */
-import * as executionsRepo from '../../db/repos/executions.js';
-import * as jobsRepo from '../../db/repos/jobs.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { nextOccurrences, normalizeCron } from '../cron/expressions.js';

@@ -9,7 +9,7 @@ import {
   minuteBuckets,
   type EndpointStatusCounts,
   type MinuteBucket,
-} from '../../db/queries/execution-stats.js';
+} from '../../db/statements/execution-stats.js';
 import type { Actor } from '../kernel/actor.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 

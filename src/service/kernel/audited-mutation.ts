@@ -5,8 +5,8 @@
  * with its error code.
  */
 import type { Transaction } from 'kysely';
-import { insertAuditEntries, insertAuditEntry, type NewAuditEntry } from '../../db/repos/audit.js';
-import type { Executor } from '../../db/repos/scope.js';
+import { insertAuditEntries, insertAuditEntry, type NewAuditEntry } from '../../db/repositories/audit.js';
+import type { Executor } from '../../db/repositories/scope.js';
 import type { DB } from '../../db/types.js';
 import type { Actor, Role } from './actor.js';
 import { requireRole } from './authorisation.js';

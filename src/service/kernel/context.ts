@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type pg from 'pg';
 import type { ZodType, z } from 'zod';
 import type { Db } from '../../db/pool.js';
-import type { Executor } from '../../db/repos/scope.js';
+import type { Executor } from '../../db/repositories/scope.js';
 import { createCursorKeys, type CursorKeys } from './cursors.js';
 import { createTransactionBoundary, databaseNow } from '../../db/transaction.js';
 import type { DB } from '../../db/types.js';

@@ -26,8 +26,8 @@
  * database or this process, and never change, so each is read once per process and kept.
  */
 import { createCipheriv, createDecipheriv } from 'node:crypto';
-import type { Executor } from '../../db/repos/scope.js';
-import { findCursorKey } from '../../db/repos/workspaces.js';
+import type { Executor } from '../../db/repositories/scope.js';
+import { findCursorKey } from '../../db/repositories/workspaces.js';
 import { ValidationError } from './errors.js';
 
 export type CursorKind = 'event' | 'finding' | 'audit';

@@ -3,7 +3,7 @@
  * (created_at, id); a cursor is the id of the last row seen, and the next page is the rows
  * strictly below that row's (created_at, id) pair, read with full database precision.
  */
-import { isUuid } from '../../db/repos/scope.js';
+import { isUuid } from '../../db/repositories/scope.js';
 import { ValidationError } from './errors.js';
 import type { PageInput } from './inputs.js';
 

@@ -6,8 +6,8 @@
  * hub delivers each id once. It may also replay events of other changes committed meanwhile; it
  * never skips one of the mutation's own.
  */
-import { latestEventPosition } from '../../db/queries/events.js';
-import { scoped } from '../../db/repos/scope.js';
+import { latestEventPosition } from '../../db/statements/events.js';
+import { scoped } from '../../db/repositories/scope.js';
 import type { ServiceContext } from '../kernel/context.js';
 
 /** The sealed cursor of the events sequence's current position, for the workspace's streams. */

@@ -4,11 +4,11 @@
  * fan-out then only ever matches events of the workspace decided here.
  */
 import { z } from 'zod';
-import { positionBeforeJob, type EventMatch } from '../../db/queries/events.js';
-import { eventHorizon, latestFindingId } from '../../db/queries/stream-horizon.js';
-import { findEndpointById } from '../../db/repos/endpoints.js';
-import { findJobById } from '../../db/repos/jobs.js';
-import { scoped } from '../../db/repos/scope.js';
+import { positionBeforeJob, type EventMatch } from '../../db/statements/events.js';
+import { eventHorizon, latestFindingId } from '../../db/statements/stream-horizon.js';
+import { findEndpointById } from '../../db/repositories/endpoints.js';
+import { findJobById } from '../../db/repositories/jobs.js';
+import { scoped } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { CursorExpiredError, NotFoundError, ValidationError } from '../kernel/errors.js';

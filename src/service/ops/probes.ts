@@ -6,9 +6,9 @@
  */
 import type pg from 'pg';
 import { readMigrations } from '../../db/migrate.js';
-import { appliedMigrationVersion, readClusterSnapshot, type ClusterSnapshot } from '../../db/queries/metrics.js';
+import { appliedMigrationVersion, readClusterSnapshot, type ClusterSnapshot } from '../../db/statements/metrics.js';
 
-export type { ClusterSnapshot, QueueRow } from '../../db/queries/metrics.js';
+export type { ClusterSnapshot, QueueRow } from '../../db/statements/metrics.js';
 export type { ListenMode } from '../../db/listener.js';
 
 export interface DatabaseProbes {

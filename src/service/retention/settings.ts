@@ -5,7 +5,7 @@
  * reaper for live events), which reads the same row.
  */
 import { z } from 'zod';
-import * as retentionRepo from '../../db/repos/retention.js';
+import * as retentionRepo from '../../db/repositories/retention.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';

@@ -4,18 +4,18 @@
  */
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
-import { isUuid, scoped, type Executor } from '../../db/repos/scope.js';
+import { isUuid, scoped, type Executor } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { CHANGE_ROLE, runCancelRefusal, runPermissions, type RunPermissions } from '../access/permissions.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import type { WorkspaceCursors } from '../kernel/cursors.js';
-import { hasLiveRegistration } from '../../db/repos/handlers.js';
+import { hasLiveRegistration } from '../../db/repositories/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from '../kernel/errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from '../kernel/inputs.js';
 import { COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
-import { countFindings, findFinding, findingCounts, findingPage } from '../../db/repos/findings.js';
-import * as runsRepo from '../../db/repos/runs.js';
+import { countFindings, findFinding, findingCounts, findingPage } from '../../db/repositories/findings.js';
+import * as runsRepo from '../../db/repositories/runs.js';
 import type { RunRecord } from '../../db/types.js';
 import { withEventCursor } from '../live/event-cursor.js';
 

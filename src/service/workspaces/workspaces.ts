@@ -3,7 +3,7 @@
  * installation admins, and found by slug for jobgate itself.
  */
 import { z } from 'zod';
-import { findWorkspaceBySlug, insertWorkspace } from '../../db/repos/workspaces.js';
+import { findWorkspaceBySlug, insertWorkspace } from '../../db/repositories/workspaces.js';
 import { isInstallationAdmin, type Actor } from '../kernel/actor.js';
 import { mintApiKey, type CreateApiKeyResult } from '../access/api-keys.js';
 import { mutate } from '../kernel/audited-mutation.js';

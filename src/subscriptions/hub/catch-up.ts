@@ -8,7 +8,7 @@
  * (SLOW_CONSUMER); it resumes with its last cursor.
  */
 import type { Logger } from '../../log.js';
-import type { Positions } from '../../db/queries/events.js';
+import type { Positions } from '../../db/statements/events.js';
 import { isConnectionError } from '../../db/unavailable.js';
 import type { Observer } from '../../service/kernel/observer.js';
 import { type Feed, SlowConsumerError } from './feed.js';

@@ -16,7 +16,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import type { EventMatch, EventRow, FindingRow, Positions } from '../../db/queries/events.js';
+import type { EventMatch, EventRow, FindingRow, Positions } from '../../db/statements/events.js';
 import type { Run } from '../../service/runs/runs.js';
 import { noopObserver, type Observer } from '../../service/kernel/observer.js';
 import type { Feed } from './feed.js';

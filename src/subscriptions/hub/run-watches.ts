@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import { runsById } from '../../db/queries/events.js';
+import { runsById } from '../../db/statements/events.js';
 import { toRun, type Run } from '../../service/runs/runs.js';
 import { Feed } from './feed.js';
 import { addTo, countIn, removeFrom, type Lifetime } from './shared.js';

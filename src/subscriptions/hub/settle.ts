@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
-import { readPositions, type Positions } from '../../db/queries/events.js';
+import { readPositions, type Positions } from '../../db/statements/events.js';
 import type { Lifetime } from './shared.js';
 import { Watermark } from './watermark.js';
 

@@ -15,7 +15,7 @@ import {
   type EventRow,
   type FindingRow,
   type Positions,
-} from '../../db/queries/events.js';
+} from '../../db/statements/events.js';
 import { assertCursorKept } from '../../service/live/live.js';
 import type { Observer } from '../../service/kernel/observer.js';
 import { Feed } from './feed.js';

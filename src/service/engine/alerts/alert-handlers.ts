@@ -12,7 +12,7 @@
 import nodemailer from 'nodemailer';
 import type pg from 'pg';
 import { z } from 'zod';
-import { alertEmailRecipients } from '../../../db/queries/alert-notify.js';
+import { alertEmailRecipients } from '../../../db/statements/alert-notify.js';
 import { isPlainEmailAddress } from '../../alerts/email-address.js';
 import { evaluateAlerts, ALERT_EMAIL_HANDLER, ALERTS_HANDLER } from './evaluator.js';
 import { UnrecoverableError, type HandlerFn, type HandlerRegistry } from '../delivery/handler-registry.js';

@@ -27,7 +27,7 @@
  *  5. moves the cursor. Everything commits together, or the pass rolls back and runs again.
  */
 import { inTransaction } from '../../../db/transaction.js';
-import { databaseNow } from '../../../db/queries/clock.js';
+import { databaseNow } from '../../../db/statements/clock.js';
 import type pg from 'pg';
 import {
   eventsToEvaluate,
@@ -38,8 +38,8 @@ import {
   readSequencePositions,
   saveCursor,
   type AlertCursorRow,
-} from '../../../db/queries/alert-evaluation.js';
-import type { AlertRuleRow } from '../../../db/repos/alerts.js';
+} from '../../../db/statements/alert-evaluation.js';
+import type { AlertRuleRow } from '../../../db/repositories/alerts.js';
 import { excerpt } from '../../alerts/format.js';
 import { Evaluation } from './states.js';
 import { findingClears, handlerSubject, jobSubject, selects, stateSignals, type Signal } from './state-checks.js';

@@ -13,9 +13,9 @@ import {
   recoverablesLastSuccess,
   scheduleErrors,
   type IntervalHealth,
-} from '../../../db/queries/alert-evaluation.js';
-import type { AlertStateRow } from '../../../db/queries/alert-notify.js';
-import type { AlertRuleRow } from '../../../db/repos/alerts.js';
+} from '../../../db/statements/alert-evaluation.js';
+import type { AlertStateRow } from '../../../db/statements/alert-notify.js';
+import type { AlertRuleRow } from '../../../db/repositories/alerts.js';
 import { excerpt, type AlertSubject } from '../../alerts/format.js';
 
 /** One occurrence or clearance of a rule's condition for one subject, in the order applied. */

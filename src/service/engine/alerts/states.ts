@@ -13,8 +13,8 @@ import {
   setDeliveryJobs,
   statesDueForDigest,
   type AlertStateRow,
-} from '../../../db/queries/alert-notify.js';
-import type { AlertKind, AlertRuleRow } from '../../../db/repos/alerts.js';
+} from '../../../db/statements/alert-notify.js';
+import type { AlertKind, AlertRuleRow } from '../../../db/repositories/alerts.js';
 import {
   digestSummary,
   emailInput,

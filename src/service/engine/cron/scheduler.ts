@@ -26,7 +26,7 @@ import { createAvailability, type Availability } from '../runtime/availability.j
 import { noopObserver, type Observer } from '../../kernel/observer.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
 import { inTransaction } from '../../../db/transaction.js';
-import { databaseNow } from '../../../db/queries/clock.js';
+import { databaseNow } from '../../../db/statements/clock.js';
 import {
   advanceCronJobs,
   countRefusedOccurrences,
@@ -34,7 +34,7 @@ import {
   nextCronFireInMs,
   takeDueCronJobs,
   type DueJob,
-} from '../../../db/queries/cron-ticks.js';
+} from '../../../db/statements/cron-ticks.js';
 
 export const FIRE_ALL_CAP = 100;
 /**

@@ -5,7 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { Agent, request, type Dispatcher } from 'undici';
-import type { ClaimedExecution } from '../../../db/queries/claim.js';
+import type { ClaimedExecution } from '../../../db/statements/claim.js';
 import type { AttemptOutcome, AttemptTarget } from '../../../db/types.js';
 import type { HandlerRegistry } from './handler-registry.js';
 import { UnrecoverableError } from './handler-registry.js';

@@ -10,15 +10,15 @@
  * commit nobody can take the lease over (their updates wait on the row), so what commits,
  * commits under a held lease; a lease taken over at any point before it means a rollback and
  * LeaseLostError. A lease that merely expired (the database was unreachable for longer than the
- * lease, or the process stalled) and that nobody took is still held (src/db/queries/fence.ts).
+ * lease, or the process stalled) and that nobody took is still held (src/db/statements/fence.ts).
  *
  * With `complete: true` the execution's success (its attempt row included) is recorded by the
  * same statement the worker uses, in this transaction: the domain write and the recorded
  * completion are one commit, so the effect is exactly-once for work done in this database.
  */
 import type pg from 'pg';
-import { completeExecutions } from '../../../db/queries/complete.js';
-import { leaseHeld } from '../../../db/queries/fence.js';
+import { completeExecutions } from '../../../db/statements/complete.js';
+import { leaseHeld } from '../../../db/statements/fence.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { LeaseLostError } from '../../kernel/errors.js';
 

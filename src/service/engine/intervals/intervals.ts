@@ -35,7 +35,7 @@ import {
   takeTicks,
   ticksHeldBy,
   type TickEnding,
-} from '../../../db/queries/interval-ticks.js';
+} from '../../../db/statements/interval-ticks.js';
 import { HANDLER_NAME_RULE, isHandlerName } from '../../../db/handler-name.js';
 
 export interface IntervalContext {

@@ -34,12 +34,12 @@ import {
   type PrunedRows,
   type RetentionKind,
   type TakenSlice,
-} from '../../../db/queries/retention.js';
+} from '../../../db/statements/pruning.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
 import { DEFAULT_RETENTION, type RetentionDefaults } from '../../retention/windows.js';
 
-export type { PrunedRows, RetentionKind } from '../../../db/queries/retention.js';
+export type { PrunedRows, RetentionKind } from '../../../db/statements/pruning.js';
 
 /** One committed batch, as the hook sees it: rows deleted per table (zeros included). EVENTS batches come from the reaper. */
 export interface PrunedBatch {

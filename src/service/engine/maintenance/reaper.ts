@@ -4,8 +4,8 @@
  * schedules, and drops the workspace's live events older than the retention window. Its endpoint is INTERNAL: users cannot create jobs on it, change it or cancel it.
  */
 import type pg from 'pg';
-import { pruneEvents } from '../../../db/queries/events.js';
-import { notifyCancel, reapEndedCronJobsOf } from '../../../db/queries/reap.js';
+import { pruneEvents } from '../../../db/statements/events.js';
+import { notifyCancel, reapEndedCronJobsOf } from '../../../db/statements/reap.js';
 import type { HandlerFn, HandlerRegistry } from '../delivery/handler-registry.js';
 import { registerAlertHandlers, type AlertEmailOptions } from '../alerts/alert-handlers.js';
 
@@ -13,7 +13,7 @@ export const REAPER_HANDLER = 'jobgate.reaper';
 
 /**
  * Retires ended cron jobs of one workspace, as cancelJob does, in one statement
- * (src/db/queries/reap.ts), and asks the workers running their executions to stop. Returns how
+ * (src/db/statements/reap.ts), and asks the workers running their executions to stop. Returns how
  * many jobs.
  */
 export async function reapEndedCronJobs(pool: pg.Pool, workspaceId: string): Promise<number> {

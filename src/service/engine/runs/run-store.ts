@@ -1,7 +1,7 @@
 /**
  * One execution of a recoverable run in its runner (runner.ts): the store the
  * handler talks to, the heartbeat while it runs, and the record of how it ended. Every write is
- * fenced on the run's take (src/db/queries/run-fence.ts): a runner that lost the run changes
+ * fenced on the run's take (src/db/statements/run-fence.ts): a runner that lost the run changes
  * nothing, and learns so from the write.
  */
 import { inspect } from 'node:util';
@@ -16,7 +16,7 @@ import {
   type RunEnding,
   type RunFence,
   type TakenRun,
-} from '../../../db/queries/run-fence.js';
+} from '../../../db/statements/run-fence.js';
 import { isConnectionError } from '../../../db/unavailable.js';
 import type { Logger } from '../../../log.js';
 import { parseInput } from '../../kernel/context.js';

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { sweepStaleRuns, takeRun } from '../../../db/queries/run-fence.js';
+import { sweepStaleRuns, takeRun } from '../../../db/statements/run-fence.js';
 import type { Logger } from '../../../log.js';
 import { noopObserver, type Observer } from '../../kernel/observer.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';

@@ -23,8 +23,8 @@ import type { RecoverableRegistry, RunSchedule } from './recoverable.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
 import { inTransaction } from '../../../db/transaction.js';
-import { databaseNow } from '../../../db/queries/clock.js';
-import { advanceSchedule, takeDueSchedules, upsertRunSchedule, workspaceIdOf } from '../../../db/queries/run-schedules.js';
+import { databaseNow } from '../../../db/statements/clock.js';
+import { advanceSchedule, takeDueSchedules, upsertRunSchedule, workspaceIdOf } from '../../../db/statements/run-schedules.js';
 
 export interface RunScheduleTickerOptions {
   pool: pg.Pool;

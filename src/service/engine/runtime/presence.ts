@@ -6,7 +6,7 @@
  */
 import { hostname } from 'node:os';
 import type pg from 'pg';
-import { deleteWorker, pruneGoneWorkers, upsertWorker } from '../../../db/queries/workers.js';
+import { deleteWorker, pruneGoneWorkers, upsertWorker } from '../../../db/statements/workers.js';
 import type { Logger } from '../../../log.js';
 import { createAvailability, waitForDatabase, type Availability } from './availability.js';
 

@@ -12,8 +12,8 @@ import {
   claimExecutions,
   handBackLostClaims,
   longestEndpointTimeoutMs,
-} from '../../../db/queries/claim.js';
-import { completeExecutions, type Completion } from '../../../db/queries/complete.js';
+} from '../../../db/statements/claim.js';
+import { completeExecutions, type Completion } from '../../../db/statements/complete.js';
 import { createDelivery } from '../delivery/deliver.js';
 import type { SecretBox } from '../../kernel/secrets.js';
 import type { HandlerRegistry } from '../delivery/handler-registry.js';

@@ -10,7 +10,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { reconcileExpiredLeases } from '../../../db/queries/lease.js';
+import { reconcileExpiredLeases } from '../../../db/statements/lease.js';
 import { mayReconcile, type Availability } from '../runtime/availability.js';
 import type { SecretBox } from '../../kernel/secrets.js';
 import { drainDue, type DrainResult } from './claim-and-run.js';

@@ -4,8 +4,8 @@
  * to the outcome recorder, or holds it while the worker is handing the execution back at stop.
  */
 import { performance } from 'node:perf_hooks';
-import type { ClaimedExecution } from '../../../db/queries/claim.js';
-import type { Completion } from '../../../db/queries/complete.js';
+import type { ClaimedExecution } from '../../../db/statements/claim.js';
+import type { Completion } from '../../../db/statements/complete.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
 import type { AbortReason, AttemptResult, Delivery } from '../delivery/deliver.js';

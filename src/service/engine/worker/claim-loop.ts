@@ -9,7 +9,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { anyLimitedEndpoint, ClaimAnswerLost, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../../db/queries/claim.js';
+import { anyLimitedEndpoint, ClaimAnswerLost, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../../db/statements/claim.js';
 import type { Logger } from '../../../log.js';
 import type { Availability } from '../runtime/availability.js';
 import type { HandlerRegistry } from '../delivery/handler-registry.js';

@@ -8,8 +8,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import type { ClaimedExecution } from '../../../db/queries/claim.js';
-import { heartbeat } from '../../../db/queries/lease.js';
+import type { ClaimedExecution } from '../../../db/statements/claim.js';
+import { heartbeat } from '../../../db/statements/lease.js';
 import { isSaturation } from '../../../db/unavailable.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';

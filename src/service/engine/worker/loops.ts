@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { createListener, type Listener } from '../../../db/listener.js';
-import { reconcileExpiredLeases } from '../../../db/queries/lease.js';
+import { reconcileExpiredLeases } from '../../../db/statements/lease.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
 import { mayReconcile, type Availability } from '../runtime/availability.js';

@@ -3,7 +3,7 @@
  * back in a second). A claim can commit and its answer be lost with the connection (a restart, a
  * reset link): the executions are then RUNNING under leases of this worker that it does not know
  * it holds, and without this they would wait for the reconciler, a lease later, which counts
- * the attempt although no handler ran. Each claim carries a token (src/db/queries/claim.ts);
+ * the attempt although no handler ran. Each claim carries a token (src/db/statements/claim.ts);
  * when one fails on its connection, the token is kept here, and the claim loop, before it claims
  * again, asks the database to hand back whatever that token took, uncounted. The claim loop
  * retries at most a second apart while the database is unreachable and at once when any loop
@@ -18,7 +18,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { handBackLostClaims } from '../../../db/queries/claim.js';
+import { handBackLostClaims } from '../../../db/statements/claim.js';
 import type { Logger } from '../../../log.js';
 import type { Availability } from '../runtime/availability.js';
 

@@ -1,12 +1,12 @@
 /**
  * Recording attempt outcomes (worker.ts): queued as attempts end, flushed as soon as the previous
  * flush returns (no added delay; under load many outcomes share one statement), retried while the
- * database is unreachable, fenced on each attempt's lease epoch in SQL (src/db/queries/complete.ts).
+ * database is unreachable, fenced on each attempt's lease epoch in SQL (src/db/statements/complete.ts).
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import type { ClaimedExecution } from '../../../db/queries/claim.js';
-import { completeExecutions, type Completion } from '../../../db/queries/complete.js';
+import type { ClaimedExecution } from '../../../db/statements/claim.js';
+import { completeExecutions, type Completion } from '../../../db/statements/complete.js';
 import type { Logger } from '../../../log.js';
 import type { Observer, RecordedStatus } from '../../kernel/observer.js';
 import type { Availability } from '../runtime/availability.js';

@@ -5,7 +5,7 @@
  * outcomes on their way to the database. Claims whose answer was lost are handed back meanwhile.
  */
 import type pg from 'pg';
-import { releaseExecutions } from '../../../db/queries/lease.js';
+import { releaseExecutions } from '../../../db/statements/lease.js';
 import type { Logger } from '../../../log.js';
 import type { AbortReason, Delivery } from '../delivery/deliver.js';
 import type { ClaimLoop } from './claim-loop.js';

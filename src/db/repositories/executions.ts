@@ -181,7 +181,7 @@ export async function cancelLiveExecutions(db: Executor, workspaceId: string, jo
 
 /**
  * The statement that cancels live executions, the one definition (cancelJob's, and the reaper's
- * retiring ended cron jobs, src/db/queries/reap.ts): `jobs` selects the executions by job. One
+ * retiring ended cron jobs, src/db/statements/reap.ts): `jobs` selects the executions by job. One
  * UPDATE over both states, on purpose: a row is re-read when it is locked, so an attempt's
  * outcome or the reconciler turning it from RUNNING back to PENDING (a retry) while this runs
  * still has it cancelled. Two statements (pending, then running) each missed a row that moved
@@ -189,7 +189,7 @@ export async function cancelLiveExecutions(db: Executor, workspaceId: string, jo
  * good. Returns each execution with its new status (RUNNING: asked to abort).
  *
  * The rows are locked first, in id order, then updated: a worker's heartbeat and outcome batch
- * lock the running ones in id order too (src/db/queries/lease.ts), and an UPDATE alone locks
+ * lock the running ones in id order too (src/db/statements/lease.ts), and an UPDATE alone locks
  * rows in whatever order its plan visits them, which could close a cycle with them. The lock
  * re-reads a row that moved meanwhile as the UPDATE did, so the case above still holds.
  */
@@ -211,7 +211,7 @@ export function cancelLiveExecutionsOf(jobs: RawBuilder<unknown>, reason: string
 /**
  * The job's pending executions (`match` narrows them), locked in id order as a materialized CTE
  * `locked`, for an update of those rows: every statement that locks several executions takes them
- * in id order (src/db/queries/lease.ts), so none waits on another in a cycle.
+ * in id order (src/db/statements/lease.ts), so none waits on another in a cycle.
  */
 function lockPendingOf(db: Executor, workspaceId: string, jobId: string, match: (q: PendingQuery) => PendingQuery) {
   return db.with(

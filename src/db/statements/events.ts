@@ -4,7 +4,7 @@
  */
 import { sql } from 'kysely';
 import type pg from 'pg';
-import type { Executor } from '../repos/scope.js';
+import type { Executor } from '../repositories/scope.js';
 
 export interface Positions {
   events: bigint;

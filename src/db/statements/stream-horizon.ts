@@ -4,7 +4,7 @@
  * workspace's highest pruned event id (a cursor below it would skip what was pruned).
  */
 import { sql } from 'kysely';
-import { scoped, type Executor } from '../repos/scope.js';
+import { scoped, type Executor } from '../repositories/scope.js';
 
 /** The workspace's pruned-through event id and the last event id handed out (0 before the first). */
 export async function eventHorizon(ex: Executor, workspaceId: string): Promise<{ prunedThrough: bigint; latest: bigint }> {

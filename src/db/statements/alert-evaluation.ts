@@ -4,7 +4,7 @@
  * time, and the cursor it moves is committed with everything the pass wrote.
  */
 import type pg from 'pg';
-import type { AlertRuleRow } from '../repos/alerts.js';
+import type { AlertRuleRow } from '../repositories/alerts.js';
 
 export interface AlertCursorRow {
   workspace_id: string;
@@ -47,7 +47,7 @@ export async function saveCursor(
   );
 }
 
-/** The last ids handed out (read before the writers, as src/db/queries/events.ts does). */
+/** The last ids handed out (read before the writers, as src/db/statements/events.ts does). */
 export async function readSequencePositions(client: pg.PoolClient): Promise<{ events: bigint; findings: bigint }> {
   const { rows } = await client.query<{ events: string; findings: string }>(
     `select (select case when is_called then last_value else 0 end from events_id_seq)::text as events,

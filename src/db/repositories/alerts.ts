@@ -1,6 +1,6 @@
 /**
  * Alert rules and notifications (migration 000020): the rows the alerts service reads and
- * writes inside its transactions. The evaluator's hot statements are in ../queries/alert-evaluation.ts.
+ * writes inside its transactions. The evaluator's hot statements are in ../statements/alert-evaluation.ts.
  */
 import { sql } from 'kysely';
 import { isUuid, scoped, type Executor } from './scope.js';
@@ -12,7 +12,7 @@ export type AlertSeverity = Severity;
 
 /**
  * What one notification says, in the one shape both sides use: the evaluator writes it
- * (../queries/alert-notify.ts, NewNotification) and the service reads it back (Alert).
+ * (../statements/alert-notify.ts, NewNotification) and the service reads it back (Alert).
  */
 export interface AlertNotificationFields {
   ruleId: string;

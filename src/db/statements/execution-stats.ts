@@ -14,8 +14,8 @@
  * (attempt_started_at, set by the claim) and when it was due (run_after), so no join is needed.
  */
 import { sql } from 'kysely';
-import type { Executor } from '../repos/scope.js';
-import { scoped } from '../repos/scope.js';
+import type { Executor } from '../repositories/scope.js';
+import { scoped } from '../repositories/scope.js';
 
 export interface EndpointStatusCounts {
   endpointId: string;

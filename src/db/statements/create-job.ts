@@ -24,7 +24,7 @@
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
 import type { JobRow } from '../types.js';
-import { isUuid, scoped, type Executor } from '../repos/scope.js';
+import { isUuid, scoped, type Executor } from '../repositories/scope.js';
 
 export interface OneStatementJob {
   workspaceId: string;

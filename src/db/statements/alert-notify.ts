@@ -4,7 +4,7 @@
  * all, and the engine (not the evaluator) then delivers them, with its retries and attempt history.
  */
 import type pg from 'pg';
-import type { AlertNotificationFields } from '../repos/alerts.js';
+import type { AlertNotificationFields } from '../repositories/alerts.js';
 
 export interface AlertStateRow {
   rule_id: string;

@@ -6,7 +6,7 @@
  */
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
-import { cancelLiveExecutionsOf } from '../repos/executions.js';
+import { cancelLiveExecutionsOf } from '../repositories/executions.js';
 import type { DB } from '../types.js';
 
 // The reaper runs on the engine's pool; its statement is built with the repository's fragment.
