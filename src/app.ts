@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { openEngine, type Engine, type EngineOptions } from './composition-root.js';
-import type { Config } from './config.js';
+import type { Config } from './environment.js';
 import { openDatabaseSource, type DatabaseSource } from './db/connect.js';
 import type { Logger } from './log.js';
 import { bearerToken } from './server/bearer.js';
@@ -132,7 +132,7 @@ export async function startApp(
   }
 }
 
-/** The engine as the environment configures it (src/config.ts). */
+/** The engine as the environment configures it (src/environment.ts). */
 function engineOptions(config: Config, source: DatabaseSource, log: Logger): EngineOptions {
   const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
   if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');

@@ -1,5 +1,5 @@
 /**
- * jobgate's defaults, written once: the environment's (src/config.ts) and the library's
+ * jobgate's defaults, written once: the environment's (src/environment.ts) and the library's
  * (src/index.ts) are these, and the composition root (src/composition-root.ts) fills in any
  * option left unset with them.
  */

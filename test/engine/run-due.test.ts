@@ -5,7 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
 import { claimExecutions } from '../../src/db/statements/claim.js';
 import { createJobgate } from '../../src/index.js';

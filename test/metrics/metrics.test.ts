@@ -7,7 +7,7 @@ import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { createTestDb, type TestDb } from '../support/db.js';

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApp, type RunningApp } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
 import { DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
 import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';

@@ -10,7 +10,7 @@ import {
   SetConfigInputRef,
   updatePayloadSpecValidation,
   UpdatePayloadSpecInputRef,
-} from '../schema/catalog.js';
+} from '../schema/specs-and-configs.js';
 import { pageArgs } from '../schema/common.js';
 
 builder.queryFields((t) => ({

@@ -1,8 +1,8 @@
 /**
- * The metrics and health settings in src/config.ts: defaults, bounds, and every bad one named.
+ * The metrics and health settings in src/environment.ts: defaults, bounds, and every bad one named.
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from '../../src/config.js';
+import { ConfigError, parseConfig } from '../../src/environment.js';
 
 describe('metrics and health configuration', () => {
   it('defaults to no /metrics route, no metrics port, 100 endpoint names and no shutdown delay', () => {

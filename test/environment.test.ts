@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from '../src/config.js';
+import { ConfigError, parseConfig } from '../src/environment.js';
 
 describe('configuration', () => {
   it('defaults to the embedded Postgres on port 4000 with data in ./.jobgate', () => {
