@@ -4,7 +4,7 @@
  * instead of seven round trips (begin, endpoint, clock, job, execution, audit, commit).
  *
  * It only ever inserts a job when no rule of createJob could refuse or change the outcome: the
- * caller (src/service/jobs-create.ts) sends only IMMEDIATE and DELAYED jobs without an idempotency
+ * caller (src/service/jobs/create.ts) sends only IMMEDIATE and DELAYED jobs without an idempotency
  * key or a lock key, from an actor whose role allows it, with input that parsed; the statement
  * itself inserts a request's job only when its endpoint exists, is live, is not INTERNAL (unless
  * the actor is jobgate itself) and has no payload spec to check the input against. Otherwise it

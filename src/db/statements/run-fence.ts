@@ -1,5 +1,5 @@
 /**
- * The recoverable runner's statements (src/service/engine/runs/recoverable.ts, run-store.ts).
+ * The recoverable runner's statements (src/service/engine/runs/recoverable.ts, src/service/engine/runs/run-store.ts).
  *
  * The fence: a runner holds a run while the row has its owner id and the epoch its take set,
  * and the run is live. Every write a runner makes says so in its WHERE clause

@@ -7,7 +7,7 @@
  * Only for statements that are safe to send again as they are: a single statement outside any
  * transaction of the caller (after an abort the caller's transaction could not go on), whose
  * effect does not depend on how many times it is sent. The engine's users are the outcome flush
- * and the heartbeat, both fenced on the lease epoch (src/db/statements/complete.ts, lease.ts): a
+ * and the heartbeat, both fenced on the lease epoch (src/db/statements/complete.ts, src/db/statements/lease.ts): a
  * retried flush records only outcomes whose lease is still current, a retried heartbeat renews
  * only leases still held.
  *

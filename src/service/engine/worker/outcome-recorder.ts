@@ -65,7 +65,7 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
         try {
           // A conflict (a deadlock Postgres broke, a serialization failure) rolled the whole
           // statement back: sending it again is safe, since each outcome is fenced on its lease
-          // epoch and records only while that lease is current (complete.ts).
+          // epoch and records only while that lease is current (src/db/statements/complete.ts).
           const accepted = await retryConflicts(
             () => completeExecutions(pool, id, batch),
             reportConflictRetry(deps, 'outcomes', `recording ${batch.length} outcome(s)`),
