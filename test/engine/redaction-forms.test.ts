@@ -7,7 +7,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Actor } from '../../src/service/kernel/actor.js';
-import { CARRIERS, createRedactor, FormsCache, REDACTED, secretForms, TWO_LAYERS_UP_TO } from '../../src/service/engine/delivery/redaction.js';
+import {
+  CARRIERS,
+  createRedactor,
+  FormsCache,
+  REDACTED,
+  secretForms,
+  TWO_LAYERS_UP_TO,
+} from '../../src/service/engine/delivery/redaction.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';

@@ -24,15 +24,7 @@ import { pageSchema, text, type PageInput } from '../kernel/inputs.js';
 import { pageConnection, pageSize, type Connection } from '../kernel/pagination.js';
 import { opaqueWorkerId } from '../kernel/models.js';
 
-export type {
-  HandlerCadence,
-  HandlerInfo,
-  HandlerKind,
-  HandlerOutcome,
-  IntervalState,
-  RunScheduleState,
-  WorkerInfo,
-} from './catalogue.js';
+export type { HandlerCadence, HandlerInfo, HandlerKind, HandlerOutcome, IntervalState, RunScheduleState, WorkerInfo } from './catalogue.js';
 
 export const handlerFilterSchema = z.object({
   kind: z.enum(['HANDLER', 'RECOVERABLE', 'INTERVAL']).nullish(),

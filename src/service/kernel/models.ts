@@ -3,7 +3,16 @@
  * (signing secrets, secret config values) are dropped here, so no caller can leak them.
  */
 import { createHash } from 'node:crypto';
-import type { AttemptRow, AttemptTarget, ConfigRow, EndpointRow, ExecutionRow, JobRow, PayloadSpecRow, WorkspaceRow } from '../../db/types.js';
+import type {
+  AttemptRow,
+  AttemptTarget,
+  ConfigRow,
+  EndpointRow,
+  ExecutionRow,
+  JobRow,
+  PayloadSpecRow,
+  WorkspaceRow,
+} from '../../db/types.js';
 
 export type { AttemptTarget } from '../../db/types.js';
 
