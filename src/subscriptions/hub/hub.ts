@@ -1,5 +1,5 @@
 /**
- * The per-process fan-out of live events. One listening connection (./notifications.ts) hints
+ * The per-process fan-out of live events. One listening connection (./hint-listener.ts) hints
  * that something changed; the hub reads what changed from the database once and hands it to
  * every subscription that matches, by workspace first, then by job, endpoint, run or name.
  *
@@ -23,7 +23,7 @@ import type { Feed } from './feed.js';
 import type { Lifetime } from './shared.js';
 import { CatchUp } from './catch-up.js';
 import { HintFanOut } from './hints.js';
-import { HintListener } from './notifications.js';
+import { HintListener } from './hint-listener.js';
 import { RunWatches } from './run-watches.js';
 import { Settle } from './settle.js';
 import { Streams } from './streams.js';
