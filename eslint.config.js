@@ -4,21 +4,25 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 /**
- * Forbids, in the files of `folder` (under src/), relative imports that reach the named
- * modules of src/ (`service` means src/service and everything under it; `app` means src/app.ts),
- * plus the `packages` named. A file's depth below src/ fixes how many `../` reach src/, so each
- * depth gets its own block (one `no-restricted-imports` per file: a later block would replace it).
+ * Forbids, in the files of `folder` (a folder of src/, e.g. `service` or `service/engine`), relative
+ * imports that reach the named modules of src/ (`service` means src/service and everything under it;
+ * `service/engine` the engine; `app` means src/app.ts), plus the `packages` named and any further
+ * `patterns`. A file's depth below src/ fixes how many `../` reach src/, so each depth gets its own
+ * block (one `no-restricted-imports` per file: a later block would replace it); `ignores` leaves a
+ * subfolder to blocks of its own.
  */
-function layer(folder, forbidden, message, packages = []) {
+function layer(folder, forbidden, message, packages = [], { ignores = [], patterns = [] } = {}) {
   const names = forbidden.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
-  return [1, 2, 3].map((depth) => ({
-    files: [`src/${folder}/${'*/'.repeat(depth - 1)}*.ts`],
+  const below = folder.split('/').length;
+  return [1, 2, 3].map((level) => ({
+    files: [`src/${folder}/${'*/'.repeat(level - 1)}*.ts`],
+    ignores,
     rules: {
       'no-restricted-imports': [
         'error',
         {
           paths: packages.map((name) => ({ name, message })),
-          patterns: [{ regex: `^${'../'.repeat(depth)}(${names})(/|\\.js$)`, message }],
+          patterns: [{ regex: `^${'../'.repeat(below + level - 1)}(${names})(/|\\.js$)`, message }, ...patterns],
         },
       ],
     },
@@ -89,38 +93,60 @@ export default tseslint.config(
     ['service', ...ABOVE_SERVICE],
     'src/db is the bottom layer: it imports nothing above it (move the shared piece down into src/db).',
   ),
+  // The service's areas sit below the engine: the engine (src/service/engine) runs on them and
+  // imports them; an area that needs something of the engine's has it moved down into the area
+  // that owns the rule (the outbound policy and templating in endpoints/, the retention windows in
+  // retention/). Only the composition roots start the engine.
   ...layer(
     'service',
     ABOVE_SERVICE,
     'src/service imports nothing from the GraphQL, subscription or server layers, nor from the composition roots.',
+    [],
+    {
+      ignores: ['src/service/engine/**'],
+      patterns: [
+        {
+          regex: '^(\\./|(\\.\\./)+)engine/',
+          message:
+            'A service area never imports the engine: the engine runs on the areas. Move the piece both need into the area that owns its rule, where the engine imports it.',
+        },
+      ],
+    },
+  ),
+  ...layer(
+    'service/engine',
+    ABOVE_SERVICE,
+    'src/service/engine imports nothing from the GraphQL, subscription or server layers, nor from the composition roots.',
   ),
   ...layer(
     'subscriptions',
-    ['server', 'resolvers', 'cli', 'app', 'index', 'composition-root'],
-    'src/subscriptions sits below src/server: the server wires it, never the other way round.',
+    ['server', 'resolvers', 'cli', 'app', 'index', 'composition-root', 'service/engine'],
+    'src/subscriptions sits below src/server (the server wires it, never the other way round), and reads the service, never the engine.',
   ),
   ...layer(
     'resolvers',
-    ['db', 'subscriptions', 'server', 'cli', 'app', 'index'],
-    'A resolver unpacks its arguments and calls one service function: it imports src/service and schema refs only, never SQL.',
+    ['db', 'subscriptions', 'server', 'cli', 'app', 'index', 'service/engine'],
+    'A resolver unpacks its arguments and calls one service function: it imports src/service and schema refs only, never SQL nor the engine.',
     ['kysely', 'pg'],
   ),
   ...layer(
     'server',
-    ['db', 'cli', 'app', 'index', 'composition-root'],
-    'src/server is an adapter over the service: it reads the database through the service (src/service/probes.ts), never src/db.',
+    ['db', 'cli', 'app', 'index', 'composition-root', 'service/engine'],
+    'src/server is an adapter over the service: it reads the database through the service (src/service/ops/probes.ts), never src/db, and never reaches into the engine.',
   ),
   ...layer(
     'metrics',
-    ['db', 'server', 'subscriptions', 'resolvers', 'schema', 'cli', 'app', 'index', 'composition-root'],
-    'src/metrics adapts the observer (src/service/observer.ts) to Prometheus: what it reads of the database comes through the service (src/service/probes.ts), never src/db.',
+    ['db', 'server', 'subscriptions', 'resolvers', 'schema', 'cli', 'app', 'index', 'composition-root', 'service/engine'],
+    'src/metrics adapts the observer (src/service/kernel/observer.ts) to Prometheus: what it reads of the database comes through the service (src/service/ops/probes.ts), never src/db.',
   ),
-  ...layer('schema', ['db', 'server', 'cli', 'app', 'index'], 'GraphQL types describe the service; they hold no SQL and no transport.', [
-    'kysely',
-    'pg',
-  ]),
+  ...layer(
+    'schema',
+    ['db', 'server', 'cli', 'app', 'index', 'service/engine'],
+    'GraphQL types describe the service; they hold no SQL, no transport and nothing of the engine.',
+    ['kysely', 'pg'],
+  ),
   // src/db is the only place SQL is written (DESIGN.md): the service calls repositories and
-  // queries, it never holds SQL text nor builds a query.
+  // statements, it never holds SQL text nor builds a query.
   {
     files: ['src/service/**/*.ts'],
     rules: {
@@ -128,15 +154,15 @@ export default tseslint.config(
         'error',
         {
           selector: "ImportDeclaration[source.value='kysely'] > ImportSpecifier[imported.name='sql']",
-          message: 'SQL belongs in src/db: write the statement in a repository or a query and call it.',
+          message: 'SQL belongs in src/db: write it in a repository (src/db/repositories) or a statement (src/db/statements) and call it.',
         },
         {
           selector: 'CallExpression[callee.property.name=/^(selectFrom|insertInto|updateTable|deleteFrom|mergeInto)$/]',
-          message: 'Queries are built in src/db: add a repository or query function and call it.',
+          message: 'Queries are built in src/db: add a repository or statement function and call it.',
         },
         {
           selector: "CallExpression[callee.property.name='query'][arguments.0.type=/Literal$/]",
-          message: 'SQL text belongs in src/db: add a query function and call it.',
+          message: 'SQL text belongs in src/db: add a statement function and call it.',
         },
       ],
     },
@@ -162,7 +188,10 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { regex: '^(\\.\\./|\\./)db/(repos|queries)/', message: 'Composition roots call the service, not a repository or a query.' },
+            {
+              regex: '^(\\.\\./|\\./)db/(repositories|statements)/',
+              message: 'Composition roots call the service, not a repository or a statement.',
+            },
           ],
         },
       ],

@@ -1,5 +1,5 @@
 /**
- * Bounds on load (src/service/load-bounds.ts): the latency another key sees while one key floods
+ * Bounds on load (src/service/access/load-bounds.ts): the latency another key sees while one key floods
  * the gateway, with the default bounds and with them off. Goal: with the bounds, the other key's
  * p99 under a flood stays within 2x of its quiet figure.
  *

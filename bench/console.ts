@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { startApp } from '../src/app.js';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/environment.js';
 import { createLogger } from '../src/log.js';
 import { DEFAULT_CONSOLE_DIR } from '../src/server/console.js';
 import { launchChromium } from '../test/support/console.js';

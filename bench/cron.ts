@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { migrate } from '../src/db/migrate.js';
 import { createDatabase } from '../src/db/pool.js';
 import { createLogger } from '../src/log.js';
-import { createCronJobScheduler } from '../src/service/engine/cron-job-scheduler.js';
+import { createCronJobScheduler } from '../src/service/engine/cron/scheduler.js';
 import type { Figure } from './run.js';
 import { openServer } from './support/postgres.js';
 

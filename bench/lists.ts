@@ -27,7 +27,7 @@ import { migrate } from '../src/db/migrate.js';
 import { createDatabase } from '../src/db/pool.js';
 import { createLogger } from '../src/log.js';
 import { createGatewayYoga } from '../src/server/gateway.js';
-import type { Actor } from '../src/service/actor.js';
+import type { Actor } from '../src/service/kernel/actor.js';
 import { createJobService } from '../src/service/index.js';
 import type { Figure } from './run.js';
 import { openServer } from './support/postgres.js';

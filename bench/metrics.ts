@@ -9,9 +9,9 @@
 import { performance } from 'node:perf_hooks';
 import { migrate } from '../src/db/migrate.js';
 import { createDatabase } from '../src/db/pool.js';
-import { readClusterSnapshot } from '../src/db/queries/metrics.js';
+import { readClusterSnapshot } from '../src/db/statements/metrics.js';
 import { createLogger } from '../src/log.js';
-import { createDatabaseProbes } from '../src/service/probes.js';
+import { createDatabaseProbes } from '../src/service/ops/probes.js';
 import { createMetrics } from '../src/metrics/prometheus.js';
 import { createHealth } from '../src/server/health.js';
 import { startOpsServer } from '../src/server/ops-routes.js';

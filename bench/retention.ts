@@ -23,7 +23,7 @@ import { migrate } from '../src/db/migrate.js';
 import { pgTypes } from '../src/db/pg-types.js';
 import { createJobgate } from '../src/index.js';
 import { createLogger } from '../src/log.js';
-import { createPruner, type PrunedBatch } from '../src/service/engine/retention.js';
+import { createPruner, type PrunedBatch } from '../src/service/engine/maintenance/pruner.js';
 import type { Figure } from './run.js';
 import { spawnChild } from './support/children.js';
 import { openServer, type BenchDatabase, type BenchServer } from './support/postgres.js';

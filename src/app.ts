@@ -5,19 +5,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { openEngine, type Engine, type EngineOptions } from './composition-root.js';
-import type { Config } from './config.js';
+import type { Config } from './environment.js';
 import { openDatabaseSource, type DatabaseSource } from './db/connect.js';
 import type { Logger } from './log.js';
 import { bearerToken } from './server/bearer.js';
 import { startGateway, type RunningGateway } from './server/gateway.js';
-import type { HandlerRegistry } from './service/engine/handlers.js';
-import { createAvailability } from './service/engine/availability.js';
-import type { IntervalRegistry } from './service/engine/intervals.js';
-import type { RecoverableRegistry } from './service/engine/recoverable.js';
-import type { PrunedBatch } from './service/engine/retention.js';
-import { createLiveFeeds } from './subscriptions/live.js';
-import { NotFoundError } from './service/errors.js';
-import { SecretBox } from './service/secrets.js';
+import type { HandlerRegistry } from './service/engine/delivery/handler-registry.js';
+import { createAvailability } from './service/engine/runtime/availability.js';
+import type { IntervalRegistry } from './service/engine/intervals/intervals.js';
+import type { RecoverableRegistry } from './service/engine/runs/recoverable.js';
+import type { PrunedBatch } from './service/engine/maintenance/pruner.js';
+import { createLiveFeeds } from './subscriptions/live-feeds.js';
+import { NotFoundError } from './service/kernel/errors.js';
+import { SecretBox } from './service/kernel/secrets.js';
 import { inOrder, turnNotReady } from './shutdown.js';
 import { createHealth } from './server/health.js';
 import { startOpsServer, type OpsRoutes, type OpsServer } from './server/ops-routes.js';
@@ -52,7 +52,7 @@ export interface AppRoles {
 }
 
 export interface StartAppOptions {
-  /** The environment's settings (src/config.ts): database, ports, worker, metrics, retention. */
+  /** The environment's settings (src/environment.ts): database, ports, worker, metrics, retention. */
   config: Config;
   /** Where the process's log lines go. */
   log: Logger;
@@ -144,7 +144,7 @@ export async function startApp(options: StartAppOptions): Promise<RunningApp> {
   }
 }
 
-/** The engine as the environment configures it (src/config.ts). */
+/** The engine as the environment configures it (src/environment.ts). */
 function engineOptions(config: Config, source: DatabaseSource, log: Logger): EngineOptions {
   const secretKey = config.secretKey ?? (source.embedded ? embeddedSecretKey(config.dataDir) : undefined);
   if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');

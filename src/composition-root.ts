@@ -12,24 +12,24 @@ import { createDatabase, type Database } from './db/pool.js';
 import { ENGINE_DEFAULTS, type EngineDefaults } from './defaults.js';
 import type { Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/prometheus.js';
-import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
-import { createAvailability, waitForDatabase, type Availability } from './service/engine/availability.js';
-import { HandlerRegistry } from './service/engine/handlers.js';
-import { createEngineHost, type EngineHost } from './service/engine/host.js';
-import { IntervalRegistry } from './service/engine/intervals.js';
-import { registerInternalHandlers } from './service/engine/reaper.js';
-import { RecoverableRegistry } from './service/engine/recoverable.js';
-import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/retention.js';
-import { runDuePass, type RunDueResult } from './service/engine/run-due.js';
-import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron-job-scheduler.js';
-import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker.js';
+import type { AlertEmailOptions } from './service/engine/alerts/alert-handlers.js';
+import { createAvailability, waitForDatabase, type Availability } from './service/engine/runtime/availability.js';
+import { HandlerRegistry } from './service/engine/delivery/handler-registry.js';
+import { createEngineHost, type EngineHost } from './service/engine/runtime/host.js';
+import { IntervalRegistry } from './service/engine/intervals/intervals.js';
+import { registerInternalHandlers } from './service/engine/maintenance/reaper.js';
+import { RecoverableRegistry } from './service/engine/runs/recoverable.js';
+import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/maintenance/pruner.js';
+import { runDuePass, type RunDueResult } from './service/engine/serverless/run-due.js';
+import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron/scheduler.js';
+import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker/worker.js';
 import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
-import { noopObserver, type Observer } from './service/observer.js';
-import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './service/probes.js';
-import type { RetentionSettingsDefaults } from './service/retention.js';
-import { type SecretBox } from './service/secrets.js';
+import { noopObserver, type Observer } from './service/kernel/observer.js';
+import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './service/ops/probes.js';
+import type { RetentionSettingsDefaults } from './service/retention/settings.js';
+import { type SecretBox } from './service/kernel/secrets.js';
 import { inOrder, settled } from './shutdown.js';
-import { createHub, type Hub } from './subscriptions/hub.js';
+import { createHub, type Hub } from './subscriptions/hub/hub.js';
 
 /** Metrics: off, on (a registry of its own), or counted into an application's registry. */
 export type MetricsSetting = boolean | Registry | { registry?: Registry; endpointLabels?: number; processMetrics?: boolean };
@@ -318,7 +318,7 @@ function createLoops(
         observer,
       });
       await host.start(options.signal);
-      // Retention: prunes finished history beside the other loops (src/service/engine/retention.ts).
+      // Retention: prunes finished history beside the other loops (src/service/engine/maintenance/pruner.ts).
       if (options.retention?.prune !== false)
         (pruner = createPruner({
           pool,

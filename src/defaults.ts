@@ -1,9 +1,9 @@
 /**
- * jobgate's defaults, written once: the environment's (src/config.ts) and the library's
+ * jobgate's defaults, written once: the environment's (src/environment.ts) and the library's
  * (src/index.ts) are these, and the composition root (src/composition-root.ts) fills in any
  * option left unset with them.
  */
-import { DEFAULT_RETENTION } from './service/engine/retention.js';
+import { DEFAULT_RETENTION } from './service/retention/windows.js';
 
 export const ENGINE_DEFAULTS = Object.freeze({
   /** Most connections to Postgres (at least 2: a run schedule's tick holds one while it triggers the run on another). */

@@ -10,16 +10,16 @@ import type { Registry } from 'prom-client';
 import { openEngine, type MetricsSetting } from './composition-root.js';
 import type { Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
-import type { HandlerFn } from './service/engine/handlers.js';
-import { SecretBox } from './service/secrets.js';
-import type { AlertEmailOptions } from './service/engine/alert-handlers.js';
-import type { PrunerOptions } from './service/engine/retention.js';
-import type { RetentionSettingsDefaults } from './service/retention.js';
-import type { IntervalHandler } from './service/engine/intervals.js';
-import type { RecoverableHandler, RunSchedule } from './service/engine/recoverable.js';
-import type { RunDueResult } from './service/engine/run-due.js';
-import type { Worker, WorkerOptions } from './service/engine/worker.js';
-import type { Actor, Role } from './service/actor.js';
+import type { HandlerFn } from './service/engine/delivery/handler-registry.js';
+import { SecretBox } from './service/kernel/secrets.js';
+import type { AlertEmailOptions } from './service/engine/alerts/alert-handlers.js';
+import type { PrunerOptions } from './service/engine/maintenance/pruner.js';
+import type { RetentionSettingsDefaults } from './service/retention/settings.js';
+import type { IntervalHandler } from './service/engine/intervals/intervals.js';
+import type { RecoverableHandler, RunSchedule } from './service/engine/runs/recoverable.js';
+import type { RunDueResult } from './service/engine/serverless/run-due.js';
+import type { Worker, WorkerOptions } from './service/engine/worker/worker.js';
+import type { Actor, Role } from './service/kernel/actor.js';
 import {
   createJobServiceIn,
   type DeclaredSchedule,
@@ -245,13 +245,14 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 }
 
 export type { MetricsSetting } from './composition-root.js';
-export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/handlers.js';
-export type { Worker } from './service/engine/worker.js';
-export type { RunDueResult } from './service/engine/run-due.js';
-export type { FencedTransaction, FencedTransactionOptions } from './service/engine/fenced.js';
-export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/recoverable.js';
-export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals.js';
-export type { PrunedBatch, PrunedRows, RetentionDefaults } from './service/engine/retention.js';
+export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/delivery/handler-registry.js';
+export type { Worker } from './service/engine/worker/worker.js';
+export type { RunDueResult } from './service/engine/serverless/run-due.js';
+export type { FencedTransaction, FencedTransactionOptions } from './service/engine/delivery/fenced-transaction.js';
+export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/runs/recoverable.js';
+export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals/intervals.js';
+export type { PrunedBatch, PrunedRows } from './service/engine/maintenance/pruner.js';
+export type { RetentionDefaults } from './service/retention/windows.js';
 
 export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';
 export type {
@@ -266,10 +267,10 @@ export type {
   TriggerHandlerResult,
   TriggeredTick,
 } from './service/index.js';
-export * from './service/errors.js';
-export type { Actor, Role } from './service/actor.js';
-export type * from './service/models.js';
+export * from './service/kernel/errors.js';
+export type { Actor, Role } from './service/kernel/actor.js';
+export type * from './service/kernel/models.js';
 export { migrate, MigrationError } from './db/migrate.js';
 export { DatabaseFaultError } from './db/faults.js';
-export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './service/alerts.js';
-export type { AlertEmailOptions } from './service/engine/alert-handlers.js';
+export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './service/alerts/alerts.js';
+export type { AlertEmailOptions } from './service/engine/alerts/alert-handlers.js';

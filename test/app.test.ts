@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../src/app.js';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/environment.js';
 import { createLogger } from '../src/log.js';
 import { createTestDb, type TestDb } from './support/db.js';
 import { eventually } from './support/engine.js';

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/environment.js';
 import { createLogger, logFormatFor, prettyLine } from '../src/log.js';
 import { createTestDb, type TestDb } from './support/db.js';
 import { eventually } from './support/engine.js';

@@ -1,7 +1,7 @@
 /**
  * `jobgate <command>`: start | serve | worker | migrate | schema | keys create. Exit codes: 0 ok, 1 failure, 2 usage.
  */
-import { parseConfig, ConfigError, type Config } from '../config.js';
+import { parseConfig, ConfigError, type Config } from '../environment.js';
 import { openDatabaseSource } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { createLogger, logFormatFor, type Logger } from '../log.js';

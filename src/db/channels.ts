@@ -46,11 +46,11 @@ const INTERVAL_PREFIX = 'interval:';
 /**
  * Work for the workers. Sent by the trigger on every insert into executions (000002), by the
  * trigger on interval_handlers when an idle tick is made due (000030, `interval:<name>`), and
- * inside the transactions that make executions claimable again (src/db/repos/executions.ts
- * notifyWork, src/db/queries/lease.ts releaseExecutions, src/db/queries/claim.ts lost-claim
- * hand-back). Listened to by each worker's LISTEN connection (src/service/engine/worker-loops.ts):
+ * inside the transactions that make executions claimable again (src/db/repositories/executions.ts
+ * notifyWork, src/db/statements/lease.ts releaseExecutions, src/db/statements/claim.ts lost-claim
+ * hand-back). Listened to by each worker's LISTEN connection (src/service/engine/worker/loops.ts):
  * `work` kicks its claim loop, `interval` wakes the interval runner on the same pool
- * (src/service/engine/wake.ts).
+ * (src/service/engine/intervals/wake.ts).
  */
 export const workChannel: Channel<WorkHint> = {
   name: 'jobgate_work',
@@ -70,9 +70,9 @@ export interface CancelHint {
 
 /**
  * Cancellation of running executions; the payload is the execution's id. Sent inside the
- * transaction that asks for it (src/db/repos/executions.ts: cancelling a job, or executions by
- * id) and by the reaper (src/db/queries/reap.ts notifyCancel). No trigger sends it. Listened to
- * by each worker's LISTEN connection (src/service/engine/worker-loops.ts), which aborts the
+ * transaction that asks for it (src/db/repositories/executions.ts: cancelling a job, or executions by
+ * id) and by the reaper (src/db/statements/reap.ts notifyCancel). No trigger sends it. Listened to
+ * by each worker's LISTEN connection (src/service/engine/worker/loops.ts), which aborts the
  * attempt it has in flight for that execution, if any (heartbeats carry the request too).
  */
 export const cancelChannel: Channel<CancelHint> = {
@@ -103,8 +103,8 @@ const KEY_PREFIX = 'k:';
  * alert_notifications (`e`, 000009, 000020, 000022), on findings (`f`, 000009), on runs whose
  * status or progress moved (`r:<id>`, 000022), by the catalogue triggers on workers,
  * interval_handlers, run_schedules and runs (`c`, 000029), and inside the transaction that
- * changes an API key (`k:<id>`, src/db/repos/api-keys.ts notifyKeyChanged). Listened to by each
- * gateway's live hub (src/subscriptions/hub-listener.ts): `e` and `f` read the streams again,
+ * changes an API key (`k:<id>`, src/db/repositories/api-keys.ts notifyKeyChanged). Listened to by each
+ * gateway's live hub (src/subscriptions/hub/hint-listener.ts): `e` and `f` read the streams again,
  * `r` the run, `k` the key's standing, `c` the catalogue.
  */
 export const liveChannel: Channel<LiveHint> = {
@@ -153,7 +153,7 @@ export interface RunWaitingHint {
 
 /**
  * A run started or resumed; the payload is its handler's name. Sent inside triggerRun's
- * transaction (src/db/repos/runs.ts notifyRunWaiting). No trigger sends it, and no process of
+ * transaction (src/db/repositories/runs.ts notifyRunWaiting). No trigger sends it, and no process of
  * this version listens: runners find waiting runs by polling (`enginePollMs`).
  */
 export const runWaitingChannel: Channel<RunWaitingHint> = {

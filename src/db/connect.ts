@@ -3,7 +3,7 @@
  * folder (with a `jobgate` database created on first start).
  */
 import pg from 'pg';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Logger } from '../log.js';
 import { startEmbeddedPostgres } from './embedded.js';
 import { pgTypes } from './pg-types.js';

@@ -1,13 +1,13 @@
 /**
  * Transactions and savepoints: the only place jobgate says BEGIN, COMMIT, SAVEPOINT or ROLLBACK.
- * The service decides where its boundaries are (src/service/context.ts); this is how they are
+ * The service decides where its boundaries are (src/service/kernel/context.ts); this is how they are
  * drawn, on the pool or inside a caller's own open transaction; the engine's loops, which work on
  * plain pg connections, draw theirs with inTransaction.
  */
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Db } from './pool.js';
-import type { Executor } from './repos/scope.js';
+import type { Executor } from './repositories/scope.js';
 import { isPgError, NO_ACTIVE_TRANSACTION } from './sqlstate.js';
 import type { DB } from './types.js';
 
@@ -40,7 +40,7 @@ export async function inSavepoint<T>(ex: Executor, name: string, fn: () => Promi
   }
 }
 
-/** The service's transaction boundary over one executor (see ServiceContext in src/service/context.ts). */
+/** The service's transaction boundary over one executor (see ServiceContext in src/service/kernel/context.ts). */
 export interface TransactionBoundary {
   /** `fn` commits or rolls back as a whole: a transaction of its own, or a savepoint of the caller's. */
   transaction<T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T>;

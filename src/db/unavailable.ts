@@ -95,7 +95,7 @@ function classify(error: unknown, depth: number): boolean {
  * is at max_connections (53300), or this process's pool is full and the wait for a free client
  * ran out. Retried like an outage (isConnectionError holds for it too), but it is not one: other
  * processes reach the database meanwhile, so it proves nothing about leases running out
- * unnoticed (a worker whose heartbeats fail so fences itself, src/service/engine/worker.ts). A
+ * unnoticed (a worker whose heartbeats fail so fences itself, src/service/engine/worker/worker.ts). A
  * 53300 while every client reconnects after a restart comes after the restart's own errors,
  * which have already said the database was unreachable.
  */

@@ -1,5 +1,5 @@
 /**
- * The Prometheus adapter: an Observer (src/service/observer.ts) that counts into a registry of
+ * The Prometheus adapter: an Observer (src/service/kernel/observer.ts) that counts into a registry of
  * its own, plus gauges read at scrape time (the pool, the hub, the queue). One per process, made
  * by the composition root (src/composition-root.ts); never prom-client's global registry, so several gateways
  * in one process (tests, an application embedding jobgate) each count only their own work.
@@ -16,7 +16,7 @@
  *
  * Queue and run gauges describe the whole installation (they are read from the database), so
  * every process reports the same values: aggregate them with `max`, not `sum`. They are read
- * with one grouped query (`snapshot`, src/service/probes.ts), at most once per `snapshotTtlMs`
+ * with one grouped query (`snapshot`, src/service/ops/probes.ts), at most once per `snapshotTtlMs`
  * (5 s) whatever the number of scrapers, in the background of the scrape that finds the last
  * read old.
  *
@@ -26,8 +26,8 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Observer } from '../service/observer.js';
-import type { ClusterSnapshot } from '../service/probes.js';
+import type { Observer } from '../service/kernel/observer.js';
+import type { ClusterSnapshot } from '../service/ops/probes.js';
 import { acquireProcessMetrics } from './process.js';
 
 export const OTHER_ENDPOINTS = '_other';

@@ -1,6 +1,6 @@
-import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, SubscriptionTicket } from '../service/access.js';
-import { createApiKeySchema, createWorkspaceSchema } from '../service/access.js';
-import type { Workspace } from '../service/models.js';
+import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, SubscriptionTicket } from '../service/access/access.js';
+import { createApiKeySchema, createWorkspaceSchema } from '../service/access/access.js';
+import type { Workspace } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
 import { NodeRef } from './node.js';

@@ -1,10 +1,10 @@
 /**
  * Alerts: rules that say which failures notify whom, and the notifications (alerts) they produced.
  */
-import type { Alert, AlertRule } from '../service/alerts.js';
-import { createAlertRuleSchema, setJobAlertsOptOutSchema, updateAlertRuleSchema } from '../service/alerts.js';
-import type { LiveEvent } from '../subscriptions/live.js';
-import { DomainError } from '../service/errors.js';
+import type { Alert, AlertRule } from '../service/alerts/alerts.js';
+import { createAlertRuleSchema, setJobAlertsOptOutSchema, updateAlertRuleSchema } from '../service/alerts/alerts.js';
+import type { LiveEvent } from '../subscriptions/live-feeds.js';
+import { DomainError } from '../service/kernel/errors.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
 import { JobRef } from './job.js';

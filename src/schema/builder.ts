@@ -4,10 +4,10 @@
 import SchemaBuilder from '@pothos/core';
 import ZodPlugin from '@pothos/plugin-zod';
 import type { Logger } from '../log.js';
-import type { Actor } from '../service/actor.js';
-import { ValidationError } from '../service/errors.js';
+import type { Actor } from '../service/kernel/actor.js';
+import { ValidationError } from '../service/kernel/errors.js';
 import type { JobService } from '../service/index.js';
-import type { LiveFeeds } from '../subscriptions/live.js';
+import type { LiveFeeds } from '../subscriptions/live-feeds.js';
 
 export interface GraphQLContext {
   actor: Actor;

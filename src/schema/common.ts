@@ -4,7 +4,7 @@
 import { GraphQLError, Kind, type ValueNode } from 'graphql';
 import type { ObjectRef } from '@pothos/core';
 import type { ZodType } from 'zod';
-import { COUNT_LIMIT, type Connection, type Edge } from '../service/pagination.js';
+import { COUNT_LIMIT, type Connection, type Edge } from '../service/kernel/pagination.js';
 import { builder } from './builder.js';
 import { JsonOutput } from './json-output.js';
 

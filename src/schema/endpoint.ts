@@ -1,8 +1,8 @@
-import { registerEndpointSchema, updateEndpointSchema } from '../service/inputs.js';
-import type { Endpoint } from '../service/models.js';
-import type { TargetWarning } from '../service/endpoints.js';
+import { registerEndpointSchema, updateEndpointSchema } from '../service/kernel/inputs.js';
+import type { Endpoint } from '../service/kernel/models.js';
+import type { TargetWarning } from '../service/endpoints/endpoints.js';
 import { builder } from './builder.js';
-import { ConfigRef, PayloadSpecRef } from './catalog.js';
+import { ConfigRef, PayloadSpecRef } from './specs-and-configs.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
 import { NodeRef } from './node.js';
 

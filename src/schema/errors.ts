@@ -3,7 +3,7 @@
  * types them. No field returns it: GraphQL errors are not typed by the schema, so the enum is
  * the contract, and the masking in src/server/mask-error.ts gives nothing outside it.
  */
-import { ERROR_CODES } from '../service/errors.js';
+import { ERROR_CODES } from '../service/kernel/errors.js';
 import { builder } from './builder.js';
 
 /** Codes given by the GraphQL edge itself, before or around the service. */

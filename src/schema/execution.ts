@@ -1,6 +1,6 @@
-import type { BulkResult, BulkSkip } from '../service/bulk.js';
-import type { TriggerJobResult } from '../service/execution-control.js';
-import type { Attempt, AttemptTarget, Execution } from '../service/models.js';
+import type { BulkResult, BulkSkip } from '../service/jobs/bulk.js';
+import type { TriggerJobResult } from '../service/jobs/execution-control.js';
+import type { Attempt, AttemptTarget, Execution } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
 import { ErrorCodeEnum } from './errors.js';

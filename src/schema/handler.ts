@@ -7,8 +7,8 @@ import type {
   TriggeredTick,
   TriggerHandlerResult,
   WorkerInfo,
-} from '../service/handlers.js';
-import { DEFAULT_TRIGGER_WAIT_MS, MAX_TRIGGER_WAIT_MS, triggerHandlerSchema } from '../service/handlers.js';
+} from '../service/handlers/handlers.js';
+import { DEFAULT_TRIGGER_WAIT_MS, MAX_TRIGGER_WAIT_MS, triggerHandlerSchema } from '../service/handlers/handlers.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, zodInput } from './common.js';
 import { RunRef, RunTriggerOutcomeEnum } from './run.js';

@@ -4,7 +4,7 @@
  */
 import './node.js';
 import './workspace.js';
-import './catalog.js';
+import './specs-and-configs.js';
 import './endpoint.js';
 import './job.js';
 import './execution.js';
@@ -20,7 +20,7 @@ import './retention.js';
 import './permissions.js';
 import '../resolvers/workspace.js';
 import '../resolvers/node.js';
-import '../resolvers/catalog.js';
+import '../resolvers/specs-and-configs.js';
 import '../resolvers/endpoints.js';
 import '../resolvers/jobs.js';
 import '../resolvers/access.js';

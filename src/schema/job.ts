@@ -1,6 +1,6 @@
-import { createJobSchema, triggerJobSchema, updateJobSchema } from '../service/inputs.js';
-import type { CancelJobResult, CreateJobResult } from '../service/jobs.js';
-import type { CronSchedule, Job } from '../service/models.js';
+import { createJobSchema, triggerJobSchema, updateJobSchema } from '../service/kernel/inputs.js';
+import type { CancelJobResult, CreateJobResult } from '../service/jobs/jobs.js';
+import type { CronSchedule, Job } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs, zodInput } from './common.js';
 import { EndpointRef } from './endpoint.js';

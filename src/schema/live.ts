@@ -3,7 +3,7 @@
  * `after: <cursor of the last event you received>` and the stream continues right after it,
  * with nothing missed and nothing twice (events are kept for the retention window).
  */
-import type { LiveEvent } from '../subscriptions/live.js';
+import type { LiveEvent } from '../subscriptions/live-feeds.js';
 import { builder } from './builder.js';
 import { DateTimeScalar } from './common.js';
 import { ExecutionRef, ExecutionStatusEnum } from './execution.js';

@@ -1,9 +1,9 @@
 /**
  * `viewerCan` on jobs, executions and runs: which actions the calling key may take, answered by
- * the service from the same rules its mutations enforce (src/service/permissions.ts), so a
+ * the service from the same rules its mutations enforce (src/service/access/permissions.ts), so a
  * client shows only the buttons the server would accept.
  */
-import type { ExecutionPermissions, JobPermissions, RunPermissions } from '../service/permissions.js';
+import type { ExecutionPermissions, JobPermissions, RunPermissions } from '../service/access/permissions.js';
 import { builder } from './builder.js';
 import { ExecutionRef } from './execution.js';
 import { JobRef } from './job.js';

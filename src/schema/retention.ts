@@ -1,4 +1,4 @@
-import type { WorkspaceRetention } from '../service/retention.js';
+import type { WorkspaceRetention } from '../service/retention/settings.js';
 import { builder } from './builder.js';
 import { WorkspaceRef } from './workspace.js';
 

@@ -1,5 +1,5 @@
-import type { Finding, Run, TriggerRunResult } from '../service/runs.js';
-import { triggerRunSchema } from '../service/runs.js';
+import type { Finding, Run, TriggerRunResult } from '../service/runs/runs.js';
+import { triggerRunSchema } from '../service/runs/runs.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
 import { NodeRef } from './node.js';

@@ -1,4 +1,4 @@
-import type { EndpointStatusCounts, ExecutionStats, MinuteBucket } from '../service/stats.js';
+import type { EndpointStatusCounts, ExecutionStats, MinuteBucket } from '../service/jobs/stats.js';
 import { builder } from './builder.js';
 import { DateTimeScalar } from './common.js';
 

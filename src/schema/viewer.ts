@@ -1,4 +1,4 @@
-import type { Viewer } from '../service/access.js';
+import type { Viewer } from '../service/access/access.js';
 import { ApiKeyRef, RoleEnum } from './access.js';
 import { builder } from './builder.js';
 import { WorkspaceRef } from './workspace.js';

@@ -1,4 +1,4 @@
-import type { Workspace } from '../service/models.js';
+import type { Workspace } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { DateTimeScalar } from './common.js';
 import { NodeRef } from './node.js';

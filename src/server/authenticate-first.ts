@@ -1,13 +1,13 @@
 /**
  * Authentication of GraphQL requests over HTTP, first of all (./gateway.ts), and the bounds that
  * come with it: failed authentications per client address before the lookup, the key's request
- * rate after it (src/service/load-bounds.ts).
+ * rate after it (src/service/access/load-bounds.ts).
  */
 import { getOperationAST, parse } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Actor } from '../service/actor.js';
-import { ForbiddenError } from '../service/errors.js';
-import type { LoadBounds } from '../service/load-bounds.js';
+import type { Actor } from '../service/kernel/actor.js';
+import { ForbiddenError } from '../service/kernel/errors.js';
+import type { LoadBounds } from '../service/access/load-bounds.js';
 import type { YogaServerContext } from '../subscriptions/ws.js';
 import { LIMITS } from './hardening.js';
 import { persistedQueryNotFound, type PersistedQueries } from './persisted-queries.js';

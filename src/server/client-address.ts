@@ -1,6 +1,6 @@
 /**
  * The address a request comes from, for the bounds counted per client address
- * (src/service/load-bounds.ts). The socket's peer, unless that peer is a proxy the operator
+ * (src/service/access/load-bounds.ts). The socket's peer, unless that peer is a proxy the operator
  * declared (JOBGATE_TRUSTED_PROXIES): then the right-most address of X-Forwarded-For that is not
  * itself a trusted proxy. Any client can write X-Forwarded-For, so it is read only from a
  * trusted peer, and only from the right (the entries a trusted proxy appended); without the

@@ -21,7 +21,7 @@
  * CORS headers for an origin the gateway allows, so a browser reads it as any refusal.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RateLimitedError } from '../service/errors.js';
+import type { RateLimitedError } from '../service/kernel/errors.js';
 
 /** Answers held at once, at most; past it answers go out unheld. */
 const MAX_HELD = 1_000;

@@ -1,7 +1,7 @@
 /**
  * The HTTP face of jobgate: graphql-yoga over the schema, GraphiQL served from local assets
  * (no CDN: it must render on machines without internet, ./graphiql.ts), masked errors, and the
- * bounds on load (src/service/load-bounds.ts) for HTTP, WebSocket and SSE alike.
+ * bounds on load (src/service/access/load-bounds.ts) for HTTP, WebSocket and SSE alike.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,9 +9,9 @@ import { createYoga } from 'graphql-yoga';
 import { withFields, type Logger } from '../log.js';
 import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
-import { UnauthenticatedError } from '../service/access.js';
-import type { Actor } from '../service/actor.js';
-import { createLoadBounds, type LoadBounds, type LoadBoundSettings, type StreamBudget } from '../service/load-bounds.js';
+import { UnauthenticatedError } from '../service/access/access.js';
+import type { Actor } from '../service/kernel/actor.js';
+import { createLoadBounds, type LoadBounds, type LoadBoundSettings, type StreamBudget } from '../service/access/load-bounds.js';
 import type { JobService } from '../service/index.js';
 import { bearerToken } from './bearer.js';
 import { createMaskError } from './mask-error.js';
@@ -25,11 +25,11 @@ import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
 import { createPersistedQueries } from './persisted-queries.js';
 import { loadConsoleSite, type ConsoleSite } from './console.js';
-import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live.js';
+import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live-feeds.js';
 import { BoundedFeeds } from '../subscriptions/bounded-feeds.js';
-import { useSharedSubscriptionExecution } from '../subscriptions/shared-execution.js';
+import { useSharedSubscriptionExecution } from '../subscriptions/shared-event-results.js';
 import { attachWebSocket, type Yoga, type YogaServerContext } from '../subscriptions/ws.js';
-import { noopObserver, type Observer } from '../service/observer.js';
+import { noopObserver, type Observer } from '../service/kernel/observer.js';
 import { useObserveOperations } from './observe-plugin.js';
 import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
 
@@ -64,7 +64,7 @@ export interface GatewayOptions {
   console?: string | false;
   /**
    * Bounds on what one API key, connection and client address may hold and send, in this
-   * gateway's memory (src/service/load-bounds.ts); unset ones take LOAD_BOUND_DEFAULTS, 0 turns
+   * gateway's memory (src/service/access/load-bounds.ts); unset ones take LOAD_BOUND_DEFAULTS, 0 turns
    * one off.
    */
   bounds?: Partial<LoadBoundSettings> | undefined;
@@ -201,7 +201,7 @@ function liveFor(live: LiveFeeds, initial: LiveInitial, bounds: LoadBounds): Liv
 export interface RunningGateway {
   server: Server;
   yoga: Yoga;
-  /** What the gateway's bounds on load hold now (src/service/load-bounds.ts). */
+  /** What the gateway's bounds on load hold now (src/service/access/load-bounds.ts). */
   bounds: Pick<LoadBounds, 'settings' | 'stats'>;
   url: string;
   close(): Promise<void>;

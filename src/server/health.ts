@@ -5,7 +5,7 @@
  * Reasons are short fixed phrases: probes need no key, so they say nothing of hosts, errors or
  * data.
  */
-import type { DatabaseProbes, ListenMode } from '../service/probes.js';
+import type { DatabaseProbes, ListenMode } from '../service/ops/probes.js';
 
 /** The reason `/readyz` gives while the process has not reached its database yet (start-up). */
 export const WAITING_FOR_DATABASE = 'waiting for database';

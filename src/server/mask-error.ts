@@ -15,8 +15,8 @@
  * log adapter drop yoga's copy.
  */
 import { GraphQLError, Kind } from 'graphql';
-import { DomainError } from '../service/errors.js';
-import { isConnectionError } from '../service/unavailable.js';
+import { DomainError } from '../service/kernel/errors.js';
+import { isConnectionError } from '../service/ops/unavailable.js';
 import type { Logger } from '../log.js';
 import type { ErrorOrigins } from './request-id.js';
 import { withoutSuggestions } from './hardening.js';

@@ -1,6 +1,6 @@
 /**
  * `POST /jobs/run-due` (or `GET`, as Vercel Cron calls it): the serverless pass of
- * service/engine/run-due.ts (reconcile expired leases, one scheduler pass, a bounded drain of due
+ * src/service/engine/serverless/run-due.ts (reconcile expired leases, one scheduler pass, a bounded drain of due
  * executions), for hosts whose only clock is a platform's minute cron. Requires `Authorization:
  * Bearer $JOBGATE_CRON_SECRET`; the route does not exist when the secret is unset. Safe to call
  * concurrently, or twice in one minute: the scheduler's compare-and-set and unique

@@ -2,27 +2,27 @@
  * THE job service: every rule, guard and transaction of jobgate. GraphQL resolvers, the
  * library entry point and the CLI are adapters over this one object.
  */
-import { createAccessService } from './access.js';
-import { createBulkService } from './bulk.js';
-import { createAlertsService } from './alerts.js';
-import { createCatalogService } from './catalog.js';
+import { createAccessService } from './access/access.js';
+import { createBulkService } from './jobs/bulk.js';
+import { createAlertsService } from './alerts/alerts.js';
+import { createCatalogService } from './endpoints/specs-and-configs.js';
 import { outerExecutor, type OuterTransaction } from '../db/outer.js';
-import { createContext, type ServiceDeps } from './context.js';
-import { createEndpointService } from './endpoints.js';
-import { createExecutionControlService } from './execution-control.js';
-import { createHandlersService } from './handlers.js';
-import { createJobLifecycleService } from './jobs.js';
-import { createLiveService } from './live.js';
+import { createContext, type ServiceDeps } from './kernel/context.js';
+import { createEndpointService } from './endpoints/endpoints.js';
+import { createExecutionControlService } from './jobs/execution-control.js';
+import { createHandlersService } from './handlers/handlers.js';
+import { createJobLifecycleService } from './jobs/jobs.js';
+import { createLiveService } from './live/live.js';
 import { createNodeService } from './nodes.js';
-import { createPermissionsService } from './permissions.js';
-import { createRunsService } from './runs.js';
-import { createRetentionService } from './retention.js';
-import { createSchedulesService } from './schedules.js';
-import { createStatsService } from './stats.js';
-import * as endpointsRepo from '../db/repos/endpoints.js';
-import type { Actor } from './actor.js';
-import type { ServiceContext } from './context.js';
-import { noopObserver } from './observer.js';
+import { createPermissionsService } from './access/permissions.js';
+import { createRunsService } from './runs/runs.js';
+import { createRetentionService } from './retention/settings.js';
+import { createSchedulesService } from './jobs/declared-schedules.js';
+import { createStatsService } from './jobs/stats.js';
+import * as endpointsRepo from '../db/repositories/endpoints.js';
+import type { Actor } from './kernel/actor.js';
+import type { ServiceContext } from './kernel/context.js';
+import { noopObserver } from './kernel/observer.js';
 
 /**
  * cancelJob with its cancelled pending executions reported once committed (no worker records
@@ -82,19 +82,19 @@ export type JobService = ReturnType<typeof createJobService>;
 export function createJobServiceIn(deps: Omit<ServiceDeps, 'db' | 'pool' | 'outerTransaction'>, tx: OuterTransaction): JobService {
   return createJobService({ ...deps, db: outerExecutor(tx), outerTransaction: true });
 }
-export type { ServiceDeps } from './context.js';
+export type { ServiceDeps } from './kernel/context.js';
 export type { OuterTransaction } from '../db/outer.js';
-export type { Actor, Role } from './actor.js';
-export * from './errors.js';
-export type * from './models.js';
-export type { CreateJobResult, CancelJobResult } from './jobs.js';
-export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, DeclareSchedulesResult } from './schedules.js';
-export type { TriggerJobResult } from './execution-control.js';
-export type { BulkResult, BulkSkip } from './bulk.js';
-export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from './access.js';
-export type { ExecutionStats } from './stats.js';
-export { UnauthenticatedError } from './access.js';
-export type { Run, Finding, RunStatus, Severity, TriggerRunResult, TriggerRunInput } from './runs.js';
+export type { Actor, Role } from './kernel/actor.js';
+export * from './kernel/errors.js';
+export type * from './kernel/models.js';
+export type { CreateJobResult, CancelJobResult } from './jobs/jobs.js';
+export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, DeclareSchedulesResult } from './jobs/declared-schedules.js';
+export type { TriggerJobResult } from './jobs/execution-control.js';
+export type { BulkResult, BulkSkip } from './jobs/bulk.js';
+export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from './access/access.js';
+export type { ExecutionStats } from './jobs/stats.js';
+export { UnauthenticatedError } from './access/access.js';
+export type { Run, Finding, RunStatus, Severity, TriggerRunResult, TriggerRunInput } from './runs/runs.js';
 export type {
   HandlerInfo,
   HandlerKind,
@@ -106,7 +106,7 @@ export type {
   TriggerHandlerResult,
   TriggerHandlerInput,
   TriggeredTick,
-} from './handlers.js';
-export type { Connection, Edge } from './pagination.js';
-export type { WorkspaceRetention, RetentionWindows, SetRetentionInput } from './retention.js';
-export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts.js';
+} from './handlers/handlers.js';
+export type { Connection, Edge } from './kernel/pagination.js';
+export type { WorkspaceRetention, RetentionWindows, SetRetentionInput } from './retention/settings.js';
+export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts/alerts.js';

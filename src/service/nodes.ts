@@ -2,10 +2,10 @@
  * Objects by id alone, for Relay's `node(id:)`: the workspace's own, never another's (an id of
  * another workspace is null, as an id of nothing is).
  */
-import { tableHolding, type NodeTable } from '../db/repos/nodes.js';
-import type { Actor } from './actor.js';
-import type { ServiceContext } from './context.js';
-import { NotFoundError } from './errors.js';
+import { tableHolding, type NodeTable } from '../db/repositories/nodes.js';
+import type { Actor } from './kernel/actor.js';
+import type { ServiceContext } from './kernel/context.js';
+import { NotFoundError } from './kernel/errors.js';
 
 export type NodeKind =
   'Workspace' | 'Job' | 'Execution' | 'Endpoint' | 'PayloadSpec' | 'Config' | 'Run' | 'ApiKey' | 'AuditEntry' | 'Finding';
@@ -20,7 +20,7 @@ const KIND_OF: Record<NodeTable, NodeKind> = {
   api_keys: 'ApiKey',
 };
 
-/** The shape of a sealed id (an audit entry's or a finding's: ./cursors.ts). */
+/** The shape of a sealed id (an audit entry's or a finding's: ./kernel/cursors.ts). */
 const SEALED_ID = /^[A-Za-z0-9_-]{22}$/;
 
 interface Getters {

@@ -1,5 +1,5 @@
 /**
- * The live feeds of one operation, within the bounds on subscriptions (src/service/load-bounds.ts):
+ * The live feeds of one operation, within the bounds on subscriptions (src/service/access/load-bounds.ts):
  * each stream holds its place from before it is opened until it ends, whichever way it ends
  * (the client completes it, its socket closes, its key lapses, its feed fails or finishes).
  * A stream over its bound is refused RATE_LIMITED before anything is opened for it.
@@ -8,9 +8,9 @@
  * (its subscriptions, and the key's), or, for a stream that is a connection of its own (SSE), the
  * key's connections and subscriptions.
  */
-import type { Actor } from '../service/actor.js';
-import type { StreamBudget } from '../service/load-bounds.js';
-import type { LiveFeeds } from './live.js';
+import type { Actor } from '../service/kernel/actor.js';
+import type { StreamBudget } from '../service/access/load-bounds.js';
+import type { LiveFeeds } from './live-feeds.js';
 
 /** `source`, releasing `release` once when it finishes, fails, or is returned. */
 function releasing<T>(source: AsyncIterable<T>, release: () => void): AsyncIterableIterator<T> {

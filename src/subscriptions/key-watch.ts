@@ -7,7 +7,7 @@
  *
  * How a replica learns of it:
  *  - at once: the revoking transaction sends a NOTIFY hint naming the key
- *    (src/db/repos/api-keys.ts), which the hub's one listening connection hears on every
+ *    (src/db/repositories/api-keys.ts), which the hub's one listening connection hears on every
  *    gateway replica; the key is then checked against its row (a hint is never taken as proof);
  *  - as a backstop, every `recheckMs` while anything is watched, and whenever the listener
  *    (re)connects: a NOTIFY is lost while a listener is down, never arrives through a
@@ -17,8 +17,8 @@
  * Checks are batched: one query for all the keys due at that moment.
  */
 import type { Logger } from '../log.js';
-import { UnauthenticatedError } from '../service/access.js';
-import type { Actor } from '../service/actor.js';
+import { UnauthenticatedError } from '../service/access/access.js';
+import type { Actor } from '../service/kernel/actor.js';
 
 export interface KeyWatchOptions {
   /** The service's rule: of these actors, those their key no longer backs. */

@@ -3,7 +3,7 @@
  *
  * Not an async generator: a generator awaiting its source cannot be returned until the source
  * yields, so a client that leaves a quiet stream would leak it. `return` goes straight to the
- * source, which ends at once (src/subscriptions/feed.ts).
+ * source, which ends at once (src/subscriptions/hub/feed.ts).
  */
 export function mapIterator<A, B>(
   source: AsyncIterator<A>,
@@ -37,7 +37,7 @@ export function mapIterator<A, B>(
 /**
  * Maps remembered per input object: an item the hub hands to many subscribers (one event row,
  * one finding) maps to one output object, so what is built from it downstream can be shared
- * too (./shared-execution.ts keys its results on the payload object). Each subscriber brings
+ * too (./shared-event-results.ts keys its results on the payload object). Each subscriber brings
  * its own `map` (a closure over its workspace's cursors); all of them share one memory, so the
  * first to reach an item maps it for all: every `map` given must map an item alike.
  */

@@ -8,7 +8,7 @@
  * at every operation; a key that is revoked (or changes role) while connected has its socket
  * closed with 4403 at once (see ./key-watch.ts).
  *
- * The bounds on load (src/service/load-bounds.ts) hold here as over HTTP: failed authentications
+ * The bounds on load (src/service/access/load-bounds.ts) hold here as over HTTP: failed authentications
  * per client address, the key's connections (one past them is closed with 4429, which
  * graphql-ws clients do not retry), each operation a request of the key's rate, and the
  * connection's subscriptions (an operation refused gets an error message, RATE_LIMITED).
@@ -23,10 +23,10 @@ import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../log.js';
 import type { GraphQLContext } from '../schema/builder.js';
-import type { Actor } from '../service/actor.js';
-import { DomainError, RateLimitedError } from '../service/errors.js';
-import type { LoadBounds, StreamBudget } from '../service/load-bounds.js';
-import { isConnectionError } from '../service/unavailable.js';
+import type { Actor } from '../service/kernel/actor.js';
+import { DomainError, RateLimitedError } from '../service/kernel/errors.js';
+import type { LoadBounds, StreamBudget } from '../service/access/load-bounds.js';
+import { isConnectionError } from '../service/ops/unavailable.js';
 
 /** The gateway's yoga instance, whose envelop runs every WebSocket operation. */
 /** The server context: the request's id, as the HTTP handler chose it (src/server/request-id.ts). */
@@ -228,7 +228,7 @@ async function startOperation(ctx: WsContext, id: string, payload: SubscribePayl
       options.log.warn(`websocket: could not authenticate a subscription (${(error as Error)?.message ?? String(error)})`);
     return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
   }
-  // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/feed.ts):
+  // A subscriber that stops reading shows up as a feed that overflows (src/subscriptions/hub/feed.ts):
   // cut the connection, so it cannot hold the gateway's memory; it resumes with its last cursor.
   const socket = ctx.extra.socket;
   const cutOff = () => {

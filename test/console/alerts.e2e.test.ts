@@ -7,7 +7,7 @@
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
+import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
 

@@ -1,5 +1,5 @@
 /**
- * An audit row is written by one repository function (src/db/repos/audit.ts, insertAuditEntry),
+ * An audit row is written by one repository function (src/db/repositories/audit.ts, insertAuditEntry),
  * except where jobgate records its own work in the statement that does it (the reaper, retention,
  * event pruning, createJob's one-statement path), which restate the insert in SQL. These tests
  * hold every restatement to the rule's column list, and the list to the table: an audit column
@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUDIT_COLUMNS } from '../../src/db/repos/audit.js';
+import { AUDIT_COLUMNS } from '../../src/db/repositories/audit.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 const SRC_DB = path.resolve(import.meta.dirname, '../../src/db');
@@ -49,10 +49,10 @@ describe('the audit rule', () => {
   it("is restated whole by every statement that writes jobgate's own audit rows (no key: actor_key_id left null)", () => {
     const found = restatements();
     expect(found.map((r) => r.file).sort()).toEqual([
-      'queries/create-job.ts',
-      'queries/events.ts',
-      'queries/reap.ts',
-      'queries/retention.ts',
+      'statements/create-job.ts',
+      'statements/events.ts',
+      'statements/pruning.ts',
+      'statements/reap.ts',
     ]);
     for (const r of found) {
       const expected = r.columns.includes('actor_key_id') ? [...AUDIT_COLUMNS] : AUDIT_COLUMNS.filter((c) => c !== 'actor_key_id');

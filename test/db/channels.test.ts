@@ -3,7 +3,7 @@
  * only the channels it declares, each declared with the functions that send on it, and every
  * payload they send, fired for real and received over LISTEN, is one its decoder reads. A
  * migration that adds a notifying trigger or changes a payload's format fails here until
- * channels.ts says so.
+ * src/db/channels.ts says so.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -42,7 +42,7 @@ async function notifyingFunctions(): Promise<Map<string, Set<string>>> {
   for (const { name, source } of rows) {
     const body = source.replace(/--.*$/gm, ''); // comments may say anything
     const channels = new Set<string>();
-    // Every call must name its channel as a literal: a computed one could not be held to channels.ts.
+    // Every call must name its channel as a literal: a computed one could not be held to src/db/channels.ts.
     for (const call of body.matchAll(/pg_notify\s*\(\s*([^,]*),/gi)) {
       const literal = /^'([a-z0-9_]+)'$/.exec(call[1]!.trim());
       expect(literal, `${name} notifies a channel that is not a literal: ${call[1]}`).not.toBeNull();
@@ -149,12 +149,12 @@ describe('the channels of src/db/channels.ts', () => {
       [on(liveChannel, { kind: 'catalog' })],
     );
     fires('jobgate_notify_interval_due');
-    // As triggerHandler does (src/db/repos/handlers.ts, makeIntervalDueNow).
+    // As triggerHandler does (src/db/repositories/handlers.ts, makeIntervalDueNow).
     await expectHeard(
       () => t.query(`update interval_handlers set next_due_at = now(), updated_at = now() where name = 'channels.tick'`),
       [on(workChannel, { kind: 'interval', name: 'channels.tick' }), on(liveChannel, { kind: 'catalog' })],
     );
-    // As a worker's presence does (src/db/queries/workers.ts).
+    // As a worker's presence does (src/db/statements/workers.ts).
     await expectHeard(
       () => t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ($1, 'host', 1, 30000, '[]')`, [randomUUID()]),
       [on(liveChannel, { kind: 'catalog' })],
@@ -168,7 +168,7 @@ describe('the channels of src/db/channels.ts', () => {
       [t.actor.workspaceId],
     );
     const subject = randomUUID();
-    // As the evaluator writes one (src/db/queries/alert-notify.ts, insertNotification).
+    // As the evaluator writes one (src/db/statements/alert-notify.ts, insertNotification).
     await expectHeard(
       () =>
         t.query(

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isConnectionError, isSaturation } from '../../src/db/unavailable.js';
 import { createLogger } from '../../src/log.js';
-import { createAvailability } from '../../src/service/engine/availability.js';
+import { createAvailability } from '../../src/service/engine/runtime/availability.js';
 import { adminQuery, createEmptyDatabase } from '../support/db.js';
 
 const coded = (code: string, fields: Record<string, unknown> = {}) => Object.assign(new Error(`error ${code}`), { code, ...fields });

@@ -5,11 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
-import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
-import { IntervalRegistry } from '../../src/service/engine/intervals.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { registerInternalHandlers } from '../../src/service/engine/reaper.js';
+import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
+import { createEngineHost, type EngineHost } from '../../src/service/engine/runtime/host.js';
+import { IntervalRegistry } from '../../src/service/engine/intervals/intervals.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { registerInternalHandlers } from '../../src/service/engine/maintenance/reaper.js';
 import { untilDatabaseTimePasses } from '../support/clock.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
@@ -298,7 +298,7 @@ describe('alert conditions', () => {
   it("alerts on a cron job's schedule error and resolves when it computes again", async () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'alerting.ok', kind: 'CRON', cron: { expression: '0 3 * * *' } });
     const rule = await t.service.createAlertRule(t.actor, { name: 'schedules', condition: 'SCHEDULE_ERROR', webhookEndpointId: webhookId });
-    // As the scheduler records a schedule it cannot compute (src/service/engine/cron-job-scheduler.ts), and clears it.
+    // As the scheduler records a schedule it cannot compute (src/service/engine/cron/scheduler.ts), and clears it.
     await t.query(`update jobs set schedule_error = 'no next occurrence', schedule_error_at = now() where id = $1`, [job.id]);
     await evaluate();
     await evaluate();

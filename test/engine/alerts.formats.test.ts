@@ -7,8 +7,8 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
-import { registerInternalHandlers } from '../../src/service/engine/reaper.js';
+import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
+import { registerInternalHandlers } from '../../src/service/engine/maintenance/reaper.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';

@@ -3,7 +3,7 @@
  * still open when a later one commits is evaluated once it commits, never skipped.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
+import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
+import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
 import { LeaseLostError } from '../../src/index.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';

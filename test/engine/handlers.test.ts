@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { UnrecoverableError } from '../../src/service/engine/handlers.js';
-import { opaqueWorkerId } from '../../src/service/models.js';
+import { UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
+import { opaqueWorkerId } from '../../src/service/kernel/models.js';
 import { databaseTimeIn, untilDatabaseTimePasses } from '../support/clock.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
 import { createTestDb, type TestDb } from '../support/db.js';

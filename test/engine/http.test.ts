@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseRetryAfter } from '../../src/service/engine/deliver.js';
-import { render, TemplateError } from '../../src/service/engine/template.js';
+import { parseRetryAfter } from '../../src/service/engine/delivery/deliver.js';
+import { render, TemplateError } from '../../src/service/endpoints/template.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';

@@ -5,11 +5,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { createLogger } from '../../src/log.js';
-import { HandlerRegistry } from '../../src/service/engine/handlers.js';
-import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
-import { IntervalRegistry, type IntervalHandler } from '../../src/service/engine/intervals.js';
-import { RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createWorker } from '../../src/service/engine/worker.js';
+import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
+import { createEngineHost, type EngineHost } from '../../src/service/engine/runtime/host.js';
+import { IntervalRegistry, type IntervalHandler } from '../../src/service/engine/intervals/intervals.js';
+import { RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { createWorker } from '../../src/service/engine/worker/worker.js';
 import { createJobService, createJobServiceIn } from '../../src/service/index.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';

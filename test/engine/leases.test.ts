@@ -3,13 +3,13 @@
  * real workers in this process sharing one database.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimExecutions } from '../../src/db/queries/claim.js';
-import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
-import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
-import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
+import { claimExecutions } from '../../src/db/statements/claim.js';
+import { completeExecutions, type Completion } from '../../src/db/statements/complete.js';
+import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
+import { reapEndedCronJobs } from '../../src/service/engine/maintenance/reaper.js';
 import { adminQuery, createTestDb, cutWhileBlocked, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
-import { noopObserver } from '../../src/service/observer.js';
+import { noopObserver } from '../../src/service/kernel/observer.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 
 let t: TestDb;

@@ -6,16 +6,16 @@
  */
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { completeExecutions, type Completion } from '../../src/db/queries/complete.js';
-import { heartbeat } from '../../src/db/queries/lease.js';
+import { completeExecutions, type Completion } from '../../src/db/statements/complete.js';
+import { heartbeat } from '../../src/db/statements/lease.js';
 import { pgTypes } from '../../src/db/pg-types.js';
 import { DEADLOCK_DETECTED } from '../../src/db/sqlstate.js';
 import { createLogger, silentLogger } from '../../src/log.js';
-import { createAvailability } from '../../src/service/engine/availability.js';
-import { createOutcomeRecorder } from '../../src/service/engine/outcome-recorder.js';
-import type { InFlight } from '../../src/service/engine/worker.js';
-import type { ClaimedExecution } from '../../src/db/queries/claim.js';
-import { noopObserver } from '../../src/service/observer.js';
+import { createAvailability } from '../../src/service/engine/runtime/availability.js';
+import { createOutcomeRecorder } from '../../src/service/engine/worker/outcome-recorder.js';
+import type { InFlight } from '../../src/service/engine/worker/worker.js';
+import type { ClaimedExecution } from '../../src/db/statements/claim.js';
+import { noopObserver } from '../../src/service/kernel/observer.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
 

@@ -7,11 +7,11 @@
  * expired (which would also have counted the attempt).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimExecutions, handBackLostClaims } from '../../src/db/queries/claim.js';
-import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
+import { claimExecutions, handBackLostClaims } from '../../src/db/statements/claim.js';
+import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { isConnectionError } from '../../src/db/unavailable.js';
-import { drainDue } from '../../src/service/engine/drain.js';
+import { drainDue } from '../../src/service/engine/serverless/claim-and-run.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, executionsOf, settled, type EngineHarness } from '../support/engine.js';
 import { startPgProxy, type PgProxy } from '../support/pg-proxy.js';

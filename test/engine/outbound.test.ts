@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOutboundPolicy, embeddedIPv4 } from '../../src/service/engine/outbound.js';
+import { createOutboundPolicy, embeddedIPv4 } from '../../src/service/endpoints/outbound-policy.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';

@@ -1,13 +1,20 @@
 /**
- * The redactor over every form it owns (src/service/engine/redaction.ts and the decoded views of
- * src/service/engine/escapes.ts), one row each, on a secret holding every character some carrier
+ * The redactor over every form it owns (src/service/engine/delivery/redaction.ts and the decoded views of
+ * src/service/engine/delivery/escapes.ts), one row each, on a secret holding every character some carrier
  * changes: first on the redactor alone, then end to end, each form echoed by a real HTTP target
  * and its response excerpt read back over GraphQL by a VIEWER. test/engine/redaction.test.ts
  * drives the ways a secret comes back besides a body (redirects, errors, the cap).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Actor } from '../../src/service/actor.js';
-import { CARRIERS, createRedactor, FormsCache, REDACTED, secretForms, TWO_LAYERS_UP_TO } from '../../src/service/engine/redaction.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
+import {
+  CARRIERS,
+  createRedactor,
+  FormsCache,
+  REDACTED,
+  secretForms,
+  TWO_LAYERS_UP_TO,
+} from '../../src/service/engine/delivery/redaction.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
@@ -96,7 +103,7 @@ const FORMS: [string, (s: string) => string][] = [
   ['base64', (s) => Buffer.from(s).toString('base64')],
   ['base64url', (s) => Buffer.from(s).toString('base64url')],
   ['base64 of the JSON-escaped body', (s) => Buffer.from(json(s)).toString('base64')],
-  // Every character written differently: found by decoding the text (src/service/engine/escapes.ts).
+  // Every character written differently: found by decoding the text (src/service/engine/delivery/escapes.ts).
   ['as HTML decimal references, every character', (s) => [...s].map((c) => `&#${c.codePointAt(0)};`).join('')],
   ['as HTML hex references, every character', (s) => [...s].map((c) => `&#x${c.codePointAt(0)!.toString(16)};`).join('')],
   [

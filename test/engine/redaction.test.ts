@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Actor } from '../../src/service/actor.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';

@@ -5,14 +5,14 @@
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
-import { claimExecutions } from '../../src/db/queries/claim.js';
+import { claimExecutions } from '../../src/db/statements/claim.js';
 import { createJobgate } from '../../src/index.js';
-import { runDuePass } from '../../src/service/engine/run-due.js';
-import { createAvailability } from '../../src/service/engine/availability.js';
-import { HandlerRegistry } from '../../src/service/engine/handlers.js';
-import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
+import { runDuePass } from '../../src/service/engine/serverless/run-due.js';
+import { createAvailability } from '../../src/service/engine/runtime/availability.js';
+import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 

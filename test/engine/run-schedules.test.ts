@@ -5,11 +5,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createJobgate } from '../../src/index.js';
 import { createLogger } from '../../src/log.js';
-import { HandlerRegistry } from '../../src/service/engine/handlers.js';
-import { createEngineHost, type EngineHost } from '../../src/service/engine/host.js';
-import { IntervalRegistry } from '../../src/service/engine/intervals.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createRunScheduleTicker } from '../../src/service/engine/run-schedule-ticker.js';
+import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
+import { createEngineHost, type EngineHost } from '../../src/service/engine/runtime/host.js';
+import { IntervalRegistry } from '../../src/service/engine/intervals/intervals.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { createRunScheduleTicker } from '../../src/service/engine/runs/schedule-ticker.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';

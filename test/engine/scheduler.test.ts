@@ -3,9 +3,9 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { nextOccurrences } from '../../src/service/cron.js';
-import { reapEndedCronJobs } from '../../src/service/engine/reaper.js';
-import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
+import { nextOccurrences } from '../../src/service/cron/expressions.js';
+import { reapEndedCronJobs } from '../../src/service/engine/maintenance/reaper.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway } from '../support/graphql.js';

@@ -3,8 +3,8 @@
  * delivery state, and the alertRaised subscription over a real graphql-ws client.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { evaluateAlerts } from '../../src/service/engine/alert-evaluator.js';
-import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
+import { UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';

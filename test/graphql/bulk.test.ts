@@ -4,7 +4,7 @@
  * bounded and audited; an id given twice is one item; 1,000 items go in one call.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';

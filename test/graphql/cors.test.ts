@@ -3,7 +3,7 @@
  * its origin; by default none may (yoga's own default reflects every origin).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig, ConfigError } from '../../src/config.js';
+import { parseConfig, ConfigError } from '../../src/environment.js';
 import { silentLogger } from '../../src/log.js';
 import { createGatewayYoga } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';

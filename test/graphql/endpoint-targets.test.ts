@@ -6,7 +6,7 @@
  */
 import dns from 'node:dns';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { HostLookups } from '../../src/service/engine/outbound.js';
+import { HostLookups } from '../../src/service/endpoints/outbound-policy.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 

@@ -3,7 +3,7 @@
  * execution, an endpoint's jobs, a run trigger's typed outcome. Through GraphQL, with a real worker.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UnrecoverableError } from '../../src/service/engine/handlers.js';
+import { UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';

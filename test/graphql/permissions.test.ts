@@ -3,7 +3,7 @@
  * each action, the permission shown and the mutation's acceptance or refusal agree.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Actor } from '../../src/service/actor.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 

@@ -4,8 +4,8 @@
  * prunes live events by the workspace's own window.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.js';
-import { EVENT_PRUNE_BATCH, pruneEvents } from '../../src/db/queries/events.js';
+import { parseConfig } from '../../src/environment.js';
+import { EVENT_PRUNE_BATCH, pruneEvents } from '../../src/db/statements/events.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 

@@ -6,13 +6,13 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { createDatabaseProbes } from '../../src/service/probes.js';
+import { createDatabaseProbes } from '../../src/service/ops/probes.js';
 import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createRunner } from '../../src/service/engine/recoverable-runner.js';
-import { createCronJobScheduler } from '../../src/service/engine/cron-job-scheduler.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { createRunner } from '../../src/service/engine/runs/runner.js';
+import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
-import { createHub } from '../../src/subscriptions/hub.js';
+import { createHub } from '../../src/subscriptions/hub/hub.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
 import { Scrape } from '../support/prometheus.js';

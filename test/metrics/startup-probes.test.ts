@@ -6,7 +6,7 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startApp } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/environment.js';
 import type { Logger } from '../../src/log.js';
 import { eventually } from '../support/eventually.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createJobService } from '../../src/service/index.js';
-import { KEY_CACHE_TTL_MS } from '../../src/service/authenticate.js';
+import { KEY_CACHE_TTL_MS } from '../../src/service/access/authenticate.js';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { pgTypes } from '../../src/db/pg-types.js';

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EndpointType } from '../../src/db/types.js';
-import type { Role } from '../../src/service/actor.js';
+import type { Role } from '../../src/service/kernel/actor.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 

@@ -3,7 +3,7 @@
  * each mapped to wall time with Intl.DateTimeFormat, applying the DST rules directly.
  */
 import { describe, expect, it } from 'vitest';
-import { nextOccurrences, normalizeCron } from '../../src/service/cron.js';
+import { nextOccurrences, normalizeCron } from '../../src/service/cron/expressions.js';
 
 const MIN = 60_000;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { nextOccurrences, normalizeCron } from '../../src/service/cron.js';
-import { ValidationError } from '../../src/service/errors.js';
+import { nextOccurrences, normalizeCron } from '../../src/service/cron/expressions.js';
+import { ValidationError } from '../../src/service/kernel/errors.js';
 
 const messageOf = (expr: string) => {
   try {

@@ -1,17 +1,17 @@
 /**
- * createJob's rules are written twice: in TypeScript (the full path, src/service/job-create.ts)
- * and in one SQL statement (src/db/queries/create-job.ts), which restates the ones it needs for
+ * createJob's rules are written twice: in TypeScript (the full path, src/service/jobs/create.ts)
+ * and in one SQL statement (src/db/statements/create-job.ts), which restates the ones it needs for
  * speed. This test pins the two together over every combination the statement can be asked:
  * whatever it inserts, the full path inserts identically; whatever the full path refuses, it
  * declines (inserting nothing), so the full path raises the error.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { insertJobsInOneStatement } from '../../src/db/queries/create-job.js';
-import type { Actor } from '../../src/service/actor.js';
-import { createContext, type ServiceContext } from '../../src/service/context.js';
-import { DomainError } from '../../src/service/errors.js';
-import { createJobIn, oneStatementJob } from '../../src/service/job-create.js';
-import type { CreateJobInput } from '../../src/service/inputs.js';
+import { insertJobsInOneStatement } from '../../src/db/statements/create-job.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
+import { createContext, type ServiceContext } from '../../src/service/kernel/context.js';
+import { DomainError } from '../../src/service/kernel/errors.js';
+import { createJobIn, oneStatementJob } from '../../src/service/jobs/create.js';
+import type { CreateJobInput } from '../../src/service/kernel/inputs.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;

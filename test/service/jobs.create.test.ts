@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createJobService } from '../../src/service/index.js';
-import { ValidationError } from '../../src/service/errors.js';
+import { ValidationError } from '../../src/service/kernel/errors.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;

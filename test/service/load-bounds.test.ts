@@ -1,13 +1,13 @@
 /**
- * The bounds on load as the service keeps them (src/service/load-bounds.ts), on a clock the test
+ * The bounds on load as the service keeps them (src/service/access/load-bounds.ts), on a clock the test
  * moves: what each refusal says, and that the state shrinks back as clients go quiet.
  */
 import { describe, expect, it } from 'vitest';
-import type { Actor } from '../../src/service/actor.js';
-import { UnauthenticatedError } from '../../src/service/authenticate.js';
-import { RateLimitedError } from '../../src/service/errors.js';
-import { addressGroup, createLoadBounds } from '../../src/service/load-bounds.js';
-import { TokenBuckets } from '../../src/service/token-buckets.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
+import { UnauthenticatedError } from '../../src/service/access/authenticate.js';
+import { RateLimitedError } from '../../src/service/kernel/errors.js';
+import { addressGroup, createLoadBounds } from '../../src/service/access/load-bounds.js';
+import { TokenBuckets } from '../../src/service/access/token-buckets.js';
 
 const actor = (keyId: string | undefined): Actor => ({ workspaceId: 'w', kind: 'user', role: 'VIEWER', keyId });
 

@@ -6,10 +6,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
-import { HandlerRegistry } from '../../src/service/engine/handlers.js';
-import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/reaper.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createRunner } from '../../src/service/engine/recoverable-runner.js';
+import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
+import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/maintenance/reaper.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { createRunner } from '../../src/service/engine/runs/runner.js';
 import { cursorsOf, type TestCursors } from '../support/cursors.js';
 import { isConnectionError } from '../../src/db/unavailable.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';

@@ -3,7 +3,7 @@
  * when writers overlap without end.
  */
 import { describe, expect, it } from 'vitest';
-import { Watermark } from '../../src/subscriptions/watermark.js';
+import { Watermark } from '../../src/subscriptions/hub/watermark.js';
 
 describe('Watermark', () => {
   it('settles a position at once when no writer is open, and only after its listed writers end otherwise', () => {

@@ -8,12 +8,12 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApp, type RunningApp } from '../../src/app.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
 import { DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
-import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/handlers.js';
-import { IntervalRegistry } from '../../src/service/engine/intervals.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
+import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
+import { IntervalRegistry } from '../../src/service/engine/intervals/intervals.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
 
 export const CHROMIUM = process.env.JOBGATE_CHROMIUM ?? '/usr/bin/chromium';
 export const ARTIFACTS = resolve('test-artifacts');

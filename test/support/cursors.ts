@@ -1,8 +1,8 @@
 /**
- * A workspace's cursors as the gateway seals them (src/service/cursors.ts), for tests that relate
+ * A workspace's cursors as the gateway seals them (src/service/kernel/cursors.ts), for tests that relate
  * what a stream or page shows to the rows behind it.
  */
-import { openId, sealId, type CursorKind } from '../../src/service/cursors.js';
+import { openId, sealId, type CursorKind } from '../../src/service/kernel/cursors.js';
 import type { TestDb } from './db.js';
 
 export interface TestCursors {

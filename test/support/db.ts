@@ -5,10 +5,10 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
-import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repos/workspaces.js';
-import type { Actor } from '../../src/service/actor.js';
+import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repositories/workspaces.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
 import { createJobService, type JobService, type ServiceDeps } from '../../src/service/index.js';
-import { SecretBox } from '../../src/service/secrets.js';
+import { SecretBox } from '../../src/service/kernel/secrets.js';
 
 /** The test run's key for secrets at rest. */
 export const TEST_SECRETS = new SecretBox(Buffer.alloc(32, 7));

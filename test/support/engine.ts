@@ -2,8 +2,8 @@
  * Workers in the test process, over a test database: real claims, real leases, real HTTP.
  */
 import { createLogger } from '../../src/log.js';
-import { HandlerRegistry, type HandlerFn } from '../../src/service/engine/handlers.js';
-import { createWorker, type Worker, type WorkerOptions } from '../../src/service/engine/worker.js';
+import { HandlerRegistry, type HandlerFn } from '../../src/service/engine/delivery/handler-registry.js';
+import { createWorker, type Worker, type WorkerOptions } from '../../src/service/engine/worker/worker.js';
 import { TEST_SECRETS, type TestDb } from './db.js';
 
 export interface EngineHarness {

@@ -4,9 +4,9 @@
  */
 import { createLogger, type Logger } from '../../src/log.js';
 import { createGatewayYoga, type Yoga } from '../../src/server/gateway.js';
-import type { Actor } from '../../src/service/actor.js';
-import { createHub, type Hub } from '../../src/subscriptions/hub.js';
-import { createLiveFeeds } from '../../src/subscriptions/live.js';
+import type { Actor } from '../../src/service/kernel/actor.js';
+import { createHub, type Hub } from '../../src/subscriptions/hub/hub.js';
+import { createLiveFeeds } from '../../src/subscriptions/live-feeds.js';
 import type { TestDb } from './db.js';
 
 export interface GqlResult<T = any> {

@@ -7,8 +7,8 @@ import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { createLogger } from '../../src/log.js';
 import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/server/gateway.js';
-import { createHub, type Hub, type HubOptions } from '../../src/subscriptions/hub.js';
-import { createLiveFeeds, type LiveFeedOptions } from '../../src/subscriptions/live.js';
+import { createHub, type Hub, type HubOptions } from '../../src/subscriptions/hub/hub.js';
+import { createLiveFeeds, type LiveFeedOptions } from '../../src/subscriptions/live-feeds.js';
 import type { TestDb } from './db.js';
 import type { JobService } from '../../src/service/index.js';
 

@@ -6,12 +6,12 @@
  * env: DATABASE_URL, STALE_MS. Prints "ready".
  */
 import { createLogger } from '../../src/log.js';
-import { outcome, RecoverableRegistry } from '../../src/service/engine/recoverable.js';
-import { createRunner } from '../../src/service/engine/recoverable-runner.js';
+import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
+import { createRunner } from '../../src/service/engine/runs/runner.js';
 import pg from 'pg';
 import { pgTypes } from '../../src/db/pg-types.js';
 
-// Read as jobgate's own pools read (pg-types.ts): the runner's statements go through it.
+// Read as jobgate's own pools read (src/db/pg-types.ts): the runner's statements go through it.
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 5, types: pgTypes });
 const registry = new RecoverableRegistry();
 registry.register({

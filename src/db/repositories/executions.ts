@@ -1,0 +1,329 @@
+import { sql, type Expression, type RawBuilder, type SelectQueryBuilder } from 'kysely';
+import { cancelChannel, workChannel } from '../channels.js';
+import type { AttemptRow, DB, ExecutionRow, ExecutionStatus } from '../types.js';
+import type { ListOrder } from './keyset.js';
+import { countAtMost, orderedPage } from './listing.js';
+import { isUuid, scoped, type Executor } from './scope.js';
+
+export interface NewExecutionRow {
+  workspace_id: string;
+  job_id: string;
+  endpoint_id: string;
+  /** A time, or the database's clock (DATABASE_NOW in ../transaction.ts). */
+  scheduled_for: Date | string | Expression<Date>;
+  max_attempts: number;
+  lock_key?: string | null;
+  trigger?: 'SCHEDULE' | 'MANUAL';
+  request_id?: string | null;
+  created_by_key_id?: string | null;
+  /** The input to deliver, as JSON text: pinned now, whatever later edits do to the job. */
+  input?: string;
+}
+
+/**
+ * Inserts an execution unless a unique index refuses it: the live lock key, the (job, request
+ * id) pair, or the (job, scheduled_for) occurrence. `on conflict do nothing` turns any of those
+ * into an empty result, so the caller's transaction stays usable and it can find out which.
+ */
+export async function insertExecutionUnlessTaken(db: Executor, row: NewExecutionRow): Promise<ExecutionRow | undefined> {
+  scoped(row.workspace_id);
+  return db
+    .insertInto('executions')
+    .values({ ...row, run_after: row.scheduled_for })
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/**
+ * Wakes the workers (inside the caller's transaction, so they see what it committed): for a
+ * change that makes executions already due claimable, which no worker's due timer covers.
+ */
+export async function notifyWork(db: Executor): Promise<void> {
+  await sql`select pg_notify(${workChannel.name}, ${workChannel.encode({ kind: 'work' })})`.execute(db);
+}
+
+/** The pending or running execution holding a lock key in the workspace, if any. */
+export async function findLockHolder(db: Executor, workspaceId: string, lockKey: string): Promise<ExecutionRow | undefined> {
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('lock_key', '=', lockKey)
+    .where('status', 'in', ['PENDING', 'RUNNING'])
+    .executeTakeFirst();
+}
+
+export async function findByRequestId(
+  db: Executor,
+  workspaceId: string,
+  jobId: string,
+  requestId: string,
+): Promise<ExecutionRow | undefined> {
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('job_id', '=', jobId)
+    .where('request_id', '=', requestId)
+    .executeTakeFirst();
+}
+
+export async function findLiveExecution(db: Executor, workspaceId: string, jobId: string): Promise<ExecutionRow | undefined> {
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('job_id', '=', jobId)
+    .where('status', 'in', ['PENDING', 'RUNNING'])
+    .orderBy('created_at')
+    .executeTakeFirst();
+}
+
+/**
+ * The workspace's executions among `ids`, locked for update in id order: two calls locking
+ * overlapping sets take their locks in one order, so they cannot deadlock. Ids that are not
+ * uuids match nothing.
+ */
+export async function lockExecutionsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ExecutionRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', 'in', valid)
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+}
+
+/** The workspace's executions among `ids` (not locked). Ids that are not uuids match nothing. */
+export async function findExecutionsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ExecutionRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('executions').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
+}
+
+/** Cancels pending executions at once, one statement for all. Compare-and-set on PENDING: returns those it cancelled. */
+export async function cancelPendingByIds(
+  db: Executor,
+  workspaceId: string,
+  ids: readonly string[],
+  reason: string,
+): Promise<ExecutionRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .updateTable('executions')
+    .set({ status: 'CANCELLED', finished_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, last_error: reason })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', 'in', ids)
+    .where('status', '=', 'PENDING')
+    .returningAll()
+    .execute();
+}
+
+/**
+ * Asks the workers running these executions to abort them: each ends CANCELLED when its attempt
+ * returns. The NOTIFY (one per execution, in one statement) is a hint; heartbeats carry the
+ * request too. The caller holds the rows locked. Returns those still RUNNING, now asked.
+ */
+export async function requestCancelOfRunningByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ExecutionRow[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .updateTable('executions')
+    .set({ cancel_requested_at: sql<Date>`coalesce(cancel_requested_at, now())`, updated_at: sql<Date>`now()` })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('status', '=', 'RUNNING')
+    .where('id', 'in', ids)
+    .returningAll()
+    .execute();
+  if (rows.length > 0) {
+    const payloads = rows.map((r) => cancelChannel.encode({ executionId: r.id }));
+    await sql`select pg_notify(${cancelChannel.name}, payload) from unnest(${payloads}::text[]) payload`.execute(db);
+  }
+  return rows;
+}
+
+/**
+ * Re-drives FAILED executions, each with a fresh attempt budget (as many attempts again as its
+ * job allows: `freshAttempts`), due now; one statement for all, and one wake-up for the workers.
+ * Compare-and-set on FAILED: returns those it re-drove.
+ */
+export async function redriveFailedByIds(
+  db: Executor,
+  workspaceId: string,
+  items: readonly { id: string; freshAttempts: number }[],
+): Promise<ExecutionRow[]> {
+  if (items.length === 0) return [];
+  const { rows } = await sql<ExecutionRow>`
+    update executions e
+    set status = 'PENDING', max_attempts = e.attempt_count + v.fresh, run_after = now(), finished_at = null,
+        cancel_requested_at = null, updated_at = now()
+    from unnest(${items.map((i) => i.id)}::uuid[], ${items.map((i) => i.freshAttempts)}::int[]) v(id, fresh)
+    where e.workspace_id = ${scoped(workspaceId)} and e.id = v.id and e.status = 'FAILED'
+    returning e.*`.execute(db);
+  if (rows.length > 0) await notifyWork(db);
+  return rows;
+}
+
+export async function findExecutionById(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db.selectFrom('executions').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
+}
+
+/**
+ * Cancels a job's live executions: pending ones at once, running ones asked to abort (they end
+ * CANCELLED when their attempt returns or their lease is reconciled). Returns how many were
+ * cancelled at once. Must run inside the caller's transaction when the job changes with it.
+ */
+export async function cancelLiveExecutions(db: Executor, workspaceId: string, jobId: string, reason: string): Promise<number> {
+  const { rows } = await cancelLiveExecutionsOf(sql`workspace_id = ${scoped(workspaceId)} and job_id = ${jobId}`, reason).execute(db);
+  for (const row of rows) {
+    if (row.status === 'RUNNING')
+      await sql`select pg_notify(${cancelChannel.name}, ${cancelChannel.encode({ executionId: row.id })})`.execute(db);
+  }
+  return rows.filter((r) => r.status === 'CANCELLED').length;
+}
+
+/**
+ * The statement that cancels live executions, the one definition (cancelJob's, and the reaper's
+ * retiring ended cron jobs, src/db/statements/reap.ts): `jobs` selects the executions by job. One
+ * UPDATE over both states, on purpose: a row is re-read when it is locked, so an attempt's
+ * outcome or the reconciler turning it from RUNNING back to PENDING (a retry) while this runs
+ * still has it cancelled. Two statements (pending, then running) each missed a row that moved
+ * between them, and left it PENDING on a retired job, never claimed, holding its lock key for
+ * good. Returns each execution with its new status (RUNNING: asked to abort).
+ *
+ * The rows are locked first, in id order, then updated: a worker's heartbeat and outcome batch
+ * lock the running ones in id order too (src/db/statements/lease.ts), and an UPDATE alone locks
+ * rows in whatever order its plan visits them, which could close a cycle with them. The lock
+ * re-reads a row that moved meanwhile as the UPDATE did, so the case above still holds.
+ */
+export function cancelLiveExecutionsOf(jobs: RawBuilder<unknown>, reason: string): RawBuilder<{ id: string; status: string }> {
+  return sql<{ id: string; status: string }>`
+    with locked as materialized (
+      select id from executions where ${jobs} and status in ('PENDING', 'RUNNING') order by id for no key update
+    )
+    update executions
+    set status = case when status = 'PENDING' then 'CANCELLED' else status end,
+        finished_at = case when status = 'PENDING' then now() else finished_at end,
+        last_error = case when status = 'PENDING' then ${reason} else last_error end,
+        cancel_requested_at = case when status = 'RUNNING' then coalesce(cancel_requested_at, now()) else cancel_requested_at end,
+        updated_at = now()
+    where id in (select id from locked) and status in ('PENDING', 'RUNNING')
+    returning id, status`;
+}
+
+/**
+ * The job's pending executions (`match` narrows them), locked in id order as a materialized CTE
+ * `locked`, for an update of those rows: every statement that locks several executions takes them
+ * in id order (src/db/statements/lease.ts), so none waits on another in a cycle.
+ */
+function lockPendingOf(db: Executor, workspaceId: string, jobId: string, match: (q: PendingQuery) => PendingQuery) {
+  return db.with(
+    (cte) => cte('locked').materialized(),
+    (d) =>
+      match(
+        d
+          .selectFrom('executions')
+          .select('id')
+          .where('workspace_id', '=', scoped(workspaceId))
+          .where('job_id', '=', jobId)
+          .where('status', '=', 'PENDING'),
+      )
+        .orderBy('id')
+        .forNoKeyUpdate(),
+  );
+}
+type PendingQuery = SelectQueryBuilder<DB, 'executions', { id: string }>;
+
+/** Moves the job's not-yet-started scheduled execution (a DELAYED job has one) to a new time. */
+export async function reschedulePendingExecutions(db: Executor, workspaceId: string, jobId: string, at: Date): Promise<number> {
+  // Manual triggers keep their own time.
+  const result = await lockPendingOf(db, workspaceId, jobId, (q) => q.where('attempt_count', '=', 0).where('trigger', '=', 'SCHEDULE'))
+    .updateTable('executions')
+    .set({ scheduled_for: at, run_after: at, updated_at: sql<Date>`now()` })
+    .where('id', 'in', (eb) => eb.selectFrom('locked').select('locked.id'))
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+export async function setPendingMaxAttempts(db: Executor, workspaceId: string, jobId: string, maxAttempts: number): Promise<void> {
+  await lockPendingOf(db, workspaceId, jobId, (q) => q.where('attempt_count', '<', maxAttempts))
+    .updateTable('executions')
+    .set({ max_attempts: maxAttempts, updated_at: sql<Date>`now()` })
+    .where('id', 'in', (eb) => eb.selectFrom('locked').select('locked.id'))
+    .execute();
+}
+
+export interface ExecutionListFilter {
+  jobId?: string | null | undefined;
+  endpointId?: string | null | undefined;
+  status?: ExecutionStatus | null | undefined;
+  statuses?: readonly ExecutionStatus[] | null | undefined;
+  trigger?: 'SCHEDULE' | 'MANUAL' | null | undefined;
+  createdAfter?: Date | null | undefined;
+  createdBefore?: Date | null | undefined;
+}
+
+/**
+ * The rows of a workspace's execution list, before order and page. Each filter a list screen
+ * uses has an index that serves it newest first: (workspace, created_at), (job, created_at),
+ * (endpoint, created_at) and, for the dead-letter view, FAILED ones alone (migration 000017).
+ * Undefined when a filter names an id that cannot exist (the list is empty).
+ */
+function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListFilter) {
+  let q = db.selectFrom('executions').where('executions.workspace_id', '=', scoped(workspaceId));
+  if (f.jobId) {
+    if (!isUuid(f.jobId)) return undefined;
+    q = q.where('job_id', '=', f.jobId);
+  }
+  if (f.endpointId) {
+    if (!isUuid(f.endpointId)) return undefined;
+    q = q.where('endpoint_id', '=', f.endpointId);
+  }
+  if (f.status) q = q.where('status', '=', f.status);
+  if (f.statuses && f.statuses.length > 0) q = q.where('status', 'in', [...f.statuses]);
+  if (f.trigger) q = q.where('trigger', '=', f.trigger);
+  if (f.createdAfter) q = q.where('created_at', '>=', f.createdAfter);
+  if (f.createdBefore) q = q.where('created_at', '<', f.createdBefore);
+  return q;
+}
+
+export async function listExecutions(
+  db: Executor,
+  workspaceId: string,
+  opts: ExecutionListFilter & { limit: number; afterId?: string | undefined; order?: ListOrder | null | undefined },
+): Promise<ExecutionRow[]> {
+  const base = filteredExecutions(db, workspaceId, opts);
+  if (!base) return [];
+  return orderedPage(base.selectAll(), 'executions', workspaceId, opts).execute();
+}
+
+/** How many executions match, counting at most `limit` (see COUNT_LIMIT). */
+export async function countExecutions(db: Executor, workspaceId: string, filter: ExecutionListFilter, limit: number): Promise<number> {
+  const base = filteredExecutions(db, workspaceId, filter);
+  return base ? countAtMost(db, base, limit) : 0;
+}
+
+/**
+ * An execution's attempts in order: the ended ones are rows; the one in progress, if the
+ * execution is RUNNING, is read from the execution itself (its row is written when it ends).
+ */
+export async function listAttempts(db: Executor, workspaceId: string, executionId: string): Promise<AttemptRow[]> {
+  if (!isUuid(executionId)) return [];
+  const ws = scoped(workspaceId);
+  const { rows } = await sql<AttemptRow>`
+    select workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
+           outcome, status_code, duration_ms, error, response_excerpt, target
+    from attempts
+    where workspace_id = ${ws} and execution_id = ${executionId}
+    union all
+    select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
+           null, null, null, null, null, null
+    from executions
+    where workspace_id = ${ws} and id = ${executionId} and status = 'RUNNING'
+    order by attempt_number`.execute(db);
+  return rows;
+}

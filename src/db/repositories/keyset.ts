@@ -1,0 +1,26 @@
+/**
+ * The keyset predicate of every list: rows strictly below (or above) the cursor row's
+ * (created_at, id) pair, read with full database precision. The cursor's text form (encoding,
+ * validation) is the service's (`src/service/kernel/pagination.ts`); this is the SQL it turns into.
+ */
+import { sql, type Expression, type SqlBool } from 'kysely';
+
+/** The order of a list: by (created_at, id), newest first unless asked otherwise. */
+export type ListOrder = 'NEWEST_FIRST' | 'OLDEST_FIRST';
+
+/**
+ * `(created_at, id) < (cursor row's)` (or `>` when the list is oldest first): the keyset
+ * predicate, for a table with those columns.
+ */
+export function afterCursor(
+  table: 'endpoints' | 'jobs' | 'executions' | 'payload_specs' | 'configs' | 'runs' | 'api_keys',
+  cursorId: string,
+  workspaceId: string,
+  order: ListOrder = 'NEWEST_FIRST',
+): Expression<SqlBool> {
+  const t = sql.table(table);
+  const cursorRow = sql`(select c.created_at, c.id from ${t} as c where c.id = ${cursorId} and c.workspace_id = ${workspaceId})`;
+  return order === 'OLDEST_FIRST'
+    ? sql<SqlBool>`(${t}.created_at, ${t}.id) > ${cursorRow}`
+    : sql<SqlBool>`(${t}.created_at, ${t}.id) < ${cursorRow}`;
+}

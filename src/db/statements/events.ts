@@ -1,0 +1,188 @@
+/**
+ * What the live hub reads: sequence positions for the watermark, event and finding ranges,
+ * and runs by id. Ranges are (after, upTo] on the primary key, so they read only new rows.
+ */
+import { sql } from 'kysely';
+import type pg from 'pg';
+import type { Executor } from '../repositories/scope.js';
+import type { EventRecord, FindingRecord } from '../types.js';
+
+export interface Positions {
+  events: bigint;
+  findings: bigint;
+}
+
+/**
+ * The last ids handed out, then (a separate statement, so it is read after them) the open
+ * transactions that hold the writer mark (migration 000009; src/subscriptions/hub/watermark.ts).
+ * Sent as one simple-protocol message: one round trip.
+ */
+const POSITIONS = `
+select (select case when is_called then last_value else 0 end from events_id_seq) as events,
+       (select case when is_called then last_value else 0 end from findings_id_seq) as findings;
+select array(select virtualtransaction from pg_locks
+             where locktype = 'advisory' and classid = 27239 and objid = 1 and objsubid = 2
+               and database = (select oid from pg_database where datname = current_database())) as writers`;
+
+export async function readPositions(pool: pg.Pool): Promise<{ positions: Positions; writers: string[] }> {
+  const results = (await pool.query(POSITIONS)) as unknown as pg.QueryResult[];
+  const seq = results[0]!.rows[0] as { events: string; findings: string };
+  return { positions: { events: BigInt(seq.events), findings: BigInt(seq.findings) }, writers: results[1]!.rows[0].writers as string[] };
+}
+
+/** An events row, as `select *` reads it (ids are int8, read as numbers). */
+export type EventRow = EventRecord;
+
+export interface EventMatch {
+  workspaceId: string;
+  topic: EventRow['topic'];
+  jobId?: string | undefined;
+  endpointId?: string | undefined;
+  name?: string | undefined;
+}
+
+const EVENTS_IN_RANGE = `
+select * from events
+where id > $1 and id <= $2 and workspace_id = any($3::uuid[])
+order by id limit $4`;
+
+/** Events of these workspaces in (after, upTo], oldest first, at most `limit`. */
+export async function eventsInRange(
+  pool: pg.Pool,
+  after: bigint,
+  upTo: bigint,
+  workspaceIds: string[],
+  limit: number,
+): Promise<EventRow[]> {
+  return (await pool.query<EventRow>(EVENTS_IN_RANGE, [after.toString(), upTo.toString(), workspaceIds, limit])).rows;
+}
+
+// With the workspace's replay horizon (migration 000014) read in the same snapshot: a prune that
+// committed before this read shows in both, so a replay can tell that rows it is about to skip
+// over were deleted. The workspace row is always there, so the horizon comes back with no events.
+const MATCHING_EVENTS = `
+select w.events_pruned_through as pruned_through, e.*
+from workspaces w
+left join lateral (
+  select * from events
+  where id > $1 and id <= $2 and workspace_id = $3 and topic = $4
+    and ($5::uuid is null or job_id = $5) and ($6::uuid is null or endpoint_id = $6) and ($7::text is null or name = $7)
+  order by id limit $8
+) e on true
+where w.id = $3`;
+
+/**
+ * One subscriber's replay: its events in (after, upTo], oldest first, at most `limit`, and the
+ * highest event id pruned from its workspace so far (events above it are all still kept).
+ */
+export async function matchingEvents(
+  pool: pg.Pool,
+  match: EventMatch,
+  after: bigint,
+  upTo: bigint,
+  limit: number,
+): Promise<{ rows: EventRow[]; prunedThrough: bigint }> {
+  const { rows } = await pool.query<EventRow & { pruned_through: number }>({
+    name: 'jobgate.matching-events',
+    text: MATCHING_EVENTS,
+    values: [
+      after.toString(),
+      upTo.toString(),
+      match.workspaceId,
+      match.topic,
+      match.jobId ?? null,
+      match.endpointId ?? null,
+      match.name ?? null,
+      limit,
+    ],
+  });
+  const prunedThrough = BigInt(rows[0]?.pruned_through ?? 0);
+  return {
+    prunedThrough,
+    rows: rows.filter((r) => r.id !== null).map(({ pruned_through: _, ...row }) => row as EventRow),
+  };
+}
+
+/** A findings row, as `select *` reads it. */
+export type FindingRow = FindingRecord;
+
+const FINDINGS_IN_RANGE = `
+select * from findings where id > $1 and id <= $2 and run_id = any($3::uuid[]) order by id limit $4`;
+
+/** Findings of these runs in (after, upTo], in the order recorded, at most `limit`. */
+export async function findingsInRange(pool: pg.Pool, after: bigint, upTo: bigint, runIds: string[], limit: number): Promise<FindingRow[]> {
+  return (await pool.query<FindingRow>(FINDINGS_IN_RANGE, [after.toString(), upTo.toString(), runIds, limit])).rows;
+}
+
+/** Runs by id (the hub re-reads the ones it was told moved). */
+export async function runsById(pool: pg.Pool, ids: string[]) {
+  return (await pool.query(`select * from runs where id = any($1::uuid[])`, [ids])).rows;
+}
+
+/** Most events one pruning statement deletes: each is a short transaction. */
+export const EVENT_PRUNE_BATCH = 10_000;
+
+/**
+ * Drops events older than the retention window (the workspace's own, set by setRetention, else
+ * `retentionMs`), in statements of at most EVENT_PRUNE_BATCH rows, each its own short
+ * transaction that moves the workspace's replay horizon (migration 000014) and writes one audit
+ * row with its count (`retention.prune`, kind EVENTS). `onBatch` hears each batch's count;
+ * `signal` stops it between batches. Returns how many in all.
+ */
+export async function pruneEvents(
+  pool: pg.Pool | pg.PoolClient,
+  workspaceId: string,
+  retentionMs: number,
+  onBatch?: (n: number) => void,
+  signal?: AbortSignal,
+): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const { rows } = await pool.query<{ n: number }>(
+      `with pruned as (
+         delete from events where id in (
+           select id from events where workspace_id = $1 and created_at < now() - make_interval(secs => coalesce(
+             (select r.events_hours * 3600.0 from workspace_retention r where r.workspace_id = $1), $2::double precision / 1000))
+           limit $3)
+         returning id
+       ), horizon as (
+         update workspaces set events_pruned_through = greatest(events_pruned_through, (select max(id) from pruned))
+         where id = $1 and exists (select 1 from pruned)
+       ), audited as (
+         insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
+         select $1, 'system', 'retention.prune', 'Workspace', $1::text, jsonb_build_object('kind', 'EVENTS', 'events', count(*)), 'OK'
+         from pruned having count(*) > 0
+       )
+       select count(*)::int as n from pruned`,
+      [workspaceId, retentionMs, EVENT_PRUNE_BATCH],
+    );
+    const n = rows[0]!.n;
+    total += n;
+    if (n > 0) onBatch?.(n);
+    // A stop (the reaper's timeout, a shutdown) ends the loop between batches; the next run goes on.
+    if (n < EVENT_PRUNE_BATCH || signal?.aborted) return total;
+  }
+}
+
+/**
+ * The position just before a job's first event (its creation), or the latest position when its
+ * events were pruned. The job's events carry its creating transaction's now() as created_at, so
+ * the BRIN index on created_at confines the read to the newest block ranges of the table.
+ */
+export async function positionBeforeJob(db: Executor, workspaceId: string, jobId: string, createdAt: Date): Promise<bigint> {
+  const { rows } = await sql<{ position: string }>`
+    select coalesce(
+      (select min(id) - 1 from events where workspace_id = ${workspaceId} and job_id = ${jobId} and created_at >= ${createdAt}),
+      (select case when is_called then last_value else 0 end from events_id_seq)) as position`.execute(db);
+  return BigInt(rows[0]!.position);
+}
+
+/**
+ * The last event id handed out so far (0 before the first). Every event of a transaction that
+ * begins after this read takes a higher id: the sequence only goes up.
+ */
+export async function latestEventPosition(db: Executor): Promise<bigint> {
+  const { rows } = await sql<{ position: string }>`
+    select case when is_called then last_value else 0 end as position from events_id_seq`.execute(db);
+  return BigInt(rows[0]!.position);
+}

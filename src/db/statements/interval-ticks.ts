@@ -1,0 +1,165 @@
+/**
+ * The interval handlers' statements (src/service/engine/intervals/intervals.ts): one row per handler name
+ * in `interval_handlers`. A tick is held by its owner and the epoch its take set; every write
+ * about a tick says so in its WHERE clause (`name = $1 and owner = $2 and epoch = $3`), so a late
+ * finisher can never overwrite a later outcome.
+ */
+import type pg from 'pg';
+
+/**
+ * Creates the row of each registered handler, first due one period from now (an on-demand one:
+ * never, until triggered). A changed period is taken (last registration wins); a shorter one
+ * brings the next tick forward; a handler turned on-demand keeps only a tick already due.
+ */
+const ENSURE = `
+insert into interval_handlers (name, every_ms, next_due_at)
+select v.name, v.every_ms, coalesce(now() + make_interval(secs => v.every_ms / 1000.0), 'infinity')
+from unnest($1::text[], $2::bigint[]) as v(name, every_ms)
+on conflict (name) do update set every_ms = excluded.every_ms,
+  next_due_at = case when excluded.every_ms is null and interval_handlers.next_due_at > now() then 'infinity'
+                     else least(interval_handlers.next_due_at, excluded.next_due_at) end,
+  updated_at = now()
+where interval_handlers.every_ms is distinct from excluded.every_ms`;
+
+/**
+ * Takes due ticks: one execution per tick across workers. The row must be due and idle; taking
+ * it sets the owner and moves next_due_at, so a concurrent take (which re-reads the row after
+ * this one commits) no longer matches. The rows are locked in name order before the update (as
+ * the sweeps below lock theirs), so takes and sweeps over the same handlers wait in turn, never
+ * in a cycle.
+ */
+const TAKE = `
+with due as materialized (
+  select name from interval_handlers where name = any($2::text[]) and owner is null and next_due_at <= now()
+  order by name
+  for no key update
+)
+update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now(),
+  next_due_at = coalesce(now() + make_interval(secs => every_ms / 1000.0), 'infinity'), updated_at = now()
+where name in (select name from due)
+returning name, epoch`;
+
+/** Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may. */
+const RECORD = `
+update interval_handlers set owner = null, run_started_at = null, overrun = false,
+  last_status = $4, last_count = $5, last_cause = $6, last_error = $7,
+  last_started_at = run_started_at, last_finished_at = now(),
+  ok_runs = ok_runs + ($4 = 'OK')::int, error_runs = error_runs + ($4 = 'ERROR')::int, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3`;
+
+/**
+ * Records a TIMEOUT at the deadline (fenced) but keeps the tick owned, marked overrun: the row is
+ * still not idle, so TAKE (owner is null) cannot start the next tick anywhere until RELEASE.
+ */
+const RECORD_OVERRUN = `
+update interval_handlers set overrun = true,
+  last_status = 'ERROR', last_count = null, last_cause = 'TIMEOUT', last_error = $4,
+  last_started_at = run_started_at, last_finished_at = now(),
+  error_runs = error_runs + 1, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3`;
+
+/** Frees an overrun tick once its handler has returned (fenced); its outcome is already recorded. */
+const RELEASE = `
+update interval_handlers set owner = null, run_started_at = null, overrun = false, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3 and overrun`;
+
+/**
+ * Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker
+ * (an overrun tick, whose outcome is recorded, keeps its next tick time).
+ */
+const HAND_BACK = `
+update interval_handlers set owner = null, run_started_at = null, overrun = false,
+  next_due_at = case when overrun then next_due_at else now() end, updated_at = now()
+where name = $1 and owner = $2 and epoch = $3`;
+
+/**
+ * Ticks whose worker is gone (its row missing or not heartbeating within its own stale_ms) were
+ * cut off mid-run: recorded as CRASHED and freed, so the next tick can be taken. An overrun tick
+ * already has its outcome (TIMEOUT): SWEEP_OVERRUN only frees it. Locked in name order, then
+ * updated (see TAKE).
+ */
+const ORPHANED = (overrun: boolean) => `
+  select h.name from interval_handlers h
+  where h.owner is not null and ${overrun ? '' : 'not '}h.overrun and not exists (
+    select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+  )
+  order by h.name
+  for no key update of h`;
+
+const SWEEP = `
+with orphaned as materialized (${ORPHANED(false)})
+update interval_handlers h set owner = null, run_started_at = null,
+  last_status = 'ERROR', last_count = null, last_cause = 'CRASHED',
+  last_error = 'its worker ' || h.owner || ' stopped heartbeating mid-run',
+  last_started_at = h.run_started_at, last_finished_at = now(), error_runs = h.error_runs + 1, updated_at = now()
+where h.name in (select name from orphaned)
+returning h.name`;
+
+const SWEEP_OVERRUN = `
+with orphaned as materialized (${ORPHANED(true)})
+update interval_handlers h set owner = null, run_started_at = null, overrun = false, updated_at = now()
+where h.name in (select name from orphaned)
+returning h.name`;
+
+/** Ensures a row for each handler, with its period (null: on demand). */
+export async function ensureIntervalHandlers(pool: pg.Pool, handlers: { name: string; everyMs: number | null }[]): Promise<void> {
+  await pool.query(ENSURE, [handlers.map((h) => h.name), handlers.map((h) => h.everyMs)]);
+}
+
+/** Takes the due, idle ticks among `names` for `workerId`; returns each with its epoch. */
+export async function takeTicks(pool: pg.Pool, workerId: string, names: string[]): Promise<{ name: string; epoch: string }[]> {
+  return (await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names])).rows;
+}
+
+/** A tick held: its handler, the worker and the epoch of the take. */
+export interface TickFence {
+  name: string;
+  workerId: string;
+  epoch: string;
+}
+
+/** How a tick ends, as written (fenced). */
+export type TickEnding =
+  | { status: 'OK'; count: number | null }
+  | { status: 'ERROR'; cause: 'HANDLER' | 'TIMEOUT'; message: string }
+  /** Past its timeout: recorded, but the tick stays owned (overrun) until its handler returns. */
+  | { status: 'TIMEOUT'; message: string }
+  /** Shutdown: handed back, due at once, nothing recorded. */
+  | { status: 'HAND_BACK' }
+  /** An overrun tick's handler returned: freed. */
+  | { status: 'RELEASE' };
+
+/** Writes a tick's ending; returns how many rows matched (0: the tick is no longer this worker's). */
+export async function endTick(pool: pg.Pool, f: TickFence, e: TickEnding): Promise<number> {
+  const fence = [f.name, f.workerId, f.epoch];
+  const res =
+    e.status === 'HAND_BACK'
+      ? await pool.query(HAND_BACK, fence)
+      : e.status === 'RELEASE'
+        ? await pool.query(RELEASE, fence)
+        : e.status === 'TIMEOUT'
+          ? await pool.query(RECORD_OVERRUN, [...fence, e.message])
+          : e.status === 'OK'
+            ? await pool.query(RECORD, [...fence, 'OK', e.count, null, null])
+            : await pool.query(RECORD, [...fence, 'ERROR', null, e.cause, e.message]);
+  return res.rowCount ?? 0;
+}
+
+/** Records ticks whose worker is gone as CRASHED and frees them; returns their names. */
+export async function sweepCrashedTicks(pool: pg.Pool): Promise<string[]> {
+  return (await pool.query<{ name: string }>(SWEEP)).rows.map((r) => r.name);
+}
+
+/** Frees overrun ticks whose worker is gone (their outcome is recorded); returns their names. */
+export async function sweepOverrunTicks(pool: pg.Pool): Promise<string[]> {
+  return (await pool.query<{ name: string }>(SWEEP_OVERRUN)).rows.map((r) => r.name);
+}
+
+/** The ticks among `names` that `workerId` holds, with their epochs (handed back at shutdown). */
+export async function ticksHeldBy(pool: pg.Pool, workerId: string, names: string[]): Promise<{ name: string; epoch: string }[]> {
+  const { rows } = await pool.query<{ name: string; epoch: string }>(
+    `select name, epoch from interval_handlers where owner = $1 and name = any($2::text[])`,
+    [workerId, names],
+  );
+  return rows;
+}

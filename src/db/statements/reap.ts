@@ -1,0 +1,50 @@
+/**
+ * The reaper's statement: retires a workspace's cron jobs past their endsAt as cancelJob does, in
+ * one statement (the jobs retired, their pending executions cancelled and their running ones
+ * asked to stop by the same statement as cancelJob's, each retirement audited as jobgate itself).
+ * Locks are taken as cancelJob takes them: the jobs first, then their executions, each in id order.
+ */
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type pg from 'pg';
+import { cancelChannel } from '../channels.js';
+import { cancelLiveExecutionsOf } from '../repositories/executions.js';
+import type { DB } from '../types.js';
+
+// The reaper runs on the engine's pool; its statement is built with the repository's fragment.
+const kyselyOf = new WeakMap<pg.Pool, Kysely<DB>>();
+function over(pool: pg.Pool): Kysely<DB> {
+  let db = kyselyOf.get(pool);
+  if (!db) kyselyOf.set(pool, (db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })));
+  return db;
+}
+
+/** Retires ended cron jobs of one workspace; returns how many jobs, and the executions asked to stop. */
+export async function reapEndedCronJobsOf(pool: pg.Pool, workspaceId: string): Promise<{ jobs: number; asked: string[] }> {
+  const { rows } = await sql<{ jobs: number; asked: string[] }>`
+    with ended_jobs as materialized (
+      -- Ended: a cron job whose endsAt has passed and that is not retired yet. Locked in id order
+      -- (re-checked once locked), then updated, so two passes over the same jobs wait in turn.
+      select id from jobs
+      where workspace_id = ${workspaceId} and kind = 'CRON' and status <> 'RETIRED' and ends_at is not null and ends_at <= now()
+      order by id
+      for no key update
+    ), reaped as (
+      update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
+      where id in (select id from ended_jobs) and status <> 'RETIRED'
+      returning id, workspace_id
+    ), ended as (${cancelLiveExecutionsOf(sql`job_id in (select id from reaped)`, 'job ended (endsAt passed)')}
+    ), audited as (
+      insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
+      select workspace_id, 'system', 'job.reap', 'Job', id::text, '{}'::jsonb, 'OK' from reaped
+    )
+    select (select count(*) from reaped)::int as jobs, coalesce((select array_agg(id) from ended where status = 'RUNNING'), '{}') as asked`.execute(
+    over(pool),
+  );
+  return rows[0]!;
+}
+
+/** Asks the workers running these executions to abort them (a hint; heartbeats carry it too). */
+export async function notifyCancel(pool: pg.Pool, executionIds: string[]): Promise<void> {
+  for (const id of executionIds)
+    await pool.query('select pg_notify($1, $2)', [cancelChannel.name, cancelChannel.encode({ executionId: id })]);
+}

@@ -1,0 +1,129 @@
+/**
+ * What an actor may do to a job, an execution or a run: the rules the mutations enforce, written
+ * once as refusals (the error the mutation would throw, or undefined). The mutations throw them;
+ * the `viewerCan` fields of the API answer from them, so a client shows only the actions the
+ * server would accept. A permission is not a promise: the state checks of the moment (a job
+ * already running, an execution no longer FAILED) and concurrent changes still decide.
+ */
+import { findEndpointById } from '../../db/repositories/endpoints.js';
+import { findExecutionById } from '../../db/repositories/executions.js';
+import { findJobById } from '../../db/repositories/jobs.js';
+import type { EndpointRow, ExecutionRow, JobRow } from '../../db/types.js';
+import { isSystem, type Actor, type Role } from '../kernel/actor.js';
+import { hasRole, ownershipRefusal } from '../kernel/authorisation.js';
+import type { ServiceContext } from '../kernel/context.js';
+import { ForbiddenError, NotFoundError, RetiredError, type DomainError } from '../kernel/errors.js';
+import type { RunRow } from '../runs/runs.js';
+
+/** The least role of every action on jobs, executions and runs (triggering, pausing, re-driving, cancelling...). */
+export const CHANGE_ROLE: Role = 'OPERATOR';
+
+type JobFacts = Pick<JobRow, 'id' | 'status' | 'created_by_key_id'>;
+type EndpointFacts = Pick<EndpointRow, 'type' | 'name'>;
+
+/**
+ * Changing a job: INTERNAL jobs are jobgate's own (FORBIDDEN); OPERATOR keys may update, pause,
+ * resume or cancel only jobs their key created (FORBIDDEN), though they may run and re-drive any
+ * (`owned: false`); a retired job cannot change (RETIRED).
+ */
+export function jobRefusal(actor: Actor, job: JobFacts, endpoint: EndpointFacts, opts: { owned?: boolean } = {}): DomainError | undefined {
+  if (endpoint.type === 'INTERNAL' && !isSystem(actor))
+    return new ForbiddenError(`job ${job.id} runs on the internal endpoint "${endpoint.name}" and is managed by jobgate`);
+  if (opts.owned !== false) {
+    const refusal = ownershipRefusal(actor, job.created_by_key_id, `job ${job.id}`);
+    if (refusal) return refusal;
+  }
+  if (job.status === 'RETIRED') return new RetiredError(job.id);
+  return undefined;
+}
+
+/** Cancelling an execution: not of an INTERNAL job; OPERATOR keys only what their key created (the execution, else its job). */
+export function executionCancelRefusal(
+  actor: Actor,
+  execution: Pick<ExecutionRow, 'id' | 'created_by_key_id'>,
+  job: JobFacts,
+  endpoint: EndpointFacts,
+): DomainError | undefined {
+  if (endpoint.type === 'INTERNAL' && !isSystem(actor)) return jobRefusal(actor, job, endpoint, { owned: false });
+  return ownershipRefusal(actor, execution.created_by_key_id ?? job.created_by_key_id, `execution ${execution.id}`);
+}
+
+/** Re-driving an execution: any OPERATOR, unless its job is retired or INTERNAL. */
+export function executionRetryRefusal(actor: Actor, job: JobFacts, endpoint: EndpointFacts): DomainError | undefined {
+  if (job.status === 'RETIRED') return new RetiredError(job.id);
+  return jobRefusal(actor, job, endpoint, { owned: false });
+}
+
+/** Cancelling a run: OPERATOR keys only runs their key triggered. */
+export function runCancelRefusal(actor: Actor, run: Pick<RunRow, 'id' | 'created_by_key_id'>): DomainError | undefined {
+  return ownershipRefusal(actor, run.created_by_key_id, `run ${run.id}`);
+}
+
+export interface JobPermissions {
+  trigger: boolean;
+  pause: boolean;
+  resume: boolean;
+  update: boolean;
+  cancel: boolean;
+}
+export interface ExecutionPermissions {
+  retry: boolean;
+  cancel: boolean;
+}
+export interface RunPermissions {
+  cancel: boolean;
+  resume: boolean;
+}
+
+/** Which actions on the run the actor may take (cancelRun, triggerRun to resume it), by the rules they enforce. */
+export function runPermissions(actor: Actor, run: Pick<RunRow, 'id' | 'created_by_key_id'>): RunPermissions {
+  const role = hasRole(actor, CHANGE_ROLE);
+  return { cancel: role && !runCancelRefusal(actor, run), resume: role };
+}
+
+export function createPermissionsService(ctx: ServiceContext) {
+  const { db } = ctx;
+
+  async function jobAndEndpoint(actor: Actor, jobId: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
+    const job = await findJobById(db, actor.workspaceId, jobId);
+    if (!job) throw new NotFoundError('Job', jobId);
+    const endpoint = await findEndpointById(db, actor.workspaceId, job.endpoint_id);
+    if (!endpoint) throw new NotFoundError('Job', jobId);
+    return { job, endpoint };
+  }
+
+  return {
+    /**
+     * Which actions on the job the actor may take, by the rules its mutations enforce
+     * (jobRefusal, CHANGE_ROLE). Whether pausing or resuming makes sense (the job's status) is
+     * the caller's to see. Throws NOT_FOUND.
+     */
+    async jobPermissions(actor: Actor, jobId: string): Promise<JobPermissions> {
+      const { job, endpoint } = await jobAndEndpoint(actor, jobId);
+      const role = hasRole(actor, CHANGE_ROLE);
+      if (!role) return { trigger: false, pause: false, resume: false, update: false, cancel: false };
+      const change = role && !jobRefusal(actor, job, endpoint);
+      return {
+        trigger: role && !jobRefusal(actor, job, endpoint, { owned: false }),
+        pause: change,
+        resume: change,
+        update: change,
+        cancel: change,
+      };
+    },
+
+    /** Which actions on the execution the actor may take, by the rules its mutations enforce. Throws NOT_FOUND. */
+    async executionPermissions(actor: Actor, executionId: string): Promise<ExecutionPermissions> {
+      const execution = await findExecutionById(db, actor.workspaceId, executionId);
+      if (!execution) throw new NotFoundError('Execution', executionId);
+      const role = hasRole(actor, CHANGE_ROLE);
+      // Below the role, nothing to read further (a list of a VIEWER's costs one probe a row).
+      if (!role) return { retry: false, cancel: false };
+      const { job, endpoint } = await jobAndEndpoint(actor, execution.job_id);
+      return {
+        retry: role && !executionRetryRefusal(actor, job, endpoint),
+        cancel: role && !executionCancelRefusal(actor, execution, job, endpoint),
+      };
+    },
+  };
+}

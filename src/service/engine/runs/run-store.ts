@@ -1,0 +1,252 @@
+/**
+ * One execution of a recoverable run in its runner (runner.ts): the store the
+ * handler talks to, the heartbeat while it runs, and the record of how it ended. Every write is
+ * fenced on the run's take (src/db/statements/run-fence.ts): a runner that lost the run changes
+ * nothing, and learns so from the write.
+ */
+import { inspect } from 'node:util';
+import type pg from 'pg';
+import { z } from 'zod';
+import {
+  checkpointRun,
+  endRun,
+  heartbeatRun,
+  ownedRunStatus,
+  recordFindingFenced,
+  type RunEnding,
+  type RunFence,
+  type TakenRun,
+} from '../../../db/statements/run-fence.js';
+import { isConnectionError } from '../../../db/unavailable.js';
+import type { Logger } from '../../../log.js';
+import { parseInput } from '../../kernel/context.js';
+import { ValidationError } from '../../kernel/errors.js';
+import { jsonValue, storableText } from '../../kernel/inputs.js';
+import type { Observer } from '../../kernel/observer.js';
+import type { Availability } from '../runtime/availability.js';
+import { outcome, RunLostError, RunStoreUnavailableError, type RecoverableHandler, type RunOutcome, type RunStore } from './recoverable.js';
+
+/** What the runner knows of one execution: whether it is stopping, whether the run was lost. */
+export interface RunState {
+  stopping: boolean;
+  lost: boolean;
+  done: Promise<void>;
+}
+
+export interface RunExecutionDeps {
+  pool: pg.Pool;
+  log: Logger;
+  owner: string;
+  heartbeatMs: number;
+  availability: Availability;
+  observer: Observer;
+}
+
+/** What a checkpoint's progress must be to be stored (the database would refuse the rest, less clearly). */
+const progressSchema = z.object({
+  processed: z.number(),
+  total: z.number().int().min(0).nullish(),
+  stats: jsonValue().optional(),
+});
+
+/** The cursor as stored: a Buffer's bytes, or JSON text. Throws ValidationError for what JSON cannot hold. */
+function encodeCursor(c: unknown): [Buffer | null, boolean] {
+  if (c === null) return [null, false];
+  if (Buffer.isBuffer(c)) return [c, false];
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(c);
+  } catch (error) {
+    throw ValidationError.at(['cursor'], `cannot be stored as JSON (${(error as Error).message})`);
+  }
+  // Stored as NULL, undefined would silently send a resumed run back to the start.
+  if (json === undefined)
+    throw ValidationError.at(
+      ['cursor'],
+      `cannot be stored as JSON (${c === undefined ? 'undefined; checkpoint null to start over' : `a ${typeof c}`})`,
+    );
+  return [Buffer.from(json), true];
+}
+
+/**
+ * What the handler returned, as an outcome the database can record. Anything else (a handler
+ * that returns nothing) is a failure saying so: an outcome that cannot be written would leave
+ * the run owned, unheartbeated, to be swept later as if its worker had crashed.
+ */
+function recordable(result: unknown): RunOutcome {
+  const r = result as Partial<{ kind: string; message: unknown }> | null | undefined;
+  if (r?.kind === 'completed' || r?.kind === 'paused') return r as RunOutcome;
+  if (r?.kind === 'failed') return { kind: 'failed', message: storableText(String(r.message)).slice(0, 2000) };
+  return outcome.failed(
+    `the handler returned ${inspect(result, { depth: 1, breakLength: Infinity }).slice(0, 200)}, not an outcome (outcome.completed(), outcome.paused() or outcome.failed())`,
+  );
+}
+
+function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!add) return into;
+  const out = { ...into };
+  for (const [k, v] of Object.entries(add)) {
+    out[k] = typeof v === 'number' && typeof out[k] === 'number' ? (out[k] as number) + v : v;
+  }
+  return out;
+}
+
+/** The store a handler's run is given, and what it learned of the run and its database. */
+interface ExecutionStore {
+  store: RunStore;
+  /** The last cursor checkpointed (or the one the run was taken at). */
+  cursor(): unknown;
+  /**
+   * Whether the last store call found the database unreachable (a later one that works clears
+   * it). If so when the handler ends by throwing or failing, the run is handed back, after a
+   * backoff, rather than recorded FAILED; a pause or completion it returns stands.
+   */
+  unavailable(): boolean;
+}
+
+function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, deps: RunExecutionDeps): ExecutionStore {
+  const { pool } = deps;
+  let stats = run.stats ?? {};
+  let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
+  let unavailable = false;
+  const lost = (): never => {
+    state.lost = true;
+    throw new RunLostError(`run ${run.id} is no longer this worker's`);
+  };
+  const reach = async <T>(call: () => Promise<T>): Promise<T> => {
+    try {
+      const result = await call();
+      unavailable = false;
+      return result;
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      unavailable = true;
+      throw new RunStoreUnavailableError(`run ${run.id}: the database could not be reached (${(error as Error).message})`, {
+        cause: error,
+      });
+    }
+  };
+  const store: RunStore = {
+    runId: run.id,
+    startedAt: run.started_at,
+    params: run.params,
+    loadCursor: async () => cursor,
+    async checkpoint(next, progress) {
+      parseInput(progressSchema, progress);
+      const [bytes, json] = encodeCursor(next);
+      const merged = mergeStats(stats, progress.stats);
+      const checkpoint = {
+        cursor: bytes,
+        cursorJson: json,
+        processed: Math.max(0, Math.floor(progress.processed)),
+        total: progress.total ?? null,
+        stats: JSON.stringify(merged),
+      };
+      if (!(await reach(() => checkpointRun(pool, fence, checkpoint)))) lost();
+      deps.observer.runCheckpointed();
+      // Only once written: a checkpoint retried after a failure does not count its stats twice.
+      stats = merged;
+      cursor = next;
+    },
+    async status() {
+      if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
+      // Anything but the run as this runner took it, still live (swept and paused, resumed and
+      // taken by another runner, finished), means: stop now.
+      const status = await reach(() => ownedRunStatus(pool, fence));
+      if (status === undefined) state.lost = true;
+      return status ?? 'CANCEL_REQUESTED';
+    },
+    async recordFinding(f) {
+      if (state.lost) lost();
+      const detail = JSON.stringify(f.detail ?? {});
+      const { live, inserted } = await reach(() => recordFindingFenced(pool, fence, { ...f, detail }));
+      if (!live) lost();
+      return inserted;
+    },
+  };
+  return { store, cursor: () => cursor, unavailable: () => unavailable };
+}
+
+/** Heartbeats the run while its handler runs; returns the stop. */
+function heartbeatWhileRunning(fence: RunFence, state: RunState, deps: RunExecutionDeps): () => void {
+  const beat = setInterval(() => {
+    heartbeatRun(deps.pool, fence)
+      .then((held) => {
+        if (!held) state.lost = true;
+      })
+      .catch(
+        (e: Error) =>
+          deps.availability.unreachable(e, 'run heartbeat') ||
+          deps.log.warn(`runner ${deps.owner}: heartbeat of run ${fence.runId} failed: ${e.message}`),
+      );
+  }, deps.heartbeatMs);
+  beat.unref();
+  return () => clearInterval(beat);
+}
+
+/** Runs the handler on its (validated) params; what it returned, or a failure for what it threw. */
+async function runHandler(handler: RecoverableHandler, run: TakenRun, store: RunStore): Promise<unknown> {
+  try {
+    let params = run.params;
+    if (handler.params) {
+      const parsed = handler.params.safeParse(params);
+      if (!parsed.success)
+        throw new Error(`params rejected: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ')}`);
+      params = parsed.data;
+    }
+    return await handler.run(store, params);
+  } catch (error) {
+    return error instanceof RunLostError
+      ? { kind: 'failed', message: error.message }
+      : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+  }
+}
+
+/** How the run ends, from what its handler returned and what the store saw of the database. */
+function endingOf(result: unknown, exec: ExecutionStore, state: RunState): RunEnding {
+  let final = recordable(result);
+  let pausedAt: [Buffer | null, boolean] = [null, false];
+  if (final.kind === 'paused') {
+    try {
+      pausedAt = encodeCursor(final.cursor === undefined ? exec.cursor() : final.cursor);
+    } catch (error) {
+      // Its last checkpoint stays in the row.
+      final = outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+    }
+  }
+  // The database failed the run, not its handler. The cursor, processed count and stats the
+  // database holds were committed together by the last checkpoint that got through: they stay (a
+  // checkpoint whose answer was lost may have committed; writing the cursor known here could
+  // rewind past it). Taken again after a backoff, unless an operator asked it to stop.
+  if (exec.unavailable() && final.kind === 'failed') return { kind: 'outage' };
+  if (final.kind !== 'paused') return final;
+  const [cursor, cursorJson] = pausedAt;
+  // Shutdown: the run is handed back for another runner, unless an operator asked to cancel.
+  return { kind: state.stopping ? 'hand-back' : 'paused', cursor, cursorJson };
+}
+
+/** Runs a taken run's handler to its end and records the end, fenced on the take. */
+export async function executeRun(handler: RecoverableHandler, run: TakenRun, state: RunState, deps: RunExecutionDeps): Promise<void> {
+  const { log, owner } = deps;
+  const fence: RunFence = { runId: run.id, epoch: run.epoch, owner };
+  const exec = createExecutionStore(run, fence, state, deps);
+  const stopBeating = heartbeatWhileRunning(fence, state, deps);
+  let result: unknown;
+  try {
+    result = await runHandler(handler, run, exec.store);
+  } finally {
+    stopBeating();
+  }
+  if (state.lost) {
+    log.warn(`runner ${owner}: run ${run.id} was taken from this worker; its outcome is not recorded`);
+    return;
+  }
+  const ending = endingOf(result, exec, state);
+  if (ending.kind === 'outage')
+    log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
+  try {
+    if (!(await endRun(deps.pool, fence, ending))) state.lost = true;
+  } catch (error) {
+    log.error(`runner ${owner}: recording the outcome of run ${run.id} failed: ${(error as Error).message}`);
+  }
+}

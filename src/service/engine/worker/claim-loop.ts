@@ -1,0 +1,256 @@
+/**
+ * A worker's claim loop (worker.ts): claims due executions in batches sized to the free slots,
+ * hands each to the attempt runner, and decides when to claim again. When a claim comes back
+ * short the queue is empty for this worker: it claims again on a hint only (a notification, the
+ * due timer, the poll, or a recorded outcome that can free an endpoint's concurrency slot or a
+ * serial job's turn), not every time a slot frees. While the database is unreachable the claim
+ * is retried on a timer, at most a second apart. A claim whose answer was lost with its connection
+ * is handed back before the next claim (lost-claims.ts).
+ */
+import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
+import { anyLimitedEndpoint, ClaimAnswerLost, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../../db/statements/claim.js';
+import type { Logger } from '../../../log.js';
+import type { Availability } from '../runtime/availability.js';
+import type { HandlerRegistry } from '../delivery/handler-registry.js';
+import { createLostClaims, type LostClaims } from './lost-claims.js';
+
+export interface ClaimLoopDeps {
+  id: string;
+  pool: pg.Pool;
+  log: Logger;
+  handlers: HandlerRegistry;
+  availability: Availability;
+  concurrency: number;
+  batchSize: number;
+  leaseMs: number;
+  pollMs: number;
+  /** Whether the worker runs. */
+  running(): boolean;
+  /** Attempts running (what `concurrency` bounds). */
+  executing(): number;
+  /** Leases held: attempts running, and attempts ended whose outcome is not recorded yet. */
+  held(): number;
+  /** A claim sent at `sentAt` took these executions. */
+  claimed(sentAt: number, claimed: ClaimedExecution[]): void;
+}
+
+/** What the claim loop knows between claims. */
+interface ClaimState {
+  /** A claim loop runs; `run` is it. */
+  claiming: boolean;
+  run: Promise<void> | undefined;
+  /** Another claim was asked for. */
+  want: boolean;
+  /** A kick is queued for after the current tick (kickSoon). */
+  kickQueued: boolean;
+  /** The last claim was held back by the cap on leases awaiting their outcome's record. */
+  heldBack: boolean;
+  /** The last claim found fewer due executions than it asked for (or failed). */
+  drained: boolean;
+  /** Some endpoint has a concurrency limit: claims must check it. */
+  limited: boolean;
+  /** Wakes the loop for the next delayed execution. */
+  dueTimer: NodeJS.Timeout | undefined;
+  /** Retries the claim while the database is unreachable. */
+  retryTimer: NodeJS.Timeout | undefined;
+  retries: number;
+}
+
+export interface ClaimLoop {
+  /** Claims now, or once more after the claim in flight. */
+  kick(): void;
+  /** Kicks once after the current tick, so attempts ending together free their slots for one claim. */
+  kickSoon(): void;
+  /** Arms the due timer for the next delayed execution. */
+  armDueTimer(): Promise<void>;
+  /** Whether the last claim came back short (the queue looked empty). */
+  drained(): boolean;
+  /**
+   * A flush of outcomes ended (`freedTurn`: it recorded one that can make another execution
+   * claimable): claims again if the lease cap held the last claim back, or if the last claim came
+   * back short and this flush freed a slot or a turn. Under load (full claims) ending attempts
+   * already keep the loop going.
+   */
+  flushed(freedTurn: boolean): void;
+  /**
+   * Learns whether any endpoint is limited; `fallback` answers when the database cannot (by
+   * default, what was known before).
+   */
+  learnLimited(fallback?: (error: unknown) => boolean): Promise<void>;
+  /** Clears the due and retry timers (at stop). */
+  clearTimers(): void;
+  /** Resolves when no claim is in flight. */
+  settled(): Promise<void>;
+  /** Claims whose answer was lost: handed back before the next claim, and at stop (stop.ts). */
+  lostClaims: LostClaims;
+}
+
+export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
+  const state: ClaimState = {
+    claiming: false,
+    run: undefined,
+    want: false,
+    kickQueued: false,
+    heldBack: false,
+    drained: true,
+    limited: false,
+    dueTimer: undefined,
+    retryTimer: undefined,
+    retries: 0,
+  };
+
+  const timers = createClaimTimers(deps, state, () => kick());
+  const lostClaims = createLostClaims({ ...deps, wake: () => kick() });
+
+  function kick() {
+    if (!deps.running()) return;
+    state.want = true;
+    if (!state.claiming) state.run = claimLoop();
+  }
+
+  function kickSoon() {
+    if (state.kickQueued) return;
+    state.kickQueued = true;
+    setImmediate(() => {
+      state.kickQueued = false;
+      kick();
+    });
+  }
+
+  // A slot frees when its attempt ends, so the next claim overlaps the flush of the previous
+  // outcomes instead of waiting for it; at most `concurrency` more leases are held for outcomes on
+  // their way to the database.
+  function room(): number {
+    const free = deps.concurrency - deps.executing();
+    const unheld = 2 * deps.concurrency - deps.held();
+    state.heldBack = unheld < free;
+    return Math.min(free, unheld);
+  }
+
+  async function claimLoop() {
+    state.claiming = true;
+    // Whether the queue looked empty (or the database unreachable): then the due timer is armed.
+    let short = false;
+    try {
+      while (deps.running() && state.want) {
+        state.want = false;
+        // First what a claim whose answer was lost took, so it is claimable again (by this claim,
+        // or another worker's) as soon as the database answers.
+        if (lostClaims.due() && (await lostClaims.recover()) === 'retry') {
+          timers.retry();
+          return;
+        }
+        const free = room();
+        if (free <= 0) break;
+        const result = await claimOnce(deps, state, lostClaims, Math.min(free, deps.batchSize));
+        if (result === 'retry') {
+          timers.retry();
+          return;
+        }
+        if (result === 'more') state.want = true;
+        else short = true;
+        if (result === 'failed') break;
+      }
+    } finally {
+      state.claiming = false;
+    }
+    if (!deps.running()) return;
+    if (state.want && room() > 0) state.run = claimLoop();
+    // With every slot busy there is nothing to time: ending attempts kick the loop.
+    else if (short) void timers.armDue();
+  }
+
+  return {
+    kick,
+    kickSoon,
+    armDueTimer: timers.armDue,
+    drained: () => state.drained,
+    flushed(freedTurn) {
+      if (state.heldBack || state.limited || (state.drained && freedTurn)) kick();
+    },
+    async learnLimited(fallback = () => state.limited) {
+      state.limited = await anyLimitedEndpoint(deps.pool).catch(fallback);
+    },
+    clearTimers: timers.clear,
+    async settled() {
+      while (state.claiming) await state.run;
+    },
+    lostClaims,
+  };
+}
+
+/** One claim: 'more' when the batch came back full, else 'short', 'failed' or 'retry' (unreachable). */
+async function claimOnce(
+  deps: ClaimLoopDeps,
+  state: ClaimState,
+  lostClaims: LostClaims,
+  limit: number,
+): Promise<'more' | 'short' | 'failed' | 'retry'> {
+  const sentAt = performance.now();
+  let claimed: ClaimedExecution[];
+  try {
+    claimed = await claimExecutions(deps.pool, {
+      workerId: deps.id,
+      limit,
+      handlers: deps.handlers.names(),
+      leaseMs: deps.leaseMs,
+      limitedEndpoints: state.limited,
+    });
+  } catch (error) {
+    state.drained = true;
+    // Kept even when the worker is stopping: stop hands it back then (stop.ts).
+    if (error instanceof ClaimAnswerLost) lostClaims.lost(error.token);
+    if (deps.availability.unreachable(error, 'claim')) return 'retry';
+    deps.log.warn(`worker ${deps.id}: claim failed: ${(error as Error).message}`);
+    return 'failed';
+  }
+  deps.availability.reached(sentAt);
+  state.retries = 0;
+  clearTimeout(state.retryTimer);
+  state.retryTimer = undefined;
+  deps.claimed(sentAt, claimed);
+  // A full batch means there is probably more.
+  state.drained = claimed.length < limit;
+  return state.drained ? 'short' : 'more';
+}
+
+/** The due timer (the next delayed execution) and the retry timer (while the database is unreachable). */
+function createClaimTimers(deps: ClaimLoopDeps, state: ClaimState, kick: () => void) {
+  function retry() {
+    clearTimeout(state.retryTimer);
+    const delay = Math.min(1000, 50 * 2 ** state.retries++);
+    state.retryTimer = setTimeout(() => {
+      state.retryTimer = undefined;
+      kick();
+    }, delay);
+    // The worker's own referenced interval (see loops.ts) keeps the process up meanwhile.
+    state.retryTimer.unref();
+  }
+
+  async function armDue() {
+    let inMs: number | null;
+    try {
+      inMs = await nextDueInMs(deps.pool);
+    } catch (error) {
+      if (deps.running() && deps.availability.unreachable(error, 'due timer')) retry();
+      return;
+    }
+    if (!deps.running() || inMs === null) return;
+    clearTimeout(state.dueTimer);
+    // On the database's clock (the claim's): a host clock ahead of it would wake the worker early,
+    // over and over. The query's round trip makes the timer late by as much, at most.
+    const delay = Math.max(0, Math.min(deps.pollMs, inMs));
+    state.dueTimer = setTimeout(kick, delay);
+    state.dueTimer.unref();
+  }
+
+  return {
+    retry,
+    armDue,
+    clear() {
+      clearTimeout(state.dueTimer);
+      clearTimeout(state.retryTimer);
+    },
+  };
+}

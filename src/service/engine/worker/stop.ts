@@ -1,0 +1,80 @@
+/**
+ * A worker's stop (worker.ts), once it claims no more: waits up to the grace period for the
+ * attempts in flight (heartbeats keep their leases meanwhile), aborts the rest and hands their
+ * executions back to other workers, records what could not be handed back, and waits for the
+ * outcomes on their way to the database. Claims whose answer was lost are handed back meanwhile.
+ */
+import type pg from 'pg';
+import { releaseExecutions } from '../../../db/statements/lease.js';
+import type { Logger } from '../../../log.js';
+import type { AbortReason, Delivery } from '../delivery/deliver.js';
+import type { ClaimLoop } from './claim-loop.js';
+import type { OutcomeRecorder } from './outcome-recorder.js';
+import type { InFlight } from './worker.js';
+
+export interface WorkerStopDeps {
+  id: string;
+  pool: pg.Pool;
+  log: Logger;
+  inFlight: Map<string, InFlight>;
+  outcomes: OutcomeRecorder;
+  delivery: Delivery;
+  /** Its claims whose answer was lost, not settled yet, are handed back here too. */
+  claims: Pick<ClaimLoop, 'lostClaims'>;
+  heartbeatMs: number;
+  beat(): Promise<void>;
+  /** Resolves when no lease is held and no outcome waits (see worker.ts). */
+  idle(): Promise<void>;
+}
+
+/** Finishes or hands back what a stopping worker holds; see the file's comment. */
+export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promise<void> {
+  const { id, log, inFlight } = deps;
+  // Alongside the grace period: what a lost claim took runs nowhere, so it goes back at once.
+  const lostSettled = deps.claims.lostClaims.drain(graceMs);
+  if (inFlight.size > 0) {
+    log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
+    // Leases must outlive the grace period.
+    const keepAlive = setInterval(deps.beat, deps.heartbeatMs);
+    await Promise.race([deps.idle(), new Promise((r) => setTimeout(r, graceMs).unref())]);
+    clearInterval(keepAlive);
+  }
+  const left = [...inFlight.values()].filter((f) => !f.finished);
+  if (left.length > 0) await handBack(deps, left);
+  await deps.outcomes.settled();
+  // Outcomes of released attempts are fenced out; do not wait on them.
+  for (const f of left) inFlight.delete(f.ex.id);
+  await lostSettled;
+  await deps.delivery.close().catch(() => {});
+}
+
+async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<void> {
+  const { id, log } = deps;
+  // Abort first, then hand back: a handler that honours its signal has stopped before
+  // another worker can claim the execution (one that ignores it is at-least-once anyway).
+  for (const f of left) {
+    f.released = true;
+    f.controller.abort('shutdown' satisfies AbortReason);
+  }
+  const released = await releaseExecutions(
+    deps.pool,
+    left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch })),
+  ).then(
+    (ids) => new Set(ids),
+    (e: Error) => {
+      log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
+      return undefined;
+    },
+  );
+  if (!released) return;
+  log.info(`worker ${id}: released ${released.size} execution(s) to other workers`);
+  // What the release would not take back (a cancellation was requested, or the lease had
+  // already expired) gets its outcome recorded, fenced as any: a cancelled one ends
+  // CANCELLED now instead of staying RUNNING, holding its lock key, concurrency slot and
+  // serial turn, until its lease expires.
+  for (const f of left) {
+    if (released.has(f.ex.id)) continue;
+    f.released = false;
+    if (f.held) deps.outcomes.record(f.held, f.ex);
+  }
+}

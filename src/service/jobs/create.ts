@@ -1,0 +1,218 @@
+/**
+ * createJob's rules, on its two paths.
+ *
+ *  - The full path (`createJobIn`), in a transaction its caller owns: every rule, every error.
+ *  - The one-statement path (`createOneStatementPath`): the jobs that no rule could refuse or
+ *    change (see `oneStatementJob`, the only place that decides it) are written by one SQL
+ *    statement, src/db/statements/create-job.ts, which restates the rules it needs (endpoint live, not
+ *    INTERNAL, no payload spec; max attempts from the job, else the endpoint, else the default).
+ *    Any request it declines takes the full path. test/service/jobs.create-paths.test.ts pins
+ *    the two together: the same rows for every request the statement takes, and a decline for
+ *    every request the full path refuses.
+ */
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
+import type { EndpointRow, JobRow, NewJob } from '../../db/types.js';
+import type { Transaction } from 'kysely';
+import type { DB } from '../../db/types.js';
+import { createJobBatcher, insertJobInOneStatement, type OneStatementJob } from '../../db/statements/create-job.js';
+import { canonicalJson } from '../kernel/canonical-json.js';
+import { isSystem, type Actor } from '../kernel/actor.js';
+import { auditInput, auditingFailure } from '../kernel/audited-mutation.js';
+import { hasRole } from '../kernel/authorisation.js';
+import { parseInput, type ServiceContext } from '../kernel/context.js';
+import { normalizeCron } from '../cron/expressions.js';
+import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, ValidationError } from '../kernel/errors.js';
+import { resolveEndpoint } from '../endpoints/endpoints.js';
+import { createJobSchema, type CreateJobInput } from '../kernel/inputs.js';
+import { toJob, type Job } from '../kernel/models.js';
+import { assertLockFree, nextFire, sameTime, validateInput } from './guards.js';
+import type { z } from 'zod';
+
+export interface CreateJobResult {
+  job: Job;
+  /** false when an idempotency key matched an existing job, which is returned instead. */
+  created: boolean;
+}
+
+type ParsedCreateJob = z.output<typeof createJobSchema>;
+
+const ACTION = 'job.create';
+
+/**
+ * The first field in which a repeated request differs from the job its key already names, if any.
+ * Max attempts counts only when the request gives it: otherwise it is resolved from the endpoint,
+ * whose setting may have changed since, and the same request would conflict with itself.
+ */
+function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: number | null | undefined): string | undefined {
+  if (existing.kind !== wanted.kind) return 'kind';
+  if (canonicalJson(existing.input) !== canonicalJson(JSON.parse(wanted.input as string))) return 'input';
+  if (!sameTime(existing.run_at, wanted.run_at as Date | null)) return 'runAt';
+  if (existing.cron_expression !== (wanted.cron_expression ?? null)) return 'cron.expression';
+  if (existing.timezone !== (wanted.timezone ?? null)) return 'cron.timezone';
+  if (existing.name !== (wanted.name ?? null)) return 'name';
+  if (askedMaxAttempts != null && existing.max_attempts !== askedMaxAttempts) return 'maxAttempts';
+  if (existing.lock_key !== (wanted.lock_key ?? null)) return 'lockKey';
+  if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
+  if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
+  if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
+  if (existing.overlap_policy !== (wanted.overlap_policy ?? null)) return 'cron.overlapPolicy';
+  return undefined;
+}
+
+/** The job row a request asks for, on `endpoint`, max attempts resolved (job, else endpoint, else default). */
+function jobRowFor(
+  ctx: ServiceContext,
+  actor: Actor,
+  input: ParsedCreateJob,
+  endpoint: EndpointRow,
+  extra: { scheduleName?: string },
+): NewJob {
+  const cron = input.cron;
+  return {
+    workspace_id: actor.workspaceId,
+    endpoint_id: endpoint.id,
+    name: input.name ?? null,
+    kind: input.kind,
+    input: JSON.stringify(input.input ?? {}),
+    max_attempts: input.maxAttempts ?? endpoint.max_attempts ?? ctx.defaultMaxAttempts,
+    idempotency_key: input.idempotencyKey ?? null,
+    run_at: input.kind === 'DELAYED' ? input.runAt! : null,
+    cron_expression: cron ? normalizeCron(cron.expression, ['cron', 'expression']) : null,
+    timezone: cron ? (cron.timezone ?? 'UTC') : null,
+    starts_at: cron?.startsAt ?? null,
+    ends_at: cron?.endsAt ?? null,
+    misfire_policy: cron ? (cron.misfirePolicy ?? 'FIRE_LATEST') : null,
+    overlap_policy: cron ? (cron.overlapPolicy ?? 'SKIP') : null,
+    lock_key: input.lockKey ?? null,
+    created_by_key_id: actor.keyId ?? null,
+    schedule_name: extra.scheduleName ?? null,
+  };
+}
+
+/** The job a reused idempotency key names (created: false), CONFLICT naming the field when the request differs. */
+async function existingFor(
+  trx: Transaction<DB>,
+  actor: Actor,
+  row: NewJob,
+  askedMaxAttempts: number | null | undefined,
+): Promise<CreateJobResult | undefined> {
+  const key = row.idempotency_key!;
+  const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, row.endpoint_id as string, key);
+  if (!existing) return undefined;
+  const field = differingField(existing, row, askedMaxAttempts);
+  if (field) {
+    throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
+      jobId: existing.id,
+      field,
+    });
+  }
+  return { job: toJob(existing), created: false };
+}
+
+/** An IMMEDIATE or DELAYED job's first execution; LOCK_HELD (rolling the job back) when its lock key was taken meanwhile. */
+async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted: JobRow, input: string, now: Date): Promise<void> {
+  const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
+    workspace_id: actor.workspaceId,
+    job_id: inserted.id,
+    endpoint_id: inserted.endpoint_id,
+    scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
+    max_attempts: inserted.max_attempts,
+    lock_key: inserted.lock_key,
+    created_by_key_id: actor.keyId ?? null,
+    input,
+  });
+  if (!execution) {
+    // Only the live-lock index can refuse a new job's first execution: a concurrent job
+    // took the key after our check. Throwing rolls this job back with it.
+    await assertLockFree(trx, actor, inserted.lock_key);
+    throw new LockHeldError(inserted.lock_key ?? '', { jobId: 'unknown', executionId: 'unknown' });
+  }
+}
+
+/**
+ * createJob's rules, in `trx` (the full path); `extra.scheduleName` marks a declared schedule
+ * (declareSchedules). See the jobs service's createJob for what it guarantees and throws.
+ */
+export async function createJobIn(
+  ctx: ServiceContext,
+  trx: Transaction<DB>,
+  actor: Actor,
+  raw: CreateJobInput,
+  extra: { scheduleName?: string } = {},
+): Promise<CreateJobResult> {
+  const input = parseInput(createJobSchema, raw);
+  if (input.cron) normalizeCron(input.cron.expression, ['cron', 'expression']);
+  // FOR SHARE: an archive running now waits for this job, or this job sees the archive.
+  const endpoint = await resolveEndpoint(trx, actor, { id: input.endpointId, name: input.endpointName }, { forShare: true });
+  if (endpoint.archived_at) throw new ArchivedError(endpoint.id);
+  if (endpoint.type === 'INTERNAL' && !isSystem(actor)) throw new InternalEndpointError(endpoint.name);
+  await validateInput(trx, actor, endpoint, input.input ?? {});
+  const row = jobRowFor(ctx, actor, input, endpoint, extra);
+
+  if (row.idempotency_key) {
+    const existing = await existingFor(trx, actor, row, input.maxAttempts);
+    if (existing) return existing;
+  }
+  await assertLockFree(trx, actor, row.lock_key ?? null);
+  const now = await ctx.now(trx);
+  if (row.kind === 'CRON') {
+    row.next_fire_at = nextFire(row as JobRow, now);
+    if (!row.next_fire_at) throw ValidationError.at(['cron'], 'the schedule has no occurrence before endsAt');
+  }
+  const inserted = await jobsRepo.insertJobUnlessKeyTaken(trx, row);
+  if (!inserted) {
+    // Lost the race on the unique index: the winner is committed and visible now.
+    const winner = await existingFor(trx, actor, row, input.maxAttempts);
+    if (winner) return winner;
+    throw new Error('idempotency insert conflicted but no job holds the key');
+  }
+  if (inserted.kind !== 'CRON') await insertFirstExecution(trx, actor, inserted, row.input as string, now);
+  return { job: toJob(inserted), created: true };
+}
+
+/**
+ * The one-statement form of a request, when nothing the statement cannot check could refuse it
+ * or change its outcome: the database's clock (no injected one), a role that may create jobs,
+ * input that parses, an IMMEDIATE or DELAYED job without an idempotency key or a lock key.
+ * Undefined sends it down the full path. The only place this is decided.
+ */
+export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJobInput): OneStatementJob | undefined {
+  if (!ctx.databaseClock || !hasRole(actor, 'OPERATOR')) return undefined;
+  const parsed = createJobSchema.safeParse(raw);
+  if (!parsed.success) return undefined;
+  const input = parsed.data;
+  const { kind } = input;
+  if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey) return undefined;
+  return {
+    workspaceId: actor.workspaceId,
+    endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
+    system: isSystem(actor),
+    name: input.name ?? null,
+    kind,
+    input: JSON.stringify(input.input ?? {}),
+    maxAttempts: input.maxAttempts ?? null,
+    defaultMaxAttempts: ctx.defaultMaxAttempts,
+    runAt: kind === 'DELAYED' ? input.runAt! : null,
+    createdByKeyId: actor.keyId ?? null,
+    audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action: ACTION, input: auditInput(raw) },
+  };
+}
+
+/**
+ * createJob in one statement when `oneStatementJob` allows it; undefined sends the caller down
+ * the full path, which holds every rule (and raises every error). The same rows as the full
+ * path: job, execution, audit row. On the pool, concurrent requests share a statement (see
+ * src/db/statements/create-job.ts); in a caller's transaction each is its own statement, in a savepoint.
+ */
+export function createOneStatementPath(ctx: ServiceContext) {
+  const batcher = ctx.pool ? createJobBatcher(ctx.db, ctx.pool) : undefined;
+  return async (actor: Actor, raw: CreateJobInput): Promise<CreateJobResult | undefined> => {
+    const job = oneStatementJob(ctx, actor, raw);
+    if (!job) return undefined;
+    const inserted = await auditingFailure(ctx, actor, ACTION, raw, () =>
+      batcher ? batcher.insert(job) : insertJobInOneStatement(ctx.db, ctx.pool, job),
+    );
+    return inserted ? { job: toJob(inserted), created: true } : undefined;
+  };
+}

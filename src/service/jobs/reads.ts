@@ -1,0 +1,107 @@
+/**
+ * Reading jobs and their executions: one job, lists, the newest execution, a job's state,
+ * attempts, and cron previews. Reads only; any authenticated caller.
+ */
+import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
+import { seesInstallation, type Actor } from '../kernel/actor.js';
+import { parseInput, type ServiceContext } from '../kernel/context.js';
+import { nextOccurrences, normalizeCron } from '../cron/expressions.js';
+import { NotFoundError } from '../kernel/errors.js';
+import {
+  cronPreviewSchema,
+  executionFilterSchema,
+  jobFilterSchema,
+  pageSchema,
+  type CronPreviewInput,
+  type ExecutionFilter,
+  type JobFilter,
+  type PageInput,
+} from '../kernel/inputs.js';
+import {
+  jobState,
+  opaqueWorkerId,
+  toAttempt,
+  toExecution,
+  toJob,
+  type Attempt,
+  type Execution,
+  type Job,
+  type JobState,
+} from '../kernel/models.js';
+import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+
+export function createJobReads(ctx: ServiceContext) {
+  const { db } = ctx;
+  return {
+    /** Throws NOT_FOUND. */
+    async job(actor: Actor, id: string): Promise<Job> {
+      const row = await jobsRepo.findJobById(db, actor.workspaceId, id);
+      if (!row) throw new NotFoundError('Job', id);
+      return toJob(row);
+    },
+
+    async jobs(actor: Actor, rawFilter: JobFilter = {}, rawPage: PageInput = {}): Promise<Connection<Job>> {
+      const filter = parseInput(jobFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await jobsRepo.listJobs(db, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toJob, () => jobsRepo.countJobs(db, actor.workspaceId, filter, COUNT_LIMIT));
+    },
+
+    /** Throws NOT_FOUND. */
+    async execution(actor: Actor, id: string): Promise<Execution> {
+      const row = await executionsRepo.findExecutionById(db, actor.workspaceId, id);
+      if (!row) throw new NotFoundError('Execution', id);
+      return toExecution(row);
+    },
+
+    /**
+     * Executions, newest first unless `order` says otherwise; by job, endpoint, statuses, trigger
+     * and creation time. An id of another workspace yields an empty list. VALIDATION_FAILED for a
+     * bad filter.
+     */
+    async executions(actor: Actor, rawFilter: ExecutionFilter = {}, rawPage: PageInput = {}): Promise<Connection<Execution>> {
+      const filter = parseInput(executionFilterSchema, rawFilter);
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await executionsRepo.listExecutions(db, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toExecution, () => executionsRepo.countExecutions(db, actor.workspaceId, filter, COUNT_LIMIT));
+    },
+
+    /** The newest execution of a job (by creation), or null when it has none yet. */
+    async lastExecution(actor: Actor, jobId: string): Promise<Execution | null> {
+      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId });
+      return row ? toExecution(row) : null;
+    },
+
+    /**
+     * The state a user reads (see jobState): COMPLETED or FAILED for a one-off job whose
+     * execution ended. Reads the newest execution only for an ACTIVE one-off job.
+     */
+    async jobState(actor: Actor, job: Job): Promise<JobState> {
+      if (job.status !== 'ACTIVE' || job.kind === 'CRON') return jobState(job, undefined);
+      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId: job.id });
+      return jobState(job, row?.status);
+    },
+
+    /** The attempts of one execution, oldest first; a workspace's keys see workers by digest (see ../handlers/handlers.ts). */
+    async attempts(actor: Actor, executionId: string): Promise<Attempt[]> {
+      const attempts = (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
+      return seesInstallation(actor) ? attempts : attempts.map((a) => ({ ...a, workerId: a.workerId && opaqueWorkerId(a.workerId) }));
+    },
+
+    /**
+     * The next fire times of a cron expression in a time zone, after `from` (default now), so a
+     * frontend can show a schedule before saving it. Throws VALIDATION_FAILED naming the bad field.
+     */
+    async cronPreview(_actor: Actor, raw: CronPreviewInput): Promise<Date[]> {
+      const input = parseInput(cronPreviewSchema, raw);
+      const expression = normalizeCron(input.expression, ['expression']);
+      const from = input.from ?? (await ctx.now(db));
+      return nextOccurrences(expression, input.timezone ?? 'UTC', from, input.count ?? 5);
+    },
+  };
+}

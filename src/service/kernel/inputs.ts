@@ -1,0 +1,371 @@
+/**
+ * The shapes the service accepts, as zod schemas. These are the one definition of input
+ * rules: the service parses every call with them (library and CLI callers included), and the
+ * GraphQL layer attaches the same schemas to its arguments through the zod plugin so a
+ * client gets the error before the resolver runs, with the path of the bad field.
+ *
+ * Optional fields are `nullish`: GraphQL sends `null` for an explicit null. Where null means
+ * something different from "absent" (clearing a reference on update), the service says so.
+ */
+import { z } from 'zod';
+
+export const ENDPOINT_NAME = /^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$/;
+const CONFIG_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+// A field value (RFC 9110 §5.5): no line breaks or other control characters, nothing past U+00FF.
+// Refused when the endpoint is registered, so that no delivery fails on the endpoint's own value.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const HEADER_VALUE_MESSAGE = 'is not a valid header value: no line breaks or control characters, nothing beyond U+00FF';
+
+// Postgres text and jsonb refuse U+0000, and a UTF-16 surrogate without its pair is no
+// character at all (jsonb refuses its escape; text would silently store U+FFFD, so two different
+// keys could become one). Checked here, such input is VALIDATION_FAILED naming the field instead
+// of a database error masked as internal.
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const UNSTORABLE_MESSAGE = 'must not contain NUL (U+0000) or an unpaired UTF-16 surrogate';
+
+/** Whether Postgres can store the string as it is. */
+export function isStorableText(value: string): boolean {
+  return !UNSTORABLE.test(value);
+}
+
+/** The string with what Postgres cannot store (NUL, unpaired surrogates) replaced by U+FFFD: for text jobgate records, not input. */
+export function storableText(value: string): string {
+  return value.replace(new RegExp(UNSTORABLE.source, 'g'), '\ufffd');
+}
+
+/** A string Postgres can store. Every free-text input field is one. */
+export const text = () => z.string().refine(isStorableText, UNSTORABLE_MESSAGE);
+
+/**
+ * Deepest nesting of arrays and objects a JSON input may have. Far beyond any real payload, and
+ * well inside what the recursive code after it (JSON.stringify, key-order comparison, audit
+ * redaction) can walk without overflowing the stack.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+type JsonProblem = { path: (string | number)[]; message: string };
+
+/** The first reason `value` cannot be stored as jsonb unchanged; paths are relative to it. */
+function jsonProblem(value: unknown, path: (string | number)[], ancestors: Set<object>): JsonProblem | undefined {
+  switch (typeof value) {
+    case 'string':
+      return isStorableText(value) ? undefined : { path, message: UNSTORABLE_MESSAGE };
+    case 'number':
+      // JSON.stringify would write Infinity and NaN as null.
+      return Number.isFinite(value) ? undefined : { path, message: 'must be a finite number' };
+    case 'boolean':
+    case 'undefined':
+      return undefined;
+    case 'object':
+      break;
+    default:
+      return { path, message: `is not a JSON value (a ${typeof value})` };
+  }
+  if (value === null || value instanceof Date) return undefined;
+  if (ancestors.has(value)) return { path: [], message: 'contains itself; JSON cannot hold a cycle' };
+  if (path.length >= MAX_JSON_DEPTH) return { path: [], message: `is nested more than ${MAX_JSON_DEPTH} levels deep` };
+  ancestors.add(value);
+  try {
+    const entries: [string | number, unknown][] = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    for (const [key, child] of entries) {
+      if (typeof key === 'string' && !isStorableText(key)) return { path: [...path, key], message: `has a key that ${UNSTORABLE_MESSAGE}` };
+      const problem = jsonProblem(child, [...path, key], ancestors);
+      if (problem) return problem;
+    }
+  } finally {
+    ancestors.delete(value);
+  }
+  return undefined;
+}
+
+function checkJson(value: unknown, ctx: z.RefinementCtx): void {
+  const problem = jsonProblem(value, [], new Set());
+  if (problem) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+}
+
+/** Any JSON value that Postgres can store as jsonb. */
+export const jsonValue = () => z.unknown().superRefine(checkJson);
+
+export const idSchema = z.string().min(1).max(100);
+
+/** The earliest instant a Postgres timestamptz holds (4714-11-24 BC); the latest is past JavaScript's. */
+const EARLIEST_TIMESTAMP = Date.UTC(-4713, 10, 24);
+
+/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates and dates Postgres cannot store. */
+export const dateSchema = z.preprocess(
+  (v) => (typeof v === 'string' ? new Date(v) : v),
+  z.date({ error: 'must be a valid date-time' }).refine((d) => d.getTime() >= EARLIEST_TIMESTAMP, 'must not be earlier than 4714-11-24 BC'),
+);
+
+export const pageSchema = z.object({
+  first: z.number().int().min(1).max(100).nullish(),
+  after: text().max(200).nullish(),
+});
+export type PageInput = z.input<typeof pageSchema>;
+
+const headersSchema = z
+  .record(text().regex(HEADER_NAME, 'is not a valid header name').max(256), text().max(8192).regex(HEADER_VALUE, HEADER_VALUE_MESSAGE))
+  .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers');
+
+const httpUrl = text()
+  .max(2048)
+  .refine((v) => {
+    try {
+      const u = new URL(v.replace(/\{\{[^}]*\}\}/g, 'x'));
+      return u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      return false;
+    }
+  }, 'must be an http:// or https:// URL');
+
+/**
+ * An endpoint's backoff when it sets none (the columns' defaults in migration 000001 are the
+ * same, and the service writes these rather than leave it to them): a bound given alone is
+ * checked against the other's default here, where a failure names the field, instead of by the
+ * table's check constraint, which answers an internal error and logs the row, secrets and all.
+ */
+export const DEFAULT_BACKOFF_BASE_MS = 1000;
+export const DEFAULT_BACKOFF_MAX_MS = 300_000;
+
+const retryFields = {
+  maxAttempts: z.number().int().min(1).max(100).nullish(),
+  backoffBaseMs: z.number().int().min(1).max(86_400_000).nullish(),
+  backoffMaxMs: z.number().int().min(1).max(86_400_000).nullish(),
+  jitter: z.boolean().nullish(),
+  concurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
+};
+
+const httpFields = {
+  url: httpUrl.nullish(),
+  method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).nullish(),
+  headers: headersSchema.nullish(),
+  timeoutMs: z.number().int().min(1).max(3_600_000).nullish(),
+  signingSecret: text().min(16, 'must be at least 16 characters').max(512).nullish(),
+};
+
+export const registerEndpointSchema = z
+  .object({
+    name: text().max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words, e.g. "billing.send-invoice"'),
+    description: text().max(2000).nullish(),
+    kind: z.enum(['HTTP', 'HANDLER']),
+    handlerName: text().min(1).max(200).nullish(),
+    payloadSpecId: idSchema.nullish(),
+    configId: idSchema.nullish(),
+    ...httpFields,
+    ...retryFields,
+  })
+  .superRefine((v, ctx) => {
+    if (v.kind === 'HTTP') {
+      if (!v.url) ctx.addIssue({ code: 'custom', path: ['url'], message: 'is required for an HTTP endpoint' });
+      if (v.handlerName) ctx.addIssue({ code: 'custom', path: ['handlerName'], message: 'is only for HANDLER endpoints' });
+    } else {
+      if (!v.handlerName) ctx.addIssue({ code: 'custom', path: ['handlerName'], message: 'is required for a HANDLER endpoint' });
+      for (const f of ['url', 'method', 'headers', 'signingSecret'] as const) {
+        if (v[f] != null) ctx.addIssue({ code: 'custom', path: [f], message: 'is only for HTTP endpoints' });
+      }
+    }
+    const base = v.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS;
+    const max = v.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS;
+    if (max < base) {
+      // The field that was given is the one to change: the other is its default.
+      if (v.backoffMaxMs == null) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['backoffBaseMs'],
+          message: `must be at most backoffMaxMs, which is ${DEFAULT_BACKOFF_MAX_MS} when not given`,
+        });
+      } else {
+        const of = v.backoffBaseMs == null ? `the default backoffBaseMs (${DEFAULT_BACKOFF_BASE_MS})` : 'backoffBaseMs';
+        ctx.addIssue({ code: 'custom', path: ['backoffMaxMs'], message: `must be at least ${of}` });
+      }
+    }
+  });
+export type RegisterEndpointInput = z.input<typeof registerEndpointSchema>;
+
+export const updateEndpointSchema = z.object({
+  id: idSchema,
+  description: text().max(2000).nullish(),
+  handlerName: text().min(1).max(200).nullish(),
+  /** null clears the reference; absent leaves it. */
+  payloadSpecId: idSchema.nullish(),
+  /** null clears the reference; absent leaves it. */
+  configId: idSchema.nullish(),
+  ...httpFields,
+  ...retryFields,
+});
+export type UpdateEndpointInput = z.input<typeof updateEndpointSchema>;
+
+export const endpointRefSchema = z
+  .object({ id: idSchema.nullish(), name: text().max(200).nullish() })
+  .refine((v) => (v.id == null) !== (v.name == null), 'give exactly one of id or name');
+export type EndpointRef = z.input<typeof endpointRefSchema>;
+
+/** A JSON Schema document: an object or a boolean. Whether it is a *valid* schema is checked by the service. */
+const jsonSchemaDocument = z
+  .union([z.record(z.string(), z.unknown()), z.boolean()], { error: 'must be a JSON Schema (an object or a boolean)' })
+  .superRefine(checkJson);
+
+export const createPayloadSpecSchema = z.object({
+  name: text().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
+  description: text().max(2000).nullish(),
+  jsonSchema: jsonSchemaDocument,
+});
+export type CreatePayloadSpecInput = z.input<typeof createPayloadSpecSchema>;
+
+export const updatePayloadSpecSchema = z.object({
+  id: idSchema,
+  description: text().max(2000).nullish(),
+  jsonSchema: jsonSchemaDocument.nullish(),
+});
+export type UpdatePayloadSpecInput = z.input<typeof updatePayloadSpecSchema>;
+
+/** Shortest secret config value: redaction (src/service/engine/delivery/redaction.ts) leaves shorter ones in clear. */
+export const MIN_SECRET_LENGTH = 4;
+
+export const setConfigSchema = z.object({
+  name: text().min(1).max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words'),
+  entries: z
+    .array(
+      z.object({
+        key: text().regex(CONFIG_KEY, 'must start with a letter or _ and hold only letters, digits, _ . -'),
+        value: text().max(65_536),
+        secret: z.boolean().nullish(),
+      }),
+    )
+    .max(200)
+    .superRefine((entries, ctx) => {
+      const seen = new Set<string>();
+      entries.forEach((e, i) => {
+        if (seen.has(e.key)) ctx.addIssue({ code: 'custom', path: [i, 'key'], message: `duplicate key "${e.key}"` });
+        seen.add(e.key);
+        // Redaction leaves values this short alone (they would blank ordinary text), so a secret
+        // this short could show in a recorded error or response excerpt.
+        if (e.secret && e.value.length < MIN_SECRET_LENGTH) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [i, 'value'],
+            message: `a secret value must be at least ${MIN_SECRET_LENGTH} characters, or it cannot be kept out of errors and excerpts`,
+          });
+        }
+      });
+    }),
+});
+export type SetConfigInput = z.input<typeof setConfigSchema>;
+
+const timezone = z
+  .string()
+  .min(1)
+  .max(100)
+  .refine((tz) => {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'is not a known IANA time zone (e.g. "Europe/Paris", "UTC")');
+
+export const cronScheduleSchema = z.object({
+  expression: text().min(1).max(200),
+  timezone: timezone.nullish(),
+  startsAt: dateSchema.nullish(),
+  endsAt: dateSchema.nullish(),
+  misfirePolicy: z.enum(['FIRE_LATEST', 'SKIP', 'FIRE_ALL']).nullish(),
+  overlapPolicy: z.enum(['SKIP', 'QUEUE', 'ALLOW']).nullish(),
+});
+
+const idempotencyKey = text().min(1, 'must not be empty; omit it for a job without a key').max(200);
+
+export const createJobSchema = z
+  .object({
+    endpointId: idSchema.nullish(),
+    endpointName: text().max(200).nullish(),
+    name: text().min(1).max(200).nullish(),
+    kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']),
+    input: jsonValue().optional(),
+    maxAttempts: z.number().int().min(1).max(100).nullish(),
+    idempotencyKey: idempotencyKey.nullish(),
+    lockKey: text().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
+    runAt: dateSchema.nullish(),
+    cron: cronScheduleSchema.nullish(),
+  })
+  .superRefine((v, ctx) => {
+    if ((v.endpointId == null) === (v.endpointName == null)) {
+      ctx.addIssue({ code: 'custom', path: ['endpointId'], message: 'give exactly one of endpointId or endpointName' });
+    }
+    if (v.kind === 'DELAYED' && v.runAt == null) {
+      ctx.addIssue({ code: 'custom', path: ['runAt'], message: 'is required for a DELAYED job' });
+    }
+    if (v.kind !== 'DELAYED' && v.runAt != null) {
+      ctx.addIssue({ code: 'custom', path: ['runAt'], message: 'is only for DELAYED jobs' });
+    }
+    if (v.kind === 'CRON' && v.cron == null) {
+      ctx.addIssue({ code: 'custom', path: ['cron'], message: 'is required for a CRON job' });
+    }
+    if (v.kind !== 'CRON' && v.cron != null) {
+      ctx.addIssue({ code: 'custom', path: ['cron'], message: 'is only for CRON jobs' });
+    }
+    if (v.cron?.startsAt && v.cron.endsAt && v.cron.endsAt <= v.cron.startsAt) {
+      ctx.addIssue({ code: 'custom', path: ['cron', 'endsAt'], message: 'must be after startsAt' });
+    }
+  });
+export type CreateJobInput = z.input<typeof createJobSchema>;
+
+export const updateJobSchema = z.object({
+  id: idSchema,
+  name: text().min(1).max(200).nullish(),
+  input: jsonValue().optional(),
+  maxAttempts: z.number().int().min(1).max(100).nullish(),
+  runAt: dateSchema.nullish(),
+  cron: cronScheduleSchema.partial().nullish(),
+});
+export type UpdateJobInput = z.input<typeof updateJobSchema>;
+
+const listOrder = z.enum(['NEWEST_FIRST', 'OLDEST_FIRST']);
+
+export const jobFilterSchema = z.object({
+  status: z.enum(['ACTIVE', 'PAUSED', 'RETIRED']).nullish(),
+  kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']).nullish(),
+  endpointId: idSchema.nullish(),
+  includeInternal: z.boolean().nullish(),
+  search: text().min(1).max(200).nullish(),
+  order: listOrder.nullish(),
+});
+export type JobFilter = z.input<typeof jobFilterSchema>;
+
+const executionStatus = z.enum(['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED']);
+
+export const executionFilterSchema = z
+  .object({
+    jobId: idSchema.nullish(),
+    endpointId: idSchema.nullish(),
+    status: executionStatus.nullish(),
+    statuses: z.array(executionStatus).max(5).nullish(),
+    trigger: z.enum(['SCHEDULE', 'MANUAL']).nullish(),
+    createdAfter: dateSchema.nullish(),
+    createdBefore: dateSchema.nullish(),
+    order: listOrder.nullish(),
+  })
+  .refine((f) => !(f.createdAfter && f.createdBefore) || f.createdAfter < f.createdBefore, {
+    path: ['createdBefore'],
+    message: 'must be after createdAfter',
+  });
+export type ExecutionFilter = z.input<typeof executionFilterSchema>;
+
+export const cronPreviewSchema = z.object({
+  expression: text().min(1).max(200),
+  timezone: timezone.nullish(),
+  from: dateSchema.nullish(),
+  count: z.number().int().min(1).max(100).nullish(),
+});
+export type CronPreviewInput = z.input<typeof cronPreviewSchema>;
+
+export const triggerJobSchema = z.object({
+  id: idSchema,
+  /** Run even if the job is paused or already has a pending or running execution. */
+  force: z.boolean().nullish(),
+  /** Makes the trigger idempotent: the same request id returns the same execution. */
+  requestId: text().min(1, 'must not be empty; omit it for none').max(200).nullish(),
+});
+export type TriggerJobInput = z.input<typeof triggerJobSchema>;

@@ -1,0 +1,315 @@
+/**
+ * What the service returns: plain objects in the API's vocabulary, built from rows. Secrets
+ * (signing secrets, secret config values) are dropped here, so no caller can leak them.
+ */
+import { createHash } from 'node:crypto';
+import type {
+  AttemptRow,
+  AttemptTarget,
+  ConfigRow,
+  EndpointRow,
+  ExecutionRow,
+  JobRow,
+  PayloadSpecRow,
+  WorkspaceRow,
+} from '../../db/types.js';
+
+export type { AttemptTarget } from '../../db/types.js';
+
+export interface Workspace {
+  id: string;
+  slug: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface Endpoint {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  kind: EndpointRow['kind'];
+  type: EndpointRow['type'];
+  url: string | null;
+  method: EndpointRow['method'];
+  headers: Record<string, string>;
+  timeoutMs: number | null;
+  /** Whether a signing secret is set; the secret itself is write-only. */
+  hasSigningSecret: boolean;
+  handlerName: string | null;
+  payloadSpecId: string | null;
+  configId: string | null;
+  maxAttempts: number | null;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  jitter: boolean;
+  concurrencyLimit: number | null;
+  archivedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface PayloadSpec {
+  id: string;
+  workspaceId: string;
+  name: string;
+  description: string | null;
+  jsonSchema: unknown;
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ConfigEntryView {
+  key: string;
+  /** null when the entry is secret: secret values are write-only. */
+  value: string | null;
+  secret: boolean;
+}
+
+export interface Config {
+  id: string;
+  workspaceId: string;
+  name: string;
+  entries: ConfigEntryView[];
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface CronSchedule {
+  expression: string;
+  timezone: string;
+  startsAt: Date | null;
+  endsAt: Date | null;
+  misfirePolicy: NonNullable<JobRow['misfire_policy']>;
+  overlapPolicy: NonNullable<JobRow['overlap_policy']>;
+  nextFireAt: Date | null;
+  lastFiredAt: Date | null;
+  skippedTicks: number;
+  lastSkipAt: Date | null;
+  lastSkipReason: string | null;
+  missedTicks: number;
+  scheduleError: string | null;
+  scheduleErrorAt: Date | null;
+}
+
+export interface Job {
+  id: string;
+  workspaceId: string;
+  endpointId: string;
+  name: string | null;
+  kind: JobRow['kind'];
+  status: JobRow['status'];
+  input: unknown;
+  maxAttempts: number;
+  idempotencyKey: string | null;
+  lockKey: string | null;
+  /** Set on a declared schedule (declareSchedules / gate.schedule): the name the code declares it by. */
+  scheduleName: string | null;
+  runAt: Date | null;
+  cron: CronSchedule | null;
+  retiredAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+  /**
+   * Set on the object a mutation returns (see ../live/event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
+}
+
+/**
+ * What a user reads a job's state as. A one-off job (IMMEDIATE, DELAYED) is done once its
+ * execution is: its stored status stays ACTIVE, so that a re-drive of a failed execution runs it
+ * again, and its state follows the execution instead.
+ */
+export type JobState = 'ACTIVE' | 'PAUSED' | 'RETIRED' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+
+/** The state of `job`, given the status of its newest execution (undefined when it has none). */
+export function jobState(job: Pick<Job, 'kind' | 'status'>, newest: ExecutionRow['status'] | undefined): JobState {
+  if (job.status !== 'ACTIVE' || job.kind === 'CRON') return job.status;
+  if (newest === 'SUCCEEDED') return 'COMPLETED';
+  if (newest === 'FAILED') return 'FAILED';
+  // cancelExecution, the job kept: nothing more runs unless someone triggers it.
+  if (newest === 'CANCELLED') return 'CANCELLED';
+  return 'ACTIVE';
+}
+
+export interface Execution {
+  id: string;
+  workspaceId: string;
+  jobId: string;
+  scheduledFor: Date;
+  status: ExecutionRow['status'];
+  attemptCount: number;
+  maxAttempts: number;
+  /** When the next attempt may start, while the execution is PENDING. */
+  nextAttemptAt: Date | null;
+  /** SCHEDULE (its job's schedule or creation) or MANUAL (triggerJob). */
+  trigger: ExecutionRow['trigger'];
+  /** When an operator asked a running attempt to stop. */
+  cancelRequestedAt: Date | null;
+  /**
+   * The input it is delivered with, pinned when it was created: retries use it, and editing the
+   * job changes only later executions. Null for executions finished before inputs were pinned.
+   */
+  input: unknown;
+  lastError: string | null;
+  finishedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+  /**
+   * Set on the object a mutation returns (see ../live/event-cursor.ts): the event cursor from just
+   * before the mutation, to subscribe `after`. Absent on objects read by queries.
+   */
+  eventCursor?: string;
+}
+
+export interface Attempt {
+  id: string;
+  executionId: string;
+  attemptNumber: number;
+  workerId: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+  outcome: AttemptRow['outcome'];
+  statusCode: number | null;
+  durationMs: number | null;
+  error: string | null;
+  responseExcerpt: string | null;
+  /** What an HTTP attempt called (url, method, headers as sent; secrets redacted). */
+  target: AttemptTarget | null;
+}
+
+export const toWorkspace = (r: WorkspaceRow): Workspace => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
+
+export const toEndpoint = (r: EndpointRow): Endpoint => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  description: r.description,
+  kind: r.kind,
+  type: r.type,
+  url: r.url,
+  method: r.method,
+  headers: r.headers,
+  timeoutMs: r.timeout_ms,
+  hasSigningSecret: r.signing_secret !== null,
+  handlerName: r.handler_name,
+  payloadSpecId: r.payload_spec_id,
+  configId: r.config_id,
+  maxAttempts: r.max_attempts,
+  backoffBaseMs: r.backoff_base_ms,
+  backoffMaxMs: r.backoff_max_ms,
+  jitter: r.jitter,
+  concurrencyLimit: r.concurrency_limit,
+  archivedAt: r.archived_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toPayloadSpec = (r: PayloadSpecRow): PayloadSpec => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  description: r.description,
+  jsonSchema: r.json_schema,
+  version: r.version,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toConfig = (r: ConfigRow): Config => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  name: r.name,
+  entries: Object.entries(r.entries)
+    .map(([key, e]) => ({ key, value: e.secret ? null : e.value, secret: e.secret }))
+    .sort((a, b) => a.key.localeCompare(b.key)),
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toJob = (r: JobRow): Job => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  endpointId: r.endpoint_id,
+  name: r.name,
+  kind: r.kind,
+  status: r.status,
+  input: r.input,
+  maxAttempts: r.max_attempts,
+  idempotencyKey: r.idempotency_key,
+  lockKey: r.lock_key,
+  scheduleName: r.schedule_name ?? null,
+  runAt: r.run_at,
+  cron:
+    r.kind === 'CRON'
+      ? {
+          expression: r.cron_expression!,
+          timezone: r.timezone!,
+          startsAt: r.starts_at,
+          endsAt: r.ends_at,
+          misfirePolicy: r.misfire_policy!,
+          overlapPolicy: r.overlap_policy!,
+          nextFireAt: r.next_fire_at,
+          lastFiredAt: r.last_fired_at,
+          skippedTicks: r.skipped_ticks,
+          lastSkipAt: r.last_skip_at,
+          lastSkipReason: r.last_skip_reason,
+          missedTicks: r.missed_ticks,
+          scheduleError: r.schedule_error,
+          scheduleErrorAt: r.schedule_error_at,
+        }
+      : null,
+  retiredAt: r.retired_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export const toExecution = (r: ExecutionRow): Execution => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  jobId: r.job_id,
+  scheduledFor: r.scheduled_for,
+  status: r.status,
+  attemptCount: r.attempt_count,
+  maxAttempts: r.max_attempts,
+  nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
+  trigger: r.trigger,
+  cancelRequestedAt: r.cancel_requested_at,
+  input: r.input ?? null,
+  lastError: r.last_error,
+  finishedAt: r.finished_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+/**
+ * An attempt's id: derived from its execution and number, so the attempt in progress (read from
+ * its execution) and the row written when it ends have the same one. UUID-shaped, like every id.
+ */
+export function attemptId(executionId: string, attemptNumber: number): string {
+  const h = createHash('sha256').update(`attempt:${executionId}:${attemptNumber}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+/** A worker id as a workspace's key sees it: worker ids embed host and pid, so a stable digest. */
+export function opaqueWorkerId(id: string): string {
+  return `worker-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
+}
+
+export const toAttempt = (r: AttemptRow): Attempt => ({
+  id: attemptId(r.execution_id, r.attempt_number),
+  executionId: r.execution_id,
+  attemptNumber: r.attempt_number,
+  workerId: r.worker_id,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  outcome: r.outcome,
+  statusCode: r.status_code,
+  durationMs: r.duration_ms,
+  error: r.error,
+  responseExcerpt: r.response_excerpt,
+  target: r.target ?? null,
+});

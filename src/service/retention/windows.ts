@@ -1,0 +1,27 @@
+/**
+ * The installation's retention windows and their defaults: what the retention settings
+ * (./settings.ts) show and a workspace's own windows fall back to, and what the pruner
+ * (src/service/engine/maintenance/pruner.ts) keeps history to.
+ */
+
+/** The installation's windows (config: JOBGATE_RETENTION_*). 0 days keeps that history forever. */
+export interface RetentionDefaults {
+  /** SUCCEEDED and CANCELLED executions (with their attempts). Default 30. */
+  executionsDays: number;
+  /** FAILED executions. Default 90. */
+  failedExecutionsDays: number;
+  /** Audit log rows. Default 365. */
+  auditDays: number;
+  /** COMPLETED and FAILED runs, with their findings. Default 90. */
+  runsDays: number;
+  /** The newest executions of each job kept whatever their age. Default 100. */
+  keepPerJob: number;
+}
+
+export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
+  executionsDays: 30,
+  failedExecutionsDays: 90,
+  auditDays: 365,
+  runsDays: 90,
+  keepPerJob: 100,
+});

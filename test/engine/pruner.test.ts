@@ -1,0 +1,361 @@
+/**
+ * Retention on a real database: the pruner deletes finished history past its window, in bounded
+ * batches audited one row each, keeps what it must (young rows, FAILED ones longer, the newest N
+ * per job, anything live), and two pruners at once delete each row once.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDatabase, type Database } from '../../src/db/pool.js';
+import { pruneBatch, takeSlice } from '../../src/db/statements/pruning.js';
+import { createLogger } from '../../src/log.js';
+import { createPruner, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+
+let t: TestDb;
+let endpointId: string;
+let otherEndpointId: string;
+const logs: string[] = [];
+const log = createLogger('debug', (l) => logs.push(l));
+
+beforeAll(async () => {
+  t = await createTestDb();
+  fixtureEpoch = (await t.query<{ now: Date }>(`select now()`)).rows[0]!.now;
+  endpointId = (await t.service.registerEndpoint(t.actor, { name: 'ret.target', kind: 'HANDLER', handlerName: 'noop' })).id;
+  otherEndpointId = (await t.service.registerEndpoint(t.otherActor, { name: 'ret.target', kind: 'HANDLER', handlerName: 'noop' })).id;
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+beforeEach(async () => {
+  // Every slice due now, nobody holding one.
+  await t.query(`update retention_slices set next_due_at = now(), owner = null, lease_until = null`);
+});
+
+/** A job whose only own execution is a far-future DELAYED one (PENDING: live). */
+async function newJob(actor = t.actor, endpoint = endpointId): Promise<string> {
+  const { job } = await t.service.createJob(actor, { endpointId: endpoint, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
+  return job.id;
+}
+
+/**
+ * The fixture's clock: `history` places every row at `fixtureEpoch - ageDays + k ms`, where `k`
+ * counts every fixture row this file makes. Executions are unique on (job, scheduled_for), so
+ * no two fixture rows may share an instant: one epoch for the whole file (not each statement's
+ * `now()`, which moves between statements by an arbitrary amount) and a counter that never
+ * repeats make a collision impossible, whatever the ages, jobs or timing.
+ */
+let fixtureEpoch: Date;
+let fixtureRows = 0;
+
+/**
+ * `n` executions of a job, created `ageDays` ago (1 ms apart, each at an instant no other
+ * fixture row has), each with one attempt; finished (an hour after creation) unless live.
+ */
+async function history(jobId: string, n: number, status: string, ageDays: number): Promise<string[]> {
+  const live = status === 'PENDING' || status === 'RUNNING';
+  const { rows } = await t.query<{ id: string }>(
+    `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, finished_at, created_at, lease_owner, lease_expires_at)
+     select j.workspace_id, j.id, j.endpoint_id, c, $2, 1, 5, c, case when $4 then null else c + interval '1 hour' end, c,
+            case when $2 = 'RUNNING' then 'w' end, case when $2 = 'RUNNING' then now() + interval '1 hour' end
+     from jobs j, generate_series(1, $3::int) i,
+          lateral (select $6::timestamptz - make_interval(days => $5::int) + ($7::int + i) * interval '1 ms' as c) t
+     where j.id = $1
+     returning id`,
+    [jobId, status, n, live, ageDays, fixtureEpoch, fixtureRows],
+  );
+  fixtureRows += n;
+  await t.query(
+    `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome)
+     select e.workspace_id, e.id, 1, 1, 'w', e.created_at, e.finished_at, case when e.status in ('SUCCEEDED', 'FAILED', 'CANCELLED') then e.status end
+     from executions e where e.id = any($1::uuid[])`,
+    [rows.map((r) => r.id)],
+  );
+  return rows.map((r) => r.id);
+}
+
+async function remaining(ids: string[]): Promise<{ executions: number; attempts: number }> {
+  const { rows } = await t.query(
+    `select (select count(*) from executions where id = any($1::uuid[]))::int as executions,
+            (select count(*) from attempts where execution_id = any($1::uuid[]))::int as attempts`,
+    [ids],
+  );
+  return rows[0];
+}
+
+async function auditedSince(id: number, workspaceId = t.actor.workspaceId) {
+  const { rows } = await t.query(
+    `select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`,
+    [workspaceId, id],
+  );
+  return rows.map((r) => r.input as Record<string, number | string>);
+}
+
+async function lastAuditId(): Promise<number> {
+  return Number((await t.query(`select coalesce(max(id), 0) as id from audit_log`)).rows[0].id);
+}
+
+function pruner(options: Partial<PrunerOptions> = {}) {
+  const batches: PrunedBatch[] = [];
+  const p = createPruner({ pool: t.database.pool, log, pauseMs: 0, onPruned: (b) => batches.push(b), ...options });
+  return { p, batches };
+}
+
+const sum = (xs: Record<string, unknown>[], key: string) => xs.reduce((a, x) => a + (Number(x[key]) || 0), 0);
+
+describe('executions', () => {
+  it('prunes old finished executions with their attempts, keeps young ones, FAILED ones longer, and never a live one', async () => {
+    const job = await newJob();
+    const oldOk = await history(job, 40, 'SUCCEEDED', 40);
+    const oldCancelled = await history(job, 5, 'CANCELLED', 40);
+    const youngOk = await history(job, 10, 'SUCCEEDED', 5);
+    const failedInWindow = await history(job, 7, 'FAILED', 40);
+    const failedPast = await history(job, 6, 'FAILED', 100);
+    const liveOld = [...(await history(job, 3, 'PENDING', 200)), ...(await history(job, 2, 'RUNNING', 200))];
+    const since = await lastAuditId();
+    const { p, batches } = pruner({ batchSize: 8, defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+
+    expect(await remaining([...oldOk, ...oldCancelled])).toEqual({ executions: 0, attempts: 0 });
+    expect(await remaining(failedPast)).toEqual({ executions: 0, attempts: 0 });
+    expect(await remaining(youngOk)).toEqual({ executions: 10, attempts: 10 });
+    expect(await remaining(failedInWindow)).toEqual({ executions: 7, attempts: 7 });
+    expect(await remaining(liveOld)).toEqual({ executions: 5, attempts: 5 });
+
+    // One audit row per batch, each within the batch size, adding up to what went.
+    const audited = await auditedSince(since);
+    expect(audited.length).toBeGreaterThan(1);
+    for (const a of audited) {
+      expect(a.kind).toBe('EXECUTIONS');
+      expect(Number(a.executions)).toBeLessThanOrEqual(8);
+    }
+    expect(sum(audited, 'executions')).toBe(51);
+    expect(sum(audited, 'attempts')).toBe(51);
+    // The hook saw the same batches.
+    const ours = batches.filter((b) => b.workspaceId === t.actor.workspaceId);
+    expect(ours.length).toBe(audited.length);
+    expect(ours.reduce((a, b) => a + b.rows.executions, 0)).toBe(51);
+  });
+
+  it('keeps the newest N executions of each job whatever their age', async () => {
+    const a = await newJob();
+    const b = await newJob();
+    const aRows = await history(a, 20, 'SUCCEEDED', 60);
+    const bRows = await history(b, 2, 'SUCCEEDED', 60);
+    const { p } = pruner({ batchSize: 5, defaults: { keepPerJob: 4 } });
+    await p.runOnce();
+    // Job a keeps its 4 newest: its live far-future execution and the 3 newest old ones.
+    const kept = (await t.query(`select id from executions where job_id = $1 and status = 'SUCCEEDED'`, [a])).rows.map((r) => r.id);
+    expect(kept.sort()).toEqual(
+      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 3`, [aRows])).rows
+        .map((r) => r.id)
+        .sort(),
+    );
+    expect((await remaining(bRows)).executions).toBe(2);
+  });
+
+  it('keeps a FAILED execution that is re-driven to PENDING, and prunes it again only once it has aged', async () => {
+    const job = await newJob();
+    const [failed] = await history(job, 1, 'FAILED', 100);
+    await history(job, 3, 'SUCCEEDED', 1); // newer ones, so the newest-N rule does not keep it
+    await t.service.retryExecution(t.actor, failed!);
+    const { p } = pruner({ defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    expect((await t.query(`select status from executions where id = $1`, [failed])).rows[0]?.status).toBe('PENDING');
+  });
+});
+
+describe('audit log and runs', () => {
+  it('prunes audit rows past their window and keeps the rest', async () => {
+    // The workspace's oldest rows (by id, which grows with time) aged past the default 365 days.
+    const old = await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code)
+                               select $1, 'system', 'test.old', '{}', 'OK' from generate_series(1, 30) returning id`,
+      [t.actor.workspaceId],
+    );
+    const through = Math.max(...old.rows.map((r) => Number(r.id)));
+    await t.query(`update audit_log set created_at = now() - interval '400 days' where workspace_id = $1 and id <= $2`, [
+      t.actor.workspaceId,
+      through,
+    ]);
+    const aged = (
+      await t.query(`select count(*)::int as n from audit_log where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through])
+    ).rows[0].n as number;
+    const young = await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code)
+                                 select $1, 'system', 'test.young', '{}', 'OK' from generate_series(1, 3) returning id`,
+      [t.actor.workspaceId],
+    );
+    const theirs = await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code, created_at)
+                                  values ($1, 'system', 'test.theirs', '{}', 'OK', now() - interval '10 days') returning id`,
+      [t.otherActor.workspaceId],
+    );
+    const { p, batches } = pruner({ batchSize: 7 });
+    await p.runOnce();
+    expect(
+      (await t.query(`select count(*)::int as n from audit_log where workspace_id = $1 and id <= $2`, [t.actor.workspaceId, through]))
+        .rows[0].n,
+    ).toBe(0);
+    expect(
+      (
+        await t.query(`select count(*)::int as n from audit_log where id = any($1::bigint[])`, [
+          [...young.rows, ...theirs.rows].map((r) => r.id),
+        ])
+      ).rows[0].n,
+    ).toBe(4);
+    expect(
+      batches.filter((b) => b.kind === 'AUDIT' && b.workspaceId === t.actor.workspaceId).reduce((a, b) => a + b.rows.audit_log, 0),
+    ).toBe(aged);
+  });
+
+  it('prunes finished runs past their window with their findings, and never a live run or its findings', async () => {
+    const run = async (status: string, ageDays: number, findings: number) => {
+      const { rows } = await t.query(
+        `insert into runs (workspace_id, name, status, pause_kind, started_at, finished_at, created_at)
+         values ($1, 'scan.' || gen_random_uuid(), $2, case when $2 = 'PAUSED' then 'HANDLER' end, now() - make_interval(days => $3),
+                 case when $2 in ('COMPLETED', 'FAILED') then now() - make_interval(days => $3) end, now() - make_interval(days => $3))
+         returning id`,
+        [t.actor.workspaceId, status, ageDays],
+      );
+      const id = rows[0].id as string;
+      await t.query(
+        `insert into findings (workspace_id, run_id, kind, severity, resource_id) select $1, $2, 'k', 'INFO', 'r' || i from generate_series(1, $3::int) i`,
+        [t.actor.workspaceId, id, findings],
+      );
+      return id;
+    };
+    const oldDone = await run('COMPLETED', 120, 25);
+    const oldFailed = await run('FAILED', 120, 0);
+    const oldPaused = await run('PAUSED', 120, 4);
+    const youngDone = await run('COMPLETED', 10, 2);
+    const { p } = pruner({ batchSize: 10 });
+    await p.runOnce();
+    const left = async (id: string) =>
+      (
+        await t.query(
+          `select (select count(*) from runs where id = $1)::int as runs, (select count(*) from findings where run_id = $1)::int as findings`,
+          [id],
+        )
+      ).rows[0];
+    expect(await left(oldDone)).toEqual({ runs: 0, findings: 0 });
+    expect(await left(oldFailed)).toEqual({ runs: 0, findings: 0 });
+    expect(await left(oldPaused)).toEqual({ runs: 1, findings: 4 });
+    expect(await left(youngDone)).toEqual({ runs: 1, findings: 2 });
+  });
+});
+
+describe('workspaces', () => {
+  it("honours a workspace's own window and leaves other workspaces to theirs", async () => {
+    const ours = await newJob();
+    const theirs = await newJob(t.otherActor, otherEndpointId);
+    const oursRows = await history(ours, 5, 'SUCCEEDED', 10);
+    const theirRows = await history(theirs, 5, 'SUCCEEDED', 10);
+    const ourFailed = await history(ours, 2, 'FAILED', 10);
+    await t.service.setRetention(t.otherActor, { executionsDays: 7 });
+    await t.service.setRetention(t.actor, { failedExecutionsDays: 3 });
+    const { p } = pruner({ defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    expect((await remaining(theirRows)).executions).toBe(0);
+    expect((await remaining(oursRows)).executions).toBe(5); // 10 days < the default 30
+    expect((await remaining(ourFailed)).executions).toBe(0);
+    // Back to the defaults (null); 0 keeps forever.
+    await t.service.setRetention(t.otherActor, { executionsDays: 0 });
+    const kept = await history(theirs, 3, 'SUCCEEDED', 3000);
+    await t.query(`update retention_slices set next_due_at = now()`);
+    await p.runOnce();
+    expect((await remaining(kept)).executions).toBe(3);
+    await t.service.setRetention(t.otherActor, { executionsDays: null, failedExecutionsDays: null });
+    await t.service.setRetention(t.actor, { failedExecutionsDays: null });
+    await t.query(`delete from attempts where execution_id = any($1::uuid[])`, [kept]);
+    await t.query(`delete from executions where id = any($1::uuid[])`, [kept]);
+  });
+});
+
+describe('exactly once across workers', () => {
+  it('two pruners at once take each slice once, and their counts add up to what was deleted', async () => {
+    const jobs = [await newJob(), await newJob(), await newJob(t.otherActor, otherEndpointId), await newJob(t.otherActor, otherEndpointId)];
+    const doomed: string[] = [];
+    for (const job of jobs) doomed.push(...(await history(job, 60, 'SUCCEEDED', 50)));
+    await t.query(
+      `insert into audit_log (workspace_id, actor_kind, action, input, result_code)
+                   select w, 'system', 'test.old2', '{}', 'OK' from unnest($1::uuid[]) w, generate_series(1, 40)`,
+      [[t.actor.workspaceId, t.otherActor.workspaceId]],
+    );
+    const before = await lastAuditId();
+    await t.query(`update audit_log set created_at = now() - interval '400 days' where id <= $1`, [before]);
+    const agedAudit = (await t.query(`select count(*)::int as n from audit_log where id <= $1`, [before])).rows[0].n as number;
+    // Each pruner on its own pool, so their statements truly run side by side.
+    const pools: Database[] = [createDatabase({ connectionString: t.url, max: 3 }), createDatabase({ connectionString: t.url, max: 3 })];
+    try {
+      const a = pruner({ pool: pools[0]!.pool, id: 'pruner-a', batchSize: 9, defaults: { keepPerJob: 1 } });
+      const b = pruner({ pool: pools[1]!.pool, id: 'pruner-b', batchSize: 9, defaults: { keepPerJob: 1 } });
+      const [na, nb] = await Promise.all([a.p.runOnce(), b.p.runOnce()]);
+      expect(await remaining(doomed)).toEqual({ executions: 0, attempts: 0 });
+      const hooked = [...a.batches, ...b.batches];
+      const total = (key: keyof PrunedBatch['rows']) => hooked.reduce((s, x) => s + x.rows[key], 0);
+      expect(total('executions')).toBe(240);
+      expect(total('attempts')).toBe(240);
+      expect(total('audit_log')).toBe(agedAudit);
+      expect((await t.query(`select count(*)::int as n from audit_log where id <= $1`, [before])).rows[0].n).toBe(0);
+      expect(na + nb).toBe(hooked.reduce((s, x) => s + Object.values(x.rows).reduce((p, q) => p + q, 0), 0));
+      // Every batch was audited once, in the workspace it pruned.
+      const audited = [...(await auditedSince(before)), ...(await auditedSince(before, t.otherActor.workspaceId))];
+      expect(audited.length).toBe(hooked.length);
+      expect(sum(audited, 'executions')).toBe(240);
+      // No slice is left held, and none was pruned by both (a slice's batches all carry one holder).
+      expect((await t.query(`select count(*)::int as n from retention_slices where owner is not null`)).rows[0].n).toBe(0);
+      const holders = new Map<string, Set<string>>();
+      for (const [who, list] of [
+        ['a', a.batches],
+        ['b', b.batches],
+      ] as const) {
+        for (const x of list) holders.set(`${x.workspaceId}/${x.kind}`, (holders.get(`${x.workspaceId}/${x.kind}`) ?? new Set()).add(who));
+      }
+      for (const set of holders.values()) expect(set.size).toBe(1);
+    } finally {
+      await Promise.all(pools.map((p) => p.close()));
+    }
+  });
+
+  it('fences a holder out once another took its slice: its batch deletes nothing', async () => {
+    const job = await newJob();
+    const rows = await history(job, 5, 'SUCCEEDED', 50);
+    await t.query(
+      `update retention_slices set next_due_at = now() + interval '1 day' where not (workspace_id = $1 and kind = 'EXECUTIONS')`,
+      [t.actor.workspaceId],
+    );
+    const slice = (await takeSlice(t.database.pool, 'stalled', 60_000))!;
+    expect(slice).toMatchObject({ workspaceId: t.actor.workspaceId, kind: 'EXECUTIONS' });
+    // Nobody else can take it while its lease runs.
+    expect(await takeSlice(t.database.pool, 'other', 60_000)).toBeUndefined();
+    // Its lease runs out; another worker takes it (a new epoch).
+    await t.query(`update retention_slices set lease_until = now() - interval '1 s' where workspace_id = $1 and kind = 'EXECUTIONS'`, [
+      t.actor.workspaceId,
+    ]);
+    const taken = (await takeSlice(t.database.pool, 'other', 60_000))!;
+    expect(BigInt(taken.epoch)).toBe(BigInt(slice.epoch) + 1n);
+    const late = await pruneBatch(
+      t.database.pool,
+      { slice, owner: 'stalled', leaseMs: 60_000, batch: 100 },
+      { executions: { okMs: 1000, failedMs: 1000, keepPerJob: 1 } },
+    );
+    expect(late.held).toBe(false);
+    expect((await remaining(rows)).executions).toBe(5);
+  });
+});
+
+describe('the loop', () => {
+  it('runs in the background once started, and stops between batches', async () => {
+    const job = await newJob();
+    const rows = await history(job, 30, 'SUCCEEDED', 50);
+    const { p } = pruner({ batchSize: 4, pauseMs: 5, pollMs: 100, defaults: { keepPerJob: 1 } });
+    p.start();
+    try {
+      for (let i = 0; i < 400 && (await remaining(rows)).executions > 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(await remaining(rows)).toEqual({ executions: 0, attempts: 0 });
+    } finally {
+      await p.stop();
+    }
+    expect((await t.query(`select count(*)::int as n from retention_slices where owner is not null`)).rows[0].n).toBe(0);
+  });
+});
