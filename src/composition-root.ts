@@ -26,7 +26,7 @@ import { createWorker, type Worker, type WorkerOptions } from './service/engine/
 import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
 import { noopObserver, type Observer } from './service/kernel/observer.js';
 import { createDatabaseProbes, type DatabaseProbes, type ListenMode } from './service/ops/probes.js';
-import type { RetentionSettingsDefaults } from './service/retention/settings.js';
+import type { RetentionSettingsDefaults } from './service/retention/windows.js';
 import { type SecretBox } from './service/kernel/secrets.js';
 import { inOrder, settled } from './shutdown.js';
 import { createHub, type Hub } from './subscriptions/hub/hub.js';

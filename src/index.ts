@@ -14,7 +14,7 @@ import type { HandlerFn } from './service/engine/delivery/handler-registry.js';
 import { SecretBox } from './service/kernel/secrets.js';
 import type { AlertEmailOptions } from './service/engine/alerts/alert-handlers.js';
 import type { PrunerOptions } from './service/engine/maintenance/pruner.js';
-import type { RetentionSettingsDefaults } from './service/retention/settings.js';
+import type { RetentionSettingsDefaults } from './service/retention/windows.js';
 import type { IntervalHandler } from './service/engine/intervals/intervals.js';
 import type { RecoverableHandler, RunSchedule } from './service/engine/runs/recoverable.js';
 import type { RunDueResult } from './service/engine/serverless/run-due.js';

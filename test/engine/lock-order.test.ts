@@ -13,7 +13,7 @@ import { DEADLOCK_DETECTED } from '../../src/db/sqlstate.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { createAvailability } from '../../src/service/engine/runtime/availability.js';
 import { createOutcomeRecorder } from '../../src/service/engine/worker/outcome-recorder.js';
-import type { InFlight } from '../../src/service/engine/worker/worker.js';
+import type { InFlight } from '../../src/service/engine/worker/state.js';
 import type { ClaimedExecution } from '../../src/db/statements/claim.js';
 import { noopObserver } from '../../src/service/kernel/observer.js';
 import { createTestDb, type TestDb } from '../support/db.js';

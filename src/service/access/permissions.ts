@@ -8,12 +8,11 @@
 import { findEndpointById } from '../../db/repositories/endpoints.js';
 import { findExecutionById } from '../../db/repositories/executions.js';
 import { findJobById } from '../../db/repositories/jobs.js';
-import type { EndpointRow, ExecutionRow, JobRow } from '../../db/types.js';
+import type { EndpointRow, ExecutionRow, JobRow, RunRecord } from '../../db/types.js';
 import { isSystem, type Actor, type Role } from '../kernel/actor.js';
 import { hasRole, ownershipRefusal } from '../kernel/authorisation.js';
 import type { ServiceContext } from '../kernel/context.js';
 import { ForbiddenError, NotFoundError, RetiredError, type DomainError } from '../kernel/errors.js';
-import type { RunRow } from '../runs/runs.js';
 
 /** The least role of every action on jobs, executions and runs (triggering, pausing, re-driving, cancelling...). */
 export const CHANGE_ROLE: Role = 'OPERATOR';
@@ -55,7 +54,7 @@ export function executionRetryRefusal(actor: Actor, job: JobFacts, endpoint: End
 }
 
 /** Cancelling a run: OPERATOR keys only runs their key triggered. */
-export function runCancelRefusal(actor: Actor, run: Pick<RunRow, 'id' | 'created_by_key_id'>): DomainError | undefined {
+export function runCancelRefusal(actor: Actor, run: Pick<RunRecord, 'id' | 'created_by_key_id'>): DomainError | undefined {
   return ownershipRefusal(actor, run.created_by_key_id, `run ${run.id}`);
 }
 
@@ -76,7 +75,7 @@ export interface RunPermissions {
 }
 
 /** Which actions on the run the actor may take (cancelRun, triggerRun to resume it), by the rules they enforce. */
-export function runPermissions(actor: Actor, run: Pick<RunRow, 'id' | 'created_by_key_id'>): RunPermissions {
+export function runPermissions(actor: Actor, run: Pick<RunRecord, 'id' | 'created_by_key_id'>): RunPermissions {
   const role = hasRole(actor, CHANGE_ROLE);
   return { cancel: role && !runCancelRefusal(actor, run), resume: role };
 }

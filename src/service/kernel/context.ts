@@ -9,7 +9,7 @@ import type { DB } from '../../db/types.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 import { createOutboundPolicy, type OutboundPolicy } from '../endpoints/outbound-policy.js';
-import type { RetentionSettingsDefaults } from '../retention/settings.js';
+import type { RetentionSettingsDefaults } from '../retention/windows.js';
 import { noopObserver, type Observer } from './observer.js';
 
 /** What every service area is built with. */

@@ -9,7 +9,7 @@ import * as retentionRepo from '../../db/repositories/retention.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
-import { DEFAULT_RETENTION, type RetentionDefaults } from './windows.js';
+import { DEFAULT_RETENTION, type RetentionSettingsDefaults } from './windows.js';
 
 /** The windows a workspace's history is kept for. Days of 0 keep that history forever. */
 export interface RetentionWindows {
@@ -30,9 +30,6 @@ export interface WorkspaceRetention extends RetentionWindows {
   /** What the workspace set itself; null where it follows the installation's default. */
   overrides: { [K in keyof RetentionWindows]: number | null };
 }
-
-/** The installation's defaults, as configured. */
-export type RetentionSettingsDefaults = RetentionDefaults & { eventsHours: number };
 
 const days = z.number().int().min(0).max(36_500).nullable().optional();
 const setRetentionSchema = z.strictObject({

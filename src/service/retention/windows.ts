@@ -18,6 +18,13 @@ export interface RetentionDefaults {
   keepPerJob: number;
 }
 
+/**
+ * The installation's defaults as the settings see them: the windows, and how long live events are
+ * kept. Here, not beside the settings, so the service's context can name it without importing the
+ * settings (which are built on the context).
+ */
+export type RetentionSettingsDefaults = RetentionDefaults & { eventsHours: number };
+
 export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
   executionsDays: 30,
   failedExecutionsDays: 90,

@@ -16,7 +16,7 @@ import type { SecretBox } from '../../kernel/secrets.js';
 import { drainDue, type DrainResult } from './claim-and-run.js';
 import type { HandlerRegistry } from '../delivery/handler-registry.js';
 import type { CronJobScheduler } from '../cron/scheduler.js';
-import { DEFAULT_LEASE_MS } from '../worker/worker.js';
+import { DEFAULT_LEASE_MS } from '../worker/state.js';
 
 export interface RunDueResult {
   /** Executions whose expired lease was reconciled, by the status they were left in. */

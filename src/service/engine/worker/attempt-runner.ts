@@ -11,7 +11,7 @@ import type { Observer } from '../../kernel/observer.js';
 import type { AbortReason, AttemptResult, Delivery } from '../delivery/deliver.js';
 import { idsOf } from './lease-keeper.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
-import type { InFlight } from './worker.js';
+import type { InFlight } from './state.js';
 
 export interface AttemptRunnerDeps {
   id: string;

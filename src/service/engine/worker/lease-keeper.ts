@@ -16,7 +16,7 @@ import type { Observer } from '../../kernel/observer.js';
 import type { Availability } from '../runtime/availability.js';
 import { reportConflictRetry, retryConflicts } from './conflict-retry.js';
 import type { AbortReason } from '../delivery/deliver.js';
-import type { InFlight } from './worker.js';
+import type { InFlight } from './state.js';
 
 export interface LeaseKeeperDeps {
   id: string;

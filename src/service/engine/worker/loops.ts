@@ -15,7 +15,7 @@ import type { ClaimLoop } from './claim-loop.js';
 import type { AbortReason } from '../delivery/deliver.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import { wakeIntervals } from '../intervals/wake.js';
-import type { InFlight } from './worker.js';
+import type { InFlight } from './state.js';
 
 export interface WorkerLoopsDeps {
   id: string;

@@ -12,7 +12,7 @@ import type { Observer, RecordedStatus } from '../../kernel/observer.js';
 import type { Availability } from '../runtime/availability.js';
 import { reportConflictRetry, retryConflicts } from './conflict-retry.js';
 import { idsOf } from './lease-keeper.js';
-import type { InFlight } from './worker.js';
+import type { InFlight } from './state.js';
 
 export interface OutcomeRecorderDeps {
   id: string;

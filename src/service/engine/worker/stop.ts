@@ -10,7 +10,7 @@ import type { Logger } from '../../../log.js';
 import type { AbortReason, Delivery } from '../delivery/deliver.js';
 import type { ClaimLoop } from './claim-loop.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
-import type { InFlight } from './worker.js';
+import type { InFlight } from './state.js';
 
 export interface WorkerStopDeps {
   id: string;

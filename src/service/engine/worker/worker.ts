@@ -34,7 +34,6 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { ListenMode } from '../../../db/listener.js';
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
-import type { Completion } from '../../../db/statements/complete.js';
 import type { Logger } from '../../../log.js';
 import { createAttemptRunner } from './attempt-runner.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
@@ -45,6 +44,7 @@ import type { HandlerRegistry } from '../delivery/handler-registry.js';
 import { createLeaseKeeper } from './lease-keeper.js';
 import { createOutcomeRecorder } from './outcome-recorder.js';
 import { createWorkerLoops } from './loops.js';
+import { createWorkerState, DEFAULT_LEASE_MS } from './state.js';
 import { drainWorker } from './stop.js';
 import { noopObserver, type Observer } from '../../kernel/observer.js';
 
@@ -76,17 +76,6 @@ export interface WorkerOptions {
   observer?: Observer | undefined;
 }
 
-export interface InFlight {
-  ex: ClaimedExecution;
-  controller: AbortController;
-  started: number;
-  /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
-  finished: boolean;
-  /** Being handed back at shutdown: its outcome waits in `held` for the release's answer. */
-  released?: boolean;
-  held?: Completion;
-}
-
 export interface Worker {
   id: string;
   start(): Promise<void>;
@@ -99,9 +88,6 @@ export interface Worker {
   /** The LISTEN connection's mode (undefined when not started), for readiness. */
   listenMode(): ListenMode | undefined;
 }
-
-/** A worker's lease unless configured. */
-export const DEFAULT_LEASE_MS = 30_000;
 
 /** The options with their defaults filled in. */
 function settingsOf(options: WorkerOptions) {
@@ -135,13 +121,10 @@ export function createWorker(options: WorkerOptions): Worker {
     secrets: options.secrets,
     fence: { pool, workerId: id, leaseMs },
   });
-  const state = { running: false };
-  // Leases held: attempts running, and attempts ended whose outcome is not recorded yet.
-  const inFlight = new Map<string, InFlight>();
-  // Waiting for the worker to hold nothing (stop's grace period).
-  const idle: (() => void)[] = [];
+  const state = createWorkerState();
+  const { inFlight, idleWaiters } = state;
   const notifyIdle = () => {
-    if (inFlight.size === 0 && !outcomes.busy()) idle.splice(0).forEach((f) => f());
+    if (inFlight.size === 0 && !outcomes.busy()) idleWaiters.splice(0).forEach((f) => f());
   };
   const deps = { id, pool, log, observer, availability, inFlight, running: () => state.running };
   const leases = createLeaseKeeper({ ...deps, leaseMs, heartbeatMs, fenceAfterMs: settings.fenceAfterMs });
@@ -206,7 +189,7 @@ export function createWorker(options: WorkerOptions): Worker {
       // grace period or are handed back, rather than run on after stop() with no heartbeat.
       await claims.settled();
       await drainWorker(
-        { ...deps, claims, outcomes, delivery, heartbeatMs, beat: leases.beat, idle: () => new Promise<void>((r) => idle.push(r)) },
+        { ...deps, claims, outcomes, delivery, heartbeatMs, beat: leases.beat, idle: () => new Promise<void>((r) => idleWaiters.push(r)) },
         graceMs,
       );
       log.info(`worker ${id}: stopped`);
