@@ -1,0 +1,21 @@
+/**
+ * What test/support starts for a test file and the file must close (test databases, workers,
+ * gateways): each registers here while it runs, so the check after the file
+ * (./leak-check.ts) names what was left running. No imports: a unit test file loads it too.
+ */
+const open = new Map<object, string>();
+
+/** Notes `thing` as running; `what` names it in the failure if it is never closed. */
+export function track(thing: object, what: string): void {
+  open.set(thing, what);
+}
+
+/** `thing` was closed. */
+export function untrack(thing: object): void {
+  open.delete(thing);
+}
+
+/** What is still running, by name. */
+export function stillOpen(): string[] {
+  return [...open.values()];
+}
