@@ -12,7 +12,7 @@
  * in reverse order of registration), so the file's cleanup has run.
  */
 import { afterAll, beforeAll } from 'vitest';
-import { stillOpen } from './tracked.js';
+import { takeStillOpen } from './tracked.js';
 
 /** Requests in flight, not things left running: they end by themselves. */
 const TRANSIENT = new Set([
@@ -44,7 +44,7 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
-  const notClosed = stillOpen();
+  const notClosed = takeStillOpen();
   if (notClosed.length > 0) throw new Error(`the file left running what test/support made for it: ${notClosed.join(', ')}`);
   let extra = grown(baseline);
   for (const until = Date.now() + GRACE_MS; extra.length > 0 && Date.now() < until; extra = grown(baseline)) {
