@@ -6,7 +6,7 @@
  * that runs did so because its worker handed it back, not because a reconciler found its lease
  * expired (which would also have counted the attempt).
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions, handBackLostClaims } from '../../src/db/queries/claim.js';
 import { reconcileExpiredLeases } from '../../src/db/queries/lease.js';
 import { createDatabase, type Database } from '../../src/db/pool.js';
@@ -27,11 +27,8 @@ let proxied: Database;
 /** Executions whose handler ran, once per run. */
 const ran: string[] = [];
 
-beforeAll(async () => {
-  t = await createTestDb({}, { resettable: true });
-});
 beforeEach(async () => {
-  await t.reset();
+  t = await createTestDb();
   h = engineHarness(t);
   proxy = await startPgProxy(t.url);
   proxied = createDatabase({ connectionString: proxy.url, max: 4, connectionTimeoutMs: 2000 });
@@ -45,8 +42,8 @@ afterEach(async () => {
   await h.stopAll();
   await proxied.close();
   await proxy.close();
+  await t.close();
 });
-afterAll(() => t?.close());
 
 /** A worker whose statements go through the proxy (its LISTEN connection too). */
 const proxiedWorker = (workerId: string) =>
