@@ -14,7 +14,7 @@ import { isAlive, postmasterPid, processesMentioning } from './support/embedded-
 import { eventually } from './support/eventually.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-// initdb, migrations and tsx on a busy machine.
+// initdb and migrations on a busy machine.
 const START_TIMEOUT = 60_000;
 
 interface Exit {
@@ -43,7 +43,7 @@ function jobgate(dataDir: string, args: string[]) {
     JOBGATE_LOG_FORMAT: 'pretty',
   };
   for (const name of ['TEST_DATABASE_URL', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

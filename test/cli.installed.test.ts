@@ -1,6 +1,6 @@
 /**
- * The CLI as it is installed: `npm pack` (whose `prepack` compiles `dist/`), the tarball
- * unpacked in a folder of its own, and its `bin/jobgate.mjs` run with plain Node, no tsx.
+ * The CLI as it is installed: `npm pack` of the checkout's build, the tarball unpacked in a
+ * folder of its own, and its `bin/jobgate.mjs` run with plain Node, no tsx.
  * What this proves: the compiled build runs, and it finds its migrations and its SDL relative to
  * the package root, not to `src/`.
  */
@@ -24,10 +24,11 @@ const children = new Set<ChildProcess>();
 beforeAll(async () => {
   t = await createTestDb();
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-installed-'));
-  // The lifecycle scripts (prepack, prepare) print to the same stdout as `npm pack --json`, in
-  // whatever form their tools choose off a terminal, so the tarball is found in the folder
-  // rather than parsed out of that mix.
-  await run('npm', ['pack', '--pack-destination', tmp], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
+  // The process group's setup has just made `dist/` fresh (test/support/global-build.ts), so the
+  // pack runs no lifecycle script: its `prepack` would compile the same build again and its
+  // `prepare` rebuild the console (half a minute together on a loaded machine). That `prepack`
+  // builds is checked below.
+  await run('npm', ['pack', '--ignore-scripts', '--pack-destination', tmp], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
   const tarballs = fs.readdirSync(tmp).filter((f) => f.endsWith('.tgz'));
   expect(tarballs).toHaveLength(1);
   const filename = tarballs[0]!;
@@ -61,6 +62,12 @@ describe('the installed jobgate command', () => {
     expect(shipped).toEqual(fs.readdirSync(path.join(ROOT, 'migrations')).filter((f) => f.endsWith('.sql')));
     const manifest = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     expect(Object.keys(manifest.dependencies)).not.toContain('tsx');
+  });
+
+  it('compiles dist/ whenever it is packed or published (prepack)', () => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(manifest.scripts.prepack).toBe('npm run build');
+    expect(manifest.scripts.build).toBe('tsc -p tsconfig.build.json');
   });
 
   it('--help and schema run from dist with plain node', async () => {

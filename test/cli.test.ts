@@ -14,7 +14,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const cli = (args: string[], env: Record<string, string> = {}) =>
-  run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  run(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, JOBGATE_LOG_LEVEL: 'error' },
   });

@@ -28,7 +28,7 @@ beforeAll(async () => {
   t = await createTestDb();
   target = await startHttpTarget();
   ({ key } = await t.service.bootstrapKey('default', 'ADMIN', 'logs test'));
-  child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start'], {
+  child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), 'start'], {
     cwd: ROOT,
     env: {
       ...process.env,

@@ -98,6 +98,8 @@ describe('connections', () => {
       );
       proxy.resetAll();
       expect(await migrating).toMatch(/^failed: /);
+      // A negative: no error of the reset sockets escapes afterwards. One would surface within a
+      // turn or two of I/O after the reset; 100 ms is many of those, and as short as that allows.
       await new Promise((r) => setTimeout(r, 100));
       expect(uncaught.seen).toEqual([]);
     } finally {

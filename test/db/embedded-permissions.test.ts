@@ -17,7 +17,7 @@ const asRoot = process.getuid?.() === 0;
 const TEST_USER = 'jobgate-tester';
 
 /**
- * A start's budget: tsx, initdb and the migrations, seconds on an idle machine and most of a
+ * A start's budget: initdb and the migrations, seconds on an idle machine and most of a
  * minute on a loaded 2-core one. Each test's timeout covers its starts.
  */
 const START_MS = 90_000;
@@ -39,9 +39,8 @@ function isAlive(pid: number): boolean {
 }
 
 afterEach(async () => {
-  // tsx runs jobgate in a child process of its own: a SIGKILL to tsx alone would orphan it (and
-  // its stderr, so 'close' never came). Each start leads a process group; kill every group, also
-  // of starts whose tsx has exited (jobgate was seen still running after its tsx exited 0).
+  // Each start leads a process group: kill every group, so nothing a start left behind (a
+  // process of its own, or one whose parent already exited) outlives its test.
   for (const pgid of groups) {
     try {
       process.kill(-pgid, 'SIGKILL');
@@ -105,7 +104,8 @@ function makeClone(mode: number, name: string, owner?: OsUser): string {
   fs.chmodSync(parent, mode);
   const clone = path.join(parent, name);
   fs.mkdirSync(clone);
-  for (const entry of ['package.json', 'tsconfig.json', 'src', 'migrations', 'bin']) {
+  // The build too: `npm install` in a clone makes it (`prepare`), and `npm start` runs it.
+  for (const entry of ['package.json', 'tsconfig.json', 'src', 'migrations', 'bin', 'dist']) {
     fs.cpSync(path.join(ROOT, entry), path.join(clone, entry), { recursive: true });
   }
   try {
@@ -139,7 +139,8 @@ async function startIn(clone: string, user?: OsUser): Promise<Started> {
   for (const name of ['DATABASE_URL', 'TEST_DATABASE_URL', 'JOBGATE_DATA_DIR', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) {
     delete env[name];
   }
-  const child = spawn(path.join(clone, 'node_modules', '.bin', 'tsx'), ['src/cli/main.ts', 'start'], {
+  // What `npm start` runs once the build is fresh (the process test group builds it first).
+  const child = spawn(process.execPath, [path.join(clone, 'bin', 'jobgate.mjs'), 'start'], {
     cwd: clone,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],

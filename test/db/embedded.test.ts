@@ -15,7 +15,7 @@ import { eventually } from '../support/eventually.js';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const READY = /gateway: GraphQL and GraphiQL at (http:\/\/\S+)/;
 /**
- * A start's budget: tsx, initdb and the migrations take seconds on an idle machine and most of a
+ * A start's budget: initdb and the migrations take seconds on an idle machine and most of a
  * minute on a loaded 2-core one (the suite runs beside itself in CI). Each test's timeout covers
  * its starts: a slow start is waited for, a start that never serves still fails.
  */
@@ -101,7 +101,7 @@ function startJobgate(dataDir: string, args: string[] = ['start']): Jobgate {
     JOBGATE_LOG_FORMAT: 'pretty',
   };
   for (const name of ['TEST_DATABASE_URL', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -207,7 +207,7 @@ afterEach(async () => {
   }
 });
 
-// Each test starts jobgate (tsx, initdb, migrations) once or twice: a few seconds per start.
+// Each test starts jobgate (initdb, migrations) once or twice: a few seconds per start.
 describe('jobgate start on the embedded Postgres', { timeout: 2 * START_TIMEOUT + 30_000 }, () => {
   it('initialises a cluster on first start, serves GraphQL, and on SIGTERM exits 0 leaving no postgres and no lock file', async () => {
     const dataDir = makeDataDir();

@@ -23,8 +23,9 @@ describe('pool', () => {
       const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
       await client.query('begin');
       // No query in flight: the server's notice of termination arrives on an idle socket.
+      const ended = new Promise((r) => client.once('end', r));
       await adminQuery('select pg_terminate_backend($1)', [rows[0]!.pid]);
-      await new Promise((r) => setTimeout(r, 300));
+      await ended;
       await expect(client.query('select 1')).rejects.toThrow();
       client.release();
       expect(uncaught).toEqual([]);

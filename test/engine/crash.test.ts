@@ -5,17 +5,18 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually } from '../support/engine.js';
+import { childProgram } from '../support/children.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 let t: TestDb;
 const children = new Set<ChildProcess>();
 
 function startWorker(id: string, env: Record<string, string> = {}): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/worker-process.ts'], {
+  const child = spawn(process.execPath, [childProgram('worker-process')], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: t.url, WORKER_ID: id, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -42,8 +43,11 @@ async function createWork(n: number, ms: number) {
 const allSucceeded = async (n: number) =>
   (await t.query(`select count(*)::int as n from executions where status = 'SUCCEEDED'`)).rows[0].n === n;
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   // The worker processes run the scheduler too; keep the reapers out of these counts.
   await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
   await t.query(`create table side_effects (
@@ -62,8 +66,8 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const c of children) c.kill('SIGKILL');
   await eventually(async () => children.size === 0, 10_000).catch(() => {});
-  await t.close();
 });
+afterAll(() => t?.close());
 
 describe('worker processes', { timeout: 60_000 }, () => {
   it('SIGKILL with executions in flight: a second worker finishes all of them, and the killed attempts count', async () => {

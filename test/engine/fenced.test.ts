@@ -10,6 +10,7 @@ import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
 import { LeaseLostError } from '../../src/index.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
+import { childProgram } from '../support/children.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 let t: TestDb;
@@ -42,7 +43,7 @@ afterAll(async () => {
 });
 
 function startWorker(id: string, env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/fenced-worker-process.ts'], {
+  const child = spawn(process.execPath, [childProgram('fenced-worker-process')], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: t.url, WORKER_ID: id, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -62,7 +63,7 @@ describe.each([
   ['recording the success in the same commit', '1'],
   ['leaving the outcome to the worker', '0'],
 ])('a worker stopped past its lease inside ctx.transaction (%s)', (_what, complete) => {
-  // Two worker processes start (node with tsx: seconds each, more on a loaded machine), then up
+  // Two worker processes start (a second or more each on a loaded machine), then up
   // to 70 s of waits: the budget is theirs, so a slow start cannot time the test out half-way.
   it(
     'cannot commit its domain write after SIGCONT: LEASE_LOST, and only the worker that took over wrote',

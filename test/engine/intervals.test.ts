@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/runtime/host.js';
@@ -15,14 +15,18 @@ import { codeOf, createTestDb, holdNext, hookedPool, type TestDb } from '../supp
 import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
+import { childProgram } from '../support/children.js';
 
 let t: TestDb;
 let hosts: EngineHost[];
 const children = new Set<ChildProcess>();
 const HOUR = 3_600_000;
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   hosts = [];
   await t.query(
     `create table interval_ticks (id serial, name text, worker text, pid int, started_at timestamptz default clock_timestamp(), finished_at timestamptz)`,
@@ -32,8 +36,8 @@ afterEach(async () => {
   for (const c of children) c.kill('SIGKILL');
   children.clear();
   await Promise.all(hosts.map((h) => h.stop({ graceMs: 1000 })));
-  await t.close();
 });
+afterAll(() => t?.close());
 
 /** A worker (its engine host) in this process with these interval handlers. */
 async function worker(...handlers: IntervalHandler[]): Promise<EngineHost> {
@@ -237,7 +241,7 @@ describe('interval handlers', () => {
   });
 
   it('records a tick whose worker was SIGKILLed as CRASHED (found by another worker), then ticks again on a live worker', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/interval-process.ts'], {
+    const child = spawn(process.execPath, [childProgram('interval-process')], {
       cwd: path.resolve(import.meta.dirname, '../..'),
       env: { ...process.env, DATABASE_URL: t.url, STALE_MS: '1000' },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -341,8 +345,9 @@ describe('interval handlers', () => {
     take.arm();
     await t.query(`update interval_handlers set next_due_at = now() where name = 'late-take'`);
     await eventually(async () => take.holding(), 5000, 'a take in flight');
+    // stop() marks the host stopping before its first await: the take lands after that (before
+    // or after the intervals' own stop is called, it is handed back the same way).
     const stopped = host.stop({ graceMs: 1000 });
-    await new Promise((r) => setTimeout(r, 100));
     take.release();
     await stopped;
     await quietPeriod(QUIET.afterStop); // time for a take stop() did not wait for to land

@@ -2,7 +2,7 @@
  * Interval handlers, beyond their cadence: on-demand handlers (run only when triggered), ticks
  * skipped while a tick ran, and triggerHandler waiting for the outcome of the tick it made due.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
@@ -19,16 +19,19 @@ let t: TestDb;
 let hosts: EngineHost[];
 let extra: Database[];
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   hosts = [];
   extra = [];
 });
 afterEach(async () => {
   await Promise.all(hosts.map((h) => h.stop({ graceMs: 1000 })));
   await Promise.all(extra.map((d) => d.close()));
-  await t.close();
 });
+afterAll(() => t?.close());
 
 async function worker(...handlers: IntervalHandler[]): Promise<EngineHost> {
   const intervals = new IntervalRegistry();

@@ -2,7 +2,7 @@
  * Leases, fencing, reconciliation, cancellation, graceful shutdown and concurrency limits, with
  * real workers in this process sharing one database.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/statements/claim.js';
 import { completeExecutions, type Completion } from '../../src/db/statements/complete.js';
 import { reconcileExpiredLeases } from '../../src/db/statements/lease.js';
@@ -23,8 +23,11 @@ function resetGate() {
   gate = new Promise((r) => (release = r));
 }
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   h = engineHarness(t);
   resetGate();
   started.length = 0;
@@ -56,8 +59,8 @@ beforeEach(async () => {
 afterEach(async () => {
   release();
   await h.stopAll();
-  await t.close();
 });
+afterAll(() => t?.close());
 
 describe('leases', () => {
   it('fences a worker whose lease expired: its late outcome is not recorded, and the execution completes once', async () => {
@@ -434,7 +437,9 @@ describe('graceful shutdown', () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
     await eventually(async () => started.length === 1);
     const stopping = w.stop({ graceMs: 5000 });
-    setTimeout(() => release(), 200);
+    // Released once the worker says it waits for it (its grace period has begun).
+    await eventually(async () => h.logs.some((l) => l.includes('waiting up to 5000 ms for 1 attempt(s)')), 5000, 'the stop to wait');
+    release();
     await stopping;
     expect((await settled(t, job.id)).status).toBe('SUCCEEDED');
   });
@@ -489,8 +494,13 @@ describe('graceful shutdown and a claim in flight', () => {
       holder.release();
       throw error;
     }
-    const stopping = w.stop({ graceMs: 100 });
-    await new Promise((r) => setTimeout(r, 300));
+    let returned = false;
+    const stopping = w.stop({ graceMs: 100 }).then(() => void (returned = true));
+    // The negative this test rests on: stop() waits for the claim in flight. One that did not
+    // would return within a few ms (nothing held, a 100 ms grace), and the claim would then
+    // commit leases on a stopped worker.
+    await quietPeriod(QUIET.stopReturn);
+    expect(returned).toBe(false);
     await holder.query('commit');
     holder.release();
     await stopping;

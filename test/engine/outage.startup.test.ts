@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
+import { childProgram, JOBGATE_BIN } from '../support/children.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 let t: TestDb;
@@ -25,7 +26,7 @@ interface Proc {
 }
 
 function spawnProc(name: string, args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: t.url, JOBGATE_LOG_LEVEL: 'info', JOBGATE_OUTBOUND_ALLOW: '127.0.0.0/8', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,9 +62,9 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     const since = (await adminQuery<{ at: string }>(`select now()::text as at`)).rows[0]!.at;
     // Concurrency 1 each: the three requests below meet only if all three processes claim one.
     const procs = [
-      spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], { JOBGATE_WORKER_CONCURRENCY: '1' }),
-      spawnProc('jobgate start', ['src/cli/main.ts', 'start'], { JOBGATE_WORKER_CONCURRENCY: '1' }),
-      spawnProc('library worker', ['test/support/library-worker-process.ts'], { CONCURRENCY: '1' }),
+      spawnProc('jobgate worker', [JOBGATE_BIN, 'worker'], { JOBGATE_WORKER_CONCURRENCY: '1' }),
+      spawnProc('jobgate start', [JOBGATE_BIN, 'start'], { JOBGATE_WORKER_CONCURRENCY: '1' }),
+      spawnProc('library worker', [childProgram('library-worker-process')], { CONCURRENCY: '1' }),
     ];
     const alive = async <T>(fn: () => Promise<T | undefined | null | false>, what: string) =>
       eventually(
@@ -126,7 +127,7 @@ describe('a worker started while its database cannot be reached', { timeout: 120
   it('stops with code 0 when told (SIGTERM) while it waits', async () => {
     await adminQuery(`alter database ${t.name} allow_connections false`);
     try {
-      const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], {});
+      const p = spawnProc('jobgate worker', [JOBGATE_BIN, 'worker'], {});
       await eventually(
         async () => {
           expectAlive(p);
@@ -159,7 +160,7 @@ describe('a worker started while its database cannot be reached', { timeout: 120
   ])('exits non-zero at once, with one line saying what to fix, on %s', async (_what, change, message) => {
     const url = new URL(t.url);
     change(url);
-    const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], { DATABASE_URL: url.toString() });
+    const p = spawnProc('jobgate worker', [JOBGATE_BIN, 'worker'], { DATABASE_URL: url.toString() });
     expect(await p.exited).toBe(1);
     const last = p.output().trim().split('\n').pop()!;
     expect(last).toMatch(message);
@@ -170,7 +171,7 @@ describe('a worker started while its database cannot be reached', { timeout: 120
     const { rows } = await t.query(`select version, checksum from jobgate_migrations order by version limit 1`);
     await t.query(`update jobgate_migrations set checksum = 'tampered' where version = $1`, [rows[0].version]);
     try {
-      const p = spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], {});
+      const p = spawnProc('jobgate worker', [JOBGATE_BIN, 'worker'], {});
       expect(await p.exited).toBe(1);
       expect(p.output().trim().split('\n').pop()).toMatch(
         /^jobgate: migration 0+1_\S+ was changed after it was applied .*put the change in a new migration file$/,
@@ -184,7 +185,7 @@ describe('a worker started while its database cannot be reached', { timeout: 120
   it('a library worker on a database that does not exist rejects at createJobgate, non-zero, saying so', async () => {
     const url = new URL(t.url);
     url.pathname = '/jobgate_no_such_database';
-    const p = spawnProc('library worker', ['test/support/library-worker-process.ts'], { DATABASE_URL: url.toString() });
+    const p = spawnProc('library worker', [childProgram('library-worker-process')], { DATABASE_URL: url.toString() });
     expect(await p.exited).not.toBe(0);
     expect(p.output()).toMatch(/DatabaseFaultError: the database does not exist/);
     expect(p.output()).not.toMatch(/waiting for it/);

@@ -27,6 +27,7 @@ import { createWorker } from '../../src/service/engine/worker/worker.js';
 import { createJobService } from '../../src/service/index.js';
 import { eventually } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
+import { childProgram, JOBGATE_BIN } from '../support/children.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const LEASE_MS = 3000;
@@ -92,7 +93,7 @@ async function q<T extends pg.QueryResultRow = any>(text: string, values: unknow
 }
 
 function spawnProc(name: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -274,10 +275,10 @@ beforeAll(async () => {
   await endpoint('outage.wake', 'HANDLER', 'wake');
   const lease = { JOBGATE_LEASE_MS: String(LEASE_MS), JOBGATE_HEARTBEAT_MS: '1000', JOBGATE_WORKER_CONCURRENCY: String(CONCURRENCY) };
   await Promise.all([
-    spawnProc('jobgate worker', ['src/cli/main.ts', 'worker'], lease, /worker \S+: started/),
+    spawnProc('jobgate worker', [JOBGATE_BIN, 'worker'], lease, /worker \S+: started/),
     spawnProc(
       'library worker',
-      ['test/support/library-worker-process.ts'],
+      [childProgram('library-worker-process')],
       { LEASE_MS: String(LEASE_MS), HEARTBEAT_MS: '1000', CONCURRENCY: String(CONCURRENCY) },
       /^ready$/m,
     ),

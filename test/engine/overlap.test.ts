@@ -2,7 +2,7 @@
  * Overlap policies with a real worker and a slow handler: QUEUE runs occurrences one after
  * another in order, ALLOW runs them side by side, SKIP records a skip while one runs.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
@@ -12,13 +12,19 @@ import { engineHarness, eventually, type EngineHarness } from '../support/engine
 let t: TestDb;
 let h: EngineHarness;
 const runs: { job: string; scheduledFor: string; start: number; end: number }[] = [];
+let started = 0;
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
   h = engineHarness(t);
   runs.length = 0;
+  started = 0;
   h.handle('slow', async (_input, ctx) => {
+    started++;
     const start = performance.now();
     const { rows } = await t.query('select scheduled_for from executions where id = $1', [ctx.executionId]);
     await new Promise((r) => setTimeout(r, 250));
@@ -29,8 +35,8 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   await h.stopAll();
-  await t.close();
 });
+afterAll(() => t?.close());
 
 /** Occurrences in the recent past (so a worker runs them at once), fired one minute at a time. */
 async function fire(overlapPolicy: 'QUEUE' | 'ALLOW' | 'SKIP', minutes: number) {
@@ -48,7 +54,8 @@ async function fire(overlapPolicy: 'QUEUE' | 'ALLOW' | 'SKIP', minutes: number) 
   for (let i = 0; i < minutes; i++) {
     now += 60_000;
     results.push(await scheduler.tick());
-    await new Promise((r) => setTimeout(r, 30)); // let the worker start the first one
+    // The later occurrences come due while the first one runs.
+    if (i === 0) await eventually(async () => started > 0, 10_000, 'the worker to start the first occurrence');
   }
   return { jobId: job.id, results };
 }

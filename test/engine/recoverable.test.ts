@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
@@ -14,6 +14,7 @@ import { createTestDb, cutWhileBlocked, holdNext, hookedPool, type TestDb } from
 import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
+import { childProgram } from '../support/children.js';
 
 let t: TestDb;
 let registry: RecoverableRegistry;
@@ -26,8 +27,11 @@ let atGate = 0;
 
 const status = async (id: string) => (await t.service.run(t.actor, id)).status;
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   registry = new RecoverableRegistry();
   runners = [];
   atGate = 0;
@@ -65,8 +69,8 @@ afterEach(async () => {
   openGate();
   for (const c of children) c.kill('SIGKILL');
   await Promise.all(runners.map((r) => r.stop({ graceMs: 2000 })));
-  await t.close();
 });
+afterAll(() => t?.close());
 
 /**
  * The test database's pool, with chosen statements failing the way a lost connection fails them:
@@ -161,13 +165,13 @@ describe('recoverable runs', () => {
     expect((await t.service.run(t.actor, run.id)).error).toMatch(/params rejected: n:/);
   });
 
-  // Two runner processes start (node with tsx: seconds each, over ten on a loaded machine), then
+  // Two runner processes start (a second or more each on a loaded machine), then
   // up to 45 s of waits: the budget is theirs, so a slow start cannot time the test out half-way.
   it(
     'survives a SIGKILLed runner: paused as crashed, resumed from the last checkpoint, at most one batch replayed, no finding twice',
     { timeout: 120_000 },
     async () => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
+      const child = spawn(process.execPath, [childProgram('runner-process')], {
         cwd: path.resolve(import.meta.dirname, '../..'),
         env: { ...process.env, DATABASE_URL: t.url, STALE_MS: '1000' },
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -189,7 +193,7 @@ describe('recoverable runs', () => {
       expect(checkpoint).toBe(crashed.processed);
       await Promise.all(runners.splice(0).map((r) => r.stop()));
       // Resume on a fresh runner process.
-      const second = spawn(process.execPath, ['--import', 'tsx', 'test/support/runner-process.ts'], {
+      const second = spawn(process.execPath, [childProgram('runner-process')], {
         cwd: path.resolve(import.meta.dirname, '../..'),
         env: { ...process.env, DATABASE_URL: t.url },
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -533,8 +537,8 @@ describe('recoverable runs', () => {
     take.arm();
     const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'walk', params: { n: 1_000_000, batch: 10 } });
     await eventually(async () => take.holding(), 5000, 'a take in flight');
+    // stop() marks the runner stopping before its first await: the take lands after that.
     const stopped = r.stop({ graceMs: 2000 });
-    await new Promise((res) => setTimeout(res, 100));
     take.release();
     await stopped;
     await quietPeriod(QUIET.afterStop); // time for a take stop() did not wait for to land

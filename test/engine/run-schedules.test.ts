@@ -2,7 +2,7 @@
  * Scheduled recoverable jobs: each tick calls the idempotent triggerRun; a tick that lands on an
  * active run starts nothing and is counted; cron ticks follow the cron walk in their time zone.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createJobgate } from '../../src/index.js';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
@@ -19,16 +19,19 @@ let host: EngineHost | undefined;
 let release: () => void = () => {};
 let atGate = 0;
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   host = undefined;
   atGate = 0;
 });
 afterEach(async () => {
   release();
   await host?.stop({ graceMs: 1000 });
-  await t.close();
 });
+afterAll(() => t?.close());
 
 const scheduleRow = async (name: string) =>
   (

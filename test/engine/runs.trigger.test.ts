@@ -3,7 +3,7 @@
  * NOT_FOUND (reason NO_LIVE_WORKER) and nothing is written, unless `force` queues the run for a
  * worker to come.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/runtime/host.js';
@@ -18,15 +18,18 @@ let t: TestDb;
 let hosts: EngineHost[];
 let scans: string[];
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   hosts = [];
   scans = [];
 });
 afterEach(async () => {
   await Promise.all(hosts.map((h) => h.stop({ graceMs: 1000 })));
-  await t.close();
 });
+afterAll(() => t?.close());
 
 /** A worker process's engine (presence, runner, intervals) with a recoverable handler `name`. */
 async function workerWith(name: string): Promise<EngineHost> {

@@ -1,7 +1,7 @@
 /**
  * The cron scheduler, stepped through simulated time with an injected clock.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { nextOccurrences } from '../../src/service/cron/expressions.js';
 import { reapEndedCronJobs } from '../../src/service/engine/maintenance/reaper.js';
@@ -16,13 +16,16 @@ let t: TestDb;
 let endpointId: string;
 
 // A database per test: each test has its own clock, and a scheduler sees every due job.
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   endpointId = (await t.service.registerEndpoint(t.actor, { name: 'cron.target', kind: 'HANDLER', handlerName: 'nobody' })).id;
   // The reapers' schedules start at the real now; these tests run in other years.
   await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
 });
-afterEach(() => t.close());
+afterAll(() => t?.close());
 
 /** A service and schedulers sharing one movable clock. */
 function clockAt(start: string) {

@@ -4,7 +4,7 @@
  * fallbacks to polling; run checkpoints; live events delivered and slow consumers cut. Real
  * scheduler, worker, runner and hub on a test database.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createDatabaseProbes } from '../../src/service/ops/probes.js';
 import { createMetrics, type Metrics } from '../../src/metrics/prometheus.js';
@@ -23,8 +23,11 @@ let engine: EngineHarness;
 const log = createLogger('silent');
 const read = async () => new Scrape(await metrics.render());
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
   metrics = createMetrics({
     pool: t.database.pool,
     snapshot: createDatabaseProbes(t.database.pool).clusterSnapshot,
@@ -35,8 +38,8 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   await engine.stopAll();
-  await t.close();
 });
+afterAll(() => t?.close());
 
 describe('engine metrics', () => {
   it('count cron lateness, misfires and skipped ticks', async () => {

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../../src/app.js';
 import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
@@ -20,15 +20,18 @@ const TOKEN = 'health-test-token-0123456789';
 let t: TestDb;
 let app: RunningApp | undefined;
 
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
 beforeEach(async () => {
-  t = await createTestDb();
+  await t.reset();
 });
 afterEach(async () => {
   await app?.stop();
   app = undefined;
   await adminQuery(`alter database ${t.name} allow_connections true`).catch(() => {});
-  await t.close();
 });
+afterAll(() => t?.close());
 
 async function probe(base: string, route: '/healthz' | '/readyz') {
   const res = await fetch(new URL(route, base));
@@ -134,7 +137,7 @@ describe('jobgate worker', () => {
     target.route('/ok', (_req, res) => res.writeHead(200).end('ok'));
     await t.service.registerEndpoint(t.actor, { name: 'w.http', kind: 'HTTP', url: `${target.url}/ok` });
     let stderr = '';
-    child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
+    child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), 'worker'], {
       cwd: ROOT,
       env: {
         ...process.env,

@@ -59,7 +59,7 @@ describe('authenticate', () => {
     const service = createJobService({ db, defaultMaxAttempts: 5 });
     try {
       const first = service.authenticate(key);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await eventually(() => pool.waitingCount === 1, 5000, 'the first lookup to wait for the connection');
       // What the key-change notification does: the first lookup may have read the key as it was.
       service.apiKeyChanged(apiKey.id);
       const second = service.authenticate(key);

@@ -33,7 +33,7 @@ const JOBS = `subscription($after: String) { jobEvents(after: $after) { cursor j
 
 /** `jobgate serve` in its own process on the test database; resolves with its GraphQL URL. */
 function serveProcess(): Promise<string> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve'], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), 'serve'], {
     cwd: ROOT,
     // Read as text below (JSON lines are the default off a terminal).
     env: { ...process.env, DATABASE_URL: t.url, PORT: '0', HOST: '127.0.0.1', JOBGATE_LOG_LEVEL: 'info', JOBGATE_LOG_FORMAT: 'pretty' },
@@ -50,7 +50,7 @@ function serveProcess(): Promise<string> {
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}`)));
-    // Node with tsx, then the gateway: seconds on an idle machine, most of a minute on a loaded one.
+    // Node, then the gateway: seconds on an idle machine, most of a minute on a loaded one.
     setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 90_000).unref();
   });
 }

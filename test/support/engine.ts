@@ -5,6 +5,7 @@ import { createLogger } from '../../src/log.js';
 import { HandlerRegistry, type HandlerFn } from '../../src/service/engine/delivery/handler-registry.js';
 import { createWorker, type Worker, type WorkerOptions } from '../../src/service/engine/worker/worker.js';
 import { TEST_SECRETS, type TestDb } from './db.js';
+import { track, untrack } from './tracked.js';
 
 export interface EngineHarness {
   handlers: HandlerRegistry;
@@ -36,10 +37,16 @@ export function engineHarness(t: TestDb): EngineHarness {
       });
       await w.start();
       workers.push(w);
+      track(w, `worker ${options.workerId ?? '(unnamed)'} of engineHarness (stopAll() stops it)`);
       return w;
     },
     async stopAll() {
-      await Promise.all(workers.splice(0).map((w) => w.stop({ graceMs: 2000 })));
+      await Promise.all(
+        workers.splice(0).map(async (w) => {
+          await w.stop({ graceMs: 2000 });
+          untrack(w);
+        }),
+      );
     },
   };
 }

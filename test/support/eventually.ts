@@ -61,6 +61,8 @@ export const QUIET = {
   afterStop: 300,
   /** A new subscription's first answer: its cursor checked, its replay begun. */
   firstAnswer: 300,
+  /** A stop() with nothing to wait for returning (a few ms; these tests give it 100 ms of grace). */
+  stopReturn: 200,
   /** A worker woken from SIGSTOP writing the outcomes it holds (which fencing must refuse). */
   lateOutcome: 1000,
 } as const;

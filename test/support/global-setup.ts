@@ -25,7 +25,25 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-export default async function setup(project: TestProject) {
+interface Server {
+  serverUrl: string;
+  template: string;
+  mode: 'embedded' | 'external';
+  stop(): Promise<void>;
+}
+
+/**
+ * The database and process groups (vitest projects) each list this file; both share one server
+ * and one template. Each project loads its global setup apart from the other's (its own module
+ * instance), in the one vitest process: what they share lives on globalThis.
+ */
+const SHARED = Symbol.for('jobgate.test.server');
+interface Shared {
+  server: Promise<Server>;
+  users: number;
+}
+
+async function startServer(): Promise<Server> {
   let embedded: EmbeddedPostgres | undefined;
   let tmp: string | undefined;
   let serverUrl = process.env.TEST_DATABASE_URL;
@@ -57,17 +75,34 @@ export default async function setup(project: TestProject) {
     process.stderr.write(`\njobgate tests: cannot run: no database (${where}): ${reason}\n\n`);
     process.exit(1);
   }
+  const url = serverUrl;
+  return {
+    serverUrl: url,
+    template,
+    mode: embedded ? 'embedded' : 'external',
+    async stop() {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      await c.query(`drop database if exists ${template} with (force)`).catch(() => {});
+      await c.end();
+      await embedded?.stop();
+      if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
 
-  project.provide('pgServerUrl', serverUrl);
-  project.provide('pgTemplate', template);
-  project.provide('pgMode', embedded ? 'embedded' : 'external');
+export default async function setup(project: TestProject) {
+  const registry = globalThis as { [SHARED]?: Shared };
+  const shared = (registry[SHARED] ??= { server: startServer(), users: 0 });
+  shared.users++;
+  const server = await shared.server;
+  project.provide('pgServerUrl', server.serverUrl);
+  project.provide('pgTemplate', server.template);
+  project.provide('pgMode', server.mode);
 
   return async () => {
-    const c = new pg.Client({ connectionString: serverUrl });
-    await c.connect();
-    await c.query(`drop database if exists ${template} with (force)`).catch(() => {});
-    await c.end();
-    await embedded?.stop();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+    if (--shared.users > 0) return;
+    delete registry[SHARED];
+    await server.stop();
   };
 }

@@ -10,6 +10,7 @@ import { startGateway, type GatewayOptions, type RunningGateway } from '../../sr
 import { createHub, type Hub, type HubOptions } from '../../src/subscriptions/hub/hub.js';
 import { createLiveFeeds, type LiveFeedOptions } from '../../src/subscriptions/live-feeds.js';
 import type { TestDb } from './db.js';
+import { track, untrack } from './tracked.js';
 import type { JobService } from '../../src/service/index.js';
 
 export interface LiveGateway {
@@ -50,7 +51,7 @@ export async function startLiveGateway(
   });
   const port = (gw.server.address() as AddressInfo).port;
   const clients: Client[] = [];
-  return {
+  const live: LiveGateway = {
     gw,
     hub,
     logs,
@@ -70,8 +71,11 @@ export async function startLiveGateway(
       await Promise.all(clients.map((c) => c.dispose()));
       await gw.close();
       await hub.stop();
+      untrack(live);
     },
   };
+  track(live, `live gateway on port ${port} (close() it)`);
+  return live;
 }
 
 export interface Collected<T> {
