@@ -22,6 +22,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RateLimitedError } from '../service/kernel/errors.js';
+import { retryAfterSeconds } from './mask-error.js';
 
 /** Answers held at once, at most; past it answers go out unheld. */
 const MAX_HELD = 1_000;
@@ -69,7 +70,7 @@ function answer(
       ? 'application/graphql-response+json; charset=utf-8'
       : 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),
-    'retry-after': String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))),
+    'retry-after': retryAfterSeconds(error.retryAfterMs),
   };
   const origin = req.headers.origin;
   if (origin && (corsOrigins.includes('*') || corsOrigins.includes(origin))) {

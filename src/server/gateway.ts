@@ -235,7 +235,7 @@ export async function startGateway(
     res.setHeader('x-request-id', requestId);
     const address = clientAddress(req);
     limitRequestBody(req, res, maxBody, () => {
-      const refusal = isGraphQLPath(req.url) ? bounds.refusal(address, req.headers.authorization) : undefined;
+      const refusal = routeOf(req.url) === '/graphql' ? bounds.refusal(address, req.headers.authorization) : undefined;
       if (refusal) return refusals.refuse(req, res, refusal, requestId);
       void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there
     });
@@ -298,9 +298,6 @@ export async function startGateway(
 
 /** The address actually bound, as a URL's host ("localhost" may resolve to ::1 first, where nothing listens). */
 const hostToShow = (host: string) => (host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host);
-
-/** Whether a request goes to yoga's GraphQL endpoint (its path, whatever the query string). */
-const isGraphQLPath = (url: string | undefined) => url === '/graphql' || url?.startsWith('/graphql?') === true;
 
 /** The console's site; a missing build is said once, at start, and /console answers how to build it. */
 function mountConsole(options: GatewayOptions): ConsoleSite | undefined {

@@ -72,8 +72,11 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
  */
 function tooMany(error: DomainError): { http: { status: number; headers: Record<string, string> } } {
   const ms = Number(error.details.retryAfterMs) || 1000;
-  return { http: { status: 429, headers: { 'Retry-After': String(Math.max(1, Math.ceil(ms / 1000))) } } };
+  return { http: { status: 429, headers: { 'Retry-After': retryAfterSeconds(ms) } } };
 }
+
+/** Retry-After for a wait of `ms`: whole seconds, rounded up, at least 1. */
+export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)));
 
 /**
  * graphql-js reports a variable value it cannot coerce against the variable's definition, and
