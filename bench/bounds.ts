@@ -128,6 +128,7 @@ async function measure(server: BenchServer, bounds: Setting): Promise<Phase[]> {
       KEYS: '2',
       ...(bounds === 'off' ? { BOUNDS: 'off' } : {}),
       ...(bounds === 'defaults, unheld' ? { REFUSAL_HOLD_MS: '0' } : {}),
+      ...(process.env.IN_FLIGHT ? { IN_FLIGHT: process.env.IN_FLIGHT } : {}),
     });
     try {
       const [url, flooder, other] = (await gate.line('ready', 60_000)).split(' ') as [string, string, string];
@@ -153,7 +154,8 @@ export async function run(): Promise<Figure[]> {
   const server = await openServer();
   const figures: Figure[] = [];
   try {
-    for (const bounds of ['defaults', 'defaults, unheld', 'off'] as const) {
+    const only = process.env.BENCH_BOUNDS_ONLY;
+    for (const bounds of (['defaults', 'defaults, unheld', 'off'] as const).filter((b) => !only || b === only)) {
       const phases = await measure(server, bounds);
       const system = `jobgate, bounds ${bounds}`;
       const quietP99 = quantile(phases[0]!.times, 0.99);

@@ -103,6 +103,7 @@ const envSchema = z.object({
   // Bounds on load (src/service/access/load-bounds.ts), per gateway replica; 0 turns one off.
   JOBGATE_RATE_LIMIT_PER_SECOND: intFrom(B.requestsPerSecond, 0, 1_000_000),
   JOBGATE_RATE_LIMIT_BURST: intFrom(B.requestBurst, 1, 1_000_000),
+  JOBGATE_MAX_REQUESTS_IN_FLIGHT_PER_KEY: intFrom(B.requestsInFlightPerKey, 0, 1_000_000),
   JOBGATE_MAX_CONNECTIONS_PER_KEY: intFrom(B.connectionsPerKey, 0, 1_000_000),
   JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: intFrom(B.subscriptionsPerKey, 0, 1_000_000),
   JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: intFrom(B.subscriptionsPerConnection, 0, 1_000_000),
@@ -298,6 +299,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     bounds: Object.freeze({
       requestsPerSecond: e.JOBGATE_RATE_LIMIT_PER_SECOND,
       requestBurst: e.JOBGATE_RATE_LIMIT_BURST,
+      requestsInFlightPerKey: e.JOBGATE_MAX_REQUESTS_IN_FLIGHT_PER_KEY,
       connectionsPerKey: e.JOBGATE_MAX_CONNECTIONS_PER_KEY,
       subscriptionsPerKey: e.JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY,
       subscriptionsPerConnection: e.JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION,

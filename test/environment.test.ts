@@ -21,6 +21,7 @@ describe('configuration', () => {
     expect(parseConfig({}).bounds).toEqual({
       requestsPerSecond: 50,
       requestBurst: 200,
+      requestsInFlightPerKey: 8,
       connectionsPerKey: 50,
       subscriptionsPerKey: 500,
       subscriptionsPerConnection: 100,
@@ -29,6 +30,7 @@ describe('configuration', () => {
     const c = parseConfig({
       JOBGATE_RATE_LIMIT_PER_SECOND: '0',
       JOBGATE_RATE_LIMIT_BURST: '10',
+      JOBGATE_MAX_REQUESTS_IN_FLIGHT_PER_KEY: '2',
       JOBGATE_MAX_CONNECTIONS_PER_KEY: '3',
       JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '4',
       JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: '5',
@@ -38,6 +40,7 @@ describe('configuration', () => {
     expect(c.bounds).toEqual({
       requestsPerSecond: 0,
       requestBurst: 10,
+      requestsInFlightPerKey: 2,
       connectionsPerKey: 3,
       subscriptionsPerKey: 4,
       subscriptionsPerConnection: 5,

@@ -40,7 +40,9 @@ if (server === 'jobgate') {
     bounds:
       process.env.BOUNDS === 'off'
         ? { requestsPerSecond: 0, connectionsPerKey: 0, subscriptionsPerKey: 0, subscriptionsPerConnection: 0, failedAuthPerMinute: 0 }
-        : undefined,
+        : process.env.IN_FLIGHT !== undefined
+          ? { requestsInFlightPerKey: Number(process.env.IN_FLIGHT) }
+          : undefined,
     refusalHoldMs: process.env.REFUSAL_HOLD_MS === undefined ? undefined : Number(process.env.REFUSAL_HOLD_MS),
   });
   onEnd(async () => {

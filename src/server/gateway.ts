@@ -11,6 +11,7 @@ import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import { UnauthenticatedError } from '../service/access/access.js';
 import type { Actor } from '../service/kernel/actor.js';
+import { RateLimitedError } from '../service/kernel/errors.js';
 import { createLoadBounds, type LoadBounds, type LoadBoundSettings, type StreamBudget } from '../service/access/load-bounds.js';
 import type { JobService } from '../service/index.js';
 import { bearerToken } from './bearer.js';
@@ -207,6 +208,27 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
+/**
+ * Runs a GraphQL request when the bounds on load admit it (LoadBounds.admit: at once, or when its
+ * key has a place free), else answers their refusal before the request is read.
+ */
+function admit(
+  bounds: LoadBounds,
+  req: IncomingMessage,
+  res: ServerResponse,
+  address: string | undefined,
+  run: () => void,
+  refuse: (refusal: RateLimitedError) => void,
+): void {
+  // An event stream stays open for as long as its subscription: it holds no request place
+  // (connections and subscriptions have bounds of their own).
+  const stream = (req.headers.accept ?? '').includes('text/event-stream');
+  const admission = bounds.admit(address, req.headers.authorization, run, !stream);
+  if (admission instanceof RateLimitedError) return refuse(admission);
+  // 'close' comes once the answer is sent, or once the client is gone, waiting or not.
+  if (admission) res.once('close', admission);
+}
+
 export async function startGateway(
   options: GatewayOptions & {
     host: string;
@@ -235,9 +257,9 @@ export async function startGateway(
     res.setHeader('x-request-id', requestId);
     const address = clientAddress(req);
     limitRequestBody(req, res, maxBody, () => {
-      const refusal = routeOf(req.url) === '/graphql' ? bounds.refusal(address, req.headers.authorization) : undefined;
-      if (refusal) return refusals.refuse(req, res, refusal, requestId);
-      void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there
+      const run = () => void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there
+      if (routeOf(req.url) !== '/graphql') return run();
+      admit(bounds, req, res, address, run, (refusal) => refusals.refuse(req, res, refusal, requestId));
     });
   };
   const server = options.listening ?? createServer();

@@ -4,6 +4,7 @@
  * address counts when a trusted proxy forwards. Each refusal is HTTP 429 with Retry-After and a
  * GraphQL error RATE_LIMITED with `retryAfterMs`; another key (or address) is not refused.
  */
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/server/gateway.js';
@@ -49,6 +50,13 @@ async function post(gw: RunningGateway, key: string | undefined, query: string, 
     body: JSON.stringify({ query }),
   });
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Answer['body'] };
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; !condition(); i++) {
+    if (i > 500) throw new Error('condition not met in 5 s');
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 const newKey = async (name: string) => (await t.service.bootstrapKey('default', 'ADMIN', name)).key;
@@ -142,6 +150,52 @@ describe('requests per key', () => {
     await expect(gaveUp).rejects.toThrow();
     expectRefused(await post(gw, key, SLUG), 'REQUESTS_PER_KEY');
     expect((await post(gw, await newKey('not held'), SLUG)).status).toBe(200);
+  });
+
+  it("runs a key's requests a few at a time: the next waits its turn, past the waiting bound it is refused, another key is not held up", async () => {
+    const gw = await gateway({ bounds: { requestsPerSecond: 1000, requestBurst: 1, requestsInFlightPerKey: 1 } });
+    const key = await newKey('in flight');
+    expect((await post(gw, key, SLUG)).status).toBe(200); // now a key seen lately
+    // A request whose body is still coming holds the key's one place.
+    const body = JSON.stringify({ query: SLUG });
+    const slow = http.request(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
+    });
+    const slowAnswer = new Promise<number>((resolve, reject) => {
+      slow.on('response', (res) => (res.resume(), res.on('end', () => resolve(res.statusCode!))));
+      slow.on('error', reject);
+    });
+    slow.write(body.slice(0, 5));
+    await until(() => gw.bounds.stats().keysWithRequests === 1);
+    let waitingDone = false;
+    const waiting = post(gw, key, SLUG).finally(() => (waitingDone = true));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(waitingDone).toBe(false);
+    expectRefused(await post(gw, key, SLUG), 'REQUESTS_IN_FLIGHT_PER_KEY');
+    expect((await post(gw, await newKey('not held up'), SLUG)).status).toBe(200);
+    slow.end(body.slice(5));
+    expect(await slowAnswer).toBe(200);
+    expect((await waiting).status).toBe(200);
+    await until(() => gw.bounds.stats().keysWithRequests === 0);
+    // A waiting client that gives up frees its turn.
+    const again = http.request(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
+    });
+    again.on('error', () => {});
+    again.write(body.slice(0, 5));
+    await until(() => gw.bounds.stats().keysWithRequests === 1);
+    const gaveUp = fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body,
+      signal: AbortSignal.timeout(100),
+    });
+    await expect(gaveUp).rejects.toThrow();
+    again.destroy();
+    await until(() => gw.bounds.stats().keysWithRequests === 0);
+    expect((await post(gw, key, SLUG)).status).toBe(200);
   });
 
   it('serves one key 150 requests in a row with the defaults (50 a second, bursts of 200)', async () => {

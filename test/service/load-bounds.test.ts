@@ -7,6 +7,7 @@ import type { Actor } from '../../src/service/kernel/actor.js';
 import { UnauthenticatedError } from '../../src/service/access/authenticate.js';
 import { RateLimitedError } from '../../src/service/kernel/errors.js';
 import { addressGroup, createLoadBounds } from '../../src/service/access/load-bounds.js';
+import { KeySlots } from '../../src/service/access/key-slots.js';
 import { TokenBuckets } from '../../src/service/access/token-buckets.js';
 
 const actor = (keyId: string | undefined): Actor => ({ workspaceId: 'w', kind: 'user', role: 'VIEWER', keyId });
@@ -111,5 +112,61 @@ describe('load bounds', () => {
     expect(addressGroup('2001:db8::1')).toBe('2001:db8:0:0::/64');
     expect(addressGroup('::ffff:192.0.2.1')).toBe('192.0.2.1');
     expect(addressGroup('192.0.2.1')).toBe('192.0.2.1');
+  });
+
+  it("run a key's requests a few at a time, first come first served, give each place once, and refuse past the waiting bound", () => {
+    const slots = new KeySlots({ inFlight: 2, waiting: 2 });
+    const ran: string[] = [];
+    const enter = (key: string, name: string) => slots.enter(key, () => ran.push(name));
+    const a1 = enter('a', 'a1')!;
+    const a2 = enter('a', 'a2')!;
+    const a3 = enter('a', 'a3')!;
+    const a4 = enter('a', 'a4')!;
+    expect(ran).toEqual(['a1', 'a2']);
+    // Waiting is full: refused, nothing taken; another key runs at once.
+    expect(enter('a', 'a5')).toBeUndefined();
+    const b1 = enter('b', 'b1')!;
+    expect(ran).toEqual(['a1', 'a2', 'b1']);
+    // A waiting client that goes is dropped from the queue; its place goes to nobody.
+    a3();
+    a1();
+    a1();
+    expect(ran).toEqual(['a1', 'a2', 'b1', 'a4']);
+    // Places passed on, not freed: a newcomer waits behind the running two.
+    const a6 = enter('a', 'a6')!;
+    expect(ran).toEqual(['a1', 'a2', 'b1', 'a4']);
+    a2();
+    expect(ran).toEqual(['a1', 'a2', 'b1', 'a4', 'a6']);
+    for (const release of [a4, a6, b1]) release();
+    expect(slots.size).toBe(0);
+  });
+
+  it('admit a key seen lately by its places, and a key not seen lately, an event stream or a key with the bound off at once without one', async () => {
+    const bounds = createLoadBounds({ requestsPerSecond: 1000, requestBurst: 1, requestsInFlightPerKey: 1 });
+    const ran: string[] = [];
+    const admit = (credential: string, name: string, holdsPlace?: boolean) =>
+      bounds.admit('10.0.0.1', credential, () => ran.push(name), holdsPlace);
+    // Not seen lately: looked up first, holds nothing.
+    expect(admit('secret-a', 'first')).toBeUndefined();
+    await bounds.authenticate('10.0.0.1', 'secret-a', async () => actor('a'));
+    const held = admit('secret-a', 'held');
+    expect(held).toBeInstanceOf(Function);
+    expect(admit('secret-a', 'stream', false)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 5)); // a token again
+    const waiting = admit('secret-a', 'waiting');
+    expect(waiting).toBeInstanceOf(Function);
+    await new Promise((r) => setTimeout(r, 5));
+    const refused = admit('secret-a', 'refused');
+    expect(refused).toBeInstanceOf(RateLimitedError);
+    expect(refused).toMatchObject({ code: 'RATE_LIMITED', limit: 'REQUESTS_IN_FLIGHT_PER_KEY' });
+    expect(ran).toEqual(['first', 'held', 'stream']);
+    (held as () => void)();
+    expect(ran).toEqual(['first', 'held', 'stream', 'waiting']);
+    (waiting as () => void)();
+    expect(bounds.stats().keysWithRequests).toBe(0);
+    const off = createLoadBounds({ requestsInFlightPerKey: 0 });
+    await off.authenticate('10.0.0.1', 'secret-b', async () => actor('b'));
+    expect(off.admit('10.0.0.1', 'secret-b', () => ran.push('off'))).toBeUndefined();
+    expect(ran.at(-1)).toBe('off');
   });
 });

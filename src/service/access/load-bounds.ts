@@ -5,6 +5,8 @@
  *
  * - Requests per key: a token bucket (`requestsPerSecond`, bursts of `requestBurst`) per API key.
  *   An HTTP request and a WebSocket operation take one token each.
+ * - Requests in flight per key: an HTTP request of a key that authenticated lately runs when fewer
+ *   than `requestsInFlightPerKey` of the key's run, else waits its turn (./key-slots.ts).
  * - Connections per key: WebSockets plus Server-Sent Events streams open at once.
  * - Subscriptions per key, and per WebSocket connection.
  * - Failed authentications per client address: a bucket of `failedAuthPerMinute`, checked before
@@ -25,6 +27,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import type { Actor } from '../kernel/actor.js';
 import { RateLimitedError, type LoadBound } from '../kernel/errors.js';
+import { KeySlots, type SlotRelease } from './key-slots.js';
 import { TokenBuckets } from './token-buckets.js';
 
 export interface LoadBoundSettings {
@@ -32,6 +35,11 @@ export interface LoadBoundSettings {
   requestsPerSecond: number;
   /** How many requests a key may send at once after a quiet spell. */
   requestBurst: number;
+  /**
+   * HTTP requests of one key running at once; the next ones wait their turn (at most
+   * `requestBurst` of them, then they are refused). 0: unbounded.
+   */
+  requestsInFlightPerKey: number;
   /** WebSocket connections plus SSE streams open at once per API key. */
   connectionsPerKey: number;
   /** Subscriptions open at once per API key, over every transport. */
@@ -54,6 +62,7 @@ export interface LoadBoundSettings {
 export const LOAD_BOUND_DEFAULTS: Readonly<LoadBoundSettings> = Object.freeze({
   requestsPerSecond: 50,
   requestBurst: 200,
+  requestsInFlightPerKey: 8,
   connectionsPerKey: 50,
   subscriptionsPerKey: 500,
   subscriptionsPerConnection: 100,
@@ -88,6 +97,19 @@ export interface LoadBounds {
    * request it lets through meets the full checks.
    */
   refusal(address: string | undefined, credential: string | undefined): RateLimitedError | undefined;
+  /**
+   * An HTTP request's admission, before it is read: its refusal (as `refusal` gives it, or the
+   * key's waiting requests are full), else `run` is called, at once or when the key has a place
+   * free (./key-slots.ts), and the place's release is returned, to call when the request is done
+   * or its client gone (undefined: nothing held). `holdsPlace` false (a stream open for long, an
+   * SSE subscription) runs at once and holds none.
+   */
+  admit(
+    address: string | undefined,
+    credential: string | undefined,
+    run: () => void,
+    holdsPlace?: boolean,
+  ): RateLimitedError | SlotRelease | undefined;
   /** Takes the key's token for one request, or throws RATE_LIMITED. */
   request(actor: Actor): void;
   /** Holds one of the key's connections (a WebSocket), or throws RATE_LIMITED; returns its release. */
@@ -97,7 +119,15 @@ export interface LoadBounds {
   /** The budget of streams that are connections of their own (SSE): each holds a connection and a subscription. */
   readonly ownStreams: StreamBudget;
   /** What is held, for tests: names with state, open connections and subscriptions. */
-  stats(): { keyBuckets: number; addressBuckets: number; recentKeys: number; connections: number; subscriptions: number };
+  stats(): {
+    keyBuckets: number;
+    addressBuckets: number;
+    recentKeys: number;
+    connections: number;
+    subscriptions: number;
+    /** Keys with HTTP requests running or waiting for a place. */
+    keysWithRequests: number;
+  };
 }
 
 const once = (fn: () => void) => {
@@ -239,22 +269,37 @@ export function createLoadBounds(overrides: Partial<LoadBoundSettings> = {}, now
   const requests = new TokenBuckets({ capacity: settings.requestBurst, perSecond: settings.requestsPerSecond, now });
   const guard = authenticationGuard(settings, now);
   const held = holdings(settings);
+  const places = new KeySlots({ inFlight: settings.requestsInFlightPerKey, waiting: settings.requestBurst });
   const overRate = (waitMs: number) =>
     new RateLimitedError(
       'REQUESTS_PER_KEY',
       waitMs,
       `too many requests for this API key (${settings.requestsPerSecond} a second, bursts of ${settings.requestBurst}, per gateway)`,
     );
+  const early = (address: string | undefined, credential: string | undefined) => {
+    if (!credential) return { keyId: undefined, refusal: undefined };
+    const { keyId, refusal } = guard.early(address, credential);
+    if (refusal || keyId === undefined || settings.requestsPerSecond <= 0) return { keyId, refusal };
+    const waitMs = requests.check(keyId);
+    return { keyId, refusal: waitMs > 0 ? overRate(waitMs) : undefined };
+  };
   return {
     settings,
     authenticate: guard.authenticate,
-    refusal(address, credential) {
-      if (!credential) return undefined;
-      const { keyId, refusal } = guard.early(address, credential);
+    refusal: (address, credential) => early(address, credential).refusal,
+    admit(address, credential, run, holdsPlace = true) {
+      const { keyId, refusal } = early(address, credential);
       if (refusal) return refusal;
-      if (keyId === undefined || settings.requestsPerSecond <= 0) return undefined;
-      const waitMs = requests.check(keyId);
-      return waitMs > 0 ? overRate(waitMs) : undefined;
+      // A key not seen lately is looked up first; its later requests take places.
+      if (keyId === undefined || !holdsPlace || settings.requestsInFlightPerKey <= 0) return void run();
+      return (
+        places.enter(keyId, run) ??
+        new RateLimitedError(
+          'REQUESTS_IN_FLIGHT_PER_KEY',
+          1000,
+          `too many requests of this API key waiting (${settings.requestsInFlightPerKey} run at once, ${settings.requestBurst} may wait, per gateway)`,
+        )
+      );
     },
     request(actor) {
       if (!actor.keyId || settings.requestsPerSecond <= 0) return;
@@ -285,6 +330,7 @@ export function createLoadBounds(overrides: Partial<LoadBoundSettings> = {}, now
       recentKeys: guard.recentKeys.size,
       connections: held.connections.total,
       subscriptions: held.subscriptions.total,
+      keysWithRequests: places.size,
     }),
   };
 }

@@ -201,6 +201,7 @@ export class LeaseLostError extends DomainError {
 /** Which bound a RATE_LIMITED refusal met (src/service/access/load-bounds.ts). */
 export type LoadBound =
   | 'REQUESTS_PER_KEY'
+  | 'REQUESTS_IN_FLIGHT_PER_KEY'
   | 'CONNECTIONS_PER_KEY'
   | 'SUBSCRIPTIONS_PER_KEY'
   | 'SUBSCRIPTIONS_PER_CONNECTION'
