@@ -5,6 +5,7 @@
  * Each benchmark is a module in bench/ exporting `run(): Promise<Figure[]>`.
  */
 import { run as bounds } from './bounds.js';
+import { run as bulkEnqueue } from './bulk-enqueue.js';
 import { run as createJob } from './create-job.js';
 import { run as consoleBench } from './console.js';
 import { run as cron } from './cron.js';
@@ -34,6 +35,7 @@ const benches: Bench[] = [
   { name: 'metrics', run: metrics },
   { name: 'lists', run: lists },
   { name: 'create-job', run: createJob },
+  { name: 'bulk-enqueue', run: bulkEnqueue },
   { name: 'bounds', run: bounds },
   { name: 'console', run: consoleBench },
   { name: 'retention', run: retention },

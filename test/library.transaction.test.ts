@@ -207,6 +207,39 @@ describe('gate.inTransaction with a pg client inside BEGIN', () => {
     expect(refused.map((r) => r.result_code)).toEqual(['LOCK_HELD']);
   });
 
+  it('creates many jobs with the caller: a refused createJobs leaves the transaction usable and nothing of its own, a good one commits with it', async () => {
+    const before = await counts();
+    const client = await t.database.pool.connect();
+    try {
+      await client.query('begin');
+      const inTx = gate.inTransaction(client);
+      const refused = await codeOf(() =>
+        inTx.createJobs([
+          { endpointName: 'shop.ship', kind: 'IMMEDIATE', name: 'tx-many-refused', input: { order: 'm-0' } },
+          { endpointName: 'shop.checked', kind: 'IMMEDIATE', name: 'tx-many-refused', input: { nope: true } },
+        ]),
+      );
+      expect(refused).toBe('VALIDATION_FAILED');
+      const results = await inTx.createJobs(
+        ['m-1', 'm-2', 'm-3'].map((order) => ({
+          endpointName: 'shop.checked',
+          kind: 'IMMEDIATE' as const,
+          name: 'tx-many',
+          input: { order },
+        })),
+      );
+      expect(results.map((r) => r.created)).toEqual([true, true, true]);
+      await client.query('commit');
+    } finally {
+      client.release();
+    }
+    const after = await counts();
+    expect(after.jobs - before.jobs).toBe(3);
+    expect(after.executions - before.executions).toBe(3);
+    // Three OK rows and the refusal's row (the refused item's input names it).
+    expect(after.audits - before.audits).toBe(4);
+  });
+
   it('keeps the caller transaction usable when one of our statements fails in the database', async () => {
     // The caller's own lock timeout, and the endpoint row locked by someone else throughout: our
     // FOR SHARE on it fails with a database error, not a domain refusal.

@@ -12,6 +12,8 @@ import {
   CancelJobPayloadRef,
   CreateJobInputRef,
   CreateJobPayloadRef,
+  CreateJobsInputRef,
+  CreateJobsPayloadRef,
   createJobValidation,
   JobConnectionRef,
   JobFilterInputRef,
@@ -79,6 +81,15 @@ builder.mutationFields((t) => ({
       'LOCK_HELD (another pending or running execution holds its lock key).',
     args: { input: t.arg({ type: CreateJobInputRef, required: true, description: 'The job.', validate: createJobValidation }) },
     resolve: (_root, args, ctx) => ctx.service.createJob(ctx.actor, args.input as never),
+  }),
+  createJobs: t.field({
+    type: CreateJobsPayloadRef,
+    description:
+      "Creates 1 to 1,000 jobs in one transaction, each by createJob's rules, all or nothing. " +
+      "An item refused rolls every item back; the error is createJob's, naming the item (`extensions.index`; " +
+      'validation paths under `jobs.<i>`). Errors: those of createJob.',
+    args: { input: t.arg({ type: CreateJobsInputRef, required: true, description: 'The jobs.' }) },
+    resolve: (_root, args, ctx) => ctx.service.createJobs(ctx.actor, args.input.jobs as never),
   }),
   updateJob: t.field({
     type: JobRef,

@@ -192,6 +192,28 @@ export const CreateJobPayloadRef = builder.objectRef<CreateJobResult>('CreateJob
   }),
 });
 
+export const CreateJobsInputRef = builder.inputType('CreateJobsInput', {
+  description: 'Jobs to create together, in one transaction (createJobs).',
+  fields: (t) => ({
+    jobs: t.field({
+      type: [CreateJobInputRef],
+      required: true,
+      description: '1 to 1,000 jobs, each as createJob takes it.',
+    }),
+  }),
+});
+
+export const CreateJobsPayloadRef = builder.objectRef<CreateJobResult[]>('CreateJobsPayload').implement({
+  description: 'The result of createJobs.',
+  fields: (t) => ({
+    results: t.field({
+      type: [CreateJobPayloadRef],
+      description: "One per job asked, in the order asked: each as createJob's result.",
+      resolve: (r) => r,
+    }),
+  }),
+});
+
 export const CancelJobPayloadRef = builder.objectRef<CancelJobResult>('CancelJobPayload').implement({
   description: 'The result of cancelJob.',
   fields: (t) => ({

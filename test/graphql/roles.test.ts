@@ -76,6 +76,12 @@ const cases: Record<string, Case> = {
     vars: (o) => ({ e: o.endpoint }),
     allowed: ALL,
   },
+  createJobs: {
+    query:
+      'mutation ($e: ID) { createJobs(input: { jobs: [{ endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }] }) { results { created } } }',
+    vars: (o) => ({ e: o.endpoint }),
+    allowed: ALL,
+  },
   updateJob: {
     query: 'mutation ($id: ID!) { updateJob(input: { id: $id, name: "n" }) { id } }',
     vars: (o) => ({ id: o.job }),

@@ -14,6 +14,7 @@ import type { CreateJobInput, UpdateJobInput } from '../kernel/inputs.js';
 import { toJob, type Job } from '../kernel/models.js';
 import { withEventCursor } from '../live/event-cursor.js';
 import { createJobIn, createOneStatementPath, type CreateJobResult } from './create.js';
+import { createJobs } from './create-many.js';
 import { cancelJobIn, updateJobIn, type CancelJobResult } from './change.js';
 import { pauseJobsIn, resumeJobsIn } from './pause.js';
 import { unwrap } from '../kernel/errors.js';
@@ -66,6 +67,16 @@ export function createJobLifecycleService(ctx: ServiceContext) {
       if (quick) return quick;
       const target = (r: CreateJobResult) => ({ type: 'Job', id: r.job.id });
       return mutate(ctx, actor, { action: 'job.create', role: 'OPERATOR', input: raw, target }, (trx) => createJobIn(trx, actor, raw));
+    },
+
+    /**
+     * Creates many jobs (1 to 1,000) in one transaction, each by createJob's rules, all or
+     * nothing: the results in the order asked. An item refused rolls every item back; the error
+     * is createJob's, naming the item (`details.index`; validation paths under `jobs.<i>`).
+     * See ./create-many.ts. Throws VALIDATION_FAILED, FORBIDDEN, and createJob's errors.
+     */
+    createJobs(actor: Actor, raws: readonly CreateJobInput[]): Promise<CreateJobResult[]> {
+      return createJobs(ctx, actor, raws);
     },
 
     /**

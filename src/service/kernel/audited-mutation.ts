@@ -142,6 +142,39 @@ export async function mutate<T>(
 }
 
 /**
+ * The audited boundary of one action done to many items at once, all or nothing (createJobs):
+ * `fn` does every item in one transaction (ctx.transaction) and returns, with its result, the
+ * audit rows it did not write itself: one per item, the single action's 'OK' row (target and
+ * input), written in that same transaction. A refusal rolls every item back and is audited once,
+ * with its code and the input `failedInput` names (the item that failed, when known).
+ */
+export async function mutateAll<T>(
+  ctx: ServiceContext,
+  actor: Actor,
+  spec: { action: string; role: Role; failedInput: (error: unknown) => unknown },
+  fn: (trx: Transaction<DB>) => Promise<{ result: T; audit: { target: { type: string; id: string }; input: unknown }[] }>,
+): Promise<T> {
+  return ctx.exclusive(async () => {
+    try {
+      requireRole(actor, spec.role, spec.action);
+      return await ctx.transaction(async (trx) => {
+        const { result, audit } = await fn(trx);
+        if (audit.length > 0)
+          await insertAuditEntries(
+            trx,
+            audit.map((a) => auditEntry(actor, spec.action, a.target, a.input, 'OK')),
+          );
+        return result;
+      });
+    } catch (error) {
+      const code = error instanceof DomainError ? error.code : 'INTERNAL_ERROR';
+      await ctx.atomic(() => writeAudit(ctx.db, actor, spec.action, undefined, spec.failedInput(error), code)).catch(() => {});
+      throw error;
+    }
+  });
+}
+
+/**
  * The audited boundary of one chunk of a bulk action (../jobs/bulk.ts): `fn` applies the single action
  * to every item of `ids` in one transaction (ctx.transaction) and returns each item's outcome:
  * its result, or the refusal the single action would have thrown. Every item gets the audit row
