@@ -12,6 +12,9 @@
  *    benchmark database, and the worker processes (support/cpu.ts). Both are counted from "go" to
  *    the drain's end, so they include each worker's start; they are printed only when the server
  *    runs on this host.
+ *  - WAL bytes per execution during each drain: the server's WAL position before "go" and after the
+ *    drain's end (the whole server's, so exact only when nothing else writes; full-page images
+ *    after the last checkpoint included, as in production).
  *  - Latency: enqueue to handler start, 300 sequential single jobs with an idle in-process
  *    worker (after 20 unmeasured warm-up jobs), on one clock: `performance.now()` before the
  *    enqueue call and inside the handler. jobgate enqueues through the service's `createJob`
@@ -102,7 +105,13 @@ async function startChildren(n: number, script: string, envFor: (i: number) => R
 export interface Throughput {
   rate: number;
   cpu: CpuSplit | undefined;
+  /** WAL written by the whole server during the drain, per execution (bytes): exact only on a server doing nothing else. */
+  walBytes: number;
 }
+
+const walAt = async (c: pg.Client): Promise<string> => (await c.query('select pg_current_wal_lsn()::text as lsn')).rows[0].lsn;
+const walSince = async (c: pg.Client, from: string): Promise<number> =>
+  Number((await c.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 as bytes', [from])).rows[0].bytes);
 
 export async function jobgateThroughput(server: BenchServer, processes: number): Promise<Throughput> {
   return withDatabase(server, 'jobgate_bench', async (db) => {
@@ -131,6 +140,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
           await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'),
           children.map((ch) => ch.pid),
         );
+        const wal0 = await walAt(c);
         const go = now();
         children.forEach((ch) => ch.send('go'));
         const deadline = go + DRAIN_TIMEOUT_MS;
@@ -154,6 +164,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
         }
         const polled = now() - go;
         const split = cpu.stop(EXECUTIONS);
+        const walBytes = (await walSince(c, wal0)) / EXECUTIONS;
         const { rows } = await c.query(
           `select extract(epoch from max(a.finished_at) - min(a.started_at)) * 1000 as ms,
                   count(*)::int as attempts, count(*) filter (where a.outcome = 'SUCCEEDED')::int as ok
@@ -164,7 +175,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
         if (ok !== EXECUTIONS || attempts !== EXECUTIONS)
           say(`jobgate: ${attempts} attempts, ${ok} succeeded (expected ${EXECUTIONS} each)`);
         say(`jobgate, ${processes} process(es): ${Math.round(ms)} ms by attempts (${Math.round(polled)} ms from "go" by polling)`);
-        return { rate: (ok / ms) * 1000, cpu: split };
+        return { rate: (ok / ms) * 1000, cpu: split, walBytes };
       } finally {
         await Promise.all(children.map((ch) => ch.stop()));
       }
@@ -199,6 +210,7 @@ export async function graphileThroughput(server: BenchServer, config: GraphileCo
           await backendPids(c, db.name, server.source !== 'BENCH_DATABASE_URL'),
           children.map((ch) => ch.pid),
         );
+        const wal0 = await walAt(c);
         const go = now();
         children.forEach((ch) => ch.send('go'));
         const deadline = go + DRAIN_TIMEOUT_MS;
@@ -218,7 +230,8 @@ export async function graphileThroughput(server: BenchServer, config: GraphileCo
         const start = Math.min(...started);
         const ms = end - start;
         say(`graphile-worker (${config}), ${processes} process(es): ${Math.round(ms)} ms (${Math.round(end - go)} ms from "go")`);
-        return { rate: (EXECUTIONS / ms) * 1000, cpu: cpu.stop(EXECUTIONS) };
+        const split = cpu.stop(EXECUTIONS);
+        return { rate: (EXECUTIONS / ms) * 1000, cpu: split, walBytes: (await walSince(c, wal0)) / EXECUTIONS };
       } finally {
         await Promise.all(children.map((ch) => ch.stop()));
       }
@@ -337,9 +350,11 @@ export async function run(): Promise<Figure[]> {
     const throughput = (n: number) => `engine.throughput.${n}-process${n > 1 ? 'es' : ''}`;
     const tput: Record<string, Record<number, number>> = { jobgate: {}, default: {}, fast: {} };
     const cpu: [system: string, n: number, split: CpuSplit | undefined][] = [];
+    const wal: [system: string, n: number, bytes: number][] = [];
     const record = (system: keyof typeof SYSTEMS, n: number, t: Throughput) => {
       tput[system]![n] = figure(throughput(n), SYSTEMS[system], t.rate, 'executions/s');
       cpu.push([SYSTEMS[system], n, t.cpu]);
+      wal.push([SYSTEMS[system], n, t.walBytes]);
     };
     for (const n of PROCESSES) record('jobgate', n, await jobgateThroughput(server, n));
     for (const config of ['default', 'fast'] as const) {
@@ -352,6 +367,8 @@ export async function run(): Promise<Figure[]> {
       figure(`engine.cpu-per-execution.postgres.${suffix}`, system, split.postgres, 'µs');
       figure(`engine.cpu-per-execution.workers.${suffix}`, system, split.workers, 'µs');
     }
+    for (const [system, n, bytes] of wal)
+      figure(`engine.wal-per-execution.${n}-process${n > 1 ? 'es' : ''}`, system, Math.round(bytes), 'bytes');
 
     const latency: Record<string, Latency> = {};
     latency.jobgate = await jobgateLatency(server);
