@@ -23,7 +23,8 @@ export const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
-  "img-src 'self'",
+  // data: for the icon, which index.html carries inline (no request, no 404 for /favicon.ico).
+  "img-src 'self' data:",
   "font-src 'self'",
   "connect-src 'self'",
   "base-uri 'none'",

@@ -41,6 +41,10 @@ async function signedIn(key: string, name: string, prepare?: (context: BrowserCo
   page.on('console', (m) => {
     if (m.type() === 'error' && /Content Security Policy|Refused to/.test(m.text())) problems.push(m.text());
   });
+  // Nothing the console loads is missing (the browser asks for /favicon.ico unless the page names its icon).
+  page.on('response', (r) => {
+    if (r.status() === 404) problems.push(`404: ${r.url()}`);
+  });
   (page as Page & { problems: string[] }).problems = problems;
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
@@ -283,6 +287,47 @@ describe('the console', { timeout: 90_000 }, () => {
     await admin.getByRole('button', { name: '← Newer' }).click();
     await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(20);
     await accessible(admin, 'job (paged executions)');
+  });
+
+  it('pauses a run with "Pause run" and says why it is paused; an ended run shows no empty bar and says it found nothing; a paused cron job lists no fire times', async () => {
+    world.scanBudget.value = 0;
+    const { run } = await t.service.triggerRun(t.actor, { name: 'console.scan', force: true });
+    await admin.goto(`${world.origin}/console/runs/${run.id}`);
+    await admin
+      .getByRole('heading', { name: /console\.scan/ })
+      .getByText('RUNNING', { exact: true })
+      .waitFor({ timeout: 20_000 });
+    await admin.getByRole('button', { name: 'Pause run' }).click();
+    await admin
+      .getByRole('heading', { name: /console\.scan/ })
+      .getByText('PAUSED', { exact: true })
+      .waitFor({ timeout: 20_000 });
+    await expect.poll(() => admin.getByTestId('run-paused').textContent(), { timeout: 10_000 }).toMatch(/^\w/);
+    const paused = (await t.query(`select pause_reason from runs where id = $1`, [run.id])).rows[0].pause_reason as string;
+    expect(await admin.getByTestId('run-paused').textContent()).toBe(paused);
+    await admin.getByRole('button', { name: 'Resume run' }).waitFor();
+    // Ended without a total and without findings.
+    const ended = (await t.service.triggerRun(t.actor, { name: 'console.paged-scan', force: true })).run;
+    await t.query(`update runs set status = 'FAILED', finished_at = now(), error = 'it broke', total = null where id = $1`, [ended.id]);
+    await admin.goto(`${world.origin}/console/runs/${ended.id}`);
+    await admin.getByText('No findings: the run recorded none.').waitFor({ timeout: 10_000 });
+    expect(await admin.getByTestId('run-progress').getByRole('progressbar').count()).toBe(0);
+    await screenshot(admin, 'run-failed');
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'console.greet',
+      kind: 'CRON',
+      name: 'paused-cron',
+      cron: { expression: '*/5 * * * *' },
+    });
+    await admin.goto(`${world.origin}/console/jobs/${job.id}`);
+    await expect.poll(() => admin.getByTestId('cron-preview').locator('li').count(), { timeout: 10_000 }).toBe(5);
+    await t.service.pauseJob(t.actor, job.id);
+    await admin.goto(`${world.origin}/console/jobs/${job.id}`);
+    await admin
+      .getByTestId('cron-preview')
+      .getByText(/None while the job is paused/)
+      .waitFor({ timeout: 10_000 });
+    expect(await admin.getByTestId('cron-preview').locator('li').count()).toBe(0);
   });
 
   it("pages all of a run's findings, then appends new ones live, none missed and none twice", async () => {

@@ -189,7 +189,7 @@ export function JobScreen({ id }: { id: string }) {
           <pre>{JSON.stringify(job.input, null, 2)}</pre>
         </dd>
       </dl>
-      {job.cron && <Schedule cron={job.cron} />}
+      {job.cron && <Schedule cron={job.cron} paused={job.status === 'PAUSED'} />}
       <h2>Executions ({job.executions.totalCount ?? job.executions.nodes.length})</h2>
       {job.executions.nodes.length === 0 ? (
         <Empty>No execution yet: {job.cron ? 'the schedule creates one at its next fire time.' : 'trigger the job to run it now.'}</Empty>
@@ -209,7 +209,7 @@ export function JobScreen({ id }: { id: string }) {
   );
 }
 
-function Schedule({ cron }: { cron: NonNullable<JobQuery['job']['cron']> }) {
+function Schedule({ cron, paused }: { cron: NonNullable<JobQuery['job']['cron']>; paused: boolean }) {
   const preview = useQuery(CronPreviewDocument, { expression: cron.expression, timezone: cron.timezone });
   return (
     <>
@@ -250,14 +250,21 @@ function Schedule({ cron }: { cron: NonNullable<JobQuery['job']['cron']> }) {
         )}
       </dl>
       <h3>Next fire times</h3>
-      <ErrorBox error={preview.error} />
-      <ol data-testid="cron-preview">
-        {preview.data?.cronPreview.map((t) => (
-          <li key={t}>
-            <Time iso={t} timeZone={cron.timezone} /> ({cron.timezone}) · <Time iso={t} /> (yours)
-          </li>
-        ))}
-      </ol>
+      {paused ? (
+        // A paused schedule fires nothing; resumed, it continues from then, with no backlog.
+        <p data-testid="cron-preview">None while the job is paused: resumed, it fires from then on, with no backlog.</p>
+      ) : (
+        <>
+          <ErrorBox error={preview.error} />
+          <ol data-testid="cron-preview">
+            {preview.data?.cronPreview.map((t) => (
+              <li key={t}>
+                <Time iso={t} timeZone={cron.timezone} /> ({cron.timezone}) · <Time iso={t} /> (yours)
+              </li>
+            ))}
+          </ol>
+        </>
+      )}
     </>
   );
 }

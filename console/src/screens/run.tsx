@@ -9,6 +9,16 @@ import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, ProgressBar, Status, Time } from '../ui/common.tsx';
 import { RunProgressDocument } from './shared.tsx';
 
+/** A run still moving (its progress and findings may change at any moment). */
+const LIVE = new Set<string>(['RUNNING', 'CANCEL_REQUESTED']);
+
+/** What paused a run, for people (RunPauseKind). */
+const PAUSED_BY: Record<string, string> = {
+  CANCELLED: 'by an operator',
+  CRASHED: 'its worker stopped',
+  HANDLER: 'by its handler',
+};
+
 const RunDocument = graphql(`
   query Run($id: ID!) {
     run(id: $id) {
@@ -186,8 +196,9 @@ export function RunScreen({ id }: { id: string }) {
               type="button"
               onClick={async () => (await cancel.run({ id })) && q.reload()}
               disabled={run.status === 'CANCEL_REQUESTED'}
+              title="Stops the run at its next safe point, its cursor kept; Resume run continues it from there"
             >
-              Cancel run
+              Pause run
             </button>
           )}
           {run.status === 'PAUSED' && run.viewerCan.resume && (
@@ -199,9 +210,10 @@ export function RunScreen({ id }: { id: string }) {
         </div>
       )}
       <div className="run-progress" data-testid="run-progress">
-        <ProgressBar fraction={p.fraction} label={`Progress: ${p.label}`} />
+        {/* Without a total, a live run's bar is indeterminate (moving); an ended one has none to show. */}
+        {(p.fraction !== null || LIVE.has(run.status)) && <ProgressBar fraction={p.fraction} label={`Progress: ${p.label}`} />}
         <p>
-          <span data-testid="run-processed">{p.label}</span>
+          Processed: <span data-testid="run-processed">{p.label}</span>
           {p.rate !== null && <> · {p.rate.toFixed(1)} per second</>}
           {p.etaMs !== null && run.status === 'RUNNING' && <> · about {formatDuration(p.etaMs, true)} left</>}
         </p>
@@ -215,12 +227,10 @@ export function RunScreen({ id }: { id: string }) {
         <dd>
           <Time iso={run.finishedAt} />
         </dd>
-        {run.pauseReason && (
+        {run.status === 'PAUSED' && (
           <>
             <dt>Paused</dt>
-            <dd>
-              {run.pauseKind}: {run.pauseReason}
-            </dd>
+            <dd data-testid="run-paused">{run.pauseReason ?? (run.pauseKind ? PAUSED_BY[run.pauseKind] : 'yes')}</dd>
           </>
         )}
         {run.error && (
@@ -267,7 +277,13 @@ export function RunScreen({ id }: { id: string }) {
         findings.loading ? (
           <Loading />
         ) : (
-          <Empty>No findings{kind || severity ? ' match these filters' : ' yet'}: they appear here as the run records them.</Empty>
+          <Empty>
+            {kind || severity
+              ? 'No findings match these filters.'
+              : LIVE.has(run.status) || run.status === 'PAUSED'
+                ? 'No findings yet: they appear here as the run records them.'
+                : 'No findings: the run recorded none.'}
+          </Empty>
         )
       ) : (
         <table data-testid="findings">

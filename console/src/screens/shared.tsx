@@ -83,6 +83,7 @@ export const RunProgressDocument = graphql(`
       updatedAt
       stats
       cursor
+      pauseKind
       pauseReason
       error
       finishedAt
