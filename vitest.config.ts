@@ -37,6 +37,7 @@ const UNIT = [
 const PROCESS = [
   'test/cli.closed-output.test.ts',
   'test/cli.installed.test.ts',
+  'test/cli.reset.test.ts',
   'test/cli.test.ts',
   'test/console/alerts.e2e.test.ts',
   'test/console/console.e2e.test.ts',
