@@ -1,5 +1,5 @@
 /**
- * Limits on what one GraphQL request may ask for. Defaults (README "Limits"):
+ * Limits on what one GraphQL request may ask for. Defaults (docs/security.md, "Limits"):
  *
  *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor's model: a
  *   list is priced at its `first`, a variable's value or default included; a list with no
