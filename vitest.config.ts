@@ -45,6 +45,7 @@ const PROCESS = [
   'test/db/embedded-log.test.ts',
   'test/db/embedded-permissions.test.ts',
   'test/db/embedded.test.ts',
+  'test/docs/examples.test.ts',
   'test/engine/crash.test.ts',
   'test/engine/fenced.test.ts',
   'test/engine/intervals.test.ts',
