@@ -31,7 +31,11 @@ const REFERENCE = fileURLToPath(new URL('../docs/schema-reference.md', import.me
 const BUILT_IN = ['String', 'Int', 'Float', 'Boolean', 'ID'];
 
 /** One line of markdown from a description (a table cell holds no newline or bar). */
-const cell = (text: string | null | undefined) => (text ?? '').replace(/\s*\n\s*/g, ' ').replace(/\|/g, '\\|').trim();
+const cell = (text: string | null | undefined) =>
+  (text ?? '')
+    .replace(/\s*\n\s*/g, ' ')
+    .replace(/\|/g, '\\|')
+    .trim();
 /** A type's anchor: `type-` and its name, apart from the root fields' headings (`job` the query, `Job` the type). */
 const anchor = (name: string) => `type-${name.toLowerCase()}`;
 /** A type reference, linked to its section when it is one of ours. */
@@ -84,7 +88,14 @@ function typeSection(type: GraphQLNamedType, schema: GraphQLSchema): string[] {
           : isInputObjectType(type)
             ? 'input'
             : 'scalar';
-  const lines = [`<a id="${anchor(type.name)}"></a>`, '', `### ${type.name}`, '', `*${kind}*${type.description ? ` — ${cell(type.description)}` : ''}`, ''];
+  const lines = [
+    `<a id="${anchor(type.name)}"></a>`,
+    '',
+    `### ${type.name}`,
+    '',
+    `*${kind}*${type.description ? ` — ${cell(type.description)}` : ''}`,
+    '',
+  ];
   if (isObjectType(type) || isInterfaceType(type)) {
     const interfaces = type.getInterfaces();
     if (interfaces.length) lines.push(`Implements ${interfaces.map((i) => typeRef(i, schema)).join(', ')}.`, '');
@@ -92,7 +103,12 @@ function typeSection(type: GraphQLNamedType, schema: GraphQLSchema): string[] {
   } else if (isInputObjectType(type)) {
     lines.push(...fieldTable(Object.values(type.getFields()), schema));
   } else if (isUnionType(type)) {
-    lines.push(`One of ${type.getTypes().map((t) => typeRef(t, schema)).join(', ')}.`);
+    lines.push(
+      `One of ${type
+        .getTypes()
+        .map((t) => typeRef(t, schema))
+        .join(', ')}.`,
+    );
   } else if (isEnumType(type)) {
     lines.push('| Value | Description |', '| --- | --- |');
     for (const v of type.getValues()) lines.push(`| \`${v.name}\` | ${cell(v.description)}${deprecation(v.deprecationReason)} |`);

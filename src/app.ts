@@ -113,7 +113,9 @@ export async function startApp(options: StartAppOptions): Promise<RunningApp> {
     source = await openDatabaseSource(config, log);
     const demo = config.demoHandlers && roles.worker ? registerDemoHandlers(handlers, recoverables) : { handlers, recoverables };
     if (config.demoHandlers && roles.worker) {
-      log.info(`demo handlers: ${[...DEMO_HANDLER_NAMES, ...DEMO_RECOVERABLE_NAMES].join(', ')} (JOBGATE_DEMO_HANDLERS=off turns them off)`);
+      log.info(
+        `demo handlers: ${[...DEMO_HANDLER_NAMES, ...DEMO_RECOVERABLE_NAMES].join(', ')} (JOBGATE_DEMO_HANDLERS=off turns them off)`,
+      );
     }
     engine = await openEngine({
       ...engineOptions(config, source, log),

@@ -305,7 +305,10 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     cronSecret: e.JOBGATE_CRON_SECRET,
     secretKey: e.JOBGATE_SECRET_KEY,
     introspection: e.JOBGATE_INTROSPECTION === 'on',
-    demoHandlers: e.JOBGATE_DEMO_HANDLERS === undefined ? e.DATABASE_URL === undefined && e.NODE_ENV !== 'production' : e.JOBGATE_DEMO_HANDLERS === 'on',
+    demoHandlers:
+      e.JOBGATE_DEMO_HANDLERS === undefined
+        ? e.DATABASE_URL === undefined && e.NODE_ENV !== 'production'
+        : e.JOBGATE_DEMO_HANDLERS === 'on',
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     bounds: Object.freeze({
       requestsPerSecond: e.JOBGATE_RATE_LIMIT_PER_SECOND,

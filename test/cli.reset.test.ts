@@ -96,7 +96,7 @@ afterEach(async () => {
 });
 
 describe('the embedded default from the command line', () => {
-  it('db url connects to the running server\'s jobgate database; reset is refused while it runs, asks, removes the relocated cluster too, and the next start begins afresh', async () => {
+  it("db url connects to the running server's jobgate database; reset is refused while it runs, asks, removes the relocated cluster too, and the next start begins afresh", async () => {
     const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-reset-test-'));
     dirs.push(parent);
     const dataDir = path.join(parent, '.jobgate');
@@ -114,7 +114,9 @@ describe('the embedded default from the command line', () => {
     const client = new pg.Client({ connectionString: url.stdout.trim() });
     await client.connect();
     try {
-      const { rows } = await client.query<{ db: string; keys: string }>('select current_database() as db, count(*)::text as keys from api_keys');
+      const { rows } = await client.query<{ db: string; keys: string }>(
+        'select current_database() as db, count(*)::text as keys from api_keys',
+      );
       expect(rows[0]).toEqual({ db: 'jobgate', keys: '1' });
     } finally {
       await client.end();

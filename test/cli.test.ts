@@ -70,7 +70,9 @@ describe('the jobgate command', () => {
 
   it('--help of a command names the environment variables it reads', async () => {
     const help = async (...args: string[]) => (await cli([...args, '--help'])).stdout;
-    expect(await help('start')).toMatch(/environment:[\s\S]*DATABASE_URL[\s\S]*JOBGATE_DATA_DIR[\s\S]*PORT[\s\S]*JOBGATE_WORKER_CONCURRENCY/);
+    expect(await help('start')).toMatch(
+      /environment:[\s\S]*DATABASE_URL[\s\S]*JOBGATE_DATA_DIR[\s\S]*PORT[\s\S]*JOBGATE_WORKER_CONCURRENCY/,
+    );
     expect(await help('serve')).toContain('JOBGATE_CORS_ORIGINS');
     expect(await help('serve')).not.toContain('JOBGATE_WORKER_CONCURRENCY');
     expect(await help('worker')).toContain('JOBGATE_LEASE_MS');

@@ -245,7 +245,10 @@ export function parseArgs(argv: readonly string[]): Parsed {
       const subs = family.map((c) => c.name.split(' ')[1]).join(', ');
       if (wantsHelp || argv[0] === 'help') return { kind: 'help', text: family.map(commandHelp).join('\n') };
       return words[1] === undefined || words[1].startsWith('-')
-        ? usageError(`${first}: missing subcommand (${subs})`, `run \`jobgate ${first} ${family[0]!.name.split(' ')[1]} --help\` for its usage`)
+        ? usageError(
+            `${first}: missing subcommand (${subs})`,
+            `run \`jobgate ${first} ${family[0]!.name.split(' ')[1]} --help\` for its usage`,
+          )
         : usageError(`${first}: unknown subcommand "${words[1]}" (${subs})`, `run \`jobgate ${family[0]!.name} --help\` for its usage`);
     }
     if (first.startsWith('-')) return usageError(`unknown option ${first}`, 'run `jobgate --help` for the commands');
@@ -260,7 +263,8 @@ function readOptions(command: CommandSpec, args: readonly string[]): Parsed {
   const options = new Map<string, string | true>();
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    const [name, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    const [name, inline] =
+      arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
     const spec = command.options.find((o) => o.name === name);
     if (!spec) {
       return name.startsWith('-')
@@ -274,7 +278,10 @@ function readOptions(command: CommandSpec, args: readonly string[]): Parsed {
     }
     const value = inline ?? args[++i];
     if (value === undefined || (inline === undefined && value.startsWith('--'))) {
-      return usageError(`${command.name}: ${name} needs a value${Array.isArray(spec.value) ? ` (${(spec.value as string[]).join(', ')})` : ''}`, hint);
+      return usageError(
+        `${command.name}: ${name} needs a value${Array.isArray(spec.value) ? ` (${(spec.value as string[]).join(', ')})` : ''}`,
+        hint,
+      );
     }
     if (Array.isArray(spec.value) && !spec.value.includes(value)) {
       return usageError(`${command.name}: ${name} must be ${(spec.value as string[]).join(', ')}, not "${value}"`, hint);

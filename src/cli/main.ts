@@ -12,7 +12,6 @@ import { parseArgs } from './commands.js';
 import { outliveClosedOutput, printOut } from './output.js';
 import type { DatabaseSource } from '../db/connect.js';
 
-
 /**
  * How the process answers SIGINT and SIGTERM, from the first moment: one that arrives during
  * start (initdb can take seconds) stops the process cleanly once start has settled, instead of
@@ -82,7 +81,9 @@ async function resetCommand(config: Config, log: Logger, yes: boolean): Promise<
   const { embeddedState, removeEmbeddedData } = await import('../db/embedded-files.js');
   const state = embeddedState(config.dataDir);
   if (state.holder !== undefined) {
-    process.stderr.write(`jobgate: reset: jobgate (pid ${state.holder}) is running on the embedded Postgres in ${state.dataDir}; stop it first\n`);
+    process.stderr.write(
+      `jobgate: reset: jobgate (pid ${state.holder}) is running on the embedded Postgres in ${state.dataDir}; stop it first\n`,
+    );
     return 1;
   }
   if (state.paths.length === 0) {

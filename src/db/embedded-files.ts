@@ -81,7 +81,6 @@ async function waitForExit(pid: number, ms: number): Promise<boolean> {
   return !isAlive(pid);
 }
 
-
 /** Stops a Postgres left running by a jobgate process that was killed without cleaning up. */
 export async function recoverOrphan(clusterDir: string, log: Logger): Promise<void> {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
@@ -133,10 +132,7 @@ export function embeddedState(dataDir: string): EmbeddedState {
   const dir = path.resolve(dataDir);
   const clusters = [path.join(dir, 'pg'), fallbackClusterDir(dir)];
   const clusterDirs = clusters.filter((c) => fs.existsSync(c));
-  const candidates = [
-    ...DATA_FILES.map((f) => path.join(dir, f)),
-    ...clusters.slice(1).flatMap((c) => [c, `${c}.init`, `${c}.initpw`]),
-  ];
+  const candidates = [...DATA_FILES.map((f) => path.join(dir, f)), ...clusters.slice(1).flatMap((c) => [c, `${c}.init`, `${c}.initpw`])];
   let server: EmbeddedState['server'];
   for (const clusterDir of clusterDirs) {
     const running = runningServer(clusterDir);
