@@ -61,7 +61,7 @@ const envSchema = z.object({
   JOBGATE_HEARTBEAT_MS: intFrom(D.worker.heartbeatMs, 100, 600_000),
   JOBGATE_DEFAULT_TIMEOUT_MS: intFrom(D.worker.defaultTimeoutMs, 1, 3_600_000),
   JOBGATE_SHUTDOWN_GRACE_MS: intFrom(D.worker.shutdownGraceMs, 0, 3_600_000),
-  // The demo handlers of the quick start (src/service/engine/demo-handlers.ts): on by default only
+  // The demo handlers of the quick start (src/service/engine/demo/demo-handlers.ts): on by default only
   // on the embedded default outside production, so a gateway on a real database serves none.
   JOBGATE_DEMO_HANDLERS: z.enum(['on', 'off']).optional(),
   JOBGATE_OUTBOUND_ALLOW: z
