@@ -51,6 +51,19 @@ describe('the documentation', () => {
     }
   });
 
+  it('has GraphQL in its code (`query: \'...\'`), and it validates against the schema', () => {
+    const inCode = allBlocks()
+      .filter((b) => ['ts', 'js'].includes(b.lang))
+      .flatMap((b) => [...b.code.matchAll(/\bquery: '([^']+)'/g)].map((m) => ({ block: b, query: m[1]! })));
+    expect(inCode.length).toBeGreaterThanOrEqual(1);
+    for (const { block, query } of inCode) {
+      expect(
+        validate(schema, parse(query)).map((e) => e.message),
+        `${block.file}:${block.line} ${query}`,
+      ).toEqual([]);
+    }
+  });
+
   it('links only to files and headings that exist', () => {
     const broken: string[] = [];
     for (const file of documentationFiles()) {
