@@ -50,8 +50,8 @@ function run(dataDir: string, args: string[], input = ''): Promise<{ code: numbe
   });
 }
 
-/** `jobgate start` on `dataDir`, once it serves; `stop()` sends SIGTERM and waits for its exit. */
-async function start(dataDir: string): Promise<{ stop(): Promise<number | null> }> {
+/** `jobgate start` on `dataDir`, once it serves; `stop()` sends SIGTERM, `kill()` SIGKILL, and each waits for its exit. */
+async function start(dataDir: string): Promise<{ stop(): Promise<number | null>; kill(): Promise<number | null> }> {
   const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), 'start'], {
     cwd: ROOT,
     env: envFor(dataDir),
@@ -84,7 +84,26 @@ async function start(dataDir: string): Promise<{ stop(): Promise<number | null> 
       child.kill('SIGTERM');
       return exited;
     },
+    kill: () => {
+      child.kill('SIGKILL');
+      return exited;
+    },
   };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // A zombie answers signal 0 but is not running.
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
 }
 
 afterEach(async () => {
@@ -154,7 +173,16 @@ describe('the embedded default from the command line', () => {
     jobgate = await start(dataDir);
     expect(fs.existsSync(path.join(clusterDir, 'PG_VERSION'))).toBe(true);
     expect(fs.readFileSync(path.join(dataDir, 'admin-key'), 'utf8')).toMatch(/^jg_/);
-    expect(await jobgate.stop()).toBe(0);
+
+    // Killed outright, jobgate leaves its Postgres running (a process group of its own): reset
+    // stops that server before it removes its cluster.
+    const postmaster = Number.parseInt(fs.readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]!, 10);
+    expect(await jobgate.kill()).toBe(null);
+    expect(isAlive(postmaster)).toBe(true);
+    const afterKill = await run(dataDir, ['reset', '--yes']);
+    expect(afterKill.code, afterKill.stderr).toBe(0);
+    expect(isAlive(postmaster)).toBe(false);
+    expect(fs.existsSync(clusterDir)).toBe(false);
   });
 
   it('reset keeps what it did not write in the data folder', async () => {
