@@ -115,7 +115,7 @@ afterEach(async () => {
 });
 
 describe('the embedded default from the command line', () => {
-  it("db url connects to the running server's jobgate database; reset is refused while it runs, asks, removes the relocated cluster too, and the next start begins afresh", async () => {
+  it("db url connects to the running server's jobgate database; keys create and reset are refused while it runs, reset asks, removes the relocated cluster too, and the next start begins afresh", async () => {
     const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-reset-test-'));
     dirs.push(parent);
     const dataDir = path.join(parent, '.jobgate');
@@ -140,6 +140,12 @@ describe('the embedded default from the command line', () => {
     } finally {
       await client.end();
     }
+
+    const keyWhileRunning = await run(dataDir, ['keys', 'create', '--role', 'VIEWER']);
+    expect(keyWhileRunning.code).toBe(1);
+    expect(keyWhileRunning.stderr).toMatch(
+      /jobgate: keys create: jobgate \(pid \d+\) is running on the embedded Postgres .*createApiKey mutation/,
+    );
 
     const whileRunning = await run(dataDir, ['reset', '--yes']);
     expect(whileRunning.code).toBe(1);

@@ -121,6 +121,18 @@ async function keysCreate(options: Map<string, string | true>, config: Config, l
   };
   // Checked against its values by parseArgs.
   const role = text('--role') as 'ADMIN' | 'OPERATOR' | 'VIEWER';
+  if (!config.databaseUrl) {
+    // The embedded server is the running jobgate's: say what to do instead of "already running".
+    const { embeddedState } = await import('../db/embedded-files.js');
+    const { holder, dataDir } = embeddedState(config.dataDir);
+    if (holder !== undefined) {
+      process.stderr.write(
+        `jobgate: keys create: jobgate (pid ${holder}) is running on the embedded Postgres in ${dataDir}; ` +
+          "create the key there with the createApiKey mutation (an ADMIN key: GraphiQL, or the console's API keys), or stop jobgate first\n",
+      );
+      return 1;
+    }
+  }
   const source = await openDatabaseSource(config, log);
   const { createDatabase } = await import('../db/pool.js');
   const { createJobService, DomainError } = await import('../service/index.js');
