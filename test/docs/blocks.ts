@@ -6,7 +6,9 @@
  *   ```graphql quickstart        also run, in order, against a real gateway, each effect checked
  *   ```sh quickstart             run in order in one bash session against a real gateway
  *   ```sh quickstart background  started beside the others (a stream), its output checked
- *   ```ts runnable               a whole program, run with the package built
+ *   ```ts                        type-checked against the built package (names it does not
+ *                                declare, the application's, taken as `any`)
+ *   ```ts runnable               also a whole program, run with the package built
  *
  * docs/schema-reference.md is generated (scripts/schema-reference.ts) and not read here.
  */

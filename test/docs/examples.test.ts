@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Kind, parse, validate, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createClient } from 'graphql-ws';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startApp, type RunningApp } from '../../src/app.js';
@@ -25,6 +26,14 @@ import { allBlocks, anchorsOf, blocksOf, documentationFiles, linksOf, ROOT, type
 
 const QUICKSTART_URL = 'http://localhost:4000/graphql';
 const METRICS_TOKEN = 'docs-test-metrics-token';
+
+/**
+ * A folder for snippets in the package's own folder, so `import 'jobgate'` is the package itself
+ * (its exports: dist/, built for the process group), outside what tsconfig.json includes.
+ */
+function snippetFolder(): string {
+  return fs.mkdtempSync(path.join(ROOT, '.doc-snippets-'));
+}
 
 /** The operations of a block, each as a document of its own (with the block's fragments). */
 function operationsOf(block: Block): { name: string | undefined; document: DocumentNode; source: string }[] {
@@ -61,6 +70,65 @@ describe('the documentation', () => {
         validate(schema, parse(query)).map((e) => e.message),
         `${block.file}:${block.line} ${query}`,
       ).toEqual([]);
+    }
+  });
+
+  it("type-checks its TypeScript against the built package, each snippet's unknown names taken as `any`", () => {
+    const snippets = allBlocks().filter((b) => b.lang === 'ts');
+    expect(snippets.length).toBeGreaterThanOrEqual(8);
+    const dir = snippetFolder();
+    try {
+      const files = snippets.map((block, i) => {
+        // A fragment that uses `gate` without making one gets the library's type for it.
+        const prelude = [
+          'export {};',
+          /\b(const|let) gate\b/.test(block.code) ? '' : "declare const gate: import('jobgate').Jobgate;",
+          /\bz\./.test(block.code) && !/import \{ z \}/.test(block.code) ? "import { z } from 'zod';" : '',
+        ];
+        const file = path.join(dir, `snippet-${i}.ts`);
+        return { block, file, prelude };
+      });
+      const unknown = new Map<string, Set<string>>();
+      let diagnostics: readonly ts.Diagnostic[] = [];
+      // Twice: the names the first pass finds undeclared (the application's `customers`, `pool`,
+      // `db`...) are declared `any` for the second, which checks everything else.
+      for (let pass = 0; pass < 2; pass++) {
+        for (const { block, file, prelude } of files) {
+          const declared = [...(unknown.get(file) ?? [])].map((name) => `declare const ${name}: any;`);
+          fs.writeFileSync(file, [...prelude, ...declared, block.code].join('\n'));
+        }
+        const program = ts.createProgram(
+          files.map((f) => f.file),
+          {
+            target: ts.ScriptTarget.ES2022,
+            module: ts.ModuleKind.NodeNext,
+            moduleResolution: ts.ModuleResolutionKind.NodeNext,
+            lib: ['lib.es2023.d.ts', 'lib.dom.d.ts'],
+            types: ['node'],
+            strict: true,
+            noImplicitAny: false,
+            skipLibCheck: true,
+            noEmit: true,
+          },
+        );
+        diagnostics = ts.getPreEmitDiagnostics(program).filter(
+          // A module the docs import that jobgate does not install (hono): its names are `any`.
+          (d) => d.code !== 2307 || !/'(hono|hono\/[\w-]+)'/.test(ts.flattenDiagnosticMessageText(d.messageText, ' ')),
+        );
+        if (pass === 0) {
+          for (const d of diagnostics) {
+            const name = /^Cannot find name '(\w+)'/.exec(ts.flattenDiagnosticMessageText(d.messageText, ' '))?.[1];
+            if (name && d.file) unknown.set(path.resolve(d.file.fileName), (unknown.get(path.resolve(d.file.fileName)) ?? new Set()).add(name));
+          }
+        }
+      }
+      const where = (d: ts.Diagnostic) => {
+        const snippet = files.find((f) => d.file && path.resolve(d.file.fileName) === f.file);
+        return snippet ? `${snippet.block.file}:${snippet.block.line}` : (d.file?.fileName ?? '?');
+      };
+      expect(diagnostics.map((d) => `${where(d)}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`)).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 
@@ -280,8 +348,8 @@ describe("the README's quick start, on a real gateway", () => {
   it("runs library mode's whole program on the built package", async () => {
     const [program] = allBlocks().filter((b) => b.lang === 'ts' && b.tags.includes('runnable'));
     expect(program, 'a runnable program in the docs').toBeDefined();
-    // In the package's folder, so `import 'jobgate'` is the package itself (its exports: dist/).
-    const file = path.join(ROOT, 'test', 'docs', `.runnable-${process.pid}.ts`);
+    const dir = snippetFolder();
+    const file = path.join(dir, 'runnable.ts');
     fs.writeFileSync(file, program!.code);
     try {
       const child = spawn(process.execPath, [path.join(ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs'), file], {
@@ -302,7 +370,7 @@ describe("the README's quick start, on a real gateway", () => {
       expect(code, err).toBe(0);
       expect(out).toBe('hello, world (attempt 1)\n');
     } finally {
-      fs.rmSync(file, { force: true });
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
