@@ -3,8 +3,8 @@
  * schema, its links lead somewhere, and the README's quick start runs as written against a real
  * gateway (startApp on a test database, with the demo handlers, over real HTTP and WebSocket):
  * once as GraphiQL documents, once as the `curl` lines in bash, each with the effect it promises.
- * The library's runnable program runs in a child process on the built package. Which block is
- * what: ./blocks.ts.
+ * The TypeScript snippets type-check against the built package, and library mode's whole program
+ * runs in a child process on it. Which block is what: ./blocks.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
