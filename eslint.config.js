@@ -48,7 +48,18 @@ const directiveReason = {
 const ABOVE_SERVICE = ['schema', 'resolvers', 'subscriptions', 'server', 'metrics', 'cli', 'app', 'index', 'composition-root'];
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'console/dist/', 'console/src/gql/', 'test-artifacts/', '.jobgate/'] },
+  {
+    ignores: [
+      'dist/',
+      'node_modules/',
+      'coverage/',
+      'console/dist/',
+      'console/src/gql/',
+      'test-artifacts/',
+      '.jobgate/',
+      '.doc-snippets-*/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

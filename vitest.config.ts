@@ -37,6 +37,7 @@ const UNIT = [
 const PROCESS = [
   'test/cli.closed-output.test.ts',
   'test/cli.installed.test.ts',
+  'test/cli.reset.test.ts',
   'test/cli.test.ts',
   'test/console/alerts.e2e.test.ts',
   'test/console/console.e2e.test.ts',
@@ -44,6 +45,7 @@ const PROCESS = [
   'test/db/embedded-log.test.ts',
   'test/db/embedded-permissions.test.ts',
   'test/db/embedded.test.ts',
+  'test/docs/examples.test.ts',
   'test/engine/crash.test.ts',
   'test/engine/fenced.test.ts',
   'test/engine/intervals.test.ts',

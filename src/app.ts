@@ -21,6 +21,7 @@ import { SecretBox } from './service/kernel/secrets.js';
 import { inOrder, turnNotReady } from './shutdown.js';
 import { createHealth } from './server/health.js';
 import { startOpsServer, type OpsRoutes, type OpsServer } from './server/ops-routes.js';
+import { DEMO_HANDLER_NAMES, DEMO_RECOVERABLE_NAMES, registerDemoHandlers } from './service/engine/demo/demo-handlers.js';
 
 export interface RunningApp {
   url: string;
@@ -110,13 +111,19 @@ export async function startApp(options: StartAppOptions): Promise<RunningApp> {
     // gateway takes the listening socket over.
     if (roles.gateway) early = await startOpsServer(ops, config.host, config.port, { starting: true });
     source = await openDatabaseSource(config, log);
+    const demo = config.demoHandlers && roles.worker ? registerDemoHandlers(handlers, recoverables) : { handlers, recoverables };
+    if (config.demoHandlers && roles.worker) {
+      log.info(
+        `demo handlers: ${[...DEMO_HANDLER_NAMES, ...DEMO_RECOVERABLE_NAMES].join(', ')} (JOBGATE_DEMO_HANDLERS=off turns them off)`,
+      );
+    }
     engine = await openEngine({
       ...engineOptions(config, source, log),
       roles: { hub: roles.gateway, workers: roles.worker },
       onPruned,
       signal: startupSignal,
-      handlers,
-      recoverables,
+      handlers: demo.handlers,
+      recoverables: demo.recoverables,
       intervals,
     }).catch((error: unknown) => {
       throw error instanceof NotFoundError

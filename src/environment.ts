@@ -61,6 +61,9 @@ const envSchema = z.object({
   JOBGATE_HEARTBEAT_MS: intFrom(D.worker.heartbeatMs, 100, 600_000),
   JOBGATE_DEFAULT_TIMEOUT_MS: intFrom(D.worker.defaultTimeoutMs, 1, 3_600_000),
   JOBGATE_SHUTDOWN_GRACE_MS: intFrom(D.worker.shutdownGraceMs, 0, 3_600_000),
+  // The demo handlers of the quick start (src/service/engine/demo/demo-handlers.ts): on by default only
+  // on the embedded default outside production, so a gateway on a real database serves none.
+  JOBGATE_DEMO_HANDLERS: z.enum(['on', 'off']).optional(),
   JOBGATE_OUTBOUND_ALLOW: z
     .string()
     .optional()
@@ -178,6 +181,9 @@ const envSchema = z.object({
   NODE_ENV: z.string().default('development'),
 });
 
+/** Every environment variable jobgate reads (the CLI's help names each, test/cli.test.ts holds it). */
+export const ENVIRONMENT_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 /** An origin as a browser sends it: scheme, host and port only. */
 function isOrigin(entry: string): boolean {
   try {
@@ -214,6 +220,11 @@ export interface Config {
   /** Log lines as JSON or for a person; undefined: JSON unless stderr is a terminal outside production (src/log.ts). */
   logFormat: 'json' | 'pretty' | undefined;
   production: boolean;
+  /**
+   * Whether `jobgate start | worker` registers the demo handlers (demo.echo, demo.flaky, demo.scan)
+   * of the quick start. Default: on the embedded default outside production only.
+   */
+  demoHandlers: boolean;
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
   maxBodyBytes: number;
@@ -295,6 +306,10 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     cronSecret: e.JOBGATE_CRON_SECRET,
     secretKey: e.JOBGATE_SECRET_KEY,
     introspection: e.JOBGATE_INTROSPECTION === 'on',
+    demoHandlers:
+      e.JOBGATE_DEMO_HANDLERS === undefined
+        ? e.DATABASE_URL === undefined && e.NODE_ENV !== 'production'
+        : e.JOBGATE_DEMO_HANDLERS === 'on',
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     bounds: Object.freeze({
       requestsPerSecond: e.JOBGATE_RATE_LIMIT_PER_SECOND,

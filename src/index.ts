@@ -52,7 +52,7 @@ export interface JobgateOptions {
    * refused (VALIDATION_FAILED) unless it is allowed here. Workers take their own list.
    */
   outboundAllow?: string[];
-  /** Email alerts from this process's workers: SMTP server, sender, default recipients (see the README's Alerts). */
+  /** Email alerts from this process's workers: SMTP server, sender, default recipients (see docs/api-by-task.md, Alerts). */
   alertEmail?: AlertEmailOptions;
   /**
    * Ends the wait for an unreachable database while `createJobgate` starts (it then rejects with
@@ -60,14 +60,14 @@ export interface JobgateOptions {
    */
   signal?: AbortSignal;
   /**
-   * Retention (see the README's Retention): the installation's windows, and the pace of the
+   * Retention (see docs/operating.md, Retention): the installation's windows, and the pace of the
    * pruner each started worker runs (`prune: false` runs none). Unset windows take the defaults.
    */
   retention?: Partial<RetentionSettingsDefaults> &
     Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
   /**
    * Prometheus metrics of this Jobgate's workers and passes (the same as `jobgate worker` serves,
-   * see the README's Metrics): `true` counts into a registry of its own (`gate.metrics`), a
+   * see docs/operating.md, Metrics): `true` counts into a registry of its own (`gate.metrics`), a
    * prom-client `Registry` counts into the application's (Node's process metrics are then left
    * to it); `{ registry?, endpointLabels?, processMetrics? }` to choose. Default off.
    */

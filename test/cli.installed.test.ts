@@ -70,8 +70,10 @@ describe('the installed jobgate command', () => {
     expect(manifest.scripts.build).toBe('tsc -p tsconfig.build.json');
   });
 
-  it('--help and schema run from dist with plain node', async () => {
+  it('--help, --version and schema run from dist with plain node', async () => {
     expect((await jobgate(['--help'])).stdout).toMatch(/^usage: jobgate <command>/);
+    const { version } = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')) as { version: string };
+    expect((await jobgate(['--version'])).stdout).toBe(`jobgate ${version}\n`);
     const { stdout } = await jobgate(['schema']);
     expect(stdout).toBe(fs.readFileSync(path.join(pkg, 'schema.graphql'), 'utf8'));
   });

@@ -1,7 +1,10 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { COMMANDS, environmentOf } from '../src/cli/commands.js';
+import { ENVIRONMENT_VARIABLES } from '../src/environment.js';
 import { printSdl } from '../src/schema/index.js';
 import { createTestDb, type TestDb } from './support/db.js';
 
@@ -46,19 +49,93 @@ describe('the jobgate command', () => {
   it('--help prints the usage on stdout and exits 0, also after a command, without running it', async () => {
     // A server that is not there: a command that ran would fail to connect.
     const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
-    for (const args of [['--help'], ['help'], ['migrate', '--help'], ['serve', '-h'], ['keys', 'create', '--help']]) {
+    for (const args of [['--help'], ['help'], ['-h'], []]) {
       const { stdout } = await cli(args, nowhere);
       expect(stdout, args.join(' ')).toMatch(/^usage: jobgate <command>/);
+      expect(stdout).toContain('reset');
+    }
+    for (const [args, usage] of [
+      [['migrate', '--help'], 'usage: jobgate migrate'],
+      [['serve', '-h'], 'usage: jobgate serve'],
+      [['keys', 'create', '--help'], 'usage: jobgate keys create --role ADMIN|OPERATOR|VIEWER'],
+      [['help', 'keys', 'create'], 'usage: jobgate keys create'],
+      [['keys', '--help'], 'usage: jobgate keys create'],
+      [['help', 'reset'], 'usage: jobgate reset [--yes]'],
+      [['db', 'url', '--help'], 'usage: jobgate db url'],
+    ] as const) {
+      const { stdout } = await cli([...args], nowhere);
+      expect(stdout, args.join(' ')).toMatch(new RegExp(`^${usage.replace(/[|[\]]/g, '\\$&')}`));
     }
   });
 
-  it('refuses an unknown command or an argument a command does not take, with the usage and exit 2', async () => {
-    const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
-    for (const args of [['bogus'], ['migrate', 'now'], ['start', '--port', '5000']]) {
-      await expect(cli(args, nowhere), args.join(' ')).rejects.toMatchObject({
-        code: 2,
-        stderr: expect.stringContaining('usage: jobgate <command>'),
-      });
+  it('--help of a command names the environment variables it reads', async () => {
+    const help = async (...args: string[]) => (await cli([...args, '--help'])).stdout;
+    expect(await help('start')).toMatch(
+      /environment:[\s\S]*DATABASE_URL[\s\S]*JOBGATE_DATA_DIR[\s\S]*PORT[\s\S]*JOBGATE_WORKER_CONCURRENCY/,
+    );
+    expect(await help('serve')).toContain('JOBGATE_CORS_ORIGINS');
+    expect(await help('serve')).not.toContain('JOBGATE_WORKER_CONCURRENCY');
+    expect(await help('worker')).toContain('JOBGATE_LEASE_MS');
+    expect(await help('worker')).not.toContain('JOBGATE_CORS_ORIGINS');
+    expect(await help('keys', 'create')).toMatch(/environment:[\s\S]*DATABASE_URL/);
+    expect(await help('schema')).toContain('environment: none read.');
+  });
+
+  it('every environment variable jobgate reads is named in the help of a command, and the help names no other', () => {
+    const named = new Set(COMMANDS.flatMap(environmentOf));
+    expect([...named].filter((v) => !ENVIRONMENT_VARIABLES.includes(v))).toEqual([]);
+    expect(ENVIRONMENT_VARIABLES.filter((v) => !named.has(v))).toEqual([]);
+  });
+
+  it('--version prints the package version and exits 0', async () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const args of [['--version'], ['-v'], ['version']]) {
+      const { stdout, stderr } = await cli(args);
+      expect(stdout, args.join(' ')).toBe(`jobgate ${version}\n`);
+      expect(stderr).toBe('');
     }
+  });
+
+  it('a usage error names what is wrong on stderr, in a line and a hint, and exits 2 without running anything', async () => {
+    const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
+    const cases: [string[], string][] = [
+      [['bogus'], 'jobgate: unknown command "bogus"'],
+      [['--bogus'], 'jobgate: unknown option --bogus'],
+      [['migrate', 'now'], 'jobgate: migrate takes no argument "now"'],
+      [['start', '--port', '5000'], 'jobgate: start: unknown option --port'],
+      [['keys'], 'jobgate: keys: missing subcommand (create)'],
+      [['keys', 'list'], 'jobgate: keys: unknown subcommand "list" (create)'],
+      [['keys', 'create'], 'jobgate: keys create: missing --role (ADMIN, OPERATOR, VIEWER)'],
+      [['keys', 'create', '--role'], 'jobgate: keys create: --role needs a value (ADMIN, OPERATOR, VIEWER)'],
+      [['keys', 'create', '--role', 'ROOT'], 'jobgate: keys create: --role must be ADMIN, OPERATOR, VIEWER, not "ROOT"'],
+      [['keys', 'create', '--role', 'ADMIN', '--workspace'], 'jobgate: keys create: --workspace needs a value'],
+      [['reset', '--yes=1'], 'jobgate: reset: --yes takes no value'],
+      [['--version', 'now'], 'jobgate: --version takes no argument, got "now"'],
+    ];
+    for (const [args, message] of cases) {
+      const failure = await cli(args, nowhere).then(
+        () => undefined,
+        (error: { code: number; stdout: string; stderr: string }) => error,
+      );
+      expect(failure, args.join(' ')).toBeDefined();
+      expect(failure!.code, args.join(' ')).toBe(2);
+      expect(failure!.stdout).toBe('');
+      const lines = failure!.stderr.trimEnd().split('\n');
+      expect(lines[0], args.join(' ')).toBe(message);
+      expect(lines).toHaveLength(2);
+      expect(lines[1]).toMatch(/^run `jobgate .*--help`/);
+    }
+  });
+
+  it('a bad environment variable is a usage error naming it (exit 2)', async () => {
+    await expect(cli(['migrate'], { PORT: 'eighty' })).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('PORT: must be a whole number'),
+    });
+  });
+
+  it('db url prints DATABASE_URL when it is set', async () => {
+    const { stdout } = await cli(['db', 'url'], { DATABASE_URL: t.url });
+    expect(stdout).toBe(`${t.url}\n`);
   });
 });

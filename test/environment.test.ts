@@ -114,4 +114,13 @@ describe('configuration', () => {
     );
     expect(parseConfig({ DATABASE_URL: 'postgresql:///jobgate?host=/var/run/postgresql' }).databaseUrl).toBeDefined();
   });
+
+  it('registers the demo handlers by default on the embedded default outside production only; JOBGATE_DEMO_HANDLERS decides otherwise', () => {
+    expect(parseConfig({}).demoHandlers).toBe(true);
+    expect(parseConfig({ NODE_ENV: 'production' }).demoHandlers).toBe(false);
+    expect(parseConfig({ DATABASE_URL: 'postgres://db.internal/jobgate' }).demoHandlers).toBe(false);
+    expect(parseConfig({ DATABASE_URL: 'postgres://db.internal/jobgate', JOBGATE_DEMO_HANDLERS: 'on' }).demoHandlers).toBe(true);
+    expect(parseConfig({ JOBGATE_DEMO_HANDLERS: 'off' }).demoHandlers).toBe(false);
+    expect(() => parseConfig({ JOBGATE_DEMO_HANDLERS: 'yes' })).toThrow(/JOBGATE_DEMO_HANDLERS/);
+  });
 });

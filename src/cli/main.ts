@@ -1,45 +1,16 @@
 /**
- * `jobgate <command>`: start | serve | worker | migrate | schema | keys create. Exit codes: 0 ok, 1 failure, 2 usage.
+ * `jobgate <command>`: start | serve | worker | migrate | schema | keys create | db url | reset.
+ * What each accepts and reads: ./commands.ts. Exit codes: 0 ok, 1 failure, 2 usage.
  */
+import fs from 'node:fs';
+import { createInterface } from 'node:readline';
 import { parseConfig, ConfigError, type Config } from '../environment.js';
 import { openDatabaseSource } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { createLogger, logFormatFor, type Logger } from '../log.js';
+import { parseArgs } from './commands.js';
 import { outliveClosedOutput, printOut } from './output.js';
 import type { DatabaseSource } from '../db/connect.js';
-
-const USAGE = `usage: jobgate <command>
-
-commands:
-  start     the GraphQL gateway and a worker in one process
-            (on the embedded Postgres unless DATABASE_URL is set)
-  serve     the gateway only, for scaling out (N gateways, M workers, one Postgres)
-  worker    a worker only
-  migrate   apply pending migrations and exit
-  schema    print the GraphQL SDL
-  keys create --role ADMIN|OPERATOR|VIEWER [--workspace SLUG] [--name NAME] [--installation-admin]
-            create an API key and print it (once)
-`;
-
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
-
-const KEYS_OPTIONS_WITH_VALUE = new Set(['--role', '--workspace', '--name']);
-
-/** The first argument `command` does not take, if any. */
-function unexpectedArgument(argv: string[]): string | undefined {
-  if (argv[0] !== 'keys') return argv[1];
-  for (let i = 2; i < argv.length; i++) {
-    if (KEYS_OPTIONS_WITH_VALUE.has(argv[i]!)) i++;
-    else if (argv[i] !== '--installation-admin') return argv[i];
-  }
-  return undefined;
-}
-
-type Command = 'start' | 'serve' | 'worker' | 'migrate' | 'keys';
-const COMMANDS: readonly string[] = ['start', 'serve', 'worker', 'migrate', 'keys'];
 
 /**
  * How the process answers SIGINT and SIGTERM, from the first moment: one that arrives during
@@ -88,37 +59,79 @@ async function untilInterrupted(
   }
 }
 
-/** The usage answer to `argv` when it asks for no command to run (help, schema, a wrong command), else undefined. */
-async function answerWithoutRunning(argv: string[]): Promise<number | undefined> {
-  const command = argv[0];
-  // Before anything runs: `jobgate serve --help` must not start a server (or migrate a database).
-  if (command === 'help' || argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(USAGE);
+/** The package's version, from the package.json beside dist/ (or src/). */
+function version(): string {
+  return (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
+/** Asks on the terminal (or reads a line from stdin); true for "y" or "yes". */
+async function confirm(question: string): Promise<boolean> {
+  process.stderr.write(question);
+  const lines = createInterface({ input: process.stdin });
+  try {
+    for await (const line of lines) return /^\s*y(es)?\s*$/i.test(line);
+    return false;
+  } finally {
+    lines.close();
+  }
+}
+
+/** `jobgate reset`: the embedded data removed, wherever it lives, once confirmed. */
+async function resetCommand(config: Config, log: Logger, yes: boolean): Promise<number> {
+  const { embeddedState, removeEmbeddedData } = await import('../db/embedded-files.js');
+  const state = embeddedState(config.dataDir);
+  if (state.holder !== undefined) {
+    process.stderr.write(
+      `jobgate: reset: jobgate (pid ${state.holder}) is running on the embedded Postgres in ${state.dataDir}; stop it first\n`,
+    );
+    return 1;
+  }
+  if (state.paths.length === 0) {
+    process.stdout.write(`nothing to remove: no embedded Postgres data for ${state.dataDir}\n`);
     return 0;
   }
-  if (command === 'schema') {
-    const { printSdl } = await import('../schema/index.js');
-    process.stdout.write(printSdl());
+  if (config.databaseUrl) process.stderr.write('DATABASE_URL is set: nothing on that server is touched.\n');
+  process.stderr.write(`This removes the embedded Postgres data of ${state.dataDir}, its jobs, keys and history:\n`);
+  for (const p of state.paths) process.stderr.write(`  ${p}\n`);
+  if (!yes && !(await confirm('Remove them? [y/N] '))) {
+    process.stderr.write('jobgate: reset: not confirmed; nothing removed\n');
+    return 1;
+  }
+  const removed = await removeEmbeddedData(config.dataDir, log);
+  process.stdout.write(`removed ${removed.length} path${removed.length === 1 ? '' : 's'}; the next start begins afresh\n`);
+  return 0;
+}
+
+/** `jobgate db url`: DATABASE_URL, or the running embedded server's jobgate database. */
+async function dbUrlCommand(config: Config): Promise<number> {
+  if (config.databaseUrl) {
+    process.stdout.write(config.databaseUrl + '\n');
     return 0;
   }
-  if (command === undefined || !COMMANDS.includes(command)) {
-    process.stderr.write(USAGE);
-    return command === undefined ? 0 : 2;
-  }
-  const unexpected = unexpectedArgument(argv);
-  if (unexpected !== undefined) {
-    process.stderr.write(`jobgate: ${command} does not take "${unexpected}"\n\n${USAGE}`);
-    return 2;
-  }
-  return undefined;
+  const { embeddedUrl } = await import('../db/embedded-files.js');
+  process.stdout.write(embeddedUrl(config.dataDir) + '\n');
+  return 0;
 }
 
 /** `jobgate keys create`: a key made on the database, printed once. */
-async function keysCreate(argv: string[], config: Config, log: Logger, signals: Signals): Promise<number> {
-  const role = flag(argv, '--role');
-  if (argv[1] !== 'create' || (role !== 'ADMIN' && role !== 'OPERATOR' && role !== 'VIEWER')) {
-    process.stderr.write(USAGE);
-    return 2;
+async function keysCreate(options: Map<string, string | true>, config: Config, log: Logger, signals: Signals): Promise<number> {
+  const text = (name: string) => {
+    const value = options.get(name);
+    return typeof value === 'string' ? value : undefined;
+  };
+  // Checked against its values by parseArgs.
+  const role = text('--role') as 'ADMIN' | 'OPERATOR' | 'VIEWER';
+  if (!config.databaseUrl) {
+    // The embedded server is the running jobgate's: say what to do instead of "already running".
+    const { embeddedState } = await import('../db/embedded-files.js');
+    const { holder, dataDir } = embeddedState(config.dataDir);
+    if (holder !== undefined) {
+      process.stderr.write(
+        `jobgate: keys create: jobgate (pid ${holder}) is running on the embedded Postgres in ${dataDir}; ` +
+          "create the key there with the createApiKey mutation (an ADMIN key: GraphiQL, or the console's API keys), or stop jobgate first\n",
+      );
+      return 1;
+    }
   }
   const source = await openDatabaseSource(config, log);
   const { createDatabase } = await import('../db/pool.js');
@@ -129,10 +142,10 @@ async function keysCreate(argv: string[], config: Config, log: Logger, signals: 
       await migrate(source.connectionString);
       const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts });
       const created = await service.bootstrapKey(
-        flag(argv, '--workspace') ?? 'default',
+        text('--workspace') ?? 'default',
         role,
-        flag(argv, '--name') ?? `created with jobgate keys create`,
-        argv.includes('--installation-admin'),
+        text('--name') ?? `created with jobgate keys create`,
+        options.has('--installation-admin'),
       );
       const unprinted = await printOut(created.key + '\n');
       if (unprinted) {
@@ -205,9 +218,25 @@ async function serve(command: 'start' | 'serve' | 'worker', config: Config, log:
 
 async function main(argv: string[]): Promise<number> {
   outliveClosedOutput();
-  const answered = await answerWithoutRunning(argv);
-  if (answered !== undefined) return answered;
-  const command = argv[0] as Command;
+  const parsed = parseArgs(argv);
+  if (parsed.kind === 'help') {
+    process.stdout.write(parsed.text);
+    return 0;
+  }
+  if (parsed.kind === 'version') {
+    process.stdout.write(`jobgate ${version()}\n`);
+    return 0;
+  }
+  if (parsed.kind === 'usage-error') {
+    process.stderr.write(parsed.message);
+    return 2;
+  }
+  const { command, options } = parsed;
+  if (command.name === 'schema') {
+    const { printSdl } = await import('../schema/index.js');
+    process.stdout.write(printSdl());
+    return 0;
+  }
   let config: Config;
   try {
     config = parseConfig();
@@ -223,10 +252,12 @@ async function main(argv: string[]): Promise<number> {
     undefined,
     config.logFormat ?? logFormatFor({ NODE_ENV: config.production ? 'production' : undefined }),
   );
+  if (command.name === 'reset') return resetCommand(config, log, options.has('--yes'));
+  if (command.name === 'db url') return dbUrlCommand(config);
   const signals = createSignals();
-  if (command === 'keys') return keysCreate(argv, config, log, signals);
-  if (command === 'migrate') return migrateCommand(config, log, signals);
-  return serve(command, config, log, signals);
+  if (command.name === 'keys create') return keysCreate(options, config, log, signals);
+  if (command.name === 'migrate') return migrateCommand(config, log, signals);
+  return serve(command.name as 'start' | 'serve' | 'worker', config, log, signals);
 }
 
 main(process.argv.slice(2)).then(

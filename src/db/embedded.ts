@@ -13,10 +13,13 @@
  *   jobgate.pid                the pid of the jobgate process that owns the cluster
  *   postgres.log               the server log
  *   postgres-credentials.json  the generated superuser password (mode 0600)
+ *   secret-key, admin-key      written by the app (src/app.ts): the key for secrets at rest and
+ *                              the first ADMIN key
  *   pg/                        the cluster itself (or, see `clusterDir`, elsewhere)
+ * What is on disk, who uses it, and its removal (`jobgate reset`): ./embedded-files.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -26,13 +29,13 @@ import { pgTypes } from './pg-types.js';
 import {
   canTraverse,
   EmbeddedPostgresError,
-  FALLBACK_ROOT,
   loadBinaries,
   postgresOsUser,
   reachableBinaries,
   type Binaries,
   type OsUser,
 } from './embedded-os.js';
+import { fallbackClusterDir, liveHolder, recoverOrphan } from './embedded-files.js';
 
 export { EmbeddedPostgresError };
 
@@ -76,47 +79,6 @@ function pickFreePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-function commandLineOf(pid: number): string | undefined {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-  } catch {
-    return undefined;
-  }
-}
-
-/** The pid recorded in a lock file, if that process still runs and looks like the recorder. */
-function liveHolder(file: string, looksLike: RegExp): number | undefined {
-  let pid: number;
-  try {
-    pid = Number.parseInt(fs.readFileSync(file, 'utf8').split('\n')[0] ?? '', 10);
-  } catch {
-    return undefined;
-  }
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return undefined;
-  const cmd = commandLineOf(pid);
-  // No /proc (not Linux): trust the pid.
-  if (cmd !== undefined && !looksLike.test(cmd)) return undefined;
-  return pid;
-}
-
-async function waitForExit(pid: number, ms: number): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (!isAlive(pid)) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return !isAlive(pid);
 }
 
 /** Takes the data folder's lock file, or explains who holds it. */
@@ -246,36 +208,12 @@ function clusterDirFor(dataDir: string, user: OsUser | undefined, log: Logger): 
   if (!user) return preferred;
   const reach = canTraverse(dataDir, user);
   if (reach.ok) return preferred;
-  const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
-  const fallback = path.join(FALLBACK_ROOT, `jobgate-pg-${hash}`);
+  const fallback = fallbackClusterDir(dataDir);
   log.warn(
     `embedded postgres: the "postgres" OS user cannot reach ${dataDir} (blocked by ${reach.blocker}); ` +
       `keeping the cluster in ${fallback} instead`,
   );
   return fallback;
-}
-
-/** Stops a Postgres left running by a jobgate process that was killed without cleaning up. */
-async function recoverOrphan(clusterDir: string, log: Logger): Promise<void> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
-  if (!fs.existsSync(pidFile)) return;
-  // Only a postgres serving this very cluster: after a reboot the pid may belong to another server.
-  const escaped = clusterDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const orphan = liveHolder(pidFile, new RegExp(`postgres.*-D ${escaped}( |$)`));
-  if (orphan === undefined) {
-    // The recorded server is gone (or the pid now belongs to something else): the file is stale.
-    // Postgres would refuse to start over a pid that is alive but not its own, so clear it.
-    fs.rmSync(pidFile, { force: true });
-    log.info('embedded postgres: removed a stale postmaster.pid');
-    return;
-  }
-  log.warn(`embedded postgres: stopping postgres pid ${orphan}, left running by a jobgate process that did not exit cleanly`);
-  process.kill(orphan, 'SIGINT');
-  if (await waitForExit(orphan, 20_000)) return;
-  process.kill(orphan, 'SIGQUIT');
-  if (!(await waitForExit(orphan, 10_000))) {
-    throw new EmbeddedPostgresError(`postgres pid ${orphan} (an earlier run's) would not stop; stop it by hand`);
-  }
 }
 
 /** The server's command line: loopback TCP only, and nothing of a failing statement in its log. */

@@ -44,7 +44,23 @@ export interface AuthenticateFirstOptions {
 export function useAuthenticateFirst(options: AuthenticateFirstOptions): Plugin {
   const { authenticate, tickets, persisted, bounds, actors, ticketed } = options;
   return {
+    // A request that carries no credential at all (no Authorization header, no ticket) is refused
+    // before yoga parses it, so before the CSRF check too (./hardening.ts): it is UNAUTHENTICATED
+    // whatever its method or content type. CSRF is a forgery that borrows a credential the browser
+    // adds by itself; a request with none has nothing to borrow, and answering it 403 told a
+    // newcomer trying `curl` without a key the wrong thing. A request with a credential meets the
+    // CSRF check as before, then the full authentication in onParams.
+    async onRequestParse({ request, serverContext }) {
+      if (request.headers.has('authorization') || ticketOf(request) !== null) return;
+      try {
+        await authenticateRequest(request, {}, (serverContext as YogaServerContext).clientAddress);
+      } catch (error) {
+        options.failed(request, error);
+        throw error;
+      }
+    },
     async onParams({ request, params, context }) {
+      if (actors.has(request)) return;
       try {
         await authenticateRequest(request, params, (context as YogaServerContext).clientAddress);
       } catch (error) {

@@ -334,7 +334,8 @@ function mountConsole(options: GatewayOptions): ConsoleSite | undefined {
 
 const DEFAULT_QUERY = `# Welcome to jobgate. Every request needs an API key: open "Headers" below and set
 #   { "Authorization": "Bearer <key>" }
-# (the embedded default saved its first ADMIN key in .jobgate/admin-key). Then try:
+# (the embedded default saved its first ADMIN key in .jobgate/admin-key). A five-minute tour on
+# the demo handlers, with documents to paste here: the README, "Watch it work". Then try:
 query Overview {
   workspace { slug name }
   endpoints(first: 10) { nodes { id name kind url handlerName } }

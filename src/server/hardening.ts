@@ -1,5 +1,5 @@
 /**
- * Limits on what one GraphQL request may ask for. Defaults (README "Limits"):
+ * Limits on what one GraphQL request may ask for. Defaults (docs/security.md, "Limits"):
  *
  *   depth 12, aliases 20, directives 20, tokens 3,000, cost 10,000 (graphql-armor's model: a
  *   list is priced at its `first`, a variable's value or default included; a list with no
@@ -288,7 +288,9 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
  * CSRF prevention (a custom header forces a preflight), except for a request that carries a
  * subscription ticket: an EventSource cannot send a header, and CSRF needs a credential the
  * browser adds by itself (a cookie), which a ticket in the URL is not: only a page that minted
- * it knows it.
+ * it knows it. A request with no credential at all never gets here: it is answered 401 first
+ * (./authenticate-first.ts). Since every jobgate credential is a header or a ticket that a
+ * browser never adds by itself, this check is defence in depth, for the day one is.
  */
 function csrfUnlessTicket(): Plugin {
   const csrf = useCSRFPrevention({ requestHeaders: ['x-jobgate-csrf', 'authorization'] });

@@ -85,7 +85,7 @@ describe('HTTP executions', () => {
     expect((await settled(t, job.id)).status).toBe('SUCCEEDED');
     const [hit] = target.hitsOf('/plain');
     const headers = hit!.headers as Record<string, string>;
-    // What the README tells a receiver to do with a plain secret.
+    // What docs/api-by-task.md tells a receiver to do with a plain secret.
     expect(new Webhook(`whsec_${Buffer.from(plain, 'utf8').toString('base64')}`).verify(hit!.body, headers)).toEqual({ n: 1 });
     expect(new Webhook(plain, { format: 'raw' }).verify(hit!.body, headers)).toEqual({ n: 1 });
   });

@@ -629,12 +629,15 @@ describe('limits', () => {
     expect(res.body.errors![0]!.message).not.toMatch(/Did you mean/);
   });
 
-  it('refuses a simple (non-preflighted) browser request without a custom header (CSRF)', async () => {
+  it('answers a simple (non-preflighted) browser request with no key 401 UNAUTHENTICATED, before the CSRF check', async () => {
     const res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'text/plain' },
       body: JSON.stringify({ query: '{ workspace { slug } }' }),
     });
-    expect(res.status).toBe(403);
+    const text = await res.text();
+    expect(res.status, text).toBe(401);
+    expect(text).toContain('UNAUTHENTICATED');
+    expect(text).not.toMatch(/CSRF/);
   });
 });

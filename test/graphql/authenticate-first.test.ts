@@ -87,6 +87,35 @@ describe('a request without a valid key', () => {
     }
   });
 
+  it('is answered 401 with no CSRF header either (a plain GET or form POST with no key), not 403', async () => {
+    const requests: [string, RequestInit][] = [
+      [`${url}?query=${encodeURIComponent('{ workspace { slug } }')}`, { headers: { accept: 'application/json' } }],
+      [`${url}?query=${encodeURIComponent('{ workspace { slug } }')}`, {}],
+      [url, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{"query":"{ workspace { slug } }"}' }],
+      [url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'query=%7B%20jbos%20%7D' }],
+      [url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{ not json' }],
+    ];
+    for (const [target, init] of requests) {
+      const res = await fetch(target, init);
+      const text = await res.text();
+      expect(res.status, `${init.method ?? 'GET'} ${JSON.stringify(init.headers)}: ${text}`).toBe(401);
+      expect(JSON.parse(text).errors[0].extensions.code).toBe('UNAUTHENTICATED');
+      expect(text).not.toMatch(/CSRF|Cannot query|Syntax|jbos/);
+    }
+  });
+
+  it('with a key, still meets the full authentication: an unknown key in a simple GET is 401 too', async () => {
+    const res = await fetch(`${url}?query=${encodeURIComponent('{ workspace { slug } }')}`, {
+      headers: { authorization: 'Bearer jg_unknownunknownunknownunknown' },
+    });
+    expect(res.status).toBe(401);
+    const ok = await fetch(`${url}?query=${encodeURIComponent('{ workspace { slug } }')}`, {
+      headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+    });
+    expect(ok.status).toBe(200);
+    expect((await ok.json()).data.workspace.slug).toBe('default');
+  });
+
   it('over graphql-ws, closes the socket with 4403 at connection_init and never answers the operation', async () => {
     const client = createClient({
       url: url.replace('http', 'ws'),

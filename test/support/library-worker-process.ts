@@ -1,5 +1,5 @@
 /**
- * A library-mode worker exactly as the README shows one (`createJobgate` + `handle` +
+ * A library-mode worker exactly as docs/library-mode.md shows one (`createJobgate` + `handle` +
  * `startWorker`), and nothing else holding its process open: no server, no timer of its own.
  * Its handler `sleep` waits `input.ms` without touching the database, so an outage costs it
  * nothing but the recording of its outcomes.

@@ -1,6 +1,6 @@
 /**
  * The pruner: every worker process runs one. It keeps finished history to its window (see
- * README, "Retention"): SUCCEEDED and CANCELLED executions, FAILED ones (kept longer by default),
+ * docs/operating.md, "Retention"): SUCCEEDED and CANCELLED executions, FAILED ones (kept longer by default),
  * the audit log, and finished runs with their findings. Live events are the reaper's
  * (src/service/engine/maintenance/reaper.ts), with the window set in the same place.
  *
