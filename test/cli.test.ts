@@ -49,7 +49,7 @@ describe('the jobgate command', () => {
   it('--help prints the usage on stdout and exits 0, also after a command, without running it', async () => {
     // A server that is not there: a command that ran would fail to connect.
     const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' };
-    for (const args of [['--help'], ['help'], ['-h'], []]) {
+    for (const args of [['--help'], ['help'], ['-h']]) {
       const { stdout } = await cli(args, nowhere);
       expect(stdout, args.join(' ')).toMatch(/^usage: jobgate <command>/);
       expect(stdout).toContain('reset');
@@ -94,6 +94,16 @@ describe('the jobgate command', () => {
       expect(stdout, args.join(' ')).toBe(`jobgate ${version}\n`);
       expect(stderr).toBe('');
     }
+  });
+
+  it('no command prints the usage on stderr and exits 2', async () => {
+    const failure = await cli([], { DATABASE_URL: 'postgres://127.0.0.1:1/nowhere' }).then(
+      () => undefined,
+      (error: { code: number; stdout: string; stderr: string }) => error,
+    );
+    expect(failure?.code).toBe(2);
+    expect(failure?.stdout).toBe('');
+    expect(failure?.stderr).toMatch(/^usage: jobgate <command>/);
   });
 
   it('a usage error names what is wrong on stderr, in a line and a hint, and exits 2 without running anything', async () => {

@@ -224,7 +224,8 @@ const usageError = (message: string, hint: string): Parsed => ({ kind: 'usage-er
 /** Reads argv against the command table: what to answer or run. */
 export function parseArgs(argv: readonly string[]): Parsed {
   const wantsHelp = argv.includes('--help') || argv.includes('-h');
-  if (argv.length === 0) return { kind: 'help', text: generalHelp() };
+  // No command is a usage error (exit 2), answered with the whole usage: what the commands are.
+  if (argv.length === 0) return { kind: 'usage-error', message: generalHelp() };
   if (argv[0] === '--version' || argv[0] === '-v' || argv[0] === 'version') {
     if (argv.length > 1) return usageError(`${argv[0]} takes no argument, got "${argv[1]}"`, 'run `jobgate --help` for the commands');
     return { kind: 'version' };
