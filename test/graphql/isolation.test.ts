@@ -115,6 +115,11 @@ const probes: Record<string, Probe> = {
     id: 'endpoint',
     expect: 'NOT_FOUND',
   },
+  createJobs: {
+    query: `mutation ($id: ID) { createJobs(input: { jobs: [{ endpointId: $id, kind: IMMEDIATE }] }) { results { created } } }`,
+    id: 'endpoint',
+    expect: 'NOT_FOUND',
+  },
   updateJob: {
     query: `mutation ($id: ID!) { updateJob(input: { id: $id, input: { mine: "B" } }) { id } }`,
     id: 'job',

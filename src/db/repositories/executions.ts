@@ -167,6 +167,25 @@ export async function redriveFailedByIds(
   return rows;
 }
 
+/**
+ * The newest execution (by creation, as lists order them) of each job among `jobIds` that has
+ * one, in one query.
+ */
+export async function newestExecutionsOfJobs(db: Executor, workspaceId: string, jobIds: readonly string[]): Promise<ExecutionRow[]> {
+  const valid = jobIds.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db
+    .selectFrom('executions')
+    .selectAll()
+    .distinctOn('job_id')
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('job_id', 'in', valid)
+    .orderBy('job_id')
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .execute();
+}
+
 export async function findExecutionById(db: Executor, workspaceId: string, id: string): Promise<ExecutionRow | undefined> {
   if (!isUuid(id)) return undefined;
   return db.selectFrom('executions').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();

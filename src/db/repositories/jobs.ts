@@ -16,6 +16,13 @@ export async function findJobById(
   return q.executeTakeFirst();
 }
 
+/** The workspace's jobs among `ids` (malformed ids name none), in no order. */
+export async function findJobsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<JobRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('jobs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
+}
+
 export async function findJobByIdempotencyKey(
   db: Executor,
   workspaceId: string,

@@ -5,12 +5,13 @@
  * server would accept. A permission is not a promise: the state checks of the moment (a job
  * already running, an execution no longer FAILED) and concurrent changes still decide.
  */
-import { findEndpointById } from '../../db/repositories/endpoints.js';
-import { findExecutionById } from '../../db/repositories/executions.js';
-import { findJobById } from '../../db/repositories/jobs.js';
+import { findEndpointsByIds } from '../../db/repositories/endpoints.js';
+import { findExecutionsByIds } from '../../db/repositories/executions.js';
+import { findJobsByIds } from '../../db/repositories/jobs.js';
 import type { EndpointRow, ExecutionRow, JobRow, RunRecord } from '../../db/types.js';
 import { isSystem, type Actor, type Role } from '../kernel/actor.js';
 import { hasRole, ownershipRefusal } from '../kernel/authorisation.js';
+import { batchedRead, byId } from '../kernel/batched-reads.js';
 import type { ServiceContext } from '../kernel/context.js';
 import { ForbiddenError, NotFoundError, RetiredError, type DomainError } from '../kernel/errors.js';
 
@@ -83,10 +84,15 @@ export function runPermissions(actor: Actor, run: Pick<RunRecord, 'id' | 'create
 export function createPermissionsService(ctx: ServiceContext) {
   const { db } = ctx;
 
+  // A list's rows ask theirs together (../kernel/batched-reads.ts): one query per step for a page.
+  const jobById = batchedRead((ws, ids) => findJobsByIds(db, ws, ids).then(byId), !ctx.outer);
+  const endpointById = batchedRead((ws, ids) => findEndpointsByIds(db, ws, ids).then(byId), !ctx.outer);
+  const executionById = batchedRead((ws, ids) => findExecutionsByIds(db, ws, ids).then(byId), !ctx.outer);
+
   async function jobAndEndpoint(actor: Actor, jobId: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
-    const job = await findJobById(db, actor.workspaceId, jobId);
+    const job = await jobById(actor.workspaceId, jobId);
     if (!job) throw new NotFoundError('Job', jobId);
-    const endpoint = await findEndpointById(db, actor.workspaceId, job.endpoint_id);
+    const endpoint = await endpointById(actor.workspaceId, job.endpoint_id);
     if (!endpoint) throw new NotFoundError('Job', jobId);
     return { job, endpoint };
   }
@@ -113,7 +119,7 @@ export function createPermissionsService(ctx: ServiceContext) {
 
     /** Which actions on the execution the actor may take, by the rules its mutations enforce. Throws NOT_FOUND. */
     async executionPermissions(actor: Actor, executionId: string): Promise<ExecutionPermissions> {
-      const execution = await findExecutionById(db, actor.workspaceId, executionId);
+      const execution = await executionById(actor.workspaceId, executionId);
       if (!execution) throw new NotFoundError('Execution', executionId);
       const role = hasRole(actor, CHANGE_ROLE);
       // Below the role, nothing to read further (a list of a VIEWER's costs one probe a row).

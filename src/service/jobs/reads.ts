@@ -29,14 +29,22 @@ import {
   type Job,
   type JobState,
 } from '../kernel/models.js';
+import { batchedRead, byId } from '../kernel/batched-reads.js';
 import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
 
 export function createJobReads(ctx: ServiceContext) {
   const { db } = ctx;
+  // A list's rows read their links together (../kernel/batched-reads.ts).
+  const jobById = batchedRead((ws, ids) => jobsRepo.findJobsByIds(db, ws, ids).then(byId), !ctx.outer);
+  const executionById = batchedRead((ws, ids) => executionsRepo.findExecutionsByIds(db, ws, ids).then(byId), !ctx.outer);
+  const newestOfJob = batchedRead(
+    (ws, ids) => executionsRepo.newestExecutionsOfJobs(db, ws, ids).then((rows) => new Map(rows.map((r) => [r.job_id, r]))),
+    !ctx.outer,
+  );
   return {
     /** Throws NOT_FOUND. */
     async job(actor: Actor, id: string): Promise<Job> {
-      const row = await jobsRepo.findJobById(db, actor.workspaceId, id);
+      const row = await jobById(actor.workspaceId, id);
       if (!row) throw new NotFoundError('Job', id);
       return toJob(row);
     },
@@ -52,7 +60,7 @@ export function createJobReads(ctx: ServiceContext) {
 
     /** Throws NOT_FOUND. */
     async execution(actor: Actor, id: string): Promise<Execution> {
-      const row = await executionsRepo.findExecutionById(db, actor.workspaceId, id);
+      const row = await executionById(actor.workspaceId, id);
       if (!row) throw new NotFoundError('Execution', id);
       return toExecution(row);
     },
@@ -73,7 +81,7 @@ export function createJobReads(ctx: ServiceContext) {
 
     /** The newest execution of a job (by creation), or null when it has none yet. */
     async lastExecution(actor: Actor, jobId: string): Promise<Execution | null> {
-      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId });
+      const row = await newestOfJob(actor.workspaceId, jobId);
       return row ? toExecution(row) : null;
     },
 
@@ -83,7 +91,7 @@ export function createJobReads(ctx: ServiceContext) {
      */
     async jobState(actor: Actor, job: Job): Promise<JobState> {
       if (job.status !== 'ACTIVE' || job.kind === 'CRON') return jobState(job, undefined);
-      const [row] = await executionsRepo.listExecutions(db, actor.workspaceId, { limit: 1, jobId: job.id });
+      const row = await newestOfJob(actor.workspaceId, job.id);
       return jobState(job, row?.status);
     },
 

@@ -1,0 +1,57 @@
+/**
+ * Point reads asked together, answered by one query: the calls for one workspace made in the same
+ * turn of the event loop (and the promise jobs it runs) are read with one `id = any(...)` query.
+ *
+ * A GraphQL list resolves each row's fields at once (an execution's `job`, its `viewerCan`, a job's
+ * `lastExecution`), so a page of N rows asked N point reads, three per row for `viewerCan`: a
+ * page's cost grew with its size. Nothing is kept past the batch: each call reads what is committed
+ * when its batch runs, as its own query did. In the caller's transaction (ServiceContext.outer)
+ * reads are not held back: a caller's statements must not run between our call and its read.
+ */
+
+/** One read: by workspace and key, undefined when there is no such row. */
+export type BatchedRead<V> = (workspaceId: string, key: string) => Promise<V | undefined>;
+
+interface Pending<V> {
+  keys: Map<string, { resolve(value: V | undefined): void; reject(error: unknown): void }[]>;
+}
+
+/**
+ * `fetch` reads many keys of one workspace at once (a key it leaves out reads as undefined). With
+ * `batch` false each call is a query of its own (the caller's transaction).
+ */
+export function batchedRead<V>(fetch: (workspaceId: string, keys: string[]) => Promise<Map<string, V>>, batch: boolean): BatchedRead<V> {
+  if (!batch) return async (workspaceId, key) => (await fetch(workspaceId, [key])).get(key);
+  const pending = new Map<string, Pending<V>>();
+  const run = async (workspaceId: string, batched: Pending<V>) => {
+    const keys = [...batched.keys.keys()];
+    try {
+      const found = await fetch(workspaceId, keys);
+      for (const [key, waiters] of batched.keys) for (const w of waiters) w.resolve(found.get(key));
+    } catch (error) {
+      for (const waiters of batched.keys.values()) for (const w of waiters) w.reject(error);
+    }
+  };
+  return (workspaceId, key) =>
+    new Promise<V | undefined>((resolve, reject) => {
+      let batched = pending.get(workspaceId);
+      if (!batched) {
+        pending.set(workspaceId, (batched = { keys: new Map() }));
+        const mine = batched;
+        // After the promise jobs queued now (a list's other rows resolving their fields), as
+        // DataLoader does: a row whose read follows another read of its own joins the next batch.
+        void Promise.resolve().then(() =>
+          process.nextTick(() => {
+            pending.delete(workspaceId);
+            void run(workspaceId, mine);
+          }),
+        );
+      }
+      const waiters = batched.keys.get(key);
+      if (waiters) waiters.push({ resolve, reject });
+      else batched.keys.set(key, [{ resolve, reject }]);
+    });
+}
+
+/** Rows by their id, as `fetch` answers. */
+export const byId = <R extends { id: string }>(rows: readonly R[]): Map<string, R> => new Map(rows.map((r) => [r.id, r]));
