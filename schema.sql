@@ -1,4 +1,4 @@
--- The schema after migrations/000031_claim_token.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000032_retention_jobs.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -230,7 +230,7 @@ CREATE FUNCTION public.jobgate_provision_retention() RETURNS trigger
     AS $$
 begin
   insert into retention_slices (workspace_id, kind)
-  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS']) as k
+  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS', 'JOBS', 'ALERTS']) as k
   on conflict do nothing;
   return new;
 end $$;
@@ -640,7 +640,7 @@ CREATE TABLE public.retention_slices (
     last_pruned bigint DEFAULT 0 NOT NULL,
     pruned_total bigint DEFAULT 0 NOT NULL,
     CONSTRAINT retention_slices_check CHECK (((owner IS NULL) = (lease_until IS NULL))),
-    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text])))
+    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text, 'JOBS'::text, 'ALERTS'::text])))
 );
 
 CREATE TABLE public.run_schedules (
@@ -917,6 +917,8 @@ CREATE INDEX jobs_name_search ON public.jobs USING btree (workspace_id, lower(na
 CREATE INDEX jobs_next_fire ON public.jobs USING btree (next_fire_at) WHERE ((status = 'ACTIVE'::text) AND (next_fire_at IS NOT NULL));
 
 CREATE INDEX jobs_workspace_created ON public.jobs USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX jobs_workspace_prunable ON public.jobs USING btree (workspace_id, created_at, id) WHERE ((kind <> 'CRON'::text) OR (status = 'RETIRED'::text));
 
 CREATE INDEX retention_slices_due ON public.retention_slices USING btree (next_due_at);
 

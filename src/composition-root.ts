@@ -244,6 +244,17 @@ function assemble(opened: Opened): Engine {
         // The pass holds off reconciling leases during and just after an outage, as a worker does.
         availability: opened.availability,
         leaseMs: defaults.leaseMs,
+        prune:
+          options.retention?.prune === false
+            ? undefined
+            : {
+                log,
+                defaults: opened.retention,
+                batchSize: opened.retention.batchSize,
+                pauseMs: opened.retention.pauseMs,
+                maxBatches: opened.retention.runDueBatches,
+                onPruned: pruned,
+              },
       };
       return countedRunDue(observer, () => runDuePass(deps, { limit }));
     },

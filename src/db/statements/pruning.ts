@@ -20,6 +20,9 @@ export interface PrunedRows {
   findings: number;
   /** Live events (pruned by each workspace's reaper). */
   events: number;
+  /** Whole jobs (one-off and retired ones), after their executions. */
+  jobs: number;
+  alert_notifications: number;
 }
 
 export interface TakenSlice {
@@ -45,7 +48,10 @@ update retention_slices s
 set owner = $1, epoch = s.epoch + 1, lease_until = now() + make_interval(secs => $2::double precision / 1000), last_started_at = now()
 from (
   select workspace_id, kind from retention_slices
-  where next_due_at <= now() and (owner is null or lease_until < now())
+  -- Any workspace's due slice; or, on demand ($3), one of that workspace's, due or not, but
+  -- none it already pruned in this call ($4).
+  where ($3::uuid is null and next_due_at <= now() or workspace_id = $3::uuid and kind <> all($4::text[]))
+    and (owner is null or lease_until < now())
   order by next_due_at
   limit 1
   for update skip locked
@@ -54,13 +60,22 @@ where s.workspace_id = c.workspace_id and s.kind = c.kind
 returning s.workspace_id, s.kind, s.epoch::text as epoch,
   (select row_to_json(r) from workspace_retention r where r.workspace_id = s.workspace_id) as overrides`;
 
-export async function takeSlice(pool: pg.Pool, owner: string, leaseMs: number): Promise<TakenSlice | undefined> {
+/**
+ * `only`: take one of this workspace's slices whether it is due or not, except the kinds in
+ * `skip` (an on-demand prune); without it, any workspace's due slice.
+ */
+export async function takeSlice(
+  pool: pg.Pool,
+  owner: string,
+  leaseMs: number,
+  only?: { workspaceId: string; skip: readonly RetentionKind[] },
+): Promise<TakenSlice | undefined> {
   const { rows } = await pool.query<{
     workspace_id: string;
     kind: RetentionKind;
     epoch: string;
     overrides: Record<string, number | null> | null;
-  }>(TAKE, [owner, leaseMs]);
+  }>(TAKE, [owner, leaseMs, only?.workspaceId ?? null, only?.skip ?? []]);
   const row = rows[0];
   if (!row) return undefined;
   const o = row.overrides ?? {};
@@ -197,6 +212,76 @@ with oldest as (
 )
 select count(*)::int as n, (select count(*) from oldest)::int as scanned from gone`;
 
+/**
+ * Whole jobs: one-off jobs (IMMEDIATE, DELAYED) and retired ones, each with all its executions
+ * (and their attempts) once every one of them is finished and past its window, oldest first. A
+ * recurring job that is not retired is never read (the walk's partial index, migration 000032):
+ * its history goes execution by execution, its newest `keepPerJob` kept.
+ *
+ * Two statements in the batch's transaction, so that no live execution is ever deleted:
+ *  1. LOCK_DOOMED_JOBS walks the workspace's prunable jobs from the position and locks the due
+ *     ones (FOR UPDATE, skipping any another transaction holds). From here no execution can be
+ *     added to them: an insert takes a KEY SHARE lock on its job, which waits for this
+ *     transaction and then finds the job gone (a foreign key error for that late caller).
+ *  2. DELETE_JOBS, with a new snapshot, locks their executions and deletes a job only if every
+ *     one of its executions is locked and, as it is now, finished and past its window: an
+ *     execution re-driven to PENDING between the two statements, or one a worker holds, keeps its
+ *     job. The executions and attempts go in the same statement; the jobs' foreign key is checked
+ *     at its end, when they are gone.
+ * A job's live events are the subscriptions' replay log and keep their own window (the reaper's).
+ */
+const PAST_WINDOW = `((x.status in ('SUCCEEDED', 'CANCELLED') and x.finished_at < now() - make_interval(secs => $2::double precision / 1000))
+  or (x.status = 'FAILED' and x.finished_at < now() - make_interval(secs => $3::double precision / 1000)))`;
+
+const LOCK_DOOMED_JOBS = `
+with scanned as (
+  select j.id, j.created_at from jobs j
+  where j.workspace_id = $1 and (j.kind <> 'CRON' or j.status = 'RETIRED')
+    and j.created_at < now() - make_interval(secs => least($2, $3)::double precision / 1000)
+    and (j.created_at, j.id) > ($5::timestamptz, $6::uuid)
+  order by j.created_at, j.id
+  limit $4
+), locked as (
+  select j.id from jobs j
+  where j.id in (select id from scanned)
+    and (j.kind <> 'CRON' or j.status = 'RETIRED')
+    and coalesce(j.retired_at, j.created_at) < now() - make_interval(secs => least($2, $3)::double precision / 1000)
+    and not exists (select 1 from executions x where x.job_id = j.id and not ${PAST_WINDOW})
+  for update skip locked
+), last as (
+  select created_at, id from scanned order by created_at desc, id desc limit 1
+)
+select array(select id from locked)::text[] as ids, (select count(*) from scanned)::int as scanned,
+  (select created_at from last) as last_created_at, (select id from last) as last_id`;
+
+const DELETE_JOBS = `
+with locked as (
+  select x.id, x.job_id, ${PAST_WINDOW} as past from executions x where x.job_id = any($1::uuid[])
+  for update skip locked
+), doomed as (
+  select j.id from unnest($1::uuid[]) j(id)
+  where (select count(*) from executions x where x.job_id = j.id) = (select count(*) from locked l where l.job_id = j.id and l.past)
+), gone_attempts as (
+  delete from attempts a using locked l where a.execution_id = l.id and l.job_id in (select id from doomed) returning 1
+), gone_executions as (
+  delete from executions e using locked l where e.id = l.id and l.job_id in (select id from doomed) returning 1
+), gone_jobs as (
+  delete from jobs j where j.id in (select id from doomed) returning 1
+)
+select (select count(*) from gone_jobs)::int as jobs, (select count(*) from gone_executions)::int as executions,
+  (select count(*) from gone_attempts)::int as attempts`;
+
+/** The workspace's oldest `batch` alert notifications, those of them past the window (as PRUNE_AUDIT). */
+const PRUNE_ALERT_NOTIFICATIONS = `
+with oldest as (
+  select id, created_at from alert_notifications where workspace_id = $1 order by created_at, id limit $3
+), gone as (
+  delete from alert_notifications a using oldest o
+  where a.id = o.id and o.created_at < now() - make_interval(secs => $2::double precision / 1000)
+  returning 1
+)
+select count(*)::int as n from gone`;
+
 export interface BatchInput {
   slice: TakenSlice;
   owner: string;
@@ -226,7 +311,16 @@ export interface BatchResult {
   position?: ExecutionsPosition | undefined;
 }
 
-export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({ executions: 0, attempts: 0, audit_log: 0, runs: 0, findings: 0, events: 0 });
+export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({
+  executions: 0,
+  attempts: 0,
+  audit_log: 0,
+  runs: 0,
+  findings: 0,
+  events: 0,
+  jobs: 0,
+  alert_notifications: 0,
+});
 const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
 
 /** One batch of a slice, in one transaction: fence, delete, record. */
@@ -279,12 +373,36 @@ export async function pruneBatch(
       const gone = ids.length ? ((await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0) : 0;
       pruned = { ...NO_ROWS, runs: gone, findings };
       done = gone + findings === 0;
+    } else if (slice.kind === 'JOBS') {
+      const w = work.executions!;
+      const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
+      const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: Date | null; last_id: string | null }>(
+        LOCK_DOOMED_JOBS,
+        [
+          slice.workspaceId,
+          ...windows,
+          batch,
+          work.position?.createdAt ?? '-infinity',
+          work.position?.id ?? '00000000-0000-0000-0000-000000000000',
+        ],
+      );
+      const r = rows[0]!;
+      if (r.ids.length > 0) {
+        const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows])).rows[0]!;
+        pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
+      }
+      done = r.scanned < batch;
+      position = r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : work.position;
+    } else if (slice.kind === 'ALERTS') {
+      const { rows } = await client.query<{ n: number }>(PRUNE_ALERT_NOTIFICATIONS, [slice.workspaceId, work.windowMs!, batch]);
+      pruned = { ...NO_ROWS, alert_notifications: rows[0]!.n };
+      done = rows[0]!.n < batch;
     } else {
       const { rows } = await client.query<{ n: number; scanned: number }>(PRUNE_AUDIT, [slice.workspaceId, work.windowMs!, batch]);
       pruned = { ...NO_ROWS, audit_log: rows[0]!.n };
       done = rows[0]!.n < batch;
     }
-    const total = pruned.executions + pruned.attempts + pruned.audit_log + pruned.runs + pruned.findings;
+    const total = Object.values(pruned).reduce((a, b) => a + b, 0);
     if (total > 0) {
       const counts = Object.fromEntries(Object.entries(pruned).filter(([, n]) => n > 0));
       await client.query(RECORD_BATCH, [slice.workspaceId, slice.kind, total, JSON.stringify({ kind: slice.kind, ...counts })]);

@@ -9,7 +9,7 @@
  */
 
 /** The tables retention prunes. */
-export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events';
+export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events' | 'jobs' | 'alert_notifications';
 
 /** The engine statements retried after a conflict (src/service/engine/worker/conflict-retry.ts). */
 export type ConflictedStatement = 'outcomes' | 'heartbeat';
@@ -56,7 +56,7 @@ export interface Observer {
    * otherwise what the executions it ran were left as.
    */
   runDuePass(outcome: 'ok' | 'error', executions?: Readonly<Record<'succeeded' | 'failed' | 'retrying' | 'cancelled', number>>): void;
-  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events). */
+  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications). */
   historyPruned(rows: Readonly<Record<PrunedTable, number>>): void;
 }
 
