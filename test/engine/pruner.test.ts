@@ -359,3 +359,143 @@ describe('the loop', () => {
     expect((await t.query(`select count(*)::int as n from retention_slices where owner is not null`)).rows[0].n).toBe(0);
   });
 });
+
+/**
+ * A job made `ageDays` ago (before any of its fixture executions): IMMEDIATE unless `kind` says,
+ * retired `retiredDays` ago when given.
+ */
+async function oldJob(ageDays: number, opts: { kind?: 'IMMEDIATE' | 'CRON'; retiredDays?: number } = {}): Promise<string> {
+  const kind = opts.kind ?? 'IMMEDIATE';
+  const { rows } = await t.query<{ id: string }>(
+    `insert into jobs (workspace_id, endpoint_id, kind, max_attempts, created_at, status, retired_at,
+                       cron_expression, timezone, misfire_policy, overlap_policy)
+     values ($1, $2, $3, 5, $4::timestamptz - make_interval(days => $5::int + 1),
+             case when $6::int is null then 'ACTIVE' else 'RETIRED' end, $4::timestamptz - make_interval(days => $6::int),
+             case when $3 = 'CRON' then '0 * * * *' end, case when $3 = 'CRON' then 'UTC' end,
+             case when $3 = 'CRON' then 'SKIP' end, case when $3 = 'CRON' then 'SKIP' end)
+     returning id`,
+    [t.actor.workspaceId, endpointId, kind, fixtureEpoch, ageDays, opts.retiredDays ?? null],
+  );
+  return rows[0]!.id;
+}
+
+async function jobsLeft(ids: string[]): Promise<number> {
+  return (await t.query(`select count(*)::int as n from jobs where id = any($1::uuid[])`, [ids])).rows[0].n as number;
+}
+
+/** Only this workspace's slices of `kinds` due; the rest waits a day, so a test sees one kind's work. */
+async function onlyDue(...kinds: string[]) {
+  await t.query(`update retention_slices set next_due_at = now() + interval '1 day' where not (workspace_id = $1 and kind = any($2))`, [
+    t.actor.workspaceId,
+    kinds,
+  ]);
+}
+
+describe('whole jobs', () => {
+  it('deletes finished one-off jobs past their window with their executions and attempts, FAILED ones after the longer window', async () => {
+    await onlyDue('JOBS');
+    const since = await lastAuditId();
+    const done: string[] = [];
+    const doneExecutions: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const job = await oldJob(40);
+      done.push(job);
+      doneExecutions.push(...(await history(job, 1, i % 2 ? 'CANCELLED' : 'SUCCEEDED', 40)));
+    }
+    const failedOld = await oldJob(100);
+    doneExecutions.push(...(await history(failedOld, 1, 'FAILED', 100)));
+    const failedYoung = await oldJob(40);
+    await history(failedYoung, 1, 'FAILED', 40);
+    const young = await oldJob(5);
+    await history(young, 1, 'SUCCEEDED', 5);
+    // A one-off job with an old finished execution and one still pending (re-driven) is live.
+    const live = await oldJob(60);
+    await history(live, 1, 'SUCCEEDED', 60);
+    await history(live, 1, 'PENDING', 59);
+    const running = await oldJob(60);
+    await history(running, 1, 'RUNNING', 60);
+
+    const { p, batches } = pruner({ batchSize: 3, defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    expect(await jobsLeft([...done, failedOld])).toBe(0);
+    expect(await remaining(doneExecutions)).toEqual({ executions: 0, attempts: 0 });
+    expect(await jobsLeft([failedYoung, young, live, running])).toBe(4);
+    expect((await t.query(`select count(*)::int as n from executions where job_id = any($1::uuid[])`, [[live, running]])).rows[0].n).toBe(3);
+    // Audited per batch as JOBS, with what went; the hook saw the same counts.
+    const audited = (await auditedSince(since)).filter((a) => a.kind === 'JOBS');
+    expect(sum(audited, 'jobs')).toBe(6);
+    expect(sum(audited, 'executions')).toBe(6);
+    expect(sum(audited, 'attempts')).toBe(6);
+    expect(batches.filter((b) => b.kind === 'JOBS').reduce((a, b) => a + b.rows.jobs, 0)).toBe(6);
+  });
+
+  it('deletes a retired job once retired past the window, never an active recurring job (its newest N stay)', async () => {
+    await onlyDue('JOBS', 'EXECUTIONS');
+    const activeCron = await oldJob(200, { kind: 'CRON' });
+    const cronRows = await history(activeCron, 10, 'SUCCEEDED', 100);
+    const retiredCron = await oldJob(200, { kind: 'CRON', retiredDays: 50 });
+    const retiredRows = await history(retiredCron, 10, 'SUCCEEDED', 100);
+    const justRetired = await oldJob(200, { kind: 'CRON', retiredDays: 2 });
+    await history(justRetired, 3, 'SUCCEEDED', 100);
+    const { p } = pruner({ defaults: { keepPerJob: 2 } });
+    await p.runOnce();
+    expect(await jobsLeft([activeCron, justRetired])).toBe(2);
+    expect(await jobsLeft([retiredCron])).toBe(0);
+    expect(await remaining(retiredRows)).toEqual({ executions: 0, attempts: 0 });
+    // The active cron keeps its newest two, however old.
+    expect((await remaining(cronRows)).executions).toBe(2);
+  });
+
+  it('keeps a job while another transaction holds one of its executions, and deletes it once released', async () => {
+    await onlyDue('JOBS');
+    const job = await oldJob(50);
+    const [execution] = await history(job, 1, 'SUCCEEDED', 50);
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query(`select 1 from executions where id = $1 for update`, [execution]);
+      await pruner({ defaults: { keepPerJob: 1 } }).p.runOnce();
+      expect(await jobsLeft([job])).toBe(1);
+      expect((await remaining([execution!])).executions).toBe(1);
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+    await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind = 'JOBS'`, [t.actor.workspaceId]);
+    await pruner({ defaults: { keepPerJob: 1 } }).p.runOnce();
+    expect(await jobsLeft([job])).toBe(0);
+  });
+
+  it('keeps jobs forever while executions are kept forever', async () => {
+    await onlyDue('JOBS');
+    const job = await oldJob(400);
+    await history(job, 1, 'SUCCEEDED', 400);
+    await pruner({ defaults: { keepPerJob: 1, executionsDays: 0, failedExecutionsDays: 0 } }).p.runOnce();
+    expect(await jobsLeft([job])).toBe(1);
+  });
+});
+
+describe('alert notifications', () => {
+  it('prunes notifications past their window and keeps the young ones', async () => {
+    await onlyDue('ALERTS');
+    const { rows: rules } = await t.query<{ id: string }>(
+      `insert into alert_rules (workspace_id, name, condition, email) values ($1, 'prune-test', 'EXECUTION_FAILED', true) returning id`,
+      [t.actor.workspaceId],
+    );
+    const rule = rules[0]!.id;
+    const insert = (ageDays: number, n: number) =>
+      t.query(
+        `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, window_start, first_seen_at, last_seen_at, occurrences, summary, created_at)
+         select $1, $2, 'EXECUTION_FAILED', 'FIRING', 'JOB', 'k' || i, c, c, c, 1, 's', c
+         from generate_series(1, $4::int) i, lateral (select now() - make_interval(days => $3::int) as c) t`,
+        [t.actor.workspaceId, rule, ageDays, n],
+      );
+    await insert(100, 7);
+    await insert(10, 2);
+    const { p, batches } = pruner({ batchSize: 3, defaults: { alertNotificationsDays: 30 } });
+    await p.runOnce();
+    const left = await t.query(`select count(*)::int as n from alert_notifications where rule_id = $1`, [rule]);
+    expect(left.rows[0].n).toBe(2);
+    expect(batches.filter((b) => b.kind === 'ALERTS').reduce((a, b) => a + b.rows.alert_notifications, 0)).toBe(7);
+  });
+});
