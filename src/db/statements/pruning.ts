@@ -237,7 +237,7 @@ const LOCK_DOOMED_JOBS = `
 with scanned as (
   select j.id, j.created_at from jobs j
   where j.workspace_id = $1 and (j.kind <> 'CRON' or j.status = 'RETIRED')
-    and j.created_at < now() - make_interval(secs => least($2, $3)::double precision / 1000)
+    and j.created_at < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
     and (j.created_at, j.id) > ($5::timestamptz, $6::uuid)
   order by j.created_at, j.id
   limit $4
@@ -245,7 +245,7 @@ with scanned as (
   select j.id from jobs j
   where j.id in (select id from scanned)
     and (j.kind <> 'CRON' or j.status = 'RETIRED')
-    and coalesce(j.retired_at, j.created_at) < now() - make_interval(secs => least($2, $3)::double precision / 1000)
+    and coalesce(j.retired_at, j.created_at) < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
     and not exists (select 1 from executions x where x.job_id = j.id and not ${PAST_WINDOW})
   for update skip locked
 ), last as (
