@@ -639,6 +639,8 @@ CREATE TABLE public.retention_slices (
     last_finished_at timestamp with time zone,
     last_pruned bigint DEFAULT 0 NOT NULL,
     pruned_total bigint DEFAULT 0 NOT NULL,
+    resume_created_at timestamp with time zone,
+    resume_id uuid,
     CONSTRAINT retention_slices_check CHECK (((owner IS NULL) = (lease_until IS NULL))),
     CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text, 'JOBS'::text, 'ALERTS'::text])))
 );

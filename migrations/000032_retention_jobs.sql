@@ -19,6 +19,12 @@ begin
   return new;
 end $$;
 
+-- Where an unfinished pass over a slice got to (its creation-time walk, see pruning.ts), kept when
+-- the slice is handed back unfinished: a bounded prune (a serverless pass runs a few batches)
+-- then goes on from there next time instead of reading the same first rows again, so a slice
+-- that needs more batches than one call allows still gets through. Cleared when a pass finishes.
+alter table retention_slices add column resume_created_at timestamptz, add column resume_id uuid;
+
 -- Workspaces that exist already.
 insert into retention_slices (workspace_id, kind)
 select w.id, k from workspaces w cross join unnest(array['JOBS', 'ALERTS']) as k

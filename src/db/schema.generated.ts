@@ -316,6 +316,8 @@ export interface RetentionSlices {
   next_due_at: Generated<Timestamp>;
   owner: string | null;
   pruned_total: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  resume_created_at: Timestamp | null;
+  resume_id: string | null;
   workspace_id: string;
 }
 

@@ -92,7 +92,7 @@ export const PrunedCountsRef = builder.objectRef<PruneHistoryResult['removed']>(
   description: 'Rows an on-demand prune deleted, per kind of history.',
   fields: (t) => ({
     jobs: t.exposeInt('jobs', { description: 'Finished one-off jobs and retired jobs, deleted whole.' }),
-    executions: t.exposeInt('executions', { description: "Executions (those of deleted jobs included)." }),
+    executions: t.exposeInt('executions', { description: 'Executions (those of deleted jobs included).' }),
     attempts: t.exposeInt('attempts', { description: 'Attempts, deleted with their executions.' }),
     runs: t.exposeInt('runs', { description: 'Finished recoverable runs.' }),
     findings: t.exposeInt('findings', { description: 'Findings, deleted with their runs.' }),

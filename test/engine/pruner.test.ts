@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { pruneBatch, takeSlice } from '../../src/db/statements/pruning.js';
 import { createLogger } from '../../src/log.js';
-import { createPruner, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
+import { createPruner, pruneBounded, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;
@@ -420,7 +420,9 @@ describe('whole jobs', () => {
     expect(await jobsLeft([...done, failedOld])).toBe(0);
     expect(await remaining(doneExecutions)).toEqual({ executions: 0, attempts: 0 });
     expect(await jobsLeft([failedYoung, young, live, running])).toBe(4);
-    expect((await t.query(`select count(*)::int as n from executions where job_id = any($1::uuid[])`, [[live, running]])).rows[0].n).toBe(3);
+    expect((await t.query(`select count(*)::int as n from executions where job_id = any($1::uuid[])`, [[live, running]])).rows[0].n).toBe(
+      3,
+    );
     // Audited per batch as JOBS, with what went; the hook saw the same counts.
     const audited = (await auditedSince(since)).filter((a) => a.kind === 'JOBS');
     expect(sum(audited, 'jobs')).toBe(6);
@@ -497,5 +499,51 @@ describe('alert notifications', () => {
     const left = await t.query(`select count(*)::int as n from alert_notifications where rule_id = $1`, [rule]);
     expect(left.rows[0].n).toBe(2);
     expect(batches.filter((b) => b.kind === 'ALERTS').reduce((a, b) => a + b.rows.alert_notifications, 0)).toBe(7);
+  });
+});
+
+describe('the walk', () => {
+  it('gets through more rows created in the same instant than a batch holds (one statement, one now())', async () => {
+    await onlyDue('EXECUTIONS');
+    const job = await newJob();
+    // Ten executions with one creation time to the microsecond, as a bulk create makes them.
+    const { rows } = await t.query<{ id: string }>(
+      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, finished_at, created_at)
+       select j.workspace_id, j.id, j.endpoint_id, now() - interval '60 days' + i * interval '1 us', 'SUCCEEDED', 1, 5, now(),
+              now() - interval '59 days', now() - interval '60 days' + interval '123 us'
+       from jobs j, generate_series(1, 10) i where j.id = $1 returning id`,
+      [job],
+    );
+    const { p } = pruner({ batchSize: 3, defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    expect((await remaining(rows.map((r) => r.id))).executions).toBe(0);
+  });
+
+  it('a pass handed back unfinished goes on from where it got to', async () => {
+    await onlyDue('JOBS');
+    const jobs: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const job = await oldJob(45);
+      await history(job, 1, 'SUCCEEDED', 45);
+      jobs.push(job);
+    }
+    // The two oldest jobs stay (a FAILED execution in its window): a pass that started from the
+    // beginning each call would read only them, a batch of two, and never get further.
+    const kept = [await oldJob(47), await oldJob(46)];
+    for (const job of kept) await history(job, 1, 'FAILED', 46);
+    // One batch of two jobs a call: the slice is handed back after each, with its position.
+    for (let call = 0; call < 10 && (await jobsLeft(jobs)) > 0; call++) {
+      const report = await pruneBounded({
+        pool: t.database.pool,
+        log,
+        pauseMs: 0,
+        batchSize: 2,
+        maxBatches: 1,
+        workspaceId: t.actor.workspaceId,
+      });
+      expect(report.removed.jobs).toBeLessThanOrEqual(2);
+    }
+    expect(await jobsLeft(jobs)).toBe(0);
+    expect(await jobsLeft(kept)).toBe(2);
   });
 });

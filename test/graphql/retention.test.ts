@@ -151,9 +151,9 @@ const PRUNE = `mutation ($input: PruneHistoryInput) { pruneHistory(input: $input
 describe('pruning on demand', () => {
   /** An IMMEDIATE job that finished (SUCCEEDED) `ageDays` ago, with its one execution and attempt. */
   async function finishedOneOff(ageDays: number): Promise<string> {
-    const endpoint = (
-      await t.query(`select id from endpoints where workspace_id = $1 and name = 'prune.target'`, [t.actor.workspaceId])
-    ).rows[0]?.id ?? (await t.service.registerEndpoint(t.actor, { name: 'prune.target', kind: 'HANDLER', handlerName: 'x' })).id;
+    const endpoint =
+      (await t.query(`select id from endpoints where workspace_id = $1 and name = 'prune.target'`, [t.actor.workspaceId])).rows[0]?.id ??
+      (await t.service.registerEndpoint(t.actor, { name: 'prune.target', kind: 'HANDLER', handlerName: 'x' })).id;
     const { job } = await t.service.createJob(t.actor, { endpointId: endpoint, kind: 'IMMEDIATE' });
     await t.query(
       `update executions set status = 'SUCCEEDED', attempt_count = 1, finished_at = now() - make_interval(days => $2::int),
@@ -165,7 +165,10 @@ describe('pruning on demand', () => {
        select workspace_id, id, 1, 1, 'w', created_at, finished_at, 'SUCCEEDED' from executions where job_id = $1`,
       [job.id],
     );
-    await t.query(`update jobs set created_at = now() - make_interval(days => $2::int) - interval '2 minutes' where id = $1`, [job.id, ageDays]);
+    await t.query(`update jobs set created_at = now() - make_interval(days => $2::int) - interval '2 minutes' where id = $1`, [
+      job.id,
+      ageDays,
+    ]);
     return job.id;
   }
   const left = async (ids: string[]) =>
@@ -183,7 +186,8 @@ describe('pruning on demand', () => {
     expect(res.data.pruneHistory.removed).toMatchObject({ jobs: 3, executions: 3, attempts: 3 });
     expect(await left(old)).toBe(0);
     expect(await left([young])).toBe(1);
-    const audited = (await t.query(`select result_code, target_id from audit_log where action = 'workspace.pruneHistory' order by id`)).rows;
+    const audited = (await t.query(`select result_code, target_id from audit_log where action = 'workspace.pruneHistory' order by id`))
+      .rows;
     expect(audited).toEqual([{ result_code: 'OK', target_id: t.actor.workspaceId }]);
     // Nothing more to do: a second call removes nothing.
     expect((await g.gql(PRUNE, { input: { maxBatches: 5 } })).data.pruneHistory.removed.jobs).toBe(0);
@@ -193,7 +197,10 @@ describe('pruning on demand', () => {
     const ws = t.otherActor.workspaceId;
     const endpoint = (await t.service.registerEndpoint(t.otherActor, { name: 'prune.other', kind: 'HANDLER', handlerName: 'x' })).id;
     const { job } = await t.service.createJob(t.otherActor, { endpointId: endpoint, kind: 'IMMEDIATE' });
-    await t.query(`update executions set status = 'SUCCEEDED', finished_at = now() - interval '50 days', created_at = now() - interval '51 days' where job_id = $1`, [job.id]);
+    await t.query(
+      `update executions set status = 'SUCCEEDED', finished_at = now() - interval '50 days', created_at = now() - interval '51 days' where job_id = $1`,
+      [job.id],
+    );
     await t.query(`update jobs set created_at = now() - interval '52 days' where id = $1`, [job.id]);
     expect((await g.gql(PRUNE, {})).data.pruneHistory.removed.jobs).toBe(0);
     expect(await left([job.id])).toBe(1);

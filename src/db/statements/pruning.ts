@@ -29,6 +29,8 @@ export interface TakenSlice {
   workspaceId: string;
   kind: RetentionKind;
   epoch: string;
+  /** Where the last unfinished pass over this slice got to (it goes on from there). */
+  position?: ExecutionsPosition | undefined;
   /** The workspace's own windows (null: the installation's default). */
   overrides: {
     executionsDays: number | null;
@@ -57,7 +59,7 @@ from (
   for update skip locked
 ) c
 where s.workspace_id = c.workspace_id and s.kind = c.kind
-returning s.workspace_id, s.kind, s.epoch::text as epoch,
+returning s.workspace_id, s.kind, s.epoch::text as epoch, s.resume_created_at::text as resume_created_at, s.resume_id,
   (select row_to_json(r) from workspace_retention r where r.workspace_id = s.workspace_id) as overrides`;
 
 /**
@@ -74,6 +76,8 @@ export async function takeSlice(
     workspace_id: string;
     kind: RetentionKind;
     epoch: string;
+    resume_created_at: string | null;
+    resume_id: string | null;
     overrides: Record<string, number | null> | null;
   }>(TAKE, [owner, leaseMs, only?.workspaceId ?? null, only?.skip ?? []]);
   const row = rows[0];
@@ -83,6 +87,7 @@ export async function takeSlice(
     workspaceId: row.workspace_id,
     kind: row.kind,
     epoch: row.epoch,
+    position: row.resume_created_at && row.resume_id ? { createdAt: row.resume_created_at, id: row.resume_id } : undefined,
     overrides: {
       executionsDays: o.executions_days ?? null,
       failedExecutionsDays: o.failed_executions_days ?? null,
@@ -112,20 +117,25 @@ values ($1, 'system', 'retention.prune', 'Workspace', $1::text, $4::jsonb, 'OK')
 /** Ends a pass: frees the slice and sets its next due time (fenced). */
 const FINISH = `
 update retention_slices set owner = null, lease_until = null, last_finished_at = now(), last_pruned = $5,
-  next_due_at = now() + make_interval(secs => $6::double precision / 1000)
+  next_due_at = now() + make_interval(secs => $6::double precision / 1000), resume_created_at = null, resume_id = null
 where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $4`;
 
-/** Hands a slice back unfinished (shutdown, a failure): due at once for any worker (fenced). */
+/**
+ * Hands a slice back unfinished (shutdown, a failure, a bounded prune's budget spent): due at once
+ * for any worker, behind the slices already due, with where its pass got to (fenced).
+ */
 const HAND_BACK = `
-update retention_slices set owner = null, lease_until = null
+update retention_slices set owner = null, lease_until = null, next_due_at = greatest(next_due_at, now()),
+  resume_created_at = $5::timestamptz, resume_id = $6::uuid
 where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $4`;
 
 export async function finishSlice(pool: pg.Pool, slice: TakenSlice, owner: string, pruned: number, everyMs: number): Promise<void> {
   await pool.query(FINISH, [slice.workspaceId, slice.kind, owner, slice.epoch, pruned, everyMs]);
 }
 
-export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: string): Promise<void> {
-  await pool.query(HAND_BACK, [slice.workspaceId, slice.kind, owner, slice.epoch]);
+/** `position`: where the pass got to (undefined: the next pass starts from the beginning). */
+export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: string, position?: ExecutionsPosition): Promise<void> {
+  await pool.query(HAND_BACK, [slice.workspaceId, slice.kind, owner, slice.epoch, position?.createdAt ?? null, position?.id ?? null]);
 }
 
 /**
@@ -176,7 +186,7 @@ with scanned as (
   select created_at, id from scanned order by created_at desc, id desc limit 1
 )
 select (select count(*) from gone)::int as executions, (select count(*) from gone_attempts)::int as attempts,
-  (select count(*) from scanned)::int as scanned, (select created_at from last) as last_created_at, (select id from last) as last_id`;
+  (select count(*) from scanned)::int as scanned, (select created_at::text from last) as last_created_at, (select id from last) as last_id`;
 
 /**
  * Finished runs (COMPLETED, FAILED) past their window, with their findings. A run goes only once
@@ -252,7 +262,7 @@ with scanned as (
   select created_at, id from scanned order by created_at desc, id desc limit 1
 )
 select array(select id from locked)::text[] as ids, (select count(*) from scanned)::int as scanned,
-  (select created_at from last) as last_created_at, (select id from last) as last_id`;
+  (select created_at::text from last) as last_created_at, (select id from last) as last_id`;
 
 const DELETE_JOBS = `
 with locked as (
@@ -296,9 +306,14 @@ export interface ExecutionWindows {
   keepPerJob: number;
 }
 
-/** Where an executions pass has got to in the workspace's creation-time index. */
+/**
+ * Where a pass has got to in the workspace's creation-time index (executions, or jobs). The time
+ * is the database's text, to the microsecond: a JavaScript Date keeps milliseconds, and rows
+ * created in the same millisecond (one statement's `now()` for a whole bulk create) would be
+ * read again by every batch, so a pass over more of them than a batch never ended.
+ */
 export interface ExecutionsPosition {
-  createdAt: Date;
+  createdAt: string;
   id: string;
 }
 
@@ -350,7 +365,7 @@ export async function pruneBatch(
         executions: number;
         attempts: number;
         scanned: number;
-        last_created_at: Date | null;
+        last_created_at: string | null;
         last_id: string | null;
       }>(PRUNE_EXECUTIONS, [
         slice.workspaceId,
@@ -376,7 +391,7 @@ export async function pruneBatch(
     } else if (slice.kind === 'JOBS') {
       const w = work.executions!;
       const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
-      const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: Date | null; last_id: string | null }>(
+      const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: string | null; last_id: string | null }>(
         LOCK_DOOMED_JOBS,
         [
           slice.workspaceId,
@@ -388,7 +403,8 @@ export async function pruneBatch(
       );
       const r = rows[0]!;
       if (r.ids.length > 0) {
-        const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows])).rows[0]!;
+        const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows]))
+          .rows[0]!;
         pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
       }
       done = r.scanned < batch;

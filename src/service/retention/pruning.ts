@@ -114,15 +114,11 @@ function windowsOf(slice: TakenSlice, defaults: RetentionDefaults) {
  * Prunes one taken slice to the end (or until stopped, when it is handed back, or lost); returns
  * the rows deleted and whether it ran to the end.
  */
-async function pruneBatches(
-  ctx: PruneContext,
-  slice: TakenSlice,
-  stopping: () => boolean,
-): Promise<SliceOutcome> {
+async function pruneBatches(ctx: PruneContext, slice: TakenSlice, stopping: () => boolean): Promise<SliceOutcome> {
   const { pool, log, id } = ctx;
   const { okMs, failedMs, windowMs } = windowsOf(slice, ctx.defaults);
   const outcome: SliceOutcome = { total: 0, batches: 0, done: false, rows: { ...NO_ROWS } };
-  let position: ExecutionsPosition | undefined;
+  let position: ExecutionsPosition | undefined = slice.position;
   for (;;) {
     const started = performance.now();
     const result = await pruneBatch(
@@ -148,7 +144,7 @@ async function pruneBatches(
     await ctx.pause(Math.max(ctx.pauseMs, (performance.now() - started) * ctx.pauseFactor));
     if (stopping()) break;
   }
-  await handBackSlice(pool, slice, id);
+  await handBackSlice(pool, slice, id, position);
   return outcome;
 }
 
@@ -284,4 +280,3 @@ export async function pruneBounded(options: BoundedPruneOptions): Promise<PruneR
   const { rows, complete } = await drainSlices(ctx, undefined, () => batches >= options.maxBatches, options.workspaceId);
   return { removed: rows, complete };
 }
-

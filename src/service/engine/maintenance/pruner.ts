@@ -24,11 +24,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import {
-  drainSlices,
-  pruneContextOf,
-  type PrunerOptions as SliceOptions,
-} from '../../retention/pruning.js';
+import { drainSlices, pruneContextOf, type PrunerOptions as SliceOptions } from '../../retention/pruning.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
 

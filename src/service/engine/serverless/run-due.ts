@@ -79,5 +79,10 @@ async function pass(deps: RunDueDeps, options: { limit?: number }, reconcile: bo
     deps.prune && deps.prune.maxBatches > 0
       ? await pruneBounded({ ...deps.prune, pool: deps.pool })
       : { removed: { ...NO_ROWS }, complete: true };
-  return { reconciled: { retrying: count('PENDING'), failed: count('FAILED'), cancelled: count('CANCELLED') }, schedule, executions, pruned };
+  return {
+    reconciled: { retrying: count('PENDING'), failed: count('FAILED'), cancelled: count('CANCELLED') },
+    schedule,
+    executions,
+    pruned,
+  };
 }
