@@ -1,4 +1,4 @@
--- The schema after migrations/000032_retention_jobs.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000033_interval_abandoned.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -526,6 +526,13 @@ ALTER TABLE public.findings ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.interval_abandoned (
+    name text NOT NULL,
+    worker_id text NOT NULL,
+    epoch bigint NOT NULL,
+    abandoned_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE public.interval_handlers (
     name text NOT NULL,
     every_ms bigint,
@@ -548,6 +555,7 @@ CREATE TABLE public.interval_handlers (
     last_ok_at timestamp with time zone,
     skipped_ticks bigint DEFAULT 0 NOT NULL,
     last_epoch bigint,
+    abandoned_total bigint DEFAULT 0 NOT NULL,
     CONSTRAINT interval_handlers_check CHECK (((owner IS NULL) = (run_started_at IS NULL))),
     CONSTRAINT interval_handlers_check1 CHECK (((last_status = 'ERROR'::text) = (last_cause IS NOT NULL))),
     CONSTRAINT interval_handlers_every_ms_check CHECK ((every_ms > 0)),
@@ -562,6 +570,8 @@ COMMENT ON COLUMN public.interval_handlers.every_ms IS 'Period between ticks, in
 COMMENT ON COLUMN public.interval_handlers.skipped_ticks IS 'Ticks skipped because a tick was still running when they came due (all time).';
 
 COMMENT ON COLUMN public.interval_handlers.last_epoch IS 'The epoch (take) of the tick whose outcome last_status, last_cause, last_error ... hold; null before the first outcome.';
+
+COMMENT ON COLUMN public.interval_handlers.abandoned_total IS 'Ticks abandoned after their timeout and grace, their handler still running (all time).';
 
 CREATE TABLE public.jobgate_migrations (
     version integer NOT NULL,
@@ -815,6 +825,9 @@ ALTER TABLE ONLY public.findings
 ALTER TABLE ONLY public.findings
     ADD CONSTRAINT findings_run_id_kind_resource_id_key UNIQUE (run_id, kind, resource_id);
 
+ALTER TABLE ONLY public.interval_abandoned
+    ADD CONSTRAINT interval_abandoned_pkey PRIMARY KEY (name, epoch);
+
 ALTER TABLE ONLY public.interval_handlers
     ADD CONSTRAINT interval_handlers_pkey PRIMARY KEY (name);
 
@@ -1051,6 +1064,9 @@ ALTER TABLE ONLY public.findings
 
 ALTER TABLE ONLY public.findings
     ADD CONSTRAINT findings_workspace_id_run_id_fkey FOREIGN KEY (workspace_id, run_id) REFERENCES public.runs(workspace_id, id);
+
+ALTER TABLE ONLY public.interval_abandoned
+    ADD CONSTRAINT interval_abandoned_name_fkey FOREIGN KEY (name) REFERENCES public.interval_handlers(name);
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

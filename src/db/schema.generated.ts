@@ -220,7 +220,18 @@ export interface Findings {
   workspace_id: string;
 }
 
+export interface IntervalAbandoned {
+  abandoned_at: Generated<Timestamp>;
+  epoch: ColumnType<number, number | bigint | string, number | bigint | string>;
+  name: string;
+  worker_id: string;
+}
+
 export interface IntervalHandlers {
+  /**
+   * Ticks abandoned after their timeout and grace, their handler still running (all time).
+   */
+  abandoned_total: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   created_at: Generated<Timestamp>;
   epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   error_runs: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
@@ -420,6 +431,7 @@ export interface DB {
   events: Events;
   executions: Executions;
   findings: Findings;
+  interval_abandoned: IntervalAbandoned;
   interval_handlers: IntervalHandlers;
   jobgate_migrations: JobgateMigrations;
   jobs: Jobs;

@@ -133,6 +133,16 @@ export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState'
         'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: those due during a run ' +
         'coalesce into one, run right after it; the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
     }),
+    abandonedTicks: t.exposeFloat('abandonedTicks', {
+      description:
+        'Ticks whose handler ignored its signal past its timeout and its grace, all time: each was abandoned (its slot freed, so later ticks ran) ' +
+        'while its handler went on running in its worker. Its TIMEOUT is its outcome; nothing it did later is recorded.',
+    }),
+    abandonedRunning: t.exposeInt('abandonedRunning', {
+      description:
+        'Abandoned handlers still running now (on workers that are alive): each still holds whatever it holds and may still act. ' +
+        'Above 0 means a handler that does not stop when asked; its worker restarting ends it.',
+    }),
     onDemand: t.exposeBoolean('onDemand', {
       description: 'Whether it has no cadence: it runs only when triggered (`triggerHandler`); `nextDueAt` is null until then.',
     }),

@@ -44,10 +44,21 @@ export async function liveRegistrations(
   return rows;
 }
 
-/** The interval handlers' rows with these names (those that have one). */
-export async function intervalHandlersByName(ex: Executor, names: string[]): Promise<IntervalHandlerRow[]> {
+/**
+ * The interval handlers' rows with these names (those that have one), each with how many of its
+ * abandoned ticks' handlers are still running on a live worker (migration 000033).
+ */
+export async function intervalHandlersByName(
+  ex: Executor,
+  names: string[],
+): Promise<(IntervalHandlerRow & { abandoned_running: number })[]> {
   if (names.length === 0) return [];
-  const { rows } = await sql<IntervalHandlerRow>`select * from interval_handlers where name = any(${names}::text[])`.execute(ex);
+  const { rows } = await sql<IntervalHandlerRow & { abandoned_running: number }>`
+    select h.*, (
+      select count(*) from interval_abandoned a join workers w on w.id = a.worker_id
+      where a.name = h.name and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+    )::int as abandoned_running
+    from interval_handlers h where h.name = any(${names}::text[])`.execute(ex);
   return rows;
 }
 

@@ -64,6 +64,31 @@ update interval_handlers set owner = null, run_started_at = null, overrun = fals
 where name = $1 and owner = $2 and epoch = $3 and overrun`;
 
 /**
+ * Abandons an overrun tick whose handler did not return within its grace (fenced): the slot is
+ * freed (the next tick may be taken, by any worker) and the handler, still running in this
+ * worker, is counted in `interval_abandoned` until it settles (SETTLED) or its worker is gone.
+ */
+const ABANDON = `
+with freed as (
+  update interval_handlers set owner = null, run_started_at = null, overrun = false,
+    abandoned_total = abandoned_total + 1, updated_at = now()
+  where name = $1 and owner = $2 and epoch = $3 and overrun
+  returning name
+)
+insert into interval_abandoned (name, worker_id, epoch) select name, $2, $3 from freed`;
+
+/** An abandoned handler settled at last: no longer counted as running. Nothing else is recorded. */
+const SETTLED = `delete from interval_abandoned where name = $1 and worker_id = $2 and epoch = $3`;
+
+/** Abandoned handlers whose worker is gone (row missing or not heartbeating) are not running any more. */
+const FORGET_ABANDONED = `
+delete from interval_abandoned a
+where not exists (
+  select 1 from workers w where w.id = a.worker_id and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+)
+returning a.name`;
+
+/**
  * Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker
  * (an overrun tick, whose outcome is recorded, keeps its next tick time).
  */
@@ -127,21 +152,29 @@ export type TickEnding =
   /** Shutdown: handed back, due at once, nothing recorded. */
   | { status: 'HAND_BACK' }
   /** An overrun tick's handler returned: freed. */
-  | { status: 'RELEASE' };
+  | { status: 'RELEASE' }
+  /** An overrun tick's handler did not return within its grace: freed, and counted as abandoned while it runs. */
+  | { status: 'ABANDON' }
+  /** An abandoned handler settled: no longer counted. */
+  | { status: 'SETTLED' };
 
 /** Writes a tick's ending; returns how many rows matched (0: the tick is no longer this worker's). */
 export async function endTick(pool: pg.Pool, f: TickFence, e: TickEnding): Promise<number> {
   const fence = [f.name, f.workerId, f.epoch];
   const res =
-    e.status === 'HAND_BACK'
-      ? await pool.query(HAND_BACK, fence)
-      : e.status === 'RELEASE'
-        ? await pool.query(RELEASE, fence)
-        : e.status === 'TIMEOUT'
-          ? await pool.query(RECORD_OVERRUN, [...fence, e.message])
-          : e.status === 'OK'
-            ? await pool.query(RECORD, [...fence, 'OK', e.count, null, null])
-            : await pool.query(RECORD, [...fence, 'ERROR', null, e.cause, e.message]);
+    e.status === 'ABANDON'
+      ? await pool.query(ABANDON, fence)
+      : e.status === 'SETTLED'
+        ? await pool.query(SETTLED, fence)
+        : e.status === 'HAND_BACK'
+          ? await pool.query(HAND_BACK, fence)
+          : e.status === 'RELEASE'
+            ? await pool.query(RELEASE, fence)
+            : e.status === 'TIMEOUT'
+              ? await pool.query(RECORD_OVERRUN, [...fence, e.message])
+              : e.status === 'OK'
+                ? await pool.query(RECORD, [...fence, 'OK', e.count, null, null])
+                : await pool.query(RECORD, [...fence, 'ERROR', null, e.cause, e.message]);
   return res.rowCount ?? 0;
 }
 
@@ -162,4 +195,9 @@ export async function ticksHeldBy(pool: pg.Pool, workerId: string, names: string
     [workerId, names],
   );
   return rows;
+}
+
+/** Forgets abandoned handlers whose worker is gone (they went with it); returns their names. */
+export async function forgetAbandonedOfGoneWorkers(pool: pg.Pool): Promise<string[]> {
+  return (await pool.query<{ name: string }>(FORGET_ABANDONED)).rows.map((r) => r.name);
 }

@@ -91,7 +91,16 @@ export function createEngineHost(options: EngineHostOptions) {
     availability,
     observer: options.observer,
   });
-  const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
+  const intervals = createIntervalRunner({
+    pool,
+    log,
+    registry: options.intervals,
+    workerId: id,
+    pollMs,
+    availability,
+    staleMs,
+    observer: options.observer,
+  });
   const schedules = createRunScheduleTicker({
     pool,
     log,
