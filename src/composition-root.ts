@@ -20,7 +20,7 @@ import { IntervalRegistry } from './service/engine/intervals/intervals.js';
 import { registerInternalHandlers } from './service/engine/maintenance/reaper.js';
 import { RecoverableRegistry } from './service/engine/runs/recoverable.js';
 import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/maintenance/pruner.js';
-import { runDuePass, type RunDueResult } from './service/engine/serverless/run-due.js';
+import { runDuePass, type RunDueDeps, type RunDueResult } from './service/engine/serverless/run-due.js';
 import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker/worker.js';
 import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
@@ -244,17 +244,7 @@ function assemble(opened: Opened): Engine {
         // The pass holds off reconciling leases during and just after an outage, as a worker does.
         availability: opened.availability,
         leaseMs: defaults.leaseMs,
-        prune:
-          options.retention?.prune === false
-            ? undefined
-            : {
-                log,
-                defaults: opened.retention,
-                batchSize: opened.retention.batchSize,
-                pauseMs: opened.retention.pauseMs,
-                maxBatches: opened.retention.runDueBatches,
-                onPruned: pruned,
-              },
+        prune: runDuePruning(opened, pruned),
       };
       return countedRunDue(observer, () => runDuePass(deps, { limit }));
     },
@@ -298,6 +288,20 @@ function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Obs
     log: options.log,
     availability: opened.availability,
     observer: given.observer ?? observer,
+  };
+}
+
+/** The slice of retention a serverless pass prunes after its other work (none with `prune: false`). */
+function runDuePruning(opened: Opened, onPruned: (batch: PrunedBatch) => void): RunDueDeps['prune'] {
+  const { options, retention } = opened;
+  if (options.retention?.prune === false) return undefined;
+  return {
+    log: options.log,
+    defaults: retention,
+    batchSize: retention.batchSize,
+    pauseMs: retention.pauseMs,
+    maxBatches: retention.runDueBatches,
+    onPruned,
   };
 }
 

@@ -338,12 +338,96 @@ export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({
 });
 const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
 
+type Work = { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number };
+type Deleted = { pruned: PrunedRows; done: boolean; position?: ExecutionsPosition | undefined };
+const START = '00000000-0000-0000-0000-000000000000';
+
+/** Where the walk got to: the last row it read, else where it started. */
+function positionOf(r: { last_created_at: string | null; last_id: string | null }, from: ExecutionsPosition | undefined) {
+  return r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : from;
+}
+
+async function deleteExecutions(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const w = work.executions!;
+  const okMs = w.okMs ?? NEVER;
+  const failedMs = w.failedMs ?? NEVER;
+  const { rows } = await client.query<{
+    executions: number;
+    attempts: number;
+    scanned: number;
+    last_created_at: string | null;
+    last_id: string | null;
+  }>(PRUNE_EXECUTIONS, [
+    workspaceId,
+    okMs,
+    failedMs,
+    w.keepPerJob,
+    batch,
+    Math.min(okMs, failedMs),
+    work.position?.createdAt ?? '-infinity',
+    work.position?.id ?? START,
+  ]);
+  const r = rows[0]!;
+  return {
+    pruned: { ...NO_ROWS, executions: r.executions, attempts: r.attempts },
+    done: r.scanned < batch,
+    position: positionOf(r, work.position),
+  };
+}
+
+async function deleteJobs(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const w = work.executions!;
+  const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
+  const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: string | null; last_id: string | null }>(
+    LOCK_DOOMED_JOBS,
+    [workspaceId, ...windows, batch, work.position?.createdAt ?? '-infinity', work.position?.id ?? START],
+  );
+  const r = rows[0]!;
+  let pruned: PrunedRows = NO_ROWS;
+  if (r.ids.length > 0) {
+    const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows])).rows[0]!;
+    pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
+  }
+  return { pruned, done: r.scanned < batch, position: positionOf(r, work.position) };
+}
+
+async function deleteRuns(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const { rows: runs } = await client.query<{ id: string }>(DOOMED_RUNS, [workspaceId, work.windowMs!, batch]);
+  const ids = runs.map((r) => r.id);
+  const findings = ids.length ? ((await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0) : 0;
+  const gone = ids.length ? ((await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0) : 0;
+  return { pruned: { ...NO_ROWS, runs: gone, findings }, done: gone + findings === 0 };
+}
+
+/** The oldest-first kinds (audit log, alert notifications): a batch short of `batch` rows is the last. */
+async function deleteOldest(
+  client: pg.PoolClient,
+  kind: 'AUDIT' | 'ALERTS',
+  workspaceId: string,
+  batch: number,
+  work: Work,
+): Promise<Deleted> {
+  const statement = kind === 'AUDIT' ? PRUNE_AUDIT : PRUNE_ALERT_NOTIFICATIONS;
+  const { rows } = await client.query<{ n: number }>(statement, [workspaceId, work.windowMs!, batch]);
+  const n = rows[0]!.n;
+  return { pruned: { ...NO_ROWS, ...(kind === 'AUDIT' ? { audit_log: n } : { alert_notifications: n }) }, done: n < batch };
+}
+
+function deleteBatch(client: pg.PoolClient, kind: RetentionKind, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  switch (kind) {
+    case 'EXECUTIONS':
+      return deleteExecutions(client, workspaceId, batch, work);
+    case 'JOBS':
+      return deleteJobs(client, workspaceId, batch, work);
+    case 'RUNS':
+      return deleteRuns(client, workspaceId, batch, work);
+    default:
+      return deleteOldest(client, kind, workspaceId, batch, work);
+  }
+}
+
 /** One batch of a slice, in one transaction: fence, delete, record. */
-export async function pruneBatch(
-  pool: pg.Pool,
-  input: BatchInput,
-  work: { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number },
-): Promise<BatchResult> {
+export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: Work): Promise<BatchResult> {
   const { slice, owner, leaseMs, batch } = input;
   const client = await pool.connect();
   let released = false;
@@ -354,70 +438,7 @@ export async function pruneBatch(
       await client.query('rollback');
       return { held: false, pruned: NO_ROWS, done: true };
     }
-    let pruned: PrunedRows = NO_ROWS;
-    let done: boolean;
-    let position: ExecutionsPosition | undefined;
-    if (slice.kind === 'EXECUTIONS') {
-      const w = work.executions!;
-      const okMs = w.okMs ?? NEVER;
-      const failedMs = w.failedMs ?? NEVER;
-      const { rows } = await client.query<{
-        executions: number;
-        attempts: number;
-        scanned: number;
-        last_created_at: string | null;
-        last_id: string | null;
-      }>(PRUNE_EXECUTIONS, [
-        slice.workspaceId,
-        okMs,
-        failedMs,
-        w.keepPerJob,
-        batch,
-        Math.min(okMs, failedMs),
-        work.position?.createdAt ?? '-infinity',
-        work.position?.id ?? '00000000-0000-0000-0000-000000000000',
-      ]);
-      const r = rows[0]!;
-      pruned = { ...NO_ROWS, executions: r.executions, attempts: r.attempts };
-      done = r.scanned < batch;
-      position = r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : work.position;
-    } else if (slice.kind === 'RUNS') {
-      const { rows: runs } = await client.query<{ id: string }>(DOOMED_RUNS, [slice.workspaceId, work.windowMs!, batch]);
-      const ids = runs.map((r) => r.id);
-      const findings = ids.length ? ((await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0) : 0;
-      const gone = ids.length ? ((await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0) : 0;
-      pruned = { ...NO_ROWS, runs: gone, findings };
-      done = gone + findings === 0;
-    } else if (slice.kind === 'JOBS') {
-      const w = work.executions!;
-      const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
-      const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: string | null; last_id: string | null }>(
-        LOCK_DOOMED_JOBS,
-        [
-          slice.workspaceId,
-          ...windows,
-          batch,
-          work.position?.createdAt ?? '-infinity',
-          work.position?.id ?? '00000000-0000-0000-0000-000000000000',
-        ],
-      );
-      const r = rows[0]!;
-      if (r.ids.length > 0) {
-        const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows]))
-          .rows[0]!;
-        pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
-      }
-      done = r.scanned < batch;
-      position = r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : work.position;
-    } else if (slice.kind === 'ALERTS') {
-      const { rows } = await client.query<{ n: number }>(PRUNE_ALERT_NOTIFICATIONS, [slice.workspaceId, work.windowMs!, batch]);
-      pruned = { ...NO_ROWS, alert_notifications: rows[0]!.n };
-      done = rows[0]!.n < batch;
-    } else {
-      const { rows } = await client.query<{ n: number; scanned: number }>(PRUNE_AUDIT, [slice.workspaceId, work.windowMs!, batch]);
-      pruned = { ...NO_ROWS, audit_log: rows[0]!.n };
-      done = rows[0]!.n < batch;
-    }
+    const { pruned, done, position } = await deleteBatch(client, slice.kind, slice.workspaceId, batch, work);
     const total = Object.values(pruned).reduce((a, b) => a + b, 0);
     if (total > 0) {
       const counts = Object.fromEntries(Object.entries(pruned).filter(([, n]) => n > 0));
