@@ -254,8 +254,16 @@ export interface IntervalHandlers {
   name: string;
   next_due_at: Timestamp;
   ok_runs: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  /**
+   * Cadence ticks due while a tick runs: SKIP (skipped; the next is the first period boundary after it ends) or QUEUE (one tick right after it).
+   */
+  overlap: Generated<'SKIP' | 'QUEUE'>;
   overrun: Generated<boolean>;
   owner: string | null;
+  /**
+   * A forced trigger queued one tick right after the running one (runs under either overlap policy); cleared by the take.
+   */
+  queued_after: Generated<boolean>;
   run_started_at: Timestamp | null;
   /**
    * Ticks skipped because a tick was still running when they came due (all time).

@@ -108,6 +108,16 @@ export const HandlerOutcomeRef = builder.objectRef<HandlerOutcome>('HandlerOutco
   }),
 });
 
+export const IntervalOverlapRef = builder.enumType('IntervalOverlap', {
+  description: 'What an interval handler does with the cadence ticks that come due while a tick is still running.',
+  values: {
+    SKIP: {
+      description: 'Skip them all: the next tick is the first period boundary after the running one ends (one warning in its worker log).',
+    },
+    QUEUE: { description: 'Run one tick right after the running one ends; the others are skipped.' },
+  } as const,
+});
+
 export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState').implement({
   description: 'Where an interval handler stands (installation-wide).',
   fields: (t) => ({
@@ -130,8 +140,14 @@ export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState'
     errorRuns: t.exposeFloat('errorRuns', { description: 'Ticks that ended in ERROR, all time.' }),
     skippedTicks: t.exposeFloat('skippedTicks', {
       description:
-        'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: those due during a run ' +
-        'coalesce into one, run right after it; the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
+        'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: under `overlap: SKIP` ' +
+        '(the default) all those due during a run are skipped and the next is the first period boundary after it; under `QUEUE` they coalesce ' +
+        'into one, run right after it, and the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
+    }),
+    overlap: t.field({
+      type: IntervalOverlapRef,
+      description: 'What happens to the cadence ticks that come due while a tick is still running (set by the handler registration).',
+      resolve: (s) => s.overlap,
     }),
     abandonedTicks: t.exposeFloat('abandonedTicks', {
       description:

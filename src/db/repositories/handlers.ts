@@ -82,10 +82,12 @@ export async function lockIntervalHandler(
 
 /**
  * Makes an interval handler's next tick due now. A running tick keeps its owner, so the next one
- * is taken only once it ends: never two at once.
+ * is taken only once it ends: never two at once; it is then marked queued on purpose
+ * (`queued_after`, migration 000034), so it runs right after under either overlap policy.
  */
 export async function makeIntervalDueNow(ex: Executor, name: string): Promise<void> {
-  await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${name}`.execute(ex);
+  await sql`update interval_handlers set next_due_at = now(), queued_after = owner is not null, updated_at = now()
+    where name = ${name}`.execute(ex);
 }
 
 /**

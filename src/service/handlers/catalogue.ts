@@ -68,6 +68,8 @@ export interface IntervalState {
   abandonedTicks: number;
   /** Abandoned handlers still running now, on live workers. */
   abandonedRunning: number;
+  /** Cadence ticks due while a tick runs: skipped (SKIP) or one run right after it (QUEUE). */
+  overlap: 'SKIP' | 'QUEUE';
 }
 
 export interface RunScheduleState {
@@ -164,6 +166,7 @@ function withInterval(h: Entry, r: IntervalHandlerRow & { abandoned_running: num
     skippedTicks: Number(r.skipped_ticks),
     abandonedTicks: Number(r.abandoned_total),
     abandonedRunning: r.abandoned_running,
+    overlap: r.overlap === 'QUEUE' ? 'QUEUE' : 'SKIP',
   };
   h.lastOutcome = outcomeOf(r);
 }

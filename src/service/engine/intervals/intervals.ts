@@ -33,7 +33,7 @@ import { createAvailability, type Availability } from '../runtime/availability.j
 import { onIntervalHint } from './wake.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
 import {
-  endTick,
+  endTickSkipping,
   ensureIntervalHandlers,
   forgetAbandonedOfGoneWorkers,
   sweepCrashedTicks,
@@ -68,6 +68,12 @@ export interface IntervalHandler {
    * abandoned: the next ticks then run, beside the handler if it is still running. Default 30 s.
    */
   graceMs?: number | undefined;
+  /**
+   * Cadence ticks that come due while a tick is still running: SKIP (default) skips them all (the
+   * next tick is the first period boundary after it ends; one warning in the log with
+   * `running_for_ms`); QUEUE runs one tick right after it. A forced trigger queues one either way.
+   */
+  overlap?: 'SKIP' | 'QUEUE' | undefined;
   /** Never raise alerts about this handler (published in the catalogue, read by the alert evaluator). */
   alertsOptOut?: boolean | undefined;
   run(ctx: IntervalContext): Promise<IntervalResult> | IntervalResult;
@@ -211,7 +217,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   const active = new Map<string, ActiveTick>();
   // Abandoned ticks whose handler is still running here, by `name:epoch`.
   const abandoned = new Map<string, { name: string; since: Date }>();
-  const ensured = new Map<string, number | null>();
+  const ensured = new Map<string, string>();
   // Outcomes whose write failed, by name: the tick stays owned by this (live) worker, which no
   // sweep frees, so each pass writes them again (fenced on the epoch) until one gets through.
   const unrecorded = new Map<string, { epoch: string; result: Outcome }>();
@@ -251,7 +257,12 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   async function record(name: string, epoch: string, result: Outcome): Promise<boolean> {
     unrecorded.delete(name);
     try {
-      const matched = await endTick(pool, { name, workerId, epoch }, result);
+      const { matched, skips } = await endTickSkipping(pool, { name, workerId, epoch }, result);
+      if (skips && skips.skipped > 0 && skips.overlap === 'SKIP')
+        log.warn(
+          `worker ${workerId}: interval ${name}: ${skips.skipped} tick(s) came due while a tick ran for ${skips.runningForMs} ms; skipped`,
+          { handler: name, skipped: skips.skipped, running_for_ms: skips.runningForMs },
+        );
       if (matched === 0 && result.status === 'RELEASE')
         log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
       else if (matched === 0)
@@ -279,13 +290,14 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   }
 
   async function ensure() {
-    const fresh = options.registry.list().filter((h) => !ensured.has(h.name) || ensured.get(h.name) !== (h.everyMs ?? null));
+    const settings = (h: IntervalHandler) => `${h.everyMs ?? 'on demand'}/${h.overlap ?? 'SKIP'}`;
+    const fresh = options.registry.list().filter((h) => ensured.get(h.name) !== settings(h));
     if (fresh.length === 0) return;
     await ensureIntervalHandlers(
       pool,
-      fresh.map((h) => ({ name: h.name, everyMs: h.everyMs ?? null })),
+      fresh.map((h) => ({ name: h.name, everyMs: h.everyMs ?? null, overlap: h.overlap ?? 'SKIP' })),
     );
-    for (const h of fresh) ensured.set(h.name, h.everyMs ?? null);
+    for (const h of fresh) ensured.set(h.name, settings(h));
   }
 
   /** Sweeps (unless just after an outage), writes outcomes still unwritten, takes due ticks. */
