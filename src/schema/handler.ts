@@ -62,6 +62,17 @@ export const TriggerHandlerOutcomeEnum = builder.enumType('TriggerHandlerOutcome
   values: {
     DUE_NOW: { description: 'Its next tick is due now; a worker that has it runs it within a second or so.' },
     QUEUED_AFTER_RUNNING: { description: 'It was running (and `force` was given): one more tick runs right after the running one ends.' },
+    ALREADY_RUNNING: {
+      description: 'It was running and `ifRunning: SKIP` was given (without `force`): nothing changed; `runningSince` says since when.',
+    },
+  } as const,
+});
+
+export const TriggerIfRunningEnum = builder.enumType('TriggerIfRunning', {
+  description: 'What triggerHandler does while a tick is running (and `force` is not given).',
+  values: {
+    REFUSE: { description: 'Refuse the trigger with CONFLICT (the default).' },
+    SKIP: { description: "Change nothing and answer `outcome: ALREADY_RUNNING` with the running tick's start." },
   } as const,
 });
 
@@ -271,8 +282,15 @@ export const TriggerHandlerPayloadRef = builder.objectRef<TriggerHandlerResult>(
     }),
     outcome: t.field({
       type: TriggerHandlerOutcomeEnum,
-      description: 'Due now, or queued after the running tick.',
+      description: 'Due now, queued after the running tick, or (with `ifRunning: SKIP`) skipped because a tick is running.',
       resolve: (r) => r.outcome,
+    }),
+    runningSince: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description:
+        'When the tick that was running at the trigger started (QUEUED_AFTER_RUNNING, ALREADY_RUNNING); null when none was running.',
+      resolve: (r) => r.runningSince,
     }),
     tick: t.field({
       type: TriggeredTickRef,
@@ -298,6 +316,11 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
     }),
     waitTimeoutMs: t.int({
       description: `With \`wait\`: the longest wait, in ms, 1 to ${MAX_TRIGGER_WAIT_MS}. Default ${DEFAULT_TRIGGER_WAIT_MS}.`,
+    }),
+    ifRunning: t.field({
+      type: TriggerIfRunningEnum,
+      description:
+        'While a tick is running and without `force`: REFUSE (CONFLICT, the default) or SKIP (answer ALREADY_RUNNING, change nothing).',
     }),
   }),
 });

@@ -265,6 +265,34 @@ describe('skipped ticks', () => {
     expect(await stateOf('forced')).toMatchObject({ ok_runs: 1, queued_after: false });
   });
 
+  it("with ifRunning: SKIP, a trigger while a tick runs answers ALREADY_RUNNING with the running tick's start, and changes nothing", async () => {
+    const first = latch();
+    await worker({ name: 'busy', everyMs: 60_000, timeoutMs: 60_000, run: () => first.promise.then(() => ({ count: 1 })) });
+    await t.service.triggerHandler(t.actor, { name: 'busy' });
+    await eventually(async () => (await stateOf('busy'))?.owner);
+    const before = await stateOf('busy');
+    const skipped = await t.service.triggerHandler(t.actor, { name: 'busy', ifRunning: 'SKIP', wait: true });
+    expect(skipped).toMatchObject({ outcome: 'ALREADY_RUNNING', tick: null });
+    expect(skipped.runningSince?.getTime()).toBe(before.run_started_at.getTime());
+    expect(await stateOf('busy')).toMatchObject({ epoch: before.epoch, queued_after: false, next_due_at: before.next_due_at });
+    // The default is still the refusal; over GraphQL the typed answer too.
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'busy' }))).toBe('CONFLICT');
+    const g = createTestGateway(t);
+    const res = await g.gql(
+      `mutation { triggerHandler(input: { name: "busy", ifRunning: SKIP }) { outcome runningSince handler { interval { running } } } }`,
+    );
+    expect(res.errors).toBeUndefined();
+    expect(res.data.triggerHandler).toEqual({
+      outcome: 'ALREADY_RUNNING',
+      runningSince: before.run_started_at.toISOString(),
+      handler: { interval: { running: true } },
+    });
+    first.open();
+    await eventually(async () => Number((await stateOf('busy')).ok_runs) === 1);
+    // Nothing was queued: no second tick.
+    expect((await stateOf('busy')).owner).toBeNull();
+  });
+
   it('counts none while ticks end within their period', async () => {
     let calls = 0;
     await worker({ name: 'quick', everyMs: 300, run: async () => ({ count: ++calls }) });

@@ -49,6 +49,11 @@ export const triggerHandlerSchema = z.object({
   /** Wait for the triggered tick's outcome (up to waitTimeoutMs) and return it. */
   wait: z.boolean().nullish(),
   waitTimeoutMs: z.number().int().min(1).max(MAX_TRIGGER_WAIT_MS).nullish(),
+  /**
+   * While a tick runs (and without force): REFUSE (default) throws CONFLICT; SKIP answers
+   * ALREADY_RUNNING, with the running tick's start, and changes nothing.
+   */
+  ifRunning: z.enum(['REFUSE', 'SKIP']).nullish(),
 });
 export type TriggerHandlerInput = z.input<typeof triggerHandlerSchema>;
 
@@ -75,8 +80,13 @@ export interface HandlerCatalogSnapshot {
 
 export interface TriggerHandlerResult {
   handler: HandlerInfo;
-  /** DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right after the running one. */
-  outcome: 'DUE_NOW' | 'QUEUED_AFTER_RUNNING';
+  /**
+   * DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right
+   * after the running one; ALREADY_RUNNING (`ifRunning: SKIP`, while running): nothing changed.
+   */
+  outcome: 'DUE_NOW' | 'QUEUED_AFTER_RUNNING' | 'ALREADY_RUNNING';
+  /** QUEUED_AFTER_RUNNING and ALREADY_RUNNING: when the running tick started; null otherwise. */
+  runningSince: Date | null;
   /** With `wait`: the triggered tick; null without. */
   tick: TriggeredTick | null;
 }
@@ -168,6 +178,8 @@ export function createHandlersService(ctx: ServiceContext) {
      * trigger commits first; the wait holds no transaction and no connection: it reads the
      * handler's one row now and then (a primary-key probe, from every 25 ms up to every 100 ms).
      * Not inside the caller's transaction (the trigger takes effect only when it commits).
+     * With `ifRunning: SKIP`, a trigger while a tick runs (without force) is answered
+     * ALREADY_RUNNING with the running tick's start instead of CONFLICT, and changes nothing.
      * Throws NOT_FOUND (no live worker has it), CONFLICT, FORBIDDEN, VALIDATION_FAILED.
      */
     async triggerHandler(actor: Actor, raw: TriggerHandlerInput): Promise<TriggerHandlerResult> {
@@ -183,6 +195,16 @@ export function createHandlersService(ctx: ServiceContext) {
           if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
           const row = await lockIntervalHandler(trx, input.name);
           if (!row) throw new NotFoundError('Handler', input.name);
+          if (row.owner !== null && !input.force && input.ifRunning === 'SKIP') {
+            const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+            const skipped = {
+              handler: handlerFor(actor, handler!),
+              outcome: 'ALREADY_RUNNING' as const,
+              runningSince: row.run_started_at,
+              tick: null,
+            };
+            return { result: skipped, epoch: null, input };
+          }
           if (row.owner !== null && !input.force) {
             throw new ConflictError(
               `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
@@ -196,10 +218,12 @@ export function createHandlersService(ctx: ServiceContext) {
           const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
           const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
           // The tick this trigger made due is the next take: an epoch above the one seen here.
-          return { result: { handler: handlerFor(actor, handler!), outcome, tick: null }, epoch: BigInt(row.epoch), input };
+          const runningSince = row.owner !== null ? row.run_started_at : null;
+          return { result: { handler: handlerFor(actor, handler!), outcome, runningSince, tick: null }, epoch: BigInt(row.epoch), input };
         },
       );
-      if (!input.wait) return result;
+      // Skipped: nothing was made due, so there is no tick to wait for.
+      if (!input.wait || epoch === null) return result;
       const tick = await awaitTick(input.name, epoch, input.waitTimeoutMs ?? DEFAULT_TRIGGER_WAIT_MS);
       return {
         ...result,
