@@ -3,8 +3,10 @@
  * interval handler now (the only way an on-demand one runs), optionally waiting for that tick's
  * outcome. Triggering changes installation-level work, so it needs ADMIN.
  */
+import type { Transaction } from 'kysely';
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
+import type { DB } from '../../db/types.js';
 import { intervalTick, lockIntervalHandler, makeIntervalDueNow, msUntilFirstWorkerStale } from '../../db/repositories/handlers.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
@@ -89,6 +91,47 @@ export interface TriggerHandlerResult {
   runningSince: Date | null;
   /** With `wait`: the triggered tick; null without. */
   tick: TriggeredTick | null;
+}
+
+/**
+ * The trigger's work inside its audited transaction: the handler must have a live worker; a
+ * running tick refuses (CONFLICT), answers ALREADY_RUNNING (`ifRunning: SKIP`, nothing changed)
+ * or, with force, queues one more. Answers the result and the epoch seen (null: nothing made due).
+ */
+async function applyTrigger(
+  trx: Transaction<DB>,
+  actor: Actor,
+  input: z.output<typeof triggerHandlerSchema>,
+): Promise<{ result: TriggerHandlerResult; epoch: bigint | null }> {
+  const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+  if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
+  const row = await lockIntervalHandler(trx, input.name);
+  if (!row) throw new NotFoundError('Handler', input.name);
+  if (row.owner !== null && !input.force && input.ifRunning === 'SKIP') {
+    const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+    const skipped = {
+      handler: handlerFor(actor, handler!),
+      outcome: 'ALREADY_RUNNING' as const,
+      runningSince: row.run_started_at,
+      tick: null,
+    };
+    return { result: skipped, epoch: null };
+  }
+  if (row.owner !== null && !input.force) {
+    throw new ConflictError(
+      `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
+      {
+        runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
+      },
+    );
+  }
+  // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
+  await makeIntervalDueNow(trx, input.name);
+  const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+  const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
+  // The tick this trigger made due is the next take: an epoch above the one seen here.
+  const runningSince = row.owner !== null ? row.run_started_at : null;
+  return { result: { handler: handlerFor(actor, handler!), outcome, runningSince, tick: null }, epoch: BigInt(row.epoch) };
 }
 
 export function createHandlersService(ctx: ServiceContext) {
@@ -191,35 +234,7 @@ export function createHandlersService(ctx: ServiceContext) {
           const input = parseInput(triggerHandlerSchema, raw);
           if (input.wait && ctx.outer)
             throw ValidationError.at(['wait'], 'cannot wait inside your own transaction: the trigger takes effect only when you commit it');
-          const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-          if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
-          const row = await lockIntervalHandler(trx, input.name);
-          if (!row) throw new NotFoundError('Handler', input.name);
-          if (row.owner !== null && !input.force && input.ifRunning === 'SKIP') {
-            const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-            const skipped = {
-              handler: handlerFor(actor, handler!),
-              outcome: 'ALREADY_RUNNING' as const,
-              runningSince: row.run_started_at,
-              tick: null,
-            };
-            return { result: skipped, epoch: null, input };
-          }
-          if (row.owner !== null && !input.force) {
-            throw new ConflictError(
-              `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
-              {
-                runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
-              },
-            );
-          }
-          // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
-          await makeIntervalDueNow(trx, input.name);
-          const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-          const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
-          // The tick this trigger made due is the next take: an epoch above the one seen here.
-          const runningSince = row.owner !== null ? row.run_started_at : null;
-          return { result: { handler: handlerFor(actor, handler!), outcome, runningSince, tick: null }, epoch: BigInt(row.epoch), input };
+          return { ...(await applyTrigger(trx, actor, input)), input };
         },
       );
       // Skipped: nothing was made due, so there is no tick to wait for.
