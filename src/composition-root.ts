@@ -331,6 +331,7 @@ function createLoops(
         pollMs,
         availability,
         observer,
+        goneWorkersMs: retention.goneWorkersHours * 3_600_000,
       });
       await host.start(options.signal);
       // Retention: prunes finished history beside the other loops (src/service/engine/maintenance/pruner.ts).

@@ -34,6 +34,8 @@ export const ENGINE_DEFAULTS = Object.freeze({
     everyMs: 10 * 60_000,
     /** Pruning batches a serverless pass (run-due) runs at most, after its other work. */
     runDueBatches: 4,
+    /** Hours after which a worker gone (no heartbeat) is forgotten. */
+    goneWorkersHours: 24,
   }),
   /** Most endpoint names with metric series of their own. */
   metricsEndpointLabels: 100,

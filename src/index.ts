@@ -70,6 +70,8 @@ export interface JobgateOptions {
       prune?: boolean;
       /** Pruning batches each `runDue()` runs at most, after its other work (default 4; 0: none). */
       runDueBatches?: number;
+      /** Hours after which a worker gone (no heartbeat) is forgotten by the live ones (default 24). */
+      goneWorkersHours?: number;
     };
   /**
    * Prometheus metrics of this Jobgate's workers and passes (the same as `jobgate worker` serves,

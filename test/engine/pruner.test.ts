@@ -8,6 +8,7 @@ import { createDatabase, type Database } from '../../src/db/pool.js';
 import { pruneBatch, takeSlice } from '../../src/db/statements/pruning.js';
 import { createLogger } from '../../src/log.js';
 import { createPruner, pruneBounded, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
+import { createPresence } from '../../src/service/engine/runtime/presence.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;
@@ -545,5 +546,25 @@ describe('the walk', () => {
     }
     expect(await jobsLeft(jobs)).toBe(0);
     expect(await jobsLeft(kept)).toBe(2);
+  });
+});
+
+describe('gone workers', () => {
+  it("are forgotten after their window by a live worker's presence, the others kept", async () => {
+    await t.query(
+      `insert into workers (id, host, pid, stale_ms, heartbeat_at) values
+         ('gone-long', 'h', 1, 1000, now() - interval '3 hours'), ('gone-lately', 'h', 2, 1000, now() - interval '30 minutes')`,
+    );
+    const presence = createPresence({ pool: t.database.pool, log, id: 'live-one', registrations: () => [], goneWorkersMs: 2 * 3_600_000 });
+    await presence.start();
+    try {
+      await presence.beat(); // its first beat forgets the gone ones
+      const ids = (await t.query(`select id from workers where id in ('gone-long', 'gone-lately', 'live-one') order by id`)).rows.map(
+        (r) => r.id,
+      );
+      expect(ids).toEqual(['gone-lately', 'live-one']);
+    } finally {
+      await presence.stop();
+    }
   });
 });

@@ -37,6 +37,7 @@ describe('configuration', () => {
       pauseMs: 50,
       everyMs: 600_000,
       runDueBatches: 4,
+      goneWorkersHours: 24,
     });
     expect(parseConfig({ JOBGATE_RETENTION_EXECUTIONS_DAYS: '0', JOBGATE_RETENTION_FAILED_DAYS: '180' }).retention).toMatchObject({
       executionsDays: 0,

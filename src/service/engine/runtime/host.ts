@@ -38,6 +38,8 @@ export interface EngineHostOptions {
   availability?: Availability;
   /** Where the runner reports checkpoints (metrics). Default: nowhere. */
   observer?: Observer | undefined;
+  /** Workers gone this long are forgotten by this one's presence. Default a day. */
+  goneWorkersMs?: number | undefined;
 }
 
 /** Everything registered in a process, as the catalogue shows it. */
@@ -79,6 +81,7 @@ export function createEngineHost(options: EngineHostOptions) {
     staleMs,
     registrations: () => registrationsOf(options.handlers, options.recoverables, options.intervals),
     availability,
+    goneWorkersMs: options.goneWorkersMs,
   });
   const runner = createRunner({
     pool,
