@@ -101,6 +101,7 @@ describe('retention from the library', () => {
     gate.handle('noop', () => {});
     // The passes above finished every slice (next due in ten minutes): due again now.
     await t.query(`update retention_slices set next_due_at = now()`);
+    const seenBefore = pruned.length;
     await gate.startWorker();
     await eventually(
       async () =>
@@ -108,7 +109,12 @@ describe('retention from the library', () => {
       20_000,
       'the old executions to be pruned',
     );
-    expect(pruned.filter((b) => b.kind === 'EXECUTIONS').reduce((a, b) => a + b.rows.executions, 0)).toBe(5);
+    expect(
+      pruned
+        .slice(seenBefore)
+        .filter((b) => b.kind === 'EXECUTIONS')
+        .reduce((a, b) => a + b.rows.executions, 0),
+    ).toBe(5);
     // The job's live execution is untouched.
     expect((await t.query(`select status from executions where job_id = $1`, [job.id])).rows).toEqual([{ status: 'PENDING' }]);
   });

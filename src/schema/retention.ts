@@ -31,7 +31,7 @@ export const RetentionOverridesRef = builder.objectRef<Overrides>('RetentionOver
 export const WorkspaceRetentionRef = builder.objectRef<WorkspaceRetention>('WorkspaceRetention').implement({
   description:
     'How long the workspace keeps its finished history before it is pruned, as in effect now. Days of 0 keep that history forever. ' +
-    'Live rows (pending or running executions, runs not finished) are never pruned, nor the newest `keepPerJob` executions of each job, whatever their age.',
+    'Live rows (pending or running executions, runs not finished) are never pruned, nor the newest `keepPerJob` executions of each recurring job, whatever their age.',
   fields: (t) => ({
     executionsDays: t.exposeInt('executionsDays', {
       description: 'Days SUCCEEDED and CANCELLED executions (with their attempts) are kept after they finished.',
@@ -48,7 +48,8 @@ export const WorkspaceRetentionRef = builder.objectRef<WorkspaceRetention>('Work
     }),
     keepPerJob: t.exposeInt('keepPerJob', {
       description:
-        "The newest executions of each job kept whatever their age (the installation's setting), so a job's page never goes blank.",
+        "The newest executions of each recurring (cron) job kept whatever their age (the installation's setting), so its page never goes blank. " +
+        'A one-off or retired job goes whole, with its executions, once they are all past their window.',
     }),
     overrides: t.field({
       type: RetentionOverridesRef,

@@ -137,21 +137,26 @@ describe('executions', () => {
     expect(ours.reduce((a, b) => a + b.rows.executions, 0)).toBe(51);
   });
 
-  it('keeps the newest N executions of each job whatever their age', async () => {
-    const a = await newJob();
-    const b = await newJob();
+  it('keeps the newest N executions of each recurring job whatever their age, none of a one-off job', async () => {
+    await onlyDue('EXECUTIONS');
+    const a = await oldJob(61, { kind: 'CRON' });
+    const b = await oldJob(61, { kind: 'CRON' });
     const aRows = await history(a, 20, 'SUCCEEDED', 60);
     const bRows = await history(b, 2, 'SUCCEEDED', 60);
+    // A one-off job (here with a live execution, so the job itself stays) keeps none past the window.
+    const oneOff = await newJob();
+    const oneOffRows = await history(oneOff, 6, 'SUCCEEDED', 60);
     const { p } = pruner({ batchSize: 5, defaults: { keepPerJob: 4 } });
     await p.runOnce();
-    // Job a keeps its 4 newest: its live far-future execution and the 3 newest old ones.
-    const kept = (await t.query(`select id from executions where job_id = $1 and status = 'SUCCEEDED'`, [a])).rows.map((r) => r.id);
+    // Job a keeps its 4 newest.
+    const kept = (await t.query(`select id from executions where job_id = $1`, [a])).rows.map((r) => r.id);
     expect(kept.sort()).toEqual(
-      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 3`, [aRows])).rows
+      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 4`, [aRows])).rows
         .map((r) => r.id)
         .sort(),
     );
     expect((await remaining(bRows)).executions).toBe(2);
+    expect(await remaining(oneOffRows)).toEqual({ executions: 0, attempts: 0 });
   });
 
   it('keeps a FAILED execution that is re-driven to PENDING, and prunes it again only once it has aged', async () => {
@@ -467,6 +472,33 @@ describe('whole jobs', () => {
     await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind = 'JOBS'`, [t.actor.workspaceId]);
     await pruner({ defaults: { keepPerJob: 1 } }).p.runOnce();
     expect(await jobsLeft([job])).toBe(0);
+  });
+
+  it('never deletes more than a batch of executions with its jobs: a retired job with more is thinned first, then goes', async () => {
+    await onlyDue('JOBS', 'EXECUTIONS');
+    const big = await oldJob(80, { kind: 'CRON', retiredDays: 50 });
+    const bigRows = await history(big, 12, 'SUCCEEDED', 70);
+    const small = await oldJob(79);
+    await history(small, 1, 'SUCCEEDED', 70);
+    const since = await lastAuditId();
+    // JOBS first: it walks past the big job and takes the small one.
+    await t.query(`update retention_slices set next_due_at = now() + interval '1 hour' where workspace_id = $1 and kind = 'EXECUTIONS'`, [
+      t.actor.workspaceId,
+    ]);
+    await pruner({ batchSize: 5, defaults: { keepPerJob: 100 } }).p.runOnce();
+    expect(await jobsLeft([big, small])).toBe(1);
+    expect((await remaining(bigRows)).executions).toBe(12);
+    // The EXECUTIONS slice thins it (keepPerJob is for recurring jobs), then JOBS takes it.
+    await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind in ('EXECUTIONS', 'JOBS')`, [
+      t.actor.workspaceId,
+    ]);
+    await pruner({ batchSize: 5, defaults: { keepPerJob: 100 } }).p.runOnce();
+    await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind = 'JOBS'`, [t.actor.workspaceId]);
+    await pruner({ batchSize: 5, defaults: { keepPerJob: 100 } }).p.runOnce();
+    expect(await jobsLeft([big])).toBe(0);
+    expect(await remaining(bigRows)).toEqual({ executions: 0, attempts: 0 });
+    const audited = await auditedSince(since);
+    for (const a of audited) expect(Number(a.executions ?? 0)).toBeLessThanOrEqual(5);
   });
 
   it('keeps jobs forever while executions are kept forever', async () => {

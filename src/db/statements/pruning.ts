@@ -148,8 +148,10 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
  *  - Live rows are never touched: the lock re-checks status and age on the row as it is now
  *    (READ COMMITTED re-evaluates a locked row's predicate), so a FAILED execution re-driven to
  *    PENDING meanwhile is kept; a row another transaction holds is skipped (pruned next pass).
- *  - The newest `keep` per job: each job's `keep`-th newest execution is its floor, read on the
- *    job's creation-time index; only rows below it go. New executions only raise the floor.
+ *  - The newest `keep` per recurring job (cron, not retired): each one's `keep`-th newest
+ *    execution is its floor, read on the job's creation-time index; only rows below it go. New
+ *    executions only raise the floor. A one-off or retired job keeps none past their window: its
+ *    executions thin out here, in bounded batches, and the job itself goes with the JOBS slice.
  *  - Attempts have no foreign key to executions (migration 000013): both go in one statement.
  */
 const PRUNE_EXECUTIONS = `
@@ -166,15 +168,19 @@ with scanned as (
   where (s.status in ('SUCCEEDED', 'CANCELLED') and s.finished_at < now() - make_interval(secs => $2::double precision / 1000))
      or (s.status = 'FAILED' and s.finished_at < now() - make_interval(secs => $3::double precision / 1000))
 ), floors as (
-  select j.job_id, f.created_at, f.id
+  -- A recurring job (cron, not retired) keeps its newest; its floor is null while it has fewer.
+  select j.job_id, (jj.kind = 'CRON' and jj.status <> 'RETIRED') as recurring, f.created_at, f.id
   from (select distinct job_id from due) j
-  cross join lateral (
+  join jobs jj on jj.id = j.job_id
+  left join lateral (
     select n.created_at, n.id from executions n where n.job_id = j.job_id
     order by n.created_at desc, n.id desc offset $4::int - 1 limit 1
-  ) f
+  ) f on jj.kind = 'CRON' and jj.status <> 'RETIRED'
 ), doomed as (
   select e.id from executions e
-  where e.id in (select d.id from due d join floors f on f.job_id = d.job_id where (d.created_at, d.id) < (f.created_at, f.id))
+  where e.id in (
+      select d.id from due d join floors f on f.job_id = d.job_id
+      where not f.recurring or (f.id is not null and (d.created_at, d.id) < (f.created_at, f.id)))
     and ((e.status in ('SUCCEEDED', 'CANCELLED') and e.finished_at < now() - make_interval(secs => $2::double precision / 1000))
       or (e.status = 'FAILED' and e.finished_at < now() - make_interval(secs => $3::double precision / 1000)))
   for update skip locked
@@ -228,6 +234,9 @@ select count(*)::int as n, (select count(*) from oldest)::int as scanned from go
  * recurring job that is not retired is never read (the walk's partial index, migration 000032):
  * its history goes execution by execution, its newest `keepPerJob` kept.
  *
+ * A batch deletes at most `batch` executions (and their attempts) with its jobs: the jobs are
+ * taken oldest first while their executions fit.
+ *
  * Two statements in the batch's transaction, so that no live execution is ever deleted:
  *  1. LOCK_DOOMED_JOBS walks the workspace's prunable jobs from the position and locks the due
  *     ones (FOR UPDATE, skipping any another transaction holds). From here no execution can be
@@ -251,17 +260,33 @@ with scanned as (
     and (j.created_at, j.id) > ($5::timestamptz, $6::uuid)
   order by j.created_at, j.id
   limit $4
+), sized as (
+  -- Each job's executions, counted to at most one past the batch.
+  select s.id, s.created_at, (select count(*) from (select 1 from executions x where x.job_id = s.id limit $4 + 1) c) as n
+  from scanned s
+), walked as (
+  -- Oldest first, as long as their executions fit in the batch. A job with more than a batch of
+  -- them is walked past, not taken: the EXECUTIONS slice thins it (in bounded batches; a one-off
+  -- or retired job keeps none past their window), and a later pass takes it.
+  select id, created_at, n from (
+    select id, created_at, n, sum(case when n > $4 then 0 else n end) over (order by created_at, id) as upto from sized
+  ) z
+  where upto <= $4
+), taken as (
+  select id from walked where n <= $4
 ), locked as (
   select j.id from jobs j
-  where j.id in (select id from scanned)
+  where j.id in (select id from taken)
     and (j.kind <> 'CRON' or j.status = 'RETIRED')
     and coalesce(j.retired_at, j.created_at) < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
     and not exists (select 1 from executions x where x.job_id = j.id and not ${PAST_WINDOW})
   for update skip locked
 ), last as (
-  select created_at, id from scanned order by created_at desc, id desc limit 1
+  select created_at, id from walked order by created_at desc, id desc limit 1
 )
-select array(select id from locked)::text[] as ids, (select count(*) from scanned)::int as scanned,
+select array(select id from locked)::text[] as ids,
+  -- Done once the walk read less than a batch and walked all it read.
+  case when (select count(*) from walked) < (select count(*) from scanned) then $4::int else (select count(*) from scanned)::int end as scanned,
   (select created_at::text from last) as last_created_at, (select id from last) as last_id`;
 
 const DELETE_JOBS = `
