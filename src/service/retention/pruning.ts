@@ -53,8 +53,6 @@ export interface PrunerOptions {
   pauseFactor?: number;
   /** How often each slice is pruned. Default 10 minutes. */
   everyMs?: number;
-  /** How often the pruner looks for a due slice. Default 30 s. */
-  pollMs?: number;
   /** A slice's lease, extended at each batch. Default 60 s. */
   leaseMs?: number;
   /**
@@ -261,7 +259,7 @@ export interface PruneReport {
   complete: boolean;
 }
 
-export interface BoundedPruneOptions extends Omit<PrunerOptions, 'pollMs'> {
+export interface BoundedPruneOptions extends PrunerOptions {
   /** Most batches this call runs, over all slices (each at most `batchSize` rows). */
   maxBatches: number;
   /** Prune this workspace's slices, due or not (on demand); without it, any workspace's due ones. */
@@ -270,8 +268,8 @@ export interface BoundedPruneOptions extends Omit<PrunerOptions, 'pollMs'> {
 
 /**
  * One bounded prune in the caller's time (a serverless pass, an on-demand prune): the same
- * slices, batches, fences and audit rows as the pruner's loop, at most `maxBatches` batches,
- * without the pause between them when `pauseMs` is 0. Throws what a batch throws.
+ * slices, batches, fences, audit rows and pauses between batches as the pruner's loop, at most
+ * `maxBatches` batches. Throws what a batch throws.
  */
 export async function pruneBounded(options: BoundedPruneOptions): Promise<PruneReport> {
   const id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
