@@ -1,4 +1,4 @@
--- The schema after migrations/000031_claim_token.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000034_interval_overlap.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -154,15 +154,28 @@ end $$;
 CREATE FUNCTION public.jobgate_interval_tick_end() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+  due bigint;
 begin
   if new.last_finished_at is distinct from old.last_finished_at then
     new.last_epoch := new.epoch;
   end if;
-  -- A tick ends (its owner is cleared): the cadence ticks due while it ran, from its start to
-  -- now, but for the one that runs right after it.
+  if old.owner is null and new.owner is not null then
+    new.queued_after := false;
+  end if;
+  -- A tick ends (its owner is cleared) and the statement leaves the next tick where it was (a
+  -- hand-back, which makes it due at once, does not).
   if old.owner is not null and new.owner is null and old.every_ms is not null and old.run_started_at is not null then
-    new.skipped_ticks := old.skipped_ticks
-      + greatest(0, floor(extract(epoch from (now() - old.run_started_at)) * 1000 / old.every_ms)::bigint - 1);
+    if old.overlap = 'SKIP' and not old.queued_after and new.next_due_at = old.next_due_at and old.next_due_at <= now() then
+      -- Every cadence tick due while it ran is skipped: the next is the first boundary after now.
+      due := floor(extract(epoch from (now() - old.next_due_at)) * 1000 / old.every_ms)::bigint + 1;
+      new.next_due_at := old.next_due_at + make_interval(secs => due * old.every_ms / 1000.0);
+      new.skipped_ticks := old.skipped_ticks + due;
+    else
+      -- QUEUE (or a tick queued on purpose): those due while it ran, but for the one run right after it.
+      new.skipped_ticks := old.skipped_ticks
+        + greatest(0, floor(extract(epoch from (now() - old.run_started_at)) * 1000 / old.every_ms)::bigint - 1);
+    end if;
   end if;
   return new;
 end $$;
@@ -230,7 +243,7 @@ CREATE FUNCTION public.jobgate_provision_retention() RETURNS trigger
     AS $$
 begin
   insert into retention_slices (workspace_id, kind)
-  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS']) as k
+  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS', 'JOBS', 'ALERTS']) as k
   on conflict do nothing;
   return new;
 end $$;
@@ -526,6 +539,13 @@ ALTER TABLE public.findings ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.interval_abandoned (
+    name text NOT NULL,
+    worker_id text NOT NULL,
+    epoch bigint NOT NULL,
+    abandoned_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE public.interval_handlers (
     name text NOT NULL,
     every_ms bigint,
@@ -548,12 +568,16 @@ CREATE TABLE public.interval_handlers (
     last_ok_at timestamp with time zone,
     skipped_ticks bigint DEFAULT 0 NOT NULL,
     last_epoch bigint,
+    abandoned_total bigint DEFAULT 0 NOT NULL,
+    overlap text DEFAULT 'SKIP'::text NOT NULL,
+    queued_after boolean DEFAULT false NOT NULL,
     CONSTRAINT interval_handlers_check CHECK (((owner IS NULL) = (run_started_at IS NULL))),
     CONSTRAINT interval_handlers_check1 CHECK (((last_status = 'ERROR'::text) = (last_cause IS NOT NULL))),
     CONSTRAINT interval_handlers_every_ms_check CHECK ((every_ms > 0)),
     CONSTRAINT interval_handlers_last_cause_check CHECK ((last_cause = ANY (ARRAY['HANDLER'::text, 'TIMEOUT'::text, 'CRASHED'::text]))),
     CONSTRAINT interval_handlers_last_status_check CHECK ((last_status = ANY (ARRAY['OK'::text, 'ERROR'::text]))),
     CONSTRAINT interval_handlers_name_check CHECK ((name ~ '^[A-Za-z0-9_.:-]{1,200}$'::text)),
+    CONSTRAINT interval_handlers_overlap_check CHECK ((overlap = ANY (ARRAY['SKIP'::text, 'QUEUE'::text]))),
     CONSTRAINT interval_handlers_overrun_owned CHECK (((NOT overrun) OR (owner IS NOT NULL)))
 );
 
@@ -562,6 +586,12 @@ COMMENT ON COLUMN public.interval_handlers.every_ms IS 'Period between ticks, in
 COMMENT ON COLUMN public.interval_handlers.skipped_ticks IS 'Ticks skipped because a tick was still running when they came due (all time).';
 
 COMMENT ON COLUMN public.interval_handlers.last_epoch IS 'The epoch (take) of the tick whose outcome last_status, last_cause, last_error ... hold; null before the first outcome.';
+
+COMMENT ON COLUMN public.interval_handlers.abandoned_total IS 'Ticks abandoned after their timeout and grace, their handler still running (all time).';
+
+COMMENT ON COLUMN public.interval_handlers.overlap IS 'Cadence ticks due while a tick runs: SKIP (skipped; the next is the first period boundary after it ends) or QUEUE (one tick right after it).';
+
+COMMENT ON COLUMN public.interval_handlers.queued_after IS 'A forced trigger queued one tick right after the running one (runs under either overlap policy); cleared by the take.';
 
 CREATE TABLE public.jobgate_migrations (
     version integer NOT NULL,
@@ -639,8 +669,10 @@ CREATE TABLE public.retention_slices (
     last_finished_at timestamp with time zone,
     last_pruned bigint DEFAULT 0 NOT NULL,
     pruned_total bigint DEFAULT 0 NOT NULL,
+    resume_created_at timestamp with time zone,
+    resume_id uuid,
     CONSTRAINT retention_slices_check CHECK (((owner IS NULL) = (lease_until IS NULL))),
-    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text])))
+    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text, 'JOBS'::text, 'ALERTS'::text])))
 );
 
 CREATE TABLE public.run_schedules (
@@ -813,6 +845,9 @@ ALTER TABLE ONLY public.findings
 ALTER TABLE ONLY public.findings
     ADD CONSTRAINT findings_run_id_kind_resource_id_key UNIQUE (run_id, kind, resource_id);
 
+ALTER TABLE ONLY public.interval_abandoned
+    ADD CONSTRAINT interval_abandoned_pkey PRIMARY KEY (name, epoch);
+
 ALTER TABLE ONLY public.interval_handlers
     ADD CONSTRAINT interval_handlers_pkey PRIMARY KEY (name);
 
@@ -917,6 +952,8 @@ CREATE INDEX jobs_name_search ON public.jobs USING btree (workspace_id, lower(na
 CREATE INDEX jobs_next_fire ON public.jobs USING btree (next_fire_at) WHERE ((status = 'ACTIVE'::text) AND (next_fire_at IS NOT NULL));
 
 CREATE INDEX jobs_workspace_created ON public.jobs USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX jobs_workspace_prunable ON public.jobs USING btree (workspace_id, created_at, id) WHERE ((kind <> 'CRON'::text) OR (status = 'RETIRED'::text));
 
 CREATE INDEX retention_slices_due ON public.retention_slices USING btree (next_due_at);
 
@@ -1047,6 +1084,9 @@ ALTER TABLE ONLY public.findings
 
 ALTER TABLE ONLY public.findings
     ADD CONSTRAINT findings_workspace_id_run_id_fkey FOREIGN KEY (workspace_id, run_id) REFERENCES public.runs(workspace_id, id);
+
+ALTER TABLE ONLY public.interval_abandoned
+    ADD CONSTRAINT interval_abandoned_name_fkey FOREIGN KEY (name) REFERENCES public.interval_handlers(name);
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

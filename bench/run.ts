@@ -16,6 +16,7 @@ import { run as metrics } from './metrics.js';
 import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
 import { run as retention } from './retention.js';
+import { run as retentionWeek } from './retention-week.js';
 
 export interface Figure {
   bench: string;
@@ -39,6 +40,7 @@ const benches: Bench[] = [
   { name: 'bounds', run: bounds },
   { name: 'console', run: consoleBench },
   { name: 'retention', run: retention },
+  { name: 'retention-week', run: retentionWeek },
 ];
 
 async function main() {

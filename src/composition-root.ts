@@ -20,7 +20,7 @@ import { IntervalRegistry } from './service/engine/intervals/intervals.js';
 import { registerInternalHandlers } from './service/engine/maintenance/reaper.js';
 import { RecoverableRegistry } from './service/engine/runs/recoverable.js';
 import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/maintenance/pruner.js';
-import { runDuePass, type RunDueResult } from './service/engine/serverless/run-due.js';
+import { runDuePass, type RunDueDeps, type RunDueResult } from './service/engine/serverless/run-due.js';
 import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker/worker.js';
 import { createJobService, type JobService, type ServiceDeps } from './service/index.js';
@@ -244,6 +244,7 @@ function assemble(opened: Opened): Engine {
         // The pass holds off reconciling leases during and just after an outage, as a worker does.
         availability: opened.availability,
         leaseMs: defaults.leaseMs,
+        prune: runDuePruning(opened, pruned),
       };
       return countedRunDue(observer, () => runDuePass(deps, { limit }));
     },
@@ -290,6 +291,20 @@ function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Obs
   };
 }
 
+/** The slice of retention a serverless pass prunes after its other work (none with `prune: false`). */
+function runDuePruning(opened: Opened, onPruned: (batch: PrunedBatch) => void): RunDueDeps['prune'] {
+  const { options, retention } = opened;
+  if (options.retention?.prune === false) return undefined;
+  return {
+    log: options.log,
+    defaults: retention,
+    batchSize: retention.batchSize,
+    pauseMs: retention.pauseMs,
+    maxBatches: retention.runDueBatches,
+    onPruned,
+  };
+}
+
 /** The loops beside a process's workers, started with the first one: the cron scheduler, the engine host and the pruner. */
 function createLoops(
   opened: Opened,
@@ -316,6 +331,7 @@ function createLoops(
         pollMs,
         availability,
         observer,
+        goneWorkersMs: retention.goneWorkersHours * 3_600_000,
       });
       await host.start(options.signal);
       // Retention: prunes finished history beside the other loops (src/service/engine/maintenance/pruner.ts).

@@ -32,6 +32,10 @@ export const ENGINE_DEFAULTS = Object.freeze({
     batchSize: 1000,
     pauseMs: 50,
     everyMs: 10 * 60_000,
+    /** Pruning batches a serverless pass (run-due) runs at most, after its other work. */
+    runDueBatches: 4,
+    /** Hours after which a worker gone (no heartbeat) is forgotten. */
+    goneWorkersHours: 24,
   }),
   /** Most endpoint names with metric series of their own. */
   metricsEndpointLabels: 100,

@@ -129,6 +129,9 @@ const envSchema = z.object({
   JOBGATE_RETENTION_AUDIT_DAYS: intFrom(D.retention.auditDays, 0, 36_500),
   JOBGATE_RETENTION_RUNS_DAYS: intFrom(D.retention.runsDays, 0, 36_500),
   JOBGATE_RETENTION_KEEP_PER_JOB: intFrom(D.retention.keepPerJob, 1, 100_000),
+  JOBGATE_RETENTION_ALERTS_DAYS: intFrom(D.retention.alertNotificationsDays, 0, 36_500),
+  JOBGATE_RETENTION_RUN_DUE_BATCHES: intFrom(D.retention.runDueBatches, 0, 10_000),
+  JOBGATE_RETENTION_GONE_WORKERS_HOURS: intFrom(D.retention.goneWorkersHours, 1, 24 * 365),
   JOBGATE_RETENTION_BATCH: intFrom(D.retention.batchSize, 1, 100_000),
   JOBGATE_RETENTION_PAUSE_MS: intFrom(D.retention.pauseMs, 0, 60_000),
   JOBGATE_RETENTION_EVERY_MINUTES: intFrom(D.retention.everyMs / 60_000, 1, 24 * 60),
@@ -246,9 +249,14 @@ export interface Config {
     auditDays: number;
     runsDays: number;
     keepPerJob: number;
+    alertNotificationsDays: number;
     batchSize: number;
     pauseMs: number;
     everyMs: number;
+    /** Pruning batches one serverless pass (run-due) runs at most; 0: none. */
+    runDueBatches: number;
+    /** Hours after which a worker gone (no heartbeat) is forgotten. */
+    goneWorkersHours: number;
   };
   /** Key for secrets at rest (base64 or hex); the embedded default generates one. */
   secretKey: string | undefined;
@@ -335,6 +343,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       auditDays: e.JOBGATE_RETENTION_AUDIT_DAYS,
       runsDays: e.JOBGATE_RETENTION_RUNS_DAYS,
       keepPerJob: e.JOBGATE_RETENTION_KEEP_PER_JOB,
+      alertNotificationsDays: e.JOBGATE_RETENTION_ALERTS_DAYS,
+      runDueBatches: e.JOBGATE_RETENTION_RUN_DUE_BATCHES,
+      goneWorkersHours: e.JOBGATE_RETENTION_GONE_WORKERS_HOURS,
       batchSize: e.JOBGATE_RETENTION_BATCH,
       pauseMs: e.JOBGATE_RETENTION_PAUSE_MS,
       everyMs: e.JOBGATE_RETENTION_EVERY_MINUTES * 60_000,

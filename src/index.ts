@@ -27,6 +27,8 @@ import {
   type DeclareSchedulesResult,
   type JobService,
   type OuterTransaction,
+  type PruneHistoryInput,
+  type PruneHistoryResult,
 } from './service/index.js';
 
 export interface JobgateOptions {
@@ -64,7 +66,13 @@ export interface JobgateOptions {
    * pruner each started worker runs (`prune: false` runs none). Unset windows take the defaults.
    */
   retention?: Partial<RetentionSettingsDefaults> &
-    Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & { prune?: boolean };
+    Pick<PrunerOptions, 'batchSize' | 'pauseMs' | 'everyMs' | 'onPruned'> & {
+      prune?: boolean;
+      /** Pruning batches each `runDue()` runs at most, after its other work (default 4; 0: none). */
+      runDueBatches?: number;
+      /** Hours after which a worker gone (no heartbeat) is forgotten by the live ones (default 24). */
+      goneWorkersHours?: number;
+    };
   /**
    * Prometheus metrics of this Jobgate's workers and passes (the same as `jobgate worker` serves,
    * see docs/operating.md, Metrics): `true` counts into a registry of its own (`gate.metrics`), a
@@ -172,9 +180,16 @@ export interface Jobgate {
    * One serverless pass, what POST /jobs/run-due does, for a route handler called by a platform
    * cron (Next.js, Hono, ...): expired leases are reconciled, due cron occurrences fire, and up to
    * `limit` (default 100) due executions run here, HTTP endpoints and the handlers registered on
-   * this Jobgate. Safe concurrently with itself and with workers. No worker needs to be started.
+   * this Jobgate, and a bounded slice of retention is pruned (`retention.runDueBatches` batches).
+   * Safe concurrently with itself and with workers. No worker needs to be started.
    */
   runDue(options?: { limit?: number; defaultTimeoutMs?: number; outboundAllow?: string[] }): Promise<RunDueResult>;
+  /**
+   * Prunes the default workspace's (or `actor`'s) finished history now, to the windows in effect,
+   * as the background pruner would, at most `maxBatches` batches (default 100); answers the rows
+   * removed per table and whether it got through everything. Audited; needs an ADMIN actor.
+   */
+  prune(options?: PruneHistoryInput & { actor?: Actor }): Promise<PruneHistoryResult>;
   database: Database;
   /** The metrics (with `metrics` set): render() gives the Prometheus text exposition, e.g. for an application's own /metrics. */
   metrics?: { registry: Registry; render(): Promise<string>; contentType: string } | undefined;
@@ -238,6 +253,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       return service.declareSchedules(a, { schedules: Object.entries(specs).map(([name, spec]) => ({ ...spec, name })), retireUndeclared });
     },
     runDue: (passOptions) => engine.runDue(passOptions),
+    prune: ({ actor: a = defaultActor, ...input } = {}) => service.pruneHistory(a, input),
     database: engine.database,
     metrics: engine.metrics,
     close: () => engine.stop(),
@@ -251,7 +267,8 @@ export type { RunDueResult } from './service/engine/serverless/run-due.js';
 export type { FencedTransaction, FencedTransactionOptions } from './service/engine/delivery/fenced-transaction.js';
 export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/runs/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals/intervals.js';
-export type { PrunedBatch, PrunedRows } from './service/engine/maintenance/pruner.js';
+export type { PrunedBatch, PrunedRows, PruneReport } from './service/engine/maintenance/pruner.js';
+export type { PruneHistoryInput, PruneHistoryResult } from './service/index.js';
 export type { RetentionDefaults } from './service/retention/windows.js';
 
 export { createJobService, createJobServiceIn, type JobService, type OuterTransaction } from './service/index.js';

@@ -220,7 +220,18 @@ export interface Findings {
   workspace_id: string;
 }
 
+export interface IntervalAbandoned {
+  abandoned_at: Generated<Timestamp>;
+  epoch: ColumnType<number, number | bigint | string, number | bigint | string>;
+  name: string;
+  worker_id: string;
+}
+
 export interface IntervalHandlers {
+  /**
+   * Ticks abandoned after their timeout and grace, their handler still running (all time).
+   */
+  abandoned_total: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   created_at: Generated<Timestamp>;
   epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   error_runs: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
@@ -243,8 +254,16 @@ export interface IntervalHandlers {
   name: string;
   next_due_at: Timestamp;
   ok_runs: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  /**
+   * Cadence ticks due while a tick runs: SKIP (skipped; the next is the first period boundary after it ends) or QUEUE (one tick right after it).
+   */
+  overlap: Generated<'SKIP' | 'QUEUE'>;
   overrun: Generated<boolean>;
   owner: string | null;
+  /**
+   * A forced trigger queued one tick right after the running one (runs under either overlap policy); cleared by the take.
+   */
+  queued_after: Generated<boolean>;
   run_started_at: Timestamp | null;
   /**
    * Ticks skipped because a tick was still running when they came due (all time).
@@ -308,7 +327,7 @@ export interface PayloadSpecs {
 
 export interface RetentionSlices {
   epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
-  kind: 'EXECUTIONS' | 'AUDIT' | 'RUNS';
+  kind: 'EXECUTIONS' | 'AUDIT' | 'RUNS' | 'JOBS' | 'ALERTS';
   last_finished_at: Timestamp | null;
   last_pruned: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   last_started_at: Timestamp | null;
@@ -316,6 +335,8 @@ export interface RetentionSlices {
   next_due_at: Generated<Timestamp>;
   owner: string | null;
   pruned_total: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
+  resume_created_at: Timestamp | null;
+  resume_id: string | null;
   workspace_id: string;
 }
 
@@ -418,6 +439,7 @@ export interface DB {
   events: Events;
   executions: Executions;
   findings: Findings;
+  interval_abandoned: IntervalAbandoned;
   interval_handlers: IntervalHandlers;
   jobgate_migrations: JobgateMigrations;
   jobs: Jobs;

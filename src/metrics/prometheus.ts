@@ -202,8 +202,20 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const pruned = new Counter({
     name: 'jobgate_retention_pruned_rows_total',
-    help: 'Rows of finished history that retention deleted in this process, by table (executions, attempts, audit_log, runs, findings, events).',
+    help: 'Rows of finished history that retention deleted in this process, by table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications).',
     labelNames: ['table'],
+    registers,
+  });
+  const abandonedTicks = new Counter({
+    name: 'jobgate_interval_ticks_abandoned_total',
+    help: 'Interval ticks this process abandoned: their handler ignored its signal through the grace after its timeout, so the slot was freed while it ran on. By handler.',
+    labelNames: ['handler'],
+    registers,
+  });
+  const abandonedRunning = new Gauge({
+    name: 'jobgate_interval_abandoned_running',
+    help: 'Abandoned interval handlers still running in this process, by handler. Above 0: a handler that does not stop when asked.',
+    labelNames: ['handler'],
     registers,
   });
   const runDuePasses = new Counter({
@@ -367,6 +379,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     historyPruned(rows) {
       for (const [table, n] of Object.entries(rows)) if (n > 0) pruned.inc({ table }, n);
     },
+    intervalTickAbandoned(handler) {
+      abandonedTicks.inc({ handler });
+      abandonedRunning.inc({ handler });
+    },
+    intervalAbandonedSettled: (handler) => abandonedRunning.dec({ handler }),
     cronFired(latenessSeconds, missed, skippedTicks) {
       for (const s of latenessSeconds) lateness.observe(Math.max(0, s));
       if (missed > 0) misfires.inc(missed);

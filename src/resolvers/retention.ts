@@ -1,5 +1,5 @@
 import { builder } from '../schema/builder.js';
-import { SetRetentionInputRef, WorkspaceRetentionRef } from '../schema/retention.js';
+import { PruneHistoryInputRef, PruneHistoryPayloadRef, SetRetentionInputRef, WorkspaceRetentionRef } from '../schema/retention.js';
 
 builder.mutationFields((t) => ({
   setRetention: t.field({
@@ -10,5 +10,15 @@ builder.mutationFields((t) => ({
       input: t.arg({ type: SetRetentionInputRef, required: true, description: 'The windows to set; omitted ones stay as they are.' }),
     },
     resolve: (_root, { input }, ctx) => ctx.service.setRetention(ctx.actor, input),
+  }),
+  pruneHistory: t.field({
+    type: PruneHistoryPayloadRef,
+    description:
+      "Prunes your workspace's finished history now, to the windows in effect, as the background pruner would (ADMIN only; audited): " +
+      'live rows are never touched; each batch is one short transaction. Answers what was removed.',
+    args: {
+      input: t.arg({ type: PruneHistoryInputRef, required: false, description: 'How much this call may do; all defaults when omitted.' }),
+    },
+    resolve: (_root, { input }, ctx) => ctx.service.pruneHistory(ctx.actor, input ?? {}),
   }),
 }));

@@ -62,6 +62,17 @@ export const TriggerHandlerOutcomeEnum = builder.enumType('TriggerHandlerOutcome
   values: {
     DUE_NOW: { description: 'Its next tick is due now; a worker that has it runs it within a second or so.' },
     QUEUED_AFTER_RUNNING: { description: 'It was running (and `force` was given): one more tick runs right after the running one ends.' },
+    ALREADY_RUNNING: {
+      description: 'It was running and `ifRunning: SKIP` was given (without `force`): nothing changed; `runningSince` says since when.',
+    },
+  } as const,
+});
+
+export const TriggerIfRunningEnum = builder.enumType('TriggerIfRunning', {
+  description: 'What triggerHandler does while a tick is running (and `force` is not given).',
+  values: {
+    REFUSE: { description: 'Refuse the trigger with CONFLICT (the default).' },
+    SKIP: { description: "Change nothing and answer `outcome: ALREADY_RUNNING` with the running tick's start." },
   } as const,
 });
 
@@ -108,6 +119,16 @@ export const HandlerOutcomeRef = builder.objectRef<HandlerOutcome>('HandlerOutco
   }),
 });
 
+export const IntervalOverlapRef = builder.enumType('IntervalOverlap', {
+  description: 'What an interval handler does with the cadence ticks that come due while a tick is still running.',
+  values: {
+    SKIP: {
+      description: 'Skip them all: the next tick is the first period boundary after the running one ends (one warning in its worker log).',
+    },
+    QUEUE: { description: 'Run one tick right after the running one ends; the others are skipped.' },
+  } as const,
+});
+
 export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState').implement({
   description: 'Where an interval handler stands (installation-wide).',
   fields: (t) => ({
@@ -130,8 +151,24 @@ export const IntervalStateRef = builder.objectRef<IntervalState>('IntervalState'
     errorRuns: t.exposeFloat('errorRuns', { description: 'Ticks that ended in ERROR, all time.' }),
     skippedTicks: t.exposeFloat('skippedTicks', {
       description:
-        'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: those due during a run ' +
-        'coalesce into one, run right after it; the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
+        'Ticks skipped because the previous tick was still running when they came due, all time. Ticks never overlap: under `overlap: SKIP` ' +
+        '(the default) all those due during a run are skipped and the next is the first period boundary after it; under `QUEUE` they coalesce ' +
+        'into one, run right after it, and the others are counted here. A rising count means ticks run longer than the period. Always 0 on demand.',
+    }),
+    overlap: t.field({
+      type: IntervalOverlapRef,
+      description: 'What happens to the cadence ticks that come due while a tick is still running (set by the handler registration).',
+      resolve: (s) => s.overlap,
+    }),
+    abandonedTicks: t.exposeFloat('abandonedTicks', {
+      description:
+        'Ticks whose handler ignored its signal past its timeout and its grace, all time: each was abandoned (its slot freed, so later ticks ran) ' +
+        'while its handler went on running in its worker. Its TIMEOUT is its outcome; nothing it did later is recorded.',
+    }),
+    abandonedRunning: t.exposeInt('abandonedRunning', {
+      description:
+        'Abandoned handlers still running now (on workers that are alive): each still holds whatever it holds and may still act. ' +
+        'Above 0 means a handler that does not stop when asked; its worker restarting ends it.',
     }),
     onDemand: t.exposeBoolean('onDemand', {
       description: 'Whether it has no cadence: it runs only when triggered (`triggerHandler`); `nextDueAt` is null until then.',
@@ -245,8 +282,15 @@ export const TriggerHandlerPayloadRef = builder.objectRef<TriggerHandlerResult>(
     }),
     outcome: t.field({
       type: TriggerHandlerOutcomeEnum,
-      description: 'Due now, or queued after the running tick.',
+      description: 'Due now, queued after the running tick, or (with `ifRunning: SKIP`) skipped because a tick is running.',
       resolve: (r) => r.outcome,
+    }),
+    runningSince: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description:
+        'When the tick that was running at the trigger started (QUEUED_AFTER_RUNNING, ALREADY_RUNNING); null when none was running.',
+      resolve: (r) => r.runningSince,
     }),
     tick: t.field({
       type: TriggeredTickRef,
@@ -272,6 +316,11 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
     }),
     waitTimeoutMs: t.int({
       description: `With \`wait\`: the longest wait, in ms, 1 to ${MAX_TRIGGER_WAIT_MS}. Default ${DEFAULT_TRIGGER_WAIT_MS}.`,
+    }),
+    ifRunning: t.field({
+      type: TriggerIfRunningEnum,
+      description:
+        'While a tick is running and without `force`: REFUSE (CONFLICT, the default) or SKIP (answer ALREADY_RUNNING, change nothing).',
     }),
   }),
 });

@@ -1,3 +1,4 @@
+import type { PruneHistoryResult } from '../service/retention/prune-now.js';
 import type { WorkspaceRetention } from '../service/retention/settings.js';
 import { builder } from './builder.js';
 import { WorkspaceRef } from './workspace.js';
@@ -30,7 +31,7 @@ export const RetentionOverridesRef = builder.objectRef<Overrides>('RetentionOver
 export const WorkspaceRetentionRef = builder.objectRef<WorkspaceRetention>('WorkspaceRetention').implement({
   description:
     'How long the workspace keeps its finished history before it is pruned, as in effect now. Days of 0 keep that history forever. ' +
-    'Live rows (pending or running executions, runs not finished) are never pruned, nor the newest `keepPerJob` executions of each job, whatever their age.',
+    'Live rows (pending or running executions, runs not finished) are never pruned, nor the newest `keepPerJob` executions of each recurring job, whatever their age.',
   fields: (t) => ({
     executionsDays: t.exposeInt('executionsDays', {
       description: 'Days SUCCEEDED and CANCELLED executions (with their attempts) are kept after they finished.',
@@ -47,7 +48,8 @@ export const WorkspaceRetentionRef = builder.objectRef<WorkspaceRetention>('Work
     }),
     keepPerJob: t.exposeInt('keepPerJob', {
       description:
-        "The newest executions of each job kept whatever their age (the installation's setting), so a job's page never goes blank.",
+        "The newest executions of each recurring (cron) job kept whatever their age (the installation's setting), so its page never goes blank. " +
+        'A one-off or retired job goes whole, with its executions, once they are all past their window.',
     }),
     overrides: t.field({
       type: RetentionOverridesRef,
@@ -76,3 +78,37 @@ builder.objectField(WorkspaceRef, 'retention', (t) =>
     resolve: (_w, _args, ctx) => ctx.service.retention(ctx.actor),
   }),
 );
+
+export const PruneHistoryInputRef = builder.inputType('PruneHistoryInput', {
+  description: 'How much an on-demand prune may do in one call.',
+  fields: (t) => ({
+    maxBatches: t.int({
+      description:
+        "Most pruning batches this call runs (1 to 10,000; default 100), each one short transaction of at most the installation's batch size.",
+    }),
+  }),
+});
+
+export const PrunedCountsRef = builder.objectRef<PruneHistoryResult['removed']>('PrunedCounts').implement({
+  description: 'Rows an on-demand prune deleted, per kind of history.',
+  fields: (t) => ({
+    jobs: t.exposeInt('jobs', { description: 'Finished one-off jobs and retired jobs, deleted whole.' }),
+    executions: t.exposeInt('executions', { description: 'Executions (those of deleted jobs included).' }),
+    attempts: t.exposeInt('attempts', { description: 'Attempts, deleted with their executions.' }),
+    runs: t.exposeInt('runs', { description: 'Finished recoverable runs.' }),
+    findings: t.exposeInt('findings', { description: 'Findings, deleted with their runs.' }),
+    auditLog: t.exposeInt('audit_log', { description: 'Audit log entries.' }),
+    alertNotifications: t.exposeInt('alert_notifications', { description: 'Alert notifications.' }),
+  }),
+});
+
+export const PruneHistoryPayloadRef = builder.objectRef<PruneHistoryResult>('PruneHistoryPayload').implement({
+  description: 'What an on-demand prune removed.',
+  fields: (t) => ({
+    removed: t.field({ type: PrunedCountsRef, description: 'Rows deleted, per kind of history.', resolve: (r) => r.removed }),
+    complete: t.exposeBoolean('complete', {
+      description:
+        'Whether everything past its window was looked at. False when the call stopped at `maxBatches` or a worker was pruning part of the history at that moment: call again.',
+    }),
+  }),
+});

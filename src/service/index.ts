@@ -16,6 +16,7 @@ import { createLiveService } from './live/live.js';
 import { createNodeService } from './nodes.js';
 import { createPermissionsService } from './access/permissions.js';
 import { createRunsService } from './runs/runs.js';
+import { createPruneService } from './retention/prune-now.js';
 import { createRetentionService } from './retention/settings.js';
 import { createSchedulesService } from './jobs/declared-schedules.js';
 import { createStatsService } from './jobs/stats.js';
@@ -68,6 +69,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createStatsService(ctx),
     ...createPermissionsService(ctx),
     ...createRetentionService(ctx, deps.retention),
+    ...createPruneService(ctx, deps.retention),
   };
 }
 
@@ -109,4 +111,5 @@ export type {
 } from './handlers/handlers.js';
 export type { Connection, Edge } from './kernel/pagination.js';
 export type { WorkspaceRetention, RetentionWindows, SetRetentionInput } from './retention/settings.js';
+export type { PruneHistoryInput, PruneHistoryResult } from './retention/prune-now.js';
 export type { Alert, AlertRule, AlertCondition, AlertSeverity, AlertDeliveryState } from './alerts/alerts.js';

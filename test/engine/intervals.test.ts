@@ -152,11 +152,11 @@ describe('interval handlers', () => {
     expect(e.interval).toMatchObject({ okRuns: 0, errorRuns: 1, running: false, timeoutMs: 100 });
   });
 
-  it('keeps a tick that ignores its signal past its timeout running: TIMEOUT is recorded, but no next tick starts until it returns', async () => {
+  it('keeps a tick that ignores its signal past its timeout in its slot through its grace: TIMEOUT is recorded, no next tick starts until it returns', async () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => (release = r));
-    // Ignores ctx.signal entirely: returns only when the test releases it.
-    const deaf = (): IntervalHandler => ({ ...recorded('deaf', () => gate.then(() => ({ count: 1 }))), timeoutMs: 100 });
+    // Ignores ctx.signal entirely: returns only when the test releases it, well within its grace.
+    const deaf = (): IntervalHandler => ({ ...recorded('deaf', () => gate.then(() => ({ count: 1 }))), timeoutMs: 100, graceMs: HOUR });
     await worker(deaf());
     await worker(deaf());
     await t.service.triggerHandler(t.actor, { name: 'deaf' });
@@ -179,6 +179,65 @@ describe('interval handlers', () => {
     expect(ticks).toHaveLength(2);
     expect(ticks[1].started_at.getTime()).toBeGreaterThanOrEqual(ticks[0].finished_at.getTime());
     expect(await stateOf('deaf')).toMatchObject({ error_runs: 1, ok_runs: 1, overrun: false });
+  });
+
+  it('abandons a tick whose handler never settles once its timeout and grace are over: later ticks run, and it shows as abandoned and running', async () => {
+    let calls = 0;
+    let laterTicks = 0;
+    const hung: IntervalHandler = {
+      name: 'hung',
+      everyMs: HOUR,
+      timeoutMs: 100,
+      graceMs: 200,
+      // The first tick never settles, whatever its signal says; the later ones return at once.
+      run: () => (++calls === 1 ? new Promise<never>(() => {}) : { count: ++laterTicks }),
+    };
+    const host = await worker(hung);
+    await t.service.triggerHandler(t.actor, { name: 'hung' });
+    await eventually(async () => Number((await stateOf('hung')).abandoned_total) === 1);
+    // The slot is free although the handler still runs in this worker.
+    expect(await stateOf('hung')).toMatchObject({ owner: null, overrun: false, last_cause: 'TIMEOUT', error_runs: 1 });
+    expect(host.intervals.active()).toEqual([]);
+    expect(host.intervals.abandoned().map((a) => a.name)).toEqual(['hung']);
+    const e = await entry('hung');
+    expect(e.interval).toMatchObject({ running: false, abandonedTicks: 1, abandonedRunning: 1 });
+    // Later ticks run (a plain trigger is no longer refused), each recorded.
+    for (let i = 1; i <= 2; i++) {
+      expect((await t.service.triggerHandler(t.actor, { name: 'hung' })).outcome).toBe('DUE_NOW');
+      await eventually(async () => Number((await stateOf('hung')).ok_runs) === i);
+    }
+    expect((await entry('hung')).lastOutcome).toMatchObject({ status: 'OK', count: 2 });
+    // Still counted as running: it never settled.
+    expect((await entry('hung')).interval).toMatchObject({ abandonedTicks: 1, abandonedRunning: 1 });
+    // Its worker gone (stopped: its row deleted), it is running nowhere any more; another worker's sweep forgets it.
+    await host.stop({ graceMs: 100 });
+    hosts.splice(hosts.indexOf(host), 1);
+    const other = await worker({ name: 'hung', everyMs: HOUR, run: () => ({ count: 0 }) });
+    await other.intervals.kick();
+    await eventually(async () => (await entry('hung')).interval?.abandonedRunning === 0);
+    expect((await t.query(`select count(*)::int as n from interval_abandoned`)).rows[0].n).toBe(0);
+  });
+
+  it('counts an abandoned handler that settles at last as running no more, and records nothing it returned', async () => {
+    let release: () => void = () => {};
+    const late = new Promise<void>((r) => (release = r));
+    const host = await worker({
+      name: 'slowpoke',
+      everyMs: HOUR,
+      timeoutMs: 100,
+      graceMs: 100,
+      run: async () => {
+        await late;
+        return { count: 77 };
+      },
+    });
+    await t.service.triggerHandler(t.actor, { name: 'slowpoke' });
+    await eventually(async () => (await entry('slowpoke')).interval?.abandonedRunning === 1);
+    release();
+    await eventually(async () => (await entry('slowpoke')).interval?.abandonedRunning === 0);
+    expect(host.intervals.abandoned()).toEqual([]);
+    expect(await stateOf('slowpoke')).toMatchObject({ ok_runs: 0, error_runs: 1, last_cause: 'TIMEOUT', abandoned_total: 1 });
+    expect((await entry('slowpoke')).lastOutcome).toMatchObject({ status: 'ERROR', cause: 'TIMEOUT', count: null });
   });
 
   it('frees a tick that ran past its timeout when its worker dies, without recording a second outcome', async () => {

@@ -33,12 +33,15 @@ afterEach(async () => {
 });
 afterAll(() => t?.close());
 
+/** What the workers logged (each line as written: JSON). */
+const logged: string[] = [];
+
 async function worker(...handlers: IntervalHandler[]): Promise<EngineHost> {
   const intervals = new IntervalRegistry();
   for (const h of handlers) intervals.register(h);
   const host = createEngineHost({
     pool: t.database.pool,
-    log: createLogger('silent'),
+    log: createLogger('warn', (line) => logged.push(line), 'json'),
     handlers: new HandlerRegistry(),
     recoverables: new RecoverableRegistry(),
     intervals,
@@ -150,12 +153,13 @@ describe('triggered ticks and the worker', () => {
 });
 
 describe('skipped ticks', () => {
-  it('counts the cadence ticks that came due while a tick ran, all but the one run right after it', async () => {
+  it('with the QUEUE policy, counts the cadence ticks that came due while a tick ran, all but the one run right after it', async () => {
     const first = latch();
     let calls = 0;
     await worker({
       name: 'slow',
       everyMs: 100,
+      overlap: 'QUEUE',
       timeoutMs: 60_000,
       async run(ctx) {
         // The first tick runs until the test releases it; later ones park until shutdown, so
@@ -190,6 +194,103 @@ describe('skipped ticks', () => {
     const g = createTestGateway(t);
     const res = await g.gql(`{ handlers(kind: INTERVAL, name: "slow") { interval { skippedTicks onDemand } } }`);
     expect(res.data.handlers).toEqual([{ interval: { skippedTicks: row.skipped, onDemand: false } }]);
+  });
+
+  it('by default skips every tick that came due while a tick ran: the next is the first period boundary after it, with one warning carrying running_for_ms', async () => {
+    const first = latch();
+    let calls = 0;
+    const PERIOD = 200;
+    await worker({
+      name: 'lagging',
+      everyMs: PERIOD,
+      timeoutMs: 60_000,
+      async run(ctx) {
+        if (++calls === 1) await first.promise;
+        else await untilAborted(ctx.signal);
+        return { count: calls };
+      },
+    });
+    await eventually(async () => (await stateOf('lagging'))?.owner);
+    await eventually(
+      async () =>
+        (await t.query(`select run_started_at < now() - interval '900 milliseconds' as long from interval_handlers where name = 'lagging'`))
+          .rows[0].long,
+    );
+    const warnedBefore = logged.length;
+    first.open();
+    await eventually(async () => Number((await stateOf('lagging')).ok_runs) === 1);
+    const ended = (
+      await t.query(
+        `select skipped_ticks::int as skipped, last_started_at, last_finished_at, next_due_at,
+                floor(extract(epoch from last_finished_at - last_started_at) * 1000 / every_ms)::int as due_while_running
+         from interval_handlers where name = 'lagging'`,
+      )
+    ).rows[0];
+    // All of them skipped (QUEUE would run one of them right after, and skip one fewer).
+    expect(ended.skipped).toBeGreaterThanOrEqual(4);
+    expect(ended.skipped).toBe(ended.due_while_running);
+    // The next tick starts on the first boundary after the run ended, not at once.
+    await eventually(async () => calls === 2);
+    const second = (await t.query(`select run_started_at from interval_handlers where name = 'lagging'`)).rows[0].run_started_at as Date;
+    expect(second.getTime()).toBeGreaterThanOrEqual(ended.last_started_at.getTime() + (ended.skipped + 1) * PERIOD);
+    expect(second.getTime()).toBeGreaterThan(ended.last_finished_at.getTime());
+    // One structured warning for the skip, with how long the tick had run.
+    const warnings = logged
+      .slice(warnedBefore)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.handler === 'lagging' && 'running_for_ms' in l);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: 'warn', skipped: ended.skipped });
+    expect(Number(warnings[0]!.running_for_ms)).toBeGreaterThanOrEqual(900);
+  });
+
+  it('a forced trigger while a tick runs still queues one tick right after it under the SKIP policy', async () => {
+    const first = latch();
+    let calls = 0;
+    await worker({
+      name: 'forced',
+      everyMs: 60_000,
+      timeoutMs: 60_000,
+      async run(ctx) {
+        if (++calls === 1) await first.promise;
+        else await untilAborted(ctx.signal);
+        return { count: calls };
+      },
+    });
+    await t.service.triggerHandler(t.actor, { name: 'forced' });
+    await eventually(async () => (await stateOf('forced'))?.owner);
+    expect((await t.service.triggerHandler(t.actor, { name: 'forced', force: true })).outcome).toBe('QUEUED_AFTER_RUNNING');
+    first.open();
+    await eventually(async () => calls === 2);
+    expect(await stateOf('forced')).toMatchObject({ ok_runs: 1, queued_after: false });
+  });
+
+  it("with ifRunning: SKIP, a trigger while a tick runs answers ALREADY_RUNNING with the running tick's start, and changes nothing", async () => {
+    const first = latch();
+    await worker({ name: 'busy', everyMs: 60_000, timeoutMs: 60_000, run: () => first.promise.then(() => ({ count: 1 })) });
+    await t.service.triggerHandler(t.actor, { name: 'busy' });
+    await eventually(async () => (await stateOf('busy'))?.owner);
+    const before = await stateOf('busy');
+    const skipped = await t.service.triggerHandler(t.actor, { name: 'busy', ifRunning: 'SKIP', wait: true });
+    expect(skipped).toMatchObject({ outcome: 'ALREADY_RUNNING', tick: null });
+    expect(skipped.runningSince?.getTime()).toBe(before.run_started_at.getTime());
+    expect(await stateOf('busy')).toMatchObject({ epoch: before.epoch, queued_after: false, next_due_at: before.next_due_at });
+    // The default is still the refusal; over GraphQL the typed answer too.
+    expect(await codeOf(() => t.service.triggerHandler(t.actor, { name: 'busy' }))).toBe('CONFLICT');
+    const g = createTestGateway(t);
+    const res = await g.gql(
+      `mutation { triggerHandler(input: { name: "busy", ifRunning: SKIP }) { outcome runningSince handler { interval { running } } } }`,
+    );
+    expect(res.errors).toBeUndefined();
+    expect(res.data.triggerHandler).toEqual({
+      outcome: 'ALREADY_RUNNING',
+      runningSince: before.run_started_at.toISOString(),
+      handler: { interval: { running: true } },
+    });
+    first.open();
+    await eventually(async () => Number((await stateOf('busy')).ok_runs) === 1);
+    // Nothing was queued: no second tick.
+    expect((await stateOf('busy')).owner).toBeNull();
   });
 
   it('counts none while ticks end within their period', async () => {

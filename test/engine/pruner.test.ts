@@ -7,7 +7,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { pruneBatch, takeSlice } from '../../src/db/statements/pruning.js';
 import { createLogger } from '../../src/log.js';
-import { createPruner, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
+import { createPruner, pruneBounded, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
+import { createPresence } from '../../src/service/engine/runtime/presence.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
 let t: TestDb;
@@ -136,21 +137,26 @@ describe('executions', () => {
     expect(ours.reduce((a, b) => a + b.rows.executions, 0)).toBe(51);
   });
 
-  it('keeps the newest N executions of each job whatever their age', async () => {
-    const a = await newJob();
-    const b = await newJob();
+  it('keeps the newest N executions of each recurring job whatever their age, none of a one-off job', async () => {
+    await onlyDue('EXECUTIONS');
+    const a = await oldJob(61, { kind: 'CRON' });
+    const b = await oldJob(61, { kind: 'CRON' });
     const aRows = await history(a, 20, 'SUCCEEDED', 60);
     const bRows = await history(b, 2, 'SUCCEEDED', 60);
+    // A one-off job (here with a live execution, so the job itself stays) keeps none past the window.
+    const oneOff = await newJob();
+    const oneOffRows = await history(oneOff, 6, 'SUCCEEDED', 60);
     const { p } = pruner({ batchSize: 5, defaults: { keepPerJob: 4 } });
     await p.runOnce();
-    // Job a keeps its 4 newest: its live far-future execution and the 3 newest old ones.
-    const kept = (await t.query(`select id from executions where job_id = $1 and status = 'SUCCEEDED'`, [a])).rows.map((r) => r.id);
+    // Job a keeps its 4 newest.
+    const kept = (await t.query(`select id from executions where job_id = $1`, [a])).rows.map((r) => r.id);
     expect(kept.sort()).toEqual(
-      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 3`, [aRows])).rows
+      (await t.query(`select id from executions where id = any($1::uuid[]) order by created_at desc, id desc limit 4`, [aRows])).rows
         .map((r) => r.id)
         .sort(),
     );
     expect((await remaining(bRows)).executions).toBe(2);
+    expect(await remaining(oneOffRows)).toEqual({ executions: 0, attempts: 0 });
   });
 
   it('keeps a FAILED execution that is re-driven to PENDING, and prunes it again only once it has aged', async () => {
@@ -357,5 +363,240 @@ describe('the loop', () => {
       await p.stop();
     }
     expect((await t.query(`select count(*)::int as n from retention_slices where owner is not null`)).rows[0].n).toBe(0);
+  });
+});
+
+/**
+ * A job made `ageDays` ago (before any of its fixture executions): IMMEDIATE unless `kind` says,
+ * retired `retiredDays` ago when given.
+ */
+async function oldJob(ageDays: number, opts: { kind?: 'IMMEDIATE' | 'CRON'; retiredDays?: number } = {}): Promise<string> {
+  const kind = opts.kind ?? 'IMMEDIATE';
+  const { rows } = await t.query<{ id: string }>(
+    `insert into jobs (workspace_id, endpoint_id, kind, max_attempts, created_at, status, retired_at,
+                       cron_expression, timezone, misfire_policy, overlap_policy)
+     values ($1, $2, $3, 5, $4::timestamptz - make_interval(days => $5::int + 1),
+             case when $6::int is null then 'ACTIVE' else 'RETIRED' end, $4::timestamptz - make_interval(days => $6::int),
+             case when $3 = 'CRON' then '0 * * * *' end, case when $3 = 'CRON' then 'UTC' end,
+             case when $3 = 'CRON' then 'SKIP' end, case when $3 = 'CRON' then 'SKIP' end)
+     returning id`,
+    [t.actor.workspaceId, endpointId, kind, fixtureEpoch, ageDays, opts.retiredDays ?? null],
+  );
+  return rows[0]!.id;
+}
+
+async function jobsLeft(ids: string[]): Promise<number> {
+  return (await t.query(`select count(*)::int as n from jobs where id = any($1::uuid[])`, [ids])).rows[0].n as number;
+}
+
+/** Only this workspace's slices of `kinds` due; the rest waits a day, so a test sees one kind's work. */
+async function onlyDue(...kinds: string[]) {
+  await t.query(`update retention_slices set next_due_at = now() + interval '1 day' where not (workspace_id = $1 and kind = any($2))`, [
+    t.actor.workspaceId,
+    kinds,
+  ]);
+}
+
+describe('whole jobs', () => {
+  it('deletes finished one-off jobs past their window with their executions and attempts, FAILED ones after the longer window', async () => {
+    await onlyDue('JOBS');
+    const since = await lastAuditId();
+    const done: string[] = [];
+    const doneExecutions: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const job = await oldJob(40);
+      done.push(job);
+      doneExecutions.push(...(await history(job, 1, i % 2 ? 'CANCELLED' : 'SUCCEEDED', 40)));
+    }
+    const failedOld = await oldJob(100);
+    doneExecutions.push(...(await history(failedOld, 1, 'FAILED', 100)));
+    const failedYoung = await oldJob(40);
+    await history(failedYoung, 1, 'FAILED', 40);
+    const young = await oldJob(5);
+    await history(young, 1, 'SUCCEEDED', 5);
+    // A one-off job with an old finished execution and one still pending (re-driven) is live.
+    const live = await oldJob(60);
+    await history(live, 1, 'SUCCEEDED', 60);
+    await history(live, 1, 'PENDING', 59);
+    const running = await oldJob(60);
+    await history(running, 1, 'RUNNING', 60);
+
+    const { p, batches } = pruner({ batchSize: 3, defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    expect(await jobsLeft([...done, failedOld])).toBe(0);
+    expect(await remaining(doneExecutions)).toEqual({ executions: 0, attempts: 0 });
+    expect(await jobsLeft([failedYoung, young, live, running])).toBe(4);
+    expect((await t.query(`select count(*)::int as n from executions where job_id = any($1::uuid[])`, [[live, running]])).rows[0].n).toBe(
+      3,
+    );
+    // Audited per batch as JOBS, with what went; the hook saw the same counts.
+    const audited = (await auditedSince(since)).filter((a) => a.kind === 'JOBS');
+    expect(sum(audited, 'jobs')).toBe(6);
+    expect(sum(audited, 'executions')).toBe(6);
+    expect(sum(audited, 'attempts')).toBe(6);
+    expect(batches.filter((b) => b.kind === 'JOBS').reduce((a, b) => a + b.rows.jobs, 0)).toBe(6);
+  });
+
+  it('deletes a retired job once retired past the window, never an active recurring job (its newest N stay)', async () => {
+    await onlyDue('JOBS', 'EXECUTIONS');
+    const activeCron = await oldJob(200, { kind: 'CRON' });
+    const cronRows = await history(activeCron, 10, 'SUCCEEDED', 100);
+    const retiredCron = await oldJob(200, { kind: 'CRON', retiredDays: 50 });
+    const retiredRows = await history(retiredCron, 10, 'SUCCEEDED', 100);
+    const justRetired = await oldJob(200, { kind: 'CRON', retiredDays: 2 });
+    await history(justRetired, 3, 'SUCCEEDED', 100);
+    const { p } = pruner({ defaults: { keepPerJob: 2 } });
+    await p.runOnce();
+    expect(await jobsLeft([activeCron, justRetired])).toBe(2);
+    expect(await jobsLeft([retiredCron])).toBe(0);
+    expect(await remaining(retiredRows)).toEqual({ executions: 0, attempts: 0 });
+    // The active cron keeps its newest two, however old.
+    expect((await remaining(cronRows)).executions).toBe(2);
+  });
+
+  it('keeps a job while another transaction holds one of its executions, and deletes it once released', async () => {
+    await onlyDue('JOBS');
+    const job = await oldJob(50);
+    const [execution] = await history(job, 1, 'SUCCEEDED', 50);
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query(`select 1 from executions where id = $1 for update`, [execution]);
+      await pruner({ defaults: { keepPerJob: 1 } }).p.runOnce();
+      expect(await jobsLeft([job])).toBe(1);
+      expect((await remaining([execution!])).executions).toBe(1);
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+    await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind = 'JOBS'`, [t.actor.workspaceId]);
+    await pruner({ defaults: { keepPerJob: 1 } }).p.runOnce();
+    expect(await jobsLeft([job])).toBe(0);
+  });
+
+  it('never deletes more than a batch of executions with its jobs: a retired job with more is thinned first, then goes', async () => {
+    await onlyDue('JOBS', 'EXECUTIONS');
+    const big = await oldJob(80, { kind: 'CRON', retiredDays: 50 });
+    const bigRows = await history(big, 12, 'SUCCEEDED', 70);
+    const small = await oldJob(79);
+    await history(small, 1, 'SUCCEEDED', 70);
+    const since = await lastAuditId();
+    // JOBS first: it walks past the big job and takes the small one.
+    await t.query(`update retention_slices set next_due_at = now() + interval '1 hour' where workspace_id = $1 and kind = 'EXECUTIONS'`, [
+      t.actor.workspaceId,
+    ]);
+    await pruner({ batchSize: 5, defaults: { keepPerJob: 100 } }).p.runOnce();
+    expect(await jobsLeft([big, small])).toBe(1);
+    expect((await remaining(bigRows)).executions).toBe(12);
+    // The EXECUTIONS slice thins it (keepPerJob is for recurring jobs), then JOBS takes it.
+    await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind in ('EXECUTIONS', 'JOBS')`, [
+      t.actor.workspaceId,
+    ]);
+    await pruner({ batchSize: 5, defaults: { keepPerJob: 100 } }).p.runOnce();
+    await t.query(`update retention_slices set next_due_at = now() where workspace_id = $1 and kind = 'JOBS'`, [t.actor.workspaceId]);
+    await pruner({ batchSize: 5, defaults: { keepPerJob: 100 } }).p.runOnce();
+    expect(await jobsLeft([big])).toBe(0);
+    expect(await remaining(bigRows)).toEqual({ executions: 0, attempts: 0 });
+    const audited = await auditedSince(since);
+    for (const a of audited) expect(Number(a.executions ?? 0)).toBeLessThanOrEqual(5);
+  });
+
+  it('keeps jobs forever while executions are kept forever', async () => {
+    await onlyDue('JOBS');
+    const job = await oldJob(400);
+    await history(job, 1, 'SUCCEEDED', 400);
+    await pruner({ defaults: { keepPerJob: 1, executionsDays: 0, failedExecutionsDays: 0 } }).p.runOnce();
+    expect(await jobsLeft([job])).toBe(1);
+  });
+});
+
+describe('alert notifications', () => {
+  it('prunes notifications past their window and keeps the young ones', async () => {
+    await onlyDue('ALERTS');
+    const { rows: rules } = await t.query<{ id: string }>(
+      `insert into alert_rules (workspace_id, name, condition, email) values ($1, 'prune-test', 'EXECUTION_FAILED', true) returning id`,
+      [t.actor.workspaceId],
+    );
+    const rule = rules[0]!.id;
+    const insert = (ageDays: number, n: number) =>
+      t.query(
+        `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, window_start, first_seen_at, last_seen_at, occurrences, summary, created_at)
+         select $1, $2, 'EXECUTION_FAILED', 'FIRING', 'JOB', 'k' || i, c, c, c, 1, 's', c
+         from generate_series(1, $4::int) i, lateral (select now() - make_interval(days => $3::int) as c) t`,
+        [t.actor.workspaceId, rule, ageDays, n],
+      );
+    await insert(100, 7);
+    await insert(10, 2);
+    const { p, batches } = pruner({ batchSize: 3, defaults: { alertNotificationsDays: 30 } });
+    await p.runOnce();
+    const left = await t.query(`select count(*)::int as n from alert_notifications where rule_id = $1`, [rule]);
+    expect(left.rows[0].n).toBe(2);
+    expect(batches.filter((b) => b.kind === 'ALERTS').reduce((a, b) => a + b.rows.alert_notifications, 0)).toBe(7);
+  });
+});
+
+describe('the walk', () => {
+  it('gets through more rows created in the same instant than a batch holds (one statement, one now())', async () => {
+    await onlyDue('EXECUTIONS');
+    const job = await newJob();
+    // Ten executions with one creation time to the microsecond, as a bulk create makes them.
+    const { rows } = await t.query<{ id: string }>(
+      `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, finished_at, created_at)
+       select j.workspace_id, j.id, j.endpoint_id, now() - interval '60 days' + i * interval '1 us', 'SUCCEEDED', 1, 5, now(),
+              now() - interval '59 days', now() - interval '60 days' + interval '123 us'
+       from jobs j, generate_series(1, 10) i where j.id = $1 returning id`,
+      [job],
+    );
+    const { p } = pruner({ batchSize: 3, defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    expect((await remaining(rows.map((r) => r.id))).executions).toBe(0);
+  });
+
+  it('a pass handed back unfinished goes on from where it got to', async () => {
+    await onlyDue('JOBS');
+    const jobs: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const job = await oldJob(45);
+      await history(job, 1, 'SUCCEEDED', 45);
+      jobs.push(job);
+    }
+    // The two oldest jobs stay (a FAILED execution in its window): a pass that started from the
+    // beginning each call would read only them, a batch of two, and never get further.
+    const kept = [await oldJob(47), await oldJob(46)];
+    for (const job of kept) await history(job, 1, 'FAILED', 46);
+    // One batch of two jobs a call: the slice is handed back after each, with its position.
+    for (let call = 0; call < 10 && (await jobsLeft(jobs)) > 0; call++) {
+      const report = await pruneBounded({
+        pool: t.database.pool,
+        log,
+        pauseMs: 0,
+        batchSize: 2,
+        maxBatches: 1,
+        workspaceId: t.actor.workspaceId,
+      });
+      expect(report.removed.jobs).toBeLessThanOrEqual(2);
+    }
+    expect(await jobsLeft(jobs)).toBe(0);
+    expect(await jobsLeft(kept)).toBe(2);
+  });
+});
+
+describe('gone workers', () => {
+  it("are forgotten after their window by a live worker's presence, the others kept", async () => {
+    await t.query(
+      `insert into workers (id, host, pid, stale_ms, heartbeat_at) values
+         ('gone-long', 'h', 1, 1000, now() - interval '3 hours'), ('gone-lately', 'h', 2, 1000, now() - interval '30 minutes')`,
+    );
+    const presence = createPresence({ pool: t.database.pool, log, id: 'live-one', registrations: () => [], goneWorkersMs: 2 * 3_600_000 });
+    await presence.start();
+    try {
+      await presence.beat(); // its first beat forgets the gone ones
+      const ids = (await t.query(`select id from workers where id in ('gone-long', 'gone-lately', 'live-one') order by id`)).rows.map(
+        (r) => r.id,
+      );
+      expect(ids).toEqual(['gone-lately', 'live-one']);
+    } finally {
+      await presence.stop();
+    }
   });
 });

@@ -32,9 +32,12 @@ describe('configuration', () => {
       auditDays: 365,
       runsDays: 90,
       keepPerJob: 100,
+      alertNotificationsDays: 90,
       batchSize: 1000,
       pauseMs: 50,
       everyMs: 600_000,
+      runDueBatches: 4,
+      goneWorkersHours: 24,
     });
     expect(parseConfig({ JOBGATE_RETENTION_EXECUTIONS_DAYS: '0', JOBGATE_RETENTION_FAILED_DAYS: '180' }).retention).toMatchObject({
       executionsDays: 0,
@@ -141,5 +144,100 @@ describe('retention settings', () => {
     ).rows.map((r) => r.input);
     expect(audited).toEqual(batches.map((b) => ({ kind: 'EVENTS', events: b })));
     expect(Number((await t.query(`select events_pruned_through as h from workspaces where id = $1`, [ws])).rows[0].h)).toBe(Number(newest));
+  });
+});
+
+const PRUNE = `mutation ($input: PruneHistoryInput) { pruneHistory(input: $input) { complete removed { jobs executions attempts runs findings auditLog alertNotifications } } }`;
+
+describe('pruning on demand', () => {
+  /** An IMMEDIATE job that finished (SUCCEEDED) `ageDays` ago, with its one execution and attempt. */
+  async function finishedOneOff(ageDays: number): Promise<string> {
+    const endpoint =
+      (await t.query(`select id from endpoints where workspace_id = $1 and name = 'prune.target'`, [t.actor.workspaceId])).rows[0]?.id ??
+      (await t.service.registerEndpoint(t.actor, { name: 'prune.target', kind: 'HANDLER', handlerName: 'x' })).id;
+    const { job } = await t.service.createJob(t.actor, { endpointId: endpoint, kind: 'IMMEDIATE' });
+    await t.query(
+      `update executions set status = 'SUCCEEDED', attempt_count = 1, finished_at = now() - make_interval(days => $2::int),
+         created_at = now() - make_interval(days => $2::int) - interval '1 minute' where job_id = $1`,
+      [job.id, ageDays],
+    );
+    await t.query(
+      `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome)
+       select workspace_id, id, 1, 1, 'w', created_at, finished_at, 'SUCCEEDED' from executions where job_id = $1`,
+      [job.id],
+    );
+    await t.query(`update jobs set created_at = now() - make_interval(days => $2::int) - interval '2 minutes' where id = $1`, [
+      job.id,
+      ageDays,
+    ]);
+    return job.id;
+  }
+  const left = async (ids: string[]) =>
+    (await t.query(`select count(*)::int as n from jobs where id = any($1::uuid[])`, [ids])).rows[0].n as number;
+
+  it("removes the workspace's finished history past its window now and answers what went, audited", async () => {
+    // SUCCEEDED executions are kept 20 days (the installation's window); FAILED ones forever (the
+    // workspace's own, 0): a job whose executions all succeeded still goes after 20 days.
+    await g.gql(SET, { input: { executionsDays: null, failedExecutionsDays: 0 } });
+    const old = [await finishedOneOff(40), await finishedOneOff(41), await finishedOneOff(21)];
+    const young = await finishedOneOff(3);
+    const res = await g.gql(PRUNE, {});
+    expect(res.errors).toBeUndefined();
+    expect(res.data.pruneHistory.complete).toBe(true);
+    expect(res.data.pruneHistory.removed).toMatchObject({ jobs: 3, executions: 3, attempts: 3 });
+    expect(await left(old)).toBe(0);
+    expect(await left([young])).toBe(1);
+    const audited = (await t.query(`select result_code, target_id from audit_log where action = 'workspace.pruneHistory' order by id`))
+      .rows;
+    expect(audited).toEqual([{ result_code: 'OK', target_id: t.actor.workspaceId }]);
+    // Nothing more to do: a second call removes nothing.
+    expect((await g.gql(PRUNE, { input: { maxBatches: 5 } })).data.pruneHistory.removed.jobs).toBe(0);
+  });
+
+  it('leaves other workspaces alone', async () => {
+    const ws = t.otherActor.workspaceId;
+    const endpoint = (await t.service.registerEndpoint(t.otherActor, { name: 'prune.other', kind: 'HANDLER', handlerName: 'x' })).id;
+    const { job } = await t.service.createJob(t.otherActor, { endpointId: endpoint, kind: 'IMMEDIATE' });
+    await t.query(
+      `update executions set status = 'SUCCEEDED', finished_at = now() - interval '50 days', created_at = now() - interval '51 days' where job_id = $1`,
+      [job.id],
+    );
+    await t.query(`update jobs set created_at = now() - interval '52 days' where id = $1`, [job.id]);
+    expect((await g.gql(PRUNE, {})).data.pruneHistory.removed.jobs).toBe(0);
+    expect(await left([job.id])).toBe(1);
+    expect((await g.gql(PRUNE, {}, t.otherActor)).data.pruneHistory.removed.jobs).toBe(1);
+    expect(await left([job.id])).toBe(0);
+    expect(ws).not.toBe(t.actor.workspaceId);
+  });
+
+  it('stops at maxBatches and says it is not complete', async () => {
+    const jobs = [await finishedOneOff(30), await finishedOneOff(30), await finishedOneOff(30)];
+    expect(jobs).toHaveLength(3);
+    // The test database's batches are the installation's (1,000 rows): one batch prunes one slice's
+    // first batch only, so with several kinds to look at one batch cannot finish.
+    const res = await g.gql(PRUNE, { input: { maxBatches: 1 } });
+    expect(res.errors).toBeUndefined();
+    expect(res.data.pruneHistory.complete).toBe(false);
+  });
+
+  it('is refused below ADMIN, audited with its code, and removes nothing', async () => {
+    const job = await finishedOneOff(40);
+    for (const role of ['OPERATOR', 'VIEWER'] as const) {
+      const res = await g.gql(PRUNE, {}, { ...t.actor, role });
+      expect(res.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+    }
+    expect(await left([job])).toBe(1);
+    const refused = (
+      await t.query(`select result_code from audit_log where action = 'workspace.pruneHistory' and result_code <> 'OK' order by id`)
+    ).rows.map((r) => r.result_code);
+    expect(refused).toEqual(['FORBIDDEN', 'FORBIDDEN']);
+  });
+
+  it('refuses a bad maxBatches with its path, and removes nothing', async () => {
+    const job = await finishedOneOff(40);
+    const res = await g.gql(PRUNE, { input: { maxBatches: 0 } });
+    expect(res.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+    expect(res.errors?.[0]?.extensions?.issues.map((i: { path: string[] }) => i.path)).toEqual([['maxBatches']]);
+    expect(await left([job])).toBe(1);
   });
 });

@@ -39,6 +39,7 @@ const HandlersDocument = graphql(`
       okRuns
       errorRuns
       running
+      abandonedRunning
     }
     schedule {
       nextDueAt
@@ -147,6 +148,15 @@ export function HandlersScreen() {
                     <span className="muted">
                       {' '}
                       ({h.interval.okRuns} ok, {h.interval.errorRuns} errors)
+                    </span>
+                  )}
+                  {h.interval && h.interval.abandonedRunning > 0 && (
+                    <span
+                      className="warn"
+                      title="Ticks that ignored their signal past their timeout and grace: the next ticks run, but these still run in their worker."
+                    >
+                      {' '}
+                      {h.interval.abandonedRunning} abandoned, still running
                     </span>
                   )}
                 </td>

@@ -2,10 +2,27 @@ import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { OverviewQuery } from '../gql/graphql.ts';
 import { addSample, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
-import { useQuery, useSubscription } from '../lib/hooks.ts';
+import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
 import { RunProgressDocument } from './shared.tsx';
+
+const PruneHistoryDocument = graphql(`
+  mutation PruneHistory {
+    pruneHistory {
+      complete
+      removed {
+        jobs
+        executions
+        attempts
+        runs
+        findings
+        auditLog
+        alertNotifications
+      }
+    }
+  }
+`);
 
 const OverviewDocument = graphql(`
   query Overview {
@@ -203,7 +220,39 @@ export function Overview() {
       )}
       <h2>Runs in progress</h2>
       <RunsInProgress runs={q.data.runConnection.nodes} />
+      <PruneNow />
     </section>
+  );
+}
+
+/** ADMIN: prune the workspace's finished history now, to its windows, and say what went. */
+function PruneNow() {
+  const can = useCan();
+  const prune = useMutation(PruneHistoryDocument);
+  const [result, setResult] = useState<string | null>(null);
+  if (!can('ADMIN')) return null;
+  const run = async () => {
+    const r = await prune.run({});
+    if (!r) return;
+    const parts = Object.entries(r.pruneHistory.removed)
+      .filter(([k, n]) => k !== '__typename' && typeof n === 'number' && n > 0)
+      .map(([k, n]) => `${formatCount(n as number)} ${k}`);
+    setResult(
+      `${parts.length ? `Removed ${parts.join(', ')}` : 'Nothing was past its window'}${r.pruneHistory.complete ? '.' : '; more is left: prune again.'}`,
+    );
+  };
+  return (
+    <>
+      <h2>History</h2>
+      <p className="muted">
+        Finished history is pruned to the workspace&apos;s retention windows in the background; prune it now if you need the room.
+      </p>
+      <ErrorBox error={prune.error} title="Pruning was refused" />
+      <button type="button" disabled={prune.pending} onClick={() => void run()}>
+        Prune history now
+      </button>
+      {result && <p data-testid="prune-result">{result}</p>}
+    </>
   );
 }
 

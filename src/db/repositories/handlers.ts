@@ -44,10 +44,21 @@ export async function liveRegistrations(
   return rows;
 }
 
-/** The interval handlers' rows with these names (those that have one). */
-export async function intervalHandlersByName(ex: Executor, names: string[]): Promise<IntervalHandlerRow[]> {
+/**
+ * The interval handlers' rows with these names (those that have one), each with how many of its
+ * abandoned ticks' handlers are still running on a live worker (migration 000033).
+ */
+export async function intervalHandlersByName(
+  ex: Executor,
+  names: string[],
+): Promise<(IntervalHandlerRow & { abandoned_running: number })[]> {
   if (names.length === 0) return [];
-  const { rows } = await sql<IntervalHandlerRow>`select * from interval_handlers where name = any(${names}::text[])`.execute(ex);
+  const { rows } = await sql<IntervalHandlerRow & { abandoned_running: number }>`
+    select h.*, (
+      select count(*) from interval_abandoned a join workers w on w.id = a.worker_id
+      where a.name = h.name and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+    )::int as abandoned_running
+    from interval_handlers h where h.name = any(${names}::text[])`.execute(ex);
   return rows;
 }
 
@@ -71,10 +82,12 @@ export async function lockIntervalHandler(
 
 /**
  * Makes an interval handler's next tick due now. A running tick keeps its owner, so the next one
- * is taken only once it ends: never two at once.
+ * is taken only once it ends: never two at once; it is then marked queued on purpose
+ * (`queued_after`, migration 000034), so it runs right after under either overlap policy.
  */
 export async function makeIntervalDueNow(ex: Executor, name: string): Promise<void> {
-  await sql`update interval_handlers set next_due_at = now(), updated_at = now() where name = ${name}`.execute(ex);
+  await sql`update interval_handlers set next_due_at = now(), queued_after = owner is not null, updated_at = now()
+    where name = ${name}`.execute(ex);
 }
 
 /**

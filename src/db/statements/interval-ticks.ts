@@ -12,14 +12,15 @@ import type pg from 'pg';
  * brings the next tick forward; a handler turned on-demand keeps only a tick already due.
  */
 const ENSURE = `
-insert into interval_handlers (name, every_ms, next_due_at)
-select v.name, v.every_ms, coalesce(now() + make_interval(secs => v.every_ms / 1000.0), 'infinity')
-from unnest($1::text[], $2::bigint[]) as v(name, every_ms)
-on conflict (name) do update set every_ms = excluded.every_ms,
-  next_due_at = case when excluded.every_ms is null and interval_handlers.next_due_at > now() then 'infinity'
+insert into interval_handlers (name, every_ms, next_due_at, overlap)
+select v.name, v.every_ms, coalesce(now() + make_interval(secs => v.every_ms / 1000.0), 'infinity'), v.overlap
+from unnest($1::text[], $2::bigint[], $3::text[]) as v(name, every_ms, overlap)
+on conflict (name) do update set every_ms = excluded.every_ms, overlap = excluded.overlap,
+  next_due_at = case when interval_handlers.every_ms is not distinct from excluded.every_ms then interval_handlers.next_due_at
+                     when excluded.every_ms is null and interval_handlers.next_due_at > now() then 'infinity'
                      else least(interval_handlers.next_due_at, excluded.next_due_at) end,
   updated_at = now()
-where interval_handlers.every_ms is distinct from excluded.every_ms`;
+where interval_handlers.every_ms is distinct from excluded.every_ms or interval_handlers.overlap is distinct from excluded.overlap`;
 
 /**
  * Takes due ticks: one execution per tick across workers. The row must be due and idle; taking
@@ -39,13 +40,20 @@ update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now
 where name in (select name from due)
 returning name, epoch`;
 
-/** Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may. */
+/**
+ * Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may.
+ * Answers how many cadence ticks the end skipped (counted by the trigger of migrations 000023 and
+ * 000034: under the SKIP policy, every tick that came due while it ran) and how long it ran.
+ */
 const RECORD = `
+with before as (select skipped_ticks from interval_handlers where name = $1)
 update interval_handlers set owner = null, run_started_at = null, overrun = false,
   last_status = $4, last_count = $5, last_cause = $6, last_error = $7,
   last_started_at = run_started_at, last_finished_at = now(),
   ok_runs = ok_runs + ($4 = 'OK')::int, error_runs = error_runs + ($4 = 'ERROR')::int, updated_at = now()
-where name = $1 and owner = $2 and epoch = $3`;
+where name = $1 and owner = $2 and epoch = $3
+returning (skipped_ticks - (select skipped_ticks from before))::int as skipped, overlap,
+  (extract(epoch from (last_finished_at - last_started_at)) * 1000)::bigint::int as running_for_ms`;
 
 /**
  * Records a TIMEOUT at the deadline (fenced) but keeps the tick owned, marked overrun: the row is
@@ -62,6 +70,31 @@ where name = $1 and owner = $2 and epoch = $3`;
 const RELEASE = `
 update interval_handlers set owner = null, run_started_at = null, overrun = false, updated_at = now()
 where name = $1 and owner = $2 and epoch = $3 and overrun`;
+
+/**
+ * Abandons an overrun tick whose handler did not return within its grace (fenced): the slot is
+ * freed (the next tick may be taken, by any worker) and the handler, still running in this
+ * worker, is counted in `interval_abandoned` until it settles (SETTLED) or its worker is gone.
+ */
+const ABANDON = `
+with freed as (
+  update interval_handlers set owner = null, run_started_at = null, overrun = false,
+    abandoned_total = abandoned_total + 1, updated_at = now()
+  where name = $1 and owner = $2 and epoch = $3 and overrun
+  returning name
+)
+insert into interval_abandoned (name, worker_id, epoch) select name, $2, $3 from freed`;
+
+/** An abandoned handler settled at last: no longer counted as running. Nothing else is recorded. */
+const SETTLED = `delete from interval_abandoned where name = $1 and worker_id = $2 and epoch = $3`;
+
+/** Abandoned handlers whose worker is gone (row missing or not heartbeating) are not running any more. */
+const FORGET_ABANDONED = `
+delete from interval_abandoned a
+where not exists (
+  select 1 from workers w where w.id = a.worker_id and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+)
+returning a.name`;
 
 /**
  * Hands a tick back at shutdown (fenced): no outcome recorded, due at once for another worker
@@ -102,8 +135,11 @@ where h.name in (select name from orphaned)
 returning h.name`;
 
 /** Ensures a row for each handler, with its period (null: on demand). */
-export async function ensureIntervalHandlers(pool: pg.Pool, handlers: { name: string; everyMs: number | null }[]): Promise<void> {
-  await pool.query(ENSURE, [handlers.map((h) => h.name), handlers.map((h) => h.everyMs)]);
+export async function ensureIntervalHandlers(
+  pool: pg.Pool,
+  handlers: { name: string; everyMs: number | null; overlap: 'SKIP' | 'QUEUE' }[],
+): Promise<void> {
+  await pool.query(ENSURE, [handlers.map((h) => h.name), handlers.map((h) => h.everyMs), handlers.map((h) => h.overlap)]);
 }
 
 /** Takes the due, idle ticks among `names` for `workerId`; returns each with its epoch. */
@@ -127,21 +163,47 @@ export type TickEnding =
   /** Shutdown: handed back, due at once, nothing recorded. */
   | { status: 'HAND_BACK' }
   /** An overrun tick's handler returned: freed. */
-  | { status: 'RELEASE' };
+  | { status: 'RELEASE' }
+  /** An overrun tick's handler did not return within its grace: freed, and counted as abandoned while it runs. */
+  | { status: 'ABANDON' }
+  /** An abandoned handler settled: no longer counted. */
+  | { status: 'SETTLED' };
 
-/** Writes a tick's ending; returns how many rows matched (0: the tick is no longer this worker's). */
+/** What writing an outcome (OK, ERROR) found: the cadence ticks its end skipped, and how long the tick ran. */
+export interface TickSkips {
+  skipped: number;
+  overlap: 'SKIP' | 'QUEUE';
+  runningForMs: number;
+}
+
+/**
+ * Writes a tick's ending; returns how many rows matched (0: the tick is no longer this worker's),
+ * and for an outcome, what its end skipped.
+ */
 export async function endTick(pool: pg.Pool, f: TickFence, e: TickEnding): Promise<number> {
+  return (await endTickSkipping(pool, f, e)).matched;
+}
+
+export async function endTickSkipping(pool: pg.Pool, f: TickFence, e: TickEnding): Promise<{ matched: number; skips?: TickSkips }> {
+  if (e.status === 'OK' || e.status === 'ERROR') {
+    const fence = [f.name, f.workerId, f.epoch];
+    const res = await pool.query<{ skipped: number; overlap: 'SKIP' | 'QUEUE'; running_for_ms: number }>(
+      RECORD,
+      e.status === 'OK' ? [...fence, 'OK', e.count, null, null] : [...fence, 'ERROR', null, e.cause, e.message],
+    );
+    const row = res.rows[0];
+    return row
+      ? { matched: res.rowCount ?? 0, skips: { skipped: row.skipped, overlap: row.overlap, runningForMs: row.running_for_ms } }
+      : { matched: 0 };
+  }
+  return { matched: await endOther(pool, f, e) };
+}
+
+/** The endings that record no outcome of their own (or, TIMEOUT, keep the tick owned). */
+async function endOther(pool: pg.Pool, f: TickFence, e: Exclude<TickEnding, { status: 'OK' | 'ERROR' }>): Promise<number> {
   const fence = [f.name, f.workerId, f.epoch];
-  const res =
-    e.status === 'HAND_BACK'
-      ? await pool.query(HAND_BACK, fence)
-      : e.status === 'RELEASE'
-        ? await pool.query(RELEASE, fence)
-        : e.status === 'TIMEOUT'
-          ? await pool.query(RECORD_OVERRUN, [...fence, e.message])
-          : e.status === 'OK'
-            ? await pool.query(RECORD, [...fence, 'OK', e.count, null, null])
-            : await pool.query(RECORD, [...fence, 'ERROR', null, e.cause, e.message]);
+  const statement = { ABANDON, SETTLED, HAND_BACK, RELEASE, TIMEOUT: RECORD_OVERRUN }[e.status];
+  const res = await pool.query(statement, e.status === 'TIMEOUT' ? [...fence, e.message] : fence);
   return res.rowCount ?? 0;
 }
 
@@ -162,4 +224,9 @@ export async function ticksHeldBy(pool: pg.Pool, workerId: string, names: string
     [workerId, names],
   );
   return rows;
+}
+
+/** Forgets abandoned handlers whose worker is gone (they went with it); returns their names. */
+export async function forgetAbandonedOfGoneWorkers(pool: pg.Pool): Promise<string[]> {
+  return (await pool.query<{ name: string }>(FORGET_ABANDONED)).rows.map((r) => r.name);
 }

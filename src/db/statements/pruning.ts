@@ -20,12 +20,17 @@ export interface PrunedRows {
   findings: number;
   /** Live events (pruned by each workspace's reaper). */
   events: number;
+  /** Whole jobs (one-off and retired ones), after their executions. */
+  jobs: number;
+  alert_notifications: number;
 }
 
 export interface TakenSlice {
   workspaceId: string;
   kind: RetentionKind;
   epoch: string;
+  /** Where the last unfinished pass over this slice got to (it goes on from there). */
+  position?: ExecutionsPosition | undefined;
   /** The workspace's own windows (null: the installation's default). */
   overrides: {
     executionsDays: number | null;
@@ -45,22 +50,36 @@ update retention_slices s
 set owner = $1, epoch = s.epoch + 1, lease_until = now() + make_interval(secs => $2::double precision / 1000), last_started_at = now()
 from (
   select workspace_id, kind from retention_slices
-  where next_due_at <= now() and (owner is null or lease_until < now())
+  -- Any workspace's due slice; or, on demand ($3), one of that workspace's, due or not, but
+  -- none it already pruned in this call ($4).
+  where ($3::uuid is null and next_due_at <= now() or workspace_id = $3::uuid and kind <> all($4::text[]))
+    and (owner is null or lease_until < now())
   order by next_due_at
   limit 1
   for update skip locked
 ) c
 where s.workspace_id = c.workspace_id and s.kind = c.kind
-returning s.workspace_id, s.kind, s.epoch::text as epoch,
+returning s.workspace_id, s.kind, s.epoch::text as epoch, s.resume_created_at::text as resume_created_at, s.resume_id,
   (select row_to_json(r) from workspace_retention r where r.workspace_id = s.workspace_id) as overrides`;
 
-export async function takeSlice(pool: pg.Pool, owner: string, leaseMs: number): Promise<TakenSlice | undefined> {
+/**
+ * `only`: take one of this workspace's slices whether it is due or not, except the kinds in
+ * `skip` (an on-demand prune); without it, any workspace's due slice.
+ */
+export async function takeSlice(
+  pool: pg.Pool,
+  owner: string,
+  leaseMs: number,
+  only?: { workspaceId: string; skip: readonly RetentionKind[] },
+): Promise<TakenSlice | undefined> {
   const { rows } = await pool.query<{
     workspace_id: string;
     kind: RetentionKind;
     epoch: string;
+    resume_created_at: string | null;
+    resume_id: string | null;
     overrides: Record<string, number | null> | null;
-  }>(TAKE, [owner, leaseMs]);
+  }>(TAKE, [owner, leaseMs, only?.workspaceId ?? null, only?.skip ?? []]);
   const row = rows[0];
   if (!row) return undefined;
   const o = row.overrides ?? {};
@@ -68,6 +87,7 @@ export async function takeSlice(pool: pg.Pool, owner: string, leaseMs: number): 
     workspaceId: row.workspace_id,
     kind: row.kind,
     epoch: row.epoch,
+    position: row.resume_created_at && row.resume_id ? { createdAt: row.resume_created_at, id: row.resume_id } : undefined,
     overrides: {
       executionsDays: o.executions_days ?? null,
       failedExecutionsDays: o.failed_executions_days ?? null,
@@ -97,20 +117,25 @@ values ($1, 'system', 'retention.prune', 'Workspace', $1::text, $4::jsonb, 'OK')
 /** Ends a pass: frees the slice and sets its next due time (fenced). */
 const FINISH = `
 update retention_slices set owner = null, lease_until = null, last_finished_at = now(), last_pruned = $5,
-  next_due_at = now() + make_interval(secs => $6::double precision / 1000)
+  next_due_at = now() + make_interval(secs => $6::double precision / 1000), resume_created_at = null, resume_id = null
 where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $4`;
 
-/** Hands a slice back unfinished (shutdown, a failure): due at once for any worker (fenced). */
+/**
+ * Hands a slice back unfinished (shutdown, a failure, a bounded prune's budget spent): due at once
+ * for any worker, behind the slices already due, with where its pass got to (fenced).
+ */
 const HAND_BACK = `
-update retention_slices set owner = null, lease_until = null
+update retention_slices set owner = null, lease_until = null, next_due_at = greatest(next_due_at, now()),
+  resume_created_at = $5::timestamptz, resume_id = $6::uuid
 where workspace_id = $1 and kind = $2 and owner = $3 and epoch = $4`;
 
 export async function finishSlice(pool: pg.Pool, slice: TakenSlice, owner: string, pruned: number, everyMs: number): Promise<void> {
   await pool.query(FINISH, [slice.workspaceId, slice.kind, owner, slice.epoch, pruned, everyMs]);
 }
 
-export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: string): Promise<void> {
-  await pool.query(HAND_BACK, [slice.workspaceId, slice.kind, owner, slice.epoch]);
+/** `position`: where the pass got to (undefined: the next pass starts from the beginning). */
+export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: string, position?: ExecutionsPosition): Promise<void> {
+  await pool.query(HAND_BACK, [slice.workspaceId, slice.kind, owner, slice.epoch, position?.createdAt ?? null, position?.id ?? null]);
 }
 
 /**
@@ -123,8 +148,10 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
  *  - Live rows are never touched: the lock re-checks status and age on the row as it is now
  *    (READ COMMITTED re-evaluates a locked row's predicate), so a FAILED execution re-driven to
  *    PENDING meanwhile is kept; a row another transaction holds is skipped (pruned next pass).
- *  - The newest `keep` per job: each job's `keep`-th newest execution is its floor, read on the
- *    job's creation-time index; only rows below it go. New executions only raise the floor.
+ *  - The newest `keep` per recurring job (cron, not retired): each one's `keep`-th newest
+ *    execution is its floor, read on the job's creation-time index; only rows below it go. New
+ *    executions only raise the floor. A one-off or retired job keeps none past their window: its
+ *    executions thin out here, in bounded batches, and the job itself goes with the JOBS slice.
  *  - Attempts have no foreign key to executions (migration 000013): both go in one statement.
  */
 const PRUNE_EXECUTIONS = `
@@ -141,15 +168,19 @@ with scanned as (
   where (s.status in ('SUCCEEDED', 'CANCELLED') and s.finished_at < now() - make_interval(secs => $2::double precision / 1000))
      or (s.status = 'FAILED' and s.finished_at < now() - make_interval(secs => $3::double precision / 1000))
 ), floors as (
-  select j.job_id, f.created_at, f.id
+  -- A recurring job (cron, not retired) keeps its newest; its floor is null while it has fewer.
+  select j.job_id, (jj.kind = 'CRON' and jj.status <> 'RETIRED') as recurring, f.created_at, f.id
   from (select distinct job_id from due) j
-  cross join lateral (
+  join jobs jj on jj.id = j.job_id
+  left join lateral (
     select n.created_at, n.id from executions n where n.job_id = j.job_id
     order by n.created_at desc, n.id desc offset $4::int - 1 limit 1
-  ) f
+  ) f on jj.kind = 'CRON' and jj.status <> 'RETIRED'
 ), doomed as (
   select e.id from executions e
-  where e.id in (select d.id from due d join floors f on f.job_id = d.job_id where (d.created_at, d.id) < (f.created_at, f.id))
+  where e.id in (
+      select d.id from due d join floors f on f.job_id = d.job_id
+      where not f.recurring or (f.id is not null and (d.created_at, d.id) < (f.created_at, f.id)))
     and ((e.status in ('SUCCEEDED', 'CANCELLED') and e.finished_at < now() - make_interval(secs => $2::double precision / 1000))
       or (e.status = 'FAILED' and e.finished_at < now() - make_interval(secs => $3::double precision / 1000)))
   for update skip locked
@@ -161,7 +192,7 @@ with scanned as (
   select created_at, id from scanned order by created_at desc, id desc limit 1
 )
 select (select count(*) from gone)::int as executions, (select count(*) from gone_attempts)::int as attempts,
-  (select count(*) from scanned)::int as scanned, (select created_at from last) as last_created_at, (select id from last) as last_id`;
+  (select count(*) from scanned)::int as scanned, (select created_at::text from last) as last_created_at, (select id from last) as last_id`;
 
 /**
  * Finished runs (COMPLETED, FAILED) past their window, with their findings. A run goes only once
@@ -197,6 +228,95 @@ with oldest as (
 )
 select count(*)::int as n, (select count(*) from oldest)::int as scanned from gone`;
 
+/**
+ * Whole jobs: one-off jobs (IMMEDIATE, DELAYED) and retired ones, each with all its executions
+ * (and their attempts) once every one of them is finished and past its window, oldest first. A
+ * recurring job that is not retired is never read (the walk's partial index, migration 000032):
+ * its history goes execution by execution, its newest `keepPerJob` kept.
+ *
+ * A batch deletes at most `batch` executions (and their attempts) with its jobs: the jobs are
+ * taken oldest first while their executions fit.
+ *
+ * Two statements in the batch's transaction, so that no live execution is ever deleted:
+ *  1. LOCK_DOOMED_JOBS walks the workspace's prunable jobs from the position and locks the due
+ *     ones (FOR UPDATE, skipping any another transaction holds). From here no execution can be
+ *     added to them: an insert takes a KEY SHARE lock on its job, which waits for this
+ *     transaction and then finds the job gone (a foreign key error for that late caller).
+ *  2. DELETE_JOBS, with a new snapshot, locks their executions and deletes a job only if every
+ *     one of its executions is locked and, as it is now, finished and past its window: an
+ *     execution re-driven to PENDING between the two statements, or one a worker holds, keeps its
+ *     job. The executions and attempts go in the same statement; the jobs' foreign key is checked
+ *     at its end, when they are gone.
+ * A job's live events are the subscriptions' replay log and keep their own window (the reaper's).
+ */
+const PAST_WINDOW = `((x.status in ('SUCCEEDED', 'CANCELLED') and x.finished_at < now() - make_interval(secs => $2::double precision / 1000))
+  or (x.status = 'FAILED' and x.finished_at < now() - make_interval(secs => $3::double precision / 1000)))`;
+
+const LOCK_DOOMED_JOBS = `
+with scanned as (
+  select j.id, j.created_at from jobs j
+  where j.workspace_id = $1 and (j.kind <> 'CRON' or j.status = 'RETIRED')
+    and j.created_at < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
+    and (j.created_at, j.id) > ($5::timestamptz, $6::uuid)
+  order by j.created_at, j.id
+  limit $4
+), sized as (
+  -- Each job's executions, counted to at most one past the batch.
+  select s.id, s.created_at, (select count(*) from (select 1 from executions x where x.job_id = s.id limit $4 + 1) c) as n
+  from scanned s
+), walked as (
+  -- Oldest first, as long as their executions fit in the batch. A job with more than a batch of
+  -- them is walked past, not taken: the EXECUTIONS slice thins it (in bounded batches; a one-off
+  -- or retired job keeps none past their window), and a later pass takes it.
+  select id, created_at, n from (
+    select id, created_at, n, sum(case when n > $4 then 0 else n end) over (order by created_at, id) as upto from sized
+  ) z
+  where upto <= $4
+), taken as (
+  select id from walked where n <= $4
+), locked as (
+  select j.id from jobs j
+  where j.id in (select id from taken)
+    and (j.kind <> 'CRON' or j.status = 'RETIRED')
+    and coalesce(j.retired_at, j.created_at) < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
+    and not exists (select 1 from executions x where x.job_id = j.id and not ${PAST_WINDOW})
+  for update skip locked
+), last as (
+  select created_at, id from walked order by created_at desc, id desc limit 1
+)
+select array(select id from locked)::text[] as ids,
+  -- Done once the walk read less than a batch and walked all it read.
+  case when (select count(*) from walked) < (select count(*) from scanned) then $4::int else (select count(*) from scanned)::int end as scanned,
+  (select created_at::text from last) as last_created_at, (select id from last) as last_id`;
+
+const DELETE_JOBS = `
+with locked as (
+  select x.id, x.job_id, ${PAST_WINDOW} as past from executions x where x.job_id = any($1::uuid[])
+  for update skip locked
+), doomed as (
+  select j.id from unnest($1::uuid[]) j(id)
+  where (select count(*) from executions x where x.job_id = j.id) = (select count(*) from locked l where l.job_id = j.id and l.past)
+), gone_attempts as (
+  delete from attempts a using locked l where a.execution_id = l.id and l.job_id in (select id from doomed) returning 1
+), gone_executions as (
+  delete from executions e using locked l where e.id = l.id and l.job_id in (select id from doomed) returning 1
+), gone_jobs as (
+  delete from jobs j where j.id in (select id from doomed) returning 1
+)
+select (select count(*) from gone_jobs)::int as jobs, (select count(*) from gone_executions)::int as executions,
+  (select count(*) from gone_attempts)::int as attempts`;
+
+/** The workspace's oldest `batch` alert notifications, those of them past the window (as PRUNE_AUDIT). */
+const PRUNE_ALERT_NOTIFICATIONS = `
+with oldest as (
+  select id, created_at from alert_notifications where workspace_id = $1 order by created_at, id limit $3
+), gone as (
+  delete from alert_notifications a using oldest o
+  where a.id = o.id and o.created_at < now() - make_interval(secs => $2::double precision / 1000)
+  returning 1
+)
+select count(*)::int as n from gone`;
+
 export interface BatchInput {
   slice: TakenSlice;
   owner: string;
@@ -211,9 +331,14 @@ export interface ExecutionWindows {
   keepPerJob: number;
 }
 
-/** Where an executions pass has got to in the workspace's creation-time index. */
+/**
+ * Where a pass has got to in the workspace's creation-time index (executions, or jobs). The time
+ * is the database's text, to the microsecond: a JavaScript Date keeps milliseconds, and rows
+ * created in the same millisecond (one statement's `now()` for a whole bulk create) would be
+ * read again by every batch, so a pass over more of them than a batch never ended.
+ */
 export interface ExecutionsPosition {
-  createdAt: Date;
+  createdAt: string;
   id: string;
 }
 
@@ -226,15 +351,108 @@ export interface BatchResult {
   position?: ExecutionsPosition | undefined;
 }
 
-export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({ executions: 0, attempts: 0, audit_log: 0, runs: 0, findings: 0, events: 0 });
+export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({
+  executions: 0,
+  attempts: 0,
+  audit_log: 0,
+  runs: 0,
+  findings: 0,
+  events: 0,
+  jobs: 0,
+  alert_notifications: 0,
+});
 const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
 
+type Work = { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number };
+type Deleted = { pruned: PrunedRows; done: boolean; position?: ExecutionsPosition | undefined };
+const START = '00000000-0000-0000-0000-000000000000';
+
+/** Where the walk got to: the last row it read, else where it started. */
+function positionOf(r: { last_created_at: string | null; last_id: string | null }, from: ExecutionsPosition | undefined) {
+  return r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : from;
+}
+
+async function deleteExecutions(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const w = work.executions!;
+  const okMs = w.okMs ?? NEVER;
+  const failedMs = w.failedMs ?? NEVER;
+  const { rows } = await client.query<{
+    executions: number;
+    attempts: number;
+    scanned: number;
+    last_created_at: string | null;
+    last_id: string | null;
+  }>(PRUNE_EXECUTIONS, [
+    workspaceId,
+    okMs,
+    failedMs,
+    w.keepPerJob,
+    batch,
+    Math.min(okMs, failedMs),
+    work.position?.createdAt ?? '-infinity',
+    work.position?.id ?? START,
+  ]);
+  const r = rows[0]!;
+  return {
+    pruned: { ...NO_ROWS, executions: r.executions, attempts: r.attempts },
+    done: r.scanned < batch,
+    position: positionOf(r, work.position),
+  };
+}
+
+async function deleteJobs(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const w = work.executions!;
+  const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
+  const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: string | null; last_id: string | null }>(
+    LOCK_DOOMED_JOBS,
+    [workspaceId, ...windows, batch, work.position?.createdAt ?? '-infinity', work.position?.id ?? START],
+  );
+  const r = rows[0]!;
+  let pruned: PrunedRows = NO_ROWS;
+  if (r.ids.length > 0) {
+    const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows])).rows[0]!;
+    pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
+  }
+  return { pruned, done: r.scanned < batch, position: positionOf(r, work.position) };
+}
+
+async function deleteRuns(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const { rows: runs } = await client.query<{ id: string }>(DOOMED_RUNS, [workspaceId, work.windowMs!, batch]);
+  const ids = runs.map((r) => r.id);
+  const findings = ids.length ? ((await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0) : 0;
+  const gone = ids.length ? ((await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0) : 0;
+  return { pruned: { ...NO_ROWS, runs: gone, findings }, done: gone + findings === 0 };
+}
+
+/** The oldest-first kinds (audit log, alert notifications): a batch short of `batch` rows is the last. */
+async function deleteOldest(
+  client: pg.PoolClient,
+  kind: 'AUDIT' | 'ALERTS',
+  workspaceId: string,
+  batch: number,
+  work: Work,
+): Promise<Deleted> {
+  const statement = kind === 'AUDIT' ? PRUNE_AUDIT : PRUNE_ALERT_NOTIFICATIONS;
+  const { rows } = await client.query<{ n: number }>(statement, [workspaceId, work.windowMs!, batch]);
+  const n = rows[0]!.n;
+  return { pruned: { ...NO_ROWS, ...(kind === 'AUDIT' ? { audit_log: n } : { alert_notifications: n }) }, done: n < batch };
+}
+
+function deleteBatch(client: pg.PoolClient, kind: RetentionKind, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  switch (kind) {
+    case 'EXECUTIONS':
+      return deleteExecutions(client, workspaceId, batch, work);
+    case 'JOBS':
+      return deleteJobs(client, workspaceId, batch, work);
+    case 'RUNS':
+      return deleteRuns(client, workspaceId, batch, work);
+    default:
+      return deleteOldest(client, kind, workspaceId, batch, work);
+  }
+}
+
 /** One batch of a slice, in one transaction: fence, delete, record. */
-export async function pruneBatch(
-  pool: pg.Pool,
-  input: BatchInput,
-  work: { executions?: ExecutionWindows; position?: ExecutionsPosition | undefined; windowMs?: number },
-): Promise<BatchResult> {
+export async function pruneBatch(pool: pg.Pool, input: BatchInput, work: Work): Promise<BatchResult> {
   const { slice, owner, leaseMs, batch } = input;
   const client = await pool.connect();
   let released = false;
@@ -245,46 +463,8 @@ export async function pruneBatch(
       await client.query('rollback');
       return { held: false, pruned: NO_ROWS, done: true };
     }
-    let pruned: PrunedRows = NO_ROWS;
-    let done: boolean;
-    let position: ExecutionsPosition | undefined;
-    if (slice.kind === 'EXECUTIONS') {
-      const w = work.executions!;
-      const okMs = w.okMs ?? NEVER;
-      const failedMs = w.failedMs ?? NEVER;
-      const { rows } = await client.query<{
-        executions: number;
-        attempts: number;
-        scanned: number;
-        last_created_at: Date | null;
-        last_id: string | null;
-      }>(PRUNE_EXECUTIONS, [
-        slice.workspaceId,
-        okMs,
-        failedMs,
-        w.keepPerJob,
-        batch,
-        Math.min(okMs, failedMs),
-        work.position?.createdAt ?? '-infinity',
-        work.position?.id ?? '00000000-0000-0000-0000-000000000000',
-      ]);
-      const r = rows[0]!;
-      pruned = { ...NO_ROWS, executions: r.executions, attempts: r.attempts };
-      done = r.scanned < batch;
-      position = r.last_created_at && r.last_id ? { createdAt: r.last_created_at, id: r.last_id } : work.position;
-    } else if (slice.kind === 'RUNS') {
-      const { rows: runs } = await client.query<{ id: string }>(DOOMED_RUNS, [slice.workspaceId, work.windowMs!, batch]);
-      const ids = runs.map((r) => r.id);
-      const findings = ids.length ? ((await client.query(PRUNE_FINDINGS, [ids, batch])).rowCount ?? 0) : 0;
-      const gone = ids.length ? ((await client.query(PRUNE_RUNS, [ids])).rowCount ?? 0) : 0;
-      pruned = { ...NO_ROWS, runs: gone, findings };
-      done = gone + findings === 0;
-    } else {
-      const { rows } = await client.query<{ n: number; scanned: number }>(PRUNE_AUDIT, [slice.workspaceId, work.windowMs!, batch]);
-      pruned = { ...NO_ROWS, audit_log: rows[0]!.n };
-      done = rows[0]!.n < batch;
-    }
-    const total = pruned.executions + pruned.attempts + pruned.audit_log + pruned.runs + pruned.findings;
+    const { pruned, done, position } = await deleteBatch(client, slice.kind, slice.workspaceId, batch, work);
+    const total = Object.values(pruned).reduce((a, b) => a + b, 0);
     if (total > 0) {
       const counts = Object.fromEntries(Object.entries(pruned).filter(([, n]) => n > 0));
       await client.query(RECORD_BATCH, [slice.workspaceId, slice.kind, total, JSON.stringify({ kind: slice.kind, ...counts })]);

@@ -16,9 +16,9 @@ export async function upsertWorker(
   await pool.query(UPSERT, [w.id, w.host, w.pid, w.staleMs, w.handlers]);
 }
 
-/** Forgets workers gone for a day (long out of the catalogue). */
-export async function pruneGoneWorkers(pool: pg.Pool): Promise<void> {
-  await pool.query(`delete from workers where heartbeat_at < now() - interval '1 day'`);
+/** Forgets workers gone (no heartbeat) for `afterMs` (long out of the catalogue). */
+export async function pruneGoneWorkers(pool: pg.Pool, afterMs: number): Promise<void> {
+  await pool.query(`delete from workers where heartbeat_at < now() - make_interval(secs => $1::double precision / 1000)`, [afterMs]);
 }
 
 /** A clean stop: the worker's row goes. */

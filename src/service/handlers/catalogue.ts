@@ -64,6 +64,12 @@ export interface IntervalState {
   errorRuns: number;
   /** Cadence ticks skipped because a tick was still running when they came due, all time. */
   skippedTicks: number;
+  /** Ticks abandoned past their timeout and grace (their slot freed while the handler ran on), all time. */
+  abandonedTicks: number;
+  /** Abandoned handlers still running now, on live workers. */
+  abandonedRunning: number;
+  /** Cadence ticks due while a tick runs: skipped (SKIP) or one run right after it (QUEUE). */
+  overlap: 'SKIP' | 'QUEUE';
 }
 
 export interface RunScheduleState {
@@ -145,7 +151,7 @@ function entriesOf(regs: LiveRegistrationRow[]): Entry[] {
 }
 
 /** An interval handler's cadence, tick state and last outcome, from its row. */
-function withInterval(h: Entry, r: IntervalHandlerRow): void {
+function withInterval(h: Entry, r: IntervalHandlerRow & { abandoned_running: number }): void {
   const onDemand = r.every_ms === null;
   h.cadence = onDemand ? null : { everyMs: Number(r.every_ms), cron: null, timezone: null };
   h.interval = {
@@ -158,6 +164,9 @@ function withInterval(h: Entry, r: IntervalHandlerRow): void {
     okRuns: Number(r.ok_runs),
     errorRuns: Number(r.error_runs),
     skippedTicks: Number(r.skipped_ticks),
+    abandonedTicks: Number(r.abandoned_total),
+    abandonedRunning: r.abandoned_running,
+    overlap: r.overlap === 'QUEUE' ? 'QUEUE' : 'SKIP',
   };
   h.lastOutcome = outcomeOf(r);
 }

@@ -3,8 +3,10 @@
  * interval handler now (the only way an on-demand one runs), optionally waiting for that tick's
  * outcome. Triggering changes installation-level work, so it needs ADMIN.
  */
+import type { Transaction } from 'kysely';
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
+import type { DB } from '../../db/types.js';
 import { intervalTick, lockIntervalHandler, makeIntervalDueNow, msUntilFirstWorkerStale } from '../../db/repositories/handlers.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
@@ -49,6 +51,11 @@ export const triggerHandlerSchema = z.object({
   /** Wait for the triggered tick's outcome (up to waitTimeoutMs) and return it. */
   wait: z.boolean().nullish(),
   waitTimeoutMs: z.number().int().min(1).max(MAX_TRIGGER_WAIT_MS).nullish(),
+  /**
+   * While a tick runs (and without force): REFUSE (default) throws CONFLICT; SKIP answers
+   * ALREADY_RUNNING, with the running tick's start, and changes nothing.
+   */
+  ifRunning: z.enum(['REFUSE', 'SKIP']).nullish(),
 });
 export type TriggerHandlerInput = z.input<typeof triggerHandlerSchema>;
 
@@ -75,10 +82,56 @@ export interface HandlerCatalogSnapshot {
 
 export interface TriggerHandlerResult {
   handler: HandlerInfo;
-  /** DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right after the running one. */
-  outcome: 'DUE_NOW' | 'QUEUED_AFTER_RUNNING';
+  /**
+   * DUE_NOW: its next tick is now; QUEUED_AFTER_RUNNING (force, while running): one more tick right
+   * after the running one; ALREADY_RUNNING (`ifRunning: SKIP`, while running): nothing changed.
+   */
+  outcome: 'DUE_NOW' | 'QUEUED_AFTER_RUNNING' | 'ALREADY_RUNNING';
+  /** QUEUED_AFTER_RUNNING and ALREADY_RUNNING: when the running tick started; null otherwise. */
+  runningSince: Date | null;
   /** With `wait`: the triggered tick; null without. */
   tick: TriggeredTick | null;
+}
+
+/**
+ * The trigger's work inside its audited transaction: the handler must have a live worker; a
+ * running tick refuses (CONFLICT), answers ALREADY_RUNNING (`ifRunning: SKIP`, nothing changed)
+ * or, with force, queues one more. Answers the result and the epoch seen (null: nothing made due).
+ */
+async function applyTrigger(
+  trx: Transaction<DB>,
+  actor: Actor,
+  input: z.output<typeof triggerHandlerSchema>,
+): Promise<{ result: TriggerHandlerResult; epoch: bigint | null }> {
+  const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+  if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
+  const row = await lockIntervalHandler(trx, input.name);
+  if (!row) throw new NotFoundError('Handler', input.name);
+  if (row.owner !== null && !input.force && input.ifRunning === 'SKIP') {
+    const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+    const skipped = {
+      handler: handlerFor(actor, handler!),
+      outcome: 'ALREADY_RUNNING' as const,
+      runningSince: row.run_started_at,
+      tick: null,
+    };
+    return { result: skipped, epoch: null };
+  }
+  if (row.owner !== null && !input.force) {
+    throw new ConflictError(
+      `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
+      {
+        runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
+      },
+    );
+  }
+  // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
+  await makeIntervalDueNow(trx, input.name);
+  const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
+  const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
+  // The tick this trigger made due is the next take: an epoch above the one seen here.
+  const runningSince = row.owner !== null ? row.run_started_at : null;
+  return { result: { handler: handlerFor(actor, handler!), outcome, runningSince, tick: null }, epoch: BigInt(row.epoch) };
 }
 
 export function createHandlersService(ctx: ServiceContext) {
@@ -168,6 +221,8 @@ export function createHandlersService(ctx: ServiceContext) {
      * trigger commits first; the wait holds no transaction and no connection: it reads the
      * handler's one row now and then (a primary-key probe, from every 25 ms up to every 100 ms).
      * Not inside the caller's transaction (the trigger takes effect only when it commits).
+     * With `ifRunning: SKIP`, a trigger while a tick runs (without force) is answered
+     * ALREADY_RUNNING with the running tick's start instead of CONFLICT, and changes nothing.
      * Throws NOT_FOUND (no live worker has it), CONFLICT, FORBIDDEN, VALIDATION_FAILED.
      */
     async triggerHandler(actor: Actor, raw: TriggerHandlerInput): Promise<TriggerHandlerResult> {
@@ -179,27 +234,11 @@ export function createHandlersService(ctx: ServiceContext) {
           const input = parseInput(triggerHandlerSchema, raw);
           if (input.wait && ctx.outer)
             throw ValidationError.at(['wait'], 'cannot wait inside your own transaction: the trigger takes effect only when you commit it');
-          const [found] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-          if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
-          const row = await lockIntervalHandler(trx, input.name);
-          if (!row) throw new NotFoundError('Handler', input.name);
-          if (row.owner !== null && !input.force) {
-            throw new ConflictError(
-              `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
-              {
-                runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
-              },
-            );
-          }
-          // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
-          await makeIntervalDueNow(trx, input.name);
-          const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
-          const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
-          // The tick this trigger made due is the next take: an epoch above the one seen here.
-          return { result: { handler: handlerFor(actor, handler!), outcome, tick: null }, epoch: BigInt(row.epoch), input };
+          return { ...(await applyTrigger(trx, actor, input)), input };
         },
       );
-      if (!input.wait) return result;
+      // Skipped: nothing was made due, so there is no tick to wait for.
+      if (!input.wait || epoch === null) return result;
       const tick = await awaitTick(input.name, epoch, input.waitTimeoutMs ?? DEFAULT_TRIGGER_WAIT_MS);
       return {
         ...result,

@@ -48,7 +48,7 @@ export interface ServiceDeps {
    */
   keyCacheMs?: number | undefined;
   /** The installation's retention windows (config); unset ones take jobgate's defaults. */
-  retention?: Partial<RetentionSettingsDefaults> | undefined;
+  retention?: Partial<RetentionSettingsDefaults & { batchSize: number; pauseMs: number }> | undefined;
   /** Where operator actions that end executions are reported (metrics). Default: nowhere. */
   observer?: Observer | undefined;
 }

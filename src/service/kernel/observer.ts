@@ -9,7 +9,7 @@
  */
 
 /** The tables retention prunes. */
-export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events';
+export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events' | 'jobs' | 'alert_notifications';
 
 /** The engine statements retried after a conflict (src/service/engine/worker/conflict-retry.ts). */
 export type ConflictedStatement = 'outcomes' | 'heartbeat';
@@ -56,8 +56,12 @@ export interface Observer {
    * otherwise what the executions it ran were left as.
    */
   runDuePass(outcome: 'ok' | 'error', executions?: Readonly<Record<'succeeded' | 'failed' | 'retrying' | 'cancelled', number>>): void;
-  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events). */
+  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications). */
   historyPruned(rows: Readonly<Record<PrunedTable, number>>): void;
+  /** An interval tick was abandoned past its timeout and grace, its handler still running in this process. */
+  intervalTickAbandoned(handler: string): void;
+  /** An abandoned interval handler settled at last. */
+  intervalAbandonedSettled(handler: string): void;
 }
 
 const nothing = () => {};
@@ -79,6 +83,8 @@ export const noopObserver: Observer = Object.freeze({
   graphqlOperation: nothing,
   httpRequest: nothing,
   historyPruned: nothing,
+  intervalTickAbandoned: nothing,
+  intervalAbandonedSettled: nothing,
   pendingCancelled: nothing,
   runDuePass: nothing,
 });

@@ -14,8 +14,13 @@ export interface RetentionDefaults {
   auditDays: number;
   /** COMPLETED and FAILED runs, with their findings. Default 90. */
   runsDays: number;
-  /** The newest executions of each job kept whatever their age. Default 100. */
+  /**
+   * The newest executions of each recurring job kept whatever their age. Default 100. A one-off
+   * job (and a retired one) goes whole, with its executions, once they are all past their window.
+   */
   keepPerJob: number;
+  /** Alert notifications. Default 90. */
+  alertNotificationsDays: number;
 }
 
 /**
@@ -31,4 +36,5 @@ export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
   auditDays: 365,
   runsDays: 90,
   keepPerJob: 100,
+  alertNotificationsDays: 90,
 });

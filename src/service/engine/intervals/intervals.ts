@@ -13,23 +13,29 @@
  *    threw), TIMEOUT (it ran past its timeout: its signal is aborted and the outcome is recorded
  *    at once; whatever it returns later is not), CRASHED (its worker stopped heartbeating
  *    mid-run, found by the sweep every worker runs).
- *  - A tick past its timeout stays owned (`overrun`) until its handler's promise settles: the
- *    signal is only a request, and a handler that ignores it must not get a second tick beside
- *    it, in this worker or another. If its worker dies meanwhile, the sweep frees it without
- *    recording a second outcome. Writes are fenced on the epoch, so a late finisher
- *    can never overwrite a later outcome. A handler that throws never stops the loop.
+ *  - A tick past its timeout stays owned (`overrun`) for a grace (`graceMs`) while its handler's
+ *    promise settles: the signal is only a request, and a handler that stops a little late must
+ *    not get a second tick beside it, in this worker or another. If it has not settled by then,
+ *    it is abandoned: the slot is freed so later ticks run (a handler that never returns must not
+ *    silence its handler for good), and it is counted as abandoned and running (a row of
+ *    `interval_abandoned`, the catalogue's `abandonedRunning`, a metric) until it settles or its
+ *    worker goes. What it returns then is not recorded. If its worker dies during the grace, the
+ *    sweep frees it without recording a second outcome. Writes are fenced on the epoch, so a late
+ *    finisher can never overwrite a later outcome. A handler that throws never stops the loop.
  *  - A clean shutdown aborts the signal and waits a grace period; a tick that did not finish by
  *    then (or threw because it was aborted) is handed back, due at once, for another worker.
  */
 import type pg from 'pg';
 import type { Logger } from '../../../log.js';
 import { storableText } from '../../kernel/inputs.js';
+import { noopObserver, type Observer } from '../../kernel/observer.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { onIntervalHint } from './wake.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
 import {
-  endTick,
+  endTickSkipping,
   ensureIntervalHandlers,
+  forgetAbandonedOfGoneWorkers,
   sweepCrashedTicks,
   sweepOverrunTicks,
   takeTicks,
@@ -57,12 +63,24 @@ export interface IntervalHandler {
   onDemand?: boolean | undefined;
   /** How long a tick may run before it is aborted and recorded as TIMEOUT. Default 60 s. */
   timeoutMs?: number | undefined;
+  /**
+   * How long, past its timeout, a tick whose handler has not returned keeps its slot before it is
+   * abandoned: the next ticks then run, beside the handler if it is still running. Default 30 s.
+   */
+  graceMs?: number | undefined;
+  /**
+   * Cadence ticks that come due while a tick is still running: SKIP (default) skips them all (the
+   * next tick is the first period boundary after it ends; one warning in the log with
+   * `running_for_ms`); QUEUE runs one tick right after it. A forced trigger queues one either way.
+   */
+  overlap?: 'SKIP' | 'QUEUE' | undefined;
   /** Never raise alerts about this handler (published in the catalogue, read by the alert evaluator). */
   alertsOptOut?: boolean | undefined;
   run(ctx: IntervalContext): Promise<IntervalResult> | IntervalResult;
 }
 
 export const DEFAULT_INTERVAL_TIMEOUT_MS = 60_000;
+export const DEFAULT_INTERVAL_GRACE_MS = 30_000;
 const MAX_MS = 2_147_483_647; // what setTimeout can wait
 
 export class IntervalRegistry {
@@ -81,6 +99,7 @@ export class IntervalRegistry {
     if (handler.onDemand !== true && handler.everyMs === undefined)
       throw new Error(`interval handler "${handler.name}": everyMs is required (or onDemand: true, to run only when triggered)`);
     ms(handler.timeoutMs, 'timeoutMs');
+    ms(handler.graceMs, 'graceMs');
     this.handlers.set(handler.name, handler);
   }
 
@@ -105,6 +124,8 @@ export interface IntervalRunnerOptions {
   availability?: Availability;
   /** How long the crash sweep holds off after a database outage (the staleness window). Default 30 s. */
   staleMs?: number;
+  /** Where abandoned ticks are reported (metrics). Default: nowhere. */
+  observer?: Observer | undefined;
 }
 
 type Outcome = TickEnding;
@@ -128,6 +149,7 @@ async function runTick(
   state: ActiveTick,
   ids: { name: string; workerId: string },
   record: (result: Outcome) => Promise<boolean>,
+  abandoned: (settled: Promise<unknown>) => void,
 ): Promise<void> {
   const timeoutMs = handler.timeoutMs ?? DEFAULT_INTERVAL_TIMEOUT_MS;
   let deadline: NodeJS.Timeout | undefined;
@@ -145,10 +167,17 @@ async function runTick(
       // handler's promise settles, whatever it returns then is not recorded.
       const message = `ran past its timeout of ${timeoutMs} ms`;
       const overrun = await record({ status: 'TIMEOUT', message });
-      await work.then(
+      const settled = work.then(
         () => {},
         () => {},
       );
+      if (overrun && !(await settlesWithin(settled, handler.graceMs ?? DEFAULT_INTERVAL_GRACE_MS))) {
+        // Ignored its signal for the whole grace: its slot is freed, the handler runs on, counted.
+        await record({ status: 'ABANDON' });
+        abandoned(settled);
+        return;
+      }
+      await settled;
       // Not marked overrun (its write failed): RELEASE would match nothing, so the TIMEOUT is the outcome to write.
       result = overrun ? { status: 'RELEASE' } : { status: 'ERROR', cause: 'TIMEOUT', message };
     } else {
@@ -165,14 +194,30 @@ async function runTick(
   await record(result);
 }
 
+/** Whether `p` settles within `ms` (the timer is cleared either way). */
+async function settlesWithin(p: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([p.then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 // eslint-disable-next-line max-lines-per-function -- a loop's factory: its passes, ticks and stop share its active ticks and their unwritten outcomes
 export function createIntervalRunner(options: IntervalRunnerOptions) {
   const { pool, log, workerId } = options;
   const availability = options.availability ?? createAvailability(log, `worker ${workerId}`);
   const pollMs = options.pollMs ?? 1000;
   const staleMs = options.staleMs ?? 30_000;
+  const observer = options.observer ?? noopObserver;
   const active = new Map<string, ActiveTick>();
-  const ensured = new Map<string, number | null>();
+  // Abandoned ticks whose handler is still running here, by `name:epoch`.
+  const abandoned = new Map<string, { name: string; since: Date }>();
+  const ensured = new Map<string, string>();
   // Outcomes whose write failed, by name: the tick stays owned by this (live) worker, which no
   // sweep frees, so each pass writes them again (fenced on the epoch) until one gets through.
   const unrecorded = new Map<string, { epoch: string; result: Outcome }>();
@@ -189,40 +234,70 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
 
   async function execute(name: string, epoch: string) {
     const handler = options.registry.get(name)!;
-    await runTick(handler, active.get(name)!, { name, workerId }, (result) => record(name, epoch, result));
+    await runTick(
+      handler,
+      active.get(name)!,
+      { name, workerId },
+      (result) => record(name, epoch, result),
+      (settled) => {
+        const key = `${name}:${epoch}`;
+        abandoned.set(key, { name, since: new Date() });
+        observer.intervalTickAbandoned(name);
+        void settled.then(async () => {
+          abandoned.delete(key);
+          observer.intervalAbandonedSettled(name);
+          log.info(`worker ${workerId}: interval ${name}: an abandoned tick's handler settled at last; its outcome is not recorded`);
+          await record(name, epoch, { status: 'SETTLED' });
+        });
+      },
+    );
   }
 
   /** Writes the outcome (fenced); false when the write failed (then retried by later passes, but for TIMEOUT). */
   async function record(name: string, epoch: string, result: Outcome): Promise<boolean> {
     unrecorded.delete(name);
     try {
-      const matched = await endTick(pool, { name, workerId, epoch }, result);
+      const { matched, skips } = await endTickSkipping(pool, { name, workerId, epoch }, result);
+      if (skips && skips.skipped > 0 && skips.overlap === 'SKIP')
+        log.warn(
+          `worker ${workerId}: interval ${name}: ${skips.skipped} tick(s) came due while a tick ran for ${skips.runningForMs} ms; skipped`,
+          { handler: name, skipped: skips.skipped, running_for_ms: skips.runningForMs },
+        );
       if (matched === 0 && result.status === 'RELEASE')
         log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
       else if (matched === 0)
         log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
       else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
       else if (result.status === 'TIMEOUT')
-        log.warn(`worker ${workerId}: interval ${name}: timeout: ${result.message}; it stays running until its handler returns`);
+        log.warn(
+          `worker ${workerId}: interval ${name}: timeout: ${result.message}; it keeps its slot until its handler returns, or its grace ends`,
+        );
+      else if (result.status === 'ABANDON')
+        log.warn(
+          `worker ${workerId}: interval ${name}: its handler ignored its signal through the grace after its timeout; abandoned: ` +
+            'later ticks run while it may still be running here',
+          { handler: name, epoch },
+        );
       return true;
     } catch (error) {
       // The tick stays owned. Written again by the next pass; once this worker is gone, the
       // sweep records it as crashed instead.
       if (!availability.unreachable(error, `recording interval ${name}'s outcome`))
         log.error(`worker ${workerId}: interval ${name}: recording its outcome failed: ${(error as Error).message}`);
-      if (result.status !== 'TIMEOUT') unrecorded.set(name, { epoch, result });
+      if (result.status !== 'TIMEOUT' && result.status !== 'SETTLED') unrecorded.set(name, { epoch, result });
       return false;
     }
   }
 
   async function ensure() {
-    const fresh = options.registry.list().filter((h) => !ensured.has(h.name) || ensured.get(h.name) !== (h.everyMs ?? null));
+    const settings = (h: IntervalHandler) => `${h.everyMs ?? 'on demand'}/${h.overlap ?? 'SKIP'}`;
+    const fresh = options.registry.list().filter((h) => ensured.get(h.name) !== settings(h));
     if (fresh.length === 0) return;
     await ensureIntervalHandlers(
       pool,
-      fresh.map((h) => ({ name: h.name, everyMs: h.everyMs ?? null })),
+      fresh.map((h) => ({ name: h.name, everyMs: h.everyMs ?? null, overlap: h.overlap ?? 'SKIP' })),
     );
-    for (const h of fresh) ensured.set(h.name, h.everyMs ?? null);
+    for (const h of fresh) ensured.set(h.name, settings(h));
   }
 
   /** Sweeps (unless just after an outage), writes outcomes still unwritten, takes due ticks. */
@@ -237,6 +312,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating mid-run; recorded as crashed`);
       for (const name of await sweepOverrunTicks(pool))
         log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
+      await forgetAbandonedOfGoneWorkers(pool);
     }
     await ensure();
     for (const [name, { epoch, result }] of [...unrecorded]) await record(name, epoch, result);
@@ -261,8 +337,10 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   return {
     /** Looks for due ticks now, after any pass in progress; resolves when that pass is done (tests). */
     kick: () => loop.poke(),
-    /** Names of the ticks running in this worker. */
+    /** Names of the ticks running in this worker (abandoned ones are not). */
     active: () => [...active.keys()],
+    /** Abandoned ticks whose handler is still running in this worker. */
+    abandoned: () => [...abandoned.values()],
     async start() {
       if (running) return;
       running = true;

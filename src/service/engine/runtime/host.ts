@@ -38,6 +38,8 @@ export interface EngineHostOptions {
   availability?: Availability;
   /** Where the runner reports checkpoints (metrics). Default: nowhere. */
   observer?: Observer | undefined;
+  /** Workers gone this long are forgotten by this one's presence. Default a day. */
+  goneWorkersMs?: number | undefined;
 }
 
 /** Everything registered in a process, as the catalogue shows it. */
@@ -79,6 +81,7 @@ export function createEngineHost(options: EngineHostOptions) {
     staleMs,
     registrations: () => registrationsOf(options.handlers, options.recoverables, options.intervals),
     availability,
+    goneWorkersMs: options.goneWorkersMs,
   });
   const runner = createRunner({
     pool,
@@ -91,7 +94,16 @@ export function createEngineHost(options: EngineHostOptions) {
     availability,
     observer: options.observer,
   });
-  const intervals = createIntervalRunner({ pool, log, registry: options.intervals, workerId: id, pollMs, availability, staleMs });
+  const intervals = createIntervalRunner({
+    pool,
+    log,
+    registry: options.intervals,
+    workerId: id,
+    pollMs,
+    availability,
+    staleMs,
+    observer: options.observer,
+  });
   const schedules = createRunScheduleTicker({
     pool,
     log,

@@ -2,7 +2,7 @@
  * A worker process's row in `workers`: who it is (host, pid, start), the handlers it registered,
  * and a heartbeat. A worker whose last heartbeat is older than its own `stale_ms` is not live:
  * the handler catalogue leaves it out, and an interval handler it was running is swept as
- * crashed. A clean stop deletes the row; rows of workers gone for a day are pruned.
+ * crashed. A clean stop deletes the row; rows of workers gone for their window (a day by default) are pruned.
  */
 import { hostname } from 'node:os';
 import type pg from 'pg';
@@ -42,6 +42,8 @@ export interface PresenceOptions {
   staleMs?: number;
   /** The process's view of its database: its loops report outages there, so one is logged once. */
   availability?: Availability;
+  /** Workers gone (no heartbeat) this long are forgotten (their row deleted). Default a day. */
+  goneWorkersMs?: number | undefined;
 }
 
 export function createPresence(options: PresenceOptions) {
@@ -60,8 +62,8 @@ export function createPresence(options: PresenceOptions) {
       const askedAt = performance.now();
       await write();
       availability.reached(askedAt);
-      // Now and then, forget workers gone for a day (they are long out of the catalogue).
-      if (beats++ % 100 === 0) await pruneGoneWorkers(pool);
+      // Now and then, forget workers gone for their window (they are long out of the catalogue).
+      if (beats++ % 100 === 0) await pruneGoneWorkers(pool, options.goneWorkersMs ?? 86_400_000);
     } catch (error) {
       if (!availability.unreachable(error, 'presence heartbeat'))
         log.warn(`worker ${id}: presence heartbeat failed: ${(error as Error).message}`);

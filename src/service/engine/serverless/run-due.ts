@@ -4,9 +4,11 @@
  * cron. In order: expired leases are reconciled (an attempt killed with its function instance
  * counts, and its execution is retried or FAILED, instead of staying RUNNING forever; not within a
  * lease of an outage, see RunDueDeps.availability), due cron
- * occurrences fire, then up to `limit` due executions run. Safe concurrently with workers and
- * with itself: the reconciler takes rows with SKIP LOCKED, the scheduler claims ticks with a
- * compare-and-set, the claim uses SKIP LOCKED.
+ * occurrences fire, then up to `limit` due executions run, then a bounded slice of retention
+ * (RunDueDeps.prune: at most that many pruning batches, the pruner's slices and fences; a host
+ * with no long-running worker has no other pruner). Safe concurrently with workers and with
+ * itself: the reconciler takes rows with SKIP LOCKED, the scheduler claims ticks with a
+ * compare-and-set, the claim uses SKIP LOCKED, a retention slice is taken by one pruner at a time.
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
@@ -17,12 +19,16 @@ import { drainDue, type DrainResult } from './claim-and-run.js';
 import type { HandlerRegistry } from '../delivery/handler-registry.js';
 import type { CronJobScheduler } from '../cron/scheduler.js';
 import { DEFAULT_LEASE_MS } from '../worker/state.js';
+import { NO_ROWS } from '../../../db/statements/pruning.js';
+import { pruneBounded, type BoundedPruneOptions, type PruneReport } from '../maintenance/pruner.js';
 
 export interface RunDueResult {
   /** Executions whose expired lease was reconciled, by the status they were left in. */
   reconciled: { retrying: number; failed: number; cancelled: number };
   schedule: Awaited<ReturnType<CronJobScheduler['tick']>>;
   executions: DrainResult;
+  /** What the pass's slice of retention removed (all zeros, complete, when it prunes nothing). */
+  pruned: PruneReport;
 }
 
 export interface RunDueDeps {
@@ -41,6 +47,8 @@ export interface RunDueDeps {
   availability?: Availability | undefined;
   /** The workers' lease, the length of that grace. Default: the worker's default lease. */
   leaseMs?: number | undefined;
+  /** Retention's windows and pace, and the most batches a pass prunes (`maxBatches` 0 or no `prune`: none). */
+  prune?: Omit<BoundedPruneOptions, 'pool' | 'workspaceId'> | undefined;
 }
 
 export async function runDuePass(deps: RunDueDeps, options: { limit?: number } = {}): Promise<RunDueResult> {
@@ -67,5 +75,14 @@ async function pass(deps: RunDueDeps, options: { limit?: number }, reconcile: bo
     outboundAllow: deps.outboundAllow,
     secrets: deps.secrets,
   });
-  return { reconciled: { retrying: count('PENDING'), failed: count('FAILED'), cancelled: count('CANCELLED') }, schedule, executions };
+  const pruned =
+    deps.prune && deps.prune.maxBatches > 0
+      ? await pruneBounded({ ...deps.prune, pool: deps.pool })
+      : { removed: { ...NO_ROWS }, complete: true };
+  return {
+    reconciled: { retrying: count('PENDING'), failed: count('FAILED'), cancelled: count('CANCELLED') },
+    schedule,
+    executions,
+    pruned,
+  };
 }
