@@ -11,6 +11,8 @@
  * queueing), each a read of the workspace and its first ten jobs. Phases of PHASE_MS each: quiet,
  * one-key flood, random-key flood. The machine's other work weighs on every phase alike only as
  * far as it is steady: read the figures of one run side by side, not across runs.
+ * BENCH_BOUNDS_ONLY names one setting to run alone; IN_FLIGHT sets the gateway's requests in flight
+ * per key (to compare values of that bound).
  */
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';

@@ -21,7 +21,7 @@ describe('configuration', () => {
     expect(parseConfig({}).bounds).toEqual({
       requestsPerSecond: 50,
       requestBurst: 200,
-      requestsInFlightPerKey: 8,
+      requestsInFlightPerKey: 4,
       connectionsPerKey: 50,
       subscriptionsPerKey: 500,
       subscriptionsPerConnection: 100,
