@@ -223,6 +223,10 @@ const probes: Record<string, Probe> = {
     query: `mutation { setRetention(input: { executionsDays: 1 }) { executionsDays overrides { executionsDays } } }`,
     expect: 'NO_A_DATA',
   },
+  pruneHistory: {
+    query: `mutation { pruneHistory(input: { maxBatches: 1 }) { complete removed { jobs executions attempts auditLog } } }`,
+    expect: 'NO_A_DATA',
+  },
   alertRaised: { query: `subscription { alertRaised(after: "0") { alertId alert { id summary } } }`, expect: 'NO_A_DATA' },
   handlerCatalog: {
     query: `subscription { handlerCatalog { handlers { kind name workers { id } lastRun { id } schedule { lastTickRunId } } } }`,

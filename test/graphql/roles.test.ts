@@ -132,6 +132,7 @@ const cases: Record<string, Case> = {
   deleteAlertRule: { query: 'mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
   // How long history is kept is the workspace's policy: ADMIN only.
   setRetention: { query: 'mutation { setRetention(input: { auditDays: 400 }) { auditDays } }', vars: () => ({}), allowed: ADMIN_ONLY },
+  pruneHistory: { query: 'mutation { pruneHistory(input: { maxBatches: 1 }) { complete } }', vars: () => ({}), allowed: ADMIN_ONLY },
   createApiKey: { query: 'mutation { createApiKey(input: { name: "k", role: VIEWER }) { key } }', vars: () => ({}), allowed: ADMIN_ONLY },
   revokeApiKey: { query: 'mutation ($id: ID!) { revokeApiKey(id: $id) { id } }', vars: (o) => ({ id: o.key }), allowed: ADMIN_ONLY },
   // Any key may open a live stream, so any key may mint the ticket that opens one from a browser.
