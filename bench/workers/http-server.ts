@@ -39,7 +39,14 @@ if (server === 'jobgate') {
     authenticate: (request) => service.authenticate(/^Bearer (.+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
     bounds:
       process.env.BOUNDS === 'off'
-        ? { requestsPerSecond: 0, connectionsPerKey: 0, subscriptionsPerKey: 0, subscriptionsPerConnection: 0, failedAuthPerMinute: 0 }
+        ? {
+            requestsPerSecond: 0,
+            requestsInFlightPerKey: 0,
+            connectionsPerKey: 0,
+            subscriptionsPerKey: 0,
+            subscriptionsPerConnection: 0,
+            failedAuthPerMinute: 0,
+          }
         : process.env.IN_FLIGHT !== undefined
           ? { requestsInFlightPerKey: Number(process.env.IN_FLIGHT) }
           : undefined,
