@@ -45,6 +45,8 @@ const PROCESS = [
   'test/db/embedded-log.test.ts',
   'test/db/embedded-permissions.test.ts',
   'test/db/embedded.test.ts',
+  // A PgBouncer process in front of the server, and jobgate started through it.
+  'test/db/pgbouncer.test.ts',
   'test/docs/examples.test.ts',
   'test/engine/crash.test.ts',
   'test/engine/fenced.test.ts',

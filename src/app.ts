@@ -157,6 +157,10 @@ function engineOptions(config: Config, source: DatabaseSource, log: Logger): Eng
   if (!secretKey) log.warn('JOBGATE_SECRET_KEY is not set: signing secrets and secret config values cannot be stored');
   return {
     connectionString: source.connectionString,
+    // The embedded default is Postgres itself, whatever the environment says of DATABASE_URL.
+    ...(source.embedded
+      ? {}
+      : { pooler: config.pooler, listenConnectionString: config.listenDatabaseUrl, preparedStatements: config.preparedStatements }),
     log,
     poolMax: config.poolMax,
     poolWaitMs: config.poolWaitMs,

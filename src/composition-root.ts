@@ -9,6 +9,7 @@
 import type { Registry } from 'prom-client';
 import { migrate, verifyMigrated } from './db/migrate.js';
 import { createDatabase, type Database } from './db/pool.js';
+import { sessions } from './db/pooler.js';
 import { ENGINE_DEFAULTS, type EngineDefaults } from './defaults.js';
 import type { Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/prometheus.js';
@@ -35,8 +36,20 @@ import { createHub, type Hub } from './subscriptions/hub/hub.js';
 export type MetricsSetting = boolean | Registry | { registry?: Registry; endpointLabels?: number; processMetrics?: boolean };
 
 export interface EngineOptions {
-  /** Postgres connection string (also used by the LISTEN connections: a real server, not a transaction pooler). */
+  /** Postgres connection string: the server itself, or a pooler in front of it (then say which in `pooler`). */
   connectionString: string;
+  /**
+   * `transaction`: the connection string is a transaction-mode pooler (PgBouncer with
+   * pool_mode=transaction), which gives each transaction whatever server connection is free. Then
+   * statements go unnamed unless `preparedStatements` says the pooler tracks them, and LISTEN
+   * (which needs a session) connects only to `listenConnectionString`: without one, workers and
+   * the live hub poll. Default: none, a direct connection or a session-mode pool.
+   */
+  pooler?: 'transaction' | undefined;
+  /** Where the LISTEN connections go: a session on the server itself. Default the connection string, unless it is a transaction pooler. */
+  listenConnectionString?: string | undefined;
+  /** Named statements, prepared once per connection. Default on, off with a transaction pooler (PgBouncer 1.21+ with max_prepared_statements can keep them). */
+  preparedStatements?: boolean | undefined;
   log: Logger;
   /** `apply` pending migrations (under the migration lock), or only `verify` they are applied. Default apply. */
   migrations?: 'apply' | 'verify';
@@ -150,6 +163,7 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
       max: options.poolMax ?? ENGINE_DEFAULTS.poolMax,
       connectionTimeoutMs: options.poolWaitMs ?? ENGINE_DEFAULTS.poolWaitMs,
       applicationName: options.applicationName,
+      preparedStatements: sessions(options).preparedStatements,
     },
     (m) => log.warn(m),
   );
@@ -219,10 +233,14 @@ function assemble(opened: Opened): Engine {
     observer,
     metrics,
     probes: opened.probes,
-    listeners: () => [
-      ...(running.workers.length ? [{ name: 'worker listener', mode: () => running.workers[0]?.listenMode() }] : []),
-      ...(running.hub ? [{ name: 'live listener', mode: () => running.hub?.listener.mode }] : []),
-    ],
+    // A process told to poll (a transaction pooler, no LISTEN URL) has no listener to wait for.
+    listeners: () =>
+      sessions(options).listen === null
+        ? []
+        : [
+            ...(running.workers.length ? [{ name: 'worker listener', mode: () => running.workers[0]?.listenMode() }] : []),
+            ...(running.hub ? [{ name: 'live listener', mode: () => running.hub?.listener.mode }] : []),
+          ],
     reach: opened.reach,
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       await loops.start(staleMs, enginePollMs);
@@ -250,7 +268,7 @@ function assemble(opened: Opened): Engine {
     },
     async startHub() {
       if (!running.hub) {
-        running.hub = createHub({ pool, connectionString: options.connectionString, log, observer });
+        running.hub = createHub({ pool, connectionString: sessions(options).listen, log, observer });
         await running.hub.start();
       }
       return running.hub;
@@ -269,6 +287,14 @@ function assemble(opened: Opened): Engine {
   };
 }
 
+/**
+ * How often a worker with no LISTEN connection by design (a transaction pooler, no LISTEN URL)
+ * looks for work, instead of the 5 s fallback of one whose notifications stopped: this is its only
+ * way to learn of work created elsewhere, so it bounds that work's wait for a free worker. One claim
+ * statement a second per worker (a few hundred microseconds of the database's time) is its cost.
+ */
+export const POLL_WITHOUT_LISTEN_MS = 1_000;
+
 /** A worker's settings: the engine's defaults, what the caller gave, and the engine's shared parts. */
 function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Observer, given: Partial<WorkerOptions>): WorkerOptions {
   const { options, defaults } = opened;
@@ -280,10 +306,11 @@ function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Obs
     heartbeatMs: Math.min(defaults.heartbeatMs, Math.floor(leaseMs / 3)),
     defaultTimeoutMs: defaults.defaultTimeoutMs,
     outboundAllow: [...defaults.outboundAllow],
+    ...(sessions(options).listen === null ? { pollMs: POLL_WITHOUT_LISTEN_MS } : {}),
     ...given,
     secrets: options.secrets,
     pool: opened.database.pool,
-    connectionString: options.connectionString,
+    connectionString: sessions(options).listen,
     handlers,
     log: options.log,
     availability: opened.availability,

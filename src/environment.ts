@@ -41,6 +41,27 @@ const envSchema = z.object({
         return false;
       }
     }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)'),
+  // A transaction-mode pooler in front of Postgres (src/composition-root.ts, sessions()).
+  JOBGATE_DATABASE_POOLER: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || v === 'none' || v === 'transaction', 'must be none or transaction'),
+  JOBGATE_LISTEN_DATABASE_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string')
+    .refine((v) => {
+      if (v === undefined) return true;
+      try {
+        parseConnectionString(v);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)'),
+  JOBGATE_PREPARED_STATEMENTS: z.enum(['on', 'off']).optional(),
   // Empty means the default: to Node, an empty host is every interface.
   HOST: z
     .string()
@@ -209,6 +230,12 @@ function isIpOrCidr(entry: string): boolean {
 export interface Config {
   /** Connection string of an external Postgres; undefined means "start the embedded one". */
   databaseUrl: string | undefined;
+  /** What DATABASE_URL is: `transaction` for a transaction-mode pooler (PgBouncer), else undefined. */
+  pooler: 'transaction' | undefined;
+  /** Where LISTEN connects (a session on Postgres itself); undefined: DATABASE_URL, unless that is a transaction pooler. */
+  listenDatabaseUrl: string | undefined;
+  /** Named statements prepared once per connection; undefined: on, unless DATABASE_URL is a transaction pooler. */
+  preparedStatements: boolean | undefined;
   host: string;
   port: number;
   /** Where the embedded Postgres keeps its cluster, log and bootstrap files. */
@@ -301,6 +328,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
   }
   return Object.freeze({
     databaseUrl: e.DATABASE_URL,
+    pooler: e.JOBGATE_DATABASE_POOLER === 'transaction' ? 'transaction' : undefined,
+    listenDatabaseUrl: e.JOBGATE_LISTEN_DATABASE_URL,
+    preparedStatements: e.JOBGATE_PREPARED_STATEMENTS === undefined ? undefined : e.JOBGATE_PREPARED_STATEMENTS === 'on',
     host: e.HOST,
     port: e.PORT,
     dataDir: path.resolve(cwd, e.JOBGATE_DATA_DIR ?? '.jobgate'),

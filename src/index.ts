@@ -32,8 +32,18 @@ import {
 } from './service/index.js';
 
 export interface JobgateOptions {
-  /** Postgres connection string. */
+  /** Postgres connection string: the server itself, or a pooler in front of it (then say which in `pooler`). */
   databaseUrl: string;
+  /**
+   * `transaction` when `databaseUrl` is a transaction-mode pooler (PgBouncer pool_mode=transaction):
+   * statements go unnamed (unless `preparedStatements`), and LISTEN connects only to
+   * `listenDatabaseUrl`; without it, workers poll for work. See docs/operating.md, Through PgBouncer.
+   */
+  pooler?: 'transaction';
+  /** Where the LISTEN connections go: a session on Postgres itself. Default `databaseUrl`, unless that is a transaction pooler. */
+  listenDatabaseUrl?: string;
+  /** Named statements prepared once per connection. Default on, off with `pooler: 'transaction'`. */
+  preparedStatements?: boolean;
   /** Apply pending migrations first (under the migration lock). Default true. */
   migrate?: boolean;
   /** Max attempts when neither a job nor its endpoint sets one. Default 5. */
@@ -207,6 +217,9 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
   // like an outage later on; bad credentials, a missing database or refused migrations throw.
   const engine = await openEngine({
     connectionString: options.databaseUrl,
+    pooler: options.pooler,
+    listenConnectionString: options.listenDatabaseUrl,
+    preparedStatements: options.preparedStatements,
     log: options.log ?? createLogger('warn'),
     migrations: options.migrate === false ? 'verify' : 'apply',
     applicationName: 'jobgate-library',

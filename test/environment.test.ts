@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { sessions } from '../src/db/pooler.js';
 import { ConfigError, parseConfig } from '../src/environment.js';
 
 describe('configuration', () => {
@@ -113,6 +114,35 @@ describe('configuration', () => {
       'postgres://jobgate:pa%23ss@db.internal:6543/jobgate?sslmode=require',
     );
     expect(parseConfig({ DATABASE_URL: 'postgresql:///jobgate?host=/var/run/postgresql' }).databaseUrl).toBeDefined();
+  });
+
+  it('reads a transaction pooler: unnamed statements and LISTEN only where told, unless said otherwise; names a bad value', () => {
+    const direct = parseConfig({ DATABASE_URL: 'postgres://db.internal/jobgate' });
+    expect(direct).toMatchObject({ pooler: undefined, listenDatabaseUrl: undefined, preparedStatements: undefined });
+    expect(sessions({ connectionString: direct.databaseUrl!, ...direct })).toEqual({
+      listen: 'postgres://db.internal/jobgate',
+      preparedStatements: true,
+    });
+
+    const pooled = parseConfig({ DATABASE_URL: 'postgres://bouncer:6432/jobgate', JOBGATE_DATABASE_POOLER: 'transaction' });
+    expect(sessions({ connectionString: pooled.databaseUrl!, ...pooled })).toEqual({ listen: null, preparedStatements: false });
+    const told = parseConfig({
+      DATABASE_URL: 'postgres://bouncer:6432/jobgate',
+      JOBGATE_DATABASE_POOLER: 'transaction',
+      JOBGATE_LISTEN_DATABASE_URL: 'postgres://db.internal:5432/jobgate',
+      JOBGATE_PREPARED_STATEMENTS: 'on',
+    });
+    expect(sessions({ connectionString: told.databaseUrl!, listenConnectionString: told.listenDatabaseUrl, ...told })).toEqual({
+      listen: 'postgres://db.internal:5432/jobgate',
+      preparedStatements: true,
+    });
+    expect(parseConfig({ JOBGATE_DATABASE_POOLER: 'none' }).pooler).toBeUndefined();
+
+    expect(() => parseConfig({ JOBGATE_DATABASE_POOLER: 'session' })).toThrow(/JOBGATE_DATABASE_POOLER: must be none or transaction/);
+    expect(() => parseConfig({ JOBGATE_LISTEN_DATABASE_URL: 'mysql://db/jobgate' })).toThrow(
+      /JOBGATE_LISTEN_DATABASE_URL: must be a postgres/,
+    );
+    expect(() => parseConfig({ JOBGATE_PREPARED_STATEMENTS: 'yes' })).toThrow(/JOBGATE_PREPARED_STATEMENTS/);
   });
 
   it('registers the demo handlers by default on the embedded default outside production only; JOBGATE_DEMO_HANDLERS decides otherwise', () => {

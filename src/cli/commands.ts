@@ -7,7 +7,16 @@
 
 /** Environment variables by what they set (src/environment.ts parses them; docs/operating.md explains them). */
 export const ENVIRONMENT_GROUPS = {
-  database: ['DATABASE_URL', 'DATABASE_POOL_MAX', 'DATABASE_POOL_WAIT_MS', 'JOBGATE_DATA_DIR', 'JOBGATE_EMBEDDED_PORT'],
+  database: [
+    'DATABASE_URL',
+    'DATABASE_POOL_MAX',
+    'DATABASE_POOL_WAIT_MS',
+    'JOBGATE_DATABASE_POOLER',
+    'JOBGATE_LISTEN_DATABASE_URL',
+    'JOBGATE_PREPARED_STATEMENTS',
+    'JOBGATE_DATA_DIR',
+    'JOBGATE_EMBEDDED_PORT',
+  ],
   logging: ['JOBGATE_LOG_LEVEL', 'JOBGATE_LOG_FORMAT', 'NODE_ENV'],
   service: [
     'JOBGATE_SECRET_KEY',

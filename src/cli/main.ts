@@ -135,9 +135,11 @@ async function keysCreate(options: Map<string, string | true>, config: Config, l
   }
   const source = await openDatabaseSource(config, log);
   const { createDatabase } = await import('../db/pool.js');
+  const { sessions } = await import('../db/pooler.js');
   const { createJobService, DomainError } = await import('../service/index.js');
   return untilInterrupted(signals, log, 'keys', source, async () => {
-    const database = createDatabase({ connectionString: source.connectionString, max: 2 });
+    const { preparedStatements } = sessions({ connectionString: source.connectionString, ...(source.embedded ? {} : config) });
+    const database = createDatabase({ connectionString: source.connectionString, max: 2, preparedStatements });
     try {
       await migrate(source.connectionString);
       const service = createJobService({ db: database.db, pool: database.pool, defaultMaxAttempts: config.defaultMaxAttempts });

@@ -33,7 +33,12 @@ export type ListenMode = 'notify' | 'poll';
 export const MAX_RECONNECT_MS = 1_000;
 
 export interface ListenerOptions {
-  connectionString: string;
+  /**
+   * Where to LISTEN: a server session (Postgres itself, or a session-mode pool). Null: nowhere (a
+   * transaction-mode pooler and no session URL given): the listener never connects and its owner
+   * polls for good, which it was told once at start.
+   */
+  connectionString: string | null;
   channels: string[];
   log: Logger;
   onHint(channel: string, payload: string): void;
@@ -107,6 +112,11 @@ export function createListener(options: ListenerOptions) {
 
   async function connect() {
     if (stopped) return;
+    if (options.connectionString === null) {
+      // Its mode is 'poll' from the start, and stays so.
+      log.info(`${name}: no connection to LISTEN on (a transaction-mode pooler, and no JOBGATE_LISTEN_DATABASE_URL): polling the database`);
+      return;
+    }
     const c = new pg.Client({ connectionString: options.connectionString, application_name: name, keepAlive: true, types: pgTypes });
     c.on('error', (e: Error) => drop(c, e.message));
     c.on('end', () => drop(c, 'connection closed'));

@@ -125,42 +125,63 @@ export async function migrate(
   // 'error' event pg also emits must not become an uncaught exception in the host process.
   client.on('error', (error) => log(`migrate: connection error: ${error.message}`));
   await client.connect();
-  try {
-    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+  // The lock is taken inside each migration's transaction, not for the session: through a
+  // transaction-mode pooler (PgBouncer) consecutive transactions may run on different server
+  // connections, so a session lock would be taken on one and its unlock sent to another, and stay
+  // held on the first for as long as the pooler keeps it. Each transaction reads what is applied
+  // after taking the lock, so concurrent migrators still apply each file once, in order.
+  const locked = async <T>(work: () => Promise<T>): Promise<T> => {
+    await client.query('begin');
     try {
-      await client.query(`
+      await client.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+      const result = await work();
+      await client.query('commit');
+      return result;
+    } catch (error) {
+      await client.query('rollback').catch(() => {});
+      throw error;
+    }
+  };
+  const appliedRows = async () => {
+    const { rows } = await client.query<AppliedMigration>('select version, name, checksum from jobgate_migrations order by version');
+    checkApplied(rows, files);
+    return new Set(rows.map((r) => r.version));
+  };
+  try {
+    await locked(() =>
+      client.query(`
         create table if not exists jobgate_migrations (
           version     integer primary key,
           name        text not null,
           checksum    text not null,
           applied_at  timestamptz not null default now()
-        )`);
-      const { rows } = await client.query<AppliedMigration>('select version, name, checksum from jobgate_migrations order by version');
-      checkApplied(rows, files);
-      const done = new Set(rows.map((r) => r.version));
-      const applied: string[] = [];
-      for (const file of files) {
-        if (done.has(file.version)) continue;
-        await client.query('begin');
+        )`),
+    );
+    // Read once without the lock, so a database already up to date costs one read: a version
+    // once applied stays applied, so only the files missing here need the lock and a re-read.
+    const seen = await appliedRows();
+    const applied: string[] = [];
+    for (const file of files) {
+      if (seen.has(file.version)) continue;
+      const ran = await locked(async () => {
+        if ((await appliedRows()).has(file.version)) return false;
         try {
           await client.query(file.sql);
-          await client.query('insert into jobgate_migrations (version, name, checksum) values ($1, $2, $3)', [
-            file.version,
-            file.name,
-            file.checksum,
-          ]);
-          await client.query('commit');
         } catch (error) {
-          await client.query('rollback');
           throw new MigrationError(`migration ${file.name} failed: ${(error as Error).message}`, { cause: error });
         }
-        applied.push(file.name);
-        log(`migrations: applied ${file.name}`);
-      }
-      return { applied };
-    } finally {
-      await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => {});
+        await client.query('insert into jobgate_migrations (version, name, checksum) values ($1, $2, $3)', [
+          file.version,
+          file.name,
+          file.checksum,
+        ]);
+        return true;
+      });
+      if (!ran) continue;
+      applied.push(file.name);
+      log(`migrations: applied ${file.name}`);
     }
+    return { applied };
   } finally {
     await client.end();
   }

@@ -17,6 +17,34 @@ export interface DatabaseOptions {
   applicationName?: string;
   /** Longest wait for a connection (a new one, or a free one from the pool). Default 30 s. */
   connectionTimeoutMs?: number;
+  /**
+   * Whether named statements are prepared once per connection and reused (default true). Off
+   * through a transaction-mode pooler that does not track them (see `unnamedStatementClient`).
+   */
+  preparedStatements?: boolean;
+}
+
+/**
+ * A client that sends every statement unnamed. A named statement is prepared once per server
+ * connection and pg remembers, per client, which names it prepared. Through a transaction-mode
+ * pooler (PgBouncer before 1.21, or later ones without max_prepared_statements) a client's
+ * statements land on whichever server connection is free: one client finds its name already
+ * prepared there by another ("prepared statement ... already exists"), another finds it missing
+ * ("... does not exist"), and claims and outcomes fail. Unnamed, each statement is parsed and
+ * planned where it runs, at the cost of planning it every time.
+ */
+class UnnamedStatementClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    const query = this.query.bind(this) as (...args: unknown[]) => unknown;
+    (this as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+      if (config !== null && typeof config === 'object' && 'name' in config) {
+        const { name: _name, ...unnamed } = config as { name?: string };
+        return query(unnamed, ...rest);
+      }
+      return query(config, ...rest);
+    };
+  }
 }
 
 /** One pg pool and the Kysely instance over it. Connection errors are logged, never fatal. */
@@ -37,6 +65,7 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 30_000,
+    ...(options.preparedStatements === false ? { Client: UnnamedStatementClient } : {}),
   });
   // A client whose server went away (a restart, a terminated backend, a cut network) emits
   // 'error': on the pool while it is idle, and on the client itself while it is checked out

@@ -27,7 +27,8 @@ export interface HintTargets {
 }
 
 export interface HintListenerOptions {
-  connectionString: string;
+  /** Where to LISTEN; null: nowhere, the hub polls (src/db/listener.ts). */
+  listenConnectionString: string | null;
   log: Logger;
   observer: Observer;
   /** How often to look when notifications are not arriving. */
@@ -46,7 +47,7 @@ export class HintListener {
     targets: HintTargets,
   ) {
     this.listener = createListener({
-      connectionString: options.connectionString,
+      connectionString: options.listenConnectionString,
       channels: [liveChannel.name],
       log: options.log,
       checkEveryMs: options.checkEveryMs,

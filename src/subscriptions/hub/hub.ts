@@ -30,8 +30,8 @@ import { Streams } from './streams.js';
 
 export interface HubOptions {
   pool: pg.Pool;
-  /** For the listening connection (must reach Postgres itself, not a transaction pooler). */
-  connectionString: string;
+  /** For the listening connection (Postgres itself, not a transaction pooler); null: none, the hub polls. */
+  connectionString: string | null;
   log: Logger;
   /** How often to look when notifications are not arriving. Default 1 s. */
   pollMs?: number;
@@ -146,7 +146,7 @@ function assemble(options: HubOptions) {
 
   const hintListener = new HintListener(
     {
-      connectionString: options.connectionString,
+      listenConnectionString: options.connectionString,
       log,
       observer,
       pollMs,

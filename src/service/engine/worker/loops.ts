@@ -23,7 +23,7 @@ export interface WorkerLoopsDeps {
   log: Logger;
   observer: Observer;
   availability: Availability;
-  connectionString: string;
+  listenConnectionString: string | null;
   inFlight: Map<string, InFlight>;
   claims: ClaimLoop;
   leases: LeaseKeeper;
@@ -73,7 +73,7 @@ export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
    */
   async function listen(): Promise<void> {
     handles.listener = createListener({
-      connectionString: deps.connectionString,
+      connectionString: deps.listenConnectionString,
       channels: [workChannel.name, cancelChannel.name],
       log,
       applicationName: 'jobgate-worker-listen',

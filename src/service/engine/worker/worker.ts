@@ -50,8 +50,8 @@ import { noopObserver, type Observer } from '../../kernel/observer.js';
 
 export interface WorkerOptions {
   pool: pg.Pool;
-  /** Connection string for the dedicated LISTEN connection. */
-  connectionString: string;
+  /** Connection string for the dedicated LISTEN connection; null: none, the worker polls. */
+  connectionString: string | null;
   handlers: HandlerRegistry;
   log: Logger;
   workerId?: string;
@@ -159,7 +159,7 @@ export function createWorker(options: WorkerOptions): Worker {
       for (const ex of claimed) attempts.start(ex);
     },
   });
-  const loops = createWorkerLoops({ ...deps, ...settings, connectionString: options.connectionString, claims, leases });
+  const loops = createWorkerLoops({ ...deps, ...settings, listenConnectionString: options.connectionString, claims, leases });
 
   return {
     id,
