@@ -245,22 +245,29 @@ interface Percentiles {
   p99: number;
 }
 
-interface Latency extends Percentiles {
+export interface Latency extends Percentiles {
   /** Median time the enqueue call itself took (createJob, addJob): part of the latency. */
   enqueue: number;
 }
 
-function percentiles(samples: number[]): Percentiles {
+export function percentiles(samples: number[]): Percentiles {
   const sorted = [...samples].sort((a, b) => a - b);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
   return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
 }
 
-/** Runs `enqueue` WARMUP_RUNS + LATENCY_RUNS times, one at a time, timing each to its handler's start. */
-async function sequentialLatency(enqueue: () => Promise<unknown>, started: { next: Promise<number> }): Promise<Latency> {
+/** Runs `enqueue` WARMUP_RUNS + `runs` (default LATENCY_RUNS) times, one at a time, timing each to its handler's start. */
+export async function sequentialLatency(
+  enqueue: () => Promise<unknown>,
+  started: { next: Promise<number> },
+  runs = LATENCY_RUNS,
+  /** Awaited before each enqueue, untimed (e.g. a random pause, so arrivals do not follow a poll's rhythm). */
+  before?: () => Promise<void>,
+): Promise<Latency> {
   const samples: number[] = [];
   const calls: number[] = [];
-  for (let i = 0; i < WARMUP_RUNS + LATENCY_RUNS; i++) {
+  for (let i = 0; i < WARMUP_RUNS + runs; i++) {
+    await before?.();
     const handlerStarted = started.next;
     const t0 = performance.now();
     await enqueue();
@@ -275,7 +282,7 @@ async function sequentialLatency(enqueue: () => Promise<unknown>, started: { nex
 }
 
 /** A promise per handler start: `next` resolves at the next start, with its `performance.now()`. */
-function startSignal() {
+export function startSignal() {
   let resolve!: (t: number) => void;
   const signal = {
     next: new Promise<number>((r) => (resolve = r)),

@@ -13,6 +13,7 @@ import { run as engine } from './engine.js';
 import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
 import { run as metrics } from './metrics.js';
+import { run as pooler } from './pooler.js';
 import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
 import { run as retention } from './retention.js';
@@ -41,6 +42,7 @@ const benches: Bench[] = [
   { name: 'console', run: consoleBench },
   { name: 'retention', run: retention },
   { name: 'retention-week', run: retentionWeek },
+  { name: 'pooler', run: pooler },
 ];
 
 async function main() {

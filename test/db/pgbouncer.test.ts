@@ -16,7 +16,7 @@ import { createDatabase } from '../../src/db/pool.js';
 import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
 import { createJobService } from '../../src/service/index.js';
-import { createEmptyDatabase } from '../support/db.js';
+import { createEmptyDatabase, serverUrl } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
 import { collect } from '../support/live.js';
 import { startPgBouncer, type PgBouncer } from '../support/pgbouncer.js';
@@ -25,7 +25,7 @@ let bouncer: PgBouncer;
 const closers: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
-  bouncer = await startPgBouncer({ poolSize: 2 });
+  bouncer = await startPgBouncer(serverUrl(), { poolSize: 2 });
 });
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
@@ -37,7 +37,7 @@ afterAll(async () => {
 describe('named statements through a transaction pooler', () => {
   it('collide on a shared server connection, and the pool for a pooler sends them unnamed', async () => {
     // One server connection: two clients of the pool land on it, one after the other.
-    const single = await startPgBouncer({ poolSize: 1 });
+    const single = await startPgBouncer(serverUrl(), { poolSize: 1 });
     closers.push(() => single.stop());
     const db = await createEmptyDatabase();
     closers.push(() => db.drop());

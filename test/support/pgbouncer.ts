@@ -9,7 +9,6 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { serverUrl } from './db.js';
 import { track, untrack } from './tracked.js';
 
 export const PGBOUNCER = process.env.JOBGATE_PGBOUNCER ?? '/usr/sbin/pgbouncer';
@@ -30,10 +29,10 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** Starts PgBouncer in front of the test server; `poolSize` server connections per database and user. */
-export async function startPgBouncer(options: { poolSize?: number } = {}): Promise<PgBouncer> {
+/** Starts PgBouncer in front of the server at `serverUrl`; `poolSize` server connections per database and user. */
+export async function startPgBouncer(serverUrl: string, options: { poolSize?: number } = {}): Promise<PgBouncer> {
   if (!existsSync(PGBOUNCER)) throw new Error(`no PgBouncer at ${PGBOUNCER}: install Debian's package (apt-get install -y pgbouncer)`);
-  const server = new URL(serverUrl());
+  const server = new URL(serverUrl);
   const user = decodeURIComponent(server.username || 'postgres');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'jobgate-pgbouncer-'));
   const port = await freePort();
@@ -78,7 +77,7 @@ export async function startPgBouncer(options: { poolSize?: number } = {}): Promi
     rmSync(dir, { recursive: true, force: true });
   };
   const url = (database: string) => {
-    const u = new URL(serverUrl());
+    const u = new URL(serverUrl);
     u.hostname = '127.0.0.1';
     u.port = String(port);
     u.pathname = `/${database}`;
