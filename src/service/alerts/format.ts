@@ -94,8 +94,29 @@ export function firingSummary(condition: AlertCondition, subject: AlertSubject, 
     case 'NO_SUCCESS':
       return `No success of ${who} for ${duration(Number(d.noSuccessMs))}`;
     case 'FINDING':
-      return `A run of ${who} recorded a ${inline(d.severity)} finding "${inline(d.kind)}" on ${inline(d.resourceId)}`;
+      return findingSummary(who, d);
   }
+}
+
+interface FindingGroup {
+  kind: string;
+  severity: string;
+  count: number;
+}
+
+/**
+ * FINDING: the findings grouped by (kind, severity) with their counts, then the worst example. A
+ * detail written before findings were grouped (one finding, no `groups`) reads as it always did.
+ */
+function findingSummary(who: string, d: Record<string, unknown>): string {
+  const groups = Array.isArray(d.groups) ? (d.groups as FindingGroup[]) : [];
+  if (groups.length === 0 || typeof d.findings !== 'number')
+    return `A run of ${who} recorded a ${inline(d.severity)} finding "${inline(d.kind)}" on ${inline(d.resourceId)}`;
+  const shown = groups.slice(0, 5).map((g) => `${inline(g.count)} ${inline(g.severity)} "${inline(g.kind)}"`);
+  const more = groups.length - shown.length + Number(d.moreGroups ?? 0);
+  const listed = `${shown.join(', ')}${more > 0 ? ` and ${more} more kind(s)` : ''}`;
+  const runs = Array.isArray(d.runIds) && d.runIds.length > 1 ? `${d.runIds.length} runs` : 'A run';
+  return `${runs} of ${who} recorded ${inline(d.findings)} finding(s): ${listed}; worst: ${inline(d.severity)} "${inline(d.kind)}" on ${inline(d.resourceId)}`;
 }
 
 export function resolvedSummary(condition: AlertCondition, subject: AlertSubject): string {

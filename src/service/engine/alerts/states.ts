@@ -124,7 +124,7 @@ export class Evaluation {
     st.last_notified_at = this.now;
     st.window_start = this.now;
     st.notified = true;
-    st.suppressed = count - 1;
+    st.suppressed = s.grouped ? 0 : count - 1;
   }
 
   async flush(): Promise<void> {

@@ -50,10 +50,19 @@ export interface IntervalContext {
   name: string;
   /** The worker running this tick. */
   workerId: string;
+  /**
+   * A trigger with `force` made this tick due: skip your own grace window (a "ran recently, nothing
+   * to do" check of the handler's own) and do the work now. False for cadence ticks.
+   */
+  force: boolean;
 }
 
-/** What a tick returns: how many things it handled (shown as the last outcome's count). */
-export type IntervalResult = { count?: number } | void;
+/**
+ * What a tick returns: how many things it handled and any JSON `extra` beside it (both shown as the
+ * last outcome, and in the tick's log line). A bare number is the count; nothing is an OK with
+ * neither. To record an error, throw.
+ */
+export type IntervalResult = { count?: number | undefined; extra?: unknown } | number | void;
 
 export interface IntervalHandler {
   name: string;
@@ -147,7 +156,7 @@ interface ActiveTick {
 async function runTick(
   handler: IntervalHandler,
   state: ActiveTick,
-  ids: { name: string; workerId: string },
+  ids: { name: string; workerId: string; force: boolean },
   record: (result: Outcome) => Promise<boolean>,
   abandoned: (settled: Promise<unknown>) => void,
 ): Promise<void> {
@@ -181,8 +190,7 @@ async function runTick(
       // Not marked overrun (its write failed): RELEASE would match nothing, so the TIMEOUT is the outcome to write.
       result = overrun ? { status: 'RELEASE' } : { status: 'ERROR', cause: 'TIMEOUT', message };
     } else {
-      const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
-      result = { status: 'OK', count };
+      result = { status: 'OK', ...okOutcome(r) };
     }
   } catch (error) {
     // Postgres text cannot hold a NUL: left in, the outcome could never be written.
@@ -192,6 +200,70 @@ async function runTick(
     clearTimeout(deadline);
   }
   await record(result);
+}
+
+/** The largest `extra` kept, as JSON text; a larger one is kept as `{ truncated: true, bytes }`. */
+export const MAX_EXTRA_BYTES = 16_384;
+
+/**
+ * A handler's return as an OK outcome: a count (a number, or `{ count }`) and `extra` as JSON text.
+ * Postgres jsonb cannot hold a NUL in a string, so NULs become U+FFFD; a value JSON cannot write
+ * (a cycle, a BigInt) is kept as `{ unserializable: reason }` rather than failing the tick.
+ */
+export function okOutcome(r: IntervalResult): { count: number | null; extra: string | null } {
+  const rawCount = typeof r === 'number' ? r : r && typeof r === 'object' ? r.count : undefined;
+  const count = typeof rawCount === 'number' && Number.isFinite(rawCount) ? Math.max(0, Math.floor(rawCount)) : null;
+  const raw = r && typeof r === 'object' ? r.extra : undefined;
+  if (raw === undefined) return { count, extra: null };
+  let extra: string | undefined;
+  try {
+    extra = JSON.stringify(raw, storableJson);
+  } catch (error) {
+    extra = JSON.stringify({ unserializable: storableText(String((error as Error)?.message ?? error)).slice(0, 200) });
+  }
+  if (extra === undefined) return { count, extra: null };
+  const bytes = Buffer.byteLength(extra);
+  return { count, extra: bytes > MAX_EXTRA_BYTES ? JSON.stringify({ truncated: true, bytes }) : extra };
+}
+
+/** A JSON.stringify replacer that makes strings and keys storable (no NUL, no lone surrogate). */
+function storableJson(_key: string, v: unknown): unknown {
+  if (typeof v === 'string') return storableText(v);
+  // Rebuilt only when a key needs it, so JSON.stringify still finds a cycle in what it was given.
+  if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).some((k) => storableText(k) !== k))
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [storableText(k), x]));
+  return v;
+}
+
+/**
+ * A tick's one log line: `{ kind: 'interval', handler, outcome, cause, count, elapsed_ms, extra }`,
+ * info for OK, warn otherwise. A timeout is logged when it is recorded (at the deadline); the
+ * handler may still be returning, and what it returns then is not recorded (nor logged again).
+ */
+function logTick(
+  log: Logger,
+  workerId: string,
+  name: string,
+  result: Extract<Outcome, { status: 'OK' | 'ERROR' | 'TIMEOUT' }> | { status: 'CRASHED'; message: string },
+  elapsedMs: number | null,
+): void {
+  const cause = result.status === 'OK' ? null : result.status === 'ERROR' ? result.cause : result.status;
+  const fields = {
+    kind: 'interval',
+    handler: name,
+    outcome: result.status === 'OK' ? 'OK' : 'ERROR',
+    cause,
+    count: result.status === 'OK' ? result.count : null,
+    elapsed_ms: elapsedMs,
+    extra: result.status === 'OK' && result.extra ? (JSON.parse(result.extra) as unknown) : null,
+  };
+  if (result.status === 'OK') log.info(`worker ${workerId}: interval ${name}: tick OK`, fields);
+  else if (result.status === 'TIMEOUT')
+    log.warn(
+      `worker ${workerId}: interval ${name}: tick timed out: ${result.message}; it keeps its slot until its handler returns, or its grace ends`,
+      fields,
+    );
+  else log.warn(`worker ${workerId}: interval ${name}: tick failed (${cause}): ${result.message}`, fields);
 }
 
 /** Whether `p` settles within `ms` (the timer is cleared either way). */
@@ -232,13 +304,14 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   });
   let unsubscribeHint: (() => void) | undefined;
 
-  async function execute(name: string, epoch: string) {
+  async function execute(name: string, epoch: string, force: boolean) {
     const handler = options.registry.get(name)!;
+    const startedAt = performance.now();
     await runTick(
       handler,
       active.get(name)!,
-      { name, workerId },
-      (result) => record(name, epoch, result),
+      { name, workerId, force },
+      (result) => record(name, epoch, result, Math.round(performance.now() - startedAt)),
       (settled) => {
         const key = `${name}:${epoch}`;
         abandoned.set(key, { name, since: new Date() });
@@ -254,7 +327,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   }
 
   /** Writes the outcome (fenced); false when the write failed (then retried by later passes, but for TIMEOUT). */
-  async function record(name: string, epoch: string, result: Outcome): Promise<boolean> {
+  async function record(name: string, epoch: string, result: Outcome, elapsedMs?: number): Promise<boolean> {
     unrecorded.delete(name);
     try {
       const { matched, skips } = await endTickSkipping(pool, { name, workerId, epoch }, result);
@@ -267,11 +340,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
       else if (matched === 0)
         log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
-      else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
-      else if (result.status === 'TIMEOUT')
-        log.warn(
-          `worker ${workerId}: interval ${name}: timeout: ${result.message}; it keeps its slot until its handler returns, or its grace ends`,
-        );
+      else if (result.status === 'OK' || result.status === 'ERROR' || result.status === 'TIMEOUT')
+        logTick(log, workerId, name, result, skips?.runningForMs ?? elapsedMs ?? null);
       else if (result.status === 'ABANDON')
         log.warn(
           `worker ${workerId}: interval ${name}: its handler ignored its signal through the grace after its timeout; abandoned: ` +
@@ -308,8 +378,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       const askedAt = performance.now();
       const swept = await sweepCrashedTicks(pool);
       availability.reached(askedAt);
-      for (const name of swept)
-        log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+      for (const { name, elapsedMs } of swept)
+        logTick(log, workerId, name, { status: 'CRASHED', message: 'its worker stopped heartbeating mid-run' }, elapsedMs);
       for (const name of await sweepOverrunTicks(pool))
         log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
       await forgetAbandonedOfGoneWorkers(pool);
@@ -327,7 +397,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
     for (const row of rows) {
       const state = { controller: new AbortController(), done: Promise.resolve(), stopping: false };
       active.set(row.name, state);
-      state.done = execute(row.name, row.epoch).finally(() => {
+      state.done = execute(row.name, row.epoch, row.force).finally(() => {
         active.delete(row.name);
         if (running) setImmediate(() => void loop.poke());
       });
