@@ -64,11 +64,11 @@ export interface EvaluateResult {
 export async function evaluateAlerts(
   pool: pg.Pool,
   workspaceId: string,
-  options: { batch?: number; settleWaitMs?: number } = {},
+  options: { batch?: number; settleWaitMs?: number; publicUrl?: string | undefined } = {},
 ): Promise<EvaluateResult> {
   const result: EvaluateResult = { evaluated: false, notifications: 0 };
   for (let i = 0; i < 20; i++) {
-    const p = await pass(pool, workspaceId, options.batch ?? 1000, options.settleWaitMs ?? 500);
+    const p = await pass(pool, workspaceId, options.batch ?? 1000, options.settleWaitMs ?? 500, options.publicUrl);
     if (!p.evaluated) return result;
     result.evaluated = true;
     result.notifications += p.notifications;
@@ -109,6 +109,7 @@ async function pass(
   workspaceId: string,
   batch: number,
   settleWaitMs: number,
+  publicUrl: string | undefined,
 ): Promise<{ evaluated: boolean; more: boolean; notifications: number }> {
   return inTransaction(pool, async (client) => {
     const cur = await lockCursor(client, workspaceId);
@@ -120,7 +121,7 @@ async function pass(
     let eventsTo = upTo.events;
     let findingsTo = upTo.findings;
     let more = false;
-    const evaluator = new Evaluation(client, workspaceId, now);
+    const evaluator = new Evaluation(client, workspaceId, now, publicUrl);
     if (rules.length > 0) {
       const signals: Signal[] = [];
       const optedOut = await recoverablesOptedOut(client);
