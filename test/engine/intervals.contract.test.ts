@@ -8,13 +8,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
 import { createEngineHost, type EngineHost } from '../../src/service/engine/runtime/host.js';
-import {
-  IntervalRegistry,
-  MAX_EXTRA_BYTES,
-  okOutcome,
-  type IntervalContext,
-  type IntervalHandler,
-} from '../../src/service/engine/intervals/intervals.js';
+import { IntervalRegistry, type IntervalContext, type IntervalHandler } from '../../src/service/engine/intervals/intervals.js';
+import { MAX_EXTRA_BYTES, okOutcome } from '../../src/service/engine/intervals/tick-outcome.js';
 import { RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
