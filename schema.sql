@@ -1,4 +1,4 @@
--- The schema after migrations/000034_interval_overlap.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000035_interval_tick_extra.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -571,6 +571,8 @@ CREATE TABLE public.interval_handlers (
     abandoned_total bigint DEFAULT 0 NOT NULL,
     overlap text DEFAULT 'SKIP'::text NOT NULL,
     queued_after boolean DEFAULT false NOT NULL,
+    last_extra jsonb,
+    force_next boolean DEFAULT false NOT NULL,
     CONSTRAINT interval_handlers_check CHECK (((owner IS NULL) = (run_started_at IS NULL))),
     CONSTRAINT interval_handlers_check1 CHECK (((last_status = 'ERROR'::text) = (last_cause IS NOT NULL))),
     CONSTRAINT interval_handlers_every_ms_check CHECK ((every_ms > 0)),
@@ -592,6 +594,10 @@ COMMENT ON COLUMN public.interval_handlers.abandoned_total IS 'Ticks abandoned a
 COMMENT ON COLUMN public.interval_handlers.overlap IS 'Cadence ticks due while a tick runs: SKIP (skipped; the next is the first period boundary after it ends) or QUEUE (one tick right after it).';
 
 COMMENT ON COLUMN public.interval_handlers.queued_after IS 'A forced trigger queued one tick right after the running one (runs under either overlap policy); cleared by the take.';
+
+COMMENT ON COLUMN public.interval_handlers.last_extra IS 'The JSON the last tick returned beside its count (OK only; null when it returned none).';
+
+COMMENT ON COLUMN public.interval_handlers.force_next IS 'A trigger with force made the next tick due: that tick runs with force (its handler skips its own grace window); cleared by the take.';
 
 CREATE TABLE public.jobgate_migrations (
     version integer NOT NULL,

@@ -176,6 +176,12 @@ const envSchema = z.object({
         .filter(Boolean),
     )
     .refine((list) => list.every(isPlainEmailAddress), 'must be a comma-separated list of plain email addresses (local@host.name)'),
+  // Where people reach this gateway: alert emails link into its console from it.
+  JOBGATE_PUBLIC_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' || v === undefined ? undefined : v.replace(/\/+$/, '')))
+    .refine((v) => v === undefined || (/^https?:\/\/[^\s/?#]+/.test(v) && URL.canParse(v)), 'must be an http:// or https:// URL'),
   // Metrics and health (src/metrics, src/server/ops-routes.ts).
   JOBGATE_METRICS_TOKEN: z
     .string()
@@ -297,8 +303,11 @@ export interface Config {
   metrics: { token: string | undefined; port: number | undefined; endpointLabels: number };
   /** On SIGINT/SIGTERM, how long a process answers /readyz 503 before it stops serving and drains. */
   shutdownDelayMs: number;
-  /** Email alerts: the SMTP server, the sender, and recipients for rules that name none. */
-  alerts: { smtpUrl: string | undefined; from: string | undefined; defaultTo: string[] };
+  /**
+   * Email alerts: the SMTP server, the sender, recipients for rules that name none, and the
+   * gateway's public address (JOBGATE_PUBLIC_URL) their link into the console starts with.
+   */
+  alerts: { smtpUrl: string | undefined; from: string | undefined; defaultTo: string[]; publicUrl: string | undefined };
   worker: {
     concurrency: number;
     leaseMs: number;
@@ -380,7 +389,12 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       pauseMs: e.JOBGATE_RETENTION_PAUSE_MS,
       everyMs: e.JOBGATE_RETENTION_EVERY_MINUTES * 60_000,
     }),
-    alerts: Object.freeze({ smtpUrl: e.JOBGATE_SMTP_URL, from: e.JOBGATE_SMTP_FROM, defaultTo: e.JOBGATE_ALERT_EMAIL_TO }),
+    alerts: Object.freeze({
+      smtpUrl: e.JOBGATE_SMTP_URL,
+      from: e.JOBGATE_SMTP_FROM,
+      defaultTo: e.JOBGATE_ALERT_EMAIL_TO,
+      publicUrl: e.JOBGATE_PUBLIC_URL,
+    }),
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,
       leaseMs: e.JOBGATE_LEASE_MS,

@@ -152,17 +152,23 @@ export interface Jobgate {
    * started with `triggerRun({ name, params })`, refused (NOT_FOUND) while no live worker has
    * the handler unless `force: true`; workers started here run them. With `schedule`
    * (`{ cron, timezone? }` or `{ everyMs }`, plus `params` and `workspace`), each tick calls
-   * `triggerRun`: a tick that finds the run active starts nothing and is counted.
+   * `triggerRun`: a tick that finds the run active starts nothing and is counted. With
+   * `alertsOptOut: true` no alert rule fires about its runs (failures, findings, no success).
    */
-  recoverable<P = unknown>(name: string, handler: { params?: ZodType<P>; schedule?: RunSchedule; run: RecoverableHandler<P>['run'] }): void;
+  recoverable<P = unknown>(
+    name: string,
+    handler: { params?: ZodType<P>; schedule?: RunSchedule; alertsOptOut?: boolean; run: RecoverableHandler<P>['run'] },
+  ): void;
   /**
    * Registers an interval handler: plain periodic work, run every `everyMs` by one of the
    * workers that registered it (never two ticks at once: ticks due while one runs coalesce, and
    * the rest are counted as skipped). With `onDemand: true` instead of `everyMs` it has no
    * cadence and runs only when triggered: `client.triggerHandler({ name, wait: true })` runs it
    * now and answers with the tick's outcome. `ctx.signal` fires on timeout (`timeoutMs`, default
-   * 60 s) and at shutdown; return `{ count }` to report how much it did. A throw is recorded as
-   * the tick's error and never stops the loop.
+   * 60 s) and at shutdown; `ctx.force` is true for a tick triggered with `force` (skip your own
+   * grace window). Return `{ count, extra }` (extra: any JSON, kept with the outcome) or a bare
+   * count to report how much it did. A throw is recorded as the tick's error and never stops the
+   * loop.
    */
   interval(name: string, handler: Omit<IntervalHandler, 'name'>): void;
   /**
@@ -253,7 +259,13 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
     },
     recoverable(name, handler) {
-      recoverables.register({ name, params: handler.params, schedule: handler.schedule, run: handler.run });
+      recoverables.register({
+        name,
+        params: handler.params,
+        schedule: handler.schedule,
+        alertsOptOut: handler.alertsOptOut,
+        run: handler.run,
+      });
     },
     interval(name, handler) {
       intervals.register({ ...handler, name });

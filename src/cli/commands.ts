@@ -38,6 +38,7 @@ export const ENVIRONMENT_GROUPS = {
     'JOBGATE_SMTP_URL',
     'JOBGATE_SMTP_FROM',
     'JOBGATE_ALERT_EMAIL_TO',
+    'JOBGATE_PUBLIC_URL',
   ],
   process: [
     'HOST',

@@ -240,6 +240,10 @@ export interface IntervalHandlers {
    * Period between ticks, in ms; null for an on-demand handler, which runs only when triggered.
    */
   every_ms: ColumnType<number, number | bigint | string, number | bigint | string> | null;
+  /**
+   * A trigger with force made the next tick due: that tick runs with force (its handler skips its own grace window); cleared by the take.
+   */
+  force_next: Generated<boolean>;
   last_cause: 'HANDLER' | 'TIMEOUT' | 'CRASHED' | null;
   last_count: ColumnType<number, number | bigint | string, number | bigint | string> | null;
   /**
@@ -247,6 +251,10 @@ export interface IntervalHandlers {
    */
   last_epoch: ColumnType<number, number | bigint | string, number | bigint | string> | null;
   last_error: string | null;
+  /**
+   * The JSON the last tick returned beside its count (OK only; null when it returned none).
+   */
+  last_extra: ColumnType<unknown, string, string> | null;
   last_finished_at: Timestamp | null;
   last_ok_at: Timestamp | null;
   last_started_at: Timestamp | null;

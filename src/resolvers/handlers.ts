@@ -41,7 +41,8 @@ builder.mutationFields((t) => ({
   triggerHandler: t.field({
     type: TriggerHandlerPayloadRef,
     description:
-      'Runs an interval handler now (its next tick becomes due). CONFLICT while a tick is running, unless `force`, which queues one more tick right after it. ' +
+      'Runs an interval handler now (its next tick becomes due; with `force`, its handler is told to skip its own grace window). ' +
+      'While a tick is running, `ifRunning` decides: CONFLICT (REFUSE), ALREADY_RUNNING with its start (SKIP), or one more tick right after it (QUEUE; the default with `force`). ' +
       "NOT_FOUND (`extensions.reason: NO_LIVE_WORKER`) when no live worker has it. With `wait`, answers with the tick's outcome once it has one (or when the wait runs out). " +
       'ADMIN only: interval handlers are installation-wide.',
     args: {

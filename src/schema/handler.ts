@@ -61,18 +61,25 @@ export const TriggerHandlerOutcomeEnum = builder.enumType('TriggerHandlerOutcome
   description: 'What triggerHandler did.',
   values: {
     DUE_NOW: { description: 'Its next tick is due now; a worker that has it runs it within a second or so.' },
-    QUEUED_AFTER_RUNNING: { description: 'It was running (and `force` was given): one more tick runs right after the running one ends.' },
+    QUEUED_AFTER_RUNNING: {
+      description:
+        'It was running (and `ifRunning: QUEUE` was given, or `force` without `ifRunning`): one more tick runs right after the running one ends.',
+    },
     ALREADY_RUNNING: {
-      description: 'It was running and `ifRunning: SKIP` was given (without `force`): nothing changed; `runningSince` says since when.',
+      description: 'It was running and `ifRunning: SKIP` was given: nothing changed; `runningSince` says since when.',
     },
   } as const,
 });
 
 export const TriggerIfRunningEnum = builder.enumType('TriggerIfRunning', {
-  description: 'What triggerHandler does while a tick is running (and `force` is not given).',
+  description: 'What triggerHandler does while a tick is running.',
   values: {
-    REFUSE: { description: 'Refuse the trigger with CONFLICT (the default).' },
+    REFUSE: { description: 'Refuse the trigger with CONFLICT (the default without `force`).' },
     SKIP: { description: "Change nothing and answer `outcome: ALREADY_RUNNING` with the running tick's start." },
+    QUEUE: {
+      description:
+        'Queue one more tick right after the running one (never beside it): `outcome: QUEUED_AFTER_RUNNING` (the default with `force`).',
+    },
   } as const,
 });
 
@@ -108,6 +115,14 @@ export const HandlerOutcomeRef = builder.objectRef<HandlerOutcome>('HandlerOutco
     message: t.exposeString('message', {
       nullable: true,
       description: 'ERROR: what went wrong (installation admins only: handler errors can carry anything; null for others).',
+    }),
+    extra: t.field({
+      type: 'JSON',
+      nullable: true,
+      description:
+        'OK: the JSON the handler returned beside its count (`{ count, extra }`), at most 16 KiB (a larger one reads `{ truncated: true, bytes }`); ' +
+        'null when it returned none. Installation admins only (null for others), like `message`.',
+      resolve: (o) => o.extra ?? null,
     }),
     startedAt: t.field({ type: DateTimeScalar, nullable: true, description: 'When the tick started.', resolve: (o) => o.startedAt }),
     finishedAt: t.field({
@@ -224,6 +239,11 @@ export const HandlerRef = builder.objectRef<HandlerInfo>('Handler').implement({
       resolve: (h) => h.cadence,
     }),
     workers: t.field({ type: [WorkerInfoRef], description: 'The live workers that have it, oldest first.', resolve: (h) => h.workers }),
+    alertsOptOut: t.boolean({
+      description:
+        'INTERVAL and RECOVERABLE: registered with `alertsOptOut` (by any of its live workers), so no alert rule fires about it. False for HANDLER.',
+      resolve: (h) => h.alertsOptOut,
+    }),
     lastOutcome: t.field({
       type: HandlerOutcomeRef,
       nullable: true,
@@ -307,7 +327,8 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
     name: t.string({ required: true, description: 'The interval handler, as registered in the workers.' }),
     force: t.boolean({
       description:
-        'While a tick is running: without force the trigger is refused (CONFLICT); with force one more tick runs right after it. Default false.',
+        'Run the triggered tick forced: its handler receives `force: true` (skip its own grace window, do the work now). ' +
+        'Without `ifRunning`, force also queues one more tick while one is running (`ifRunning: QUEUE`), as it always has. Default false.',
     }),
     wait: t.boolean({
       description:
@@ -320,7 +341,8 @@ export const TriggerHandlerInputRef = builder.inputType('TriggerHandlerInput', {
     ifRunning: t.field({
       type: TriggerIfRunningEnum,
       description:
-        'While a tick is running and without `force`: REFUSE (CONFLICT, the default) or SKIP (answer ALREADY_RUNNING, change nothing).',
+        'While a tick is running: REFUSE (CONFLICT; the default without `force`), SKIP (answer ALREADY_RUNNING with its start, change nothing) ' +
+        'or QUEUE (one more tick right after it; the default with `force`).',
     }),
   }),
 });

@@ -122,4 +122,35 @@ describe('the Alerts screen', { timeout: 90_000 }, () => {
     expect(sent.some((s) => s.includes('alertRaised'))).toBe(true);
     await accessible(viewer, 'alerts (viewer)');
   });
+
+  it("shows a findings alert's findings grouped by severity and kind, worst first, and how long it has held", async () => {
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'scan findings',
+      condition: 'FINDING',
+      minSeverity: 'WARNING',
+      handlerNames: ['console.scan'],
+      email: true,
+    });
+    world.scanBudget.value = 100;
+    const { run } = await t.service.triggerRun(t.actor, { name: 'console.scan' });
+    await expect.poll(async () => (await t.service.run(t.actor, run.id)).status, { timeout: 30_000 }).toBe('COMPLETED');
+    await evaluateAlerts(t.database.pool, t.actor.workspaceId);
+    const { rows } = await t.query(`select id from alert_notifications where rule_id = $1`, [rule.id]);
+    expect(rows).toHaveLength(1);
+    const { page: admin } = await signedIn(adminKey, 'alerts-findings');
+    await admin.goto(`${world.origin}/console/alerts/${rows[0].id}`);
+    const groups = admin.getByTestId('finding-groups');
+    await groups.waitFor();
+    // console.scan records a finding for every third item of 20: 3 ERROR "stale", 4 WARNING "orphan".
+    const cells = await groups
+      .locator('tbody tr')
+      .evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].slice(0, 3).map((td) => td.textContent)));
+    expect(cells).toEqual([
+      ['ERROR', 'stale', '3'],
+      ['WARNING', 'orphan', '4'],
+    ]);
+    await groups.getByRole('link', { name: 'r-3' }).waitFor();
+    expect(await admin.getByTestId('alert-facts').textContent()).toContain('Elapsed since first seen');
+    await accessible(admin, 'alert (findings)');
+  });
 });

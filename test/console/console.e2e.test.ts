@@ -262,6 +262,18 @@ describe('the console', { timeout: 90_000 }, () => {
       `update interval_handlers set last_status = 'OK', last_started_at = now(), last_finished_at = now(), ok_runs = ok_runs + 1 where name = 'console.live-tick'`,
     );
     await expect.poll(() => row.textContent(), { timeout: 10_000 }).toContain('(1 ok, 0 errors)');
+    // A tick's count is shown to every key; its extra (installation-wide) to installation admins only.
+    await t.query(
+      `update interval_handlers set last_count = 7, last_extra = '{"tables":2}', ok_runs = ok_runs + 1 where name = 'console.live-tick'`,
+    );
+    await expect.poll(() => row.textContent(), { timeout: 10_000 }).toContain('(2 ok, 0 errors)');
+    expect(await row.textContent()).toContain('count 7');
+    expect(await row.getByTestId('tick-extra').count()).toBe(0);
+    // Registered opted out of alerts: the row says so.
+    await t.query(`update workers set handlers = $1 where id = 'console-live-worker'`, [
+      JSON.stringify([{ kind: 'INTERVAL', name: 'console.live-tick', everyMs: 3_600_000, alertsOptOut: true }]),
+    ]);
+    await expect.poll(() => row.textContent(), { timeout: 10_000 }).toContain('alerts off');
     await t.query(`delete from workers where id = 'console-live-worker'`);
     await row.waitFor({ state: 'detached', timeout: 10_000 });
     expect(await admin.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(18);

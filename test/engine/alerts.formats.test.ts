@@ -7,7 +7,9 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/environment.js';
 import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
+import type { HandlerContext } from '../../src/service/engine/delivery/handler-registry.js';
 import { registerInternalHandlers } from '../../src/service/engine/maintenance/reaper.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
@@ -44,7 +46,11 @@ beforeAll(async () => {
   await new Promise<void>((r) => smtp.listen(0, '127.0.0.1', () => r()));
   h = engineHarness(t);
   registerInternalHandlers(h.handlers, t.database.pool, {
-    alerts: { smtpUrl: `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, from: 'jobgate@test.local' },
+    alerts: {
+      smtpUrl: `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`,
+      from: 'jobgate@test.local',
+      publicUrl: 'https://jobs.example.test/',
+    },
   });
   target.route('/redirects', (_req, res) => res.writeHead(302, { location: LOCATION }).end());
   for (const path of ['/slack', '/json']) target.route(path, (_req, res) => res.writeHead(200).end('ok'));
@@ -77,9 +83,23 @@ async function webhook(name: string, path: string) {
   return t.service.registerEndpoint(t.actor, { name, kind: 'HTTP', url: `${target.url}${path}`, configId, maxAttempts: 3 });
 }
 
-/** Evaluates, and waits for the rule's notification to be delivered (webhook or email). */
-async function delivered(ruleId: string, field: 'webhookDelivery' | 'emailDelivery') {
-  await evaluateAlerts(t.database.pool, t.actor.workspaceId);
+/** A mail's body as written (quoted-printable undone). */
+const bodyOf = (data: string) =>
+  data
+    .split('\r\n\r\n')
+    .slice(1)
+    .join('\r\n\r\n')
+    .replace(/=\r\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+
+/**
+ * Evaluates, and waits for the rule's notification to be delivered (webhook or email). `viaHandler`:
+ * the pass is the registered `jobgate.alerts` handler's, with the options it was registered with
+ * (the public address); else a bare evaluator pass, with none.
+ */
+async function delivered(ruleId: string, field: 'webhookDelivery' | 'emailDelivery', viaHandler = false) {
+  if (viaHandler) await h.handlers.get('jobgate.alerts')!.fn(undefined, { workspaceId: t.actor.workspaceId } as unknown as HandlerContext);
+  else await evaluateAlerts(t.database.pool, t.actor.workspaceId);
   return eventually(async () => {
     const alerts = await t.service.alerts(t.actor, { ruleId });
     const node = alerts.edges[0]?.node;
@@ -185,5 +205,51 @@ describe('notification formats with hostile values', () => {
     expect(rows[0].last_error).toContain('2 recipient(s) are not plain email addresses');
     expect(rows[0].last_error).not.toMatch(/evil|ops@/);
     expect(mails.filter((m) => m.data.includes(alert.id))).toEqual([]);
+  });
+
+  it('emails the time since the condition was first seen and, with a public address set, a link to the alert in the console', async () => {
+    const { endpoint } = await failingJob('fmt.link-source', 'linked');
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'linked',
+      condition: 'EXECUTION_FAILED',
+      endpointIds: [endpoint.id],
+      email: true,
+      emailTo: ['ops@test.local'],
+      webhookEndpointId: (await webhook('fmt.link-json', '/json')).id,
+    });
+    const alert = await delivered(rule.id, 'emailDelivery', true);
+    expect(alert.emailDelivery).toBe('SUCCEEDED');
+    const body = bodyOf(mails.find((m) => m.data.includes(alert.id))!.data);
+    expect(body).toMatch(/^Elapsed since first seen: \d+ s$/m);
+    expect(body).toContain(`Open it in the console: https://jobs.example.test/console/alerts/${alert.id}`);
+    // The JSON webhook carries both as fields.
+    await eventually(async () => target.hitsOf('/json').some((hit) => hit.body.includes(alert.id)));
+    const json = JSON.parse(target.hitsOf('/json').find((hit) => hit.body.includes(alert.id))!.body);
+    expect(json.consoleUrl).toBe(`https://jobs.example.test/console/alerts/${alert.id}`);
+    expect(typeof json.elapsedMs).toBe('number');
+  });
+
+  it('links nothing when no public address is set; the elapsed time is there still', async () => {
+    const { endpoint } = await failingJob('fmt.nolink-source', 'unlinked');
+    const rule = await t.service.createAlertRule(t.actor, {
+      name: 'unlinked',
+      condition: 'EXECUTION_FAILED',
+      endpointIds: [endpoint.id],
+      email: true,
+      emailTo: ['ops@test.local'],
+    });
+    const alert = await delivered(rule.id, 'emailDelivery');
+    const body = bodyOf(mails.find((m) => m.data.includes(alert.id))!.data);
+    expect(body).toMatch(/^Elapsed since first seen: /m);
+    expect(body).not.toContain('console');
+  });
+
+  it('takes the public address from JOBGATE_PUBLIC_URL (trailing slashes dropped), refusing one that is not an http(s) URL', () => {
+    const base = { DATABASE_URL: 'postgres://x@127.0.0.1/db', JOBGATE_LOG_LEVEL: 'silent' };
+    expect(parseConfig({ ...base, JOBGATE_PUBLIC_URL: 'https://jobs.example.test/gate//' }).alerts.publicUrl).toBe(
+      'https://jobs.example.test/gate',
+    );
+    expect(parseConfig(base).alerts.publicUrl).toBeUndefined();
+    expect(() => parseConfig({ ...base, JOBGATE_PUBLIC_URL: 'javascript:alert(1)' })).toThrow(/JOBGATE_PUBLIC_URL/);
   });
 });

@@ -4,7 +4,7 @@
  * Read again (coalesced) when a new alert is raised: a resolution or an occurrence changes it.
  */
 import { graphql } from '../gql/index.ts';
-import { formatCount } from '../lib/format.ts';
+import { formatCount, formatDuration } from '../lib/format.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
@@ -25,6 +25,43 @@ const AlertLiveDocument = graphql(`
     }
   }
 `);
+
+interface FindingGroup {
+  kind: string;
+  severity: string;
+  count: number;
+  example?: { resourceId?: string | null; runId?: string };
+}
+
+/** A FINDING alert's findings by (kind, severity), worst first, as the evaluator grouped them. */
+function FindingGroups({ detail }: { detail: unknown }) {
+  const groups = (detail as { groups?: FindingGroup[] } | null)?.groups;
+  if (!Array.isArray(groups) || groups.length === 0) return null;
+  return (
+    <table data-testid="finding-groups">
+      <thead>
+        <tr>
+          <th scope="col">Severity</th>
+          <th scope="col">Kind</th>
+          <th scope="col">Count</th>
+          <th scope="col">Example</th>
+        </tr>
+      </thead>
+      <tbody>
+        {groups.map((g) => (
+          <tr key={`${g.severity}:${g.kind}`}>
+            <td>{g.severity}</td>
+            <td>{g.kind}</td>
+            <td>{formatCount(g.count)}</td>
+            <td>
+              {g.example?.runId ? <Link to={href('runs', g.example.runId)}>{g.example.resourceId ?? 'run'}</Link> : g.example?.resourceId}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
 
 export function AlertScreen({ id }: { id: string }) {
   const q = useQuery(AlertDocument, { id });
@@ -66,6 +103,8 @@ export function AlertScreen({ id }: { id: string }) {
         <dd>
           <Time iso={a.createdAt} />
         </dd>
+        <dt>{a.kind === 'RESOLVED' ? 'Lasted' : 'Elapsed since first seen'}</dt>
+        <dd>{formatDuration(Math.max(0, Date.parse(a.createdAt) - Date.parse(a.firstSeenAt)))}</dd>
         <dt>Occurrences</dt>
         <dd>{formatCount(a.occurrences)}</dd>
         <dt>Suppressed by the rate limit</dt>
@@ -79,6 +118,14 @@ export function AlertScreen({ id }: { id: string }) {
             Email <Status value={a.emailDelivery} />
           </span>
         </dd>
+        {a.condition === 'FINDING' && (
+          <>
+            <dt>Findings</dt>
+            <dd>
+              <FindingGroups detail={a.detail} />
+            </dd>
+          </>
+        )}
         <dt>Detail</dt>
         <dd>
           <pre>{JSON.stringify(a.detail, null, 2)}</pre>

@@ -28,11 +28,14 @@ const HandlersDocument = graphql(`
       id
       heartbeatAt
     }
+    alertsOptOut
     lastOutcome {
       status
       finishedAt
       message
       cause
+      count
+      extra
     }
     interval {
       nextDueAt
@@ -64,13 +67,27 @@ const HandlersLiveDocument = graphql(`
   }
 `);
 
+// While a tick runs, either button queues one more right after it (never beside it). "Force run"
+// also tells the handler to skip its own grace window (ctx.force).
 const TriggerHandlerDocument = graphql(`
-  mutation TriggerHandler($name: String!) {
-    triggerHandler(input: { name: $name, force: true }) {
+  mutation TriggerHandler($name: String!, $force: Boolean) {
+    triggerHandler(input: { name: $name, force: $force, ifRunning: QUEUE }) {
       outcome
     }
   }
 `);
+
+/** A tick's extra as one line (the whole of it in the tooltip). */
+function ExtraJson({ value }: { value: unknown }) {
+  if (value === null || value === undefined) return null;
+  const text = JSON.stringify(value);
+  return (
+    <code className="muted" title={JSON.stringify(value, null, 2)} data-testid="tick-extra">
+      {' '}
+      {text.length > 80 ? `${text.slice(0, 79)}…` : text}
+    </code>
+  );
+}
 const TriggerRunDocument = graphql(`
   mutation TriggerRunFromHandlers($name: String!) {
     triggerRun(input: { name: $name }) {
@@ -135,7 +152,10 @@ export function HandlersScreen() {
                 <td>
                   {h.lastOutcome ? (
                     <>
-                      <Status value={h.lastOutcome.status} /> <Time iso={h.lastOutcome.finishedAt} /> {h.lastOutcome.message}
+                      <Status value={h.lastOutcome.status} /> <Time iso={h.lastOutcome.finishedAt} />
+                      {h.lastOutcome.count !== null && h.lastOutcome.count !== undefined && <> count {h.lastOutcome.count}</>}{' '}
+                      {h.lastOutcome.message}
+                      <ExtraJson value={h.lastOutcome.extra} />
                     </>
                   ) : h.lastRun ? (
                     <Link to={href('runs', h.lastRun.id)}>
@@ -148,6 +168,12 @@ export function HandlersScreen() {
                     <span className="muted">
                       {' '}
                       ({h.interval.okRuns} ok, {h.interval.errorRuns} errors)
+                    </span>
+                  )}
+                  {h.alertsOptOut && (
+                    <span className="muted" title="Registered with alertsOptOut: no alert rule fires about it.">
+                      {' '}
+                      alerts off
                     </span>
                   )}
                   {h.interval && h.interval.abandonedRunning > 0 && (
@@ -163,9 +189,18 @@ export function HandlersScreen() {
                 {can('OPERATOR') && (
                   <td>
                     {h.kind === 'INTERVAL' && can('ADMIN') && (
-                      <button type="button" onClick={() => void triggerHandler.run({ name: h.name })}>
-                        Run now
-                      </button>
+                      <>
+                        <button type="button" onClick={() => void triggerHandler.run({ name: h.name })}>
+                          Run now
+                        </button>{' '}
+                        <button
+                          type="button"
+                          title="Run now, telling the handler to skip its own grace window"
+                          onClick={() => void triggerHandler.run({ name: h.name, force: true })}
+                        >
+                          Force run
+                        </button>
+                      </>
                     )}
                     {h.kind === 'RECOVERABLE' && (
                       <button type="button" onClick={() => void triggerRun.run({ name: h.name })}>

@@ -20,6 +20,8 @@ export interface LiveRegistrationRow extends Pick<WorkerRow, 'id' | 'host' | 'pi
   timeout_ms: number | null;
   /** A recoverable registered with a schedule in the caller's workspace. */
   scheduled_here: boolean;
+  /** INTERVAL and RECOVERABLE: this worker registered it opted out of alerts. */
+  alerts_opt_out: boolean;
 }
 
 /**
@@ -35,9 +37,10 @@ export async function liveRegistrations(
   const { rows } = await sql<LiveRegistrationRow>`
     select w.id, w.host, w.pid, w.started_at, w.heartbeat_at, h.kind, h.name, h."timeoutMs" as timeout_ms,
            (h.kind = 'RECOVERABLE' and (h.cron is not null or h."everyMs" is not null)
-            and h.workspace = (select slug from workspaces where id = ${scoped(workspaceId)})) as scheduled_here
+            and h.workspace = (select slug from workspaces where id = ${scoped(workspaceId)})) as scheduled_here,
+           coalesce(h."alertsOptOut", false) as alerts_opt_out
     from workers w cross join lateral jsonb_to_recordset(w.handlers)
-      as h(kind text, name text, "timeoutMs" bigint, "everyMs" bigint, cron text, workspace text)
+      as h(kind text, name text, "timeoutMs" bigint, "everyMs" bigint, cron text, workspace text, "alertsOptOut" boolean)
     where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
       and (${kind}::text is null or h.kind = ${kind}) and (${name}::text is null or h.name = ${name})
     order by h.kind, h.name, w.started_at, w.id`.execute(ex);
@@ -83,10 +86,12 @@ export async function lockIntervalHandler(
 /**
  * Makes an interval handler's next tick due now. A running tick keeps its owner, so the next one
  * is taken only once it ends: never two at once; it is then marked queued on purpose
- * (`queued_after`, migration 000034), so it runs right after under either overlap policy.
+ * (`queued_after`, migration 000034), so it runs right after under either overlap policy. With
+ * `force`, the tick made due runs forced (`force_next`, migration 000035; the take clears it).
  */
-export async function makeIntervalDueNow(ex: Executor, name: string): Promise<void> {
-  await sql`update interval_handlers set next_due_at = now(), queued_after = owner is not null, updated_at = now()
+export async function makeIntervalDueNow(ex: Executor, name: string, force = false): Promise<void> {
+  await sql`update interval_handlers set next_due_at = now(), queued_after = owner is not null,
+    force_next = force_next or ${force}, updated_at = now()
     where name = ${name}`.execute(ex);
 }
 
@@ -114,6 +119,7 @@ export type IntervalTickRow = Pick<
   | 'last_count'
   | 'last_cause'
   | 'last_error'
+  | 'last_extra'
   | 'last_started_at'
   | 'last_finished_at'
 >;
@@ -121,7 +127,7 @@ export type IntervalTickRow = Pick<
 /** An interval handler's tick state and last outcome: one primary-key probe, no lock. */
 export async function intervalTick(db: Executor, name: string): Promise<IntervalTickRow | undefined> {
   const { rows } = await sql<IntervalTickRow>`
-    select epoch, owner, run_started_at, last_epoch, last_status, last_count, last_cause, last_error, last_started_at, last_finished_at
+    select epoch, owner, run_started_at, last_epoch, last_status, last_count, last_cause, last_error, last_extra, last_started_at, last_finished_at
     from interval_handlers where name = ${name}`.execute(db);
   return rows[0];
 }

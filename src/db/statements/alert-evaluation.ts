@@ -183,6 +183,18 @@ export async function intervalHealth(client: pg.PoolClient): Promise<IntervalHea
   return rows;
 }
 
+/**
+ * Recoverable handlers registered opted out of alerts, by name (installation-wide, as interval
+ * handlers' opt-outs: a handler opts out at registration, which its worker publishes in workers.handlers).
+ */
+export async function recoverablesOptedOut(client: pg.PoolClient): Promise<Set<string>> {
+  const { rows } = await client.query<{ name: string }>(
+    `select distinct h->>'name' as name from workers w, jsonb_array_elements(w.handlers) h
+     where h->>'kind' = 'RECOVERABLE' and (h->>'alertsOptOut')::boolean`,
+  );
+  return new Set(rows.map((r) => r.name));
+}
+
 /** A job's columns; the error's, not null here (the statement selects only jobs that have one). */
 export interface ScheduleErrorRow extends Pick<JobRow, 'id' | 'name' | 'endpoint_id'> {
   schedule_error: string;

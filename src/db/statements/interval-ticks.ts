@@ -31,24 +31,25 @@ where interval_handlers.every_ms is distinct from excluded.every_ms or interval_
  */
 const TAKE = `
 with due as materialized (
-  select name from interval_handlers where name = any($2::text[]) and owner is null and next_due_at <= now()
+  select name, force_next from interval_handlers where name = any($2::text[]) and owner is null and next_due_at <= now()
   order by name
   for no key update
 )
-update interval_handlers set owner = $1, epoch = epoch + 1, run_started_at = now(),
+update interval_handlers h set owner = $1, epoch = epoch + 1, run_started_at = now(), force_next = false,
   next_due_at = coalesce(now() + make_interval(secs => every_ms / 1000.0), 'infinity'), updated_at = now()
-where name in (select name from due)
-returning name, epoch`;
+from due
+where h.name = due.name
+returning h.name, h.epoch, due.force_next as force`;
 
 /**
- * Records a tick's outcome, fenced: only the take that is still this worker's (same epoch) may.
+ * Records a tick's outcome (with its `extra`), fenced: only the take that is still this worker's (same epoch) may.
  * Answers how many cadence ticks the end skipped (counted by the trigger of migrations 000023 and
  * 000034: under the SKIP policy, every tick that came due while it ran) and how long it ran.
  */
 const RECORD = `
 with before as (select skipped_ticks from interval_handlers where name = $1)
 update interval_handlers set owner = null, run_started_at = null, overrun = false,
-  last_status = $4, last_count = $5, last_cause = $6, last_error = $7,
+  last_status = $4, last_count = $5, last_cause = $6, last_error = $7, last_extra = $8::jsonb,
   last_started_at = run_started_at, last_finished_at = now(),
   ok_runs = ok_runs + ($4 = 'OK')::int, error_runs = error_runs + ($4 = 'ERROR')::int, updated_at = now()
 where name = $1 and owner = $2 and epoch = $3
@@ -61,7 +62,7 @@ returning (skipped_ticks - (select skipped_ticks from before))::int as skipped, 
  */
 const RECORD_OVERRUN = `
 update interval_handlers set overrun = true,
-  last_status = 'ERROR', last_count = null, last_cause = 'TIMEOUT', last_error = $4,
+  last_status = 'ERROR', last_count = null, last_extra = null, last_cause = 'TIMEOUT', last_error = $4,
   last_started_at = run_started_at, last_finished_at = now(),
   error_runs = error_runs + 1, updated_at = now()
 where name = $1 and owner = $2 and epoch = $3`;
@@ -122,11 +123,11 @@ const ORPHANED = (overrun: boolean) => `
 const SWEEP = `
 with orphaned as materialized (${ORPHANED(false)})
 update interval_handlers h set owner = null, run_started_at = null,
-  last_status = 'ERROR', last_count = null, last_cause = 'CRASHED',
+  last_status = 'ERROR', last_count = null, last_extra = null, last_cause = 'CRASHED',
   last_error = 'its worker ' || h.owner || ' stopped heartbeating mid-run',
   last_started_at = h.run_started_at, last_finished_at = now(), error_runs = h.error_runs + 1, updated_at = now()
 where h.name in (select name from orphaned)
-returning h.name`;
+returning h.name, (extract(epoch from (h.last_finished_at - h.last_started_at)) * 1000)::bigint::int as elapsed_ms`;
 
 const SWEEP_OVERRUN = `
 with orphaned as materialized (${ORPHANED(true)})
@@ -142,9 +143,13 @@ export async function ensureIntervalHandlers(
   await pool.query(ENSURE, [handlers.map((h) => h.name), handlers.map((h) => h.everyMs), handlers.map((h) => h.overlap)]);
 }
 
-/** Takes the due, idle ticks among `names` for `workerId`; returns each with its epoch. */
-export async function takeTicks(pool: pg.Pool, workerId: string, names: string[]): Promise<{ name: string; epoch: string }[]> {
-  return (await pool.query<{ name: string; epoch: string }>(TAKE, [workerId, names])).rows;
+/** Takes the due, idle ticks among `names` for `workerId`; returns each with its epoch, and whether a trigger forced it. */
+export async function takeTicks(
+  pool: pg.Pool,
+  workerId: string,
+  names: string[],
+): Promise<{ name: string; epoch: string; force: boolean }[]> {
+  return (await pool.query<{ name: string; epoch: string; force: boolean }>(TAKE, [workerId, names])).rows;
 }
 
 /** A tick held: its handler, the worker and the epoch of the take. */
@@ -156,7 +161,8 @@ export interface TickFence {
 
 /** How a tick ends, as written (fenced). */
 export type TickEnding =
-  | { status: 'OK'; count: number | null }
+  /** `extra`: JSON text (see okOutcome), or null. */
+  | { status: 'OK'; count: number | null; extra?: string | null }
   | { status: 'ERROR'; cause: 'HANDLER' | 'TIMEOUT'; message: string }
   /** Past its timeout: recorded, but the tick stays owned (overrun) until its handler returns. */
   | { status: 'TIMEOUT'; message: string }
@@ -189,7 +195,7 @@ export async function endTickSkipping(pool: pg.Pool, f: TickFence, e: TickEnding
     const fence = [f.name, f.workerId, f.epoch];
     const res = await pool.query<{ skipped: number; overlap: 'SKIP' | 'QUEUE'; running_for_ms: number }>(
       RECORD,
-      e.status === 'OK' ? [...fence, 'OK', e.count, null, null] : [...fence, 'ERROR', null, e.cause, e.message],
+      e.status === 'OK' ? [...fence, 'OK', e.count, null, null, e.extra ?? null] : [...fence, 'ERROR', null, e.cause, e.message, null],
     );
     const row = res.rows[0];
     return row
@@ -207,9 +213,9 @@ async function endOther(pool: pg.Pool, f: TickFence, e: Exclude<TickEnding, { st
   return res.rowCount ?? 0;
 }
 
-/** Records ticks whose worker is gone as CRASHED and frees them; returns their names. */
-export async function sweepCrashedTicks(pool: pg.Pool): Promise<string[]> {
-  return (await pool.query<{ name: string }>(SWEEP)).rows.map((r) => r.name);
+/** Records ticks whose worker is gone as CRASHED and frees them; returns each with how long it had run. */
+export async function sweepCrashedTicks(pool: pg.Pool): Promise<{ name: string; elapsedMs: number }[]> {
+  return (await pool.query<{ name: string; elapsed_ms: number }>(SWEEP)).rows.map((r) => ({ name: r.name, elapsedMs: r.elapsed_ms }));
 }
 
 /** Frees overrun ticks whose worker is gone (their outcome is recorded); returns their names. */

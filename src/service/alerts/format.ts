@@ -39,6 +39,29 @@ export interface AlertMessage {
   suppressedCount: number;
   detail: Record<string, unknown>;
   createdAt: Date;
+  /** The alert's page in the console, from the gateway's public address; null when none is set. */
+  consoleUrl?: string | null;
+}
+
+/** The console page of an alert under the gateway's public address (JOBGATE_PUBLIC_URL); null without one. */
+export function consoleUrl(publicUrl: string | undefined, alertId: string): string | null {
+  if (!publicUrl) return null;
+  return `${publicUrl.replace(/\/+$/, '')}/console/alerts/${encodeURIComponent(alertId)}`;
+}
+
+/**
+ * How long a notification's condition has held, from its first occurrence to the notification,
+ * as a person reads it: `45 s`, `12 min 5 s`, `3 h 20 min`, `2 d 4 h`.
+ */
+export function elapsed(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return s % 60 ? `${m} min ${s % 60} s` : `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return m % 60 ? `${h} h ${m % 60} min` : `${h} h`;
+  const d = Math.floor(h / 24);
+  return h % 24 ? `${d} d ${h % 24} h` : `${d} d`;
 }
 
 /** Error texts in a notification are cut short: a notification is a pointer, not a log. */
@@ -94,8 +117,29 @@ export function firingSummary(condition: AlertCondition, subject: AlertSubject, 
     case 'NO_SUCCESS':
       return `No success of ${who} for ${duration(Number(d.noSuccessMs))}`;
     case 'FINDING':
-      return `A run of ${who} recorded a ${inline(d.severity)} finding "${inline(d.kind)}" on ${inline(d.resourceId)}`;
+      return findingSummary(who, d);
   }
+}
+
+interface FindingGroup {
+  kind: string;
+  severity: string;
+  count: number;
+}
+
+/**
+ * FINDING: the findings grouped by (kind, severity) with their counts, then the worst example. A
+ * detail written before findings were grouped (one finding, no `groups`) reads as it always did.
+ */
+function findingSummary(who: string, d: Record<string, unknown>): string {
+  const groups = Array.isArray(d.groups) ? (d.groups as FindingGroup[]) : [];
+  if (groups.length === 0 || typeof d.findings !== 'number')
+    return `A run of ${who} recorded a ${inline(d.severity)} finding "${inline(d.kind)}" on ${inline(d.resourceId)}`;
+  const shown = groups.slice(0, 5).map((g) => `${inline(g.count)} ${inline(g.severity)} "${inline(g.kind)}"`);
+  const more = groups.length - shown.length + Number(d.moreGroups ?? 0);
+  const listed = `${shown.join(', ')}${more > 0 ? ` and ${more} more kind(s)` : ''}`;
+  const runs = Array.isArray(d.runIds) && d.runIds.length > 1 ? `${d.runIds.length} runs` : 'A run';
+  return `${runs} of ${who} recorded ${inline(d.findings)} finding(s): ${listed}; worst: ${inline(d.severity)} "${inline(d.kind)}" on ${inline(d.resourceId)}`;
 }
 
 export function resolvedSummary(condition: AlertCondition, subject: AlertSubject): string {
@@ -173,6 +217,8 @@ function jsonBody(m: AlertMessage): Record<string, unknown> {
     suppressedCount: m.suppressedCount,
     detail: m.detail,
     createdAt: m.createdAt.toISOString(),
+    elapsedMs: Math.max(0, m.createdAt.getTime() - m.firstSeenAt.getTime()),
+    ...(m.consoleUrl ? { consoleUrl: m.consoleUrl } : {}),
   };
 }
 
@@ -190,9 +236,11 @@ export function emailInput(m: AlertMessage): { ruleId: string; subject: string; 
     `Subject: ${subjectLabel(m.subject)}`,
     `First seen: ${m.firstSeenAt.toISOString()}`,
     `Last seen: ${m.lastSeenAt.toISOString()}`,
+    `${m.kind === 'RESOLVED' ? 'Lasted' : 'Elapsed since first seen'}: ${elapsed(m.createdAt.getTime() - m.firstSeenAt.getTime())}`,
     `Occurrences: ${m.occurrences}`,
     `Suppressed since the last notification: ${m.suppressedCount}`,
     `Alert id: ${m.id}`,
+    ...(m.consoleUrl ? ['', `Open it in the console: ${m.consoleUrl}`] : []),
   ];
   // One line whatever the summary holds (nodemailer also folds line breaks in a header to spaces).
   const subject = `[jobgate] ${m.kind === 'FIRING' ? 'ALERT' : 'RESOLVED'}: ${inline(m.summary)}`;

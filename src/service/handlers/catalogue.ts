@@ -47,6 +47,8 @@ export interface HandlerOutcome {
   /** ERROR: HANDLER (it threw), TIMEOUT (ran past its timeout), CRASHED (its worker died mid-run). */
   cause: 'HANDLER' | 'TIMEOUT' | 'CRASHED' | null;
   message: string | null;
+  /** OK: the JSON the handler returned beside its count; null when it returned none. */
+  extra: unknown;
   startedAt: Date | null;
   finishedAt: Date | null;
 }
@@ -98,6 +100,8 @@ export interface HandlerInfo {
   /** RECOVERABLE only, in the caller's workspace. */
   schedule: RunScheduleState | null;
   lastRun: Run | null;
+  /** INTERVAL and RECOVERABLE: registered opted out of alerts (by any of its live workers). */
+  alertsOptOut: boolean;
 }
 
 /** A timestamptz that is a real instant ('infinity' comes back as a number). */
@@ -106,7 +110,10 @@ const num = (v: unknown): number | null => (v === null || v === undefined ? null
 
 /** The last outcome held by an interval handler's row; null before its first. */
 export function outcomeOf(
-  r: Pick<IntervalTickRow, 'last_status' | 'last_count' | 'last_cause' | 'last_error' | 'last_started_at' | 'last_finished_at'>,
+  r: Pick<
+    IntervalTickRow,
+    'last_status' | 'last_count' | 'last_cause' | 'last_error' | 'last_extra' | 'last_started_at' | 'last_finished_at'
+  >,
 ): HandlerOutcome | null {
   if (!r.last_status) return null;
   return {
@@ -114,6 +121,7 @@ export function outcomeOf(
     count: num(r.last_count),
     cause: r.last_cause,
     message: r.last_error,
+    extra: r.last_extra ?? null,
     startedAt: instant(r.last_started_at),
     finishedAt: instant(r.last_finished_at),
   };
@@ -138,12 +146,14 @@ function entriesOf(regs: LiveRegistrationRow[]): Entry[] {
         interval: null,
         schedule: null,
         lastRun: null,
+        alertsOptOut: false,
         timeoutMs: num(r.timeout_ms),
         scheduledHere: false,
       };
       byKey.set(key, h);
     }
     h.scheduledHere ||= r.scheduled_here;
+    h.alertsOptOut ||= r.alerts_opt_out;
     if (!h.workers.some((w) => w.id === r.id))
       h.workers.push({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at });
   }
@@ -231,15 +241,16 @@ export async function catalogue(
 }
 
 /**
- * For a tenant's keys: the catalogue without where workers run and without handler error text,
- * which belong to the installation (and an error can carry anything). Worker ids become their
+ * For a tenant's keys: the catalogue without where workers run and without handler error text or
+ * a tick's `extra`, which belong to the installation (an interval handler is installation-wide
+ * work, and either can carry anything). Worker ids become their
  * digest, so `runningOn` still matches `workers`.
  */
 function withoutInstallationDetails(h: HandlerInfo): HandlerInfo {
   return {
     ...h,
     workers: h.workers.map((w) => ({ ...w, id: opaqueWorkerId(w.id), host: null, pid: null })),
-    lastOutcome: h.lastOutcome ? { ...h.lastOutcome, message: null } : null,
+    lastOutcome: h.lastOutcome ? { ...h.lastOutcome, message: null, extra: null } : null,
     interval: h.interval ? { ...h.interval, runningOn: h.interval.runningOn === null ? null : opaqueWorkerId(h.interval.runningOn) } : null,
   };
 }

@@ -47,15 +47,20 @@ const WAIT_POLL_MAX_MS = 100;
 
 export const triggerHandlerSchema = z.object({
   name: z.string().regex(HANDLER_NAME, HANDLER_NAME_RULE),
+  /**
+   * The triggered tick runs with `force` (its handler skips its own grace window). Without
+   * `ifRunning`, it also queues one more tick while one runs, as it always has.
+   */
   force: z.boolean().nullish(),
   /** Wait for the triggered tick's outcome (up to waitTimeoutMs) and return it. */
   wait: z.boolean().nullish(),
   waitTimeoutMs: z.number().int().min(1).max(MAX_TRIGGER_WAIT_MS).nullish(),
   /**
-   * While a tick runs (and without force): REFUSE (default) throws CONFLICT; SKIP answers
-   * ALREADY_RUNNING, with the running tick's start, and changes nothing.
+   * While a tick runs: REFUSE (default without force) throws CONFLICT; SKIP answers
+   * ALREADY_RUNNING, with the running tick's start, and changes nothing; QUEUE (default with
+   * force) queues one more tick right after it.
    */
-  ifRunning: z.enum(['REFUSE', 'SKIP']).nullish(),
+  ifRunning: z.enum(['REFUSE', 'SKIP', 'QUEUE']).nullish(),
 });
 export type TriggerHandlerInput = z.input<typeof triggerHandlerSchema>;
 
@@ -93,10 +98,16 @@ export interface TriggerHandlerResult {
   tick: TriggeredTick | null;
 }
 
+/** What a trigger does while a tick runs: `ifRunning` when given, else QUEUE with force (as before it existed), else REFUSE. */
+export function whileRunning(input: { force?: boolean | null; ifRunning?: 'REFUSE' | 'SKIP' | 'QUEUE' | null }) {
+  return input.ifRunning ?? (input.force ? 'QUEUE' : 'REFUSE');
+}
+
 /**
  * The trigger's work inside its audited transaction: the handler must have a live worker; a
- * running tick refuses (CONFLICT), answers ALREADY_RUNNING (`ifRunning: SKIP`, nothing changed)
- * or, with force, queues one more. Answers the result and the epoch seen (null: nothing made due).
+ * running tick refuses (CONFLICT), answers ALREADY_RUNNING (SKIP, nothing changed) or queues one
+ * more (QUEUE); see whileRunning. With force, the tick made due runs forced. Answers the result
+ * and the epoch seen (null: nothing made due).
  */
 async function applyTrigger(
   trx: Transaction<DB>,
@@ -107,7 +118,8 @@ async function applyTrigger(
   if (!found) throw new NoLiveWorkerError('INTERVAL', input.name, 'start a worker that registers it');
   const row = await lockIntervalHandler(trx, input.name);
   if (!row) throw new NotFoundError('Handler', input.name);
-  if (row.owner !== null && !input.force && input.ifRunning === 'SKIP') {
+  const policy = whileRunning(input);
+  if (row.owner !== null && policy === 'SKIP') {
     const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
     const skipped = {
       handler: handlerFor(actor, handler!),
@@ -117,16 +129,16 @@ async function applyTrigger(
     };
     return { result: skipped, epoch: null };
   }
-  if (row.owner !== null && !input.force) {
+  if (row.owner !== null && policy === 'REFUSE') {
     throw new ConflictError(
-      `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with force to run it again right after`,
+      `interval handler ${input.name} is running (since ${row.run_started_at?.toISOString()}); trigger it with ifRunning: QUEUE to run it again right after, or ifRunning: SKIP to be answered ALREADY_RUNNING`,
       {
         runningOn: seesInstallation(actor) ? row.owner : opaqueWorkerId(row.owner),
       },
     );
   }
   // Due now. A running tick keeps its owner, so the next one is taken only once it ends: never two at once.
-  await makeIntervalDueNow(trx, input.name);
+  await makeIntervalDueNow(trx, input.name, input.force === true);
   const [handler] = await catalogue(trx, actor, { kind: 'INTERVAL', name: input.name });
   const outcome = row.owner !== null ? ('QUEUED_AFTER_RUNNING' as const) : ('DUE_NOW' as const);
   // The tick this trigger made due is the next take: an epoch above the one seen here.
@@ -212,17 +224,18 @@ export function createHandlersService(ctx: ServiceContext) {
 
     /**
      * Makes an interval handler's next tick due now (an on-demand handler's only way to run); a
-     * worker that has it runs it within its poll period. While it is running: refused (CONFLICT)
-     * without `force`; with `force`, one more tick is queued right after the running one (ticks
-     * never overlap). ADMIN only.
+     * worker that has it runs it within its poll period. With `force`, that tick runs with
+     * `force: true` in its context (the handler skips its own grace window). While a tick is
+     * running, `ifRunning` decides: REFUSE (CONFLICT; the default without force), QUEUE (one more
+     * tick right after the running one, never beside it; the default with force, as force alone
+     * always did) or SKIP (answered ALREADY_RUNNING with the running tick's start; nothing
+     * changes). ADMIN only.
      *
      * With `wait`, answers once that tick's outcome is recorded, or when `waitTimeoutMs` (default
      * 30 s, at most 120 s) runs out (`tick.state` RUNNING or PENDING; the tick still runs). The
      * trigger commits first; the wait holds no transaction and no connection: it reads the
      * handler's one row now and then (a primary-key probe, from every 25 ms up to every 100 ms).
      * Not inside the caller's transaction (the trigger takes effect only when it commits).
-     * With `ifRunning: SKIP`, a trigger while a tick runs (without force) is answered
-     * ALREADY_RUNNING with the running tick's start instead of CONFLICT, and changes nothing.
      * Throws NOT_FOUND (no live worker has it), CONFLICT, FORBIDDEN, VALIDATION_FAILED.
      */
     async triggerHandler(actor: Actor, raw: TriggerHandlerInput): Promise<TriggerHandlerResult> {
@@ -242,7 +255,7 @@ export function createHandlersService(ctx: ServiceContext) {
       const tick = await awaitTick(input.name, epoch, input.waitTimeoutMs ?? DEFAULT_TRIGGER_WAIT_MS);
       return {
         ...result,
-        tick: tick.outcome && !seesInstallation(actor) ? { ...tick, outcome: { ...tick.outcome, message: null } } : tick,
+        tick: tick.outcome && !seesInstallation(actor) ? { ...tick, outcome: { ...tick.outcome, message: null, extra: null } } : tick,
       };
     },
   };

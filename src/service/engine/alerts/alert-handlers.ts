@@ -24,6 +24,12 @@ export interface AlertEmailOptions {
   from?: string | undefined;
   /** Recipients when a rule names none (JOBGATE_ALERT_EMAIL_TO). */
   defaultTo?: string[] | undefined;
+  /**
+   * The gateway's public address, e.g. `https://jobs.example.com` (JOBGATE_PUBLIC_URL): each
+   * notification's email (and JSON webhook, as `consoleUrl`) links to the alert in its console.
+   * No link without it.
+   */
+  publicUrl?: string | undefined;
 }
 
 const emailJobInput = z.object({
@@ -96,7 +102,7 @@ export function alertEmailHandler(pool: pg.Pool, options: AlertEmailOptions): Ha
 export function registerAlertHandlers(registry: HandlerRegistry, pool: pg.Pool, options: AlertEmailOptions = {}): void {
   if (registry.get(ALERTS_HANDLER)) return;
   registry.register(ALERTS_HANDLER, undefined, async (_input, ctx) => {
-    await evaluateAlerts(pool, ctx.workspaceId);
+    await evaluateAlerts(pool, ctx.workspaceId, { publicUrl: options.publicUrl });
   });
   registry.register(ALERT_EMAIL_HANDLER, undefined, alertEmailHandler(pool, options));
 }

@@ -36,6 +36,7 @@ import {
   lockCursor,
   readOpenWriters,
   readSequencePositions,
+  recoverablesOptedOut,
   saveCursor,
   type AlertCursorRow,
 } from '../../../db/statements/alert-evaluation.js';
@@ -63,11 +64,11 @@ export interface EvaluateResult {
 export async function evaluateAlerts(
   pool: pg.Pool,
   workspaceId: string,
-  options: { batch?: number; settleWaitMs?: number } = {},
+  options: { batch?: number; settleWaitMs?: number; publicUrl?: string | undefined } = {},
 ): Promise<EvaluateResult> {
   const result: EvaluateResult = { evaluated: false, notifications: 0 };
   for (let i = 0; i < 20; i++) {
-    const p = await pass(pool, workspaceId, options.batch ?? 1000, options.settleWaitMs ?? 500);
+    const p = await pass(pool, workspaceId, options.batch ?? 1000, options.settleWaitMs ?? 500, options.publicUrl);
     if (!p.evaluated) return result;
     result.evaluated = true;
     result.notifications += p.notifications;
@@ -108,6 +109,7 @@ async function pass(
   workspaceId: string,
   batch: number,
   settleWaitMs: number,
+  publicUrl: string | undefined,
 ): Promise<{ evaluated: boolean; more: boolean; notifications: number }> {
   return inTransaction(pool, async (client) => {
     const cur = await lockCursor(client, workspaceId);
@@ -119,15 +121,16 @@ async function pass(
     let eventsTo = upTo.events;
     let findingsTo = upTo.findings;
     let more = false;
-    const evaluator = new Evaluation(client, workspaceId, now);
+    const evaluator = new Evaluation(client, workspaceId, now, publicUrl);
     if (rules.length > 0) {
       const signals: Signal[] = [];
+      const optedOut = await recoverablesOptedOut(client);
       const events = await eventsToEvaluate(client, workspaceId, BigInt(cur.events_after), upTo.events, batch);
       if (events.length === batch) {
         eventsTo = BigInt(events.at(-1)!.id);
         more = true;
       }
-      signals.push(...eventSignals(events, rules));
+      signals.push(...eventSignals(events, rules, optedOut));
       const findingRules = rules.filter((r) => r.condition === 'FINDING');
       if (findingRules.length > 0) {
         const findings = await findingsToEvaluate(client, workspaceId, BigInt(cur.findings_after), upTo.findings, batch);
@@ -135,14 +138,14 @@ async function pass(
           findingsTo = BigInt(findings.at(-1)!.id);
           more = true;
         }
-        signals.push(...findingSignals(findings, findingRules));
+        signals.push(...findingSignals(findings, findingRules, optedOut));
       }
       const levelRules = rules.filter((r) => ['INTERVAL_ERROR', 'SCHEDULE_ERROR', 'NO_SUCCESS'].includes(r.condition));
       await evaluator.preload(
         signals,
         [...levelRules, ...findingRules].map((r) => r.id),
       );
-      signals.push(...(await stateSignals(client, workspaceId, levelRules, now, evaluator.firingKeys())));
+      signals.push(...(await stateSignals(client, workspaceId, levelRules, now, evaluator.firingKeys(), optedOut)));
       for (const s of signals) await evaluator.apply(s);
       // After this pass's findings: a clean run resolves what they fired only once they are applied.
       if (findingRules.length > 0) {
@@ -160,7 +163,7 @@ type EvaluatedEvent = Awaited<ReturnType<typeof eventsToEvaluate>>[number];
 type EvaluatedFinding = Awaited<ReturnType<typeof findingsToEvaluate>>[number];
 
 /** Occurrences and clearances of EXECUTION_FAILED and RUN_FAILED rules in a pass's events. */
-function eventSignals(events: EvaluatedEvent[], rules: AlertRuleRow[]): Signal[] {
+function eventSignals(events: EvaluatedEvent[], rules: AlertRuleRow[], optedOut: Set<string>): Signal[] {
   const signals: Signal[] = [];
   for (const e of events) {
     if (e.topic === 'EXECUTION') {
@@ -181,7 +184,7 @@ function eventSignals(events: EvaluatedEvent[], rules: AlertRuleRow[]): Signal[]
           signals.push({ rule, subject, at: e.created_at, kind: 'occur', detail });
         } else signals.push({ rule, subject, at: e.created_at, kind: 'clear' });
       }
-    } else if (e.name) {
+    } else if (e.name && !optedOut.has(e.name)) {
       const subject = handlerSubject('RECOVERABLE', e.name);
       for (const rule of rules) {
         if (rule.condition !== 'RUN_FAILED' || !selects(rule, { name: e.name })) continue;
@@ -196,21 +199,72 @@ function eventSignals(events: EvaluatedEvent[], rules: AlertRuleRow[]): Signal[]
   return signals;
 }
 
-/** Occurrences of FINDING rules in a pass's findings. */
-function findingSignals(findings: EvaluatedFinding[], findingRules: AlertRuleRow[]): Signal[] {
-  const signals: Signal[] = [];
+/** At most this many (kind, severity) groups are listed in one notification; the rest are counted. */
+const MAX_FINDING_GROUPS = 20;
+
+/**
+ * Occurrences of FINDING rules in a pass's findings: one per (rule, handler), grouping its
+ * findings by (kind, severity) with their counts and the worst example (the highest severity,
+ * first seen), so one notification says what was found instead of naming one finding and counting
+ * the rest as suppressed. The worst example's fields stay at the top of the detail (runId,
+ * findingId, kind, severity, resourceId), as a single finding's were.
+ */
+function findingSignals(findings: EvaluatedFinding[], findingRules: AlertRuleRow[], optedOut: Set<string>): Signal[] {
+  const byRuleHandler = new Map<string, { rule: AlertRuleRow; name: string; found: EvaluatedFinding[] }>();
   for (const f of findings) {
+    if (optedOut.has(f.run_name)) continue;
     for (const rule of findingRules) {
       if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[rule.min_severity ?? 'INFO'] || !selects(rule, { name: f.run_name })) continue;
-      const detail = {
-        runId: f.run_id,
-        findingId: f.id,
-        kind: excerpt(f.kind, 200),
-        severity: f.severity,
-        resourceId: excerpt(f.resource_id, 200),
-      };
-      signals.push({ rule, subject: handlerSubject('RECOVERABLE', f.run_name), at: f.created_at, kind: 'occur', detail });
+      const key = `${rule.id}\u0000${f.run_name}`;
+      let g = byRuleHandler.get(key);
+      if (!g) byRuleHandler.set(key, (g = { rule, name: f.run_name, found: [] }));
+      g.found.push(f);
     }
   }
-  return signals;
+  return [...byRuleHandler.values()].map(({ rule, name, found }) => {
+    const detail = groupedFindings(found);
+    const total = found.length;
+    return {
+      rule,
+      subject: handlerSubject('RECOVERABLE', name),
+      at: found.at(-1)!.created_at,
+      kind: 'occur' as const,
+      detail,
+      countFrom: () => total,
+      grouped: true,
+    };
+  });
+}
+
+/** A handler's findings of one pass as a notification's detail: the worst first, then groups by (kind, severity). */
+export function groupedFindings(found: EvaluatedFinding[]): Record<string, unknown> {
+  const rank = (f: EvaluatedFinding) => SEVERITY_RANK[f.severity];
+  // Findings come in id order: the first of the highest severity is the worst example.
+  const worst = found.reduce((w, f) => (rank(f) > rank(w) ? f : w));
+  const groups = new Map<string, { kind: string; severity: EvaluatedFinding['severity']; count: number; example: EvaluatedFinding }>();
+  for (const f of found) {
+    const key = `${f.severity}\u0000${f.kind}`;
+    const g = groups.get(key);
+    if (g) g.count++;
+    else groups.set(key, { kind: f.kind, severity: f.severity, count: 1, example: f });
+  }
+  const sorted = [...groups.values()].sort(
+    (a, b) => SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity] || b.count - a.count || (a.kind < b.kind ? -1 : 1),
+  );
+  return {
+    runId: worst.run_id,
+    findingId: worst.id,
+    kind: excerpt(worst.kind, 200),
+    severity: worst.severity,
+    resourceId: excerpt(worst.resource_id, 200),
+    findings: found.length,
+    runIds: [...new Set(found.map((f) => f.run_id))],
+    groups: sorted.slice(0, MAX_FINDING_GROUPS).map((g) => ({
+      kind: excerpt(g.kind, 200),
+      severity: g.severity,
+      count: g.count,
+      example: { findingId: g.example.id, runId: g.example.run_id, resourceId: excerpt(g.example.resource_id, 200) },
+    })),
+    moreGroups: Math.max(0, sorted.length - MAX_FINDING_GROUPS),
+  };
 }

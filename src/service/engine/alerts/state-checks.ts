@@ -28,6 +28,8 @@ export interface Signal {
   /** State checks: the counter seen now, and how many occurrences it is past the one last seen. */
   observed?: string;
   countFrom?: (previous: string | null) => number;
+  /** Its notification describes every occurrence it counts (grouped findings): none is left over as suppressed. */
+  grouped?: boolean;
 }
 
 /** Whether the rule's subject selection takes this subject (no selection takes every one). */
@@ -56,6 +58,7 @@ export async function stateSignals(
   rules: AlertRuleRow[],
   now: Date,
   firing: Set<string>,
+  optedOut: Set<string> = new Set(),
 ): Promise<Signal[]> {
   const signals: Signal[] = [];
   let intervals: IntervalHealth[] | undefined;
@@ -104,7 +107,7 @@ export async function stateSignals(
           signals.push({ rule, subject: jobSubject(subjectKey.slice(4), null), at: now, kind: 'clear' });
       }
     } else if (rule.condition === 'NO_SUCCESS') {
-      signals.push(...(await noSuccessSignals(client, workspaceId, rule, now, firing, loadIntervals)));
+      signals.push(...(await noSuccessSignals(client, workspaceId, rule, now, firing, loadIntervals, optedOut)));
     }
   }
   return signals;
@@ -118,6 +121,7 @@ async function noSuccessSignals(
   now: Date,
   firing: Set<string>,
   loadIntervals: () => Promise<IntervalHealth[]>,
+  optedOut: Set<string>,
 ): Promise<Signal[]> {
   const signals: Signal[] = [];
   const clearIfFiring = (subject: AlertSubject) => {
@@ -146,11 +150,11 @@ async function noSuccessSignals(
   }
   if (rule.handler_names.length > 0) {
     const byName = new Map((await loadIntervals()).map((h) => [h.name, h]));
-    const recoverable = rule.handler_names.filter((n) => !byName.has(n));
+    const recoverable = rule.handler_names.filter((n) => !byName.has(n) && !optedOut.has(n));
     const runs = recoverable.length ? await recoverablesLastSuccess(client, workspaceId, recoverable) : new Map<string, Date | null>();
     for (const name of rule.handler_names) {
       const h = byName.get(name);
-      if (h?.opt_out) continue;
+      if (h?.opt_out || (!h && optedOut.has(name))) continue;
       if (h) check(handlerSubject('INTERVAL', name), h.last_ok_at ?? h.created_at, { name });
       else check(handlerSubject('RECOVERABLE', name), runs.get(name) ?? null, { name });
     }

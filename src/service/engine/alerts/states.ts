@@ -22,6 +22,7 @@ import {
   resolvedSummary,
   webhookBody,
   withSuppressed,
+  consoleUrl,
   type AlertMessage,
   type AlertSubject,
 } from '../../alerts/format.js';
@@ -40,6 +41,8 @@ export class Evaluation {
     private readonly client: pg.PoolClient,
     private readonly workspaceId: string,
     private readonly now: Date,
+    /** The gateway's public address: its notifications link into its console (none without it). */
+    private readonly publicUrl?: string,
   ) {}
 
   async preload(signals: Signal[], levelRuleIds: string[]): Promise<void> {
@@ -124,7 +127,7 @@ export class Evaluation {
     st.last_notified_at = this.now;
     st.window_start = this.now;
     st.notified = true;
-    st.suppressed = count - 1;
+    st.suppressed = s.grouped ? 0 : count - 1;
   }
 
   async flush(): Promise<void> {
@@ -207,6 +210,7 @@ export class Evaluation {
       suppressedCount: st.suppressed,
       detail,
       createdAt: row.created_at,
+      consoleUrl: consoleUrl(this.publicUrl, row.id),
     };
     const webhook = rule.webhook_endpoint_id
       ? await enqueueDelivery(

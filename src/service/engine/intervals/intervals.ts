@@ -9,7 +9,8 @@
  *    with a new epoch; the other workers' concurrent takes find nothing. A tick never overlaps
  *    the previous one: ticks due while it runs coalesce into one, taken when it ends (the others
     are counted in `skipped_ticks`, by a trigger of migration 000023).
- *  - Outcomes: OK with the count the handler returned, or ERROR with a cause: HANDLER (it
+ *  - Outcomes: OK with the count and JSON `extra` the handler returned (./tick-outcome.ts), or
+ *    ERROR with a cause: HANDLER (it
  *    threw), TIMEOUT (it ran past its timeout: its signal is aborted and the outcome is recorded
  *    at once; whatever it returns later is not), CRASHED (its worker stopped heartbeating
  *    mid-run, found by the sweep every worker runs).
@@ -22,12 +23,16 @@
  *    worker goes. What it returns then is not recorded. If its worker dies during the grace, the
  *    sweep frees it without recording a second outcome. Writes are fenced on the epoch, so a late
  *    finisher can never overwrite a later outcome. A handler that throws never stops the loop.
+ *  - A tick made due by a trigger with `force` runs with `ctx.force` (the take hands it the
+ *    row's `force_next` mark): its handler skips its own grace window.
+ *  - Each tick writes one structured log line (logTick).
  *  - A clean shutdown aborts the signal and waits a grace period; a tick that did not finish by
  *    then (or threw because it was aborted) is handed back, due at once, for another worker.
  */
 import type pg from 'pg';
 import type { Logger } from '../../../log.js';
 import { storableText } from '../../kernel/inputs.js';
+import { logTick, okOutcome, type IntervalResult } from './tick-outcome.js';
 import { noopObserver, type Observer } from '../../kernel/observer.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { onIntervalHint } from './wake.js';
@@ -50,10 +55,14 @@ export interface IntervalContext {
   name: string;
   /** The worker running this tick. */
   workerId: string;
+  /**
+   * A trigger with `force` made this tick due: skip your own grace window (a "ran recently, nothing
+   * to do" check of the handler's own) and do the work now. False for cadence ticks.
+   */
+  force: boolean;
 }
 
-/** What a tick returns: how many things it handled (shown as the last outcome's count). */
-export type IntervalResult = { count?: number } | void;
+export type { IntervalResult } from './tick-outcome.js';
 
 export interface IntervalHandler {
   name: string;
@@ -147,7 +156,7 @@ interface ActiveTick {
 async function runTick(
   handler: IntervalHandler,
   state: ActiveTick,
-  ids: { name: string; workerId: string },
+  ids: { name: string; workerId: string; force: boolean },
   record: (result: Outcome) => Promise<boolean>,
   abandoned: (settled: Promise<unknown>) => void,
 ): Promise<void> {
@@ -181,8 +190,7 @@ async function runTick(
       // Not marked overrun (its write failed): RELEASE would match nothing, so the TIMEOUT is the outcome to write.
       result = overrun ? { status: 'RELEASE' } : { status: 'ERROR', cause: 'TIMEOUT', message };
     } else {
-      const count = r && typeof r.count === 'number' && Number.isFinite(r.count) ? Math.max(0, Math.floor(r.count)) : null;
-      result = { status: 'OK', count };
+      result = { status: 'OK', ...okOutcome(r) };
     }
   } catch (error) {
     // Postgres text cannot hold a NUL: left in, the outcome could never be written.
@@ -232,13 +240,14 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   });
   let unsubscribeHint: (() => void) | undefined;
 
-  async function execute(name: string, epoch: string) {
+  async function execute(name: string, epoch: string, force: boolean) {
     const handler = options.registry.get(name)!;
+    const startedAt = performance.now();
     await runTick(
       handler,
       active.get(name)!,
-      { name, workerId },
-      (result) => record(name, epoch, result),
+      { name, workerId, force },
+      (result) => record(name, epoch, result, Math.round(performance.now() - startedAt)),
       (settled) => {
         const key = `${name}:${epoch}`;
         abandoned.set(key, { name, since: new Date() });
@@ -254,7 +263,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
   }
 
   /** Writes the outcome (fenced); false when the write failed (then retried by later passes, but for TIMEOUT). */
-  async function record(name: string, epoch: string, result: Outcome): Promise<boolean> {
+  async function record(name: string, epoch: string, result: Outcome, elapsedMs?: number): Promise<boolean> {
     unrecorded.delete(name);
     try {
       const { matched, skips } = await endTickSkipping(pool, { name, workerId, epoch }, result);
@@ -267,11 +276,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
         log.debug(`worker ${workerId}: interval ${name}: the overrun tick was already freed`);
       else if (matched === 0)
         log.warn(`worker ${workerId}: interval ${name}: the tick is no longer this worker's; its outcome is not recorded`);
-      else if (result.status === 'ERROR') log.warn(`worker ${workerId}: interval ${name}: handler: ${result.message}`);
-      else if (result.status === 'TIMEOUT')
-        log.warn(
-          `worker ${workerId}: interval ${name}: timeout: ${result.message}; it keeps its slot until its handler returns, or its grace ends`,
-        );
+      else if (result.status === 'OK' || result.status === 'ERROR' || result.status === 'TIMEOUT')
+        logTick(log, workerId, name, result, skips?.runningForMs ?? elapsedMs ?? null);
       else if (result.status === 'ABANDON')
         log.warn(
           `worker ${workerId}: interval ${name}: its handler ignored its signal through the grace after its timeout; abandoned: ` +
@@ -308,8 +314,8 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
       const askedAt = performance.now();
       const swept = await sweepCrashedTicks(pool);
       availability.reached(askedAt);
-      for (const name of swept)
-        log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating mid-run; recorded as crashed`);
+      for (const { name, elapsedMs } of swept)
+        logTick(log, workerId, name, { status: 'CRASHED', message: 'its worker stopped heartbeating mid-run' }, elapsedMs);
       for (const name of await sweepOverrunTicks(pool))
         log.warn(`worker ${workerId}: interval ${name}: its worker stopped heartbeating while the tick ran past its timeout; freed`);
       await forgetAbandonedOfGoneWorkers(pool);
@@ -327,7 +333,7 @@ export function createIntervalRunner(options: IntervalRunnerOptions) {
     for (const row of rows) {
       const state = { controller: new AbortController(), done: Promise.resolve(), stopping: false };
       active.set(row.name, state);
-      state.done = execute(row.name, row.epoch).finally(() => {
+      state.done = execute(row.name, row.epoch, row.force).finally(() => {
         active.delete(row.name);
         if (running) setImmediate(() => void loop.poke());
       });

@@ -73,6 +73,8 @@ export interface RecoverableHandler<P = any> {
   params?: ZodType<P> | undefined;
   /** Runs it on a cron or an interval (in one workspace). */
   schedule?: RunSchedule | undefined;
+  /** Never raise alerts about this handler's runs (published in the catalogue, read by the alert evaluator). */
+  alertsOptOut?: boolean | undefined;
   run(store: RunStore<P>, params: P): Promise<RunOutcome>;
 }
 

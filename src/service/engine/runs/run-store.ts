@@ -102,6 +102,8 @@ interface ExecutionStore {
    * backoff, rather than recorded FAILED; a pause or completion it returns stands.
    */
   unavailable(): boolean;
+  /** What the run's last checkpoint in this take said: processed (null before one) and its stats. */
+  progress(): { processed: number | null; stats: Record<string, unknown> };
 }
 
 function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, deps: RunExecutionDeps): ExecutionStore {
@@ -109,6 +111,7 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
   let stats = run.stats ?? {};
   let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
   let unavailable = false;
+  let processed: number | null = null;
   const lost = (): never => {
     state.lost = true;
     throw new RunLostError(`run ${run.id} is no longer this worker's`);
@@ -147,6 +150,7 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
       // Only once written: a checkpoint retried after a failure does not count its stats twice.
       stats = merged;
       cursor = next;
+      processed = checkpoint.processed;
     },
     async status() {
       if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
@@ -164,7 +168,7 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
       return inserted;
     },
   };
-  return { store, cursor: () => cursor, unavailable: () => unavailable };
+  return { store, cursor: () => cursor, unavailable: () => unavailable, progress: () => ({ processed, stats }) };
 }
 
 /** Heartbeats the run while its handler runs; returns the stop. */
@@ -225,9 +229,55 @@ function endingOf(result: unknown, exec: ExecutionStore, state: RunState): RunEn
   return { kind: state.stopping ? 'hand-back' : 'paused', cursor, cursorJson };
 }
 
+/** A cursor as a log line shows it: its JSON, or base64 for bytes; cut to 500 characters. */
+function loggedCursor(cursor: Buffer | null, json: boolean): unknown {
+  if (cursor === null) return null;
+  const text = json ? cursor.toString('utf8') : `base64:${cursor.toString('base64')}`;
+  if (text.length > 500) return `${text.slice(0, 500)}…`;
+  return json ? (JSON.parse(text) as unknown) : text;
+}
+
+/**
+ * A run's one log line when this take of it ends (recorded): `{ kind: 'recoverable', handler,
+ * run_id, outcome, cause, completed, paused, count, elapsed_ms, extra, cursor }`. `count` is the
+ * processed count of its last checkpoint in this take, `extra` its accumulated stats, `elapsed_ms`
+ * this take's time (a run resumed after a pause has one line per take). A crashed run's line is the
+ * sweep's (./runner.ts).
+ */
+function logRunEnd(
+  log: RunExecutionDeps['log'],
+  owner: string,
+  run: TakenRun,
+  ending: RunEnding,
+  progress: { processed: number | null; stats: Record<string, unknown> },
+  elapsedMs: number,
+): void {
+  const outcome = { completed: 'COMPLETED', failed: 'FAILED', paused: 'PAUSED', 'hand-back': 'HANDED_BACK', outage: 'HANDED_BACK' }[
+    ending.kind
+  ];
+  const cause = { completed: null, failed: 'HANDLER', paused: null, 'hand-back': 'SHUTDOWN', outage: 'OUTAGE' }[ending.kind];
+  const fields = {
+    kind: 'recoverable',
+    handler: run.name,
+    run_id: run.id,
+    outcome,
+    cause,
+    completed: ending.kind === 'completed',
+    paused: ending.kind === 'paused',
+    count: progress.processed,
+    elapsed_ms: elapsedMs,
+    extra: progress.stats,
+    cursor: ending.kind === 'paused' || ending.kind === 'hand-back' ? loggedCursor(ending.cursor, ending.cursorJson) : null,
+  };
+  const msg = `runner ${owner}: run ${run.id} (${run.name}): ${outcome}${ending.kind === 'failed' ? `: ${ending.message}` : ''}`;
+  if (ending.kind === 'completed' || ending.kind === 'paused') log.info(msg, fields);
+  else log.warn(msg, fields);
+}
+
 /** Runs a taken run's handler to its end and records the end, fenced on the take. */
 export async function executeRun(handler: RecoverableHandler, run: TakenRun, state: RunState, deps: RunExecutionDeps): Promise<void> {
   const { log, owner } = deps;
+  const startedAt = performance.now();
   const fence: RunFence = { runId: run.id, epoch: run.epoch, owner };
   const exec = createExecutionStore(run, fence, state, deps);
   const stopBeating = heartbeatWhileRunning(fence, state, deps);
@@ -246,6 +296,7 @@ export async function executeRun(handler: RecoverableHandler, run: TakenRun, sta
     log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
   try {
     if (!(await endRun(deps.pool, fence, ending))) state.lost = true;
+    else logRunEnd(log, owner, run, ending, exec.progress(), Math.round(performance.now() - startedAt));
   } catch (error) {
     log.error(`runner ${owner}: recording the outcome of run ${run.id} failed: ${(error as Error).message}`);
   }

@@ -77,7 +77,15 @@ export function createRunner(options: RunnerOptions) {
     if (!availability.down && availability.sinceBack() >= staleMs) {
       const askedAt = performance.now();
       for (const row of await sweepStaleRuns(pool, staleMs))
-        log.warn(`runner ${owner}: run ${row.id} (${row.name}) stopped heartbeating; paused`);
+        log.warn(`runner ${owner}: run ${row.id} (${row.name}) stopped heartbeating; paused`, {
+          kind: 'recoverable',
+          handler: row.name,
+          run_id: row.id,
+          outcome: 'PAUSED',
+          cause: 'CRASHED',
+          completed: false,
+          paused: true,
+        });
       availability.reached(askedAt);
     }
     const names = options.registry.names();

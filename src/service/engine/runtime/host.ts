@@ -53,6 +53,7 @@ export function registrationsOf(handlers: HandlerRegistry, recoverables: Recover
       timezone: h.schedule?.timezone,
       everyMs: h.schedule?.everyMs,
       workspace: h.schedule ? (h.schedule.workspace ?? 'default') : undefined,
+      ...(h.alertsOptOut ? { alertsOptOut: true } : {}),
     })),
     ...intervals.list().map((h): Registration => ({
       kind: 'INTERVAL',

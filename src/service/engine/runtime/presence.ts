@@ -27,7 +27,7 @@ export interface Registration {
   timeoutMs?: number | undefined;
   /** RECOVERABLE scheduled: the slug of the workspace its schedule triggers runs in. */
   workspace?: string | undefined;
-  /** INTERVAL: opted out of alerts at registration. */
+  /** INTERVAL and RECOVERABLE: opted out of alerts at registration. */
   alertsOptOut?: boolean | undefined;
 }
 
