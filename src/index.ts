@@ -16,7 +16,7 @@ import type { AlertEmailOptions } from './service/engine/alerts/alert-handlers.j
 import type { PrunerOptions } from './service/engine/maintenance/pruner.js';
 import type { RetentionSettingsDefaults } from './service/retention/windows.js';
 import type { IntervalHandler } from './service/engine/intervals/intervals.js';
-import type { RecoverableHandler, RunSchedule } from './service/engine/runs/recoverable.js';
+import type { RecoverableHandler, RunRetry, RunSchedule } from './service/engine/runs/recoverable.js';
 import type { RunDueResult } from './service/engine/serverless/run-due.js';
 import type { Worker, WorkerOptions } from './service/engine/worker/worker.js';
 import type { Actor, Role } from './service/kernel/actor.js';
@@ -142,9 +142,14 @@ export interface Jobgate {
    * started with `triggerRun({ name, params })`, refused (NOT_FOUND) while no live worker has
    * the handler unless `force: true`; workers started here run them. With `schedule`
    * (`{ cron, timezone? }` or `{ everyMs }`, plus `params` and `workspace`), each tick calls
-   * `triggerRun`: a tick that finds the run active starts nothing and is counted.
+   * `triggerRun`: a tick that finds the run active starts nothing and is counted. A run whose
+   * handler throws is retried from its last checkpoint with backoff, `retry.budget` times (default
+   * 3) since its last progress; `store.transaction` commits a checkpoint with the handler's own writes.
    */
-  recoverable<P = unknown>(name: string, handler: { params?: ZodType<P>; schedule?: RunSchedule; run: RecoverableHandler<P>['run'] }): void;
+  recoverable<P = unknown>(
+    name: string,
+    handler: { params?: ZodType<P>; schedule?: RunSchedule; retry?: RunRetry; run: RecoverableHandler<P>['run'] },
+  ): void;
   /**
    * Registers an interval handler: plain periodic work, run every `everyMs` by one of the
    * workers that registered it (never two ticks at once: ticks due while one runs coalesce, and
@@ -240,7 +245,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
     },
     recoverable(name, handler) {
-      recoverables.register({ name, params: handler.params, schedule: handler.schedule, run: handler.run });
+      recoverables.register({ name, params: handler.params, schedule: handler.schedule, retry: handler.retry, run: handler.run });
     },
     interval(name, handler) {
       intervals.register({ ...handler, name });
@@ -265,7 +270,16 @@ export { UnrecoverableError, type HandlerContext, type HandlerFn } from './servi
 export type { Worker } from './service/engine/worker/worker.js';
 export type { RunDueResult } from './service/engine/serverless/run-due.js';
 export type { FencedTransaction, FencedTransactionOptions } from './service/engine/delivery/fenced-transaction.js';
-export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/runs/recoverable.js';
+export {
+  outcome,
+  RunLostError,
+  RunStoreUnavailableError,
+  type RunStore,
+  type RunOutcome,
+  type RunSchedule,
+  type RunRetry,
+  type RunTransaction,
+} from './service/engine/runs/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals/intervals.js';
 export type { PrunedBatch, PrunedRows, PruneReport } from './service/engine/maintenance/pruner.js';
 export type { PruneHistoryInput, PruneHistoryResult } from './service/index.js';
