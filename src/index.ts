@@ -5,9 +5,10 @@
  *   const gate = await createJobgate({ databaseUrl: process.env.DATABASE_URL });
  *   const { job } = await gate.client.createJob({ endpointName: 'billing.send-invoice', kind: 'IMMEDIATE', input: {...} });
  */
-import type { ZodType } from 'zod';
+import type { z, ZodType } from 'zod';
 import type { Registry } from 'prom-client';
 import { openEngine, type MetricsSetting } from './composition-root.js';
+import { defineJob, type DefineJobOptions, type JobDefinition } from './define-job.js';
 import type { Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
 import type { HandlerFn } from './service/engine/delivery/handler-registry.js';
@@ -137,6 +138,19 @@ export interface Jobgate {
    */
   handle<I = unknown>(name: string, schemaOrFn: ZodType<I> | HandlerFn<I>, fn?: HandlerFn<I>): void;
   /**
+   * Defines a typed job: registers the in-process handler `name` (its input parsed by `schema`)
+   * and makes its HANDLER endpoint `name` exist with a payload spec generated from `schema` (JSON
+   * Schema), so GraphQL's createJob on it validates the same way. Idempotent (every replica may
+   * define its jobs at start-up; a changed schema updates the spec). Returns `enqueue(input,
+   * options)`, with `input` typed from the schema and `options.tx` the caller's transaction.
+   */
+  defineJob<S extends ZodType>(
+    name: string,
+    schema: S,
+    handler: HandlerFn<z.output<S>>,
+    options?: DefineJobOptions,
+  ): Promise<JobDefinition<z.input<S>>>;
+  /**
    * Registers a recoverable handler: a long scan that checkpoints through `store` and returns
    * `outcome.completed()`, `outcome.paused(cursor)` or `outcome.failed(message)`. Runs are
    * started with `triggerRun({ name, params })`, refused (NOT_FOUND) while no live worker has
@@ -234,12 +248,16 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     await engine.stop();
     throw error;
   });
+  const serviceIn = (tx: OuterTransaction) => createJobServiceIn(engine.serviceDeps, tx);
+  const defined = new Set<string>();
   return {
     service,
     client: bindActor(service, defaultActor),
     actor,
     as: (a) => bindActor(service, a),
-    inTransaction: (tx, a = defaultActor) => bindActor(createJobServiceIn(engine.serviceDeps, tx), a),
+    inTransaction: (tx, a = defaultActor) => bindActor(serviceIn(tx), a),
+    defineJob: (name, schema, handler, defineOptions) =>
+      defineJob({ service, handlers, defaultActor, serviceIn, defined }, name, schema, handler, defineOptions),
     handle(name, schemaOrFn, fn) {
       if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
@@ -266,6 +284,8 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 }
 
 export type { MetricsSetting } from './composition-root.js';
+export { payloadSpecOf, type DefineJobOptions, type EnqueueOptions, type JobDefinition } from './define-job.js';
+export type { DefinedJob } from './service/index.js';
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/delivery/handler-registry.js';
 export type { Worker } from './service/engine/worker/worker.js';
 export type { RunDueResult } from './service/engine/serverless/run-due.js';
