@@ -104,6 +104,25 @@ describe('retries after a throw', () => {
     expect(await run(started.id)).toMatchObject({ processed: 5, waitingToRetry: false, nextAttemptAt: null, error: null });
   });
 
+  it('pauses a run waiting to retry when cancelled; triggerRun resumes it at once, its budget whole', async () => {
+    register('flaky.cancelled', { budget: 1, backoffMs: 3_600_000, maxBackoffMs: 3_600_000 }, async (_cursor, call) => {
+      if (call === 1) throw new Error('blip');
+      return outcome.completed();
+    });
+    await runner();
+    const { run: started } = await t.service.triggerRun(t.actor, { force: true, name: 'flaky.cancelled' });
+    await eventually(async () => (await run(started.id)).waitingToRetry);
+    expect(await t.service.cancelRun(t.actor, started.id)).toMatchObject({
+      status: 'PAUSED',
+      pauseKind: 'CANCELLED',
+      waitingToRetry: false,
+    });
+    const resumed = await t.service.triggerRun(t.actor, { force: true, name: 'flaky.cancelled' });
+    expect(resumed).toMatchObject({ outcome: 'RESUMED', run: { retryAttempt: 0, nextAttemptAt: null } });
+    await eventually(async () => (await status(started.id)) === 'COMPLETED');
+    expect(handed['flaky.cancelled']).toHaveLength(2);
+  });
+
   it('ends FAILED once its budget is spent, saying why the last attempt failed', async () => {
     register('doomed', { budget: 2, backoffMs: 1 }, async (_cursor, call) => {
       throw new Error(`still broken #${call}`);

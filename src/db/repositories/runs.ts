@@ -52,11 +52,13 @@ export async function notifyRunWaiting(ex: Executor, name: string): Promise<void
 
 /**
  * Resumes a PAUSED run with its cursor, stats and started_at: RUNNING again, owned by no runner
- * (any runner with the handler takes it). Undefined when it is not PAUSED.
+ * (any runner with the handler takes it), at once and with its retry budget whole (an operator
+ * resumed it: a backoff it was cancelled in does not hold it back). Undefined when it is not PAUSED.
  */
 export async function resumePausedRun(ex: Executor, id: string): Promise<RunRecord | undefined> {
   const { rows } = await sql<RunRecord>`
-    update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, retry_attempts = 0, updated_at = now()
+    update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, retry_attempts = 0, resume_after = null,
+      updated_at = now()
     where id = ${id} and status = 'PAUSED' returning *`.execute(ex);
   return rows[0];
 }
