@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createLogger } from '../../src/log.js';
 import { outcome, RecoverableRegistry, RunLostError, type RecoverableHandler } from '../../src/service/engine/runs/recoverable.js';
 import { createRunner, type Runner } from '../../src/service/engine/runs/runner.js';
+import { sweepStaleRuns } from '../../src/db/statements/run-fence.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
@@ -250,28 +251,44 @@ describe("a run's transaction", () => {
     });
   });
 
-  it('commits nothing for a run that lost its fence while its transaction ran (taken over), and tells the handler', async () => {
-    let thrown: unknown;
-    register('stolen', { budget: 0 }, async (_cursor, _call, store) => {
-      try {
-        await store.transaction(async (client: any, tx: any) => {
-          await client.query(`insert into domain_rows (run_id, n) values ($1, 1)`, [store.runId]);
-          tx.checkpoint({ next: 1 }, { processed: 1 });
-          // Another runner takes the run over before this transaction commits.
-          await t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [store.runId]);
-        });
-      } catch (error) {
-        thrown = error;
-      }
-      return outcome.completed();
-    });
-    await runner();
-    const { run: started } = await t.service.triggerRun(t.actor, { force: true, name: 'stolen' });
-    await eventually(async () => thrown !== undefined);
-    expect(thrown).toBeInstanceOf(RunLostError);
-    expect((await t.query(`select count(*)::int as n from domain_rows`)).rows[0].n).toBe(0);
-    const row = (await t.query(`select owner, status, cursor, processed::int as processed from runs where id = $1`, [started.id])).rows[0];
-    // Not checkpointed, and its outcome not recorded over the new owner's run.
-    expect(row).toMatchObject({ owner: 'another-runner', status: 'RUNNING', cursor: null, processed: 0 });
-  });
+  const lose = {
+    // Another runner takes the run over (its epoch moves on).
+    'taken over': (id: string) => t.query(`update runs set owner = 'another-runner', epoch = epoch + 1 where id = $1`, [id]),
+    // Its heartbeat is judged stale and a sweep pauses it as crashed.
+    'swept as stale': async (id: string) => {
+      await t.query(`update runs set heartbeat_at = now() - interval '1 hour' where id = $1`, [id]);
+      await sweepStaleRuns(t.database.pool, 1000);
+    },
+  };
+  it.each(Object.keys(lose) as (keyof typeof lose)[])(
+    'commits nothing for a run that lost its fence while its transaction ran (%s), and tells the handler',
+    async (how) => {
+      let thrown: unknown;
+      register('stolen', { budget: 0 }, async (_cursor, _call, store) => {
+        try {
+          await store.transaction(async (client: any, tx: any) => {
+            await client.query(`insert into domain_rows (run_id, n) values ($1, 1)`, [store.runId]);
+            tx.checkpoint({ next: 1 }, { processed: 1 });
+            await lose[how](store.runId);
+          });
+        } catch (error) {
+          thrown = error;
+        }
+        return outcome.completed();
+      });
+      await runner();
+      const { run: started } = await t.service.triggerRun(t.actor, { force: true, name: 'stolen' });
+      await eventually(async () => thrown !== undefined);
+      expect(thrown).toBeInstanceOf(RunLostError);
+      expect((await t.query(`select count(*)::int as n from domain_rows`)).rows[0].n).toBe(0);
+      const row = (await t.query(`select owner, status, cursor, processed::int as processed from runs where id = $1`, [started.id]))
+        .rows[0];
+      // Not checkpointed, and its outcome not recorded over what the run became.
+      expect(row).toMatchObject(
+        how === 'taken over'
+          ? { owner: 'another-runner', status: 'RUNNING', cursor: null, processed: 0 }
+          : { owner: null, status: 'PAUSED', cursor: null, processed: 0 },
+      );
+    },
+  );
 });
