@@ -10,9 +10,9 @@ import { parseInput } from './service/kernel/context.js';
 import type { CreateJobResult, DefinedJob, JobService, OuterTransaction } from './service/index.js';
 
 export interface DefineJobOptions {
-  /** The endpoint's description. */
+  /** The endpoint's description. Left out: left as it is. */
   description?: string;
-  /** The endpoint's max attempts. Default: the installation's. */
+  /** The endpoint's max attempts. Left out: left as it is (at first, the installation's default). */
   maxAttempts?: number;
   /** Who defines it (its workspace is the job's). Default: the embedding application, default workspace. */
   actor?: Actor;

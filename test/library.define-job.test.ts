@@ -76,6 +76,11 @@ describe('gate.defineJob', () => {
     expect(changed.defined.outcome).toBe('UPDATED');
     expect(await specs()).toEqual([{ id: before[0].id, version: before[0].version + 1 }]);
     await gate.defineJob('billing.send-invoice', invoices, async (input) => void sent.push(input));
+    // Settings it gives are applied; settings it leaves out stay as they were set.
+    const tuned = await gate.defineJob('billing.send-invoice', invoices, async (input) => void sent.push(input), { maxAttempts: 3 });
+    expect(tuned.defined).toMatchObject({ outcome: 'UPDATED', endpoint: { maxAttempts: 3 } });
+    const plain = await gate.defineJob('billing.send-invoice', invoices, async (input) => void sent.push(input));
+    expect(plain.defined).toMatchObject({ outcome: 'UNCHANGED', endpoint: { maxAttempts: 3 } });
     const endpoints = await t.query(`select count(*)::int as n from endpoints where name = 'billing.send-invoice' and archived_at is null`);
     expect(endpoints.rows[0].n).toBe(1);
     // A name another registration owns is refused, as registering it twice is.

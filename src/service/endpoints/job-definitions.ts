@@ -66,7 +66,12 @@ export function createJobDefinitionsService(ctx: ServiceContext) {
           spec = (await specsRepo.updatePayloadSpec(trx, ws, spec.id, { jsonSchema: input.jsonSchema }))!;
           changed = true;
         }
-        const wanted = { payload_spec_id: spec.id, description: input.description ?? null, max_attempts: input.maxAttempts ?? null };
+        // What the definition says; a setting it leaves out is left as an operator set it.
+        const wanted = {
+          payload_spec_id: spec.id,
+          ...(input.description != null ? { description: input.description } : {}),
+          ...(input.maxAttempts != null ? { max_attempts: input.maxAttempts } : {}),
+        };
         const found = await endpointsRepo.findEndpointByName(trx, ws, input.name);
         if (!found) {
           const row = await endpointsRepo.insertEndpoint(trx, {
@@ -83,6 +88,8 @@ export function createJobDefinitionsService(ctx: ServiceContext) {
             config_id: null,
             concurrency_limit: null,
             created_by_key_id: actor.keyId ?? null,
+            description: null,
+            max_attempts: null,
             ...wanted,
           });
           return { endpoint: toEndpoint(row), payloadSpec: toPayloadSpec(spec), outcome: 'CREATED' as const };
