@@ -249,7 +249,13 @@ interface HandlerResult {
 async function runHandler(handler: RecoverableHandler, run: TakenRun, store: RunStore): Promise<HandlerResult> {
   let params = run.params;
   if (handler.params) {
-    const parsed = handler.params.safeParse(params);
+    let parsed: ReturnType<NonNullable<RecoverableHandler['params']>['safeParse']>;
+    try {
+      parsed = handler.params.safeParse(params);
+    } catch (error) {
+      // A schema that cannot parse synchronously (an async refinement): refused like bad params.
+      return { result: outcome.failed(`Error: params rejected: ${(error as Error).message}`), threw: false };
+    }
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ');
       return { result: outcome.failed(`Error: params rejected: ${why}`), threw: false };
