@@ -1,4 +1,4 @@
--- The schema after migrations/000035_interval_tick_extra.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000036_run_retries.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -132,6 +132,7 @@ begin
     where n.status is distinct from o.status or n.processed is distinct from o.processed
        or n.total is distinct from o.total or n.stats is distinct from o.stats
        or n.cursor is distinct from o.cursor
+       or n.retry_attempts is distinct from o.retry_attempts or n.resume_after is distinct from o.resume_after
   loop
     perform pg_notify('jobgate_events', 'r:' || moved.id);
   end loop;
@@ -729,14 +730,22 @@ CREATE TABLE public.runs (
     pause_kind text,
     resume_after timestamp with time zone,
     outage_hand_backs integer DEFAULT 0 NOT NULL,
+    retry_attempts integer DEFAULT 0 NOT NULL,
+    retry_budget integer,
     CONSTRAINT runs_name_check CHECK ((name ~ '^[A-Za-z0-9_.:-]{1,200}$'::text)),
     CONSTRAINT runs_pause_kind_check CHECK ((pause_kind = ANY (ARRAY['CANCELLED'::text, 'CRASHED'::text, 'HANDLER'::text]))),
     CONSTRAINT runs_pause_kind_when_paused CHECK (((status = 'PAUSED'::text) = (pause_kind IS NOT NULL))),
     CONSTRAINT runs_processed_check CHECK ((processed >= 0)),
+    CONSTRAINT runs_retry_attempts_check CHECK ((retry_attempts >= 0)),
+    CONSTRAINT runs_retry_budget_check CHECK ((retry_budget >= 0)),
     CONSTRAINT runs_stale_ms_check CHECK ((stale_ms > 0)),
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['RUNNING'::text, 'CANCEL_REQUESTED'::text, 'PAUSED'::text, 'COMPLETED'::text, 'FAILED'::text]))),
     CONSTRAINT runs_total_check CHECK ((total >= 0))
 );
+
+COMMENT ON COLUMN public.runs.retry_attempts IS 'Retries spent since the run last advanced its cursor (its handler threw); reset by a checkpoint that moves the cursor.';
+
+COMMENT ON COLUMN public.runs.retry_budget IS 'The retries its handler allows (as registered in the runner that recorded its last failure); null before any.';
 
 CREATE TABLE public.subscription_tickets (
     id uuid DEFAULT gen_random_uuid() NOT NULL,

@@ -5,9 +5,10 @@
  *   const gate = await createJobgate({ databaseUrl: process.env.DATABASE_URL });
  *   const { job } = await gate.client.createJob({ endpointName: 'billing.send-invoice', kind: 'IMMEDIATE', input: {...} });
  */
-import type { ZodType } from 'zod';
+import type { z, ZodType } from 'zod';
 import type { Registry } from 'prom-client';
 import { openEngine, type MetricsSetting } from './composition-root.js';
+import { defineJob, type DefineJobOptions, type JobDefinition } from './define-job.js';
 import type { Database } from './db/pool.js';
 import { createLogger, type Logger } from './log.js';
 import type { HandlerFn } from './service/engine/delivery/handler-registry.js';
@@ -16,7 +17,7 @@ import type { AlertEmailOptions } from './service/engine/alerts/alert-handlers.j
 import type { PrunerOptions } from './service/engine/maintenance/pruner.js';
 import type { RetentionSettingsDefaults } from './service/retention/windows.js';
 import type { IntervalHandler } from './service/engine/intervals/intervals.js';
-import type { RecoverableHandler, RunSchedule } from './service/engine/runs/recoverable.js';
+import type { RecoverableHandler, RunRetry, RunSchedule } from './service/engine/runs/recoverable.js';
 import type { RunDueResult } from './service/engine/serverless/run-due.js';
 import type { Worker, WorkerOptions } from './service/engine/worker/worker.js';
 import type { Actor, Role } from './service/kernel/actor.js';
@@ -147,17 +148,32 @@ export interface Jobgate {
    */
   handle<I = unknown>(name: string, schemaOrFn: ZodType<I> | HandlerFn<I>, fn?: HandlerFn<I>): void;
   /**
+   * Defines a typed job: registers the in-process handler `name` (its input parsed by `schema`)
+   * and makes its HANDLER endpoint `name` exist with a payload spec generated from `schema` (JSON
+   * Schema), so GraphQL's createJob on it validates the same way. Idempotent (every replica may
+   * define its jobs at start-up; a changed schema updates the spec). Returns `enqueue(input,
+   * options)`, with `input` typed from the schema and `options.tx` the caller's transaction.
+   */
+  defineJob<S extends ZodType>(
+    name: string,
+    schema: S,
+    handler: HandlerFn<z.output<S>>,
+    options?: DefineJobOptions,
+  ): Promise<JobDefinition<z.input<S>>>;
+  /**
    * Registers a recoverable handler: a long scan that checkpoints through `store` and returns
    * `outcome.completed()`, `outcome.paused(cursor)` or `outcome.failed(message)`. Runs are
    * started with `triggerRun({ name, params })`, refused (NOT_FOUND) while no live worker has
    * the handler unless `force: true`; workers started here run them. With `schedule`
    * (`{ cron, timezone? }` or `{ everyMs }`, plus `params` and `workspace`), each tick calls
-   * `triggerRun`: a tick that finds the run active starts nothing and is counted. With
-   * `alertsOptOut: true` no alert rule fires about its runs (failures, findings, no success).
+   * `triggerRun`: a tick that finds the run active starts nothing and is counted. A run whose
+   * handler throws is retried from its last checkpoint with backoff, `retry.budget` times (default
+   * 3) since its last progress; `store.transaction` commits a checkpoint with the handler's own writes.
+   * With `alertsOptOut: true` no alert rule fires about its runs (failures, findings, no success).
    */
   recoverable<P = unknown>(
     name: string,
-    handler: { params?: ZodType<P>; schedule?: RunSchedule; alertsOptOut?: boolean; run: RecoverableHandler<P>['run'] },
+    handler: { params?: ZodType<P>; schedule?: RunSchedule; retry?: RunRetry; alertsOptOut?: boolean; run: RecoverableHandler<P>['run'] },
   ): void;
   /**
    * Registers an interval handler: plain periodic work, run every `everyMs` by one of the
@@ -248,12 +264,16 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     await engine.stop();
     throw error;
   });
+  const serviceIn = (tx: OuterTransaction) => createJobServiceIn(engine.serviceDeps, tx);
+  const defined = new Set<string>();
   return {
     service,
     client: bindActor(service, defaultActor),
     actor,
     as: (a) => bindActor(service, a),
-    inTransaction: (tx, a = defaultActor) => bindActor(createJobServiceIn(engine.serviceDeps, tx), a),
+    inTransaction: (tx, a = defaultActor) => bindActor(serviceIn(tx), a),
+    defineJob: (name, schema, handler, defineOptions) =>
+      defineJob({ service, handlers, defaultActor, serviceIn, defined }, name, schema, handler, defineOptions),
     handle(name, schemaOrFn, fn) {
       if (typeof schemaOrFn === 'function') handlers.register(name, undefined, schemaOrFn as HandlerFn);
       else handlers.register(name, schemaOrFn, fn as HandlerFn);
@@ -263,6 +283,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
         name,
         params: handler.params,
         schedule: handler.schedule,
+        retry: handler.retry,
         alertsOptOut: handler.alertsOptOut,
         run: handler.run,
       });
@@ -286,11 +307,22 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
 }
 
 export type { MetricsSetting } from './composition-root.js';
+export { payloadSpecOf, type DefineJobOptions, type EnqueueOptions, type JobDefinition } from './define-job.js';
+export type { DefinedJob } from './service/index.js';
 export { UnrecoverableError, type HandlerContext, type HandlerFn } from './service/engine/delivery/handler-registry.js';
 export type { Worker } from './service/engine/worker/worker.js';
 export type { RunDueResult } from './service/engine/serverless/run-due.js';
 export type { FencedTransaction, FencedTransactionOptions } from './service/engine/delivery/fenced-transaction.js';
-export { outcome, RunStoreUnavailableError, type RunStore, type RunOutcome, type RunSchedule } from './service/engine/runs/recoverable.js';
+export {
+  outcome,
+  RunLostError,
+  RunStoreUnavailableError,
+  type RunStore,
+  type RunOutcome,
+  type RunSchedule,
+  type RunRetry,
+  type RunTransaction,
+} from './service/engine/runs/recoverable.js';
 export type { IntervalContext, IntervalHandler, IntervalResult } from './service/engine/intervals/intervals.js';
 export type { PrunedBatch, PrunedRows, PruneReport } from './service/engine/maintenance/pruner.js';
 export type { PruneHistoryInput, PruneHistoryResult } from './service/index.js';

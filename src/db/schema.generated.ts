@@ -366,6 +366,14 @@ export interface Runs {
   pause_reason: string | null;
   processed: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   resume_after: Timestamp | null;
+  /**
+   * Retries spent since the run last advanced its cursor (its handler threw); reset by a checkpoint that moves the cursor.
+   */
+  retry_attempts: Generated<number>;
+  /**
+   * The retries its handler allows (as registered in the runner that recorded its last failure); null before any.
+   */
+  retry_budget: number | null;
   stale_ms: number | null;
   started_at: Generated<Timestamp>;
   stats: Generated<ColumnType<unknown, string, string>>;

@@ -7,13 +7,18 @@ import { NodeRef } from './node.js';
 export const RunStatusEnum = builder.enumType('RunStatus', {
   description: 'Lifecycle of a recoverable run.',
   values: {
-    RUNNING: { description: 'A worker is scanning (or will pick it up shortly).' },
+    RUNNING: {
+      description: 'A worker is scanning (or will pick it up shortly, or at `nextAttemptAt` while it waits to retry after a failure).',
+    },
     CANCEL_REQUESTED: { description: 'Asked to stop; it pauses at its next safe boundary.' },
     PAUSED: {
       description: 'Stopped with its cursor kept: by a cancel, by its handler, or because its worker died. triggerRun resumes it.',
     },
     COMPLETED: { description: 'Finished its scan.' },
-    FAILED: { description: 'Its handler failed; `error` says why.' },
+    FAILED: {
+      description:
+        'Its handler failed (returned failed, or threw with its retry budget spent); `error` says why. triggerRun with fromCheckpoint resumes it.',
+    },
   } as const,
 });
 
@@ -131,7 +136,29 @@ export const RunRef = builder.objectRef<Run>('Run').implement({
       description: 'When it completed or failed.',
       resolve: (r) => r.finishedAt,
     }),
-    error: t.exposeString('error', { nullable: true, description: 'Why it failed.' }),
+    error: t.exposeString('error', {
+      nullable: true,
+      description: 'Why it failed; while it waits to retry (`waitingToRetry`), why its last attempt failed.',
+    }),
+    retryAttempt: t.exposeInt('retryAttempt', {
+      description:
+        'Retries spent since the run last advanced its cursor, each after its handler threw; a checkpoint that moves the cursor resets it to 0.',
+    }),
+    retryBudget: t.exposeInt('retryBudget', {
+      nullable: true,
+      description: 'The retries its handler allows after a throw (set where the handler is registered); null before its first failure.',
+    }),
+    waitingToRetry: t.exposeBoolean('waitingToRetry', {
+      description:
+        'Its handler threw and the run waits, RUNNING but held by no worker, to be tried again from its last checkpoint at `nextAttemptAt`.',
+    }),
+    nextAttemptAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description:
+        'While it waits after a failure (its handler threw, or its database was lost), when it may be taken again; null otherwise.',
+      resolve: (r) => r.nextAttemptAt,
+    }),
     pauseReason: t.exposeString('pauseReason', { nullable: true, description: 'Why it is paused.' }),
     pauseKind: t.field({
       type: RunPauseKindEnum,
@@ -178,7 +205,7 @@ export const RunTriggerOutcomeEnum = builder.enumType('RunTriggerOutcome', {
   description: 'What a trigger of a recoverable handler did.',
   values: {
     STARTED: { description: 'A fresh run started.' },
-    RESUMED: { description: 'A paused run resumed from its cursor.' },
+    RESUMED: { description: 'A paused run (or, with fromCheckpoint, a failed one) resumed from its cursor.' },
     ACTIVE: { description: 'A run was already active: nothing was started.' },
     HELD: { description: 'The run is paused by an operator (cancelRun): a schedule leaves it paused; only triggerRun resumes it.' },
   } as const,
@@ -219,6 +246,11 @@ export const TriggerRunInputRef = builder.inputType('TriggerRunInput', {
       description:
         'Queue the run even when no live worker has registered the handler (it runs once one does). Without it, such a trigger is refused with NOT_FOUND ' +
         '(`extensions.reason: NO_LIVE_WORKER`). Default false.',
+    }),
+    fromCheckpoint: t.boolean({
+      description:
+        'When no run of the handler is live and its newest run FAILED, resume that run from its last checkpoint (result RESUMED, its retry budget whole) ' +
+        'instead of starting afresh; otherwise as without it. Default false.',
     }),
   }),
 });

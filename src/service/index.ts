@@ -9,6 +9,7 @@ import { createCatalogService } from './endpoints/specs-and-configs.js';
 import { outerExecutor, type OuterTransaction } from '../db/outer.js';
 import { createContext, type ServiceDeps } from './kernel/context.js';
 import { createEndpointService } from './endpoints/endpoints.js';
+import { createJobDefinitionsService } from './endpoints/job-definitions.js';
 import { createExecutionControlService } from './jobs/execution-control.js';
 import { createHandlersService } from './handlers/handlers.js';
 import { createJobLifecycleService } from './jobs/jobs.js';
@@ -65,6 +66,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),
+    ...createJobDefinitionsService(ctx),
     ...createAlertsService(ctx),
     ...createStatsService(ctx),
     ...createPermissionsService(ctx),
@@ -92,6 +94,7 @@ export type * from './kernel/models.js';
 export type { CreateJobResult, CancelJobResult } from './jobs/jobs.js';
 export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, DeclareSchedulesResult } from './jobs/declared-schedules.js';
 export type { TriggerJobResult } from './jobs/execution-control.js';
+export type { DefinedJob, DefineJobInput } from './endpoints/job-definitions.js';
 export type { BulkResult, BulkSkip } from './jobs/bulk.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from './access/access.js';
 export type { ExecutionStats } from './jobs/stats.js';

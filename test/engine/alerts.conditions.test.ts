@@ -42,6 +42,8 @@ beforeAll(async () => {
   const recoverables = new RecoverableRegistry();
   recoverables.register({
     name: 'alerting.scan',
+    // A throw fails the run at once rather than after retries.
+    retry: { budget: 0 },
     async run(store) {
       await store.recordFinding({ kind: 'orphan', severity: 'DATA_LOSS', resourceId: `r-${Date.now()}` });
       await store.recordFinding({ kind: 'note', severity: 'INFO', resourceId: `n-${Date.now()}` });

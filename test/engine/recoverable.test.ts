@@ -57,6 +57,8 @@ beforeEach(async () => {
   });
   registry.register({
     name: 'broken',
+    // Fails at once: retries after a throw are recoverable.retry.test.ts's.
+    retry: { budget: 0 },
     async run(store) {
       await store.checkpoint(Buffer.from([1, 2, 3]), { processed: 1 });
       throw new Error('disk on fire');
@@ -480,6 +482,7 @@ describe('recoverable runs', () => {
     });
     registry.register({
       name: 'nul-error',
+      retry: { budget: 0 },
       async run() {
         throw new Error('bad\u0000byte');
       },

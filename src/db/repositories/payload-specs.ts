@@ -56,3 +56,24 @@ export async function listPayloadSpecs(
   if (opts.afterId) q = q.where(afterCursor('payload_specs', opts.afterId, workspaceId));
   return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit).execute();
 }
+
+/** The workspace's payload spec of this name, locked for update, if any. */
+export async function findPayloadSpecByNameForUpdate(db: Executor, workspaceId: string, name: string): Promise<PayloadSpecRow | undefined> {
+  return db
+    .selectFrom('payload_specs')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('name', '=', name)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/**
+ * Serialises definitions of one typed job in a workspace (the library's defineJob, from replicas
+ * starting at once): each after the first finds its spec and endpoint there and leaves them.
+ */
+export async function lockJobDefinition(db: Executor, workspaceId: string, name: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(${JOB_DEFINITION_LOCK}, hashtext(${scoped(workspaceId)} || '/' || ${name}))`.execute(db);
+}
+
+const JOB_DEFINITION_LOCK = 714302054;

@@ -52,12 +52,35 @@ export async function notifyRunWaiting(ex: Executor, name: string): Promise<void
 
 /**
  * Resumes a PAUSED run with its cursor, stats and started_at: RUNNING again, owned by no runner
- * (any runner with the handler takes it). Undefined when it is not PAUSED.
+ * (any runner with the handler takes it), at once and with its retry budget whole (an operator
+ * resumed it: a backoff it was cancelled in does not hold it back). Undefined when it is not PAUSED.
  */
 export async function resumePausedRun(ex: Executor, id: string): Promise<RunRecord | undefined> {
   const { rows } = await sql<RunRecord>`
-    update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, updated_at = now()
+    update runs set status = 'RUNNING', owner = null, pause_reason = null, pause_kind = null, retry_attempts = 0, resume_after = null,
+      updated_at = now()
     where id = ${id} and status = 'PAUSED' returning *`.execute(ex);
+  return rows[0];
+}
+
+/** The newest run of this name, locked for update (what a trigger from its checkpoint would resume). */
+export async function findLatestRunForUpdate(ex: Executor, workspaceId: string, name: string): Promise<RunRecord | undefined> {
+  const { rows } = await sql<RunRecord>`
+    select * from runs where workspace_id = ${scoped(workspaceId)} and name = ${name}
+    order by created_at desc, id desc limit 1 for update`.execute(ex);
+  return rows[0];
+}
+
+/**
+ * A FAILED run live again from its last checkpoint (cursor, stats, processed and started_at kept),
+ * RUNNING and owned by no runner, its retry budget whole. Undefined when it is not FAILED. The
+ * partial unique index refuses it (unique violation) when another run of the name is live.
+ */
+export async function resumeFailedRun(ex: Executor, id: string): Promise<RunRecord | undefined> {
+  const { rows } = await sql<RunRecord>`
+    update runs set status = 'RUNNING', owner = null, error = null, finished_at = null, retry_attempts = 0,
+      resume_after = null, updated_at = now()
+    where id = ${id} and status = 'FAILED' returning *`.execute(ex);
   return rows[0];
 }
 

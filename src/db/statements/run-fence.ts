@@ -23,7 +23,7 @@ const fenceValues = (f: RunFence) => [f.runId, f.epoch, f.owner];
 /** What takeRun returns: the run's row, with its cursor encoding and the epoch this runner now holds. */
 export type TakenRun = Pick<
   RunRecord,
-  'id' | 'workspace_id' | 'name' | 'status' | 'params' | 'cursor' | 'cursor_json' | 'stats' | 'started_at' | 'epoch'
+  'id' | 'workspace_id' | 'name' | 'status' | 'params' | 'cursor' | 'cursor_json' | 'stats' | 'started_at' | 'epoch' | 'retry_attempts'
 >;
 
 /**
@@ -41,7 +41,7 @@ where r.id = (
   order by updated_at limit 1
   for update skip locked
 )
-returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch`;
+returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch, r.retry_attempts`;
 
 export async function takeRun(pool: pg.Pool, owner: string, names: string[], staleMs: number): Promise<TakenRun | undefined> {
   const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);
@@ -83,6 +83,23 @@ export async function heartbeatRun(pool: pg.Pool, fence: RunFence): Promise<bool
   return res.rowCount !== 0;
 }
 
+/**
+ * Whether the run is this runner's and live. With `lock`, the row is locked (and heartbeated) so
+ * nobody can take the run over before the caller's transaction ends.
+ */
+export async function runHeld(ex: pg.Pool | pg.ClientBase, fence: RunFence, opts: { lock: boolean }): Promise<boolean> {
+  const res = opts.lock
+    ? await ex.query(
+        `update runs set heartbeat_at = now() where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
+        fenceValues(fence),
+      )
+    : await ex.query(
+        `select 1 from runs where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
+        fenceValues(fence),
+      );
+  return res.rowCount !== 0;
+}
+
 /** The run's status while it is this runner's and live; undefined once it is not. */
 export async function ownedRunStatus(pool: pg.Pool, fence: RunFence): Promise<RunStatus | undefined> {
   const { rows } = await pool.query<{ status: RunStatus }>(
@@ -101,11 +118,16 @@ export interface Checkpoint {
   stats: string;
 }
 
-/** Stores a checkpoint (and counts as a heartbeat) while the run is this runner's and live; false when it is not. */
-export async function checkpointRun(pool: pg.Pool, fence: RunFence, c: Checkpoint): Promise<boolean> {
-  const res = await pool.query(
+/**
+ * Stores a checkpoint (and counts as a heartbeat) while the run is this runner's and live; false
+ * when it is not. A cursor that moved is progress: the run's retry budget is whole again. On a
+ * transaction's client (RunStore.transaction) the row lock it takes holds the fence to the commit.
+ */
+export async function checkpointRun(ex: pg.Pool | pg.ClientBase, fence: RunFence, c: Checkpoint): Promise<boolean> {
+  const res = await ex.query(
     `update runs set cursor = $4, cursor_json = $5, processed = processed + $6, total = coalesce($7, total), stats = $8,
-       outage_hand_backs = 0, heartbeat_at = now(), updated_at = now()
+       outage_hand_backs = 0, retry_attempts = case when cursor is distinct from $4 then 0 else retry_attempts end,
+       heartbeat_at = now(), updated_at = now()
      where id = $1 and epoch = $2 and owner = $3 and status in ('RUNNING', 'CANCEL_REQUESTED')`,
     [...fenceValues(fence), c.cursor, c.cursorJson, c.processed, c.total, c.stats],
   );
@@ -150,8 +172,13 @@ const HAND_BACK = `owner = null,
 export type RunEnding =
   /** The database failed the run, not its handler: handed back, taken again after a backoff; the stored checkpoint stays. */
   | { kind: 'outage' }
+  /**
+   * Its handler threw with retry budget left: handed back with why, taken again from its stored
+   * checkpoint after `backoffMs` doubled per retry already spent (at most `maxBackoffMs`).
+   */
+  | { kind: 'retry'; message: string; budget: number; backoffMs: number; maxBackoffMs: number }
   | { kind: 'completed' }
-  | { kind: 'failed'; message: string }
+  | { kind: 'failed'; message: string; budget?: number }
   /** Shutdown: handed back at this cursor for another runner. */
   | { kind: 'hand-back'; cursor: Buffer | null; cursorJson: boolean }
   /** Paused by its handler (or by the operator's cancel it honoured) at this cursor. */
@@ -171,18 +198,29 @@ export async function endRun(pool: pg.Pool, fence: RunFence, ending: RunEnding):
         f,
       );
       break;
-    case 'completed':
+    case 'retry':
       res = await pool.query(
-        `update runs set status = 'COMPLETED', owner = null, finished_at = now(), updated_at = now()
+        `update runs set ${HAND_BACK}, error = $4, retry_budget = $5,
+           resume_after = now() + make_interval(secs => least($7::double precision, $6 * 2 ^ least(retry_attempts, 40)) / 1000),
+           retry_attempts = retry_attempts + 1, updated_at = now()
+         where id = $1 and epoch = $2 and owner = $3`,
+        [...f, ending.message.slice(0, 2000), ending.budget, ending.backoffMs, ending.maxBackoffMs],
+      );
+      break;
+    case 'completed':
+      // A failure it recovered from is no longer why anything: error says why a run failed.
+      res = await pool.query(
+        `update runs set status = 'COMPLETED', owner = null, error = null, finished_at = now(), updated_at = now()
          where id = $1 and epoch = $2 and owner = $3`,
         f,
       );
       break;
     case 'failed':
       res = await pool.query(
-        `update runs set status = 'FAILED', owner = null, error = $4, finished_at = now(), updated_at = now()
+        `update runs set status = 'FAILED', owner = null, error = $4, retry_budget = coalesce($5, retry_budget),
+           finished_at = now(), updated_at = now()
          where id = $1 and epoch = $2 and owner = $3`,
-        [...f, ending.message.slice(0, 2000)],
+        [...f, ending.message.slice(0, 2000), ending.budget ?? null],
       );
       break;
     case 'hand-back':

@@ -202,7 +202,7 @@ export const endpointRefSchema = z
 export type EndpointRef = z.input<typeof endpointRefSchema>;
 
 /** A JSON Schema document: an object or a boolean. Whether it is a *valid* schema is checked by the service. */
-const jsonSchemaDocument = z
+export const jsonSchemaDocument = z
   .union([z.record(z.string(), z.unknown()), z.boolean()], { error: 'must be a JSON Schema (an object or a boolean)' })
   .superRefine(checkJson);
 

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
 import { isUuid, scoped, type Executor } from '../../db/repositories/scope.js';
+import { isPgError, UNIQUE_VIOLATION } from '../../db/sqlstate.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { CHANGE_ROLE, runCancelRefusal, runPermissions, type RunPermissions } from '../access/permissions.js';
@@ -44,6 +45,14 @@ export interface Run {
   pauseReason: string | null;
   /** Set while PAUSED: CANCELLED (an operator), CRASHED (its worker died) or HANDLER (it paused itself). */
   pauseKind: PauseKind | null;
+  /** Retries spent since the run last advanced its cursor (its handler threw each time). */
+  retryAttempt: number;
+  /** The retries its handler allows after a throw; null before its first failure. */
+  retryBudget: number | null;
+  /** Whether it waits (RUNNING, no worker holds it) to be tried again after its handler threw. */
+  waitingToRetry: boolean;
+  /** When it is taken again, while it waits after a failure (a throw, or its database lost); else null. */
+  nextAttemptAt: Date | null;
   /**
    * Set on the object a mutation returns (see ../live/event-cursor.ts): the event cursor from just
    * before the mutation, to subscribe `after`. Absent on objects read by queries.
@@ -83,11 +92,17 @@ type RunFields = Pick<
   | 'error'
   | 'pause_reason'
   | 'pause_kind'
+  | 'owner'
+  | 'resume_after'
+  | 'retry_attempts'
+  | 'retry_budget'
 >;
 
 export const toRun = (r: RunFields): Run => {
   const processed = Number(r.processed);
   const total = r.total === null ? null : Number(r.total);
+  // Handed back after a failure: RUNNING, unowned, not to be taken before resume_after.
+  const waiting = r.status === 'RUNNING' && r.owner === null && r.resume_after !== null;
   return {
     id: r.id,
     workspaceId: r.workspace_id,
@@ -106,6 +121,10 @@ export const toRun = (r: RunFields): Run => {
     error: r.error,
     pauseReason: r.pause_reason,
     pauseKind: r.pause_kind,
+    retryAttempt: r.retry_attempts,
+    retryBudget: r.retry_budget,
+    waitingToRetry: waiting && r.retry_attempts > 0,
+    nextAttemptAt: waiting ? r.resume_after : null,
   };
 };
 
@@ -136,6 +155,8 @@ export const triggerRunSchema = z.object({
   params: jsonValue().optional(),
   /** Queue the run even when no live worker has registered the handler (it waits for one). */
   force: z.boolean().nullish(),
+  /** With no live run and the newest run FAILED: resume that run from its last checkpoint. */
+  fromCheckpoint: z.boolean().nullish(),
 });
 export type TriggerRunInput = z.input<typeof triggerRunSchema>;
 
@@ -159,7 +180,8 @@ export type RunFilter = z.input<typeof runFilterSchema>;
 export interface TriggerRunResult {
   run: Run;
   /**
-   * STARTED (a fresh run), RESUMED (a paused run continues with its cursor), ACTIVE (already
+   * STARTED (a fresh run), RESUMED (a paused run, or with `fromCheckpoint` a failed one,
+   * continues with its cursor), ACTIVE (already
    * running: returned as it is), or HELD (paused by an operator's cancel and left paused: only
    * with `resumeCancelled: false`, as schedules trigger).
    */
@@ -179,6 +201,26 @@ export interface TriggerRunOptions {
   resumeCancelled?: boolean;
 }
 
+/**
+ * The newest run of the name resumed from its last checkpoint, when it FAILED; undefined when it
+ * did not (the trigger then starts a fresh run).
+ */
+async function resumeFailed(trx: Executor, workspaceId: string, name: string): Promise<RunRow | undefined> {
+  const latest = await runsRepo.findLatestRunForUpdate(trx, workspaceId, name);
+  if (latest?.status !== 'FAILED') return undefined;
+  let resumed: RunRow | undefined;
+  try {
+    resumed = await runsRepo.resumeFailedRun(trx, latest.id);
+  } catch (error) {
+    // Another trigger started a run of the name after this one looked: that one is live now.
+    if (isPgError(error, UNIQUE_VIOLATION))
+      throw new ConflictError('another run of this handler was triggered concurrently and is live; trigger again to see it');
+    throw error;
+  }
+  await runsRepo.notifyRunWaiting(trx, name);
+  return resumed;
+}
+
 // eslint-disable-next-line max-lines-per-function -- an area factory: short methods sharing one context, its length theirs added up
 export function createRunsService(ctx: ServiceContext) {
   const { db } = ctx;
@@ -189,7 +231,9 @@ export function createRunsService(ctx: ServiceContext) {
      * a paused one is resumed with the same cursor and stats; otherwise a fresh run starts. The
      * partial unique index on live runs makes concurrent triggers converge on one run. With
      * `resumeCancelled: false` (schedules) a run paused by an operator's cancel is left paused
-     * (HELD); runs paused by a crash or by their handler are resumed either way.
+     * (HELD); runs paused by a crash or by their handler are resumed either way. With
+     * `fromCheckpoint`, when no run of the name is live and the newest one FAILED, that run is
+     * resumed from its last checkpoint (RESUMED, its retry budget whole) instead of a fresh start.
      * A name no live worker has registered (see the handler catalogue) is refused with NOT_FOUND
      * (`reason: NO_LIVE_WORKER`), whatever runs exist, unless `force`, which queues the run for a
      * worker to come. Inside the caller's transaction, the check reads the workers' rows as that
@@ -210,6 +254,10 @@ export function createRunsService(ctx: ServiceContext) {
           }
           const live = () => runsRepo.findLiveRunForUpdate(trx, actor.workspaceId, input.name);
           let row = await live();
+          if (!row && input.fromCheckpoint) {
+            const resumed = await resumeFailed(trx, actor.workspaceId, input.name);
+            if (resumed) return { run: toRun(resumed), outcome: 'RESUMED' as const };
+          }
           if (!row) {
             const inserted = await runsRepo.insertRunUnlessLive(trx, {
               workspaceId: actor.workspaceId,

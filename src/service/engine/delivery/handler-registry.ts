@@ -49,6 +49,12 @@ export class HandlerRegistry {
     this.handlers.set(name, { name, schema, fn });
   }
 
+  /** Registers or replaces (a typed job defined again: the library's defineJob) the handler of this name. */
+  replace(name: string, schema: ZodType | undefined, fn: HandlerFn<any>): void {
+    if (!isHandlerName(name)) throw new Error(`handler name "${name}" ${HANDLER_NAME_RULE}`);
+    this.handlers.set(name, { name, schema, fn });
+  }
+
   get(name: string): RegisteredHandler | undefined {
     return this.handlers.get(name);
   }

@@ -13,6 +13,7 @@
  *    `store.status()` answer CANCEL_REQUESTED, and the handler stops at its next safe boundary.
  *    A shutdown hands the run back (RUNNING, unowned) for another runner; a cancel pauses it.
  */
+import type pg from 'pg';
 import type { ZodType } from 'zod';
 import { normalizeCron } from '../../cron/expressions.js';
 import type { RunStatus, Severity } from '../../runs/runs.js';
@@ -49,7 +50,36 @@ export interface RunStore<P = unknown> {
   status(): Promise<RunStatus>;
   /** Idempotent per (run, kind, resourceId); returns whether it was new. */
   recordFinding(finding: { kind: string; severity: Severity; resourceId: string; detail?: unknown }): Promise<boolean>;
+  /**
+   * The handler's own writes to jobgate's database and a checkpoint, committed together under the
+   * run's fence: `fn` writes through `client` and calls `tx.checkpoint` (at most once; same
+   * arguments as `checkpoint`); both commit only if the run is still this runner's at the commit,
+   * else everything rolls back and RunLostError is thrown. A throw from `fn` rolls back both.
+   */
+  transaction<T>(fn: (client: pg.PoolClient, tx: RunTransaction) => Promise<T>): Promise<T>;
 }
+
+/** What a run's transaction (RunStore.transaction) can do besides the handler's own writes. */
+export interface RunTransaction {
+  /** The checkpoint to commit with the transaction (the last call wins); see RunStore.checkpoint. */
+  checkpoint(cursor: unknown, progress: { processed: number; total?: number; stats?: Record<string, unknown> }): void;
+}
+
+/**
+ * How a run whose handler throws is retried: from its last checkpoint, after a backoff, while it
+ * has budget left. A checkpoint that moves the cursor (progress) gives the budget back; a handler
+ * that returns `outcome.failed()` fails at once.
+ */
+export interface RunRetry {
+  /** Retries after a throw before the run ends FAILED, counted since its last progress. Default 3; 0: none. */
+  budget?: number | undefined;
+  /** Wait before the first retry, doubling with each (ms). Default 1000. */
+  backoffMs?: number | undefined;
+  /** Longest wait between retries (ms). Default 60 000. */
+  maxBackoffMs?: number | undefined;
+}
+
+export const DEFAULT_RUN_RETRY = { budget: 3, backoffMs: 1000, maxBackoffMs: 60_000 } as const;
 
 /**
  * When a recoverable handler runs on its own: each tick calls the idempotent trigger, so a tick
@@ -75,6 +105,8 @@ export interface RecoverableHandler<P = any> {
   schedule?: RunSchedule | undefined;
   /** Never raise alerts about this handler's runs (published in the catalogue, read by the alert evaluator). */
   alertsOptOut?: boolean | undefined;
+  /** Retries of a run whose handler throws (default: 3, from 1 s doubling up to a minute). */
+  retry?: RunRetry | undefined;
   run(store: RunStore<P>, params: P): Promise<RunOutcome>;
 }
 
@@ -85,7 +117,7 @@ export class RecoverableRegistry {
     if (!isHandlerName(handler.name)) throw new Error(`recoverable name "${handler.name}" ${HANDLER_NAME_RULE}`);
     if (this.handlers.has(handler.name)) throw new Error(`a recoverable handler named "${handler.name}" is already registered`);
     const schedule = handler.schedule ? validSchedule(handler.name, handler.schedule) : undefined;
-    this.handlers.set(handler.name, { ...handler, schedule });
+    this.handlers.set(handler.name, { ...handler, schedule, retry: validRetry(handler.name, handler.retry) });
   }
 
   get(name: string): RecoverableHandler | undefined {
@@ -99,6 +131,19 @@ export class RecoverableRegistry {
   list(): RecoverableHandler[] {
     return [...this.handlers.values()];
   }
+}
+
+/** The retry policy with its defaults filled in; throws (at registration) when invalid. */
+function validRetry(name: string, retry: RunRetry | undefined): Required<RunRetry> {
+  const r = {
+    budget: retry?.budget ?? DEFAULT_RUN_RETRY.budget,
+    backoffMs: retry?.backoffMs ?? DEFAULT_RUN_RETRY.backoffMs,
+    maxBackoffMs: retry?.maxBackoffMs ?? DEFAULT_RUN_RETRY.maxBackoffMs,
+  };
+  for (const [key, value] of Object.entries(r))
+    if (!Number.isInteger(value) || value < 0 || value > 2_000_000_000)
+      throw new Error(`recoverable "${name}": retry: ${key} must be a whole number from 0 to 2000000000`);
+  return r;
 }
 
 /** The schedule with its cron normalised and time zone defaulted; throws (at registration) when invalid. */

@@ -13,10 +13,13 @@ import {
   heartbeatRun,
   ownedRunStatus,
   recordFindingFenced,
+  runHeld,
+  type Checkpoint,
   type RunEnding,
   type RunFence,
   type TakenRun,
 } from '../../../db/statements/run-fence.js';
+import { inTransaction } from '../../../db/transaction.js';
 import { isConnectionError } from '../../../db/unavailable.js';
 import type { Logger } from '../../../log.js';
 import { parseInput } from '../../kernel/context.js';
@@ -24,7 +27,15 @@ import { ValidationError } from '../../kernel/errors.js';
 import { jsonValue, storableText } from '../../kernel/inputs.js';
 import type { Observer } from '../../kernel/observer.js';
 import type { Availability } from '../runtime/availability.js';
-import { outcome, RunLostError, RunStoreUnavailableError, type RecoverableHandler, type RunOutcome, type RunStore } from './recoverable.js';
+import {
+  DEFAULT_RUN_RETRY,
+  outcome,
+  RunLostError,
+  RunStoreUnavailableError,
+  type RecoverableHandler,
+  type RunOutcome,
+  type RunStore,
+} from './recoverable.js';
 
 /** What the runner knows of one execution: whether it is stopping, whether the run was lost. */
 export interface RunState {
@@ -48,6 +59,8 @@ const progressSchema = z.object({
   total: z.number().int().min(0).nullish(),
   stats: jsonValue().optional(),
 });
+
+type Progress = Parameters<RunStore['checkpoint']>[1];
 
 /** The cursor as stored: a Buffer's bytes, or JSON text. Throws ValidationError for what JSON cannot hold. */
 function encodeCursor(c: unknown): [Buffer | null, boolean] {
@@ -82,6 +95,25 @@ function recordable(result: unknown): RunOutcome {
   );
 }
 
+/** A checkpoint as stored, and the stats it leaves. Throws ValidationError, writing nothing, for what cannot be stored. */
+function prepareCheckpoint(stats: Record<string, unknown>, next: unknown, progress: Progress) {
+  parseInput(progressSchema, progress);
+  const [bytes, json] = encodeCursor(next);
+  const merged = mergeStats(stats, progress.stats);
+  const checkpoint: Checkpoint = {
+    cursor: bytes,
+    cursorJson: json,
+    processed: Math.max(0, Math.floor(progress.processed)),
+    total: progress.total ?? null,
+    stats: JSON.stringify(merged),
+  };
+  return { checkpoint, merged };
+}
+
+function sameBytes(a: Buffer | null, b: Buffer | null): boolean {
+  return a === null || b === null ? a === b : a.equals(b);
+}
+
 function mergeStats(into: Record<string, unknown>, add: Record<string, unknown> | undefined): Record<string, unknown> {
   if (!add) return into;
   const out = { ...into };
@@ -104,6 +136,8 @@ interface ExecutionStore {
   unavailable(): boolean;
   /** What the run's last checkpoint in this take said: processed (null before one) and its stats. */
   progress(): { processed: number | null; stats: Record<string, unknown> };
+  /** Retries spent since the run last made progress (a committed checkpoint that moved its cursor). */
+  retriesSpent(): number;
 }
 
 function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, deps: RunExecutionDeps): ExecutionStore {
@@ -112,6 +146,8 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
   let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
   let unavailable = false;
   let processed: number | null = null;
+  let storedBytes: Buffer | null = run.cursor;
+  let retriesSpent = run.retry_attempts;
   const lost = (): never => {
     state.lost = true;
     throw new RunLostError(`run ${run.id} is no longer this worker's`);
@@ -129,28 +165,25 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
       });
     }
   };
+  const prepare = (next: unknown, progress: Progress) => prepareCheckpoint(stats, next, progress);
+  // Only once written: a checkpoint retried after a failure does not count its stats twice.
+  const committed = (next: unknown, checkpoint: Checkpoint, merged: Record<string, unknown>) => {
+    deps.observer.runCheckpointed();
+    if (!sameBytes(storedBytes, checkpoint.cursor)) retriesSpent = 0;
+    storedBytes = checkpoint.cursor;
+    stats = merged;
+    cursor = next;
+    processed = checkpoint.processed;
+  };
   const store: RunStore = {
     runId: run.id,
     startedAt: run.started_at,
     params: run.params,
     loadCursor: async () => cursor,
     async checkpoint(next, progress) {
-      parseInput(progressSchema, progress);
-      const [bytes, json] = encodeCursor(next);
-      const merged = mergeStats(stats, progress.stats);
-      const checkpoint = {
-        cursor: bytes,
-        cursorJson: json,
-        processed: Math.max(0, Math.floor(progress.processed)),
-        total: progress.total ?? null,
-        stats: JSON.stringify(merged),
-      };
+      const { checkpoint, merged } = prepare(next, progress);
       if (!(await reach(() => checkpointRun(pool, fence, checkpoint)))) lost();
-      deps.observer.runCheckpointed();
-      // Only once written: a checkpoint retried after a failure does not count its stats twice.
-      stats = merged;
-      cursor = next;
-      processed = checkpoint.processed;
+      committed(next, checkpoint, merged);
     },
     async status() {
       if (state.stopping || state.lost) return 'CANCEL_REQUESTED';
@@ -167,8 +200,36 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
       if (!live) lost();
       return inserted;
     },
+    // As a job's fenced transaction (../delivery/fenced-transaction.ts): a cheap check first, the
+    // handler's writes, then the fence is locked by the checkpoint's update (or a heartbeat) and
+    // the commit follows at once, so nobody takes the run over in between.
+    async transaction(fn) {
+      if (state.lost) lost();
+      let pending: { next: unknown; checkpoint: Checkpoint; merged: Record<string, unknown> } | undefined;
+      const result = await reach(() =>
+        inTransaction(pool, async (client) => {
+          if (!(await runHeld(client, fence, { lock: false }))) lost();
+          const value = await fn(client, {
+            checkpoint(next, progress) {
+              pending = { next, ...prepare(next, progress) };
+            },
+          });
+          const held = pending ? await checkpointRun(client, fence, pending.checkpoint) : await runHeld(client, fence, { lock: true });
+          if (!held) lost();
+          return value;
+        }),
+      );
+      if (pending) committed(pending.next, pending.checkpoint, pending.merged);
+      return result;
+    },
   };
-  return { store, cursor: () => cursor, unavailable: () => unavailable, progress: () => ({ processed, stats }) };
+  return {
+    store,
+    cursor: () => cursor,
+    unavailable: () => unavailable,
+    progress: () => ({ processed, stats }),
+    retriesSpent: () => retriesSpent,
+  };
 }
 
 /** Heartbeats the run while its handler runs; returns the stop. */
@@ -188,26 +249,42 @@ function heartbeatWhileRunning(fence: RunFence, state: RunState, deps: RunExecut
   return () => clearInterval(beat);
 }
 
-/** Runs the handler on its (validated) params; what it returned, or a failure for what it threw. */
-async function runHandler(handler: RecoverableHandler, run: TakenRun, store: RunStore): Promise<unknown> {
-  try {
-    let params = run.params;
-    if (handler.params) {
-      const parsed = handler.params.safeParse(params);
-      if (!parsed.success)
-        throw new Error(`params rejected: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ')}`);
-      params = parsed.data;
+/** What a handler's execution came to: what it returned, or a failure for what it threw (retryable unless its params were refused). */
+interface HandlerResult {
+  result: unknown;
+  threw: boolean;
+}
+
+/** Runs the handler on its (validated) params. */
+async function runHandler(handler: RecoverableHandler, run: TakenRun, store: RunStore): Promise<HandlerResult> {
+  let params = run.params;
+  if (handler.params) {
+    let parsed: ReturnType<NonNullable<RecoverableHandler['params']>['safeParse']>;
+    try {
+      parsed = handler.params.safeParse(params);
+    } catch (error) {
+      // A schema that cannot parse synchronously (an async refinement): refused like bad params.
+      return { result: outcome.failed(`Error: params rejected: ${(error as Error).message}`), threw: false };
     }
-    return await handler.run(store, params);
+    if (!parsed.success) {
+      const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ');
+      return { result: outcome.failed(`Error: params rejected: ${why}`), threw: false };
+    }
+    params = parsed.data;
+  }
+  try {
+    return { result: await handler.run(store, params), threw: false };
   } catch (error) {
-    return error instanceof RunLostError
-      ? { kind: 'failed', message: error.message }
-      : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+    const result =
+      error instanceof RunLostError
+        ? { kind: 'failed', message: error.message }
+        : outcome.failed(`${(error as Error).name}: ${(error as Error).message}`);
+    return { result, threw: true };
   }
 }
 
 /** How the run ends, from what its handler returned and what the store saw of the database. */
-function endingOf(result: unknown, exec: ExecutionStore, state: RunState): RunEnding {
+function endingOf(handler: RecoverableHandler, { result, threw }: HandlerResult, exec: ExecutionStore, state: RunState): RunEnding {
   let final = recordable(result);
   let pausedAt: [Buffer | null, boolean] = [null, false];
   if (final.kind === 'paused') {
@@ -223,6 +300,17 @@ function endingOf(result: unknown, exec: ExecutionStore, state: RunState): RunEn
   // checkpoint whose answer was lost may have committed; writing the cursor known here could
   // rewind past it). Taken again after a backoff, unless an operator asked it to stop.
   if (exec.unavailable() && final.kind === 'failed') return { kind: 'outage' };
+  if (final.kind === 'failed') {
+    const retry = {
+      budget: handler.retry?.budget ?? DEFAULT_RUN_RETRY.budget,
+      backoffMs: handler.retry?.backoffMs ?? DEFAULT_RUN_RETRY.backoffMs,
+      maxBackoffMs: handler.retry?.maxBackoffMs ?? DEFAULT_RUN_RETRY.maxBackoffMs,
+    };
+    // A throw may be transient: tried again from the last checkpoint while budget is left. A
+    // failure the handler returned is its verdict, final.
+    if (threw && exec.retriesSpent() < retry.budget) return { kind: 'retry', message: final.message, ...retry };
+    return { ...final, budget: retry.budget };
+  }
   if (final.kind !== 'paused') return final;
   const [cursor, cursorJson] = pausedAt;
   // Shutdown: the run is handed back for another runner, unless an operator asked to cancel.
@@ -252,10 +340,17 @@ function logRunEnd(
   progress: { processed: number | null; stats: Record<string, unknown> },
   elapsedMs: number,
 ): void {
-  const outcome = { completed: 'COMPLETED', failed: 'FAILED', paused: 'PAUSED', 'hand-back': 'HANDED_BACK', outage: 'HANDED_BACK' }[
+  const outcome = {
+    completed: 'COMPLETED',
+    failed: 'FAILED',
+    retry: 'RETRYING',
+    paused: 'PAUSED',
+    'hand-back': 'HANDED_BACK',
+    outage: 'HANDED_BACK',
+  }[ending.kind];
+  const cause = { completed: null, failed: 'HANDLER', retry: 'HANDLER', paused: null, 'hand-back': 'SHUTDOWN', outage: 'OUTAGE' }[
     ending.kind
   ];
-  const cause = { completed: null, failed: 'HANDLER', paused: null, 'hand-back': 'SHUTDOWN', outage: 'OUTAGE' }[ending.kind];
   const fields = {
     kind: 'recoverable',
     handler: run.name,
@@ -269,7 +364,13 @@ function logRunEnd(
     extra: progress.stats,
     cursor: ending.kind === 'paused' || ending.kind === 'hand-back' ? loggedCursor(ending.cursor, ending.cursorJson) : null,
   };
-  const msg = `runner ${owner}: run ${run.id} (${run.name}): ${outcome}${ending.kind === 'failed' ? `: ${ending.message}` : ''}`;
+  const why =
+    ending.kind === 'failed'
+      ? `: ${ending.message}`
+      : ending.kind === 'retry'
+        ? `: ${ending.message}; retrying from its last checkpoint`
+        : '';
+  const msg = `runner ${owner}: run ${run.id} (${run.name}): ${outcome}${why}`;
   if (ending.kind === 'completed' || ending.kind === 'paused') log.info(msg, fields);
   else log.warn(msg, fields);
 }
@@ -281,7 +382,7 @@ export async function executeRun(handler: RecoverableHandler, run: TakenRun, sta
   const fence: RunFence = { runId: run.id, epoch: run.epoch, owner };
   const exec = createExecutionStore(run, fence, state, deps);
   const stopBeating = heartbeatWhileRunning(fence, state, deps);
-  let result: unknown;
+  let result: HandlerResult;
   try {
     result = await runHandler(handler, run, exec.store);
   } finally {
@@ -291,7 +392,7 @@ export async function executeRun(handler: RecoverableHandler, run: TakenRun, sta
     log.warn(`runner ${owner}: run ${run.id} was taken from this worker; its outcome is not recorded`);
     return;
   }
-  const ending = endingOf(result, exec, state);
+  const ending = endingOf(handler, result, exec, state);
   if (ending.kind === 'outage')
     log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
   try {
