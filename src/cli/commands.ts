@@ -116,7 +116,7 @@ handlers (demo.echo, demo.flaky, demo.scan) are registered unless JOBGATE_DEMO_H
   {
     name: 'schema',
     summary: 'print the GraphQL SDL',
-    options: [],
+    options: [{ name: '--subgraph', help: 'the federation subgraph SDL (with @link and @key), for a router to compose' }],
     env: [],
   },
   {
