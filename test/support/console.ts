@@ -4,7 +4,7 @@
  * driven by playwright-core; never a downloaded browser build).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApp, type RunningApp } from '../../src/app.js';
@@ -25,6 +25,16 @@ export const ARTIFACTS = resolve('test-artifacts');
 export function ensureConsoleBuilt(): void {
   if (existsSync(join(DEFAULT_CONSOLE_DIR, 'index.html')) && existsSync(join(DEFAULT_CONSOLE_DIR, CONSOLE_DOCUMENTS))) return;
   execFileSync('npm', ['run', 'console:build'], { stdio: 'inherit' });
+}
+
+/**
+ * What a request or WebSocket frame the console sent asks for: its text with the documents of the
+ * hashes in it appended (the console names its documents by hash alone; the build's manifest has them).
+ */
+export function withDocuments(sent: string): string {
+  const manifest = JSON.parse(readFileSync(join(DEFAULT_CONSOLE_DIR, CONSOLE_DOCUMENTS), 'utf8')) as Record<string, string>;
+  const hashes = [...sent.matchAll(/"sha256Hash":"([0-9a-f]{64})"/g)].map((m) => m[1]!);
+  return [sent, ...hashes.map((h) => manifest[h] ?? `<unknown hash ${h}>`)].join('\n');
 }
 
 export interface ConsoleWorld {
