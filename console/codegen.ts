@@ -1,6 +1,8 @@
 /**
  * Types every operation of the console from the checked-in schema.graphql. `npm run check` runs
  * this and then the console's typecheck, so a schema change that breaks a screen fails the check.
+ * Each document also gets its SHA-256 (the console sends the hash alone) and a manifest of them,
+ * persisted-documents.json, which the build hands to the gateway (console/vite.config.ts).
  */
 import type { CodegenConfig } from '@graphql-codegen/cli';
 
@@ -11,7 +13,7 @@ const config: CodegenConfig = {
   generates: {
     'console/src/gql/': {
       preset: 'client',
-      presetConfig: { fragmentMasking: false },
+      presetConfig: { fragmentMasking: false, persistedDocuments: { hashAlgorithm: 'sha256' } },
       config: {
         // Operations go over fetch and graphql-ws as strings: no parsed AST in the bundle.
         documentMode: 'string',

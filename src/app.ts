@@ -209,6 +209,7 @@ async function serveGateway(
     listening,
     introspection: config.introspection,
     corsOrigins: config.corsOrigins,
+    persisted: { only: config.persistedOnly, manifests: config.persistedDocuments },
     maxBodyBytes: config.maxBodyBytes,
     bounds: config.bounds,
     trustedProxies: config.trustedProxies,

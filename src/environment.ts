@@ -110,6 +110,16 @@ const envSchema = z.object({
       return raw.length === 32;
     }, 'must be 32 bytes, as base64 or hex (e.g. `openssl rand -base64 32`)'),
   JOBGATE_INTROSPECTION: z.enum(['on', 'off']).default('on'),
+  JOBGATE_PERSISTED_ONLY: z.enum(['on', 'off']).default('off'),
+  JOBGATE_PERSISTED_DOCUMENTS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
   JOBGATE_CORS_ORIGINS: z
     .string()
     .optional()
@@ -273,6 +283,10 @@ export interface Config {
   trustedProxies: string[];
   /** Origins whose pages may call the API from a browser (CORS); empty: none but the gateway's own; `*`: any. */
   corsOrigins: string[];
+  /** Run only trusted persisted documents (the console's and `persistedDocuments`'), no document sent as text. */
+  persistedOnly: boolean;
+  /** Manifests of trusted documents (SHA-256 to document) besides the console's, as absolute paths. */
+  persistedDocuments: string[];
   /** How long live events are kept for subscriptions to replay (reaper prunes older ones). */
   eventRetentionMs: number;
   /** Retention of finished history: the installation's windows (0 days: forever) and the pruner's pace. */
@@ -369,6 +383,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     }),
     trustedProxies: e.JOBGATE_TRUSTED_PROXIES,
     corsOrigins: e.JOBGATE_CORS_ORIGINS,
+    persistedOnly: e.JOBGATE_PERSISTED_ONLY === 'on',
+    persistedDocuments: e.JOBGATE_PERSISTED_DOCUMENTS.map((p) => path.resolve(cwd, p)),
     eventRetentionMs: e.JOBGATE_EVENT_RETENTION_HOURS * 3_600_000,
     metrics: Object.freeze({
       token: e.JOBGATE_METRICS_TOKEN,

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMMANDS, environmentOf } from '../src/cli/commands.js';
 import { ENVIRONMENT_VARIABLES } from '../src/environment.js';
-import { printSdl } from '../src/schema/index.js';
+import { printSdl, printSubgraphSdl } from '../src/schema/index.js';
 import { createTestDb, type TestDb } from './support/db.js';
 
 const run = promisify(execFile);
@@ -44,6 +44,9 @@ describe('the jobgate command', () => {
   it('schema prints the SDL', async () => {
     const { stdout } = await cli(['schema']);
     expect(stdout).toBe(printSdl());
+    const subgraph = await cli(['schema', '--subgraph']);
+    expect(subgraph.stdout).toBe(printSubgraphSdl());
+    expect(subgraph.stdout).toContain('@key(fields: "id")');
   });
 
   it('--help prints the usage on stdout and exits 0, also after a command, without running it', async () => {

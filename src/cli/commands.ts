@@ -52,6 +52,8 @@ export const ENVIRONMENT_GROUPS = {
     'PORT',
     'JOBGATE_INTROSPECTION',
     'JOBGATE_CORS_ORIGINS',
+    'JOBGATE_PERSISTED_ONLY',
+    'JOBGATE_PERSISTED_DOCUMENTS',
     'JOBGATE_MAX_BODY_BYTES',
     'JOBGATE_RATE_LIMIT_PER_SECOND',
     'JOBGATE_RATE_LIMIT_BURST',
@@ -126,7 +128,7 @@ handlers (demo.echo, demo.flaky, demo.scan) are registered unless JOBGATE_DEMO_H
   {
     name: 'schema',
     summary: 'print the GraphQL SDL',
-    options: [],
+    options: [{ name: '--subgraph', help: 'the federation subgraph SDL (with @link and @key), for a router to compose' }],
     env: [],
   },
   {

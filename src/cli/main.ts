@@ -235,8 +235,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const { command, options } = parsed;
   if (command.name === 'schema') {
-    const { printSdl } = await import('../schema/index.js');
-    process.stdout.write(printSdl());
+    const { printSdl, printSubgraphSdl } = await import('../schema/index.js');
+    process.stdout.write(options.has('--subgraph') ? printSubgraphSdl() : printSdl());
     return 0;
   }
   let config: Config;

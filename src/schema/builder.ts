@@ -2,6 +2,8 @@
  * The one Pothos builder. It registers plugins and the root types and defines nothing else.
  */
 import SchemaBuilder from '@pothos/core';
+import DirectivesPlugin from '@pothos/plugin-directives';
+import FederationPlugin from '@pothos/plugin-federation';
 import ZodPlugin from '@pothos/plugin-zod';
 import type { Logger } from '../log.js';
 import type { Actor } from '../service/kernel/actor.js';
@@ -29,7 +31,8 @@ export const builder = new SchemaBuilder<{
     JSON: { Input: unknown; Output: unknown };
   };
 }>({
-  plugins: [ZodPlugin],
+  // Federation last: it reads the types the others have finished (./federation.ts).
+  plugins: [ZodPlugin, DirectivesPlugin, FederationPlugin],
   defaultFieldNullability: false,
   zod: {
     // The same error a library caller gets from the service: VALIDATION_FAILED with paths

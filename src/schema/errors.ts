@@ -14,6 +14,8 @@ const EDGE_CODES = {
   PERSISTED_QUERY_NOT_FOUND:
     'Automatic persisted queries: the gateway does not hold the document of this hash (HTTP 404); send it again with the document.',
   PERSISTED_QUERY_MISMATCH: 'Automatic persisted queries: the document sent does not have the SHA-256 hash sent with it (HTTP 400).',
+  PERSISTED_QUERY_ONLY:
+    'The gateway runs only documents it knows by hash (JOBGATE_PERSISTED_ONLY): send `extensions.persistedQuery` without the document (HTTP 400).',
   INTERNAL_SERVER_ERROR: 'An unexpected failure; no detail is sent. The server log has it.',
 } as const;
 

@@ -31,13 +31,24 @@ import '../resolvers/alerts.js';
 import '../resolvers/viewer.js';
 import '../resolvers/stats.js';
 import '../resolvers/retention.js';
+import '../resolvers/entities.js';
+import { printSubgraphSchema } from '@apollo/subgraph';
 import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
 import { builder } from './builder.js';
+import { describeFederation, FEDERATION_LINK, withoutFederation } from './federation.js';
 import { boxJsonOutputs } from './json-output.js';
 
-export const schema: GraphQLSchema = boxJsonOutputs(builder.toSchema({ sortSchema: true }));
+/** The served schema: the API, plus federation's `_service` and `_entities` (./federation.ts). */
+export const schema: GraphQLSchema = boxJsonOutputs(
+  describeFederation(builder.toSubGraphSchema({ sortSchema: true, linkUrl: FEDERATION_LINK })),
+);
 
-/** The SDL as checked in to `schema.graphql`. */
+/** The SDL as checked in to `schema.graphql`: the public API, without federation's plumbing. */
 export function printSdl(): string {
-  return printSchema(lexicographicSortSchema(schema)) + '\n';
+  return printSchema(lexicographicSortSchema(withoutFederation(schema))) + '\n';
+}
+
+/** The subgraph SDL a router composes (as `_service { sdl }` serves it), for composing without a running gateway. */
+export function printSubgraphSdl(): string {
+  return printSubgraphSchema(schema) + '\n';
 }

@@ -16,6 +16,12 @@ import { fileURLToPath } from 'node:url';
 
 export const CONSOLE_PATH = '/console';
 
+/**
+ * The console build's manifest of its documents (graphql-codegen's persisted documents, copied in
+ * by console/vite.config.ts): the hashes the console sends, trusted by the gateway (./persisted-queries.ts).
+ */
+export const CONSOLE_DOCUMENTS = 'persisted-documents.json';
+
 /** dist/console of this checkout: src/server/console.ts and dist/server/console.js are both two levels down. */
 export const DEFAULT_CONSOLE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../dist/console');
 

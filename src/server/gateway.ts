@@ -24,8 +24,8 @@ import { clientAddressOf } from './client-address.js';
 import { createGraphiQLPage } from './graphiql.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
-import { createPersistedQueries } from './persisted-queries.js';
-import { loadConsoleSite, type ConsoleSite } from './console.js';
+import { createPersistedQueries, trustedDocuments, type PersistedQueries } from './persisted-queries.js';
+import { CONSOLE_DOCUMENTS, DEFAULT_CONSOLE_DIR, loadConsoleSite, type ConsoleSite } from './console.js';
 import { noLiveFeeds, type LiveFeeds } from '../subscriptions/live-feeds.js';
 import { BoundedFeeds } from '../subscriptions/bounded-feeds.js';
 import { useSharedSubscriptionExecution } from '../subscriptions/shared-event-results.js';
@@ -76,12 +76,32 @@ export interface GatewayOptions {
   refusalHoldMs?: number;
   /** Reverse proxies whose X-Forwarded-For names the client (./client-address.ts). Default none. */
   trustedProxies?: string[] | undefined;
+  /**
+   * Persisted documents (./persisted-queries.ts): the console's are trusted (when it is served);
+   * `manifests` names more (JOBGATE_PERSISTED_DOCUMENTS); `only` runs trusted documents and nothing
+   * else (JOBGATE_PERSISTED_ONLY). Default: the console's, and any other document runs too.
+   */
+  persisted?: { only?: boolean | undefined; manifests?: string[] | undefined } | undefined;
+}
+
+/** The gateway's persisted documents: the console build's manifest, then the operator's. */
+export function persistedQueriesFor(options: Pick<GatewayOptions, 'console' | 'persisted'>, log?: Logger): PersistedQueries {
+  const consoleManifest =
+    options.console === false ? [] : [{ path: `${options.console ?? DEFAULT_CONSOLE_DIR}/${CONSOLE_DOCUMENTS}`, optional: true }];
+  const manifests = [...consoleManifest, ...(options.persisted?.manifests ?? []).map((path) => ({ path }))];
+  const persisted = createPersistedQueries({ trusted: trustedDocuments(manifests), only: options.persisted?.only ?? false });
+  if (options.persisted?.only) log?.info(`gateway: persisted documents only: the ${persisted.trusted} trusted documents run, no other`);
+  return persisted;
 }
 
 export type { Yoga };
 
 /** The gateway's yoga; `bounds` are shared with its WebSocket server (startGateway), else its own. */
-export function createGatewayYoga(options: GatewayOptions, bounds: LoadBounds = createLoadBounds(options.bounds)): Yoga {
+export function createGatewayYoga(
+  options: GatewayOptions,
+  bounds: LoadBounds = createLoadBounds(options.bounds),
+  persisted: PersistedQueries = persistedQueriesFor(options),
+): Yoga {
   const log = options.log;
   const graphiql = createGraphiQLPage();
   // What the masking logs carries the id of the request the error came from (./request-id.ts).
@@ -91,7 +111,6 @@ export function createGatewayYoga(options: GatewayOptions, bounds: LoadBounds = 
   const ticketed = new WeakSet<Request>();
   const requestIds = new WeakMap<Request, string>();
   const requestLog = (request: Request) => requestContext(log, requestIds.get(request)).log;
-  const persisted = createPersistedQueries();
   const tickets = {
     check: (ticket: string) => options.service.checkSubscriptionTicket(ticket),
     redeem: (ticket: string) => options.service.redeemSubscriptionTicket(ticket),
@@ -122,7 +141,7 @@ export function createGatewayYoga(options: GatewayOptions, bounds: LoadBounds = 
         ticketed,
         failed: (request, error) => origins.mark(error, requestLog(request)),
       }),
-      persisted.plugin,
+      ...persisted.plugins,
       useTicketForOneSubscription(ticketed),
       ...hardeningPlugins({ introspection: options.introspection ?? true }),
       useSharedSubscriptionExecution(),
@@ -238,7 +257,8 @@ export async function startGateway(
   },
 ): Promise<RunningGateway> {
   const bounds = createLoadBounds(options.bounds);
-  const yoga = createGatewayYoga(options, bounds);
+  const persisted = persistedQueriesFor(options, options.log);
+  const yoga = createGatewayYoga(options, bounds, persisted);
   const clientAddress = clientAddressOf(options.trustedProxies);
   const maxBody = options.maxBodyBytes ?? 1_000_000;
   const observer = options.observer ?? noopObserver;
@@ -284,6 +304,7 @@ export async function startGateway(
     watchKey: options.live?.watchKey,
     bounds,
     clientAddress,
+    documentOf: (payload) => persisted.document(payload),
     maskError: createMaskError(options.log),
     // The same authentication as HTTP: a Request-shaped object carrying the key (sent as a bearer
     // token, or bare in connectionParams). A key that is not a valid header value (a newline, a

@@ -11,7 +11,8 @@
  *   Request bodies are capped (JOBGATE_MAX_BODY_BYTES, default 1 MB); batching is off.
  *   Browser requests that skip CORS preflight need a custom header (CSRF prevention).
  *
- * Introspection can be turned off with JOBGATE_INTROSPECTION=off.
+ * Introspection can be turned off with JOBGATE_INTROSPECTION=off; federation's `_service { sdl }`
+ * (src/schema/federation.ts) is the schema by another name and closes with it.
  */
 import { EnvelopArmor } from '@escape.tech/graphql-armor';
 import { costLimitRule, type CostLimitOptions } from '@escape.tech/graphql-armor-cost-limit';
@@ -278,10 +279,27 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
     onValidate({ addValidationRule }) {
       addValidationRule(queryDepthRule(LIMITS.depth));
       addValidationRule(introspectionDepthRule(LIMITS.introspectionDepth));
-      if (!options.introspection) addValidationRule(NoSchemaIntrospectionCustomRule);
+      if (!options.introspection) {
+        addValidationRule(NoSchemaIntrospectionCustomRule);
+        addValidationRule(noSubgraphSdlRule);
+      }
     },
   };
   return [...(armor.protect().plugins as Plugin[]), rules, useNoSuggestions(), usePagedCostLimit(), csrfUnlessTicket()];
+}
+
+/** Federation's `_service` on the root: refused as `__schema` is when introspection is off. */
+function noSubgraphSdlRule(context: ValidationContext): ASTVisitor {
+  return {
+    Field(node) {
+      if (node.name.value === '_service' && context.getParentType() === context.getSchema().getQueryType())
+        context.reportError(
+          new GraphQLError('GraphQL introspection has been disabled, but the requested query contained the field "_service".', {
+            nodes: node,
+          }),
+        );
+    },
+  };
 }
 
 /**

@@ -61,6 +61,12 @@ export interface WebSocketOptions {
   bounds: LoadBounds;
   /** The address a connection's failed authentications count against. */
   clientAddress(request: IncomingMessage): string | undefined;
+  /**
+   * The document a subscribe payload asks for, by its text or by its hash alone (persisted
+   * documents, src/server/persisted-queries.ts: the same store and the same refusals as HTTP).
+   * Default: its text.
+   */
+  documentOf?: ((payload: { query?: string; extensions?: Record<string, unknown> | null }) => Promise<string>) | undefined;
 }
 
 /** The close code and reason of a connection whose key lapsed: 4403 is graphql-ws's "Forbidden", which its clients do not retry. */
@@ -236,9 +242,16 @@ async function startOperation(ctx: WsContext, id: string, payload: SubscribePayl
     socket.close(1008, 'slow consumer');
     setImmediate(() => socket.terminate());
   };
+  let query: string;
+  try {
+    query = options.documentOf ? await options.documentOf(payload) : payload.query;
+  } catch (error) {
+    if (error instanceof GraphQLError) return [error];
+    return [asGraphQLError(options.maskError(error, 'Unexpected error.'))];
+  }
   const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
     actor,
-    params: payload,
+    params: { ...payload, query },
     cutOff,
     requestId,
     streams: streamsByConnection.get(ctx),
@@ -246,7 +259,7 @@ async function startOperation(ctx: WsContext, id: string, payload: SubscribePayl
   let document;
   try {
     // Limits may throw here rather than report: either way the client gets the error.
-    document = parse(payload.query);
+    document = parse(query);
     const errors = validate(schema, document);
     if (errors.length > 0) return errors;
   } catch (error) {

@@ -9,7 +9,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, withDocuments, type ConsoleWorld } from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -41,9 +41,9 @@ async function signedIn(key: string, name: string): Promise<{ page: Page; sent: 
   const page = await context.newPage();
   const sent: string[] = [];
   page.on('request', (r) => {
-    if (r.url().endsWith('/graphql') && r.method() === 'POST') sent.push(r.postData() ?? '');
+    if (r.url().endsWith('/graphql') && r.method() === 'POST') sent.push(withDocuments(r.postData() ?? ''));
   });
-  page.on('websocket', (ws) => ws.on('framesent', (f) => sent.push(String(f.payload))));
+  page.on('websocket', (ws) => ws.on('framesent', (f) => sent.push(withDocuments(String(f.payload)))));
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
   });

@@ -45,6 +45,13 @@ async function signedIn(key: string, name: string, prepare?: (context: BrowserCo
   page.on('response', (r) => {
     if (r.status() === 404) problems.push(`404: ${r.url()}`);
   });
+  // Every GraphQL request names its document by hash alone (persisted documents), never by its text.
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname !== '/graphql' || r.method() !== 'POST') return;
+    const body = r.postDataJSON() as { query?: unknown; extensions?: { persistedQuery?: { sha256Hash?: unknown } } } | null;
+    if (body?.query !== undefined || typeof body?.extensions?.persistedQuery?.sha256Hash !== 'string')
+      problems.push(`a document sent as text: ${r.postData()}`);
+  });
   (page as Page & { problems: string[] }).problems = problems;
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});

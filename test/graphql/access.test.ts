@@ -618,6 +618,8 @@ describe('limits', () => {
           errors?: { message: string }[];
         };
       expect((await ask('{ __schema { queryType { name } } }')).errors?.[0]?.message).toMatch(/introspection/i);
+      // Federation's `_service { sdl }` is the schema by another name: closed with introspection.
+      expect((await ask('{ _service { sdl } }')).errors?.[0]?.message).toMatch(/introspection/i);
       expect((await ask('{ workspace { slug } }')).data.workspace.slug).toBe('default');
     } finally {
       await closed.close();

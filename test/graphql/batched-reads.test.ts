@@ -78,3 +78,18 @@ describe('a page of rows with their links', () => {
     expect(large.data.jobs.nodes.find((j: any) => j.name === 'triggered')).toBeDefined();
   });
 });
+
+describe("a federation router's references", () => {
+  it('cost as many reads for 30 jobs as for 3 (one query per type), each the job of its id', async () => {
+    const ids = (await t.query<{ id: string }>(`select id from jobs where name like 'page-%' order by name`)).rows.map((r) => r.id);
+    const entities = (n: number) =>
+      `{ _entities(representations: [${ids
+        .slice(0, n)
+        .map((id) => `{ __typename: "Job", id: "${id}" }`)
+        .join(', ')}]) { ... on Job { id name } } }`;
+    const small = await reads(entities(3));
+    const large = await reads(entities(30));
+    expect(large.count).toBe(small.count);
+    expect(large.data._entities.map((j: { id: string }) => j.id)).toEqual(ids.slice(0, 30));
+  });
+});

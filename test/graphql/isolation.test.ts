@@ -228,6 +228,13 @@ const probes: Record<string, Probe> = {
     expect: 'NO_A_DATA',
   },
   alertRaised: { query: `subscription { alertRaised(after: "0") { alertId alert { id summary } } }`, expect: 'NO_A_DATA' },
+  // Federation: B's key and A's ids resolve to null (test/graphql/federation.test.ts covers every entity type).
+  _entities: {
+    query: `query ($id: ID!) { _entities(representations: [{ __typename: "Job", id: $id }]) { ... on Job { id name input } } }`,
+    id: 'job',
+    expect: 'NO_A_DATA',
+  },
+  _service: { query: `{ _service { sdl } }`, expect: 'NO_A_DATA' },
   handlerCatalog: {
     query: `subscription { handlerCatalog { handlers { kind name workers { id } lastRun { id } schedule { lastTickRunId } } } }`,
     expect: 'NO_A_DATA',

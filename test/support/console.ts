@@ -4,13 +4,13 @@
  * driven by playwright-core; never a downloaded browser build).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApp, type RunningApp } from '../../src/app.js';
 import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
-import { DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
+import { CONSOLE_DOCUMENTS, DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
 import { HandlerRegistry, UnrecoverableError } from '../../src/service/engine/delivery/handler-registry.js';
 import { IntervalRegistry } from '../../src/service/engine/intervals/intervals.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
@@ -18,10 +18,23 @@ import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/reco
 export const CHROMIUM = process.env.JOBGATE_CHROMIUM ?? '/usr/bin/chromium';
 export const ARTIFACTS = resolve('test-artifacts');
 
-/** Builds the console when its build is missing (a fresh clone whose install skipped scripts). */
+/**
+ * Builds the console when its build is missing (a fresh clone whose install skipped scripts), or
+ * is older than its manifest of persisted documents.
+ */
 export function ensureConsoleBuilt(): void {
-  if (existsSync(join(DEFAULT_CONSOLE_DIR, 'index.html'))) return;
+  if (existsSync(join(DEFAULT_CONSOLE_DIR, 'index.html')) && existsSync(join(DEFAULT_CONSOLE_DIR, CONSOLE_DOCUMENTS))) return;
   execFileSync('npm', ['run', 'console:build'], { stdio: 'inherit' });
+}
+
+/**
+ * What a request or WebSocket frame the console sent asks for: its text with the documents of the
+ * hashes in it appended (the console names its documents by hash alone; the build's manifest has them).
+ */
+export function withDocuments(sent: string): string {
+  const manifest = JSON.parse(readFileSync(join(DEFAULT_CONSOLE_DIR, CONSOLE_DOCUMENTS), 'utf8')) as Record<string, string>;
+  const hashes = [...sent.matchAll(/"sha256Hash":"([0-9a-f]{64})"/g)].map((m) => m[1]!);
+  return [sent, ...hashes.map((h) => manifest[h] ?? `<unknown hash ${h}>`)].join('\n');
 }
 
 export interface ConsoleWorld {
@@ -79,6 +92,9 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
     JOBGATE_LOG_LEVEL: 'silent',
     JOBGATE_HEARTBEAT_MS: '1000',
     JOBGATE_LEASE_MS: '3000',
+    // The console sends its documents by hash alone: with only trusted documents allowed, any
+    // request it sent as text would fail its screen.
+    JOBGATE_PERSISTED_ONLY: 'on',
   });
   const app = await startApp({
     config,

@@ -1,9 +1,11 @@
 /**
- * Queries and mutations over HTTP: one POST to /graphql with the tab's key. A GraphQL error becomes
+ * Queries and mutations over HTTP: one POST to /graphql with the tab's key, naming its document by
+ * hash (./persisted.ts). A GraphQL error becomes
  * an ApiError with its stable `extensions.code`; UNAUTHENTICATED (a revoked or expired key) also
  * tells the app to sign the tab out.
  */
 import type { TypedDocumentString } from '../gql/graphql.ts';
+import { documentFields, PERSISTED_QUERY_NOT_FOUND } from './persisted.ts';
 
 export class ApiError extends Error {
   constructor(
@@ -49,29 +51,41 @@ export interface Api {
   request<R, V>(document: TypedDocumentString<R, V>, variables?: V): Promise<R>;
 }
 
+/** One POST of a document (its hash alone, or its text: ./persisted.ts) and what came back. */
+async function post(
+  endpoint: string,
+  key: string,
+  fields: ReturnType<typeof documentFields>,
+  variables: unknown,
+): Promise<{ response: Response; body: { data?: unknown; errors?: GraphQLErrorLike[] } | undefined }> {
+  let response: Response;
+  try {
+    response = await fetch(endpoint, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/graphql-response+json, application/json',
+        authorization: `Bearer ${key}`,
+      },
+      body: JSON.stringify({ ...fields, variables: variables ?? {} }),
+    });
+  } catch (error) {
+    throw new ApiError('UNAVAILABLE', `the gateway cannot be reached (${(error as Error).message})`);
+  }
+  try {
+    return { response, body: (await response.json()) as { data?: unknown; errors?: GraphQLErrorLike[] } };
+  } catch {
+    return { response, body: undefined };
+  }
+}
+
 export function createApi(key: string, endpoint = '/graphql'): Api {
   return {
     async request(document, variables) {
-      let response: Response;
-      try {
-        response = await fetch(endpoint, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            accept: 'application/graphql-response+json, application/json',
-            authorization: `Bearer ${key}`,
-          },
-          body: JSON.stringify({ query: document.toString(), variables: variables ?? {} }),
-        });
-      } catch (error) {
-        throw new ApiError('UNAVAILABLE', `the gateway cannot be reached (${(error as Error).message})`);
-      }
-      let body: { data?: unknown; errors?: GraphQLErrorLike[] } | undefined;
-      try {
-        body = (await response.json()) as typeof body;
-      } catch {
-        body = undefined;
-      }
+      let { response, body } = await post(endpoint, key, documentFields(document), variables);
+      // A gateway without this build's hashes: once more with the document (./persisted.ts).
+      if (body?.errors?.[0]?.extensions?.code === PERSISTED_QUERY_NOT_FOUND)
+        ({ response, body } = await post(endpoint, key, documentFields(document, true), variables));
       if (body?.errors?.length || !body?.data) {
         const error = toApiError(body?.errors, response.status);
         if (error.code === 'UNAUTHENTICATED') reportUnauthenticated(error);

@@ -12,10 +12,12 @@
  *   retention window (CURSOR_EXPIRED) is dropped: the subscription starts from now and the screen
  *   is told to reload its snapshot.
  * - While the socket is not live, screens poll (see hooks.ts); never while it is.
+ * - Documents go by their hash alone, as over HTTP (./persisted.ts).
  */
 import { createClient, type Client } from 'graphql-ws';
 import type { TypedDocumentString } from '../gql/graphql.ts';
 import { ApiError, toApiError } from './api.ts';
+import { documentFields, PERSISTED_QUERY_NOT_FOUND } from './persisted.ts';
 
 export type LiveState = 'connecting' | 'live' | 'reconnecting' | 'signedOut';
 
@@ -152,8 +154,13 @@ export function createLive(options: LiveOptions): Live {
     },
     subscribe<R, V extends Record<string, unknown>>(document: TypedDocumentString<R, V>, variables: V, handlers: LiveHandlers<R>) {
       const cursors = new CursorTracker((variables.after as string | null | undefined) ?? null);
-      // Mutated as events arrive: graphql-ws serialises it again at each (re)connection.
-      const payload = { query: document.toString(), variables: { ...variables } as Record<string, unknown> };
+      // Mutated as events arrive: graphql-ws serialises it again at each (re)connection. The document
+      // by its hash alone (./persisted.ts); graphql-ws wants a `query` string, so it is '' then.
+      const payload: { query: string; extensions?: Record<string, unknown>; variables: Record<string, unknown> } = {
+        query: '',
+        ...documentFields(document),
+        variables: { ...variables } as Record<string, unknown>,
+      };
       let dispose: () => void = () => {};
       let stopped = false;
       const start = () => {
@@ -171,6 +178,13 @@ export function createLive(options: LiveOptions): Live {
           },
           error: (error) => {
             const apiError = Array.isArray(error) ? toApiError(error as never) : new ApiError('UNAVAILABLE', 'the live connection failed');
+            // A gateway without this build's hashes: subscribe again with the document.
+            if (apiError.code === PERSISTED_QUERY_NOT_FOUND && payload.extensions && !stopped) {
+              delete payload.extensions;
+              payload.query = document.toString();
+              start();
+              return;
+            }
             if (apiError.code === 'CURSOR_EXPIRED' && !stopped) {
               cursors.reset();
               delete payload.variables.after;
