@@ -337,6 +337,32 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** What DATABASE_URL is (a transaction pooler or not), and what that allows (src/db/pooler.ts). */
+function poolerSettings(e: z.output<typeof envSchema>): Pick<Config, 'pooler' | 'listenDatabaseUrl' | 'preparedStatements'> {
+  return {
+    pooler: e.JOBGATE_DATABASE_POOLER === 'transaction' ? 'transaction' : undefined,
+    listenDatabaseUrl: e.JOBGATE_LISTEN_DATABASE_URL,
+    preparedStatements: e.JOBGATE_PREPARED_STATEMENTS === undefined ? undefined : e.JOBGATE_PREPARED_STATEMENTS === 'on',
+  };
+}
+
+/** Retention of finished history: the installation's windows and the pruner's pace. */
+function retentionSettings(e: z.output<typeof envSchema>): Config['retention'] {
+  return Object.freeze({
+    executionsDays: e.JOBGATE_RETENTION_EXECUTIONS_DAYS,
+    failedExecutionsDays: e.JOBGATE_RETENTION_FAILED_DAYS,
+    auditDays: e.JOBGATE_RETENTION_AUDIT_DAYS,
+    runsDays: e.JOBGATE_RETENTION_RUNS_DAYS,
+    keepPerJob: e.JOBGATE_RETENTION_KEEP_PER_JOB,
+    alertNotificationsDays: e.JOBGATE_RETENTION_ALERTS_DAYS,
+    runDueBatches: e.JOBGATE_RETENTION_RUN_DUE_BATCHES,
+    goneWorkersHours: e.JOBGATE_RETENTION_GONE_WORKERS_HOURS,
+    batchSize: e.JOBGATE_RETENTION_BATCH,
+    pauseMs: e.JOBGATE_RETENTION_PAUSE_MS,
+    everyMs: e.JOBGATE_RETENTION_EVERY_MINUTES * 60_000,
+  });
+}
+
 export function parseConfig(env: Record<string, string | undefined> = process.env, cwd = process.cwd()): Readonly<Config> {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -351,9 +377,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
   }
   return Object.freeze({
     databaseUrl: e.DATABASE_URL,
-    pooler: e.JOBGATE_DATABASE_POOLER === 'transaction' ? 'transaction' : undefined,
-    listenDatabaseUrl: e.JOBGATE_LISTEN_DATABASE_URL,
-    preparedStatements: e.JOBGATE_PREPARED_STATEMENTS === undefined ? undefined : e.JOBGATE_PREPARED_STATEMENTS === 'on',
+    ...poolerSettings(e),
     host: e.HOST,
     port: e.PORT,
     dataDir: path.resolve(cwd, e.JOBGATE_DATA_DIR ?? '.jobgate'),
@@ -392,19 +416,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       endpointLabels: e.JOBGATE_METRICS_ENDPOINT_LABELS,
     }),
     shutdownDelayMs: e.JOBGATE_SHUTDOWN_DELAY_MS,
-    retention: Object.freeze({
-      executionsDays: e.JOBGATE_RETENTION_EXECUTIONS_DAYS,
-      failedExecutionsDays: e.JOBGATE_RETENTION_FAILED_DAYS,
-      auditDays: e.JOBGATE_RETENTION_AUDIT_DAYS,
-      runsDays: e.JOBGATE_RETENTION_RUNS_DAYS,
-      keepPerJob: e.JOBGATE_RETENTION_KEEP_PER_JOB,
-      alertNotificationsDays: e.JOBGATE_RETENTION_ALERTS_DAYS,
-      runDueBatches: e.JOBGATE_RETENTION_RUN_DUE_BATCHES,
-      goneWorkersHours: e.JOBGATE_RETENTION_GONE_WORKERS_HOURS,
-      batchSize: e.JOBGATE_RETENTION_BATCH,
-      pauseMs: e.JOBGATE_RETENTION_PAUSE_MS,
-      everyMs: e.JOBGATE_RETENTION_EVERY_MINUTES * 60_000,
-    }),
+    retention: retentionSettings(e),
     alerts: Object.freeze({
       smtpUrl: e.JOBGATE_SMTP_URL,
       from: e.JOBGATE_SMTP_FROM,

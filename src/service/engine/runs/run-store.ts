@@ -140,6 +140,19 @@ interface ExecutionStore {
   retriesSpent(): number;
 }
 
+/** Calls `call` for run `runId`; tells `seen` whether the database answered; a connection error becomes RunStoreUnavailableError. */
+async function reachRun<T>(runId: string, seen: (answered: boolean) => void, call: () => Promise<T>): Promise<T> {
+  try {
+    const result = await call();
+    seen(true);
+    return result;
+  } catch (error) {
+    if (!isConnectionError(error)) throw error;
+    seen(false);
+    throw new RunStoreUnavailableError(`run ${runId}: the database could not be reached (${(error as Error).message})`, { cause: error });
+  }
+}
+
 function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, deps: RunExecutionDeps): ExecutionStore {
   const { pool } = deps;
   let stats = run.stats ?? {};
@@ -152,19 +165,7 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
     state.lost = true;
     throw new RunLostError(`run ${run.id} is no longer this worker's`);
   };
-  const reach = async <T>(call: () => Promise<T>): Promise<T> => {
-    try {
-      const result = await call();
-      unavailable = false;
-      return result;
-    } catch (error) {
-      if (!isConnectionError(error)) throw error;
-      unavailable = true;
-      throw new RunStoreUnavailableError(`run ${run.id}: the database could not be reached (${(error as Error).message})`, {
-        cause: error,
-      });
-    }
-  };
+  const reach = <T>(call: () => Promise<T>): Promise<T> => reachRun(run.id, (answered) => (unavailable = !answered), call);
   const prepare = (next: unknown, progress: Progress) => prepareCheckpoint(stats, next, progress);
   // Only once written: a checkpoint retried after a failure does not count its stats twice.
   const committed = (next: unknown, checkpoint: Checkpoint, merged: Record<string, unknown>) => {
