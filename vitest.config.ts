@@ -47,6 +47,8 @@ const PROCESS = [
   'test/db/embedded.test.ts',
   // A PgBouncer process in front of the server, and jobgate started through it.
   'test/db/pgbouncer.test.ts',
+  // A primary and a streaming replica, clusters of their own.
+  'test/db/read-replica.test.ts',
   'test/docs/examples.test.ts',
   'test/engine/crash.test.ts',
   'test/engine/fenced.test.ts',

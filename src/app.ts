@@ -160,7 +160,12 @@ function engineOptions(config: Config, source: DatabaseSource, log: Logger): Eng
     // The embedded default is Postgres itself, whatever the environment says of DATABASE_URL.
     ...(source.embedded
       ? {}
-      : { pooler: config.pooler, listenConnectionString: config.listenDatabaseUrl, preparedStatements: config.preparedStatements }),
+      : {
+          pooler: config.pooler,
+          listenConnectionString: config.listenDatabaseUrl,
+          preparedStatements: config.preparedStatements,
+          readReplica: config.readReplica,
+        }),
     log,
     poolMax: config.poolMax,
     poolWaitMs: config.poolWaitMs,
@@ -213,6 +218,8 @@ async function serveGateway(
     maxBodyBytes: config.maxBodyBytes,
     bounds: config.bounds,
     trustedProxies: config.trustedProxies,
+    // Only where the engine has the replica: never on the embedded default.
+    replicaReads: config.readReplica && config.databaseUrl ? { windowMs: config.readReplica.maxLagMs } : undefined,
     observer: engine.observer,
     ops,
     runDue: config.cronSecret ? { secret: config.cronSecret, log, run: async () => ({ ...(await engine.runDue()) }) } : undefined,

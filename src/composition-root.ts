@@ -10,6 +10,7 @@ import type { Registry } from 'prom-client';
 import { migrate, verifyMigrated } from './db/migrate.js';
 import { createDatabase, type Database } from './db/pool.js';
 import { sessions } from './db/pooler.js';
+import { openReadReplica, type ReadReplica } from './db/read-replica.js';
 import { ENGINE_DEFAULTS, type EngineDefaults } from './defaults.js';
 import type { Logger } from './log.js';
 import { createMetrics, type Metrics } from './metrics/prometheus.js';
@@ -48,6 +49,12 @@ export interface EngineOptions {
   pooler?: 'transaction' | undefined;
   /** Where the LISTEN connections go: a session on the server itself. Default the connection string, unless it is a transaction pooler. */
   listenConnectionString?: string | undefined;
+  /**
+   * A streaming replica of the database for reads that may be slightly stale: lists, counts and
+   * stats of callers that allow it (a GraphQL query), while it holds every commit older than
+   * `maxLagMs` (src/db/read-replica.ts). Unset: every read is the primary's.
+   */
+  readReplica?: { connectionString: string; maxLagMs: number } | undefined;
   /** Named statements, prepared once per connection. Default on, off with a transaction pooler (PgBouncer 1.21+ with max_prepared_statements can keep them). */
   preparedStatements?: boolean | undefined;
   log: Logger;
@@ -131,6 +138,7 @@ function metricsOptions(setting: MetricsSetting | undefined) {
 interface Opened {
   options: EngineOptions;
   database: Database;
+  replica: ReadReplica | undefined;
   service: JobService;
   serviceDeps: Omit<ServiceDeps, 'db' | 'pool'>;
   metrics: Metrics | undefined;
@@ -187,17 +195,28 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
         attemptsInFlight: options.roles?.workers === false ? undefined : () => running.workers.reduce((n, w) => n + w.inFlight(), 0),
       })
     : undefined;
-  const service = createJobService({ ...serviceDeps, observer: metrics?.observer, db: database.db, pool: database.pool });
+  const replica = options.readReplica
+    ? openReadReplica({
+        connectionString: options.readReplica.connectionString,
+        maxLagMs: options.readReplica.maxLagMs,
+        primary: database.pool,
+        poolMax: options.poolMax ?? ENGINE_DEFAULTS.poolMax,
+        preparedStatements: sessions({ ...options, connectionString: options.readReplica.connectionString }).preparedStatements,
+        log: (m) => log.warn(m),
+      })
+    : undefined;
+  const service = createJobService({ ...serviceDeps, replica, observer: metrics?.observer, db: database.db, pool: database.pool });
   try {
     await reach('start-up', () => service.workspaceIdOf('default'));
   } catch (error) {
     // The caller gets no engine to stop: close the pool here, or it holds the process open.
     metrics?.close();
+    await replica?.close();
     await database.close();
     throw error;
   }
   const defaults = { ...ENGINE_DEFAULTS.worker, ...options.worker, outboundAllow: [...(options.worker?.outboundAllow ?? [])] };
-  return assemble({ options, database, service, serviceDeps, metrics, probes, availability, reach, defaults, retention, running });
+  return assemble({ options, database, replica, service, serviceDeps, metrics, probes, availability, reach, defaults, retention, running });
 }
 
 function assemble(opened: Opened): Engine {
@@ -234,13 +253,7 @@ function assemble(opened: Opened): Engine {
     metrics,
     probes: opened.probes,
     // A process told to poll (a transaction pooler, no LISTEN URL) has no listener to wait for.
-    listeners: () =>
-      sessions(options).listen === null
-        ? []
-        : [
-            ...(running.workers.length ? [{ name: 'worker listener', mode: () => running.workers[0]?.listenMode() }] : []),
-            ...(running.hub ? [{ name: 'live listener', mode: () => running.hub?.listener.mode }] : []),
-          ],
+    listeners: () => listenersOf(opened),
     reach: opened.reach,
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
       await loops.start(staleMs, enginePollMs);
@@ -280,6 +293,7 @@ function assemble(opened: Opened): Engine {
         () => running.hub?.stop(),
         () => loops.stopScheduler(),
         () => settled([...running.workers.splice(0).map((w) => w.stop({ graceMs: grace })), ...loops.stopRest(grace)]),
+        () => opened.replica?.close(),
         () => database.close(),
         () => metrics?.close(),
       ]);
@@ -294,6 +308,15 @@ function assemble(opened: Opened): Engine {
  * statement a second per worker (a few hundred microseconds of the database's time) is its cost.
  */
 export const POLL_WITHOUT_LISTEN_MS = 1_000;
+
+/** The engine's LISTEN connections, for /readyz; none when it polls by design (a transaction pooler, no LISTEN URL). */
+function listenersOf({ options, running }: Opened): ReturnType<Engine['listeners']> {
+  if (sessions(options).listen === null) return [];
+  return [
+    ...(running.workers.length ? [{ name: 'worker listener', mode: () => running.workers[0]?.listenMode() }] : []),
+    ...(running.hub ? [{ name: 'live listener', mode: () => running.hub?.listener.mode }] : []),
+  ];
+}
 
 /** A worker's settings: the engine's defaults, what the caller gave, and the engine's shared parts. */
 function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Observer, given: Partial<WorkerOptions>): WorkerOptions {

@@ -62,6 +62,13 @@ const envSchema = z.object({
       }
     }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)'),
   JOBGATE_PREPARED_STATEMENTS: z.enum(['on', 'off']).optional(),
+  // A read replica for lists, counts and stats (src/db/read-replica.ts).
+  JOBGATE_READ_DATABASE_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v === '' ? undefined : v))
+    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string'),
+  JOBGATE_READ_MAX_LAG_MS: intFrom(5_000, 100, 3_600_000),
   // Empty means the default: to Node, an empty host is every interface.
   HOST: z
     .string()
@@ -252,6 +259,8 @@ export interface Config {
   listenDatabaseUrl: string | undefined;
   /** Named statements prepared once per connection; undefined: on, unless DATABASE_URL is a transaction pooler. */
   preparedStatements: boolean | undefined;
+  /** A streaming replica for lists, counts and stats, and how stale it may be before reads go to the primary. */
+  readReplica: { connectionString: string; maxLagMs: number } | undefined;
   host: string;
   port: number;
   /** Where the embedded Postgres keeps its cluster, log and bootstrap files. */
@@ -338,11 +347,16 @@ export class ConfigError extends Error {
 }
 
 /** What DATABASE_URL is (a transaction pooler or not), and what that allows (src/db/pooler.ts). */
-function poolerSettings(e: z.output<typeof envSchema>): Pick<Config, 'pooler' | 'listenDatabaseUrl' | 'preparedStatements'> {
+function poolerSettings(
+  e: z.output<typeof envSchema>,
+): Pick<Config, 'pooler' | 'listenDatabaseUrl' | 'preparedStatements' | 'readReplica'> {
   return {
     pooler: e.JOBGATE_DATABASE_POOLER === 'transaction' ? 'transaction' : undefined,
     listenDatabaseUrl: e.JOBGATE_LISTEN_DATABASE_URL,
     preparedStatements: e.JOBGATE_PREPARED_STATEMENTS === undefined ? undefined : e.JOBGATE_PREPARED_STATEMENTS === 'on',
+    readReplica: e.JOBGATE_READ_DATABASE_URL
+      ? { connectionString: e.JOBGATE_READ_DATABASE_URL, maxLagMs: e.JOBGATE_READ_MAX_LAG_MS }
+      : undefined,
   };
 }
 

@@ -145,6 +145,19 @@ describe('configuration', () => {
     expect(() => parseConfig({ JOBGATE_PREPARED_STATEMENTS: 'yes' })).toThrow(/JOBGATE_PREPARED_STATEMENTS/);
   });
 
+  it('reads a read replica and its staleness bound (5 s unless said), naming a bad value', () => {
+    expect(parseConfig({}).readReplica).toBeUndefined();
+    expect(parseConfig({ JOBGATE_READ_DATABASE_URL: 'postgres://replica/jobgate' }).readReplica).toEqual({
+      connectionString: 'postgres://replica/jobgate',
+      maxLagMs: 5000,
+    });
+    expect(
+      parseConfig({ JOBGATE_READ_DATABASE_URL: 'postgres://replica/jobgate', JOBGATE_READ_MAX_LAG_MS: '1000' }).readReplica?.maxLagMs,
+    ).toBe(1000);
+    expect(() => parseConfig({ JOBGATE_READ_DATABASE_URL: 'replica:5432' })).toThrow(/JOBGATE_READ_DATABASE_URL: must be a postgres/);
+    expect(() => parseConfig({ JOBGATE_READ_MAX_LAG_MS: '10' })).toThrow(/JOBGATE_READ_MAX_LAG_MS/);
+  });
+
   it('registers the demo handlers by default on the embedded default outside production only; JOBGATE_DEMO_HANDLERS decides otherwise', () => {
     expect(parseConfig({}).demoHandlers).toBe(true);
     expect(parseConfig({ NODE_ENV: 'production' }).demoHandlers).toBe(false);

@@ -11,6 +11,7 @@ import { schema } from '../schema/index.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import { UnauthenticatedError } from '../service/access/access.js';
 import type { Actor } from '../service/kernel/actor.js';
+import { useReplicaReads } from './replica-reads.js';
 import { RateLimitedError } from '../service/kernel/errors.js';
 import { createLoadBounds, type LoadBounds, type LoadBoundSettings, type StreamBudget } from '../service/access/load-bounds.js';
 import type { JobService } from '../service/index.js';
@@ -82,6 +83,11 @@ export interface GatewayOptions {
    * else (JOBGATE_PERSISTED_ONLY). Default: the console's, and any other document runs too.
    */
   persisted?: { only?: boolean | undefined; manifests?: string[] | undefined } | undefined;
+  /**
+   * With a read replica: queries may read lists, counts and stats from it, except a key's for
+   * `windowMs` after its last mutation here (./replica-reads.ts). Unset: every read is the primary's.
+   */
+  replicaReads?: { windowMs: number } | undefined;
 }
 
 /** The gateway's persisted documents: the console build's manifest, then the operator's. */
@@ -146,6 +152,7 @@ export function createGatewayYoga(
       ...hardeningPlugins({ introspection: options.introspection ?? true }),
       useSharedSubscriptionExecution(),
       useObserveOperations(options.observer ?? noopObserver),
+      ...(options.replicaReads ? [useReplicaReads(options.replicaReads)] : []),
       useErrorOrigins(origins),
       graphiql.plugin,
     ],

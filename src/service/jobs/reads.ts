@@ -54,8 +54,9 @@ export function createJobReads(ctx: ServiceContext) {
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const afterId = page.after ? decodeCursor(page.after) : undefined;
-      const rows = await jobsRepo.listJobs(db, actor.workspaceId, { ...filter, limit: size + 1, afterId });
-      return toConnection(rows, size, toJob, () => jobsRepo.countJobs(db, actor.workspaceId, filter, COUNT_LIMIT));
+      const from = ctx.reader(actor);
+      const rows = await jobsRepo.listJobs(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toJob, () => jobsRepo.countJobs(from, actor.workspaceId, filter, COUNT_LIMIT));
     },
 
     /** Throws NOT_FOUND. */
@@ -75,8 +76,9 @@ export function createJobReads(ctx: ServiceContext) {
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const afterId = page.after ? decodeCursor(page.after) : undefined;
-      const rows = await executionsRepo.listExecutions(db, actor.workspaceId, { ...filter, limit: size + 1, afterId });
-      return toConnection(rows, size, toExecution, () => executionsRepo.countExecutions(db, actor.workspaceId, filter, COUNT_LIMIT));
+      const from = ctx.reader(actor);
+      const rows = await executionsRepo.listExecutions(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toExecution, () => executionsRepo.countExecutions(from, actor.workspaceId, filter, COUNT_LIMIT));
     },
 
     /** The newest execution of a job (by creation), or null when it has none yet. */

@@ -45,9 +45,12 @@ export function createStatsService(ctx: ServiceContext) {
     async executionStats(actor: Actor, raw: ExecutionStatsInput = {}): Promise<ExecutionStats> {
       const input = parseInput(executionStatsSchema, raw);
       const windowMinutes = input.windowMinutes ?? 60;
+      // From the replica when the caller allows it (ServiceContext.reader); which workers live, from
+      // the primary, where their heartbeats land.
+      const from = ctx.reader(actor);
       const [endpoints, perMinute, workersAlive] = await Promise.all([
-        endpointStatusCounts(db, actor.workspaceId, windowMinutes),
-        minuteBuckets(db, actor.workspaceId, windowMinutes),
+        endpointStatusCounts(from, actor.workspaceId, windowMinutes),
+        minuteBuckets(from, actor.workspaceId, windowMinutes),
         liveWorkerCount(db),
       ]);
       return {

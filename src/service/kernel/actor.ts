@@ -16,6 +16,12 @@ export interface Actor {
   keyId?: string | undefined;
   /** May create workspaces. */
   installationAdmin?: boolean | undefined;
+  /**
+   * `replica`: this call's lists, counts and stats may come from the read replica while it is
+   * within its staleness bound (a GraphQL query of a key that wrote nothing lately); otherwise,
+   * and always when unset, every read is the primary's.
+   */
+  reads?: 'replica' | undefined;
 }
 
 export function isSystem(actor: Actor): boolean {

@@ -5,7 +5,9 @@ import type { Db } from '../../db/pool.js';
 import type { Executor } from '../../db/repositories/scope.js';
 import { createCursorKeys, type CursorKeys } from './cursors.js';
 import { createTransactionBoundary, databaseNow } from '../../db/transaction.js';
+import type { ReadReplica } from '../../db/read-replica.js';
 import type { DB } from '../../db/types.js';
+import type { Actor } from './actor.js';
 import { ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 import { createOutboundPolicy, type OutboundPolicy } from '../endpoints/outbound-policy.js';
@@ -51,10 +53,17 @@ export interface ServiceDeps {
   retention?: Partial<RetentionSettingsDefaults & { batchSize: number; pauseMs: number }> | undefined;
   /** Where operator actions that end executions are reported (metrics). Default: nowhere. */
   observer?: Observer | undefined;
+  /** A read replica for lists, counts and stats of actors that allow it (Actor.reads). */
+  replica?: Pick<ReadReplica, 'db' | 'fresh'> | undefined;
 }
 
 export interface ServiceContext {
   db: Db;
+  /**
+   * Where a list, count or stat for `actor` reads: the replica when the actor allows it
+   * (Actor.reads) and the replica is within its staleness bound, else `db`.
+   */
+  reader(actor: Actor): Db;
   /** Reports of what committed (./observer.ts): called only after the transaction that did it. */
   observer: Observer;
   pool: pg.Pool | undefined;
@@ -95,8 +104,10 @@ export function createContext(deps: ServiceDeps): ServiceContext {
   const outer = deps.outerTransaction === true;
   const boundary = createTransactionBoundary(deps.db, outer);
   let tail: Promise<unknown> = Promise.resolve();
+  const replica = outer ? undefined : deps.replica;
   return {
     db: deps.db,
+    reader: (actor) => (replica && actor.reads === 'replica' && replica.fresh() ? replica.db : deps.db),
     observer: deps.observer ?? noopObserver,
     outer,
     transaction: boundary.transaction,
