@@ -76,6 +76,25 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
     durationMs: t.exposeInt('durationMs', { nullable: true, description: 'How long it took, in milliseconds.' }),
     error: t.exposeString('error', { nullable: true, description: 'What went wrong, when it failed.' }),
     responseExcerpt: t.exposeString('responseExcerpt', { nullable: true, description: 'The start of the response body, capped.' }),
+    workerHost: t.exposeString('workerHost', {
+      nullable: true,
+      description:
+        'Host name of the worker that made the attempt (installation admins only; null for other keys, for attempts that ended without their worker, such as LEASE_EXPIRED, and for attempts from before it was recorded).',
+    }),
+    workerPid: t.exposeInt('workerPid', {
+      nullable: true,
+      description: "That worker's process id on its host (installation admins only; null whenever workerHost is).",
+    }),
+    errorStack: t.exposeString('errorStack', {
+      nullable: true,
+      description:
+        'HANDLER endpoints: the stack of the error the handler threw, redacted as `error` is and capped at 8000 characters. Null otherwise, and for attempts from before stacks were recorded.',
+    }),
+    gapBeforeNextMs: t.exposeInt('gapBeforeNextMs', {
+      nullable: true,
+      description:
+        "Milliseconds from this attempt's end to the next attempt's start: the retry backoff plus any wait for a free worker. Null for the latest attempt (while the execution is PENDING, its nextAttemptAt says when the next may start).",
+    }),
     target: t.field({
       type: AttemptTargetRef,
       nullable: true,

@@ -328,19 +328,21 @@ export async function countExecutions(db: Executor, workspaceId: string, filter:
 
 /**
  * An execution's attempts in order: the ended ones are rows; the one in progress, if the
- * execution is RUNNING, is read from the execution itself (its row is written when it ends).
+ * execution is RUNNING, is read from the execution itself (its row is written when it ends), with
+ * its worker's host and pid from that worker's presence row.
  */
 export async function listAttempts(db: Executor, workspaceId: string, executionId: string): Promise<AttemptRow[]> {
   if (!isUuid(executionId)) return [];
   const ws = scoped(workspaceId);
   const { rows } = await sql<AttemptRow>`
     select workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
-           outcome, status_code, duration_ms, error, response_excerpt, target
+           outcome, status_code, duration_ms, error, response_excerpt, target, worker_host, worker_pid, error_stack
     from attempts
     where workspace_id = ${ws} and execution_id = ${executionId}
     union all
     select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
-           null, null, null, null, null, null
+           null, null, null, null, null, null,
+           (select w.host from workers w where w.id = lease_owner), (select w.pid from workers w where w.id = lease_owner), null
     from executions
     where workspace_id = ${ws} and id = ${executionId} and status = 'RUNNING'
     order by attempt_number`.execute(db);
