@@ -46,7 +46,12 @@ describe('attempt diagnostics', () => {
     expect(ex.status).toBe('SUCCEEDED');
     const installation: Actor = { workspaceId: t.actor.workspaceId, kind: 'system', role: 'ADMIN' };
     const [first, second] = await t.service.attempts(installation, ex.id);
-    expect(first).toMatchObject({ outcome: 'FAILED', error: 'Error: ledger row 17 is locked', workerHost: hostname(), workerPid: process.pid });
+    expect(first).toMatchObject({
+      outcome: 'FAILED',
+      error: 'Error: ledger row 17 is locked',
+      workerHost: hostname(),
+      workerPid: process.pid,
+    });
     expect(first!.errorStack).toMatch(/^Error: ledger row 17 is locked\n\s+at throwFromDeepInside/);
     // The backoff (300 ms, no jitter) is the least the gap can be.
     expect(first!.gapBeforeNextMs).toBeGreaterThanOrEqual(300);

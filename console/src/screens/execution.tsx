@@ -95,7 +95,10 @@ export function ExecutionScreen({ id }: { id: string }) {
             <button
               type="button"
               onClick={async () =>
-                (await confirm({ message: `Cancel execution ${e.id.slice(0, 8)}? Its attempts stop and it ends CANCELLED.`, action: 'Cancel execution' })) &&
+                (await confirm({
+                  message: `Cancel execution ${e.id.slice(0, 8)}? Its attempts stop and it ends CANCELLED.`,
+                  action: 'Cancel execution',
+                })) &&
                 (await cancel.run({ id })) &&
                 q.reload()
               }
