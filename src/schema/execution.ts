@@ -169,6 +169,9 @@ export const ExecutionConnectionRef = connectionOf('Execution', ExecutionRef, 'e
 export const ExecutionFilterInputRef = builder.inputType('ExecutionFilter', {
   description: 'Narrows an execution list. All given conditions must hold.',
   fields: (t) => ({
+    ids: t.idList({
+      description: 'Only these executions: a selection made in a list, 1 to 1000 ids (an id not of your workspace matches nothing).',
+    }),
     jobId: t.id({ description: 'Only executions of this job.' }),
     endpointId: t.id({ description: 'Only executions on this endpoint.' }),
     statuses: t.field({ type: [ExecutionStatusEnum], description: 'Only executions in one of these statuses.' }),

@@ -277,6 +277,8 @@ export async function setPendingMaxAttempts(db: Executor, workspaceId: string, j
 }
 
 export interface ExecutionListFilter {
+  /** Only these executions (a selection a console made); ids that cannot exist match nothing. */
+  ids?: readonly string[] | null | undefined;
   jobId?: string | null | undefined;
   endpointId?: string | null | undefined;
   status?: ExecutionStatus | null | undefined;
@@ -294,6 +296,11 @@ export interface ExecutionListFilter {
  */
 function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListFilter) {
   let q = db.selectFrom('executions').where('executions.workspace_id', '=', scoped(workspaceId));
+  if (f.ids) {
+    const ids = f.ids.filter(isUuid);
+    if (ids.length === 0) return undefined;
+    q = q.where('executions.id', 'in', ids);
+  }
   if (f.jobId) {
     if (!isUuid(f.jobId)) return undefined;
     q = q.where('job_id', '=', f.jobId);

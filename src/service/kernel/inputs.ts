@@ -338,6 +338,7 @@ const executionStatus = z.enum(['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CA
 
 export const executionFilterSchema = z
   .object({
+    ids: z.array(idSchema).min(1).max(1000).nullish(),
     jobId: idSchema.nullish(),
     endpointId: idSchema.nullish(),
     status: executionStatus.nullish(),
