@@ -248,7 +248,7 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
       return <Overview />;
     case 'jobs':
       if (id === 'new') return <NewJobScreen />;
-      return id ? <JobScreen id={id} /> : <JobsScreen />;
+      return id ? <JobScreen id={id} /> : <JobsScreen search={search} />;
     case 'executions':
       return id ? <ExecutionScreen id={id} /> : <ExecutionsScreen search={search} />;
     case 'runs':
