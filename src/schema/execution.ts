@@ -3,6 +3,7 @@ import type { TriggerJobResult } from '../service/jobs/execution-control.js';
 import type { Attempt, AttemptTarget, Execution } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
+import { EndpointTypeEnum } from './endpoint.js';
 import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
 import { NodeRef } from './node.js';
@@ -174,6 +175,11 @@ export const ExecutionFilterInputRef = builder.inputType('ExecutionFilter', {
     }),
     jobId: t.id({ description: 'Only executions of this job.' }),
     endpointId: t.id({ description: 'Only executions on this endpoint.' }),
+    endpointType: t.field({
+      type: EndpointTypeEnum,
+      description:
+        "Only executions on endpoints of this type: USER for your own work, INTERNAL for jobgate's (alert deliveries, the reaper, retention). Default: both.",
+    }),
     statuses: t.field({ type: [ExecutionStatusEnum], description: 'Only executions in one of these statuses.' }),
     trigger: t.field({ type: ExecutionTriggerEnum, description: 'Only executions created this way.' }),
     createdAfter: t.field({ type: DateTimeScalar, description: 'Only executions created at or after this instant.' }),

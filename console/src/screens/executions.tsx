@@ -4,7 +4,16 @@ import type { ExecutionFilter, ExecutionStatus } from '../gql/graphql.ts';
 import { formatCount, truncate } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
-import { goWith, instantFromLocal, localFromInstant, PAGE_SIZES, pageFromSearch, pageParams, pageSizeFrom } from '../lib/url-state.ts';
+import {
+  goWith,
+  withParams,
+  instantFromLocal,
+  localFromInstant,
+  PAGE_SIZES,
+  pageFromSearch,
+  pageParams,
+  pageSizeFrom,
+} from '../lib/url-state.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
@@ -111,6 +120,8 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
   const endpointId = search.get('endpoint') ?? '';
   const from = search.get('from');
   const to = search.get('to');
+  const includeInternal = search.get('internal') === '1';
+  const order = search.get('order') === 'OLDEST_FIRST' ? 'OLDEST_FIRST' : null;
   const size = pageSizeFrom(search);
   const page = pageFromSearch(search);
   const path = href('executions');
@@ -120,6 +131,9 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
     ...(endpointId ? { endpointId } : {}),
     ...(from ? { createdAfter: from } : {}),
     ...(to ? { createdBefore: to } : {}),
+    // jobgate's own work (alert deliveries, the reaper, retention) only when asked for.
+    ...(includeInternal ? {} : { endpointType: 'USER' as const }),
+    ...(order ? { order } : {}),
   };
   const q = useQuery(ExecutionsDocument, { filter, after: page.after, first: size });
   const scope = JSON.stringify(filter);
@@ -183,7 +197,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         {TABS.map((t) => (
           <Link
             key={t.label}
-            to={`${path}?${new URLSearchParams({ ...(t.status ? { status: t.status } : {}), ...(endpointId ? { endpoint: endpointId } : {}) }).toString()}`}
+            to={`${path}?${withParams(search, { status: t.status }).toString()}`}
             className={t.status === status ? 'current' : undefined}
           >
             {t.label}
@@ -211,12 +225,26 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
           <input type="datetime-local" value={localFromInstant(to)} onChange={(e) => go({ to: instantFromLocal(e.target.value) })} />
         </label>
         <label>
+          Sort
+          <select
+            value={order ?? 'NEWEST_FIRST'}
+            onChange={(e) => go({ order: e.target.value === 'NEWEST_FIRST' ? null : e.target.value })}
+          >
+            <option value="NEWEST_FIRST">Newest first</option>
+            <option value="OLDEST_FIRST">Oldest first</option>
+          </select>
+        </label>
+        <label>
           Per page
           <select value={size} onChange={(e) => go({ size: e.target.value === '25' ? null : e.target.value })}>
             {PAGE_SIZES.map((n) => (
               <option key={n}>{n}</option>
             ))}
           </select>
+        </label>
+        <label className="inline">
+          <input type="checkbox" checked={includeInternal} onChange={(e) => go({ internal: e.target.checked ? '1' : null })} />
+          jobgate's own executions
         </label>
         {deadLetter && can('OPERATOR') && rows.length > 0 && (
           <button
@@ -254,7 +282,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         <Empty>
           {deadLetter
             ? 'The dead-letter queue is empty: no execution has failed its last attempt.'
-            : status || endpointId || from || to
+            : status || endpointId || from || to || includeInternal
               ? 'No execution matches: choose another status, endpoint or time range.'
               : 'No executions yet: create a job and it runs here.'}
         </Empty>

@@ -281,6 +281,8 @@ export interface ExecutionListFilter {
   ids?: readonly string[] | null | undefined;
   jobId?: string | null | undefined;
   endpointId?: string | null | undefined;
+  /** USER: the workspace's own endpoints; INTERNAL: jobgate's (alert deliveries, reaper, retention). */
+  endpointType?: 'USER' | 'INTERNAL' | null | undefined;
   status?: ExecutionStatus | null | undefined;
   statuses?: readonly ExecutionStatus[] | null | undefined;
   trigger?: 'SCHEDULE' | 'MANUAL' | null | undefined;
@@ -308,6 +310,16 @@ function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListF
   if (f.endpointId) {
     if (!isUuid(f.endpointId)) return undefined;
     q = q.where('endpoint_id', '=', f.endpointId);
+  }
+  if (f.endpointType) {
+    const type = f.endpointType;
+    q = q.where('endpoint_id', 'in', (eb) =>
+      eb
+        .selectFrom('endpoints')
+        .select('endpoints.id')
+        .where('endpoints.workspace_id', '=', scoped(workspaceId))
+        .where('endpoints.type', '=', type),
+    );
   }
   if (f.status) q = q.where('status', '=', f.status);
   if (f.statuses && f.statuses.length > 0) q = q.where('status', 'in', [...f.statuses]);

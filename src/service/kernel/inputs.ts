@@ -341,6 +341,7 @@ export const executionFilterSchema = z
     ids: z.array(idSchema).min(1).max(1000).nullish(),
     jobId: idSchema.nullish(),
     endpointId: idSchema.nullish(),
+    endpointType: z.enum(['USER', 'INTERNAL']).nullish(),
     status: executionStatus.nullish(),
     statuses: z.array(executionStatus).max(5).nullish(),
     trigger: z.enum(['SCHEDULE', 'MANUAL']).nullish(),
