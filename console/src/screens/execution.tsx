@@ -196,7 +196,9 @@ function AttemptCard({ attempt: a, nextAttemptAt }: { attempt: AttemptDetailFrag
           <>
             <dt>Response</dt>
             <dd>
-              <pre className="excerpt">{a.responseExcerpt}</pre>
+              <pre className="excerpt" tabIndex={0}>
+                {a.responseExcerpt}
+              </pre>
             </dd>
           </>
         )}
@@ -212,7 +214,9 @@ function AttemptCard({ attempt: a, nextAttemptAt }: { attempt: AttemptDetailFrag
             <dd>
               <details>
                 <summary>Show the handler's stack</summary>
-                <pre className="excerpt">{a.errorStack}</pre>
+                <pre className="excerpt" tabIndex={0}>
+                  {a.errorStack}
+                </pre>
               </details>
             </dd>
           </>
@@ -220,7 +224,9 @@ function AttemptCard({ attempt: a, nextAttemptAt }: { attempt: AttemptDetailFrag
         {a.gapBeforeNextMs !== null && a.gapBeforeNextMs !== undefined && (
           <>
             <dt>Wait before retry</dt>
-            <dd>{formatDuration(a.gapBeforeNextMs)} (backoff and the wait for a worker)</dd>
+            <dd>
+              {formatDuration(a.gapBeforeNextMs)} until attempt {a.attemptNumber + 1} started
+            </dd>
           </>
         )}
         {nextAttemptAt && (

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { OverviewQuery } from '../gql/graphql.ts';
-import { addSample, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
+import { addSample, formatClock, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
@@ -85,7 +85,6 @@ const OverviewRunsDocument = graphql(`
   }
 `);
 
-const minuteLabel = (iso: string) => new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }).format(new Date(iso));
 
 export function Overview() {
   const q = useQuery(OverviewDocument, {}, { throttleMs: 2000 });
@@ -97,7 +96,7 @@ export function Overview() {
   useSubscription(OverviewRunsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
   const s = q.data.executionStats;
-  const labels = s.perMinute.map((m) => minuteLabel(m.minute));
+  const labels = s.perMinute.map((m) => formatClock(m.minute));
   const totals = s.byEndpoint.reduce(
     (a, e) => ({
       pending: a.pending + e.pending,
