@@ -85,7 +85,6 @@ const OverviewRunsDocument = graphql(`
   }
 `);
 
-
 export function Overview() {
   const q = useQuery(OverviewDocument, {}, { throttleMs: 2000 });
   useSubscription(
