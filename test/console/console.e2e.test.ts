@@ -224,7 +224,7 @@ describe('the console', { timeout: 90_000 }, () => {
   // Eight axe passes per screen (two widths, two schemes) take a while on a busy machine.
   it(
     'acts on a selection: retries the chosen failed executions and pauses every job that matches, each after a confirmation stating the count',
-    { timeout: 240_000 },
+    { timeout: 400_000 },
     async () => {
       world.flakyHealthy.value = false;
       const endpoint = await t.service.registerEndpoint(t.actor, {
@@ -335,6 +335,15 @@ describe('the console', { timeout: 90_000 }, () => {
         .toBe('H1:Executions');
       expect(await sections.isVisible()).toBe(false);
       await inEveryView(page, 'executions');
+      // The other screens an operator opens most, in every view too.
+      const sel1 = (await t.query(`select id from jobs where name = 'sel-1'`)).rows[0].id as string;
+      await page.goto(`${world.origin}/console/jobs/${sel1}`);
+      await page.getByRole('heading', { name: /sel-1/ }).waitFor();
+      await inEveryView(page, 'job');
+      await page.goto(`${world.origin}/console/`);
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.getByText('Loading…').waitFor({ state: 'detached' });
+      await inEveryView(page, 'overview');
       expect(problemsOf(page)).toEqual([]);
     },
   );
