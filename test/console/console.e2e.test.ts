@@ -303,10 +303,12 @@ describe('the console', { timeout: 90_000 }, () => {
         });
       await page.goto(`${world.origin}/console/jobs`);
       await page.getByRole('heading', { name: 'Jobs', exact: true }).waitFor();
-      await page.getByLabel('Name or idempotency key').fill('sel-');
+      // The search syntax: key:value terms become the filters, the rest searches names.
+      await page.getByLabel('Name or idempotency key').fill('sel- status:active endpoint:console.bulk');
       await page.getByRole('button', { name: 'Search' }).click();
       await expect.poll(() => page.getByTestId('jobs').locator('tbody tr').count()).toBe(3);
-      expect(new URL(page.url()).searchParams.get('q')).toBe('sel-');
+      const params = new URL(page.url()).searchParams;
+      expect([params.get('q'), params.get('status'), params.get('endpoint')]).toEqual(['sel-', 'ACTIVE', endpoint.id]);
       // A reload shows the same view.
       await page.reload();
       await expect.poll(() => page.getByTestId('jobs').locator('tbody tr').count(), { timeout: 10_000 }).toBe(3);

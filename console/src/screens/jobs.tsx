@@ -4,6 +4,7 @@ import type { JobFilter, JobIdsQuery, JobKind, JobStatus, ListOrder } from '../g
 import { formatCount, formatRelative } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSession, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
+import { parseSearch } from '../lib/search-syntax.ts';
 import { goWith, PAGE_SIZES, pageFromSearch, pageParams, pageSizeFrom } from '../lib/url-state.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
@@ -217,7 +218,24 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
         role="search"
         onSubmit={(e) => {
           e.preventDefault();
-          go({ q: text.trim() });
+          // status:paused kind:cron endpoint:billing.send and free text (name or idempotency key).
+          const { terms, text: free } = parseSearch(text, ['status', 'kind', 'endpoint']);
+          const left = [free];
+          const patch: Record<string, string | null> = {};
+          const st = terms.status?.toUpperCase();
+          if (st && (STATUSES as string[]).includes(st)) patch.status = st;
+          else if (st) left.push(`status:${terms.status}`);
+          const kd = terms.kind?.toUpperCase();
+          if (kd && (KINDS as string[]).includes(kd)) patch.kind = kd;
+          else if (kd) left.push(`kind:${terms.kind}`);
+          if (terms.endpoint) {
+            const named = q.data?.endpoints.nodes.find((n) => n.name === terms.endpoint);
+            if (named) patch.endpoint = named.id;
+            else left.push(`endpoint:${terms.endpoint}`);
+          }
+          const rest = left.filter(Boolean).join(' ');
+          setText(rest);
+          go({ ...patch, q: rest });
         }}
       >
         <label>
@@ -273,7 +291,12 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
         </label>
         <label>
           Name or idempotency key
-          <input type="search" value={text} onChange={(e) => setText(e.target.value)} placeholder="starts with…" />
+          <input
+            type="search"
+            value={text}
+            onChange={(e) => setText(e.target.value)}
+            placeholder="starts with…, or status:paused kind:cron endpoint:name"
+          />
         </label>
         <button type="submit">Search</button>
       </form>
