@@ -303,6 +303,7 @@ describe('the console', { timeout: 90_000 }, () => {
         });
       await page.goto(`${world.origin}/console/jobs`);
       await page.getByRole('heading', { name: 'Jobs', exact: true }).waitFor();
+      await page.getByText('Loading…').waitFor({ state: 'detached' });
       // The search syntax: key:value terms become the filters, the rest searches names.
       await page.getByLabel('Name or idempotency key').fill('sel- status:active endpoint:console.bulk');
       await page.getByRole('button', { name: 'Search' }).click();

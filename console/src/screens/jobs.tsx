@@ -298,7 +298,10 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
             placeholder="starts with…, or status:paused kind:cron endpoint:name"
           />
         </label>
-        <button type="submit">Search</button>
+        {/* Until the endpoints are known, endpoint:<name> could not be read. */}
+        <button type="submit" disabled={!q.data}>
+          Search
+        </button>
       </form>
       {can('OPERATOR') && (
         <BulkBar selection={selection} noun="jobs" matching={matching} capped={capped} note={note}>

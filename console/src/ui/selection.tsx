@@ -58,8 +58,8 @@ export function selectedCount(selection: Selection, matching: number | null | un
 }
 
 /**
- * The bar over a list while rows are chosen: how many, "select all matching", the actions, and
- * the outcome of the last one (announced).
+ * The bar over a list while rows are chosen: how many, "select all matching", the actions; with
+ * nothing chosen, the outcome of the last action. Both are announced (a status region).
  */
 export function BulkBar({
   selection,
@@ -81,7 +81,7 @@ export function BulkBar({
   return (
     <div className="bulk" data-testid="bulk-bar">
       <p role="status" className="bulk-note">
-        {note ?? (count > 0 ? `${formatCount(count)}${selection.allMatching && capped ? '+' : ''} ${noun} selected` : '')}
+        {count > 0 ? `${formatCount(count)}${selection.allMatching && capped ? '+' : ''} ${noun} selected` : (note ?? '')}
       </p>
       {count > 0 && (
         <div className="actions">
