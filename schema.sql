@@ -1,4 +1,4 @@
--- The schema after migrations/000036_run_retries.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000037_attempt_diagnostics.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -378,10 +378,19 @@ CREATE TABLE public.attempts (
     error text,
     response_excerpt text,
     target jsonb,
+    worker_host text,
+    worker_pid integer,
+    error_stack text,
     CONSTRAINT attempts_attempt_number_check CHECK ((attempt_number >= 1)),
     CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'TIMED_OUT'::text, 'LEASE_EXPIRED'::text, 'CANCELLED'::text])))
 )
 WITH (fillfactor='100');
+
+COMMENT ON COLUMN public.attempts.worker_host IS 'Host name of the worker that made the attempt; null when not recorded.';
+
+COMMENT ON COLUMN public.attempts.worker_pid IS 'Process id of the worker that made the attempt, on worker_host; null when not recorded.';
+
+COMMENT ON COLUMN public.attempts.error_stack IS 'HANDLER endpoints: the stack of the error the handler threw, redacted and capped; null otherwise.';
 
 CREATE TABLE public.audit_log (
     id bigint NOT NULL,

@@ -16,6 +16,7 @@ const UNIT = [
   'console/test/live-state.test.ts',
   'console/test/paging.test.ts',
   'console/test/patches.test.ts',
+  'console/test/search-syntax.test.ts',
   'test/environment.test.ts',
   'test/console/serve.test.ts',
   'test/db/migrations-frozen.test.ts',

@@ -3,7 +3,7 @@
  * of the current path. A key refused by the API (UNAUTHENTICATED) or by the socket (4403) signs the
  * tab out with the reason.
  */
-import { Component, lazy, Suspense, useEffect, useMemo, useState, type ComponentType, type ReactNode } from 'react';
+import { Component, lazy, Suspense, useEffect, useMemo, useRef, useState, type ComponentType, type ReactNode } from 'react';
 import { graphql } from './gql/index.ts';
 import type { ViewerQuery } from './gql/graphql.ts';
 import { ApiError, createApi, onUnauthenticated } from './lib/api.ts';
@@ -169,17 +169,58 @@ const NAV: { path: string; label: string; admin?: boolean }[] = [
   { path: 'keys', label: 'API keys', admin: true },
 ];
 
+/**
+ * After a navigation (not the first screen), moves focus to the new screen's heading once it is
+ * shown, so keyboard and screen-reader users land on it and hear it; the tab's title follows it.
+ */
+function useFocusOnNavigation(path: string) {
+  const first = useRef(true);
+  useEffect(() => {
+    const initial = first.current;
+    first.current = false;
+    const main = document.getElementById('main');
+    if (!main) return;
+    const land = (): boolean => {
+      const heading = main.querySelector('h1');
+      if (!heading) return false;
+      document.title = `${heading.textContent ?? ''} · jobgate`;
+      if (initial) return true;
+      heading.setAttribute('tabindex', '-1');
+      heading.focus({ preventScroll: false });
+      return true;
+    };
+    if (land()) return;
+    // Screens load their code and data first: wait for the heading to appear.
+    const observer = new MutationObserver(() => land() && observer.disconnect());
+    observer.observe(main, { childList: true, subtree: true });
+    return () => observer.disconnect();
+  }, [path]);
+}
+
 function Shell() {
   const { viewer, signOut } = useSession();
   const { route, search } = useLocation();
   const state = useLiveState();
   const section = route[0] ?? '';
+  const [menuOpen, setMenuOpen] = useState(false);
+  const path = route.join('/');
+  useFocusOnNavigation(path);
+  useEffect(() => setMenuOpen(false), [path]);
   return (
     <>
       <a className="skip" href="#main">
         Skip to content
       </a>
       <header className="top">
+        <button
+          type="button"
+          className="menu-button"
+          aria-expanded={menuOpen}
+          aria-controls="sections"
+          onClick={() => setMenuOpen((o) => !o)}
+        >
+          Menu
+        </button>
         <span className="brand">jobgate</span>
         <span className="who" data-testid="who">
           <span>
@@ -207,7 +248,7 @@ function Shell() {
           Sign out
         </button>
       </header>
-      <nav className="side" aria-label="Sections">
+      <nav id="sections" className={menuOpen ? 'side open' : 'side'} aria-label="Sections">
         <ul>
           {NAV.filter((n) => !n.admin || viewer.role === 'ADMIN').map((n) => (
             <li key={n.path}>
@@ -248,7 +289,7 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
       return <Overview />;
     case 'jobs':
       if (id === 'new') return <NewJobScreen />;
-      return id ? <JobScreen id={id} /> : <JobsScreen />;
+      return id ? <JobScreen id={id} /> : <JobsScreen search={search} />;
     case 'executions':
       return id ? <ExecutionScreen id={id} /> : <ExecutionsScreen search={search} />;
     case 'runs':

@@ -3,6 +3,7 @@ import {
   addSample,
   formatCount,
   formatDuration,
+  formatClock,
   formatLocal,
   formatRelative,
   formatUtc,
@@ -16,6 +17,9 @@ describe('times', () => {
     expect(formatLocal(iso, 'America/New_York')).toBe('8 Mar 2026, 03:30:05');
     expect(formatLocal(iso, 'Asia/Kolkata')).toBe('8 Mar 2026, 13:00:05');
     expect(formatUtc(iso)).toBe('2026-03-08 07:30:05 UTC');
+    // A chart's axis writes the time of day as the tables do.
+    expect(formatClock(iso, 'America/New_York')).toBe('03:30');
+    expect(formatLocal(iso, 'America/New_York')).toContain(formatClock(iso, 'America/New_York'));
   });
 
   it('shows a dash for a missing or invalid time', () => {

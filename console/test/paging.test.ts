@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { emptyLog, firstPage, nextPage, pageNumber, previousPage, withLive, withPage } from '../src/lib/paging.ts';
+import { pageFromSearch, pageParams, pageSizeFrom, withParams } from '../src/lib/url-state.ts';
 
 describe('keyset pages', () => {
   it('goes forwards by endCursor and back through the cursors it has seen', () => {
@@ -48,5 +49,29 @@ describe('a log paged, then followed live', () => {
   it('follows an empty log from the start', () => {
     const log = withPage(emptyLog<{ id: string }>(), [], { hasNextPage: false, endCursor: null });
     expect(log).toMatchObject({ complete: true, followFrom: '0', endCursor: null });
+  });
+});
+
+describe('a list view in its URL', () => {
+  it('round-trips the page stack through the URL, the first page being no parameter at all', () => {
+    const p3 = nextPage(nextPage(firstPage, 'c1'), 'c2');
+    const search = withParams(new URLSearchParams('status=FAILED'), pageParams(p3), true);
+    expect(search.get('status')).toBe('FAILED');
+    expect(pageFromSearch(search)).toEqual(p3);
+    expect(pageFromSearch(withParams(search, pageParams(firstPage), true))).toEqual(firstPage);
+    expect(pageFromSearch(withParams(search, pageParams(nextPage(firstPage, 'c1')), true))).toEqual(nextPage(firstPage, 'c1'));
+  });
+
+  it('goes back to the first page when a filter changes, and drops an emptied filter', () => {
+    const search = new URLSearchParams('status=FAILED&after=c2&back=~c1&size=50');
+    const changed = withParams(search, { status: '', endpoint: 'e1' });
+    expect(changed.toString()).toBe('size=50&endpoint=e1');
+    expect(pageFromSearch(changed)).toEqual(firstPage);
+  });
+
+  it('takes only the page sizes it offers', () => {
+    expect(pageSizeFrom(new URLSearchParams('size=50'))).toBe(50);
+    expect(pageSizeFrom(new URLSearchParams('size=5000'))).toBe(25);
+    expect(pageSizeFrom(new URLSearchParams(''))).toBe(25);
   });
 });

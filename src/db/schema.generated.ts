@@ -99,6 +99,10 @@ export interface Attempts {
   attempt_number: number;
   duration_ms: number | null;
   error: string | null;
+  /**
+   * HANDLER endpoints: the stack of the error the handler threw, redacted and capped; null otherwise.
+   */
+  error_stack: string | null;
   execution_id: string;
   finished_at: Timestamp | null;
   lease_epoch: ColumnType<number, number | bigint | string, number | bigint | string>;
@@ -107,7 +111,15 @@ export interface Attempts {
   started_at: Generated<Timestamp>;
   status_code: number | null;
   target: ColumnType<unknown, string, string> | null;
+  /**
+   * Host name of the worker that made the attempt; null when not recorded.
+   */
+  worker_host: string | null;
   worker_id: string;
+  /**
+   * Process id of the worker that made the attempt, on worker_host; null when not recorded.
+   */
+  worker_pid: number | null;
   workspace_id: string;
 }
 

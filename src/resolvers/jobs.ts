@@ -173,6 +173,14 @@ builder.mutationFields((t) => ({
     args: { ids: t.arg.idList({ required: true, description: 'The jobs.' }) },
     resolve: (_root, args, ctx) => ctx.service.pauseJobs(ctx.actor, args.ids.map(id)),
   }),
+  cancelJobs: t.field({
+    type: BulkResultRef,
+    description:
+      'Cancels each job, as cancelJob would: retired, its pending executions cancelled, its running ones asked to abort, its schedule stopped. ' +
+      '1 to 1000 ids; an id given more than once is one item; a job cancelJob would refuse (RETIRED, FORBIDDEN, NOT_FOUND) is skipped with that code. OPERATOR or ADMIN.',
+    args: { ids: t.arg.idList({ required: true, description: 'The jobs.' }) },
+    resolve: (_root, args, ctx) => ctx.service.cancelJobs(ctx.actor, args.ids.map(id)),
+  }),
   resumeJobs: t.field({
     type: BulkResultRef,
     description: 'Resumes each job, as resumeJob would. 1 to 1000 ids; an id given more than once is one item. OPERATOR or ADMIN.',

@@ -3,6 +3,7 @@ import type { TriggerJobResult } from '../service/jobs/execution-control.js';
 import type { Attempt, AttemptTarget, Execution } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
+import { EndpointTypeEnum } from './endpoint.js';
 import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
 import { NodeRef } from './node.js';
@@ -76,6 +77,25 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
     durationMs: t.exposeInt('durationMs', { nullable: true, description: 'How long it took, in milliseconds.' }),
     error: t.exposeString('error', { nullable: true, description: 'What went wrong, when it failed.' }),
     responseExcerpt: t.exposeString('responseExcerpt', { nullable: true, description: 'The start of the response body, capped.' }),
+    workerHost: t.exposeString('workerHost', {
+      nullable: true,
+      description:
+        'Host name of the worker that made the attempt (installation admins only; null for other keys, for attempts that ended without their worker, such as LEASE_EXPIRED, and for attempts from before it was recorded).',
+    }),
+    workerPid: t.exposeInt('workerPid', {
+      nullable: true,
+      description: "That worker's process id on its host (installation admins only; null whenever workerHost is).",
+    }),
+    errorStack: t.exposeString('errorStack', {
+      nullable: true,
+      description:
+        'HANDLER endpoints: the stack of the error the handler threw, redacted as `error` is and capped at 8000 characters. Null otherwise, and for attempts from before stacks were recorded.',
+    }),
+    gapBeforeNextMs: t.exposeInt('gapBeforeNextMs', {
+      nullable: true,
+      description:
+        "Milliseconds from this attempt's end to the next attempt's start: the retry backoff plus any wait for a free worker. Null for the latest attempt (while the execution is PENDING, its nextAttemptAt says when the next may start).",
+    }),
     target: t.field({
       type: AttemptTargetRef,
       nullable: true,
@@ -150,8 +170,16 @@ export const ExecutionConnectionRef = connectionOf('Execution', ExecutionRef, 'e
 export const ExecutionFilterInputRef = builder.inputType('ExecutionFilter', {
   description: 'Narrows an execution list. All given conditions must hold.',
   fields: (t) => ({
+    ids: t.idList({
+      description: 'Only these executions: a selection made in a list, 1 to 1000 ids (an id not of your workspace matches nothing).',
+    }),
     jobId: t.id({ description: 'Only executions of this job.' }),
     endpointId: t.id({ description: 'Only executions on this endpoint.' }),
+    endpointType: t.field({
+      type: EndpointTypeEnum,
+      description:
+        "Only executions on endpoints of this type: USER for your own work, INTERNAL for jobgate's (alert deliveries, the reaper, retention). Default: both.",
+    }),
     statuses: t.field({ type: [ExecutionStatusEnum], description: 'Only executions in one of these statuses.' }),
     trigger: t.field({ type: ExecutionTriggerEnum, description: 'Only executions created this way.' }),
     createdAfter: t.field({ type: DateTimeScalar, description: 'Only executions created at or after this instant.' }),

@@ -78,6 +78,35 @@ async function accessible(page: Page, screen: string) {
   expect(bad).toEqual([]);
 }
 
+/** A GraphQL request with the admin key, as any client of the API would make it. */
+async function api(query: string, variables: Record<string, unknown> = {}) {
+  const response = await fetch(`${world.origin}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminKey}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = (await response.json()) as { data: any; errors?: unknown };
+  expect(body.errors).toBeUndefined();
+  return body.data;
+}
+
+/**
+ * The page as shown at 1400 and 390 px wide, light and dark: axe passes in each, a phone never
+ * scrolls the page sideways (tables scroll inside their box), and each is screenshot.
+ */
+async function inEveryView(page: Page, name: string) {
+  for (const width of [1400, 390]) {
+    for (const colorScheme of ['light', 'dark'] as const) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.emulateMedia({ colorScheme });
+      await accessible(page, `${name} at ${width} px, ${colorScheme}`);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+      await screenshot(page, `${name}-${width}-${colorScheme}`);
+    }
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
 describe('the console', { timeout: 90_000 }, () => {
   let admin: Page;
   afterEach(async (context) => {
@@ -191,11 +220,143 @@ describe('the console', { timeout: 90_000 }, () => {
       .waitFor({ timeout: 20_000 });
     world.flakyHealthy.value = true;
     await admin.getByRole('button', { name: 'Retry all matching' }).click();
-    await admin.getByRole('status').getByText('Re-drove 2 of 2 failed executions.').waitFor();
+    await admin.getByRole('dialog').getByText('Retry all 2 failed executions that match?').waitFor();
+    await admin.getByRole('dialog').getByRole('button', { name: 'Retry 2 executions' }).click();
+    await admin.getByTestId('bulk-bar').getByText('Re-drove 2 of 2 failed executions.').waitFor();
     await admin.getByText('The dead-letter queue is empty').waitFor({ timeout: 20_000 });
     const audit = await t.query(`select count(*)::int as n from audit_log where action like 'execution%retry%'`);
     expect(audit.rows[0].n).toBeGreaterThanOrEqual(3);
   });
+
+  // Eight axe passes per screen (two widths, two schemes) take a while on a busy machine.
+  it(
+    'acts on a selection: retries the chosen failed executions and pauses every job that matches, each after a confirmation stating the count',
+    { timeout: 400_000 },
+    async () => {
+      world.flakyHealthy.value = false;
+      const endpoint = await t.service.registerEndpoint(t.actor, {
+        name: 'console.bulk',
+        kind: 'HANDLER',
+        handlerName: 'console.flaky',
+        maxAttempts: 1,
+      });
+      const names = ['bulk-a', 'bulk-b', 'bulk-c'];
+      for (const name of names) await t.service.createJob(t.actor, { endpointName: 'console.bulk', kind: 'IMMEDIATE', name });
+      const statusesByJob = async () => {
+        const data = await api(
+          `query ($e: ID) { executions(filter: { endpointId: $e }, first: 10) { nodes { id status job { name } } } }`,
+          {
+            e: endpoint.id,
+          },
+        );
+        return Object.fromEntries(
+          (data.executions.nodes as { status: string; job: { name: string } }[]).map((n) => [n.job.name, n.status]),
+        ) as Record<string, string>;
+      };
+      await expect.poll(statusesByJob, { timeout: 20_000 }).toEqual({ 'bulk-a': 'FAILED', 'bulk-b': 'FAILED', 'bulk-c': 'FAILED' });
+
+      const page = await signedIn(adminKey, 'bulk');
+      await page.goto(`${world.origin}/console/executions?status=FAILED&endpoint=${endpoint.id}`);
+      const table = page.getByTestId('executions');
+      await table.getByRole('row', { name: /bulk-b/ }).waitFor();
+      for (const name of ['bulk-a', 'bulk-c'])
+        await table
+          .getByRole('row', { name: new RegExp(name) })
+          .getByRole('checkbox')
+          .check();
+      await page.getByTestId('bulk-bar').getByText('2 executions selected').waitFor();
+      world.flakyHealthy.value = true;
+      await page.getByRole('button', { name: 'Retry selected' }).click();
+      const dialog = page.getByRole('dialog');
+      await dialog.getByText(/^Retry 2 selected executions\?/).waitFor();
+      await accessible(page, 'bulk confirmation');
+      await dialog.getByRole('button', { name: 'Retry 2 executions' }).click();
+      await page.getByTestId('bulk-bar').getByText('Re-drove 2 of 2 failed executions.').waitFor();
+      // Through the API: the two chosen were re-driven (and now succeed), the third is left as it was.
+      await expect.poll(statusesByJob, { timeout: 20_000 }).toEqual({ 'bulk-a': 'SUCCEEDED', 'bulk-b': 'FAILED', 'bulk-c': 'SUCCEEDED' });
+
+      // Cancelling from the list asks first; declining changes nothing.
+      await page.goto(`${world.origin}/console/executions?status=FAILED&endpoint=${endpoint.id}`);
+      await table
+        .getByRole('row', { name: /bulk-b/ })
+        .getByRole('checkbox')
+        .check();
+      await page.getByRole('button', { name: 'Cancel selected' }).click();
+      await dialog.getByRole('button', { name: 'Keep as is' }).click();
+      expect(await dialog.count()).toBe(0);
+      expect((await statusesByJob())['bulk-b']).toBe('FAILED');
+
+      // Diagnose bulk-a: its failed attempt with the handler's error and stack, its worker, and the wait before its retry.
+      const bulkA = (await t.query(`select e.id from executions e join jobs j on j.id = e.job_id where j.name = 'bulk-a'`)).rows[0].id;
+      await page.goto(`${world.origin}/console/executions/${bulkA}`);
+      const first = page.locator('[data-attempt="1"]');
+      await first.getByText('FAILED', { exact: true }).waitFor();
+      await first.getByText('UnrecoverableError: the flaky handler is down', { exact: true }).waitFor();
+      expect(await first.locator('dt').allTextContents()).toEqual(
+        expect.arrayContaining(['Started', 'Ended', 'Duration', 'Worker', 'Error', 'Stack', 'Wait before retry']),
+      );
+      await first.getByText("Show the handler's stack").click();
+      await expect.poll(() => first.locator('details pre').textContent()).toMatch(/the flaky handler is down\n\s+at /);
+      await page.locator('[data-attempt="2"]').getByText('SUCCEEDED', { exact: true }).waitFor();
+      await inEveryView(page, 'execution-attempts');
+
+      // Jobs: filter by name (in the URL), select one, then all that match, and pause them.
+      for (const name of ['sel-1', 'sel-2', 'sel-3'])
+        await t.service.createJob(t.actor, {
+          endpointName: 'console.bulk',
+          kind: 'DELAYED',
+          runAt: new Date(Date.now() + 86_400_000),
+          name,
+        });
+      await page.goto(`${world.origin}/console/jobs`);
+      await page.getByRole('heading', { name: 'Jobs', exact: true }).waitFor();
+      await page.getByText('Loading…').waitFor({ state: 'detached' });
+      // The search syntax: key:value terms become the filters, the rest searches names.
+      await page.getByLabel('Name or idempotency key').fill('sel- status:active endpoint:console.bulk');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await expect.poll(() => page.getByTestId('jobs').locator('tbody tr').count()).toBe(3);
+      const params = new URL(page.url()).searchParams;
+      expect([params.get('q'), params.get('status'), params.get('endpoint')]).toEqual(['sel-', 'ACTIVE', endpoint.id]);
+      // A reload shows the same view.
+      await page.reload();
+      await expect.poll(() => page.getByTestId('jobs').locator('tbody tr').count(), { timeout: 10_000 }).toBe(3);
+      expect(await page.getByLabel('Name or idempotency key').inputValue()).toBe('sel-');
+      await page.getByTestId('jobs').getByRole('row', { name: /sel-2/ }).getByRole('checkbox').check();
+      await page.getByRole('button', { name: 'Select all 3 matching' }).click();
+      await page.getByTestId('bulk-bar').getByText('3 jobs selected').waitFor();
+      await inEveryView(page, 'jobs-selected');
+      await page.setViewportSize({ width: 1280, height: 900 });
+      await page.getByRole('button', { name: 'Pause selected' }).click();
+      await dialog.getByText(/^Pause 3 selected jobs\?/).waitFor();
+      await dialog.getByRole('button', { name: 'Pause 3 jobs' }).click();
+      await page.getByTestId('bulk-bar').getByText('Paused 3 of 3 jobs.').waitFor();
+      const paused = await api(`{ jobs(filter: { search: "sel-" }) { nodes { name status } } }`);
+      expect((paused.jobs.nodes as { status: string }[]).map((j) => j.status)).toEqual(['PAUSED', 'PAUSED', 'PAUSED']);
+
+      // On a phone: the sections behind a menu button; following a link lands focus on the new heading.
+      await page.setViewportSize({ width: 390, height: 844 });
+      const sections = page.getByRole('navigation', { name: 'Sections' });
+      expect(await sections.isVisible()).toBe(false);
+      await page.getByRole('button', { name: 'Menu' }).click();
+      await sections.getByRole('link', { name: 'Executions', exact: true }).click();
+      await page.getByRole('heading', { name: 'Executions', exact: true }).waitFor();
+      await expect
+        .poll(() => page.evaluate(() => document.activeElement?.tagName + ':' + document.activeElement?.textContent))
+        .toBe('H1:Executions');
+      expect(await sections.isVisible()).toBe(false);
+      await inEveryView(page, 'executions');
+      // The other screens an operator opens most, in every view too.
+      const sel1 = (await t.query(`select id from jobs where name = 'sel-1'`)).rows[0].id as string;
+      await page.goto(`${world.origin}/console/jobs/${sel1}`);
+      await page.getByRole('heading', { name: /sel-1/ }).waitFor();
+      await inEveryView(page, 'job');
+      await page.goto(`${world.origin}/console/`);
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.getByText('Loading…').waitFor({ state: 'detached' });
+      await inEveryView(page, 'overview');
+      expect(problemsOf(page)).toEqual([]);
+    },
+  );
 
   it("moves a recoverable run's progress bar and streams its findings as the run records them", async () => {
     await go(admin, 'Handlers');

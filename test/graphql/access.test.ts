@@ -399,7 +399,7 @@ describe('installation details', () => {
     await t.query(`delete from workers where id = $1`, [worker]);
   });
 
-  it("names an attempt's worker to a workspace's keys by its digest, as the catalogue does, not by host and pid", async () => {
+  it("names an attempt's worker to a workspace's keys by its digest, as the catalogue does, and shows its host and pid to installation admins only", async () => {
     const ep = await gql(
       keys.OPERATOR,
       'mutation { registerEndpoint(input: { name: "attempts.where", kind: HANDLER, handlerName: "h" }) { id } }',
@@ -410,18 +410,26 @@ describe('installation details', () => {
     const { rows } = await t.query('select id, workspace_id from executions where job_id = $1', [job.body.data.createJob.job.id]);
     const worker = 'payments-db-host.internal:31337:d4e5f6';
     await t.query(
-      `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, finished_at, outcome, error)
-       values ($1, $2, 1, 1, $3, now(), 'FAILED', 'boom')`,
+      `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, finished_at, outcome, error,
+                             worker_host, worker_pid)
+       values ($1, $2, 1, 1, $3, now(), 'FAILED', 'boom', 'payments-db-host.internal', 31337)`,
       [rows[0].workspace_id, rows[0].id, worker],
     );
-    const ask = (key: string) => gql(key, 'query ($id: ID!) { execution(id: $id) { attempts { workerId error } } }', { id: rows[0].id });
+    const ask = (key: string) =>
+      gql(key, 'query ($id: ID!) { execution(id: $id) { attempts { workerId workerHost workerPid error } } }', { id: rows[0].id });
     for (const key of [keys.VIEWER, keys.ADMIN]) {
       const res = await ask(key);
       expect(JSON.stringify(res.body)).not.toMatch(/payments-db-host|31337/);
-      expect(res.body.data.execution.attempts).toEqual([{ workerId: expect.stringMatching(/^worker-[0-9a-f]{12}$/), error: 'boom' }]);
+      expect(res.body.data.execution.attempts).toEqual([
+        { workerId: expect.stringMatching(/^worker-[0-9a-f]{12}$/), workerHost: null, workerPid: null, error: 'boom' },
+      ]);
     }
     const root = (await t.service.bootstrapKey('default', 'ADMIN', 'installation admin for attempts', true)).key;
-    expect((await ask(root)).body.data.execution.attempts[0].workerId).toBe(worker);
+    expect((await ask(root)).body.data.execution.attempts[0]).toMatchObject({
+      workerId: worker,
+      workerHost: 'payments-db-host.internal',
+      workerPid: 31337,
+    });
   });
 });
 

@@ -97,6 +97,63 @@ describe('bulk actions', () => {
   });
 });
 
+describe('bulk actions on a selection', () => {
+  it('cancels exactly the selected executions (filter.ids), leaving the others of the same filter', async () => {
+    const jobs = [await laterJob('bulk.idle'), await laterJob('bulk.idle'), await laterJob('bulk.idle')];
+    const { rows } = await t.query('select id, job_id from executions where job_id = any($1)', [jobs]);
+    const byJob = new Map(rows.map((r) => [r.job_id as string, r.id as string]));
+    const chosen = [byJob.get(jobs[0]!)!, byJob.get(jobs[2]!)!];
+    const listed = await g.gql(`query ($ids: [ID!]) { executions(filter: { ids: $ids }) { totalCount nodes { id } } }`, { ids: chosen });
+    expect(listed.data.executions.totalCount).toBe(2);
+    const res = await g.gql(`mutation ($ids: [ID!]) { cancelExecutions(filter: { ids: $ids }, limit: 1000) { matched changed } }`, {
+      ids: chosen,
+    });
+    expect(res.data.cancelExecutions).toEqual({ matched: 2, changed: 2 });
+    const statuses = await t.query('select job_id, status from executions where job_id = any($1)', [jobs]);
+    expect(Object.fromEntries(statuses.rows.map((r) => [r.job_id, r.status]))).toEqual({
+      [jobs[0]!]: 'CANCELLED',
+      [jobs[1]!]: 'PENDING',
+      [jobs[2]!]: 'CANCELLED',
+    });
+  });
+
+  it("cancels many jobs as cancelJob would: retired, their pending executions cancelled, another workspace's and a retired one skipped", async () => {
+    const mine = [await laterJob('bulk.idle'), await laterJob('bulk.idle')];
+    const retired = await laterJob('bulk.idle');
+    await t.service.cancelJob(t.actor, retired);
+    const theirs = await laterJob('bulk.elsewhere', t.otherActor);
+    const res = await g.gql(`mutation ($ids: [ID!]!) { cancelJobs(ids: $ids) { matched changed skipped { id code } more } }`, {
+      ids: [...mine, retired, theirs, mine[0]],
+    });
+    expect(res.data.cancelJobs).toEqual({
+      matched: 4,
+      changed: 2,
+      skipped: [
+        { id: retired, code: 'RETIRED' },
+        { id: theirs, code: 'NOT_FOUND' },
+      ],
+      more: false,
+    });
+    expect(await count(`select count(*)::int as n from jobs where id = any($1) and status = 'RETIRED'`, [mine])).toBe(2);
+    expect(await count(`select count(*)::int as n from executions where job_id = any($1) and status = 'CANCELLED'`, [mine])).toBe(2);
+    expect(await count(`select count(*)::int as n from jobs where id = $1 and status = 'ACTIVE'`, [theirs])).toBe(1);
+    expect(await count(`select count(*)::int as n from audit_log where action = 'jobs.cancel-many'`)).toBe(1);
+    expect(await count(`select count(*)::int as n from audit_log where action = 'job.cancel' and target_id = any($1)`, [mine])).toBe(2);
+  });
+
+  it('refuses an empty or oversized selection with VALIDATION_FAILED, changing nothing', async () => {
+    const job = await laterJob('bulk.idle');
+    const none = await g.gql('mutation { cancelJobs(ids: []) { matched } }');
+    expect(none.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['ids'] }] });
+    const tooMany = Array.from({ length: 1001 }, () => job);
+    const big = await g.gql(`mutation ($ids: [ID!]!) { cancelJobs(ids: $ids) { matched } }`, { ids: tooMany });
+    expect(big.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED' });
+    const emptyFilter = await g.gql('mutation { retryExecutions(filter: { ids: [] }) { matched } }');
+    expect(emptyFilter.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['filter', 'ids'] }] });
+    expect(await count(`select count(*)::int as n from jobs where id = $1 and status = 'ACTIVE'`, [job])).toBe(1);
+  });
+});
+
 /** A job on `endpointName` whose one execution is due in an hour (no worker takes it meanwhile). */
 async function laterJob(endpointName: string, actor = t.actor): Promise<string> {
   const { job } = await t.service.createJob(actor, { endpointName, kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) });

@@ -152,6 +152,16 @@ const probes: Record<string, Probe> = {
     id: 'job',
     expect: 'NO_A_DATA',
   },
+  cancelJobs: {
+    query: `mutation ($id: ID!) { cancelJobs(ids: [$id]) { matched changed skipped { code } } }`,
+    id: 'job',
+    expect: 'NO_A_DATA',
+  },
+  executionsByIds: {
+    query: `query ($id: ID!) { executions(filter: { ids: [$id] }) { totalCount nodes { id } } }`,
+    id: 'execution',
+    expect: 'NO_A_DATA',
+  },
   node: { query: `query ($id: ID!) { node(id: $id) { id __typename } }`, id: 'job', expect: 'NO_A_DATA' },
   apiKeys: { query: `{ apiKeys { id name prefix } }`, expect: 'NO_A_DATA' },
   apiKeyConnection: { query: `{ apiKeyConnection { totalCount nodes { id name prefix } } }`, expect: 'NO_A_DATA' },

@@ -110,4 +110,25 @@ describe('execution lists', () => {
   it('give an empty list, not an error or a leak, for an endpoint id of no workspace', async () => {
     expect(await executions('{ endpointId: "00000000-0000-0000-0000-000000000000" }')).toEqual({ nodes: [], totalCount: 0 });
   });
+
+  it("keep jobgate's own (INTERNAL) executions apart with endpointType, listing both when it is not given", async () => {
+    await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'jobgate.lists-internal', kind: 'HANDLER', handlerName: 'i' },
+      { type: 'INTERNAL' },
+    );
+    await t.service.createJob(t.systemActor, {
+      endpointName: 'jobgate.lists-internal',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 86_400_000),
+      name: 'internal-delivery',
+    });
+    const all = await executions('{}');
+    const user = await executions('{ endpointType: USER }');
+    const internal = await executions('{ endpointType: INTERNAL }');
+    expect(internal.nodes.map((n) => n.job.name)).toEqual(['internal-delivery']);
+    expect(user.nodes.map((n) => n.job.name)).not.toContain('internal-delivery');
+    expect(user.totalCount + internal.totalCount).toBe(all.totalCount);
+    expect(all.nodes.map((n) => n.job.name)).toContain('internal-delivery');
+  });
 });

@@ -104,6 +104,7 @@ const cases: Record<string, Case> = {
   },
   pauseJobs: { query: 'mutation ($id: ID!) { pauseJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   resumeJobs: { query: 'mutation ($id: ID!) { resumeJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
+  cancelJobs: { query: 'mutation ($id: ID!) { cancelJobs(ids: [$id]) { changed } }', vars: (o) => ({ id: o.job }), allowed: ALL },
   setJobAlertsOptOut: {
     query: 'mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }',
     vars: (o) => ({ id: o.job }),

@@ -3,21 +3,34 @@
  * zone, with the UTC instant for the hover title.
  */
 
+/**
+ * The one locale and clock of every time the console writes (tables, facts, the charts' axes), so
+ * the same instant reads the same everywhere: day month year, 24-hour clock.
+ */
+const TIME_LOCALE = 'en-GB';
+const CLOCK = { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' } as const;
+
 /** e.g. "2 Dec 2026, 14:05:09" in `timeZone` (default: the viewer's). */
 export function formatLocal(iso: string | null | undefined, timeZone?: string): string {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '—';
-  return new Intl.DateTimeFormat('en-GB', {
+  return new Intl.DateTimeFormat(TIME_LOCALE, {
     day: 'numeric',
     month: 'short',
     year: 'numeric',
-    hour: '2-digit',
-    minute: '2-digit',
+    ...CLOCK,
     second: '2-digit',
-    hourCycle: 'h23',
     ...(timeZone ? { timeZone } : {}),
   }).format(d);
+}
+
+/** The time of day alone, as formatLocal writes it: "14:05" (a chart's axis). */
+export function formatClock(iso: string | null | undefined, timeZone?: string): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '—';
+  return new Intl.DateTimeFormat(TIME_LOCALE, { ...CLOCK, ...(timeZone ? { timeZone } : {}) }).format(d);
 }
 
 /** The UTC instant, for hovering: "2026-12-02 14:05:09 UTC". */

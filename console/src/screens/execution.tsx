@@ -1,14 +1,43 @@
 import { graphql } from '../gql/index.ts';
+import type { AttemptDetailFragment } from '../gql/graphql.ts';
+import { formatDuration } from '../lib/format.ts';
 import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
-import { Table } from '../ui/paged-table.tsx';
-import { CancelExecutionDocument, executionWithAttemptsColumns, RetryExecutionDocument } from './shared.tsx';
+import { useConfirm } from '../ui/confirm.tsx';
+import { CancelExecutionDocument, RetryExecutionDocument } from './shared.tsx';
+
+/** An attempt as its execution's page shows it: everything for diagnosing it. */
+export const AttemptFragments = graphql(`
+  fragment AttemptDetail on Attempt {
+    id
+    attemptNumber
+    outcome
+    startedAt
+    finishedAt
+    durationMs
+    workerId
+    workerHost
+    workerPid
+    statusCode
+    responseExcerpt
+    error
+    errorStack
+    gapBeforeNextMs
+    target {
+      method
+      url
+    }
+  }
+`);
 
 const ExecutionDocument = graphql(`
   query Execution($id: ID!) {
     execution(id: $id) {
-      ...ExecutionWithAttempts
+      ...ExecutionRow
+      attempts {
+        ...AttemptDetail
+      }
       input
       createdAt
       nextAttemptAt
@@ -44,6 +73,7 @@ export function ExecutionScreen({ id }: { id: string }) {
   );
   const retry = useMutation(RetryExecutionDocument);
   const cancel = useMutation(CancelExecutionDocument);
+  const [confirmation, confirm] = useConfirm();
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the execution" /> : <Loading />;
   const e = q.data.execution;
   return (
@@ -62,7 +92,17 @@ export function ExecutionScreen({ id }: { id: string }) {
             </button>
           )}
           {(e.status === 'PENDING' || e.status === 'RUNNING') && e.viewerCan.cancel && (
-            <button type="button" onClick={async () => (await cancel.run({ id })) && q.reload()}>
+            <button
+              type="button"
+              onClick={async () =>
+                (await confirm({
+                  message: `Cancel execution ${e.id.slice(0, 8)}? Its attempts stop and it ends CANCELLED.`,
+                  action: 'Cancel execution',
+                })) &&
+                (await cancel.run({ id })) &&
+                q.reload()
+              }
+            >
               Cancel
             </button>
           )}
@@ -95,8 +135,109 @@ export function ExecutionScreen({ id }: { id: string }) {
           <pre>{JSON.stringify(e.input, null, 2)}</pre>
         </dd>
       </dl>
-      <h2>Attempts</h2>
-      <Table testId="execution-attempts" columns={executionWithAttemptsColumns} rows={[e]} rowKey={(x) => x.id} />
+      <h2>
+        Attempts ({e.attemptCount} of {e.maxAttempts})
+      </h2>
+      {e.attempts.length === 0 ? (
+        <p className="muted">No attempt yet{e.status === 'PENDING' ? ': it waits for its time or a free worker.' : '.'}</p>
+      ) : (
+        <ol className="attempt-list" data-testid="execution-attempts">
+          {e.attempts.map((a, i) => (
+            <AttemptCard
+              key={a.id}
+              attempt={a}
+              nextAttemptAt={i === e.attempts.length - 1 && e.status === 'PENDING' ? e.nextAttemptAt : null}
+            />
+          ))}
+        </ol>
+      )}
+      {confirmation}
     </section>
+  );
+}
+
+/** One attempt, with everything needed to say why it ended as it did and what came next. */
+function AttemptCard({ attempt: a, nextAttemptAt }: { attempt: AttemptDetailFragment; nextAttemptAt: string | null | undefined }) {
+  const worker = [a.workerHost, a.workerPid !== null && a.workerPid !== undefined ? `pid ${a.workerPid}` : null].filter(Boolean).join(', ');
+  return (
+    <li className="attempt" data-attempt={a.attemptNumber}>
+      <h3>
+        Attempt {a.attemptNumber} <Status value={a.outcome ?? 'RUNNING'} />
+      </h3>
+      <dl className="facts">
+        <dt>Started</dt>
+        <dd>
+          <Time iso={a.startedAt} />
+        </dd>
+        <dt>Ended</dt>
+        <dd>{a.finishedAt ? <Time iso={a.finishedAt} /> : 'still running'}</dd>
+        <dt>Duration</dt>
+        <dd>{formatDuration(a.durationMs)}</dd>
+        <dt>Worker</dt>
+        <dd>
+          <code>{a.workerId || '—'}</code>
+          {worker && <span className="muted"> ({worker})</span>}
+        </dd>
+        {a.target && (
+          <>
+            <dt>Request</dt>
+            <dd className="wrap">
+              {a.target.method} {a.target.url}
+            </dd>
+          </>
+        )}
+        {a.statusCode !== null && a.statusCode !== undefined && (
+          <>
+            <dt>HTTP status</dt>
+            <dd>{a.statusCode}</dd>
+          </>
+        )}
+        {a.responseExcerpt && (
+          <>
+            <dt>Response</dt>
+            <dd>
+              <pre className="excerpt" tabIndex={0}>
+                {a.responseExcerpt}
+              </pre>
+            </dd>
+          </>
+        )}
+        {a.error && (
+          <>
+            <dt>Error</dt>
+            <dd className="bad wrap">{a.error}</dd>
+          </>
+        )}
+        {a.errorStack && (
+          <>
+            <dt>Stack</dt>
+            <dd>
+              <details>
+                <summary>Show the handler's stack</summary>
+                <pre className="excerpt" tabIndex={0}>
+                  {a.errorStack}
+                </pre>
+              </details>
+            </dd>
+          </>
+        )}
+        {a.gapBeforeNextMs !== null && a.gapBeforeNextMs !== undefined && (
+          <>
+            <dt>Wait before retry</dt>
+            <dd>
+              {formatDuration(a.gapBeforeNextMs)} until attempt {a.attemptNumber + 1} started
+            </dd>
+          </>
+        )}
+        {nextAttemptAt && (
+          <>
+            <dt>Retry due</dt>
+            <dd>
+              <Time iso={nextAttemptAt} />
+            </dd>
+          </>
+        )}
+      </dl>
+    </li>
   );
 }

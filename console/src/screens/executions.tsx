@@ -1,18 +1,29 @@
 import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
-import type { ExecutionStatus } from '../gql/graphql.ts';
+import type { ExecutionFilter, ExecutionStatus } from '../gql/graphql.ts';
 import { formatCount, truncate } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
-import { firstPage } from '../lib/paging.ts';
-import { href, navigate } from '../lib/router.ts';
+import { href } from '../lib/router.ts';
+import {
+  goWith,
+  withParams,
+  instantFromLocal,
+  localFromInstant,
+  PAGE_SIZES,
+  pageFromSearch,
+  pageParams,
+  pageSizeFrom,
+} from '../lib/url-state.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
+import { BulkBar, selectedCount, useSelection } from '../ui/selection.tsx';
 import { patched, unseenBy, withPatch, type Patches } from '../lib/patches.ts';
 import { CancelExecutionDocument, RetryExecutionDocument } from './shared.tsx';
 
 const ExecutionsDocument = graphql(`
-  query Executions($filter: ExecutionFilter, $after: String) {
-    executions(filter: $filter, first: 25, after: $after) {
+  query Executions($filter: ExecutionFilter, $after: String, $first: Int) {
+    executions(filter: $filter, first: $first, after: $after) {
       totalCount
       totalCountCapped
       pageInfo {
@@ -66,6 +77,34 @@ const RetryAllDocument = graphql(`
   }
 `);
 
+const CancelManyDocument = graphql(`
+  mutation CancelMany($filter: ExecutionFilter) {
+    cancelExecutions(filter: $filter, limit: 1000) {
+      matched
+      changed
+      more
+      skipped {
+        id
+        code
+        message
+      }
+    }
+  }
+`);
+
+interface BulkOutcome {
+  matched: number;
+  changed: number;
+  more: boolean;
+  skipped: readonly { code: string; message: string }[];
+}
+
+/** What a bulk action did, in a sentence: "Re-drove 3 of 4 executions; skipped 1 (CONFLICT: …)." */
+function bulkSentence(verb: string, noun: string, b: BulkOutcome): string {
+  const first = b.skipped[0];
+  return `${verb} ${b.changed} of ${b.matched} ${noun}${first ? `; skipped ${b.skipped.length} (${first.code}: ${first.message})` : ''}${b.more ? `; more remain: ${verb.toLowerCase()} again` : ''}.`;
+}
+
 const TABS: { status: ExecutionStatus | ''; label: string }[] = [
   { status: '', label: 'All' },
   { status: 'PENDING', label: 'Pending' },
@@ -79,10 +118,26 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
   const can = useCan();
   const status = (search.get('status') ?? '') as ExecutionStatus | '';
   const endpointId = search.get('endpoint') ?? '';
-  const [page, setPage] = useState(firstPage);
-  useEffect(() => setPage(firstPage), [status, endpointId]);
-  const filter = { ...(status ? { statuses: [status] } : {}), ...(endpointId ? { endpointId } : {}) };
-  const q = useQuery(ExecutionsDocument, { filter, after: page.after });
+  const from = search.get('from');
+  const to = search.get('to');
+  const includeInternal = search.get('internal') === '1';
+  const order = search.get('order') === 'OLDEST_FIRST' ? 'OLDEST_FIRST' : null;
+  const size = pageSizeFrom(search);
+  const page = pageFromSearch(search);
+  const path = href('executions');
+  const go = (patch: Record<string, string | null>, keepPage = false) => goWith(path, search, patch, keepPage);
+  const filter: ExecutionFilter = {
+    ...(status ? { statuses: [status] } : {}),
+    ...(endpointId ? { endpointId } : {}),
+    ...(from ? { createdAfter: from } : {}),
+    ...(to ? { createdBefore: to } : {}),
+    // jobgate's own work (alert deliveries, the reaper, retention) only when asked for.
+    ...(includeInternal ? {} : { endpointType: 'USER' as const }),
+    ...(order ? { order } : {}),
+  };
+  const q = useQuery(ExecutionsDocument, { filter, after: page.after, first: size });
+  const scope = JSON.stringify(filter);
+  const selection = useSelection(scope);
   // Rows change in place at once from the event; the page reloads (coalesced) for new rows and counts.
   const [patches, setPatches] = useState<Patches<ExecutionStatus>>({});
   const { requestedAt } = q;
@@ -99,16 +154,42 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
   const retry = useMutation(RetryExecutionDocument);
   const cancel = useMutation(CancelExecutionDocument);
   const retryAll = useMutation(RetryAllDocument);
+  const cancelMany = useMutation(CancelManyDocument);
+  const [confirmation, confirm] = useConfirm();
   const [bulkNote, setBulkNote] = useState<string | null>(null);
-  const setParam = (name: string, value: string) => {
-    const p = new URLSearchParams(search);
-    if (value) p.set(name, value);
-    else p.delete(name);
-    const qs = p.toString();
-    navigate(`${href('executions')}${qs ? `?${qs}` : ''}`);
-  };
+  useEffect(() => setBulkNote(null), [scope]);
   const deadLetter = status === 'FAILED';
-  const error = retry.error ?? cancel.error ?? retryAll.error;
+  const error = retry.error ?? cancel.error ?? retryAll.error ?? cancelMany.error;
+  const matching = q.data?.executions.totalCount;
+  const capped = q.data?.executions.totalCountCapped;
+  const chosen = selectedCount(selection, matching);
+  // The chosen rows, or every match: the filter the bulk mutation takes.
+  const target: ExecutionFilter = selection.allMatching ? filter : { ids: [...selection.ids] };
+  const bulk = async (kind: 'retry' | 'cancel') => {
+    const n = `${formatCount(chosen)}${selection.allMatching && capped ? '+' : ''}`;
+    const ok = await confirm(
+      kind === 'retry'
+        ? {
+            message: `Retry ${n} selected executions? Each FAILED one runs again with a fresh attempt budget; others are left as they are.`,
+            action: `Retry ${n} executions`,
+          }
+        : {
+            message: `Cancel ${n} selected executions? Each PENDING or RUNNING one ends CANCELLED; others are left as they are.`,
+            action: `Cancel ${n} executions`,
+          },
+    );
+    if (!ok) return;
+    if (kind === 'retry') {
+      const r = await retryAll.run({ filter: { ...target, statuses: ['FAILED'] } });
+      if (r) setBulkNote(bulkSentence('Re-drove', 'failed executions', r.retryExecutions));
+    } else {
+      const r = await cancelMany.run({ filter: { ...target, statuses: ['PENDING', 'RUNNING'] } });
+      if (r) setBulkNote(bulkSentence('Cancelled', 'live executions', r.cancelExecutions));
+    }
+    selection.clear();
+    q.reload();
+  };
+  const rows = q.data?.executions.nodes ?? [];
   return (
     <section aria-labelledby="executions-title">
       <h1 id="executions-title">{deadLetter ? 'Dead-letter queue' : 'Executions'}</h1>
@@ -116,7 +197,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         {TABS.map((t) => (
           <Link
             key={t.label}
-            to={`${href('executions')}?${new URLSearchParams({ ...(t.status ? { status: t.status } : {}), ...(endpointId ? { endpoint: endpointId } : {}) }).toString()}`}
+            to={`${path}?${withParams(search, { status: t.status }).toString()}`}
             className={t.status === status ? 'current' : undefined}
           >
             {t.label}
@@ -126,7 +207,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
       <div className="filters">
         <label>
           Endpoint
-          <select value={endpointId} onChange={(e) => setParam('endpoint', e.target.value)}>
+          <select value={endpointId} onChange={(e) => go({ endpoint: e.target.value })}>
             <option value="">Any</option>
             {q.data?.endpoints.nodes.map((e) => (
               <option key={e.id} value={e.id}>
@@ -135,16 +216,45 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
             ))}
           </select>
         </label>
-        {deadLetter && can('OPERATOR') && q.data && q.data.executions.nodes.length > 0 && (
+        <label>
+          Created from
+          <input type="datetime-local" value={localFromInstant(from)} onChange={(e) => go({ from: instantFromLocal(e.target.value) })} />
+        </label>
+        <label>
+          Created before
+          <input type="datetime-local" value={localFromInstant(to)} onChange={(e) => go({ to: instantFromLocal(e.target.value) })} />
+        </label>
+        <label>
+          Sort
+          <select
+            value={order ?? 'NEWEST_FIRST'}
+            onChange={(e) => go({ order: e.target.value === 'NEWEST_FIRST' ? null : e.target.value })}
+          >
+            <option value="NEWEST_FIRST">Newest first</option>
+            <option value="OLDEST_FIRST">Oldest first</option>
+          </select>
+        </label>
+        <label>
+          Per page
+          <select value={size} onChange={(e) => go({ size: e.target.value === '25' ? null : e.target.value })}>
+            {PAGE_SIZES.map((n) => (
+              <option key={n}>{n}</option>
+            ))}
+          </select>
+        </label>
+        <label className="inline">
+          <input type="checkbox" checked={includeInternal} onChange={(e) => go({ internal: e.target.checked ? '1' : null })} />
+          jobgate's own executions
+        </label>
+        {deadLetter && can('OPERATOR') && rows.length > 0 && (
           <button
             type="button"
             onClick={async () => {
+              const n = `${formatCount(matching)}${capped ? '+' : ''}`;
+              if (!(await confirm({ message: `Retry all ${n} failed executions that match?`, action: `Retry ${n} executions` }))) return;
               const r = await retryAll.run({ filter });
               if (r) {
-                const b = r.retryExecutions;
-                setBulkNote(
-                  `Re-drove ${b.changed} of ${b.matched} failed executions${b.skipped.length ? `; skipped ${b.skipped.length} (${b.skipped[0]!.code}: ${b.skipped[0]!.message})` : ''}${b.more ? '; more remain: retry all again' : ''}.`,
-                );
+                setBulkNote(bulkSentence('Re-drove', 'failed executions', r.retryExecutions));
                 q.reload();
               }
             }}
@@ -154,10 +264,15 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
           </button>
         )}
       </div>
-      {bulkNote && (
-        <p className="ok" role="status">
-          {bulkNote}
-        </p>
+      {can('OPERATOR') && (
+        <BulkBar selection={selection} noun="executions" matching={matching} capped={capped} note={bulkNote}>
+          <button type="button" onClick={() => void bulk('retry')} disabled={retryAll.pending}>
+            Retry selected
+          </button>
+          <button type="button" className="danger" onClick={() => void bulk('cancel')} disabled={cancelMany.pending}>
+            Cancel selected
+          </button>
+        </BulkBar>
       )}
       <ErrorBox error={error} title="The action was refused" />
       <ErrorBox error={q.error} />
@@ -167,8 +282,8 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         <Empty>
           {deadLetter
             ? 'The dead-letter queue is empty: no execution has failed its last attempt.'
-            : status || endpointId
-              ? 'No execution matches: choose another status or endpoint.'
+            : status || endpointId || from || to || includeInternal
+              ? 'No execution matches: choose another status, endpoint or time range.'
               : 'No executions yet: create a job and it runs here.'}
         </Empty>
       ) : (
@@ -205,7 +320,14 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
                       {(st === 'PENDING' || st === 'RUNNING') && e.viewerCan.cancel && (
                         <button
                           type="button"
-                          onClick={async () => (await cancel.run({ id: e.id })) && q.reload()}
+                          onClick={async () =>
+                            (await confirm({
+                              message: `Cancel execution ${e.id.slice(0, 8)}? It ends CANCELLED.`,
+                              action: 'Cancel execution',
+                            })) &&
+                            (await cancel.run({ id: e.id })) &&
+                            q.reload()
+                          }
                           aria-label={`Cancel execution ${e.id.slice(0, 8)}`}
                         >
                           Cancel
@@ -219,12 +341,23 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
             rows={q.data.executions.nodes}
             rowKey={(e) => e.id}
             rowAttributes={(e) => ({ 'data-execution': e.id })}
+            select={
+              can('OPERATOR')
+                ? {
+                    isSelected: (e) => selection.has(e.id),
+                    toggle: (e) => selection.toggle(e.id),
+                    togglePage: () => selection.togglePage(rows.map((e) => e.id)),
+                    label: (e) => `Select execution ${e.id.slice(0, 8)}`,
+                  }
+                : undefined
+            }
             page={page}
             pageInfo={q.data.executions.pageInfo}
-            onPage={setPage}
+            onPage={(p) => go(pageParams(p), true)}
           />
         </>
       )}
+      {confirmation}
     </section>
   );
 }

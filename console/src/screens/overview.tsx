@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { OverviewQuery } from '../gql/graphql.ts';
-import { addSample, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
+import { addSample, formatClock, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
@@ -85,8 +85,6 @@ const OverviewRunsDocument = graphql(`
   }
 `);
 
-const minuteLabel = (iso: string) => new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' }).format(new Date(iso));
-
 export function Overview() {
   const q = useQuery(OverviewDocument, {}, { throttleMs: 2000 });
   useSubscription(
@@ -97,7 +95,7 @@ export function Overview() {
   useSubscription(OverviewRunsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
   const s = q.data.executionStats;
-  const labels = s.perMinute.map((m) => minuteLabel(m.minute));
+  const labels = s.perMinute.map((m) => formatClock(m.minute));
   const totals = s.byEndpoint.reduce(
     (a, e) => ({
       pending: a.pending + e.pending,
@@ -149,43 +147,45 @@ export function Overview() {
           <Link to={href('jobs', 'new')}>create a job</Link> on it.
         </Empty>
       ) : (
-        <table data-testid="by-endpoint">
-          <caption className="sr-only">Executions by status per endpoint</caption>
-          <thead>
-            <tr>
-              <th scope="col">Endpoint</th>
-              <th scope="col">Pending</th>
-              <th scope="col">Running</th>
-              <th scope="col">Failed (dead-letter)</th>
-              <th scope="col">Succeeded ({s.windowMinutes} min)</th>
-              <th scope="col">Failed ({s.windowMinutes} min)</th>
-              <th scope="col">Cancelled ({s.windowMinutes} min)</th>
-            </tr>
-          </thead>
-          <tbody>
-            {s.byEndpoint.map((e) => (
-              <tr key={e.endpointId}>
-                <th scope="row">
-                  <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.endpointId)}`}>{e.endpointName}</Link>
-                </th>
-                <td>{formatCount(e.pending)}</td>
-                <td>{formatCount(e.running)}</td>
-                <td>
-                  {e.failed > 0 ? (
-                    <Link to={`${href('executions')}?status=FAILED&endpoint=${encodeURIComponent(e.endpointId)}`}>
-                      {formatCount(e.failed)}
-                    </Link>
-                  ) : (
-                    0
-                  )}
-                </td>
-                <td>{formatCount(e.succeededInWindow)}</td>
-                <td>{formatCount(e.failedInWindow)}</td>
-                <td>{formatCount(e.cancelledInWindow)}</td>
+        <div className="table-box" tabIndex={0} role="region" aria-label="Executions by endpoint">
+          <table data-testid="by-endpoint">
+            <caption className="sr-only">Executions by status per endpoint</caption>
+            <thead>
+              <tr>
+                <th scope="col">Endpoint</th>
+                <th scope="col">Pending</th>
+                <th scope="col">Running</th>
+                <th scope="col">Failed (dead-letter)</th>
+                <th scope="col">Succeeded ({s.windowMinutes} min)</th>
+                <th scope="col">Failed ({s.windowMinutes} min)</th>
+                <th scope="col">Cancelled ({s.windowMinutes} min)</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {s.byEndpoint.map((e) => (
+                <tr key={e.endpointId}>
+                  <th scope="row">
+                    <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.endpointId)}`}>{e.endpointName}</Link>
+                  </th>
+                  <td>{formatCount(e.pending)}</td>
+                  <td>{formatCount(e.running)}</td>
+                  <td>
+                    {e.failed > 0 ? (
+                      <Link to={`${href('executions')}?status=FAILED&endpoint=${encodeURIComponent(e.endpointId)}`}>
+                        {formatCount(e.failed)}
+                      </Link>
+                    ) : (
+                      0
+                    )}
+                  </td>
+                  <td>{formatCount(e.succeededInWindow)}</td>
+                  <td>{formatCount(e.failedInWindow)}</td>
+                  <td>{formatCount(e.cancelledInWindow)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {s.internalEndpoints.length > 0 && (
         <>
@@ -193,29 +193,31 @@ export function Overview() {
           <p className="muted">
             Internal endpoints (alert delivery, the reaper, retention): not counted in the numbers above, and managed by jobgate.
           </p>
-          <table data-testid="internal-endpoints">
-            <caption className="sr-only">Executions of jobgate&apos;s internal endpoints</caption>
-            <thead>
-              <tr>
-                <th scope="col">Internal endpoint</th>
-                <th scope="col">Pending</th>
-                <th scope="col">Running</th>
-                <th scope="col">Failed</th>
-                <th scope="col">Succeeded ({s.windowMinutes} min)</th>
-              </tr>
-            </thead>
-            <tbody>
-              {s.internalEndpoints.map((e) => (
-                <tr key={e.endpointId}>
-                  <th scope="row">{e.endpointName}</th>
-                  <td>{formatCount(e.pending)}</td>
-                  <td>{formatCount(e.running)}</td>
-                  <td>{formatCount(e.failed)}</td>
-                  <td>{formatCount(e.succeededInWindow)}</td>
+          <div className="table-box" tabIndex={0} role="region" aria-label="jobgate's own work">
+            <table data-testid="internal-endpoints">
+              <caption className="sr-only">Executions of jobgate&apos;s internal endpoints</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Internal endpoint</th>
+                  <th scope="col">Pending</th>
+                  <th scope="col">Running</th>
+                  <th scope="col">Failed</th>
+                  <th scope="col">Succeeded ({s.windowMinutes} min)</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {s.internalEndpoints.map((e) => (
+                  <tr key={e.endpointId}>
+                    <th scope="row">{e.endpointName}</th>
+                    <td>{formatCount(e.pending)}</td>
+                    <td>{formatCount(e.running)}</td>
+                    <td>{formatCount(e.failed)}</td>
+                    <td>{formatCount(e.succeededInWindow)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
         </>
       )}
       <h2>Runs in progress</h2>

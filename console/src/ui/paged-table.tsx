@@ -23,6 +23,16 @@ export interface TableProps<T> {
   rowKey(row: T): string;
   /** Extra attributes of a row (data-* for tests and benches). */
   rowAttributes?(row: T): Record<string, string>;
+  /** A leading checkbox per row (and one for the page) to choose rows for a bulk action. */
+  select?: RowSelect<T>;
+}
+
+export interface RowSelect<T> {
+  isSelected(row: T): boolean;
+  toggle(row: T): void;
+  togglePage(): void;
+  /** The checkbox's accessible name, naming the row: "Select execution 1a2b3c4d". */
+  label(row: T): string;
 }
 
 export interface PagedTableProps<T> extends TableProps<T> {
@@ -45,37 +55,63 @@ export function PagedTable<T>({ page, pageInfo, onPage, ...table }: PagedTablePr
   );
 }
 
-export function Table<T>({ testId, caption, columns, rows, rowKey, rowAttributes }: TableProps<T>) {
+export function Table<T>({ testId, caption, columns, rows, rowKey, rowAttributes, select }: TableProps<T>) {
   const shown = columns.filter((c): c is Column<T> => c !== false);
+  const chosen = select ? rows.filter((r) => select.isSelected(r)).length : 0;
   return (
-    <table data-testid={testId}>
-      {caption && <caption className="sr-only">{caption}</caption>}
-      <thead>
-        <tr>
-          {shown.map((c, i) => (
-            <th scope="col" key={i}>
-              {c.header}
-            </th>
-          ))}
-        </tr>
-      </thead>
-      <tbody>
-        {rows.map((row) => (
-          <tr key={rowKey(row)} {...rowAttributes?.(row)}>
-            {shown.map((c, i) =>
-              i === 0 ? (
-                <th scope="row" key={i} className={c.className}>
-                  {c.cell(row)}
-                </th>
-              ) : (
-                <td key={i} className={c.className}>
-                  {c.cell(row)}
-                </td>
-              ),
+    <div className="table-box">
+      <table data-testid={testId}>
+        {caption && <caption className="sr-only">{caption}</caption>}
+        <thead>
+          <tr>
+            {select && (
+              <th scope="col" className="select">
+                <input
+                  type="checkbox"
+                  aria-label="Select every row of this page"
+                  checked={rows.length > 0 && chosen === rows.length}
+                  ref={(el) => {
+                    if (el) el.indeterminate = chosen > 0 && chosen < rows.length;
+                  }}
+                  onChange={select.togglePage}
+                />
+              </th>
             )}
+            {shown.map((c, i) => (
+              <th scope="col" key={i}>
+                {c.header}
+              </th>
+            ))}
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {rows.map((row) => (
+            <tr key={rowKey(row)} {...rowAttributes?.(row)}>
+              {select && (
+                <td className="select">
+                  <input
+                    type="checkbox"
+                    aria-label={select.label(row)}
+                    checked={select.isSelected(row)}
+                    onChange={() => select.toggle(row)}
+                  />
+                </td>
+              )}
+              {shown.map((c, i) =>
+                i === 0 ? (
+                  <th scope="row" key={i} className={c.className}>
+                    {c.cell(row)}
+                  </th>
+                ) : (
+                  <td key={i} className={c.className}>
+                    {c.cell(row)}
+                  </td>
+                ),
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }

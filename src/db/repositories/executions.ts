@@ -277,8 +277,12 @@ export async function setPendingMaxAttempts(db: Executor, workspaceId: string, j
 }
 
 export interface ExecutionListFilter {
+  /** Only these executions (a selection a console made); ids that cannot exist match nothing. */
+  ids?: readonly string[] | null | undefined;
   jobId?: string | null | undefined;
   endpointId?: string | null | undefined;
+  /** USER: the workspace's own endpoints; INTERNAL: jobgate's (alert deliveries, reaper, retention). */
+  endpointType?: 'USER' | 'INTERNAL' | null | undefined;
   status?: ExecutionStatus | null | undefined;
   statuses?: readonly ExecutionStatus[] | null | undefined;
   trigger?: 'SCHEDULE' | 'MANUAL' | null | undefined;
@@ -294,6 +298,11 @@ export interface ExecutionListFilter {
  */
 function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListFilter) {
   let q = db.selectFrom('executions').where('executions.workspace_id', '=', scoped(workspaceId));
+  if (f.ids) {
+    const ids = f.ids.filter(isUuid);
+    if (ids.length === 0) return undefined;
+    q = q.where('executions.id', 'in', ids);
+  }
   if (f.jobId) {
     if (!isUuid(f.jobId)) return undefined;
     q = q.where('job_id', '=', f.jobId);
@@ -301,6 +310,16 @@ function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListF
   if (f.endpointId) {
     if (!isUuid(f.endpointId)) return undefined;
     q = q.where('endpoint_id', '=', f.endpointId);
+  }
+  if (f.endpointType) {
+    const type = f.endpointType;
+    q = q.where('endpoint_id', 'in', (eb) =>
+      eb
+        .selectFrom('endpoints')
+        .select('endpoints.id')
+        .where('endpoints.workspace_id', '=', scoped(workspaceId))
+        .where('endpoints.type', '=', type),
+    );
   }
   if (f.status) q = q.where('status', '=', f.status);
   if (f.statuses && f.statuses.length > 0) q = q.where('status', 'in', [...f.statuses]);
@@ -328,19 +347,21 @@ export async function countExecutions(db: Executor, workspaceId: string, filter:
 
 /**
  * An execution's attempts in order: the ended ones are rows; the one in progress, if the
- * execution is RUNNING, is read from the execution itself (its row is written when it ends).
+ * execution is RUNNING, is read from the execution itself (its row is written when it ends), with
+ * its worker's host and pid from that worker's presence row.
  */
 export async function listAttempts(db: Executor, workspaceId: string, executionId: string): Promise<AttemptRow[]> {
   if (!isUuid(executionId)) return [];
   const ws = scoped(workspaceId);
   const { rows } = await sql<AttemptRow>`
     select workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
-           outcome, status_code, duration_ms, error, response_excerpt, target
+           outcome, status_code, duration_ms, error, response_excerpt, target, worker_host, worker_pid, error_stack
     from attempts
     where workspace_id = ${ws} and execution_id = ${executionId}
     union all
     select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
-           null, null, null, null, null, null
+           null, null, null, null, null, null,
+           (select w.host from workers w where w.id = lease_owner), (select w.pid from workers w where w.id = lease_owner), null
     from executions
     where workspace_id = ${ws} and id = ${executionId} and status = 'RUNNING'
     order by attempt_number`.execute(db);

@@ -18,6 +18,7 @@
  * The delay is the worker's (a Retry-After) or, when null, the endpoint's backoff.
  * The attempt's row is written in the same statement.
  */
+import { hostname } from 'node:os';
 import type pg from 'pg';
 import type { AttemptOutcome, AttemptTarget } from '../types.js';
 
@@ -34,7 +35,13 @@ export interface Completion {
   responseExcerpt: string | null;
   /** The HTTP target the attempt called, secrets redacted; null for handlers. */
   target?: AttemptTarget | null;
+  /** A handler error's stack, redacted and capped; null otherwise. */
+  errorStack?: string | null;
 }
+
+// The worker recording an outcome is the one that made the attempt (the lease holder, in this
+// process), so the attempt row takes this process's host and pid.
+const HOST = hostname();
 
 // The fence is the UPDATE's own WHERE clause: Postgres re-checks it on the row's latest version
 // when a concurrent write got there first. The next state is computed once per row, from that same
@@ -60,8 +67,8 @@ export interface Completion {
 const COMPLETE = `
 with done as (
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::boolean[], $5::double precision[],
-                       $6::int[], $7::int[], $8::text[], $9::text[], $11::jsonb[])
-    as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt, target)
+                       $6::int[], $7::int[], $8::text[], $9::text[], $11::jsonb[], $12::text[])
+    as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt, target, stack)
 ), locked as materialized (
   -- Id order, so this statement and a heartbeat over the same rows never lock in opposite orders.
   -- The fence's columns as of the locked (latest) version: nobody changes them until we commit.
@@ -101,12 +108,13 @@ with done as (
   returning e.id, e.workspace_id, e.lease_epoch, e.attempt_count, e.attempt_started_at, e.status
 ), attempt_rows as (
   -- The attempt's row, written once now that it has ended: its number is the attempt count the
-  -- claim set, its start the claim's time, its worker the lease holder ($10).
+  -- claim set, its start the claim's time, its worker the lease holder ($10, on host $13 as pid $14).
   insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
-                        outcome, status_code, duration_ms, error, response_excerpt, target)
+                        outcome, status_code, duration_ms, error, response_excerpt, target,
+                        worker_host, worker_pid, error_stack)
   select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, $10, coalesce(u.attempt_started_at, now()), now(),
          case when u.status = 'CANCELLED' and d.outcome <> 'SUCCEEDED' then 'CANCELLED' else d.outcome end,
-         d.status_code, d.duration_ms, d.error, d.excerpt, d.target
+         d.status_code, d.duration_ms, d.error, d.excerpt, d.target, $13, $14::int, d.stack
   -- By id and epoch: a batch may also carry an earlier, fenced-out attempt of the same execution
   -- (its lease was lost and the execution claimed again), which must not write this row.
   from updated u join done d on d.id = u.id and d.epoch = u.lease_epoch
@@ -140,6 +148,9 @@ export async function completeExecutions(
       items.map((i) => i.responseExcerpt),
       workerId,
       items.map((i) => (i.target ? JSON.stringify(i.target) : null)),
+      items.map((i) => i.errorStack ?? null),
+      HOST,
+      process.pid,
     ],
   });
   return new Map(rows.map((r) => [r.id, r.status]));

@@ -1,6 +1,6 @@
 /**
  * Bulk operator actions: re-drive or cancel the executions matching a filter (the dead-letter
- * view's "retry all"), pause or resume many jobs. The selection is audited as one action; then
+ * view's "retry all", or a selection by `ids`), pause, resume or cancel many jobs. The selection is audited as one action; then
  * each item gets exactly what its single action does (the same body: ./pause.ts,
  * ./execution-changes.ts), with its own audit row, so a bulk action can do nothing a run of single
  * actions could not. Bounded: at most BULK_LIMIT items per call; a caller repeats the call for
@@ -31,6 +31,8 @@ import { withEventCursor } from '../live/event-cursor.js';
 import { cancelExecutionsIn, retryExecutionsIn } from './execution-changes.js';
 import { executionFilterSchema, idSchema, type ExecutionFilter } from '../kernel/inputs.js';
 import { pauseJobsIn, resumeJobsIn } from './pause.js';
+import { cancelJobIn } from './change.js';
+import * as endpointsRepo from '../../db/repositories/endpoints.js';
 import { CHANGE_ROLE } from '../access/permissions.js';
 
 export const BULK_LIMIT = 1000;
@@ -93,8 +95,65 @@ async function inChunks(
   return result;
 }
 
+/**
+ * Cancels the jobs (distinct ids) as cancelJob would, one after the other in id order (the order
+ * every statement that locks several jobs or executions takes them: no cycle). Answers each
+ * job's outcome and the pending executions cancelled per endpoint name, for the metrics.
+ */
+async function cancelJobsIn(trx: Transaction<DB>, actor: Actor, ids: readonly string[]) {
+  const outcomes = new Map<string, unknown>();
+  const pendingCancelled = new Map<string, number>();
+  for (const id of [...ids].sort()) {
+    try {
+      const result = await cancelJobIn(trx, actor, id);
+      outcomes.set(id, result);
+      if (result.cancelledExecutions > 0) {
+        const endpoint = await endpointsRepo.findEndpointById(trx, actor.workspaceId, result.job.endpointId);
+        if (endpoint) pendingCancelled.set(endpoint.name, (pendingCancelled.get(endpoint.name) ?? 0) + result.cancelledExecutions);
+      }
+    } catch (error) {
+      // The single action's guards throw before it writes anything: the item is left as it was.
+      if (!(error instanceof DomainError)) throw error;
+      outcomes.set(id, error);
+    }
+  }
+  return { outcomes, pendingCancelled };
+}
+
 /** Each id once, where it first appears. */
 const distinct = (ids: string[]) => [...new Set(ids)];
+
+/** The distinct job ids of a bulk job action, validated (1 to BULK_LIMIT) and audited as `action`. */
+async function selectJobs(ctx: ServiceContext, actor: Actor, action: string, rawIds: string[]): Promise<string[]> {
+  const ids = await mutate(ctx, actor, { action, role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } }, async () =>
+    parseInput(idsSchema, rawIds, ['ids']),
+  );
+  return distinct(ids);
+}
+
+type Cancelling = (
+  trx: Transaction<DB>,
+  chunk: string[],
+) => Promise<{ outcomes: Map<string, unknown>; pendingCancelled: Map<string, number> }>;
+
+/**
+ * A chunk body that cancels, and the report of the pending executions it cancelled: they finish
+ * without any worker recording them, so they are counted once committed. Inside a caller's
+ * transaction (the library's inTransaction) nothing has committed yet: not counted.
+ */
+function countingCancels(ctx: ServiceContext, cancel: Cancelling): { apply: ApplyChunk; report: () => void } {
+  let cancelled = new Map<string, number>();
+  return {
+    apply: async (trx, chunk) => {
+      const { outcomes, pendingCancelled } = await cancel(trx, chunk);
+      cancelled = pendingCancelled; // a retried transaction decides again
+      return outcomes;
+    },
+    report: () => {
+      if (!ctx.outer) for (const [endpoint, n] of cancelled) ctx.observer.pendingCancelled(endpoint, n);
+    },
+  };
+}
 
 export function createBulkService(ctx: ServiceContext) {
   /** The ids of the executions matching `filter` in `statuses`, newest first, audited as `action`. */
@@ -142,17 +201,7 @@ export function createBulkService(ctx: ServiceContext) {
     async cancelExecutions(actor: Actor, raw: { filter?: ExecutionFilter | null; limit?: number | null }): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
         const { ids, more } = await select(actor, 'executions.cancel-many', raw, ['PENDING', 'RUNNING']);
-        // Pending executions cancelled here finish without any worker recording them: counted once committed.
-        let cancelled = new Map<string, number>();
-        const apply: ApplyChunk = async (trx, chunk) => {
-          const { outcomes, pendingCancelled } = await cancelExecutionsIn(trx, actor, chunk);
-          cancelled = pendingCancelled; // a retried transaction decides again
-          return outcomes;
-        };
-        // Inside a caller's transaction (the library's inTransaction) nothing has committed yet: not counted.
-        const report = () => {
-          if (!ctx.outer) for (const [endpoint, n] of cancelled) ctx.observer.pendingCancelled(endpoint, n);
-        };
+        const { apply, report } = countingCancels(ctx, (trx, chunk) => cancelExecutionsIn(trx, actor, chunk));
         return inChunks(ctx, actor, { action: 'execution.cancel', targetType: 'Execution' }, ids, more, apply, report);
       });
     },
@@ -160,28 +209,29 @@ export function createBulkService(ctx: ServiceContext) {
     /** Pauses each job, as pauseJob would (1 to 1000 ids; one given twice counts once). */
     async pauseJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
-        const ids = await mutate(
-          ctx,
-          actor,
-          { action: 'jobs.pause-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } },
-          async () => parseInput(idsSchema, rawIds, ['ids']),
-        );
-        return inChunks(ctx, actor, { action: 'job.pause', targetType: 'Job' }, distinct(ids), false, (trx, chunk) =>
-          pauseJobsIn(trx, actor, chunk),
-        );
+        const ids = await selectJobs(ctx, actor, 'jobs.pause-many', rawIds);
+        return inChunks(ctx, actor, { action: 'job.pause', targetType: 'Job' }, ids, false, (trx, chunk) => pauseJobsIn(trx, actor, chunk));
+      });
+    },
+
+    /**
+     * Cancels each job, as cancelJob would (1 to 1000 ids; one given twice counts once): retired,
+     * its pending executions cancelled, its running ones asked to abort, its schedule stopped.
+     * Refusals per item: NOT_FOUND, RETIRED, FORBIDDEN (an internal job or another key's job).
+     */
+    async cancelJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
+      return withEventCursor(ctx, actor.workspaceId, async () => {
+        const ids = await selectJobs(ctx, actor, 'jobs.cancel-many', rawIds);
+        const { apply, report } = countingCancels(ctx, (trx, chunk) => cancelJobsIn(trx, actor, chunk));
+        return inChunks(ctx, actor, { action: 'job.cancel', targetType: 'Job' }, ids, false, apply, report);
       });
     },
 
     /** Resumes each job, as resumeJob would (1 to 1000 ids; one given twice counts once). */
     async resumeJobs(actor: Actor, rawIds: string[]): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
-        const ids = await mutate(
-          ctx,
-          actor,
-          { action: 'jobs.resume-many', role: 'OPERATOR', input: { ids: rawIds }, target: { type: 'Job' } },
-          async () => parseInput(idsSchema, rawIds, ['ids']),
-        );
-        return inChunks(ctx, actor, { action: 'job.resume', targetType: 'Job' }, distinct(ids), false, (trx, chunk) =>
+        const ids = await selectJobs(ctx, actor, 'jobs.resume-many', rawIds);
+        return inChunks(ctx, actor, { action: 'job.resume', targetType: 'Job' }, ids, false, (trx, chunk) =>
           resumeJobsIn(ctx, trx, actor, chunk),
         );
       });

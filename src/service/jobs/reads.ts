@@ -97,10 +97,19 @@ export function createJobReads(ctx: ServiceContext) {
       return jobState(job, row?.status);
     },
 
-    /** The attempts of one execution, oldest first; a workspace's keys see workers by digest (see ../handlers/handlers.ts). */
+    /**
+     * The attempts of one execution, oldest first, each with the gap to the next one; a
+     * workspace's keys see workers by digest and not their host or pid (see ../handlers/handlers.ts).
+     */
     async attempts(actor: Actor, executionId: string): Promise<Attempt[]> {
-      const attempts = (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
-      return seesInstallation(actor) ? attempts : attempts.map((a) => ({ ...a, workerId: a.workerId && opaqueWorkerId(a.workerId) }));
+      const rows = (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
+      const attempts = rows.map((a, i) => {
+        const next = rows[i + 1];
+        return next && a.finishedAt ? { ...a, gapBeforeNextMs: Math.max(0, next.startedAt.getTime() - a.finishedAt.getTime()) } : a;
+      });
+      return seesInstallation(actor)
+        ? attempts
+        : attempts.map((a) => ({ ...a, workerId: a.workerId && opaqueWorkerId(a.workerId), workerHost: null, workerPid: null }));
     },
 
     /**

@@ -338,8 +338,10 @@ const executionStatus = z.enum(['PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CA
 
 export const executionFilterSchema = z
   .object({
+    ids: z.array(idSchema).min(1).max(1000).nullish(),
     jobId: idSchema.nullish(),
     endpointId: idSchema.nullish(),
+    endpointType: z.enum(['USER', 'INTERNAL']).nullish(),
     status: executionStatus.nullish(),
     statuses: z.array(executionStatus).max(5).nullish(),
     trigger: z.enum(['SCHEDULE', 'MANUAL']).nullish(),

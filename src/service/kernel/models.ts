@@ -179,6 +179,13 @@ export interface Attempt {
   responseExcerpt: string | null;
   /** What an HTTP attempt called (url, method, headers as sent; secrets redacted). */
   target: AttemptTarget | null;
+  /** Host and pid of the worker that made it, as it recorded them; null when not recorded. */
+  workerHost: string | null;
+  workerPid: number | null;
+  /** A handler error's stack, redacted and capped. */
+  errorStack: string | null;
+  /** From this attempt's end to the next attempt's start (backoff plus the wait for a worker); null for the latest. */
+  gapBeforeNextMs: number | null;
 }
 
 export const toWorkspace = (r: WorkspaceRow): Workspace => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
@@ -312,4 +319,8 @@ export const toAttempt = (r: AttemptRow): Attempt => ({
   error: r.error,
   responseExcerpt: r.response_excerpt,
   target: r.target ?? null,
+  workerHost: r.worker_host,
+  workerPid: r.worker_pid,
+  errorStack: r.error_stack,
+  gapBeforeNextMs: null,
 });

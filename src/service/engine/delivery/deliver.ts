@@ -29,7 +29,12 @@ export interface AttemptResult {
   recorded?: boolean;
   /** What an HTTP attempt called, as sent (secrets redacted); null for handlers and unbuilt requests. */
   target?: AttemptTarget | null;
+  /** The stack of the error a handler threw (redacted, capped), for diagnosing it; null otherwise. */
+  errorStack?: string | null;
 }
+
+/** Longest stack kept with an attempt: enough for the frames that matter, bounded per row. */
+const STACK_CAP = 8000;
 
 /** What one attempt leaves behind besides its result, whichever way it ends (an abort included). */
 interface AttemptState {
@@ -170,7 +175,8 @@ async function runHandler(
     return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
   } catch (error) {
     if (signal.aborted) throw error;
-    return failure('FAILED', describeThrown(error, true).slice(0, 2000), !(error instanceof UnrecoverableError));
+    const stack = error instanceof Error && typeof error.stack === 'string' ? error.stack.slice(0, STACK_CAP) : null;
+    return failure('FAILED', describeThrown(error, true).slice(0, 2000), !(error instanceof UnrecoverableError), { errorStack: stack });
   }
 }
 
@@ -333,6 +339,7 @@ export function createDelivery(options: DeliveryOptions) {
     return {
       ...result,
       error: storable(result.error === null ? null : redact(result.error)),
+      errorStack: storable(result.errorStack ? redact(result.errorStack) : null),
       responseExcerpt: storable(result.responseExcerpt),
       recorded: state.recorded,
       target: state.target,
