@@ -124,6 +124,32 @@ describe('retries after a throw', () => {
     expect(handed['flaky.cancelled']).toHaveLength(2);
   });
 
+  for (const budget of [0, 2]) {
+    it(`an operator's cancel while the handler runs wins over its throw (${budget} retries left): PAUSED (CANCELLED), no retry spent`, async () => {
+      let release!: () => void;
+      const cancelled = new Promise<void>((r) => (release = r));
+      register(`cancel-then-throw.${budget}`, { budget, backoffMs: 3_600_000, maxBackoffMs: 3_600_000 }, async () => {
+        await cancelled;
+        throw new Error('downstream 500');
+      });
+      await runner();
+      const { run: started } = await t.service.triggerRun(t.actor, { force: true, name: `cancel-then-throw.${budget}` });
+      await eventually(async () => (handed[`cancel-then-throw.${budget}`] ?? []).length === 1);
+      expect(await t.service.cancelRun(t.actor, started.id)).toMatchObject({ status: 'CANCEL_REQUESTED' });
+      release();
+      await eventually(async () => (await status(started.id)) === 'PAUSED');
+      expect(await run(started.id)).toMatchObject({
+        pauseKind: 'CANCELLED',
+        retryAttempt: 0,
+        waitingToRetry: false,
+        nextAttemptAt: null,
+        error: 'Error: downstream 500',
+      });
+      // Nothing resumes it from a FAILED state behind the operator's back: it is not FAILED.
+      expect(handed[`cancel-then-throw.${budget}`]).toHaveLength(1);
+    });
+  }
+
   it('ends FAILED once its budget is spent, saying why the last attempt failed', async () => {
     register('doomed', { budget: 2, backoffMs: 1 }, async (_cursor, call) => {
       throw new Error(`still broken #${call}`);

@@ -184,8 +184,12 @@ export type RunEnding =
   /** Paused by its handler (or by the operator's cancel it honoured) at this cursor. */
   | { kind: 'paused'; cursor: Buffer | null; cursorJson: boolean };
 
-/** Records how the run ended; false when it was no longer this runner's (nothing written). */
-export async function endRun(pool: pg.Pool, fence: RunFence, ending: RunEnding): Promise<boolean> {
+/**
+ * Records how the run ended; undefined when it was no longer this runner's (nothing written). A
+ * retry or failure answers the status written (an operator's cancel makes either PAUSED); the
+ * other endings answer 'recorded'.
+ */
+export async function endRun(pool: pg.Pool, fence: RunFence, ending: RunEnding): Promise<string | undefined> {
   const f = fenceValues(fence);
   let res: pg.QueryResult;
   switch (ending.kind) {
@@ -199,11 +203,15 @@ export async function endRun(pool: pg.Pool, fence: RunFence, ending: RunEnding):
       );
       break;
     case 'retry':
+      // An operator's cancel wins over the retry: the run is that operator's pause (HAND_BACK),
+      // with why the handler threw, no retry spent and no wait to resume.
       res = await pool.query(
         `update runs set ${HAND_BACK}, error = $4, retry_budget = $5,
-           resume_after = now() + make_interval(secs => least($7::double precision, $6 * 2 ^ least(retry_attempts, 40)) / 1000),
-           retry_attempts = retry_attempts + 1, updated_at = now()
-         where id = $1 and epoch = $2 and owner = $3`,
+           resume_after = case when status = 'CANCEL_REQUESTED' then null
+                               else now() + make_interval(secs => least($7::double precision, $6 * 2 ^ least(retry_attempts, 40)) / 1000) end,
+           retry_attempts = case when status = 'CANCEL_REQUESTED' then retry_attempts else retry_attempts + 1 end, updated_at = now()
+         where id = $1 and epoch = $2 and owner = $3
+         returning status`,
         [...f, ending.message.slice(0, 2000), ending.budget, ending.backoffMs, ending.maxBackoffMs],
       );
       break;
@@ -216,10 +224,16 @@ export async function endRun(pool: pg.Pool, fence: RunFence, ending: RunEnding):
       );
       break;
     case 'failed':
+      // Asked to stop, it stopped: an operator's cancel makes the run that operator's pause (with
+      // why its handler threw), not FAILED, so nothing resuming failed runs takes it up again.
       res = await pool.query(
-        `update runs set status = 'FAILED', owner = null, error = $4, retry_budget = coalesce($5, retry_budget),
-           finished_at = now(), updated_at = now()
-         where id = $1 and epoch = $2 and owner = $3`,
+        `update runs set owner = null, error = $4, retry_budget = coalesce($5, retry_budget), updated_at = now(),
+           status = case when status = 'CANCEL_REQUESTED' then 'PAUSED' else 'FAILED' end,
+           pause_kind = case when status = 'CANCEL_REQUESTED' then 'CANCELLED' end,
+           pause_reason = case when status = 'CANCEL_REQUESTED' then 'cancelled by an operator' end,
+           finished_at = case when status = 'CANCEL_REQUESTED' then finished_at else now() end
+         where id = $1 and epoch = $2 and owner = $3
+         returning status`,
         [...f, ending.message.slice(0, 2000), ending.budget ?? null],
       );
       break;
@@ -241,5 +255,6 @@ export async function endRun(pool: pg.Pool, fence: RunFence, ending: RunEnding):
       );
       break;
   }
-  return res.rowCount !== 0;
+  if (res.rowCount === 0) return undefined;
+  return (res.rows[0]?.status as string | undefined) ?? 'recorded';
 }

@@ -333,11 +333,14 @@ function loggedCursor(cursor: Buffer | null, json: boolean): unknown {
  * this take's time (a run resumed after a pause has one line per take). A crashed run's line is the
  * sweep's (./runner.ts).
  */
+/** How a take ended as its log line says: as recorded, or a throw that met an operator's cancel (recorded as that pause). */
+type LoggedEnding = RunEnding | { kind: 'cancelled'; message: string };
+
 function logRunEnd(
   log: RunExecutionDeps['log'],
   owner: string,
   run: TakenRun,
-  ending: RunEnding,
+  ending: LoggedEnding,
   progress: { processed: number | null; stats: Record<string, unknown> },
   elapsedMs: number,
 ): void {
@@ -346,12 +349,19 @@ function logRunEnd(
     failed: 'FAILED',
     retry: 'RETRYING',
     paused: 'PAUSED',
+    cancelled: 'PAUSED',
     'hand-back': 'HANDED_BACK',
     outage: 'HANDED_BACK',
   }[ending.kind];
-  const cause = { completed: null, failed: 'HANDLER', retry: 'HANDLER', paused: null, 'hand-back': 'SHUTDOWN', outage: 'OUTAGE' }[
-    ending.kind
-  ];
+  const cause = {
+    completed: null,
+    failed: 'HANDLER',
+    retry: 'HANDLER',
+    paused: null,
+    cancelled: 'HANDLER',
+    'hand-back': 'SHUTDOWN',
+    outage: 'OUTAGE',
+  }[ending.kind];
   const fields = {
     kind: 'recoverable',
     handler: run.name,
@@ -359,7 +369,7 @@ function logRunEnd(
     outcome,
     cause,
     completed: ending.kind === 'completed',
-    paused: ending.kind === 'paused',
+    paused: ending.kind === 'paused' || ending.kind === 'cancelled',
     count: progress.processed,
     elapsed_ms: elapsedMs,
     extra: progress.stats,
@@ -370,7 +380,9 @@ function logRunEnd(
       ? `: ${ending.message}`
       : ending.kind === 'retry'
         ? `: ${ending.message}; retrying from its last checkpoint`
-        : '';
+        : ending.kind === 'cancelled'
+          ? `: cancelled by an operator; its handler threw: ${ending.message}`
+          : '';
   const msg = `runner ${owner}: run ${run.id} (${run.name}): ${outcome}${why}`;
   if (ending.kind === 'completed' || ending.kind === 'paused') log.info(msg, fields);
   else log.warn(msg, fields);
@@ -397,7 +409,18 @@ export async function executeRun(handler: RecoverableHandler, run: TakenRun, sta
   if (ending.kind === 'outage')
     log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
   try {
-    if (!(await endRun(deps.pool, fence, ending))) state.lost = true;
+    const written = await endRun(deps.pool, fence, ending);
+    if (written === undefined) state.lost = true;
+    // A retry or failure that met an operator's cancel was recorded as that operator's pause.
+    else if (written === 'PAUSED' && (ending.kind === 'retry' || ending.kind === 'failed'))
+      logRunEnd(
+        log,
+        owner,
+        run,
+        { kind: 'cancelled', message: ending.message },
+        exec.progress(),
+        Math.round(performance.now() - startedAt),
+      );
     else logRunEnd(log, owner, run, ending, exec.progress(), Math.round(performance.now() - startedAt));
   } catch (error) {
     log.error(`runner ${owner}: recording the outcome of run ${run.id} failed: ${(error as Error).message}`);
