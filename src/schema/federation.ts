@@ -11,9 +11,13 @@
  */
 import { MapperKind, mapSchema } from '@graphql-tools/utils';
 import type { GraphQLSchema } from 'graphql';
+import { ValidationError } from '../service/kernel/errors.js';
 
 /** The federation spec the subgraph links to; v2.6 is what Apollo and Hive routers both compose. */
 export const FEDERATION_LINK = 'https://specs.apollo.dev/federation/v2.6';
+
+/** The most references one `_entities` resolves: a page, as the largest page of a list. */
+export const MAX_REFERENCES = 100;
 
 const ROOT_FIELDS = new Set(['_entities', '_service']);
 const TYPES = new Set(['_Any', '_Entity', '_Service']);
@@ -26,8 +30,15 @@ export function describeFederation(schema: GraphQLSchema): GraphQLSchema {
   const fields = schema.getQueryType()?.getFields() ?? {};
   const entities = fields['_entities'];
   if (entities) {
-    entities.description =
-      'Federation: the entities a router asks for by key (`{ __typename, id }`), in order; null for any that is not an object of your workspace.';
+    entities.description = `Federation: the entities a router asks for by key (\`{ __typename, id }\`), in order, at most ${MAX_REFERENCES} at once (more: VALIDATION_FAILED); null for any that is not an object of your workspace.`;
+    // A page of references, as a list's page: the cost limit prices each one (src/server/hardening.ts).
+    const resolve = entities.resolve;
+    entities.resolve = (source, args: { representations?: unknown[] }, context, info) => {
+      const n = args.representations?.length ?? 0;
+      if (n > MAX_REFERENCES)
+        throw ValidationError.at(['representations'], `at most ${MAX_REFERENCES} references at once (got ${n}): split them`);
+      return resolve?.(source, args, context, info);
+    };
     for (const arg of entities.args) arg.description = 'The references: each `{ __typename, id }` of a Job, Execution, Run or Endpoint.';
   }
   if (fields['_service'])

@@ -34,6 +34,7 @@ import {
   type ValidationContext,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { MAX_REFERENCES } from '../schema/federation.js';
 
 export const LIMITS = Object.freeze({
   depth: 12,
@@ -146,8 +147,9 @@ const MAX_PAGE = 100;
  * `runConnection(first: $n) { nodes { findings(first: $m) ... } }` with n = m = 100 (10,000
  * findings) passed a limit its literal twin fails 26 times over. Each variable `first` becomes
  * the literal it will be (its value, or its default), at most the largest page: a larger one is
- * refused by its list, with the field's own error. Undefined when no `first` was a variable:
- * validation has already priced the document exactly.
+ * refused by its list, with the field's own error. Federation's `_entities` is priced per
+ * reference (`perReference`). Undefined when neither was there: validation has already priced
+ * the document exactly.
  */
 function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' | 'operationName'>): ExecutionArgs['document'] | undefined {
   // The variables are the operation's that runs: the others in the document are left out.
@@ -163,6 +165,11 @@ function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' |
   };
   let changed = false;
   const priced = visit(document, {
+    SelectionSet(node): SelectionSetNode | undefined {
+      const expanded = perReference(node, values);
+      if (expanded) changed = true;
+      return expanded;
+    },
     Field(node): FieldNode | undefined {
       const first = node.arguments?.find((a) => a.name.value === 'first');
       if (first?.value.kind !== Kind.VARIABLE) return undefined;
@@ -182,15 +189,50 @@ function withPageSizes(args: Pick<ExecutionArgs, 'document' | 'variableValues' |
   return changed ? priced : undefined;
 }
 
-/** Whether any list of the document takes its `first` from a variable (else validation priced it exactly). */
-function hasVariableFirst(document: DocumentNode): boolean {
+/**
+ * Whether validation may have priced the document short: a list that takes its `first` from a
+ * variable, or federation's `_entities`, which the cost model prices as one item whatever the
+ * number of references it is given.
+ */
+function needsRepricing(document: DocumentNode): boolean {
   let found = false;
   visit(document, {
     Argument(node) {
       if (node.name.value === 'first' && node.value.kind === Kind.VARIABLE) found = true;
     },
+    Field(node) {
+      if (node.name.value === '_entities') found = true;
+    },
   });
   return found;
+}
+
+/** How many references an `_entities` field is given (its literal list, or its variable's value), at most MAX_REFERENCES + 1. */
+function referenceCount(node: FieldNode, values: Record<string, unknown>): number {
+  const arg = node.arguments?.find((a) => a.name.value === 'representations')?.value;
+  const count =
+    arg?.kind === Kind.LIST
+      ? arg.values.length
+      : arg?.kind === Kind.VARIABLE && Array.isArray(values[arg.name.value])
+        ? (values[arg.name.value] as unknown[]).length
+        : 1;
+  // Past the cap the field refuses to resolve anything (src/schema/federation.ts).
+  return Math.max(1, Math.min(count, MAX_REFERENCES + 1));
+}
+
+/**
+ * Each `_entities` of a selection set as many times as it has references (aliased), so the cost
+ * model adds up one copy of the entity's selection per reference, as it prices a list by its page.
+ */
+function perReference(node: SelectionSetNode, values: Record<string, unknown>): SelectionSetNode | undefined {
+  if (!node.selections.some((s) => s.kind === Kind.FIELD && s.name.value === '_entities')) return undefined;
+  return {
+    ...node,
+    selections: node.selections.flatMap((s) => {
+      if (s.kind !== Kind.FIELD || s.name.value !== '_entities') return [s];
+      return Array.from({ length: referenceCount(s, values) }, (_, i) => ({ ...s, alias: { kind: Kind.NAME, value: `_reference${i}` } }));
+    }),
+  };
 }
 
 /**
@@ -203,7 +245,7 @@ function usePagedCostLimit(): Plugin {
   const needsPricing = new WeakMap<DocumentNode, boolean>();
   const check = (args: ExecutionArgs): GraphQLError | undefined => {
     let needed = needsPricing.get(args.document);
-    if (needed === undefined) needsPricing.set(args.document, (needed = hasVariableFirst(args.document)));
+    if (needed === undefined) needsPricing.set(args.document, (needed = needsRepricing(args.document)));
     if (!needed) return undefined;
     const priced = withPageSizes(args);
     if (!priced) return undefined;

@@ -237,6 +237,30 @@ describe('jobgate as a federation subgraph', () => {
     ]);
   });
 
+  it('prices references as a page and takes at most 100 at once: a big selection per reference is over the cost limit, 101 are refused', async () => {
+    const send = async (query: string, r: unknown[]) => {
+      const res = await fetch(jobgateUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${keyA}` },
+        body: JSON.stringify({ query, variables: { r } }),
+      });
+      return (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string } }[] };
+    };
+    const refs = (n: number) => Array.from({ length: n }, () => ({ __typename: 'Job', id: a.job }));
+    // One reference with a page of executions is within the limit; a hundred of them are not.
+    const heavy = `query ($r: [_Any!]!) { _entities(representations: $r) { ... on Job { id executions(first: 100) { nodes { id } } } } }`;
+    expect((await send(heavy, refs(1))).errors).toBeUndefined();
+    const priced = await send(heavy, refs(100));
+    expect(priced.data).toBeUndefined();
+    expect(priced.errors?.[0]?.message).toMatch(/Cost limit/);
+    // A light selection: 100 are answered, 101 refused with VALIDATION_FAILED.
+    const light = `query ($r: [_Any!]!) { _entities(representations: $r) { ... on Job { id } } }`;
+    expect((await send(light, refs(100))).data._entities).toHaveLength(100);
+    const over = await send(light, refs(101));
+    expect(over.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+    expect(over.errors?.[0]?.message).toMatch(/at most 100 references/);
+  });
+
   it("passes no key when the caller sends none: jobgate refuses the router's request, the orders still answer", async () => {
     const res = await post(routerUrl, CROSSING);
     expect(res.body.data?.orders?.map((o: { id: string }) => o.id)).toEqual(['o-1', 'o-2', 'o-3']);
