@@ -39,7 +39,10 @@ export const RunViewerCanRef = builder.objectRef<RunPermissions>('RunViewerCan')
   description: `Which actions on a run your key may take. ${NOTE}`,
   fields: (t) => ({
     cancel: t.exposeBoolean('cancel', { description: 'cancelRun, while it is live (an OPERATOR key: only runs it triggered).' }),
-    resume: t.exposeBoolean('resume', { description: 'triggerRun, which resumes it while it is PAUSED (any OPERATOR).' }),
+    resume: t.exposeBoolean('resume', {
+      description:
+        'triggerRun, which resumes it while it is PAUSED, and with fromCheckpoint while it is FAILED and its newest (any OPERATOR).',
+    }),
   }),
 });
 

@@ -79,17 +79,6 @@ async function accessible(page: Page, screen: string) {
 }
 
 /** A GraphQL request with the admin key, as any client of the API would make it. */
-async function api(query: string, variables: Record<string, unknown> = {}) {
-  const response = await fetch(`${world.origin}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminKey}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = (await response.json()) as { data: any; errors?: unknown };
-  expect(body.errors).toBeUndefined();
-  return body.data;
-}
-
 /**
  * The page as shown at 1400 and 390 px wide, light and dark: axe passes in each, a phone never
  * scrolls the page sideways (tables scroll inside their box), and each is screenshot.
@@ -242,16 +231,12 @@ describe('the console', { timeout: 90_000 }, () => {
       });
       const names = ['bulk-a', 'bulk-b', 'bulk-c'];
       for (const name of names) await t.service.createJob(t.actor, { endpointName: 'console.bulk', kind: 'IMMEDIATE', name });
+      // Read through the service: the console's gateway runs persisted documents only.
       const statusesByJob = async () => {
-        const data = await api(
-          `query ($e: ID) { executions(filter: { endpointId: $e }, first: 10) { nodes { id status job { name } } } }`,
-          {
-            e: endpoint.id,
-          },
-        );
-        return Object.fromEntries(
-          (data.executions.nodes as { status: string; job: { name: string } }[]).map((n) => [n.job.name, n.status]),
-        ) as Record<string, string>;
+        const { edges } = await t.service.executions(t.actor, { endpointId: endpoint.id }, { first: 10 });
+        const byJob: Record<string, string> = {};
+        for (const { node } of edges) byJob[(await t.service.job(t.actor, node.jobId)).name ?? node.jobId] = node.status;
+        return byJob;
       };
       await expect.poll(statusesByJob, { timeout: 20_000 }).toEqual({ 'bulk-a': 'FAILED', 'bulk-b': 'FAILED', 'bulk-c': 'FAILED' });
 
@@ -330,8 +315,8 @@ describe('the console', { timeout: 90_000 }, () => {
       await dialog.getByText(/^Pause 3 selected jobs\?/).waitFor();
       await dialog.getByRole('button', { name: 'Pause 3 jobs' }).click();
       await page.getByTestId('bulk-bar').getByText('Paused 3 of 3 jobs.').waitFor();
-      const paused = await api(`{ jobs(filter: { search: "sel-" }) { nodes { name status } } }`);
-      expect((paused.jobs.nodes as { status: string }[]).map((j) => j.status)).toEqual(['PAUSED', 'PAUSED', 'PAUSED']);
+      const paused = await t.service.jobs(t.actor, { search: 'sel-' });
+      expect(paused.edges.map((e) => e.node.status)).toEqual(['PAUSED', 'PAUSED', 'PAUSED']);
 
       // On a phone: the sections behind a menu button; following a link lands focus on the new heading.
       await page.setViewportSize({ width: 390, height: 844 });
@@ -493,6 +478,27 @@ describe('the console', { timeout: 90_000 }, () => {
     await admin.getByText('No findings: the run recorded none.').waitFor({ timeout: 10_000 });
     expect(await admin.getByTestId('run-progress').getByRole('progressbar').count()).toBe(0);
     await screenshot(admin, 'run-failed');
+    // A failed run resumes from its last checkpoint, from its page.
+    // (triggerRun wants a live worker that has the handler: one is listed for it.)
+    await t.query(`insert into workers (id, host, pid, stale_ms, handlers) values ('console-run-worker', 'h', 1, 60000, $1)`, [
+      JSON.stringify([{ kind: 'RECOVERABLE', name: 'console.paged-scan' }]),
+    ]);
+    await admin.getByRole('button', { name: 'Resume from its checkpoint' }).click();
+    await expect.poll(async () => (await t.service.run(t.actor, ended.id)).status, { timeout: 20_000 }).not.toBe('FAILED');
+    await t.service.cancelRun(t.actor, ended.id).catch(() => {});
+    await t.query(`delete from workers where id = 'console-run-worker'`);
+    // A run waiting to retry says which retry, of how many, and when.
+    const waiting = (await t.service.triggerRun(t.actor, { name: 'console.scan', force: true })).run;
+    await t.query(
+      `update runs set owner = null, status = 'RUNNING', retry_attempts = 1, retry_budget = 3, error = 'Error: blip',
+         resume_after = now() + interval '1 hour' where id = $1`,
+      [waiting.id],
+    );
+    await admin.goto(`${world.origin}/console/runs/${waiting.id}`);
+    await expect
+      .poll(() => admin.getByTestId('run-retry').textContent(), { timeout: 10_000 })
+      .toMatch(/retry 1 of 3 from its last checkpoint/);
+    await t.query(`update runs set status = 'PAUSED', pause_kind = 'CANCELLED', resume_after = null where id = $1`, [waiting.id]);
     const { job } = await t.service.createJob(t.actor, {
       endpointName: 'console.greet',
       kind: 'CRON',

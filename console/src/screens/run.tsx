@@ -30,6 +30,10 @@ const RunDocument = graphql(`
       cursor
       error
       pauseKind
+      waitingToRetry
+      retryAttempt
+      retryBudget
+      nextAttemptAt
       viewerCan {
         cancel
         resume
@@ -87,6 +91,18 @@ const CancelRunDocument = graphql(`
 const ResumeRunDocument = graphql(`
   mutation ResumeRun($name: String!) {
     triggerRun(input: { name: $name }) {
+      result
+      run {
+        id
+        status
+      }
+    }
+  }
+`);
+
+const ResumeFromCheckpointDocument = graphql(`
+  mutation ResumeRunFromCheckpoint($name: String!) {
+    triggerRun(input: { name: $name, fromCheckpoint: true }) {
       result
       run {
         id
@@ -176,6 +192,7 @@ export function RunScreen({ id }: { id: string }) {
   const findings = useFindings(id, kind, severity, q.reloadSoon);
   const cancel = useMutation(CancelRunDocument);
   const resume = useMutation(ResumeRunDocument);
+  const fromCheckpoint = useMutation(ResumeFromCheckpointDocument);
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the run" /> : <Loading />;
   const run = { ...q.data.run, ...live };
   const p = runProgress(run.processed, run.total, samples);
@@ -206,7 +223,16 @@ export function RunScreen({ id }: { id: string }) {
               Resume run
             </button>
           )}
-          <ErrorBox error={cancel.error ?? resume.error} title="The action was refused" />
+          {run.status === 'FAILED' && run.viewerCan.resume && (
+            <button
+              type="button"
+              onClick={async () => (await fromCheckpoint.run({ name: run.name })) && q.reload()}
+              title="Continues this run from its last checkpoint, its retry budget whole (while no other run of its handler is live and this is its newest)"
+            >
+              Resume from its checkpoint
+            </button>
+          )}
+          <ErrorBox error={cancel.error ?? resume.error ?? fromCheckpoint.error} title="The action was refused" />
         </div>
       )}
       <div className="run-progress" data-testid="run-progress">
@@ -233,9 +259,18 @@ export function RunScreen({ id }: { id: string }) {
             <dd data-testid="run-paused">{run.pauseReason ?? (run.pauseKind ? PAUSED_BY[run.pauseKind] : 'yes')}</dd>
           </>
         )}
+        {run.waitingToRetry && (
+          <>
+            <dt>Retrying</dt>
+            <dd data-testid="run-retry">
+              its handler threw: retry {run.retryAttempt}
+              {run.retryBudget !== null && <> of {run.retryBudget}</>} from its last checkpoint at <Time iso={run.nextAttemptAt} />
+            </dd>
+          </>
+        )}
         {run.error && (
           <>
-            <dt>Error</dt>
+            <dt>{run.waitingToRetry ? 'Last error' : 'Error'}</dt>
             <dd className="bad">{run.error}</dd>
           </>
         )}

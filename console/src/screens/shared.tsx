@@ -87,6 +87,10 @@ export const RunProgressDocument = graphql(`
       pauseReason
       error
       finishedAt
+      waitingToRetry
+      retryAttempt
+      retryBudget
+      nextAttemptAt
     }
   }
 `);
