@@ -57,12 +57,24 @@ export interface DefineJobDeps {
   defined: Set<string>;
 }
 
-/** The payload spec of a schema: JSON Schema draft-07 of what it accepts (its input side). */
-export function payloadSpecOf(schema: ZodType): Record<string, unknown> | boolean {
-  const { $schema: _dialect, ...spec } = z.toJSONSchema(schema, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<
-    string,
-    unknown
-  >;
+/**
+ * The payload spec of a schema: JSON Schema draft-07 of what it accepts (its input side). A type
+ * JSON cannot carry (a Date, a bigint, a Map) is refused here: a job's input is stored and sent as
+ * JSON, so `enqueue` would accept a Date that reaches the handler as a string its own parse then
+ * refuses on every attempt.
+ */
+export function payloadSpecOf(name: string, schema: ZodType): Record<string, unknown> | boolean {
+  let converted: Record<string, unknown>;
+  try {
+    converted = z.toJSONSchema(schema, { target: 'draft-7', io: 'input', unrepresentable: 'throw' }) as Record<string, unknown>;
+  } catch (error) {
+    throw new TypeError(
+      `defineJob("${name}"): ${(error as Error).message}: a job's input travels as JSON ` +
+        '(for a time, use z.iso.datetime(); for a big integer, a string)',
+      { cause: error },
+    );
+  }
+  const { $schema: _dialect, ...spec } = converted;
   return spec;
 }
 
@@ -78,7 +90,7 @@ export async function defineJob<S extends ZodType>(
   if (deps.handlers.get(name) && !deps.defined.has(name)) throw new Error(`a handler named "${name}" is already registered`);
   const defined = await deps.service.defineJob(actor, {
     name,
-    jsonSchema: payloadSpecOf(schema),
+    jsonSchema: payloadSpecOf(name, schema),
     description: options.description ?? null,
     maxAttempts: options.maxAttempts ?? null,
   });

@@ -64,6 +64,14 @@ describe('gate.defineJob', () => {
     expect(sent).toContainEqual({ customerId: 'c-1', cents: 1200 });
   });
 
+  it('refuses a schema with a type JSON cannot carry (a Date, a bigint), naming the job, and defines nothing', async () => {
+    await expect(gate.defineJob('dated', z.object({ at: z.date() }), async () => {})).rejects.toThrow(
+      /defineJob\("dated"\): Date cannot be represented in JSON Schema: .*z\.iso\.datetime\(\)/,
+    );
+    await expect(gate.defineJob('big', z.object({ n: z.bigint() }), async () => {})).rejects.toThrow(/defineJob\("big"\)/);
+    expect((await t.query(`select count(*)::int as n from endpoints where name in ('dated', 'big')`)).rows[0].n).toBe(0);
+  });
+
   it('is idempotent: defined again it changes nothing; with a changed schema it updates the spec in place', async () => {
     const specs = async () => (await t.query(`select id, version from payload_specs where name = 'billing.send-invoice'`)).rows;
     const before = await specs();
