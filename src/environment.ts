@@ -25,8 +25,9 @@ const intFrom = (def: number, min: number, max: number) =>
       return n;
     });
 
-const envSchema = z.object({
-  DATABASE_URL: z
+/** An optional postgres:// connection string ('' is unset) that pg itself can read. */
+const postgresUrl = () =>
+  z
     .string()
     .optional()
     .transform((v) => (v === '' ? undefined : v))
@@ -40,34 +41,20 @@ const envSchema = z.object({
       } catch {
         return false;
       }
-    }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)'),
+    }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)');
+
+const envSchema = z.object({
+  DATABASE_URL: postgresUrl(),
   // A transaction-mode pooler in front of Postgres (src/composition-root.ts, sessions()).
   JOBGATE_DATABASE_POOLER: z
     .string()
     .optional()
     .transform((v) => (v === '' ? undefined : v))
     .refine((v) => v === undefined || v === 'none' || v === 'transaction', 'must be none or transaction'),
-  JOBGATE_LISTEN_DATABASE_URL: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string')
-    .refine((v) => {
-      if (v === undefined) return true;
-      try {
-        parseConnectionString(v);
-        return true;
-      } catch {
-        return false;
-      }
-    }, 'is not a valid URL (percent-encode special characters such as # / ? @ in the user name and password)'),
+  JOBGATE_LISTEN_DATABASE_URL: postgresUrl(),
   JOBGATE_PREPARED_STATEMENTS: z.enum(['on', 'off']).optional(),
   // A read replica for lists, counts and stats (src/db/read-replica.ts).
-  JOBGATE_READ_DATABASE_URL: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string'),
+  JOBGATE_READ_DATABASE_URL: postgresUrl(),
   JOBGATE_READ_MAX_LAG_MS: intFrom(5_000, 100, 3_600_000),
   // Empty means the default: to Node, an empty host is every interface.
   HOST: z
