@@ -83,11 +83,15 @@ export async function startPgProxy(targetUrl: string): Promise<PgProxy> {
     upstream.on('error', () => {});
     const pair: Pair = { client, server: upstream };
     pairs.add(pair);
-    // Set when a claim is sent on this connection while the cut is armed: the server's bytes
-    // from then on are the claim's answer.
+    // Set when a claim is sent on this connection, armed or not: the server's bytes from then on
+    // are the claim's answer, held until it is whole. Whether to cut is decided when the answer is
+    // complete, not when the claim was sent: a claim sent just before the cut was armed (a worker's
+    // first look, as it starts) can still be executed after the job it should find was committed,
+    // and its answer, with rows, arrives armed. Deciding at send time let that one through, and the
+    // test waited for a cut that never came.
     let held: Buffer[] | undefined;
     client.on('data', (chunk: Buffer) => {
-      if (state.armed && !held && chunk.includes(CLAIM_STATEMENT)) held = [];
+      if (!held && chunk.includes(CLAIM_STATEMENT)) held = [];
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
