@@ -1,4 +1,4 @@
--- The schema after migrations/000037_attempt_diagnostics.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000038_endpoint_pause.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -450,6 +450,7 @@ CREATE TABLE public.endpoints (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     created_by_key_id uuid,
+    paused_at timestamp with time zone,
     CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
     CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
     CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
@@ -462,6 +463,8 @@ CREATE TABLE public.endpoints (
     CONSTRAINT endpoints_timeout_ms_check CHECK ((timeout_ms > 0)),
     CONSTRAINT endpoints_type_check CHECK ((type = ANY (ARRAY['USER'::text, 'INTERNAL'::text])))
 );
+
+COMMENT ON COLUMN public.endpoints.paused_at IS 'When the endpoint was paused: its executions wait and none is claimed until it is resumed (then null). Attempts running when it was paused finish.';
 
 CREATE TABLE public.events (
     id bigint NOT NULL,

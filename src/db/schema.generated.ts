@@ -163,6 +163,10 @@ export interface Endpoints {
   max_attempts: number | null;
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | null;
   name: string;
+  /**
+   * When the endpoint was paused: its executions wait and none is claimed until it is resumed (then null). Attempts running when it was paused finish.
+   */
+  paused_at: Timestamp | null;
   payload_spec_id: string | null;
   signing_secret: string | null;
   timeout_ms: number | null;

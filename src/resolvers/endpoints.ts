@@ -49,6 +49,20 @@ builder.mutationFields((t) => ({
     },
     resolve: (_root, args, ctx) => ctx.service.updateEndpoint(ctx.actor, args.input as never),
   }),
+  pauseEndpoint: t.field({
+    type: EndpointRef,
+    description:
+      'Pauses an endpoint: none of its executions starts, on any worker, until resumeEndpoint; attempts already running finish, new jobs are still accepted and wait in order. Holds across restarts. Idempotent. ARCHIVED for an archived endpoint; FORBIDDEN for internal ones.',
+    args: { id: t.arg.id({ required: true, description: 'The endpoint to pause.' }) },
+    resolve: (_root, args, ctx) => ctx.service.pauseEndpoint(ctx.actor, String(args.id)),
+  }),
+  resumeEndpoint: t.field({
+    type: EndpointRef,
+    description:
+      'Resumes a paused endpoint: its due executions start in their order, within its concurrency limit. Idempotent. ARCHIVED for an archived endpoint.',
+    args: { id: t.arg.id({ required: true, description: 'The endpoint to resume.' }) },
+    resolve: (_root, args, ctx) => ctx.service.resumeEndpoint(ctx.actor, String(args.id)),
+  }),
   archiveEndpoint: t.field({
     type: EndpointRef,
     description: 'Archives an endpoint: it takes no new jobs and its name is free again. CONFLICT while it has jobs that are not retired.',

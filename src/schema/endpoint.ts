@@ -107,6 +107,13 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
       nullable: true,
       description: 'Most attempts in flight at once across all workers; null is unlimited.',
     }),
+    pausedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description:
+        'When the endpoint was paused (pauseEndpoint): none of its executions starts until resumeEndpoint, and attempts running then finish. null while it runs.',
+      resolve: (e) => e.pausedAt,
+    }),
     archivedAt: t.field({
       type: DateTimeScalar,
       nullable: true,

@@ -1,6 +1,6 @@
 import type { BulkResult, BulkSkip } from '../service/jobs/bulk.js';
 import type { TriggerJobResult } from '../service/jobs/execution-control.js';
-import type { Attempt, AttemptTarget, Execution } from '../service/kernel/models.js';
+import type { Attempt, AttemptTarget, Execution, WaitingFor } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
 import { EndpointTypeEnum } from './endpoint.js';
@@ -106,6 +106,44 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
   }),
 });
 
+export const WaitReasonEnum = builder.enumType('WaitReason', {
+  description:
+    "Why a PENDING execution has not started: the first gate that holds it, in this order (a lever an operator pulled, then time, then the queue's rules, then capacity).",
+  values: {
+    ENDPOINT_PAUSED: { description: 'Its endpoint is paused (pauseEndpoint); it starts after resumeEndpoint.' },
+    JOB_PAUSED: { description: 'Its job is paused (pauseJob); only a manual run of a paused job starts.' },
+    NOT_DUE: { description: 'Its time has not come: `until` is when it becomes due.' },
+    RETRY_BACKOFF: { description: 'An attempt failed and the next waits out its backoff (or a Retry-After) until `until`.' },
+    PREVIOUS_OCCURRENCE: {
+      description:
+        'Its job runs one occurrence at a time (a cron job with overlapPolicy QUEUE) and an earlier occurrence is running or waiting.',
+    },
+    ENDPOINT_CONCURRENCY_FULL: { description: "Its endpoint's concurrencyLimit of attempts is in flight; it starts when one ends." },
+    NO_LIVE_WORKER: {
+      description:
+        "No running worker can deliver it: none has registered its HANDLER endpoint's handler (or, for HTTP, none runs at all) within its heartbeat. A deployment that drains only through run-due has none between passes.",
+    },
+    READY: { description: 'Nothing holds it: due, and the next worker with room claims it, in due order.' },
+  } as const,
+});
+
+export const WaitingForRef = builder.objectRef<WaitingFor>('WaitingFor').implement({
+  description: 'Why a PENDING execution is waiting, read at the moment of the query (it may have started since).',
+  fields: (t) => ({
+    reason: t.field({ type: WaitReasonEnum, description: 'The first gate that holds it.', resolve: (w) => w.reason }),
+    until: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description:
+        'NOT_DUE and RETRY_BACKOFF: when it becomes due. null for the other reasons, which end when something changes, not at a time.',
+      resolve: (w) => w.until,
+    }),
+    detail: t.exposeString('detail', {
+      description: 'The reason in words, with its figures (the limit and how many are in flight, the handler).',
+    }),
+  }),
+});
+
 export const ExecutionRef = builder.objectRef<Execution>('Execution').implement({
   description: 'One firing of a job, with its attempts. Unique per job and scheduled time.',
   interfaces: [NodeRef],
@@ -146,6 +184,12 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
       description:
         'The input this execution is delivered with, fixed when it was created: every attempt and retry uses it, and updateJob changes only executions created after the update. Null only for executions that had finished before inputs were pinned.',
       resolve: (e) => e.input,
+    }),
+    waitingFor: t.field({
+      type: WaitingForRef,
+      nullable: true,
+      description: 'While PENDING: why it has not started yet (read now, from the primary). null in any other status.',
+      resolve: (e, _a, ctx) => (e.status === 'PENDING' ? ctx.service.waitingFor(ctx.actor, e.id) : null),
     }),
     lastError: t.exposeString('lastError', { nullable: true, description: 'The most recent error or the reason it ended.' }),
     finishedAt: t.field({

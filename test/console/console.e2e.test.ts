@@ -168,6 +168,30 @@ describe('the console', { timeout: 90_000 }, () => {
     await admin.getByRole('heading', { name: /hello-from-console/ }).waitFor();
   });
 
+  it('pauses an endpoint from its screen: a new job waits, its page says why, and it runs once the endpoint is resumed', async () => {
+    await go(admin, 'Endpoints');
+    const row = admin.getByTestId('endpoints').getByRole('row').filter({ hasText: 'console.greet' });
+    await row.getByRole('button', { name: 'Pause console.greet' }).click();
+    await admin.getByRole('dialog').getByRole('button', { name: 'Pause endpoint' }).click();
+    await row.getByText('Paused since').waitFor();
+    await inEveryView(admin, 'endpoints-paused');
+    await admin.setViewportSize({ width: 1280, height: 900 });
+    const { rows: paused } = await t.query(`select paused_at from endpoints where name = 'console.greet' and archived_at is null`);
+    expect(paused[0].paused_at).toBeInstanceOf(Date);
+
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'console.greet', kind: 'IMMEDIATE', name: 'waits-for-resume' });
+    const execution = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node;
+    await admin.goto(`${world.origin}/console/executions/${execution.id}`);
+    await expect.poll(() => admin.getByTestId('waiting-for').textContent(), { timeout: 10_000 }).toContain('Endpoint paused');
+    await accessible(admin, 'execution (waiting)');
+    await screenshot(admin, 'execution-waiting');
+
+    await go(admin, 'Endpoints');
+    await row.getByRole('button', { name: 'Resume console.greet' }).click();
+    await row.getByText('Running').waitFor();
+    await expect.poll(async () => (await t.service.execution(t.actor, execution.id)).status, { timeout: 20_000 }).toBe('SUCCEEDED');
+  });
+
   it('shows a failed execution in the dead-letter queue as it fails, and re-drives it from there', async () => {
     await t.service.registerEndpoint(t.actor, { name: 'console.fragile', kind: 'HANDLER', handlerName: 'console.flaky', maxAttempts: 1 });
     await admin.goto(`${world.origin}/console/executions?status=FAILED`);

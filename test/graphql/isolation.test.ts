@@ -103,6 +103,8 @@ const probes: Record<string, Probe> = {
     expect: 'NOT_FOUND',
   },
   archiveEndpoint: { query: `mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }`, id: 'endpoint', expect: 'NOT_FOUND' },
+  pauseEndpoint: { query: `mutation ($id: ID!) { pauseEndpoint(id: $id) { id } }`, id: 'endpoint', expect: 'NOT_FOUND' },
+  resumeEndpoint: { query: `mutation ($id: ID!) { resumeEndpoint(id: $id) { id } }`, id: 'endpoint', expect: 'NOT_FOUND' },
   createPayloadSpec: { query: `mutation { createPayloadSpec(input: { name: "a.spec", jsonSchema: true }) { id } }`, expect: 'NO_A_DATA' },
   updatePayloadSpec: {
     query: `mutation ($id: ID!) { updatePayloadSpec(input: { id: $id, jsonSchema: false }) { id } }`,

@@ -70,6 +70,8 @@ const cases: Record<string, Case> = {
     vars: (o) => ({ id: o.endpoint }),
     allowed: ALL,
   },
+  pauseEndpoint: { query: 'mutation ($id: ID!) { pauseEndpoint(id: $id) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
+  resumeEndpoint: { query: 'mutation ($id: ID!) { resumeEndpoint(id: $id) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
   archiveEndpoint: { query: 'mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }', vars: (o) => ({ id: o.endpoint }), allowed: ALL },
   createJob: {
     query: 'mutation ($e: ID) { createJob(input: { endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { created } }',

@@ -4,6 +4,7 @@ import type { EndpointKind, HttpMethod } from '../gql/graphql.ts';
 import { useCan, useMutation, useQuery } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
+import { useConfirm } from '../ui/confirm.tsx';
 
 const EndpointsDocument = graphql(`
   query Endpoints {
@@ -17,8 +18,28 @@ const EndpointsDocument = graphql(`
         method
         handlerName
         maxAttempts
+        concurrencyLimit
+        pausedAt
         createdAt
       }
+    }
+  }
+`);
+
+const PauseEndpointDocument = graphql(`
+  mutation PauseEndpoint($id: ID!) {
+    pauseEndpoint(id: $id) {
+      id
+      pausedAt
+    }
+  }
+`);
+
+const ResumeEndpointDocument = graphql(`
+  mutation ResumeEndpoint($id: ID!) {
+    resumeEndpoint(id: $id) {
+      id
+      pausedAt
     }
   }
 `);
@@ -35,6 +56,9 @@ const RegisterEndpointDocument = graphql(`
 export function EndpointsScreen() {
   const can = useCan();
   const q = useQuery(EndpointsDocument, {});
+  const pause = useMutation(PauseEndpointDocument);
+  const resume = useMutation(ResumeEndpointDocument);
+  const [confirmation, confirm] = useConfirm();
   return (
     <section aria-labelledby="endpoints-title">
       <h1 id="endpoints-title">Endpoints</h1>
@@ -58,7 +82,10 @@ export function EndpointsScreen() {
               <th scope="col">Kind</th>
               <th scope="col">Target</th>
               <th scope="col">Max attempts</th>
+              <th scope="col">Concurrency</th>
+              <th scope="col">State</th>
               <th scope="col">Created</th>
+              {can('OPERATOR') && <th scope="col">Actions</th>}
             </tr>
           </thead>
           <tbody>
@@ -70,14 +97,54 @@ export function EndpointsScreen() {
                 <td>{e.kind}</td>
                 <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
                 <td>{e.maxAttempts ?? 'default'}</td>
+                <td>{e.concurrencyLimit ?? 'unlimited'}</td>
+                <td data-testid="endpoint-state">
+                  {e.pausedAt ? (
+                    <>
+                      Paused since <Time iso={e.pausedAt} />
+                    </>
+                  ) : (
+                    'Running'
+                  )}
+                </td>
                 <td>
                   <Time iso={e.createdAt} />
                 </td>
+                {can('OPERATOR') && (
+                  <td>
+                    {e.pausedAt ? (
+                      <button
+                        type="button"
+                        aria-label={`Resume ${e.name}`}
+                        onClick={async () => (await resume.run({ id: e.id })) && q.reload()}
+                      >
+                        Resume
+                      </button>
+                    ) : (
+                      <button
+                        type="button"
+                        aria-label={`Pause ${e.name}`}
+                        onClick={async () =>
+                          (await confirm({
+                            message: `Pause endpoint ${e.name}? None of its executions starts until it is resumed; attempts running now finish, and new jobs wait.`,
+                            action: 'Pause endpoint',
+                          })) &&
+                          (await pause.run({ id: e.id })) &&
+                          q.reload()
+                        }
+                      >
+                        Pause
+                      </button>
+                    )}
+                  </td>
+                )}
               </tr>
             ))}
           </tbody>
         </table>
       )}
+      <ErrorBox error={pause.error ?? resume.error} title="The action was refused" />
+      {confirmation}
     </section>
   );
 }

@@ -1,5 +1,5 @@
 import { graphql } from '../gql/index.ts';
-import type { AttemptDetailFragment } from '../gql/graphql.ts';
+import type { AttemptDetailFragment, WaitReason } from '../gql/graphql.ts';
 import { formatDuration } from '../lib/format.ts';
 import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
@@ -41,6 +41,10 @@ const ExecutionDocument = graphql(`
       input
       createdAt
       nextAttemptAt
+      waitingFor {
+        reason
+        detail
+      }
       job {
         id
         name
@@ -124,6 +128,14 @@ export function ExecutionScreen({ id }: { id: string }) {
         <dd>
           <Time iso={e.nextAttemptAt} />
         </dd>
+        {e.waitingFor && (
+          <>
+            <dt>Waiting for</dt>
+            <dd data-testid="waiting-for">
+              <strong>{WAIT_REASONS[e.waitingFor.reason]}</strong>: {e.waitingFor.detail}
+            </dd>
+          </>
+        )}
         <dt>Finished</dt>
         <dd>
           <Time iso={e.finishedAt} />
@@ -155,6 +167,18 @@ export function ExecutionScreen({ id }: { id: string }) {
     </section>
   );
 }
+
+/** A wait reason in an operator's words (the detail gives its figures). */
+const WAIT_REASONS: Record<WaitReason, string> = {
+  ENDPOINT_PAUSED: 'Endpoint paused',
+  JOB_PAUSED: 'Job paused',
+  NOT_DUE: 'Not due yet',
+  RETRY_BACKOFF: 'Retry backoff',
+  PREVIOUS_OCCURRENCE: 'Previous occurrence',
+  ENDPOINT_CONCURRENCY_FULL: 'Endpoint concurrency full',
+  NO_LIVE_WORKER: 'No live worker',
+  READY: 'Ready',
+};
 
 /** One attempt, with everything needed to say why it ended as it did and what came next. */
 function AttemptCard({ attempt: a, nextAttemptAt }: { attempt: AttemptDetailFragment; nextAttemptAt: string | null | undefined }) {

@@ -67,6 +67,23 @@ export async function archiveEndpoint(db: Executor, workspaceId: string, id: str
     .executeTakeFirstOrThrow();
 }
 
+/**
+ * Pauses (`paused` true) or resumes the endpoint; a pause keeps the time it was first paused
+ * (pausing again is a no-op). The row as it is then.
+ */
+export async function setEndpointPaused(db: Executor, workspaceId: string, id: string, paused: boolean): Promise<EndpointRow> {
+  return db
+    .updateTable('endpoints')
+    .set({
+      paused_at: paused ? sql<Date>`coalesce(paused_at, now())` : null,
+      updated_at: sql<Date>`now()`,
+    })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
 export async function listEndpoints(
   db: Executor,
   workspaceId: string,

@@ -7,8 +7,9 @@
  * incremented at claim time — so an attempt lost to a crash has already counted.
  *
  * Only executions this worker can deliver are candidates: HTTP endpoints, and HANDLER
- * endpoints whose handler is registered in this process. Executions of jobs that are not ACTIVE
- * wait, except a manual trigger of a paused job (an operator's explicit "run it anyway").
+ * endpoints whose handler is registered in this process, of endpoints that are not paused.
+ * Executions of jobs that are not ACTIVE wait, except a manual trigger of a paused job (an
+ * operator's explicit "run it anyway"); a paused endpoint holds even those.
  *
  * Endpoints with a concurrency limit are claimed separately, under a transaction-scoped
  * advisory lock per endpoint: the running count is read after the lock is taken and the lock
@@ -84,18 +85,21 @@ left join configs cf on cf.id = en.config_id`;
  * PENDING, of a job that runs. A paused job's executions wait, but for a manual trigger (an
  * operator's explicit "run it anyway").
  */
-const CLAIMABLE = `e.status = 'PENDING'
+export const CLAIMABLE = `e.status = 'PENDING'
     and e.run_after <= now()
     and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))`;
 
-/** Deliverable by this worker (the endpoint is `en`; `handlers` the parameter of its handler names). */
-const DELIVERABLE = (handlers: string) => `(en.kind = 'HTTP' or en.handler_name = any(${handlers}::text[]))`;
+/**
+ * Deliverable by this worker now (the endpoint is `en`; `handlers` the parameter of its handler
+ * names): an endpoint it can deliver to, and not paused (pauseEndpoint).
+ */
+const DELIVERABLE = (handlers: string) => `((en.kind = 'HTTP' or en.handler_name = any(${handlers}::text[])) and en.paused_at is null)`;
 
 // Serial executions (a QUEUE cron job's occurrences) run one at a time, in occurrence order:
 // one is a candidate only while none of its job runs and no earlier one of its job is pending.
 // Within one statement only the earliest qualifies; a concurrent claim sees the earliest still
 // PENDING (its RUNNING is not committed yet) and so takes none of that job's.
-const SERIAL_TURN = `(not e.serial or (
+export const SERIAL_TURN = `(not e.serial or (
       not exists (select 1 from executions r where r.job_id = e.job_id and r.status = 'RUNNING')
       and not exists (select 1 from executions p where p.job_id = e.job_id and p.status = 'PENDING' and p.serial
                       and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
@@ -137,6 +141,7 @@ with candidates as (
   where ${CLAIMABLE}
     and ${SERIAL_TURN}
     and e.endpoint_id = $4
+    and en.paused_at is null
   order by e.run_after, e.id
   -- Free slots counted here, in this statement's snapshot, taken after the advisory lock was
   -- granted: claims another worker committed before we got the lock are seen.

@@ -5,6 +5,7 @@
  */
 import * as configsRepo from '../../db/repositories/configs.js';
 import * as endpointsRepo from '../../db/repositories/endpoints.js';
+import * as executionsRepo from '../../db/repositories/executions.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
 import * as specsRepo from '../../db/repositories/payload-specs.js';
 import type { Executor } from '../../db/repositories/scope.js';
@@ -92,6 +93,21 @@ function assertMutable(actor: Actor, row: EndpointRow): void {
 // eslint-disable-next-line max-lines-per-function -- an area factory: short methods sharing one context, its length theirs added up
 export function createEndpointService(ctx: ServiceContext) {
   const { db } = ctx;
+
+  /** The body of pauseEndpoint and resumeEndpoint: one audited mutation, the endpoint row locked. */
+  function setPaused(actor: Actor, id: string, paused: boolean): Promise<Endpoint> {
+    const action = paused ? 'endpoint.pause' : 'endpoint.resume';
+    return mutate(ctx, actor, { action, role: 'OPERATOR', input: { id }, target: { type: 'Endpoint', id } }, async (trx) => {
+      const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, id, { forUpdate: true });
+      if (!row) throw new NotFoundError('Endpoint', id);
+      assertMutable(actor, row);
+      if ((row.paused_at !== null) === paused) return toEndpoint(row);
+      const changed = await endpointsRepo.setEndpointPaused(trx, actor.workspaceId, row.id, paused);
+      // Workers idle for want of claimable work learn that there is some now.
+      if (!paused) await executionsRepo.notifyWork(trx);
+      return toEndpoint(changed);
+    });
+  }
 
   return {
     /**
@@ -240,6 +256,27 @@ export function createEndpointService(ctx: ServiceContext) {
           return toEndpoint(await endpointsRepo.archiveEndpoint(trx, actor.workspaceId, row.id));
         },
       );
+    },
+
+    /**
+     * Pauses an endpoint: none of its executions is claimed until it is resumed, by any worker or
+     * gateway, across restarts; attempts already running finish, and new jobs are still accepted
+     * (their executions wait, in order). Idempotent: pausing a paused endpoint keeps its pausedAt.
+     * A claim that was already executing when the pause committed may still start what it took:
+     * nothing is claimed after pauseEndpoint has returned. Throws NOT_FOUND, ARCHIVED, FORBIDDEN
+     * (an INTERNAL endpoint; another key's endpoint for an OPERATOR).
+     */
+    async pauseEndpoint(actor: Actor, id: string): Promise<Endpoint> {
+      return setPaused(actor, id, true);
+    },
+
+    /**
+     * Resumes a paused endpoint: its due executions are claimable at once, in their order, within
+     * its concurrency limit (a resume starts no more than the limits allow). Idempotent. Throws
+     * NOT_FOUND, ARCHIVED, FORBIDDEN.
+     */
+    async resumeEndpoint(actor: Actor, id: string): Promise<Endpoint> {
+      return setPaused(actor, id, false);
     },
 
     /**

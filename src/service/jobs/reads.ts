@@ -4,6 +4,7 @@
  */
 import * as executionsRepo from '../../db/repositories/executions.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
+import { waitingReasons } from '../../db/statements/waiting.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { nextOccurrences, normalizeCron } from '../cron/expressions.js';
@@ -24,10 +25,12 @@ import {
   toAttempt,
   toExecution,
   toJob,
+  toWaitingFor,
   type Attempt,
   type Execution,
   type Job,
   type JobState,
+  type WaitingFor,
 } from '../kernel/models.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
 import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
@@ -41,6 +44,7 @@ export function createJobReads(ctx: ServiceContext) {
     (ws, ids) => executionsRepo.newestExecutionsOfJobs(db, ws, ids).then((rows) => new Map(rows.map((r) => [r.job_id, r]))),
     !ctx.outer,
   );
+  const waitingOf = batchedRead((ws, ids) => waitingReasons(db, ws, ids).then(byId), !ctx.outer);
   return {
     /** Throws NOT_FOUND. */
     async job(actor: Actor, id: string): Promise<Job> {
@@ -79,6 +83,15 @@ export function createJobReads(ctx: ServiceContext) {
       const from = ctx.reader(actor);
       const rows = await executionsRepo.listExecutions(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
       return toConnection(rows, size, toExecution, () => executionsRepo.countExecutions(from, actor.workspaceId, filter, COUNT_LIMIT));
+    },
+
+    /**
+     * Why a PENDING execution is waiting, as of now (src/db/statements/waiting.ts); null when it
+     * is not PENDING (any more). Read from the primary: a replica's lag would answer for the past.
+     */
+    async waitingFor(actor: Actor, executionId: string): Promise<WaitingFor | null> {
+      const row = await waitingOf(actor.workspaceId, executionId);
+      return row ? toWaitingFor(row) : null;
     },
 
     /** The newest execution of a job (by creation), or null when it has none yet. */

@@ -2,6 +2,7 @@
  * What the service returns: plain objects in the API's vocabulary, built from rows. Secrets
  * (signing secrets, secret config values) are dropped here, so no caller can leak them.
  */
+import type { WaitingRow, WaitReason } from '../../db/statements/waiting.js';
 import { createHash } from 'node:crypto';
 import type {
   AttemptRow,
@@ -44,6 +45,8 @@ export interface Endpoint {
   backoffMaxMs: number;
   jitter: boolean;
   concurrencyLimit: number | null;
+  /** When it was paused (none of its executions is claimed until resumed); null while it runs. */
+  pausedAt: Date | null;
   archivedAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
@@ -210,6 +213,7 @@ export const toEndpoint = (r: EndpointRow): Endpoint => ({
   backoffMaxMs: r.backoff_max_ms,
   jitter: r.jitter,
   concurrencyLimit: r.concurrency_limit,
+  pausedAt: r.paused_at,
   archivedAt: r.archived_at,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
@@ -324,3 +328,38 @@ export const toAttempt = (r: AttemptRow): Attempt => ({
   errorStack: r.error_stack,
   gapBeforeNextMs: null,
 });
+
+/** Why a PENDING execution is waiting (src/db/statements/waiting.ts): the first gate that holds it. */
+export interface WaitingFor {
+  reason: WaitReason;
+  /** NOT_DUE and RETRY_BACKOFF: when it becomes due; null otherwise. */
+  until: Date | null;
+  /** The reason in words, with its figures (the limit, the endpoint, the handler). */
+  detail: string;
+}
+
+export function toWaitingFor(r: WaitingRow): WaitingFor {
+  const timed = r.reason === 'NOT_DUE' || r.reason === 'RETRY_BACKOFF';
+  return { reason: r.reason, until: timed ? r.until : null, detail: waitingDetail(r) };
+}
+
+function waitingDetail(r: WaitingRow): string {
+  switch (r.reason) {
+    case 'ENDPOINT_PAUSED':
+      return `endpoint "${r.endpoint_name}" is paused (since ${r.paused_at?.toISOString()})`;
+    case 'JOB_PAUSED':
+      return 'its job is paused';
+    case 'RETRY_BACKOFF':
+      return `attempt ${r.attempt_count} of ${r.max_attempts} failed; the next may start at ${r.until?.toISOString()}`;
+    case 'NOT_DUE':
+      return `due at ${r.until?.toISOString()}`;
+    case 'PREVIOUS_OCCURRENCE':
+      return 'its job runs one occurrence at a time, and an earlier one is running or waiting';
+    case 'ENDPOINT_CONCURRENCY_FULL':
+      return `${r.running} of endpoint "${r.endpoint_name}"'s limit of ${r.concurrency_limit} attempts are in flight`;
+    case 'NO_LIVE_WORKER':
+      return r.handler_name === null ? 'no worker is running' : `no running worker has registered handler "${r.handler_name}"`;
+    case 'READY':
+      return 'due: the next worker with room takes it, in due order';
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Why a PENDING execution is waiting: the first of the claim's gates (claim.ts) that holds it,
+ * read from the same definitions the claim uses, so the answer cannot drift from what the claim
+ * does. Gates in the order an operator acts on them: a lever someone pulled (the endpoint or the
+ * job paused), then time (not due yet, a retry's backoff), then the queue's own rules (the
+ * previous occurrence of a serial job, the endpoint's concurrency limit), then capacity (no live
+ * worker can deliver it). READY: nothing holds it, and the next claim with room takes it, in due
+ * order. A read at one instant: by the time it is shown, the execution may have started.
+ */
+import { sql } from 'kysely';
+import type { Executor } from '../repositories/scope.js';
+import { scoped } from '../repositories/scope.js';
+import { SERIAL_TURN } from './claim.js';
+
+export const WAIT_REASONS = [
+  'ENDPOINT_PAUSED',
+  'JOB_PAUSED',
+  'NOT_DUE',
+  'RETRY_BACKOFF',
+  'PREVIOUS_OCCURRENCE',
+  'ENDPOINT_CONCURRENCY_FULL',
+  'NO_LIVE_WORKER',
+  'READY',
+] as const;
+export type WaitReason = (typeof WAIT_REASONS)[number];
+
+export interface WaitingRow {
+  id: string;
+  reason: WaitReason;
+  /** NOT_DUE and RETRY_BACKOFF: when it becomes due. */
+  until: Date | null;
+  /** ENDPOINT_PAUSED: since when. */
+  paused_at: Date | null;
+  endpoint_name: string;
+  handler_name: string | null;
+  concurrency_limit: number | null;
+  /** Attempts of its endpoint in flight now (counted only when the endpoint has a limit). */
+  running: number | null;
+  attempt_count: number;
+  max_attempts: number;
+}
+
+/**
+ * The waiting reason of each of `ids` that is PENDING in the workspace (others are left out).
+ * The gates' SQL is claim.ts's own where it can be: SERIAL_TURN verbatim; CLAIMABLE's parts
+ * (due; job ACTIVE, or PAUSED with a manual trigger) and DELIVERABLE's (not paused; a handler a
+ * live worker registered) as separate cases, since here each must be told apart.
+ */
+export async function waitingReasons(db: Executor, workspaceId: string, ids: readonly string[]): Promise<WaitingRow[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await sql<WaitingRow>`
+    select e.id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
+           en.paused_at, case when e.run_after > now() then e.run_after end as until, r.running,
+           case
+             when en.paused_at is not null then 'ENDPOINT_PAUSED'
+             when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
+             when e.run_after > now() and e.attempt_count > 0 then 'RETRY_BACKOFF'
+             when e.run_after > now() then 'NOT_DUE'
+             when not ${sql.raw(SERIAL_TURN)} then 'PREVIOUS_OCCURRENCE'
+             when r.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
+             when not exists (
+               select 1 from workers w
+               where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+                 and (en.kind = 'HTTP' or exists (select 1 from jsonb_to_recordset(w.handlers) as h(kind text, name text)
+                                                  where h.kind = 'HANDLER' and h.name = en.handler_name))
+             ) then 'NO_LIVE_WORKER'
+             else 'READY'
+           end as reason
+    from executions e
+    join jobs j on j.id = e.job_id
+    join endpoints en on en.id = e.endpoint_id
+    left join lateral (
+      select case when en.concurrency_limit is not null
+                  then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running
+    ) r on true
+    where e.workspace_id = ${scoped(workspaceId)} and e.id = any(${[...ids]}::uuid[]) and e.status = 'PENDING'`.execute(db);
+  return rows;
+}
