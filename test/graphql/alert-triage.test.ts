@@ -203,7 +203,7 @@ describe('alert triage over GraphQL', () => {
       ruleName: 'failures',
       subjectType: 'JOB',
       subjectId: jobId,
-      subjectName: null,
+      subjectName: 'payroll',
       active: true,
       endedAt: null,
       comment: 'payroll migration tonight',

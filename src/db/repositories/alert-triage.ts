@@ -214,3 +214,11 @@ export async function endSilence(db: Executor, workspaceId: string, id: string, 
     update alert_silences set ended_at = now(), ended_by_key_id = ${keyId}
     where workspace_id = ${scoped(workspaceId)} and id = ${id} and ended_at is null and ends_at > now()`.execute(db);
 }
+
+/** A job of the workspace, by id, with its name (a silence of a job subject shows it). */
+export async function findJobName(db: Executor, workspaceId: string, jobId: string): Promise<{ name: string | null } | undefined> {
+  if (!isUuid(jobId)) return undefined;
+  const { rows } = await sql<{ name: string | null }>`
+    select name from jobs where workspace_id = ${scoped(workspaceId)} and id = ${jobId}`.execute(db);
+  return rows[0];
+}

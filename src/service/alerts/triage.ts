@@ -19,8 +19,6 @@ import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
 import * as triageRepo from '../../db/repositories/alert-triage.js';
 import type { AlertStateStatus, AlertStateView, AlertSilenceView } from '../../db/repositories/alert-triage.js';
 import { findAlertRule, type AlertCondition, type AlertSubjectType } from '../../db/repositories/alerts.js';
-import { existingIds } from '../../db/repositories/references.js';
-import { isUuid } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
@@ -256,10 +254,9 @@ export function createAlertTriageService(ctx: ServiceContext) {
           if (!rule) throw new NotFoundError('AlertRule', input.ruleId);
           let named = subject;
           if (subject?.type === 'JOB') {
-            const jobId = subject.id!;
-            if (!isUuid(jobId) || !(await existingIds(trx, 'jobs', actor.workspaceId, [jobId])).has(jobId))
-              throw new NotFoundError('Job', jobId);
-            named = { ...subject, name: null };
+            const job = await triageRepo.findJobName(trx, actor.workspaceId, subject.id!);
+            if (!job) throw new NotFoundError('Job', subject.id!);
+            named = { ...subject, name: job.name };
           }
           const row = await triageRepo.insertSilence(trx, actor.workspaceId, {
             ruleId: rule.id,
