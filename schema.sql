@@ -1,4 +1,4 @@
--- The schema after migrations/000038_endpoint_pause.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000039_alert_triage.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -295,6 +295,7 @@ CREATE TABLE public.alert_notifications (
     webhook_job_id uuid,
     email_job_id uuid,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    silence_id uuid,
     CONSTRAINT alert_notifications_kind_check CHECK ((kind = ANY (ARRAY['FIRING'::text, 'RESOLVED'::text]))),
     CONSTRAINT alert_notifications_subject_type_check CHECK ((subject_type = ANY (ARRAY['JOB'::text, 'RECOVERABLE'::text, 'INTERVAL'::text])))
 );
@@ -332,6 +333,27 @@ CREATE TABLE public.alert_rules (
     CONSTRAINT alert_rules_webhook_format_check CHECK ((webhook_format = ANY (ARRAY['JSON'::text, 'SLACK'::text])))
 );
 
+CREATE TABLE public.alert_silences (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    rule_id uuid NOT NULL,
+    subject_key text,
+    subject_type text,
+    subject_id uuid,
+    subject_name text,
+    starts_at timestamp with time zone DEFAULT now() NOT NULL,
+    ends_at timestamp with time zone NOT NULL,
+    ended_at timestamp with time zone,
+    ended_by_key_id uuid,
+    comment text,
+    created_by_key_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_silences_check CHECK ((ends_at > starts_at)),
+    CONSTRAINT alert_silences_check1 CHECK (((subject_key IS NULL) = (subject_type IS NULL))),
+    CONSTRAINT alert_silences_comment_check CHECK ((length(comment) <= 500)),
+    CONSTRAINT alert_silences_subject_type_check CHECK ((subject_type = ANY (ARRAY['JOB'::text, 'RECOVERABLE'::text, 'INTERVAL'::text])))
+);
+
 CREATE TABLE public.alert_states (
     rule_id uuid NOT NULL,
     subject_key text NOT NULL,
@@ -345,7 +367,11 @@ CREATE TABLE public.alert_states (
     window_start timestamp with time zone,
     suppressed integer DEFAULT 0 NOT NULL,
     observed text,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    acknowledged_at timestamp with time zone,
+    acknowledged_by_key_id uuid,
+    CONSTRAINT alert_states_acknowledged_by CHECK (((acknowledged_by_key_id IS NULL) OR (acknowledged_at IS NOT NULL)))
 );
 
 CREATE TABLE public.api_keys (
@@ -824,6 +850,12 @@ ALTER TABLE ONLY public.alert_rules
 ALTER TABLE ONLY public.alert_rules
     ADD CONSTRAINT alert_rules_workspace_id_id_key UNIQUE (workspace_id, id);
 
+ALTER TABLE ONLY public.alert_silences
+    ADD CONSTRAINT alert_silences_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.alert_silences
+    ADD CONSTRAINT alert_silences_workspace_id_id_key UNIQUE (workspace_id, id);
+
 ALTER TABLE ONLY public.alert_states
     ADD CONSTRAINT alert_states_pkey PRIMARY KEY (rule_id, subject_key);
 
@@ -931,6 +963,14 @@ CREATE INDEX alert_notifications_workspace_created ON public.alert_notifications
 CREATE UNIQUE INDEX alert_rules_live_name ON public.alert_rules USING btree (workspace_id, name) WHERE (deleted_at IS NULL);
 
 CREATE INDEX alert_rules_workspace_created ON public.alert_rules USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE INDEX alert_silences_rule_live ON public.alert_silences USING btree (rule_id, ends_at) WHERE (ended_at IS NULL);
+
+CREATE INDEX alert_silences_workspace_created ON public.alert_silences USING btree (workspace_id, created_at DESC, id DESC);
+
+CREATE UNIQUE INDEX alert_states_id ON public.alert_states USING btree (id);
+
+CREATE INDEX alert_states_workspace_firing ON public.alert_states USING btree (workspace_id) WHERE firing;
 
 CREATE INDEX audit_log_workspace ON public.audit_log USING btree (workspace_id, id DESC);
 
@@ -1050,6 +1090,9 @@ ALTER TABLE ONLY public.alert_cursors
     ADD CONSTRAINT alert_cursors_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
 
 ALTER TABLE ONLY public.alert_notifications
+    ADD CONSTRAINT alert_notifications_silence FOREIGN KEY (workspace_id, silence_id) REFERENCES public.alert_silences(workspace_id, id);
+
+ALTER TABLE ONLY public.alert_notifications
     ADD CONSTRAINT alert_notifications_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
 
 ALTER TABLE ONLY public.alert_notifications
@@ -1063,6 +1106,21 @@ ALTER TABLE ONLY public.alert_rules
 
 ALTER TABLE ONLY public.alert_rules
     ADD CONSTRAINT alert_rules_workspace_id_webhook_endpoint_id_fkey FOREIGN KEY (workspace_id, webhook_endpoint_id) REFERENCES public.endpoints(workspace_id, id);
+
+ALTER TABLE ONLY public.alert_silences
+    ADD CONSTRAINT alert_silences_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.alert_silences
+    ADD CONSTRAINT alert_silences_ended_by_key_id_fkey FOREIGN KEY (ended_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.alert_silences
+    ADD CONSTRAINT alert_silences_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.alert_silences
+    ADD CONSTRAINT alert_silences_workspace_id_rule_id_fkey FOREIGN KEY (workspace_id, rule_id) REFERENCES public.alert_rules(workspace_id, id);
+
+ALTER TABLE ONLY public.alert_states
+    ADD CONSTRAINT alert_states_acknowledged_by_key_id_fkey FOREIGN KEY (acknowledged_by_key_id) REFERENCES public.api_keys(id);
 
 ALTER TABLE ONLY public.alert_states
     ADD CONSTRAINT alert_states_rule_id_fkey FOREIGN KEY (rule_id) REFERENCES public.alert_rules(id);

@@ -31,6 +31,7 @@ export interface AlertNotifications {
   last_seen_at: Timestamp;
   occurrences: number;
   rule_id: string;
+  silence_id: string | null;
   subject_id: string | null;
   subject_key: string;
   subject_name: string | null;
@@ -65,9 +66,29 @@ export interface AlertRules {
   workspace_id: string;
 }
 
+export interface AlertSilences {
+  comment: string | null;
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  ended_at: Timestamp | null;
+  ended_by_key_id: string | null;
+  ends_at: Timestamp;
+  id: Generated<string>;
+  rule_id: string;
+  starts_at: Generated<Timestamp>;
+  subject_id: string | null;
+  subject_key: string | null;
+  subject_name: string | null;
+  subject_type: 'JOB' | 'RECOVERABLE' | 'INTERVAL' | null;
+  workspace_id: string;
+}
+
 export interface AlertStates {
+  acknowledged_at: Timestamp | null;
+  acknowledged_by_key_id: string | null;
   firing: Generated<boolean>;
   first_seen_at: Timestamp | null;
+  id: Generated<string>;
   last_notified_at: Timestamp | null;
   last_seen_at: Timestamp | null;
   notified: Generated<boolean>;
@@ -462,6 +483,7 @@ export interface DB {
   alert_cursors: AlertCursors;
   alert_notifications: AlertNotifications;
   alert_rules: AlertRules;
+  alert_silences: AlertSilences;
   alert_states: AlertStates;
   api_keys: ApiKeys;
   attempts: Attempts;

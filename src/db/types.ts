@@ -147,3 +147,4 @@ export type WorkspaceRetentionRecord = Selectable<DB['workspace_retention']>;
 export type AlertStateRecord = Selectable<DB['alert_states']>;
 export type AlertRuleRecord = Selectable<DB['alert_rules']>;
 export type AlertNotificationRecord = Selectable<DB['alert_notifications']>;
+export type AlertSilenceRecord = Selectable<DB['alert_silences']>;

@@ -5,6 +5,7 @@
 import { createAccessService } from './access/access.js';
 import { createBulkService } from './jobs/bulk.js';
 import { createAlertsService } from './alerts/alerts.js';
+import { createAlertTriageService } from './alerts/triage.js';
 import { createCatalogService } from './endpoints/specs-and-configs.js';
 import { outerExecutor, type OuterTransaction } from '../db/outer.js';
 import { createContext, type ServiceDeps } from './kernel/context.js';
@@ -68,6 +69,7 @@ export function createJobService(deps: ServiceDeps) {
     ...createSchedulesService(ctx),
     ...createJobDefinitionsService(ctx),
     ...createAlertsService(ctx),
+    ...createAlertTriageService(ctx),
     ...createStatsService(ctx),
     ...createPermissionsService(ctx),
     ...createRetentionService(ctx, deps.retention),

@@ -50,6 +50,14 @@ beforeAll(async () => {
       [t.actor.workspaceId, rule.id, job.id],
     )
   ).rows[0].id as string;
+  const state = (
+    await t.query(
+      `insert into alert_states (rule_id, subject_key, workspace_id, firing, first_seen_at, last_seen_at, occurrences)
+       values ($1, 'job:' || $2::text, $3, true, now(), now(), 1) returning id`,
+      [rule.id, job.id, t.actor.workspaceId],
+    )
+  ).rows[0].id as string;
+  const silence = await t.service.silenceAlerts(t.actor, { ruleId: rule.id, subjectType: 'JOB', subjectId: job.id, durationMs: 3_600_000 });
   Object.assign(a, {
     spec: spec.id,
     config: config.id,
@@ -60,6 +68,8 @@ beforeAll(async () => {
     run: run.id,
     rule: rule.id,
     alert,
+    state,
+    silence: silence.id,
   });
 });
 afterAll(async () => {
@@ -226,6 +236,19 @@ const probes: Record<string, Probe> = {
     expect: 'NOT_FOUND',
   },
   deleteAlertRule: { query: `mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }`, id: 'rule', expect: 'NOT_FOUND' },
+  alertStates: {
+    query: `{ alertStates(status: [OPEN, ACKNOWLEDGED, RESOLVED]) { totalCount nodes { id subjectId lastAlert { id } silence { id } } } }`,
+    expect: 'NO_A_DATA',
+  },
+  alertState: { query: `query ($id: ID!) { alertState(id: $id) { id } }`, id: 'state', expect: 'NOT_FOUND' },
+  alertSilences: { query: `{ alertSilences { nodes { id ruleId subjectId } } }`, expect: 'NO_A_DATA' },
+  acknowledgeAlertState: { query: `mutation ($id: ID!) { acknowledgeAlertState(id: $id) { id } }`, id: 'state', expect: 'NOT_FOUND' },
+  silenceAlerts: {
+    query: `mutation ($id: ID!) { silenceAlerts(input: { ruleId: $id, durationMs: 600000 }) { id } }`,
+    id: 'rule',
+    expect: 'NOT_FOUND',
+  },
+  unsilenceAlerts: { query: `mutation ($id: ID!) { unsilenceAlerts(id: $id) { id } }`, id: 'silence', expect: 'NOT_FOUND' },
   setJobAlertsOptOut: {
     query: `mutation ($id: ID!) { setJobAlertsOptOut(input: { jobId: $id, optOut: true }) { alertsOptOut } }`,
     id: 'job',
@@ -272,6 +295,8 @@ async function snapshotOfA() {
     'run_schedules',
     'alert_rules',
     'alert_notifications',
+    'alert_states',
+    'alert_silences',
   ];
   const out: Record<string, unknown> = {};
   for (const table of tables) {

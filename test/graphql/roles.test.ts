@@ -14,7 +14,10 @@ let t: TestDb;
 let g: TestGateway;
 const actors = {} as Record<Role, Actor>;
 /** Per role: things created by that role's key (by ADMIN for VIEWER, who cannot create). */
-const own = {} as Record<Role, { endpoint: string; job: string; execution: string; spec: string; key: string; run: string; rule: string }>;
+const own = {} as Record<
+  Role,
+  { endpoint: string; job: string; execution: string; spec: string; key: string; run: string; rule: string; state: string; silence: string }
+>;
 
 beforeAll(async () => {
   t = await createTestDb();
@@ -35,7 +38,16 @@ beforeAll(async () => {
     const rule = (
       await t.service.createAlertRule(admin, { name: `m.${role.toLowerCase()}-rule`, condition: 'EXECUTION_FAILED', email: true })
     ).id;
-    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule };
+    // A firing state of that rule, as the evaluator writes it (no worker runs here), and a silence of it.
+    const state = (
+      await t.query(
+        `insert into alert_states (rule_id, subject_key, workspace_id, firing, first_seen_at, last_seen_at, occurrences)
+         values ($1, 'job:' || $2::text, $3, true, now(), now(), 1) returning id`,
+        [rule, job.id, admin.workspaceId],
+      )
+    ).rows[0].id as string;
+    const silence = (await t.service.silenceAlerts(admin, { ruleId: rule, durationMs: 3_600_000 })).id;
+    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule, state, silence };
   }
 });
 afterAll(() => t.close());
@@ -133,6 +145,22 @@ const cases: Record<string, Case> = {
     allowed: ADMIN_ONLY,
   },
   deleteAlertRule: { query: 'mutation ($id: ID!) { deleteAlertRule(id: $id) { id } }', vars: (o) => ({ id: o.rule }), allowed: ADMIN_ONLY },
+  // Triage is the on-call's (OPERATOR too); editing the rules stays ADMIN's.
+  acknowledgeAlertState: {
+    query: 'mutation ($id: ID!) { acknowledgeAlertState(id: $id) { status } }',
+    vars: (o) => ({ id: o.state }),
+    allowed: ALL,
+  },
+  silenceAlerts: {
+    query: 'mutation ($id: ID!) { silenceAlerts(input: { ruleId: $id, durationMs: 600000 }) { id } }',
+    vars: (o) => ({ id: o.rule }),
+    allowed: ALL,
+  },
+  unsilenceAlerts: {
+    query: 'mutation ($id: ID!) { unsilenceAlerts(id: $id) { id } }',
+    vars: (o) => ({ id: o.silence }),
+    allowed: ALL,
+  },
   // How long history is kept is the workspace's policy: ADMIN only.
   setRetention: { query: 'mutation { setRetention(input: { auditDays: 400 }) { auditDays } }', vars: () => ({}), allowed: ADMIN_ONLY },
   pruneHistory: { query: 'mutation { pruneHistory(input: { maxBatches: 1 }) { complete } }', vars: () => ({}), allowed: ADMIN_ONLY },

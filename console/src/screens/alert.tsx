@@ -5,15 +5,31 @@
  */
 import { graphql } from '../gql/index.ts';
 import { formatCount, formatDuration } from '../lib/format.ts';
-import { useQuery, useSubscription } from '../lib/hooks.ts';
+import { useCan, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 import { alertKindLabel } from './alert-kind.ts';
+import { StateActions, StateBadges, SubjectLink } from './alert-triage.tsx';
 
 const AlertDocument = graphql(`
   query Alert($id: ID!) {
     alert(id: $id) {
       ...AlertRow
+      silence {
+        id
+        endsAt
+        createdBy
+        comment
+      }
+      webhookJob {
+        id
+      }
+      emailJob {
+        id
+      }
+      state {
+        ...AlertStateRow
+      }
     }
   }
 `);
@@ -63,7 +79,47 @@ function FindingGroups({ detail }: { detail: unknown }) {
   );
 }
 
+/** Links to what the detail names: the failed execution, the run. */
+function DetailLinks({ detail }: { detail: unknown }) {
+  const d = (detail ?? {}) as { executionId?: unknown; runId?: unknown };
+  const links = [
+    typeof d.executionId === 'string' && <Link to={href('executions', d.executionId)}>The failed execution</Link>,
+    typeof d.runId === 'string' && <Link to={href('runs', d.runId)}>The run</Link>,
+  ].filter(Boolean);
+  if (links.length === 0) return null;
+  return (
+    <>
+      <dt>Look at</dt>
+      <dd>
+        {links.map((l, i) => (
+          <span key={i}>
+            {i > 0 && ' · '}
+            {l}
+          </span>
+        ))}
+      </dd>
+    </>
+  );
+}
+
+/** One delivery's state, linked to the job that delivers it (its executions are the delivery history). */
+function Delivery({ label, state, jobId }: { label: string; state: string; jobId: string | null | undefined }) {
+  return (
+    <span className="delivery">
+      {jobId ? (
+        <Link to={href('jobs', jobId)} ariaLabel={`${label} delivery job: ${state}`}>
+          {label}
+        </Link>
+      ) : (
+        label
+      )}{' '}
+      <Status value={state} />
+    </span>
+  );
+}
+
 export function AlertScreen({ id }: { id: string }) {
+  const can = useCan();
   const q = useQuery(AlertDocument, { id });
   useSubscription(AlertLiveDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.alertRaised.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the alert" /> : <Loading />;
@@ -83,10 +139,18 @@ export function AlertScreen({ id }: { id: string }) {
         <dt>Subject</dt>
         <dd>
           <span className="muted">{a.subjectType} </span>
-          {a.subjectType === 'JOB' && a.subjectId ? (
-            <Link to={href('jobs', a.subjectId)}>{a.subjectName ?? a.subjectId.slice(0, 8)}</Link>
+          <SubjectLink subject={a} />
+        </dd>
+        <DetailLinks detail={a.detail} />
+        <dt>Now</dt>
+        <dd data-testid="alert-state">
+          {a.state ? (
+            <>
+              <StateBadges state={a.state} />
+              {can('OPERATOR') && <StateActions state={a.state} onDone={q.reload} />}
+            </>
           ) : (
-            (a.subjectName ?? '—')
+            <span className="muted">Its rule was deleted since.</span>
           )}
         </dd>
         <dt>Rule</dt>
@@ -110,13 +174,18 @@ export function AlertScreen({ id }: { id: string }) {
         <dt>Suppressed by the rate limit</dt>
         <dd>{formatCount(a.suppressedCount)}</dd>
         <dt>Delivery</dt>
-        <dd>
-          <span className="delivery">
-            Webhook <Status value={a.webhookDelivery} />
-          </span>{' '}
-          <span className="delivery">
-            Email <Status value={a.emailDelivery} />
-          </span>
+        <dd data-testid="alert-delivery">
+          {a.silence ? (
+            <span>
+              <Status value="PAUSED" label="Silenced" /> Recorded, not delivered: a silence by {a.silence.createdBy ?? 'the application'}{' '}
+              was in force (until <Time iso={a.silence.endsAt} />){a.silence.comment ? `: ${a.silence.comment}` : ''}.
+            </span>
+          ) : (
+            <>
+              <Delivery label="Webhook" state={a.webhookDelivery} jobId={a.webhookJob?.id} />{' '}
+              <Delivery label="Email" state={a.emailDelivery} jobId={a.emailJob?.id} />
+            </>
+          )}
         </dd>
         {a.condition === 'FINDING' && (
           <>

@@ -7,6 +7,7 @@ import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Pager, Status, Time } from '../ui/common.tsx';
 import { alertKindLabel } from './alert-kind.ts';
+import { FiringNow, SubjectLink } from './alert-triage.tsx';
 
 const AlertsDocument = graphql(`
   query Alerts($after: String) {
@@ -40,6 +41,7 @@ const AlertsDocument = graphql(`
     detail
     webhookDelivery
     emailDelivery
+    silenced
   }
 `);
 
@@ -119,6 +121,8 @@ export function AlertsScreen() {
   return (
     <section aria-labelledby="alerts-title">
       <h1 id="alerts-title">Alerts</h1>
+      <FiringNow />
+      <h2 id="notifications-title">Notifications</h2>
       <ErrorBox error={q.error} />
       {newer > 0 && (
         <p className="notice" role="status">
@@ -144,65 +148,68 @@ export function AlertsScreen() {
               ? 'Newest first'
               : `${formatCount(q.data.alerts.totalCount + (page.after === null ? arrived.filter((a) => !shownIds.has(a.id)).length : 0))}${q.data.alerts.totalCountCapped ? '+' : ''} alerts, newest first`}
           </p>
-          <table data-testid="alerts">
-            <caption className="sr-only">Alerts, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Kind</th>
-                <th scope="col">Condition</th>
-                <th scope="col">Subject</th>
-                <th scope="col">Rule</th>
-                <th scope="col">First seen</th>
-                <th scope="col">Last seen</th>
-                <th scope="col">Occurrences</th>
-                <th scope="col">Suppressed</th>
-                <th scope="col">Delivery</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((a) => (
-                <tr key={a.id} data-alert={a.id}>
-                  <td>
-                    <Link
-                      to={href('alerts', a.id)}
-                      ariaLabel={`${alertKindLabel(a)} alert: ${a.condition} on ${a.subjectName ?? a.subjectType}`}
-                    >
-                      <Status value={a.kind === 'FIRING' ? 'FAILED' : 'SUCCEEDED'} label={alertKindLabel(a)} />
-                    </Link>
-                  </td>
-                  <td>
-                    <code>{a.condition}</code>
-                  </td>
-                  <td>
-                    <span className="muted">{a.subjectType} </span>
-                    {a.subjectType === 'JOB' && a.subjectId ? (
-                      <Link to={href('jobs', a.subjectId)}>{a.subjectName ?? a.subjectId.slice(0, 8)}</Link>
-                    ) : (
-                      (a.subjectName ?? '—')
-                    )}
-                    <div className="muted">{a.summary}</div>
-                  </td>
-                  <td>{a.ruleName}</td>
-                  <td>
-                    <Time iso={a.firstSeenAt} />
-                  </td>
-                  <td>
-                    <Time iso={a.lastSeenAt} />
-                  </td>
-                  <td>{formatCount(a.occurrences)}</td>
-                  <td>{formatCount(a.suppressedCount)}</td>
-                  <td>
-                    <span className="delivery">
-                      Webhook <Status value={a.webhookDelivery} />
-                    </span>{' '}
-                    <span className="delivery">
-                      Email <Status value={a.emailDelivery} />
-                    </span>
-                  </td>
+          <div className="table-box" tabIndex={0} role="region" aria-labelledby="notifications-title">
+            <table data-testid="alerts">
+              <caption className="sr-only">Alerts, newest first</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Kind</th>
+                  <th scope="col">Condition</th>
+                  <th scope="col">Subject</th>
+                  <th scope="col">Rule</th>
+                  <th scope="col">First seen</th>
+                  <th scope="col">Last seen</th>
+                  <th scope="col">Occurrences</th>
+                  <th scope="col">Suppressed</th>
+                  <th scope="col">Delivery</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {rows.map((a) => (
+                  <tr key={a.id} data-alert={a.id}>
+                    <td>
+                      <Link
+                        to={href('alerts', a.id)}
+                        ariaLabel={`${alertKindLabel(a)} alert: ${a.condition} on ${a.subjectName ?? a.subjectType}`}
+                      >
+                        <Status value={a.kind === 'FIRING' ? 'FAILED' : 'SUCCEEDED'} label={alertKindLabel(a)} />
+                      </Link>
+                    </td>
+                    <td>
+                      <code>{a.condition}</code>
+                    </td>
+                    <td>
+                      <span className="muted">{a.subjectType} </span>
+                      <SubjectLink subject={a} />
+                      <div className="muted">{a.summary}</div>
+                    </td>
+                    <td>{a.ruleName}</td>
+                    <td>
+                      <Time iso={a.firstSeenAt} />
+                    </td>
+                    <td>
+                      <Time iso={a.lastSeenAt} />
+                    </td>
+                    <td>{formatCount(a.occurrences)}</td>
+                    <td>{formatCount(a.suppressedCount)}</td>
+                    <td>
+                      {a.silenced && (
+                        <>
+                          <Status value="PAUSED" label="Silenced" />{' '}
+                        </>
+                      )}
+                      <span className="delivery">
+                        Webhook <Status value={a.webhookDelivery} />
+                      </span>{' '}
+                      <span className="delivery">
+                        Email <Status value={a.emailDelivery} />
+                      </span>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
           <Pager
             stack={page}
             hasNext={q.data.alerts.pageInfo.hasNextPage}
@@ -221,56 +228,58 @@ export function AlertsScreen() {
           ) : rules.data.alertRules.nodes.length === 0 ? (
             <Empty>No alert rules: create one with the createAlertRule mutation and its alerts show above.</Empty>
           ) : (
-            <table data-testid="alert-rules">
-              <thead>
-                <tr>
-                  <th scope="col">Rule</th>
-                  <th scope="col">Condition</th>
-                  <th scope="col">Subjects</th>
-                  <th scope="col">Destinations</th>
-                  <th scope="col">Rate limit</th>
-                  <th scope="col">State</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rules.data.alertRules.nodes.map((r) => (
-                  <tr key={r.id}>
-                    <th scope="row">{r.name}</th>
-                    <td>
-                      <code>{r.condition}</code>
-                      {r.minSeverity && <span className="muted"> at least {r.minSeverity}</span>}
-                      {r.condition === 'INTERVAL_ERROR' && <span className="muted"> {r.minConsecutive} in a row</span>}
-                      {r.noSuccessMs !== null && r.noSuccessMs !== undefined && (
-                        <span className="muted"> for {formatDuration(r.noSuccessMs)}</span>
-                      )}
-                    </td>
-                    <td>
-                      {r.jobIds.length + r.endpointIds.length + r.handlerNames.length === 0
-                        ? 'Every subject'
-                        : [
-                            r.jobIds.length ? `${r.jobIds.length} job(s)` : '',
-                            r.endpointIds.length ? `${r.endpointIds.length} endpoint(s)` : '',
-                            r.handlerNames.join(', '),
-                          ]
-                            .filter(Boolean)
-                            .join('; ')}
-                    </td>
-                    <td>
-                      {[
-                        r.webhookEndpointId ? `Webhook (${r.webhookFormat}) to endpoint ${r.webhookEndpointId.slice(0, 8)}` : '',
-                        r.email ? `Email to ${r.emailTo.length ? r.emailTo.join(', ') : 'the default recipients'}` : '',
-                      ]
-                        .filter(Boolean)
-                        .join('; ') || '—'}
-                    </td>
-                    <td>at most one per {formatDuration(r.rateLimitMs)}</td>
-                    <td>
-                      <Status value={r.enabled ? 'ACTIVE' : 'PAUSED'} label={r.enabled ? 'Enabled' : 'Disabled'} />
-                    </td>
+            <div className="table-box" tabIndex={0} role="region" aria-labelledby="alert-rules-title">
+              <table data-testid="alert-rules">
+                <thead>
+                  <tr>
+                    <th scope="col">Rule</th>
+                    <th scope="col">Condition</th>
+                    <th scope="col">Subjects</th>
+                    <th scope="col">Destinations</th>
+                    <th scope="col">Rate limit</th>
+                    <th scope="col">State</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+                </thead>
+                <tbody>
+                  {rules.data.alertRules.nodes.map((r) => (
+                    <tr key={r.id}>
+                      <th scope="row">{r.name}</th>
+                      <td>
+                        <code>{r.condition}</code>
+                        {r.minSeverity && <span className="muted"> at least {r.minSeverity}</span>}
+                        {r.condition === 'INTERVAL_ERROR' && <span className="muted"> {r.minConsecutive} in a row</span>}
+                        {r.noSuccessMs !== null && r.noSuccessMs !== undefined && (
+                          <span className="muted"> for {formatDuration(r.noSuccessMs)}</span>
+                        )}
+                      </td>
+                      <td>
+                        {r.jobIds.length + r.endpointIds.length + r.handlerNames.length === 0
+                          ? 'Every subject'
+                          : [
+                              r.jobIds.length ? `${r.jobIds.length} job(s)` : '',
+                              r.endpointIds.length ? `${r.endpointIds.length} endpoint(s)` : '',
+                              r.handlerNames.join(', '),
+                            ]
+                              .filter(Boolean)
+                              .join('; ')}
+                      </td>
+                      <td>
+                        {[
+                          r.webhookEndpointId ? `Webhook (${r.webhookFormat}) to endpoint ${r.webhookEndpointId.slice(0, 8)}` : '',
+                          r.email ? `Email to ${r.emailTo.length ? r.emailTo.join(', ') : 'the default recipients'}` : '',
+                        ]
+                          .filter(Boolean)
+                          .join('; ') || '—'}
+                      </td>
+                      <td>at most one per {formatDuration(r.rateLimitMs)}</td>
+                      <td>
+                        <Status value={r.enabled ? 'ACTIVE' : 'PAUSED'} label={r.enabled ? 'Enabled' : 'Disabled'} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
           )}
         </section>
       )}

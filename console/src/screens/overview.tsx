@@ -62,6 +62,30 @@ const OverviewDocument = graphql(`
         ...RunRow
       }
     }
+    failedRuns: runConnection(status: FAILED, first: 1) {
+      totalCount
+      totalCountCapped
+    }
+    openAlerts: alertStates(status: [OPEN], first: 1) {
+      totalCount
+      totalCountCapped
+    }
+    intervalHandlers: handlerConnection(kind: INTERVAL, first: 100) {
+      nodes {
+        name
+        lastOutcome {
+          status
+        }
+      }
+    }
+  }
+`);
+
+const OverviewAlertsDocument = graphql(`
+  subscription OverviewAlerts($after: String) {
+    alertRaised(after: $after) {
+      cursor
+    }
   }
 `);
 
@@ -93,6 +117,7 @@ export function Overview() {
     { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload },
   );
   useSubscription(OverviewRunsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.runEvents.cursor, reset: q.reload });
+  useSubscription(OverviewAlertsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.alertRaised.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
   const s = q.data.executionStats;
   const labels = s.perMinute.map((m) => formatClock(m.minute));
@@ -115,6 +140,26 @@ export function Overview() {
         <Tile label={`Succeeded (last ${s.windowMinutes} min)`} value={totals.succeeded} />
         <Tile label="Failed (dead-letter)" value={totals.failed} to={href('executions') + '?status=FAILED'} />
         <Tile label="Workers alive" value={s.workersAlive} />
+        <Tile
+          label="Open alerts (not acknowledged)"
+          value={q.data.openAlerts.totalCount ?? 0}
+          capped={!!q.data.openAlerts.totalCountCapped}
+          to={href('alerts')}
+          bad
+        />
+        <Tile
+          label="Failing interval handlers"
+          value={q.data.intervalHandlers.nodes.filter((h) => h.lastOutcome?.status === 'ERROR').length}
+          to={href('handlers')}
+          bad
+        />
+        <Tile
+          label="Failed runs"
+          value={q.data.failedRuns.totalCount ?? 0}
+          capped={!!q.data.failedRuns.totalCountCapped}
+          to={href('runs')}
+          bad
+        />
       </div>
       <div className="charts">
         <LineChart
@@ -258,10 +303,14 @@ function PruneNow() {
   );
 }
 
-function Tile({ label, value, to }: { label: string; value: number; to?: string }) {
+/** A figure; `bad` marks it as a problem when it is not zero. */
+function Tile({ label, value, to, capped, bad }: { label: string; value: number; to?: string; capped?: boolean; bad?: boolean }) {
   const body = (
     <>
-      <span className="tile-value">{formatCount(value)}</span>
+      <span className={`tile-value${bad && value > 0 ? ' bad' : ''}`}>
+        {formatCount(value)}
+        {capped ? '+' : ''}
+      </span>
       <span className="tile-label">{label}</span>
     </>
   );

@@ -28,6 +28,8 @@ export interface AlertNotificationFields {
   suppressedCount: number;
   summary: string;
   detail: Record<string, unknown>;
+  /** The silence it was written under: recorded, not delivered. Null: not silenced. */
+  silenceId: string | null;
 }
 
 /** An alert_rules row, as `select *` reads it. */

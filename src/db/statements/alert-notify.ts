@@ -11,7 +11,7 @@ import type { AlertStateRecord } from '../types.js';
  * An alert_states row as the evaluator tracks it (a new state is built before it is written):
  * its columns less the workspace and the update time, which `select s.*` also reads.
  */
-export type AlertStateRow = Omit<AlertStateRecord, 'workspace_id' | 'updated_at'>;
+export type AlertStateRow = Omit<AlertStateRecord, 'workspace_id' | 'updated_at' | 'id'>;
 
 /** The states of these (rule, subject) pairs, plus every firing state of `firingOf` rules. */
 export async function loadStates(
@@ -44,12 +44,13 @@ export async function statesDueForDigest(client: pg.PoolClient, workspaceId: str
 export async function saveState(client: pg.PoolClient, workspaceId: string, s: AlertStateRow): Promise<void> {
   await client.query(
     `insert into alert_states (rule_id, subject_key, workspace_id, firing, notified, first_seen_at, last_seen_at, occurrences,
-                               last_notified_at, window_start, suppressed, observed, updated_at)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
+                               last_notified_at, window_start, suppressed, observed, acknowledged_at, acknowledged_by_key_id, updated_at)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
      on conflict (rule_id, subject_key) do update set firing = excluded.firing, notified = excluded.notified,
        first_seen_at = excluded.first_seen_at, last_seen_at = excluded.last_seen_at, occurrences = excluded.occurrences,
        last_notified_at = excluded.last_notified_at, window_start = excluded.window_start, suppressed = excluded.suppressed,
-       observed = excluded.observed, updated_at = now()`,
+       observed = excluded.observed, acknowledged_at = excluded.acknowledged_at,
+       acknowledged_by_key_id = excluded.acknowledged_by_key_id, updated_at = now()`,
     [
       s.rule_id,
       s.subject_key,
@@ -63,6 +64,8 @@ export async function saveState(client: pg.PoolClient, workspaceId: string, s: A
       s.window_start,
       s.suppressed,
       s.observed,
+      s.acknowledged_at,
+      s.acknowledged_by_key_id,
     ],
   );
 }
@@ -80,8 +83,8 @@ export interface NewNotification extends AlertNotificationFields {
 export async function insertNotification(client: pg.PoolClient, n: NewNotification): Promise<{ id: string; created_at: Date } | undefined> {
   const { rows } = await client.query<{ id: string; created_at: Date }>(
     `insert into alert_notifications (workspace_id, rule_id, condition, kind, subject_type, subject_key, subject_id, subject_name,
-                                      window_start, first_seen_at, last_seen_at, occurrences, suppressed_count, summary, detail)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb)
+                                      window_start, first_seen_at, last_seen_at, occurrences, suppressed_count, summary, detail, silence_id)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16)
      on conflict (rule_id, subject_key, kind, window_start) do nothing
      returning id, created_at`,
     [
@@ -100,9 +103,31 @@ export async function insertNotification(client: pg.PoolClient, n: NewNotificati
       n.suppressedCount,
       n.summary,
       JSON.stringify(n.detail),
+      n.silenceId,
     ],
   );
   return rows[0];
+}
+
+/** A silence in force now: of its rule, and of one subject of it or (subject_key null) of all. */
+export interface SilenceInForce {
+  id: string;
+  rule_id: string;
+  subject_key: string | null;
+  ends_at: Date;
+}
+
+/**
+ * The workspace's silences in force at the transaction's time: started, not past their end, not
+ * lifted. A silence expires by this predicate alone; nothing runs when it ends.
+ */
+export async function silencesInForce(client: pg.PoolClient, workspaceId: string): Promise<SilenceInForce[]> {
+  const { rows } = await client.query<SilenceInForce>(
+    `select id, rule_id, subject_key, ends_at from alert_silences
+     where workspace_id = $1 and ended_at is null and starts_at <= now() and ends_at > now()`,
+    [workspaceId],
+  );
+  return rows;
 }
 
 /**

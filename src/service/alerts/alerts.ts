@@ -53,6 +53,8 @@ export interface Alert extends AlertNotificationFields {
   id: string;
   /** Readable by every role, unlike the rule itself (ADMIN only: it holds the destinations). */
   ruleName: string;
+  /** The key of its (rule, subject) state (./triage.ts); not shown, it finds the state. */
+  subjectKey: string;
   webhookJobId: string | null;
   emailJobId: string | null;
   /** Derived from each delivery job's execution: NONE when the destination is not used (or was gone). */
@@ -91,6 +93,7 @@ export const toAlert = (r: AlertNotificationRow): Alert => ({
   subjectType: r.subject_type,
   subjectId: r.subject_id,
   subjectName: r.subject_name,
+  subjectKey: r.subject_key,
   windowStart: r.window_start,
   firstSeenAt: r.first_seen_at,
   lastSeenAt: r.last_seen_at,
@@ -98,6 +101,7 @@ export const toAlert = (r: AlertNotificationRow): Alert => ({
   suppressedCount: r.suppressed_count,
   summary: r.summary,
   detail: r.detail,
+  silenceId: r.silence_id,
   webhookJobId: r.webhook_job_id,
   emailJobId: r.email_job_id,
   webhookDelivery: (r.webhook_status as AlertDeliveryState | null) ?? 'NONE',

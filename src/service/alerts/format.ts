@@ -24,6 +24,15 @@ export interface AlertSubject {
   name: string | null;
 }
 
+/** The subject keys of alert states and silences: `job:<id>`, `recoverable:<name>`, `interval:<name>`. */
+export const jobSubject = (id: string, name: string | null): AlertSubject => ({ type: 'JOB', key: `job:${id}`, id, name });
+export const handlerSubject = (type: 'RECOVERABLE' | 'INTERVAL', name: string): AlertSubject => ({
+  type,
+  key: `${type.toLowerCase()}:${name}`,
+  id: null,
+  name,
+});
+
 export interface AlertMessage {
   id: string;
   kind: AlertKind;

@@ -61,7 +61,9 @@ export type ResourceKind =
   | 'Run'
   | 'Handler'
   | 'AlertRule'
-  | 'Alert';
+  | 'Alert'
+  | 'AlertState'
+  | 'AlertSilence';
 
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';
@@ -100,14 +102,19 @@ export interface ValidationIssue {
 
 export class ValidationError extends DomainError {
   override name = 'ValidationError';
-  constructor(readonly issues: ValidationIssue[]) {
+  constructor(
+    readonly issues: ValidationIssue[],
+    /** A stable name for the rule that was broken (`extensions.reason`), where a client may switch on it. */
+    reason?: string,
+  ) {
     super('VALIDATION_FAILED', issues.map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; '), {
       issues,
+      ...(reason ? { reason } : {}),
     });
   }
 
-  static at(path: (string | number)[], message: string): ValidationError {
-    return new ValidationError([{ path, message }]);
+  static at(path: (string | number)[], message: string, reason?: string): ValidationError {
+    return new ValidationError([{ path, message }], reason);
   }
 
   static fromZod(error: ZodError, prefix: (string | number)[] = []): ValidationError {

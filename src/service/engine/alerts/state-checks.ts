@@ -16,7 +16,9 @@ import {
 } from '../../../db/statements/alert-evaluation.js';
 import type { AlertStateRow } from '../../../db/statements/alert-notify.js';
 import type { AlertRuleRow } from '../../../db/repositories/alerts.js';
-import { excerpt, type AlertSubject } from '../../alerts/format.js';
+import { excerpt, handlerSubject, jobSubject, type AlertSubject } from '../../alerts/format.js';
+
+export { handlerSubject, jobSubject };
 
 /** One occurrence or clearance of a rule's condition for one subject, in the order applied. */
 export interface Signal {
@@ -42,13 +44,6 @@ export function selects(rule: AlertRuleRow, s: { jobId?: string | null; endpoint
   );
 }
 
-export const jobSubject = (id: string, name: string | null): AlertSubject => ({ type: 'JOB', key: `job:${id}`, id, name });
-export const handlerSubject = (type: 'RECOVERABLE' | 'INTERVAL', name: string): AlertSubject => ({
-  type,
-  key: `${type.toLowerCase()}:${name}`,
-  id: null,
-  name,
-});
 export const stateKey = (ruleId: string, subjectKey: string) => `${ruleId}|${subjectKey}`;
 
 /** Interval handlers' errors, cron schedule errors and dead man's switches, as they are now. */

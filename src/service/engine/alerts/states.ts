@@ -11,8 +11,10 @@ import {
   loadStates,
   saveState,
   setDeliveryJobs,
+  silencesInForce,
   statesDueForDigest,
   type AlertStateRow,
+  type SilenceInForce,
 } from '../../../db/statements/alert-notify.js';
 import type { AlertKind, AlertRuleRow } from '../../../db/repositories/alerts.js';
 import {
@@ -35,6 +37,7 @@ export class Evaluation {
   private readonly states = new Map<string, AlertStateRow>();
   private readonly loaded = new Set<string>();
   private readonly dirty = new Set<string>();
+  private silences: SilenceInForce[] | undefined;
   notified = 0;
 
   constructor(
@@ -84,6 +87,9 @@ export class Evaluation {
       this.dirty.add(k);
       if (s.observed !== undefined) st.observed = s.observed;
       st.firing = false;
+      // An acknowledgement is of one episode: it ends with it, and the next firing is open again.
+      st.acknowledged_at = null;
+      st.acknowledged_by_key_id = null;
       if (st.notified) {
         await this.notify(s.rule, s.subject, st, 'RESOLVED', s.detail ?? {});
         st.suppressed = 0;
@@ -105,6 +111,8 @@ export class Evaluation {
         window_start: null,
         suppressed: 0,
         observed: null,
+        acknowledged_at: null,
+        acknowledged_by_key_id: null,
       };
       this.states.set(k, st);
     }
@@ -116,6 +124,8 @@ export class Evaluation {
       st.notified = false;
       st.first_seen_at = s.at;
       st.occurrences = 0;
+      st.acknowledged_at = null;
+      st.acknowledged_by_key_id = null;
     }
     st.occurrences += count;
     st.last_seen_at = s.at;
@@ -176,6 +186,10 @@ export class Evaluation {
           : firingSummary(rule.condition, subject, detail);
     const summary = withSuppressed(base, st.suppressed);
     const windowStart = kind === 'FIRING' ? this.now : st.window_start!;
+    // A silence in force holds back delivery only: the notification is written all the same,
+    // naming the silence, so what happened while it was quiet stays on record.
+    this.silences ??= await silencesInForce(this.client, this.workspaceId);
+    const silence = this.silences.find((x) => x.rule_id === rule.id && (x.subject_key === null || x.subject_key === subject.key));
     const row = await insertNotification(this.client, {
       workspaceId: this.workspaceId,
       ruleId: rule.id,
@@ -192,9 +206,11 @@ export class Evaluation {
       suppressedCount: st.suppressed,
       summary,
       detail,
+      silenceId: silence?.id ?? null,
     });
     if (!row) return;
     this.notified++;
+    if (silence) return;
     const message: AlertMessage = {
       id: row.id,
       kind,
