@@ -176,13 +176,46 @@ builder.objectFields(EndpointRef, (t) => ({
   }),
 }));
 
+export const WhenLockedEnum = builder.enumType('WhenLocked', {
+  description: 'What createJob does when another job holds its lock key (a pending or running execution with that key).',
+  values: {
+    REFUSE: { description: 'Refuse with LOCK_HELD, creating nothing (the default).' },
+    THROTTLE: {
+      description:
+        'Create nothing and answer with the job holding the key (outcome THROTTLED), whether its execution is pending or running.',
+    },
+    DEBOUNCE: {
+      description:
+        "While the holder's execution has not started (PENDING, no attempt yet, a job on the same endpoint that is not a cron job): give it this request's input and start (runAt, or now for IMMEDIATE) instead of creating a job (outcome DEBOUNCED). Once it has started it cannot change: LOCK_HELD, as with REFUSE.",
+    },
+  } as const,
+});
+
+export const CreateJobOutcomeEnum = builder.enumType('CreateJobOutcome', {
+  description: 'What createJob did.',
+  values: {
+    CREATED: { description: 'A new job was created.' },
+    EXISTING: { description: 'The idempotency key was already used with the same request: the existing job is returned.' },
+    THROTTLED: { description: 'whenLocked THROTTLE: another job holds the lock key; nothing was created and that job is returned.' },
+    DEBOUNCED: {
+      description:
+        "whenLocked DEBOUNCE: the pending job holding the lock key took this request's input and start; nothing was created and that job is returned.",
+    },
+  } as const,
+});
+
 export const CreateJobPayloadRef = builder.objectRef<CreateJobResult>('CreateJobPayload').implement({
   description: 'The result of createJob.',
   fields: (t) => ({
-    job: t.field({ type: JobRef, description: 'The job: new, or the existing one its idempotency key names.', resolve: (r) => r.job }),
-    created: t.exposeBoolean('created', {
-      description: 'false when the idempotency key was already used with the same request and the existing job is returned.',
+    job: t.field({
+      type: JobRef,
+      description: 'The job: new, or the existing one its idempotency key names, or the one holding its lock key (THROTTLED, DEBOUNCED).',
+      resolve: (r) => r.job,
     }),
+    created: t.exposeBoolean('created', {
+      description: 'true when a job was created; false when an existing job is returned (see outcome for which and why).',
+    }),
+    outcome: t.field({ type: CreateJobOutcomeEnum, description: 'What createJob did.', resolve: (r) => r.outcome }),
     eventCursor: t.string({
       description:
         'Pass as `after` to executionUpdates(jobId:) or jobEvents(jobId:) right after createJob: every event of the job arrives, ' +
@@ -268,7 +301,11 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
     }),
     lockKey: t.string({
       description:
-        'Mutual exclusion in the workspace: creation is refused with LOCK_HELD while another job with this key has a pending or running execution.',
+        'Mutual exclusion in the workspace: while another job with this key has a pending or running execution, creation is refused with LOCK_HELD, unless `whenLocked` says otherwise.',
+    }),
+    whenLocked: t.field({
+      type: WhenLockedEnum,
+      description: 'What to do when another job holds `lockKey` (IMMEDIATE and DELAYED jobs; needs `lockKey`). Default REFUSE.',
     }),
     runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: when to run.' }),
     cron: t.field({ type: CronScheduleInputRef, description: 'CRON: the schedule.' }),

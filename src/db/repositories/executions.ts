@@ -44,6 +44,14 @@ export async function notifyWork(db: Executor): Promise<void> {
 }
 
 /** The pending or running execution holding a lock key in the workspace, if any. */
+/**
+ * Makes creates with this lock key in the workspace take turns, until the transaction ends (a
+ * transaction-scoped advisory lock on the key's hash; a collision only makes two keys take turns).
+ */
+export async function takeLockKeyTurn(db: Executor, workspaceId: string, lockKey: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(714302052, hashtext(${scoped(workspaceId)} || ':' || ${lockKey}))`.execute(db);
+}
+
 export async function findLockHolder(db: Executor, workspaceId: string, lockKey: string): Promise<ExecutionRow | undefined> {
   return db
     .selectFrom('executions')

@@ -205,3 +205,39 @@ export async function countJobs(db: Executor, workspaceId: string, filter: JobLi
   const base = filteredJobs(db, workspaceId, filter);
   return base ? countAtMost(db, base, limit) : 0;
 }
+
+/**
+ * DEBOUNCE (createJob): the job's execution, while it is PENDING with no attempt made, takes a new
+ * input and start; the job's input (and a DELAYED job's run_at) follow. The job as it is then, or
+ * undefined when the execution is past that point (claimed since it was read).
+ */
+export async function debounceJob(
+  db: Executor,
+  workspaceId: string,
+  jobId: string,
+  executionId: string,
+  change: { input: string; startAt: Date },
+): Promise<JobRow | undefined> {
+  const moved = await db
+    .updateTable('executions')
+    .set({ input: change.input, run_after: change.startAt, scheduled_for: change.startAt, updated_at: sql<Date>`now()` })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', executionId)
+    .where('job_id', '=', jobId)
+    .where('status', '=', 'PENDING')
+    .where('attempt_count', '=', 0)
+    .returning('id')
+    .executeTakeFirst();
+  if (!moved) return undefined;
+  return db
+    .updateTable('jobs')
+    .set((eb) => ({
+      input: change.input,
+      run_at: eb.case().when('kind', '=', 'DELAYED').then(change.startAt).else(eb.ref('run_at')).end(),
+      updated_at: sql<Date>`now()`,
+    }))
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', jobId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}

@@ -57,7 +57,7 @@ async function createAllIn(
       quickAt.map((i) => quick[i] as OneStatementJob),
     );
     rows.forEach((row, k) => {
-      if (row) results[quickAt[k]!] = { job: toJob(row), created: true };
+      if (row) results[quickAt[k]!] = { job: toJob(row), created: true, outcome: 'CREATED' };
     });
   }
   const audit: { target: { type: string; id: string }; input: unknown }[] = [];

@@ -29,10 +29,18 @@ import { toJob, type Job } from '../kernel/models.js';
 import { assertLockFree, nextFire, sameTime, validateInput } from './guards.js';
 import type { z } from 'zod';
 
+/**
+ * What createJob did: CREATED a job; found the job its idempotency key names (EXISTING); left
+ * the pending job holding its lock key as it was and created nothing (THROTTLED); or gave that
+ * pending job this request's input and start instead of creating one (DEBOUNCED).
+ */
+export type CreateJobOutcome = 'CREATED' | 'EXISTING' | 'THROTTLED' | 'DEBOUNCED';
+
 export interface CreateJobResult {
   job: Job;
-  /** false when an idempotency key matched an existing job, which is returned instead. */
+  /** false unless a job was created (`outcome` CREATED): the job returned is an existing one. */
   created: boolean;
+  outcome: CreateJobOutcome;
 }
 
 type ParsedCreateJob = z.output<typeof createJobSchema>;
@@ -107,7 +115,7 @@ async function existingFor(
       field,
     });
   }
-  return { job: toJob(existing), created: false };
+  return { job: toJob(existing), created: false, outcome: 'EXISTING' };
 }
 
 /** An IMMEDIATE or DELAYED job's first execution; LOCK_HELD (rolling the job back) when its lock key was taken meanwhile. */
@@ -128,6 +136,41 @@ async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted
     await assertLockFree(trx, actor, inserted.lock_key);
     throw new LockHeldError(inserted.lock_key ?? '', { jobId: 'unknown', executionId: 'unknown' });
   }
+}
+
+/**
+ * THROTTLE and DEBOUNCE: what a create does when another job holds its lock key. Creates with one
+ * key take turns (a transaction-scoped advisory lock on the key), so of twenty at once one creates
+ * and the others each find the job it made. THROTTLE returns the holder, pending or running, and
+ * creates nothing. DEBOUNCE gives a holder that has not started (PENDING, no attempt yet, a job on
+ * the same endpoint that is not a cron job's occurrence) this request's input and start, and
+ * creates nothing; a holder past that point is LOCK_HELD, as without a policy, since its run
+ * cannot be changed any more. Undefined when no job holds the key: the create goes on.
+ */
+async function onLockHeld(
+  ctx: ServiceContext,
+  trx: Transaction<DB>,
+  actor: Actor,
+  row: NewJob,
+  policy: 'THROTTLE' | 'DEBOUNCE',
+): Promise<CreateJobResult | undefined> {
+  const key = row.lock_key!;
+  await executionsRepo.takeLockKeyTurn(trx, actor.workspaceId, key);
+  const holder = await executionsRepo.findLockHolder(trx, actor.workspaceId, key);
+  if (!holder) return undefined;
+  // The job first, then its execution (in debounceJob): the order every job mutation locks in.
+  const holderJob = await jobsRepo.findJobById(trx, actor.workspaceId, holder.job_id, { forUpdate: true });
+  if (!holderJob) return undefined;
+  if (policy === 'THROTTLE') return { job: toJob(holderJob), created: false, outcome: 'THROTTLED' };
+  const refused = new LockHeldError(key, { jobId: holder.job_id, executionId: holder.id });
+  if (holder.endpoint_id !== row.endpoint_id || holderJob.kind === 'CRON') throw refused;
+  const startAt = row.kind === 'DELAYED' ? (row.run_at as Date) : await ctx.now(trx);
+  // Undefined when the execution started (or ended) since it was read: too late to change it.
+  const job = await jobsRepo.debounceJob(trx, actor.workspaceId, holderJob.id, holder.id, { input: row.input as string, startAt });
+  if (!job) throw refused;
+  // Brought forward, it may be due now: idle workers look at once.
+  if (startAt <= (await ctx.now(trx))) await executionsRepo.notifyWork(trx);
+  return { job: toJob(job), created: false, outcome: 'DEBOUNCED' };
 }
 
 /**
@@ -154,6 +197,10 @@ export async function createJobIn(
     const existing = await existingFor(trx, actor, row, input.maxAttempts);
     if (existing) return existing;
   }
+  if (row.lock_key && (input.whenLocked === 'THROTTLE' || input.whenLocked === 'DEBOUNCE')) {
+    const answered = await onLockHeld(ctx, trx, actor, row, input.whenLocked);
+    if (answered) return answered;
+  }
   await assertLockFree(trx, actor, row.lock_key ?? null);
   const now = await ctx.now(trx);
   if (row.kind === 'CRON') {
@@ -168,7 +215,7 @@ export async function createJobIn(
     throw new Error('idempotency insert conflicted but no job holds the key');
   }
   if (inserted.kind !== 'CRON') await insertFirstExecution(trx, actor, inserted, row.input as string, now);
-  return { job: toJob(inserted), created: true };
+  return { job: toJob(inserted), created: true, outcome: 'CREATED' };
 }
 
 /**
@@ -213,6 +260,6 @@ export function createOneStatementPath(ctx: ServiceContext) {
     const inserted = await auditingFailure(ctx, actor, ACTION, raw, () =>
       batcher ? batcher.insert(job) : insertJobInOneStatement(ctx.db, ctx.pool, job),
     );
-    return inserted ? { job: toJob(inserted), created: true } : undefined;
+    return inserted ? { job: toJob(inserted), created: true, outcome: 'CREATED' } : undefined;
   };
 }

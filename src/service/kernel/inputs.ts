@@ -287,10 +287,21 @@ export const createJobSchema = z
     maxAttempts: z.number().int().min(1).max(100).nullish(),
     idempotencyKey: idempotencyKey.nullish(),
     lockKey: text().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
+    whenLocked: z.enum(['REFUSE', 'THROTTLE', 'DEBOUNCE']).nullish(),
     runAt: dateSchema.nullish(),
     cron: cronScheduleSchema.nullish(),
   })
   .superRefine((v, ctx) => {
+    if (v.whenLocked != null && v.whenLocked !== 'REFUSE' && v.lockKey == null) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['whenLocked'],
+        message: `${v.whenLocked} needs a lockKey: it acts on the job holding that key`,
+      });
+    }
+    if (v.whenLocked != null && v.whenLocked !== 'REFUSE' && v.kind === 'CRON') {
+      ctx.addIssue({ code: 'custom', path: ['whenLocked'], message: `${v.whenLocked} is for IMMEDIATE and DELAYED jobs` });
+    }
     if ((v.endpointId == null) === (v.endpointName == null)) {
       ctx.addIssue({ code: 'custom', path: ['endpointId'], message: 'give exactly one of endpointId or endpointName' });
     }
