@@ -186,7 +186,21 @@ describe('the console', { timeout: 90_000 }, () => {
     await accessible(admin, 'execution (waiting)');
     await screenshot(admin, 'execution-waiting');
 
+    // The endpoint's screen counts what waits, live, and sets its concurrency limit in place.
     await go(admin, 'Endpoints');
+    await expect.poll(() => row.getByTestId('endpoint-pending').textContent(), { timeout: 10_000 }).toBe('1');
+    await row.getByLabel('Concurrency limit of console.greet (empty: unlimited)').fill('3');
+    await row.getByRole('button', { name: 'Save the concurrency limit of console.greet' }).click();
+    await expect.poll(async () => (await t.service.endpoint(t.actor, { name: 'console.greet' })).concurrencyLimit).toBe(3);
+    // 0 is no limit a form sends: the browser holds it back, and nothing changes.
+    const limit = row.getByLabel('Concurrency limit of console.greet (empty: unlimited)');
+    await limit.fill('0');
+    await row.getByRole('button', { name: 'Save the concurrency limit of console.greet' }).click();
+    expect(await limit.evaluate((el) => (el as HTMLInputElement).validity.valid)).toBe(false);
+    expect((await t.service.endpoint(t.actor, { name: 'console.greet' })).concurrencyLimit).toBe(3);
+    await row.getByLabel('Concurrency limit of console.greet (empty: unlimited)').fill('');
+    await row.getByRole('button', { name: 'Save the concurrency limit of console.greet' }).click();
+    await expect.poll(async () => (await t.service.endpoint(t.actor, { name: 'console.greet' })).concurrencyLimit).toBeNull();
     await row.getByRole('button', { name: 'Resume console.greet' }).click();
     await row.getByText('Running').waitFor();
     await expect.poll(async () => (await t.service.execution(t.actor, execution.id)).status, { timeout: 20_000 }).toBe('SUCCEEDED');

@@ -1,7 +1,8 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { EndpointKind, HttpMethod } from '../gql/graphql.ts';
-import { useCan, useMutation, useQuery } from '../lib/hooks.ts';
+import { formatCount } from '../lib/format.ts';
+import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
@@ -22,6 +23,31 @@ const EndpointsDocument = graphql(`
         pausedAt
         createdAt
       }
+    }
+    executionStats(windowMinutes: 60) {
+      byEndpoint {
+        endpointId
+        pending
+        running
+      }
+    }
+  }
+`);
+
+const EndpointsExecutionsDocument = graphql(`
+  subscription EndpointsExecutions($after: String) {
+    executionUpdates(after: $after) {
+      cursor
+      executionId
+    }
+  }
+`);
+
+const SetConcurrencyDocument = graphql(`
+  mutation SetEndpointConcurrency($input: UpdateEndpointInput!) {
+    updateEndpoint(input: $input) {
+      id
+      concurrencyLimit
     }
   }
 `);
@@ -55,7 +81,14 @@ const RegisterEndpointDocument = graphql(`
 
 export function EndpointsScreen() {
   const can = useCan();
-  const q = useQuery(EndpointsDocument, {});
+  const q = useQuery(EndpointsDocument, {}, { throttleMs: 1000 });
+  // Counts move with every execution: read again (coalesced) as they change.
+  useSubscription(
+    EndpointsExecutionsDocument,
+    {},
+    { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload },
+  );
+  const counts = new Map(q.data?.executionStats.byEndpoint.map((c) => [c.endpointId, c]));
   const pause = useMutation(PauseEndpointDocument);
   const resume = useMutation(ResumeEndpointDocument);
   const [confirmation, confirm] = useConfirm();
@@ -79,13 +112,15 @@ export function EndpointsScreen() {
           <thead>
             <tr>
               <th scope="col">Name</th>
+              <th scope="col">State</th>
+              {can('OPERATOR') && <th scope="col">Actions</th>}
+              <th scope="col">Pending</th>
+              <th scope="col">Running</th>
+              <th scope="col">Concurrency limit</th>
               <th scope="col">Kind</th>
               <th scope="col">Target</th>
               <th scope="col">Max attempts</th>
-              <th scope="col">Concurrency</th>
-              <th scope="col">State</th>
               <th scope="col">Created</th>
-              {can('OPERATOR') && <th scope="col">Actions</th>}
             </tr>
           </thead>
           <tbody>
@@ -94,10 +129,6 @@ export function EndpointsScreen() {
                 <th scope="row">
                   <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.id)}`}>{e.name}</Link>
                 </th>
-                <td>{e.kind}</td>
-                <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
-                <td>{e.maxAttempts ?? 'default'}</td>
-                <td>{e.concurrencyLimit ?? 'unlimited'}</td>
                 <td data-testid="endpoint-state">
                   {e.pausedAt ? (
                     <>
@@ -107,9 +138,7 @@ export function EndpointsScreen() {
                     'Running'
                   )}
                 </td>
-                <td>
-                  <Time iso={e.createdAt} />
-                </td>
+                {/* The lever comes right after the name and state, so a phone reaches it without scrolling the table. */}
                 {can('OPERATOR') && (
                   <td>
                     {e.pausedAt ? (
@@ -138,6 +167,15 @@ export function EndpointsScreen() {
                     )}
                   </td>
                 )}
+                <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
+                <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
+                <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
+                <td>{e.kind}</td>
+                <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
+                <td>{e.maxAttempts ?? 'default'}</td>
+                <td>
+                  <Time iso={e.createdAt} />
+                </td>
               </tr>
             ))}
           </tbody>
@@ -146,6 +184,45 @@ export function EndpointsScreen() {
       <ErrorBox error={pause.error ?? resume.error} title="The action was refused" />
       {confirmation}
     </section>
+  );
+}
+
+/** The endpoint's concurrency limit, changed in place: empty is unlimited. */
+function ConcurrencyLimit({
+  endpoint,
+  onDone,
+}: {
+  endpoint: { id: string; name: string; concurrencyLimit?: number | null };
+  onDone(): void;
+}) {
+  const set = useMutation(SetConcurrencyDocument);
+  const [value, setValue] = useState(endpoint.concurrencyLimit == null ? '' : String(endpoint.concurrencyLimit));
+  const changed = value !== (endpoint.concurrencyLimit == null ? '' : String(endpoint.concurrencyLimit));
+  return (
+    <form
+      className="inline-form"
+      onSubmit={async (ev) => {
+        ev.preventDefault();
+        const r = await set.run({ input: { id: endpoint.id, concurrencyLimit: value === '' ? null : Number(value) } });
+        if (r) onDone();
+      }}
+    >
+      <input
+        type="number"
+        min={1}
+        inputMode="numeric"
+        placeholder="unlimited"
+        aria-label={`Concurrency limit of ${endpoint.name} (empty: unlimited)`}
+        value={value}
+        onChange={(ev) => setValue(ev.target.value)}
+      />
+      {changed && (
+        <button type="submit" disabled={set.pending} aria-label={`Save the concurrency limit of ${endpoint.name}`}>
+          Save
+        </button>
+      )}
+      <ErrorBox error={set.error} title="Not changed" />
+    </form>
   );
 }
 
