@@ -1,4 +1,4 @@
--- The schema after migrations/000039_alert_triage.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000040_endpoint_rate_limit.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -452,6 +452,14 @@ CREATE TABLE public.configs (
     CONSTRAINT configs_entries_check CHECK ((jsonb_typeof(entries) = 'object'::text))
 );
 
+CREATE TABLE public.endpoint_rate_buckets (
+    endpoint_id uuid NOT NULL,
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE public.endpoint_rate_buckets IS 'The token bucket of each rate-limited endpoint that has started work: its tokens as of refilled_at (database clock). No row: a full bucket.';
+
 CREATE TABLE public.endpoints (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     workspace_id uuid NOT NULL,
@@ -477,6 +485,9 @@ CREATE TABLE public.endpoints (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     created_by_key_id uuid,
     paused_at timestamp with time zone,
+    rate_limit_count integer,
+    rate_limit_period_ms integer,
+    rate_limit_burst integer,
     CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
     CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
     CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
@@ -486,11 +497,18 @@ CREATE TABLE public.endpoints (
     CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT endpoints_method_check CHECK ((method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
     CONSTRAINT endpoints_name_check CHECK ((name ~ '^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$'::text)),
+    CONSTRAINT endpoints_rate_limit_check CHECK ((((rate_limit_count IS NULL) AND (rate_limit_period_ms IS NULL) AND (rate_limit_burst IS NULL)) OR ((rate_limit_count > 0) AND (rate_limit_period_ms > 0) AND (rate_limit_burst > 0)))),
     CONSTRAINT endpoints_timeout_ms_check CHECK ((timeout_ms > 0)),
     CONSTRAINT endpoints_type_check CHECK ((type = ANY (ARRAY['USER'::text, 'INTERNAL'::text])))
 );
 
 COMMENT ON COLUMN public.endpoints.paused_at IS 'When the endpoint was paused: its executions wait and none is claimed until it is resumed (then null). Attempts running when it was paused finish.';
+
+COMMENT ON COLUMN public.endpoints.rate_limit_count IS 'Rate limit: at most this many starts per rate_limit_period_ms (all three null: no limit).';
+
+COMMENT ON COLUMN public.endpoints.rate_limit_period_ms IS 'Rate limit: the period, in milliseconds.';
+
+COMMENT ON COLUMN public.endpoints.rate_limit_burst IS 'Rate limit: the most starts at once after a quiet spell (the bucket''s size).';
 
 CREATE TABLE public.events (
     id bigint NOT NULL,
@@ -883,6 +901,9 @@ ALTER TABLE ONLY public.configs
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_workspace_id_name_key UNIQUE (workspace_id, name);
 
+ALTER TABLE ONLY public.endpoint_rate_buckets
+    ADD CONSTRAINT endpoint_rate_buckets_pkey PRIMARY KEY (endpoint_id);
+
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_pkey PRIMARY KEY (id);
 
@@ -1142,6 +1163,9 @@ ALTER TABLE ONLY public.configs
 
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.endpoint_rate_buckets
+    ADD CONSTRAINT endpoint_rate_buckets_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

@@ -167,6 +167,12 @@ export interface Configs {
   workspace_id: string;
 }
 
+export interface EndpointRateBuckets {
+  endpoint_id: string;
+  refilled_at: Timestamp;
+  tokens: number;
+}
+
 export interface Endpoints {
   archived_at: Timestamp | null;
   backoff_base_ms: Generated<number>;
@@ -189,6 +195,18 @@ export interface Endpoints {
    */
   paused_at: Timestamp | null;
   payload_spec_id: string | null;
+  /**
+   * Rate limit: the most starts at once after a quiet spell (the bucket's size).
+   */
+  rate_limit_burst: number | null;
+  /**
+   * Rate limit: at most this many starts per rate_limit_period_ms (all three null: no limit).
+   */
+  rate_limit_count: number | null;
+  /**
+   * Rate limit: the period, in milliseconds.
+   */
+  rate_limit_period_ms: number | null;
   signing_secret: string | null;
   timeout_ms: number | null;
   type: Generated<'USER' | 'INTERNAL'>;
@@ -489,6 +507,7 @@ export interface DB {
   attempts: Attempts;
   audit_log: AuditLog;
   configs: Configs;
+  endpoint_rate_buckets: EndpointRateBuckets;
   endpoints: Endpoints;
   events: Events;
   executions: Executions;

@@ -53,6 +53,16 @@ export const TargetWarningRef = builder.objectRef<TargetWarning>('TargetWarning'
   }),
 });
 
+export const RateLimitRef = builder.objectRef<{ count: number; periodMs: number; burst: number }>('RateLimit').implement({
+  description:
+    "An endpoint's rate limit, a token bucket of `burst` tokens refilled at `count` per `periodMs`: in any stretch of time T, at most burst + count × T / periodMs executions start.",
+  fields: (t) => ({
+    count: t.exposeInt('count', { description: 'Starts per period.' }),
+    periodMs: t.exposeInt('periodMs', { description: 'The period in milliseconds.' }),
+    burst: t.exposeInt('burst', { description: 'The most starts at once after a quiet spell.' }),
+  }),
+});
+
 export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
   description: 'A named delivery target: an HTTP URL or an in-process handler, with its retry policy.',
   interfaces: [NodeRef],
@@ -107,6 +117,12 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
       nullable: true,
       description: 'Most attempts in flight at once across all workers; null is unlimited.',
     }),
+    rateLimit: t.field({
+      type: RateLimitRef,
+      nullable: true,
+      description: 'At most `count` starts per `periodMs` across all workers, in bursts of up to `burst`; null is unlimited.',
+      resolve: (e) => e.rateLimit,
+    }),
     pausedAt: t.field({
       type: DateTimeScalar,
       nullable: true,
@@ -127,12 +143,25 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
 
 export const EndpointConnectionRef = connectionOf('Endpoint', EndpointRef, 'endpoint');
 
+export const RateLimitInputRef = builder.inputType('RateLimitInput', {
+  description: "An endpoint's rate limit: at most `count` starts per `periodMs`, across all workers.",
+  fields: (t) => ({
+    count: t.int({ required: true, description: 'Starts allowed per period, 1 to 1,000,000.' }),
+    periodMs: t.int({ required: true, description: 'The period in milliseconds, 1000 (a second) to 86400000 (a day).' }),
+    burst: t.int({ description: 'The most starts at once after a quiet spell, 1 to 1,000,000. Default `count`.' }),
+  }),
+});
+
 const retryFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fields']>[0]) => ({
   maxAttempts: t.int({ description: 'Attempts per execution, 1 to 100, unless a job overrides it.' }),
   backoffBaseMs: t.int({ description: 'First retry delay in milliseconds. Default 1000.' }),
   backoffMaxMs: t.int({ description: 'Longest retry delay in milliseconds. Default 300000.' }),
   jitter: t.boolean({ description: 'Randomise retry delays (full jitter). Default true.' }),
   concurrencyLimit: t.int({ description: 'Most attempts in flight at once across all workers. Default unlimited.' }),
+  rateLimit: t.field({
+    type: RateLimitInputRef,
+    description: 'Most starts per period across all workers (a token bucket). Default unlimited; in updateEndpoint, null removes it.',
+  }),
   timeoutMs: t.int({ description: 'Per-attempt timeout in milliseconds.' }),
 });
 

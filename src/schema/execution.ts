@@ -119,6 +119,7 @@ export const WaitReasonEnum = builder.enumType('WaitReason', {
         'Its job runs one occurrence at a time (a cron job with overlapPolicy QUEUE) and an earlier occurrence is running or waiting.',
     },
     ENDPOINT_CONCURRENCY_FULL: { description: "Its endpoint's concurrencyLimit of attempts is in flight; it starts when one ends." },
+    RATE_LIMITED: { description: "Its endpoint's rateLimit is spent for now: `until` is when its next start is allowed." },
     NO_LIVE_WORKER: {
       description:
         "No running worker can deliver it: none has registered its HANDLER endpoint's handler (or, for HTTP, none runs at all) within its heartbeat. A deployment that drains only through run-due has none between passes.",
@@ -135,7 +136,7 @@ export const WaitingForRef = builder.objectRef<WaitingFor>('WaitingFor').impleme
       type: DateTimeScalar,
       nullable: true,
       description:
-        'NOT_DUE and RETRY_BACKOFF: when it becomes due. null for the other reasons, which end when something changes, not at a time.',
+        'NOT_DUE and RETRY_BACKOFF: when it becomes due; RATE_LIMITED: when its endpoint may start the next. null for the other reasons, which end when something changes, not at a time.',
       resolve: (w) => w.until,
     }),
     detail: t.exposeString('detail', {

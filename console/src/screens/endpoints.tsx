@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { EndpointKind, HttpMethod } from '../gql/graphql.ts';
-import { formatCount } from '../lib/format.ts';
+import { formatCount, formatDuration } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
@@ -20,6 +20,11 @@ const EndpointsDocument = graphql(`
         handlerName
         maxAttempts
         concurrencyLimit
+        rateLimit {
+          count
+          periodMs
+          burst
+        }
         pausedAt
         createdAt
       }
@@ -117,6 +122,7 @@ export function EndpointsScreen() {
               <th scope="col">Pending</th>
               <th scope="col">Running</th>
               <th scope="col">Concurrency limit</th>
+              <th scope="col">Rate limit</th>
               <th scope="col">Kind</th>
               <th scope="col">Target</th>
               <th scope="col">Max attempts</th>
@@ -170,6 +176,11 @@ export function EndpointsScreen() {
                 <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
                 <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
                 <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
+                <td>
+                  {e.rateLimit
+                    ? `${formatCount(e.rateLimit.count)} per ${formatDuration(e.rateLimit.periodMs)} (burst ${formatCount(e.rateLimit.burst)})`
+                    : 'unlimited'}
+                </td>
                 <td>{e.kind}</td>
                 <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
                 <td>{e.maxAttempts ?? 'default'}</td>

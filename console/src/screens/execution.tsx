@@ -176,6 +176,7 @@ const WAIT_REASONS: Record<WaitReason, string> = {
   RETRY_BACKOFF: 'Retry backoff',
   PREVIOUS_OCCURRENCE: 'Previous occurrence',
   ENDPOINT_CONCURRENCY_FULL: 'Endpoint concurrency full',
+  RATE_LIMITED: 'Rate limited',
   NO_LIVE_WORKER: 'No live worker',
   READY: 'Ready',
 };

@@ -114,24 +114,53 @@ with candidates as (
   where ${CLAIMABLE}
     and ${SERIAL_TURN}
     and en.concurrency_limit is null
+    and en.rate_limit_count is null
     and ${DELIVERABLE('$4')}
   order by e.run_after, e.id
   limit ${limit}
   for update of e skip locked
 ${CLAIM_TAIL}`;
 
-/** Limited endpoints with due work whose advisory lock this transaction could take. */
+/** Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take. */
 const LOCK_LIMITED = `
-select en.id, en.concurrency_limit,
+select en.id, en.concurrency_limit, en.rate_limit_count is not null as rate_limited,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
 from endpoints en
-where en.concurrency_limit is not null
+where (en.concurrency_limit is not null or en.rate_limit_count is not null)
   and ${DELIVERABLE('$1')}
   and exists (select 1 from executions e join jobs j on j.id = e.job_id
               where e.endpoint_id = en.id and ${CLAIMABLE})
   and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
 
-// $4 the endpoint, $5 the most this claim may take, $6 the endpoint's concurrency limit.
+/**
+ * The whole and partial tokens in endpoint `en`'s bucket `b` now: its tokens when last written
+ * (none written: a full bucket), refilled at count per period for the time since, capped at the
+ * burst. The one formula the claim, the due timer and waitingFor read.
+ */
+export const tokensNow = (en: string, b: string) =>
+  `least(${en}.rate_limit_burst::float8, coalesce(${b}.tokens, ${en}.rate_limit_burst)
+         + coalesce(greatest(0, extract(epoch from clock_timestamp() - ${b}.refilled_at) * 1000), 0)
+           * ${en}.rate_limit_count / ${en}.rate_limit_period_ms)`;
+
+/**
+ * A rate-limited endpoint's bucket, refilled for the time since it was last written (no row: a
+ * full bucket): its whole tokens are how many executions may start now. On clock_timestamp(),
+ * not now(): now() is when this transaction began, which may be before the previous holder of
+ * the advisory lock wrote the bucket, and would run its clock backwards. Read in a statement of
+ * its own, after the lock was granted, so that its snapshot holds the previous holder's write.
+ */
+const RATE_TOKENS = `
+select ${tokensNow('en', 'b')} as tokens, clock_timestamp() as at
+from endpoints en left join endpoint_rate_buckets b on b.endpoint_id = en.id
+where en.id = $1`;
+
+/** Spends what a claim took from the bucket: its tokens as of `at`, less one per execution claimed. */
+const SPEND_TOKENS = `
+insert into endpoint_rate_buckets (endpoint_id, tokens, refilled_at) values ($1, $2, $3)
+on conflict (endpoint_id) do update set tokens = excluded.tokens, refilled_at = excluded.refilled_at`;
+
+// $4 the endpoint, $5 the most this claim may take (its free tokens, when rate-limited), $6 the
+// endpoint's concurrency limit (null: none; least() ignores it).
 const CLAIM_LIMITED = `
 with candidates as (
   select e.id
@@ -228,20 +257,35 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
   const { rows } = await client.query<ClaimedExecution>(claimUnlimited(o, token));
   let room = o.limit - rows.length;
   if (room <= 0) return rows;
-  const limited = await client.query<{ id: string; concurrency_limit: number; running: number }>({
+  const limited = await client.query<{ id: string; concurrency_limit: number | null; rate_limited: boolean; running: number }>({
     name: 'jobgate.lock-limited',
     text: LOCK_LIMITED,
     values: [o.handlers],
   });
   for (const ep of limited.rows) {
     // A first estimate; the claim recounts after the lock (the count here may be stale).
-    const free = Math.min(room, ep.concurrency_limit - ep.running);
+    let free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - ep.running);
     if (free <= 0) continue;
+    let bucket: { tokens: number; at: Date } | undefined;
+    if (ep.rate_limited) {
+      bucket = (await client.query<{ tokens: number; at: Date }>({ name: 'jobgate.rate-tokens', text: RATE_TOKENS, values: [ep.id] }))
+        .rows[0];
+      if (!bucket) continue;
+      free = Math.min(free, Math.floor(bucket.tokens));
+      if (free <= 0) continue;
+    }
     const more = await client.query<ClaimedExecution>({
       name: 'jobgate.claim-limited',
       text: CLAIM_LIMITED,
       values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
     });
+    // Still under the endpoint's advisory lock: the next claimer reads what is left.
+    if (bucket && more.rows.length > 0)
+      await client.query({
+        name: 'jobgate.spend-tokens',
+        text: SPEND_TOKENS,
+        values: [ep.id, bucket.tokens - more.rows.length, bucket.at],
+      });
     rows.push(...more.rows);
     room -= more.rows.length;
     if (room <= 0) break;
@@ -294,10 +338,10 @@ export async function handBackLostClaims(
   return rows;
 }
 
-/** Whether any endpoint has a concurrency limit; the claim path is simpler when none does. */
+/** Whether any endpoint has a concurrency or a rate limit; the claim path is simpler when none does. */
 export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
   const { rows } = await pool.query(
-    'select exists (select 1 from endpoints where concurrency_limit is not null and archived_at is null) as any',
+    'select exists (select 1 from endpoints where (concurrency_limit is not null or rate_limit_count is not null) and archived_at is null) as any',
   );
   return rows[0].any as boolean;
 }
@@ -320,10 +364,22 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
   // would otherwise wake it in a loop.
   // Named: an idle worker runs this after every short claim; planning it each time cost more
   // than running it.
+  // Also the next token of a rate-limited endpoint that has run dry with due work waiting: the
+  // claim leaves that work for later, and nothing else wakes the worker when the token comes.
+  // Only a bucket short of a whole token counts (one with a token is claimable now, or held by
+  // something else that wakes the worker), or the worker would wake in a loop.
   const { rows } = await pool.query({
     name: 'jobgate.next-due',
-    text: `select extract(epoch from min(run_after) - now()) * 1000 as in_ms
-           from executions where status = 'PENDING' and run_after > now()`,
+    text: `select least(
+             (select extract(epoch from min(run_after) - now()) * 1000
+              from executions where status = 'PENDING' and run_after > now()),
+             (select min((1 - t.tokens) * en.rate_limit_period_ms / en.rate_limit_count)
+              from endpoints en
+              join endpoint_rate_buckets b on b.endpoint_id = en.id
+              cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
+              where en.rate_limit_count is not null and t.tokens < 1
+                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.run_after <= now()))
+           ) as in_ms`,
   });
   const inMs = rows[0]?.in_ms as string | number | null | undefined;
   return inMs == null ? null : Number(inMs);

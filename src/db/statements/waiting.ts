@@ -3,14 +3,14 @@
  * read from the same definitions the claim uses, so the answer cannot drift from what the claim
  * does. Gates in the order an operator acts on them: a lever someone pulled (the endpoint or the
  * job paused), then time (not due yet, a retry's backoff), then the queue's own rules (the
- * previous occurrence of a serial job, the endpoint's concurrency limit), then capacity (no live
- * worker can deliver it). READY: nothing holds it, and the next claim with room takes it, in due
+ * previous occurrence of a serial job, the endpoint's concurrency limit, its rate limit), then
+ * capacity (no live worker can deliver it). READY: nothing holds it, and the next claim with room takes it, in due
  * order. A read at one instant: by the time it is shown, the execution may have started.
  */
 import { sql } from 'kysely';
 import type { Executor } from '../repositories/scope.js';
 import { scoped } from '../repositories/scope.js';
-import { SERIAL_TURN } from './claim.js';
+import { SERIAL_TURN, tokensNow } from './claim.js';
 
 export const WAIT_REASONS = [
   'ENDPOINT_PAUSED',
@@ -19,6 +19,7 @@ export const WAIT_REASONS = [
   'RETRY_BACKOFF',
   'PREVIOUS_OCCURRENCE',
   'ENDPOINT_CONCURRENCY_FULL',
+  'RATE_LIMITED',
   'NO_LIVE_WORKER',
   'READY',
 ] as const;
@@ -27,7 +28,7 @@ export type WaitReason = (typeof WAIT_REASONS)[number];
 export interface WaitingRow {
   id: string;
   reason: WaitReason;
-  /** NOT_DUE and RETRY_BACKOFF: when it becomes due. */
+  /** NOT_DUE and RETRY_BACKOFF: when it becomes due; RATE_LIMITED: when its endpoint's next token comes. */
   until: Date | null;
   /** ENDPOINT_PAUSED: since when. */
   paused_at: Date | null;
@@ -36,6 +37,8 @@ export interface WaitingRow {
   concurrency_limit: number | null;
   /** Attempts of its endpoint in flight now (counted only when the endpoint has a limit). */
   running: number | null;
+  rate_limit_count: number | null;
+  rate_limit_period_ms: number | null;
   attempt_count: number;
   max_attempts: number;
 }
@@ -50,7 +53,10 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
   if (ids.length === 0) return [];
   const { rows } = await sql<WaitingRow>`
     select e.id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
-           en.paused_at, case when e.run_after > now() then e.run_after end as until, r.running,
+           en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, r.running,
+           case when e.run_after > now() then e.run_after
+                when tk.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - tk.tokens) * en.rate_limit_period_ms / en.rate_limit_count / 1000)
+           end as until,
            case
              when en.paused_at is not null then 'ENDPOINT_PAUSED'
              when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
@@ -58,6 +64,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
              when e.run_after > now() then 'NOT_DUE'
              when not ${sql.raw(SERIAL_TURN)} then 'PREVIOUS_OCCURRENCE'
              when r.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
+             when tk.tokens < 1 then 'RATE_LIMITED'
              when not exists (
                select 1 from workers w
                where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
@@ -73,6 +80,8 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
       select case when en.concurrency_limit is not null
                   then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running
     ) r on true
+    left join endpoint_rate_buckets b on b.endpoint_id = en.id
+    left join lateral (select ${sql.raw(tokensNow('en', 'b'))} as tokens) tk on en.rate_limit_count is not null
     where e.workspace_id = ${scoped(workspaceId)} and e.id = any(${[...ids]}::uuid[]) and e.status = 'PENDING'`.execute(db);
   return rows;
 }

@@ -82,6 +82,15 @@ function assertTargetAllowed(ctx: ServiceContext, url: string): void {
   if (refusal) throw ValidationError.at(['url'], `cannot be delivered to: ${refusal}`);
 }
 
+/** The rate limit's columns (all null: no limit); the burst defaults to the count. */
+function rateLimitColumns(limit: { count: number; periodMs: number; burst?: number | null | undefined } | null) {
+  return {
+    rate_limit_count: limit?.count ?? null,
+    rate_limit_period_ms: limit?.periodMs ?? null,
+    rate_limit_burst: limit ? (limit.burst ?? limit.count) : null,
+  };
+}
+
 function assertMutable(actor: Actor, row: EndpointRow): void {
   if (row.type === 'INTERNAL' && !isSystem(actor)) {
     throw new ForbiddenError(`endpoint "${row.name}" is internal to jobgate and cannot be changed`);
@@ -151,6 +160,7 @@ export function createEndpointService(ctx: ServiceContext) {
           backoff_max_ms: input.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS,
           ...(input.jitter != null ? { jitter: input.jitter } : {}),
           concurrency_limit: input.concurrencyLimit ?? null,
+          ...rateLimitColumns(input.rateLimit ?? null),
           created_by_key_id: actor.keyId ?? null,
         });
         return toEndpoint(row);
@@ -228,6 +238,7 @@ export function createEndpointService(ctx: ServiceContext) {
           if (input.backoffMaxMs != null) patch.backoff_max_ms = input.backoffMaxMs;
           if (input.jitter != null) patch.jitter = input.jitter;
           if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
+          if (input.rateLimit !== undefined) Object.assign(patch, rateLimitColumns(input.rateLimit));
           return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
         },
       );

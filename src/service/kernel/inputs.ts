@@ -134,6 +134,13 @@ const retryFields = {
   backoffMaxMs: z.number().int().min(1).max(86_400_000).nullish(),
   jitter: z.boolean().nullish(),
   concurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
+  rateLimit: z
+    .object({
+      count: z.number().int().min(1).max(1_000_000),
+      periodMs: z.number().int().min(1000).max(86_400_000),
+      burst: z.number().int().min(1).max(1_000_000).nullish(),
+    })
+    .nullish(),
 };
 
 const httpFields = {

@@ -45,6 +45,8 @@ export interface Endpoint {
   backoffMaxMs: number;
   jitter: boolean;
   concurrencyLimit: number | null;
+  /** At most `count` starts per `periodMs`, in bursts of up to `burst`; null: no limit. */
+  rateLimit: { count: number; periodMs: number; burst: number } | null;
   /** When it was paused (none of its executions is claimed until resumed); null while it runs. */
   pausedAt: Date | null;
   archivedAt: Date | null;
@@ -213,6 +215,8 @@ export const toEndpoint = (r: EndpointRow): Endpoint => ({
   backoffMaxMs: r.backoff_max_ms,
   jitter: r.jitter,
   concurrencyLimit: r.concurrency_limit,
+  rateLimit:
+    r.rate_limit_count === null ? null : { count: r.rate_limit_count, periodMs: r.rate_limit_period_ms!, burst: r.rate_limit_burst! },
   pausedAt: r.paused_at,
   archivedAt: r.archived_at,
   createdAt: r.created_at,
@@ -339,7 +343,7 @@ export interface WaitingFor {
 }
 
 export function toWaitingFor(r: WaitingRow): WaitingFor {
-  const timed = r.reason === 'NOT_DUE' || r.reason === 'RETRY_BACKOFF';
+  const timed = r.reason === 'NOT_DUE' || r.reason === 'RETRY_BACKOFF' || r.reason === 'RATE_LIMITED';
   return { reason: r.reason, until: timed ? r.until : null, detail: waitingDetail(r) };
 }
 
@@ -357,6 +361,8 @@ function waitingDetail(r: WaitingRow): string {
       return 'its job runs one occurrence at a time, and an earlier one is running or waiting';
     case 'ENDPOINT_CONCURRENCY_FULL':
       return `${r.running} of endpoint "${r.endpoint_name}"'s limit of ${r.concurrency_limit} attempts are in flight`;
+    case 'RATE_LIMITED':
+      return `endpoint "${r.endpoint_name}" has started its ${r.rate_limit_count} per ${r.rate_limit_period_ms} ms; the next may start at ${r.until?.toISOString()}`;
     case 'NO_LIVE_WORKER':
       return r.handler_name === null ? 'no worker is running' : `no running worker has registered handler "${r.handler_name}"`;
     case 'READY':

@@ -1,0 +1,114 @@
+/**
+ * An endpoint's rate limit with three workers, each on its own pool, all claiming from one
+ * backlog: the starts the handler sees never exceed the token bucket's bound, the backlog still
+ * moves at the limit's rate, and a waiting execution says it is rate limited and until when.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDatabase, type Database } from '../../src/db/pool.js';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
+
+let t: TestDb;
+let h: EngineHarness;
+let pools: Database[] = [];
+/** When each attempt's handler started (ms, this process's clock). */
+const starts: number[] = [];
+
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
+beforeEach(async () => {
+  await t.reset();
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  h = engineHarness(t);
+  starts.length = 0;
+  h.handle('counted', async () => void starts.push(performance.now()));
+});
+afterEach(async () => {
+  await h.stopAll();
+  await Promise.all(pools.map((p) => p.close()));
+  pools = [];
+});
+afterAll(() => t?.close());
+
+async function threeWorkers() {
+  for (const i of [1, 2, 3]) {
+    const db = createDatabase({ connectionString: t.url, max: 4 });
+    pools.push(db);
+    await h.worker({ workerId: `rate-${i}`, pool: db.pool, concurrency: 10, pollMs: 1000 });
+  }
+}
+
+/** The most starts in any window of `ms` that begins at a start. */
+function mostIn(ms: number): number {
+  const sorted = [...starts].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (j < sorted.length && sorted[j]! < sorted[i]! + ms) j++;
+    most = Math.max(most, j - i);
+  }
+  return most;
+}
+
+describe('a rate limit', () => {
+  it('holds three workers to burst + count per period in every window, and keeps the backlog moving at its rate', async () => {
+    await t.service.registerEndpoint(t.actor, {
+      name: 'rate.limited',
+      kind: 'HANDLER',
+      handlerName: 'counted',
+      rateLimit: { count: 5, periodMs: 1000, burst: 5 },
+    });
+    for (let i = 0; i < 60; i++) await t.service.createJob(t.actor, { endpointName: 'rate.limited', kind: 'IMMEDIATE' });
+    await threeWorkers();
+    const ranFor = 6_000;
+    await new Promise((r) => setTimeout(r, ranFor));
+    // The bucket's bound over a window T: burst + count × T / period. A handler starts a few ms
+    // after its claim spent the token, and not always the same few: 250 ms of that is allowed.
+    const bound = (windowMs: number) => Math.floor(5 + (5 * (windowMs + 250)) / 1000);
+    expect(mostIn(1_000)).toBeLessThanOrEqual(bound(1_000));
+    expect(mostIn(3_000)).toBeLessThanOrEqual(bound(3_000));
+    // The burst, then about five a second: not held back beyond the limit either.
+    expect(starts.length).toBeGreaterThanOrEqual(5 + 5 * 4);
+    expect(starts.length).toBeLessThanOrEqual(bound(ranFor));
+  });
+
+  it('says a waiting execution is rate limited, and until when', async () => {
+    await t.service.registerEndpoint(t.actor, {
+      name: 'rate.slow',
+      kind: 'HANDLER',
+      handlerName: 'counted',
+      rateLimit: { count: 1, periodMs: 60_000 },
+    });
+    const first = (await t.service.createJob(t.actor, { endpointName: 'rate.slow', kind: 'IMMEDIATE' })).job.id;
+    const second = (await t.service.createJob(t.actor, { endpointName: 'rate.slow', kind: 'IMMEDIATE' })).job.id;
+    await h.worker();
+    await settled(t, first, ['SUCCEEDED']);
+    const waiting = (await t.service.executions(t.actor, { jobId: second })).edges[0]!.node;
+    const w = await eventually(() => t.service.waitingFor(t.actor, waiting.id));
+    expect(w.reason).toBe('RATE_LIMITED');
+    expect(w.detail).toContain('has started its 1 per 60000 ms');
+    expect(w.until!.getTime() - Date.now()).toBeGreaterThan(50_000);
+    expect(w.until!.getTime() - Date.now()).toBeLessThanOrEqual(61_000);
+    expect(starts).toHaveLength(1);
+
+    // Lifted: it starts.
+    const ep = await t.service.endpoint(t.actor, { name: 'rate.slow' });
+    expect((await t.service.updateEndpoint(t.actor, { id: ep.id, rateLimit: null })).rateLimit).toBeNull();
+    await settled(t, second, ['SUCCEEDED']);
+  });
+
+  it('is refused out of bounds with VALIDATION_FAILED at its field, and changes nothing', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'rate.bounds', kind: 'HANDLER', handlerName: 'counted' });
+    expect(ep.rateLimit).toBeNull();
+    for (const rateLimit of [
+      { count: 0, periodMs: 1000 },
+      { count: 1, periodMs: 999 },
+      { count: 1, periodMs: 1000, burst: 0 },
+    ]) {
+      expect(await codeOf(() => t.service.updateEndpoint(t.actor, { id: ep.id, rateLimit }))).toBe('VALIDATION_FAILED');
+    }
+    expect((await t.service.endpoint(t.actor, { id: ep.id })).rateLimit).toBeNull();
+    const set = await t.service.updateEndpoint(t.actor, { id: ep.id, rateLimit: { count: 10, periodMs: 60_000 } });
+    expect(set.rateLimit).toEqual({ count: 10, periodMs: 60_000, burst: 10 });
+  });
+});
