@@ -43,9 +43,10 @@ beforeAll(async () => {
   });
   base = `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}`;
   const ep = await t.service.registerEndpoint(t.actor, { name: 'sls.count', kind: 'HANDLER', handlerName: 'count' });
-  const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'CRON', cron: { expression: '* * * * *' } });
-  // Due now: as if its minute had come.
-  await t.query(`update jobs set next_fire_at = date_trunc('minute', now()) where id = $1`, [job.id]);
+  // Yearly, and due now (as if this year's occurrence had come): firing it leaves the next a year
+  // away. An every-minute job fired again when the test ran across a minute boundary.
+  const { job } = await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'CRON', cron: { expression: '0 0 1 1 *' } });
+  await t.query(`update jobs set next_fire_at = date_trunc('year', now() at time zone 'UTC') at time zone 'UTC' where id = $1`, [job.id]);
   for (let i = 0; i < 3; i++) await t.service.createJob(t.actor, { endpointId: ep.id, kind: 'IMMEDIATE' });
 });
 afterAll(async () => {
