@@ -6,6 +6,7 @@
 import { sql } from 'kysely';
 import type { IntervalHandlerRow, RunScheduleRow, WorkerRow } from '../types.js';
 import { scoped, type Executor } from './scope.js';
+import { workerIsLive } from '../statements/workers.js';
 
 export type HandlerKind = 'HANDLER' | 'RECOVERABLE' | 'INTERVAL';
 
@@ -41,7 +42,7 @@ export async function liveRegistrations(
            coalesce(h."alertsOptOut", false) as alerts_opt_out
     from workers w cross join lateral jsonb_to_recordset(w.handlers)
       as h(kind text, name text, "timeoutMs" bigint, "everyMs" bigint, cron text, workspace text, "alertsOptOut" boolean)
-    where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+    where ${sql.raw(workerIsLive('w'))}
       and (${kind}::text is null or h.kind = ${kind}) and (${name}::text is null or h.name = ${name})
     order by h.kind, h.name, w.started_at, w.id`.execute(ex);
   return rows;
@@ -59,7 +60,7 @@ export async function intervalHandlersByName(
   const { rows } = await sql<IntervalHandlerRow & { abandoned_running: number }>`
     select h.*, (
       select count(*) from interval_abandoned a join workers w on w.id = a.worker_id
-      where a.name = h.name and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+      where a.name = h.name and ${sql.raw(workerIsLive('w'))}
     )::int as abandoned_running
     from interval_handlers h where h.name = any(${names}::text[])`.execute(ex);
   return rows;
@@ -103,7 +104,7 @@ export async function hasLiveRegistration(db: Executor, kind: HandlerKind, name:
   const { rows } = await sql<{ live: boolean }>`
     select exists (
       select 1 from workers w cross join lateral jsonb_to_recordset(w.handlers) as h(kind text, name text)
-      where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0) and h.kind = ${kind} and h.name = ${name}
+      where ${sql.raw(workerIsLive('w'))} and h.kind = ${kind} and h.name = ${name}
     ) as live`.execute(db);
   return rows[0]?.live === true;
 }
@@ -138,8 +139,8 @@ export async function intervalTick(db: Executor, name: string): Promise<Interval
  */
 export async function msUntilFirstWorkerStale(db: Executor): Promise<number | null> {
   const { rows } = await sql<{ ms: number | null }>`
-    select extract(epoch from min(heartbeat_at + make_interval(secs => stale_ms / 1000.0)) - now()) * 1000 as ms
-    from workers where heartbeat_at > now() - make_interval(secs => stale_ms / 1000.0)`.execute(db);
+    select extract(epoch from min(w.heartbeat_at + make_interval(secs => w.stale_ms / 1000.0)) - now()) * 1000 as ms
+    from workers w where ${sql.raw(workerIsLive('w'))}`.execute(db);
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? null : Math.max(0, Number(ms));
 }

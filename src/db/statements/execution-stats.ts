@@ -16,6 +16,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../repositories/scope.js';
 import { scoped } from '../repositories/scope.js';
+import { workerIsLive } from './workers.js';
 
 export interface EndpointStatusCounts {
   endpointId: string;
@@ -148,6 +149,6 @@ export async function minuteBuckets(ex: Executor, workspaceId: string, windowMin
 /** Worker processes that heartbeated within their own staleness window (installation-wide). */
 export async function liveWorkerCount(ex: Executor): Promise<number> {
   const { rows } = await sql<{ n: string }>`
-    select count(*) as n from workers where heartbeat_at > now() - make_interval(secs => stale_ms / 1000.0)`.execute(ex);
+    select count(*) as n from workers w where ${sql.raw(workerIsLive('w'))}`.execute(ex);
   return Number(rows[0]?.n ?? 0);
 }

@@ -5,6 +5,7 @@
  * finisher can never overwrite a later outcome.
  */
 import type pg from 'pg';
+import { workerIsLive } from './workers.js';
 
 /**
  * Creates the row of each registered handler, first due one period from now (an on-demand one:
@@ -93,7 +94,7 @@ const SETTLED = `delete from interval_abandoned where name = $1 and worker_id = 
 const FORGET_ABANDONED = `
 delete from interval_abandoned a
 where not exists (
-  select 1 from workers w where w.id = a.worker_id and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+  select 1 from workers w where w.id = a.worker_id and ${workerIsLive('w')}
 )
 returning a.name`;
 
@@ -115,7 +116,7 @@ where name = $1 and owner = $2 and epoch = $3`;
 const ORPHANED = (overrun: boolean) => `
   select h.name from interval_handlers h
   where h.owner is not null and ${overrun ? '' : 'not '}h.overrun and not exists (
-    select 1 from workers w where w.id = h.owner and w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+    select 1 from workers w where w.id = h.owner and ${workerIsLive('w')}
   )
   order by h.name
   for no key update of h`;

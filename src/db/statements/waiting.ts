@@ -11,6 +11,7 @@ import { sql } from 'kysely';
 import type { Executor } from '../repositories/scope.js';
 import { scoped } from '../repositories/scope.js';
 import { SERIAL_TURN, tokensNow } from './claim.js';
+import { workerIsLive } from './workers.js';
 
 export const WAIT_REASONS = [
   'ENDPOINT_PAUSED',
@@ -67,7 +68,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
              when tk.tokens < 1 then 'RATE_LIMITED'
              when not exists (
                select 1 from workers w
-               where w.heartbeat_at > now() - make_interval(secs => w.stale_ms / 1000.0)
+               where ${sql.raw(workerIsLive('w'))}
                  and (en.kind = 'HTTP' or exists (select 1 from jsonb_to_recordset(w.handlers) as h(kind text, name text)
                                                   where h.kind = 'HANDLER' and h.name = en.handler_name))
              ) then 'NO_LIVE_WORKER'

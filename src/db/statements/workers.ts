@@ -4,6 +4,13 @@
  */
 import type pg from 'pg';
 
+/**
+ * Whether worker row `w` is live: it heartbeated within its own staleness window. The one
+ * definition every reader of presence uses (which worker can deliver what, who still holds an
+ * interval tick, how many workers run).
+ */
+export const workerIsLive = (w: string) => `${w}.heartbeat_at > now() - make_interval(secs => ${w}.stale_ms / 1000.0)`;
+
 const UPSERT = `
 insert into workers (id, host, pid, stale_ms, handlers) values ($1, $2, $3, $4, $5)
 on conflict (id) do update set heartbeat_at = now(), stale_ms = excluded.stale_ms, handlers = excluded.handlers`;
