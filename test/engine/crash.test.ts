@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
-import { eventually } from '../support/engine.js';
+import { eventually, pauseOwnCronJobs } from '../support/engine.js';
 import { childProgram } from '../support/children.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -49,7 +49,7 @@ beforeAll(async () => {
 beforeEach(async () => {
   await t.reset();
   // The worker processes run the scheduler too; keep the reapers out of these counts.
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  await pauseOwnCronJobs(t);
   await t.query(`create table side_effects (
     id bigserial primary key, execution_id uuid not null, worker_id text not null, attempt int not null,
     started_at timestamptz not null, finished_at timestamptz)`);

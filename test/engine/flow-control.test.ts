@@ -9,7 +9,7 @@ import { createLogger } from '../../src/log.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { codeOf, createTestDb, TEST_SECRETS, type TestDb } from '../support/db.js';
-import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
+import { engineHarness, eventually, settled, type EngineHarness, pauseOwnCronJobs } from '../support/engine.js';
 import { createTestGateway } from '../support/graphql.js';
 
 let t: TestDb;
@@ -25,8 +25,7 @@ beforeAll(async () => {
 });
 beforeEach(async () => {
   await t.reset();
-  // jobgate's own cron jobs would otherwise start executions of their own in these tests.
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  await pauseOwnCronJobs(t);
   h = engineHarness(t);
   started.length = 0;
   released = new Promise((r) => (release = r));

@@ -7,7 +7,7 @@ import { createLogger } from '../../src/log.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createJobService } from '../../src/service/index.js';
 import { createTestDb, TEST_SECRETS, type TestDb } from '../support/db.js';
-import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
+import { engineHarness, eventually, type EngineHarness, pauseOwnCronJobs } from '../support/engine.js';
 
 let t: TestDb;
 let h: EngineHarness;
@@ -19,7 +19,7 @@ beforeAll(async () => {
 });
 beforeEach(async () => {
   await t.reset();
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  await pauseOwnCronJobs(t);
   h = engineHarness(t);
   runs.length = 0;
   started = 0;

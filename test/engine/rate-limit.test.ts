@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
-import { engineHarness, eventually, settled, type EngineHarness } from '../support/engine.js';
+import { engineHarness, eventually, settled, type EngineHarness, pauseOwnCronJobs } from '../support/engine.js';
 
 let t: TestDb;
 let h: EngineHarness;
@@ -19,7 +19,7 @@ beforeAll(async () => {
 });
 beforeEach(async () => {
   await t.reset();
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  await pauseOwnCronJobs(t);
   h = engineHarness(t);
   starts.length = 0;
   h.handle('counted', async () => void starts.push(performance.now()));

@@ -15,6 +15,7 @@ import { HandlerRegistry } from '../../src/service/engine/delivery/handler-regis
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { pauseOwnCronJobs } from '../support/engine.js';
 
 const SECRET = 'a-cron-secret-that-is-long-enough-123';
 let t: TestDb;
@@ -24,7 +25,7 @@ let runs = 0;
 
 beforeAll(async () => {
   t = await createTestDb();
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  await pauseOwnCronJobs(t);
   const handlers = new HandlerRegistry();
   handlers.register('count', undefined, () => void runs++);
   const log = createLogger('silent');

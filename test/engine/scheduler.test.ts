@@ -9,6 +9,7 @@ import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.
 import { createJobService } from '../../src/service/index.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway } from '../support/graphql.js';
+import { pauseOwnCronJobs } from '../support/engine.js';
 
 const MIN = 60_000;
 const log = createLogger('silent');
@@ -23,7 +24,7 @@ beforeEach(async () => {
   await t.reset();
   endpointId = (await t.service.registerEndpoint(t.actor, { name: 'cron.target', kind: 'HANDLER', handlerName: 'nobody' })).id;
   // The reapers' schedules start at the real now; these tests run in other years.
-  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+  await pauseOwnCronJobs(t);
 });
 afterAll(() => t?.close());
 

@@ -14,7 +14,7 @@ import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.
 import { createJobService } from '../../src/service/index.js';
 import { createHub } from '../../src/subscriptions/hub/hub.js';
 import { adminQuery, createTestDb, type TestDb } from '../support/db.js';
-import { engineHarness, eventually, type EngineHarness } from '../support/engine.js';
+import { engineHarness, eventually, type EngineHarness, pauseOwnCronJobs } from '../support/engine.js';
 import { Scrape } from '../support/prometheus.js';
 
 let t: TestDb;
@@ -44,7 +44,7 @@ afterAll(() => t?.close());
 describe('engine metrics', () => {
   it('count cron lateness, misfires and skipped ticks', async () => {
     // The system cron jobs start at the real now; this test runs in another year.
-    await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+    await pauseOwnCronJobs(t);
     let now = new Date('2030-01-01T00:10:30Z').getTime();
     const clock = () => new Date(now);
     const service = createJobService({ db: t.db, defaultMaxAttempts: 5, clock: async () => clock() });

@@ -53,6 +53,14 @@ export function engineHarness(t: TestDb): EngineHarness {
 
 // The one polling helper (see ./eventually.ts), here too for the tests that import it from here.
 export { eventually } from './eventually.js';
+
+/**
+ * Pauses jobgate's own cron jobs (the reaper, alert evaluation) in `t`'s workspace: a test that
+ * counts or orders executions would otherwise see theirs start among its own.
+ */
+export async function pauseOwnCronJobs(t: TestDb): Promise<void> {
+  await t.query(`update jobs set status = 'PAUSED', next_fire_at = null where name in ('reaper', 'alerts')`);
+}
 import { eventually } from './eventually.js';
 
 /** Every execution of the job, oldest first. */
