@@ -1,4 +1,4 @@
--- The schema after migrations/000040_endpoint_rate_limit.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000041_priority.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -488,10 +488,12 @@ CREATE TABLE public.endpoints (
     rate_limit_count integer,
     rate_limit_period_ms integer,
     rate_limit_burst integer,
+    default_priority smallint DEFAULT 0 NOT NULL,
     CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
     CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
     CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
     CONSTRAINT endpoints_concurrency_limit_check CHECK ((concurrency_limit > 0)),
+    CONSTRAINT endpoints_default_priority_check CHECK (((default_priority >= '-100'::integer) AND (default_priority <= 100))),
     CONSTRAINT endpoints_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
     CONSTRAINT endpoints_kind_check CHECK ((kind = ANY (ARRAY['HTTP'::text, 'HANDLER'::text]))),
     CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
@@ -509,6 +511,8 @@ COMMENT ON COLUMN public.endpoints.rate_limit_count IS 'Rate limit: at most this
 COMMENT ON COLUMN public.endpoints.rate_limit_period_ms IS 'Rate limit: the period, in milliseconds.';
 
 COMMENT ON COLUMN public.endpoints.rate_limit_burst IS 'Rate limit: the most starts at once after a quiet spell (the bucket''s size).';
+
+COMMENT ON COLUMN public.endpoints.default_priority IS 'The priority of jobs created for this endpoint without one of their own (-100 to 100, higher first).';
 
 CREATE TABLE public.events (
     id bigint NOT NULL,
@@ -561,8 +565,10 @@ CREATE TABLE public.executions (
     attempt_started_at timestamp with time zone,
     input jsonb,
     claim_token uuid,
+    priority smallint DEFAULT 0 NOT NULL,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT executions_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
     CONSTRAINT executions_request_id_check CHECK ((request_id <> ''::text)),
     CONSTRAINT executions_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT executions_trigger_check CHECK ((trigger = ANY (ARRAY['SCHEDULE'::text, 'MANUAL'::text])))
@@ -572,6 +578,8 @@ WITH (fillfactor='70');
 COMMENT ON COLUMN public.executions.input IS 'The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).';
 
 COMMENT ON COLUMN public.executions.claim_token IS 'The token of the claim that last took the execution, made up by its worker: how the worker finds what a claim took whose answer it never received. Null for executions never claimed since migration 000031.';
+
+COMMENT ON COLUMN public.executions.priority IS 'The job''s priority when this execution was created: claims take higher first.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -695,6 +703,7 @@ CREATE TABLE public.jobs (
     created_by_key_id uuid,
     schedule_name text,
     alerts_opt_out boolean DEFAULT false NOT NULL,
+    priority smallint DEFAULT 0 NOT NULL,
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
     CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
@@ -706,8 +715,11 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['FIRE_LATEST'::text, 'SKIP'::text, 'FIRE_ALL'::text]))),
     CONSTRAINT jobs_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['SKIP'::text, 'QUEUE'::text, 'ALLOW'::text]))),
+    CONSTRAINT jobs_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
     CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'RETIRED'::text])))
 );
+
+COMMENT ON COLUMN public.jobs.priority IS 'Higher first (-100 to 100); pinned on each execution when it is created.';
 
 CREATE TABLE public.payload_specs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -1002,6 +1014,8 @@ CREATE INDEX events_created ON public.events USING brin (created_at);
 CREATE INDEX events_replay ON public.events USING btree (workspace_id, topic, id);
 
 CREATE INDEX executions_due ON public.executions USING btree (run_after, id) WHERE (status = 'PENDING'::text);
+
+CREATE INDEX executions_due_priority ON public.executions USING btree (priority DESC, run_after, id) WHERE (status = 'PENDING'::text);
 
 CREATE INDEX executions_endpoint_created ON public.executions USING btree (endpoint_id, created_at DESC, id DESC);
 

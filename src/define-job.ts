@@ -34,6 +34,8 @@ export interface EnqueueOptions {
   lockKey?: string;
   /** This job's max attempts. */
   maxAttempts?: number;
+  /** Higher first, -100 to 100. Default: the endpoint's (0). */
+  priority?: number;
   /** A name to find it by. */
   name?: string;
 }

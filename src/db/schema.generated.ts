@@ -181,6 +181,10 @@ export interface Endpoints {
   config_id: string | null;
   created_at: Generated<Timestamp>;
   created_by_key_id: string | null;
+  /**
+   * The priority of jobs created for this endpoint without one of their own (-100 to 100, higher first).
+   */
+  default_priority: Generated<number>;
   description: string | null;
   handler_name: string | null;
   headers: Generated<ColumnType<unknown, string, string>>;
@@ -254,6 +258,10 @@ export interface Executions {
   lease_owner: string | null;
   lock_key: string | null;
   max_attempts: number;
+  /**
+   * The job's priority when this execution was created: claims take higher first.
+   */
+  priority: Generated<number>;
   request_id: string | null;
   run_after: Timestamp;
   scheduled_for: Timestamp;
@@ -363,6 +371,10 @@ export interface Jobs {
   name: string | null;
   next_fire_at: Timestamp | null;
   overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW' | null;
+  /**
+   * Higher first (-100 to 100); pinned on each execution when it is created.
+   */
+  priority: Generated<number>;
   retired_at: Timestamp | null;
   run_at: Timestamp | null;
   schedule_error: string | null;

@@ -117,6 +117,9 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
       nullable: true,
       description: 'Most attempts in flight at once across all workers; null is unlimited.',
     }),
+    defaultPriority: t.exposeInt('defaultPriority', {
+      description: 'The priority of jobs created for this endpoint without one of their own, -100 to 100 (higher first). Default 0.',
+    }),
     rateLimit: t.field({
       type: RateLimitRef,
       nullable: true,
@@ -158,6 +161,10 @@ const retryFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fiel
   backoffMaxMs: t.int({ description: 'Longest retry delay in milliseconds. Default 300000.' }),
   jitter: t.boolean({ description: 'Randomise retry delays (full jitter). Default true.' }),
   concurrencyLimit: t.int({ description: 'Most attempts in flight at once across all workers. Default unlimited.' }),
+  defaultPriority: t.int({
+    description:
+      'The priority of jobs created without one, -100 to 100 (higher first). Default 0; in updateEndpoint, null sets it back to 0. Changes jobs created after it.',
+  }),
   rateLimit: t.field({
     type: RateLimitInputRef,
     description: 'Most starts per period across all workers (a token bucket). Default unlimited; in updateEndpoint, null removes it.',

@@ -166,6 +166,9 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
     status: t.field({ type: ExecutionStatusEnum, description: 'Where it is in its lifecycle.', resolve: (e) => e.status }),
     attemptCount: t.exposeInt('attemptCount', { description: 'Attempts made so far.' }),
     maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts allowed before it is FAILED.' }),
+    priority: t.exposeInt('priority', {
+      description: "Its job's priority when it was created (-100 to 100): due executions of a higher priority start first.",
+    }),
     nextAttemptAt: t.field({
       type: DateTimeScalar,
       nullable: true,

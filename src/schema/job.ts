@@ -139,6 +139,10 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
     }),
     input: t.field({ type: JSONScalar, description: 'The payload delivered to the endpoint.', resolve: (j) => j.input }),
     maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts per execution (job override, else endpoint, else default).' }),
+    priority: t.exposeInt('priority', {
+      description:
+        "Higher first, -100 to 100 (the job's own, else its endpoint's defaultPriority when it was created). Each execution keeps the priority it was created with.",
+    }),
     scheduleName: t.exposeString('scheduleName', {
       nullable: true,
       description:
@@ -294,6 +298,10 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
     name: t.string({ description: 'Optional display name.' }),
     input: t.field({ type: JSONScalar, description: "The payload; checked against the endpoint's payload spec. Default {}." }),
     maxAttempts: t.int({ description: "Attempts per execution, 1 to 100; default the endpoint's, else the installation's." }),
+    priority: t.int({
+      description:
+        "-100 to 100: due executions of a higher priority start first, and within one priority the earliest due first. Default the endpoint's defaultPriority (0). One claim in every ten takes the earliest due work whatever its priority, so a low priority is delayed, never starved.",
+    }),
     idempotencyKey: t.string({
       description:
         'Makes creation idempotent per endpoint: a repeat with the same key and request returns the existing job; ' +

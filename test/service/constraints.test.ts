@@ -79,6 +79,10 @@ const CASES: Record<string, [string, () => Promise<unknown>][]> = {
     ['a zero concurrency limit', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.limit', concurrencyLimit: 0 })],
     ['a zero concurrency limit on update', () => t.service.updateEndpoint(t.actor, { id: httpId, concurrencyLimit: 0 })],
   ],
+  endpoints_default_priority_check: [
+    ['a default priority above 100', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.priority', defaultPriority: 101 })],
+    ['a default priority below -100 on update', () => t.service.updateEndpoint(t.actor, { id: httpId, defaultPriority: -101 })],
+  ],
   endpoints_rate_limit_check: [
     [
       'a rate limit of no starts',

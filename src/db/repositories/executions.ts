@@ -12,6 +12,8 @@ export interface NewExecutionRow {
   /** A time, or the database's clock (DATABASE_NOW in ../transaction.ts). */
   scheduled_for: Date | string | Expression<Date>;
   max_attempts: number;
+  /** Its job's priority (pinned: a later change of the job's does not reach it). */
+  priority: number;
   lock_key?: string | null;
   trigger?: 'SCHEDULE' | 'MANUAL';
   request_id?: string | null;

@@ -11,6 +11,9 @@
  * Executions of jobs that are not ACTIVE wait, except a manual trigger of a paused job (an
  * operator's explicit "run it anyway"); a paused endpoint holds even those.
  *
+ * Due work is taken highest priority first, the earliest due first within a priority; one claim in
+ * every OLDEST_EVERY takes the earliest due whatever its priority, so none is starved (ClaimOrder).
+ *
  * Endpoints with a concurrency limit are claimed separately, under a transaction-scoped
  * advisory lock per endpoint: the running count is read after the lock is taken and the lock
  * is held until the claimed rows commit as RUNNING, so two workers can never both fill the
@@ -67,7 +70,7 @@ const CLAIM_TAIL = `), claimed as (
   from candidates c
   where e.id = c.id
   returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
-            e.cancel_requested_at is not null as cancel_requested, e.serial, e.input,
+            e.cancel_requested_at is not null as cancel_requested, e.serial, e.input, e.priority, e.run_after,
             extract(epoch from now() - e.run_after)::float8 as waited_s
 )
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
@@ -78,7 +81,10 @@ select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.att
 from claimed cl
 join jobs j on j.id = cl.job_id
 join endpoints en on en.id = cl.endpoint_id
-left join configs cf on cf.id = en.config_id`;
+left join configs cf on cf.id = en.config_id
+-- The worker starts them in this order: the claim's own (ClaimOrder's PRIORITY; an OLDEST claim
+-- took the earliest due, and starts the highest of those first).
+order by cl.priority desc, cl.run_after, cl.id`;
 
 /**
  * Claimable, the one definition every claim path uses (the execution is `e`, its job `j`): due,
@@ -104,21 +110,65 @@ export const SERIAL_TURN = `(not e.serial or (
       and not exists (select 1 from executions p where p.job_id = e.job_id and p.status = 'PENDING' and p.serial
                       and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
 
+/**
+ * The priorities present among pending executions, highest first, one row each (`levels.p`), the
+ * last row null. A skip scan: each row is one probe of executions_due_priority, for the highest
+ * priority below the previous one, so a claim reads as many levels as it needs and no more (a
+ * recursive CTE is computed as far as its reader asks). Walking the index in (priority desc,
+ * run_after) order instead would read every delayed execution of a high priority before reaching
+ * the due ones of the next.
+ */
+const PRIORITY_LEVELS = `levels(p) as (
+  (select e.priority from executions e where e.status = 'PENDING' order by e.priority desc limit 1)
+  union all
+  select (select e.priority from executions e where e.status = 'PENDING' and e.priority < l.p order by e.priority desc limit 1)
+  from levels l where l.p is not null
+)`;
+
+/**
+ * Which order a claim takes due work in. PRIORITY: highest priority first, earliest due first
+ * within one. OLDEST: earliest due first, whatever the priority: the worker makes one claim in
+ * every OLDEST_EVERY this way, which is how a low priority is never starved (claimOrder).
+ */
+export type ClaimOrder = 'PRIORITY' | 'OLDEST';
+
+/** One claim in this many takes the oldest due work first (see ClaimOrder). */
+export const OLDEST_EVERY = 10;
+
+/**
+ * The order of a worker's `n`th claim (counted from 0): OLDEST for one in every OLDEST_EVERY.
+ * So while work is due, at least one claim in OLDEST_EVERY, on every worker, starts the earliest
+ * due executions it may: an execution waits behind at most OLDEST_EVERY claims for each claim's
+ * worth of executions due before it, whatever priorities keep arriving.
+ */
+export const claimOrder = (n: number): ClaimOrder => (n % OLDEST_EVERY === OLDEST_EVERY - 1 ? 'OLDEST' : 'PRIORITY');
+
 // $4 the handlers this worker has; the LIMIT is a parameter ($5) or a constant (see below).
-const claimUnlimitedSql = (limit: string) => `
-with candidates as (
+// Candidates of one priority level (`lvl`: an expression, or null for any) in due order.
+const unlimitedCandidates = (limit: string, lvl: string | null) => `
   select e.id
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
   where ${CLAIMABLE}
+    ${lvl === null ? '' : `and e.priority = ${lvl}`}
     and ${SERIAL_TURN}
     and en.concurrency_limit is null
     and en.rate_limit_count is null
     and ${DELIVERABLE('$4')}
   order by e.run_after, e.id
   limit ${limit}
-  for update of e skip locked
+  for update of e skip locked`;
+
+const claimUnlimitedSql = (limit: string, order: ClaimOrder) =>
+  order === 'OLDEST'
+    ? `
+with candidates as (${unlimitedCandidates(limit, null)}
+${CLAIM_TAIL}`
+    : `
+with recursive ${PRIORITY_LEVELS}, candidates as (
+  select c.id from levels l cross join lateral (${unlimitedCandidates(limit, 'l.p')}) c
+  limit ${limit}
 ${CLAIM_TAIL}`;
 
 /** Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take. */
@@ -160,23 +210,33 @@ insert into endpoint_rate_buckets (endpoint_id, tokens, refilled_at) values ($1,
 on conflict (endpoint_id) do update set tokens = excluded.tokens, refilled_at = excluded.refilled_at`;
 
 // $4 the endpoint, $5 the most this claim may take (its free tokens, when rate-limited), $6 the
-// endpoint's concurrency limit (null: none; least() ignores it).
-const CLAIM_LIMITED = `
-with candidates as (
+// endpoint's concurrency limit (null: none; least() ignores it). Free slots are counted in this
+// statement's snapshot, taken after the advisory lock was granted: claims another worker
+// committed before we got the lock are seen.
+const LIMITED_ROOM = `greatest(0, least($5::int, $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')))`;
+const limitedCandidates = (lvl: string | null) => `
   select e.id
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
   where ${CLAIMABLE}
+    ${lvl === null ? '' : `and e.priority = ${lvl}`}
     and ${SERIAL_TURN}
     and e.endpoint_id = $4
     and en.paused_at is null
   order by e.run_after, e.id
-  -- Free slots counted here, in this statement's snapshot, taken after the advisory lock was
-  -- granted: claims another worker committed before we got the lock are seen.
-  limit greatest(0, least($5::int, $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')))
-  for update of e skip locked
-${CLAIM_TAIL}`;
+  limit ${LIMITED_ROOM}
+  for update of e skip locked`;
+const CLAIM_LIMITED: Record<ClaimOrder, string> = {
+  OLDEST: `
+with candidates as (${limitedCandidates(null)}
+${CLAIM_TAIL}`,
+  PRIORITY: `
+with recursive ${PRIORITY_LEVELS}, candidates as (
+  select c.id from levels l cross join lateral (${limitedCandidates('l.p')}) c
+  limit ${LIMITED_ROOM}
+${CLAIM_TAIL}`,
+};
 
 export interface ClaimOptions {
   workerId: string;
@@ -187,6 +247,8 @@ export interface ClaimOptions {
   limitedEndpoints: boolean;
   /** The claim's token (a uuid), written on what it takes; a fresh one unless given. */
   token?: string;
+  /** Which due work first (see ClaimOrder); PRIORITY unless given. */
+  order?: ClaimOrder;
 }
 
 /**
@@ -212,20 +274,26 @@ export class ClaimAnswerLost extends Error {
 // walk in (run_after, id) order stopped by the LIMIT. Claims are sized to a worker's free slots,
 // so sizes other than the batch size are common: when only the usual size had a fixed statement,
 // re-planning the others was ~10% of the database's CPU on the engine benchmark. Sizes are
-// bounded by the batch size, so a connection holds at most that many plans; a size past
+// bounded by the batch size, so a connection holds at most that many plans per order; a size past
 // MAX_FIXED (a one-off drain) is planned each time.
 const MAX_FIXED = 1000;
-const CLAIM_ANY_SIZE = claimUnlimitedSql('$5');
-const fixedSize = new Map<number, string>();
+const CLAIM_ANY_SIZE: Record<ClaimOrder, string> = {
+  PRIORITY: claimUnlimitedSql('$5', 'PRIORITY'),
+  OLDEST: claimUnlimitedSql('$5', 'OLDEST'),
+};
+const fixedSize = new Map<string, string>();
 
 function claimUnlimited(o: ClaimOptions, token: string): pg.QueryConfig {
+  const order = o.order ?? 'PRIORITY';
   const values: unknown[] = [o.workerId, o.leaseMs, token, o.handlers];
+  const suffix = order === 'OLDEST' ? '/oldest' : '';
   if (Number.isInteger(o.limit) && o.limit > 0 && o.limit <= MAX_FIXED) {
-    let text = fixedSize.get(o.limit);
-    if (!text) fixedSize.set(o.limit, (text = claimUnlimitedSql(String(o.limit))));
-    return { name: `jobgate.claim/${o.limit}`, text, values };
+    const name = `jobgate.claim/${o.limit}${suffix}`;
+    let text = fixedSize.get(name);
+    if (!text) fixedSize.set(name, (text = claimUnlimitedSql(String(o.limit), order)));
+    return { name, text, values };
   }
-  return { name: 'jobgate.claim', text: CLAIM_ANY_SIZE, values: [...values, o.limit] };
+  return { name: `jobgate.claim${suffix}`, text: CLAIM_ANY_SIZE[order], values: [...values, o.limit] };
 }
 
 /**
@@ -274,9 +342,10 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
       free = Math.min(free, Math.floor(bucket.tokens));
       if (free <= 0) continue;
     }
+    const order = o.order ?? 'PRIORITY';
     const more = await client.query<ClaimedExecution>({
-      name: 'jobgate.claim-limited',
-      text: CLAIM_LIMITED,
+      name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
+      text: CLAIM_LIMITED[order],
       values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
     });
     // Still under the endpoint's advisory lock: the next claimer reads what is left.

@@ -160,6 +160,7 @@ export function createEndpointService(ctx: ServiceContext) {
           backoff_max_ms: input.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS,
           ...(input.jitter != null ? { jitter: input.jitter } : {}),
           concurrency_limit: input.concurrencyLimit ?? null,
+          default_priority: input.defaultPriority ?? 0,
           ...rateLimitColumns(input.rateLimit ?? null),
           created_by_key_id: actor.keyId ?? null,
         });
@@ -238,6 +239,7 @@ export function createEndpointService(ctx: ServiceContext) {
           if (input.backoffMaxMs != null) patch.backoff_max_ms = input.backoffMaxMs;
           if (input.jitter != null) patch.jitter = input.jitter;
           if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
+          if (input.defaultPriority !== undefined) patch.default_priority = input.defaultPriority ?? 0;
           if (input.rateLimit !== undefined) Object.assign(patch, rateLimitColumns(input.rateLimit));
           return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
         },

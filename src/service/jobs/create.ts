@@ -49,10 +49,16 @@ const ACTION = 'job.create';
 
 /**
  * The first field in which a repeated request differs from the job its key already names, if any.
- * Max attempts counts only when the request gives it: otherwise it is resolved from the endpoint,
- * whose setting may have changed since, and the same request would conflict with itself.
+ * Max attempts and priority count only when the request gives them: otherwise they are resolved
+ * from the endpoint, whose setting may have changed since, and the same request would conflict
+ * with itself.
  */
-function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: number | null | undefined): string | undefined {
+function differingField(
+  existing: JobRow,
+  wanted: NewJob,
+  askedMaxAttempts: number | null | undefined,
+  askedPriority: number | null | undefined,
+): string | undefined {
   if (existing.kind !== wanted.kind) return 'kind';
   if (canonicalJson(existing.input) !== canonicalJson(JSON.parse(wanted.input as string))) return 'input';
   if (!sameTime(existing.run_at, wanted.run_at as Date | null)) return 'runAt';
@@ -61,6 +67,7 @@ function differingField(existing: JobRow, wanted: NewJob, askedMaxAttempts: numb
   if (existing.name !== (wanted.name ?? null)) return 'name';
   if (askedMaxAttempts != null && existing.max_attempts !== askedMaxAttempts) return 'maxAttempts';
   if (existing.lock_key !== (wanted.lock_key ?? null)) return 'lockKey';
+  if (askedPriority != null && existing.priority !== askedPriority) return 'priority';
   if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
   if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
   if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
@@ -93,6 +100,7 @@ function jobRowFor(
     misfire_policy: cron ? (cron.misfirePolicy ?? 'FIRE_LATEST') : null,
     overlap_policy: cron ? (cron.overlapPolicy ?? 'SKIP') : null,
     lock_key: input.lockKey ?? null,
+    priority: input.priority ?? endpoint.default_priority,
     created_by_key_id: actor.keyId ?? null,
     schedule_name: extra.scheduleName ?? null,
   };
@@ -103,12 +111,12 @@ async function existingFor(
   trx: Transaction<DB>,
   actor: Actor,
   row: NewJob,
-  askedMaxAttempts: number | null | undefined,
+  asked: { maxAttempts?: number | null | undefined; priority?: number | null | undefined },
 ): Promise<CreateJobResult | undefined> {
   const key = row.idempotency_key!;
   const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, row.endpoint_id as string, key);
   if (!existing) return undefined;
-  const field = differingField(existing, row, askedMaxAttempts);
+  const field = differingField(existing, row, asked.maxAttempts, asked.priority);
   if (field) {
     throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
       jobId: existing.id,
@@ -126,6 +134,7 @@ async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted
     endpoint_id: inserted.endpoint_id,
     scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
     max_attempts: inserted.max_attempts,
+    priority: inserted.priority,
     lock_key: inserted.lock_key,
     created_by_key_id: actor.keyId ?? null,
     input,
@@ -194,7 +203,7 @@ export async function createJobIn(
   const row = jobRowFor(ctx, actor, input, endpoint, extra);
 
   if (row.idempotency_key) {
-    const existing = await existingFor(trx, actor, row, input.maxAttempts);
+    const existing = await existingFor(trx, actor, row, input);
     if (existing) return existing;
   }
   if (row.lock_key && (input.whenLocked === 'THROTTLE' || input.whenLocked === 'DEBOUNCE')) {
@@ -210,7 +219,7 @@ export async function createJobIn(
   const inserted = await jobsRepo.insertJobUnlessKeyTaken(trx, row);
   if (!inserted) {
     // Lost the race on the unique index: the winner is committed and visible now.
-    const winner = await existingFor(trx, actor, row, input.maxAttempts);
+    const winner = await existingFor(trx, actor, row, input);
     if (winner) return winner;
     throw new Error('idempotency insert conflicted but no job holds the key');
   }
@@ -241,6 +250,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
     maxAttempts: input.maxAttempts ?? null,
     defaultMaxAttempts: ctx.defaultMaxAttempts,
     runAt: kind === 'DELAYED' ? input.runAt! : null,
+    priority: input.priority ?? null,
     createdByKeyId: actor.keyId ?? null,
     audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action: ACTION, input: auditInput(raw) },
   };

@@ -65,6 +65,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
             // The database's clock, to the microsecond (a JS Date would round two triggers together).
             scheduled_for: DATABASE_NOW,
             max_attempts: job.max_attempts,
+            priority: job.priority,
             lock_key: job.lock_key,
             trigger: 'MANUAL',
             request_id: input.requestId ?? null,

@@ -134,6 +134,7 @@ const retryFields = {
   backoffMaxMs: z.number().int().min(1).max(86_400_000).nullish(),
   jitter: z.boolean().nullish(),
   concurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
+  defaultPriority: z.number().int().min(-100).max(100).nullish(),
   rateLimit: z
     .object({
       count: z.number().int().min(1).max(1_000_000),
@@ -295,6 +296,7 @@ export const createJobSchema = z
     idempotencyKey: idempotencyKey.nullish(),
     lockKey: text().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
     whenLocked: z.enum(['REFUSE', 'THROTTLE', 'DEBOUNCE']).nullish(),
+    priority: z.number().int().min(-100).max(100).nullish(),
     runAt: dateSchema.nullish(),
     cron: cronScheduleSchema.nullish(),
   })

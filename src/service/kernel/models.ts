@@ -45,6 +45,8 @@ export interface Endpoint {
   backoffMaxMs: number;
   jitter: boolean;
   concurrencyLimit: number | null;
+  /** The priority of its jobs that set none (-100 to 100, higher first). */
+  defaultPriority: number;
   /** At most `count` starts per `periodMs`, in bursts of up to `burst`; null: no limit. */
   rateLimit: { count: number; periodMs: number; burst: number } | null;
   /** When it was paused (none of its executions is claimed until resumed); null while it runs. */
@@ -107,6 +109,8 @@ export interface Job {
   status: JobRow['status'];
   input: unknown;
   maxAttempts: number;
+  /** Higher first (-100 to 100); pinned on each execution when it is created. */
+  priority: number;
   idempotencyKey: string | null;
   lockKey: string | null;
   /** Set on a declared schedule (declareSchedules / gate.schedule): the name the code declares it by. */
@@ -148,6 +152,8 @@ export interface Execution {
   status: ExecutionRow['status'];
   attemptCount: number;
   maxAttempts: number;
+  /** Its job's priority when it was created: claims take higher first. */
+  priority: number;
   /** When the next attempt may start, while the execution is PENDING. */
   nextAttemptAt: Date | null;
   /** SCHEDULE (its job's schedule or creation) or MANUAL (triggerJob). */
@@ -215,6 +221,7 @@ export const toEndpoint = (r: EndpointRow): Endpoint => ({
   backoffMaxMs: r.backoff_max_ms,
   jitter: r.jitter,
   concurrencyLimit: r.concurrency_limit,
+  defaultPriority: r.default_priority,
   rateLimit:
     r.rate_limit_count === null ? null : { count: r.rate_limit_count, periodMs: r.rate_limit_period_ms!, burst: r.rate_limit_burst! },
   pausedAt: r.paused_at,
@@ -254,6 +261,7 @@ export const toJob = (r: JobRow): Job => ({
   status: r.status,
   input: r.input,
   maxAttempts: r.max_attempts,
+  priority: r.priority,
   idempotencyKey: r.idempotency_key,
   lockKey: r.lock_key,
   scheduleName: r.schedule_name ?? null,
@@ -290,6 +298,7 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   status: r.status,
   attemptCount: r.attempt_count,
   maxAttempts: r.max_attempts,
+  priority: r.priority,
   nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
   trigger: r.trigger,
   cancelRequestedAt: r.cancel_requested_at,

@@ -219,6 +219,7 @@ export function createCronJobScheduler(options: CronJobSchedulerOptions) {
           endpoint_id: p.job.endpoint_id,
           scheduled_for: at,
           max_attempts: p.job.max_attempts,
+          priority: p.job.priority,
           lock_key: p.job.lock_key,
           serial: p.job.overlap_policy === 'QUEUE',
         })),

@@ -10,6 +10,7 @@ import {
   anyLimitedEndpoint,
   ClaimAnswerLost,
   claimExecutions,
+  claimOrder,
   handBackLostClaims,
   longestEndpointTimeoutMs,
 } from '../../../db/statements/claim.js';
@@ -25,6 +26,10 @@ export interface DrainResult {
   retrying: number;
   cancelled: number;
 }
+
+// Passes made by this process: as a worker's claims, one in every few takes the oldest due work
+// first (claimOrder), so a serverless host starves no priority either.
+let passes = 0;
 
 export async function drainDue(
   pool: pg.Pool,
@@ -47,6 +52,7 @@ export async function drainDue(
       handlers: handlers.names(),
       leaseMs,
       limitedEndpoints: await anyLimitedEndpoint(pool),
+      order: claimOrder(passes++),
     }).catch(async (error: unknown) => {
       // What a claim whose answer was lost took goes back uncounted, if the database answers
       // this one try; if not, the reconciler takes it when its lease expires (counted). The

@@ -9,7 +9,14 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { anyLimitedEndpoint, ClaimAnswerLost, claimExecutions, nextDueInMs, type ClaimedExecution } from '../../../db/statements/claim.js';
+import {
+  anyLimitedEndpoint,
+  ClaimAnswerLost,
+  claimExecutions,
+  claimOrder,
+  nextDueInMs,
+  type ClaimedExecution,
+} from '../../../db/statements/claim.js';
 import type { Logger } from '../../../log.js';
 import type { Availability } from '../runtime/availability.js';
 import type { HandlerRegistry } from '../delivery/handler-registry.js';
@@ -55,6 +62,8 @@ interface ClaimState {
   /** Retries the claim while the database is unreachable. */
   retryTimer: NodeJS.Timeout | undefined;
   retries: number;
+  /** Claims sent so far: their count picks each claim's order (claimOrder). */
+  sent: number;
 }
 
 export interface ClaimLoop {
@@ -86,19 +95,22 @@ export interface ClaimLoop {
   lostClaims: LostClaims;
 }
 
+const initialState = (): ClaimState => ({
+  claiming: false,
+  run: undefined,
+  want: false,
+  kickQueued: false,
+  heldBack: false,
+  drained: true,
+  limited: false,
+  dueTimer: undefined,
+  retryTimer: undefined,
+  retries: 0,
+  sent: 0,
+});
+
 export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
-  const state: ClaimState = {
-    claiming: false,
-    run: undefined,
-    want: false,
-    kickQueued: false,
-    heldBack: false,
-    drained: true,
-    limited: false,
-    dueTimer: undefined,
-    retryTimer: undefined,
-    retries: 0,
-  };
+  const state = initialState();
 
   const timers = createClaimTimers(deps, state, () => kick());
   const lostClaims = createLostClaims({ ...deps, wake: () => kick() });
@@ -196,6 +208,7 @@ async function claimOnce(
       handlers: deps.handlers.names(),
       leaseMs: deps.leaseMs,
       limitedEndpoints: state.limited,
+      order: claimOrder(state.sent++),
     });
   } catch (error) {
     state.drained = true;
