@@ -1,4 +1,4 @@
--- The schema after migrations/000041_priority.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000042_endpoint_retry_after.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -460,6 +460,16 @@ CREATE TABLE public.endpoint_rate_buckets (
 
 COMMENT ON TABLE public.endpoint_rate_buckets IS 'The token bucket of each rate-limited endpoint that has started work: its tokens as of refilled_at (database clock). No row: a full bucket.';
 
+CREATE TABLE public.endpoint_retry_after (
+    endpoint_id uuid NOT NULL,
+    until timestamp with time zone NOT NULL,
+    status_code integer NOT NULL,
+    noted_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT endpoint_retry_after_status_code_check CHECK ((status_code = ANY (ARRAY[429, 503])))
+);
+
+COMMENT ON TABLE public.endpoint_retry_after IS 'Until when each endpoint''s target asked for no more requests (HTTP 429 or 503 with Retry-After): none of its executions starts before then. Past rows are inert.';
+
 CREATE TABLE public.endpoints (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     workspace_id uuid NOT NULL,
@@ -916,6 +926,9 @@ ALTER TABLE ONLY public.configs
 ALTER TABLE ONLY public.endpoint_rate_buckets
     ADD CONSTRAINT endpoint_rate_buckets_pkey PRIMARY KEY (endpoint_id);
 
+ALTER TABLE ONLY public.endpoint_retry_after
+    ADD CONSTRAINT endpoint_retry_after_pkey PRIMARY KEY (endpoint_id);
+
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_pkey PRIMARY KEY (id);
 
@@ -1180,6 +1193,9 @@ ALTER TABLE ONLY public.configs
 
 ALTER TABLE ONLY public.endpoint_rate_buckets
     ADD CONSTRAINT endpoint_rate_buckets_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.endpoint_retry_after
+    ADD CONSTRAINT endpoint_retry_after_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

@@ -173,6 +173,13 @@ export interface EndpointRateBuckets {
   tokens: number;
 }
 
+export interface EndpointRetryAfter {
+  endpoint_id: string;
+  noted_at: Generated<Timestamp>;
+  status_code: number;
+  until: Timestamp;
+}
+
 export interface Endpoints {
   archived_at: Timestamp | null;
   backoff_base_ms: Generated<number>;
@@ -520,6 +527,7 @@ export interface DB {
   audit_log: AuditLog;
   configs: Configs;
   endpoint_rate_buckets: EndpointRateBuckets;
+  endpoint_retry_after: EndpointRetryAfter;
   endpoints: Endpoints;
   events: Events;
   executions: Executions;

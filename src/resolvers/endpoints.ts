@@ -59,7 +59,7 @@ builder.mutationFields((t) => ({
   resumeEndpoint: t.field({
     type: EndpointRef,
     description:
-      'Resumes a paused endpoint: its due executions start in their order, within its concurrency limit. Idempotent. ARCHIVED for an archived endpoint.',
+      'Resumes a paused endpoint: its due executions start in their order, within its concurrency limit. Also lifts a hold its target asked for with Retry-After (waitingFor ENDPOINT_RETRY_AFTER). Idempotent. ARCHIVED for an archived endpoint.',
     args: { id: t.arg.id({ required: true, description: 'The endpoint to resume.' }) },
     resolve: (_root, args, ctx) => ctx.service.resumeEndpoint(ctx.actor, String(args.id)),
   }),

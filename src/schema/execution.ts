@@ -114,6 +114,10 @@ export const WaitReasonEnum = builder.enumType('WaitReason', {
     JOB_PAUSED: { description: 'Its job is paused (pauseJob); only a manual run of a paused job starts.' },
     NOT_DUE: { description: 'Its time has not come: `until` is when it becomes due.' },
     RETRY_BACKOFF: { description: 'An attempt failed and the next waits out its backoff (or a Retry-After) until `until`.' },
+    ENDPOINT_RETRY_AFTER: {
+      description:
+        "Its endpoint's target answered 429 or 503 with Retry-After: no execution of the endpoint starts before `until`, on any worker, unless an operator lifts it with resumeEndpoint.",
+    },
     PREVIOUS_OCCURRENCE: {
       description:
         'Its job runs one occurrence at a time (a cron job with overlapPolicy QUEUE) and an earlier occurrence is running or waiting.',
@@ -136,7 +140,7 @@ export const WaitingForRef = builder.objectRef<WaitingFor>('WaitingFor').impleme
       type: DateTimeScalar,
       nullable: true,
       description:
-        'NOT_DUE and RETRY_BACKOFF: when it becomes due; RATE_LIMITED: when its endpoint may start the next. null for the other reasons, which end when something changes, not at a time.',
+        "NOT_DUE and RETRY_BACKOFF: when it becomes due; ENDPOINT_RETRY_AFTER: when its target's Retry-After runs out; RATE_LIMITED: when its endpoint may start the next. null for the other reasons, which end when something changes, not at a time.",
       resolve: (w) => w.until,
     }),
     detail: t.exposeString('detail', {

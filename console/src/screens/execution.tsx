@@ -174,6 +174,7 @@ const WAIT_REASONS: Record<WaitReason, string> = {
   JOB_PAUSED: 'Job paused',
   NOT_DUE: 'Not due yet',
   RETRY_BACKOFF: 'Retry backoff',
+  ENDPOINT_RETRY_AFTER: 'Target asked to wait (Retry-After)',
   PREVIOUS_OCCURRENCE: 'Previous occurrence',
   ENDPOINT_CONCURRENCY_FULL: 'Endpoint concurrency full',
   RATE_LIMITED: 'Rate limited',

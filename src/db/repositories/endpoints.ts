@@ -68,6 +68,16 @@ export async function archiveEndpoint(db: Executor, workspaceId: string, id: str
 }
 
 /**
+ * Lifts a hold the endpoint's target asked for with Retry-After (src/db/statements/complete.ts writes it); whether
+ * one was in force. The caller has checked the endpoint is the workspace's.
+ */
+export async function liftRetryAfter(db: Executor, endpointId: string): Promise<boolean> {
+  const { rows } = await sql<{ active: boolean }>`
+    delete from endpoint_retry_after where endpoint_id = ${endpointId} returning until > now() as active`.execute(db);
+  return rows[0]?.active === true;
+}
+
+/**
  * Pauses (`paused` true) or resumes the endpoint; a pause keeps the time it was first paused
  * (pausing again is a no-op). The row as it is then.
  */

@@ -96,10 +96,17 @@ export const CLAIMABLE = `e.status = 'PENDING'
     and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))`;
 
 /**
- * Deliverable by this worker now (the endpoint is `en`; `handlers` the parameter of its handler
- * names): an endpoint it can deliver to, and not paused (pauseEndpoint).
+ * Endpoint `en` may start executions now: not paused (pauseEndpoint), and its target has not asked
+ * for a pause with a Retry-After that has not run out (endpoint_retry_after, written by complete.ts).
  */
-const DELIVERABLE = (handlers: string) => `((en.kind = 'HTTP' or en.handler_name = any(${handlers}::text[])) and en.paused_at is null)`;
+export const STARTS_ALLOWED = (en: string) =>
+  `(${en}.paused_at is null and not exists (select 1 from endpoint_retry_after ra where ra.endpoint_id = ${en}.id and ra.until > now()))`;
+
+/**
+ * Deliverable by this worker now (the endpoint is `en`; `handlers` the parameter of its handler
+ * names): an endpoint it can deliver to, that may start executions now.
+ */
+const DELIVERABLE = (handlers: string) => `((en.kind = 'HTTP' or en.handler_name = any(${handlers}::text[])) and ${STARTS_ALLOWED('en')})`;
 
 // Serial executions (a QUEUE cron job's occurrences) run one at a time, in occurrence order:
 // one is a candidate only while none of its job runs and no earlier one of its job is pending.
@@ -223,7 +230,7 @@ const limitedCandidates = (lvl: string | null) => `
     ${lvl === null ? '' : `and e.priority = ${lvl}`}
     and ${SERIAL_TURN}
     and e.endpoint_id = $4
-    and en.paused_at is null
+    and ${STARTS_ALLOWED('en')}
   order by e.run_after, e.id
   limit ${LIMITED_ROOM}
   for update of e skip locked`;
@@ -437,6 +444,8 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
   // claim leaves that work for later, and nothing else wakes the worker when the token comes.
   // Only a bucket short of a whole token counts (one with a token is claimable now, or held by
   // something else that wakes the worker), or the worker would wake in a loop.
+  // And the end of a target's Retry-After, which held its endpoint's due work (at most one wake
+  // for each, whether or not work waits: cheaper than finding out).
   const { rows } = await pool.query({
     name: 'jobgate.next-due',
     text: `select least(
@@ -447,7 +456,8 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
               join endpoint_rate_buckets b on b.endpoint_id = en.id
               cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
               where en.rate_limit_count is not null and t.tokens < 1
-                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.run_after <= now()))
+                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.run_after <= now())),
+             (select extract(epoch from min(ra.until) - now()) * 1000 from endpoint_retry_after ra where ra.until > now())
            ) as in_ms`,
   });
   const inMs = rows[0]?.in_ms as string | number | null | undefined;

@@ -15,7 +15,8 @@
  *   succeeded                             -> SUCCEEDED
  *   failed, retryable, attempts remain    -> PENDING, run_after = now() + delay
  *   otherwise                             -> FAILED
- * The delay is the worker's (a Retry-After) or, when null, the endpoint's backoff.
+ * The delay is the worker's (a Retry-After) or, when null, the endpoint's backoff. A Retry-After
+ * on a 429 or 503 also holds the whole endpoint until then (endpoint_retry_after).
  * The attempt's row is written in the same statement.
  */
 import { hostname } from 'node:os';
@@ -105,7 +106,18 @@ with done as (
     and l.running
     and l.lease_epoch = d.epoch
     and en.id = e.endpoint_id
-  returning e.id, e.workspace_id, e.lease_epoch, e.attempt_count, e.attempt_started_at, e.status
+  returning e.id, e.workspace_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.attempt_started_at, e.status
+), retry_after as (
+  -- A target that answered 429 or 503 with Retry-After asked for no requests before then: no
+  -- new starts on its endpoint until the latest such time, on any worker (see claim.ts). Only
+  -- accepted outcomes count, by id and epoch as the attempt row below.
+  insert into endpoint_retry_after (endpoint_id, until, status_code)
+  select u.endpoint_id, max(now() + make_interval(secs => d.delay_ms / 1000)), max(d.status_code)
+  from updated u join done d on d.id = u.id and d.epoch = u.lease_epoch
+  where d.delay_ms is not null and d.status_code in (429, 503)
+  group by u.endpoint_id
+  on conflict (endpoint_id) do update
+    set until = greatest(endpoint_retry_after.until, excluded.until), status_code = excluded.status_code, noted_at = now()
 ), attempt_rows as (
   -- The attempt's row, written once now that it has ended: its number is the attempt count the
   -- claim set, its start the claim's time, its worker the lease holder ($10, on host $13 as pid $14).

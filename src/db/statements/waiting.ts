@@ -2,7 +2,7 @@
  * Why a PENDING execution is waiting: the first of the claim's gates (claim.ts) that holds it,
  * read from the same definitions the claim uses, so the answer cannot drift from what the claim
  * does. Gates in the order an operator acts on them: a lever someone pulled (the endpoint or the
- * job paused), then time (not due yet, a retry's backoff), then the queue's own rules (the
+ * job paused), then time (not due yet, a retry's backoff, the target's Retry-After), then the queue's own rules (the
  * previous occurrence of a serial job, the endpoint's concurrency limit, its rate limit), then
  * capacity (no live worker can deliver it). READY: nothing holds it, and the next claim with room takes it, in due
  * order. A read at one instant: by the time it is shown, the execution may have started.
@@ -18,6 +18,7 @@ export const WAIT_REASONS = [
   'JOB_PAUSED',
   'NOT_DUE',
   'RETRY_BACKOFF',
+  'ENDPOINT_RETRY_AFTER',
   'PREVIOUS_OCCURRENCE',
   'ENDPOINT_CONCURRENCY_FULL',
   'RATE_LIMITED',
@@ -29,8 +30,13 @@ export type WaitReason = (typeof WAIT_REASONS)[number];
 export interface WaitingRow {
   id: string;
   reason: WaitReason;
-  /** NOT_DUE and RETRY_BACKOFF: when it becomes due; RATE_LIMITED: when its endpoint's next token comes. */
+  /**
+   * NOT_DUE and RETRY_BACKOFF: when it becomes due; ENDPOINT_RETRY_AFTER: when its target's
+   * Retry-After runs out; RATE_LIMITED: when its endpoint's next token comes.
+   */
   until: Date | null;
+  /** ENDPOINT_RETRY_AFTER: the target's answer (429 or 503). */
+  retry_after_status: number | null;
   /** ENDPOINT_PAUSED: since when. */
   paused_at: Date | null;
   endpoint_name: string;
@@ -54,8 +60,9 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
   if (ids.length === 0) return [];
   const { rows } = await sql<WaitingRow>`
     select e.id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
-           en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, r.running,
+           en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, r.running, ra.status_code as retry_after_status,
            case when e.run_after > now() then e.run_after
+                when ra.until is not null then ra.until
                 when tk.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - tk.tokens) * en.rate_limit_period_ms / en.rate_limit_count / 1000)
            end as until,
            case
@@ -63,6 +70,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
              when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
              when e.run_after > now() and e.attempt_count > 0 then 'RETRY_BACKOFF'
              when e.run_after > now() then 'NOT_DUE'
+             when ra.until is not null then 'ENDPOINT_RETRY_AFTER'
              when not ${sql.raw(SERIAL_TURN)} then 'PREVIOUS_OCCURRENCE'
              when r.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
              when tk.tokens < 1 then 'RATE_LIMITED'
@@ -81,6 +89,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
       select case when en.concurrency_limit is not null
                   then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running
     ) r on true
+    left join endpoint_retry_after ra on ra.endpoint_id = en.id and ra.until > now()
     left join endpoint_rate_buckets b on b.endpoint_id = en.id
     left join lateral (select ${sql.raw(tokensNow('en', 'b'))} as tokens) tk on en.rate_limit_count is not null
     where e.workspace_id = ${scoped(workspaceId)} and e.id = any(${[...ids]}::uuid[]) and e.status = 'PENDING'`.execute(db);

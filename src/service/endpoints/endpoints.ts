@@ -103,15 +103,21 @@ function assertMutable(actor: Actor, row: EndpointRow): void {
 export function createEndpointService(ctx: ServiceContext) {
   const { db } = ctx;
 
-  /** The body of pauseEndpoint and resumeEndpoint: one audited mutation, the endpoint row locked. */
+  /**
+   * The body of pauseEndpoint and resumeEndpoint: one audited mutation, the endpoint row locked.
+   * A resume also lifts a hold the target asked for with Retry-After: the operator's word on
+   * when to send again wins over the target's.
+   */
   function setPaused(actor: Actor, id: string, paused: boolean): Promise<Endpoint> {
     const action = paused ? 'endpoint.pause' : 'endpoint.resume';
     return mutate(ctx, actor, { action, role: 'OPERATOR', input: { id }, target: { type: 'Endpoint', id } }, async (trx) => {
       const row = await endpointsRepo.findEndpointById(trx, actor.workspaceId, id, { forUpdate: true });
       if (!row) throw new NotFoundError('Endpoint', id);
       assertMutable(actor, row);
-      if ((row.paused_at !== null) === paused) return toEndpoint(row);
-      const changed = await endpointsRepo.setEndpointPaused(trx, actor.workspaceId, row.id, paused);
+      const lifted = !paused && (await endpointsRepo.liftRetryAfter(trx, row.id));
+      if ((row.paused_at !== null) === paused && !lifted) return toEndpoint(row);
+      const changed =
+        (row.paused_at !== null) === paused ? row : await endpointsRepo.setEndpointPaused(trx, actor.workspaceId, row.id, paused);
       // Workers idle for want of claimable work learn that there is some now.
       if (!paused) await executionsRepo.notifyWork(trx);
       return toEndpoint(changed);
@@ -285,7 +291,8 @@ export function createEndpointService(ctx: ServiceContext) {
 
     /**
      * Resumes a paused endpoint: its due executions are claimable at once, in their order, within
-     * its concurrency limit (a resume starts no more than the limits allow). Idempotent. Throws
+     * its concurrency limit (a resume starts no more than the limits allow). Also lifts a hold its
+     * target asked for with Retry-After. Idempotent. Throws
      * NOT_FOUND, ARCHIVED, FORBIDDEN.
      */
     async resumeEndpoint(actor: Actor, id: string): Promise<Endpoint> {

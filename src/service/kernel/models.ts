@@ -352,7 +352,8 @@ export interface WaitingFor {
 }
 
 export function toWaitingFor(r: WaitingRow): WaitingFor {
-  const timed = r.reason === 'NOT_DUE' || r.reason === 'RETRY_BACKOFF' || r.reason === 'RATE_LIMITED';
+  const timed =
+    r.reason === 'NOT_DUE' || r.reason === 'RETRY_BACKOFF' || r.reason === 'ENDPOINT_RETRY_AFTER' || r.reason === 'RATE_LIMITED';
   return { reason: r.reason, until: timed ? r.until : null, detail: waitingDetail(r) };
 }
 
@@ -366,6 +367,8 @@ function waitingDetail(r: WaitingRow): string {
       return `attempt ${r.attempt_count} of ${r.max_attempts} failed; the next may start at ${r.until?.toISOString()}`;
     case 'NOT_DUE':
       return `due at ${r.until?.toISOString()}`;
+    case 'ENDPOINT_RETRY_AFTER':
+      return `endpoint "${r.endpoint_name}"'s target answered ${r.retry_after_status} with Retry-After; none of its executions starts before ${r.until?.toISOString()}`;
     case 'PREVIOUS_OCCURRENCE':
       return 'its job runs one occurrence at a time, and an earlier one is running or waiting';
     case 'ENDPOINT_CONCURRENCY_FULL':
