@@ -130,8 +130,10 @@ describe('the console', { timeout: 90_000 }, () => {
     await accessible(admin, 'new job');
     await admin.getByLabel('Name (optional)').fill('hello-from-console');
     await admin.getByLabel('Input (JSON)').fill('{"who":"console"}');
+    await admin.getByLabel(/^Priority/).fill('7');
     await admin.getByRole('button', { name: 'Create job' }).click();
     await admin.getByRole('heading', { name: /hello-from-console/ }).waitFor();
+    expect((await t.query(`select priority from jobs where name = 'hello-from-console'`)).rows).toEqual([{ priority: 7 }]);
     const executions = admin.getByTestId('job-executions');
     await executions.getByText('SUCCEEDED', { exact: true }).waitFor({ timeout: 20_000 });
     expect(await executions.textContent()).toContain('#1 SUCCEEDED');

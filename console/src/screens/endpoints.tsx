@@ -20,6 +20,7 @@ const EndpointsDocument = graphql(`
         handlerName
         maxAttempts
         concurrencyLimit
+        defaultPriority
         rateLimit {
           count
           periodMs
@@ -123,6 +124,7 @@ export function EndpointsScreen() {
               <th scope="col">Running</th>
               <th scope="col">Concurrency limit</th>
               <th scope="col">Rate limit</th>
+              <th scope="col">Default priority</th>
               <th scope="col">Kind</th>
               <th scope="col">Target</th>
               <th scope="col">Max attempts</th>
@@ -181,6 +183,7 @@ export function EndpointsScreen() {
                     ? `${formatCount(e.rateLimit.count)} per ${formatDuration(e.rateLimit.periodMs)} (burst ${formatCount(e.rateLimit.burst)})`
                     : 'unlimited'}
                 </td>
+                <td>{e.defaultPriority}</td>
                 <td>{e.kind}</td>
                 <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
                 <td>{e.maxAttempts ?? 'default'}</td>

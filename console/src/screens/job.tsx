@@ -19,6 +19,7 @@ const JobDocument = graphql(`
       idempotencyKey
       lockKey
       maxAttempts
+      priority
       input
       runAt
       createdAt
@@ -172,6 +173,8 @@ export function JobScreen({ id }: { id: string }) {
         <dd>{job.idempotencyKey ?? '—'}</dd>
         <dt>Max attempts</dt>
         <dd>{job.maxAttempts}</dd>
+        <dt>Priority</dt>
+        <dd>{job.priority}</dd>
         {job.runAt && (
           <>
             <dt>Runs at</dt>

@@ -49,6 +49,7 @@ export function NewJobScreen() {
   const [expression, setExpression] = useState('*/5 * * * *');
   const [timezone, setTimezone] = useState(localZone);
   const [maxAttempts, setMaxAttempts] = useState('');
+  const [priority, setPriority] = useState('');
   const [parseError, setParseError] = useState<string | null>(null);
   const preview = useQuery(PreviewDocument, { expression, timezone }, { skip: kind !== 'CRON' || !expression });
 
@@ -89,6 +90,7 @@ export function NewJobScreen() {
               ...(name ? { name } : {}),
               ...(idempotencyKey ? { idempotencyKey } : {}),
               ...(maxAttempts ? { maxAttempts: Number(maxAttempts) } : {}),
+              ...(priority ? { priority: Number(priority) } : {}),
               ...(kind === 'DELAYED' ? { runAt: runAt ? new Date(runAt).toISOString() : undefined } : {}),
               ...(kind === 'CRON' ? { cron: { expression, timezone } } : {}),
             },
@@ -158,6 +160,10 @@ export function NewJobScreen() {
         <label>
           Max attempts (optional)
           <input type="number" min={1} max={100} value={maxAttempts} onChange={(e) => setMaxAttempts(e.target.value)} />
+        </label>
+        <label>
+          Priority (optional, -100 to 100, higher first; default the endpoint&apos;s)
+          <input type="number" min={-100} max={100} value={priority} onChange={(e) => setPriority(e.target.value)} />
         </label>
         <label>
           Input (JSON)
