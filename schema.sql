@@ -1,4 +1,4 @@
--- The schema after migrations/000042_endpoint_retry_after.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000043_concurrency_keys.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -452,6 +452,13 @@ CREATE TABLE public.configs (
     CONSTRAINT configs_entries_check CHECK ((jsonb_typeof(entries) = 'object'::text))
 );
 
+CREATE TABLE public.endpoint_key_turns (
+    endpoint_id uuid NOT NULL,
+    last_key text NOT NULL COLLATE pg_catalog."C"
+);
+
+COMMENT ON TABLE public.endpoint_key_turns IS 'Where each keyed endpoint''s rotation between concurrency keys stands: the next claim starts after last_key.';
+
 CREATE TABLE public.endpoint_rate_buckets (
     endpoint_id uuid NOT NULL,
     tokens double precision NOT NULL,
@@ -499,12 +506,14 @@ CREATE TABLE public.endpoints (
     rate_limit_period_ms integer,
     rate_limit_burst integer,
     default_priority smallint DEFAULT 0 NOT NULL,
+    key_concurrency_limit integer,
     CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
     CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
     CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
     CONSTRAINT endpoints_concurrency_limit_check CHECK ((concurrency_limit > 0)),
     CONSTRAINT endpoints_default_priority_check CHECK (((default_priority >= '-100'::integer) AND (default_priority <= 100))),
     CONSTRAINT endpoints_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT endpoints_key_concurrency_limit_check CHECK (((key_concurrency_limit >= 1) AND (key_concurrency_limit <= 10000))),
     CONSTRAINT endpoints_kind_check CHECK ((kind = ANY (ARRAY['HTTP'::text, 'HANDLER'::text]))),
     CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT endpoints_method_check CHECK ((method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
@@ -523,6 +532,8 @@ COMMENT ON COLUMN public.endpoints.rate_limit_period_ms IS 'Rate limit: the peri
 COMMENT ON COLUMN public.endpoints.rate_limit_burst IS 'Rate limit: the most starts at once after a quiet spell (the bucket''s size).';
 
 COMMENT ON COLUMN public.endpoints.default_priority IS 'The priority of jobs created for this endpoint without one of their own (-100 to 100, higher first).';
+
+COMMENT ON COLUMN public.endpoints.key_concurrency_limit IS 'Most attempts in flight at once per concurrency key, across all workers; null: no per-key limit. Its claims rotate between keys.';
 
 CREATE TABLE public.events (
     id bigint NOT NULL,
@@ -576,6 +587,7 @@ CREATE TABLE public.executions (
     input jsonb,
     claim_token uuid,
     priority smallint DEFAULT 0 NOT NULL,
+    concurrency_key text COLLATE pg_catalog."C",
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT executions_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
@@ -590,6 +602,8 @@ COMMENT ON COLUMN public.executions.input IS 'The input delivered, pinned when t
 COMMENT ON COLUMN public.executions.claim_token IS 'The token of the claim that last took the execution, made up by its worker: how the worker finds what a claim took whose answer it never received. Null for executions never claimed since migration 000031.';
 
 COMMENT ON COLUMN public.executions.priority IS 'The job''s priority when this execution was created: claims take higher first.';
+
+COMMENT ON COLUMN public.executions.concurrency_key IS 'Its job''s concurrency key when it was created (pinned).';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -714,11 +728,13 @@ CREATE TABLE public.jobs (
     schedule_name text,
     alerts_opt_out boolean DEFAULT false NOT NULL,
     priority smallint DEFAULT 0 NOT NULL,
+    concurrency_key text COLLATE pg_catalog."C",
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
     CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
     CONSTRAINT jobs_check3 CHECK (((starts_at IS NULL) OR (ends_at IS NULL) OR (starts_at < ends_at))),
     CONSTRAINT jobs_check4 CHECK (((status = 'RETIRED'::text) = (retired_at IS NOT NULL))),
+    CONSTRAINT jobs_concurrency_key_check CHECK (((length(concurrency_key) >= 1) AND (length(concurrency_key) <= 200))),
     CONSTRAINT jobs_idempotency_key_check CHECK ((idempotency_key <> ''::text)),
     CONSTRAINT jobs_kind_check CHECK ((kind = ANY (ARRAY['IMMEDIATE'::text, 'DELAYED'::text, 'CRON'::text]))),
     CONSTRAINT jobs_lock_key_check CHECK ((lock_key <> ''::text)),
@@ -730,6 +746,8 @@ CREATE TABLE public.jobs (
 );
 
 COMMENT ON COLUMN public.jobs.priority IS 'Higher first (-100 to 100); pinned on each execution when it is created.';
+
+COMMENT ON COLUMN public.jobs.concurrency_key IS 'The key its executions count against for their endpoint''s key_concurrency_limit (e.g. a customer''s id); null: none.';
 
 CREATE TABLE public.payload_specs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -923,6 +941,9 @@ ALTER TABLE ONLY public.configs
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_workspace_id_name_key UNIQUE (workspace_id, name);
 
+ALTER TABLE ONLY public.endpoint_key_turns
+    ADD CONSTRAINT endpoint_key_turns_pkey PRIMARY KEY (endpoint_id);
+
 ALTER TABLE ONLY public.endpoint_rate_buckets
     ADD CONSTRAINT endpoint_rate_buckets_pkey PRIMARY KEY (endpoint_id);
 
@@ -1037,6 +1058,8 @@ CREATE INDEX executions_failed_created ON public.executions USING btree (workspa
 CREATE INDEX executions_job_created ON public.executions USING btree (job_id, created_at DESC, id DESC);
 
 CREATE UNIQUE INDEX executions_live_lock_key ON public.executions USING btree (workspace_id, lock_key) WHERE ((lock_key IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text])));
+
+CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND (concurrency_key IS NOT NULL));
 
 CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_id, request_id) WHERE (request_id IS NOT NULL);
 
@@ -1190,6 +1213,9 @@ ALTER TABLE ONLY public.configs
 
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.endpoint_key_turns
+    ADD CONSTRAINT endpoint_key_turns_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.endpoint_rate_buckets
     ADD CONSTRAINT endpoint_rate_buckets_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;

@@ -20,6 +20,9 @@
  *    enqueue call and inside the handler. jobgate enqueues through the service's `createJob`
  *    (one transaction: endpoint lookup, job and execution rows), graphile-worker through
  *    WorkerUtils' `addJob`. `engine.latency.enqueue-call.p50` is how long that call itself took.
+ *  - The same drain with every flow-control gate configured (priorities, a per-key limit over 100
+ *    keys, a rate limit), none of them binding: what the gates cost (`gated`), and its ratio to
+ *    the plain drain.
  *  - Ratios jobgate ÷ graphile-worker, for both graphile-worker configurations (see
  *    support/graphile.ts): throughput above 1 and latency below 1 favour jobgate.
  *
@@ -113,19 +116,35 @@ const walAt = async (c: pg.Client): Promise<string> => (await c.query('select pg
 const walSince = async (c: pg.Client, from: string): Promise<number> =>
   Number((await c.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 as bytes', [from])).rows[0].bytes);
 
-export async function jobgateThroughput(server: BenchServer, processes: number): Promise<Throughput> {
+/**
+ * The drain with every flow-control gate configured (`gated`): the endpoint has a per-key limit
+ * and a rate limit, and each job a priority (0 to 3) and one of GATED_KEYS concurrency keys. The
+ * limits are set high enough never to hold anything back, so what is measured is what the gates
+ * cost the claim: its limited path (the endpoint's advisory lock, the bucket, the rotation).
+ */
+const GATED_KEYS = 100;
+
+export async function jobgateThroughput(server: BenchServer, processes: number, gated = false): Promise<Throughput> {
   return withDatabase(server, 'jobgate_bench', async (db) => {
     const { workspaceId, endpointId } = await prepareJobgate(db);
     return withClient(db.url, async (c) => {
+      if (gated)
+        await c.query(
+          `update endpoints set key_concurrency_limit = $2, rate_limit_count = 1000000, rate_limit_period_ms = 1000,
+                                rate_limit_burst = 1000000 where id = $1`,
+          [endpointId, CONCURRENCY],
+        );
       // As createJob would write them: a job, and its execution due now.
       await c.query(
-        `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts)
-         select $1, $2, 'IMMEDIATE', '{}', 5 from generate_series(1, $3::int)`,
-        [workspaceId, endpointId, EXECUTIONS],
+        `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts, priority, concurrency_key)
+         select $1, $2, 'IMMEDIATE', '{}', 5,
+                case when $4 then (g % 4) else 0 end, case when $4 then 'key-' || (g % $5) end
+         from generate_series(1, $3::int) g`,
+        [workspaceId, endpointId, EXECUTIONS, gated, GATED_KEYS],
       );
       await c.query(
-        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
-         select workspace_id, id, endpoint_id, now(), now(), 5 from jobs where endpoint_id = $1`,
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key)
+         select workspace_id, id, endpoint_id, now(), now(), 5, priority, concurrency_key from jobs where endpoint_id = $1`,
         [endpointId],
       );
       await settle(c);
@@ -174,7 +193,9 @@ export async function jobgateThroughput(server: BenchServer, processes: number):
         const { ms, attempts, ok } = rows[0] as { ms: number; attempts: number; ok: number };
         if (ok !== EXECUTIONS || attempts !== EXECUTIONS)
           say(`jobgate: ${attempts} attempts, ${ok} succeeded (expected ${EXECUTIONS} each)`);
-        say(`jobgate, ${processes} process(es): ${Math.round(ms)} ms by attempts (${Math.round(polled)} ms from "go" by polling)`);
+        say(
+          `jobgate${gated ? ' (gated)' : ''}, ${processes} process(es): ${Math.round(ms)} ms by attempts (${Math.round(polled)} ms from "go" by polling)`,
+        );
         return { rate: (ok / ms) * 1000, cpu: split, walBytes };
       } finally {
         await Promise.all(children.map((ch) => ch.stop()));
@@ -364,6 +385,12 @@ export async function run(): Promise<Figure[]> {
       wal.push([SYSTEMS[system], n, t.walBytes]);
     };
     for (const n of PROCESSES) record('jobgate', n, await jobgateThroughput(server, n));
+    // The same drain with every gate configured, and what it keeps of the plain figure.
+    for (const n of PROCESSES) {
+      const gated = (await jobgateThroughput(server, n, true)).rate;
+      figure(`engine.throughput.gated.${n}-process${n > 1 ? 'es' : ''}`, SYSTEMS.jobgate, gated, 'executions/s');
+      figure(`engine.throughput.gated.${n}-process${n > 1 ? 'es' : ''}`, 'jobgate gated/plain', gated / tput.jobgate![n]!, 'ratio');
+    }
     for (const config of ['default', 'fast'] as const) {
       for (const n of PROCESSES) record(config, n, await graphileThroughput(server, config, n));
     }

@@ -36,6 +36,8 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** Higher first, -100 to 100. Default: the endpoint's (0). */
   priority?: number;
+  /** Counts against the endpoint's per-key limit (keyConcurrencyLimit), e.g. a customer's id. */
+  concurrencyKey?: string;
   /** A name to find it by. */
   name?: string;
 }

@@ -167,6 +167,11 @@ export interface Configs {
   workspace_id: string;
 }
 
+export interface EndpointKeyTurns {
+  endpoint_id: string;
+  last_key: string;
+}
+
 export interface EndpointRateBuckets {
   endpoint_id: string;
   refilled_at: Timestamp;
@@ -197,6 +202,10 @@ export interface Endpoints {
   headers: Generated<ColumnType<unknown, string, string>>;
   id: Generated<string>;
   jitter: Generated<boolean>;
+  /**
+   * Most attempts in flight at once per concurrency key, across all workers; null: no per-key limit. Its claims rotate between keys.
+   */
+  key_concurrency_limit: number | null;
   kind: 'HTTP' | 'HANDLER';
   max_attempts: number | null;
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | null;
@@ -249,6 +258,10 @@ export interface Executions {
    * The token of the claim that last took the execution, made up by its worker: how the worker finds what a claim took whose answer it never received. Null for executions never claimed since migration 000031.
    */
   claim_token: string | null;
+  /**
+   * Its job's concurrency key when it was created (pinned).
+   */
+  concurrency_key: string | null;
   created_at: Generated<Timestamp>;
   created_by_key_id: string | null;
   endpoint_id: string;
@@ -359,6 +372,10 @@ export interface JobgateMigrations {
 
 export interface Jobs {
   alerts_opt_out: Generated<boolean>;
+  /**
+   * The key its executions count against for their endpoint's key_concurrency_limit (e.g. a customer's id); null: none.
+   */
+  concurrency_key: string | null;
   created_at: Generated<Timestamp>;
   created_by_key_id: string | null;
   cron_expression: string | null;
@@ -526,6 +543,7 @@ export interface DB {
   attempts: Attempts;
   audit_log: AuditLog;
   configs: Configs;
+  endpoint_key_turns: EndpointKeyTurns;
   endpoint_rate_buckets: EndpointRateBuckets;
   endpoint_retry_after: EndpointRetryAfter;
   endpoints: Endpoints;

@@ -113,26 +113,6 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
     backoffBaseMs: t.exposeInt('backoffBaseMs', { description: 'First retry delay in milliseconds; doubles each attempt.' }),
     backoffMaxMs: t.exposeInt('backoffMaxMs', { description: 'Longest retry delay in milliseconds.' }),
     jitter: t.exposeBoolean('jitter', { description: 'Whether retry delays are randomised (full jitter).' }),
-    concurrencyLimit: t.exposeInt('concurrencyLimit', {
-      nullable: true,
-      description: 'Most attempts in flight at once across all workers; null is unlimited.',
-    }),
-    defaultPriority: t.exposeInt('defaultPriority', {
-      description: 'The priority of jobs created for this endpoint without one of their own, -100 to 100 (higher first). Default 0.',
-    }),
-    rateLimit: t.field({
-      type: RateLimitRef,
-      nullable: true,
-      description: 'At most `count` starts per `periodMs` across all workers, in bursts of up to `burst`; null is unlimited.',
-      resolve: (e) => e.rateLimit,
-    }),
-    pausedAt: t.field({
-      type: DateTimeScalar,
-      nullable: true,
-      description:
-        'When the endpoint was paused (pauseEndpoint): none of its executions starts until resumeEndpoint, and attempts running then finish. null while it runs.',
-      resolve: (e) => e.pausedAt,
-    }),
     archivedAt: t.field({
       type: DateTimeScalar,
       nullable: true,
@@ -143,6 +123,35 @@ export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
     updatedAt: t.field({ type: DateTimeScalar, description: 'When the endpoint last changed.', resolve: (e) => e.updatedAt }),
   }),
 });
+
+// The levers of flow control (docs/operating.md, "Flow control"), apart from what the endpoint is.
+builder.objectFields(EndpointRef, (t) => ({
+  concurrencyLimit: t.exposeInt('concurrencyLimit', {
+    nullable: true,
+    description: 'Most attempts in flight at once across all workers; null is unlimited.',
+  }),
+  keyConcurrencyLimit: t.exposeInt('keyConcurrencyLimit', {
+    nullable: true,
+    description:
+      "Most attempts in flight at once per concurrency key (a job's concurrencyKey), across all workers; null is no per-key limit. With one, claims rotate between the keys with due work.",
+  }),
+  defaultPriority: t.exposeInt('defaultPriority', {
+    description: 'The priority of jobs created for this endpoint without one of their own, -100 to 100 (higher first). Default 0.',
+  }),
+  rateLimit: t.field({
+    type: RateLimitRef,
+    nullable: true,
+    description: 'At most `count` starts per `periodMs` across all workers, in bursts of up to `burst`; null is unlimited.',
+    resolve: (e) => e.rateLimit,
+  }),
+  pausedAt: t.field({
+    type: DateTimeScalar,
+    nullable: true,
+    description:
+      'When the endpoint was paused (pauseEndpoint): none of its executions starts until resumeEndpoint, and attempts running then finish. null while it runs.',
+    resolve: (e) => e.pausedAt,
+  }),
+}));
 
 export const EndpointConnectionRef = connectionOf('Endpoint', EndpointRef, 'endpoint');
 
@@ -161,6 +170,10 @@ const retryFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fiel
   backoffMaxMs: t.int({ description: 'Longest retry delay in milliseconds. Default 300000.' }),
   jitter: t.boolean({ description: 'Randomise retry delays (full jitter). Default true.' }),
   concurrencyLimit: t.int({ description: 'Most attempts in flight at once across all workers. Default unlimited.' }),
+  keyConcurrencyLimit: t.int({
+    description:
+      "Most attempts in flight at once per job concurrencyKey, 1 to 10000, across all workers; claims then rotate between keys, so one key's backlog does not hold back another's. Default none; in updateEndpoint, null removes it.",
+  }),
   defaultPriority: t.int({
     description:
       'The priority of jobs created without one, -100 to 100 (higher first). Default 0; in updateEndpoint, null sets it back to 0. Changes jobs created after it.',

@@ -123,6 +123,9 @@ export const WaitReasonEnum = builder.enumType('WaitReason', {
         'Its job runs one occurrence at a time (a cron job with overlapPolicy QUEUE) and an earlier occurrence is running or waiting.',
     },
     ENDPOINT_CONCURRENCY_FULL: { description: "Its endpoint's concurrencyLimit of attempts is in flight; it starts when one ends." },
+    KEY_CONCURRENCY_FULL: {
+      description: "Its endpoint's keyConcurrencyLimit of attempts with its concurrencyKey is in flight; it starts when one of them ends.",
+    },
     RATE_LIMITED: { description: "Its endpoint's rateLimit is spent for now: `until` is when its next start is allowed." },
     NO_LIVE_WORKER: {
       description:
@@ -170,6 +173,10 @@ export const ExecutionRef = builder.objectRef<Execution>('Execution').implement(
     status: t.field({ type: ExecutionStatusEnum, description: 'Where it is in its lifecycle.', resolve: (e) => e.status }),
     attemptCount: t.exposeInt('attemptCount', { description: 'Attempts made so far.' }),
     maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts allowed before it is FAILED.' }),
+    concurrencyKey: t.exposeString('concurrencyKey', {
+      nullable: true,
+      description: "Its job's concurrency key when it was created (see Endpoint.keyConcurrencyLimit).",
+    }),
     priority: t.exposeInt('priority', {
       description: "Its job's priority when it was created (-100 to 100): due executions of a higher priority start first.",
     }),

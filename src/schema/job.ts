@@ -139,6 +139,11 @@ export const JobRef = builder.objectRef<Job>('Job').implement({
     }),
     input: t.field({ type: JSONScalar, description: 'The payload delivered to the endpoint.', resolve: (j) => j.input }),
     maxAttempts: t.exposeInt('maxAttempts', { description: 'Attempts per execution (job override, else endpoint, else default).' }),
+    concurrencyKey: t.exposeString('concurrencyKey', {
+      nullable: true,
+      description:
+        "What its executions count against for their endpoint's keyConcurrencyLimit (e.g. a customer's id); null when none was given.",
+    }),
     priority: t.exposeInt('priority', {
       description:
         "Higher first, -100 to 100 (the job's own, else its endpoint's defaultPriority when it was created). Each execution keeps the priority it was created with.",
@@ -298,6 +303,10 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
     name: t.string({ description: 'Optional display name.' }),
     input: t.field({ type: JSONScalar, description: "The payload; checked against the endpoint's payload spec. Default {}." }),
     maxAttempts: t.int({ description: "Attempts per execution, 1 to 100; default the endpoint's, else the installation's." }),
+    concurrencyKey: t.string({
+      description:
+        '1 to 200 characters, e.g. a customer\'s id: on an endpoint with a keyConcurrencyLimit, at most that many of its executions with this key run at once, and claims rotate between keys. Omit it for none (never send "").',
+    }),
     priority: t.int({
       description:
         "-100 to 100: due executions of a higher priority start first, and within one priority the earliest due first. Default the endpoint's defaultPriority (0). One claim in every ten takes the earliest due work whatever its priority, so a low priority is delayed, never starved.",

@@ -83,6 +83,10 @@ const CASES: Record<string, [string, () => Promise<unknown>][]> = {
     ['a default priority above 100', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.priority', defaultPriority: 101 })],
     ['a default priority below -100 on update', () => t.service.updateEndpoint(t.actor, { id: httpId, defaultPriority: -101 })],
   ],
+  endpoints_key_concurrency_limit_check: [
+    ['a zero per-key limit', () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.keys', keyConcurrencyLimit: 0 })],
+    ['a per-key limit above 10000 on update', () => t.service.updateEndpoint(t.actor, { id: httpId, keyConcurrencyLimit: 10_001 })],
+  ],
   endpoints_rate_limit_check: [
     [
       'a rate limit of no starts',

@@ -20,6 +20,7 @@ const EndpointsDocument = graphql(`
         handlerName
         maxAttempts
         concurrencyLimit
+        keyConcurrencyLimit
         defaultPriority
         rateLimit {
           count
@@ -123,6 +124,7 @@ export function EndpointsScreen() {
               <th scope="col">Pending</th>
               <th scope="col">Running</th>
               <th scope="col">Concurrency limit</th>
+              <th scope="col">Per-key limit</th>
               <th scope="col">Rate limit</th>
               <th scope="col">Default priority</th>
               <th scope="col">Kind</th>
@@ -178,6 +180,7 @@ export function EndpointsScreen() {
                 <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
                 <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
                 <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
+                <td>{e.keyConcurrencyLimit ?? 'none'}</td>
                 <td>
                   {e.rateLimit
                     ? `${formatCount(e.rateLimit.count)} per ${formatDuration(e.rateLimit.periodMs)} (burst ${formatCount(e.rateLimit.burst)})`

@@ -162,6 +162,7 @@ const unlimitedCandidates = (limit: string, lvl: string | null) => `
     and ${SERIAL_TURN}
     and en.concurrency_limit is null
     and en.rate_limit_count is null
+    and en.key_concurrency_limit is null
     and ${DELIVERABLE('$4')}
   order by e.run_after, e.id
   limit ${limit}
@@ -180,10 +181,10 @@ ${CLAIM_TAIL}`;
 
 /** Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take. */
 const LOCK_LIMITED = `
-select en.id, en.concurrency_limit, en.rate_limit_count is not null as rate_limited,
+select en.id, en.concurrency_limit, en.rate_limit_count is not null as rate_limited, en.key_concurrency_limit,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
 from endpoints en
-where (en.concurrency_limit is not null or en.rate_limit_count is not null)
+where (en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null)
   and ${DELIVERABLE('$1')}
   and exists (select 1 from executions e join jobs j on j.id = e.job_id
               where e.endpoint_id = en.id and ${CLAIMABLE})
@@ -244,6 +245,64 @@ with recursive ${PRIORITY_LEVELS}, candidates as (
   limit ${LIMITED_ROOM}
 ${CLAIM_TAIL}`,
 };
+
+/** The most keys one keyed claim looks at; the rotation carries on from there with the next claim. */
+const MAX_KEY_LANES = 100;
+
+/**
+ * A keyed endpoint's claim (it has a key_concurrency_limit), under its advisory lock: the keys
+ * with pending work take turns. The lanes are the endpoint's distinct concurrency keys after the
+ * rotation's cursor ($7; null: from the start, and then the lane of executions without a key comes
+ * first), up to $8 when given, each found by one probe of executions_pending_key. Each lane offers
+ * its due work in claim order, as much as its key has room for ($9, the per-key limit, less its
+ * attempts in flight; the keyless lane is not limited per key); the claim takes every lane's
+ * first, then every lane's second, and so on (turn, then position), up to the endpoint's room.
+ * The key of the last one taken becomes the cursor ('' for the keyless lane), so the next claim
+ * starts with the key after it: a key with a long backlog gets one turn per round like any other.
+ */
+const keyedClaimSql = (order: ClaimOrder) => {
+  const within = order === 'OLDEST' ? 'e.run_after, e.id' : 'e.priority desc, e.run_after, e.id';
+  const lane = (match: string, limit: string) => `
+    select e.id, row_number() over (order by ${within}) as turn
+    from executions e
+    join jobs j on j.id = e.job_id
+    where e.endpoint_id = $4 and ${match} and ${CLAIMABLE} and ${SERIAL_TURN}
+    order by ${within}
+    limit ${limit}`;
+  return `
+with recursive keys(k, n) as (
+  (select e.concurrency_key, 1 from executions e
+   where e.endpoint_id = $4 and e.status = 'PENDING' and e.concurrency_key is not null
+     and ($7::text is null or e.concurrency_key > $7::text)
+   order by e.concurrency_key limit 1)
+  union all
+  select (select e.concurrency_key from executions e
+          where e.endpoint_id = $4 and e.status = 'PENDING' and e.concurrency_key is not null and e.concurrency_key > keys.k
+          order by e.concurrency_key limit 1), keys.n + 1
+  from keys where keys.k is not null and keys.n < ${MAX_KEY_LANES}
+), picked as (
+  select c.id, c.turn, l.n as position, l.k
+  from keys l
+  cross join lateral (${lane(
+    'e.concurrency_key = l.k',
+    `greatest(0, $9::int - (select count(*) from executions r where r.endpoint_id = $4 and r.concurrency_key = l.k and r.status = 'RUNNING'))`,
+  )}) c
+  where l.k is not null and ($8::text is null or l.k <= $8::text)
+  union all
+  select c.id, c.turn, 0, null from (${lane('e.concurrency_key is null', '$5::int')}) c
+  where $7::text is null
+), candidates as (
+  select e.id, p.turn, p.position, p.k
+  from executions e
+  join (select id, turn, position, k from picked order by turn, position limit ${LIMITED_ROOM}) p on p.id = e.id
+  for update of e skip locked
+), turned as (
+  insert into endpoint_key_turns (endpoint_id, last_key)
+  select $4, coalesce(c.k, '') from candidates c order by c.turn desc, c.position desc limit 1
+  on conflict (endpoint_id) do update set last_key = excluded.last_key
+${CLAIM_TAIL}`;
+};
+const CLAIM_KEYED: Record<ClaimOrder, string> = { PRIORITY: keyedClaimSql('PRIORITY'), OLDEST: keyedClaimSql('OLDEST') };
 
 export interface ClaimOptions {
   workerId: string;
@@ -332,7 +391,13 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
   const { rows } = await client.query<ClaimedExecution>(claimUnlimited(o, token));
   let room = o.limit - rows.length;
   if (room <= 0) return rows;
-  const limited = await client.query<{ id: string; concurrency_limit: number | null; rate_limited: boolean; running: number }>({
+  const limited = await client.query<{
+    id: string;
+    concurrency_limit: number | null;
+    rate_limited: boolean;
+    key_concurrency_limit: number | null;
+    running: number;
+  }>({
     name: 'jobgate.lock-limited',
     text: LOCK_LIMITED,
     values: [o.handlers],
@@ -350,24 +415,64 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
       if (free <= 0) continue;
     }
     const order = o.order ?? 'PRIORITY';
-    const more = await client.query<ClaimedExecution>({
-      name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
-      text: CLAIM_LIMITED[order],
-      values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
-    });
+    const more =
+      ep.key_concurrency_limit === null
+        ? (
+            await client.query<ClaimedExecution>({
+              name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
+              text: CLAIM_LIMITED[order],
+              values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
+            })
+          ).rows
+        : await claimKeyed(client, o, token, {
+            id: ep.id,
+            free,
+            concurrencyLimit: ep.concurrency_limit,
+            keyLimit: ep.key_concurrency_limit,
+          });
     // Still under the endpoint's advisory lock: the next claimer reads what is left.
-    if (bucket && more.rows.length > 0)
+    if (bucket && more.length > 0)
       await client.query({
         name: 'jobgate.spend-tokens',
         text: SPEND_TOKENS,
-        values: [ep.id, bucket.tokens - more.rows.length, bucket.at],
+        values: [ep.id, bucket.tokens - more.length, bucket.at],
       });
-    rows.push(...more.rows);
-    room -= more.rows.length;
+    rows.push(...more);
+    room -= more.length;
     if (room <= 0) break;
   }
   return rows;
 }
+
+/**
+ * A keyed endpoint's claim (keyedClaimSql): the keys after the rotation's cursor, then, when they
+ * had less than the room, the round starts over (the keyless lane, then the keys up to the
+ * cursor). Each statement moves the cursor to the last key it took from.
+ */
+async function claimKeyed(
+  client: pg.PoolClient,
+  o: ClaimOptions,
+  token: string,
+  ep: { id: string; free: number; concurrencyLimit: number | null; keyLimit: number },
+): Promise<ClaimedExecution[]> {
+  const order = o.order ?? 'PRIORITY';
+  const name = order === 'OLDEST' ? 'jobgate.claim-keyed/oldest' : 'jobgate.claim-keyed';
+  const run = async (after: string | null, upTo: string | null, free: number) =>
+    (
+      await client.query<ClaimedExecution>({
+        name,
+        text: CLAIM_KEYED[order],
+        values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrencyLimit, after, upTo, ep.keyLimit],
+      })
+    ).rows;
+  const cursor =
+    (await client.query<{ last_key: string }>({ name: 'jobgate.key-turn', text: KEY_TURN, values: [ep.id] })).rows[0]?.last_key ?? null;
+  const rows = await run(cursor, null, ep.free);
+  if (cursor !== null && rows.length < ep.free) rows.push(...(await run(null, cursor, ep.free - rows.length)));
+  return rows;
+}
+
+const KEY_TURN = 'select last_key from endpoint_key_turns where endpoint_id = $1';
 
 /**
  * Hands back what claims whose answer was lost took: the executions still RUNNING under one of
@@ -417,7 +522,9 @@ export async function handBackLostClaims(
 /** Whether any endpoint has a concurrency or a rate limit; the claim path is simpler when none does. */
 export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
   const { rows } = await pool.query(
-    'select exists (select 1 from endpoints where (concurrency_limit is not null or rate_limit_count is not null) and archived_at is null) as any',
+    `select exists (select 1 from endpoints
+                    where (concurrency_limit is not null or rate_limit_count is not null or key_concurrency_limit is not null)
+                      and archived_at is null) as any`,
   );
   return rows[0].any as boolean;
 }

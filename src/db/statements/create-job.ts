@@ -42,6 +42,7 @@ export interface OneStatementJob {
   runAt: Date | null;
   /** The job's own priority; null for its endpoint's default. */
   priority: number | null;
+  concurrencyKey: string | null;
   createdByKeyId: string | null;
   audit: { actorKind: string; actorKeyId: string | null; action: string; input: string };
 }
@@ -49,14 +50,14 @@ export interface OneStatementJob {
 // One row per request, from parallel arrays: $1 workspace, $2 endpoint id (null: by name),
 // $3 endpoint name, $4 system actor, $5 job name, $6 kind, $7 input, $8 max attempts,
 // $9 default max attempts, $10 run at, $11 creating key, $12 actor kind, $13 actor key,
-// $14 action, $15 audit input, $16 priority. The output's `ord` is the request's place (1-based).
+// $14 action, $15 audit input, $16 priority, $17 concurrency key. The output's `ord` is the request's place (1-based).
 const TEXT = `
 with req as materialized (
   select r.*, gen_random_uuid() as job_id
   from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[], $8::int[],
-              $9::int[], $10::timestamptz[], $11::uuid[], $12::text[], $13::uuid[], $14::text[], $15::text[], $16::smallint[])
+              $9::int[], $10::timestamptz[], $11::uuid[], $12::text[], $13::uuid[], $14::text[], $15::text[], $16::smallint[], $17::text[])
     with ordinality as r(workspace_id, endpoint_id, endpoint_name, system, name, kind, input, max_attempts,
-                         default_max_attempts, run_at, created_by_key_id, actor_kind, actor_key_id, action, audit_input, priority, ord)
+                         default_max_attempts, run_at, created_by_key_id, actor_kind, actor_key_id, action, audit_input, priority, concurrency_key, ord)
 ), en as (
   -- FOR SHARE: an archive running now waits for these jobs, or these jobs see the archive.
   -- Only when no rule could refuse: live, no payload spec (and not INTERNAL, below).
@@ -74,14 +75,17 @@ with req as materialized (
   -- Not INTERNAL, unless jobgate itself asks.
   where en.type = 'USER' or req.system
 ), job as (
-  insert into jobs (id, workspace_id, endpoint_id, name, kind, input, max_attempts, priority, run_at, created_by_key_id)
+  insert into jobs (id, workspace_id, endpoint_id, name, kind, input, max_attempts, priority, concurrency_key, run_at, created_by_key_id)
   select job_id, workspace_id, target_endpoint_id, name, kind, input::jsonb,
-         coalesce(max_attempts, endpoint_max_attempts, default_max_attempts), coalesce(priority, default_priority), run_at, created_by_key_id
+         coalesce(max_attempts, endpoint_max_attempts, default_max_attempts), coalesce(priority, default_priority), concurrency_key,
+         run_at, created_by_key_id
   from target
   returning *
 ), execution as (
-  insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, created_by_key_id, input)
-  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, priority, created_by_key_id, input
+  insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key,
+                          created_by_key_id, input)
+  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, priority, concurrency_key,
+         created_by_key_id, input
   from job
 ), audit as (
   insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
@@ -114,6 +118,7 @@ function values(jobs: readonly OneStatementJob[]): unknown[][] {
     col((j) => j.audit.action),
     col((j) => j.audit.input),
     col((j) => j.priority),
+    col((j) => j.concurrencyKey),
   ];
 }
 

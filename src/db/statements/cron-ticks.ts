@@ -11,7 +11,10 @@ import type { JobRow, MisfirePolicy, OverlapPolicy } from '../types.js';
  * A due cron job as TAKE_DUE reads it: its columns (those a CRON job always has are declared
  * not null here, as CHECK jobs_check1 guarantees) and what the statement computes or joins.
  */
-export interface DueJob extends Pick<JobRow, 'id' | 'workspace_id' | 'endpoint_id' | 'ends_at' | 'max_attempts' | 'priority' | 'lock_key'> {
+export interface DueJob extends Pick<
+  JobRow,
+  'id' | 'workspace_id' | 'endpoint_id' | 'ends_at' | 'max_attempts' | 'priority' | 'concurrency_key' | 'lock_key'
+> {
   cron_expression: string;
   timezone: string;
   next_fire_at: Date;
@@ -29,7 +32,7 @@ const TAKE_DUE = `
 select j.id, j.workspace_id, j.endpoint_id, j.cron_expression, j.timezone, j.ends_at, j.next_fire_at,
        -- Exact, for the compare-and-set: a JS Date would drop the microseconds.
        j.next_fire_at::text as seen,
-       j.misfire_policy, j.overlap_policy, j.max_attempts, j.priority, j.lock_key,
+       j.misfire_policy, j.overlap_policy, j.max_attempts, j.priority, j.concurrency_key, j.lock_key,
        j.schedule_error is not null as retrying,
        live.id as live_id, live.status as live_status, live.created_at as live_since
 from jobs j
@@ -64,10 +67,10 @@ where j.id = v.id and j.next_fire_at = v.seen and j.status = 'ACTIVE'
 returning j.id`;
 
 const INSERT_EXECUTIONS = `
-insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, lock_key, serial)
-select v.workspace_id, v.job_id, v.endpoint_id, v.scheduled_for, v.scheduled_for, v.max_attempts, v.priority, v.lock_key, v.serial
+insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key, lock_key, serial)
+select v.workspace_id, v.job_id, v.endpoint_id, v.scheduled_for, v.scheduled_for, v.max_attempts, v.priority, v.concurrency_key, v.lock_key, v.serial
 from jsonb_to_recordset($1::jsonb) as v(workspace_id uuid, job_id uuid, endpoint_id uuid, scheduled_for timestamptz,
-                                        max_attempts int, priority smallint, lock_key text, serial boolean)
+                                        max_attempts int, priority smallint, concurrency_key text, lock_key text, serial boolean)
 on conflict do nothing
 returning job_id, scheduled_for`;
 
@@ -101,6 +104,7 @@ export interface CronOccurrence {
   scheduled_for: Date;
   max_attempts: number;
   priority: number;
+  concurrency_key: string | null;
   lock_key: string | null;
   serial: boolean;
 }

@@ -21,6 +21,7 @@ export const WAIT_REASONS = [
   'ENDPOINT_RETRY_AFTER',
   'PREVIOUS_OCCURRENCE',
   'ENDPOINT_CONCURRENCY_FULL',
+  'KEY_CONCURRENCY_FULL',
   'RATE_LIMITED',
   'NO_LIVE_WORKER',
   'READY',
@@ -44,6 +45,10 @@ export interface WaitingRow {
   concurrency_limit: number | null;
   /** Attempts of its endpoint in flight now (counted only when the endpoint has a limit). */
   running: number | null;
+  /** KEY_CONCURRENCY_FULL: its concurrency key, the endpoint's per-key limit and the key's attempts in flight. */
+  concurrency_key: string | null;
+  key_concurrency_limit: number | null;
+  key_running: number | null;
   rate_limit_count: number | null;
   rate_limit_period_ms: number | null;
   attempt_count: number;
@@ -61,6 +66,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
   const { rows } = await sql<WaitingRow>`
     select e.id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
            en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, r.running, ra.status_code as retry_after_status,
+           e.concurrency_key, en.key_concurrency_limit, kr.running as key_running,
            case when e.run_after > now() then e.run_after
                 when ra.until is not null then ra.until
                 when tk.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - tk.tokens) * en.rate_limit_period_ms / en.rate_limit_count / 1000)
@@ -73,6 +79,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
              when ra.until is not null then 'ENDPOINT_RETRY_AFTER'
              when not ${sql.raw(SERIAL_TURN)} then 'PREVIOUS_OCCURRENCE'
              when r.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
+             when kr.running >= en.key_concurrency_limit then 'KEY_CONCURRENCY_FULL'
              when tk.tokens < 1 then 'RATE_LIMITED'
              when not exists (
                select 1 from workers w
@@ -89,6 +96,10 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
       select case when en.concurrency_limit is not null
                   then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running
     ) r on true
+    left join lateral (
+      select count(*)::int as running from executions x
+      where x.endpoint_id = en.id and x.concurrency_key = e.concurrency_key and x.status = 'RUNNING'
+    ) kr on en.key_concurrency_limit is not null and e.concurrency_key is not null
     left join endpoint_retry_after ra on ra.endpoint_id = en.id and ra.until > now()
     left join endpoint_rate_buckets b on b.endpoint_id = en.id
     left join lateral (select ${sql.raw(tokensNow('en', 'b'))} as tokens) tk on en.rate_limit_count is not null

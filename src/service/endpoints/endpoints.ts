@@ -167,6 +167,7 @@ export function createEndpointService(ctx: ServiceContext) {
           ...(input.jitter != null ? { jitter: input.jitter } : {}),
           concurrency_limit: input.concurrencyLimit ?? null,
           default_priority: input.defaultPriority ?? 0,
+          key_concurrency_limit: input.keyConcurrencyLimit ?? null,
           ...rateLimitColumns(input.rateLimit ?? null),
           created_by_key_id: actor.keyId ?? null,
         });
@@ -246,6 +247,7 @@ export function createEndpointService(ctx: ServiceContext) {
           if (input.jitter != null) patch.jitter = input.jitter;
           if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
           if (input.defaultPriority !== undefined) patch.default_priority = input.defaultPriority ?? 0;
+          if (input.keyConcurrencyLimit !== undefined) patch.key_concurrency_limit = input.keyConcurrencyLimit;
           if (input.rateLimit !== undefined) Object.assign(patch, rateLimitColumns(input.rateLimit));
           return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
         },

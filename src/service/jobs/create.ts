@@ -68,6 +68,7 @@ function differingField(
   if (askedMaxAttempts != null && existing.max_attempts !== askedMaxAttempts) return 'maxAttempts';
   if (existing.lock_key !== (wanted.lock_key ?? null)) return 'lockKey';
   if (askedPriority != null && existing.priority !== askedPriority) return 'priority';
+  if (existing.concurrency_key !== (wanted.concurrency_key ?? null)) return 'concurrencyKey';
   if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
   if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
   if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
@@ -101,6 +102,7 @@ function jobRowFor(
     overlap_policy: cron ? (cron.overlapPolicy ?? 'SKIP') : null,
     lock_key: input.lockKey ?? null,
     priority: input.priority ?? endpoint.default_priority,
+    concurrency_key: input.concurrencyKey ?? null,
     created_by_key_id: actor.keyId ?? null,
     schedule_name: extra.scheduleName ?? null,
   };
@@ -135,6 +137,7 @@ async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted
     scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
     max_attempts: inserted.max_attempts,
     priority: inserted.priority,
+    concurrency_key: inserted.concurrency_key,
     lock_key: inserted.lock_key,
     created_by_key_id: actor.keyId ?? null,
     input,
@@ -251,6 +254,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
     defaultMaxAttempts: ctx.defaultMaxAttempts,
     runAt: kind === 'DELAYED' ? input.runAt! : null,
     priority: input.priority ?? null,
+    concurrencyKey: input.concurrencyKey ?? null,
     createdByKeyId: actor.keyId ?? null,
     audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action: ACTION, input: auditInput(raw) },
   };

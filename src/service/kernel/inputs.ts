@@ -135,6 +135,7 @@ const retryFields = {
   jitter: z.boolean().nullish(),
   concurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
   defaultPriority: z.number().int().min(-100).max(100).nullish(),
+  keyConcurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
   rateLimit: z
     .object({
       count: z.number().int().min(1).max(1_000_000),
@@ -297,6 +298,7 @@ export const createJobSchema = z
     lockKey: text().min(1, 'must not be empty; omit it for no lock').max(200).nullish(),
     whenLocked: z.enum(['REFUSE', 'THROTTLE', 'DEBOUNCE']).nullish(),
     priority: z.number().int().min(-100).max(100).nullish(),
+    concurrencyKey: text().min(1, 'must not be empty; omit it for no key').max(200).nullish(),
     runAt: dateSchema.nullish(),
     cron: cronScheduleSchema.nullish(),
   })

@@ -47,6 +47,8 @@ export interface Endpoint {
   concurrencyLimit: number | null;
   /** The priority of its jobs that set none (-100 to 100, higher first). */
   defaultPriority: number;
+  /** Most attempts in flight per concurrency key; null: no per-key limit. */
+  keyConcurrencyLimit: number | null;
   /** At most `count` starts per `periodMs`, in bursts of up to `burst`; null: no limit. */
   rateLimit: { count: number; periodMs: number; burst: number } | null;
   /** When it was paused (none of its executions is claimed until resumed); null while it runs. */
@@ -111,6 +113,8 @@ export interface Job {
   maxAttempts: number;
   /** Higher first (-100 to 100); pinned on each execution when it is created. */
   priority: number;
+  /** What its executions count against for their endpoint's keyConcurrencyLimit; null: none. */
+  concurrencyKey: string | null;
   idempotencyKey: string | null;
   lockKey: string | null;
   /** Set on a declared schedule (declareSchedules / gate.schedule): the name the code declares it by. */
@@ -154,6 +158,8 @@ export interface Execution {
   maxAttempts: number;
   /** Its job's priority when it was created: claims take higher first. */
   priority: number;
+  /** Its job's concurrency key when it was created. */
+  concurrencyKey: string | null;
   /** When the next attempt may start, while the execution is PENDING. */
   nextAttemptAt: Date | null;
   /** SCHEDULE (its job's schedule or creation) or MANUAL (triggerJob). */
@@ -222,6 +228,7 @@ export const toEndpoint = (r: EndpointRow): Endpoint => ({
   jitter: r.jitter,
   concurrencyLimit: r.concurrency_limit,
   defaultPriority: r.default_priority,
+  keyConcurrencyLimit: r.key_concurrency_limit,
   rateLimit:
     r.rate_limit_count === null ? null : { count: r.rate_limit_count, periodMs: r.rate_limit_period_ms!, burst: r.rate_limit_burst! },
   pausedAt: r.paused_at,
@@ -262,6 +269,7 @@ export const toJob = (r: JobRow): Job => ({
   input: r.input,
   maxAttempts: r.max_attempts,
   priority: r.priority,
+  concurrencyKey: r.concurrency_key,
   idempotencyKey: r.idempotency_key,
   lockKey: r.lock_key,
   scheduleName: r.schedule_name ?? null,
@@ -299,6 +307,7 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   attemptCount: r.attempt_count,
   maxAttempts: r.max_attempts,
   priority: r.priority,
+  concurrencyKey: r.concurrency_key,
   nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
   trigger: r.trigger,
   cancelRequestedAt: r.cancel_requested_at,
@@ -373,6 +382,8 @@ function waitingDetail(r: WaitingRow): string {
       return 'its job runs one occurrence at a time, and an earlier one is running or waiting';
     case 'ENDPOINT_CONCURRENCY_FULL':
       return `${r.running} of endpoint "${r.endpoint_name}"'s limit of ${r.concurrency_limit} attempts are in flight`;
+    case 'KEY_CONCURRENCY_FULL':
+      return `${r.key_running} of key "${r.concurrency_key}"'s limit of ${r.key_concurrency_limit} attempts on endpoint "${r.endpoint_name}" are in flight`;
     case 'RATE_LIMITED':
       return `endpoint "${r.endpoint_name}" has started its ${r.rate_limit_count} per ${r.rate_limit_period_ms} ms; the next may start at ${r.until?.toISOString()}`;
     case 'NO_LIVE_WORKER':

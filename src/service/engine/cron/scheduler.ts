@@ -220,6 +220,7 @@ export function createCronJobScheduler(options: CronJobSchedulerOptions) {
           scheduled_for: at,
           max_attempts: p.job.max_attempts,
           priority: p.job.priority,
+          concurrency_key: p.job.concurrency_key,
           lock_key: p.job.lock_key,
           serial: p.job.overlap_policy === 'QUEUE',
         })),
