@@ -587,7 +587,7 @@ CREATE TABLE public.executions (
     input jsonb,
     claim_token uuid,
     priority smallint DEFAULT 0 NOT NULL,
-    concurrency_key text COLLATE pg_catalog."C",
+    concurrency_key text DEFAULT ''::text NOT NULL COLLATE pg_catalog."C",
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT executions_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
@@ -603,7 +603,7 @@ COMMENT ON COLUMN public.executions.claim_token IS 'The token of the claim that 
 
 COMMENT ON COLUMN public.executions.priority IS 'The job''s priority when this execution was created: claims take higher first.';
 
-COMMENT ON COLUMN public.executions.concurrency_key IS 'Its job''s concurrency key when it was created (pinned).';
+COMMENT ON COLUMN public.executions.concurrency_key IS 'Its job''s concurrency key when it was created (pinned); '''' for none.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -1059,7 +1059,7 @@ CREATE INDEX executions_job_created ON public.executions USING btree (job_id, cr
 
 CREATE UNIQUE INDEX executions_live_lock_key ON public.executions USING btree (workspace_id, lock_key) WHERE ((lock_key IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text])));
 
-CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND (concurrency_key IS NOT NULL));
+CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE (status = 'PENDING'::text);
 
 CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_id, request_id) WHERE (request_id IS NOT NULL);
 

@@ -144,7 +144,7 @@ export async function jobgateThroughput(server: BenchServer, processes: number, 
       );
       await c.query(
         `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key)
-         select workspace_id, id, endpoint_id, now(), now(), 5, priority, concurrency_key from jobs where endpoint_id = $1`,
+         select workspace_id, id, endpoint_id, now(), now(), 5, priority, coalesce(concurrency_key, '') from jobs where endpoint_id = $1`,
         [endpointId],
       );
       await settle(c);

@@ -11,8 +11,11 @@ alter table jobs add column concurrency_key text collate "C"
   constraint jobs_concurrency_key_check check (length(concurrency_key) between 1 and 200);
 comment on column jobs.concurrency_key is 'The key its executions count against for their endpoint''s key_concurrency_limit (e.g. a customer''s id); null: none.';
 
-alter table executions add column concurrency_key text collate "C";
-comment on column executions.concurrency_key is 'Its job''s concurrency key when it was created (pinned).';
+-- On executions, '' rather than null for none: the executions without a key are one more lane of
+-- the rotation, found and read in order through the same index as the keys (an equality, where
+-- "is null" would not give the index's order).
+alter table executions add column concurrency_key text collate "C" not null default '';
+comment on column executions.concurrency_key is 'Its job''s concurrency key when it was created (pinned); '''' for none.';
 
 alter table endpoints add column key_concurrency_limit integer
   constraint endpoints_key_concurrency_limit_check check (key_concurrency_limit between 1 and 10000);
@@ -27,6 +30,6 @@ create table endpoint_key_turns (
 comment on table endpoint_key_turns is 'Where each keyed endpoint''s rotation between concurrency keys stands: the next claim starts after last_key.';
 
 -- The keyed claim walks the distinct keys of an endpoint's pending executions (one probe each)
--- and reads each key's due work in claim order. Only executions with a key have an entry.
+-- and reads each key's due work in claim order.
 create index executions_pending_key on executions (endpoint_id, concurrency_key, priority desc, run_after, id)
-  where status = 'PENDING' and concurrency_key is not null;
+  where status = 'PENDING';

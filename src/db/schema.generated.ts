@@ -259,9 +259,9 @@ export interface Executions {
    */
   claim_token: string | null;
   /**
-   * Its job's concurrency key when it was created (pinned).
+   * Its job's concurrency key when it was created (pinned); '' for none.
    */
-  concurrency_key: string | null;
+  concurrency_key: Generated<string>;
   created_at: Generated<Timestamp>;
   created_by_key_id: string | null;
   endpoint_id: string;

@@ -145,6 +145,32 @@ describe('turns between keys', () => {
   });
 });
 
+describe('the rotation past its window', () => {
+  it("reaches a key after more than a claim's window of keys with nothing due", async () => {
+    const started: string[] = [];
+    h.handle('window', async (input: { key: string }) => void started.push(input.key));
+    await register('keys.window', 'window', { keyConcurrencyLimit: 1 });
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    // 120 keys (a claim looks at 100) whose only work is delayed, sorting before the due one.
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 120 }, (_, i) => ({
+        endpointName: 'keys.window',
+        kind: 'DELAYED' as const,
+        runAt: later,
+        concurrencyKey: `k${String(i).padStart(3, '0')}`,
+        input: { key: 'delayed' },
+      })),
+    );
+    const due = (
+      await t.service.createJob(t.actor, { endpointName: 'keys.window', kind: 'IMMEDIATE', concurrencyKey: 'zz', input: { key: 'zz' } })
+    ).job.id;
+    await h.worker({ concurrency: 2 });
+    await settled(t, due, ['SUCCEEDED']);
+    expect(started).toEqual(['zz']);
+  });
+});
+
 describe('where a concurrency key comes from', () => {
   it('is pinned on every execution however it is made, and refused when malformed', async () => {
     const ep = await register('keys.api', 'nobody', { keyConcurrencyLimit: 3 });

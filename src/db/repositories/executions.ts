@@ -14,8 +14,8 @@ export interface NewExecutionRow {
   max_attempts: number;
   /** Its job's priority (pinned: a later change of the job's does not reach it). */
   priority: number;
-  /** Its job's concurrency key (pinned, as the priority). */
-  concurrency_key: string | null;
+  /** Its job's concurrency key (pinned, as the priority); '' for none. */
+  concurrency_key: string;
   lock_key?: string | null;
   trigger?: 'SCHEDULE' | 'MANUAL';
   request_id?: string | null;

@@ -118,17 +118,19 @@ export const SERIAL_TURN = `(not e.serial or (
                       and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
 
 /**
- * The priorities present among pending executions, highest first, one row each (`levels.p`), the
- * last row null. A skip scan: each row is one probe of executions_due_priority, for the highest
- * priority below the previous one, so a claim reads as many levels as it needs and no more (a
- * recursive CTE is computed as far as its reader asks). Walking the index in (priority desc,
- * run_after) order instead would read every delayed execution of a high priority before reaching
- * the due ones of the next.
+ * The priorities present among pending executions (`levels.p`), one row each, the last row null.
+ * A skip scan: each row is one probe of executions_due_priority, for the lowest priority above the
+ * previous one. Enumerated from the lowest up, though claims take the highest first (the claim
+ * sorts the few rows): the probes then land at the end of each priority's range, among its latest
+ * executions, instead of at its start, where the executions claimed since the last vacuum leave
+ * dead index entries that each probe would step over again. The claim then reads each level in
+ * due order; walking the index in (priority desc, run_after) order instead would read every
+ * delayed execution of a high priority before reaching the due ones of the next.
  */
 const PRIORITY_LEVELS = `levels(p) as (
-  (select e.priority from executions e where e.status = 'PENDING' order by e.priority desc limit 1)
+  (select e.priority from executions e where e.status = 'PENDING' order by e.priority limit 1)
   union all
-  select (select e.priority from executions e where e.status = 'PENDING' and e.priority < l.p order by e.priority desc limit 1)
+  select (select e.priority from executions e where e.status = 'PENDING' and e.priority > l.p order by e.priority limit 1)
   from levels l where l.p is not null
 )`;
 
@@ -175,7 +177,7 @@ with candidates as (${unlimitedCandidates(limit, null)}
 ${CLAIM_TAIL}`
     : `
 with recursive ${PRIORITY_LEVELS}, candidates as (
-  select c.id from levels l cross join lateral (${unlimitedCandidates(limit, 'l.p')}) c
+  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${unlimitedCandidates(limit, 'l.p')}) c
   limit ${limit}
 ${CLAIM_TAIL}`;
 
@@ -241,68 +243,86 @@ with candidates as (${limitedCandidates(null)}
 ${CLAIM_TAIL}`,
   PRIORITY: `
 with recursive ${PRIORITY_LEVELS}, candidates as (
-  select c.id from levels l cross join lateral (${limitedCandidates('l.p')}) c
+  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${limitedCandidates('l.p')}) c
   limit ${LIMITED_ROOM}
 ${CLAIM_TAIL}`,
 };
 
-/** The most keys one keyed claim looks at; the rotation carries on from there with the next claim. */
+/** The most keys one keyed claim's window looks at; the rotation carries on from there. */
 const MAX_KEY_LANES = 100;
+
+/** The first key `op` `than` among the endpoint's pending executions (one probe of executions_pending_key). */
+const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key from executions e
+     where e.endpoint_id = $4 and e.status = 'PENDING' and e.concurrency_key ${op} ${than}
+     order by e.concurrency_key limit 1)`;
 
 /**
  * A keyed endpoint's claim (it has a key_concurrency_limit), under its advisory lock: the keys
- * with pending work take turns. The lanes are the endpoint's distinct concurrency keys after the
- * rotation's cursor ($7; null: from the start, and then the lane of executions without a key comes
- * first), up to $8 when given, each found by one probe of executions_pending_key. Each lane offers
- * its due work in claim order, as much as its key has room for ($9, the per-key limit, less its
- * attempts in flight; the keyless lane is not limited per key); the claim takes every lane's
- * first, then every lane's second, and so on (turn, then position), up to the endpoint's room.
- * The key of the last one taken becomes the cursor ('' for the keyless lane), so the next claim
- * starts with the key after it: a key with a long backlog gets one turn per round like any other.
+ * with pending work take turns. The lanes are the endpoint's distinct concurrency keys ('' is the
+ * lane of executions without one) in key order from just after the rotation's cursor ($7; null:
+ * from the start), wrapping round to the start, twice as many as the claim has room for (at least
+ * 8, at most MAX_KEY_LANES), each found by one probe of executions_pending_key. Each lane offers its due work in priority and due order, as
+ * much as its key has room for ($8, the per-key limit, less its attempts in flight; the keyless
+ * lane is not limited per key) and no more than its share of the claim's room; the claim takes
+ * every lane's first, then every lane's second, and so on (turn, then position), up to the
+ * endpoint's room. The cursor moves to the lane of the last one taken, or, when the claim had
+ * room and took nothing, past every lane it looked at: the next claim starts after it, so a key
+ * with a long backlog gets one turn per round like any other, and keys past the window are
+ * reached too. Rows are locked with their state checked again on the locked version: a cancel
+ * or a reschedule that committed meanwhile leaves them alone.
  */
-const keyedClaimSql = (order: ClaimOrder) => {
-  const within = order === 'OLDEST' ? 'e.run_after, e.id' : 'e.priority desc, e.run_after, e.id';
-  const lane = (match: string, limit: string) => `
-    select e.id, row_number() over (order by ${within}) as turn
-    from executions e
-    join jobs j on j.id = e.job_id
-    where e.endpoint_id = $4 and ${match} and ${CLAIMABLE} and ${SERIAL_TURN}
-    order by ${within}
-    limit ${limit}`;
-  return `
-with recursive keys(k, n) as (
-  (select e.concurrency_key, 1 from executions e
-   where e.endpoint_id = $4 and e.status = 'PENDING' and e.concurrency_key is not null
-     and ($7::text is null or e.concurrency_key > $7::text)
-   order by e.concurrency_key limit 1)
+const CLAIM_KEYED = `
+with recursive after_cursor(k, n) as (
+  select ${nextKey('>', '$7::text')}, 1
   union all
-  select (select e.concurrency_key from executions e
-          where e.endpoint_id = $4 and e.status = 'PENDING' and e.concurrency_key is not null and e.concurrency_key > keys.k
-          order by e.concurrency_key limit 1), keys.n + 1
-  from keys where keys.k is not null and keys.n < ${MAX_KEY_LANES}
+  select ${nextKey('>', 'a.k')}, a.n + 1 from after_cursor a where a.k is not null and a.n < ${MAX_KEY_LANES}
+), from_start(k, n) as (
+  select ${nextKey('>=', "''")}, 1
+  union all
+  select ${nextKey('>', 'f.k')}, f.n + 1 from from_start f
+  where f.k is not null and f.n < ${MAX_KEY_LANES} and ($7::text is null or f.k < $7::text)
+), room as materialized (
+  select ${LIMITED_ROOM} as n
+), lanes as materialized (
+  -- As many as the claim is likely to need (twice its room, at least 8), read lazily: the keys
+  -- after the cursor come first, and the round starts over only when they run out (up to and
+  -- including the cursor's own key; positions after the first part's).
+  select k, n from after_cursor where k is not null
+  union all
+  select f.k, f.n + ${MAX_KEY_LANES} from from_start f
+  where f.k is not null and ($7::text is null or f.k <= $7::text)
+  limit least(${MAX_KEY_LANES}, greatest(8, 2 * (select n from room)))
+), running as materialized (
+  select r.concurrency_key as k, count(*)::int as n from executions r
+  where r.endpoint_id = $4 and r.status = 'RUNNING' group by 1
 ), picked as (
   select c.id, c.turn, l.n as position, l.k
-  from keys l
-  cross join lateral (${lane(
-    'e.concurrency_key = l.k',
-    `greatest(0, $9::int - (select count(*) from executions r where r.endpoint_id = $4 and r.concurrency_key = l.k and r.status = 'RUNNING'))`,
-  )}) c
-  where l.k is not null and ($8::text is null or l.k <= $8::text)
-  union all
-  select c.id, c.turn, 0, null from (${lane('e.concurrency_key is null', '$5::int')}) c
-  where $7::text is null
+  from lanes l
+  cross join lateral (
+    select e.id, row_number() over (order by e.priority desc, e.run_after, e.id) as turn
+    from executions e
+    join jobs j on j.id = e.job_id
+    where e.endpoint_id = $4 and e.concurrency_key = l.k and ${CLAIMABLE} and ${SERIAL_TURN}
+    order by e.priority desc, e.run_after, e.id
+    limit least(
+      -- Its share of the room, so a claim reads about as many rows as it may take.
+      ceil((select n from room)::numeric / greatest(1, (select count(*) from lanes)))::int,
+      case when l.k = '' then (select n from room)
+           else greatest(0, $8::int - coalesce((select r.n from running r where r.k = l.k), 0)) end)
+  ) c
 ), candidates as (
   select e.id, p.turn, p.position, p.k
   from executions e
-  join (select id, turn, position, k from picked order by turn, position limit ${LIMITED_ROOM}) p on p.id = e.id
+  join (select id, turn, position, k from picked order by turn, position limit (select n from room)) p on p.id = e.id
+  where e.status = 'PENDING' and e.run_after <= now()
   for update of e skip locked
 ), turned as (
   insert into endpoint_key_turns (endpoint_id, last_key)
-  select $4, coalesce(c.k, '') from candidates c order by c.turn desc, c.position desc limit 1
+  select $4, coalesce((select c.k from candidates c order by c.turn desc, c.position desc limit 1),
+                      (select l.k from lanes l order by l.n desc limit 1))
+  where (select n from room) > 0 and exists (select 1 from lanes)
   on conflict (endpoint_id) do update set last_key = excluded.last_key
 ${CLAIM_TAIL}`;
-};
-const CLAIM_KEYED: Record<ClaimOrder, string> = { PRIORITY: keyedClaimSql('PRIORITY'), OLDEST: keyedClaimSql('OLDEST') };
 
 export interface ClaimOptions {
   workerId: string;
@@ -387,10 +407,25 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
   }
 }
 
+/**
+ * A claim when some endpoint has limits: the unlimited endpoints' statement, then each limited
+ * endpoint whose lock this transaction can take, while there is room. An OLDEST claim (one in
+ * OLDEST_EVERY) serves the limited endpoints first, so a steady backlog on unlimited endpoints
+ * cannot keep them from ever starting.
+ */
 async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: string): Promise<ClaimedExecution[]> {
-  const { rows } = await client.query<ClaimedExecution>(claimUnlimited(o, token));
-  let room = o.limit - rows.length;
-  if (room <= 0) return rows;
+  if (o.order !== 'OLDEST') {
+    const rows = (await client.query<ClaimedExecution>(claimUnlimited(o, token))).rows;
+    return o.limit - rows.length > 0 ? [...rows, ...(await claimLimited(client, o, token, o.limit - rows.length))] : rows;
+  }
+  const rows = await claimLimited(client, o, token, o.limit);
+  if (o.limit - rows.length <= 0) return rows;
+  return [...rows, ...(await client.query<ClaimedExecution>(claimUnlimited({ ...o, limit: o.limit - rows.length }, token))).rows];
+}
+
+/** Up to `room` executions of the limited endpoints, each under its advisory lock. */
+async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: string, room: number): Promise<ClaimedExecution[]> {
+  const rows: ClaimedExecution[] = [];
   const limited = await client.query<{
     id: string;
     concurrency_limit: number | null;
@@ -444,10 +479,13 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
   return rows;
 }
 
+/** Windows of keys one keyed claim looks through, at most, when those before found nothing. */
+const MAX_KEY_WINDOWS = 10;
+
 /**
- * A keyed endpoint's claim (keyedClaimSql): the keys after the rotation's cursor, then, when they
- * had less than the room, the round starts over (the keyless lane, then the keys up to the
- * cursor). Each statement moves the cursor to the last key it took from.
+ * A keyed endpoint's claim (CLAIM_KEYED), from where its rotation stands. A window that found
+ * nothing to start moved the cursor past its keys: the next window is looked at at once (up to
+ * MAX_KEY_WINDOWS), rather than after the worker's next poll.
  */
 async function claimKeyed(
   client: pg.PoolClient,
@@ -455,21 +493,20 @@ async function claimKeyed(
   token: string,
   ep: { id: string; free: number; concurrencyLimit: number | null; keyLimit: number },
 ): Promise<ClaimedExecution[]> {
-  const order = o.order ?? 'PRIORITY';
-  const name = order === 'OLDEST' ? 'jobgate.claim-keyed/oldest' : 'jobgate.claim-keyed';
-  const run = async (after: string | null, upTo: string | null, free: number) =>
-    (
-      await client.query<ClaimedExecution>({
-        name,
-        text: CLAIM_KEYED[order],
-        values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrencyLimit, after, upTo, ep.keyLimit],
-      })
-    ).rows;
-  const cursor =
+  const cursorNow = async () =>
     (await client.query<{ last_key: string }>({ name: 'jobgate.key-turn', text: KEY_TURN, values: [ep.id] })).rows[0]?.last_key ?? null;
-  const rows = await run(cursor, null, ep.free);
-  if (cursor !== null && rows.length < ep.free) rows.push(...(await run(null, cursor, ep.free - rows.length)));
-  return rows;
+  let cursor = await cursorNow();
+  for (let window = 1; ; window++) {
+    const { rows } = await client.query<ClaimedExecution>({
+      name: 'jobgate.claim-keyed',
+      text: CLAIM_KEYED,
+      values: [o.workerId, o.leaseMs, token, ep.id, ep.free, ep.concurrencyLimit, cursor, ep.keyLimit],
+    });
+    if (rows.length > 0 || window >= MAX_KEY_WINDOWS) return rows;
+    const moved = await cursorNow();
+    if (moved === cursor) return rows;
+    cursor = moved;
+  }
 }
 
 const KEY_TURN = 'select last_key from endpoint_key_turns where endpoint_id = $1';

@@ -112,12 +112,16 @@ with done as (
   -- new starts on its endpoint until the latest such time, on any worker (see claim.ts). Only
   -- accepted outcomes count, by id and epoch as the attempt row below.
   insert into endpoint_retry_after (endpoint_id, until, status_code)
-  select u.endpoint_id, max(now() + make_interval(secs => d.delay_ms / 1000)), max(d.status_code)
+  select u.endpoint_id, max(now() + make_interval(secs => d.delay_ms / 1000)),
+         -- The answer that asked for the longest wait.
+         (array_agg(d.status_code order by d.delay_ms desc))[1]
   from updated u join done d on d.id = u.id and d.epoch = u.lease_epoch
   where d.delay_ms is not null and d.status_code in (429, 503)
   group by u.endpoint_id
   on conflict (endpoint_id) do update
-    set until = greatest(endpoint_retry_after.until, excluded.until), status_code = excluded.status_code, noted_at = now()
+    set until = greatest(endpoint_retry_after.until, excluded.until),
+        status_code = case when excluded.until >= endpoint_retry_after.until then excluded.status_code else endpoint_retry_after.status_code end,
+        noted_at = now()
 ), attempt_rows as (
   -- The attempt's row, written once now that it has ended: its number is the attempt count the
   -- claim set, its start the claim's time, its worker the lease holder ($10, on host $13 as pid $14).

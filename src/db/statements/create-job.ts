@@ -84,8 +84,8 @@ with req as materialized (
 ), execution as (
   insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key,
                           created_by_key_id, input)
-  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, priority, concurrency_key,
-         created_by_key_id, input
+  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, priority,
+         coalesce(concurrency_key, ''), created_by_key_id, input
   from job
 ), audit as (
   insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)

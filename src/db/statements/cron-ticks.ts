@@ -68,7 +68,7 @@ returning j.id`;
 
 const INSERT_EXECUTIONS = `
 insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key, lock_key, serial)
-select v.workspace_id, v.job_id, v.endpoint_id, v.scheduled_for, v.scheduled_for, v.max_attempts, v.priority, v.concurrency_key, v.lock_key, v.serial
+select v.workspace_id, v.job_id, v.endpoint_id, v.scheduled_for, v.scheduled_for, v.max_attempts, v.priority, coalesce(v.concurrency_key, ''), v.lock_key, v.serial
 from jsonb_to_recordset($1::jsonb) as v(workspace_id uuid, job_id uuid, endpoint_id uuid, scheduled_for timestamptz,
                                         max_attempts int, priority smallint, concurrency_key text, lock_key text, serial boolean)
 on conflict do nothing

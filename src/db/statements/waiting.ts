@@ -99,7 +99,7 @@ export async function waitingReasons(db: Executor, workspaceId: string, ids: rea
     left join lateral (
       select count(*)::int as running from executions x
       where x.endpoint_id = en.id and x.concurrency_key = e.concurrency_key and x.status = 'RUNNING'
-    ) kr on en.key_concurrency_limit is not null and e.concurrency_key is not null
+    ) kr on en.key_concurrency_limit is not null and e.concurrency_key <> ''
     left join endpoint_retry_after ra on ra.endpoint_id = en.id and ra.until > now()
     left join endpoint_rate_buckets b on b.endpoint_id = en.id
     left join lateral (select ${sql.raw(tokensNow('en', 'b'))} as tokens) tk on en.rate_limit_count is not null

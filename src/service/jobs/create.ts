@@ -137,7 +137,7 @@ async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted
     scheduled_for: inserted.kind === 'DELAYED' ? inserted.run_at! : now,
     max_attempts: inserted.max_attempts,
     priority: inserted.priority,
-    concurrency_key: inserted.concurrency_key,
+    concurrency_key: inserted.concurrency_key ?? '',
     lock_key: inserted.lock_key,
     created_by_key_id: actor.keyId ?? null,
     input,

@@ -66,7 +66,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
             scheduled_for: DATABASE_NOW,
             max_attempts: job.max_attempts,
             priority: job.priority,
-            concurrency_key: job.concurrency_key,
+            concurrency_key: job.concurrency_key ?? '',
             lock_key: job.lock_key,
             trigger: 'MANUAL',
             request_id: input.requestId ?? null,

@@ -307,7 +307,8 @@ export const toExecution = (r: ExecutionRow): Execution => ({
   attemptCount: r.attempt_count,
   maxAttempts: r.max_attempts,
   priority: r.priority,
-  concurrencyKey: r.concurrency_key,
+  // '' on the row for none (migration 000043).
+  concurrencyKey: r.concurrency_key === '' ? null : r.concurrency_key,
   nextAttemptAt: r.status === 'PENDING' ? r.run_after : null,
   trigger: r.trigger,
   cancelRequestedAt: r.cancel_requested_at,
