@@ -217,9 +217,7 @@ describe('interval handlers', () => {
     // kick only wakes the loop, so the sweep is waited for, not assumed done.
     expect((await entry('hung')).interval).toMatchObject({ abandonedRunning: 0 });
     await other.intervals.kick();
-    await eventually(
-      async () => (await t.query(`select count(*)::int as n from interval_abandoned`)).rows[0].n === 0,
-    );
+    await eventually(async () => (await t.query(`select count(*)::int as n from interval_abandoned`)).rows[0].n === 0);
   });
 
   it('counts an abandoned handler that settles at last as running no more, and records nothing it returned', async () => {
