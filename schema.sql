@@ -1,4 +1,4 @@
--- The schema after migrations/000043_concurrency_keys.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000044_gated_executions.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -16,6 +16,83 @@ begin
   perform pg_notify('jobgate_events', 'c');
   return null;
 end $$;
+
+CREATE FUNCTION public.jobgate_endpoint_gate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  -- In id order, as every statement that locks several executions (see lease.ts).
+  update executions e set gated = jobgate_endpoint_limited(new)
+  from (select x.id from executions x
+        where x.endpoint_id = new.id and x.status = 'PENDING' and x.gated <> jobgate_endpoint_limited(new)
+        order by x.id for no key update) l
+  where e.id = l.id and e.status = 'PENDING';
+  return null;
+end $$;
+
+CREATE TABLE public.endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    name text NOT NULL,
+    description text,
+    kind text NOT NULL,
+    type text DEFAULT 'USER'::text NOT NULL,
+    url text,
+    method text,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    timeout_ms integer,
+    signing_secret text,
+    handler_name text,
+    payload_spec_id uuid,
+    config_id uuid,
+    max_attempts integer,
+    backoff_base_ms integer DEFAULT 1000 NOT NULL,
+    backoff_max_ms integer DEFAULT 300000 NOT NULL,
+    jitter boolean DEFAULT true NOT NULL,
+    concurrency_limit integer,
+    archived_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by_key_id uuid,
+    paused_at timestamp with time zone,
+    rate_limit_count integer,
+    rate_limit_period_ms integer,
+    rate_limit_burst integer,
+    default_priority smallint DEFAULT 0 NOT NULL,
+    key_concurrency_limit integer,
+    CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
+    CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
+    CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
+    CONSTRAINT endpoints_concurrency_limit_check CHECK ((concurrency_limit > 0)),
+    CONSTRAINT endpoints_default_priority_check CHECK (((default_priority >= '-100'::integer) AND (default_priority <= 100))),
+    CONSTRAINT endpoints_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
+    CONSTRAINT endpoints_key_concurrency_limit_check CHECK (((key_concurrency_limit >= 1) AND (key_concurrency_limit <= 10000))),
+    CONSTRAINT endpoints_kind_check CHECK ((kind = ANY (ARRAY['HTTP'::text, 'HANDLER'::text]))),
+    CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
+    CONSTRAINT endpoints_method_check CHECK ((method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
+    CONSTRAINT endpoints_name_check CHECK ((name ~ '^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$'::text)),
+    CONSTRAINT endpoints_rate_limit_check CHECK ((((rate_limit_count IS NULL) AND (rate_limit_period_ms IS NULL) AND (rate_limit_burst IS NULL)) OR ((rate_limit_count > 0) AND (rate_limit_period_ms > 0) AND (rate_limit_burst > 0)))),
+    CONSTRAINT endpoints_timeout_ms_check CHECK ((timeout_ms > 0)),
+    CONSTRAINT endpoints_type_check CHECK ((type = ANY (ARRAY['USER'::text, 'INTERNAL'::text])))
+);
+
+COMMENT ON COLUMN public.endpoints.paused_at IS 'When the endpoint was paused: its executions wait and none is claimed until it is resumed (then null). Attempts running when it was paused finish.';
+
+COMMENT ON COLUMN public.endpoints.rate_limit_count IS 'Rate limit: at most this many starts per rate_limit_period_ms (all three null: no limit).';
+
+COMMENT ON COLUMN public.endpoints.rate_limit_period_ms IS 'Rate limit: the period, in milliseconds.';
+
+COMMENT ON COLUMN public.endpoints.rate_limit_burst IS 'Rate limit: the most starts at once after a quiet spell (the bucket''s size).';
+
+COMMENT ON COLUMN public.endpoints.default_priority IS 'The priority of jobs created for this endpoint without one of their own (-100 to 100, higher first).';
+
+COMMENT ON COLUMN public.endpoints.key_concurrency_limit IS 'Most attempts in flight at once per concurrency key, across all workers; null: no per-key limit. Its claims rotate between keys.';
+
+CREATE FUNCTION public.jobgate_endpoint_limited(en public.endpoints) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null
+$$;
 
 CREATE FUNCTION public.jobgate_event_writer() RETURNS void
     LANGUAGE sql
@@ -137,6 +214,15 @@ begin
     perform pg_notify('jobgate_events', 'r:' || moved.id);
   end loop;
   return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_execution_gate() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  select jobgate_endpoint_limited(en) into new.gated from endpoints en where en.id = new.endpoint_id for share;
+  new.gated := coalesce(new.gated, false);
+  return new;
 end $$;
 
 CREATE FUNCTION public.jobgate_interval_streak() RETURNS trigger
@@ -477,64 +563,6 @@ CREATE TABLE public.endpoint_retry_after (
 
 COMMENT ON TABLE public.endpoint_retry_after IS 'Until when each endpoint''s target asked for no more requests (HTTP 429 or 503 with Retry-After): none of its executions starts before then. Past rows are inert.';
 
-CREATE TABLE public.endpoints (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    workspace_id uuid NOT NULL,
-    name text NOT NULL,
-    description text,
-    kind text NOT NULL,
-    type text DEFAULT 'USER'::text NOT NULL,
-    url text,
-    method text,
-    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
-    timeout_ms integer,
-    signing_secret text,
-    handler_name text,
-    payload_spec_id uuid,
-    config_id uuid,
-    max_attempts integer,
-    backoff_base_ms integer DEFAULT 1000 NOT NULL,
-    backoff_max_ms integer DEFAULT 300000 NOT NULL,
-    jitter boolean DEFAULT true NOT NULL,
-    concurrency_limit integer,
-    archived_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    created_by_key_id uuid,
-    paused_at timestamp with time zone,
-    rate_limit_count integer,
-    rate_limit_period_ms integer,
-    rate_limit_burst integer,
-    default_priority smallint DEFAULT 0 NOT NULL,
-    key_concurrency_limit integer,
-    CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
-    CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
-    CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
-    CONSTRAINT endpoints_concurrency_limit_check CHECK ((concurrency_limit > 0)),
-    CONSTRAINT endpoints_default_priority_check CHECK (((default_priority >= '-100'::integer) AND (default_priority <= 100))),
-    CONSTRAINT endpoints_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
-    CONSTRAINT endpoints_key_concurrency_limit_check CHECK (((key_concurrency_limit >= 1) AND (key_concurrency_limit <= 10000))),
-    CONSTRAINT endpoints_kind_check CHECK ((kind = ANY (ARRAY['HTTP'::text, 'HANDLER'::text]))),
-    CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
-    CONSTRAINT endpoints_method_check CHECK ((method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
-    CONSTRAINT endpoints_name_check CHECK ((name ~ '^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$'::text)),
-    CONSTRAINT endpoints_rate_limit_check CHECK ((((rate_limit_count IS NULL) AND (rate_limit_period_ms IS NULL) AND (rate_limit_burst IS NULL)) OR ((rate_limit_count > 0) AND (rate_limit_period_ms > 0) AND (rate_limit_burst > 0)))),
-    CONSTRAINT endpoints_timeout_ms_check CHECK ((timeout_ms > 0)),
-    CONSTRAINT endpoints_type_check CHECK ((type = ANY (ARRAY['USER'::text, 'INTERNAL'::text])))
-);
-
-COMMENT ON COLUMN public.endpoints.paused_at IS 'When the endpoint was paused: its executions wait and none is claimed until it is resumed (then null). Attempts running when it was paused finish.';
-
-COMMENT ON COLUMN public.endpoints.rate_limit_count IS 'Rate limit: at most this many starts per rate_limit_period_ms (all three null: no limit).';
-
-COMMENT ON COLUMN public.endpoints.rate_limit_period_ms IS 'Rate limit: the period, in milliseconds.';
-
-COMMENT ON COLUMN public.endpoints.rate_limit_burst IS 'Rate limit: the most starts at once after a quiet spell (the bucket''s size).';
-
-COMMENT ON COLUMN public.endpoints.default_priority IS 'The priority of jobs created for this endpoint without one of their own (-100 to 100, higher first).';
-
-COMMENT ON COLUMN public.endpoints.key_concurrency_limit IS 'Most attempts in flight at once per concurrency key, across all workers; null: no per-key limit. Its claims rotate between keys.';
-
 CREATE TABLE public.events (
     id bigint NOT NULL,
     workspace_id uuid NOT NULL,
@@ -588,6 +616,7 @@ CREATE TABLE public.executions (
     claim_token uuid,
     priority smallint DEFAULT 0 NOT NULL,
     concurrency_key text DEFAULT ''::text NOT NULL COLLATE pg_catalog."C",
+    gated boolean DEFAULT false NOT NULL,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT executions_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
@@ -604,6 +633,8 @@ COMMENT ON COLUMN public.executions.claim_token IS 'The token of the claim that 
 COMMENT ON COLUMN public.executions.priority IS 'The job''s priority when this execution was created: claims take higher first.';
 
 COMMENT ON COLUMN public.executions.concurrency_key IS 'Its job''s concurrency key when it was created (pinned); '''' for none.';
+
+COMMENT ON COLUMN public.executions.gated IS 'PENDING under an endpoint with a concurrency, rate or per-key limit: claimed only under that endpoint''s advisory lock. Kept by triggers.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -1049,17 +1080,19 @@ CREATE INDEX events_replay ON public.events USING btree (workspace_id, topic, id
 
 CREATE INDEX executions_due ON public.executions USING btree (run_after, id) WHERE (status = 'PENDING'::text);
 
-CREATE INDEX executions_due_priority ON public.executions USING btree (priority DESC, run_after, id) WHERE (status = 'PENDING'::text);
+CREATE INDEX executions_due_priority ON public.executions USING btree (priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND (NOT gated));
 
 CREATE INDEX executions_endpoint_created ON public.executions USING btree (endpoint_id, created_at DESC, id DESC);
 
 CREATE INDEX executions_failed_created ON public.executions USING btree (workspace_id, created_at DESC, id DESC) WHERE (status = 'FAILED'::text);
 
+CREATE INDEX executions_gated_due ON public.executions USING btree (endpoint_id, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated);
+
 CREATE INDEX executions_job_created ON public.executions USING btree (job_id, created_at DESC, id DESC);
 
 CREATE UNIQUE INDEX executions_live_lock_key ON public.executions USING btree (workspace_id, lock_key) WHERE ((lock_key IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text])));
 
-CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE (status = 'PENDING'::text);
+CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated);
 
 CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_id, request_id) WHERE (request_id IS NOT NULL);
 
@@ -1113,9 +1146,15 @@ CREATE INDEX workers_heartbeat ON public.workers USING btree (heartbeat_at);
 
 CREATE TRIGGER alert_notifications_events_insert AFTER INSERT ON public.alert_notifications REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_alerts_insert();
 
+CREATE TRIGGER endpoints_gate AFTER UPDATE OF concurrency_limit, rate_limit_count, key_concurrency_limit ON public.endpoints FOR EACH ROW WHEN ((public.jobgate_endpoint_limited(old.*) <> public.jobgate_endpoint_limited(new.*))) EXECUTE FUNCTION public.jobgate_endpoint_gate();
+
 CREATE TRIGGER executions_events_insert AFTER INSERT ON public.executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_insert();
 
 CREATE TRIGGER executions_events_update AFTER UPDATE ON public.executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_update();
+
+CREATE TRIGGER executions_gate_insert BEFORE INSERT ON public.executions FOR EACH ROW WHEN ((new.status = 'PENDING'::text)) EXECUTE FUNCTION public.jobgate_execution_gate();
+
+CREATE TRIGGER executions_gate_pending BEFORE UPDATE OF status ON public.executions FOR EACH ROW WHEN (((new.status = 'PENDING'::text) AND (old.status <> 'PENDING'::text))) EXECUTE FUNCTION public.jobgate_execution_gate();
 
 CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_notify_work();
 

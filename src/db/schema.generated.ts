@@ -266,6 +266,10 @@ export interface Executions {
   created_by_key_id: string | null;
   endpoint_id: string;
   finished_at: Timestamp | null;
+  /**
+   * PENDING under an endpoint with a concurrency, rate or per-key limit: claimed only under that endpoint's advisory lock. Kept by triggers.
+   */
+  gated: Generated<boolean>;
   id: Generated<string>;
   /**
    * The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).

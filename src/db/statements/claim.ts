@@ -14,8 +14,9 @@
  * Due work is taken highest priority first, the earliest due first within a priority; one claim in
  * every OLDEST_EVERY takes the earliest due whatever its priority, so none is starved (ClaimOrder).
  *
- * Endpoints with a concurrency limit are claimed separately, under a transaction-scoped
- * advisory lock per endpoint: the running count is read after the lock is taken and the lock
+ * Endpoints with a limit (concurrency, rate, per key) are claimed separately, under a transaction-scoped
+ * advisory lock per endpoint, through their executions' own indexes (their executions are gated,
+ * migration 000044, so the unlimited claim never reads past them): the running count is read after the lock is taken and the lock
  * is held until the claimed rows commit as RUNNING, so two workers can never both fill the
  * same free slots. Endpoints without a limit (the common case) take the single-statement path.
  *
@@ -118,21 +119,37 @@ export const SERIAL_TURN = `(not e.serial or (
                       and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
 
 /**
- * The priorities present among pending executions (`levels.p`), one row each, the last row null.
- * A skip scan: each row is one probe of executions_due_priority, for the lowest priority above the
- * previous one. Enumerated from the lowest up, though claims take the highest first (the claim
+ * The priorities present among the pending executions `among` picks (`levels.p`), one row each,
+ * the last row null: the ungated ones (executions_due_priority) or a limited endpoint's
+ * (executions_gated_due). A skip scan: each row is one probe of that index, for the lowest priority
+ * above the previous one. Enumerated from the lowest up, though claims take the highest first (the claim
  * sorts the few rows): the probes then land at the end of each priority's range, among its latest
  * executions, instead of at its start, where the executions claimed since the last vacuum leave
  * dead index entries that each probe would step over again. The claim then reads each level in
  * due order; walking the index in (priority desc, run_after) order instead would read every
  * delayed execution of a high priority before reaching the due ones of the next.
  */
-const PRIORITY_LEVELS = `levels(p) as (
-  (select e.priority from executions e where e.status = 'PENDING' order by e.priority limit 1)
+const priorityLevels = (among: string) => `levels(p) as (
+  (select e.priority from executions e where e.status = 'PENDING' and ${among} order by e.priority limit 1)
   union all
-  select (select e.priority from executions e where e.status = 'PENDING' and e.priority > l.p order by e.priority limit 1)
+  select (select e.priority from executions e where e.status = 'PENDING' and ${among} and e.priority > l.p order by e.priority limit 1)
   from levels l where l.p is not null
 )`;
+
+/**
+ * Candidates in due order whatever their priority (an OLDEST claim), merged from each level's
+ * earliest: `level(lvl)` is a level's candidate query, in due order and limited, that locks
+ * nothing. The few picked are then locked, with their state checked again on the locked version.
+ */
+const oldestAcrossLevels = (limit: string, level: (lvl: string) => string, gated: boolean) => `picked as (
+  select c.id from levels l cross join lateral (${level('l.p')}) c
+  where l.p is not null
+  order by c.run_after, c.id
+  limit ${limit}
+), candidates as (
+  select e.id from executions e join picked p on p.id = e.id
+  where e.status = 'PENDING' and e.run_after <= now() and ${gated ? '' : 'not '}e.gated
+  for update of e skip locked`;
 
 /**
  * Which order a claim takes due work in. PRIORITY: highest priority first, earliest due first
@@ -153,14 +170,17 @@ export const OLDEST_EVERY = 10;
 export const claimOrder = (n: number): ClaimOrder => (n % OLDEST_EVERY === OLDEST_EVERY - 1 ? 'OLDEST' : 'PRIORITY');
 
 // $4 the handlers this worker has; the LIMIT is a parameter ($5) or a constant (see below).
-// Candidates of one priority level (`lvl`: an expression, or null for any) in due order.
-const unlimitedCandidates = (limit: string, lvl: string | null) => `
-  select e.id
+// Candidates of one priority level (`lvl`) in due order, locked or (to be merged, see
+// oldestAcrossLevels) not. Ungated executions only (migration 000044: those of the endpoints
+// without limits), and the endpoint's limits checked too.
+const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
+  select e.id, e.run_after
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
   where ${CLAIMABLE}
-    ${lvl === null ? '' : `and e.priority = ${lvl}`}
+    and not e.gated
+    and e.priority = ${lvl}
     and ${SERIAL_TURN}
     and en.concurrency_limit is null
     and en.rate_limit_count is null
@@ -168,28 +188,34 @@ const unlimitedCandidates = (limit: string, lvl: string | null) => `
     and ${DELIVERABLE('$4')}
   order by e.run_after, e.id
   limit ${limit}
-  for update of e skip locked`;
+  ${lock ? 'for update of e skip locked' : ''}`;
 
 const claimUnlimitedSql = (limit: string, order: ClaimOrder) =>
   order === 'OLDEST'
     ? `
-with candidates as (${unlimitedCandidates(limit, null)}
+with recursive ${priorityLevels('not e.gated')}, ${oldestAcrossLevels(limit, (lvl) => unlimitedCandidates(limit, lvl, false), false)}
 ${CLAIM_TAIL}`
     : `
-with recursive ${PRIORITY_LEVELS}, candidates as (
-  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${unlimitedCandidates(limit, 'l.p')}) c
+with recursive ${priorityLevels('not e.gated')}, candidates as (
+  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${unlimitedCandidates(limit, 'l.p', true)}) c
   limit ${limit}
 ${CLAIM_TAIL}`;
 
-/** Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take. */
+/**
+ * Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take.
+ * It also turns JIT compilation off for the rest of the transaction, before the limited claims
+ * that follow are planned: their LIMIT is the room counted after the lock (an expression), for
+ * which the planner assumes a tenth of the table, so on a server with JIT on (Postgres' default)
+ * a claim that runs in a millisecond was compiled first, for 600 ms, every time.
+ */
 const LOCK_LIMITED = `
 select en.id, en.concurrency_limit, en.rate_limit_count is not null as rate_limited, en.key_concurrency_limit,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
-from endpoints en
+from endpoints en, (select set_config('jit', 'off', true)) jit_off
 where (en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null)
   and ${DELIVERABLE('$1')}
   and exists (select 1 from executions e join jobs j on j.id = e.job_id
-              where e.endpoint_id = en.id and ${CLAIMABLE})
+              where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
   and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
 
 /**
@@ -224,26 +250,30 @@ on conflict (endpoint_id) do update set tokens = excluded.tokens, refilled_at = 
 // statement's snapshot, taken after the advisory lock was granted: claims another worker
 // committed before we got the lock are seen.
 const LIMITED_ROOM = `greatest(0, least($5::int, $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')))`;
-const limitedCandidates = (lvl: string | null) => `
-  select e.id
+// The endpoint's gated executions (all of its pending ones: it has a limit), one priority level's
+// in due order (executions_gated_due), locked or not (as unlimitedCandidates).
+const limitedCandidates = (lvl: string, lock: boolean) => `
+  select e.id, e.run_after
   from executions e
   join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
   where ${CLAIMABLE}
-    ${lvl === null ? '' : `and e.priority = ${lvl}`}
-    and ${SERIAL_TURN}
     and e.endpoint_id = $4
+    and e.gated
+    and e.priority = ${lvl}
+    and ${SERIAL_TURN}
     and ${STARTS_ALLOWED('en')}
   order by e.run_after, e.id
   limit ${LIMITED_ROOM}
-  for update of e skip locked`;
+  ${lock ? 'for update of e skip locked' : ''}`;
+const ENDPOINT_LEVELS = priorityLevels('e.endpoint_id = $4 and e.gated');
 const CLAIM_LIMITED: Record<ClaimOrder, string> = {
   OLDEST: `
-with candidates as (${limitedCandidates(null)}
+with recursive ${ENDPOINT_LEVELS}, ${oldestAcrossLevels(LIMITED_ROOM, (lvl) => limitedCandidates(lvl, false), true)}
 ${CLAIM_TAIL}`,
   PRIORITY: `
-with recursive ${PRIORITY_LEVELS}, candidates as (
-  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${limitedCandidates('l.p')}) c
+with recursive ${ENDPOINT_LEVELS}, candidates as (
+  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${limitedCandidates('l.p', true)}) c
   limit ${LIMITED_ROOM}
 ${CLAIM_TAIL}`,
 };
@@ -253,7 +283,7 @@ const MAX_KEY_LANES = 100;
 
 /** The first key `op` `than` among the endpoint's pending executions (one probe of executions_pending_key). */
 const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key from executions e
-     where e.endpoint_id = $4 and e.status = 'PENDING' and e.concurrency_key ${op} ${than}
+     where e.endpoint_id = $4 and e.status = 'PENDING' and e.gated and e.concurrency_key ${op} ${than}
      order by e.concurrency_key limit 1)`;
 
 /**
@@ -302,7 +332,7 @@ with recursive after_cursor(k, n) as (
     select e.id, row_number() over (order by e.priority desc, e.run_after, e.id) as turn
     from executions e
     join jobs j on j.id = e.job_id
-    where e.endpoint_id = $4 and e.concurrency_key = l.k and ${CLAIMABLE} and ${SERIAL_TURN}
+    where e.endpoint_id = $4 and e.concurrency_key = l.k and e.gated and ${CLAIMABLE} and ${SERIAL_TURN}
     order by e.priority desc, e.run_after, e.id
     limit least(
       -- Its share of the room, so a claim reads about as many rows as it may take.
@@ -314,7 +344,7 @@ with recursive after_cursor(k, n) as (
   select e.id, p.turn, p.position, p.k
   from executions e
   join (select id, turn, position, k from picked order by turn, position limit (select n from room)) p on p.id = e.id
-  where e.status = 'PENDING' and e.run_after <= now()
+  where e.status = 'PENDING' and e.run_after <= now() and e.gated
   for update of e skip locked
 ), turned as (
   insert into endpoint_key_turns (endpoint_id, last_key)
@@ -600,7 +630,7 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
               join endpoint_rate_buckets b on b.endpoint_id = en.id
               cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
               where en.rate_limit_count is not null and t.tokens < 1
-                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.run_after <= now())),
+                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.gated and e.run_after <= now())),
              (select extract(epoch from min(ra.until) - now()) * 1000 from endpoint_retry_after ra where ra.until > now())
            ) as in_ms`,
   });
