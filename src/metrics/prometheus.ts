@@ -336,6 +336,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       },
     });
     new Gauge({
+      name: 'jobgate_executions_waiting',
+      help: 'Pending executions of the whole installation by endpoint and the reason each waits (its waitingFor: ENDPOINT_PAUSED, JOB_PAUSED, NOT_DUE, RETRY_BACKOFF, ENDPOINT_RETRY_AFTER, PREVIOUS_OCCURRENCE, ENDPOINT_CONCURRENCY_FULL, KEY_CONCURRENCY_FULL, RATE_LIMITED, NO_LIVE_WORKER, READY). The same from every process: aggregate with max.',
+      labelNames: ['endpoint', 'reason'],
+      registers,
+      async collect() {
+        this.reset();
+        const snap = await snapshot();
+        if (!snap) return;
+        for (const row of snap.waiting) this.inc({ endpoint: endpoints.of(row.endpoint), reason: row.reason }, row.count);
+      },
+    });
+    new Gauge({
       name: 'jobgate_runs',
       help: 'Unfinished recoverable runs of the whole installation, by status (RUNNING, CANCEL_REQUESTED, PAUSED). The same from every process: aggregate with max.',
       labelNames: ['status'],

@@ -166,6 +166,47 @@ describe('/metrics', () => {
     for (const status of ['RUNNING', 'CANCEL_REQUESTED', 'PAUSED']) expect(s.has('jobgate_runs', { status })).toBe(true);
   });
 
+  it('counts pending executions by the reason each waits, as their waitingFor says', async () => {
+    const paused = await t.service.registerEndpoint(t.actor, { name: 'm.paused', kind: 'HANDLER', handlerName: 'metrics-ok' });
+    await t.service.pauseEndpoint(t.actor, paused.id);
+    await t.service.createJob(t.actor, { endpointName: 'm.paused', kind: 'IMMEDIATE' });
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const held = await t.service.createJob(t.actor, { endpointName: 'm.nobody', kind: 'DELAYED', runAt: later });
+    await t.service.pauseJob(t.actor, held.job.id);
+    const s = await eventually(
+      async () => {
+        const got = await scrape(base, TOKEN);
+        return got.value('jobgate_executions_waiting', { endpoint: 'm.paused', reason: 'ENDPOINT_PAUSED' }) === 1 &&
+          got.value('jobgate_executions_waiting', { endpoint: 'm.nobody', reason: 'JOB_PAUSED' }) === 1
+          ? got
+          : undefined;
+      },
+      15_000,
+      'the waiting gauge to show the new executions',
+    );
+    // Every pending execution is counted once, under the reason the API gives it.
+    const { data } = await gql(`{ executions(first: 100, status: PENDING) { nodes { job { endpoint { name } } waitingFor { reason } } } }`);
+    const fromApi = new Map<string, number>();
+    for (const n of data.executions.nodes) {
+      const k = `${n.job.endpoint.name} ${n.waitingFor.reason}`;
+      fromApi.set(k, (fromApi.get(k) ?? 0) + 1);
+    }
+    expect(fromApi.get('m.nobody NO_LIVE_WORKER')).toBeGreaterThanOrEqual(2);
+    expect(fromApi.get('m.ok NOT_DUE')).toBeGreaterThanOrEqual(1);
+    for (const [k, n] of fromApi) {
+      const [endpoint, reason] = k.split(' ');
+      expect(s.value('jobgate_executions_waiting', { endpoint: endpoint!, reason: reason! }), k).toBe(n);
+    }
+    // And nothing else of these endpoints: no series under a reason the API gives none of them.
+    const series = s.family('jobgate_executions_waiting')!.metrics.filter((m) => m.labels!.endpoint!.startsWith('m.'));
+    expect(
+      series
+        .filter((m) => Number(m.value) > 0)
+        .map((m) => `${m.labels!.endpoint} ${m.labels!.reason}`)
+        .sort(),
+    ).toEqual([...fromApi.keys()].sort());
+  });
+
   it('counts GraphQL operations by type and outcome, and HTTP requests by route', async () => {
     const before = await scrape(base, TOKEN);
     expect((await gql('{ workspace { slug } }')).data.workspace.slug).toBe('default');

@@ -1,6 +1,7 @@
 /**
- * What a metrics scrape reads from the database: the queue per endpoint and the live runs, for
- * the whole installation, in one round trip (two statements in one simple-protocol message).
+ * What a metrics scrape reads from the database: the queue per endpoint, the live runs and why
+ * each pending execution waits, for the whole installation, in one round trip (three statements
+ * in one simple-protocol message).
  *
  * Only live rows are read, through partial indexes: pending executions through `executions_due`
  * (status = 'PENDING'), running ones through `executions_running_endpoint` (status = 'RUNNING'),
@@ -9,6 +10,7 @@
  * counted: their number only grows.
  */
 import type pg from 'pg';
+import { WAITING_COUNTS, type WaitReason } from './waiting.js';
 
 /** Counts per endpoint (an aggregate): declared here. */
 export interface QueueRow {
@@ -20,8 +22,17 @@ export interface QueueRow {
   running: number;
 }
 
+/** Pending executions of one endpoint waiting for one reason (waiting.ts's reasons): declared here. */
+export interface WaitingCountRow {
+  endpoint: string;
+  reason: WaitReason;
+  count: number;
+}
+
 export interface ClusterSnapshot {
   queue: QueueRow[];
+  /** Every pending execution by endpoint and the reason it waits (as its `waitingFor` says). */
+  waiting: WaitingCountRow[];
   /** Live runs by status (RUNNING, CANCEL_REQUESTED, PAUSED). */
   runs: { status: string; count: number }[];
 }
@@ -37,13 +48,15 @@ from (
 join endpoints en on en.id = q.endpoint_id
 group by en.name
 order by sum(q.pending) + sum(q.running) desc, en.name;
-select status, count(*)::int as count from runs where status in ('RUNNING', 'CANCEL_REQUESTED', 'PAUSED') group by status`;
+select status, count(*)::int as count from runs where status in ('RUNNING', 'CANCEL_REQUESTED', 'PAUSED') group by status;
+${WAITING_COUNTS}`;
 
 export async function readClusterSnapshot(pool: pg.Pool): Promise<ClusterSnapshot> {
   const results = (await pool.query(SNAPSHOT)) as unknown as pg.QueryResult[];
   return {
     queue: results[0]!.rows as QueueRow[],
     runs: results[1]!.rows as { status: string; count: number }[],
+    waiting: results[2]!.rows as WaitingCountRow[],
   };
 }
 

@@ -55,6 +55,60 @@ export interface WaitingRow {
   max_attempts: number;
 }
 
+// The pending executions asked about (`pend`) are read first; what their endpoints' gates hold
+// is read once per endpoint (`eps`), and attempts in flight once per key (`key_running`), not
+// once per execution: so a count over every pending execution (the metrics scrape) costs about
+// one join per execution. Followed by the filter on `e` (executions) and WAITING_REST.
+const WAITING_HEAD = `with pend as materialized (select e.* from executions e where e.status = 'PENDING' and `;
+const WAITING_GATES = `), eps as materialized (
+  select en.id, en.name, en.kind, en.handler_name, en.concurrency_limit, en.paused_at, en.rate_limit_count,
+         en.rate_limit_period_ms, en.key_concurrency_limit, ra.until as ra_until, ra.status_code as retry_after_status, tk.tokens,
+         case when en.concurrency_limit is not null
+              then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running,
+         exists (
+           select 1 from workers w
+           where ${workerIsLive('w')}
+             and (en.kind = 'HTTP' or exists (select 1 from jsonb_to_recordset(w.handlers) as h(kind text, name text)
+                                              where h.kind = 'HANDLER' and h.name = en.handler_name))
+         ) as deliverable
+  from endpoints en
+  left join endpoint_retry_after ra on ra.endpoint_id = en.id and ra.until > now()
+  left join endpoint_rate_buckets b on b.endpoint_id = en.id
+  left join lateral (select ${tokensNow('en', 'b')} as tokens) tk on en.rate_limit_count is not null
+  where en.id in (select endpoint_id from pend)
+), key_running as materialized (
+  select x.endpoint_id, x.concurrency_key, count(*)::int as running from executions x
+  where x.status = 'RUNNING' and x.concurrency_key <> ''
+    and x.endpoint_id in (select id from eps where key_concurrency_limit is not null)
+  group by 1, 2
+)`;
+const WAITING_SELECT = `
+select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
+       en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, en.running, en.retry_after_status,
+       e.concurrency_key, en.key_concurrency_limit,
+       case when en.key_concurrency_limit is not null and e.concurrency_key <> '' then coalesce(kr.running, 0) end as key_running,
+       case when e.run_after > now() then e.run_after
+            when en.ra_until is not null then en.ra_until
+            when en.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - en.tokens) * en.rate_limit_period_ms / en.rate_limit_count / 1000)
+       end as until,
+       case
+         when en.paused_at is not null then 'ENDPOINT_PAUSED'
+         when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
+         when e.run_after > now() and e.attempt_count > 0 then 'RETRY_BACKOFF'
+         when e.run_after > now() then 'NOT_DUE'
+         when en.ra_until is not null then 'ENDPOINT_RETRY_AFTER'
+         when not ${SERIAL_TURN} then 'PREVIOUS_OCCURRENCE'
+         when en.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
+         when e.concurrency_key <> '' and coalesce(kr.running, 0) >= en.key_concurrency_limit then 'KEY_CONCURRENCY_FULL'
+         when en.tokens < 1 then 'RATE_LIMITED'
+         when not en.deliverable then 'NO_LIVE_WORKER'
+         else 'READY'
+       end as reason
+from pend e
+join jobs j on j.id = e.job_id
+join eps en on en.id = e.endpoint_id
+left join key_running kr on kr.endpoint_id = e.endpoint_id and kr.concurrency_key = e.concurrency_key`;
+
 /**
  * The waiting reason of each of `ids` that is PENDING in the workspace (others are left out).
  * The gates' SQL is claim.ts's own where it can be: SERIAL_TURN verbatim; CLAIMABLE's parts
@@ -63,46 +117,15 @@ export interface WaitingRow {
  */
 export async function waitingReasons(db: Executor, workspaceId: string, ids: readonly string[]): Promise<WaitingRow[]> {
   if (ids.length === 0) return [];
-  const { rows } = await sql<WaitingRow>`
-    select e.id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
-           en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, r.running, ra.status_code as retry_after_status,
-           e.concurrency_key, en.key_concurrency_limit, kr.running as key_running,
-           case when e.run_after > now() then e.run_after
-                when ra.until is not null then ra.until
-                when tk.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - tk.tokens) * en.rate_limit_period_ms / en.rate_limit_count / 1000)
-           end as until,
-           case
-             when en.paused_at is not null then 'ENDPOINT_PAUSED'
-             when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
-             when e.run_after > now() and e.attempt_count > 0 then 'RETRY_BACKOFF'
-             when e.run_after > now() then 'NOT_DUE'
-             when ra.until is not null then 'ENDPOINT_RETRY_AFTER'
-             when not ${sql.raw(SERIAL_TURN)} then 'PREVIOUS_OCCURRENCE'
-             when r.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
-             when kr.running >= en.key_concurrency_limit then 'KEY_CONCURRENCY_FULL'
-             when tk.tokens < 1 then 'RATE_LIMITED'
-             when not exists (
-               select 1 from workers w
-               where ${sql.raw(workerIsLive('w'))}
-                 and (en.kind = 'HTTP' or exists (select 1 from jsonb_to_recordset(w.handlers) as h(kind text, name text)
-                                                  where h.kind = 'HANDLER' and h.name = en.handler_name))
-             ) then 'NO_LIVE_WORKER'
-             else 'READY'
-           end as reason
-    from executions e
-    join jobs j on j.id = e.job_id
-    join endpoints en on en.id = e.endpoint_id
-    left join lateral (
-      select case when en.concurrency_limit is not null
-                  then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running
-    ) r on true
-    left join lateral (
-      select count(*)::int as running from executions x
-      where x.endpoint_id = en.id and x.concurrency_key = e.concurrency_key and x.status = 'RUNNING'
-    ) kr on en.key_concurrency_limit is not null and e.concurrency_key <> ''
-    left join endpoint_retry_after ra on ra.endpoint_id = en.id and ra.until > now()
-    left join endpoint_rate_buckets b on b.endpoint_id = en.id
-    left join lateral (select ${sql.raw(tokensNow('en', 'b'))} as tokens) tk on en.rate_limit_count is not null
-    where e.workspace_id = ${scoped(workspaceId)} and e.id = any(${[...ids]}::uuid[]) and e.status = 'PENDING'`.execute(db);
+  const { rows } =
+    await sql<WaitingRow>`${sql.raw(WAITING_HEAD)} e.workspace_id = ${scoped(workspaceId)} and e.id = any(${[...ids]}::uuid[])
+    ${sql.raw(WAITING_GATES + WAITING_SELECT)}`.execute(db);
   return rows;
 }
+
+/**
+ * Every pending execution of the installation counted by its endpoint and its waiting reason (the
+ * same reason waitingReasons gives it): the metrics scrape's statement (no parameters).
+ */
+export const WAITING_COUNTS = `${WAITING_HEAD}true${WAITING_GATES}, waiting as (${WAITING_SELECT})
+select w.endpoint_id, w.endpoint_name as endpoint, w.reason, count(*)::int as count from waiting w group by 1, 2, 3 order by 2, 3`;
