@@ -59,7 +59,10 @@ export interface WaitingRow {
 // is read once per endpoint (`eps`), and attempts in flight once per key (`key_running`), not
 // once per execution: so a count over every pending execution (the metrics scrape) costs about
 // one join per execution. Followed by the filter on `e` (executions) and WAITING_REST.
-const WAITING_HEAD = `with pend as materialized (select e.* from executions e where e.status = 'PENDING' and `;
+const WAITING_HEAD = `with pend as materialized (
+  select e.id, e.workspace_id, e.job_id, e.endpoint_id, e.attempt_count, e.max_attempts, e.run_after, e.trigger,
+         e.concurrency_key, e.serial, e.scheduled_for
+  from executions e where e.status = 'PENDING' and `;
 const WAITING_GATES = `), eps as materialized (
   select en.id, en.name, en.kind, en.handler_name, en.concurrency_limit, en.paused_at, en.rate_limit_count,
          en.rate_limit_period_ms, en.key_concurrency_limit, ra.until as ra_until, ra.status_code as retry_after_status, tk.tokens,
