@@ -32,7 +32,7 @@ import type { ConfigRow, EndpointRow, ExecutionRow } from '../types.js';
 import { isConnectionError } from '../unavailable.js';
 
 /**
- * A claimed execution as CLAIM_TAIL returns it: its own columns, its endpoint's target columns,
+ * A claimed execution as claimTail returns it: its own columns, its endpoint's target columns,
  * and what the statement joins or computes (declared here: the endpoint's name, its config's
  * entries, the cancel flag and the wait).
  */
@@ -58,7 +58,7 @@ export interface ClaimedExecution
 // job and endpoint are read again, by primary key, for the rows actually claimed.
 // Parameters: $1 the worker id (lease owner), $2 the lease in milliseconds, $3 the claim's token
 // (written with the lease, in the same UPDATE: see handBackLostClaims).
-const CLAIM_TAIL = `), claimed as (
+const claimTail = (after = '') => `), claimed as (
   update executions e
   set status = 'RUNNING',
       lease_owner = $1,
@@ -73,7 +73,7 @@ const CLAIM_TAIL = `), claimed as (
   returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.lease_epoch, e.attempt_count, e.max_attempts,
             e.cancel_requested_at is not null as cancel_requested, e.serial, e.input, e.priority, e.run_after,
             extract(epoch from now() - e.run_after)::float8 as waited_s
-)
+)${after}
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
        -- The execution's pinned input (migration 000018); the job's only for an execution that had
        -- finished before pinning and was re-driven since.
@@ -194,12 +194,12 @@ const claimUnlimitedSql = (limit: string, order: ClaimOrder) =>
   order === 'OLDEST'
     ? `
 with recursive ${priorityLevels('not e.gated')}, ${oldestAcrossLevels(limit, (lvl) => unlimitedCandidates(limit, lvl, false), false)}
-${CLAIM_TAIL}`
+${claimTail()}`
     : `
 with recursive ${priorityLevels('not e.gated')}, candidates as (
   select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${unlimitedCandidates(limit, 'l.p', true)}) c
   limit ${limit}
-${CLAIM_TAIL}`;
+${claimTail()}`;
 
 /**
  * Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take.
@@ -209,7 +209,7 @@ ${CLAIM_TAIL}`;
  * a claim that runs in a millisecond was compiled first, for 600 ms, every time.
  */
 const LOCK_LIMITED = `
-select en.id, en.concurrency_limit, en.rate_limit_count is not null as rate_limited, en.key_concurrency_limit,
+select en.id, en.concurrency_limit, en.key_concurrency_limit,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
 from endpoints en, (select set_config('jit', 'off', true)) jit_off
 where (en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null)
@@ -229,27 +229,38 @@ export const tokensNow = (en: string, b: string) =>
            * ${en}.rate_limit_count / ${en}.rate_limit_period_ms)`;
 
 /**
- * A rate-limited endpoint's bucket, refilled for the time since it was last written (no row: a
- * full bucket): its whole tokens are how many executions may start now. On clock_timestamp(),
- * not now(): now() is when this transaction began, which may be before the previous holder of
- * the advisory lock wrote the bucket, and would run its clock backwards. Read in a statement of
- * its own, after the lock was granted, so that its snapshot holds the previous holder's write.
+ * The limited claims' first parts ($4 the endpoint, $5 the most this claim may take, $6 the
+ * endpoint's concurrency limit: null for none, which least() ignores). `bucket`: a rate-limited
+ * endpoint's bucket, refilled for the time since it was last written (no row: a full bucket; no
+ * rate limit: no bucket), on clock_timestamp(), not now(): now() is when this transaction began,
+ * which may be before the previous holder of the advisory lock wrote the bucket, and would run
+ * its clock backwards. `room`: how many the claim may start, counted once: its free slots and its
+ * whole tokens. Both are read in this statement's snapshot, taken after the advisory lock was
+ * granted (LOCK_LIMITED is a statement before it): the bucket the previous holder wrote and the
+ * claims it committed are seen.
  */
-const RATE_TOKENS = `
-select ${tokensNow('en', 'b')} as tokens, clock_timestamp() as at
-from endpoints en left join endpoint_rate_buckets b on b.endpoint_id = en.id
-where en.id = $1`;
+const BUCKET_AND_ROOM = `bucket as materialized (
+  select ${tokensNow('en', 'b')} as tokens, clock_timestamp() as at
+  from endpoints en left join endpoint_rate_buckets b on b.endpoint_id = en.id
+  where en.id = $4 and en.rate_limit_count is not null
+), room as materialized (
+  select greatest(0, least($5::int,
+                           $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')::int,
+                           (select floor(bk.tokens)::int from bucket bk))) as n
+)`;
 
-/** Spends what a claim took from the bucket: its tokens as of `at`, less one per execution claimed. */
-const SPEND_TOKENS = `
-insert into endpoint_rate_buckets (endpoint_id, tokens, refilled_at) values ($1, $2, $3)
-on conflict (endpoint_id) do update set tokens = excluded.tokens, refilled_at = excluded.refilled_at`;
+/**
+ * Spends what the claim took from the bucket, in the same statement, still under the endpoint's
+ * advisory lock: its tokens as of `at`, less one per execution claimed (nothing claimed: not
+ * written, as the bucket refills on its own).
+ */
+const SPEND_TOKENS = `, spent as (
+  insert into endpoint_rate_buckets (endpoint_id, tokens, refilled_at)
+  select $4, bk.tokens - (select count(*) from claimed), bk.at from bucket bk
+  where exists (select 1 from claimed)
+  on conflict (endpoint_id) do update set tokens = excluded.tokens, refilled_at = excluded.refilled_at
+)`;
 
-// $4 the endpoint, $5 the most this claim may take (its free tokens, when rate-limited), $6 the
-// endpoint's concurrency limit (null: none; least() ignores it). Free slots are counted in this
-// statement's snapshot, taken after the advisory lock was granted: claims another worker
-// committed before we got the lock are seen.
-const LIMITED_ROOM = `greatest(0, least($5::int, $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')))`;
 // The endpoint's gated executions (all of its pending ones: it has a limit), one priority level's
 // in due order (executions_gated_due), locked or not (as unlimitedCandidates).
 const limitedCandidates = (lvl: string, lock: boolean) => `
@@ -264,18 +275,18 @@ const limitedCandidates = (lvl: string, lock: boolean) => `
     and ${SERIAL_TURN}
     and ${STARTS_ALLOWED('en')}
   order by e.run_after, e.id
-  limit ${LIMITED_ROOM}
+  limit (select n from room)
   ${lock ? 'for update of e skip locked' : ''}`;
 const ENDPOINT_LEVELS = priorityLevels('e.endpoint_id = $4 and e.gated');
 const CLAIM_LIMITED: Record<ClaimOrder, string> = {
   OLDEST: `
-with recursive ${ENDPOINT_LEVELS}, ${oldestAcrossLevels(LIMITED_ROOM, (lvl) => limitedCandidates(lvl, false), true)}
-${CLAIM_TAIL}`,
+with recursive ${ENDPOINT_LEVELS}, ${BUCKET_AND_ROOM}, ${oldestAcrossLevels('(select n from room)', (lvl) => limitedCandidates(lvl, false), true)}
+${claimTail(SPEND_TOKENS)}`,
   PRIORITY: `
-with recursive ${ENDPOINT_LEVELS}, candidates as (
+with recursive ${ENDPOINT_LEVELS}, ${BUCKET_AND_ROOM}, candidates as (
   select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${limitedCandidates('l.p', true)}) c
-  limit ${LIMITED_ROOM}
-${CLAIM_TAIL}`,
+  limit (select n from room)
+${claimTail(SPEND_TOKENS)}`,
 };
 
 /** The most keys one keyed claim's window looks at; the rotation carries on from there. */
@@ -289,7 +300,8 @@ const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key fro
 /**
  * A keyed endpoint's claim (it has a key_concurrency_limit), under its advisory lock: the keys
  * with pending work take turns. The lanes are the endpoint's distinct concurrency keys ('' is the
- * lane of executions without one) in key order from just after the rotation's cursor ($7; null:
+ * lane of executions without one) in key order from just after the rotation's cursor (read from
+ * endpoint_key_turns in the statement when $9, else $7; null:
  * from the start), wrapping round to the start, twice as many as the claim has room for (at least
  * 8, at most MAX_KEY_LANES), each found by one probe of executions_pending_key. Each lane offers its due work in priority and due order, as
  * much as its key has room for ($8, the per-key limit, less its attempts in flight; the keyless
@@ -302,25 +314,25 @@ const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key fro
  * or a reschedule that committed meanwhile leaves them alone.
  */
 const CLAIM_KEYED = `
-with recursive after_cursor(k, n) as (
-  select ${nextKey('>', '$7::text')}, 1
+with recursive turn_from(k) as (
+  select case when $9::boolean then (select t.last_key from endpoint_key_turns t where t.endpoint_id = $4) else $7::text end
+), after_cursor(k, n) as (
+  select ${nextKey('>', '(select k from turn_from)')}, 1
   union all
   select ${nextKey('>', 'a.k')}, a.n + 1 from after_cursor a where a.k is not null and a.n < ${MAX_KEY_LANES}
 ), from_start(k, n) as (
   select ${nextKey('>=', "''")}, 1
   union all
   select ${nextKey('>', 'f.k')}, f.n + 1 from from_start f
-  where f.k is not null and f.n < ${MAX_KEY_LANES} and ($7::text is null or f.k < $7::text)
-), room as materialized (
-  select ${LIMITED_ROOM} as n
-), lanes as materialized (
+  where f.k is not null and f.n < ${MAX_KEY_LANES} and ((select k from turn_from) is null or f.k < (select k from turn_from))
+), ${BUCKET_AND_ROOM}, lanes as materialized (
   -- As many as the claim is likely to need (twice its room, at least 8), read lazily: the keys
   -- after the cursor come first, and the round starts over only when they run out (up to and
   -- including the cursor's own key; positions after the first part's).
   select k, n from after_cursor where k is not null
   union all
   select f.k, f.n + ${MAX_KEY_LANES} from from_start f
-  where f.k is not null and ($7::text is null or f.k <= $7::text)
+  where f.k is not null and ((select k from turn_from) is null or f.k <= (select k from turn_from))
   limit least(${MAX_KEY_LANES}, greatest(8, 2 * (select n from room)))
 ), running as materialized (
   select r.concurrency_key as k, count(*)::int as n from executions r
@@ -352,7 +364,7 @@ with recursive after_cursor(k, n) as (
                       (select l.k from lanes l order by l.n desc limit 1))
   where (select n from room) > 0 and exists (select 1 from lanes)
   on conflict (endpoint_id) do update set last_key = excluded.last_key
-${CLAIM_TAIL}`;
+${claimTail(SPEND_TOKENS)}`;
 
 export interface ClaimOptions {
   workerId: string;
@@ -459,7 +471,6 @@ async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: strin
   const limited = await client.query<{
     id: string;
     concurrency_limit: number | null;
-    rate_limited: boolean;
     key_concurrency_limit: number | null;
     running: number;
   }>({
@@ -468,17 +479,10 @@ async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: strin
     values: [o.handlers],
   });
   for (const ep of limited.rows) {
-    // A first estimate; the claim recounts after the lock (the count here may be stale).
-    let free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - ep.running);
+    // A first estimate; the claim recounts after the lock (the count here may be stale), and
+    // reads and spends the bucket of a rate-limited endpoint in the same statement.
+    const free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - ep.running);
     if (free <= 0) continue;
-    let bucket: { tokens: number; at: Date } | undefined;
-    if (ep.rate_limited) {
-      bucket = (await client.query<{ tokens: number; at: Date }>({ name: 'jobgate.rate-tokens', text: RATE_TOKENS, values: [ep.id] }))
-        .rows[0];
-      if (!bucket) continue;
-      free = Math.min(free, Math.floor(bucket.tokens));
-      if (free <= 0) continue;
-    }
     const order = o.order ?? 'PRIORITY';
     const more =
       ep.key_concurrency_limit === null
@@ -495,13 +499,6 @@ async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: strin
             concurrencyLimit: ep.concurrency_limit,
             keyLimit: ep.key_concurrency_limit,
           });
-    // Still under the endpoint's advisory lock: the next claimer reads what is left.
-    if (bucket && more.length > 0)
-      await client.query({
-        name: 'jobgate.spend-tokens',
-        text: SPEND_TOKENS,
-        values: [ep.id, bucket.tokens - more.length, bucket.at],
-      });
     rows.push(...more);
     room -= more.length;
     if (room <= 0) break;
@@ -513,9 +510,10 @@ async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: strin
 const MAX_KEY_WINDOWS = 10;
 
 /**
- * A keyed endpoint's claim (CLAIM_KEYED), from where its rotation stands. A window that found
- * nothing to start moved the cursor past its keys: the next window is looked at at once (up to
- * MAX_KEY_WINDOWS), rather than after the worker's next poll.
+ * A keyed endpoint's claim (CLAIM_KEYED), from where its rotation stands (read by the claim
+ * itself). A window that found nothing to start moved the cursor past its keys: the next window is
+ * looked at at once (up to MAX_KEY_WINDOWS), rather than after the worker's next poll; from then
+ * on the cursor is read here, to stop when a window no longer moves it.
  */
 async function claimKeyed(
   client: pg.PoolClient,
@@ -525,12 +523,13 @@ async function claimKeyed(
 ): Promise<ClaimedExecution[]> {
   const cursorNow = async () =>
     (await client.query<{ last_key: string }>({ name: 'jobgate.key-turn', text: KEY_TURN, values: [ep.id] })).rows[0]?.last_key ?? null;
-  let cursor = await cursorNow();
+  // undefined: the claim reads the cursor itself (the first window, and most claims' only one).
+  let cursor: string | null | undefined;
   for (let window = 1; ; window++) {
     const { rows } = await client.query<ClaimedExecution>({
       name: 'jobgate.claim-keyed',
       text: CLAIM_KEYED,
-      values: [o.workerId, o.leaseMs, token, ep.id, ep.free, ep.concurrencyLimit, cursor, ep.keyLimit],
+      values: [o.workerId, o.leaseMs, token, ep.id, ep.free, ep.concurrencyLimit, cursor ?? null, ep.keyLimit, cursor === undefined],
     });
     if (rows.length > 0 || window >= MAX_KEY_WINDOWS) return rows;
     const moved = await cursorNow();
