@@ -1,4 +1,4 @@
--- The schema after migrations/000044_gated_executions.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000045_endpoint_gate_isolation.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -21,6 +21,11 @@ CREATE FUNCTION public.jobgate_endpoint_gate() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 begin
+  if current_setting('transaction_isolation') <> 'read committed' then
+    raise exception 'jobgate: an endpoint''s limits can be set or cleared only in a READ COMMITTED transaction (this one is %)',
+      upper(current_setting('transaction_isolation'))
+      using errcode = '0A000';
+  end if;
   -- In id order, as every statement that locks several executions (see lease.ts).
   update executions e set gated = jobgate_endpoint_limited(new)
   from (select x.id from executions x

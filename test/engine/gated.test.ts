@@ -146,6 +146,29 @@ describe('the gated flag', () => {
   });
 });
 
+describe('a change of limits outside READ COMMITTED', () => {
+  it('is refused, saying why, and changes nothing', async () => {
+    const ep = await register('gated.isolation');
+    const job = await create('gated.isolation', later());
+    const c = new pg.Client({ connectionString: t.url });
+    await c.connect();
+    try {
+      await c.query('begin isolation level repeatable read');
+      await expect(c.query('update endpoints set concurrency_limit = 2 where id = $1', [ep.id])).rejects.toThrow(/READ COMMITTED/);
+      await c.query('rollback');
+      // Other changes of the endpoint are not refused.
+      await c.query('begin isolation level repeatable read');
+      await c.query(`update endpoints set description = 'read in one snapshot' where id = $1`, [ep.id]);
+      await c.query('commit');
+    } finally {
+      await c.end();
+    }
+    const { rows } = await t.query(`select concurrency_limit, description from endpoints where id = $1`, [ep.id]);
+    expect(rows[0]).toEqual({ concurrency_limit: null, description: 'read in one snapshot' });
+    expect(await gatedOf(job)).toEqual([false]);
+  });
+});
+
 describe('claims beside a limited backlog', () => {
   it("start an unlimited endpoint's work at once, and the limited endpoint's within its limit", async () => {
     h.handle('gated.noop', async () => {

@@ -202,6 +202,16 @@ with recursive ${priorityLevels('not e.gated')}, candidates as (
 ${claimTail()}`;
 
 /**
+ * The whole and partial tokens in endpoint `en`'s bucket `b` now: its tokens when last written
+ * (none written: a full bucket), refilled at count per period for the time since, capped at the
+ * burst. The one formula the claim, the due timer and waitingFor read.
+ */
+export const tokensNow = (en: string, b: string) =>
+  `least(${en}.rate_limit_burst::float8, coalesce(${b}.tokens, ${en}.rate_limit_burst)
+         + coalesce(greatest(0, extract(epoch from clock_timestamp() - ${b}.refilled_at) * 1000), 0)
+           * ${en}.rate_limit_count / ${en}.rate_limit_period_ms)`;
+
+/**
  * Limited endpoints (a concurrency or a rate limit) with due work whose advisory lock this transaction could take.
  * It also turns JIT compilation off for the rest of the transaction, before the limited claims
  * that follow are planned: their LIMIT is the room counted after the lock (an expression), for
@@ -211,22 +221,20 @@ ${claimTail()}`;
 const LOCK_LIMITED = `
 select en.id, en.concurrency_limit, en.key_concurrency_limit,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
-from endpoints en, (select set_config('jit', 'off', true)) jit_off
+from endpoints en
+left join endpoint_rate_buckets b on b.endpoint_id = en.id
+cross join (select set_config('jit', 'off', true)) jit_off
 where (en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null)
-  and ${DELIVERABLE('$1')}
-  and exists (select 1 from executions e join jobs j on j.id = e.job_id
-              where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
-  and pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))`;
-
-/**
- * The whole and partial tokens in endpoint `en`'s bucket `b` now: its tokens when last written
- * (none written: a full bucket), refilled at count per period for the time since, capped at the
- * burst. The one formula the claim, the due timer and waitingFor read.
- */
-export const tokensNow = (en: string, b: string) =>
-  `least(${en}.rate_limit_burst::float8, coalesce(${b}.tokens, ${en}.rate_limit_burst)
-         + coalesce(greatest(0, extract(epoch from clock_timestamp() - ${b}.refilled_at) * 1000), 0)
-           * ${en}.rate_limit_count / ${en}.rate_limit_period_ms)`;
+  -- The lock last (a CASE, whose order the planner keeps: it evaluates cheap conditions of a WHERE
+  -- first, and would take locks of endpoints it then leaves out). A bucket short of a whole token
+  -- is left alone: read in this statement's snapshot, from before the lock, it can only show more
+  -- tokens than the claim would (spends it has not seen), never fewer.
+  and case when ${DELIVERABLE('$1')}
+             and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
+             and exists (select 1 from executions e join jobs j on j.id = e.job_id
+                         where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
+           then pg_try_advisory_xact_lock(714302051, hashtext(en.id::text))
+           else false end`;
 
 /**
  * The limited claims' first parts ($4 the endpoint, $5 the most this claim may take, $6 the
