@@ -63,6 +63,19 @@ export const RateLimitRef = builder.objectRef<{ count: number; periodMs: number;
   }),
 });
 
+export const RetryAfterHoldRef = builder.objectRef<{ until: Date; statusCode: number }>('RetryAfterHold').implement({
+  description:
+    "A hold an endpoint's target asked for: it answered 429 or 503 with Retry-After, so no execution of the endpoint starts before `until`.",
+  fields: (t) => ({
+    until: t.field({
+      type: DateTimeScalar,
+      description: 'When the hold ends: the latest time any of its answers asked for.',
+      resolve: (h) => h.until,
+    }),
+    statusCode: t.exposeInt('statusCode', { description: 'The status of the answer that asked for the longest wait (429 or 503).' }),
+  }),
+});
+
 export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
   description: 'A named delivery target: an HTTP URL or an in-process handler, with its retry policy.',
   interfaces: [NodeRef],
@@ -150,6 +163,13 @@ builder.objectFields(EndpointRef, (t) => ({
     description:
       'When the endpoint was paused (pauseEndpoint): none of its executions starts until resumeEndpoint, and attempts running then finish. null while it runs.',
     resolve: (e) => e.pausedAt,
+  }),
+  retryAfterHold: t.field({
+    type: RetryAfterHoldRef,
+    nullable: true,
+    description:
+      "While the endpoint's target holds it: it answered 429 or 503 with Retry-After, and none of the endpoint's executions starts before `until` (resumeEndpoint lifts it). null when no hold is in force.",
+    resolve: (e, _a, ctx) => ctx.service.retryAfterHold(ctx.actor, e.id),
   }),
 }));
 

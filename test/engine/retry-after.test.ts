@@ -7,6 +7,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, pauseOwnCronJobs, settled, type EngineHarness } from '../support/engine.js';
+import { createTestGateway } from '../support/graphql.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
 
 let t: TestDb;
@@ -118,8 +119,28 @@ describe("a target's Retry-After", () => {
     );
     const second = await immediate('ra.long');
     expect((await t.service.waitingFor(t.actor, (await executionOf(second)).id))?.reason).toBe('ENDPOINT_RETRY_AFTER');
-    const resumed = await t.service.resumeEndpoint(t.actor, ep.id);
-    expect(resumed.pausedAt).toBeNull();
+    // The endpoint says so too, over GraphQL, on its own and in a list (read together).
+    const g = createTestGateway(t);
+    const holdQuery = `query ($id: ID!) {
+      endpoint(id: $id) { retryAfterHold { until statusCode } }
+      endpoints(first: 100) { nodes { name retryAfterHold { statusCode } } }
+    }`;
+    try {
+      const held = await g.gql(holdQuery, { id: ep.id });
+      expect(held.errors).toBeUndefined();
+      expect(held.data!.endpoint.retryAfterHold.statusCode).toBe(429);
+      const until = new Date(held.data!.endpoint.retryAfterHold.until).getTime();
+      expect(until - Date.now()).toBeGreaterThan(3_500_000);
+      expect(until - Date.now()).toBeLessThanOrEqual(3_600_000);
+      const listed = held.data!.endpoints.nodes as { name: string; retryAfterHold: { statusCode: number } | null }[];
+      expect(listed.filter((n) => n.retryAfterHold !== null)).toEqual([{ name: 'ra.long', retryAfterHold: { statusCode: 429 } }]);
+      const resumed = await t.service.resumeEndpoint(t.actor, ep.id);
+      expect(resumed.pausedAt).toBeNull();
+      const lifted = await g.gql(holdQuery, { id: ep.id });
+      expect(lifted.data!.endpoint.retryAfterHold).toBeNull();
+    } finally {
+      await g.close();
+    }
     await settled(t, second, ['SUCCEEDED']);
     // The first waits out its own retry time still: the hold was the endpoint's, the retry is its own.
     expect((await executionOf(first)).status).toBe('PENDING');

@@ -78,6 +78,24 @@ export async function liftRetryAfter(db: Executor, endpointId: string): Promise<
 }
 
 /**
+ * The holds in force of the workspace's endpoints among `ids` that their targets asked for with
+ * Retry-After (src/db/statements/complete.ts writes them): until when, and the answer's status.
+ */
+export async function activeRetryAfterHolds(
+  db: Executor,
+  workspaceId: string,
+  ids: readonly string[],
+): Promise<{ endpoint_id: string; until: Date; status_code: number }[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  const { rows } = await sql<{ endpoint_id: string; until: Date; status_code: number }>`
+    select ra.endpoint_id, ra.until, ra.status_code
+    from endpoint_retry_after ra join endpoints en on en.id = ra.endpoint_id
+    where en.workspace_id = ${scoped(workspaceId)} and ra.endpoint_id = any(${valid}::uuid[]) and ra.until > now()`.execute(db);
+  return rows;
+}
+
+/**
  * Pauses (`paused` true) or resumes the endpoint; a pause keeps the time it was first paused
  * (pausing again is a no-op). The row as it is then.
  */

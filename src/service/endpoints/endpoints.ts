@@ -29,6 +29,7 @@ import {
   type UpdateEndpointInput,
 } from '../kernel/inputs.js';
 import { toEndpoint, type Endpoint } from '../kernel/models.js';
+import { batchedRead } from '../kernel/batched-reads.js';
 import { literalTargetRefusal, targetWarnings, type TargetWarning } from './outbound-policy.js';
 
 export type { TargetWarning };
@@ -123,6 +124,11 @@ export function createEndpointService(ctx: ServiceContext) {
       return toEndpoint(changed);
     });
   }
+
+  const holdOf = batchedRead(
+    (ws, ids) => endpointsRepo.activeRetryAfterHolds(db, ws, ids).then((rows) => new Map(rows.map((r) => [r.endpoint_id, r]))),
+    !ctx.outer,
+  );
 
   return {
     /**
@@ -310,6 +316,16 @@ export function createEndpointService(ctx: ServiceContext) {
     async endpointTargetWarnings(_actor: Actor, endpoint: Pick<Endpoint, 'kind' | 'url'>): Promise<TargetWarning[]> {
       if (endpoint.kind !== 'HTTP' || !endpoint.url) return [];
       return targetWarnings(ctx.outbound, endpoint.url);
+    },
+
+    /**
+     * The hold the endpoint's target asked for with a 429 or 503 and Retry-After, while it is in
+     * force (none of the endpoint's executions starts before `until`); null when there is none.
+     * The endpoints of one list are read together.
+     */
+    async retryAfterHold(actor: Actor, endpointId: string): Promise<{ until: Date; statusCode: number } | null> {
+      const row = await holdOf(actor.workspaceId, endpointId);
+      return row ? { until: row.until, statusCode: row.status_code } : null;
     },
 
     /** One endpoint, by id (archived too) or by name (live only). Throws NOT_FOUND, VALIDATION_FAILED. */
