@@ -172,7 +172,8 @@ export const claimOrder = (n: number): ClaimOrder => (n % OLDEST_EVERY === OLDES
 // $4 the handlers this worker has; the LIMIT is a parameter ($5) or a constant (see below).
 // Candidates of one priority level (`lvl`) in due order, locked or (to be merged, see
 // oldestAcrossLevels) not. Ungated executions only (migration 000044: those of the endpoints
-// without limits), and the endpoint's limits checked too.
+// without limits), and the endpoint's limits checked too, by jobgate_endpoint_limited: the one
+// definition of a limited endpoint, which the triggers that keep the flag use as well.
 const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
   select e.id, e.run_after
   from executions e
@@ -182,9 +183,7 @@ const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
     and not e.gated
     and e.priority = ${lvl}
     and ${SERIAL_TURN}
-    and en.concurrency_limit is null
-    and en.rate_limit_count is null
-    and en.key_concurrency_limit is null
+    and not jobgate_endpoint_limited(en)
     and ${DELIVERABLE('$4')}
   order by e.run_after, e.id
   limit ${limit}
@@ -224,7 +223,7 @@ select en.id, en.concurrency_limit, en.key_concurrency_limit,
 from endpoints en
 left join endpoint_rate_buckets b on b.endpoint_id = en.id
 cross join (select set_config('jit', 'off', true)) jit_off
-where (en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null)
+where jobgate_endpoint_limited(en)
   -- The lock last (a CASE, whose order the planner keeps: it evaluates cheap conditions of a WHERE
   -- first, and would take locks of endpoints it then leaves out). A bucket short of a whole token
   -- is left alone: read in this statement's snapshot, from before the lock, it can only show more
@@ -597,7 +596,7 @@ export async function handBackLostClaims(
 export async function anyLimitedEndpoint(pool: pg.Pool): Promise<boolean> {
   const { rows } = await pool.query(
     `select exists (select 1 from endpoints
-                    where (concurrency_limit is not null or rate_limit_count is not null or key_concurrency_limit is not null)
+                    where jobgate_endpoint_limited(endpoints)
                       and archived_at is null) as any`,
   );
   return rows[0].any as boolean;
