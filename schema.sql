@@ -1,4 +1,4 @@
--- The schema after migrations/000045_endpoint_gate_isolation.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000046_key_rate_and_workspace_cap.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -15,6 +15,16 @@ CREATE FUNCTION public.jobgate_catalog_hint() RETURNS trigger
 begin
   perform pg_notify('jobgate_events', 'c');
   return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_endpoint_capped() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  select w.concurrency_limit is not null and new.type <> 'INTERNAL' into new.workspace_capped
+  from workspaces w where w.id = new.workspace_id for share;
+  new.workspace_capped := coalesce(new.workspace_capped, false);
+  return new;
 end $$;
 
 CREATE FUNCTION public.jobgate_endpoint_gate() RETURNS trigger
@@ -65,6 +75,10 @@ CREATE TABLE public.endpoints (
     rate_limit_burst integer,
     default_priority smallint DEFAULT 0 NOT NULL,
     key_concurrency_limit integer,
+    key_rate_limit_count integer,
+    key_rate_limit_period_ms integer,
+    key_rate_limit_burst integer,
+    workspace_capped boolean DEFAULT false NOT NULL,
     CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
     CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
     CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
@@ -72,6 +86,7 @@ CREATE TABLE public.endpoints (
     CONSTRAINT endpoints_default_priority_check CHECK (((default_priority >= '-100'::integer) AND (default_priority <= 100))),
     CONSTRAINT endpoints_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
     CONSTRAINT endpoints_key_concurrency_limit_check CHECK (((key_concurrency_limit >= 1) AND (key_concurrency_limit <= 10000))),
+    CONSTRAINT endpoints_key_rate_limit_check CHECK ((((key_rate_limit_count IS NULL) AND (key_rate_limit_period_ms IS NULL) AND (key_rate_limit_burst IS NULL)) OR ((key_rate_limit_count > 0) AND (key_rate_limit_period_ms > 0) AND (key_rate_limit_burst > 0)))),
     CONSTRAINT endpoints_kind_check CHECK ((kind = ANY (ARRAY['HTTP'::text, 'HANDLER'::text]))),
     CONSTRAINT endpoints_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT endpoints_method_check CHECK ((method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'PATCH'::text, 'DELETE'::text]))),
@@ -93,10 +108,19 @@ COMMENT ON COLUMN public.endpoints.default_priority IS 'The priority of jobs cre
 
 COMMENT ON COLUMN public.endpoints.key_concurrency_limit IS 'Most attempts in flight at once per concurrency key, across all workers; null: no per-key limit. Its claims rotate between keys.';
 
+COMMENT ON COLUMN public.endpoints.key_rate_limit_count IS 'Rate limit per concurrency key: at most this many starts per key_rate_limit_period_ms for each key (all three null: no limit).';
+
+COMMENT ON COLUMN public.endpoints.key_rate_limit_period_ms IS 'Rate limit per concurrency key: the period, in milliseconds.';
+
+COMMENT ON COLUMN public.endpoints.key_rate_limit_burst IS 'Rate limit per concurrency key: the most starts of one key at once after a quiet spell.';
+
+COMMENT ON COLUMN public.endpoints.workspace_capped IS 'Its workspace has a concurrency_limit and it is not INTERNAL: its attempts count against that cap. Kept by triggers.';
+
 CREATE FUNCTION public.jobgate_endpoint_limited(en public.endpoints) RETURNS boolean
     LANGUAGE sql IMMUTABLE
     AS $$
   select en.concurrency_limit is not null or en.rate_limit_count is not null or en.key_concurrency_limit is not null
+      or en.key_rate_limit_count is not null or en.workspace_capped
 $$;
 
 CREATE FUNCTION public.jobgate_event_writer() RETURNS void
@@ -356,6 +380,18 @@ begin
   return new;
 end $$;
 
+CREATE FUNCTION public.jobgate_workspace_cap() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  update endpoints en set workspace_capped = (new.concurrency_limit is not null and en.type <> 'INTERNAL')
+  from (select x.id from endpoints x
+        where x.workspace_id = new.id and x.workspace_capped <> (new.concurrency_limit is not null and x.type <> 'INTERNAL')
+        order by x.id for no key update) l
+  where en.id = l.id;
+  return null;
+end $$;
+
 CREATE TABLE public.alert_cursors (
     workspace_id uuid NOT NULL,
     events_after bigint NOT NULL,
@@ -542,6 +578,15 @@ CREATE TABLE public.configs (
     created_by_key_id uuid,
     CONSTRAINT configs_entries_check CHECK ((jsonb_typeof(entries) = 'object'::text))
 );
+
+CREATE TABLE public.endpoint_key_rate_buckets (
+    endpoint_id uuid NOT NULL,
+    concurrency_key text NOT NULL COLLATE pg_catalog."C",
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE public.endpoint_key_rate_buckets IS 'The token bucket of each concurrency key of a key-rate-limited endpoint that has started work: its tokens as of refilled_at (database clock). No row: a full bucket (the pruner deletes full ones).';
 
 CREATE TABLE public.endpoint_key_turns (
     endpoint_id uuid NOT NULL,
@@ -925,9 +970,13 @@ CREATE TABLE public.workspaces (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     events_pruned_through bigint DEFAULT 0 NOT NULL,
     cursor_key bytea DEFAULT decode(replace(((gen_random_uuid())::text || (gen_random_uuid())::text), '-'::text, ''::text), 'hex'::text) NOT NULL,
+    concurrency_limit integer,
+    CONSTRAINT workspaces_concurrency_limit_check CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 100000))),
     CONSTRAINT workspaces_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
     CONSTRAINT workspaces_slug_check CHECK ((slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'::text))
 );
+
+COMMENT ON COLUMN public.workspaces.concurrency_limit IS 'Most attempts in flight at once across the workspace''s endpoints (INTERNAL ones apart), across all workers; null: no cap.';
 
 ALTER TABLE ONLY public.alert_cursors
     ADD CONSTRAINT alert_cursors_pkey PRIMARY KEY (workspace_id);
@@ -976,6 +1025,9 @@ ALTER TABLE ONLY public.configs
 
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_workspace_id_name_key UNIQUE (workspace_id, name);
+
+ALTER TABLE ONLY public.endpoint_key_rate_buckets
+    ADD CONSTRAINT endpoint_key_rate_buckets_pkey PRIMARY KEY (endpoint_id, concurrency_key);
 
 ALTER TABLE ONLY public.endpoint_key_turns
     ADD CONSTRAINT endpoint_key_turns_pkey PRIMARY KEY (endpoint_id);
@@ -1077,6 +1129,8 @@ CREATE INDEX alert_states_workspace_firing ON public.alert_states USING btree (w
 
 CREATE INDEX audit_log_workspace ON public.audit_log USING btree (workspace_id, id DESC);
 
+CREATE INDEX endpoint_key_rate_buckets_recent ON public.endpoint_key_rate_buckets USING btree (endpoint_id, refilled_at);
+
 CREATE UNIQUE INDEX endpoints_live_name ON public.endpoints USING btree (workspace_id, name) WHERE (archived_at IS NULL);
 
 CREATE INDEX events_created ON public.events USING brin (created_at);
@@ -1102,6 +1156,8 @@ CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_i
 CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_id, request_id) WHERE (request_id IS NOT NULL);
 
 CREATE INDEX executions_running_endpoint ON public.executions USING btree (endpoint_id) WHERE (status = 'RUNNING'::text);
+
+CREATE INDEX executions_running_workspace ON public.executions USING btree (workspace_id) WHERE (status = 'RUNNING'::text);
 
 CREATE INDEX executions_workspace_attempt_started ON public.executions USING btree (workspace_id, attempt_started_at) INCLUDE (run_after) WHERE (attempt_started_at IS NOT NULL);
 
@@ -1151,7 +1207,9 @@ CREATE INDEX workers_heartbeat ON public.workers USING btree (heartbeat_at);
 
 CREATE TRIGGER alert_notifications_events_insert AFTER INSERT ON public.alert_notifications REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_alerts_insert();
 
-CREATE TRIGGER endpoints_gate AFTER UPDATE OF concurrency_limit, rate_limit_count, key_concurrency_limit ON public.endpoints FOR EACH ROW WHEN ((public.jobgate_endpoint_limited(old.*) <> public.jobgate_endpoint_limited(new.*))) EXECUTE FUNCTION public.jobgate_endpoint_gate();
+CREATE TRIGGER endpoints_capped_insert BEFORE INSERT ON public.endpoints FOR EACH ROW EXECUTE FUNCTION public.jobgate_endpoint_capped();
+
+CREATE TRIGGER endpoints_gate AFTER UPDATE OF concurrency_limit, rate_limit_count, key_concurrency_limit, key_rate_limit_count, workspace_capped ON public.endpoints FOR EACH ROW WHEN ((public.jobgate_endpoint_limited(old.*) <> public.jobgate_endpoint_limited(new.*))) EXECUTE FUNCTION public.jobgate_endpoint_gate();
 
 CREATE TRIGGER executions_events_insert AFTER INSERT ON public.executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_insert();
 
@@ -1194,6 +1252,8 @@ CREATE TRIGGER runs_events_update AFTER UPDATE ON public.runs REFERENCING OLD TA
 CREATE TRIGGER workers_catalog_insert AFTER INSERT OR DELETE ON public.workers FOR EACH ROW EXECUTE FUNCTION public.jobgate_catalog_hint();
 
 CREATE TRIGGER workers_catalog_update AFTER UPDATE ON public.workers FOR EACH ROW WHEN (((old.handlers IS DISTINCT FROM new.handlers) OR (old.heartbeat_at <= (now() - make_interval(secs => (((old.stale_ms)::numeric / 1000.0))::double precision))))) EXECUTE FUNCTION public.jobgate_catalog_hint();
+
+CREATE TRIGGER workspaces_cap AFTER UPDATE OF concurrency_limit ON public.workspaces FOR EACH ROW WHEN (((old.concurrency_limit IS NULL) <> (new.concurrency_limit IS NULL))) EXECUTE FUNCTION public.jobgate_workspace_cap();
 
 CREATE TRIGGER workspaces_provision AFTER INSERT ON public.workspaces FOR EACH ROW EXECUTE FUNCTION public.jobgate_provision_workspace();
 
@@ -1257,6 +1317,9 @@ ALTER TABLE ONLY public.configs
 
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
+
+ALTER TABLE ONLY public.endpoint_key_rate_buckets
+    ADD CONSTRAINT endpoint_key_rate_buckets_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.endpoint_key_turns
     ADD CONSTRAINT endpoint_key_turns_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;

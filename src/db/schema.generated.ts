@@ -167,6 +167,13 @@ export interface Configs {
   workspace_id: string;
 }
 
+export interface EndpointKeyRateBuckets {
+  concurrency_key: string;
+  endpoint_id: string;
+  refilled_at: Timestamp;
+  tokens: number;
+}
+
 export interface EndpointKeyTurns {
   endpoint_id: string;
   last_key: string;
@@ -206,6 +213,18 @@ export interface Endpoints {
    * Most attempts in flight at once per concurrency key, across all workers; null: no per-key limit. Its claims rotate between keys.
    */
   key_concurrency_limit: number | null;
+  /**
+   * Rate limit per concurrency key: the most starts of one key at once after a quiet spell.
+   */
+  key_rate_limit_burst: number | null;
+  /**
+   * Rate limit per concurrency key: at most this many starts per key_rate_limit_period_ms for each key (all three null: no limit).
+   */
+  key_rate_limit_count: number | null;
+  /**
+   * Rate limit per concurrency key: the period, in milliseconds.
+   */
+  key_rate_limit_period_ms: number | null;
   kind: 'HTTP' | 'HANDLER';
   max_attempts: number | null;
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | null;
@@ -232,6 +251,10 @@ export interface Endpoints {
   type: Generated<'USER' | 'INTERNAL'>;
   updated_at: Generated<Timestamp>;
   url: string | null;
+  /**
+   * Its workspace has a concurrency_limit and it is not INTERNAL: its attempts count against that cap. Kept by triggers.
+   */
+  workspace_capped: Generated<boolean>;
   workspace_id: string;
 }
 
@@ -529,6 +552,10 @@ export interface WorkspaceRetention {
 }
 
 export interface Workspaces {
+  /**
+   * Most attempts in flight at once across the workspace's endpoints (INTERNAL ones apart), across all workers; null: no cap.
+   */
+  concurrency_limit: number | null;
   created_at: Generated<Timestamp>;
   cursor_key: Generated<Buffer>;
   events_pruned_through: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
@@ -547,6 +574,7 @@ export interface DB {
   attempts: Attempts;
   audit_log: AuditLog;
   configs: Configs;
+  endpoint_key_rate_buckets: EndpointKeyRateBuckets;
   endpoint_key_turns: EndpointKeyTurns;
   endpoint_rate_buckets: EndpointRateBuckets;
   endpoint_retry_after: EndpointRetryAfter;

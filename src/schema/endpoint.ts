@@ -55,7 +55,7 @@ export const TargetWarningRef = builder.objectRef<TargetWarning>('TargetWarning'
 
 export const RateLimitRef = builder.objectRef<{ count: number; periodMs: number; burst: number }>('RateLimit').implement({
   description:
-    "An endpoint's rate limit, a token bucket of `burst` tokens refilled at `count` per `periodMs`: in any stretch of time T, at most burst + count × T / periodMs executions start.",
+    "A rate limit (an endpoint's, or each concurrency key's), a token bucket of `burst` tokens refilled at `count` per `periodMs`: in any stretch of time T, at most burst + count × T / periodMs executions start (of the endpoint, or of one key).",
   fields: (t) => ({
     count: t.exposeInt('count', { description: 'Starts per period.' }),
     periodMs: t.exposeInt('periodMs', { description: 'The period in milliseconds.' }),
@@ -157,6 +157,13 @@ builder.objectFields(EndpointRef, (t) => ({
     description: 'At most `count` starts per `periodMs` across all workers, in bursts of up to `burst`; null is unlimited.',
     resolve: (e) => e.rateLimit,
   }),
+  keyRateLimit: t.field({
+    type: RateLimitRef,
+    nullable: true,
+    description:
+      "At most `count` starts per `periodMs` for each concurrency key (a job's concurrencyKey), across all workers, in bursts of up to `burst`; executions without a key are not limited per key. null is no per-key rate limit.",
+    resolve: (e) => e.keyRateLimit,
+  }),
   pausedAt: t.field({
     type: DateTimeScalar,
     nullable: true,
@@ -176,7 +183,7 @@ builder.objectFields(EndpointRef, (t) => ({
 export const EndpointConnectionRef = connectionOf('Endpoint', EndpointRef, 'endpoint');
 
 export const RateLimitInputRef = builder.inputType('RateLimitInput', {
-  description: "An endpoint's rate limit: at most `count` starts per `periodMs`, across all workers.",
+  description: "A rate limit, an endpoint's or one per concurrency key: at most `count` starts per `periodMs`, across all workers.",
   fields: (t) => ({
     count: t.int({ required: true, description: 'Starts allowed per period, 1 to 1,000,000.' }),
     periodMs: t.int({ required: true, description: 'The period in milliseconds, 1000 (a second) to 86400000 (a day).' }),
@@ -201,6 +208,11 @@ const retryFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fiel
   rateLimit: t.field({
     type: RateLimitInputRef,
     description: 'Most starts per period across all workers (a token bucket). Default unlimited; in updateEndpoint, null removes it.',
+  }),
+  keyRateLimit: t.field({
+    type: RateLimitInputRef,
+    description:
+      'Most starts per period for each job concurrencyKey, across all workers (a token bucket per key); claims rotate between keys. Default none; in updateEndpoint, null removes it.',
   }),
   timeoutMs: t.int({ description: 'Per-attempt timeout in milliseconds.' }),
 });

@@ -123,10 +123,17 @@ export const WaitReasonEnum = builder.enumType('WaitReason', {
         'Its job runs one occurrence at a time (a cron job with overlapPolicy QUEUE) and an earlier occurrence is running or waiting.',
     },
     ENDPOINT_CONCURRENCY_FULL: { description: "Its endpoint's concurrencyLimit of attempts is in flight; it starts when one ends." },
+    WORKSPACE_CONCURRENCY_FULL: {
+      description:
+        "Its workspace's concurrencyLimit of attempts is in flight, across its endpoints (jobgate's internal ones apart); it starts when one ends.",
+    },
     KEY_CONCURRENCY_FULL: {
       description: "Its endpoint's keyConcurrencyLimit of attempts with its concurrencyKey is in flight; it starts when one of them ends.",
     },
     RATE_LIMITED: { description: "Its endpoint's rateLimit is spent for now: `until` is when its next start is allowed." },
+    KEY_RATE_LIMITED: {
+      description: "Its endpoint's keyRateLimit is spent for its concurrencyKey for now: `until` is when the key's next start is allowed.",
+    },
     NO_LIVE_WORKER: {
       description:
         "No running worker can deliver it: none has registered its HANDLER endpoint's handler (or, for HTTP, none runs at all) within its heartbeat. A deployment that drains only through run-due has none between passes.",
@@ -143,7 +150,7 @@ export const WaitingForRef = builder.objectRef<WaitingFor>('WaitingFor').impleme
       type: DateTimeScalar,
       nullable: true,
       description:
-        "NOT_DUE and RETRY_BACKOFF: when it becomes due; ENDPOINT_RETRY_AFTER: when its target's Retry-After runs out; RATE_LIMITED: when its endpoint may start the next. null for the other reasons, which end when something changes, not at a time.",
+        "NOT_DUE and RETRY_BACKOFF: when it becomes due; ENDPOINT_RETRY_AFTER: when its target's Retry-After runs out; RATE_LIMITED: when its endpoint may start the next; KEY_RATE_LIMITED: when its key may. null for the other reasons, which end when something changes, not at a time.",
       resolve: (w) => w.until,
     }),
     detail: t.exposeString('detail', {

@@ -1,6 +1,7 @@
 import type { Workspace } from '../service/kernel/models.js';
+import { updateWorkspaceSchema } from '../service/access/access.js';
 import { builder } from './builder.js';
-import { DateTimeScalar } from './common.js';
+import { DateTimeScalar, zodInput } from './common.js';
 import { NodeRef } from './node.js';
 
 export const WorkspaceRef = builder.objectRef<Workspace>('Workspace').implement({
@@ -10,6 +11,23 @@ export const WorkspaceRef = builder.objectRef<Workspace>('Workspace').implement(
     id: t.exposeID('id', { description: 'Stable identifier.' }),
     slug: t.exposeString('slug', { description: 'Short unique name, e.g. "default".' }),
     name: t.exposeString('name', { description: 'Display name.' }),
+    concurrencyLimit: t.exposeInt('concurrencyLimit', {
+      nullable: true,
+      description:
+        "Most attempts in flight at once across the workspace's endpoints (jobgate's own INTERNAL ones apart), across all workers; null is no cap. Set with updateWorkspace.",
+    }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When the workspace was created.', resolve: (w) => w.createdAt }),
   }),
 });
+
+export const UpdateWorkspaceInputRef = builder.inputType('UpdateWorkspaceInput', {
+  description: 'Changes to your workspace; a field left out stays as it is.',
+  fields: (t) => ({
+    name: t.string({ description: 'Display name, 1 to 200 characters.' }),
+    concurrencyLimit: t.int({
+      description:
+        "Most attempts in flight at once across the workspace's endpoints, 1 to 100000, across all workers (jobgate's own INTERNAL endpoints apart); null removes the cap.",
+    }),
+  }),
+});
+export const updateWorkspaceValidation = zodInput(updateWorkspaceSchema);

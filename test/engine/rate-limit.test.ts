@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, settled, type EngineHarness, pauseOwnCronJobs } from '../support/engine.js';
+import { mostInWindow } from '../support/windows.js';
 
 let t: TestDb;
 let h: EngineHarness;
@@ -40,15 +41,7 @@ async function threeWorkers() {
 }
 
 /** The most starts in any window of `ms` that begins at a start. */
-function mostIn(ms: number): number {
-  const sorted = [...starts].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (j < sorted.length && sorted[j]! < sorted[i]! + ms) j++;
-    most = Math.max(most, j - i);
-  }
-  return most;
-}
+const mostIn = (ms: number) => mostInWindow(starts, ms);
 
 describe('a rate limit', () => {
   it('holds three workers to burst + count per period in every window, and keeps the backlog moving at its rate', async () => {

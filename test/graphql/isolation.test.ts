@@ -203,6 +203,11 @@ const probes: Record<string, Probe> = {
     query: `mutation { triggerHandler(input: { name: "a.tick" }) { outcome handler { name lastRun { id } } } }`,
     expect: 'NO_A_DATA',
   },
+  // B's own workspace, whatever B sends: there is no id to aim at A's.
+  updateWorkspace: {
+    query: `mutation { updateWorkspace(input: { name: "B was here" }) { id name concurrencyLimit } }`,
+    expect: 'NO_A_DATA',
+  },
   createWorkspace: {
     query: `mutation { createWorkspace(input: { slug: "default", name: "taken?" }) { workspace { id } } }`,
     expect: 'NO_A_DATA',

@@ -172,6 +172,11 @@ const cases: Record<string, Case> = {
     vars: () => ({}),
     allowed: ['ADMIN', 'OPERATOR', 'VIEWER'],
   },
+  updateWorkspace: {
+    query: 'mutation ($n: String!) { updateWorkspace(input: { name: $n }) { id } }',
+    vars: (_o, r) => ({ n: `renamed by ${r}` }),
+    allowed: ['ADMIN'],
+  },
   // Installation admins only: no workspace ADMIN key may.
   createWorkspace: {
     query: 'mutation ($s: String!) { createWorkspace(input: { slug: $s, name: "x" }) { workspace { id } } }',

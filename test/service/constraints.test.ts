@@ -94,6 +94,16 @@ const CASES: Record<string, [string, () => Promise<unknown>][]> = {
     ],
     ['a zero burst on update', () => t.service.updateEndpoint(t.actor, { id: httpId, rateLimit: { count: 1, periodMs: 1000, burst: 0 } })],
   ],
+  endpoints_key_rate_limit_check: [
+    [
+      'a rate limit per key of no starts',
+      () => t.service.registerEndpoint(t.actor, { ...http, name: 'a.keyrate', keyRateLimit: { count: 0, periodMs: 1000 } }),
+    ],
+    [
+      'a zero burst per key on update',
+      () => t.service.updateEndpoint(t.actor, { id: httpId, keyRateLimit: { count: 1, periodMs: 1000, burst: 0 } }),
+    ],
+  ],
   // endpoints_check1 is: an HTTP endpoint has a url and a method and no handler; a HANDLER endpoint the reverse.
   endpoints_check1: [
     ['an HTTP endpoint without a url', () => t.service.registerEndpoint(t.actor, { name: 'a.nourl', kind: 'HTTP' })],

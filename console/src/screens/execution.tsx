@@ -177,8 +177,10 @@ const WAIT_REASONS: Record<WaitReason, string> = {
   ENDPOINT_RETRY_AFTER: 'Target asked to wait (Retry-After)',
   PREVIOUS_OCCURRENCE: 'Previous occurrence',
   ENDPOINT_CONCURRENCY_FULL: 'Endpoint concurrency full',
+  WORKSPACE_CONCURRENCY_FULL: 'Workspace concurrency full',
   KEY_CONCURRENCY_FULL: 'Key concurrency full',
   RATE_LIMITED: 'Rate limited',
+  KEY_RATE_LIMITED: 'Key rate limited',
   NO_LIVE_WORKER: 'No live worker',
   READY: 'Ready',
 };

@@ -36,3 +36,13 @@ export async function insertWorkspace(db: Executor, slug: string, name: string):
     .returningAll()
     .executeTakeFirst();
 }
+
+/** Changes a workspace's name and cap (fields left undefined stay); undefined when there is no such workspace. */
+export async function updateWorkspace(
+  db: Executor,
+  id: string,
+  patch: { name?: string; concurrency_limit?: number | null },
+): Promise<WorkspaceRow | undefined> {
+  if (Object.keys(patch).length === 0) return findWorkspaceById(db, id);
+  return db.updateTable('workspaces').set(patch).where('id', '=', id).returningAll().executeTakeFirst();
+}

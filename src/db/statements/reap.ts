@@ -3,12 +3,14 @@
  * one statement (the jobs retired, their pending executions cancelled and their running ones
  * asked to stop by the same statement as cancelJob's, each retirement audited as jobgate itself).
  * Locks are taken as cancelJob takes them: the jobs first, then their executions, each in id order.
+ * And the workspace's full key rate buckets, which mean no more than no row (deleteFullKeyBuckets).
  */
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import type pg from 'pg';
 import { cancelChannel } from '../channels.js';
 import { cancelLiveExecutionsOf } from '../repositories/executions.js';
 import type { DB } from '../types.js';
+import { tokensNow } from './claim.js';
 
 // The reaper runs on the engine's pool; its statement is built with the repository's fragment.
 const kyselyOf = new WeakMap<pg.Pool, Kysely<DB>>();
@@ -47,4 +49,25 @@ export async function reapEndedCronJobsOf(pool: pg.Pool, workspaceId: string): P
 export async function notifyCancel(pool: pg.Pool, executionIds: string[]): Promise<void> {
   for (const id of executionIds)
     await pool.query('select pg_notify($1, $2)', [cancelChannel.name, cancelChannel.encode({ executionId: id })]);
+}
+
+/**
+ * Deletes the concurrency keys' rate buckets of a workspace's endpoints that are full now (or
+ * whose endpoint no longer limits keys): no row reads as a full bucket, so nothing changes but
+ * the table's size, which would otherwise grow with every key ever started. A claim writing a
+ * bucket meanwhile is safe: the delete re-checks its condition on the row the claim wrote. At
+ * most `batch` rows; returns how many.
+ */
+export async function deleteFullKeyBuckets(pool: pg.Pool, workspaceId: string, batch = 10_000): Promise<number> {
+  const { rowCount } = await pool.query(
+    `delete from endpoint_key_rate_buckets kb
+     using endpoints en
+     where en.id = kb.endpoint_id and en.workspace_id = $1
+       and (en.key_rate_limit_count is null or ${tokensNow('en', 'kb', 'key_rate_limit')} >= en.key_rate_limit_burst)
+       and (kb.endpoint_id, kb.concurrency_key) in (
+         select b.endpoint_id, b.concurrency_key from endpoint_key_rate_buckets b join endpoints x on x.id = b.endpoint_id
+         where x.workspace_id = $1 limit $2)`,
+    [workspaceId, batch],
+  );
+  return rowCount ?? 0;
 }

@@ -3,7 +3,8 @@
  * read from the same definitions the claim uses, so the answer cannot drift from what the claim
  * does. Gates in the order an operator acts on them: a lever someone pulled (the endpoint or the
  * job paused), then time (not due yet, a retry's backoff, the target's Retry-After), then the queue's own rules (the
- * previous occurrence of a serial job, the endpoint's concurrency limit, its rate limit), then
+ * previous occurrence of a serial job, the endpoint's concurrency limit, the workspace's cap, the key's
+ * concurrency limit, the endpoint's rate limit, the key's), then
  * capacity (no live worker can deliver it). READY: nothing holds it, and the next claim with room takes it, in due
  * order. A read at one instant: by the time it is shown, the execution may have started.
  */
@@ -21,8 +22,10 @@ export const WAIT_REASONS = [
   'ENDPOINT_RETRY_AFTER',
   'PREVIOUS_OCCURRENCE',
   'ENDPOINT_CONCURRENCY_FULL',
+  'WORKSPACE_CONCURRENCY_FULL',
   'KEY_CONCURRENCY_FULL',
   'RATE_LIMITED',
+  'KEY_RATE_LIMITED',
   'NO_LIVE_WORKER',
   'READY',
 ] as const;
@@ -33,7 +36,8 @@ export interface WaitingRow {
   reason: WaitReason;
   /**
    * NOT_DUE and RETRY_BACKOFF: when it becomes due; ENDPOINT_RETRY_AFTER: when its target's
-   * Retry-After runs out; RATE_LIMITED: when its endpoint's next token comes.
+   * Retry-After runs out; RATE_LIMITED: when its endpoint's next token comes; KEY_RATE_LIMITED:
+   * when its concurrency key's next token comes.
    */
   until: Date | null;
   /** ENDPOINT_RETRY_AFTER: the target's answer (429 or 503). */
@@ -49,6 +53,12 @@ export interface WaitingRow {
   concurrency_key: string | null;
   key_concurrency_limit: number | null;
   key_running: number | null;
+  /** WORKSPACE_CONCURRENCY_FULL: the workspace's cap and its attempts in flight. */
+  workspace_concurrency_limit: number | null;
+  workspace_running: number | null;
+  /** KEY_RATE_LIMITED: the endpoint's rate limit per key. */
+  key_rate_limit_count: number | null;
+  key_rate_limit_period_ms: number | null;
   rate_limit_count: number | null;
   rate_limit_period_ms: number | null;
   attempt_count: number;
@@ -66,8 +76,13 @@ const WAITING_HEAD = `with pend as materialized (
 const WAITING_GATES = `), eps as materialized (
   select en.id, en.name, en.kind, en.handler_name, en.concurrency_limit, en.paused_at, en.rate_limit_count,
          en.rate_limit_period_ms, en.key_concurrency_limit, ra.until as ra_until, ra.status_code as retry_after_status, tk.tokens,
+         en.key_rate_limit_count, en.key_rate_limit_period_ms,
          case when en.concurrency_limit is not null
               then (select count(*)::int from executions x where x.endpoint_id = en.id and x.status = 'RUNNING') end as running,
+         case when en.workspace_capped then w.concurrency_limit end as workspace_concurrency_limit,
+         case when en.workspace_capped
+              then (select count(*)::int from executions x join endpoints xe on xe.id = x.endpoint_id
+                    where x.workspace_id = en.workspace_id and x.status = 'RUNNING' and xe.workspace_capped) end as workspace_running,
          exists (
            select 1 from workers w
            where ${workerIsLive('w')}
@@ -75,6 +90,7 @@ const WAITING_GATES = `), eps as materialized (
                                               where h.kind = 'HANDLER' and h.name = en.handler_name))
          ) as deliverable
   from endpoints en
+  join workspaces w on w.id = en.workspace_id
   left join endpoint_retry_after ra on ra.endpoint_id = en.id and ra.until > now()
   left join endpoint_rate_buckets b on b.endpoint_id = en.id
   left join lateral (select ${tokensNow('en', 'b')} as tokens) tk on en.rate_limit_count is not null
@@ -84,15 +100,23 @@ const WAITING_GATES = `), eps as materialized (
   where x.status = 'RUNNING' and x.concurrency_key <> ''
     and x.endpoint_id in (select id from eps where key_concurrency_limit is not null)
   group by 1, 2
+), key_tokens as materialized (
+  select kb.endpoint_id, kb.concurrency_key, ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens
+  from endpoint_key_rate_buckets kb join endpoints en on en.id = kb.endpoint_id
+  where en.key_rate_limit_count is not null
+    and kb.endpoint_id in (select id from eps where key_rate_limit_count is not null)
+    and kb.refilled_at > clock_timestamp() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
 )`;
 const WAITING_SELECT = `
 select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
        en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, en.running, en.retry_after_status,
-       e.concurrency_key, en.key_concurrency_limit,
+       e.concurrency_key, en.key_concurrency_limit, en.workspace_concurrency_limit, en.workspace_running,
+       en.key_rate_limit_count, en.key_rate_limit_period_ms,
        case when en.key_concurrency_limit is not null and e.concurrency_key <> '' then coalesce(kr.running, 0) end as key_running,
        case when e.run_after > now() then e.run_after
             when en.ra_until is not null then en.ra_until
             when en.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - en.tokens) * en.rate_limit_period_ms / en.rate_limit_count / 1000)
+            when kt.tokens < 1 then clock_timestamp() + make_interval(secs => (1 - kt.tokens) * en.key_rate_limit_period_ms / en.key_rate_limit_count / 1000)
        end as until,
        case
          when en.paused_at is not null then 'ENDPOINT_PAUSED'
@@ -102,15 +126,18 @@ select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint
          when en.ra_until is not null then 'ENDPOINT_RETRY_AFTER'
          when not ${SERIAL_TURN} then 'PREVIOUS_OCCURRENCE'
          when en.running >= en.concurrency_limit then 'ENDPOINT_CONCURRENCY_FULL'
+         when en.workspace_running >= en.workspace_concurrency_limit then 'WORKSPACE_CONCURRENCY_FULL'
          when e.concurrency_key <> '' and coalesce(kr.running, 0) >= en.key_concurrency_limit then 'KEY_CONCURRENCY_FULL'
          when en.tokens < 1 then 'RATE_LIMITED'
+         when e.concurrency_key <> '' and kt.tokens < 1 then 'KEY_RATE_LIMITED'
          when not en.deliverable then 'NO_LIVE_WORKER'
          else 'READY'
        end as reason
 from pend e
 join jobs j on j.id = e.job_id
 join eps en on en.id = e.endpoint_id
-left join key_running kr on kr.endpoint_id = e.endpoint_id and kr.concurrency_key = e.concurrency_key`;
+left join key_running kr on kr.endpoint_id = e.endpoint_id and kr.concurrency_key = e.concurrency_key
+left join key_tokens kt on kt.endpoint_id = e.endpoint_id and kt.concurrency_key = e.concurrency_key`;
 
 /**
  * The waiting reason of each of `ids` that is PENDING in the workspace (others are left out).

@@ -19,7 +19,7 @@ import { createWorkspacesService } from '../workspaces/workspaces.js';
 import { createAuthenticator, UnauthenticatedError, type Authenticator } from './authenticate.js';
 
 export { createApiKeySchema, type ApiKey, type CreateApiKeyInput, type CreateApiKeyResult } from './api-keys.js';
-export { createWorkspaceSchema, type CreateWorkspaceInput } from '../workspaces/workspaces.js';
+export { createWorkspaceSchema, updateWorkspaceSchema, type CreateWorkspaceInput } from '../workspaces/workspaces.js';
 export {
   auditFilterSchema,
   auditLogFilterSchema,

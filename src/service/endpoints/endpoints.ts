@@ -83,12 +83,24 @@ function assertTargetAllowed(ctx: ServiceContext, url: string): void {
   if (refusal) throw ValidationError.at(['url'], `cannot be delivered to: ${refusal}`);
 }
 
+type RateLimitInput = { count: number; periodMs: number; burst?: number | null | undefined } | null;
+
 /** The rate limit's columns (all null: no limit); the burst defaults to the count. */
-function rateLimitColumns(limit: { count: number; periodMs: number; burst?: number | null | undefined } | null) {
+function rateLimitColumns(limit: RateLimitInput) {
   return {
     rate_limit_count: limit?.count ?? null,
     rate_limit_period_ms: limit?.periodMs ?? null,
     rate_limit_burst: limit ? (limit.burst ?? limit.count) : null,
+  };
+}
+
+/** The same for the rate limit per concurrency key. */
+function keyRateLimitColumns(limit: RateLimitInput) {
+  const c = rateLimitColumns(limit);
+  return {
+    key_rate_limit_count: c.rate_limit_count,
+    key_rate_limit_period_ms: c.rate_limit_period_ms,
+    key_rate_limit_burst: c.rate_limit_burst,
   };
 }
 
@@ -175,6 +187,7 @@ export function createEndpointService(ctx: ServiceContext) {
           default_priority: input.defaultPriority ?? 0,
           key_concurrency_limit: input.keyConcurrencyLimit ?? null,
           ...rateLimitColumns(input.rateLimit ?? null),
+          ...keyRateLimitColumns(input.keyRateLimit ?? null),
           created_by_key_id: actor.keyId ?? null,
         });
         return toEndpoint(row);
@@ -255,6 +268,7 @@ export function createEndpointService(ctx: ServiceContext) {
           if (input.defaultPriority !== undefined) patch.default_priority = input.defaultPriority ?? 0;
           if (input.keyConcurrencyLimit !== undefined) patch.key_concurrency_limit = input.keyConcurrencyLimit;
           if (input.rateLimit !== undefined) Object.assign(patch, rateLimitColumns(input.rateLimit));
+          if (input.keyRateLimit !== undefined) Object.assign(patch, keyRateLimitColumns(input.keyRateLimit));
           return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
         },
       );

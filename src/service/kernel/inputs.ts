@@ -128,6 +128,12 @@ const httpUrl = text()
 export const DEFAULT_BACKOFF_BASE_MS = 1000;
 export const DEFAULT_BACKOFF_MAX_MS = 300_000;
 
+const rateLimitSchema = z.object({
+  count: z.number().int().min(1).max(1_000_000),
+  periodMs: z.number().int().min(1000).max(86_400_000),
+  burst: z.number().int().min(1).max(1_000_000).nullish(),
+});
+
 const retryFields = {
   maxAttempts: z.number().int().min(1).max(100).nullish(),
   backoffBaseMs: z.number().int().min(1).max(86_400_000).nullish(),
@@ -136,13 +142,8 @@ const retryFields = {
   concurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
   defaultPriority: z.number().int().min(-100).max(100).nullish(),
   keyConcurrencyLimit: z.number().int().min(1).max(10_000).nullish(),
-  rateLimit: z
-    .object({
-      count: z.number().int().min(1).max(1_000_000),
-      periodMs: z.number().int().min(1000).max(86_400_000),
-      burst: z.number().int().min(1).max(1_000_000).nullish(),
-    })
-    .nullish(),
+  rateLimit: rateLimitSchema.nullish(),
+  keyRateLimit: rateLimitSchema.nullish(),
 };
 
 const httpFields = {

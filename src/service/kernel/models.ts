@@ -21,6 +21,8 @@ export interface Workspace {
   id: string;
   slug: string;
   name: string;
+  /** Most attempts in flight at once across its endpoints (INTERNAL ones apart); null: no cap. */
+  concurrencyLimit: number | null;
   createdAt: Date;
 }
 
@@ -51,6 +53,8 @@ export interface Endpoint {
   keyConcurrencyLimit: number | null;
   /** At most `count` starts per `periodMs`, in bursts of up to `burst`; null: no limit. */
   rateLimit: { count: number; periodMs: number; burst: number } | null;
+  /** At most `count` starts per `periodMs` for each concurrency key, in bursts of up to `burst`; null: no limit. */
+  keyRateLimit: { count: number; periodMs: number; burst: number } | null;
   /** When it was paused (none of its executions is claimed until resumed); null while it runs. */
   pausedAt: Date | null;
   archivedAt: Date | null;
@@ -205,7 +209,13 @@ export interface Attempt {
   gapBeforeNextMs: number | null;
 }
 
-export const toWorkspace = (r: WorkspaceRow): Workspace => ({ id: r.id, slug: r.slug, name: r.name, createdAt: r.created_at });
+export const toWorkspace = (r: WorkspaceRow): Workspace => ({
+  id: r.id,
+  slug: r.slug,
+  name: r.name,
+  concurrencyLimit: r.concurrency_limit,
+  createdAt: r.created_at,
+});
 
 export const toEndpoint = (r: EndpointRow): Endpoint => ({
   id: r.id,
@@ -231,6 +241,10 @@ export const toEndpoint = (r: EndpointRow): Endpoint => ({
   keyConcurrencyLimit: r.key_concurrency_limit,
   rateLimit:
     r.rate_limit_count === null ? null : { count: r.rate_limit_count, periodMs: r.rate_limit_period_ms!, burst: r.rate_limit_burst! },
+  keyRateLimit:
+    r.key_rate_limit_count === null
+      ? null
+      : { count: r.key_rate_limit_count, periodMs: r.key_rate_limit_period_ms!, burst: r.key_rate_limit_burst! },
   pausedAt: r.paused_at,
   archivedAt: r.archived_at,
   createdAt: r.created_at,
@@ -363,7 +377,11 @@ export interface WaitingFor {
 
 export function toWaitingFor(r: WaitingRow): WaitingFor {
   const timed =
-    r.reason === 'NOT_DUE' || r.reason === 'RETRY_BACKOFF' || r.reason === 'ENDPOINT_RETRY_AFTER' || r.reason === 'RATE_LIMITED';
+    r.reason === 'NOT_DUE' ||
+    r.reason === 'RETRY_BACKOFF' ||
+    r.reason === 'ENDPOINT_RETRY_AFTER' ||
+    r.reason === 'RATE_LIMITED' ||
+    r.reason === 'KEY_RATE_LIMITED';
   return { reason: r.reason, until: timed ? r.until : null, detail: waitingDetail(r) };
 }
 
@@ -383,10 +401,14 @@ function waitingDetail(r: WaitingRow): string {
       return 'its job runs one occurrence at a time, and an earlier one is running or waiting';
     case 'ENDPOINT_CONCURRENCY_FULL':
       return `${r.running} of endpoint "${r.endpoint_name}"'s limit of ${r.concurrency_limit} attempts are in flight`;
+    case 'WORKSPACE_CONCURRENCY_FULL':
+      return `${r.workspace_running} of the workspace's limit of ${r.workspace_concurrency_limit} attempts are in flight`;
     case 'KEY_CONCURRENCY_FULL':
       return `${r.key_running} of key "${r.concurrency_key}"'s limit of ${r.key_concurrency_limit} attempts on endpoint "${r.endpoint_name}" are in flight`;
     case 'RATE_LIMITED':
       return `endpoint "${r.endpoint_name}" has started its ${r.rate_limit_count} per ${r.rate_limit_period_ms} ms; the next may start at ${r.until?.toISOString()}`;
+    case 'KEY_RATE_LIMITED':
+      return `key "${r.concurrency_key}" has started its ${r.key_rate_limit_count} per ${r.key_rate_limit_period_ms} ms on endpoint "${r.endpoint_name}"; the next may start at ${r.until?.toISOString()}`;
     case 'NO_LIVE_WORKER':
       return r.handler_name === null ? 'no worker is running' : `no running worker has registered handler "${r.handler_name}"`;
     case 'READY':

@@ -3,7 +3,7 @@
  * installation admins, and found by slug for jobgate itself.
  */
 import { z } from 'zod';
-import { findWorkspaceBySlug, insertWorkspace } from '../../db/repositories/workspaces.js';
+import { findWorkspaceBySlug, insertWorkspace, updateWorkspace } from '../../db/repositories/workspaces.js';
 import { isInstallationAdmin, type Actor } from '../kernel/actor.js';
 import { mintApiKey, type CreateApiKeyResult } from '../access/api-keys.js';
 import { mutate } from '../kernel/audited-mutation.js';
@@ -18,6 +18,12 @@ export const createWorkspaceSchema = z.object({
   name: text().min(1).max(200),
 });
 export type CreateWorkspaceInput = z.input<typeof createWorkspaceSchema>;
+
+export const updateWorkspaceSchema = z.object({
+  name: text().min(1).max(200).nullish(),
+  concurrencyLimit: z.number().int().min(1).max(100_000).nullish(),
+});
+export type UpdateWorkspaceInput = z.input<typeof updateWorkspaceSchema>;
 
 export function createWorkspacesService(ctx: ServiceContext) {
   const { db } = ctx;
@@ -42,6 +48,24 @@ export function createWorkspacesService(ctx: ServiceContext) {
           createdBy: actor.keyId ?? null,
         });
         return { workspace: toWorkspace(row), adminKey };
+      });
+    },
+
+    /**
+     * Changes the caller's workspace: its name, and its cap on attempts in flight across its
+     * endpoints (concurrencyLimit; null removes it, absent leaves it). ADMIN. Throws FORBIDDEN,
+     * VALIDATION_FAILED.
+     */
+    async updateWorkspace(actor: Actor, raw: UpdateWorkspaceInput): Promise<Workspace> {
+      const target = { type: 'Workspace', id: actor.workspaceId };
+      return mutate(ctx, actor, { action: 'workspace.update', role: 'ADMIN', input: raw, target }, async (trx) => {
+        const input = parseInput(updateWorkspaceSchema, raw);
+        const patch: { name?: string; concurrency_limit?: number | null } = {};
+        if (input.name != null) patch.name = input.name;
+        if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
+        const row = await updateWorkspace(trx, actor.workspaceId, patch);
+        if (!row) throw new NotFoundError('Workspace', actor.workspaceId);
+        return toWorkspace(row);
       });
     },
 

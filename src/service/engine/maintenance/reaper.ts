@@ -1,11 +1,12 @@
 /**
  * The reaper: every workspace's system job (provisioned by migration 000003 with the workspace)
  * runs this handler, which retires the workspace's cron jobs past their endsAt and stops their
- * schedules, and drops the workspace's live events older than the retention window. Its endpoint is INTERNAL: users cannot create jobs on it, change it or cancel it.
+ * schedules, drops the workspace's live events older than the retention window, and its concurrency
+ * keys' full rate buckets. Its endpoint is INTERNAL: users cannot create jobs on it, change it or cancel it.
  */
 import type pg from 'pg';
 import { pruneEvents } from '../../../db/statements/events.js';
-import { notifyCancel, reapEndedCronJobsOf } from '../../../db/statements/reap.js';
+import { deleteFullKeyBuckets, notifyCancel, reapEndedCronJobsOf } from '../../../db/statements/reap.js';
 import type { HandlerFn, HandlerRegistry } from '../delivery/handler-registry.js';
 import { registerAlertHandlers, type AlertEmailOptions } from '../alerts/alert-handlers.js';
 
@@ -36,6 +37,7 @@ export function registerInternalHandlers(
   if (registry.get(REAPER_HANDLER)) return;
   const reaper: HandlerFn = async (_input, ctx) => {
     await reapEndedCronJobs(pool, ctx.workspaceId);
+    await deleteFullKeyBuckets(pool, ctx.workspaceId);
     // Live events past the retention window: a subscription can no longer replay from before it.
     await pruneEvents(
       pool,

@@ -1,0 +1,320 @@
+/**
+ * The limited endpoints' claims: endpoints with a concurrency or a rate limit, a per-key limit, or
+ * a workspace's cap. Their pending executions are gated (migration 000044), so the unlimited claim
+ * (claim.ts) never reads them; each is claimed here under a transaction-scoped advisory lock per
+ * endpoint (and per capped workspace), in the claim's transaction after the unlimited statement:
+ * the running counts and the buckets are read after the lock is taken, and the lock is held until
+ * the claimed rows commit as RUNNING, so two workers can never both fill the same free slots or
+ * spend the same tokens.
+ */
+import type pg from 'pg';
+import {
+  CLAIMABLE,
+  claimTail,
+  DELIVERABLE,
+  oldestAcrossLevels,
+  priorityLevels,
+  SERIAL_TURN,
+  STARTS_ALLOWED,
+  tokensNow,
+  type ClaimedExecution,
+  type ClaimOptions,
+  type ClaimOrder,
+} from './claim-gates.js';
+
+/** Advisory lock namespaces: a limited endpoint's claims, and a capped workspace's. */
+const ENDPOINT_LOCK = 714302051;
+const WORKSPACE_LOCK = 714302052;
+
+/**
+ * Limited endpoints (a concurrency or a rate limit, per key too, or a workspace cap) with due work
+ * whose advisory lock this transaction could take, and, for an endpoint its workspace caps, the
+ * workspace's lock too (so the workspace's claims count its attempts in flight one after another).
+ * `keyed`: its claims rotate between concurrency keys (CLAIM_KEYED).
+ * It also turns JIT compilation off for the rest of the transaction, before the limited claims
+ * that follow are planned: their LIMIT is the room counted after the lock (an expression), for
+ * which the planner assumes a tenth of the table, so on a server with JIT on (Postgres' default)
+ * a claim that runs in a millisecond was compiled first, for 600 ms, every time.
+ */
+const LOCK_LIMITED = `
+select en.id, en.concurrency_limit, en.key_concurrency_limit,
+       (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
+       (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
+from endpoints en
+left join endpoint_rate_buckets b on b.endpoint_id = en.id
+cross join (select set_config('jit', 'off', true)) jit_off
+where jobgate_endpoint_limited(en)
+  -- The locks last (a CASE, whose order the planner keeps: it evaluates cheap conditions of a WHERE
+  -- first, and would take locks of endpoints it then leaves out), the endpoint's before its
+  -- workspace's (a workspace lock taken for an endpoint this claim then skips would hold the
+  -- workspace's other endpoints off other workers for nothing). A bucket short of a whole token
+  -- is left alone: read in this statement's snapshot, from before the lock, it can only show more
+  -- tokens than the claim would (spends it has not seen), never fewer.
+  and case when ${DELIVERABLE('$1')}
+             and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
+             and exists (select 1 from executions e join jobs j on j.id = e.job_id
+                         where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
+           then case when pg_try_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))
+                     then case when en.workspace_capped then pg_try_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))
+                               else true end
+                     else false end
+           else false end`;
+
+/**
+ * The limited claims' first parts ($4 the endpoint, $5 the most this claim may take, $6 the
+ * endpoint's concurrency limit: null for none, which least() ignores). `bucket`: a rate-limited
+ * endpoint's bucket, refilled for the time since it was last written (no row: a full bucket; no
+ * rate limit: no bucket), on clock_timestamp(), not now(): now() is when this transaction began,
+ * which may be before the previous holder of the advisory lock wrote the bucket, and would run
+ * its clock backwards. `room`: how many the claim may start, counted once: its free slots, its
+ * whole tokens, and its workspace's free slots when the workspace has a cap (its attempts in
+ * flight on every endpoint it caps, under the workspace's lock, LOCK_LIMITED). All are read in this statement's snapshot, taken after the advisory lock was
+ * granted (LOCK_LIMITED is a statement before it): the bucket the previous holder wrote and the
+ * claims it committed are seen.
+ */
+const BUCKET_AND_ROOM = `bucket as materialized (
+  select ${tokensNow('en', 'b')} as tokens, clock_timestamp() as at
+  from endpoints en left join endpoint_rate_buckets b on b.endpoint_id = en.id
+  where en.id = $4 and en.rate_limit_count is not null
+), room as materialized (
+  select greatest(0, least($5::int,
+                           $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')::int,
+                           (select floor(bk.tokens)::int from bucket bk),
+                           (select w.concurrency_limit - (select count(*) from executions r join endpoints x on x.id = r.endpoint_id
+                                                          where r.workspace_id = en.workspace_id and r.status = 'RUNNING'
+                                                            and x.workspace_capped)::int
+                            from endpoints en join workspaces w on w.id = en.workspace_id
+                            where en.id = $4 and en.workspace_capped))) as n
+)`;
+
+/**
+ * Spends what the claim took from the bucket, in the same statement, still under the endpoint's
+ * advisory lock: its tokens as of `at`, less one per execution claimed (nothing claimed: not
+ * written, as the bucket refills on its own).
+ */
+const SPEND_TOKENS = `, spent as (
+  insert into endpoint_rate_buckets (endpoint_id, tokens, refilled_at)
+  select $4, bk.tokens - (select count(*) from claimed), bk.at from bucket bk
+  where exists (select 1 from claimed)
+  on conflict (endpoint_id) do update set tokens = excluded.tokens, refilled_at = excluded.refilled_at
+)`;
+
+/**
+ * Spends what a keyed claim took from each key's bucket (CLAIM_KEYED's lane_tokens), as
+ * SPEND_TOKENS does the endpoint's: a key that started nothing is not written.
+ */
+const SPEND_KEY_TOKENS = `, key_spent as (
+  insert into endpoint_key_rate_buckets (endpoint_id, concurrency_key, tokens, refilled_at)
+  select $4, lt.k, lt.tokens - count(*), lt.at
+  from claimed cl join candidates c on c.id = cl.id join lane_tokens lt on lt.k = c.k
+  group by lt.k, lt.tokens, lt.at
+  on conflict (endpoint_id, concurrency_key) do update set tokens = excluded.tokens, refilled_at = excluded.refilled_at
+)`;
+
+// The endpoint's gated executions (all of its pending ones: it has a limit), one priority level's
+// in due order (executions_gated_due), locked or not (as unlimitedCandidates).
+const limitedCandidates = (lvl: string, lock: boolean) => `
+  select e.id, e.run_after
+  from executions e
+  join jobs j on j.id = e.job_id
+  join endpoints en on en.id = e.endpoint_id
+  where ${CLAIMABLE}
+    and e.endpoint_id = $4
+    and e.gated
+    and e.priority = ${lvl}
+    and ${SERIAL_TURN}
+    and ${STARTS_ALLOWED('en')}
+  order by e.run_after, e.id
+  limit (select n from room)
+  ${lock ? 'for update of e skip locked' : ''}`;
+const ENDPOINT_LEVELS = priorityLevels('e.endpoint_id = $4 and e.gated');
+const CLAIM_LIMITED: Record<ClaimOrder, string> = {
+  OLDEST: `
+with recursive ${ENDPOINT_LEVELS}, ${BUCKET_AND_ROOM}, ${oldestAcrossLevels('(select n from room)', (lvl) => limitedCandidates(lvl, false), true)}
+${claimTail(SPEND_TOKENS)}`,
+  PRIORITY: `
+with recursive ${ENDPOINT_LEVELS}, ${BUCKET_AND_ROOM}, candidates as (
+  select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${limitedCandidates('l.p', true)}) c
+  limit (select n from room)
+${claimTail(SPEND_TOKENS)}`,
+};
+
+/** The most keys one keyed claim's window looks at; the rotation carries on from there. */
+const MAX_KEY_LANES = 100;
+
+/** The first key `op` `than` among the endpoint's pending executions (one probe of executions_pending_key). */
+const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key from executions e
+     where e.endpoint_id = $4 and e.status = 'PENDING' and e.gated and e.concurrency_key ${op} ${than}
+     order by e.concurrency_key limit 1)`;
+
+/**
+ * A keyed endpoint's claim (it has a key_concurrency_limit or a key rate limit), under its advisory
+ * lock: the keys with pending work take turns. The lanes are the endpoint's distinct concurrency
+ * keys ('' is the lane of executions without one) in key order from just after the rotation's
+ * cursor (read from endpoint_key_turns in the statement when $9, else $7; null: from the start),
+ * wrapping round to the start, each found by one probe of executions_pending_key; a key that can
+ * start nothing now is passed over (`closed`: its attempts in flight are at the per-key limit $8,
+ * or its bucket is short of a whole token), and the claim takes twice as many open lanes as it has
+ * room for (at least 8), looking at most MAX_KEY_LANES keys each side of the cursor. Each lane
+ * offers its due work in priority and due order, as much as its key has room for (the per-key
+ * limit less its attempts in flight, and its whole tokens; the keyless lane is not limited per key)
+ * and no more than its share of the claim's room; the claim takes every lane's first, then every
+ * lane's second, and so on (turn, then position), up to the endpoint's room, and spends each key's
+ * tokens for what it took. The cursor moves to the lane of the last one taken; when the claim had
+ * room and took nothing, past every lane it looked at, or, with no open lane, past the keys after
+ * the cursor it looked at: the next claim starts after it, so a key with a long backlog gets one
+ * turn per round like any other, and keys past the window are reached too. Rows are locked with
+ * their state checked again on the locked version: a cancel or a reschedule that committed
+ * meanwhile leaves them alone.
+ */
+const CLAIM_KEYED = `
+with recursive turn_from(k) as (
+  select case when $9::boolean then (select t.last_key from endpoint_key_turns t where t.endpoint_id = $4) else $7::text end
+), after_cursor(k, n) as (
+  select ${nextKey('>', '(select k from turn_from)')}, 1
+  union all
+  select ${nextKey('>', 'a.k')}, a.n + 1 from after_cursor a where a.k is not null and a.n < ${MAX_KEY_LANES}
+), from_start(k, n) as (
+  select ${nextKey('>=', "''")}, 1
+  union all
+  select ${nextKey('>', 'f.k')}, f.n + 1 from from_start f
+  where f.k is not null and f.n < ${MAX_KEY_LANES} and ((select k from turn_from) is null or f.k < (select k from turn_from))
+), ${BUCKET_AND_ROOM}, running as materialized (
+  select r.concurrency_key as k, count(*)::int as n from executions r
+  where r.endpoint_id = $4 and r.status = 'RUNNING' group by 1
+), closed as materialized (
+  select r.k from running r where r.n >= $8::int
+  union
+  -- A bucket can be short of a whole token only if it was written within one token's time
+  -- (endpoint_key_rate_buckets_recent): the recent writes, not every key's bucket.
+  select kb.concurrency_key from endpoints en join endpoint_key_rate_buckets kb on kb.endpoint_id = en.id
+  where en.id = $4 and en.key_rate_limit_count is not null
+    and kb.refilled_at > clock_timestamp() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
+    and ${tokensNow('en', 'kb', 'key_rate_limit')} < 1
+), lanes as materialized (
+  -- As many open ones as the claim is likely to need, read lazily: the keys after the cursor come
+  -- first, and the round starts over only when they run out (up to and including the cursor's
+  -- own key; positions after the first part's).
+  select k, n from (
+    select k, n from after_cursor where k is not null
+    union all
+    select f.k, f.n + ${MAX_KEY_LANES} from from_start f
+    where f.k is not null and ((select k from turn_from) is null or f.k <= (select k from turn_from))
+  ) ring
+  where k = '' or k not in (select c.k from closed c)
+  limit least(${MAX_KEY_LANES}, greatest(8, 2 * (select n from room)))
+), lane_tokens as materialized (
+  select l.k, ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens, clock_timestamp() as at
+  from lanes l
+  cross join endpoints en
+  left join endpoint_key_rate_buckets kb on kb.endpoint_id = en.id and kb.concurrency_key = l.k
+  where en.id = $4 and en.key_rate_limit_count is not null and l.k <> ''
+), picked as (
+  select c.id, c.turn, l.n as position, l.k
+  from lanes l
+  cross join lateral (
+    select e.id, row_number() over (order by e.priority desc, e.run_after, e.id) as turn
+    from executions e
+    join jobs j on j.id = e.job_id
+    where e.endpoint_id = $4 and e.concurrency_key = l.k and e.gated and ${CLAIMABLE} and ${SERIAL_TURN}
+    order by e.priority desc, e.run_after, e.id
+    limit least(
+      -- Its share of the room, so a claim reads about as many rows as it may take.
+      ceil((select n from room)::numeric / greatest(1, (select count(*) from lanes)))::int,
+      case when l.k = '' then (select n from room)
+           else least(
+             case when $8::int is null then (select n from room)
+                  else greatest(0, $8::int - coalesce((select r.n from running r where r.k = l.k), 0)) end,
+             coalesce((select floor(lt.tokens)::int from lane_tokens lt where lt.k = l.k), (select n from room))) end)
+  ) c
+), candidates as (
+  select e.id, p.turn, p.position, p.k
+  from executions e
+  join (select id, turn, position, k from picked order by turn, position limit (select n from room)) p on p.id = e.id
+  where e.status = 'PENDING' and e.run_after <= now() and e.gated
+  for update of e skip locked
+), turned as (
+  insert into endpoint_key_turns (endpoint_id, last_key)
+  select $4, t.k from (
+    select coalesce((select c.k from candidates c order by c.turn desc, c.position desc limit 1),
+                    (select l.k from lanes l order by l.n desc limit 1),
+                    (select max(a.k) from after_cursor a)) as k
+  ) t
+  where (select n from room) > 0 and t.k is not null
+  on conflict (endpoint_id) do update set last_key = excluded.last_key
+${claimTail(SPEND_TOKENS + SPEND_KEY_TOKENS)}`;
+
+/** Up to `room` executions of the limited endpoints, each under its advisory lock. */
+export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: string, room: number): Promise<ClaimedExecution[]> {
+  const rows: ClaimedExecution[] = [];
+  const limited = await client.query<{
+    id: string;
+    concurrency_limit: number | null;
+    key_concurrency_limit: number | null;
+    keyed: boolean;
+    running: number;
+  }>({
+    name: 'jobgate.lock-limited',
+    text: LOCK_LIMITED,
+    values: [o.handlers],
+  });
+  for (const ep of limited.rows) {
+    // A first estimate; the claim recounts after the lock (the count here may be stale), and
+    // reads and spends the bucket of a rate-limited endpoint in the same statement.
+    const free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - ep.running);
+    if (free <= 0) continue;
+    const order = o.order ?? 'PRIORITY';
+    const more = !ep.keyed
+      ? (
+          await client.query<ClaimedExecution>({
+            name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
+            text: CLAIM_LIMITED[order],
+            values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
+          })
+        ).rows
+      : await claimKeyed(client, o, token, {
+          id: ep.id,
+          free,
+          concurrencyLimit: ep.concurrency_limit,
+          keyLimit: ep.key_concurrency_limit,
+        });
+    rows.push(...more);
+    room -= more.length;
+    if (room <= 0) break;
+  }
+  return rows;
+}
+
+/** Windows of keys one keyed claim looks through, at most, when those before found nothing. */
+const MAX_KEY_WINDOWS = 10;
+
+/**
+ * A keyed endpoint's claim (CLAIM_KEYED), from where its rotation stands (read by the claim
+ * itself). A window that found nothing to start moved the cursor past its keys: the next window is
+ * looked at at once (up to MAX_KEY_WINDOWS), rather than after the worker's next poll; from then
+ * on the cursor is read here, to stop when a window no longer moves it.
+ */
+async function claimKeyed(
+  client: pg.PoolClient,
+  o: ClaimOptions,
+  token: string,
+  ep: { id: string; free: number; concurrencyLimit: number | null; keyLimit: number | null },
+): Promise<ClaimedExecution[]> {
+  const cursorNow = async () =>
+    (await client.query<{ last_key: string }>({ name: 'jobgate.key-turn', text: KEY_TURN, values: [ep.id] })).rows[0]?.last_key ?? null;
+  // undefined: the claim reads the cursor itself (the first window, and most claims' only one).
+  let cursor: string | null | undefined;
+  for (let window = 1; ; window++) {
+    const { rows } = await client.query<ClaimedExecution>({
+      name: 'jobgate.claim-keyed',
+      text: CLAIM_KEYED,
+      values: [o.workerId, o.leaseMs, token, ep.id, ep.free, ep.concurrencyLimit, cursor ?? null, ep.keyLimit, cursor === undefined],
+    });
+    if (rows.length > 0 || window >= MAX_KEY_WINDOWS) return rows;
+    const moved = await cursorNow();
+    if (moved === cursor) return rows;
+    cursor = moved;
+  }
+}
+
+const KEY_TURN = 'select last_key from endpoint_key_turns where endpoint_id = $1';
