@@ -63,6 +63,15 @@ export const RateLimitRef = builder.objectRef<{ count: number; periodMs: number;
   }),
 });
 
+export const ConcurrencyKeyLoadRef = builder.objectRef<{ key: string; running: number; pending: number }>('ConcurrencyKeyLoad').implement({
+  description: "One concurrency key's load on an endpoint, read at the moment of the query.",
+  fields: (t) => ({
+    key: t.exposeString('key', { description: "The concurrency key (a job's concurrencyKey)." }),
+    running: t.exposeInt('running', { description: 'Its attempts in flight on the endpoint now.' }),
+    pending: t.exposeInt('pending', { description: 'Its executions of the endpoint waiting to start (due or not).' }),
+  }),
+});
+
 export const RetryAfterHoldRef = builder.objectRef<{ until: Date; statusCode: number }>('RetryAfterHold').implement({
   description:
     "A hold an endpoint's target asked for: it answered 429 or 503 with Retry-After, so no execution of the endpoint starts before `until`.",
@@ -170,6 +179,12 @@ builder.objectFields(EndpointRef, (t) => ({
     description:
       'When the endpoint was paused (pauseEndpoint): none of its executions starts until resumeEndpoint, and attempts running then finish. null while it runs.',
     resolve: (e) => e.pausedAt,
+  }),
+  busiestKeys: t.field({
+    type: [ConcurrencyKeyLoadRef],
+    description:
+      'For an endpoint that limits its keys (keyConcurrencyLimit or keyRateLimit): its busiest concurrency keys, up to 10, the most attempts in flight first, then the most waiting. Empty for an endpoint without per-key limits.',
+    resolve: (e, _a, ctx) => ctx.service.busiestKeys(ctx.actor, e.id),
   }),
   retryAfterHold: t.field({
     type: RetryAfterHoldRef,

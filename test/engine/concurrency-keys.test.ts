@@ -103,6 +103,49 @@ describe('a per-key concurrency limit', () => {
   });
 });
 
+describe("an endpoint's busiest keys", () => {
+  it('are read over GraphQL with their attempts in flight and waiting, the busiest first', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    h.handle('busy', () => released);
+    await register('keys.busy', 'busy', { keyConcurrencyLimit: 1 });
+    await register('keys.none', 'busy');
+    await t.service.createJobs(t.actor, [
+      ...['acme', 'acme', 'acme', 'globex', 'globex', 'initech'].map((concurrencyKey) => ({
+        endpointName: 'keys.busy',
+        kind: 'IMMEDIATE' as const,
+        concurrencyKey,
+      })),
+      { endpointName: 'keys.none', kind: 'IMMEDIATE' as const, concurrencyKey: 'acme' },
+    ]);
+    await h.worker({ concurrency: 10 });
+    const g = createTestGateway(t);
+    try {
+      const read = async () =>
+        (await g.gql(`{ endpoints { nodes { name busiestKeys { key running pending } } } }`)).data!.endpoints.nodes as {
+          name: string;
+          busiestKeys: unknown[];
+        }[];
+      // One attempt of each key of keys.busy in flight (its per-key limit), the rest waiting.
+      const nodes = await eventually(async () => {
+        const all = await read();
+        const busy = all.find((n) => n.name === 'keys.busy')!;
+        return busy.busiestKeys.length === 3 && (busy.busiestKeys as { running: number }[]).every((k) => k.running === 1) ? all : undefined;
+      });
+      expect(nodes.find((n) => n.name === 'keys.busy')!.busiestKeys).toEqual([
+        { key: 'acme', running: 1, pending: 2 },
+        { key: 'globex', running: 1, pending: 1 },
+        { key: 'initech', running: 1, pending: 0 },
+      ]);
+      // No per-key limits: no keys to show.
+      expect(nodes.find((n) => n.name === 'keys.none')!.busiestKeys).toEqual([]);
+    } finally {
+      release();
+      await g.close();
+    }
+  });
+});
+
 describe('turns between keys', () => {
   it("starts a short backlog's jobs while a long one queued before it still waits", async () => {
     const started: string[] = [];

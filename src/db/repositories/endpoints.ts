@@ -95,6 +95,44 @@ export async function activeRetryAfterHolds(
   return rows;
 }
 
+/** One concurrency key's load on an endpoint: its attempts in flight and its executions waiting. */
+export interface KeyLoadRow {
+  endpoint_id: string;
+  key: string;
+  running: number;
+  pending: number;
+}
+
+/** How many keys busiestKeys gives per endpoint. */
+export const BUSIEST_KEYS = 10;
+
+/**
+ * The busiest concurrency keys of each of `ids` that limits its keys (a per-key concurrency or rate
+ * limit): up to BUSIEST_KEYS each, the most attempts in flight first, then the most waiting. Read
+ * through the indexes of pending (gated, per key) and running executions.
+ */
+export async function busiestKeys(db: Executor, workspaceId: string, ids: readonly string[]): Promise<KeyLoadRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  const { rows } = await sql<KeyLoadRow>`
+    select endpoint_id, key, running, pending from (
+      select k.*, row_number() over (partition by k.endpoint_id order by k.running desc, k.pending desc, k.key) as n
+      from (
+        select e.endpoint_id, e.concurrency_key as key,
+               count(*) filter (where e.status = 'RUNNING')::int as running,
+               count(*) filter (where e.status = 'PENDING')::int as pending
+        from endpoints en
+        join executions e on e.endpoint_id = en.id and e.status in ('PENDING', 'RUNNING') and e.concurrency_key <> ''
+        where en.workspace_id = ${scoped(workspaceId)} and en.id = any(${valid}::uuid[])
+          and (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null)
+        group by 1, 2
+      ) k
+    ) ranked
+    where n <= ${BUSIEST_KEYS}
+    order by endpoint_id, n`.execute(db);
+  return rows;
+}
+
 /**
  * Pauses (`paused` true) or resumes the endpoint; a pause keeps the time it was first paused
  * (pausing again is a no-op). The row as it is then.

@@ -142,6 +142,20 @@ export function createEndpointService(ctx: ServiceContext) {
     !ctx.outer,
   );
 
+  const keysOf = batchedRead(
+    (ws, ids) =>
+      endpointsRepo.busiestKeys(db, ws, ids).then((rows) => {
+        const byEndpoint = new Map<string, { key: string; running: number; pending: number }[]>();
+        for (const r of rows) {
+          const list = byEndpoint.get(r.endpoint_id) ?? [];
+          list.push({ key: r.key, running: r.running, pending: r.pending });
+          byEndpoint.set(r.endpoint_id, list);
+        }
+        return byEndpoint;
+      }),
+    !ctx.outer,
+  );
+
   return {
     /**
      * Registers an endpoint. Throws VALIDATION_FAILED, NOT_FOUND (a referenced spec or config),
@@ -340,6 +354,15 @@ export function createEndpointService(ctx: ServiceContext) {
     async retryAfterHold(actor: Actor, endpointId: string): Promise<{ until: Date; statusCode: number } | null> {
       const row = await holdOf(actor.workspaceId, endpointId);
       return row ? { until: row.until, statusCode: row.status_code } : null;
+    },
+
+    /**
+     * The busiest concurrency keys of an endpoint that limits its keys (none for one that does not):
+     * up to BUSIEST_KEYS, the most attempts in flight first, then the most waiting. Read for a
+     * list's endpoints together.
+     */
+    async busiestKeys(actor: Actor, endpointId: string): Promise<{ key: string; running: number; pending: number }[]> {
+      return (await keysOf(actor.workspaceId, endpointId)) ?? [];
     },
 
     /** One endpoint, by id (archived too) or by name (live only). Throws NOT_FOUND, VALIDATION_FAILED. */
