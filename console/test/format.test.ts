@@ -12,14 +12,30 @@ import {
 } from '../src/lib/format.ts';
 
 describe('times', () => {
-  it('writes an instant in the given zone, and its UTC form for the hover', () => {
+  it('writes an instant in the given zone and locale, and its UTC form for the hover', () => {
     const iso = '2026-03-08T07:30:05.000Z';
-    expect(formatLocal(iso, 'America/New_York')).toBe('8 Mar 2026, 03:30:05');
-    expect(formatLocal(iso, 'Asia/Kolkata')).toBe('8 Mar 2026, 13:00:05');
+    expect(formatLocal(iso, 'America/New_York', ['en-GB'])).toBe('8 Mar 2026, 03:30:05');
+    expect(formatLocal(iso, 'Asia/Kolkata', ['en-GB'])).toBe('8 Mar 2026, 13:00:05');
+    expect(formatLocal(iso, 'Asia/Kolkata', ['en-US'])).toBe('Mar 8, 2026, 1:00:05 PM');
+    expect(formatLocal(iso, 'Asia/Kolkata', ['de-DE'])).toBe('08.03.2026, 13:00:05');
     expect(formatUtc(iso)).toBe('2026-03-08 07:30:05 UTC');
-    // A chart's axis writes the time of day as the tables do.
-    expect(formatClock(iso, 'America/New_York')).toBe('03:30');
-    expect(formatLocal(iso, 'America/New_York')).toContain(formatClock(iso, 'America/New_York'));
+  });
+
+  it("follows the locale's clock (12- or 24-hour), the same in a table and on a chart's axis", () => {
+    const iso = '2026-03-08T19:05:05.000Z';
+    for (const [locales, clock] of [
+      [['en-US'], '7:05 PM'],
+      [['en-GB'], '19:05'],
+      [['de-DE'], '19:05'],
+      [['fr-FR'], '19:05'],
+      [['en-AU'], '7:05 pm'],
+      // The first of the viewer's languages the runtime knows.
+      [['xx-XX', 'en-US'], '7:05 PM'],
+    ] as const) {
+      expect(formatClock(iso, 'UTC', locales)).toBe(clock);
+      // A table's time is the axis's with the seconds.
+      expect(formatLocal(iso, 'UTC', locales).replace(':05', '')).toContain(clock);
+    }
   });
 
   it('shows a dash for a missing or invalid time', () => {

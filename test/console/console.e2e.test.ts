@@ -30,9 +30,13 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A fresh tab (its own sessionStorage), signed in with `key`; screenshots itself if the test fails. */
-async function signedIn(key: string, name: string, prepare?: (context: BrowserContext) => Promise<void>): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris' });
+/**
+ * A fresh tab (its own sessionStorage), signed in with `key`; screenshots itself if the test fails.
+ * The browser runs in Europe/Paris, in `locale` (default en-GB: the console writes times in the
+ * browser's locale, and a test should not read whichever the machine has).
+ */
+async function signedIn(key: string, name: string, prepare?: (context: BrowserContext) => Promise<void>, locale = 'en-GB'): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris', locale });
   contexts.push(context);
   await prepare?.(context);
   const page = await context.newPage();
@@ -61,6 +65,26 @@ async function signedIn(key: string, name: string, prepare?: (context: BrowserCo
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByTestId('role').waitFor();
   return page;
+}
+
+interface ParisClock {
+  h: number;
+  mm: string;
+  ss: string;
+}
+
+/** The wall clock in Paris (where the test's browsers run) of an ISO or "YYYY-MM-DD hh:mm:ss UTC" instant. */
+function parisClock(instant: string): ParisClock {
+  const d = new Date(instant.replace(' UTC', 'Z').replace(' ', 'T'));
+  const parts = new Intl.DateTimeFormat('en-GB', {
+    timeZone: 'Europe/Paris',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+  }).formatToParts(d);
+  const part = (type: string) => parts.find((p) => p.type === type)!.value;
+  return { h: Number(part('hour')), mm: part('minute'), ss: part('second') };
 }
 
 const problemsOf = (page: Page) => (page as Page & { problems: string[] }).problems;
@@ -658,6 +682,36 @@ describe('the console', { timeout: 90_000 }, () => {
       hourCycle: 'h23',
     }).format(new Date(iso));
     expect(await time.textContent()).toContain(paris);
+  });
+
+  it("writes times in the viewer's locale, one clock for a table and a chart's axis: 12-hour in en-US, 24-hour in de-DE", async () => {
+    for (const [locale, clockOf] of [
+      // h:mm AM/PM (ICU may put a narrow no-break space before the period: \s matches it).
+      ['en-US', (c: ParisClock, seconds: string) => new RegExp(`^${c.h % 12 || 12}:${c.mm}${seconds}\\s${c.h < 12 ? 'AM' : 'PM'}$`)],
+      ['de-DE', (c: ParisClock, seconds: string) => new RegExp(`^${String(c.h).padStart(2, '0')}:${c.mm}${seconds}$`)],
+    ] as const) {
+      const page = await signedIn(adminKey, `locale-${locale}`, undefined, locale);
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      const axis = page.locator('figure.chart').first().locator('g.axis-time').last();
+      const axisText = (await axis.locator('text').textContent())!;
+      const axisInstant = (await axis.locator('title').textContent())!;
+      expect(axisInstant).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:00 UTC$/);
+      expect({ locale, axisText }).toEqual({ locale, axisText: expect.stringMatching(clockOf(parisClock(axisInstant), '')) });
+      await screenshot(page, `overview-${locale}`);
+
+      await go(page, 'Jobs');
+      const time = page.getByTestId('jobs').locator('time').first();
+      await time.waitFor();
+      const iso = (await time.getAttribute('datetime'))!;
+      const cell = (await time.textContent())!;
+      const c = parisClock(iso);
+      // The table's time of day is the axis's, with its seconds: the same clock.
+      const timeOfDay = cell.slice(cell.lastIndexOf(', ') + 2);
+      expect({ locale, timeOfDay }).toEqual({ locale, timeOfDay: expect.stringMatching(clockOf(c, `:${c.ss}`)) });
+      expect(await time.getAttribute('title')).toBe(`${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`);
+      await screenshot(page, `jobs-${locale}`);
+      await page.context().close();
+    }
   });
 
   it('shows a VIEWER no action it may not take', async () => {

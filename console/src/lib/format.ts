@@ -1,36 +1,64 @@
 /**
  * How the console writes times, durations, counts and progress. Times are shown in the viewer's
- * zone, with the UTC instant for the hover title.
+ * zone and locale, with the UTC instant for the hover title.
  */
 
 /**
- * The one locale and clock of every time the console writes (tables, facts, the charts' axes), so
- * the same instant reads the same everywhere: day month year, 24-hour clock.
+ * The viewer's locales, most preferred first: the browser's language list (what the viewer chose,
+ * and what the page's `Intl` default follows), or `undefined` (the runtime's default) outside a
+ * browser. Read on each call: a test or a settings change may switch the language.
  */
-const TIME_LOCALE = 'en-GB';
-const CLOCK = { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' } as const;
-
-/** e.g. "2 Dec 2026, 14:05:09" in `timeZone` (default: the viewer's). */
-export function formatLocal(iso: string | null | undefined, timeZone?: string): string {
-  if (!iso) return '—';
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return '—';
-  return new Intl.DateTimeFormat(TIME_LOCALE, {
-    day: 'numeric',
-    month: 'short',
-    year: 'numeric',
-    ...CLOCK,
-    second: '2-digit',
-    ...(timeZone ? { timeZone } : {}),
-  }).format(d);
+export function viewerLocales(): readonly string[] | undefined {
+  const languages = typeof navigator === 'undefined' ? undefined : navigator.languages;
+  return languages && languages.length > 0 ? languages : undefined;
 }
 
-/** The time of day alone, as formatLocal writes it: "14:05" (a chart's axis). */
-export function formatClock(iso: string | null | undefined, timeZone?: string): string {
-  if (!iso) return '—';
+/**
+ * Every time the console writes (tables, facts, the charts' axes) is in the locale's own styles:
+ * its medium date and time ("Mar 8, 2026, 2:05:09 PM" in en-US, "8 Mar 2026, 14:05:09" in en-GB,
+ * "08.03.2026, 14:05:09" in de-DE), and on an axis its short time ("2:05 PM", "14:05"): the
+ * hour cycle is the locale's, the same for both, so an instant reads the same in a table and on
+ * a chart. No hour cycle, order or separator is pinned here: pinning one (as en-GB with a
+ * 24-hour clock was) reads wrong to everyone whose locale writes times otherwise.
+ */
+const FULL = { dateStyle: 'medium', timeStyle: 'medium' } as const;
+const CLOCK = { timeStyle: 'short' } as const;
+
+/**
+ * Formatters cost far more to build than to use, and a table writes a hundred times a render: one
+ * per locale, zone and shape.
+ */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+function formatter(shape: 'full' | 'clock', timeZone: string | undefined, locales: readonly string[] | undefined): Intl.DateTimeFormat {
+  const key = `${shape}|${timeZone ?? ''}|${locales?.join(',') ?? ''}`;
+  let f = formatters.get(key);
+  if (!f) {
+    const options: Intl.DateTimeFormatOptions = shape === 'full' ? FULL : CLOCK;
+    f = new Intl.DateTimeFormat(locales as string[] | undefined, timeZone ? { ...options, timeZone } : options);
+    formatters.set(key, f);
+  }
+  return f;
+}
+
+function instant(iso: string | null | undefined): Date | null {
+  if (!iso) return null;
   const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return '—';
-  return new Intl.DateTimeFormat(TIME_LOCALE, { ...CLOCK, ...(timeZone ? { timeZone } : {}) }).format(d);
+  return Number.isNaN(d.getTime()) ? null : d;
+}
+
+/** Date and time to the second, in `timeZone` (default: the viewer's) and the viewer's locale. */
+export function formatLocal(iso: string | null | undefined, timeZone?: string, locales = viewerLocales()): string {
+  const d = instant(iso);
+  return d ? formatter('full', timeZone, locales).format(d) : '—';
+}
+
+/**
+ * The time of day alone, to the minute, as formatLocal writes it: a chart's axis. formatLocal's
+ * text without its seconds contains it.
+ */
+export function formatClock(iso: string | null | undefined, timeZone?: string, locales = viewerLocales()): string {
+  const d = instant(iso);
+  return d ? formatter('clock', timeZone, locales).format(d) : '—';
 }
 
 /** The UTC instant, for hovering: "2026-12-02 14:05:09 UTC". */

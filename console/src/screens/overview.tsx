@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { OverviewQuery } from '../gql/graphql.ts';
-import { addSample, formatClock, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
+import { addSample, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
@@ -120,7 +120,7 @@ export function Overview() {
   useSubscription(OverviewAlertsDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.alertRaised.cursor, reset: q.reload });
   if (!q.data) return q.error ? <ErrorBox error={q.error} /> : <Loading />;
   const s = q.data.executionStats;
-  const labels = s.perMinute.map((m) => formatClock(m.minute));
+  const times = s.perMinute.map((m) => m.minute);
   const totals = s.byEndpoint.reduce(
     (a, e) => ({
       pending: a.pending + e.pending,
@@ -164,7 +164,7 @@ export function Overview() {
       <div className="charts">
         <LineChart
           title="Throughput per minute"
-          labels={labels}
+          times={times}
           series={[
             { name: 'succeeded', values: s.perMinute.map((m) => m.succeeded), className: 'ok' },
             { name: 'started', values: s.perMinute.map((m) => m.started), className: 'info' },
@@ -172,13 +172,13 @@ export function Overview() {
         />
         <LineChart
           title="Failures per minute"
-          labels={labels}
+          times={times}
           series={[{ name: 'failed', values: s.perMinute.map((m) => m.failed), className: 'bad' }]}
         />
         <LineChart
           title="Enqueue-to-start latency"
           unit=" ms"
-          labels={labels}
+          times={times}
           series={[
             { name: 'p50', values: s.perMinute.map((m) => m.latencyP50Ms ?? null), className: 'info' },
             { name: 'p95', values: s.perMinute.map((m) => m.latencyP95Ms ?? null), className: 'warn' },

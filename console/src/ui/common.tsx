@@ -1,6 +1,6 @@
 import type { ReactNode } from 'react';
 import type { ApiError } from '../lib/api.ts';
-import { formatLocal, formatUtc } from '../lib/format.ts';
+import { formatClock, formatLocal, formatUtc } from '../lib/format.ts';
 import { onLinkClick } from '../lib/router.ts';
 import { pageNumber, type PageStack } from '../lib/paging.ts';
 
@@ -105,14 +105,17 @@ export interface Series {
   className: string;
 }
 
-/** A small line chart over per-minute buckets: one SVG, no library. */
-export function LineChart({ title, series, labels, unit }: { title: string; series: Series[]; labels: string[]; unit?: string }) {
+/**
+ * A small line chart over per-minute buckets (`times`: each bucket's ISO instant): one SVG, no library. The time axis is written by
+ * formatClock, as the tables write their times, with the UTC instant on hover as a table's.
+ */
+export function LineChart({ title, series, times, unit }: { title: string; series: Series[]; times: string[]; unit?: string }) {
   const width = 360;
   const height = 120;
   const pad = 24;
   const all = series.flatMap((s) => s.values.filter((v): v is number => v !== null));
   const max = Math.max(1, ...all);
-  const n = Math.max(2, labels.length);
+  const n = Math.max(2, times.length);
   const x = (i: number) => pad + (i * (width - pad - 4)) / (n - 1);
   const y = (v: number) => height - pad - (v * (height - pad - 8)) / max;
   const summary = series.map((s) => `${s.name}: total ${s.values.reduce<number>((a, v) => a + (v ?? 0), 0)}`).join('; ');
@@ -137,14 +140,10 @@ export function LineChart({ title, series, labels, unit }: { title: string; seri
         <text x={2} y={height - pad} className="tick">
           0
         </text>
-        {labels.length > 0 && (
+        {times.length > 0 && (
           <>
-            <text x={pad} y={height - 6} className="tick">
-              {labels[0]}
-            </text>
-            <text x={width - 4} y={height - 6} className="tick" textAnchor="end">
-              {labels[labels.length - 1]}
-            </text>
+            <AxisTime iso={times[0]!} x={pad} y={height - 6} />
+            <AxisTime iso={times[times.length - 1]!} x={width - 4} y={height - 6} end />
           </>
         )}
         {series.map((s) => {
@@ -153,5 +152,17 @@ export function LineChart({ title, series, labels, unit }: { title: string; seri
         })}
       </svg>
     </figure>
+  );
+}
+
+/** A time on a chart's axis: the viewer's clock, and the UTC instant for the hover. */
+function AxisTime({ iso, x, y, end = false }: { iso: string; x: number; y: number; end?: boolean }) {
+  return (
+    <g className="axis-time">
+      <title>{formatUtc(iso)}</title>
+      <text x={x} y={y} className="tick" textAnchor={end ? 'end' : undefined}>
+        {formatClock(iso)}
+      </text>
+    </g>
   );
 }
