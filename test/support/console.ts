@@ -95,6 +95,8 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
     // The console sends its documents by hash alone: with only trusted documents allowed, any
     // request it sent as text would fail its screen.
     JOBGATE_PERSISTED_ONLY: 'on',
+    // HTTP endpoints of the tests target servers on loopback (test/support/http-target.ts).
+    JOBGATE_OUTBOUND_ALLOW: '127.0.0.0/8',
   });
   const app = await startApp({
     config,

@@ -172,3 +172,16 @@ export function useMutation<R, V>(
   );
   return { run, pending, error, clear: () => setError(null) };
 }
+
+/**
+ * The time now (ms since the epoch), read again every `everyMs`: for what counts down or ends at a
+ * time (a hold until an instant) without anything on the server telling the screen.
+ */
+export function useNow(everyMs = 1000): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const id = setInterval(() => setNow(Date.now()), everyMs);
+    return () => clearInterval(id);
+  }, [everyMs]);
+  return now;
+}

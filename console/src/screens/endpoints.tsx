@@ -1,8 +1,8 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { EndpointKind, HttpMethod } from '../gql/graphql.ts';
-import { formatCount, formatDuration } from '../lib/format.ts';
-import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
+import { formatCount, formatDuration, formatLocal, formatRelative } from '../lib/format.ts';
+import { useCan, useMutation, useNow, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
@@ -28,6 +28,10 @@ const EndpointsDocument = graphql(`
           burst
         }
         pausedAt
+        retryAfterHold {
+          until
+          statusCode
+        }
         createdAt
       }
     }
@@ -99,6 +103,8 @@ export function EndpointsScreen() {
   const pause = useMutation(PauseEndpointDocument);
   const resume = useMutation(ResumeEndpointDocument);
   const [confirmation, confirm] = useConfirm();
+  // A hold ends at its time with no event to say so: the screen counts it down and drops it then.
+  const now = useNow(1000);
   return (
     <section aria-labelledby="endpoints-title">
       <h1 id="endpoints-title">Endpoints</h1>
@@ -115,92 +121,140 @@ export function EndpointsScreen() {
             : 'An OPERATOR or ADMIN key can register one.'}
         </Empty>
       ) : (
-        <table data-testid="endpoints">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">State</th>
-              {can('OPERATOR') && <th scope="col">Actions</th>}
-              <th scope="col">Pending</th>
-              <th scope="col">Running</th>
-              <th scope="col">Concurrency limit</th>
-              <th scope="col">Per-key limit</th>
-              <th scope="col">Rate limit</th>
-              <th scope="col">Default priority</th>
-              <th scope="col">Kind</th>
-              <th scope="col">Target</th>
-              <th scope="col">Max attempts</th>
-              <th scope="col">Created</th>
-            </tr>
-          </thead>
-          <tbody>
-            {q.data.endpoints.nodes.map((e) => (
-              <tr key={e.id}>
-                <th scope="row">
-                  <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.id)}`}>{e.name}</Link>
-                </th>
-                <td data-testid="endpoint-state">
-                  {e.pausedAt ? (
-                    <>
-                      Paused since <Time iso={e.pausedAt} />
-                    </>
-                  ) : (
-                    'Running'
-                  )}
-                </td>
-                {/* The lever comes right after the name and state, so a phone reaches it without scrolling the table. */}
-                {can('OPERATOR') && (
-                  <td>
-                    {e.pausedAt ? (
-                      <button
-                        type="button"
-                        aria-label={`Resume ${e.name}`}
-                        onClick={async () => (await resume.run({ id: e.id })) && q.reload()}
-                      >
-                        Resume
-                      </button>
-                    ) : (
-                      <button
-                        type="button"
-                        aria-label={`Pause ${e.name}`}
-                        onClick={async () =>
-                          (await confirm({
-                            message: `Pause endpoint ${e.name}? None of its executions starts until it is resumed; attempts running now finish, and new jobs wait.`,
-                            action: 'Pause endpoint',
-                          })) &&
-                          (await pause.run({ id: e.id })) &&
-                          q.reload()
-                        }
-                      >
-                        Pause
-                      </button>
-                    )}
-                  </td>
-                )}
-                <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
-                <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
-                <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
-                <td>{e.keyConcurrencyLimit ?? 'none'}</td>
-                <td>
-                  {e.rateLimit
-                    ? `${formatCount(e.rateLimit.count)} per ${formatDuration(e.rateLimit.periodMs)} (burst ${formatCount(e.rateLimit.burst)})`
-                    : 'unlimited'}
-                </td>
-                <td>{e.defaultPriority}</td>
-                <td>{e.kind}</td>
-                <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
-                <td>{e.maxAttempts ?? 'default'}</td>
-                <td>
-                  <Time iso={e.createdAt} />
-                </td>
+        // Wide (thirteen columns, a target's URL): it scrolls in its box, never the page.
+        <div className="table-box" tabIndex={0} role="region" aria-label="Registered endpoints">
+          <table data-testid="endpoints">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">State</th>
+                {can('OPERATOR') && <th scope="col">Actions</th>}
+                <th scope="col">Pending</th>
+                <th scope="col">Running</th>
+                <th scope="col">Concurrency limit</th>
+                <th scope="col">Per-key limit</th>
+                <th scope="col">Rate limit</th>
+                <th scope="col">Default priority</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Target</th>
+                <th scope="col">Max attempts</th>
+                <th scope="col">Created</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {q.data.endpoints.nodes.map((e) => (
+                <tr key={e.id}>
+                  <th scope="row">
+                    <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.id)}`}>{e.name}</Link>
+                  </th>
+                  <td data-testid="endpoint-state">
+                    {e.pausedAt ? (
+                      <>
+                        Paused since <Time iso={e.pausedAt} />
+                      </>
+                    ) : (
+                      !held(e, now) && 'Running'
+                    )}
+                    {held(e, now) && <RetryAfterHoldNote hold={e.retryAfterHold} now={now} />}
+                  </td>
+                  {/* The lever comes right after the name and state, so a phone reaches it without scrolling the table. */}
+                  {can('OPERATOR') && (
+                    <td>
+                      {e.pausedAt ? (
+                        <button
+                          type="button"
+                          aria-label={`Resume ${e.name}`}
+                          onClick={async () => (await resume.run({ id: e.id })) && q.reload()}
+                        >
+                          Resume
+                        </button>
+                      ) : (
+                        <>
+                          <button
+                            type="button"
+                            aria-label={`Pause ${e.name}`}
+                            onClick={async () =>
+                              (await confirm({
+                                message: `Pause endpoint ${e.name}? None of its executions starts until it is resumed; attempts running now finish, and new jobs wait.`,
+                                action: 'Pause endpoint',
+                              })) &&
+                              (await pause.run({ id: e.id })) &&
+                              q.reload()
+                            }
+                          >
+                            Pause
+                          </button>
+                          {held(e, now) && (
+                            <button
+                              type="button"
+                              aria-label={`Lift the hold on ${e.name}`}
+                              onClick={async () =>
+                                (await confirm({
+                                  message: `Lift the hold on ${e.name}? Its target asked for no requests before ${formatLocal(e.retryAfterHold.until)}; its due executions start now.`,
+                                  action: 'Lift the hold',
+                                })) &&
+                                // resumeEndpoint lifts a Retry-After hold as it ends a pause.
+                                (await resume.run({ id: e.id })) &&
+                                q.reload()
+                              }
+                            >
+                              Lift hold
+                            </button>
+                          )}
+                        </>
+                      )}
+                    </td>
+                  )}
+                  <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
+                  <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
+                  <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
+                  <td>{e.keyConcurrencyLimit ?? 'none'}</td>
+                  <td>
+                    {e.rateLimit
+                      ? `${formatCount(e.rateLimit.count)} per ${formatDuration(e.rateLimit.periodMs)} (burst ${formatCount(e.rateLimit.burst)})`
+                      : 'unlimited'}
+                  </td>
+                  <td>{e.defaultPriority}</td>
+                  <td>{e.kind}</td>
+                  <td>{e.kind === 'HTTP' ? `${e.method ?? 'POST'} ${e.url ?? ''}` : e.handlerName}</td>
+                  <td>{e.maxAttempts ?? 'default'}</td>
+                  <td>
+                    <Time iso={e.createdAt} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       <ErrorBox error={pause.error ?? resume.error} title="The action was refused" />
       {confirmation}
     </section>
+  );
+}
+
+interface RetryAfterHold {
+  until: string;
+  statusCode: number;
+}
+
+/** Is a hold its target asked for in force at `now`? */
+function held<E extends { retryAfterHold?: RetryAfterHold | null }>(
+  endpoint: E,
+  now: number,
+): endpoint is E & { retryAfterHold: RetryAfterHold } {
+  return !!endpoint.retryAfterHold && Date.parse(endpoint.retryAfterHold.until) > now;
+}
+
+/**
+ * A hold the endpoint's target asked for (a 429 or 503 with Retry-After): until when, how long from
+ * now, and which answer asked for it. No execution of the endpoint starts before then.
+ */
+function RetryAfterHoldNote({ hold, now }: { hold: RetryAfterHold; now: number }) {
+  return (
+    <span className="hold" data-testid="endpoint-hold">
+      Held by its target until <Time iso={hold.until} /> ({formatRelative(hold.until, now)}; {hold.statusCode} Retry-After)
+    </span>
   );
 }
 
