@@ -293,15 +293,15 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
     case 'executions':
       return id ? <ExecutionScreen id={id} /> : <ExecutionsScreen search={search} />;
     case 'runs':
-      return id ? <RunScreen id={id} /> : <RunsScreen />;
+      return id ? <RunScreen id={id} search={search} /> : <RunsScreen search={search} />;
     case 'handlers':
       return <HandlersScreen />;
     case 'endpoints':
       return <EndpointsScreen />;
     case 'alerts':
-      return id ? <AlertScreen id={id} /> : <AlertsScreen />;
+      return id ? <AlertScreen id={id} /> : <AlertsScreen search={search} />;
     case 'audit':
-      return <AuditScreen />;
+      return <AuditScreen search={search} />;
     case 'keys':
       return <KeysScreen />;
     default:

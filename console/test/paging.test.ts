@@ -73,5 +73,8 @@ describe('a list view in its URL', () => {
     expect(pageSizeFrom(new URLSearchParams('size=50'))).toBe(50);
     expect(pageSizeFrom(new URLSearchParams('size=5000'))).toBe(25);
     expect(pageSizeFrom(new URLSearchParams(''))).toBe(25);
+    // A list with a default of its own (the audit log: 50).
+    expect(pageSizeFrom(new URLSearchParams(''), 50)).toBe(50);
+    expect(pageSizeFrom(new URLSearchParams('size=10'), 50)).toBe(10);
   });
 });

@@ -24,9 +24,10 @@ export function pageParams(page: PageStack): Record<string, string | null> {
   return { after: page.after, back: page.previous.map((c) => c ?? '').join('~') };
 }
 
-export function pageSizeFrom(search: URLSearchParams): number {
+/** The page size in `search` (`size`), or the list's `fallback` when it names none the lists offer. */
+export function pageSizeFrom(search: URLSearchParams, fallback: number = DEFAULT_PAGE_SIZE): number {
   const n = Number(search.get('size'));
-  return (PAGE_SIZES as readonly number[]).includes(n) ? n : DEFAULT_PAGE_SIZE;
+  return (PAGE_SIZES as readonly number[]).includes(n) ? n : fallback;
 }
 
 /** `search` with `patch` applied (null or "" removes a parameter); a filter change drops the page. */
@@ -63,4 +64,28 @@ export function localFromInstant(iso: string | null): string {
 export function goWith(path: string, search: URLSearchParams, patch: Record<string, string | null>, keepPage = false): void {
   const qs = withParams(search, patch, keepPage).toString();
   navigate(`${path}${qs ? `?${qs}` : ''}`);
+}
+
+/** A list screen's view as its URL holds it, and the moves that change it (each a history entry). */
+export interface ListView {
+  page: PageStack;
+  size: number;
+  /** Applies `patch` to the URL; a filter change goes back to the first page unless `keepPage`. */
+  go(patch: Record<string, string | null>, keepPage?: boolean): void;
+  /** Shows `page`, the filters kept. */
+  toPage(page: PageStack): void;
+  /** Shows `size` rows a page, from the first page (the list's default leaves the URL without `size`). */
+  toSize(size: number): void;
+}
+
+/** The view of the list at `path` (e.g. href('runs')) from its `search`; `defaultSize` is the list's own. */
+export function listView(path: string, search: URLSearchParams, defaultSize: number = DEFAULT_PAGE_SIZE): ListView {
+  const go = (patch: Record<string, string | null>, keepPage = false) => goWith(path, search, patch, keepPage);
+  return {
+    page: pageFromSearch(search),
+    size: pageSizeFrom(search, defaultSize),
+    go,
+    toPage: (page) => go(pageParams(page), true),
+    toSize: (size) => go({ size: size === defaultSize ? null : String(size) }),
+  };
 }

@@ -5,13 +5,14 @@ import { formatCount, formatDuration } from '../lib/format.ts';
 import { useCan, useQuery, useSubscription } from '../lib/hooks.ts';
 import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
-import { Empty, ErrorBox, Link, Loading, Pager, Status, Time } from '../ui/common.tsx';
+import { listView } from '../lib/url-state.ts';
+import { Empty, ErrorBox, Link, Loading, PageSize, Pager, Status, Time } from '../ui/common.tsx';
 import { alertKindLabel } from './alert-kind.ts';
 import { FiringNow, SubjectLink } from './alert-triage.tsx';
 
 const AlertsDocument = graphql(`
-  query Alerts($after: String) {
-    alerts(first: 25, after: $after) {
+  query Alerts($after: String, $first: Int) {
+    alerts(first: $first, after: $after) {
       totalCount
       totalCountCapped
       pageInfo {
@@ -83,11 +84,13 @@ const AlertRulesDocument = graphql(`
 
 type AlertRow = AlertsQuery['alerts']['nodes'][number];
 
-export function AlertsScreen() {
+/** The alerts, newest first, with the rules for ADMIN keys; the page size and the page are in the URL. */
+export function AlertsScreen({ search }: { search: URLSearchParams }) {
   const can = useCan();
   const admin = can('ADMIN');
-  const [page, setPage] = useState(firstPage);
-  const q = useQuery(AlertsDocument, { after: page.after });
+  const view = listView(href('alerts'), search);
+  const page = view.page;
+  const q = useQuery(AlertsDocument, { after: page.after, first: view.size });
   // New alerts are put at the top at once from the event (first page only); the page reloads
   // (coalesced) for the counts and the delivery states.
   const [arrived, setArrived] = useState<AlertRow[]>([]);
@@ -127,7 +130,7 @@ export function AlertsScreen() {
       {newer > 0 && (
         <p className="notice" role="status">
           {newer} new {newer === 1 ? 'alert' : 'alerts'} raised since this page was loaded.{' '}
-          <button type="button" onClick={() => setPage(firstPage)}>
+          <button type="button" onClick={() => view.toPage(firstPage)}>
             Show the newest
           </button>
         </p>
@@ -143,6 +146,9 @@ export function AlertsScreen() {
         </Empty>
       ) : (
         <>
+          <div className="filters">
+            <PageSize value={view.size} onChange={view.toSize} />
+          </div>
           <p className="muted">
             {q.data.alerts.totalCount === null || q.data.alerts.totalCount === undefined
               ? 'Newest first'
@@ -213,8 +219,8 @@ export function AlertsScreen() {
           <Pager
             stack={page}
             hasNext={q.data.alerts.pageInfo.hasNextPage}
-            onNext={() => setPage(nextPage(page, q.data?.alerts.pageInfo.endCursor))}
-            onPrevious={() => setPage(previousPage(page))}
+            onNext={() => view.toPage(nextPage(page, q.data?.alerts.pageInfo.endCursor))}
+            onPrevious={() => view.toPage(previousPage(page))}
           />
         </>
       )}

@@ -1,12 +1,14 @@
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import { useCan, useQuery } from '../lib/hooks.ts';
-import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
-import { Empty, ErrorBox, Loading, Pager, Time } from '../ui/common.tsx';
+import { nextPage, previousPage } from '../lib/paging.ts';
+import { href } from '../lib/router.ts';
+import { listView } from '../lib/url-state.ts';
+import { Empty, ErrorBox, Loading, PageSize, Pager, Time } from '../ui/common.tsx';
 
 const AuditDocument = graphql(`
-  query Audit($after: String, $action: String, $resultCode: String) {
-    auditLog(first: 50, after: $after, action: $action, resultCode: $resultCode) {
+  query Audit($after: String, $first: Int, $action: String, $resultCode: String) {
+    auditLog(first: $first, after: $after, action: $action, resultCode: $resultCode) {
       nextCursor
       entries {
         id
@@ -23,15 +25,20 @@ const AuditDocument = graphql(`
   }
 `);
 
-export function AuditScreen() {
+/** The audit log, newest first; the action and result filters, the page size and the page are in the URL. */
+export function AuditScreen({ search }: { search: URLSearchParams }) {
   const can = useCan();
-  const [page, setPage] = useState(firstPage);
-  const [action, setAction] = useState('');
-  const [resultCode, setResultCode] = useState('');
-  const [applied, setApplied] = useState({ action: '', resultCode: '' });
+  const applied = { action: search.get('action') ?? '', resultCode: search.get('result') ?? '' };
+  const view = listView(href('audit'), search, 50);
+  const page = view.page;
+  // The fields follow the URL (a reload, Back), and are applied with Filter.
+  const [action, setAction] = useState(applied.action);
+  const [resultCode, setResultCode] = useState(applied.resultCode);
+  useEffect(() => setAction(applied.action), [applied.action]);
+  useEffect(() => setResultCode(applied.resultCode), [applied.resultCode]);
   const q = useQuery(
     AuditDocument,
-    { after: page.after, action: applied.action || null, resultCode: applied.resultCode || null },
+    { after: page.after, first: view.size, action: applied.action || null, resultCode: applied.resultCode || null },
     { skip: !can('ADMIN') },
   );
   if (!can('ADMIN')) return <Empty>The audit log is for ADMIN keys.</Empty>;
@@ -42,8 +49,7 @@ export function AuditScreen() {
         className="filters"
         onSubmit={(e) => {
           e.preventDefault();
-          setApplied({ action: action.trim(), resultCode: resultCode.trim() });
-          setPage(firstPage);
+          view.go({ action: action.trim(), result: resultCode.trim() });
         }}
       >
         <label>
@@ -55,6 +61,7 @@ export function AuditScreen() {
           <input value={resultCode} onChange={(e) => setResultCode(e.target.value)} placeholder="e.g. FORBIDDEN" />
         </label>
         <button type="submit">Filter</button>
+        <PageSize value={view.size} onChange={view.toSize} />
       </form>
       <ErrorBox error={q.error} />
       {!q.data ? (
@@ -97,8 +104,8 @@ export function AuditScreen() {
           <Pager
             stack={page}
             hasNext={q.data.auditLog.nextCursor !== null}
-            onNext={() => setPage(nextPage(page, q.data?.auditLog.nextCursor))}
-            onPrevious={() => setPage(previousPage(page))}
+            onNext={() => view.toPage(nextPage(page, q.data?.auditLog.nextCursor))}
+            onPrevious={() => view.toPage(previousPage(page))}
           />
         </>
       )}

@@ -9,12 +9,12 @@ import {
   withParams,
   instantFromLocal,
   localFromInstant,
-  PAGE_SIZES,
+  DEFAULT_PAGE_SIZE,
   pageFromSearch,
   pageParams,
   pageSizeFrom,
 } from '../lib/url-state.ts';
-import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { Empty, ErrorBox, Link, Loading, PageSize, Status, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 import { BulkBar, selectedCount, useSelection } from '../ui/selection.tsx';
@@ -234,14 +234,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
             <option value="OLDEST_FIRST">Oldest first</option>
           </select>
         </label>
-        <label>
-          Per page
-          <select value={size} onChange={(e) => go({ size: e.target.value === '25' ? null : e.target.value })}>
-            {PAGE_SIZES.map((n) => (
-              <option key={n}>{n}</option>
-            ))}
-          </select>
-        </label>
+        <PageSize value={size} onChange={(n) => go({ size: n === DEFAULT_PAGE_SIZE ? null : String(n) })} />
         <label className="inline">
           <input type="checkbox" checked={includeInternal} onChange={(e) => go({ internal: e.target.checked ? '1' : null })} />
           jobgate's own executions

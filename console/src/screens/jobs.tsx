@@ -5,8 +5,8 @@ import { formatCount, formatRelative } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSession, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { parseSearch } from '../lib/search-syntax.ts';
-import { goWith, PAGE_SIZES, pageFromSearch, pageParams, pageSizeFrom } from '../lib/url-state.ts';
-import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { DEFAULT_PAGE_SIZE, goWith, pageFromSearch, pageParams, pageSizeFrom } from '../lib/url-state.ts';
+import { Empty, ErrorBox, Link, Loading, PageSize, Status, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 import { BulkBar, selectedCount, useSelection } from '../ui/selection.tsx';
@@ -277,14 +277,7 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
             <option value="OLDEST_FIRST">Oldest first</option>
           </select>
         </label>
-        <label>
-          Per page
-          <select value={size} onChange={(e) => go({ size: e.target.value === '25' ? null : e.target.value })}>
-            {PAGE_SIZES.map((n) => (
-              <option key={n}>{n}</option>
-            ))}
-          </select>
-        </label>
+        <PageSize value={size} onChange={(n) => go({ size: n === DEFAULT_PAGE_SIZE ? null : String(n) })} />
         <label className="inline">
           <input type="checkbox" checked={includeInternal} onChange={(e) => go({ internal: e.target.checked ? '1' : null })} />
           jobgate's own jobs

@@ -6,6 +6,7 @@ import { addSample, formatDuration, runProgress, type ProgressSample } from '../
 import { useMutation, useQuery, useSession, useSubscription } from '../lib/hooks.ts';
 import { emptyLog, withLive, withPage, type FollowedLog } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
+import { goWith } from '../lib/url-state.ts';
 import { Empty, ErrorBox, Link, Loading, ProgressBar, Status, Time } from '../ui/common.tsx';
 import { RunProgressDocument } from './shared.tsx';
 
@@ -171,9 +172,11 @@ function useFindings(runId: string, kind: string, severity: Severity | '', onLiv
   return { log, error, loading, more: () => void load(log.endCursor, log) };
 }
 
-export function RunScreen({ id }: { id: string }) {
-  const [kind, setKind] = useState('');
-  const [severity, setSeverity] = useState<Severity | ''>('');
+/** A run: its progress, live, and its findings; the findings' kind and severity filters are in the URL. */
+export function RunScreen({ id, search }: { id: string; search: URLSearchParams }) {
+  const kind = search.get('kind') ?? '';
+  const severity = (SEVERITIES as string[]).includes(search.get('severity') ?? '') ? (search.get('severity') as Severity) : '';
+  const go = (patch: Record<string, string | null>) => goWith(href('runs', id), search, patch);
   const q = useQuery(RunDocument, { id });
   const [live, setLive] = useState<Partial<RunQuery['run']>>({});
   const [samples, setSamples] = useState<ProgressSample[]>([]);
@@ -196,7 +199,8 @@ export function RunScreen({ id }: { id: string }) {
   if (!q.data) return q.error ? <ErrorBox error={q.error} title="Could not load the run" /> : <Loading />;
   const run = { ...q.data.run, ...live };
   const p = runProgress(run.processed, run.total, samples);
-  const kinds = [...new Set(q.data.run.findingCounts.map((c) => c.kind))];
+  // A kind from the URL the counts do not list (yet) is still offered, so the filter shows as applied.
+  const kinds = [...new Set([...q.data.run.findingCounts.map((c) => c.kind), ...(kind ? [kind] : [])])];
   const shown = findings.log.items;
   return (
     <section aria-labelledby="run-title">
@@ -290,7 +294,7 @@ export function RunScreen({ id }: { id: string }) {
       <div className="filters">
         <label>
           Kind
-          <select value={kind} onChange={(e) => setKind(e.target.value)}>
+          <select value={kind} onChange={(e) => go({ kind: e.target.value })}>
             <option value="">Any</option>
             {kinds.map((k) => (
               <option key={k}>{k}</option>
@@ -299,7 +303,7 @@ export function RunScreen({ id }: { id: string }) {
         </label>
         <label>
           Severity
-          <select value={severity} onChange={(e) => setSeverity(e.target.value as Severity | '')}>
+          <select value={severity} onChange={(e) => go({ severity: e.target.value })}>
             <option value="">Any</option>
             {SEVERITIES.map((s) => (
               <option key={s}>{s}</option>

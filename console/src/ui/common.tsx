@@ -3,6 +3,7 @@ import type { ApiError } from '../lib/api.ts';
 import { formatClock, formatLocal, formatUtc } from '../lib/format.ts';
 import { onLinkClick } from '../lib/router.ts';
 import { pageNumber, type PageStack } from '../lib/paging.ts';
+import { PAGE_SIZES } from '../lib/url-state.ts';
 
 /** A time in the viewer's zone; the UTC instant on hover. */
 export function Time({ iso, timeZone }: { iso: string | null | undefined; timeZone?: string }) {
@@ -82,6 +83,20 @@ export function ProgressBar({ fraction, label }: { fraction: number | null; labe
         style={{ width: fraction === null ? '100%' : `${percent}%` }}
       />
     </div>
+  );
+}
+
+/** A list's "Per page" choice (lib/url-state.ts PAGE_SIZES). */
+export function PageSize({ value, onChange }: { value: number; onChange(size: number): void }) {
+  return (
+    <label>
+      Per page
+      <select value={value} onChange={(e) => onChange(Number(e.target.value))}>
+        {PAGE_SIZES.map((n) => (
+          <option key={n}>{n}</option>
+        ))}
+      </select>
+    </label>
   );
 }
 
