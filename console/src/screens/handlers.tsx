@@ -5,6 +5,7 @@ import { formatDuration } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { RecentRuns } from './handler-runs.tsx';
 
 // 50, not the largest page: a page of 100 of these rows is priced over the gateway's cost limit
 // (console/test/documents.test.ts). The live catalogue below carries every handler.
@@ -121,98 +122,103 @@ export function HandlersScreen() {
       ) : handlers.length === 0 ? (
         <Empty>No handler is registered: start a worker (npm start, or jobgate worker) with your handlers.</Empty>
       ) : (
-        <table data-testid="handlers">
-          <thead>
-            <tr>
-              <th scope="col">Handler</th>
-              <th scope="col">Kind</th>
-              <th scope="col">Workers</th>
-              <th scope="col">Cadence</th>
-              <th scope="col">Next tick</th>
-              <th scope="col">Last outcome</th>
-              {can('OPERATOR') && <th scope="col">Actions</th>}
-            </tr>
-          </thead>
-          <tbody>
-            {handlers.map((h) => (
-              <tr key={`${h.kind}:${h.name}`} data-handler={h.name}>
-                <th scope="row">{h.name}</th>
-                <td>{h.kind}</td>
-                <td>{h.workers.length}</td>
-                <td>
-                  {h.cadence
-                    ? h.cadence.cron
-                      ? `${h.cadence.cron} (${h.cadence.timezone ?? 'UTC'})`
-                      : `every ${formatDuration(h.cadence.everyMs)}`
-                    : '—'}
-                </td>
-                <td>
-                  <Time iso={h.interval?.nextDueAt ?? h.schedule?.nextDueAt} />
-                </td>
-                <td>
-                  {h.lastOutcome ? (
-                    <>
-                      <Status value={h.lastOutcome.status} /> <Time iso={h.lastOutcome.finishedAt} />
-                      {h.lastOutcome.count !== null && h.lastOutcome.count !== undefined && <> count {h.lastOutcome.count}</>}{' '}
-                      {h.lastOutcome.message}
-                      <ExtraJson value={h.lastOutcome.extra} />
-                    </>
-                  ) : h.lastRun ? (
-                    <Link to={href('runs', h.lastRun.id)}>
-                      last run <Status value={h.lastRun.status} />
-                    </Link>
-                  ) : (
-                    '—'
-                  )}
-                  {h.interval && (
-                    <span className="muted">
-                      {' '}
-                      ({h.interval.okRuns} ok, {h.interval.errorRuns} errors)
-                    </span>
-                  )}
-                  {h.alertsOptOut && (
-                    <span className="muted" title="Registered with alertsOptOut: no alert rule fires about it.">
-                      {' '}
-                      alerts off
-                    </span>
-                  )}
-                  {h.interval && h.interval.abandonedRunning > 0 && (
-                    <span
-                      className="warn"
-                      title="Ticks that ignored their signal past their timeout and grace: the next ticks run, but these still run in their worker."
-                    >
-                      {' '}
-                      {h.interval.abandonedRunning} abandoned, still running
-                    </span>
-                  )}
-                </td>
-                {can('OPERATOR') && (
+        <div className="table-box" tabIndex={0} role="region" aria-label="Registered handlers">
+          <table data-testid="handlers">
+            <thead>
+              <tr>
+                <th scope="col">Handler</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Workers</th>
+                <th scope="col">Cadence</th>
+                <th scope="col">Next tick</th>
+                <th scope="col">Last outcome</th>
+                <th scope="col">Recent runs</th>
+                {can('OPERATOR') && <th scope="col">Actions</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {handlers.map((h) => (
+                <tr key={`${h.kind}:${h.name}`} data-handler={h.name}>
+                  <th scope="row">{h.name}</th>
+                  <td>{h.kind}</td>
+                  <td>{h.workers.length}</td>
                   <td>
-                    {h.kind === 'INTERVAL' && can('ADMIN') && (
+                    {h.cadence
+                      ? h.cadence.cron
+                        ? `${h.cadence.cron} (${h.cadence.timezone ?? 'UTC'})`
+                        : `every ${formatDuration(h.cadence.everyMs)}`
+                      : '—'}
+                  </td>
+                  <td>
+                    <Time iso={h.interval?.nextDueAt ?? h.schedule?.nextDueAt} />
+                  </td>
+                  <td>
+                    {h.lastOutcome ? (
                       <>
-                        <button type="button" onClick={() => void triggerHandler.run({ name: h.name })}>
-                          Run now
-                        </button>{' '}
-                        <button
-                          type="button"
-                          title="Run now, telling the handler to skip its own grace window"
-                          onClick={() => void triggerHandler.run({ name: h.name, force: true })}
-                        >
-                          Force run
-                        </button>
+                        <Status value={h.lastOutcome.status} /> <Time iso={h.lastOutcome.finishedAt} />
+                        {h.lastOutcome.count !== null && h.lastOutcome.count !== undefined && <> count {h.lastOutcome.count}</>}{' '}
+                        {h.lastOutcome.message}
+                        <ExtraJson value={h.lastOutcome.extra} />
                       </>
+                    ) : h.lastRun ? (
+                      <Link to={href('runs', h.lastRun.id)}>
+                        last run <Status value={h.lastRun.status} />
+                      </Link>
+                    ) : (
+                      '—'
                     )}
-                    {h.kind === 'RECOVERABLE' && (
-                      <button type="button" onClick={() => void triggerRun.run({ name: h.name })}>
-                        Start run
-                      </button>
+                    {h.interval && (
+                      <span className="muted">
+                        {' '}
+                        ({h.interval.okRuns} ok, {h.interval.errorRuns} errors)
+                      </span>
+                    )}
+                    {h.alertsOptOut && (
+                      <span className="muted" title="Registered with alertsOptOut: no alert rule fires about it.">
+                        {' '}
+                        alerts off
+                      </span>
+                    )}
+                    {h.interval && h.interval.abandonedRunning > 0 && (
+                      <span
+                        className="warn"
+                        title="Ticks that ignored their signal past their timeout and grace: the next ticks run, but these still run in their worker."
+                      >
+                        {' '}
+                        {h.interval.abandonedRunning} abandoned, still running
+                      </span>
                     )}
                   </td>
-                )}
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                  {/* Recoverable runs are kept, each with its screen; an interval's ticks are not (its totals are under Last outcome). */}
+                  <td>{h.kind === 'RECOVERABLE' ? <RecentRuns name={h.name} /> : '—'}</td>
+                  {can('OPERATOR') && (
+                    <td>
+                      {h.kind === 'INTERVAL' && can('ADMIN') && (
+                        <>
+                          <button type="button" onClick={() => void triggerHandler.run({ name: h.name })}>
+                            Run now
+                          </button>{' '}
+                          <button
+                            type="button"
+                            title="Run now, telling the handler to skip its own grace window"
+                            onClick={() => void triggerHandler.run({ name: h.name, force: true })}
+                          >
+                            Force run
+                          </button>
+                        </>
+                      )}
+                      {h.kind === 'RECOVERABLE' && (
+                        <button type="button" onClick={() => void triggerRun.run({ name: h.name })}>
+                          Start run
+                        </button>
+                      )}
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
     </section>
   );
