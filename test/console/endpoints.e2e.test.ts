@@ -109,4 +109,53 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
       .toBe('SUCCEEDED');
     expect(target.hitsOf('/slow-down')).toHaveLength(2);
   });
+
+  it("shows an endpoint's per-key limits and its busiest keys live, and the workspace's cap", async () => {
+    // Requests to /hold wait until released: each key's one attempt in flight stays there.
+    const held: { end(body: string): void }[] = [];
+    let releasing = false;
+    target.route('/hold', (_req, res) => {
+      if (releasing) res.writeHead(200).end('ok');
+      else held.push(res.writeHead(200));
+    });
+    await t.service.updateWorkspace(t.actor, { concurrencyLimit: 50 });
+    try {
+      await t.service.registerEndpoint(t.actor, {
+        name: 'console.keyed',
+        kind: 'HTTP',
+        url: `${target.url}/hold`,
+        keyConcurrencyLimit: 1,
+        keyRateLimit: { count: 100, periodMs: 1000 },
+      });
+      const page = await signedIn(adminKey, 'endpoint-keys');
+      await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Endpoints', exact: true }).click();
+      const row = page.getByTestId('endpoints').getByRole('row').filter({ hasText: 'console.keyed' });
+      await row.waitFor();
+      expect(await row.getByTestId('endpoint-busiest-keys').textContent()).toBe('—');
+      expect(await page.getByTestId('workspace-cap').textContent()).toBe(
+        'The workspace runs at most 50 attempts at once across its endpoints.',
+      );
+      expect(await row.getByTestId('endpoint-key-limits').textContent()).toBe('1 in flight100 per 1.0 s (burst 100)');
+
+      await t.service.createJobs(
+        t.actor,
+        ['acme', 'acme', 'acme', 'globex', 'globex'].map((concurrencyKey) => ({
+          endpointName: 'console.keyed',
+          kind: 'IMMEDIATE' as const,
+          concurrencyKey,
+        })),
+      );
+      // Without a reload: one attempt of each key in flight (its per-key limit), the rest waiting.
+      const keys = row.getByTestId('endpoint-busiest-keys').getByRole('listitem');
+      await expect
+        .poll(() => keys.allTextContents(), { timeout: 20_000 })
+        .toEqual(['acme: 1 running, 2 waiting', 'globex: 1 running, 1 waiting']);
+      await accessible(page, 'endpoints (keys)');
+      await screenshot(page, 'endpoints-keys');
+    } finally {
+      releasing = true;
+      for (const res of held.splice(0)) res.end('ok');
+      await t.service.updateWorkspace(t.actor, { concurrencyLimit: null });
+    }
+  });
 });

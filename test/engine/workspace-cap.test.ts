@@ -113,6 +113,36 @@ describe("a workspace's cap", () => {
     expect(await gatedOf(later.id)).toEqual([false]);
   });
 
+  it("gives way to a statement that makes several endpoints' executions pending, in whatever order: no deadlock", async () => {
+    const one = await t.service.registerEndpoint(t.actor, { name: 'cap.order-one', kind: 'HANDLER', handlerName: 'nobody' });
+    const two = await t.service.registerEndpoint(t.actor, { name: 'cap.order-two', kind: 'HANDLER', handlerName: 'nobody' });
+    // The cap's trigger locks endpoints in id order; this transaction reads them the other way round.
+    const [low, high] = [one, two].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const made = await t.service.createJobs(t.actor, [
+      { endpointId: high!.id, kind: 'IMMEDIATE' },
+      { endpointId: low!.id, kind: 'IMMEDIATE' },
+    ]);
+    const executionOf = async (jobId: string) => (await t.service.executions(t.actor, { jobId })).edges[0]!.node.id;
+    const [onHigh, onLow] = [await executionOf(made[0]!.job.id), await executionOf(made[1]!.job.id)];
+    await t.query(`update executions set status = 'FAILED', finished_at = now() where id = any($1::uuid[])`, [[onHigh, onLow]]);
+    const engine = await t.database.pool.connect();
+    try {
+      await engine.query('begin');
+      await engine.query(`update executions set status = 'PENDING', finished_at = null where id = $1`, [onHigh]);
+      const capped = t.service.updateWorkspace(t.actor, { concurrencyLimit: 5 });
+      await sleep(100);
+      // Without giving way, the cap's change would hold the low endpoint and wait for the high one
+      // while this waits for the low one: a deadlock, with either side aborted.
+      await engine.query(`update executions set status = 'PENDING', finished_at = null where id = $1`, [onLow]);
+      await engine.query('commit');
+      expect((await capped).concurrencyLimit).toBe(5);
+    } finally {
+      engine.release();
+    }
+    const { rows } = await t.query(`select gated from executions where id = any($1::uuid[])`, [[onHigh, onLow]]);
+    expect(rows.map((r) => r.gated)).toEqual([true, true]);
+  });
+
   it('is set by an ADMIN over GraphQL, refused to an OPERATOR and out of bounds, changing nothing', async () => {
     const gw = await createTestGateway(t);
     try {

@@ -27,6 +27,16 @@ const EndpointsDocument = graphql(`
           periodMs
           burst
         }
+        keyRateLimit {
+          count
+          periodMs
+          burst
+        }
+        busiestKeys {
+          key
+          running
+          pending
+        }
         pausedAt
         retryAfterHold {
           until
@@ -34,6 +44,10 @@ const EndpointsDocument = graphql(`
         }
         createdAt
       }
+    }
+    workspace {
+      id
+      concurrencyLimit
     }
     executionStats(windowMinutes: 60) {
       byEndpoint {
@@ -44,6 +58,10 @@ const EndpointsDocument = graphql(`
     }
   }
 `);
+
+/** "5 per 1.0 s (burst 5)": a rate limit as its bucket reads. */
+const rate = (r: { count: number; periodMs: number; burst: number }) =>
+  `${formatCount(r.count)} per ${formatDuration(r.periodMs)} (burst ${formatCount(r.burst)})`;
 
 const EndpointsExecutionsDocument = graphql(`
   subscription EndpointsExecutions($after: String) {
@@ -110,6 +128,11 @@ export function EndpointsScreen() {
       <h1 id="endpoints-title">Endpoints</h1>
       {can('OPERATOR') && <RegisterEndpoint onDone={q.reload} />}
       <h2>Registered</h2>
+      {q.data?.workspace.concurrencyLimit != null && (
+        <p data-testid="workspace-cap">
+          The workspace runs at most {formatCount(q.data.workspace.concurrencyLimit)} attempts at once across its endpoints.
+        </p>
+      )}
       <ErrorBox error={q.error} />
       {!q.data ? (
         !q.error && <Loading />
@@ -121,7 +144,7 @@ export function EndpointsScreen() {
             : 'An OPERATOR or ADMIN key can register one.'}
         </Empty>
       ) : (
-        // Wide (thirteen columns, a target's URL): it scrolls in its box, never the page.
+        // Wide (fourteen columns, a target's URL): it scrolls in its box, never the page.
         <div className="table-box" tabIndex={0} role="region" aria-label="Registered endpoints">
           <table data-testid="endpoints">
             <thead>
@@ -132,8 +155,9 @@ export function EndpointsScreen() {
                 <th scope="col">Pending</th>
                 <th scope="col">Running</th>
                 <th scope="col">Concurrency limit</th>
-                <th scope="col">Per-key limit</th>
+                <th scope="col">Per-key limits</th>
                 <th scope="col">Rate limit</th>
+                <th scope="col">Busiest keys</th>
                 <th scope="col">Default priority</th>
                 <th scope="col">Kind</th>
                 <th scope="col">Target</th>
@@ -208,11 +232,29 @@ export function EndpointsScreen() {
                   <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
                   <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
                   <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
-                  <td>{e.keyConcurrencyLimit ?? 'none'}</td>
-                  <td>
-                    {e.rateLimit
-                      ? `${formatCount(e.rateLimit.count)} per ${formatDuration(e.rateLimit.periodMs)} (burst ${formatCount(e.rateLimit.burst)})`
-                      : 'unlimited'}
+                  <td data-testid="endpoint-key-limits">
+                    {e.keyConcurrencyLimit == null && !e.keyRateLimit ? (
+                      'none'
+                    ) : (
+                      <ul className="plain">
+                        {e.keyConcurrencyLimit != null && <li>{formatCount(e.keyConcurrencyLimit)} in flight</li>}
+                        {e.keyRateLimit && <li>{rate(e.keyRateLimit)}</li>}
+                      </ul>
+                    )}
+                  </td>
+                  <td>{e.rateLimit ? rate(e.rateLimit) : 'unlimited'}</td>
+                  <td data-testid="endpoint-busiest-keys">
+                    {e.busiestKeys.length === 0 ? (
+                      '—'
+                    ) : (
+                      <ul className="plain">
+                        {e.busiestKeys.map((k) => (
+                          <li key={k.key}>
+                            <code>{k.key}</code>: {formatCount(k.running)} running, {formatCount(k.pending)} waiting
+                          </li>
+                        ))}
+                      </ul>
+                    )}
                   </td>
                   <td>{e.defaultPriority}</td>
                   <td>{e.kind}</td>

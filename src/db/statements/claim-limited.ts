@@ -39,6 +39,8 @@ const WORKSPACE_LOCK = 714302052;
 const LOCK_LIMITED = `
 select en.id, en.concurrency_limit, en.key_concurrency_limit,
        (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
+       -- Capped in this statement's snapshot: the CASE below took the workspace's lock too.
+       en.workspace_capped as workspace_locked,
        (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
 from endpoints en
 left join endpoint_rate_buckets b on b.endpoint_id = en.id
@@ -68,11 +70,14 @@ where jobgate_endpoint_limited(en)
  * which may be before the previous holder of the advisory lock wrote the bucket, and would run
  * its clock backwards. `room`: how many the claim may start, counted once: its free slots, its
  * whole tokens, and its workspace's free slots when the workspace has a cap (its attempts in
- * flight on every endpoint it caps, under the workspace's lock, LOCK_LIMITED). All are read in this statement's snapshot, taken after the advisory lock was
- * granted (LOCK_LIMITED is a statement before it): the bucket the previous holder wrote and the
- * claims it committed are seen.
+ * flight on every endpoint it caps, under the workspace's lock, LOCK_LIMITED). All are read in
+ * this statement's snapshot, taken after the advisory locks were granted (LOCK_LIMITED is a
+ * statement before it): the bucket the previous holder wrote and the claims it committed are seen.
+ * `workspaceLocked`, the parameter saying whether LOCK_LIMITED took the workspace's lock: a cap
+ * set since that statement (it saw none, and took no lock) leaves this claim no room in the
+ * workspace, as its count would not be under the lock (the next claim takes the lock).
  */
-const BUCKET_AND_ROOM = `bucket as materialized (
+const bucketAndRoom = (workspaceLocked: string) => `bucket as materialized (
   select ${tokensNow('en', 'b')} as tokens, clock_timestamp() as at
   from endpoints en left join endpoint_rate_buckets b on b.endpoint_id = en.id
   where en.id = $4 and en.rate_limit_count is not null
@@ -80,9 +85,11 @@ const BUCKET_AND_ROOM = `bucket as materialized (
   select greatest(0, least($5::int,
                            $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')::int,
                            (select floor(bk.tokens)::int from bucket bk),
-                           (select w.concurrency_limit - (select count(*) from executions r join endpoints x on x.id = r.endpoint_id
-                                                          where r.workspace_id = en.workspace_id and r.status = 'RUNNING'
-                                                            and x.workspace_capped)::int
+                           (select case when ${workspaceLocked}::boolean
+                                        then w.concurrency_limit - (select count(*) from executions r join endpoints x on x.id = r.endpoint_id
+                                                                    where r.workspace_id = en.workspace_id and r.status = 'RUNNING'
+                                                                      and x.workspace_capped)::int
+                                        else 0 end
                             from endpoints en join workspaces w on w.id = en.workspace_id
                             where en.id = $4 and en.workspace_capped))) as n
 )`;
@@ -130,10 +137,10 @@ const limitedCandidates = (lvl: string, lock: boolean) => `
 const ENDPOINT_LEVELS = priorityLevels('e.endpoint_id = $4 and e.gated');
 const CLAIM_LIMITED: Record<ClaimOrder, string> = {
   OLDEST: `
-with recursive ${ENDPOINT_LEVELS}, ${BUCKET_AND_ROOM}, ${oldestAcrossLevels('(select n from room)', (lvl) => limitedCandidates(lvl, false), true)}
+with recursive ${ENDPOINT_LEVELS}, ${bucketAndRoom('$7')}, ${oldestAcrossLevels('(select n from room)', (lvl) => limitedCandidates(lvl, false), true)}
 ${claimTail(SPEND_TOKENS)}`,
   PRIORITY: `
-with recursive ${ENDPOINT_LEVELS}, ${BUCKET_AND_ROOM}, candidates as (
+with recursive ${ENDPOINT_LEVELS}, ${bucketAndRoom('$7')}, candidates as (
   select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${limitedCandidates('l.p', true)}) c
   limit (select n from room)
 ${claimTail(SPEND_TOKENS)}`,
@@ -151,7 +158,8 @@ const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key fro
  * A keyed endpoint's claim (it has a key_concurrency_limit or a key rate limit), under its advisory
  * lock: the keys with pending work take turns. The lanes are the endpoint's distinct concurrency
  * keys ('' is the lane of executions without one) in key order from just after the rotation's
- * cursor (read from endpoint_key_turns in the statement when $9, else $7; null: from the start),
+ * cursor (read from endpoint_key_turns in the statement when $9, else $7; null: from the start;
+ * $10 whether LOCK_LIMITED took the workspace's lock, see bucketAndRoom),
  * wrapping round to the start, each found by one probe of executions_pending_key; a key that can
  * start nothing now is passed over (`closed`: its attempts in flight are at the per-key limit $8,
  * or its bucket is short of a whole token), and the claim takes twice as many open lanes as it has
@@ -179,7 +187,7 @@ with recursive turn_from(k) as (
   union all
   select ${nextKey('>', 'f.k')}, f.n + 1 from from_start f
   where f.k is not null and f.n < ${MAX_KEY_LANES} and ((select k from turn_from) is null or f.k < (select k from turn_from))
-), ${BUCKET_AND_ROOM}, running as materialized (
+), ${bucketAndRoom('$10')}, running as materialized (
   select r.concurrency_key as k, count(*)::int as n from executions r
   where r.endpoint_id = $4 and r.status = 'RUNNING' group by 1
 ), closed as materialized (
@@ -189,7 +197,9 @@ with recursive turn_from(k) as (
   -- (endpoint_key_rate_buckets_recent): the recent writes, not every key's bucket.
   select kb.concurrency_key from endpoints en join endpoint_key_rate_buckets kb on kb.endpoint_id = en.id
   where en.id = $4 and en.key_rate_limit_count is not null
-    and kb.refilled_at > clock_timestamp() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
+    -- now() (the transaction's start), not clock_timestamp(): a stable bound is an index range;
+    -- it reads a little more, and the test on the tokens that follows is exact.
+    and kb.refilled_at > now() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
     and ${tokensNow('en', 'kb', 'key_rate_limit')} < 1
 ), lanes as materialized (
   -- As many open ones as the claim is likely to need, read lazily: the keys after the cursor come
@@ -252,6 +262,7 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
     concurrency_limit: number | null;
     key_concurrency_limit: number | null;
     keyed: boolean;
+    workspace_locked: boolean;
     running: number;
   }>({
     name: 'jobgate.lock-limited',
@@ -269,7 +280,7 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
           await client.query<ClaimedExecution>({
             name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
             text: CLAIM_LIMITED[order],
-            values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit],
+            values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit, ep.workspace_locked],
           })
         ).rows
       : await claimKeyed(client, o, token, {
@@ -277,6 +288,7 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
           free,
           concurrencyLimit: ep.concurrency_limit,
           keyLimit: ep.key_concurrency_limit,
+          workspaceLocked: ep.workspace_locked,
         });
     rows.push(...more);
     room -= more.length;
@@ -298,7 +310,7 @@ async function claimKeyed(
   client: pg.PoolClient,
   o: ClaimOptions,
   token: string,
-  ep: { id: string; free: number; concurrencyLimit: number | null; keyLimit: number | null },
+  ep: { id: string; free: number; concurrencyLimit: number | null; keyLimit: number | null; workspaceLocked: boolean },
 ): Promise<ClaimedExecution[]> {
   const cursorNow = async () =>
     (await client.query<{ last_key: string }>({ name: 'jobgate.key-turn', text: KEY_TURN, values: [ep.id] })).rows[0]?.last_key ?? null;
@@ -308,7 +320,18 @@ async function claimKeyed(
     const { rows } = await client.query<ClaimedExecution>({
       name: 'jobgate.claim-keyed',
       text: CLAIM_KEYED,
-      values: [o.workerId, o.leaseMs, token, ep.id, ep.free, ep.concurrencyLimit, cursor ?? null, ep.keyLimit, cursor === undefined],
+      values: [
+        o.workerId,
+        o.leaseMs,
+        token,
+        ep.id,
+        ep.free,
+        ep.concurrencyLimit,
+        cursor ?? null,
+        ep.keyLimit,
+        cursor === undefined,
+        ep.workspaceLocked,
+      ],
     });
     if (rows.length > 0 || window >= MAX_KEY_WINDOWS) return rows;
     const moved = await cursorNow();

@@ -264,14 +264,18 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
               cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
               where en.rate_limit_count is not null and t.tokens < 1
                 and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.gated and e.run_after <= now())),
-             (select min((1 - t.tokens) * en.key_rate_limit_period_ms / en.key_rate_limit_count)
-              from endpoints en
-              join endpoint_key_rate_buckets kb on kb.endpoint_id = en.id
-                and kb.refilled_at > clock_timestamp() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
-              cross join lateral (select ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens) t
-              where en.key_rate_limit_count is not null and t.tokens < 1
-                and exists (select 1 from executions e where e.endpoint_id = en.id and e.concurrency_key = kb.concurrency_key
-                                                         and e.status = 'PENDING' and e.gated and e.run_after <= now())),
+             (with dry as materialized (
+                select kb.endpoint_id, kb.concurrency_key, (1 - t.tokens) * en.key_rate_limit_period_ms / en.key_rate_limit_count as in_ms
+                from endpoints en
+                join endpoint_key_rate_buckets kb on kb.endpoint_id = en.id
+                  and kb.refilled_at > now() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
+                cross join lateral (select ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens) t
+                where en.key_rate_limit_count is not null and t.tokens < 1
+              )
+              select min(d.in_ms) from dry d
+              -- One probe per dry key (the LIMIT keeps it a probe, not a join over all the pending).
+              where exists (select 1 from executions e where e.endpoint_id = d.endpoint_id and e.concurrency_key = d.concurrency_key
+                                                        and e.status = 'PENDING' and e.gated and e.run_after <= now() limit 1)),
              (select extract(epoch from min(ra.until) - now()) * 1000 from endpoint_retry_after ra where ra.until > now())
            ) as in_ms`,
   });

@@ -54,19 +54,23 @@ export async function notifyCancel(pool: pg.Pool, executionIds: string[]): Promi
 /**
  * Deletes the concurrency keys' rate buckets of a workspace's endpoints that are full now (or
  * whose endpoint no longer limits keys): no row reads as a full bucket, so nothing changes but
- * the table's size, which would otherwise grow with every key ever started. A claim writing a
- * bucket meanwhile is safe: the delete re-checks its condition on the row the claim wrote. At
- * most `batch` rows; returns how many.
+ * the table's size, which would otherwise grow with every key ever started. The rows are locked
+ * first, in key order, skipping any a claim holds (a claim spends several keys' buckets in one
+ * statement: waiting for one of them while holding others could deadlock with it); a row a claim
+ * wrote since this statement began is read again, and left if no longer full. At most `batch`
+ * rows; returns how many.
  */
 export async function deleteFullKeyBuckets(pool: pg.Pool, workspaceId: string, batch = 10_000): Promise<number> {
   const { rowCount } = await pool.query(
     `delete from endpoint_key_rate_buckets kb
-     using endpoints en
-     where en.id = kb.endpoint_id and en.workspace_id = $1
-       and (en.key_rate_limit_count is null or ${tokensNow('en', 'kb', 'key_rate_limit')} >= en.key_rate_limit_burst)
-       and (kb.endpoint_id, kb.concurrency_key) in (
-         select b.endpoint_id, b.concurrency_key from endpoint_key_rate_buckets b join endpoints x on x.id = b.endpoint_id
-         where x.workspace_id = $1 limit $2)`,
+     where (kb.endpoint_id, kb.concurrency_key) in (
+       select b.endpoint_id, b.concurrency_key
+       from endpoint_key_rate_buckets b join endpoints en on en.id = b.endpoint_id
+       where en.workspace_id = $1
+         and (en.key_rate_limit_count is null or ${tokensNow('en', 'b', 'key_rate_limit')} >= en.key_rate_limit_burst)
+       order by b.endpoint_id, b.concurrency_key
+       limit $2
+       for update of b skip locked)`,
     [workspaceId, batch],
   );
   return rowCount ?? 0;

@@ -105,7 +105,7 @@ const WAITING_GATES = `), eps as materialized (
   from endpoint_key_rate_buckets kb join endpoints en on en.id = kb.endpoint_id
   where en.key_rate_limit_count is not null
     and kb.endpoint_id in (select id from eps where key_rate_limit_count is not null)
-    and kb.refilled_at > clock_timestamp() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
+    and kb.refilled_at > now() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
 )`;
 const WAITING_SELECT = `
 select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,

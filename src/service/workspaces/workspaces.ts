@@ -12,6 +12,7 @@ import { ConflictError, ForbiddenError, NotFoundError } from '../kernel/errors.j
 import { text } from '../kernel/inputs.js';
 import { toWorkspace, type Workspace } from '../kernel/models.js';
 import { WORKSPACE_SLUG, WORKSPACE_SLUG_RULE } from '../../db/workspace-slug.js';
+import { DEADLOCK_DETECTED, isPgError, LOCK_NOT_AVAILABLE } from '../../db/sqlstate.js';
 
 export const createWorkspaceSchema = z.object({
   slug: z.string().regex(WORKSPACE_SLUG, WORKSPACE_SLUG_RULE),
@@ -54,7 +55,7 @@ export function createWorkspacesService(ctx: ServiceContext) {
     /**
      * Changes the caller's workspace: its name, and its cap on attempts in flight across its
      * endpoints (concurrencyLimit; null removes it, absent leaves it). ADMIN. Throws FORBIDDEN,
-     * VALIDATION_FAILED.
+     * VALIDATION_FAILED, CONFLICT (the endpoints stayed locked by the engine's statements).
      */
     async updateWorkspace(actor: Actor, raw: UpdateWorkspaceInput): Promise<Workspace> {
       const target = { type: 'Workspace', id: actor.workspaceId };
@@ -63,7 +64,12 @@ export function createWorkspacesService(ctx: ServiceContext) {
         const patch: { name?: string; concurrency_limit?: number | null } = {};
         if (input.name != null) patch.name = input.name;
         if (input.concurrencyLimit !== undefined) patch.concurrency_limit = input.concurrencyLimit;
-        const row = await updateWorkspace(trx, actor.workspaceId, patch);
+        const row = await updateWorkspace(trx, actor.workspaceId, patch).catch((error: unknown) => {
+          // The cap's change gave way to the engine's statements (see updateWorkspace) every time.
+          if (isPgError(error, LOCK_NOT_AVAILABLE) || isPgError(error, DEADLOCK_DETECTED))
+            throw new ConflictError("the workspace's endpoints are busy: try again", { workspaceId: actor.workspaceId });
+          throw error;
+        });
         if (!row) throw new NotFoundError('Workspace', actor.workspaceId);
         return toWorkspace(row);
       });
