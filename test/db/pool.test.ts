@@ -14,6 +14,22 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 describe('pool', () => {
+  it('turns JIT compilation off on its connections, but not through a pooler nor over options the URL sets', async () => {
+    const jitOf = async (db: ReturnType<typeof createDatabase>) => {
+      try {
+        return (await db.pool.query<{ jit: string }>('show jit')).rows[0]!.jit;
+      } finally {
+        await db.close();
+      }
+    };
+    expect(await jitOf(createDatabase({ connectionString: t.url }))).toBe('off');
+    // Through a pooler (no named statements) the startup parameter is not sent: the server's own setting stays.
+    const serverDefault = (await adminQuery<{ jit: string }>('show jit')).rows[0]!.jit;
+    expect(await jitOf(createDatabase({ connectionString: t.url, preparedStatements: false }))).toBe(serverDefault);
+    const withOptions = `${t.url}${t.url.includes('?') ? '&' : '?'}options=${encodeURIComponent('-c jit=on')}`;
+    expect(await jitOf(createDatabase({ connectionString: withOptions }))).toBe('on');
+  });
+
   it('survives the server terminating a connection checked out between the statements of a transaction', async () => {
     const uncaught: unknown[] = [];
     const onUncaught = (error: unknown) => uncaught.push(error);
