@@ -50,6 +50,8 @@ const PROCESS = [
   'test/db/embedded-log.test.ts',
   'test/db/embedded-permissions.test.ts',
   'test/db/embedded.test.ts',
+  // A primary crashes and its synchronous replica is promoted, behind one address that moves.
+  'test/db/failover.test.ts',
   // A PgBouncer process in front of the server, and jobgate started through it.
   'test/db/pgbouncer.test.ts',
   // A primary and a streaming replica, clusters of their own.

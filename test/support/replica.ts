@@ -29,10 +29,25 @@ export function postgresBinDir(): string | undefined {
 export interface ReplicatedPostgres {
   primaryUrl(database: string): string;
   replicaUrl(database: string): string;
+  primaryPort: number;
+  replicaPort: number;
   /** Stops applying the primary's changes on the replica (it keeps receiving them). */
   pauseReplay(): Promise<void>;
   resumeReplay(): Promise<void>;
+  /** Stops the primary: `immediate` is a crash (no shutdown checkpoint, nothing more sent to the replica). */
+  stopPrimary(mode: 'fast' | 'immediate'): Promise<void>;
+  /** Promotes the replica to a primary; resolves once it accepts writes. */
+  promote(): Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface ReplicationOptions {
+  /**
+   * Synchronous replication: a commit is acknowledged to its client only once the replica has
+   * flushed it, so a crash of the primary loses no acknowledged commit (what a failover that
+   * loses nothing needs). Default false: asynchronous, as most replicas run.
+   */
+  synchronous?: boolean;
 }
 
 async function freePort(): Promise<number> {
@@ -43,7 +58,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startReplicatedPostgres(): Promise<ReplicatedPostgres> {
+export async function startReplicatedPostgres(options: ReplicationOptions = {}): Promise<ReplicatedPostgres> {
   const bin = postgresBinDir();
   if (!bin) throw new Error("no PostgreSQL server binaries (pg_basebackup): install Debian's postgresql package, or set JOBGATE_PG_BINDIR");
   const dir = mkdtempSync(path.join(os.tmpdir(), 'jobgate-replica-'));
@@ -76,14 +91,17 @@ export async function startReplicatedPostgres(): Promise<ReplicatedPostgres> {
         'max_wal_senders = 4',
         'fsync = off',
         'max_connections = 50',
+        // '*': whichever standby connects (the one replica) confirms each commit.
+        ...(options.synchronous ? ["synchronous_standby_names = '*'"] : []),
         '',
       ].join('\n'),
     );
     await pgRun('pg_ctl', ['-D', primary, '-l', path.join(dir, 'primary.log'), '-w', 'start']);
     started.push(primary);
     await pgRun('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres', '-D', replica, '-R', '-X', 'stream']);
-    // The copied configuration names the primary's port; the last setting of a name wins.
-    appendFileSync(path.join(replica, 'postgresql.conf'), `port = ${replicaPort}\nhot_standby = on\n`);
+    // The copied configuration names the primary's port; the last setting of a name wins. Once
+    // promoted, the replica has no standby of its own to wait for.
+    appendFileSync(path.join(replica, 'postgresql.conf'), `port = ${replicaPort}\nhot_standby = on\nsynchronous_standby_names = ''\n`);
     await pgRun('pg_ctl', ['-D', replica, '-l', path.join(dir, 'replica.log'), '-w', 'start']);
     started.push(replica);
   } catch (error) {
@@ -103,8 +121,18 @@ export async function startReplicatedPostgres(): Promise<ReplicatedPostgres> {
   const pair: ReplicatedPostgres = {
     primaryUrl: (database) => url(primaryPort, database),
     replicaUrl: (database) => url(replicaPort, database),
+    primaryPort,
+    replicaPort,
     pauseReplay: () => onReplica('select pg_wal_replay_pause()'),
     resumeReplay: () => onReplica('select pg_wal_replay_resume()'),
+    async stopPrimary(mode) {
+      await pgRun('pg_ctl', ['-D', primary, '-m', mode, '-w', 'stop']);
+      started.splice(started.indexOf(primary), 1);
+    },
+    async promote() {
+      // -w: pg_ctl returns once the server has left recovery and accepts writes.
+      await pgRun('pg_ctl', ['-D', replica, '-w', 'promote']);
+    },
     async stop() {
       await stop();
       untrack(pair);
