@@ -2,8 +2,7 @@ import type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, SubscriptionTic
 import { createApiKeySchema, createWorkspaceSchema } from '../service/access/access.js';
 import type { Workspace } from '../service/kernel/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
-import { NodeRef } from './node.js';
+import { connectionOf, DateTimeScalar, JSONScalar, nodeId, zodInput } from './common.js';
 import { WorkspaceRef } from './workspace.js';
 
 export const RoleEnum = builder.enumType('Role', {
@@ -18,11 +17,9 @@ export const RoleEnum = builder.enumType('Role', {
   } as const,
 });
 
-export const ApiKeyRef = builder.objectRef<ApiKey>('ApiKey').implement({
+export const ApiKeyRef = builder.nodeRef<ApiKey>('ApiKey', { id: nodeId() }).implement({
   description: 'An API key of the workspace. The key itself is shown only once, when created; only its hash is stored.',
-  interfaces: [NodeRef],
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'What the key is for, for people.' }),
     role: t.field({ type: RoleEnum, description: 'What the key may do.', resolve: (k) => k.role }),
     installationAdmin: t.exposeBoolean('installationAdmin', { description: 'Whether the key may create workspaces.' }),
@@ -79,21 +76,23 @@ export const CreateWorkspacePayloadRef = builder
     }),
   });
 
-export const AuditEntryRef = builder.objectRef<AuditEntry>('AuditEntry').implement({
-  description: 'One mutation, as recorded: who, what, on what, with which (redacted) input, and how it ended.',
-  interfaces: [NodeRef],
-  fields: (t) => ({
-    id: t.exposeID('id', { description: 'Opaque, stable identifier, meaningful in this workspace only; entries are listed newest first.' }),
-    actorKind: t.exposeString('actorKind', { description: '"user" (an API key), "library" (the embedding app) or "system" (jobgate).' }),
-    actorKeyId: t.exposeID('actorKeyId', { nullable: true, description: 'The API key that acted, if any.' }),
-    action: t.exposeString('action', { description: 'What was done, e.g. "job.create".' }),
-    targetType: t.exposeString('targetType', { nullable: true, description: 'The kind of thing acted on, e.g. "Job".' }),
-    targetId: t.exposeString('targetId', { nullable: true, description: 'The id of the thing acted on.' }),
-    input: t.field({ type: JSONScalar, description: 'The input, with every secret replaced by "[redacted]".', resolve: (e) => e.input }),
-    resultCode: t.exposeString('resultCode', { description: '"OK", or the error code the action was refused with.' }),
-    createdAt: t.field({ type: DateTimeScalar, description: 'When it happened.', resolve: (e) => e.createdAt }),
-  }),
-});
+export const AuditEntryRef = builder
+  .nodeRef<AuditEntry>('AuditEntry', {
+    id: nodeId('Opaque, stable identifier, meaningful in this workspace only; entries are listed newest first.'),
+  })
+  .implement({
+    description: 'One mutation, as recorded: who, what, on what, with which (redacted) input, and how it ended.',
+    fields: (t) => ({
+      actorKind: t.exposeString('actorKind', { description: '"user" (an API key), "library" (the embedding app) or "system" (jobgate).' }),
+      actorKeyId: t.exposeID('actorKeyId', { nullable: true, description: 'The API key that acted, if any.' }),
+      action: t.exposeString('action', { description: 'What was done, e.g. "job.create".' }),
+      targetType: t.exposeString('targetType', { nullable: true, description: 'The kind of thing acted on, e.g. "Job".' }),
+      targetId: t.exposeString('targetId', { nullable: true, description: 'The id of the thing acted on.' }),
+      input: t.field({ type: JSONScalar, description: 'The input, with every secret replaced by "[redacted]".', resolve: (e) => e.input }),
+      resultCode: t.exposeString('resultCode', { description: '"OK", or the error code the action was refused with.' }),
+      createdAt: t.field({ type: DateTimeScalar, description: 'When it happened.', resolve: (e) => e.createdAt }),
+    }),
+  });
 
 export const ApiKeyConnectionRef = connectionOf('ApiKey', ApiKeyRef, 'API key');
 export const AuditEntryConnectionRef = connectionOf('AuditEntry', AuditEntryRef, 'audit entry');

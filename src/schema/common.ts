@@ -1,10 +1,10 @@
 /**
- * Scalars, page info and the connection helper shared by every area.
+ * Scalars, and the connection, node-id and page-argument helpers shared by every area.
  */
 import { GraphQLError, Kind, type ValueNode } from 'graphql';
 import type { ObjectRef } from '@pothos/core';
 import type { ZodType } from 'zod';
-import { COUNT_LIMIT, type Connection, type Edge } from '../service/kernel/pagination.js';
+import { COUNT_LIMIT } from '../service/kernel/pagination.js';
 import { builder } from './builder.js';
 import { JsonOutput } from './json-output.js';
 
@@ -61,21 +61,6 @@ export const JSONScalar = builder.scalarType('JSON', {
   parseLiteral: (ast, variables) => literalToJson(ast, variables),
 });
 
-export const PageInfoRef = builder.objectRef<Connection<unknown>['pageInfo']>('PageInfo').implement({
-  description: 'Where a page sits in its list. Pages are read forwards with `first` and `after`.',
-  fields: (t) => ({
-    hasNextPage: t.exposeBoolean('hasNextPage', { description: 'Whether more items follow this page.' }),
-    hasPreviousPage: t.exposeBoolean('hasPreviousPage', {
-      description: 'Always false: lists are read forwards only (keyset pagination).',
-    }),
-    startCursor: t.exposeString('startCursor', { nullable: true, description: 'Cursor of the first item of the page.' }),
-    endCursor: t.exposeString('endCursor', {
-      nullable: true,
-      description: 'Cursor of the last item of the page; pass it as `after` to read the next page.',
-    }),
-  }),
-});
-
 export const ListOrderEnum = builder.enumType('ListOrder', {
   description: 'The order of a list, by creation time.',
   values: {
@@ -84,43 +69,45 @@ export const ListOrderEnum = builder.enumType('ListOrder', {
   } as const,
 });
 
-/** Defines `<Name>Connection` and `<Name>Edge` over a node type. */
+/**
+ * Defines `<Name>Connection` and `<Name>Edge` over a node type, with the relay plugin: edges,
+ * nodes and pageInfo come from it (their wording is in ./builder.ts), the counts are ours. A list
+ * field returns the service's page as it is (`Connection` in ../service/kernel/pagination.ts), so
+ * its keyset cursors are the ones clients see; list fields take `pageArgs`, not the plugin's
+ * `t.connection` arguments (no `last`/`before`: lists are read forwards only).
+ */
 export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: string, order = 'newest first') {
-  const edge = builder.objectRef<Edge<T>>(`${name}Edge`).implement({
-    description: `One ${what} in a page, with its cursor.`,
-    fields: (t) => ({
-      cursor: t.exposeString('cursor', { description: 'Opaque cursor of this item; pass it as `after` to continue after it.' }),
-      node: t.field({ type: node, description: `The ${what}.`, resolve: (e) => e.node as never }),
-    }),
-  });
-  return builder.objectRef<Connection<T>>(`${name}Connection`).implement({
-    description: `A page of ${what}s, ${order}.`,
-    fields: (t) => ({
-      edges: t.field({ type: [edge], description: 'The items of this page, each with its cursor.', resolve: (c) => c.edges }),
-      nodes: t.field({
-        type: [node],
-        description: 'The items of this page, without cursors.',
-        resolve: (c) => c.edges.map((e) => e.node) as never,
+  return builder.connectionObject(
+    {
+      name: `${name}Connection`,
+      type: node,
+      description: `A page of ${what}s, ${order}.`,
+      fields: (t) => ({
+        totalCount: t.int({
+          nullable: true,
+          description:
+            `How many ${what}s the whole list holds (with its filters), counted only when asked for, up to ${COUNT_LIMIT}: ` +
+            `past that it reads ${COUNT_LIMIT} and totalCountCapped is true. null for a list that is not counted.`,
+          resolve: (c) => c.count?.() ?? null,
+        }),
+        totalCountCapped: t.boolean({
+          nullable: true,
+          description: `Whether totalCount stopped at its bound of ${COUNT_LIMIT} (the list holds at least that many). null when not counted.`,
+          resolve: async (c) => (c.count ? (await c.count()) >= COUNT_LIMIT : null),
+        }),
       }),
-      pageInfo: t.field({
-        type: PageInfoRef,
-        description: 'Whether there is a next page, and the cursor to get it.',
-        resolve: (c) => c.pageInfo,
-      }),
-      totalCount: t.int({
-        nullable: true,
-        description:
-          `How many ${what}s the whole list holds (with its filters), counted only when asked for, up to ${COUNT_LIMIT}: ` +
-          `past that it reads ${COUNT_LIMIT} and totalCountCapped is true. null for a list that is not counted.`,
-        resolve: (c) => c.count?.() ?? null,
-      }),
-      totalCountCapped: t.boolean({
-        nullable: true,
-        description: `Whether totalCount stopped at its bound of ${COUNT_LIMIT} (the list holds at least that many). null when not counted.`,
-        resolve: async (c) => (c.count ? (await c.count()) >= COUNT_LIMIT : null),
-      }),
-    }),
-  });
+    },
+    {
+      name: `${name}Edge`,
+      description: `One ${what} in a page, with its cursor.`,
+      nodeField: { description: `The ${what}.` },
+    },
+  );
+}
+
+/** The `id` of a `Node` type (`builder.nodeRef(name, { id: nodeId() })`): the row's own id. */
+export function nodeId(description = 'Stable identifier.') {
+  return { description, resolve: (value: { id: string }) => value.id };
 }
 
 /** Attaches a service zod schema to a GraphQL argument, so both reject the same input the same way. */

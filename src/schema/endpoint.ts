@@ -3,8 +3,7 @@ import type { Endpoint } from '../service/kernel/models.js';
 import type { TargetWarning } from '../service/endpoints/endpoints.js';
 import { builder } from './builder.js';
 import { ConfigRef, PayloadSpecRef } from './specs-and-configs.js';
-import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
-import { NodeRef } from './node.js';
+import { connectionOf, DateTimeScalar, JSONScalar, nodeId, zodInput } from './common.js';
 
 export const EndpointKindEnum = builder.enumType('EndpointKind', {
   description: 'How work is delivered to an endpoint.',
@@ -85,11 +84,9 @@ export const RetryAfterHoldRef = builder.objectRef<{ until: Date; statusCode: nu
   }),
 });
 
-export const EndpointRef = builder.objectRef<Endpoint>('Endpoint').implement({
+export const EndpointRef = builder.nodeRef<Endpoint>('Endpoint', { id: nodeId() }).implement({
   description: 'A named delivery target: an HTTP URL or an in-process handler, with its retry policy.',
-  interfaces: [NodeRef],
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', {
       description: 'Unique among live endpoints of the workspace; dotted lowercase, e.g. "billing.send-invoice".',
     }),

@@ -2,11 +2,10 @@ import type { BulkResult, BulkSkip } from '../service/jobs/bulk.js';
 import type { TriggerJobResult } from '../service/jobs/execution-control.js';
 import type { Attempt, AttemptTarget, Execution, WaitingFor } from '../service/kernel/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, nodeId, pageArgs } from './common.js';
 import { EndpointTypeEnum } from './endpoint.js';
 import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
-import { NodeRef } from './node.js';
 
 export const ExecutionStatusEnum = builder.enumType('ExecutionStatus', {
   description: 'Lifecycle of an execution.',
@@ -159,11 +158,9 @@ export const WaitingForRef = builder.objectRef<WaitingFor>('WaitingFor').impleme
   }),
 });
 
-export const ExecutionRef = builder.objectRef<Execution>('Execution').implement({
+export const ExecutionRef = builder.nodeRef<Execution>('Execution', { id: nodeId() }).implement({
   description: 'One firing of a job, with its attempts. Unique per job and scheduled time.',
-  interfaces: [NodeRef],
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     eventCursor: t.string({
       nullable: true,
       description:

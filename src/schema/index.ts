@@ -2,7 +2,6 @@
  * Assembles the schema: area type files, then the root fields in src/resolvers. This is the only
  * module under src/schema that imports src/resolvers.
  */
-import './node.js';
 import './workspace.js';
 import './specs-and-configs.js';
 import './endpoint.js';
@@ -20,7 +19,6 @@ import './stats.js';
 import './retention.js';
 import './permissions.js';
 import '../resolvers/workspace.js';
-import '../resolvers/node.js';
 import '../resolvers/specs-and-configs.js';
 import '../resolvers/endpoints.js';
 import '../resolvers/jobs.js';

@@ -2,9 +2,8 @@ import { createJobSchema, triggerJobSchema, updateJobSchema } from '../service/k
 import type { CancelJobResult, CreateJobResult } from '../service/jobs/jobs.js';
 import type { CronSchedule, Job } from '../service/kernel/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, pageArgs, zodInput } from './common.js';
+import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, nodeId, pageArgs, zodInput } from './common.js';
 import { EndpointRef } from './endpoint.js';
-import { NodeRef } from './node.js';
 
 export const JobKindEnum = builder.enumType('JobKind', {
   description: 'When a job runs.',
@@ -112,11 +111,9 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
   }),
 });
 
-export const JobRef = builder.objectRef<Job>('Job').implement({
+export const JobRef = builder.nodeRef<Job>('Job', { id: nodeId() }).implement({
   description: 'Work to run on an endpoint: once now, once later, or on a cron schedule. Each firing is an Execution.',
-  interfaces: [NodeRef],
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { nullable: true, description: 'Optional display name.' }),
     eventCursor: t.string({
       nullable: true,

@@ -1,8 +1,7 @@
 import type { Finding, Run, TriggerRunResult } from '../service/runs/runs.js';
 import { triggerRunSchema } from '../service/runs/runs.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
-import { NodeRef } from './node.js';
+import { connectionOf, DateTimeScalar, JSONScalar, nodeId, zodInput } from './common.js';
 
 export const RunStatusEnum = builder.enumType('RunStatus', {
   description: 'Lifecycle of a recoverable run.',
@@ -41,21 +40,22 @@ export const SeverityEnum = builder.enumType('Severity', {
   } as const,
 });
 
-export const FindingRef = builder.objectRef<Finding>('Finding').implement({
-  description: 'Something a run discovered. Unique per run, kind and resource: a replayed batch records nothing twice.',
-  interfaces: [NodeRef],
-  fields: (t) => ({
-    id: t.exposeID('id', {
-      description:
-        'Opaque, stable identifier, meaningful in this workspace only; pass it as `after` (of `findings` or `runFindings`) to continue after this finding. Findings are listed in the order recorded.',
+export const FindingRef = builder
+  .nodeRef<Finding>('Finding', {
+    id: nodeId(
+      'Opaque, stable identifier, meaningful in this workspace only; pass it as `after` (of `findings` or `runFindings`) to continue after this finding. Findings are listed in the order recorded.',
+    ),
+  })
+  .implement({
+    description: 'Something a run discovered. Unique per run, kind and resource: a replayed batch records nothing twice.',
+    fields: (t) => ({
+      kind: t.exposeString('kind', { description: 'What was found, e.g. "orphaned-blob".' }),
+      severity: t.field({ type: SeverityEnum, description: 'How serious it is.', resolve: (f) => f.severity }),
+      resourceId: t.exposeString('resourceId', { description: 'The thing it is about.' }),
+      detail: t.field({ type: JSONScalar, description: 'Whatever the handler recorded with it.', resolve: (f) => f.detail }),
+      createdAt: t.field({ type: DateTimeScalar, description: 'When it was recorded.', resolve: (f) => f.createdAt }),
     }),
-    kind: t.exposeString('kind', { description: 'What was found, e.g. "orphaned-blob".' }),
-    severity: t.field({ type: SeverityEnum, description: 'How serious it is.', resolve: (f) => f.severity }),
-    resourceId: t.exposeString('resourceId', { description: 'The thing it is about.' }),
-    detail: t.field({ type: JSONScalar, description: 'Whatever the handler recorded with it.', resolve: (f) => f.detail }),
-    createdAt: t.field({ type: DateTimeScalar, description: 'When it was recorded.', resolve: (f) => f.createdAt }),
-  }),
-});
+  });
 
 export const FindingCountRef = builder.objectRef<{ kind: string; severity: Finding['severity']; count: number }>('FindingCount').implement({
   description: 'How many findings of one kind and severity a run has.',
@@ -90,12 +90,10 @@ export const FindingPageRef = builder
 
 export const FindingConnectionRef = connectionOf('Finding', FindingRef, 'finding', 'oldest first (in the order recorded)');
 
-export const RunRef = builder.objectRef<Run>('Run').implement({
+export const RunRef = builder.nodeRef<Run>('Run', { id: nodeId() }).implement({
   description: 'One run of a recoverable handler: a long scan that checkpoints a cursor and can be paused, resumed and survive crashes.',
-  interfaces: [NodeRef],
   // eslint-disable-next-line max-lines-per-function -- a list of field declarations with their descriptions
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'The recoverable handler it runs.' }),
     eventCursor: t.string({
       nullable: true,

@@ -1,16 +1,13 @@
 import { createPayloadSpecSchema, setConfigSchema, updatePayloadSpecSchema } from '../service/kernel/inputs.js';
 import type { Config, ConfigEntryView, PayloadSpec } from '../service/kernel/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, zodInput } from './common.js';
-import { NodeRef } from './node.js';
+import { connectionOf, DateTimeScalar, JSONScalar, nodeId, zodInput } from './common.js';
 
-export const PayloadSpecRef = builder.objectRef<PayloadSpec>('PayloadSpec').implement({
-  interfaces: [NodeRef],
+export const PayloadSpecRef = builder.nodeRef<PayloadSpec>('PayloadSpec', { id: nodeId() }).implement({
   description:
     'A JSON Schema that the input of every job on an endpoint referring to it must satisfy. ' +
     'Job creation is refused with VALIDATION_FAILED, naming the bad field, when it does not.',
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'Unique name in the workspace, dotted lowercase.' }),
     description: t.exposeString('description', { nullable: true, description: 'What the payload is, for people.' }),
     jsonSchema: t.field({ type: JSONScalar, description: 'The JSON Schema document.', resolve: (s) => s.jsonSchema }),
@@ -31,11 +28,9 @@ export const ConfigEntryRef = builder.objectRef<ConfigEntryView>('ConfigEntry').
   }),
 });
 
-export const ConfigRef = builder.objectRef<Config>('Config').implement({
-  interfaces: [NodeRef],
+export const ConfigRef = builder.nodeRef<Config>('Config', { id: nodeId() }).implement({
   description: 'Named values for templating: an endpoint referring to a config may use `{{config.key}}` in its url, headers and body.',
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     name: t.exposeString('name', { description: 'Unique name in the workspace, dotted lowercase.' }),
     entries: t.field({ type: [ConfigEntryRef], description: 'The entries, sorted by key.', resolve: (c) => c.entries }),
     createdAt: t.field({ type: DateTimeScalar, description: 'When the config was created.', resolve: (c) => c.createdAt }),

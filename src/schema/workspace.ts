@@ -1,14 +1,11 @@
 import type { Workspace } from '../service/kernel/models.js';
 import { updateWorkspaceSchema } from '../service/access/access.js';
 import { builder } from './builder.js';
-import { DateTimeScalar, zodInput } from './common.js';
-import { NodeRef } from './node.js';
+import { DateTimeScalar, nodeId, zodInput } from './common.js';
 
-export const WorkspaceRef = builder.objectRef<Workspace>('Workspace').implement({
+export const WorkspaceRef = builder.nodeRef<Workspace>('Workspace', { id: nodeId() }).implement({
   description: 'A tenant. Everything you create lives in exactly one workspace, the one of your credentials.',
-  interfaces: [NodeRef],
   fields: (t) => ({
-    id: t.exposeID('id', { description: 'Stable identifier.' }),
     slug: t.exposeString('slug', { description: 'Short unique name, e.g. "default".' }),
     name: t.exposeString('name', { description: 'Display name.' }),
     concurrencyLimit: t.exposeInt('concurrencyLimit', {
