@@ -4,15 +4,11 @@
  * second in total. Figures: delivery latency from the checkpoint's commit (as its writer saw
  * it acknowledged) to each subscriber, p50/p99, and the gateway process's RSS and CPU.
  *
- * The gateway is `jobgate serve` as deployed (and as `npm start` runs it): compiled (`npm run
- * build`) and run with node, in its own process, so its memory and CPU (read from /proc) are
- * its own; running it through tsx instead would add about 100 MB of RSS for the transpiler. The checkpoints are
+ * The gateway is `jobgate serve` as deployed, in its own process (bench/support/cli-process.ts),
+ * so its memory and CPU are its own. The checkpoints are
  * the same single UPDATE a recoverable runner makes, issued from this process, so writer and
  * subscribers share one clock.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createClient, type Client } from 'graphql-ws';
 import pg from 'pg';
@@ -21,62 +17,24 @@ import { migrate } from '../src/db/migrate.js';
 import { createDatabase } from '../src/db/pool.js';
 import { createJobService } from '../src/service/index.js';
 import type { Figure } from './run.js';
-import { onCleanup } from './support/cleanup.js';
+import { buildDist, startCli } from './support/cli-process.js';
 import { openServer } from './support/postgres.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-
-/** `node dist/cli/main.js serve` on `url`; resolves with its port and a reader of its RSS and CPU. */
+/** `jobgate serve` on `url` (bench/support/cli-process.ts). */
 async function serve(url: string, flags: string[]) {
-  // BENCH_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", to look inside the gateway.
-  const nodeArgs = [...flags, ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  const child = spawn(process.execPath, [...nodeArgs, 'dist/cli/main.js', 'serve'], {
-    cwd: ROOT,
-    // One key holds every subscriber: its bounds on connections, subscriptions and requests a
-    // second are off, as a deployment serving this many with one key would set them.
-    env: {
-      ...process.env,
+  // One key holds every subscriber: its bounds on connections, subscriptions and requests a
+  // second are off, as a deployment serving this many with one key would set them.
+  const gateway = await startCli(
+    'serve',
+    {
       DATABASE_URL: url,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      JOBGATE_LOG_LEVEL: 'info',
       JOBGATE_RATE_LIMIT_PER_SECOND: '0',
       JOBGATE_MAX_CONNECTIONS_PER_KEY: '0',
       JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '0',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const stop = onCleanup(
-    `gateway ${child.pid}`,
-    async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((r) => child.once('exit', r));
-      }
-    },
-    () => void child.kill('SIGKILL'),
+    flags,
   );
-  const port = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (b: Buffer) => {
-      out += b.toString();
-      const m = /GraphiQL at http:\/\/[^:]+:(\d+)\//.exec(out);
-      if (m) resolve(m[1]!);
-    };
-    child.stdout!.on('data', onData);
-    if (process.env.BENCH_VERBOSE) child.stdout!.on('data', (b: Buffer) => process.stderr.write(b));
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`jobgate serve exited (${code}):\n${out}`)));
-  });
-  const ticks = 100; // USER_HZ on Linux
-  const stats = () => {
-    const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
-    const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
-    const fields = fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    const cpuMicros = ((Number(fields[11]) + Number(fields[12])) / ticks) * 1e6; // utime + stime
-    return { rss, cpuMicros, at: performance.now() };
-  };
-  return { port, stats, stop };
+  return { ...gateway, port: gateway.port! };
 }
 
 const SUBSCRIBERS = Number(process.env.BENCH_LIVE_SUBSCRIBERS ?? 1000);
@@ -97,10 +55,7 @@ function percentile(sorted: number[], p: number): number {
  * before collecting it, which is most of the difference in RSS between the two.
  */
 export async function run(): Promise<Figure[]> {
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
-    cwd: ROOT,
-    stdio: 'inherit',
-  });
+  buildDist();
   return [...(await measure([], 'node defaults')), ...(await measure(['--max-old-space-size=256'], 'old space 256 MB'))];
 }
 

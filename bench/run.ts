@@ -14,6 +14,7 @@ import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
 import { run as metrics } from './metrics.js';
 import { run as pooler } from './pooler.js';
+import { run as topology } from './topology.js';
 import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
 import { run as retention } from './retention.js';
@@ -43,6 +44,7 @@ const benches: Bench[] = [
   { name: 'retention', run: retention },
   { name: 'retention-week', run: retentionWeek },
   { name: 'pooler', run: pooler },
+  { name: 'topology', run: topology },
 ];
 
 async function main() {
