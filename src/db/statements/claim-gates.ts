@@ -64,14 +64,18 @@ left join configs cf on cf.id = en.config_id
 -- took the earliest due, and starts the highest of those first).
 order by cl.priority desc, cl.run_after, cl.id`;
 
+/** Execution `e`'s job `j` lets it run: the job is ACTIVE, or paused and `e` is a manual trigger. */
+export const JOB_RUNS = `(j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))`;
+
 /**
  * Claimable, the one definition every claim path uses (the execution is `e`, its job `j`): due,
  * PENDING, of a job that runs. A paused job's executions wait, but for a manual trigger (an
- * operator's explicit "run it anyway").
+ * operator's explicit "run it anyway"). The unlimited claim (claim.ts) states the same with the
+ * job read in a subquery.
  */
 export const CLAIMABLE = `e.status = 'PENDING'
     and e.run_after <= now()
-    and (j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))`;
+    and ${JOB_RUNS}`;
 
 /**
  * Endpoint `en` may start executions now: not paused (pauseEndpoint), and its target has not asked

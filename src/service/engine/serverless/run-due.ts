@@ -13,6 +13,7 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { reconcileExpiredLeases } from '../../../db/statements/lease.js';
+import { analyzeGrownTables } from '../../../db/statements/statistics.js';
 import { mayReconcile, type Availability } from '../runtime/availability.js';
 import type { SecretBox } from '../../kernel/secrets.js';
 import { drainDue, type DrainResult } from './claim-and-run.js';
@@ -69,6 +70,8 @@ async function pass(deps: RunDueDeps, options: { limit?: number }, reconcile: bo
   const lapsed = reconcile ? await reconcileExpiredLeases(deps.pool) : [];
   const count = (s: string) => lapsed.filter((r) => r.status === s).length;
   const schedule = await deps.scheduler.tick();
+  // A pass has no worker between passes to keep the claim's statistics (statistics.ts): it looks first.
+  await analyzeGrownTables(deps.pool);
   const executions = await drainDue(deps.pool, deps.handlers, {
     limit: options.limit ?? 100,
     defaultTimeoutMs: deps.defaultTimeoutMs,

@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { cancelChannel, workChannel } from '../../../db/channels.js';
 import { createListener, type Listener } from '../../../db/listener.js';
 import { reconcileExpiredLeases } from '../../../db/statements/lease.js';
+import { analyzeGrownTables } from '../../../db/statements/statistics.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
 import { mayReconcile, type Availability } from '../runtime/availability.js';
@@ -31,6 +32,8 @@ export interface WorkerLoopsDeps {
   heartbeatMs: number;
   pollMs: number;
   reconcileMs: number;
+  /** How often the claim's tables are checked for growth past their statistics. */
+  statisticsMs: number;
 }
 
 export interface WorkerLoops {
@@ -40,6 +43,18 @@ export interface WorkerLoops {
   stop(): Promise<void>;
   /** The LISTEN connection (undefined when not started). */
   listener(): Listener | undefined;
+}
+
+/** The claim's tables analyzed once they outgrow their planner statistics (statistics.ts). */
+async function keepStatistics({ id, pool, log, availability }: WorkerLoopsDeps): Promise<void> {
+  if (availability.down) return;
+  try {
+    const analyzed = await analyzeGrownTables(pool);
+    if (analyzed.length) log.info(`worker ${id}: analyzed ${analyzed.join(', ')}: grown past their planner statistics`);
+  } catch (error) {
+    if (!availability.unreachable(error, 'statistics'))
+      log.warn(`worker ${id}: analyzing grown tables failed: ${(error as Error).message}`);
+  }
 }
 
 export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
@@ -105,6 +120,7 @@ export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
     every(deps.heartbeatMs, leases.beat);
     every(leases.fenceTickMs, leases.fenceCheck);
     every(deps.reconcileMs, reconcile);
+    every(deps.statisticsMs, () => keepStatistics(deps));
     // The one referenced handle of a started worker, released by stop(): every other timer
     // and socket of the engine is unreferenced or comes and goes with the database, so when
     // the database went away nothing else was left and the process exited 0, silently, in

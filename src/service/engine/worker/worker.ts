@@ -66,6 +66,8 @@ export interface WorkerOptions {
   /** Fallback poll when no notification arrives. Default 5 s. */
   pollMs?: number;
   reconcileMs?: number;
+  /** How often the claim's tables are checked for growth past their planner statistics (statistics.ts). Default 2 s. */
+  statisticsMs?: number;
   defaultTimeoutMs?: number;
   outboundAllow?: string[];
   /** Opens secrets sealed at rest (signing secrets, secret config values). */
@@ -105,6 +107,7 @@ function settingsOf(options: WorkerOptions) {
     fenceAfterMs,
     pollMs: options.pollMs ?? 5_000,
     reconcileMs: options.reconcileMs ?? Math.min(5_000, leaseMs),
+    statisticsMs: options.statisticsMs ?? 2_000,
     availability: options.availability ?? createAvailability(log, `worker ${id}`),
     observer: options.observer ?? noopObserver,
   };
