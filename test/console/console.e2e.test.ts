@@ -411,7 +411,9 @@ describe('the console', { timeout: 90_000 }, () => {
     await go(admin, 'Handlers');
     const scanRow = admin.getByTestId('handlers').getByRole('row', { name: /console\.scan/ });
     await accessible(admin, 'handlers');
-    await scanRow.getByRole('button', { name: 'Start run' }).click();
+    await scanRow.getByRole('button', { name: 'Start a run of console.scan' }).click();
+    await admin.getByRole('form', { name: 'Start a run of console.scan' }).getByRole('button', { name: 'Start run', exact: true }).click();
+    await admin.getByTestId('run-started').waitFor();
     await go(admin, 'Runs');
     await admin.getByTestId('runs').getByRole('link', { name: 'console.scan' }).click();
     await admin.getByRole('heading', { name: /console\.scan/ }).waitFor();

@@ -88,4 +88,52 @@ describe("the Handlers screen's run history", { timeout: 90_000 }, () => {
     world.scanBudget.value = 100;
     await expect.poll(async () => (await t.service.run(t.actor, run.id)).status, { timeout: 20_000 }).toBe('COMPLETED');
   });
+
+  it('starts a run with parameters typed as JSON, and sends nothing while the text is not JSON', async () => {
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Handlers', exact: true }).click();
+    const row = page.locator('tr[data-handler="console.scan"]');
+    const runsOfScan = async () => Number((await t.query(`select count(*) from runs where name = 'console.scan'`)).rows[0].count);
+    const before = await runsOfScan();
+    const open = row.getByRole('button', { name: 'Start a run of console.scan' });
+    await open.click();
+    const form = page.getByRole('form', { name: 'Start a run of console.scan' });
+    const params = form.getByLabel('Parameters (JSON, optional)');
+    // The form opens with the focus in its text.
+    await expect.poll(() => params.evaluate((el) => el === document.activeElement)).toBe(true);
+
+    // Not JSON: said at the field, and nothing is sent.
+    await params.fill('{"since": "2026-01-01", "limit": 3');
+    await form.getByRole('button', { name: 'Start run', exact: true }).click();
+    const refusal = form.getByRole('alert');
+    expect(await refusal.textContent()).toMatch(/^The parameters are not valid JSON: .+\.$/);
+    expect(await params.getAttribute('aria-invalid')).toBe('true');
+    expect(await runsOfScan()).toBe(before);
+    const result = await new AxeBuilder({ page }).analyze();
+    expect(result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)).toEqual([]);
+    for (const width of [1400, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+      await screenshot(page, `handlers-start-run-invalid-${width}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // Corrected, the message goes as the text becomes JSON; the run starts with those parameters.
+    world.scanBudget.value = 0;
+    await params.fill('{"since": "2026-01-01", "limit": 3, "tags": ["a", "b"]}');
+    await refusal.waitFor({ state: 'detached' });
+    await form.getByRole('button', { name: 'Start run', exact: true }).click();
+    const started = page.getByTestId('run-started');
+    await started.waitFor();
+    expect(await started.textContent()).toBe('Started a run of console.scan. Open the run');
+    // The form closes and the focus goes back to the button that opened it.
+    expect(await form.count()).toBe(0);
+    await expect.poll(() => open.evaluate((el) => el === document.activeElement)).toBe(true);
+    const runId = (await started.getByRole('link').getAttribute('href'))!.split('/').pop()!;
+    const run = await t.service.run(t.actor, runId);
+    expect(run.params).toEqual({ since: '2026-01-01', limit: 3, tags: ['a', 'b'] });
+    expect(await runsOfScan()).toBe(before + 1);
+    // Let it finish, so nothing is left running.
+    world.scanBudget.value = 100;
+    await expect.poll(async () => (await t.service.run(t.actor, runId)).status, { timeout: 20_000 }).toBe('COMPLETED');
+  });
 });

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useId, useRef, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { HandlerRowFragment } from '../gql/graphql.ts';
 import { formatDuration } from '../lib/format.ts';
@@ -90,8 +90,8 @@ function ExtraJson({ value }: { value: unknown }) {
   );
 }
 const TriggerRunDocument = graphql(`
-  mutation TriggerRunFromHandlers($name: String!) {
-    triggerRun(input: { name: $name }) {
+  mutation TriggerRunFromHandlers($input: TriggerRunInput!) {
+    triggerRun(input: $input) {
       result
       run {
         id
@@ -111,12 +111,14 @@ export function HandlersScreen() {
   }, [q.data]);
   useSubscription(HandlersLiveDocument, {}, { next: (d) => setHandlers(d.handlerCatalog.handlers), error: () => q.reloadSoon() });
   const triggerHandler = useMutation(TriggerHandlerDocument);
-  const triggerRun = useMutation(TriggerRunDocument);
+  // The recoverable handler whose "Start run" form is open, and the button that opened it (focus goes back there).
+  const [starting, setStarting] = useState<{ name: string; opener: HTMLElement | null } | null>(null);
+  const [started, setStarted] = useState<{ name: string; runId: string; result: string } | null>(null);
   return (
     <section aria-labelledby="handlers-title">
       <h1 id="handlers-title">Handlers</h1>
       <ErrorBox error={q.error} />
-      <ErrorBox error={triggerHandler.error ?? triggerRun.error} title="The action was refused" />
+      <ErrorBox error={triggerHandler.error} title="The action was refused" />
       {!handlers ? (
         !q.error && <Loading />
       ) : handlers.length === 0 ? (
@@ -208,8 +210,17 @@ export function HandlersScreen() {
                         </>
                       )}
                       {h.kind === 'RECOVERABLE' && (
-                        <button type="button" onClick={() => void triggerRun.run({ name: h.name })}>
-                          Start run
+                        <button
+                          type="button"
+                          aria-expanded={starting?.name === h.name}
+                          aria-controls="start-run"
+                          aria-label={`Start a run of ${h.name}`}
+                          onClick={(ev) => {
+                            setStarted(null);
+                            setStarting({ name: h.name, opener: ev.currentTarget });
+                          }}
+                        >
+                          Start run…
                         </button>
                       )}
                     </td>
@@ -220,6 +231,114 @@ export function HandlersScreen() {
           </table>
         </div>
       )}
+      {starting && (
+        <StartRun
+          key={starting.name}
+          name={starting.name}
+          onClose={(run) => {
+            if (run) setStarted({ name: starting.name, ...run });
+            setStarting(null);
+            starting.opener?.focus();
+          }}
+        />
+      )}
+      {started && (
+        <p className="ok" role="status" data-testid="run-started">
+          {started.result === 'STARTED'
+            ? `Started a run of ${started.name}. `
+            : started.result === 'RESUMED'
+              ? `Resumed the paused run of ${started.name} from its cursor (a resumed run keeps its own parameters). `
+              : `A run of ${started.name} is already running; it keeps its own parameters. `}
+          <Link to={href('runs', started.runId)}>Open the run</Link>
+        </p>
+      )}
     </section>
+  );
+}
+
+/** What a params text holds: nothing (no params), a JSON value, or why it is not JSON. */
+function parseParams(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
+  if (text.trim() === '') return { ok: true, value: undefined };
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch (error) {
+    return { ok: false, message: `The parameters are not valid JSON: ${(error as Error).message}.` };
+  }
+}
+
+/**
+ * "Start run" for a recoverable handler: its parameters as JSON (the API does not publish a
+ * handler's params schema, so there are no fields to generate; the handler's worker checks them and
+ * fails the run, saying why, when they do not fit). Text that is not JSON is not sent.
+ */
+function StartRun({ name, onClose }: { name: string; onClose(run?: { runId: string; result: string }): void }) {
+  const trigger = useMutation(TriggerRunDocument);
+  const [text, setText] = useState('');
+  const [force, setForce] = useState(false);
+  const [shown, setShown] = useState<string | null>(null);
+  const area = useRef<HTMLTextAreaElement>(null);
+  const ids = { title: useId(), hint: useId(), error: useId() };
+  useEffect(() => area.current?.focus(), []);
+  // Once a parse error is shown, it follows the text as it is corrected.
+  const parsed = parseParams(text);
+  const invalid = shown !== null ? (parsed.ok ? null : parsed.message) : null;
+  return (
+    <form
+      id="start-run"
+      className="form start-run"
+      aria-labelledby={ids.title}
+      onSubmit={async (ev) => {
+        ev.preventDefault();
+        if (!parsed.ok) {
+          setShown(parsed.message);
+          area.current?.focus();
+          return;
+        }
+        const r = await trigger.run({
+          input: { name, ...(parsed.value === undefined ? {} : { params: parsed.value }), ...(force ? { force: true } : {}) },
+        });
+        if (r) onClose({ runId: r.triggerRun.run.id, result: r.triggerRun.result });
+      }}
+      onKeyDown={(ev) => {
+        if (ev.key === 'Escape') onClose();
+      }}
+    >
+      <h2 id={ids.title}>Start a run of {name}</h2>
+      <label>
+        Parameters (JSON, optional)
+        <textarea
+          ref={area}
+          rows={6}
+          spellCheck={false}
+          value={text}
+          placeholder='{"since": "2026-01-01"}'
+          onChange={(ev) => setText(ev.target.value)}
+          aria-invalid={invalid ? true : undefined}
+          aria-describedby={invalid ? `${ids.hint} ${ids.error}` : ids.hint}
+        />
+      </label>
+      <p className="muted" id={ids.hint}>
+        Empty starts it without parameters. The handler&apos;s worker checks them against its own schema; a run whose parameters do not fit
+        fails at once, saying why.
+      </p>
+      {invalid && (
+        <p className="error" role="alert" id={ids.error}>
+          {invalid}
+        </p>
+      )}
+      <label className="inline">
+        <input type="checkbox" checked={force} onChange={(ev) => setForce(ev.target.checked)} /> Queue it even when no live worker has the
+        handler
+      </label>
+      <ErrorBox error={trigger.error} title="The run was not started" />
+      <div className="actions">
+        <button type="submit" disabled={trigger.pending}>
+          Start run
+        </button>
+        <button type="button" onClick={() => onClose()}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
