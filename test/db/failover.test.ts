@@ -55,7 +55,8 @@ beforeAll(async () => {
   const config = parseConfig({ DATABASE_URL: front.url('jobgate'), PORT: '0' });
   app = await startApp({ config, log: createLogger('silent'), handlers });
   const direct = createDatabase({ connectionString: pair.primaryUrl('jobgate'), max: 2 });
-  key = (await createJobService({ db: direct.db, pool: direct.pool, defaultMaxAttempts: 3 }).bootstrapKey('default', 'ADMIN', 'failover')).key;
+  key = (await createJobService({ db: direct.db, pool: direct.pool, defaultMaxAttempts: 3 }).bootstrapKey('default', 'ADMIN', 'failover'))
+    .key;
   await direct.close();
   ws = createClient({
     url: app.url.replace(/^http/, 'ws'),
@@ -95,9 +96,13 @@ async function untilSecond(second: number): Promise<void> {
 
 describe('a failover to a promoted replica', () => {
   it('loses no acknowledged job, spends no attempt, misses and doubles no cron tick, and drops no live event', async () => {
-    await gql(`mutation { registerEndpoint(input: { name: "failover.e", kind: HANDLER, handlerName: "${HANDLER}", maxAttempts: 3 }) { id } }`);
+    await gql(
+      `mutation { registerEndpoint(input: { name: "failover.e", kind: HANDLER, handlerName: "${HANDLER}", maxAttempts: 3 }) { id } }`,
+    );
     const cron = (
-      await gql(`mutation { createJob(input: { kind: CRON, endpointName: "failover.e", cron: { expression: "* * * * *", timezone: "UTC" } }) { job { id } } }`)
+      await gql(
+        `mutation { createJob(input: { kind: CRON, endpointName: "failover.e", cron: { expression: "* * * * *", timezone: "UTC" } }) { job { id } } }`,
+      )
     ).createJob.job.id as string;
     const live = collect<{ executionId: string; jobId: string; status: string; attemptCount: number; cursor: string }>(ws, EVENTS);
     // The subscription is live once it delivers: a first job, created until one event arrives.
@@ -118,7 +123,9 @@ describe('a failover to a promoted replica', () => {
     const producer = (async () => {
       while (producing) {
         try {
-          const data = await gql(`mutation { createJob(input: { kind: IMMEDIATE, endpointName: "failover.e", input: {} }) { job { id } } }`);
+          const data = await gql(
+            `mutation { createJob(input: { kind: IMMEDIATE, endpointName: "failover.e", input: {} }) { job { id } } }`,
+          );
           acknowledged.push(data.createJob.job.id);
         } catch {
           refused++;

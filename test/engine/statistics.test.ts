@@ -1,6 +1,6 @@
 /**
  * The claim on tables whose statistics lag behind them (src/db/statements/statistics.ts and the
- * unlimited claim in claim.ts): a worker analyzes the claim's tables once they outgrow their
+ * unlimited claim in src/db/statements/claim.ts): a worker analyzes the claim's tables once they outgrow their
  * statistics, and on analyzed tables a claim reads its executions in the due index's order,
  * stopped by its limit, instead of every pending execution of each endpoint.
  */

@@ -70,7 +70,7 @@ async function pass(deps: RunDueDeps, options: { limit?: number }, reconcile: bo
   const lapsed = reconcile ? await reconcileExpiredLeases(deps.pool) : [];
   const count = (s: string) => lapsed.filter((r) => r.status === s).length;
   const schedule = await deps.scheduler.tick();
-  // A pass has no worker between passes to keep the claim's statistics (statistics.ts): it looks first.
+  // A pass has no worker between passes to keep the claim's statistics (src/db/statements/statistics.ts): it looks first.
   await analyzeGrownTables(deps.pool);
   const executions = await drainDue(deps.pool, deps.handlers, {
     limit: options.limit ?? 100,

@@ -45,7 +45,7 @@ export interface WorkerLoops {
   listener(): Listener | undefined;
 }
 
-/** The claim's tables analyzed once they outgrow their planner statistics (statistics.ts). */
+/** The claim's tables analyzed once they outgrow their planner statistics (src/db/statements/statistics.ts). */
 async function keepStatistics({ id, pool, log, availability }: WorkerLoopsDeps): Promise<void> {
   if (availability.down) return;
   try {

@@ -66,7 +66,7 @@ export interface WorkerOptions {
   /** Fallback poll when no notification arrives. Default 5 s. */
   pollMs?: number;
   reconcileMs?: number;
-  /** How often the claim's tables are checked for growth past their planner statistics (statistics.ts). Default 2 s. */
+  /** How often the claim's tables are checked for growth past their planner statistics (src/db/statements/statistics.ts). Default 2 s. */
   statisticsMs?: number;
   defaultTimeoutMs?: number;
   outboundAllow?: string[];
