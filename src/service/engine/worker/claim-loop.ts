@@ -200,6 +200,7 @@ async function claimOnce(
   limit: number,
 ): Promise<'more' | 'short' | 'failed' | 'retry'> {
   const sentAt = performance.now();
+  const order = claimOrder(state.sent++);
   let claimed: ClaimedExecution[];
   try {
     claimed = await claimExecutions(deps.pool, {
@@ -208,7 +209,7 @@ async function claimOnce(
       handlers: deps.handlers.names(),
       leaseMs: deps.leaseMs,
       limitedEndpoints: state.limited,
-      order: claimOrder(state.sent++),
+      order,
     });
   } catch (error) {
     state.drained = true;
@@ -223,8 +224,13 @@ async function claimOnce(
   clearTimeout(state.retryTimer);
   state.retryTimer = undefined;
   deps.claimed(sentAt, claimed);
-  // A full batch means there is probably more.
-  state.drained = claimed.length < limit;
+  // A full batch means there is probably more. A short one means the queue is empty for this
+  // worker, unless it was an OLDEST claim: that one locks what it picked only after picking it, and
+  // skips what another worker's claim took meanwhile, so under contention it comes back short with
+  // work still due. Taken as drained, its worker sat idle until the next poll (up to 5 s): with four
+  // workers on one backlog, one or two of them were claiming at any moment. The next claim, a
+  // PRIORITY one, tells.
+  state.drained = claimed.length < limit && order !== 'OLDEST';
   return state.drained ? 'short' : 'more';
 }
 
