@@ -25,6 +25,7 @@ import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
 import { createJobService } from '../../src/service/index.js';
 import { eventually } from '../support/eventually.js';
+import { postGraphql } from '../support/graphql.js';
 import { collect } from '../support/live.js';
 import { startReplicatedPostgres, type ReplicatedPostgres } from '../support/replica.js';
 import { startTcpSwitch, type TcpSwitch } from '../support/tcp-switch.js';
@@ -73,16 +74,7 @@ afterAll(async () => {
   await pair?.stop();
 });
 
-async function gql(query: string, variables: Record<string, unknown> = {}): Promise<any> {
-  const res = await fetch(app.url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = (await res.json()) as { data?: any; errors?: unknown[] };
-  if (body.errors) throw new Error(JSON.stringify(body.errors));
-  return body.data;
-}
+const gql = (query: string, variables: Record<string, unknown> = {}) => postGraphql(app.url, key, query, variables);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

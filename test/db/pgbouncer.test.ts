@@ -18,6 +18,7 @@ import { createLogger } from '../../src/log.js';
 import { createJobService } from '../../src/service/index.js';
 import { createEmptyDatabase, serverUrl } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
+import { postGraphql } from '../support/graphql.js';
 import { collect } from '../support/live.js';
 import { startPgBouncer, type PgBouncer } from '../support/pgbouncer.js';
 
@@ -101,16 +102,7 @@ async function startThroughPooler(listen: 'direct' | 'none') {
     'ADMIN',
     'pooler test',
   );
-  const gql = async (query: string, variables: Record<string, unknown> = {}) => {
-    const res = await fetch(app.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: JSON.stringify({ query, variables }),
-    });
-    const body = (await res.json()) as { data?: any; errors?: unknown[] };
-    if (body.errors) throw new Error(JSON.stringify(body.errors));
-    return body.data;
-  };
+  const gql = (query: string, variables: Record<string, unknown> = {}) => postGraphql(app.url, key, query, variables);
   const { registerEndpoint } = await gql(
     `mutation { registerEndpoint(input: { name: "echo", kind: HANDLER, handlerName: "demo.echo", maxAttempts: 1 }) { id } }`,
   );

@@ -12,6 +12,7 @@ import { parseConfig } from '../../src/environment.js';
 import { createLogger } from '../../src/log.js';
 import { createJobService } from '../../src/service/index.js';
 import { eventually } from '../support/eventually.js';
+import { postGraphql } from '../support/graphql.js';
 import { startReplicatedPostgres, type ReplicatedPostgres } from '../support/replica.js';
 
 /** Long enough that a read right after the replay stopped is surely within it, on a busy machine. */
@@ -49,16 +50,7 @@ afterAll(async () => {
   await pair?.stop();
 });
 
-async function gql(key: string, query: string, variables: Record<string, unknown> = {}) {
-  const res = await fetch(app.url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = (await res.json()) as { data?: any; errors?: unknown[] };
-  if (body.errors) throw new Error(JSON.stringify(body.errors));
-  return body.data;
-}
+const gql = (key: string, query: string, variables: Record<string, unknown> = {}) => postGraphql(app.url, key, query, variables);
 
 const listed = async (key: string): Promise<string[]> =>
   (await gql(key, '{ jobs(first: 100) { nodes { id } } }')).jobs.nodes.map((n: { id: string }) => n.id);

@@ -86,3 +86,15 @@ async function firstEvent(response: Response, ms: number): Promise<GqlResult> {
     await reader.cancel().catch(() => {});
   }
 }
+
+/** A GraphQL request to a running jobgate's `url` as the key `key`: its data, or a thrown error naming the errors. */
+export async function postGraphql(url: string, key: string, query: string, variables: Record<string, unknown> = {}): Promise<any> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = (await res.json()) as { data?: any; errors?: unknown[] };
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data;
+}
