@@ -1,4 +1,4 @@
--- The schema after migrations/000046_key_rate_and_workspace_cap.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000047_job_dependencies.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -320,6 +320,24 @@ begin
   return new;
 end $$;
 
+CREATE FUNCTION public.jobgate_prerequisite_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  dependents uuid[];
+begin
+  select array_agg(l.id order by l.id) into dependents from (
+    select j.id from jobs j
+    where j.id in (select d.job_id from job_dependencies d where d.prerequisite_id = new.job_id and d.outcome is null)
+    order by j.id for no key update
+  ) l;
+  if dependents is null then return null; end if;
+  update job_dependencies d set outcome = new.status, resolved_at = now()
+  where d.prerequisite_id = new.job_id and d.outcome is null and d.job_id = any(dependents);
+  perform jobgate_settle_dependents(dependents);
+  return null;
+end $$;
+
 CREATE FUNCTION public.jobgate_provision_alerts(ws uuid) RETURNS void
     LANGUAGE plpgsql
     AS $$
@@ -378,6 +396,47 @@ CREATE FUNCTION public.jobgate_provision_workspace_alerts() RETURNS trigger
 begin
   perform jobgate_provision_alerts(new.id);
   return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_settle_dependents(dependents uuid[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+begin
+  with failed as (
+    select j.id,
+           (select 'prerequisite job ' || d.prerequisite_id || ' ended ' || d.outcome
+            from job_dependencies d
+            where d.job_id = j.id and d.outcome in ('FAILED', 'CANCELLED')
+            order by d.resolved_at, d.prerequisite_id limit 1) as why
+    from jobs j
+    where j.id = any(dependents) and j.status <> 'RETIRED' and j.on_prerequisite_failure = 'CANCEL'
+      and exists (select 1 from job_dependencies d where d.job_id = j.id and d.outcome in ('FAILED', 'CANCELLED'))
+  ), retired as (
+    -- Run whether or not it is read, as every data-modifying WITH.
+    update jobs j set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
+    from failed f where j.id = f.id
+    returning j.id
+  ), locked as materialized (
+    -- In id order, as every statement that locks several executions (src/db/statements/lease.ts).
+    select e.id from executions e where e.job_id in (select id from failed) and e.blocked and e.status = 'PENDING'
+    order by e.id for no key update
+  )
+  update executions e
+  set status = 'CANCELLED', blocked = false, finished_at = now(), updated_at = now(),
+      last_error = (select f.why from failed f where f.id = e.job_id)
+  from locked l
+  where e.id = l.id;
+
+  with released as (
+    select e.id from executions e
+    where e.job_id = any(dependents) and e.blocked and e.status = 'PENDING'
+      and not exists (select 1 from job_dependencies d where d.job_id = e.job_id and d.outcome is null)
+    order by e.id for no key update
+  )
+  update executions e set blocked = false, updated_at = now()
+  from released r where e.id = r.id;
+  -- Released work may be due now: wake the workers, inside this transaction.
+  if found then perform pg_notify('jobgate_work', ''); end if;
 end $$;
 
 CREATE FUNCTION public.jobgate_workspace_cap() RETURNS trigger
@@ -667,6 +726,8 @@ CREATE TABLE public.executions (
     priority smallint DEFAULT 0 NOT NULL,
     concurrency_key text DEFAULT ''::text NOT NULL COLLATE pg_catalog."C",
     gated boolean DEFAULT false NOT NULL,
+    blocked boolean DEFAULT false NOT NULL,
+    has_dependents boolean DEFAULT false NOT NULL,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT executions_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
@@ -685,6 +746,10 @@ COMMENT ON COLUMN public.executions.priority IS 'The job''s priority when this e
 COMMENT ON COLUMN public.executions.concurrency_key IS 'Its job''s concurrency key when it was created (pinned); '''' for none.';
 
 COMMENT ON COLUMN public.executions.gated IS 'PENDING under an endpoint with a concurrency, rate or per-key limit: claimed only under that endpoint''s advisory lock. Kept by triggers.';
+
+COMMENT ON COLUMN public.executions.blocked IS 'PENDING and waiting for its job''s prerequisites (job_dependencies): never claimed, out of the claim''s indexes. Cleared when they are settled.';
+
+COMMENT ON COLUMN public.executions.has_dependents IS 'A job depends on this execution''s outcome: its end settles them (executions_prerequisite_ended). False for nearly all, so the trigger costs other executions nothing.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -769,6 +834,21 @@ COMMENT ON COLUMN public.interval_handlers.last_extra IS 'The JSON the last tick
 
 COMMENT ON COLUMN public.interval_handlers.force_next IS 'A trigger with force made the next tick due: that tick runs with force (its handler skips its own grace window); cleared by the take.';
 
+CREATE TABLE public.job_dependencies (
+    job_id uuid NOT NULL,
+    prerequisite_id uuid NOT NULL,
+    workspace_id uuid NOT NULL,
+    outcome text,
+    resolved_at timestamp with time zone,
+    "position" smallint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_dependencies_not_itself CHECK ((job_id <> prerequisite_id)),
+    CONSTRAINT job_dependencies_outcome_check CHECK ((outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
+    CONSTRAINT job_dependencies_resolved CHECK (((outcome IS NULL) = (resolved_at IS NULL)))
+);
+
+COMMENT ON TABLE public.job_dependencies IS 'Job `job_id` starts only once job `prerequisite_id` has an outcome (and under CANCEL, a SUCCEEDED one).';
+
 CREATE TABLE public.jobgate_migrations (
     version integer NOT NULL,
     name text NOT NULL,
@@ -810,6 +890,7 @@ CREATE TABLE public.jobs (
     alerts_opt_out boolean DEFAULT false NOT NULL,
     priority smallint DEFAULT 0 NOT NULL,
     concurrency_key text COLLATE pg_catalog."C",
+    on_prerequisite_failure text,
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
     CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
@@ -821,6 +902,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_lock_key_check CHECK ((lock_key <> ''::text)),
     CONSTRAINT jobs_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
     CONSTRAINT jobs_misfire_policy_check CHECK ((misfire_policy = ANY (ARRAY['FIRE_LATEST'::text, 'SKIP'::text, 'FIRE_ALL'::text]))),
+    CONSTRAINT jobs_on_prerequisite_failure_check CHECK ((on_prerequisite_failure = ANY (ARRAY['CANCEL'::text, 'RUN'::text]))),
     CONSTRAINT jobs_overlap_policy_check CHECK ((overlap_policy = ANY (ARRAY['SKIP'::text, 'QUEUE'::text, 'ALLOW'::text]))),
     CONSTRAINT jobs_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
     CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'RETIRED'::text])))
@@ -829,6 +911,8 @@ CREATE TABLE public.jobs (
 COMMENT ON COLUMN public.jobs.priority IS 'Higher first (-100 to 100); pinned on each execution when it is created.';
 
 COMMENT ON COLUMN public.jobs.concurrency_key IS 'The key its executions count against for their endpoint''s key_concurrency_limit (e.g. a customer''s id); null: none.';
+
+COMMENT ON COLUMN public.jobs.on_prerequisite_failure IS 'What happens to this job when a prerequisite FAILED or was CANCELLED: CANCEL retires it, RUN starts it anyway; null: it has no prerequisites.';
 
 CREATE TABLE public.payload_specs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -1065,6 +1149,9 @@ ALTER TABLE ONLY public.interval_abandoned
 ALTER TABLE ONLY public.interval_handlers
     ADD CONSTRAINT interval_handlers_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_pkey PRIMARY KEY (job_id, prerequisite_id);
+
 ALTER TABLE ONLY public.jobgate_migrations
     ADD CONSTRAINT jobgate_migrations_pkey PRIMARY KEY (version);
 
@@ -1137,21 +1224,23 @@ CREATE INDEX events_created ON public.events USING brin (created_at);
 
 CREATE INDEX events_replay ON public.events USING btree (workspace_id, topic, id);
 
+CREATE INDEX executions_blocked ON public.executions USING btree (job_id) WHERE blocked;
+
 CREATE INDEX executions_due ON public.executions USING btree (run_after, id) WHERE (status = 'PENDING'::text);
 
-CREATE INDEX executions_due_priority ON public.executions USING btree (priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND (NOT gated));
+CREATE INDEX executions_due_priority ON public.executions USING btree (priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND (NOT gated) AND (NOT blocked));
 
 CREATE INDEX executions_endpoint_created ON public.executions USING btree (endpoint_id, created_at DESC, id DESC);
 
 CREATE INDEX executions_failed_created ON public.executions USING btree (workspace_id, created_at DESC, id DESC) WHERE (status = 'FAILED'::text);
 
-CREATE INDEX executions_gated_due ON public.executions USING btree (endpoint_id, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated);
+CREATE INDEX executions_gated_due ON public.executions USING btree (endpoint_id, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated AND (NOT blocked));
 
 CREATE INDEX executions_job_created ON public.executions USING btree (job_id, created_at DESC, id DESC);
 
 CREATE UNIQUE INDEX executions_live_lock_key ON public.executions USING btree (workspace_id, lock_key) WHERE ((lock_key IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text])));
 
-CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated);
+CREATE INDEX executions_pending_key ON public.executions USING btree (endpoint_id, concurrency_key, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated AND (NOT blocked));
 
 CREATE UNIQUE INDEX executions_request_id ON public.executions USING btree (job_id, request_id) WHERE (request_id IS NOT NULL);
 
@@ -1172,6 +1261,8 @@ CREATE INDEX executions_workspace_live ON public.executions USING btree (workspa
 CREATE INDEX findings_run ON public.findings USING btree (run_id, id);
 
 CREATE INDEX interval_handlers_due ON public.interval_handlers USING btree (next_due_at) WHERE (owner IS NULL);
+
+CREATE INDEX job_dependencies_prerequisite ON public.job_dependencies USING btree (prerequisite_id, job_id);
 
 CREATE UNIQUE INDEX jobs_idempotency_key ON public.jobs USING btree (workspace_id, endpoint_id, idempotency_key);
 
@@ -1222,6 +1313,8 @@ CREATE TRIGGER executions_gate_pending BEFORE UPDATE OF status ON public.executi
 CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_notify_work();
 
 CREATE TRIGGER executions_pin_input BEFORE INSERT ON public.executions FOR EACH ROW WHEN ((new.input IS NULL)) EXECUTE FUNCTION public.jobgate_pin_execution_input();
+
+CREATE TRIGGER executions_prerequisite_ended AFTER UPDATE OF status ON public.executions FOR EACH ROW WHEN ((new.has_dependents AND (new.status = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.jobgate_prerequisite_ended();
 
 CREATE TRIGGER findings_events_insert AFTER INSERT ON public.findings REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_insert();
 
@@ -1359,6 +1452,15 @@ ALTER TABLE ONLY public.findings
 
 ALTER TABLE ONLY public.interval_abandoned
     ADD CONSTRAINT interval_abandoned_name_fkey FOREIGN KEY (name) REFERENCES public.interval_handlers(name);
+
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_prerequisite_id_fkey FOREIGN KEY (prerequisite_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.job_dependencies
+    ADD CONSTRAINT job_dependencies_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

@@ -54,7 +54,7 @@ const INTERVAL_PREFIX = 'interval:';
  */
 export const workChannel: Channel<WorkHint> = {
   name: 'jobgate_work',
-  sentByTriggers: ['jobgate_notify_work', 'jobgate_notify_interval_due'],
+  sentByTriggers: ['jobgate_notify_work', 'jobgate_notify_interval_due', 'jobgate_settle_dependents'],
   encode: (hint) => (hint.kind === 'interval' ? INTERVAL_PREFIX + hint.name : ''),
   decode(payload) {
     if (payload === '') return { kind: 'work' };

@@ -276,6 +276,10 @@ export interface Events {
 export interface Executions {
   attempt_count: Generated<number>;
   attempt_started_at: Timestamp | null;
+  /**
+   * PENDING and waiting for its job's prerequisites (job_dependencies): never claimed, out of the claim's indexes. Cleared when they are settled.
+   */
+  blocked: Generated<boolean>;
   cancel_requested_at: Timestamp | null;
   /**
    * The token of the claim that last took the execution, made up by its worker: how the worker finds what a claim took whose answer it never received. Null for executions never claimed since migration 000031.
@@ -293,6 +297,10 @@ export interface Executions {
    * PENDING under an endpoint with a concurrency, rate or per-key limit: claimed only under that endpoint's advisory lock. Kept by triggers.
    */
   gated: Generated<boolean>;
+  /**
+   * A job depends on this execution's outcome: its end settles them (executions_prerequisite_ended). False for nearly all, so the trigger costs other executions nothing.
+   */
+  has_dependents: Generated<boolean>;
   id: Generated<string>;
   /**
    * The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).
@@ -390,6 +398,16 @@ export interface IntervalHandlers {
   updated_at: Generated<Timestamp>;
 }
 
+export interface JobDependencies {
+  created_at: Generated<Timestamp>;
+  job_id: string;
+  outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
+  position: number;
+  prerequisite_id: string;
+  resolved_at: Timestamp | null;
+  workspace_id: string;
+}
+
 export interface JobgateMigrations {
   applied_at: Generated<Timestamp>;
   checksum: string;
@@ -421,6 +439,10 @@ export interface Jobs {
   missed_ticks: Generated<number>;
   name: string | null;
   next_fire_at: Timestamp | null;
+  /**
+   * What happens to this job when a prerequisite FAILED or was CANCELLED: CANCEL retires it, RUN starts it anyway; null: it has no prerequisites.
+   */
+  on_prerequisite_failure: 'CANCEL' | 'RUN' | null;
   overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW' | null;
   /**
    * Higher first (-100 to 100); pinned on each execution when it is created.
@@ -584,6 +606,7 @@ export interface DB {
   findings: Findings;
   interval_abandoned: IntervalAbandoned;
   interval_handlers: IntervalHandlers;
+  job_dependencies: JobDependencies;
   jobgate_migrations: JobgateMigrations;
   jobs: Jobs;
   payload_specs: PayloadSpecs;

@@ -337,7 +337,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     });
     new Gauge({
       name: 'jobgate_executions_waiting',
-      help: 'Pending executions of the whole installation by endpoint and the reason each waits (its waitingFor: ENDPOINT_PAUSED, JOB_PAUSED, NOT_DUE, RETRY_BACKOFF, ENDPOINT_RETRY_AFTER, PREVIOUS_OCCURRENCE, ENDPOINT_CONCURRENCY_FULL, WORKSPACE_CONCURRENCY_FULL, KEY_CONCURRENCY_FULL, RATE_LIMITED, KEY_RATE_LIMITED, NO_LIVE_WORKER, READY). The same from every process: aggregate with max.',
+      help: 'Pending executions of the whole installation by endpoint and the reason each waits (its waitingFor: ENDPOINT_PAUSED, JOB_PAUSED, PREREQUISITES, NOT_DUE, RETRY_BACKOFF, ENDPOINT_RETRY_AFTER, PREVIOUS_OCCURRENCE, ENDPOINT_CONCURRENCY_FULL, WORKSPACE_CONCURRENCY_FULL, KEY_CONCURRENCY_FULL, RATE_LIMITED, KEY_RATE_LIMITED, NO_LIVE_WORKER, READY). The same from every process: aggregate with max.',
       labelNames: ['endpoint', 'reason'],
       registers,
       async collect() {

@@ -111,6 +111,10 @@ export const WaitReasonEnum = builder.enumType('WaitReason', {
   values: {
     ENDPOINT_PAUSED: { description: 'Its endpoint is paused (pauseEndpoint); it starts after resumeEndpoint.' },
     JOB_PAUSED: { description: 'Its job is paused (pauseJob); only a manual run of a paused job starts.' },
+    PREREQUISITES: {
+      description:
+        'Its job was created with dependsOn and some of those jobs have not ended yet (`prerequisites` lists them): it starts once each has SUCCEEDED (or, with onPrerequisiteFailure RUN, ended at all).',
+    },
     NOT_DUE: { description: 'Its time has not come: `until` is when it becomes due.' },
     RETRY_BACKOFF: { description: 'An attempt failed and the next waits out its backoff (or a Retry-After) until `until`.' },
     ENDPOINT_RETRY_AFTER: {
@@ -154,6 +158,12 @@ export const WaitingForRef = builder.objectRef<WaitingFor>('WaitingFor').impleme
     }),
     detail: t.exposeString('detail', {
       description: 'The reason in words, with its figures (the limit and how many are in flight, the handler).',
+    }),
+    prerequisites: t.field({
+      type: [JobRef],
+      description:
+        'PREREQUISITES: the jobs it still waits for (at most ten, in id order; `detail` gives the count). Empty for the other reasons.',
+      resolve: (w, _args, ctx) => Promise.all(w.prerequisiteIds.map((id) => ctx.service.job(ctx.actor, id))),
     }),
   }),
 });

@@ -6,6 +6,7 @@ import './workspace.js';
 import './specs-and-configs.js';
 import './endpoint.js';
 import './job.js';
+import './job-dependencies.js';
 import './execution.js';
 import './access.js';
 import './run.js';

@@ -4,6 +4,7 @@ import type { CronSchedule, Job } from '../service/kernel/models.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, nodeId, pageArgs, zodInput } from './common.js';
 import { EndpointRef } from './endpoint.js';
+import { PrerequisiteFailurePolicyEnum } from './prerequisites.js';
 
 export const JobKindEnum = builder.enumType('JobKind', {
   description: 'When a job runs.',
@@ -323,6 +324,14 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
     }),
     runAt: t.field({ type: DateTimeScalar, description: 'DELAYED: when to run.' }),
     cron: t.field({ type: CronScheduleInputRef, description: 'CRON: the schedule.' }),
+    dependsOn: t.idList({
+      description:
+        "IMMEDIATE and DELAYED: 1 to 100 jobs of the workspace (IMMEDIATE or DELAYED, created earlier or earlier in the same transaction) that must SUCCEED before this job's execution starts; until then it is PENDING with waitingFor PREREQUISITES. A DELAYED job starts at the later of its runAt and their end. An id of no job of the workspace is NOT_FOUND. Since a job can only name jobs that exist, there is never a cycle.",
+    }),
+    onPrerequisiteFailure: t.field({
+      type: PrerequisiteFailurePolicyEnum,
+      description: 'With dependsOn: what happens when one of them FAILED or was CANCELLED. Default CANCEL.',
+    }),
   }),
 });
 export const createJobValidation = zodInput(createJobSchema);

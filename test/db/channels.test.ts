@@ -115,6 +115,19 @@ describe('the channels of src/db/channels.ts', () => {
     await expectHeard(() => t.service.cancelJob(t.actor, jobId), [on(liveChannel, { kind: 'events' })]);
   });
 
+  it('read what settling a dependent sends when its prerequisite ends', async () => {
+    const { job: prerequisite } = await t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'IMMEDIATE', input: {} });
+    await t.service.createJob(t.actor, {
+      endpointName: 'channels.noop',
+      kind: 'IMMEDIATE',
+      dependsOn: [prerequisite.id],
+      onPrerequisiteFailure: 'RUN',
+    });
+    // Its prerequisite cancelled, the dependent (RUN) is released: work for the workers.
+    fires('jobgate_settle_dependents');
+    await expectHeard(() => t.service.cancelJob(t.actor, prerequisite.id), [on(workChannel, { kind: 'work' })]);
+  });
+
   it('read what the run, finding and catalogue triggers send when a run is triggered, finds, and is cancelled', async () => {
     let runId = '';
     fires('jobgate_events_runs_insert', 'jobgate_catalog_hint');

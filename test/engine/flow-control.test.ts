@@ -130,6 +130,7 @@ describe('why an execution is waiting', () => {
       reason: 'NO_LIVE_WORKER',
       until: null,
       detail: 'no running worker has registered handler "quick"',
+      prerequisiteIds: [],
     });
 
     // A worker as the library starts one (it reports its presence and handlers), with one slot,
@@ -144,7 +145,12 @@ describe('why an execution is waiting', () => {
       await gate.startWorker({ concurrency: 1 });
       await eventually(() => started.length === 1, 10_000, 'the blocking attempt to start');
       const w = await waiting(job);
-      expect(w).toEqual({ reason: 'READY', until: null, detail: 'due: the next worker with room takes it, in due order' });
+      expect(w).toEqual({
+        reason: 'READY',
+        until: null,
+        detail: 'due: the next worker with room takes it, in due order',
+        prerequisiteIds: [],
+      });
       release();
       await settled(t, job, ['SUCCEEDED']);
       expect(await waiting(job)).toBeNull();

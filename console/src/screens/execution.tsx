@@ -172,6 +172,7 @@ export function ExecutionScreen({ id }: { id: string }) {
 const WAIT_REASONS: Record<WaitReason, string> = {
   ENDPOINT_PAUSED: 'Endpoint paused',
   JOB_PAUSED: 'Job paused',
+  PREREQUISITES: 'Waiting for prerequisite jobs',
   NOT_DUE: 'Not due yet',
   RETRY_BACKOFF: 'Retry backoff',
   ENDPOINT_RETRY_AFTER: 'Target asked to wait (Retry-After)',

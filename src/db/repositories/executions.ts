@@ -22,6 +22,8 @@ export interface NewExecutionRow {
   created_by_key_id?: string | null;
   /** The input to deliver, as JSON text: pinned now, whatever later edits do to the job. */
   input?: string;
+  /** Waits for its job's prerequisites (migration 000047) until they are settled. */
+  blocked?: boolean;
 }
 
 /**
@@ -125,14 +127,17 @@ export async function cancelPendingByIds(
   reason: string,
 ): Promise<ExecutionRow[]> {
   if (ids.length === 0) return [];
-  return db
-    .updateTable('executions')
-    .set({ status: 'CANCELLED', finished_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, last_error: reason })
-    .where('workspace_id', '=', scoped(workspaceId))
-    .where('id', 'in', ids)
-    .where('status', '=', 'PENDING')
-    .returningAll()
-    .execute();
+  return (
+    db
+      .updateTable('executions')
+      // No longer waiting for prerequisites either (blocked means PENDING and waiting).
+      .set({ status: 'CANCELLED', blocked: false, finished_at: sql<Date>`now()`, updated_at: sql<Date>`now()`, last_error: reason })
+      .where('workspace_id', '=', scoped(workspaceId))
+      .where('id', 'in', ids)
+      .where('status', '=', 'PENDING')
+      .returningAll()
+      .execute()
+  );
 }
 
 /**
@@ -238,6 +243,7 @@ export function cancelLiveExecutionsOf(jobs: RawBuilder<unknown>, reason: string
     )
     update executions
     set status = case when status = 'PENDING' then 'CANCELLED' else status end,
+        blocked = false,
         finished_at = case when status = 'PENDING' then now() else finished_at end,
         last_error = case when status = 'PENDING' then ${reason} else last_error end,
         cancel_requested_at = case when status = 'RUNNING' then coalesce(cancel_requested_at, now()) else cancel_requested_at end,

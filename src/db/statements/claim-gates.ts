@@ -69,11 +69,12 @@ export const JOB_RUNS = `(j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trig
 
 /**
  * Claimable, the one definition every claim path uses (the execution is `e`, its job `j`): due,
- * PENDING, of a job that runs. A paused job's executions wait, but for a manual trigger (an
+ * PENDING, not waiting for its job's prerequisites (blocked, migration 000047), of a job that runs. A paused job's executions wait, but for a manual trigger (an
  * operator's explicit "run it anyway"). The unlimited claim (claim.ts) states the same with the
  * job read in a subquery.
  */
 export const CLAIMABLE = `e.status = 'PENDING'
+    and not e.blocked
     and e.run_after <= now()
     and ${JOB_RUNS}`;
 
@@ -130,7 +131,7 @@ export const oldestAcrossLevels = (limit: string, level: (lvl: string) => string
   limit ${limit}
 ), candidates as (
   select e.id from executions e join picked p on p.id = e.id
-  where e.status = 'PENDING' and e.run_after <= now() and ${gated ? '' : 'not '}e.gated
+  where e.status = 'PENDING' and e.run_after <= now() and ${gated ? '' : 'not '}e.gated and not e.blocked
   for update of e skip locked`;
 
 /**

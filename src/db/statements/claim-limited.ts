@@ -134,7 +134,7 @@ const limitedCandidates = (lvl: string, lock: boolean) => `
   order by e.run_after, e.id
   limit (select n from room)
   ${lock ? 'for update of e skip locked' : ''}`;
-const ENDPOINT_LEVELS = priorityLevels('e.endpoint_id = $4 and e.gated');
+const ENDPOINT_LEVELS = priorityLevels('e.endpoint_id = $4 and e.gated and not e.blocked');
 const CLAIM_LIMITED: Record<ClaimOrder, string> = {
   OLDEST: `
 with recursive ${ENDPOINT_LEVELS}, ${bucketAndRoom('$7')}, ${oldestAcrossLevels('(select n from room)', (lvl) => limitedCandidates(lvl, false), true)}
@@ -151,7 +151,7 @@ const MAX_KEY_LANES = 100;
 
 /** The first key `op` `than` among the endpoint's pending executions (one probe of executions_pending_key). */
 const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key from executions e
-     where e.endpoint_id = $4 and e.status = 'PENDING' and e.gated and e.concurrency_key ${op} ${than}
+     where e.endpoint_id = $4 and e.status = 'PENDING' and e.gated and not e.blocked and e.concurrency_key ${op} ${than}
      order by e.concurrency_key limit 1)`;
 
 /**
@@ -241,7 +241,7 @@ with recursive turn_from(k) as (
   select e.id, p.turn, p.position, p.k
   from executions e
   join (select id, turn, position, k from picked order by turn, position limit (select n from room)) p on p.id = e.id
-  where e.status = 'PENDING' and e.run_after <= now() and e.gated
+  where e.status = 'PENDING' and e.run_after <= now() and e.gated and not e.blocked
   for update of e skip locked
 ), turned as (
   insert into endpoint_key_turns (endpoint_id, last_key)

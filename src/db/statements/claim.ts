@@ -74,6 +74,7 @@ const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
   where e.status = 'PENDING'
     and e.run_after <= now()
     and not e.gated
+    and not e.blocked
     and e.priority = ${lvl}
     and ${SERIAL_TURN}
     and (select ${JOB_RUNS} from jobs j where j.id = e.job_id)
@@ -85,10 +86,10 @@ const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
 const claimUnlimitedSql = (limit: string, order: ClaimOrder) =>
   order === 'OLDEST'
     ? `
-with recursive ${priorityLevels('not e.gated')}, ${oldestAcrossLevels(limit, (lvl) => unlimitedCandidates(limit, lvl, false), false)}
+with recursive ${priorityLevels('not e.gated and not e.blocked')}, ${oldestAcrossLevels(limit, (lvl) => unlimitedCandidates(limit, lvl, false), false)}
 ${claimTail()}`
     : `
-with recursive ${priorityLevels('not e.gated')}, candidates as (
+with recursive ${priorityLevels('not e.gated and not e.blocked')}, candidates as (
   select c.id from (select p from levels where p is not null order by p desc) l cross join lateral (${unlimitedCandidates(limit, 'l.p', true)}) c
   limit ${limit}
 ${claimTail()}`;
@@ -264,13 +265,13 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
     name: 'jobgate.next-due',
     text: `select least(
              (select extract(epoch from min(run_after) - now()) * 1000
-              from executions where status = 'PENDING' and run_after > now()),
+              from executions where status = 'PENDING' and not blocked and run_after > now()),
              (select min((1 - t.tokens) * en.rate_limit_period_ms / en.rate_limit_count)
               from endpoints en
               join endpoint_rate_buckets b on b.endpoint_id = en.id
               cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
               where en.rate_limit_count is not null and t.tokens < 1
-                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.gated and e.run_after <= now())),
+                and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.gated and not e.blocked and e.run_after <= now())),
              (with dry as materialized (
                 select kb.endpoint_id, kb.concurrency_key, (1 - t.tokens) * en.key_rate_limit_period_ms / en.key_rate_limit_count as in_ms
                 from endpoints en
@@ -282,7 +283,7 @@ export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
               select min(d.in_ms) from dry d
               -- One probe per dry key (the LIMIT keeps it a probe, not a join over all the pending).
               where exists (select 1 from executions e where e.endpoint_id = d.endpoint_id and e.concurrency_key = d.concurrency_key
-                                                        and e.status = 'PENDING' and e.gated and e.run_after <= now() limit 1)),
+                                                        and e.status = 'PENDING' and e.gated and not e.blocked and e.run_after <= now() limit 1)),
              (select extract(epoch from min(ra.until) - now()) * 1000 from endpoint_retry_after ra where ra.until > now())
            ) as in_ms`,
   });

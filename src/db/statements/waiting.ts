@@ -2,7 +2,7 @@
  * Why a PENDING execution is waiting: the first of the claim's gates (claim.ts) that holds it,
  * read from the same definitions the claim uses, so the answer cannot drift from what the claim
  * does. Gates in the order an operator acts on them: a lever someone pulled (the endpoint or the
- * job paused), then time (not due yet, a retry's backoff, the target's Retry-After), then the queue's own rules (the
+ * job paused), then its job's prerequisites (a workflow's order), then time (not due yet, a retry's backoff, the target's Retry-After), then the queue's own rules (the
  * previous occurrence of a serial job, the endpoint's concurrency limit, the workspace's cap, the key's
  * concurrency limit, the endpoint's rate limit, the key's), then
  * capacity (no live worker can deliver it). READY: nothing holds it, and the next claim with room takes it, in due
@@ -17,6 +17,7 @@ import { workerIsLive } from './workers.js';
 export const WAIT_REASONS = [
   'ENDPOINT_PAUSED',
   'JOB_PAUSED',
+  'PREREQUISITES',
   'NOT_DUE',
   'RETRY_BACKOFF',
   'ENDPOINT_RETRY_AFTER',
@@ -42,6 +43,10 @@ export interface WaitingRow {
   until: Date | null;
   /** ENDPOINT_RETRY_AFTER: the target's answer (429 or 503). */
   retry_after_status: number | null;
+  /** PREREQUISITES: the jobs it still waits for (no outcome yet), at most ten, in id order; null for the other reasons. */
+  open_prerequisites: string[] | null;
+  /** PREREQUISITES: how many it still waits for. */
+  open_prerequisite_count: number | null;
   /** ENDPOINT_PAUSED: since when. */
   paused_at: Date | null;
   endpoint_name: string;
@@ -71,7 +76,7 @@ export interface WaitingRow {
 // one join per execution. Followed by the filter on `e` (executions) and WAITING_REST.
 const WAITING_HEAD = `with pend as materialized (
   select e.id, e.workspace_id, e.job_id, e.endpoint_id, e.attempt_count, e.max_attempts, e.run_after, e.trigger,
-         e.concurrency_key, e.serial, e.scheduled_for
+         e.concurrency_key, e.serial, e.scheduled_for, e.blocked
   from executions e where e.status = 'PENDING' and `;
 const WAITING_GATES = `), eps as materialized (
   select en.id, en.name, en.kind, en.handler_name, en.concurrency_limit, en.paused_at, en.rate_limit_count,
@@ -111,6 +116,10 @@ const WAITING_SELECT = `
 select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint_name, en.handler_name, en.concurrency_limit,
        en.paused_at, en.rate_limit_count, en.rate_limit_period_ms, en.running, en.retry_after_status,
        e.concurrency_key, en.key_concurrency_limit, en.workspace_concurrency_limit, en.workspace_running,
+       case when e.blocked then array(select d.prerequisite_id from job_dependencies d where d.job_id = e.job_id and d.outcome is null
+                                      order by d.prerequisite_id limit 10) end as open_prerequisites,
+       case when e.blocked then (select count(*)::int from job_dependencies d where d.job_id = e.job_id and d.outcome is null) end
+         as open_prerequisite_count,
        en.key_rate_limit_count, en.key_rate_limit_period_ms,
        case when en.key_concurrency_limit is not null and e.concurrency_key <> '' then coalesce(kr.running, 0) end as key_running,
        case when e.run_after > now() then e.run_after
@@ -121,6 +130,7 @@ select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint
        case
          when en.paused_at is not null then 'ENDPOINT_PAUSED'
          when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
+         when e.blocked then 'PREREQUISITES'
          when e.run_after > now() and e.attempt_count > 0 then 'RETRY_BACKOFF'
          when e.run_after > now() then 'NOT_DUE'
          when en.ra_until is not null then 'ENDPOINT_RETRY_AFTER'

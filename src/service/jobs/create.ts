@@ -10,6 +10,7 @@
  *    the two together: the same rows for every request the statement takes, and a decline for
  *    every request the full path refuses.
  */
+import * as dependenciesRepo from '../../db/repositories/dependencies.js';
 import * as executionsRepo from '../../db/repositories/executions.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
 import type { EndpointRow, JobRow, NewJob } from '../../db/types.js';
@@ -22,7 +23,7 @@ import { auditInput, auditingFailure } from '../kernel/audited-mutation.js';
 import { hasRole } from '../kernel/authorisation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { normalizeCron } from '../cron/expressions.js';
-import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, ValidationError } from '../kernel/errors.js';
+import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import { resolveEndpoint } from '../endpoints/endpoints.js';
 import { createJobSchema, type CreateJobInput } from '../kernel/inputs.js';
 import { toJob, type Job } from '../kernel/models.js';
@@ -105,7 +106,47 @@ function jobRowFor(
     concurrency_key: input.concurrencyKey ?? null,
     created_by_key_id: actor.keyId ?? null,
     schedule_name: extra.scheduleName ?? null,
+    on_prerequisite_failure: input.dependsOn ? (input.onPrerequisiteFailure ?? 'CANCEL') : null,
   };
+}
+
+/** 'dependsOn' or 'onPrerequisiteFailure' when a repeated request names other prerequisites, or another policy, than the job its key names. */
+async function differingPrerequisites(
+  trx: Transaction<DB>,
+  actor: Actor,
+  existing: JobRow,
+  wanted: NewJob,
+  dependsOn: readonly string[],
+): Promise<string | undefined> {
+  const had = (await dependenciesRepo.dependenciesOf(trx, actor.workspaceId, [existing.id])).map((d) => d.prerequisite_id).sort();
+  const asked = [...dependsOn].map((id) => id.toLowerCase()).sort();
+  if (had.length !== asked.length || had.some((id, i) => id !== asked[i])) return 'dependsOn';
+  if (existing.on_prerequisite_failure !== (wanted.on_prerequisite_failure ?? null)) return 'onPrerequisiteFailure';
+  return undefined;
+}
+
+/**
+ * The prerequisites `dependsOn` names, each with the outcome it already has (null: not ended),
+ * their scheduled executions marked and locked (dependenciesRepo.markPrerequisites). NOT_FOUND for
+ * an id that names no job of the workspace; VALIDATION_FAILED for a CRON job (no one outcome) or a
+ * job whose scheduled execution is gone (pruned).
+ */
+async function prerequisitesFor(
+  trx: Transaction<DB>,
+  actor: Actor,
+  dependsOn: readonly string[],
+): Promise<{ jobId: string; outcome: dependenciesRepo.PrerequisiteOutcome | null }[]> {
+  const found = new Map((await dependenciesRepo.markPrerequisites(trx, actor.workspaceId, dependsOn)).map((p) => [p.jobId, p]));
+  return dependsOn.map((id, i) => {
+    const p = found.get(id.toLowerCase());
+    if (!p) throw new NotFoundError('Job', id);
+    if (p.kind === 'CRON')
+      throw ValidationError.at(['dependsOn', i], 'is a CRON job: a prerequisite is a job that runs once (IMMEDIATE or DELAYED)');
+    if (p.status === null)
+      throw ValidationError.at(['dependsOn', i], 'has no scheduled execution left (pruned by retention): it cannot be waited for');
+    const ended = p.status === 'SUCCEEDED' || p.status === 'FAILED' || p.status === 'CANCELLED';
+    return { jobId: p.jobId, outcome: ended ? (p.status as dependenciesRepo.PrerequisiteOutcome) : null };
+  });
 }
 
 /** The job a reused idempotency key names (created: false), CONFLICT naming the field when the request differs. */
@@ -113,12 +154,14 @@ async function existingFor(
   trx: Transaction<DB>,
   actor: Actor,
   row: NewJob,
-  asked: { maxAttempts?: number | null | undefined; priority?: number | null | undefined },
+  asked: { maxAttempts?: number | null | undefined; priority?: number | null | undefined; dependsOn?: readonly string[] | null },
 ): Promise<CreateJobResult | undefined> {
   const key = row.idempotency_key!;
   const existing = await jobsRepo.findJobByIdempotencyKey(trx, actor.workspaceId, row.endpoint_id as string, key);
   if (!existing) return undefined;
-  const field = differingField(existing, row, asked.maxAttempts, asked.priority);
+  const field =
+    differingField(existing, row, asked.maxAttempts, asked.priority) ??
+    (await differingPrerequisites(trx, actor, existing, row, asked.dependsOn ?? []));
   if (field) {
     throw new ConflictError(`idempotency key "${key}" was already used for a job with a different ${field}`, {
       jobId: existing.id,
@@ -129,7 +172,14 @@ async function existingFor(
 }
 
 /** An IMMEDIATE or DELAYED job's first execution; LOCK_HELD (rolling the job back) when its lock key was taken meanwhile. */
-async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted: JobRow, input: string, now: Date): Promise<void> {
+async function insertFirstExecution(
+  trx: Transaction<DB>,
+  actor: Actor,
+  inserted: JobRow,
+  input: string,
+  now: Date,
+  blocked: boolean,
+): Promise<void> {
   const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
     workspace_id: actor.workspaceId,
     job_id: inserted.id,
@@ -141,6 +191,7 @@ async function insertFirstExecution(trx: Transaction<DB>, actor: Actor, inserted
     lock_key: inserted.lock_key,
     created_by_key_id: actor.keyId ?? null,
     input,
+    blocked,
   });
   if (!execution) {
     // Only the live-lock index can refuse a new job's first execution: a concurrent job
@@ -214,6 +265,7 @@ export async function createJobIn(
     if (answered) return answered;
   }
   await assertLockFree(trx, actor, row.lock_key ?? null);
+  const prerequisites = input.dependsOn ? await prerequisitesFor(trx, actor, input.dependsOn) : [];
   const now = await ctx.now(trx);
   if (row.kind === 'CRON') {
     row.next_fire_at = nextFire(row as JobRow, now);
@@ -226,14 +278,19 @@ export async function createJobIn(
     if (winner) return winner;
     throw new Error('idempotency insert conflicted but no job holds the key');
   }
-  if (inserted.kind !== 'CRON') await insertFirstExecution(trx, actor, inserted, row.input as string, now);
-  return { job: toJob(inserted), created: true, outcome: 'CREATED' };
+  if (inserted.kind !== 'CRON') await insertFirstExecution(trx, actor, inserted, row.input as string, now, prerequisites.length > 0);
+  if (prerequisites.length === 0) return { job: toJob(inserted), created: true, outcome: 'CREATED' };
+  // Its execution waits (blocked) until the prerequisites are settled; some may be already.
+  await dependenciesRepo.insertDependencies(trx, actor.workspaceId, inserted.id, prerequisites);
+  await dependenciesRepo.settleDependents(trx, [inserted.id]);
+  const settled = await jobsRepo.findJobById(trx, actor.workspaceId, inserted.id);
+  return { job: toJob(settled ?? inserted), created: true, outcome: 'CREATED' };
 }
 
 /**
  * The one-statement form of a request, when nothing the statement cannot check could refuse it
  * or change its outcome: the database's clock (no injected one), a role that may create jobs,
- * input that parses, an IMMEDIATE or DELAYED job without an idempotency key or a lock key.
+ * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key or prerequisites.
  * Undefined sends it down the full path. The only place this is decided.
  */
 export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJobInput): OneStatementJob | undefined {
@@ -242,7 +299,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
   if (!parsed.success) return undefined;
   const input = parsed.data;
   const { kind } = input;
-  if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey) return undefined;
+  if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey || input.dependsOn) return undefined;
   return {
     workspaceId: actor.workspaceId,
     endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },

@@ -18,6 +18,7 @@ import { createJobs } from './create-many.js';
 import { cancelJobIn, updateJobIn, type CancelJobResult } from './change.js';
 import { pauseJobsIn, resumeJobsIn } from './pause.js';
 import { unwrap } from '../kernel/errors.js';
+import { createDependencyReads } from './dependencies.js';
 import { createJobReads } from './reads.js';
 
 export type { CreateJobResult } from './create.js';
@@ -131,5 +132,6 @@ export function createJobLifecycleService(ctx: ServiceContext) {
     },
 
     ...createJobReads(ctx),
+    ...createDependencyReads(ctx),
   };
 }

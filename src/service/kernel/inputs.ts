@@ -287,6 +287,9 @@ export const cronScheduleSchema = z.object({
 
 const idempotencyKey = text().min(1, 'must not be empty; omit it for a job without a key').max(200);
 
+/** The most prerequisites one job may name. */
+export const MAX_PREREQUISITES = 100;
+
 export const createJobSchema = z
   .object({
     endpointId: idSchema.nullish(),
@@ -302,8 +305,23 @@ export const createJobSchema = z
     concurrencyKey: text().min(1, 'must not be empty; omit it for no key').max(200).nullish(),
     runAt: dateSchema.nullish(),
     cron: cronScheduleSchema.nullish(),
+    dependsOn: z.array(idSchema).min(1, 'must name at least one job; omit it for none').max(MAX_PREREQUISITES).nullish(),
+    onPrerequisiteFailure: z.enum(['CANCEL', 'RUN']).nullish(),
   })
   .superRefine((v, ctx) => {
+    if (v.dependsOn != null && v.kind === 'CRON') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dependsOn'],
+        message: 'is for IMMEDIATE and DELAYED jobs: a CRON job has no one start to hold back',
+      });
+    }
+    if (v.dependsOn != null && new Set(v.dependsOn).size !== v.dependsOn.length) {
+      ctx.addIssue({ code: 'custom', path: ['dependsOn'], message: 'names a job twice' });
+    }
+    if (v.onPrerequisiteFailure != null && v.dependsOn == null) {
+      ctx.addIssue({ code: 'custom', path: ['onPrerequisiteFailure'], message: 'is only for a job with dependsOn' });
+    }
     if (v.whenLocked != null && v.whenLocked !== 'REFUSE' && v.lockKey == null) {
       ctx.addIssue({
         code: 'custom',

@@ -10,6 +10,7 @@ import type {
   ConfigRow,
   EndpointRow,
   ExecutionRow,
+  JobDependencyRow,
   JobRow,
   PayloadSpecRow,
   WorkspaceRow,
@@ -123,6 +124,8 @@ export interface Job {
   lockKey: string | null;
   /** Set on a declared schedule (declareSchedules / gate.schedule): the name the code declares it by. */
   scheduleName: string | null;
+  /** A job with prerequisites: what happens when one FAILED or was CANCELLED (CANCEL retires it, RUN starts it anyway); null without. */
+  onPrerequisiteFailure: 'CANCEL' | 'RUN' | null;
   runAt: Date | null;
   cron: CronSchedule | null;
   retiredAt: Date | null;
@@ -134,6 +137,22 @@ export interface Job {
    */
   eventCursor?: string;
 }
+
+/** One prerequisite of a job (job_dependencies): the job it waits for, and the outcome that job had, once it has one. */
+export interface JobDependency {
+  jobId: string;
+  prerequisiteId: string;
+  /** Null while the prerequisite's scheduled execution has not ended. */
+  outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
+  settledAt: Date | null;
+}
+
+export const toJobDependency = (r: JobDependencyRow): JobDependency => ({
+  jobId: r.job_id,
+  prerequisiteId: r.prerequisite_id,
+  outcome: r.outcome as JobDependency['outcome'],
+  settledAt: r.resolved_at,
+});
 
 /**
  * What a user reads a job's state as. A one-off job (IMMEDIATE, DELAYED) is done once its
@@ -287,6 +306,7 @@ export const toJob = (r: JobRow): Job => ({
   idempotencyKey: r.idempotency_key,
   lockKey: r.lock_key,
   scheduleName: r.schedule_name ?? null,
+  onPrerequisiteFailure: r.on_prerequisite_failure ?? null,
   runAt: r.run_at,
   cron:
     r.kind === 'CRON'
@@ -373,6 +393,8 @@ export interface WaitingFor {
   until: Date | null;
   /** The reason in words, with its figures (the limit, the endpoint, the handler). */
   detail: string;
+  /** PREREQUISITES: the jobs it still waits for (at most ten); empty for the other reasons. */
+  prerequisiteIds: string[];
 }
 
 export function toWaitingFor(r: WaitingRow): WaitingFor {
@@ -382,7 +404,7 @@ export function toWaitingFor(r: WaitingRow): WaitingFor {
     r.reason === 'ENDPOINT_RETRY_AFTER' ||
     r.reason === 'RATE_LIMITED' ||
     r.reason === 'KEY_RATE_LIMITED';
-  return { reason: r.reason, until: timed ? r.until : null, detail: waitingDetail(r) };
+  return { reason: r.reason, until: timed ? r.until : null, detail: waitingDetail(r), prerequisiteIds: r.open_prerequisites ?? [] };
 }
 
 function waitingDetail(r: WaitingRow): string {
@@ -391,6 +413,10 @@ function waitingDetail(r: WaitingRow): string {
       return `endpoint "${r.endpoint_name}" is paused (since ${r.paused_at?.toISOString()})`;
     case 'JOB_PAUSED':
       return 'its job is paused';
+    case 'PREREQUISITES': {
+      const n = r.open_prerequisite_count ?? 0;
+      return `its job waits for ${n} prerequisite job${n === 1 ? '' : 's'} to end: ${(r.open_prerequisites ?? []).join(', ')}${n > 10 ? ', …' : ''}`;
+    }
     case 'RETRY_BACKOFF':
       return `attempt ${r.attempt_count} of ${r.max_attempts} failed; the next may start at ${r.until?.toISOString()}`;
     case 'NOT_DUE':
