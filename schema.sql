@@ -1,4 +1,4 @@
--- The schema after migrations/000047_job_dependencies.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000048_batches.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -15,6 +15,27 @@ CREATE FUNCTION public.jobgate_catalog_hint() RETURNS trigger
 begin
   perform pg_notify('jobgate_events', 'c');
   return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_complete_batch(b uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+declare
+  done batches;
+begin
+  update batches set completed_at = now(), updated_at = now()
+  where id = b and not open and completed_at is null and succeeded + failed + cancelled = total
+  returning * into done;
+  if done.id is null or done.on_complete_job_id is null then return; end if;
+  perform 1 from jobs where id = done.on_complete_job_id for no key update;
+  update executions e
+  set input = case when jsonb_typeof(e.input) = 'object'
+                   then e.input || jsonb_build_object('batch', jsonb_build_object(
+                          'id', done.id, 'total', done.total, 'succeeded', done.succeeded, 'failed', done.failed, 'cancelled', done.cancelled))
+                   else e.input end,
+      updated_at = now()
+  where e.job_id = done.on_complete_job_id and e.blocked and e.status = 'PENDING';
+  perform jobgate_settle_dependents(array[done.on_complete_job_id]);
 end $$;
 
 CREATE FUNCTION public.jobgate_endpoint_capped() RETURNS trigger
@@ -325,7 +346,22 @@ CREATE FUNCTION public.jobgate_prerequisite_ended() RETURNS trigger
     AS $$
 declare
   dependents uuid[];
+  member_of uuid;
 begin
+  if new.trigger = 'SCHEDULE' then
+    update jobs set batch_outcome = new.status
+    where id = new.job_id and batch_id is not null and batch_outcome is null
+    returning batch_id into member_of;
+    if member_of is not null then
+      update batches set succeeded = succeeded + (new.status = 'SUCCEEDED')::int,
+                         failed = failed + (new.status = 'FAILED')::int,
+                         cancelled = cancelled + (new.status = 'CANCELLED')::int,
+                         updated_at = now()
+      where id = member_of;
+      perform jobgate_complete_batch(member_of);
+    end if;
+  end if;
+
   select array_agg(l.id order by l.id) into dependents from (
     select j.id from jobs j
     where j.id in (select d.job_id from job_dependencies d where d.prerequisite_id = new.job_id and d.outcome is null)
@@ -431,6 +467,7 @@ begin
     select e.id from executions e
     where e.job_id = any(dependents) and e.blocked and e.status = 'PENDING'
       and not exists (select 1 from job_dependencies d where d.job_id = e.job_id and d.outcome is null)
+      and not exists (select 1 from batches b where b.on_complete_job_id = e.job_id and b.completed_at is null)
     order by e.id for no key update
   )
   update executions e set blocked = false, updated_at = now()
@@ -626,6 +663,29 @@ ALTER TABLE public.audit_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MAXVALUE
     CACHE 1
 );
+
+CREATE TABLE public.batches (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    workspace_id uuid NOT NULL,
+    key text,
+    name text,
+    open boolean NOT NULL,
+    total integer DEFAULT 0 NOT NULL,
+    succeeded integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    cancelled integer DEFAULT 0 NOT NULL,
+    on_complete_job_id uuid,
+    completed_at timestamp with time zone,
+    created_by_key_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT batches_completed CHECK (((completed_at IS NULL) OR ((NOT open) AND (((succeeded + failed) + cancelled) = total)))),
+    CONSTRAINT batches_counted CHECK ((((succeeded + failed) + cancelled) <= total)),
+    CONSTRAINT batches_key_check CHECK (((key <> ''::text) AND (length(key) <= 200))),
+    CONSTRAINT batches_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200)))
+);
+
+COMMENT ON TABLE public.batches IS 'Jobs created together (fan-out) and the onComplete job that runs once all of them ended (fan-in).';
 
 CREATE TABLE public.configs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -891,6 +951,9 @@ CREATE TABLE public.jobs (
     priority smallint DEFAULT 0 NOT NULL,
     concurrency_key text COLLATE pg_catalog."C",
     on_prerequisite_failure text,
+    batch_id uuid,
+    batch_outcome text,
+    CONSTRAINT jobs_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
     CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
@@ -913,6 +976,10 @@ COMMENT ON COLUMN public.jobs.priority IS 'Higher first (-100 to 100); pinned on
 COMMENT ON COLUMN public.jobs.concurrency_key IS 'The key its executions count against for their endpoint''s key_concurrency_limit (e.g. a customer''s id); null: none.';
 
 COMMENT ON COLUMN public.jobs.on_prerequisite_failure IS 'What happens to this job when a prerequisite FAILED or was CANCELLED: CANCEL retires it, RUN starts it anyway; null: it has no prerequisites.';
+
+COMMENT ON COLUMN public.jobs.batch_id IS 'The batch this job is a member of; null: none.';
+
+COMMENT ON COLUMN public.jobs.batch_outcome IS 'A batch member: how its scheduled execution ended, counted into its batch once; null while it has not.';
 
 CREATE TABLE public.payload_specs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -1101,6 +1168,9 @@ ALTER TABLE ONLY public.attempts
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_pkey PRIMARY KEY (id);
 
@@ -1216,6 +1286,12 @@ CREATE INDEX alert_states_workspace_firing ON public.alert_states USING btree (w
 
 CREATE INDEX audit_log_workspace ON public.audit_log USING btree (workspace_id, id DESC);
 
+CREATE UNIQUE INDEX batches_key ON public.batches USING btree (workspace_id, key) WHERE (key IS NOT NULL);
+
+CREATE INDEX batches_on_complete ON public.batches USING btree (on_complete_job_id) WHERE (on_complete_job_id IS NOT NULL);
+
+CREATE INDEX batches_workspace_created ON public.batches USING btree (workspace_id, created_at DESC, id DESC);
+
 CREATE INDEX endpoint_key_rate_buckets_recent ON public.endpoint_key_rate_buckets USING btree (endpoint_id, refilled_at);
 
 CREATE UNIQUE INDEX endpoints_live_name ON public.endpoints USING btree (workspace_id, name) WHERE (archived_at IS NULL);
@@ -1263,6 +1339,8 @@ CREATE INDEX findings_run ON public.findings USING btree (run_id, id);
 CREATE INDEX interval_handlers_due ON public.interval_handlers USING btree (next_due_at) WHERE (owner IS NULL);
 
 CREATE INDEX job_dependencies_prerequisite ON public.job_dependencies USING btree (prerequisite_id, job_id);
+
+CREATE INDEX jobs_batch ON public.jobs USING btree (batch_id, id) WHERE (batch_id IS NOT NULL);
 
 CREATE UNIQUE INDEX jobs_idempotency_key ON public.jobs USING btree (workspace_id, endpoint_id, idempotency_key);
 
@@ -1405,6 +1483,12 @@ ALTER TABLE ONLY public.audit_log
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
 
+ALTER TABLE ONLY public.batches
+    ADD CONSTRAINT batches_on_complete_job_id_fkey FOREIGN KEY (on_complete_job_id) REFERENCES public.jobs(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.batches
+    ADD CONSTRAINT batches_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.configs
     ADD CONSTRAINT configs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
 
@@ -1461,6 +1545,9 @@ ALTER TABLE ONLY public.job_dependencies
 
 ALTER TABLE ONLY public.job_dependencies
     ADD CONSTRAINT job_dependencies_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES public.batches(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

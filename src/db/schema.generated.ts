@@ -157,6 +157,23 @@ export interface AuditLog {
   workspace_id: string;
 }
 
+export interface Batches {
+  cancelled: Generated<number>;
+  completed_at: Timestamp | null;
+  created_at: Generated<Timestamp>;
+  created_by_key_id: string | null;
+  failed: Generated<number>;
+  id: Generated<string>;
+  key: string | null;
+  name: string | null;
+  on_complete_job_id: string | null;
+  open: boolean;
+  succeeded: Generated<number>;
+  total: Generated<number>;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
 export interface Configs {
   created_at: Generated<Timestamp>;
   created_by_key_id: string | null;
@@ -418,6 +435,14 @@ export interface JobgateMigrations {
 export interface Jobs {
   alerts_opt_out: Generated<boolean>;
   /**
+   * The batch this job is a member of; null: none.
+   */
+  batch_id: string | null;
+  /**
+   * A batch member: how its scheduled execution ended, counted into its batch once; null while it has not.
+   */
+  batch_outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
+  /**
    * The key its executions count against for their endpoint's key_concurrency_limit (e.g. a customer's id); null: none.
    */
   concurrency_key: string | null;
@@ -595,6 +620,7 @@ export interface DB {
   api_keys: ApiKeys;
   attempts: Attempts;
   audit_log: AuditLog;
+  batches: Batches;
   configs: Configs;
   endpoint_key_rate_buckets: EndpointKeyRateBuckets;
   endpoint_key_turns: EndpointKeyTurns;

@@ -135,6 +135,7 @@ export type NewJob = Insertable<DB['jobs']>;
 export type JobPatch = Updateable<DB['jobs']>;
 export type ExecutionRow = Selectable<DB['executions']>;
 export type JobDependencyRow = Selectable<DB['job_dependencies']>;
+export type BatchRow = Selectable<DB['batches']>;
 export type AttemptRow = Selectable<DB['attempts']>;
 export type ApiKeyRow = Selectable<DB['api_keys']>;
 export type AuditRow = Selectable<DB['audit_log']>;

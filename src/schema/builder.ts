@@ -52,7 +52,7 @@ export const builder = new SchemaBuilder<{
     nodeTypeOptions: { description: 'An object with a globally unique id: `node(id:)` fetches it again by that id alone.' },
     nodeQueryOptions: {
       description:
-        "Any object of your workspace by its id alone (Relay's refetch): a Job, Execution, Endpoint, PayloadSpec, Config, Run, Finding, ApiKey or AuditEntry (these two ADMIN only: FORBIDDEN otherwise), or your Workspace. null when no such object is yours.",
+        "Any object of your workspace by its id alone (Relay's refetch): a Job, Execution, Endpoint, PayloadSpec, Config, Run, Batch, Finding, ApiKey or AuditEntry (these two ADMIN only: FORBIDDEN otherwise), or your Workspace. null when no such object is yours.",
       args: { id: { description: 'The id.' } },
       // The service finds which table holds the id; the brand (the type's name, which the plugin's
       // resolveType looks up) tells the Node interface which object it is. Types are not named in

@@ -332,6 +332,10 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
       type: PrerequisiteFailurePolicyEnum,
       description: 'With dependsOn: what happens when one of them FAILED or was CANCELLED. Default CANCEL.',
     }),
+    batchId: t.id({
+      description:
+        'IMMEDIATE and DELAYED: add the job to this open batch as a member (createBatch with open: true). NOT_FOUND for no batch of the workspace; CONFLICT once it is closed.',
+    }),
   }),
 });
 export const createJobValidation = zodInput(createJobSchema);

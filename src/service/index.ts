@@ -14,6 +14,7 @@ import { createJobDefinitionsService } from './endpoints/job-definitions.js';
 import { createExecutionControlService } from './jobs/execution-control.js';
 import { createHandlersService } from './handlers/handlers.js';
 import { createJobLifecycleService } from './jobs/jobs.js';
+import { createBatchService } from './workflows/batches.js';
 import { createLiveService } from './live/live.js';
 import { createNodeService } from './nodes.js';
 import { createPermissionsService } from './access/permissions.js';
@@ -55,6 +56,7 @@ export function createJobService(deps: ServiceDeps) {
   const endpoints = createEndpointService(ctx);
   const runs = createRunsService(ctx);
   const access = createAccessService(ctx);
+  const batches = createBatchService(ctx);
   return {
     ...access,
     ...catalog,
@@ -62,8 +64,9 @@ export function createJobService(deps: ServiceDeps) {
     ...jobs,
     ...control,
     ...createBulkService(ctx),
+    ...batches,
     ...runs,
-    ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs, ...access }),
+    ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs, ...access, ...batches }),
     ...createLiveService(ctx),
     ...createHandlersService(ctx),
     ...createSchedulesService(ctx),
@@ -98,6 +101,7 @@ export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, De
 export type { TriggerJobResult } from './jobs/execution-control.js';
 export type { DefinedJob, DefineJobInput } from './endpoints/job-definitions.js';
 export type { BulkResult, BulkSkip } from './jobs/bulk.js';
+export type { CreateBatchResult } from './workflows/batches.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from './access/access.js';
 export type { ExecutionStats } from './jobs/stats.js';
 export { UnauthenticatedError } from './access/access.js';

@@ -8,7 +8,7 @@ import type { ServiceContext } from './kernel/context.js';
 import { NotFoundError } from './kernel/errors.js';
 
 export type NodeKind =
-  'Workspace' | 'Job' | 'Execution' | 'Endpoint' | 'PayloadSpec' | 'Config' | 'Run' | 'ApiKey' | 'AuditEntry' | 'Finding';
+  'Workspace' | 'Job' | 'Execution' | 'Endpoint' | 'PayloadSpec' | 'Config' | 'Run' | 'ApiKey' | 'AuditEntry' | 'Finding' | 'Batch';
 
 const KIND_OF: Record<NodeTable, NodeKind> = {
   jobs: 'Job',
@@ -18,6 +18,7 @@ const KIND_OF: Record<NodeTable, NodeKind> = {
   configs: 'Config',
   runs: 'Run',
   api_keys: 'ApiKey',
+  batches: 'Batch',
 };
 
 /** The shape of a sealed id (an audit entry's or a finding's: ./kernel/cursors.ts). */
@@ -34,6 +35,7 @@ interface Getters {
   apiKey(actor: Actor, id: string): Promise<object>;
   auditEntry(actor: Actor, id: string): Promise<object>;
   finding(actor: Actor, id: string): Promise<object>;
+  batch(actor: Actor, id: string): Promise<object>;
 }
 
 export function createNodeService(ctx: ServiceContext, get: Getters) {
@@ -72,7 +74,9 @@ export function createNodeService(ctx: ServiceContext, get: Getters) {
                   ? await get.config(actor, id)
                   : kind === 'ApiKey'
                     ? await get.apiKey(actor, id)
-                    : await get.run(actor, id);
+                    : kind === 'Batch'
+                      ? await get.batch(actor, id)
+                      : await get.run(actor, id);
       return { kind, value };
     },
   };

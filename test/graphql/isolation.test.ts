@@ -58,7 +58,12 @@ beforeAll(async () => {
     )
   ).rows[0].id as string;
   const silence = await t.service.silenceAlerts(t.actor, { ruleId: rule.id, subjectType: 'JOB', subjectId: job.id, durationMs: 3_600_000 });
+  const batch = await t.service.createBatch(t.actor, {
+    open: true,
+    jobs: [{ endpointId: endpoint.id, kind: 'IMMEDIATE', input: { mine: 'A' } }],
+  });
   Object.assign(a, {
+    batch: batch.batch.id,
     spec: spec.id,
     config: config.id,
     endpoint: endpoint.id,
@@ -94,6 +99,14 @@ const probes: Record<string, Probe> = {
   configs: { query: `{ configs { nodes { id name entries { value } } } }`, expect: 'NO_A_DATA' },
   jobs: { query: `query ($id: ID) { jobs(filter: { endpointId: $id }) { nodes { id } } }`, id: 'endpoint', expect: 'NO_A_DATA' },
   job: { query: `query ($id: ID!) { job(id: $id) { id } }`, id: 'job', expect: 'NOT_FOUND' },
+  batch: { query: `query ($id: ID!) { batch(id: $id) { id total } }`, id: 'batch', expect: 'NOT_FOUND' },
+  batches: { query: `{ batches { nodes { id total jobs { nodes { id } } } } }`, expect: 'NO_A_DATA' },
+  createBatch: {
+    query: `mutation ($id: ID) { createBatch(input: { jobs: [{ endpointId: $id, kind: IMMEDIATE }] }) { created } }`,
+    id: 'endpoint',
+    expect: 'NOT_FOUND',
+  },
+  closeBatch: { query: `mutation ($id: ID!) { closeBatch(id: $id) { id } }`, id: 'batch', expect: 'NOT_FOUND' },
   executions: { query: `query ($id: ID) { executions(jobId: $id) { nodes { id } } }`, id: 'job', expect: 'NO_A_DATA' },
   execution: { query: `query ($id: ID!) { execution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
   viewer: { query: `{ viewer { role workspace { id slug } apiKey { id name } } }`, expect: 'NO_A_DATA' },
@@ -294,6 +307,7 @@ async function snapshotOfA() {
     'configs',
     'jobs',
     'executions',
+    'batches',
     'api_keys',
     'runs',
     'findings',

@@ -16,7 +16,18 @@ const actors = {} as Record<Role, Actor>;
 /** Per role: things created by that role's key (by ADMIN for VIEWER, who cannot create). */
 const own = {} as Record<
   Role,
-  { endpoint: string; job: string; execution: string; spec: string; key: string; run: string; rule: string; state: string; silence: string }
+  {
+    endpoint: string;
+    job: string;
+    execution: string;
+    spec: string;
+    key: string;
+    run: string;
+    rule: string;
+    state: string;
+    silence: string;
+    batch: string;
+  }
 >;
 
 beforeAll(async () => {
@@ -47,7 +58,8 @@ beforeAll(async () => {
       )
     ).rows[0].id as string;
     const silence = (await t.service.silenceAlerts(admin, { ruleId: rule, durationMs: 3_600_000 })).id;
-    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule, state, silence };
+    const batch = (await t.service.createBatch(maker, { open: true })).batch.id;
+    own[role] = { endpoint: endpoint.id, job: job.id, execution, spec: spec.id, key, run, rule, state, silence, batch };
   }
 });
 afterAll(() => t.close());
@@ -90,6 +102,13 @@ const cases: Record<string, Case> = {
     vars: (o) => ({ e: o.endpoint }),
     allowed: ALL,
   },
+  createBatch: {
+    query:
+      'mutation ($e: ID) { createBatch(input: { jobs: [{ endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }] }) { created } }',
+    vars: (o) => ({ e: o.endpoint }),
+    allowed: ALL,
+  },
+  closeBatch: { query: 'mutation ($id: ID!) { closeBatch(id: $id) { id } }', vars: (o) => ({ id: o.batch }), allowed: ALL },
   createJobs: {
     query:
       'mutation ($e: ID) { createJobs(input: { jobs: [{ endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }] }) { results { created } } }',

@@ -22,8 +22,10 @@ export interface NewExecutionRow {
   created_by_key_id?: string | null;
   /** The input to deliver, as JSON text: pinned now, whatever later edits do to the job. */
   input?: string;
-  /** Waits for its job's prerequisites (migration 000047) until they are settled. */
+  /** Waits for its job's prerequisites (migration 000047), or its batch (000048), until they are settled. */
   blocked?: boolean;
+  /** Its end settles dependents or counts into a batch (the trigger of migration 000047). */
+  has_dependents?: boolean;
 }
 
 /**

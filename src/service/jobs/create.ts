@@ -10,6 +10,7 @@
  *    the two together: the same rows for every request the statement takes, and a decline for
  *    every request the full path refuses.
  */
+import * as batchesRepo from '../../db/repositories/batches.js';
 import * as dependenciesRepo from '../../db/repositories/dependencies.js';
 import * as executionsRepo from '../../db/repositories/executions.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
@@ -70,6 +71,7 @@ function differingField(
   if (existing.lock_key !== (wanted.lock_key ?? null)) return 'lockKey';
   if (askedPriority != null && existing.priority !== askedPriority) return 'priority';
   if (existing.concurrency_key !== (wanted.concurrency_key ?? null)) return 'concurrencyKey';
+  if (existing.batch_id !== (wanted.batch_id ?? null)) return 'batchId';
   if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
   if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
   if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
@@ -107,6 +109,7 @@ function jobRowFor(
     created_by_key_id: actor.keyId ?? null,
     schedule_name: extra.scheduleName ?? null,
     on_prerequisite_failure: input.dependsOn ? (input.onPrerequisiteFailure ?? 'CANCEL') : null,
+    batch_id: input.batchId ?? null,
   };
 }
 
@@ -149,6 +152,13 @@ async function prerequisitesFor(
   });
 }
 
+/** Locks the batch a new member joins: NOT_FOUND unless it is the workspace's, CONFLICT once it is closed. */
+async function openBatchFor(trx: Transaction<DB>, actor: Actor, batchId: string): Promise<void> {
+  const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, batchId);
+  if (!batch) throw new NotFoundError('Batch', batchId);
+  if (!batch.open) throw new ConflictError(`batch ${batchId} is closed: no member can be added`, { batchId, field: 'batchId' });
+}
+
 /** The job a reused idempotency key names (created: false), CONFLICT naming the field when the request differs. */
 async function existingFor(
   trx: Transaction<DB>,
@@ -178,7 +188,7 @@ async function insertFirstExecution(
   inserted: JobRow,
   input: string,
   now: Date,
-  blocked: boolean,
+  hold: { blocked: boolean; batchMember: boolean },
 ): Promise<void> {
   const execution = await executionsRepo.insertExecutionUnlessTaken(trx, {
     workspace_id: actor.workspaceId,
@@ -191,7 +201,9 @@ async function insertFirstExecution(
     lock_key: inserted.lock_key,
     created_by_key_id: actor.keyId ?? null,
     input,
-    blocked,
+    blocked: hold.blocked,
+    // Its end is counted into its batch (migration 000048).
+    has_dependents: hold.batchMember,
   });
   if (!execution) {
     // Only the live-lock index can refuse a new job's first execution: a concurrent job
@@ -245,7 +257,7 @@ export async function createJobIn(
   trx: Transaction<DB>,
   actor: Actor,
   raw: CreateJobInput,
-  extra: { scheduleName?: string } = {},
+  extra: { scheduleName?: string; onCompleteOf?: string } = {},
 ): Promise<CreateJobResult> {
   const input = parseInput(createJobSchema, raw);
   if (input.cron) normalizeCron(input.cron.expression, ['cron', 'expression']);
@@ -266,6 +278,7 @@ export async function createJobIn(
   }
   await assertLockFree(trx, actor, row.lock_key ?? null);
   const prerequisites = input.dependsOn ? await prerequisitesFor(trx, actor, input.dependsOn) : [];
+  if (input.batchId) await openBatchFor(trx, actor, input.batchId);
   const now = await ctx.now(trx);
   if (row.kind === 'CRON') {
     row.next_fire_at = nextFire(row as JobRow, now);
@@ -278,7 +291,11 @@ export async function createJobIn(
     if (winner) return winner;
     throw new Error('idempotency insert conflicted but no job holds the key');
   }
-  if (inserted.kind !== 'CRON') await insertFirstExecution(trx, actor, inserted, row.input as string, now, prerequisites.length > 0);
+  // A batch's onComplete job waits for the batch (held, migration 000048); a member is counted first.
+  if (extra.onCompleteOf) await batchesRepo.setOnComplete(trx, extra.onCompleteOf, inserted.id);
+  if (input.batchId) await batchesRepo.addMember(trx, input.batchId);
+  const hold = { blocked: prerequisites.length > 0 || extra.onCompleteOf !== undefined, batchMember: input.batchId != null };
+  if (inserted.kind !== 'CRON') await insertFirstExecution(trx, actor, inserted, row.input as string, now, hold);
   if (prerequisites.length === 0) return { job: toJob(inserted), created: true, outcome: 'CREATED' };
   // Its execution waits (blocked) until the prerequisites are settled; some may be already.
   await dependenciesRepo.insertDependencies(trx, actor.workspaceId, inserted.id, prerequisites);
@@ -290,7 +307,7 @@ export async function createJobIn(
 /**
  * The one-statement form of a request, when nothing the statement cannot check could refuse it
  * or change its outcome: the database's clock (no injected one), a role that may create jobs,
- * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key or prerequisites.
+ * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key, prerequisites or a batch.
  * Undefined sends it down the full path. The only place this is decided.
  */
 export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJobInput): OneStatementJob | undefined {
@@ -299,7 +316,8 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
   if (!parsed.success) return undefined;
   const input = parsed.data;
   const { kind } = input;
-  if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey || input.dependsOn) return undefined;
+  if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey || input.dependsOn || input.batchId)
+    return undefined;
   return {
     workspaceId: actor.workspaceId,
     endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },

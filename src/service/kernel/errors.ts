@@ -59,6 +59,7 @@ export type ResourceKind =
   | 'Execution'
   | 'ApiKey'
   | 'Run'
+  | 'Batch'
   | 'Handler'
   | 'AlertRule'
   | 'Alert'

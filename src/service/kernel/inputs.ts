@@ -307,6 +307,7 @@ export const createJobSchema = z
     cron: cronScheduleSchema.nullish(),
     dependsOn: z.array(idSchema).min(1, 'must name at least one job; omit it for none').max(MAX_PREREQUISITES).nullish(),
     onPrerequisiteFailure: z.enum(['CANCEL', 'RUN']).nullish(),
+    batchId: idSchema.nullish(),
   })
   .superRefine((v, ctx) => {
     if (v.dependsOn != null && v.kind === 'CRON') {
@@ -318,6 +319,16 @@ export const createJobSchema = z
     }
     if (v.dependsOn != null && new Set(v.dependsOn).size !== v.dependsOn.length) {
       ctx.addIssue({ code: 'custom', path: ['dependsOn'], message: 'names a job twice' });
+    }
+    if (v.batchId != null && v.kind === 'CRON') {
+      ctx.addIssue({ code: 'custom', path: ['batchId'], message: 'is for IMMEDIATE and DELAYED jobs: a CRON job never ends' });
+    }
+    if (v.batchId != null && (v.whenLocked === 'THROTTLE' || v.whenLocked === 'DEBOUNCE')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['whenLocked'],
+        message: `${v.whenLocked} would answer with another job: not for a batch member`,
+      });
     }
     if (v.onPrerequisiteFailure != null && v.dependsOn == null) {
       ctx.addIssue({ code: 'custom', path: ['onPrerequisiteFailure'], message: 'is only for a job with dependsOn' });
@@ -352,6 +363,25 @@ export const createJobSchema = z
     }
   });
 export type CreateJobInput = z.input<typeof createJobSchema>;
+
+/** The most jobs one createBatch creates; more are added with createJob's batchId while it is open. */
+export const MAX_BATCH_JOBS = 1000;
+
+export const createBatchSchema = z.object({
+  key: text().min(1, 'must not be empty; omit it for no key').max(200).nullish(),
+  name: text().min(1).max(200).nullish(),
+  // Each member and the onComplete job are parsed by createJobSchema where they are created (their paths under jobs.<i> and onComplete).
+  jobs: z.array(z.record(z.string(), z.unknown())).max(MAX_BATCH_JOBS).nullish(),
+  onComplete: z.record(z.string(), z.unknown()).nullish(),
+  open: z.boolean().nullish(),
+});
+export type CreateBatchInput = {
+  key?: string | null;
+  name?: string | null;
+  jobs?: readonly CreateJobInput[] | null;
+  onComplete?: CreateJobInput | null;
+  open?: boolean | null;
+};
 
 export const updateJobSchema = z.object({
   id: idSchema,

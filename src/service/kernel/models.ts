@@ -9,6 +9,7 @@ import type {
   AttemptTarget,
   ConfigRow,
   EndpointRow,
+  BatchRow,
   ExecutionRow,
   JobDependencyRow,
   JobRow,
@@ -126,6 +127,10 @@ export interface Job {
   scheduleName: string | null;
   /** A job with prerequisites: what happens when one FAILED or was CANCELLED (CANCEL retires it, RUN starts it anyway); null without. */
   onPrerequisiteFailure: 'CANCEL' | 'RUN' | null;
+  /** The batch it is a member of; null: none. */
+  batchId: string | null;
+  /** A batch member: how it ended, as counted into its batch; null while it has not. */
+  batchOutcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
   runAt: Date | null;
   cron: CronSchedule | null;
   retiredAt: Date | null;
@@ -137,6 +142,40 @@ export interface Job {
    */
   eventCursor?: string;
 }
+
+/** Jobs created together (fan-out) and the job that runs once all of them ended (fan-in); see migration 000048. */
+export interface Batch {
+  id: string;
+  workspaceId: string;
+  key: string | null;
+  name: string | null;
+  /** Members may still be added; it completes only once closed. */
+  open: boolean;
+  total: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  onCompleteJobId: string | null;
+  completedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const toBatch = (r: BatchRow): Batch => ({
+  id: r.id,
+  workspaceId: r.workspace_id,
+  key: r.key,
+  name: r.name,
+  open: r.open,
+  total: r.total,
+  succeeded: r.succeeded,
+  failed: r.failed,
+  cancelled: r.cancelled,
+  onCompleteJobId: r.on_complete_job_id,
+  completedAt: r.completed_at,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
 
 /** One prerequisite of a job (job_dependencies): the job it waits for, and the outcome that job had, once it has one. */
 export interface JobDependency {
@@ -307,6 +346,8 @@ export const toJob = (r: JobRow): Job => ({
   lockKey: r.lock_key,
   scheduleName: r.schedule_name ?? null,
   onPrerequisiteFailure: r.on_prerequisite_failure ?? null,
+  batchId: r.batch_id ?? null,
+  batchOutcome: r.batch_outcome ?? null,
   runAt: r.run_at,
   cron:
     r.kind === 'CRON'

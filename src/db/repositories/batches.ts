@@ -1,0 +1,103 @@
+/**
+ * Batches (migration 000048): the rows, the lock a change of one takes, and the one call that
+ * completes a closed batch whose members have all ended (jobgate_complete_batch, shared with the
+ * trigger that counts a member's end).
+ */
+import { sql } from 'kysely';
+import type { BatchRow, JobRow } from '../types.js';
+import { isUuid, scoped, type Executor } from './scope.js';
+
+export async function insertBatch(
+  db: Executor,
+  row: { workspace_id: string; key: string | null; name: string | null; open: boolean; created_by_key_id: string | null },
+): Promise<BatchRow | undefined> {
+  scoped(row.workspace_id);
+  // A concurrent create with the same key: nothing inserted, the caller reads the winner.
+  return db
+    .insertInto('batches')
+    .values(row)
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function findBatchByKey(db: Executor, workspaceId: string, key: string): Promise<BatchRow | undefined> {
+  return db.selectFrom('batches').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('key', '=', key).executeTakeFirst();
+}
+
+export async function findBatchesByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<BatchRow[]> {
+  const uuids = ids.filter(isUuid);
+  if (uuids.length === 0) return [];
+  return db.selectFrom('batches').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', uuids).execute();
+}
+
+/** The batch locked for a change (a member added, closed): a member's end counts under the same lock. */
+export async function lockBatch(db: Executor, workspaceId: string, id: string): Promise<BatchRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db
+    .selectFrom('batches')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/** One more member: counted before its execution exists, so its end (even at once) counts within the total. */
+export async function addMember(db: Executor, id: string): Promise<void> {
+  await db
+    .updateTable('batches')
+    .set({ total: sql`total + 1`, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function setOnComplete(db: Executor, id: string, jobId: string): Promise<void> {
+  await db
+    .updateTable('batches')
+    .set({ on_complete_job_id: jobId, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** Closes the batch (no more members) and completes it if every member has ended; the caller holds its lock. */
+export async function closeBatch(db: Executor, id: string): Promise<BatchRow> {
+  await db
+    .updateTable('batches')
+    .set({ open: false, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .where('open', '=', true)
+    .execute();
+  await sql`select jobgate_complete_batch(${id}::uuid)`.execute(db);
+  return db.selectFrom('batches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+}
+
+/** The workspace's batches, newest first, a page after `afterId`. */
+export async function listBatches(db: Executor, workspaceId: string, page: { limit: number; afterId?: string }): Promise<BatchRow[]> {
+  let q = db.selectFrom('batches').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (page.afterId) {
+    const afterId = page.afterId;
+    q = q.where(({ eb, selectFrom, refTuple }) =>
+      eb(
+        refTuple('created_at', 'id'),
+        '<',
+        selectFrom('batches').select(['created_at', 'id']).where('id', '=', afterId).$asTuple('created_at', 'id'),
+      ),
+    );
+  }
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
+}
+
+/** A batch's members, in id order, a page after `afterId`; `outcome` narrows them (null: not ended yet). */
+export async function listMembers(
+  db: Executor,
+  workspaceId: string,
+  batchId: string,
+  page: { limit: number; afterId?: string; outcome?: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null | undefined },
+): Promise<JobRow[]> {
+  let q = db.selectFrom('jobs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('batch_id', '=', batchId);
+  if (page.afterId) q = q.where('id', '>', page.afterId);
+  if (page.outcome === null) q = q.where('batch_outcome', 'is', null);
+  else if (page.outcome) q = q.where('batch_outcome', '=', page.outcome);
+  return q.orderBy('id').limit(page.limit).execute();
+}

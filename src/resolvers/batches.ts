@@ -1,0 +1,36 @@
+import { builder } from '../schema/builder.js';
+import { pageArgs } from '../schema/common.js';
+import { BatchConnectionRef, BatchRef, CreateBatchInputRef, CreateBatchPayloadRef } from '../schema/batch.js';
+
+builder.queryFields((t) => ({
+  batch: t.field({
+    type: BatchRef,
+    description: 'One batch. NOT_FOUND when no batch of your workspace has this id.',
+    args: { id: t.arg.id({ required: true, description: 'The batch id.' }) },
+    resolve: (_root, args, ctx) => ctx.service.batch(ctx.actor, String(args.id)),
+  }),
+  batches: t.field({
+    type: BatchConnectionRef,
+    description: 'Batches of the workspace, newest first.',
+    args: { ...pageArgs(t.arg) },
+    resolve: (_root, page, ctx) => ctx.service.batches(ctx.actor, page),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  createBatch: t.field({
+    type: CreateBatchPayloadRef,
+    description:
+      'Creates a batch, its onComplete job and its members in one transaction, all or nothing (OPERATOR). ' +
+      "Errors: VALIDATION_FAILED (paths under jobs.<i> or onComplete), and createJob's errors naming the job.",
+    args: { input: t.arg({ type: CreateBatchInputRef, required: true, description: 'The batch.' }) },
+    resolve: (_root, { input }, ctx) => ctx.service.createBatch(ctx.actor, input as never),
+  }),
+  closeBatch: t.field({
+    type: BatchRef,
+    description:
+      'Closes a batch: no member can be added any more; once every member has ended it completes and its onComplete job starts (at once, if they all have). Idempotent (OPERATOR). Errors: NOT_FOUND.',
+    args: { id: t.arg.id({ required: true, description: 'The batch.' }) },
+    resolve: (_root, args, ctx) => ctx.service.closeBatch(ctx.actor, String(args.id)),
+  }),
+}));

@@ -1,0 +1,139 @@
+/**
+ * Batches: jobs created together (fan-out), or added while the batch is open, and one onComplete
+ * job that runs once every member has ended (fan-in), with the batch's counts in its input under
+ * `batch`. Counting members and completing the batch is the database's (migration 000048), in the
+ * transaction that ends each member, so the onComplete job (created with the batch, waiting) is
+ * released exactly once, whatever the number of workers and whatever crashes.
+ */
+import * as batchesRepo from '../../db/repositories/batches.js';
+import type { Actor } from '../kernel/actor.js';
+import { mutate } from '../kernel/audited-mutation.js';
+import { batchedRead, byId } from '../kernel/batched-reads.js';
+import { parseInput, type ServiceContext } from '../kernel/context.js';
+import { DomainError, NotFoundError, ValidationError } from '../kernel/errors.js';
+import { createBatchSchema, pageSchema, type CreateBatchInput, type PageInput } from '../kernel/inputs.js';
+import { toBatch, toJob, type Batch, type Job } from '../kernel/models.js';
+import { decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+import { createJobIn } from '../jobs/create.js';
+
+export interface CreateBatchResult {
+  batch: Batch;
+  /** false when the key named a batch made before: it is returned, and nothing was created. */
+  created: boolean;
+}
+
+/** A member's or the onComplete job's refusal, naming it: validation paths under `jobs.<i>` or `onComplete`. */
+function at(error: unknown, path: (string | number)[]): unknown {
+  if (error instanceof ValidationError)
+    return new ValidationError(
+      error.issues.map((i) => ({ ...i, path: [...path, ...i.path] })),
+      error.details.reason as string,
+    );
+  if (error instanceof DomainError) {
+    error.message = `${path.join('.')}: ${error.message}`;
+    error.details.path = path;
+  }
+  return error;
+}
+
+export function createBatchService(ctx: ServiceContext) {
+  const { db } = ctx;
+  const batchById = batchedRead((ws, ids) => batchesRepo.findBatchesByIds(db, ws, ids).then(byId), !ctx.outer);
+  return {
+    /**
+     * Creates a batch: its onComplete job (waiting until the batch completes), then each of `jobs`
+     * as createJob would, as members, in one transaction, all or nothing. Closed at once unless
+     * `open`: a closed batch whose members have all ended completes (an empty one at once), and
+     * its onComplete job starts. A `key` already used returns that batch (created: false) and
+     * creates nothing. Throws VALIDATION_FAILED, NOT_FOUND, FORBIDDEN and createJob's errors, naming
+     * the job (`jobs.<i>`, `onComplete`).
+     */
+    async createBatch(actor: Actor, raw: CreateBatchInput): Promise<CreateBatchResult> {
+      return mutate(
+        ctx,
+        actor,
+        { action: 'batch.create', role: 'OPERATOR', input: raw, target: (r) => ({ type: 'Batch', id: r.batch.id }) },
+        async (trx) => {
+          const input = parseInput(createBatchSchema, raw);
+          const row = {
+            workspace_id: actor.workspaceId,
+            key: input.key ?? null,
+            name: input.name ?? null,
+            open: true,
+            created_by_key_id: actor.keyId ?? null,
+          };
+          const inserted = await batchesRepo.insertBatch(trx, row);
+          if (!inserted) {
+            // The key is taken: by a batch committed before, or one committing now (the insert waited for it).
+            const existing = await batchesRepo.findBatchByKey(trx, actor.workspaceId, row.key!);
+            if (!existing) throw new Error('batch key conflicted but no batch holds it');
+            return { batch: toBatch(existing), created: false };
+          }
+          if (raw.onComplete) {
+            const onComplete = raw.onComplete;
+            if (onComplete.kind === 'CRON')
+              throw ValidationError.at(['onComplete', 'kind'], 'is IMMEDIATE or DELAYED: it runs once, when the batch completes');
+            if (onComplete.batchId != null)
+              throw ValidationError.at(['onComplete', 'batchId'], 'must be absent: the onComplete job is not a member');
+            await createJobIn(ctx, trx, actor, onComplete, { onCompleteOf: inserted.id }).catch((e) => {
+              throw at(e, ['onComplete']);
+            });
+          }
+          const jobs = raw.jobs ?? [];
+          for (let i = 0; i < jobs.length; i++) {
+            await createJobIn(ctx, trx, actor, { ...jobs[i]!, batchId: inserted.id }).catch((e) => {
+              throw at(e, ['jobs', i]);
+            });
+          }
+          const batch = input.open
+            ? (await batchesRepo.lockBatch(trx, actor.workspaceId, inserted.id))!
+            : await batchesRepo.closeBatch(trx, inserted.id);
+          return { batch: toBatch(batch), created: true };
+        },
+      );
+    },
+
+    /**
+     * Closes a batch: no member can be added any more, and once every member has ended it
+     * completes and its onComplete job starts (at once, if they all have). Closing a closed batch
+     * returns it unchanged. Throws NOT_FOUND.
+     */
+    async closeBatch(actor: Actor, id: string): Promise<Batch> {
+      return mutate(ctx, actor, { action: 'batch.close', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
+        const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
+        if (!batch) throw new NotFoundError('Batch', id);
+        return toBatch(batch.open ? await batchesRepo.closeBatch(trx, batch.id) : batch);
+      });
+    },
+
+    /** Throws NOT_FOUND. */
+    async batch(actor: Actor, id: string): Promise<Batch> {
+      const row = await batchById(actor.workspaceId, id);
+      if (!row) throw new NotFoundError('Batch', id);
+      return toBatch(row);
+    },
+
+    /** The workspace's batches, newest first. */
+    async batches(actor: Actor, rawPage: PageInput = {}): Promise<Connection<Batch>> {
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await batchesRepo.listBatches(ctx.reader(actor), actor.workspaceId, { limit: size + 1, afterId });
+      return toConnection(rows, size, toBatch);
+    },
+
+    /** A batch's members in id order; `outcome` narrows them (null: those that have not ended). */
+    async batchJobs(
+      actor: Actor,
+      batchId: string,
+      rawPage: PageInput = {},
+      outcome?: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null,
+    ): Promise<Connection<Job>> {
+      const page = parseInput(pageSchema, rawPage);
+      const size = pageSize(page);
+      const afterId = page.after ? decodeCursor(page.after) : undefined;
+      const rows = await batchesRepo.listMembers(ctx.reader(actor), actor.workspaceId, batchId, { limit: size + 1, afterId, outcome });
+      return toConnection(rows, size, toJob);
+    },
+  };
+}
