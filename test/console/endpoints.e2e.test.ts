@@ -4,8 +4,11 @@
  * (until when, how long from now, which answer), then an operator lifts it from there.
  */
 import { AxeBuilder } from '@axe-core/playwright';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { CONSOLE_DOCUMENTS, DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
 import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
@@ -15,6 +18,8 @@ let world: ConsoleWorld;
 let browser: Browser;
 let target: HttpTarget;
 let adminKey: string;
+let operatorKey: string;
+let viewerKey: string;
 const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
@@ -24,6 +29,8 @@ beforeAll(async () => {
   browser = await launchChromium();
   target = await startHttpTarget();
   adminKey = (await t.service.bootstrapKey('default', 'ADMIN', 'endpoints e2e admin')).key;
+  operatorKey = (await t.service.bootstrapKey('default', 'OPERATOR', 'endpoints e2e operator')).key;
+  viewerKey = (await t.service.bootstrapKey('default', 'VIEWER', 'endpoints e2e viewer')).key;
 }, 180_000);
 afterAll(async () => {
   for (const c of contexts) await c.close().catch(() => {});
@@ -46,6 +53,30 @@ async function signedIn(key: string, name: string): Promise<Page> {
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByTestId('role').waitFor();
   return page;
+}
+
+/**
+ * The workspace's cap as the GraphQL API answers it. The console's gateway runs only the documents
+ * it knows by hash: this asks with the hash of the console's own Endpoints query.
+ */
+async function workspaceCap(): Promise<number | null> {
+  const manifest = JSON.parse(readFileSync(join(DEFAULT_CONSOLE_DIR, CONSOLE_DOCUMENTS), 'utf8')) as Record<string, string>;
+  const sha256Hash = Object.keys(manifest).find((hash) => manifest[hash]!.startsWith('query Endpoints '));
+  const res = await fetch(`${world.origin}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminKey}` },
+    body: JSON.stringify({ extensions: { persistedQuery: { version: 1, sha256Hash } }, variables: {} }),
+  });
+  const text = await res.text();
+  const body = JSON.parse(text) as { data?: { workspace: { concurrencyLimit: number | null } } };
+  if (!body.data) throw new Error(`${res.status} ${text}`);
+  return body.data.workspace.concurrencyLimit;
+}
+
+/** The levers of an endpoint as the API answers them. */
+async function levers(name: string) {
+  const e = await t.service.endpoint(t.actor, { name });
+  return { rateLimit: e.rateLimit, keyConcurrencyLimit: e.keyConcurrencyLimit, keyRateLimit: e.keyRateLimit };
 }
 
 async function accessible(page: Page, screen: string) {
@@ -135,7 +166,18 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
       expect(await page.getByTestId('workspace-cap').textContent()).toBe(
         'The workspace runs at most 50 attempts at once across its endpoints.',
       );
-      expect(await row.getByTestId('endpoint-key-limits').textContent()).toBe('1 in flight100 per 1.0 s (burst 100)');
+      // An ADMIN reads the per-key limits in their fields (a VIEWER's reading is tested below).
+      const keyLimits = row.getByTestId('endpoint-key-limits');
+      expect(await keyLimits.getByLabel('Per-key concurrency limit of console.keyed (empty: none)', { exact: true }).inputValue()).toBe(
+        '1',
+      );
+      expect(
+        await Promise.all(
+          ['starts per period (empty: none)', 'period in seconds (empty: 1)', 'burst (empty: the count)'].map((field) =>
+            keyLimits.getByLabel(`Per-key rate limit of console.keyed: ${field}`, { exact: true }).inputValue(),
+          ),
+        ),
+      ).toEqual(['100', '1', '100']);
 
       await t.service.createJobs(
         t.actor,
@@ -155,6 +197,121 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
     } finally {
       releasing = true;
       for (const res of held.splice(0)) res.end('ok');
+      await t.service.updateWorkspace(t.actor, { concurrencyLimit: null });
+    }
+  });
+
+  it("lets an operator set, change and remove an endpoint's rate limit and per-key limits, and an admin the workspace's cap; a refused value is shown at its field and changes nothing", async () => {
+    // An OPERATOR changes what its key created: the endpoint is the operator's.
+    const operator = await t.service.authenticate(operatorKey);
+    await t.service.registerEndpoint(operator, { name: 'console.levers', kind: 'HANDLER', handlerName: 'console.ok' });
+    const page = await signedIn(operatorKey, 'endpoint-levers');
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Endpoints', exact: true }).click();
+    const row = page.getByTestId('endpoints').getByRole('row').filter({ hasText: 'console.levers' });
+    const field = (label: string) => row.getByLabel(label, { exact: true });
+    const save = (what: string) => row.getByRole('button', { name: `Save the ${what} of console.levers`, exact: true });
+    await field('Rate limit of console.levers: starts per period (empty: unlimited)').waitFor();
+    // The workspace's cap is an ADMIN's: an operator has no control for it.
+    expect(await page.getByLabel(/Workspace cap/).count()).toBe(0);
+
+    // The endpoint's rate limit: 5 starts per 2 s in bursts of 10.
+    await field('Rate limit of console.levers: starts per period (empty: unlimited)').fill('5');
+    await field('Rate limit of console.levers: period in seconds (empty: 1)').fill('2');
+    await field('Rate limit of console.levers: burst (empty: the count)').fill('10');
+    await save('rate limit').click();
+    await expect.poll(async () => (await levers('console.levers')).rateLimit).toEqual({ count: 5, periodMs: 2000, burst: 10 });
+    // Saved: the button goes, and the focus it had stays in the form, on its first field.
+    await save('rate limit').waitFor({ state: 'detached' });
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('aria-label'))).toBe(
+      'Rate limit of console.levers: starts per period (empty: unlimited)',
+    );
+
+    // Per key: 2 in flight, and 3 starts a second (period and burst left to their defaults).
+    await field('Per-key concurrency limit of console.levers (empty: none)').fill('2');
+    await save('per-key concurrency limit').click();
+    await expect.poll(async () => (await levers('console.levers')).keyConcurrencyLimit).toBe(2);
+    await field('Per-key rate limit of console.levers: starts per period (empty: none)').fill('3');
+    await save('per-key rate limit').click();
+    await expect.poll(async () => (await levers('console.levers')).keyRateLimit).toEqual({ count: 3, periodMs: 1000, burst: 3 });
+    await expect.poll(() => field('Per-key rate limit of console.levers: burst (empty: the count)').inputValue()).toBe('3');
+
+    // Changed: 7 starts per 2 s, the burst kept.
+    await field('Rate limit of console.levers: starts per period (empty: unlimited)').fill('7');
+    await save('rate limit').click();
+    await expect.poll(async () => (await levers('console.levers')).rateLimit).toEqual({ count: 7, periodMs: 2000, burst: 10 });
+
+    // A value the API refuses (over 10,000 per key): said at the field, in words, and nothing changes.
+    const keyLimit = field('Per-key concurrency limit of console.levers (empty: none)');
+    await keyLimit.fill('20000');
+    await save('per-key concurrency limit').click();
+    const refusal = row.getByRole('alert');
+    await refusal.waitFor();
+    const said = (await refusal.textContent())!;
+    expect(said).toContain('Not changed');
+    expect(said).toContain('VALIDATION_FAILED');
+    expect(said).toContain('keyConcurrencyLimit');
+    expect(said).not.toMatch(/\bat \S+ \(/); // no stack
+    expect(await keyLimit.getAttribute('aria-invalid')).toBe('true');
+    expect(await keyLimit.evaluate((el) => document.getElementById(el.getAttribute('aria-describedby')!)?.textContent)).toBe(said);
+    expect(await levers('console.levers')).toEqual({
+      rateLimit: { count: 7, periodMs: 2000, burst: 10 },
+      keyConcurrencyLimit: 2,
+      keyRateLimit: { count: 3, periodMs: 1000, burst: 3 },
+    });
+    await accessible(page, 'endpoints (a refused limit)');
+    for (const width of [1400, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+      await screenshot(page, `endpoints-levers-refused-${width}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+    // Put back as saved, the refusal goes with the refused value.
+    await keyLimit.fill('2');
+    await refusal.waitFor({ state: 'detached' });
+    expect(await keyLimit.getAttribute('aria-invalid')).toBeNull();
+    await field('Per-key rate limit of console.levers: starts per period (empty: none)').fill('');
+    await save('per-key rate limit').click();
+    // Removed: an empty count clears the per-key rate limit.
+    await expect.poll(async () => (await levers('console.levers')).keyRateLimit).toBeNull();
+    await expect.poll(() => field('Per-key rate limit of console.levers: burst (empty: the count)').inputValue()).toBe('');
+
+    // A VIEWER reads the levers, with no control.
+    const viewer = await signedIn(viewerKey, 'endpoint-levers-viewer');
+    await viewer.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Endpoints', exact: true }).click();
+    const seen = viewer.getByTestId('endpoints').getByRole('row').filter({ hasText: 'console.levers' });
+    await seen.waitFor();
+    expect(await seen.getByTestId('endpoint-rate-limit').textContent()).toBe('7 per 2.0 s (burst 10)');
+    expect(await seen.getByTestId('endpoint-key-limits').textContent()).toBe('2 in flight');
+    expect(await seen.getByRole('spinbutton').count()).toBe(0);
+    expect(await viewer.getByLabel(/Workspace cap/).count()).toBe(0);
+
+    // An ADMIN sets the workspace's cap, is refused one over 100,000, and clears it.
+    const admin = await signedIn(adminKey, 'endpoint-levers-admin');
+    await admin.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Endpoints', exact: true }).click();
+    const cap = admin.getByLabel('Workspace cap on attempts in flight (empty: no cap)', { exact: true });
+    const saveCap = admin.getByRole('button', { name: 'Save the workspace cap', exact: true });
+    try {
+      await cap.fill('40');
+      await saveCap.click();
+      await expect.poll(workspaceCap).toBe(40);
+      await admin.getByTestId('workspace-cap').getByText('at most 40 attempts').waitFor();
+      await cap.fill('200000');
+      await saveCap.click();
+      const capRefusal = admin.locator('form.workspace-cap').getByRole('alert');
+      await capRefusal.waitFor();
+      expect(await capRefusal.textContent()).toContain('VALIDATION_FAILED');
+      expect(await workspaceCap()).toBe(40);
+      await cap.fill('');
+      await saveCap.click();
+      await expect.poll(workspaceCap).toBeNull();
+      expect(await admin.getByTestId('workspace-cap').count()).toBe(0);
+      await accessible(admin, 'endpoints (an admin, the levers)');
+      for (const width of [1400, 390]) {
+        await admin.setViewportSize({ width, height: 900 });
+        expect(await admin.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+        await screenshot(admin, `endpoints-levers-admin-${width}`);
+      }
+    } finally {
       await t.service.updateWorkspace(t.actor, { concurrencyLimit: null });
     }
   });

@@ -1,9 +1,10 @@
-import { useState } from 'react';
+import { useId, useRef, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { EndpointKind, HttpMethod } from '../gql/graphql.ts';
 import { formatCount, formatDuration, formatLocal, formatRelative } from '../lib/format.ts';
 import { useCan, useMutation, useNow, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
+import type { ApiError } from '../lib/api.ts';
 import { Empty, ErrorBox, Link, Loading, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
 
@@ -72,9 +73,29 @@ const EndpointsExecutionsDocument = graphql(`
   }
 `);
 
-const SetConcurrencyDocument = graphql(`
-  mutation SetEndpointConcurrency($input: UpdateEndpointInput!) {
+const UpdateEndpointLimitsDocument = graphql(`
+  mutation UpdateEndpointLimits($input: UpdateEndpointInput!) {
     updateEndpoint(input: $input) {
+      id
+      concurrencyLimit
+      keyConcurrencyLimit
+      rateLimit {
+        count
+        periodMs
+        burst
+      }
+      keyRateLimit {
+        count
+        periodMs
+        burst
+      }
+    }
+  }
+`);
+
+const UpdateWorkspaceCapDocument = graphql(`
+  mutation UpdateWorkspaceCap($input: UpdateWorkspaceInput!) {
+    updateWorkspace(input: $input) {
       id
       concurrencyLimit
     }
@@ -133,6 +154,7 @@ export function EndpointsScreen() {
           The workspace runs at most {formatCount(q.data.workspace.concurrencyLimit)} attempts at once across its endpoints.
         </p>
       )}
+      {q.data && can('ADMIN') && <WorkspaceCap workspace={q.data.workspace} onDone={q.reload} />}
       <ErrorBox error={q.error} />
       {!q.data ? (
         !q.error && <Loading />
@@ -231,9 +253,20 @@ export function EndpointsScreen() {
                   )}
                   <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
                   <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
-                  <td>{can('OPERATOR') ? <ConcurrencyLimit endpoint={e} onDone={q.reload} /> : (e.concurrencyLimit ?? 'unlimited')}</td>
+                  <td>
+                    {can('OPERATOR') ? (
+                      <LimitField endpoint={e} field="concurrencyLimit" onDone={q.reload} />
+                    ) : (
+                      (e.concurrencyLimit ?? 'unlimited')
+                    )}
+                  </td>
                   <td data-testid="endpoint-key-limits">
-                    {e.keyConcurrencyLimit == null && !e.keyRateLimit ? (
+                    {can('OPERATOR') ? (
+                      <div className="limit-editors">
+                        <LimitField endpoint={e} field="keyConcurrencyLimit" onDone={q.reload} />
+                        <RateLimitField endpoint={e} field="keyRateLimit" onDone={q.reload} />
+                      </div>
+                    ) : e.keyConcurrencyLimit == null && !e.keyRateLimit ? (
                       'none'
                     ) : (
                       <ul className="plain">
@@ -242,7 +275,15 @@ export function EndpointsScreen() {
                       </ul>
                     )}
                   </td>
-                  <td>{e.rateLimit ? rate(e.rateLimit) : 'unlimited'}</td>
+                  <td data-testid="endpoint-rate-limit">
+                    {can('OPERATOR') ? (
+                      <RateLimitField endpoint={e} field="rateLimit" onDone={q.reload} />
+                    ) : e.rateLimit ? (
+                      rate(e.rateLimit)
+                    ) : (
+                      'unlimited'
+                    )}
+                  </td>
                   <td data-testid="endpoint-busiest-keys">
                     {e.busiestKeys.length === 0 ? (
                       '—'
@@ -300,41 +341,252 @@ function RetryAfterHoldNote({ hold, now }: { hold: RetryAfterHold; now: number }
   );
 }
 
-/** The endpoint's concurrency limit, changed in place: empty is unlimited. */
-function ConcurrencyLimit({
+/**
+ * A form's fields as typed, starting from what the server holds: when the server's value changes (a
+ * save, another operator), the fields follow it; `changed` says whether they differ from it now.
+ */
+function useDraft<T extends Record<string, string>>(saved: T): [T, (draft: T) => void, boolean] {
+  const key = JSON.stringify(saved);
+  const [draft, setDraft] = useState(saved);
+  const [base, setBase] = useState(key);
+  if (base !== key) {
+    setBase(key);
+    setDraft(saved);
+  }
+  return [draft, setDraft, JSON.stringify(draft) !== key];
+}
+
+/**
+ * Where a refusal shows: under the control, announced (role=alert), and named by the fields it
+ * concerns (aria-describedby, aria-invalid) so a screen reader reads it on the field too.
+ */
+function useFieldError(error: ApiError | null): { id: string; fieldProps: { 'aria-invalid'?: true; 'aria-describedby'?: string } } {
+  const id = useId();
+  return { id, fieldProps: error ? { 'aria-invalid': true, 'aria-describedby': id } : {} };
+}
+
+type EndpointLimits = {
+  id: string;
+  name: string;
+  concurrencyLimit?: number | null;
+  keyConcurrencyLimit?: number | null;
+  rateLimit?: RateLimit | null;
+  keyRateLimit?: RateLimit | null;
+};
+
+interface RateLimit {
+  count: number;
+  periodMs: number;
+  burst: number;
+}
+
+const LIMIT_WORDS = {
+  concurrencyLimit: { label: 'Concurrency limit', saveLabel: 'concurrency limit', empty: 'unlimited', unit: null },
+  // Beside the per-key rate limit in one cell: the unit tells the two apart.
+  keyConcurrencyLimit: { label: 'Per-key concurrency limit', saveLabel: 'per-key concurrency limit', empty: 'none', unit: 'in flight' },
+} as const;
+
+/**
+ * One of the endpoint's attempts-in-flight limits (its total, or per concurrency key), changed in
+ * place: empty removes it. After a save the field keeps the focus the vanishing Save button had.
+ */
+function LimitField({
   endpoint,
+  field,
   onDone,
 }: {
-  endpoint: { id: string; name: string; concurrencyLimit?: number | null };
+  endpoint: EndpointLimits;
+  field: 'concurrencyLimit' | 'keyConcurrencyLimit';
   onDone(): void;
 }) {
-  const set = useMutation(SetConcurrencyDocument);
-  const [value, setValue] = useState(endpoint.concurrencyLimit == null ? '' : String(endpoint.concurrencyLimit));
-  const changed = value !== (endpoint.concurrencyLimit == null ? '' : String(endpoint.concurrencyLimit));
+  const set = useMutation(UpdateEndpointLimitsDocument);
+  const words = LIMIT_WORDS[field];
+  const saved = endpoint[field];
+  const [draft, setDraft, changed] = useDraft({ value: saved == null ? '' : String(saved) });
+  const input = useRef<HTMLInputElement>(null);
+  // A refusal concerns the value typed: put back as saved, the field has nothing to be refused.
+  const refusal = changed ? set.error : null;
+  const { id: errorId, fieldProps } = useFieldError(refusal);
   return (
     <form
       className="inline-form"
       onSubmit={async (ev) => {
         ev.preventDefault();
-        const r = await set.run({ input: { id: endpoint.id, concurrencyLimit: value === '' ? null : Number(value) } });
-        if (r) onDone();
+        const r = await set.run({ input: { id: endpoint.id, [field]: draft.value === '' ? null : Number(draft.value) } });
+        if (r) {
+          input.current?.focus();
+          onDone();
+        }
       }}
     >
-      <input
-        type="number"
-        min={1}
-        inputMode="numeric"
-        placeholder="unlimited"
-        aria-label={`Concurrency limit of ${endpoint.name} (empty: unlimited)`}
-        value={value}
-        onChange={(ev) => setValue(ev.target.value)}
-      />
-      {changed && (
-        <button type="submit" disabled={set.pending} aria-label={`Save the concurrency limit of ${endpoint.name}`}>
-          Save
-        </button>
+      <span className="fields">
+        <input
+          ref={input}
+          type="number"
+          min={1}
+          inputMode="numeric"
+          placeholder={words.empty}
+          aria-label={`${words.label} of ${endpoint.name} (empty: ${words.empty})`}
+          value={draft.value}
+          onChange={(ev) => setDraft({ value: ev.target.value })}
+          {...fieldProps}
+        />
+        {words.unit && <span aria-hidden="true">{words.unit}</span>}
+        {changed && (
+          <button type="submit" disabled={set.pending} aria-label={`Save the ${words.saveLabel} of ${endpoint.name}`}>
+            Save
+          </button>
+        )}
+      </span>
+      {refusal && (
+        <div id={errorId} className="field-error">
+          <ErrorBox error={refusal} title="Not changed" />
+        </div>
       )}
-      <ErrorBox error={set.error} title="Not changed" />
+    </form>
+  );
+}
+
+const RATE_WORDS = {
+  rateLimit: { label: 'Rate limit', saveLabel: 'rate limit', empty: 'unlimited' },
+  keyRateLimit: { label: 'Per-key rate limit', saveLabel: 'per-key rate limit', empty: 'none' },
+} as const;
+
+/**
+ * One of the endpoint's rate limits (its total, or per concurrency key) changed in place: so many
+ * starts per so many seconds, in bursts of up to so many. An empty count removes it; an empty period
+ * is a second; an empty burst is the count (the API's default).
+ */
+function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits; field: 'rateLimit' | 'keyRateLimit'; onDone(): void }) {
+  const set = useMutation(UpdateEndpointLimitsDocument);
+  const words = RATE_WORDS[field];
+  const saved = endpoint[field];
+  const [draft, setDraft, changed] = useDraft({
+    count: saved ? String(saved.count) : '',
+    seconds: saved ? String(saved.periodMs / 1000) : '',
+    burst: saved ? String(saved.burst) : '',
+  });
+  const first = useRef<HTMLInputElement>(null);
+  // A refusal concerns the value typed: put back as saved, the field has nothing to be refused.
+  const refusal = changed ? set.error : null;
+  const { id: errorId, fieldProps } = useFieldError(refusal);
+  const of = `${words.label} of ${endpoint.name}`;
+  return (
+    <form
+      className="inline-form rate-form"
+      onSubmit={async (ev) => {
+        ev.preventDefault();
+        const limit =
+          draft.count === ''
+            ? null
+            : {
+                count: Number(draft.count),
+                periodMs: Math.round(Number(draft.seconds === '' ? '1' : draft.seconds) * 1000),
+                ...(draft.burst === '' ? {} : { burst: Number(draft.burst) }),
+              };
+        const r = await set.run({ input: { id: endpoint.id, [field]: limit } });
+        if (r) {
+          first.current?.focus();
+          onDone();
+        }
+      }}
+    >
+      <span className="fields">
+        <input
+          ref={first}
+          type="number"
+          min={1}
+          inputMode="numeric"
+          placeholder={words.empty}
+          aria-label={`${of}: starts per period (empty: ${words.empty})`}
+          value={draft.count}
+          onChange={(ev) => setDraft({ ...draft, count: ev.target.value })}
+          {...fieldProps}
+        />
+        <span aria-hidden="true">starts per</span>
+        <input
+          type="number"
+          min={1}
+          step="any"
+          inputMode="decimal"
+          placeholder="1"
+          aria-label={`${of}: period in seconds (empty: 1)`}
+          value={draft.seconds}
+          onChange={(ev) => setDraft({ ...draft, seconds: ev.target.value })}
+          {...fieldProps}
+        />
+        <span aria-hidden="true">s, burst</span>
+        <input
+          type="number"
+          min={1}
+          inputMode="numeric"
+          placeholder="= count"
+          aria-label={`${of}: burst (empty: the count)`}
+          value={draft.burst}
+          onChange={(ev) => setDraft({ ...draft, burst: ev.target.value })}
+          {...fieldProps}
+        />
+        {changed && (
+          <button type="submit" disabled={set.pending} aria-label={`Save the ${words.saveLabel} of ${endpoint.name}`}>
+            Save
+          </button>
+        )}
+      </span>
+      {refusal && (
+        <div id={errorId} className="field-error">
+          <ErrorBox error={refusal} title="Not changed" />
+        </div>
+      )}
+    </form>
+  );
+}
+
+/** The workspace's cap on attempts in flight across its endpoints, for an ADMIN: empty removes it. */
+function WorkspaceCap({ workspace, onDone }: { workspace: { id: string; concurrencyLimit?: number | null }; onDone(): void }) {
+  const set = useMutation(UpdateWorkspaceCapDocument);
+  const saved = workspace.concurrencyLimit;
+  const [draft, setDraft, changed] = useDraft({ value: saved == null ? '' : String(saved) });
+  const input = useRef<HTMLInputElement>(null);
+  // A refusal concerns the value typed: put back as saved, the field has nothing to be refused.
+  const refusal = changed ? set.error : null;
+  const { id: errorId, fieldProps } = useFieldError(refusal);
+  return (
+    <form
+      className="inline-form workspace-cap"
+      onSubmit={async (ev) => {
+        ev.preventDefault();
+        const r = await set.run({ input: { concurrencyLimit: draft.value === '' ? null : Number(draft.value) } });
+        if (r) {
+          input.current?.focus();
+          onDone();
+        }
+      }}
+    >
+      <span className="fields">
+        <label className="inline">
+          Workspace cap on attempts in flight (empty: no cap)
+          <input
+            ref={input}
+            type="number"
+            min={1}
+            inputMode="numeric"
+            placeholder="no cap"
+            value={draft.value}
+            onChange={(ev) => setDraft({ value: ev.target.value })}
+            {...fieldProps}
+          />
+        </label>
+        {changed && (
+          <button type="submit" disabled={set.pending}>
+            Save the workspace cap
+          </button>
+        )}
+      </span>
+      {refusal && (
+        <div id={errorId} className="field-error">
+          <ErrorBox error={refusal} title="Not changed" />
+        </div>
+      )}
     </form>
   );
 }
