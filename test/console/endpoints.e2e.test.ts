@@ -250,6 +250,8 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
     expect(said).toContain('Not changed');
     expect(said).toContain('VALIDATION_FAILED');
     expect(said).toContain('keyConcurrencyLimit');
+    // Said once: the list of issues is not repeated under a message that already says them.
+    expect(said.split('keyConcurrencyLimit')).toHaveLength(2);
     expect(said).not.toMatch(/\bat \S+ \(/); // no stack
     expect(await keyLimit.getAttribute('aria-invalid')).toBe('true');
     expect(await keyLimit.evaluate((el) => document.getElementById(el.getAttribute('aria-describedby')!)?.textContent)).toBe(said);

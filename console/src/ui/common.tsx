@@ -29,15 +29,20 @@ export function Link({ to, children, className, ariaLabel }: { to: string; child
   );
 }
 
-/** An error with its stable code and its message; never a blank screen. */
+/**
+ * An error with its stable code and its message; never a blank screen. A validation failure's
+ * issues are listed under it unless the message already says them (the API's message names each
+ * field and what is wrong with it: saying it twice says nothing more).
+ */
 export function ErrorBox({ error, title = 'Something went wrong' }: { error: ApiError | null | undefined; title?: string }) {
   if (!error) return null;
+  const issues = error.issues.filter((i) => !error.message.includes(`${i.path.join('.') || '(input)'}: ${i.message}`));
   return (
     <div className="error" role="alert">
       <strong>{title}</strong> <code className="code">{error.code}</code> <span>{error.message}</span>
-      {error.issues.length > 0 && (
+      {issues.length > 0 && (
         <ul>
-          {error.issues.map((i, n) => (
+          {issues.map((i, n) => (
             <li key={n}>
               <code>{i.path.join('.') || '(input)'}</code>: {i.message}
             </li>
