@@ -277,6 +277,25 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
     await expect.poll(async () => (await levers('console.levers')).keyRateLimit).toBeNull();
     await expect.poll(() => field('Per-key rate limit of console.levers: burst (empty: the count)').inputValue()).toBe('');
 
+    // Typed and not saved, a value stays when the server's value under it changes (another operator's
+    // change, read at the screen's next reload, which an execution of the endpoint brings), and so does
+    // its Save button, the same element, which saves what was typed; a field with nothing typed follows.
+    const rateCount = field('Rate limit of console.levers: starts per period (empty: unlimited)');
+    await rateCount.fill('9');
+    const typedSave = (await save('rate limit').elementHandle())!;
+    const { id } = await t.service.endpoint(operator, { name: 'console.levers' });
+    await t.service.updateEndpoint(operator, { id, rateLimit: { count: 8, periodMs: 1000 }, keyConcurrencyLimit: 6 });
+    await t.service.createJob(operator, { endpointName: 'console.levers', kind: 'IMMEDIATE', name: 'levers-reload' });
+    await expect.poll(() => field('Per-key concurrency limit of console.levers (empty: none)').inputValue(), { timeout: 10_000 }).toBe('6');
+    expect(await rateCount.inputValue()).toBe('9');
+    expect(await field('Rate limit of console.levers: period in seconds (empty: 1)').inputValue()).toBe('2');
+    expect(await typedSave.evaluate((el) => el.isConnected)).toBe(true);
+    await typedSave.click();
+    await expect.poll(async () => (await levers('console.levers')).rateLimit).toEqual({ count: 9, periodMs: 2000, burst: 10 });
+    await save('rate limit').waitFor({ state: 'detached' });
+    // Back as the rest of the test reads them.
+    await t.service.updateEndpoint(operator, { id, rateLimit: { count: 7, periodMs: 2000, burst: 10 }, keyConcurrencyLimit: 2 });
+
     // A VIEWER reads the levers, with no control.
     const viewer = await signedIn(viewerKey, 'endpoint-levers-viewer');
     await viewer.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Endpoints', exact: true }).click();

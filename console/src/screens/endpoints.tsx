@@ -342,18 +342,26 @@ function RetryAfterHoldNote({ hold, now }: { hold: RetryAfterHold; now: number }
 }
 
 /**
- * A form's fields as typed, starting from what the server holds: when the server's value changes (a
- * save, another operator), the fields follow it; `changed` says whether they differ from it now.
+ * A form's fields as typed, starting from what the server holds. When the server's value changes (a
+ * save's reload, another operator, a live update) the fields follow it only if they hold nothing
+ * typed since they last did: a value being typed is never swept away under the user, nor its Save
+ * button with it, and the form stays mounted throughout (its fields, its button, its focus).
+ * `edit` is the user's typing; `settle(sent, answer)` takes the value a save of `sent` was answered
+ * with, unless the user typed again while it was on its way; `changed`: the fields differ from the
+ * server's value.
  */
-function useDraft<T extends Record<string, string>>(saved: T): [T, (draft: T) => void, boolean] {
+function useDraft<T extends Record<string, string>>(
+  saved: T,
+): { draft: T; edit(draft: T): void; settle(sent: T, answer: T): void; changed: boolean } {
   const key = JSON.stringify(saved);
-  const [draft, setDraft] = useState(saved);
-  const [base, setBase] = useState(key);
-  if (base !== key) {
-    setBase(key);
-    setDraft(saved);
+  // `base`: the server's value last seen; `synced`: the value the fields were last set to by the server.
+  const [state, setState] = useState({ draft: saved, base: key, synced: key });
+  if (state.base !== key) {
+    setState((s) => (JSON.stringify(s.draft) === s.synced ? { draft: saved, base: key, synced: key } : { ...s, base: key }));
   }
-  return [draft, setDraft, JSON.stringify(draft) !== key];
+  const edit = (draft: T) => setState((s) => ({ ...s, draft }));
+  const settle = (sent: T, answer: T) => setState((s) => (s.draft === sent ? { ...s, draft: answer, synced: JSON.stringify(answer) } : s));
+  return { draft: state.draft, edit, settle, changed: JSON.stringify(state.draft) !== key };
 }
 
 /**
@@ -380,6 +388,16 @@ interface RateLimit {
   burst: number;
 }
 
+/** A limit as its field shows it: empty for none. */
+const limitDraft = (limit: number | null | undefined) => ({ value: limit == null ? '' : String(limit) });
+
+/** A rate limit as its three fields show it (the period in seconds): all empty for none. */
+const rateDraft = (limit: RateLimit | null | undefined) => ({
+  count: limit ? String(limit.count) : '',
+  seconds: limit ? String(limit.periodMs / 1000) : '',
+  burst: limit ? String(limit.burst) : '',
+});
+
 const LIMIT_WORDS = {
   concurrencyLimit: { label: 'Concurrency limit', saveLabel: 'concurrency limit', empty: 'unlimited', unit: null },
   // Beside the per-key rate limit in one cell: the unit tells the two apart.
@@ -401,8 +419,7 @@ function LimitField({
 }) {
   const set = useMutation(UpdateEndpointLimitsDocument);
   const words = LIMIT_WORDS[field];
-  const saved = endpoint[field];
-  const [draft, setDraft, changed] = useDraft({ value: saved == null ? '' : String(saved) });
+  const { draft, edit, settle, changed } = useDraft(limitDraft(endpoint[field]));
   const input = useRef<HTMLInputElement>(null);
   // A refusal concerns the value typed: put back as saved, the field has nothing to be refused.
   const refusal = changed ? set.error : null;
@@ -414,6 +431,7 @@ function LimitField({
         ev.preventDefault();
         const r = await set.run({ input: { id: endpoint.id, [field]: draft.value === '' ? null : Number(draft.value) } });
         if (r) {
+          settle(draft, limitDraft(r.updateEndpoint[field]));
           input.current?.focus();
           onDone();
         }
@@ -428,7 +446,7 @@ function LimitField({
           placeholder={words.empty}
           aria-label={`${words.label} of ${endpoint.name} (empty: ${words.empty})`}
           value={draft.value}
-          onChange={(ev) => setDraft({ value: ev.target.value })}
+          onChange={(ev) => edit({ value: ev.target.value })}
           {...fieldProps}
         />
         {words.unit && <span aria-hidden="true">{words.unit}</span>}
@@ -460,12 +478,7 @@ const RATE_WORDS = {
 function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits; field: 'rateLimit' | 'keyRateLimit'; onDone(): void }) {
   const set = useMutation(UpdateEndpointLimitsDocument);
   const words = RATE_WORDS[field];
-  const saved = endpoint[field];
-  const [draft, setDraft, changed] = useDraft({
-    count: saved ? String(saved.count) : '',
-    seconds: saved ? String(saved.periodMs / 1000) : '',
-    burst: saved ? String(saved.burst) : '',
-  });
+  const { draft, edit, settle, changed } = useDraft(rateDraft(endpoint[field]));
   const first = useRef<HTMLInputElement>(null);
   // A refusal concerns the value typed: put back as saved, the field has nothing to be refused.
   const refusal = changed ? set.error : null;
@@ -486,6 +499,7 @@ function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits;
               };
         const r = await set.run({ input: { id: endpoint.id, [field]: limit } });
         if (r) {
+          settle(draft, rateDraft(r.updateEndpoint[field]));
           first.current?.focus();
           onDone();
         }
@@ -500,7 +514,7 @@ function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits;
           placeholder={words.empty}
           aria-label={`${of}: starts per period (empty: ${words.empty})`}
           value={draft.count}
-          onChange={(ev) => setDraft({ ...draft, count: ev.target.value })}
+          onChange={(ev) => edit({ ...draft, count: ev.target.value })}
           {...fieldProps}
         />
         <span aria-hidden="true">starts per</span>
@@ -512,7 +526,7 @@ function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits;
           placeholder="1"
           aria-label={`${of}: period in seconds (empty: 1)`}
           value={draft.seconds}
-          onChange={(ev) => setDraft({ ...draft, seconds: ev.target.value })}
+          onChange={(ev) => edit({ ...draft, seconds: ev.target.value })}
           {...fieldProps}
         />
         <span aria-hidden="true">s, burst</span>
@@ -523,7 +537,7 @@ function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits;
           placeholder="= count"
           aria-label={`${of}: burst (empty: the count)`}
           value={draft.burst}
-          onChange={(ev) => setDraft({ ...draft, burst: ev.target.value })}
+          onChange={(ev) => edit({ ...draft, burst: ev.target.value })}
           {...fieldProps}
         />
         {changed && (
@@ -544,8 +558,7 @@ function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits;
 /** The workspace's cap on attempts in flight across its endpoints, for an ADMIN: empty removes it. */
 function WorkspaceCap({ workspace, onDone }: { workspace: { id: string; concurrencyLimit?: number | null }; onDone(): void }) {
   const set = useMutation(UpdateWorkspaceCapDocument);
-  const saved = workspace.concurrencyLimit;
-  const [draft, setDraft, changed] = useDraft({ value: saved == null ? '' : String(saved) });
+  const { draft, edit, settle, changed } = useDraft(limitDraft(workspace.concurrencyLimit));
   const input = useRef<HTMLInputElement>(null);
   // A refusal concerns the value typed: put back as saved, the field has nothing to be refused.
   const refusal = changed ? set.error : null;
@@ -557,6 +570,7 @@ function WorkspaceCap({ workspace, onDone }: { workspace: { id: string; concurre
         ev.preventDefault();
         const r = await set.run({ input: { concurrencyLimit: draft.value === '' ? null : Number(draft.value) } });
         if (r) {
+          settle(draft, limitDraft(r.updateWorkspace.concurrencyLimit));
           input.current?.focus();
           onDone();
         }
@@ -572,7 +586,7 @@ function WorkspaceCap({ workspace, onDone }: { workspace: { id: string; concurre
             inputMode="numeric"
             placeholder="no cap"
             value={draft.value}
-            onChange={(ev) => setDraft({ value: ev.target.value })}
+            onChange={(ev) => edit({ value: ev.target.value })}
             {...fieldProps}
           />
         </label>
