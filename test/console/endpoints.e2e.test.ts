@@ -325,7 +325,9 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
       await cap.fill('');
       await saveCap.click();
       await expect.poll(workspaceCap).toBeNull();
-      expect(await admin.getByTestId('workspace-cap').count()).toBe(0);
+      // The screen says so once its reload is in: asked again until then, not read once.
+      await expect.poll(() => admin.getByTestId('workspace-cap').count(), { timeout: 10_000 }).toBe(0);
+      await saveCap.waitFor({ state: 'detached' });
       await accessible(admin, 'endpoints (an admin, the levers)');
       for (const width of [1400, 390]) {
         await admin.setViewportSize({ width, height: 900 });
