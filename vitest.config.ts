@@ -58,6 +58,8 @@ const PROCESS = [
   'test/db/read-replica.test.ts',
   'test/docs/examples.test.ts',
   'test/engine/crash.test.ts',
+  // Worker processes run a diamond and a batch; one is killed with SIGKILL.
+  'test/engine/workflows.crash.test.ts',
   'test/engine/fenced.test.ts',
   'test/engine/intervals.test.ts',
   // Network faults through a TCP proxy that resets every connection, as the outage tests: on the
