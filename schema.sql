@@ -1,4 +1,4 @@
--- The schema after migrations/000048_batches.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000050_child_jobs.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -330,6 +330,40 @@ CREATE FUNCTION public.jobgate_notify_work() RETURNS trigger
     AS $$
 begin
   perform pg_notify('jobgate_work', '');
+  return null;
+end $$;
+
+CREATE FUNCTION public.jobgate_parent_cancelled() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  asked integer;
+begin
+  insert into execution_children as c (parent_execution_id, cancelled) values (new.id, true)
+  on conflict (parent_execution_id) do update set cancelled = true;
+  -- The children's jobs first, then their executions, in id order: the order every job mutation
+  -- locks in (cancelJob), and every statement that locks several executions (src/db/statements/lease.ts).
+  perform 1 from jobs j where j.parent_execution_id = new.id and j.status <> 'RETIRED' order by j.id for no key update;
+  update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
+  where parent_execution_id = new.id and status <> 'RETIRED';
+  with locked as materialized (
+    select e.id from executions e
+    where e.job_id in (select j.id from jobs j where j.parent_execution_id = new.id) and e.status in ('PENDING', 'RUNNING')
+    order by e.id for no key update
+  ), changed as (
+    update executions e
+    set status = case when e.status = 'PENDING' then 'CANCELLED' else e.status end,
+        blocked = false,
+        finished_at = case when e.status = 'PENDING' then now() else e.finished_at end,
+        last_error = case when e.status = 'PENDING' then 'parent execution ' || new.id || ' was cancelled' else e.last_error end,
+        cancel_requested_at = case when e.status = 'RUNNING' then coalesce(e.cancel_requested_at, now()) else e.cancel_requested_at end,
+        updated_at = now()
+    from locked l
+    where e.id = l.id and e.status in ('PENDING', 'RUNNING')
+    returning e.id, e.status
+  )
+  -- A running child is asked to abort, as cancelJob asks (heartbeats carry the request too).
+  select count(*) into asked from (select pg_notify('jobgate_cancel', c.id::text) from changed c where c.status = 'RUNNING') n;
   return null;
 end $$;
 
@@ -757,6 +791,13 @@ ALTER TABLE public.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE public.execution_children (
+    parent_execution_id uuid NOT NULL,
+    cancelled boolean DEFAULT false NOT NULL
+);
+
+COMMENT ON TABLE public.execution_children IS 'Where a parent execution''s children and its cancellation take turns (migration 000050).';
+
 CREATE TABLE public.executions (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     workspace_id uuid NOT NULL,
@@ -953,6 +994,7 @@ CREATE TABLE public.jobs (
     on_prerequisite_failure text,
     batch_id uuid,
     batch_outcome text,
+    parent_execution_id uuid,
     CONSTRAINT jobs_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
@@ -980,6 +1022,8 @@ COMMENT ON COLUMN public.jobs.on_prerequisite_failure IS 'What happens to this j
 COMMENT ON COLUMN public.jobs.batch_id IS 'The batch this job is a member of; null: none.';
 
 COMMENT ON COLUMN public.jobs.batch_outcome IS 'A batch member: how its scheduled execution ended, counted into its batch once; null while it has not.';
+
+COMMENT ON COLUMN public.jobs.parent_execution_id IS 'The execution this job is a child of (its handler made it); null: none.';
 
 CREATE TABLE public.payload_specs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -1201,6 +1245,9 @@ ALTER TABLE ONLY public.endpoints
 ALTER TABLE ONLY public.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.execution_children
+    ADD CONSTRAINT execution_children_pkey PRIMARY KEY (parent_execution_id);
+
 ALTER TABLE ONLY public.executions
     ADD CONSTRAINT executions_job_id_scheduled_for_key UNIQUE (job_id, scheduled_for);
 
@@ -1352,6 +1399,8 @@ CREATE INDEX jobs_name_search ON public.jobs USING btree (workspace_id, lower(na
 
 CREATE INDEX jobs_next_fire ON public.jobs USING btree (next_fire_at) WHERE ((status = 'ACTIVE'::text) AND (next_fire_at IS NOT NULL));
 
+CREATE INDEX jobs_parent_execution ON public.jobs USING btree (parent_execution_id, id) WHERE (parent_execution_id IS NOT NULL);
+
 CREATE INDEX jobs_workspace_created ON public.jobs USING btree (workspace_id, created_at DESC, id DESC);
 
 CREATE INDEX jobs_workspace_prunable ON public.jobs USING btree (workspace_id, created_at, id) WHERE ((kind <> 'CRON'::text) OR (status = 'RETIRED'::text));
@@ -1389,6 +1438,8 @@ CREATE TRIGGER executions_gate_insert BEFORE INSERT ON public.executions FOR EAC
 CREATE TRIGGER executions_gate_pending BEFORE UPDATE OF status ON public.executions FOR EACH ROW WHEN (((new.status = 'PENDING'::text) AND (old.status <> 'PENDING'::text))) EXECUTE FUNCTION public.jobgate_execution_gate();
 
 CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_notify_work();
+
+CREATE TRIGGER executions_parent_cancelled AFTER UPDATE OF status, cancel_requested_at ON public.executions FOR EACH ROW WHEN ((((new.status = 'CANCELLED'::text) AND (old.status IS DISTINCT FROM 'CANCELLED'::text)) OR ((new.cancel_requested_at IS NOT NULL) AND (old.cancel_requested_at IS NULL)))) EXECUTE FUNCTION public.jobgate_parent_cancelled();
 
 CREATE TRIGGER executions_pin_input BEFORE INSERT ON public.executions FOR EACH ROW WHEN ((new.input IS NULL)) EXECUTE FUNCTION public.jobgate_pin_execution_input();
 
@@ -1519,6 +1570,9 @@ ALTER TABLE ONLY public.endpoints
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_workspace_id_payload_spec_id_fkey FOREIGN KEY (workspace_id, payload_spec_id) REFERENCES public.payload_specs(workspace_id, id);
 
+ALTER TABLE ONLY public.execution_children
+    ADD CONSTRAINT execution_children_parent_execution_id_fkey FOREIGN KEY (parent_execution_id) REFERENCES public.executions(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.executions
     ADD CONSTRAINT executions_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
 
@@ -1551,6 +1605,9 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_parent_execution_id_fkey FOREIGN KEY (parent_execution_id) REFERENCES public.executions(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_workspace_id_endpoint_id_fkey FOREIGN KEY (workspace_id, endpoint_id) REFERENCES public.endpoints(workspace_id, id);

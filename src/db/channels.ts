@@ -71,13 +71,14 @@ export interface CancelHint {
 /**
  * Cancellation of running executions; the payload is the execution's id. Sent inside the
  * transaction that asks for it (src/db/repositories/executions.ts: cancelling a job, or executions by
- * id) and by the reaper (src/db/statements/reap.ts notifyCancel). No trigger sends it. Listened to
+ * id), by the reaper (src/db/statements/reap.ts notifyCancel), and by the trigger that cancels a
+ * cancelled execution's child jobs (jobgate_parent_cancelled, 000050). Listened to
  * by each worker's LISTEN connection (src/service/engine/worker/loops.ts), which aborts the
  * attempt it has in flight for that execution, if any (heartbeats carry the request too).
  */
 export const cancelChannel: Channel<CancelHint> = {
   name: 'jobgate_cancel',
-  sentByTriggers: [],
+  sentByTriggers: ['jobgate_parent_cancelled'],
   encode: (hint) => hint.executionId,
   decode: (payload) => (UUID.test(payload) ? { executionId: payload } : undefined),
 };

@@ -290,6 +290,11 @@ export interface Events {
   workspace_id: string;
 }
 
+export interface ExecutionChildren {
+  cancelled: Generated<boolean>;
+  parent_execution_id: string;
+}
+
 export interface Executions {
   attempt_count: Generated<number>;
   attempt_started_at: Timestamp | null;
@@ -470,6 +475,10 @@ export interface Jobs {
   on_prerequisite_failure: 'CANCEL' | 'RUN' | null;
   overlap_policy: 'SKIP' | 'QUEUE' | 'ALLOW' | null;
   /**
+   * The execution this job is a child of (its handler made it); null: none.
+   */
+  parent_execution_id: string | null;
+  /**
    * Higher first (-100 to 100); pinned on each execution when it is created.
    */
   priority: Generated<number>;
@@ -628,6 +637,7 @@ export interface DB {
   endpoint_retry_after: EndpointRetryAfter;
   endpoints: Endpoints;
   events: Events;
+  execution_children: ExecutionChildren;
   executions: Executions;
   findings: Findings;
   interval_abandoned: IntervalAbandoned;

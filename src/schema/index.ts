@@ -8,6 +8,7 @@ import './endpoint.js';
 import './job.js';
 import './job-dependencies.js';
 import './batch.js';
+import './children.js';
 import './execution.js';
 import './access.js';
 import './run.js';

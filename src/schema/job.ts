@@ -332,6 +332,10 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
       type: PrerequisiteFailurePolicyEnum,
       description: 'With dependsOn: what happens when one of them FAILED or was CANCELLED. Default CANCEL.',
     }),
+    parentExecutionId: t.id({
+      description:
+        'IMMEDIATE and DELAYED: make the job a child of this execution, typically from its handler (ctx.executionId, in ctx.transaction). Cancelling the parent cancels its children that have not ended. NOT_FOUND for no execution of the workspace; CONFLICT once the parent has ended or is being cancelled.',
+    }),
     batchId: t.id({
       description:
         'IMMEDIATE and DELAYED: add the job to this open batch as a member (createBatch with open: true). NOT_FOUND for no batch of the workspace; CONFLICT once it is closed.',

@@ -15,6 +15,7 @@ import { createExecutionControlService } from './jobs/execution-control.js';
 import { createHandlersService } from './handlers/handlers.js';
 import { createJobLifecycleService } from './jobs/jobs.js';
 import { createBatchService } from './workflows/batches.js';
+import { createChildReads } from './workflows/children.js';
 import { createLiveService } from './live/live.js';
 import { createNodeService } from './nodes.js';
 import { createPermissionsService } from './access/permissions.js';
@@ -65,6 +66,7 @@ export function createJobService(deps: ServiceDeps) {
     ...control,
     ...createBulkService(ctx),
     ...batches,
+    ...createChildReads(ctx),
     ...runs,
     ...createNodeService(ctx, { ...catalog, ...endpoints, ...jobs, ...runs, ...access, ...batches }),
     ...createLiveService(ctx),

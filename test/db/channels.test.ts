@@ -128,6 +128,28 @@ describe('the channels of src/db/channels.ts', () => {
     await expectHeard(() => t.service.cancelJob(t.actor, prerequisite.id), [on(workChannel, { kind: 'work' })]);
   });
 
+  it('read what cancelling a parent sends for its running child', async () => {
+    const { job: parent } = await t.service.createJob(t.actor, {
+      endpointName: 'channels.noop',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 3_600_000),
+    });
+    const parentExecution = (await t.query(`select id from executions where job_id = $1`, [parent.id])).rows[0].id;
+    const { job: child } = await t.service.createJob(t.actor, {
+      endpointName: 'channels.noop',
+      kind: 'IMMEDIATE',
+      parentExecutionId: parentExecution,
+    });
+    const { rows } = await t.query<{ id: string }>(
+      `update executions set status = 'RUNNING', lease_owner = 'channels-worker', lease_epoch = lease_epoch + 1,
+              lease_expires_at = now() + interval '1 minute', attempt_count = 1
+       where job_id = $1 returning id`,
+      [child.id],
+    );
+    fires('jobgate_parent_cancelled');
+    await expectHeard(() => t.service.cancelJob(t.actor, parent.id), [on(cancelChannel, { executionId: rows[0]!.id })]);
+  });
+
   it('read what the run, finding and catalogue triggers send when a run is triggered, finds, and is cancelled', async () => {
     let runId = '';
     fires('jobgate_events_runs_insert', 'jobgate_catalog_hint');

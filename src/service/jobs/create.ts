@@ -11,6 +11,7 @@
  *    every request the full path refuses.
  */
 import * as batchesRepo from '../../db/repositories/batches.js';
+import * as childrenRepo from '../../db/repositories/children.js';
 import * as dependenciesRepo from '../../db/repositories/dependencies.js';
 import * as executionsRepo from '../../db/repositories/executions.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
@@ -72,6 +73,7 @@ function differingField(
   if (askedPriority != null && existing.priority !== askedPriority) return 'priority';
   if (existing.concurrency_key !== (wanted.concurrency_key ?? null)) return 'concurrencyKey';
   if (existing.batch_id !== (wanted.batch_id ?? null)) return 'batchId';
+  if (existing.parent_execution_id !== (wanted.parent_execution_id ?? null)) return 'parentExecutionId';
   if (!sameTime(existing.starts_at, wanted.starts_at as Date | null)) return 'cron.startsAt';
   if (!sameTime(existing.ends_at, wanted.ends_at as Date | null)) return 'cron.endsAt';
   if (existing.misfire_policy !== (wanted.misfire_policy ?? null)) return 'cron.misfirePolicy';
@@ -110,6 +112,7 @@ function jobRowFor(
     schedule_name: extra.scheduleName ?? null,
     on_prerequisite_failure: input.dependsOn ? (input.onPrerequisiteFailure ?? 'CANCEL') : null,
     batch_id: input.batchId ?? null,
+    parent_execution_id: input.parentExecutionId ?? null,
   };
 }
 
@@ -150,6 +153,21 @@ async function prerequisitesFor(
     const ended = p.status === 'SUCCEEDED' || p.status === 'FAILED' || p.status === 'CANCELLED';
     return { jobId: p.jobId, outcome: ended ? (p.status as dependenciesRepo.PrerequisiteOutcome) : null };
   });
+}
+
+/**
+ * Takes a new child's turn against its parent's cancellation (childrenRepo.takeChildTurn): NOT_FOUND
+ * unless the parent is an execution of the workspace; CONFLICT once it has ended, or its
+ * cancellation has begun (a child then would outlive a parent that is gone).
+ */
+async function liveParentFor(trx: Transaction<DB>, actor: Actor, parentId: string): Promise<void> {
+  const parent = await childrenRepo.takeChildTurn(trx, actor.workspaceId, parentId);
+  if (!parent) throw new NotFoundError('Execution', parentId);
+  if (parent.cancelled || parent.cancelRequested || (parent.status !== 'PENDING' && parent.status !== 'RUNNING'))
+    throw new ConflictError(
+      `parent execution ${parentId} is ${parent.cancelled || parent.cancelRequested ? 'cancelled' : parent.status}: a child can be added only while it is pending or running`,
+      { executionId: parentId, field: 'parentExecutionId' },
+    );
 }
 
 /** Locks the batch a new member joins: NOT_FOUND unless it is the workspace's, CONFLICT once it is closed. */
@@ -279,6 +297,7 @@ export async function createJobIn(
   await assertLockFree(trx, actor, row.lock_key ?? null);
   const prerequisites = input.dependsOn ? await prerequisitesFor(trx, actor, input.dependsOn) : [];
   if (input.batchId) await openBatchFor(trx, actor, input.batchId);
+  if (input.parentExecutionId) await liveParentFor(trx, actor, input.parentExecutionId);
   const now = await ctx.now(trx);
   if (row.kind === 'CRON') {
     row.next_fire_at = nextFire(row as JobRow, now);
@@ -307,7 +326,7 @@ export async function createJobIn(
 /**
  * The one-statement form of a request, when nothing the statement cannot check could refuse it
  * or change its outcome: the database's clock (no injected one), a role that may create jobs,
- * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key, prerequisites or a batch.
+ * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key, prerequisites, a batch or a parent.
  * Undefined sends it down the full path. The only place this is decided.
  */
 export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJobInput): OneStatementJob | undefined {
@@ -316,8 +335,8 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
   if (!parsed.success) return undefined;
   const input = parsed.data;
   const { kind } = input;
-  if ((kind !== 'IMMEDIATE' && kind !== 'DELAYED') || input.idempotencyKey || input.lockKey || input.dependsOn || input.batchId)
-    return undefined;
+  if (kind !== 'IMMEDIATE' && kind !== 'DELAYED') return undefined;
+  if (input.idempotencyKey || input.lockKey || input.dependsOn || input.batchId || input.parentExecutionId) return undefined;
   return {
     workspaceId: actor.workspaceId,
     endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },

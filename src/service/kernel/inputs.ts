@@ -308,6 +308,7 @@ export const createJobSchema = z
     dependsOn: z.array(idSchema).min(1, 'must name at least one job; omit it for none').max(MAX_PREREQUISITES).nullish(),
     onPrerequisiteFailure: z.enum(['CANCEL', 'RUN']).nullish(),
     batchId: idSchema.nullish(),
+    parentExecutionId: idSchema.nullish(),
   })
   .superRefine((v, ctx) => {
     if (v.dependsOn != null && v.kind === 'CRON') {
@@ -329,6 +330,9 @@ export const createJobSchema = z
         path: ['whenLocked'],
         message: `${v.whenLocked} would answer with another job: not for a batch member`,
       });
+    }
+    if (v.parentExecutionId != null && v.kind === 'CRON') {
+      ctx.addIssue({ code: 'custom', path: ['parentExecutionId'], message: 'is for IMMEDIATE and DELAYED jobs: a child runs once' });
     }
     if (v.onPrerequisiteFailure != null && v.dependsOn == null) {
       ctx.addIssue({ code: 'custom', path: ['onPrerequisiteFailure'], message: 'is only for a job with dependsOn' });

@@ -131,6 +131,8 @@ export interface Job {
   batchId: string | null;
   /** A batch member: how it ended, as counted into its batch; null while it has not. */
   batchOutcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
+  /** The execution this job is a child of; null: none. */
+  parentExecutionId: string | null;
   runAt: Date | null;
   cron: CronSchedule | null;
   retiredAt: Date | null;
@@ -348,6 +350,7 @@ export const toJob = (r: JobRow): Job => ({
   onPrerequisiteFailure: r.on_prerequisite_failure ?? null,
   batchId: r.batch_id ?? null,
   batchOutcome: r.batch_outcome ?? null,
+  parentExecutionId: r.parent_execution_id ?? null,
   runAt: r.run_at,
   cron:
     r.kind === 'CRON'
