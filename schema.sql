@@ -162,6 +162,24 @@ begin
   return null;
 end $$;
 
+CREATE FUNCTION public.jobgate_events_batches_update() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  moved record;
+begin
+  for moved in
+    select n.id from new_rows n join old_rows o on o.id = n.id
+    where n.total is distinct from o.total or n.succeeded is distinct from o.succeeded
+       or n.failed is distinct from o.failed or n.cancelled is distinct from o.cancelled
+       or n.open is distinct from o.open or n.completed_at is distinct from o.completed_at
+    order by n.id
+  loop
+    perform pg_notify('jobgate_events', 'b:' || moved.id);
+  end loop;
+  return null;
+end $$;
+
 CREATE FUNCTION public.jobgate_events_executions_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -1424,6 +1442,8 @@ CREATE INDEX subscription_tickets_expires ON public.subscription_tickets USING b
 CREATE INDEX workers_heartbeat ON public.workers USING btree (heartbeat_at);
 
 CREATE TRIGGER alert_notifications_events_insert AFTER INSERT ON public.alert_notifications REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_alerts_insert();
+
+CREATE TRIGGER batches_events_update AFTER UPDATE ON public.batches REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_batches_update();
 
 CREATE TRIGGER endpoints_capped_insert BEFORE INSERT ON public.endpoints FOR EACH ROW EXECUTE FUNCTION public.jobgate_endpoint_capped();
 

@@ -91,22 +91,26 @@ export type LiveHint =
   | { kind: 'findings' }
   /** A run's status or progress changed (payload `r:<run id>`). */
   | { kind: 'run'; runId: string }
+  /** A batch's counts or state changed (payload `b:<batch id>`). */
+  | { kind: 'batch'; batchId: string }
   /** An API key's standing changed (payload `k:<key id>`). */
   | { kind: 'key'; keyId: string }
   /** What the handler catalogue shows changed (payload `c`). */
   | { kind: 'catalog' };
 
 const RUN_PREFIX = 'r:';
+const BATCH_PREFIX = 'b:';
 const KEY_PREFIX = 'k:';
 
 /**
  * The live hub's hints. Sent by the events triggers on executions, jobs, runs and
  * alert_notifications (`e`, 000009, 000020, 000022), on findings (`f`, 000009), on runs whose
- * status or progress moved (`r:<id>`, 000022), by the catalogue triggers on workers,
- * interval_handlers, run_schedules and runs (`c`, 000029), and inside the transaction that
+ * status or progress moved (`r:<id>`, 000022), on batches whose counts, open or completed_at moved
+ * (`b:<id>`, 000049), by the catalogue triggers on workers, interval_handlers, run_schedules and
+ * runs (`c`, 000029), and inside the transaction that
  * changes an API key (`k:<id>`, src/db/repositories/api-keys.ts notifyKeyChanged). Listened to by each
  * gateway's live hub (src/subscriptions/hub/hint-listener.ts): `e` and `f` read the streams again,
- * `r` the run, `k` the key's standing, `c` the catalogue.
+ * `r` the run, `b` the batch, `k` the key's standing, `c` the catalogue.
  */
 export const liveChannel: Channel<LiveHint> = {
   name: 'jobgate_events',
@@ -120,6 +124,7 @@ export const liveChannel: Channel<LiveHint> = {
     'jobgate_events_findings_insert',
     'jobgate_events_alerts_insert',
     'jobgate_catalog_hint',
+    'jobgate_events_batches_update',
   ],
   encode(hint) {
     switch (hint.kind) {
@@ -131,6 +136,8 @@ export const liveChannel: Channel<LiveHint> = {
         return 'c';
       case 'run':
         return RUN_PREFIX + hint.runId;
+      case 'batch':
+        return BATCH_PREFIX + hint.batchId;
       case 'key':
         return KEY_PREFIX + hint.keyId;
     }
@@ -141,6 +148,8 @@ export const liveChannel: Channel<LiveHint> = {
     if (payload === 'c') return { kind: 'catalog' };
     const runId = after(RUN_PREFIX, payload);
     if (runId !== undefined) return { kind: 'run', runId };
+    const batchId = after(BATCH_PREFIX, payload);
+    if (batchId !== undefined) return { kind: 'batch', batchId };
     const keyId = after(KEY_PREFIX, payload);
     return keyId === undefined ? undefined : { kind: 'key', keyId };
   },

@@ -1,3 +1,4 @@
+import { BatchRef } from '../schema/batch.js';
 import { builder } from '../schema/builder.js';
 import { ExecutionEventRef, JobEventRef, RunEventRef } from '../schema/live.js';
 import { FindingRef, RunRef } from '../schema/run.js';
@@ -13,6 +14,14 @@ builder.subscriptionFields((t) => ({
     args: { runId: t.arg.id({ required: true, description: 'The run to watch.' }) },
     subscribe: (_root, args, ctx) => ctx.live.runProgress(ctx.actor, String(args.runId)),
     resolve: (run) => run,
+  }),
+  batchProgress: t.field({
+    type: BatchRef,
+    description:
+      "A batch's counts and state at once, then each time they change: a member added or counted as it ends (succeeded, failed, cancelled, pending), the batch closed, the batch completed (completedAt set); completes once it has completed. Bursts may coalesce, the latest state always arrives. An id of another workspace is NOT_FOUND.",
+    args: { batchId: t.arg.id({ required: true, description: 'The batch to watch.' }) },
+    subscribe: (_root, args, ctx) => ctx.live.batchProgress(ctx.actor, String(args.batchId)),
+    resolve: (batch) => batch,
   }),
   runFindings: t.field({
     type: FindingRef,

@@ -8,7 +8,7 @@ import { PrerequisiteOutcomeEnum } from './prerequisites.js';
 
 export const BatchRef = builder.nodeRef<Batch>('Batch', { id: nodeId() }).implement({
   description:
-    'Jobs created together (fan-out), or added while the batch is open, and one onComplete job that runs once every member has ended (fan-in), with the counts below in its input under `batch`. The counts are live: read them again, or follow jobEvents of the members.',
+    'Jobs created together (fan-out), or added while the batch is open, and one onComplete job that runs once every member has ended (fan-in), with the counts below in its input under `batch`. The counts are live: batchProgress streams them as they change.',
   fields: (t) => ({
     key: t.exposeString('key', {
       nullable: true,

@@ -68,6 +68,9 @@ export class BoundedFeeds implements LiveFeeds {
   runProgress(...args: Args<'runProgress'>) {
     return this.open(this.feeds.runProgress, ...args);
   }
+  batchProgress(...args: Args<'batchProgress'>) {
+    return this.open(this.feeds.batchProgress, ...args);
+  }
   runFindings(...args: Args<'runFindings'>) {
     return this.open(this.feeds.runFindings, ...args);
   }

@@ -8,6 +8,7 @@ import { DomainError } from '../service/kernel/errors.js';
 import type { JobService } from '../service/index.js';
 import type { WorkspaceCursors } from '../service/kernel/cursors.js';
 import type { EventStreamInput } from '../service/live/live.js';
+import type { Batch } from '../service/kernel/models.js';
 import type { HandlerFilter, HandlerInfo } from '../service/handlers/handlers.js';
 import { CatalogWatch } from './handler-catalogue-watch.js';
 import { toFinding, type Finding, type Run } from '../service/runs/runs.js';
@@ -52,6 +53,8 @@ const toFindingOnce = (cursors: WorkspaceCursors) => findingOnce((r) => toFindin
 
 export interface LiveFeeds {
   runProgress(actor: Actor, runId: string): Promise<AsyncIterable<Run>>;
+  /** The batch now, then each time its counts or state change; completes once it has completed. */
+  batchProgress(actor: Actor, batchId: string): Promise<AsyncIterable<Batch>>;
   runFindings(actor: Actor, runId: string, after?: string | null): Promise<AsyncIterable<Finding>>;
   executionUpdates(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
   jobEvents(actor: Actor, input: EventStreamInput): Promise<AsyncIterable<LiveEvent>>;
@@ -113,6 +116,10 @@ function feedsFor(service: JobService, hub: Hub, keys: KeyWatch, catalog: Catalo
       const { runId: id } = await service.authorizeRunStream(actor, runId);
       return guarded(keys, actor, hub.run(id));
     },
+    async batchProgress(actor, batchId) {
+      const { batchId: id } = await service.authorizeBatchStream(actor, batchId);
+      return guarded(keys, actor, hub.batch(id));
+    },
     async runFindings(actor, runId, after) {
       const target = await service.authorizeRunStream(actor, runId, after);
       return mapIterator(guarded(keys, actor, hub.findings(target.runId, target.after, cutOff)), toFindingOnce(target.cursors));
@@ -132,6 +139,7 @@ const unavailable = async (): Promise<never> => {
 };
 export const noLiveFeeds: LiveFeeds = {
   runProgress: unavailable,
+  batchProgress: unavailable,
   runFindings: unavailable,
   executionUpdates: unavailable,
   jobEvents: unavailable,

@@ -177,6 +177,23 @@ describe('the channels of src/db/channels.ts', () => {
     );
   });
 
+  it('read what the batch trigger sends when a member is added, the batch closed and completed, and nothing for an update that moves no count', async () => {
+    const { batch } = await t.service.createBatch(t.actor, { open: true });
+    const batchId = batch.id;
+    fires('jobgate_events_batches_update');
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'IMMEDIATE', input: {}, batchId });
+    // Adding the member moved total; cancelling it counts it; closing completes the batch.
+    await expectHeard(() => t.service.cancelJob(t.actor, job.id), [on(liveChannel, { kind: 'batch', batchId })]);
+    await expectHeard(() => t.service.closeBatch(t.actor, batchId), [on(liveChannel, { kind: 'batch', batchId })]);
+    expect((await t.service.batch(t.actor, batchId)).completedAt).not.toBeNull();
+    // A hint the first update sent would arrive before the second's notification, which bounds the wait.
+    await expectHeard(async () => {
+      await t.query(`update batches set updated_at = now(), name = 'renamed' where id = $1`, [batchId]);
+      await t.query(`select pg_notify('jobgate_work', '')`);
+    }, [on(workChannel, { kind: 'work' })]);
+    expect(decodedHeard().filter((n) => (n.message as { kind?: string } | undefined)?.kind === 'batch')).toEqual([]);
+  });
+
   it('read what the interval and worker triggers send when a tick is made due and a worker registers', async () => {
     await expectHeard(
       () =>
@@ -244,6 +261,7 @@ describe('the channels of src/db/channels.ts', () => {
       on(liveChannel, { kind: 'findings' }),
       on(liveChannel, { kind: 'catalog' }),
       on(liveChannel, { kind: 'run', runId: id }),
+      on(liveChannel, { kind: 'batch', batchId: id }),
       on(liveChannel, { kind: 'key', keyId: id }),
       on(runWaitingChannel, { name: 'a.b' }),
     ];
@@ -252,6 +270,7 @@ describe('the channels of src/db/channels.ts', () => {
     expect(cancelChannel.decode('')).toBeUndefined();
     expect(liveChannel.decode('x')).toBeUndefined();
     expect(liveChannel.decode('r:')).toBeUndefined();
+    expect(liveChannel.decode('b:')).toBeUndefined();
     expect(probeChannel.decode(probeChannel.encode('abc'))).toBe('abc');
     expect(probeChannel.decode('e')).toBeUndefined();
   });

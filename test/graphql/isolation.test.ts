@@ -227,6 +227,11 @@ const probes: Record<string, Probe> = {
   },
   // Subscriptions, over SSE: an id of A is NOT_FOUND; a stream replayed from the start carries nothing of A.
   runProgress: { query: `subscription ($id: ID!) { runProgress(runId: $id) { id processed } }`, id: 'run', expect: 'NOT_FOUND' },
+  batchProgress: {
+    query: `subscription ($id: ID!) { batchProgress(batchId: $id) { id total pending jobs { nodes { id } } } }`,
+    id: 'batch',
+    expect: 'NOT_FOUND',
+  },
   runFindings: {
     query: `subscription ($id: ID!) { runFindings(runId: $id, after: "0") { id resourceId } }`,
     id: 'run',

@@ -1,11 +1,12 @@
 /**
  * Who may watch what. Subscriptions are reads: any role may open one, but only on its own
- * workspace. A job, endpoint or run of another workspace is NOT_FOUND, as everywhere else; the
- * fan-out then only ever matches events of the workspace decided here.
+ * workspace. A job, endpoint, run or batch of another workspace is NOT_FOUND, as everywhere else;
+ * the fan-out then only ever matches events of the workspace decided here.
  */
 import { z } from 'zod';
 import { positionBeforeJob, type EventMatch } from '../../db/statements/events.js';
 import { eventHorizon, latestFindingId } from '../../db/statements/stream-horizon.js';
+import { findBatchesByIds } from '../../db/repositories/batches.js';
 import { findEndpointById } from '../../db/repositories/endpoints.js';
 import { findJobById } from '../../db/repositories/jobs.js';
 import { scoped } from '../../db/repositories/scope.js';
@@ -136,6 +137,16 @@ export function createLiveService(ctx: ServiceContext) {
         assertCursorHandedOut(from, await latestFindingId(db));
       }
       return { runId, after: from, cursors };
+    },
+
+    /**
+     * Authorises watching one batch's counts and state (batchProgress): the batch must be of the
+     * actor's workspace. Throws NOT_FOUND (of another workspace, or of none: the same answer).
+     */
+    async authorizeBatchStream(actor: Actor, batchId: string): Promise<{ batchId: string }> {
+      const [batch] = await findBatchesByIds(db, scoped(actor.workspaceId), [batchId]);
+      if (!batch) throw new NotFoundError('Batch', batchId);
+      return { batchId: batch.id };
     },
   };
 }

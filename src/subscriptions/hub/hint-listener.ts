@@ -1,8 +1,8 @@
 /**
  * The live hub's one listening connection (../../db/listener.ts) on the live channel
  * (../../db/channels.ts, which owns its payloads), and what each hint means: `e` and `f`, new events
- * or findings; `r:<run id>`, a run changed; `k:<key id>`, a key's standing changed; `c`, the
- * handler catalogue changed. While the listener cannot listen (mode `poll`), and whenever it
+ * or findings; `r:<run id>`, a run changed; `b:<batch id>`, a batch changed; `k:<key id>`, a key's
+ * standing changed; `c`, the handler catalogue changed. While the listener cannot listen (mode `poll`), and whenever it
  * (re)connects, hints may have been missed, so everything is looked at again: every `pollMs` in
  * the first case, once in the second.
  */
@@ -18,6 +18,8 @@ export interface HintTargets {
   streams(): void;
   /** `r:<id>`: the run changed. */
   run(runId: string): void;
+  /** `b:<id>`: the batch changed. */
+  batch(batchId: string): void;
   /** `k:<id>`: the key's standing changed; undefined: any key's may have. */
   key(keyId: string | undefined): void;
   /** `c`: the handler catalogue changed. */
@@ -84,4 +86,5 @@ function dispatch(payload: string, targets: HintTargets): void {
   else if (hint?.kind === 'catalog') targets.catalog();
   else if (hint?.kind === 'key') targets.key(hint.keyId);
   else if (hint?.kind === 'run') targets.run(hint.runId);
+  else if (hint?.kind === 'batch') targets.batch(hint.batchId);
 }

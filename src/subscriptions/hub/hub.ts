@@ -11,16 +11,18 @@
  * an `after` cursor starts by catching up; a live one that falls `feedLimit` rows behind drops
  * back to catching up; one whose client takes nothing for `stallMs` while rows wait is cut off.
  *
- * Run progress is re-read, not streamed (./run-watches.ts). The same channel carries key and
- * catalogue hints, passed on as they come (./hints.ts).
+ * Run progress and batch progress are re-read, not streamed (./run-watches.ts, ./batch-watches.ts).
+ * The same channel carries key and catalogue hints, passed on as they come (./hints.ts).
  */
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import type { EventMatch, EventRow, FindingRow, Positions } from '../../db/statements/events.js';
 import type { Run } from '../../service/runs/runs.js';
+import type { Batch } from '../../service/kernel/models.js';
 import { noopObserver, type Observer } from '../../service/kernel/observer.js';
 import type { Feed } from './feed.js';
 import type { Lifetime } from './shared.js';
+import { BatchWatches } from './batch-watches.js';
 import { CatchUp } from './catch-up.js';
 import { HintFanOut } from './hints.js';
 import { HintListener } from './hint-listener.js';
@@ -53,7 +55,7 @@ const IDLE_MS = 100;
 
 export function createHub(options: HubOptions) {
   const { log } = options;
-  const { lifetime, settle, streams, runs, hints, listener, stopPolling } = assemble(options);
+  const { lifetime, settle, streams, runs, batches, hints, listener, stopPolling } = assemble(options);
 
   return {
     async start() {
@@ -82,6 +84,11 @@ export function createHub(options: HubOptions) {
       return runs.watch(runId);
     },
 
+    /** The batch's counts and state now, then each change; completes once the batch has completed. */
+    batch(batchId: string): Feed<Batch> {
+      return batches.watch(batchId);
+    },
+
     /**
      * Calls `fn` with the key a revocation hint names (`k:<id>`, sent by the revoking
      * transaction), and with undefined after the listener (re)connects, when hints may have been
@@ -107,7 +114,15 @@ export function createHub(options: HubOptions) {
     stats: () => {
       const s = streams.stats();
       // events, findings: stream subscriptions past their replay, receiving live; open: every subscription, live or catching up.
-      return { events: s.events, findings: s.findings, runs: runs.count, open: s.open + runs.count, mode: listener.mode };
+      const watches = runs.count + batches.count;
+      return {
+        events: s.events,
+        findings: s.findings,
+        runs: runs.count,
+        batches: batches.count,
+        open: s.open + watches,
+        mode: listener.mode,
+      };
     },
 
     async stop() {
@@ -117,6 +132,7 @@ export function createHub(options: HubOptions) {
       await listener.stop();
       streams.completeAll();
       runs.completeAll();
+      batches.completeAll();
     },
   };
 }
@@ -142,6 +158,7 @@ function assemble(options: HubOptions) {
   const catchUp = new CatchUp({ settle, lifetime, log, observer, feedLimit, stallMs: options.stallMs ?? 30_000 });
   const streams = new Streams({ pool, settle, catchUp, observer, feedLimit });
   const runs = new RunWatches({ pool, log, pollMs, lifetime });
+  const batches = new BatchWatches({ pool, log, pollMs, lifetime });
   const hints = new HintFanOut();
 
   const hintListener = new HintListener(
@@ -162,14 +179,25 @@ function assemble(options: HubOptions) {
         else settle.schedule(IDLE_MS);
       },
       run: (runId) => runs.hinted(runId),
+      batch: (batchId) => batches.hinted(batchId),
       key: (keyId) => hints.keyChanged(keyId),
       catalog: () => hints.catalogChanged(),
       anything() {
         void settle.cycle();
         hints.catalogChanged();
         runs.allMayHaveChanged();
+        batches.allMayHaveChanged();
       },
     },
   );
-  return { lifetime, settle, streams, runs, hints, listener: hintListener.listener, stopPolling: () => hintListener.stopPolling() };
+  return {
+    lifetime,
+    settle,
+    streams,
+    runs,
+    batches,
+    hints,
+    listener: hintListener.listener,
+    stopPolling: () => hintListener.stopPolling(),
+  };
 }
