@@ -19,6 +19,7 @@ import { run as lists } from './lists.js';
 import { run as recoverable } from './recoverable.js';
 import { run as retention } from './retention.js';
 import { run as retentionWeek } from './retention-week.js';
+import { run as workflows } from './workflows.js';
 
 export interface Figure {
   bench: string;
@@ -45,6 +46,7 @@ const benches: Bench[] = [
   { name: 'retention-week', run: retentionWeek },
   { name: 'pooler', run: pooler },
   { name: 'topology', run: topology },
+  { name: 'workflows', run: workflows },
 ];
 
 async function main() {
