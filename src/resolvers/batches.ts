@@ -1,6 +1,6 @@
 import { builder } from '../schema/builder.js';
 import { pageArgs } from '../schema/common.js';
-import { BatchConnectionRef, BatchRef, CreateBatchInputRef, CreateBatchPayloadRef } from '../schema/batch.js';
+import { BatchConnectionRef, BatchRef, CancelBatchPayloadRef, CreateBatchInputRef, CreateBatchPayloadRef } from '../schema/batch.js';
 
 builder.queryFields((t) => ({
   batch: t.field({
@@ -32,5 +32,12 @@ builder.mutationFields((t) => ({
       'Closes a batch: no member can be added any more; once every member has ended it completes and its onComplete job starts (at once, if they all have). Idempotent (OPERATOR). Errors: NOT_FOUND.',
     args: { id: t.arg.id({ required: true, description: 'The batch.' }) },
     resolve: (_root, args, ctx) => ctx.service.closeBatch(ctx.actor, String(args.id)),
+  }),
+  cancelBatch: t.field({
+    type: CancelBatchPayloadRef,
+    description:
+      'Cancels a batch (OPERATOR): closes it, cancels its onComplete job (nothing fans in), then cancels its members that have not ended, as cancelJob would (pending ones at once, running ones asked to abort); they count as cancelled. Members that ended stay as they ended. Errors: NOT_FOUND.',
+    args: { id: t.arg.id({ required: true, description: 'The batch.' }) },
+    resolve: (_root, args, ctx) => ctx.service.cancelBatch(ctx.actor, String(args.id)),
   }),
 }));

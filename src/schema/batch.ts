@@ -1,6 +1,6 @@
 /** Batches (fan-out and fan-in): the Batch type, its inputs and payloads, and Job.batch. */
 import type { Batch } from '../service/kernel/models.js';
-import type { CreateBatchResult } from '../service/workflows/batches.js';
+import type { CancelBatchResult, CreateBatchResult } from '../service/workflows/batches.js';
 import { builder } from './builder.js';
 import { connectionOf, DateTimeScalar, nodeId, pageArgs } from './common.js';
 import { CreateJobInputRef, JobConnectionRef, JobRef } from './job.js';
@@ -99,5 +99,13 @@ export const CreateBatchPayloadRef = builder.objectRef<CreateBatchResult>('Creat
   fields: (t) => ({
     batch: t.field({ type: BatchRef, description: 'The batch: new, or the one its key names.', resolve: (r) => r.batch }),
     created: t.exposeBoolean('created', { description: 'false when the key named a batch made before: nothing was created.' }),
+  }),
+});
+
+export const CancelBatchPayloadRef = builder.objectRef<CancelBatchResult>('CancelBatchPayload').implement({
+  description: 'The result of cancelBatch.',
+  fields: (t) => ({
+    batch: t.field({ type: BatchRef, description: 'The batch, closed, its cancelled members counted.', resolve: (r) => r.batch }),
+    cancelledJobs: t.exposeInt('cancelledJobs', { description: 'Members cancelled by this call (those that had not ended).' }),
   }),
 });

@@ -103,7 +103,7 @@ export type { DeclaredSchedule, DeclaredScheduleInput, DeclareSchedulesInput, De
 export type { TriggerJobResult } from './jobs/execution-control.js';
 export type { DefinedJob, DefineJobInput } from './endpoints/job-definitions.js';
 export type { BulkResult, BulkSkip } from './jobs/bulk.js';
-export type { CreateBatchResult } from './workflows/batches.js';
+export type { CancelBatchResult, CreateBatchResult } from './workflows/batches.js';
 export type { ApiKey, AuditEntry, AuditPage, CreateApiKeyResult, Viewer } from './access/access.js';
 export type { ExecutionStats } from './jobs/stats.js';
 export { UnauthenticatedError } from './access/access.js';

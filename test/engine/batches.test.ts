@@ -126,6 +126,51 @@ describe('a batch', () => {
     expect((await t.service.job(t.actor, m!.id)).batchOutcome).toBe('FAILED');
   });
 
+  it('cancelBatch: closes it, cancels its onComplete job and its unfinished members, and leaves ended ones alone', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    h.handle('held', async (_input: unknown, ctx) => {
+      await Promise.race([held, new Promise((r) => ctx.signal.addEventListener('abort', r))]);
+    });
+    await t.service.registerEndpoint(t.actor, { name: 'fan.held', kind: 'HANDLER', handlerName: 'held', maxAttempts: 1 });
+    const { batch } = await t.service.createBatch(t.actor, {
+      open: true,
+      jobs: [
+        member(),
+        { endpointName: 'fan.held', kind: 'IMMEDIATE' },
+        { ...member(), kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000) },
+      ],
+      onComplete,
+    });
+    await h.worker({ concurrency: 4 });
+    await eventually(async () => (await t.service.batch(t.actor, batch.id)).succeeded === 1, 10_000, 'the quick member to succeed');
+    await eventually(
+      async () =>
+        (
+          await t.query(
+            `select count(*)::int as n from executions e join jobs j on j.id = e.job_id where j.batch_id = $1 and e.status = 'RUNNING'`,
+            [batch.id],
+          )
+        ).rows[0].n === 1,
+      10_000,
+      'the held member to run',
+    );
+
+    const { batch: cancelled, cancelledJobs } = await t.service.cancelBatch(t.actor, batch.id);
+    expect(cancelledJobs).toBe(2);
+    expect(cancelled.open).toBe(false);
+    // The pending member at once; the running one once its attempt returns (asked to abort).
+    await eventually(async () => (await t.service.batch(t.actor, batch.id)).completedAt !== null, 10_000, 'the batch to complete');
+    release();
+    expect(await t.service.batch(t.actor, batch.id)).toMatchObject({ total: 3, succeeded: 1, cancelled: 2, failed: 0 });
+    expect((await t.query(`select status from executions where job_id = $1`, [batch.onCompleteJobId])).rows[0].status).toBe('CANCELLED');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(ranOf(batch.onCompleteJobId!)).toEqual([]);
+    expect(await codeOf(() => t.service.createJob(t.actor, { ...member(), batchId: batch.id }))).toBe('CONFLICT');
+    // Again: nothing left to cancel.
+    expect((await t.service.cancelBatch(t.actor, batch.id)).cancelledJobs).toBe(0);
+  });
+
   it('is idempotent by key: a repeat returns the batch and creates nothing', async () => {
     const first = await t.service.createBatch(t.actor, { key: 'import-42', jobs: [member(), member()], onComplete });
     const before = await counts();
@@ -173,6 +218,7 @@ describe('bad batches', () => {
     expect(await codeOf(() => t.service.createJob(t.actor, { ...member(), batchId: theirs.id }))).toBe('NOT_FOUND');
     expect(await codeOf(() => t.service.createJob(t.actor, { ...member(), batchId: closed.id }))).toBe('CONFLICT');
     expect(await codeOf(() => t.service.closeBatch(t.actor, theirs.id))).toBe('NOT_FOUND');
+    expect(await codeOf(() => t.service.cancelBatch(t.actor, theirs.id))).toBe('NOT_FOUND');
     expect(await codeOf(() => t.service.batch(t.actor, theirs.id))).toBe('NOT_FOUND');
     expect(await counts()).toEqual(before);
   });

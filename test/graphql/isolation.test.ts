@@ -107,6 +107,7 @@ const probes: Record<string, Probe> = {
     expect: 'NOT_FOUND',
   },
   closeBatch: { query: `mutation ($id: ID!) { closeBatch(id: $id) { id } }`, id: 'batch', expect: 'NOT_FOUND' },
+  cancelBatch: { query: `mutation ($id: ID!) { cancelBatch(id: $id) { cancelledJobs } }`, id: 'batch', expect: 'NOT_FOUND' },
   executions: { query: `query ($id: ID) { executions(jobId: $id) { nodes { id } } }`, id: 'job', expect: 'NO_A_DATA' },
   execution: { query: `query ($id: ID!) { execution(id: $id) { id } }`, id: 'execution', expect: 'NOT_FOUND' },
   viewer: { query: `{ viewer { role workspace { id slug } apiKey { id name } } }`, expect: 'NO_A_DATA' },

@@ -109,6 +109,7 @@ const cases: Record<string, Case> = {
     allowed: ALL,
   },
   closeBatch: { query: 'mutation ($id: ID!) { closeBatch(id: $id) { id } }', vars: (o) => ({ id: o.batch }), allowed: ALL },
+  cancelBatch: { query: 'mutation ($id: ID!) { cancelBatch(id: $id) { cancelledJobs } }', vars: (o) => ({ id: o.batch }), allowed: ALL },
   createJobs: {
     query:
       'mutation ($e: ID) { createJobs(input: { jobs: [{ endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }] }) { results { created } } }',

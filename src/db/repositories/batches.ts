@@ -4,7 +4,9 @@
  * trigger that counts a member's end).
  */
 import { sql } from 'kysely';
+import { cancelChannel } from '../channels.js';
 import type { BatchRow, JobRow } from '../types.js';
+import { cancelLiveExecutionsOf } from './executions.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function insertBatch(
@@ -100,4 +102,32 @@ export async function listMembers(
   if (page.outcome === null) q = q.where('batch_outcome', 'is', null);
   else if (page.outcome) q = q.where('batch_outcome', '=', page.outcome);
   return q.orderBy('id').limit(page.limit).execute();
+}
+
+/**
+ * Cancels a batch's members that have not ended, as cancelJob cancels a job: retired, their
+ * pending executions cancelled and their running ones asked to abort. One statement, which locks
+ * the jobs, then their executions, each in id order, and takes the batch's row only in the trigger
+ * that counts each cancelled member: so a worker ending a member (which holds its execution and
+ * then wants the batch's row) never waits on this in a cycle. Returns how many members it retired.
+ */
+export async function cancelUnfinishedMembers(db: Executor, workspaceId: string, batchId: string): Promise<number> {
+  const { rows } = await sql<{ jobs: number; asked: string[] }>`
+    with members as materialized (
+      select id from jobs
+      where workspace_id = ${scoped(workspaceId)} and batch_id = ${batchId} and status <> 'RETIRED' and batch_outcome is null
+      order by id
+      for no key update
+    ), retired as (
+      update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
+      where id in (select id from members) and status <> 'RETIRED'
+      returning id
+    ), ended as (${cancelLiveExecutionsOf(sql`job_id in (select id from retired)`, 'batch cancelled')}
+    )
+    select (select count(*) from retired)::int as jobs, coalesce((select array_agg(id) from ended where status = 'RUNNING'), '{}') as asked`.execute(
+    db,
+  );
+  const { jobs, asked } = rows[0]!;
+  if (asked.length > 0) await sql`select pg_notify(${cancelChannel.name}, id::text) from unnest(${asked}::uuid[]) id`.execute(db);
+  return jobs;
 }

@@ -5,7 +5,9 @@
  * transaction that ends each member, so the onComplete job (created with the batch, waiting) is
  * released exactly once, whatever the number of workers and whatever crashes.
  */
+import type { Transaction } from 'kysely';
 import * as batchesRepo from '../../db/repositories/batches.js';
+import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
@@ -14,7 +16,15 @@ import { DomainError, NotFoundError, ValidationError } from '../kernel/errors.js
 import { createBatchSchema, pageSchema, type CreateBatchInput, type PageInput } from '../kernel/inputs.js';
 import { toBatch, toJob, type Batch, type Job } from '../kernel/models.js';
 import { decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+import { cancelJobIn } from '../jobs/change.js';
 import { createJobIn } from '../jobs/create.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
+
+export interface CancelBatchResult {
+  batch: Batch;
+  /** Members retired by this call (those that had not ended). */
+  cancelledJobs: number;
+}
 
 export interface CreateBatchResult {
   batch: Batch;
@@ -36,6 +46,45 @@ function at(error: unknown, path: (string | number)[]): unknown {
   return error;
 }
 
+/** createBatch's body, in `trx` (see the service's createBatch). */
+async function createBatchIn(ctx: ServiceContext, trx: Transaction<DB>, actor: Actor, raw: CreateBatchInput): Promise<CreateBatchResult> {
+  const input = parseInput(createBatchSchema, raw);
+  const row = {
+    workspace_id: actor.workspaceId,
+    key: input.key ?? null,
+    name: input.name ?? null,
+    open: true,
+    created_by_key_id: actor.keyId ?? null,
+  };
+  const inserted = await batchesRepo.insertBatch(trx, row);
+  if (!inserted) {
+    // The key is taken: by a batch committed before, or one committing now (the insert waited for it).
+    const existing = await batchesRepo.findBatchByKey(trx, actor.workspaceId, row.key!);
+    if (!existing) throw new Error('batch key conflicted but no batch holds it');
+    return { batch: toBatch(existing), created: false };
+  }
+  if (raw.onComplete) {
+    const onComplete = raw.onComplete;
+    if (onComplete.kind === 'CRON')
+      throw ValidationError.at(['onComplete', 'kind'], 'is IMMEDIATE or DELAYED: it runs once, when the batch completes');
+    if (onComplete.batchId != null)
+      throw ValidationError.at(['onComplete', 'batchId'], 'must be absent: the onComplete job is not a member');
+    await createJobIn(ctx, trx, actor, onComplete, { onCompleteOf: inserted.id }).catch((e) => {
+      throw at(e, ['onComplete']);
+    });
+  }
+  const jobs = raw.jobs ?? [];
+  for (let i = 0; i < jobs.length; i++) {
+    await createJobIn(ctx, trx, actor, { ...jobs[i]!, batchId: inserted.id }).catch((e) => {
+      throw at(e, ['jobs', i]);
+    });
+  }
+  const batch = input.open
+    ? (await batchesRepo.lockBatch(trx, actor.workspaceId, inserted.id))!
+    : await batchesRepo.closeBatch(trx, inserted.id);
+  return { batch: toBatch(batch), created: true };
+}
+
 export function createBatchService(ctx: ServiceContext) {
   const { db } = ctx;
   const batchById = batchedRead((ws, ids) => batchesRepo.findBatchesByIds(db, ws, ids).then(byId), !ctx.outer);
@@ -53,43 +102,7 @@ export function createBatchService(ctx: ServiceContext) {
         ctx,
         actor,
         { action: 'batch.create', role: 'OPERATOR', input: raw, target: (r) => ({ type: 'Batch', id: r.batch.id }) },
-        async (trx) => {
-          const input = parseInput(createBatchSchema, raw);
-          const row = {
-            workspace_id: actor.workspaceId,
-            key: input.key ?? null,
-            name: input.name ?? null,
-            open: true,
-            created_by_key_id: actor.keyId ?? null,
-          };
-          const inserted = await batchesRepo.insertBatch(trx, row);
-          if (!inserted) {
-            // The key is taken: by a batch committed before, or one committing now (the insert waited for it).
-            const existing = await batchesRepo.findBatchByKey(trx, actor.workspaceId, row.key!);
-            if (!existing) throw new Error('batch key conflicted but no batch holds it');
-            return { batch: toBatch(existing), created: false };
-          }
-          if (raw.onComplete) {
-            const onComplete = raw.onComplete;
-            if (onComplete.kind === 'CRON')
-              throw ValidationError.at(['onComplete', 'kind'], 'is IMMEDIATE or DELAYED: it runs once, when the batch completes');
-            if (onComplete.batchId != null)
-              throw ValidationError.at(['onComplete', 'batchId'], 'must be absent: the onComplete job is not a member');
-            await createJobIn(ctx, trx, actor, onComplete, { onCompleteOf: inserted.id }).catch((e) => {
-              throw at(e, ['onComplete']);
-            });
-          }
-          const jobs = raw.jobs ?? [];
-          for (let i = 0; i < jobs.length; i++) {
-            await createJobIn(ctx, trx, actor, { ...jobs[i]!, batchId: inserted.id }).catch((e) => {
-              throw at(e, ['jobs', i]);
-            });
-          }
-          const batch = input.open
-            ? (await batchesRepo.lockBatch(trx, actor.workspaceId, inserted.id))!
-            : await batchesRepo.closeBatch(trx, inserted.id);
-          return { batch: toBatch(batch), created: true };
-        },
+        (trx) => createBatchIn(ctx, trx, actor, raw),
       );
     },
 
@@ -103,6 +116,30 @@ export function createBatchService(ctx: ServiceContext) {
         const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
         if (!batch) throw new NotFoundError('Batch', id);
         return toBatch(batch.open ? await batchesRepo.closeBatch(trx, batch.id) : batch);
+      });
+    },
+
+    /**
+     * Cancels a batch: closed, its onComplete job cancelled (so nothing fans in), then its members
+     * that have not ended cancelled as cancelJob would (counted as cancelled). Two commits, in that
+     * order: the first holds the batch's row, the second must not (each member's end takes it,
+     * after that member's execution, as a worker's outcome does). Members that ended stay as they
+     * ended. Throws NOT_FOUND.
+     */
+    async cancelBatch(actor: Actor, id: string): Promise<CancelBatchResult> {
+      await mutate(ctx, actor, { action: 'batch.close', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
+        const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
+        if (!batch) throw new NotFoundError('Batch', id);
+        const onComplete = batch.on_complete_job_id
+          ? await jobsRepo.findJobById(trx, actor.workspaceId, batch.on_complete_job_id)
+          : undefined;
+        if (onComplete && onComplete.status !== 'RETIRED') await cancelJobIn(trx, actor, onComplete.id);
+        if (batch.open) await batchesRepo.closeBatch(trx, batch.id);
+      });
+      return mutate(ctx, actor, { action: 'batch.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
+        const cancelledJobs = await batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
+        const batch = (await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id]))[0]!;
+        return { batch: toBatch(batch), cancelledJobs };
       });
     },
 
