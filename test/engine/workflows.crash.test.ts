@@ -84,13 +84,23 @@ describe('workflows across three worker processes, one killed', { timeout: 120_0
     const { job: c } = await t.service.createJob(t.actor, work(3000, { dependsOn: [a.id] }));
     const { job: d } = await t.service.createJob(t.actor, work(50, { dependsOn: [b.id, c.id] }));
     const { batch } = await t.service.createBatch(t.actor, {
-      jobs: Array.from({ length: 1000 }, (_, i) => work(40 + (i % 5) * 10)),
+      jobs: Array.from({ length: 1000 }, (_, i) => work(60 + (i % 5) * 10)),
       onComplete: work(10, { name: 'fan-in' }),
     });
 
     const [killed] = await Promise.all([startWorker('a'), startWorker('b'), startWorker('c')]);
-    // In the middle: a third of the members ran, the diamond has not reached D.
-    await eventually(async () => (await t.query(`select count(*)::int as n from side_effects`)).rows[0].n >= 350, 30_000, 'a third to run');
+    // In the middle: B and C have started (C runs 3 s, so D cannot have), with members running.
+    await eventually(
+      async () =>
+        (
+          await t.query(
+            `select count(distinct e.job_id)::int as n from side_effects s join executions e on e.id = s.execution_id where e.job_id = any($1)`,
+            [[b.id, c.id]],
+          )
+        ).rows[0].n === 2,
+      30_000,
+      'B and C to start',
+    );
     killed.kill('SIGKILL');
     expect((await t.query(`select status from executions where job_id = $1`, [d.id])).rows[0].status).toBe('PENDING');
     const cut = await t.query(`select count(*)::int as n from side_effects where worker_id = 'a' and finished_at is null`);
