@@ -92,7 +92,8 @@ describe('handlerCatalog', () => {
 
   it('drops a worker that stops heartbeating, though nothing is written when it goes stale', async () => {
     const sub = collect<Pushed>(live.client(adminKey), CATALOG, { kind: 'INTERVAL' });
-    await registerWorker('catalog-worker-stale', [{ kind: 'INTERVAL', name: 'catalog.quiet', everyMs: 60_000 }], 1500);
+    // Stale after 4 s: long enough for the subscription to see it first on a loaded machine.
+    await registerWorker('catalog-worker-stale', [{ kind: 'INTERVAL', name: 'catalog.quiet', everyMs: 60_000 }], 4000);
     await t.query(
       `insert into interval_handlers (name, every_ms, next_due_at) values ('catalog.quiet', 60000, now() + interval '1 minute')`,
     );
