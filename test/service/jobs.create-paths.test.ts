@@ -109,6 +109,33 @@ describe('createJob in one statement and on the full path', () => {
     expect(declined).toBeGreaterThan(0);
   });
 
+  it('adds a member only to an open batch of the workspace, counted, as the full path does', async () => {
+    const open = (await t.service.createBatch(t.actor, { open: true })).batch.id;
+    const closed = (await t.service.createBatch(t.actor, {})).batch.id;
+    const theirs = (await t.service.createBatch(t.otherActor, { open: true })).batch.id;
+    const total = async (id: string) => (await t.query(`select total from batches where id = $1`, [id])).rows[0].total;
+    const batches = { open, closed, theirs, missing: '00000000-0000-4000-8000-000000000000' };
+    for (const [which, batchId] of Object.entries(batches)) {
+      const raw: CreateJobInput = { endpointName: 'paths.plain', kind: 'DELAYED', runAt: new Date(Date.now() + 3_600_000), batchId };
+      const asked = oneStatementJob(ctx, t.actor, raw);
+      expect(asked, which).toBeDefined();
+      const [quick] = await insertJobsInOneStatement(t.db, t.database.pool, [asked!]);
+      const full = await fullPath(t.actor, raw);
+      expect(quick !== undefined, which).toBe(which === 'open');
+      expect('jobId' in full ? 'CREATED' : full.code, which).toBe(
+        { open: 'CREATED', closed: 'CONFLICT', theirs: 'NOT_FOUND', missing: 'NOT_FOUND' }[which],
+      );
+      if (!quick) continue;
+      const fullId = (full as { jobId: string }).jobId;
+      expect(await rowOf('jobs', 'id', quick.id, JOB_VOLATILE, false)).toEqual(await rowOf('jobs', 'id', fullId, JOB_VOLATILE, false));
+      expect(await rowOf('executions', 'job_id', quick.id, EXECUTION_VOLATILE, false)).toEqual(
+        await rowOf('executions', 'job_id', fullId, EXECUTION_VOLATILE, false),
+      );
+      expect((await t.query(`select has_dependents from executions where job_id = $1`, [quick.id])).rows[0].has_dependents).toBe(true);
+    }
+    expect([await total(open), await total(closed), await total(theirs)]).toEqual([2, 0, 0]);
+  });
+
   it('writes many requests in one statement as it writes each alone, declining only the ones a rule sends to the full path', async () => {
     const ok = (i: number): CreateJobInput => ({ endpointName: 'paths.plain', kind: 'IMMEDIATE', name: `batch ${i}`, input: { i } });
     const requests = [

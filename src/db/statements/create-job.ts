@@ -43,6 +43,8 @@ export interface OneStatementJob {
   /** The job's own priority; null for its endpoint's default. */
   priority: number | null;
   concurrencyKey: string | null;
+  /** The open batch it joins as a member, counted into it (migration 000048); null for none. */
+  batchId: string | null;
   createdByKeyId: string | null;
   audit: { actorKind: string; actorKeyId: string | null; action: string; input: string };
 }
@@ -50,14 +52,16 @@ export interface OneStatementJob {
 // One row per request, from parallel arrays: $1 workspace, $2 endpoint id (null: by name),
 // $3 endpoint name, $4 system actor, $5 job name, $6 kind, $7 input, $8 max attempts,
 // $9 default max attempts, $10 run at, $11 creating key, $12 actor kind, $13 actor key,
-// $14 action, $15 audit input, $16 priority, $17 concurrency key. The output's `ord` is the request's place (1-based).
+// $14 action, $15 audit input, $16 priority, $17 concurrency key, $18 batch. The output's `ord` is the request's place (1-based).
 const TEXT = `
 with req as materialized (
   select r.*, gen_random_uuid() as job_id
   from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[], $8::int[],
-              $9::int[], $10::timestamptz[], $11::uuid[], $12::text[], $13::uuid[], $14::text[], $15::text[], $16::smallint[], $17::text[])
+              $9::int[], $10::timestamptz[], $11::uuid[], $12::text[], $13::uuid[], $14::text[], $15::text[], $16::smallint[], $17::text[],
+              $18::uuid[])
     with ordinality as r(workspace_id, endpoint_id, endpoint_name, system, name, kind, input, max_attempts,
-                         default_max_attempts, run_at, created_by_key_id, actor_kind, actor_key_id, action, audit_input, priority, concurrency_key, ord)
+                         default_max_attempts, run_at, created_by_key_id, actor_kind, actor_key_id, action, audit_input, priority, concurrency_key,
+                         batch_id, ord)
 ), en as (
   -- FOR SHARE: an archive running now waits for these jobs, or these jobs see the archive.
   -- Only when no rule could refuse: live, no payload spec (and not INTERNAL, below).
@@ -67,26 +71,41 @@ with req as materialized (
     and en.archived_at is null
     and en.payload_spec_id is null
   for share
+), open_batch as (
+  -- The batches members join, locked as the full path's lockBatch does (after the endpoints):
+  -- only an open one of the request's workspace takes a member, and a close waits for them.
+  select b.id, b.workspace_id from batches b
+  where b.id = any($18::uuid[]) and b.workspace_id = any($1::uuid[]) and b.open
+  order by b.id
+  for update
 ), target as (
   select req.*, en.id as target_endpoint_id, en.max_attempts as endpoint_max_attempts, en.default_priority
   from req
   join en on en.workspace_id = req.workspace_id
     and (case when req.endpoint_id is not null then en.id = req.endpoint_id else en.name = req.endpoint_name end)
-  -- Not INTERNAL, unless jobgate itself asks.
-  where en.type = 'USER' or req.system
+  left join open_batch b on b.id = req.batch_id and b.workspace_id = req.workspace_id
+  -- Not INTERNAL, unless jobgate itself asks; a member only of an open batch.
+  where (en.type = 'USER' or req.system) and (req.batch_id is null or b.id is not null)
 ), job as (
-  insert into jobs (id, workspace_id, endpoint_id, name, kind, input, max_attempts, priority, concurrency_key, run_at, created_by_key_id)
+  insert into jobs (id, workspace_id, endpoint_id, name, kind, input, max_attempts, priority, concurrency_key, run_at, created_by_key_id,
+                    batch_id)
   select job_id, workspace_id, target_endpoint_id, name, kind, input::jsonb,
          coalesce(max_attempts, endpoint_max_attempts, default_max_attempts), coalesce(priority, default_priority), concurrency_key,
-         run_at, created_by_key_id
+         run_at, created_by_key_id, batch_id
   from target
   returning *
 ), execution as (
+  -- A member's end is counted into its batch (has_dependents, migration 000048).
   insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key,
-                          created_by_key_id, input)
+                          created_by_key_id, input, has_dependents)
   select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, priority,
-         coalesce(concurrency_key, ''), created_by_key_id, input
+         coalesce(concurrency_key, ''), created_by_key_id, input, batch_id is not null
   from job
+), counted as (
+  -- Members are counted into the batch's total as they are added, as addMember does.
+  update batches b set total = b.total + n.members, updated_at = now()
+  from (select batch_id, count(*)::int as members from job where batch_id is not null group by batch_id) n
+  where b.id = n.batch_id
 ), audit as (
   insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
   select target.workspace_id, target.actor_kind, target.actor_key_id, target.action, 'Job', job.id::text, target.audit_input::jsonb, 'OK'
@@ -119,12 +138,13 @@ function values(jobs: readonly OneStatementJob[]): unknown[][] {
     col((j) => j.audit.input),
     col((j) => j.priority),
     col((j) => j.concurrencyKey),
+    col((j) => j.batchId),
   ];
 }
 
 /** Whether the statement can be asked for this job at all (a malformed id names no endpoint). */
 function askable(j: OneStatementJob): boolean {
-  return !('id' in j.endpoint) || isUuid(j.endpoint.id);
+  return (!('id' in j.endpoint) || isUuid(j.endpoint.id)) && (j.batchId === null || isUuid(j.batchId));
 }
 
 /**

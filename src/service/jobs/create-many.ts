@@ -39,13 +39,19 @@ function atItem(error: unknown, index: number): unknown {
   return named;
 }
 
-async function createAllIn(
+/**
+ * Creates `raws` in `trx` by createJob's rules, in order: those the one-statement path takes in
+ * one statement (with their audit rows), the rest one by one on the full path. Returns each
+ * result and the audit rows still to write (the full path's); an item's refusal is thrown as
+ * `nameError` names it.
+ */
+export async function createManyIn(
   ctx: ServiceContext,
   trx: Transaction<DB>,
   actor: Actor,
   raws: readonly CreateJobInput[],
-  failedAt: (index: number) => void,
-) {
+  nameError: (error: unknown, index: number) => unknown,
+): Promise<{ result: CreateJobResult[]; audit: { target: { type: string; id: string }; input: unknown }[] }> {
   const results: (CreateJobResult | undefined)[] = raws.map(() => undefined);
   const quick = raws.map((raw) => oneStatementJob(ctx, actor, raw));
   const quickAt = quick.flatMap((job, i) => (job ? [i] : []));
@@ -66,8 +72,7 @@ async function createAllIn(
     try {
       results[i] = await createJobIn(ctx, trx, actor, raws[i]!);
     } catch (error) {
-      failedAt(i);
-      throw atItem(error, i);
+      throw nameError(error, i);
     }
     audit.push({ target: { type: 'Job', id: results[i]!.job.id }, input: raws[i] });
   }
@@ -99,7 +104,10 @@ export async function createJobs(ctx: ServiceContext, actor: Actor, raws: readon
           throw atItem(error, i);
         }
       });
-      return createAllIn(ctx, trx, actor, raws, (i) => (failed = i));
+      return createManyIn(ctx, trx, actor, raws, (error, i) => {
+        failed = i;
+        return atItem(error, i);
+      });
     },
   );
 }

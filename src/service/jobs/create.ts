@@ -326,7 +326,8 @@ export async function createJobIn(
 /**
  * The one-statement form of a request, when nothing the statement cannot check could refuse it
  * or change its outcome: the database's clock (no injected one), a role that may create jobs,
- * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key, prerequisites, a batch or a parent.
+ * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key, prerequisites or a parent (a batch's
+ * member is one: the statement adds it only to an open batch of the workspace, as openBatchFor).
  * Undefined sends it down the full path. The only place this is decided.
  */
 export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJobInput): OneStatementJob | undefined {
@@ -336,7 +337,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
   const input = parsed.data;
   const { kind } = input;
   if (kind !== 'IMMEDIATE' && kind !== 'DELAYED') return undefined;
-  if (input.idempotencyKey || input.lockKey || input.dependsOn || input.batchId || input.parentExecutionId) return undefined;
+  if (input.idempotencyKey || input.lockKey || input.dependsOn || input.parentExecutionId) return undefined;
   return {
     workspaceId: actor.workspaceId,
     endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
@@ -349,6 +350,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
     runAt: kind === 'DELAYED' ? input.runAt! : null,
     priority: input.priority ?? null,
     concurrencyKey: input.concurrencyKey ?? null,
+    batchId: input.batchId ?? null,
     createdByKeyId: actor.keyId ?? null,
     audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action: ACTION, input: auditInput(raw) },
   };

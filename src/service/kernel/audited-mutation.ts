@@ -89,6 +89,20 @@ async function writeAudit(
   await insertAuditEntry(ex, auditEntry(actor, action, target, input, code));
 }
 
+/** 'OK' audit rows for actions done inside another mutation's transaction (a batch's members), in `trx`, in one statement. */
+export async function auditDone(
+  trx: Executor,
+  actor: Actor,
+  action: string,
+  done: readonly { target: { type: string; id: string }; input: unknown }[],
+): Promise<void> {
+  if (done.length > 0)
+    await insertAuditEntries(
+      trx,
+      done.map((a) => auditEntry(actor, action, a.target, a.input, 'OK')),
+    );
+}
+
 /**
  * For a mutation done by one statement that writes its own 'OK' audit row (its input from
  * `auditInput`), after the caller checked the role: a failure is audited as `mutate` audits it.
@@ -159,11 +173,7 @@ export async function mutateAll<T>(
       requireRole(actor, spec.role, spec.action);
       return await ctx.transaction(async (trx) => {
         const { result, audit } = await fn(trx);
-        if (audit.length > 0)
-          await insertAuditEntries(
-            trx,
-            audit.map((a) => auditEntry(actor, spec.action, a.target, a.input, 'OK')),
-          );
+        await auditDone(trx, actor, spec.action, audit);
         return result;
       });
     } catch (error) {

@@ -9,7 +9,7 @@ import type { Transaction } from 'kysely';
 import * as batchesRepo from '../../db/repositories/batches.js';
 import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
-import { mutate } from '../kernel/audited-mutation.js';
+import { auditDone, mutate } from '../kernel/audited-mutation.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { DomainError, NotFoundError, ValidationError } from '../kernel/errors.js';
@@ -18,6 +18,7 @@ import { toBatch, toJob, type Batch, type Job } from '../kernel/models.js';
 import { decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
 import { cancelJobIn } from '../jobs/change.js';
 import { createJobIn } from '../jobs/create.js';
+import { createManyIn } from '../jobs/create-many.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
 
 export interface CancelBatchResult {
@@ -73,11 +74,11 @@ async function createBatchIn(ctx: ServiceContext, trx: Transaction<DB>, actor: A
       throw at(e, ['onComplete']);
     });
   }
-  const jobs = raw.jobs ?? [];
-  for (let i = 0; i < jobs.length; i++) {
-    await createJobIn(ctx, trx, actor, { ...jobs[i]!, batchId: inserted.id }).catch((e) => {
-      throw at(e, ['jobs', i]);
-    });
+  const jobs = (raw.jobs ?? []).map((job) => ({ ...job, batchId: inserted.id }));
+  // Members as createJobs makes them: most in one statement, each with its job.create audit row.
+  if (jobs.length > 0) {
+    const { audit } = await createManyIn(ctx, trx, actor, jobs, (e, i) => at(e, ['jobs', i]));
+    await auditDone(trx, actor, 'job.create', audit);
   }
   const batch = input.open
     ? (await batchesRepo.lockBatch(trx, actor.workspaceId, inserted.id))!
