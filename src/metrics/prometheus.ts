@@ -202,7 +202,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const pruned = new Counter({
     name: 'jobgate_retention_pruned_rows_total',
-    help: 'Rows of finished history that retention deleted in this process, by table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications).',
+    help: 'Rows of finished history that retention deleted in this process, by table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications, batches).',
     labelNames: ['table'],
     registers,
   });

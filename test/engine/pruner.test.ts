@@ -510,6 +510,61 @@ describe('whole jobs', () => {
   });
 });
 
+describe('batches', () => {
+  /** A batch made `ageDays` ago: completed then (closed, nothing uncounted), unless `open`. */
+  async function oldBatch(ageDays: number, opts: { open?: boolean; onCompleteJobId?: string } = {}): Promise<string> {
+    const { rows } = await t.query<{ id: string }>(
+      `insert into batches (workspace_id, open, completed_at, on_complete_job_id, created_at)
+       values ($1, $2, case when $2 then null else $3::timestamptz - make_interval(days => $4::int) end, $5,
+               $3::timestamptz - make_interval(days => $4::int + 1))
+       returning id`,
+      [t.actor.workspaceId, opts.open === true, fixtureEpoch, ageDays, opts.onCompleteJobId ?? null],
+    );
+    return rows[0]!.id;
+  }
+  const member = async (batchId: string, ageDays: number, status = 'SUCCEEDED') => {
+    const job = await oldJob(ageDays);
+    await t.query(`update jobs set batch_id = $2, batch_outcome = $3 where id = $1`, [job, batchId, status]);
+    await t.query(
+      `update batches set total = total + 1, succeeded = succeeded + ($2 = 'SUCCEEDED')::int,
+                     failed = failed + ($2 = 'FAILED')::int where id = $1`,
+      [batchId, status],
+    );
+    await history(job, 1, status, ageDays);
+    return job;
+  };
+  const batchesLeft = async (ids: string[]) =>
+    (await t.query(`select id from batches where id = any($1::uuid[])`, [ids])).rows.map((r) => r.id as string).sort();
+
+  it('deletes a completed batch once its jobs are gone, and keeps one that is open, young or still has a job', async () => {
+    await onlyDue('JOBS');
+    const since = await lastAuditId();
+    const fanIn = await oldJob(40);
+    await history(fanIn, 1, 'SUCCEEDED', 40);
+    const done = await oldBatch(40, { onCompleteJobId: fanIn });
+    await member(done, 41);
+    await member(done, 41);
+    const empty = await oldBatch(50);
+    const kept = await oldBatch(45);
+    await member(kept, 45);
+    const keptMember = await member(kept, 45, 'FAILED');
+    const young = await oldBatch(3);
+    const open = await oldBatch(60, { open: true });
+    const keptFanIn = await oldJob(2);
+    await history(keptFanIn, 1, 'SUCCEEDED', 2);
+    const waiting = await oldBatch(40, { onCompleteJobId: keptFanIn });
+
+    const { p, batches } = pruner({ batchSize: 1, defaults: { keepPerJob: 1 } });
+    await p.runOnce();
+    // Each round deletes at most one: the pass goes on until none is left.
+    expect(await batchesLeft([done, empty, kept, young, open, waiting])).toEqual([open, kept, waiting, young].sort());
+    expect(await jobsLeft([fanIn, keptMember])).toBe(1);
+    const audited = (await auditedSince(since)).filter((a) => a.kind === 'JOBS');
+    expect(sum(audited, 'batches')).toBe(2);
+    expect(batches.reduce((a, b) => a + b.rows.batches, 0)).toBe(2);
+  });
+});
+
 describe('alert notifications', () => {
   it('prunes notifications past their window and keeps the young ones', async () => {
     await onlyDue('ALERTS');

@@ -23,6 +23,8 @@ export interface PrunedRows {
   /** Whole jobs (one-off and retired ones), after their executions. */
   jobs: number;
   alert_notifications: number;
+  /** Completed batches left with nothing (their jobs gone), after their jobs. */
+  batches: number;
 }
 
 export interface TakenSlice {
@@ -360,6 +362,7 @@ export const NO_ROWS: Readonly<PrunedRows> = Object.freeze({
   events: 0,
   jobs: 0,
   alert_notifications: 0,
+  batches: 0,
 });
 const NEVER = 1e13; // ms (about 317 years): past any row's age and any window, for a kind kept forever
 
@@ -400,6 +403,26 @@ async function deleteExecutions(client: pg.PoolClient, workspaceId: string, batc
   };
 }
 
+/**
+ * Batches (migration 000048), at the end of a JOBS pass: completed ones past the shorter window
+ * that have nothing left, their members and their onComplete job gone with their history (the
+ * jobs' rule above), oldest first, at most `batch`. A batch that is open, or not completed, or
+ * has a job left is kept: it is what groups that job. A batch another transaction holds (a member
+ * being counted, a close) is skipped until the next pass.
+ */
+const PRUNE_BATCHES = `
+with doomed as (
+  select b.id from batches b
+  where b.workspace_id = $1
+    and b.completed_at < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
+    and b.on_complete_job_id is null
+    and not exists (select 1 from jobs j where j.batch_id = b.id)
+  order by b.created_at, b.id
+  limit $4
+  for update skip locked
+)
+delete from batches b using doomed d where b.id = d.id`;
+
 async function deleteJobs(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
   const w = work.executions!;
   const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
@@ -413,7 +436,11 @@ async function deleteJobs(client: pg.PoolClient, workspaceId: string, batch: num
     const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows])).rows[0]!;
     pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
   }
-  return { pruned, done: r.scanned < batch, position: positionOf(r, work.position) };
+  const walked = r.scanned < batch;
+  if (!walked) return { pruned, done: false, position: positionOf(r, work.position) };
+  // The walk is done: the batches it emptied go too, a batch of them per round until none is left.
+  const batches = (await client.query(PRUNE_BATCHES, [workspaceId, ...windows, batch])).rowCount ?? 0;
+  return { pruned: { ...pruned, batches }, done: batches < batch, position: positionOf(r, work.position) };
 }
 
 async function deleteRuns(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {

@@ -9,7 +9,8 @@
  */
 
 /** The tables retention prunes. */
-export type PrunedTable = 'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events' | 'jobs' | 'alert_notifications';
+export type PrunedTable =
+  'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events' | 'jobs' | 'alert_notifications' | 'batches';
 
 /** The engine statements retried after a conflict (src/service/engine/worker/conflict-retry.ts). */
 export type ConflictedStatement = 'outcomes' | 'heartbeat';
@@ -56,7 +57,7 @@ export interface Observer {
    * otherwise what the executions it ran were left as.
    */
   runDuePass(outcome: 'ok' | 'error', executions?: Readonly<Record<'succeeded' | 'failed' | 'retrying' | 'cancelled', number>>): void;
-  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications). */
+  /** Retention pruned a batch of history: rows deleted per table (executions, attempts, audit_log, runs, findings, events, jobs, alert_notifications, batches). */
   historyPruned(rows: Readonly<Record<PrunedTable, number>>): void;
   /** An interval tick was abandoned past its timeout and grace, its handler still running in this process. */
   intervalTickAbandoned(handler: string): void;
