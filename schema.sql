@@ -1,4 +1,4 @@
--- The schema after migrations/000050_child_jobs.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000051_batch_outcome_on_execution.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -8,6 +8,17 @@ CREATE FUNCTION public.jobgate_backoff_ms(base_ms integer, max_ms integer, attem
   select case when jitter then random() else 1 end
        * least(max_ms::double precision, base_ms * power(2::double precision, greatest(attempt - 1, 0)))
 $$;
+
+CREATE FUNCTION public.jobgate_batch_member_ends() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  -- jobs.batch_id never changes once the job exists; a plain read takes no lock.
+  if exists (select 1 from jobs j where j.id = new.job_id and j.batch_id is not null) then
+    new.batch_outcome := new.status;
+  end if;
+  return new;
+end $$;
 
 CREATE FUNCTION public.jobgate_catalog_hint() RETURNS trigger
     LANGUAGE plpgsql
@@ -400,18 +411,14 @@ declare
   dependents uuid[];
   member_of uuid;
 begin
-  if new.trigger = 'SCHEDULE' then
-    update jobs set batch_outcome = new.status
-    where id = new.job_id and batch_id is not null and batch_outcome is null
-    returning batch_id into member_of;
-    if member_of is not null then
-      update batches set succeeded = succeeded + (new.status = 'SUCCEEDED')::int,
-                         failed = failed + (new.status = 'FAILED')::int,
-                         cancelled = cancelled + (new.status = 'CANCELLED')::int,
-                         updated_at = now()
-      where id = member_of;
-      perform jobgate_complete_batch(member_of);
-    end if;
+  if new.batch_outcome is not null and old.batch_outcome is null then
+    select batch_id into member_of from jobs where id = new.job_id;
+    update batches set succeeded = succeeded + (new.batch_outcome = 'SUCCEEDED')::int,
+                       failed = failed + (new.batch_outcome = 'FAILED')::int,
+                       cancelled = cancelled + (new.batch_outcome = 'CANCELLED')::int,
+                       updated_at = now()
+    where id = member_of;
+    perform jobgate_complete_batch(member_of);
   end if;
 
   select array_agg(l.id order by l.id) into dependents from (
@@ -847,7 +854,9 @@ CREATE TABLE public.executions (
     gated boolean DEFAULT false NOT NULL,
     blocked boolean DEFAULT false NOT NULL,
     has_dependents boolean DEFAULT false NOT NULL,
+    batch_outcome text,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
+    CONSTRAINT executions_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT executions_priority_check CHECK (((priority >= '-100'::integer) AND (priority <= 100))),
     CONSTRAINT executions_request_id_check CHECK ((request_id <> ''::text)),
@@ -869,6 +878,8 @@ COMMENT ON COLUMN public.executions.gated IS 'PENDING under an endpoint with a c
 COMMENT ON COLUMN public.executions.blocked IS 'PENDING and waiting for its job''s prerequisites (job_dependencies): never claimed, out of the claim''s indexes. Cleared when they are settled.';
 
 COMMENT ON COLUMN public.executions.has_dependents IS 'A job depends on this execution''s outcome: its end settles them (executions_prerequisite_ended). False for nearly all, so the trigger costs other executions nothing.';
+
+COMMENT ON COLUMN public.executions.batch_outcome IS 'A batch member''s scheduled execution: how it first ended, counted into its batch once (a re-drive does not count again); null before, and for every other execution.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -1011,9 +1022,7 @@ CREATE TABLE public.jobs (
     concurrency_key text COLLATE pg_catalog."C",
     on_prerequisite_failure text,
     batch_id uuid,
-    batch_outcome text,
     parent_execution_id uuid,
-    CONSTRAINT jobs_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
     CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
@@ -1038,8 +1047,6 @@ COMMENT ON COLUMN public.jobs.concurrency_key IS 'The key its executions count a
 COMMENT ON COLUMN public.jobs.on_prerequisite_failure IS 'What happens to this job when a prerequisite FAILED or was CANCELLED: CANCEL retires it, RUN starts it anyway; null: it has no prerequisites.';
 
 COMMENT ON COLUMN public.jobs.batch_id IS 'The batch this job is a member of; null: none.';
-
-COMMENT ON COLUMN public.jobs.batch_outcome IS 'A batch member: how its scheduled execution ended, counted into its batch once; null while it has not.';
 
 COMMENT ON COLUMN public.jobs.parent_execution_id IS 'The execution this job is a child of (its handler made it); null: none.';
 
@@ -1448,6 +1455,8 @@ CREATE TRIGGER batches_events_update AFTER UPDATE ON public.batches REFERENCING 
 CREATE TRIGGER endpoints_capped_insert BEFORE INSERT ON public.endpoints FOR EACH ROW EXECUTE FUNCTION public.jobgate_endpoint_capped();
 
 CREATE TRIGGER endpoints_gate AFTER UPDATE OF concurrency_limit, rate_limit_count, key_concurrency_limit, key_rate_limit_count, workspace_capped ON public.endpoints FOR EACH ROW WHEN ((public.jobgate_endpoint_limited(old.*) <> public.jobgate_endpoint_limited(new.*))) EXECUTE FUNCTION public.jobgate_endpoint_gate();
+
+CREATE TRIGGER executions_batch_member_ends BEFORE UPDATE OF status ON public.executions FOR EACH ROW WHEN ((new.has_dependents AND (new.trigger = 'SCHEDULE'::text) AND (new.batch_outcome IS NULL) AND (new.status = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.jobgate_batch_member_ends();
 
 CREATE TRIGGER executions_events_insert AFTER INSERT ON public.executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_insert();
 

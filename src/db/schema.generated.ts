@@ -299,6 +299,10 @@ export interface Executions {
   attempt_count: Generated<number>;
   attempt_started_at: Timestamp | null;
   /**
+   * A batch member's scheduled execution: how it first ended, counted into its batch once (a re-drive does not count again); null before, and for every other execution.
+   */
+  batch_outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
+  /**
    * PENDING and waiting for its job's prerequisites (job_dependencies): never claimed, out of the claim's indexes. Cleared when they are settled.
    */
   blocked: Generated<boolean>;
@@ -443,10 +447,6 @@ export interface Jobs {
    * The batch this job is a member of; null: none.
    */
   batch_id: string | null;
-  /**
-   * A batch member: how its scheduled execution ended, counted into its batch once; null while it has not.
-   */
-  batch_outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
   /**
    * The key its executions count against for their endpoint's key_concurrency_limit (e.g. a customer's id); null: none.
    */

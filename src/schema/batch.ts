@@ -68,7 +68,7 @@ builder.objectFields(JobRef, (t) => ({
     nullable: true,
     description:
       'A batch member: how it ended, as counted into its batch (once: a later re-drive does not count again); null before, or when not a member.',
-    resolve: (j) => j.batchOutcome,
+    resolve: (j, _args, ctx) => (j.batchId ? ctx.service.batchOutcome(ctx.actor, j.id) : null),
   }),
 }));
 

@@ -524,13 +524,14 @@ describe('batches', () => {
   }
   const member = async (batchId: string, ageDays: number, status = 'SUCCEEDED') => {
     const job = await oldJob(ageDays);
-    await t.query(`update jobs set batch_id = $2, batch_outcome = $3 where id = $1`, [job, batchId, status]);
+    await t.query(`update jobs set batch_id = $2 where id = $1`, [job, batchId]);
     await t.query(
       `update batches set total = total + 1, succeeded = succeeded + ($2 = 'SUCCEEDED')::int,
                      failed = failed + ($2 = 'FAILED')::int where id = $1`,
       [batchId, status],
     );
     await history(job, 1, status, ageDays);
+    await t.query(`update executions set batch_outcome = status where job_id = $1`, [job]);
     return job;
   };
   const batchesLeft = async (ids: string[]) =>

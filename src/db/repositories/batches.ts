@@ -90,6 +90,12 @@ export async function listBatches(db: Executor, workspaceId: string, page: { lim
   return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
 }
 
+/** A member counted into its batch: its scheduled execution carries how it first ended (migration 000051). */
+const counted = (outcome?: string) =>
+  sql<boolean>`exists (select 1 from executions e where e.job_id = jobs.id and e.trigger = 'SCHEDULE' and ${
+    outcome ? sql`e.batch_outcome = ${outcome}` : sql`e.batch_outcome is not null`
+  })`;
+
 /** A batch's members, in id order, a page after `afterId`; `outcome` narrows them (null: not ended yet). */
 export async function listMembers(
   db: Executor,
@@ -99,9 +105,38 @@ export async function listMembers(
 ): Promise<JobRow[]> {
   let q = db.selectFrom('jobs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('batch_id', '=', batchId);
   if (page.afterId) q = q.where('id', '>', page.afterId);
-  if (page.outcome === null) q = q.where('batch_outcome', 'is', null);
-  else if (page.outcome) q = q.where('batch_outcome', '=', page.outcome);
+  if (page.outcome === null) q = q.where(sql<boolean>`not ${counted()}`);
+  else if (page.outcome) q = q.where(counted(page.outcome));
   return q.orderBy('id').limit(page.limit).execute();
+}
+
+/** How each of these members was counted into its batch (absent: not yet). */
+export async function memberOutcomes(db: Executor, workspaceId: string, jobIds: readonly string[]): Promise<Map<string, string>> {
+  const ids = jobIds.filter(isUuid);
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('executions')
+    .select(['job_id', 'batch_outcome'])
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('job_id', 'in', ids)
+    .where('trigger', '=', 'SCHEDULE')
+    .where('batch_outcome', 'is not', null)
+    .execute();
+  return new Map(rows.map((r) => [r.job_id, r.batch_outcome!]));
+}
+
+/** Whether the batch has a member that has not ended and is not being cancelled (retired). */
+export async function hasUnfinishedMembers(db: Executor, workspaceId: string, batchId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('jobs')
+    .select('id')
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('batch_id', '=', batchId)
+    .where('status', '<>', 'RETIRED')
+    .where(sql<boolean>`not ${counted()}`)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /**
@@ -109,13 +144,13 @@ export async function listMembers(
  * pending executions cancelled and their running ones asked to abort. One statement, which locks
  * the jobs, then their executions, each in id order, and takes the batch's row only in the trigger
  * that counts each cancelled member: so a worker ending a member (which holds its execution and
- * then wants the batch's row) never waits on this in a cycle. Returns how many members it retired.
+ * then wants the batch's row, never the job's: migration 000051) never waits on this in a cycle. Returns how many members it retired.
  */
 export async function cancelUnfinishedMembers(db: Executor, workspaceId: string, batchId: string): Promise<number> {
   const { rows } = await sql<{ jobs: number; asked: string[] }>`
     with members as materialized (
       select id from jobs
-      where workspace_id = ${scoped(workspaceId)} and batch_id = ${batchId} and status <> 'RETIRED' and batch_outcome is null
+      where workspace_id = ${scoped(workspaceId)} and batch_id = ${batchId} and status <> 'RETIRED' and not ${counted()}
       order by id
       for no key update
     ), retired as (

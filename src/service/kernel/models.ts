@@ -129,8 +129,6 @@ export interface Job {
   onPrerequisiteFailure: 'CANCEL' | 'RUN' | null;
   /** The batch it is a member of; null: none. */
   batchId: string | null;
-  /** A batch member: how it ended, as counted into its batch; null while it has not. */
-  batchOutcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
   /** The execution this job is a child of; null: none. */
   parentExecutionId: string | null;
   runAt: Date | null;
@@ -349,7 +347,6 @@ export const toJob = (r: JobRow): Job => ({
   scheduleName: r.schedule_name ?? null,
   onPrerequisiteFailure: r.on_prerequisite_failure ?? null,
   batchId: r.batch_id ?? null,
-  batchOutcome: r.batch_outcome ?? null,
   parentExecutionId: r.parent_execution_id ?? null,
   runAt: r.run_at,
   cron:

@@ -89,6 +89,7 @@ async function createBatchIn(ctx: ServiceContext, trx: Transaction<DB>, actor: A
 export function createBatchService(ctx: ServiceContext) {
   const { db } = ctx;
   const batchById = batchedRead((ws, ids) => batchesRepo.findBatchesByIds(db, ws, ids).then(byId), !ctx.outer);
+  const outcomeOf = batchedRead((ws, ids) => batchesRepo.memberOutcomes(db, ws, ids), !ctx.outer);
   return {
     /**
      * Creates a batch: its onComplete job (waiting until the batch completes), then each of `jobs`
@@ -121,27 +122,43 @@ export function createBatchService(ctx: ServiceContext) {
     },
 
     /**
-     * Cancels a batch: closed, its onComplete job cancelled (so nothing fans in), then its members
-     * that have not ended cancelled as cancelJob would (counted as cancelled). Two commits, in that
-     * order: the first holds the batch's row, the second must not (each member's end takes it,
-     * after that member's execution, as a worker's outcome does). Members that ended stay as they
-     * ended. Throws NOT_FOUND.
+     * Cancels a batch: its members that have not ended cancelled as cancelJob would (counted as
+     * cancelled), then the batch closed and its onComplete job cancelled (so nothing fans in),
+     * then any member added in between. Members that ended stay as they ended. Each step takes
+     * a member's execution before the batch's row, the order a worker ending a member takes them
+     * (its outcome, then the count), so that cancelling never waits on a worker in a cycle, even
+     * in a caller's transaction, where the steps are savepoints and every lock is held to the end.
+     * Throws NOT_FOUND.
      */
     async cancelBatch(actor: Actor, id: string): Promise<CancelBatchResult> {
-      await mutate(ctx, actor, { action: 'batch.close', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
-        const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
-        if (!batch) throw new NotFoundError('Batch', id);
-        const onComplete = batch.on_complete_job_id
-          ? await jobsRepo.findJobById(trx, actor.workspaceId, batch.on_complete_job_id)
-          : undefined;
-        if (onComplete && onComplete.status !== 'RETIRED') await cancelJobIn(trx, actor, onComplete.id);
-        if (batch.open) await batchesRepo.closeBatch(trx, batch.id);
-      });
-      return mutate(ctx, actor, { action: 'batch.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
-        const cancelledJobs = await batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
-        const batch = (await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id]))[0]!;
-        return { batch: toBatch(batch), cancelledJobs };
-      });
+      const cancelMembers = () =>
+        mutate(ctx, actor, { action: 'batch.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
+          if ((await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id])).length === 0) throw new NotFoundError('Batch', id);
+          return batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
+        });
+      const cancelledJobs = await cancelMembers();
+      const closed = await mutate(
+        ctx,
+        actor,
+        { action: 'batch.close', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } },
+        async (trx) => {
+          const batch = (await batchesRepo.lockBatch(trx, actor.workspaceId, id))!;
+          const onComplete = batch.on_complete_job_id
+            ? await jobsRepo.findJobById(trx, actor.workspaceId, batch.on_complete_job_id)
+            : undefined;
+          if (onComplete && onComplete.status !== 'RETIRED') await cancelJobIn(trx, actor, onComplete.id);
+          return batch.open ? await batchesRepo.closeBatch(trx, batch.id) : batch;
+        },
+      );
+      // A member added before the close took the batch's row (rare: none while the first step held it).
+      const late = (await batchesRepo.hasUnfinishedMembers(ctx.db, actor.workspaceId, closed.id)) ? await cancelMembers() : 0;
+      const batch = (await batchesRepo.findBatchesByIds(ctx.db, actor.workspaceId, [id]))[0]!;
+      return { batch: toBatch(batch), cancelledJobs: cancelledJobs + late };
+    },
+
+    /** How a member was counted into its batch (once: a re-drive does not count again); null before, or for a job in no batch. */
+    async batchOutcome(actor: Actor, jobId: string): Promise<'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null> {
+      return ((await outcomeOf(actor.workspaceId, jobId)) as 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | undefined) ?? null;
     },
 
     /** Throws NOT_FOUND. */
