@@ -33,6 +33,8 @@ const AuditScreen = screen(() => import('./screens/audit.tsx'), 'AuditScreen');
 const KeysScreen = screen(() => import('./screens/keys.tsx'), 'KeysScreen');
 const AlertsScreen = screen(() => import('./screens/alerts.tsx'), 'AlertsScreen');
 const AlertScreen = screen(() => import('./screens/alert.tsx'), 'AlertScreen');
+const BatchesScreen = screen(() => import('./screens/batches.tsx'), 'BatchesScreen');
+const BatchScreen = screen(() => import('./screens/batch.tsx'), 'BatchScreen');
 
 export const ViewerDocument = graphql(`
   query Viewer {
@@ -161,6 +163,7 @@ const NAV: { path: string; label: string; admin?: boolean }[] = [
   { path: '', label: 'Overview' },
   { path: 'jobs', label: 'Jobs' },
   { path: 'executions', label: 'Executions' },
+  { path: 'batches', label: 'Batches' },
   { path: 'runs', label: 'Runs' },
   { path: 'handlers', label: 'Handlers' },
   { path: 'endpoints', label: 'Endpoints' },
@@ -292,6 +295,8 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
       return id ? <JobScreen id={id} /> : <JobsScreen search={search} />;
     case 'executions':
       return id ? <ExecutionScreen id={id} /> : <ExecutionsScreen search={search} />;
+    case 'batches':
+      return id ? <BatchScreen id={id} search={search} /> : <BatchesScreen search={search} />;
     case 'runs':
       return id ? <RunScreen id={id} search={search} /> : <RunsScreen search={search} />;
     case 'handlers':
