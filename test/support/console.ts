@@ -45,16 +45,24 @@ export interface ConsoleWorld {
   flakyHealthy: { value: boolean };
   /** Batches the `console.scan` run may still take; it waits at 0 until given more. */
   scanBudget: { value: number };
+  /** While false, the `console.gated` handler holds its attempt (until aborted); true lets each succeed. */
+  gateOpen: { value: boolean };
   stop(): Promise<void>;
 }
 
 export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWorld> {
   const flakyHealthy = { value: false };
   const scanBudget = { value: 0 };
+  const gateOpen = { value: false };
   const handlers = new HandlerRegistry();
   handlers.register('console.ok', undefined, () => ({ ok: true }));
   handlers.register('console.flaky', undefined, () => {
     if (!flakyHealthy.value) throw new UnrecoverableError('the flaky handler is down');
+    return { ok: true };
+  });
+  handlers.register('console.gated', undefined, async (_input, ctx) => {
+    while (!gateOpen.value && !ctx.signal.aborted) await new Promise((r) => setTimeout(r, 25));
+    if (ctx.signal.aborted) throw new UnrecoverableError('the gated attempt was aborted');
     return { ok: true };
   });
   const recoverables = new RecoverableRegistry();
@@ -107,7 +115,7 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
     intervals: new IntervalRegistry(),
   });
   const origin = new URL(app.url).origin;
-  return { app, origin, flakyHealthy, scanBudget, stop: () => app.stop() };
+  return { app, origin, flakyHealthy, scanBudget, gateOpen, stop: () => app.stop() };
 }
 
 export const CHROMIUM_ARGS = [

@@ -6,6 +6,7 @@ import { firstPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
+import { JobGraph } from './job-graph.tsx';
 import { executionWithAttemptsColumns } from './shared.tsx';
 
 const JobDocument = graphql(`
@@ -69,7 +70,6 @@ const CronPreviewDocument = graphql(`
     cronPreview(expression: $expression, timezone: $timezone, count: 5)
   }
 `);
-
 const JobExecutionsDocument = graphql(`
   subscription JobExecutions($jobId: ID!, $after: String) {
     executionUpdates(jobId: $jobId, after: $after) {
@@ -79,7 +79,6 @@ const JobExecutionsDocument = graphql(`
     }
   }
 `);
-
 const JobEventsOneDocument = graphql(`
   subscription JobEventsOne($jobId: ID!, $after: String) {
     jobEvents(jobId: $jobId, after: $after) {
@@ -193,6 +192,7 @@ export function JobScreen({ id }: { id: string }) {
         </dd>
       </dl>
       {job.cron && <Schedule cron={job.cron} paused={job.status === 'PAUSED'} />}
+      <JobGraph id={job.id} />
       <h2>Executions ({job.executions.totalCount ?? job.executions.nodes.length})</h2>
       {job.executions.nodes.length === 0 ? (
         <Empty>No execution yet: {job.cron ? 'the schedule creates one at its next fire time.' : 'trigger the job to run it now.'}</Empty>

@@ -1,0 +1,254 @@
+/**
+ * The console's workflow screens in a real browser against a real jobgate process (gateway and
+ * worker): a batch made over the GraphQL API, its counts moving live on the Batch screen as its
+ * members end (no reload), its failed member retried from a selection, a second batch cancelled
+ * with the confirmation that counts its unfinished members (the effect read back through the API),
+ * what a VIEWER is not offered, and a diamond of jobs (A before B and C, both before D) on the
+ * Job screen's workflow graph, moving live too. axe at 1400 and 390 px; screenshots in /tmp.
+ */
+import { AxeBuilder } from '@axe-core/playwright';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestGateway, type TestGateway } from '../support/graphql.js';
+
+let t: TestDb;
+let g: TestGateway;
+let world: ConsoleWorld;
+let browser: Browser;
+let adminKey: string;
+let viewerKey: string;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  ensureConsoleBuilt();
+  t = await createTestDb();
+  g = createTestGateway(t);
+  world = await startConsoleWorld(t.url);
+  browser = await launchChromium();
+  adminKey = (await t.service.bootstrapKey('default', 'ADMIN', 'workflows e2e admin')).key;
+  viewerKey = (await t.service.bootstrapKey('default', 'VIEWER', 'workflows e2e viewer')).key;
+  for (const [name, handlerName] of [
+    ['wf.ok', 'console.ok'],
+    ['wf.gated', 'console.gated'],
+    ['wf.flaky', 'console.flaky'],
+  ] as const)
+    await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, maxAttempts: 1, timeoutMs: 120_000 });
+}, 180_000);
+afterAll(async () => {
+  world.gateOpen.value = true;
+  for (const c of contexts) await c.close().catch(() => {});
+  await browser?.close();
+  await world?.stop();
+  await g?.close();
+  await t?.close();
+});
+
+/** A GraphQL operation through the API (the real yoga server, as the default workspace's ADMIN); fails on any error. */
+async function api<T = any>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
+  const r = await g.gql<T>(query, variables);
+  expect(r.errors ?? []).toEqual([]);
+  return r.data!;
+}
+
+async function signedIn(key: string, name: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, timezoneId: 'Europe/Paris', locale: 'en-GB' });
+  contexts.push(context);
+  const page = await context.newPage();
+  onTestFailed(async () => {
+    await screenshot(page, `${name}-failed`).catch(() => {});
+  });
+  await page.goto(`${world.origin}/console/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByTestId('role').waitFor();
+  await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
+  return page;
+}
+
+/** axe at 1400 and 390 px with no serious or critical violation, the page never wider than the screen; a screenshot of each in /tmp. */
+async function inBothWidths(page: Page, name: string) {
+  for (const width of [1400, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    const result = await new AxeBuilder({ page }).analyze();
+    const bad = result.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${name} at ${width} px: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+    expect(bad).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+    await page.screenshot({ path: `/tmp/workflows-${name}-${width}.png`, fullPage: true });
+  }
+  await page.setViewportSize({ width: 1400, height: 900 });
+}
+
+const marked = (page: Page) => page.evaluate(() => (window as unknown as { marker?: number }).marker);
+
+const CREATE_BATCH = `mutation ($input: CreateBatchInput!) { createBatch(input: $input) { batch { id onComplete { id } } } }`;
+const BATCH = `query ($id: ID!) {
+  batch(id: $id) { open completedAt total pending succeeded failed cancelled onComplete { id state lastExecution { status } }
+    jobs(first: 20) { nodes { id name state batchOutcome lastExecution { id status } } } }
+}`;
+const member = (endpointName: string, name: string, extra: object = {}) => ({ endpointName, kind: 'IMMEDIATE', name, ...extra });
+
+describe('the Batch screen', { timeout: 120_000 }, () => {
+  it('shows the counts moving live as members end, the onComplete job linked, and retries a failed member from a selection', async () => {
+    world.gateOpen.value = false;
+    world.flakyHealthy.value = false;
+    const { createBatch } = await api(CREATE_BATCH, {
+      input: {
+        name: 'nightly import',
+        jobs: [member('wf.gated', 'part-1'), member('wf.gated', 'part-2'), member('wf.gated', 'part-3'), member('wf.flaky', 'part-4')],
+        onComplete: { endpointName: 'wf.ok', kind: 'IMMEDIATE', name: 'import report' },
+      },
+    });
+    const batchId: string = createBatch.batch.id;
+    const admin = await signedIn(adminKey, 'workflows-batch');
+
+    // The Batches screen lists it; its row leads to the Batch screen.
+    await admin.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Batches', exact: true }).click();
+    await admin.getByRole('heading', { name: 'Batches', level: 1 }).waitFor();
+    const row = admin.locator(`[data-batch="${batchId}"]`);
+    await row.getByRole('link', { name: 'nightly import' }).waitFor();
+    expect(await row.textContent()).toContain('CLOSED');
+    await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
+    await row.getByRole('link', { name: 'nightly import' }).click();
+    await admin.getByRole('heading', { name: /nightly import/, level: 1 }).waitFor();
+
+    // The failing member ends at once; the three gated ones hold.
+    const counts = admin.getByTestId('batch-counts');
+    await expect.poll(() => counts.textContent(), { timeout: 15_000 }).toBe('4 in all: 3 not ended, 0 succeeded, 1 failed, 0 cancelled');
+    expect(await admin.getByTestId('batch-facts').textContent()).toContain('import report');
+    await inBothWidths(admin, 'batch-running');
+
+    // The members end: the counts move without a reload, and the batch completes.
+    world.gateOpen.value = true;
+    await expect.poll(() => counts.textContent(), { timeout: 15_000 }).toBe('4 in all: 0 not ended, 3 succeeded, 1 failed, 0 cancelled');
+    await admin.getByRole('heading', { name: /nightly import COMPLETED/, level: 1 }).waitFor();
+    expect(await admin.getByRole('progressbar').first().getAttribute('aria-valuenow')).toBe('100');
+    expect(await marked(admin)).toBe(7);
+    const onCompleteId: string = createBatch.batch.onComplete.id;
+    const report = admin.getByTestId('batch-facts').getByRole('link', { name: 'import report' });
+    expect(await report.getAttribute('href')).toBe(`/console/jobs/${onCompleteId}`);
+    expect(await admin.getByTestId('batch-actions').count()).toBe(0);
+
+    // The failed member, retried from the Failed tab's selection.
+    world.flakyHealthy.value = true;
+    await admin.getByRole('navigation', { name: 'Members' }).getByRole('link', { name: 'Failed' }).click();
+    await expect.poll(() => admin.getByTestId('batch-members').locator('tbody tr').count()).toBe(1);
+    await admin.getByRole('checkbox', { name: 'Select member part-4' }).check();
+    await admin.getByRole('button', { name: 'Retry failed selected' }).click();
+    expect(await admin.locator('dialog[open]').textContent()).toContain('Retry the failed ones of 1 selected members?');
+    await admin.getByRole('button', { name: 'Retry 1 members' }).click();
+    await admin.getByTestId('bulk-bar').getByText('Re-drove 1 of 1 failed members.').waitFor();
+    const part4 = (await api(BATCH, { id: batchId })).batch.jobs.nodes.find((j: { name: string }) => j.name === 'part-4');
+    await expect
+      .poll(
+        async () => (await api(`query ($id: ID!) { execution(id: $id) { status } }`, { id: part4.lastExecution.id })).execution.status,
+        {
+          timeout: 15_000,
+        },
+      )
+      .toBe('SUCCEEDED');
+    // The batch keeps the outcome it counted.
+    expect((await api(BATCH, { id: batchId })).batch).toMatchObject({ succeeded: 3, failed: 1, completedAt: expect.any(String) });
+    await inBothWidths(admin, 'batch-completed');
+  });
+
+  it('cancels a batch after a confirmation that counts its unfinished members; the API shows the effect; a VIEWER is offered no action', async () => {
+    world.gateOpen.value = true;
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const { createBatch } = await api(CREATE_BATCH, {
+      input: {
+        name: 'weekly export',
+        open: true,
+        jobs: [
+          member('wf.ok', 'export-now'),
+          ...[1, 2, 3].map((i) => member('wf.ok', `export-later-${i}`, { kind: 'DELAYED', runAt: later })),
+        ],
+        onComplete: { endpointName: 'wf.ok', kind: 'IMMEDIATE', name: 'export report' },
+      },
+    });
+    const batchId: string = createBatch.batch.id;
+
+    // A VIEWER sees the batch, no action and no selection.
+    const viewer = await signedIn(viewerKey, 'workflows-viewer');
+    await viewer.goto(`${world.origin}/console/batches/${batchId}`);
+    await viewer.getByRole('heading', { name: /weekly export OPEN/, level: 1 }).waitFor();
+    await viewer.getByTestId('batch-members').waitFor();
+    expect(await viewer.getByRole('button', { name: /Cancel batch|Close batch|Retry/ }).count()).toBe(0);
+    expect(await viewer.getByRole('checkbox').count()).toBe(0);
+
+    const admin = await signedIn(adminKey, 'workflows-cancel');
+    await admin.goto(`${world.origin}/console/batches/${batchId}`);
+    const counts = admin.getByTestId('batch-counts');
+    await expect.poll(() => counts.textContent(), { timeout: 15_000 }).toBe('4 in all: 3 not ended, 1 succeeded, 0 failed, 0 cancelled');
+    await admin.getByRole('button', { name: 'Cancel batch' }).click();
+    const dialog = admin.locator('dialog[open]');
+    expect(await dialog.textContent()).toContain('Cancel weekly export? Its 3 unfinished members are cancelled');
+    expect(await dialog.textContent()).toContain('The 1 members that ended stay as they ended.');
+    await inBothWidths(admin, 'batch-cancel-confirm');
+    await admin.getByRole('button', { name: 'Cancel batch and 3 members' }).click();
+    await admin.getByText('Cancelled 3 members; the batch is closed.').waitFor();
+    await expect.poll(() => counts.textContent(), { timeout: 15_000 }).toBe('4 in all: 0 not ended, 1 succeeded, 0 failed, 3 cancelled');
+
+    const { batch } = await api(BATCH, { id: batchId });
+    expect(batch).toMatchObject({ open: false, total: 4, pending: 0, succeeded: 1, failed: 0, cancelled: 3 });
+    // Its onComplete job is cancelled: nothing fans in.
+    expect(batch.onComplete).toMatchObject({ state: 'RETIRED', lastExecution: { status: 'CANCELLED' } });
+    const byName = Object.fromEntries(batch.jobs.nodes.map((j: { name: string }) => [j.name, j]));
+    expect(byName['export-now']).toMatchObject({ batchOutcome: 'SUCCEEDED', lastExecution: { status: 'SUCCEEDED' } });
+    for (const i of [1, 2, 3])
+      expect(byName[`export-later-${i}`]).toMatchObject({ batchOutcome: 'CANCELLED', lastExecution: { status: 'CANCELLED' } });
+  });
+});
+
+describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
+  it('shows a diamond (A before B and C, both before D): what each waits on with the outcomes, what waits on it, live', async () => {
+    world.gateOpen.value = false;
+    const create = async (name: string, endpointName: string, dependsOn: string[] = []) =>
+      (
+        await api(`mutation ($input: CreateJobInput!) { createJob(input: $input) { job { id } } }`, {
+          input: { name, endpointName, kind: 'IMMEDIATE', ...(dependsOn.length ? { dependsOn } : {}) },
+        })
+      ).createJob.job.id as string;
+    const a = await create('diamond A', 'wf.ok');
+    const b = await create('diamond B', 'wf.ok', [a]);
+    const c = await create('diamond C', 'wf.gated', [a]);
+    const d = await create('diamond D', 'wf.ok', [b, c]);
+    const state = async (id: string) => (await api(`query ($id: ID!) { job(id: $id) { state } }`, { id })).job.state;
+    await expect.poll(() => state(b), { timeout: 15_000 }).toBe('COMPLETED');
+
+    const admin = await signedIn(adminKey, 'workflows-graph');
+    await admin.goto(`${world.origin}/console/jobs/${d}`);
+    const graph = admin.getByTestId('job-graph');
+    await graph.waitFor();
+    const node = (column: string, id: string) => graph.getByTestId(column).locator(`[data-job="${id}"]`);
+    await expect.poll(() => node('graph-waits-on', b).textContent()).toBe('diamond B COMPLETEDcounted SUCCEEDED');
+    expect(await node('graph-waits-on', c).textContent()).toBe('diamond C ACTIVEnot ended yet');
+    expect(await node('graph-this', d).textContent()).toBe('diamond D ACTIVE');
+    expect(await graph.getByTestId('graph-dependents').textContent()).toContain('No job waits on it.');
+    expect(await graph.textContent()).toContain('Waits on 2 jobs (1 ended); no job waits on it.');
+    expect(await node('graph-waits-on', c).getByRole('link', { name: 'diamond C' }).getAttribute('href')).toBe(`/console/jobs/${c}`);
+    expect(await node('graph-waits-on', c).getAttribute('class')).toContain('state-active');
+    await inBothWidths(admin, 'graph-waiting');
+
+    // A: nothing before it; B and C wait on it.
+    await admin.goto(`${world.origin}/console/jobs/${a}`);
+    await node('graph-dependents', b).waitFor();
+    expect(await node('graph-dependents', b).textContent()).toBe('diamond B COMPLETED');
+    expect(await node('graph-dependents', c).textContent()).toBe('diamond C ACTIVE');
+    expect(await graph.getByTestId('graph-waits-on').textContent()).toContain('Nothing: it starts when due.');
+
+    // C ends: D's graph follows without a reload, and D runs.
+    await admin.goto(`${world.origin}/console/jobs/${d}`);
+    await node('graph-waits-on', c).waitFor();
+    await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
+    world.gateOpen.value = true;
+    await expect.poll(() => node('graph-waits-on', c).textContent(), { timeout: 15_000 }).toBe('diamond C COMPLETEDcounted SUCCEEDED');
+    await expect.poll(() => node('graph-this', d).textContent(), { timeout: 15_000 }).toBe('diamond D COMPLETED');
+    expect(await marked(admin)).toBe(9);
+    expect(await state(d)).toBe('COMPLETED');
+    await inBothWidths(admin, 'graph-done');
+  });
+});
