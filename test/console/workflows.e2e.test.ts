@@ -111,6 +111,7 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     const row = admin.locator(`[data-batch="${batchId}"]`);
     await row.getByRole('link', { name: 'nightly import' }).waitFor();
     expect(await row.textContent()).toContain('CLOSED');
+    await inBothWidths(admin, 'batches');
     await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
     await row.getByRole('link', { name: 'nightly import' }).click();
     await admin.getByRole('heading', { name: /nightly import/, level: 1 }).waitFor();
@@ -138,8 +139,8 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     await expect.poll(() => admin.getByTestId('batch-members').locator('tbody tr').count()).toBe(1);
     await admin.getByRole('checkbox', { name: 'Select member part-4' }).check();
     await admin.getByRole('button', { name: 'Retry failed selected' }).click();
-    expect(await admin.locator('dialog[open]').textContent()).toContain('Retry the failed ones of 1 selected members?');
-    await admin.getByRole('button', { name: 'Retry 1 members' }).click();
+    expect(await admin.locator('dialog[open]').textContent()).toContain('Retry the 1 member selected?');
+    await admin.getByRole('button', { name: 'Retry 1 member' }).click();
     await admin.getByTestId('bulk-bar').getByText('Re-drove 1 of 1 failed members.').waitFor();
     const part4 = (await api(BATCH, { id: batchId })).batch.jobs.nodes.find((j: { name: string }) => j.name === 'part-4');
     await expect
@@ -185,8 +186,8 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     await expect.poll(() => counts.textContent(), { timeout: 15_000 }).toBe('4 in all: 3 not ended, 1 succeeded, 0 failed, 0 cancelled');
     await admin.getByRole('button', { name: 'Cancel batch' }).click();
     const dialog = admin.locator('dialog[open]');
-    expect(await dialog.textContent()).toContain('Cancel weekly export? Its 3 unfinished members are cancelled');
-    expect(await dialog.textContent()).toContain('The 1 members that ended stay as they ended.');
+    expect(await dialog.textContent()).toContain('Cancel weekly export? Its 3 members not ended are cancelled');
+    expect(await dialog.textContent()).toContain('The 1 member that ended stays as it ended.');
     await inBothWidths(admin, 'batch-cancel-confirm');
     await admin.getByRole('button', { name: 'Cancel batch and 3 members' }).click();
     await admin.getByText('Cancelled 3 members; the batch is closed.').waitFor();
@@ -224,7 +225,7 @@ describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
     const graph = admin.getByTestId('job-graph');
     await graph.waitFor();
     const node = (column: string, id: string) => graph.getByTestId(column).locator(`[data-job="${id}"]`);
-    await expect.poll(() => node('graph-waits-on', b).textContent()).toBe('diamond B COMPLETEDcounted SUCCEEDED');
+    await expect.poll(() => node('graph-waits-on', b).textContent()).toBe('diamond B COMPLETEDended SUCCEEDED');
     expect(await node('graph-waits-on', c).textContent()).toBe('diamond C ACTIVEnot ended yet');
     expect(await node('graph-this', d).textContent()).toBe('diamond D ACTIVE');
     expect(await graph.getByTestId('graph-dependents').textContent()).toContain('No job waits on it.');
@@ -245,7 +246,7 @@ describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
     await node('graph-waits-on', c).waitFor();
     await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 9));
     world.gateOpen.value = true;
-    await expect.poll(() => node('graph-waits-on', c).textContent(), { timeout: 15_000 }).toBe('diamond C COMPLETEDcounted SUCCEEDED');
+    await expect.poll(() => node('graph-waits-on', c).textContent(), { timeout: 15_000 }).toBe('diamond C COMPLETEDended SUCCEEDED');
     await expect.poll(() => node('graph-this', d).textContent(), { timeout: 15_000 }).toBe('diamond D COMPLETED');
     expect(await marked(admin)).toBe(9);
     expect(await state(d)).toBe('COMPLETED');

@@ -94,6 +94,9 @@ const MEMBER_TABS: { value: string; label: string }[] = [
 ];
 const OUTCOMES: PrerequisiteOutcome[] = ['SUCCEEDED', 'FAILED', 'CANCELLED'];
 
+/** "1 member", "3 members". */
+const members = (n: number) => `${formatCount(n)} member${n === 1 ? '' : 's'}`;
+
 /** A member's selection key: its newest execution, the one a retry re-drives. */
 const executionOf = (m: Member) => m.lastExecution?.id ?? m.id;
 
@@ -103,14 +106,14 @@ const executionOf = (m: Member) => m.lastExecution?.id ?? m.id;
  */
 export function BatchScreen({ id, search }: { id: string; search: URLSearchParams }) {
   const can = useCan();
-  const members = search.get('members') ?? '';
-  const outcome = (OUTCOMES as string[]).includes(members) ? (members as PrerequisiteOutcome) : null;
+  const tab = search.get('members') ?? '';
+  const outcome = (OUTCOMES as string[]).includes(tab) ? (tab as PrerequisiteOutcome) : null;
   const path = href('batches', id);
   const view = listView(path, search);
   const q = useQuery(BatchDocument, {
     id,
     outcome,
-    ended: members === 'unfinished' ? false : null,
+    ended: tab === 'unfinished' ? false : null,
     after: view.page.after,
     first: view.size,
   });
@@ -194,7 +197,7 @@ export function BatchScreen({ id, search }: { id: string; search: URLSearchParam
           <Link
             key={t.label}
             to={`${path}?${withParams(search, { members: t.value }).toString()}`}
-            className={t.value === members ? 'current' : undefined}
+            className={t.value === tab ? 'current' : undefined}
           >
             {t.label}
           </Link>
@@ -203,7 +206,7 @@ export function BatchScreen({ id, search }: { id: string; search: URLSearchParam
       <div className="filters">
         <PageSize value={view.size} onChange={view.toSize} />
       </div>
-      <MemberTable batch={q.data.batch} scope={`${members}\u0000${view.page.after ?? ''}`} view={view} onDone={q.reload} />
+      <MemberTable batch={q.data.batch} scope={`${tab}\u0000${view.page.after ?? ''}`} view={view} onDone={q.reload} />
     </section>
   );
 }
@@ -239,13 +242,13 @@ function BatchActions({ batch, onDone }: { batch: BatchRowFragment; onDone(): vo
           disabled={cancel.pending}
           onClick={async () => {
             const ok = await confirm({
-              message: `Cancel ${batchLabel(batch)}? Its ${formatCount(batch.pending)} unfinished members are cancelled (pending ones at once, running ones asked to stop) and its onComplete job does not run. The ${formatCount(ended)} members that ended stay as they ended.`,
-              action: `Cancel batch and ${formatCount(batch.pending)} members`,
+              message: `Cancel ${batchLabel(batch)}? Its ${members(batch.pending)} not ended ${batch.pending === 1 ? 'is' : 'are'} cancelled (pending ones at once, running ones asked to stop) and its onComplete job does not run. The ${members(ended)} that ended ${ended === 1 ? 'stays' : 'stay'} as ${ended === 1 ? 'it' : 'they'} ended.`,
+              action: `Cancel batch and ${members(batch.pending)}`,
             });
             if (!ok) return;
             const r = await cancel.run({ id: batch.id });
             if (r) {
-              setNote(`Cancelled ${formatCount(r.cancelBatch.cancelledJobs)} members; the batch is closed.`);
+              setNote(`Cancelled ${members(r.cancelBatch.cancelledJobs)}; the batch is closed.`);
               onDone();
             }
           }}
@@ -290,10 +293,10 @@ function MemberTable({
             type="button"
             disabled={retry.pending}
             onClick={async () => {
-              const n = formatCount(selection.ids.size);
+              const n = members(selection.ids.size);
               const ok = await confirm({
-                message: `Retry the failed ones of ${n} selected members? Each FAILED execution runs again with a fresh attempt budget; others are left as they are. The batch keeps the outcome it counted.`,
-                action: `Retry ${n} members`,
+                message: `Retry the ${n} selected? Those whose execution FAILED run again with a fresh attempt budget; the others are left as they are. The batch keeps the outcome it counted.`,
+                action: `Retry ${n}`,
               });
               if (!ok) return;
               const r = await retry.run({ ids: [...selection.ids] });
@@ -317,7 +320,7 @@ function MemberTable({
       ) : (
         <PagedTable
           testId="batch-members"
-          caption="Members, in the order they were added"
+          caption="Members of the batch"
           columns={[
             { header: 'Member', cell: (m) => <Link to={href('jobs', m.id)}>{m.name ?? `Job ${m.id.slice(0, 8)}`}</Link> },
             {

@@ -96,11 +96,18 @@ export function BatchesScreen({ search }: { search: URLSearchParams }) {
               header: 'Progress',
               cell: (b) => {
                 const p = batchProgress(b);
-                return <ProgressBar fraction={p.fraction} label={`${batchLabel(b)}: ${p.label}`} />;
+                return (
+                  <>
+                    <ProgressBar fraction={p.fraction} label={`${batchLabel(b)}: ${p.label}`} />
+                    <span className="muted">
+                      {formatCount(b.total - b.pending)} of {formatCount(b.total)} ended
+                    </span>
+                  </>
+                );
               },
             },
             { header: 'Members', cell: (b) => formatCount(b.total) },
-            { header: 'Pending', cell: (b) => formatCount(b.pending) },
+            { header: 'Not ended', cell: (b) => formatCount(b.pending) },
             { header: 'Succeeded', cell: (b) => formatCount(b.succeeded) },
             { header: 'Failed', cell: (b) => formatCount(b.failed) },
             { header: 'Cancelled', cell: (b) => formatCount(b.cancelled) },

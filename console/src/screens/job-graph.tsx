@@ -116,7 +116,7 @@ export function JobGraph({ id }: { id: string }) {
                   <span className="edge">
                     {d.outcome ? (
                       <>
-                        counted <Status value={d.outcome} />
+                        ended <Status value={d.outcome} />
                       </>
                     ) : (
                       'not ended yet'
