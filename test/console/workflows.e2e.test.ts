@@ -4,7 +4,8 @@
  * members end (no reload), its failed member retried from a selection, a second batch cancelled
  * with the confirmation that counts its unfinished members (the effect read back through the API),
  * what a VIEWER is not offered, and a diamond of jobs (A before B and C, both before D) on the
- * Job screen's workflow graph, moving live too. axe at 1400 and 390 px; screenshots in /tmp.
+ * Job screen's workflow graph, moving live too, with a member's batch and a child's parent
+ * execution. axe at 1400 and 390 px; screenshots in /tmp.
  */
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -92,7 +93,7 @@ const BATCH = `query ($id: ID!) {
 const member = (endpointName: string, name: string, extra: object = {}) => ({ endpointName, kind: 'IMMEDIATE', name, ...extra });
 
 describe('the Batch screen', { timeout: 120_000 }, () => {
-  it('shows the counts moving live as members end, the onComplete job linked, and retries a failed member from a selection', async () => {
+  it("shows the counts moving live as members end, the onComplete job linked, retries a failed member from a selection, and a member's Job screen names its batch", async () => {
     world.gateOpen.value = false;
     world.flakyHealthy.value = false;
     const { createBatch } = await api(CREATE_BATCH, {
@@ -154,6 +155,13 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     // The batch keeps the outcome it counted.
     expect((await api(BATCH, { id: batchId })).batch).toMatchObject({ succeeded: 3, failed: 1, completedAt: expect.any(String) });
     await inBothWidths(admin, 'batch-completed');
+
+    // A member's Job screen names its batch and how it was counted, linked back.
+    await admin.getByTestId('batch-members').getByRole('link', { name: 'part-4' }).click();
+    const membership = admin.getByTestId('job-graph').getByTestId('graph-this');
+    await membership.getByRole('link', { name: 'nightly import' }).waitFor();
+    expect(await membership.textContent()).toContain('Member ofnightly import COMPLETED counted FAILED');
+    expect(await membership.getByRole('link', { name: 'nightly import' }).getAttribute('href')).toBe(`/console/batches/${batchId}`);
   });
 
   it('cancels a batch after a confirmation that counts its unfinished members; the API shows the effect; a VIEWER is offered no action', async () => {
@@ -205,7 +213,7 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
 });
 
 describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
-  it('shows a diamond (A before B and C, both before D): what each waits on with the outcomes, what waits on it, live', async () => {
+  it('shows a diamond (A before B and C, both before D): what each waits on with the outcomes, what waits on it, live; a child job names its parent execution', async () => {
     world.gateOpen.value = false;
     const create = async (name: string, endpointName: string, dependsOn: string[] = []) =>
       (
@@ -233,6 +241,22 @@ describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
     expect(await node('graph-waits-on', c).getByRole('link', { name: 'diamond C' }).getAttribute('href')).toBe(`/console/jobs/${c}`);
     expect(await node('graph-waits-on', c).getAttribute('class')).toContain('state-active');
     await inBothWidths(admin, 'graph-waiting');
+
+    // A child job of C's running execution names its parent execution and that execution's job.
+    const cExecution = (await api(`query ($id: ID!) { job(id: $id) { lastExecution { id status } } }`, { id: c })).job.lastExecution;
+    expect(cExecution.status).toBe('RUNNING');
+    const child = (
+      await api(`mutation ($input: CreateJobInput!) { createJob(input: $input) { job { id } } }`, {
+        input: { name: 'diamond C child', endpointName: 'wf.ok', kind: 'IMMEDIATE', parentExecutionId: cExecution.id },
+      })
+    ).createJob.job.id as string;
+    await admin.goto(`${world.origin}/console/jobs/${child}`);
+    const parent = graph.getByTestId('graph-this');
+    await parent.getByRole('link', { name: 'diamond C' }).waitFor();
+    expect(await parent.textContent()).toContain(`Child ofexecution ${cExecution.id.slice(0, 8)} RUNNING of diamond C`);
+    expect(await parent.getByRole('link', { name: `execution ${cExecution.id.slice(0, 8)}` }).getAttribute('href')).toBe(
+      `/console/executions/${cExecution.id}`,
+    );
 
     // A: nothing before it; B and C wait on it.
     await admin.goto(`${world.origin}/console/jobs/${a}`);
