@@ -5,7 +5,7 @@
  * with the confirmation that counts its unfinished members (the effect read back through the API),
  * what a VIEWER is not offered, and a diamond of jobs (A before B and C, both before D) on the
  * Job screen's workflow graph, moving live too, with a member's batch and a child's parent
- * execution. axe at 1400 and 390 px; screenshots in /tmp.
+ * execution. axe at 1400 and 390 px, light and dark; screenshots in /tmp.
  */
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -68,19 +68,26 @@ async function signedIn(key: string, name: string): Promise<Page> {
   return page;
 }
 
-/** axe at 1400 and 390 px with no serious or critical violation, the page never wider than the screen; a screenshot of each in /tmp. */
+/**
+ * axe at 1400 and 390 px, light and dark, with no serious or critical violation, the page never
+ * wider than the screen; a screenshot of each in /tmp.
+ */
 async function inBothWidths(page: Page, name: string) {
   for (const width of [1400, 390]) {
-    await page.setViewportSize({ width, height: 900 });
-    const result = await new AxeBuilder({ page }).analyze();
-    const bad = result.violations
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v) => `${name} at ${width} px: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-    expect(bad).toEqual([]);
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
-    await page.screenshot({ path: `/tmp/workflows-${name}-${width}.png`, fullPage: true });
+    for (const colorScheme of ['light', 'dark'] as const) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.emulateMedia({ colorScheme });
+      const result = await new AxeBuilder({ page }).analyze();
+      const bad = result.violations
+        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+        .map((v) => `${name} at ${width} px, ${colorScheme}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+      expect(bad).toEqual([]);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+      await page.screenshot({ path: `/tmp/workflows-${name}-${width}${colorScheme === 'dark' ? '-dark' : ''}.png`, fullPage: true });
+    }
   }
   await page.setViewportSize({ width: 1400, height: 900 });
+  await page.emulateMedia({ colorScheme: 'light' });
 }
 
 const marked = (page: Page) => page.evaluate(() => (window as unknown as { marker?: number }).marker);
@@ -157,7 +164,7 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     await inBothWidths(admin, 'batch-completed');
 
     // A member's Job screen names its batch and how it was counted, linked back.
-    await admin.getByTestId('batch-members').getByRole('link', { name: 'part-4' }).click();
+    await admin.getByTestId('batch-members').getByRole('link', { name: 'part-4', exact: true }).click();
     const membership = admin.getByTestId('job-graph').getByTestId('graph-this');
     await membership.getByRole('link', { name: 'nightly import' }).waitFor();
     expect(await membership.textContent()).toContain('Member ofnightly import COMPLETED counted FAILED');

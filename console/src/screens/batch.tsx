@@ -327,7 +327,10 @@ function MemberTable({
               header: 'Execution',
               cell: (m) =>
                 m.lastExecution ? (
-                  <Link to={href('executions', m.lastExecution.id)} ariaLabel={`Execution ${m.lastExecution.status.toLowerCase()}`}>
+                  <Link
+                    to={href('executions', m.lastExecution.id)}
+                    ariaLabel={`Execution of ${m.name ?? m.id.slice(0, 8)}: ${m.lastExecution.status}`}
+                  >
                     <Status value={m.lastExecution.status} />
                   </Link>
                 ) : (
