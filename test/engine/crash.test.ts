@@ -3,33 +3,15 @@
  * attempt counts, a stalled worker's late writes are refused, and no execution ever has two
  * overlapping attempts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { QUIET, quietPeriod } from '../support/eventually.js';
 import { eventually, pauseOwnCronJobs } from '../support/engine.js';
-import { childProgram } from '../support/children.js';
+import { workerProcesses } from '../support/children.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 let t: TestDb;
-const children = new Set<ChildProcess>();
-
-function startWorker(id: string, env: Record<string, string> = {}): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [childProgram('worker-process')], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: t.url, WORKER_ID: id, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  let err = '';
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve(child));
-    child.once('exit', (code) => reject(new Error(`worker ${id} exited (${code}) before ready:\n${err}`)));
-  });
-}
+const workers = workerProcesses(() => t.url);
+const startWorker = workers.start;
 
 async function createWork(n: number, ms: number) {
   const ids: string[] = [];
@@ -64,8 +46,7 @@ beforeEach(async () => {
   });
 });
 afterEach(async () => {
-  for (const c of children) c.kill('SIGKILL');
-  await eventually(async () => children.size === 0, 10_000).catch(() => {});
+  await workers.killAll();
 });
 afterAll(() => t?.close());
 

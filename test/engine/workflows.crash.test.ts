@@ -4,40 +4,14 @@
  * exactly once, after every one of their prerequisites' successful runs ended; the batch counts
  * every member once, whatever attempts the kill cost.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { childProgram } from '../support/children.js';
+import { workerProcesses } from '../support/children.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually, pauseOwnCronJobs, settled } from '../support/engine.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 let t: TestDb;
-const children = new Set<ChildProcess>();
-
-function startWorker(id: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [childProgram('worker-process')], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      DATABASE_URL: t.url,
-      WORKER_ID: id,
-      LEASE_MS: '2000',
-      HEARTBEAT_MS: '500',
-      RECONCILE_MS: '200',
-      CONCURRENCY: '10',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  let err = '';
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve(child));
-    child.once('exit', (code) => reject(new Error(`worker ${id} exited (${code}) before ready:\n${err}`)));
-  });
-}
+const workers = workerProcesses(() => t.url);
+const startWorker = (id: string) => workers.start(id, { LEASE_MS: '2000', HEARTBEAT_MS: '500', RECONCILE_MS: '200', CONCURRENCY: '10' });
 
 beforeAll(async () => {
   t = await createTestDb({}, { resettable: true });
@@ -59,8 +33,7 @@ beforeEach(async () => {
   });
 });
 afterEach(async () => {
-  for (const c of children) c.kill('SIGKILL');
-  await eventually(async () => children.size === 0, 10_000).catch(() => {});
+  await workers.killAll();
 });
 afterAll(() => t?.close());
 

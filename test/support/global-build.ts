@@ -6,6 +6,10 @@
  *   (or one process test file) builds before the first child starts. Only under `vitest --watch`,
  *   which runs this once, does an edit need `npm run build` (or a restart of the watcher).
  * - The CLI is started as installed: `node bin/jobgate.mjs`, which runs `dist/cli/main.js`.
+ * - The console (`dist/console`) is rebuilt when a source of it (console/index.html, console/src)
+ *   is newer than its build: the browser tests would otherwise drive the screens of the last
+ *   `npm install` or `npm run console:build`. Once here, not in each browser test file, so that
+ *   files running at once never build into the same folder together.
  * - The test's own child programs (test/support/*-process.ts) are transpiled here, each to one
  *   JavaScript file whose imports of src/ point at the same modules in dist/. Under tsx every
  *   child compiled its whole import graph again at each start (seconds on a loaded machine).
@@ -66,9 +70,29 @@ function transpileChildPrograms(): void {
   }
 }
 
+/** The newest modification time under `dir` (files only), in ms, at least `newest`. */
+function newestIn(dir: string, newest: number): number {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const at = path.join(dir, entry.name);
+    newest = entry.isDirectory() ? newestIn(at, newest) : Math.max(newest, fs.statSync(at).mtimeMs);
+  }
+  return newest;
+}
+
+function buildConsoleIfStale(): void {
+  const built = path.join(DIST, 'console', 'index.html');
+  const sources = newestIn(path.join(ROOT, 'console', 'src'), fs.statSync(path.join(ROOT, 'console', 'index.html')).mtimeMs);
+  if (fs.existsSync(built) && fs.statSync(built).mtimeMs >= sources) return;
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const build = spawnSync(npm, ['run', 'console:build'], { cwd: ROOT, stdio: 'inherit' });
+  if (build.status !== 0)
+    throw new Error('jobgate tests: building the console failed (npm run console:build says why); the browser tests drive it');
+}
+
 export default function setup(project: TestProject) {
   const build = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build-if-stale.mjs')], { stdio: 'inherit' });
   if (build.status !== 0) throw new Error('jobgate tests: building dist/ failed (npm run build says why); the process tests start it');
+  buildConsoleIfStale();
   transpileChildPrograms();
   project.provide('childProgramsDir', OUT);
 }
