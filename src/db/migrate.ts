@@ -3,14 +3,15 @@
  * number of processes starting together apply each file once. Applied versions are recorded
  * with a checksum; a file changed after it was applied is refused, never re-run.
  */
+import { LOCK_KEY } from './advisory-locks.js';
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { pgTypes } from './pg-types.js';
 
-/** Any stable 64-bit number; the same in every jobgate process. */
-export const MIGRATION_LOCK_KEY = 7_143_020_511;
+/** The same in every jobgate process (src/db/advisory-locks.ts). */
+export const MIGRATION_LOCK_KEY = LOCK_KEY.migrations;
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 

@@ -2,12 +2,13 @@
  * Declared schedules are cron jobs with a `schedule_name` (unique among live jobs: the partial
  * index `jobs_live_schedule_name`). What declaring them reads and locks.
  */
+import { LOCK_CLASS } from '../advisory-locks.js';
 import { sql } from 'kysely';
 import type { JobRow } from '../types.js';
 import { scoped, type Executor } from './scope.js';
 
 /** The advisory-lock class of schedule declarations (its key is the workspace). */
-const SCHEDULE_LOCK = 714302053;
+const SCHEDULE_LOCK = LOCK_CLASS.scheduleDeclarations;
 
 /**
  * Takes the workspace's declaration lock until the caller's transaction ends: replicas declaring

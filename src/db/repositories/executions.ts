@@ -1,3 +1,4 @@
+import { LOCK_CLASS } from '../advisory-locks.js';
 import { sql, type Expression, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import { cancelChannel, workChannel } from '../channels.js';
 import type { AttemptRow, DB, ExecutionRow, ExecutionStatus } from '../types.js';
@@ -57,7 +58,7 @@ export async function notifyWork(db: Executor): Promise<void> {
  * transaction-scoped advisory lock on the key's hash; a collision only makes two keys take turns).
  */
 export async function takeLockKeyTurn(db: Executor, workspaceId: string, lockKey: string): Promise<void> {
-  await sql`select pg_advisory_xact_lock(714302052, hashtext(${scoped(workspaceId)} || ':' || ${lockKey}))`.execute(db);
+  await sql`select pg_advisory_xact_lock(${LOCK_CLASS.lockKeyTurns}, hashtext(${scoped(workspaceId)} || ':' || ${lockKey}))`.execute(db);
 }
 
 export async function findLockHolder(db: Executor, workspaceId: string, lockKey: string): Promise<ExecutionRow | undefined> {

@@ -1,3 +1,4 @@
+import { LOCK_CLASS } from '../advisory-locks.js';
 import { sql } from 'kysely';
 import type { PayloadSpecRow } from '../types.js';
 import { afterCursor } from './keyset.js';
@@ -76,4 +77,4 @@ export async function lockJobDefinition(db: Executor, workspaceId: string, name:
   await sql`select pg_advisory_xact_lock(${JOB_DEFINITION_LOCK}, hashtext(${scoped(workspaceId)} || '/' || ${name}))`.execute(db);
 }
 
-const JOB_DEFINITION_LOCK = 714302054;
+const JOB_DEFINITION_LOCK = LOCK_CLASS.jobDefinitions;

@@ -7,6 +7,7 @@
  * the claimed rows commit as RUNNING, so two workers can never both fill the same free slots or
  * spend the same tokens.
  */
+import { LOCK_CLASS } from '../advisory-locks.js';
 import type pg from 'pg';
 import {
   CLAIMABLE,
@@ -22,9 +23,9 @@ import {
   type ClaimOrder,
 } from './claim-gates.js';
 
-/** Advisory lock namespaces: a limited endpoint's claims, and a capped workspace's. */
-const ENDPOINT_LOCK = 714302051;
-const WORKSPACE_LOCK = 714302052;
+/** Advisory lock classes: a limited endpoint's claims, and a capped workspace's. */
+const ENDPOINT_LOCK = LOCK_CLASS.endpointClaims;
+const WORKSPACE_LOCK = LOCK_CLASS.workspaceClaims;
 
 /**
  * Limited endpoints (a concurrency or a rate limit, per key too, or a workspace cap) with due work

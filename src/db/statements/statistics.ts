@@ -16,6 +16,7 @@
  * a sample (30,000 rows at the default statistics target), whatever the table's size. One worker
  * at a time (a transaction-scoped advisory lock); the others find the statistics current after it.
  */
+import { LOCK_KEY } from '../advisory-locks.js';
 import type pg from 'pg';
 import { transactionOn } from '../transaction.js';
 
@@ -34,8 +35,8 @@ join pg_class c on c.oid = to_regclass(t.name)
 join pg_stat_user_tables s on s.relid = c.oid
 where s.n_live_tup > 2 * greatest(c.reltuples, 0) + $2`;
 
-/** One statistics keeper at a time: the key after the migrations' (migrate.ts), in the same bigint space. */
-const KEEPER_LOCK = 7_143_020_512;
+/** One statistics keeper at a time. */
+const KEEPER_LOCK = LOCK_KEY.statisticsKeeper;
 
 /**
  * Analyzes the claim's tables that have grown past their statistics (see above); returns the
