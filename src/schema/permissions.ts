@@ -1,9 +1,10 @@
 /**
- * `viewerCan` on jobs, executions and runs: which actions the calling key may take, answered by
+ * `viewerCan` on endpoints, jobs, executions and runs: which actions the calling key may take, answered by
  * the service from the same rules its mutations enforce (src/service/access/permissions.ts), so a
  * client shows only the buttons the server would accept.
  */
-import type { ExecutionPermissions, JobPermissions, RunPermissions } from '../service/access/permissions.js';
+import type { EndpointPermissions, ExecutionPermissions, JobPermissions, RunPermissions } from '../service/access/permissions.js';
+import { EndpointRef } from './endpoint.js';
 import { builder } from './builder.js';
 import { ExecutionRef } from './execution.js';
 import { JobRef } from './job.js';
@@ -20,6 +21,18 @@ export const JobViewerCanRef = builder.objectRef<JobPermissions>('JobViewerCan')
     resume: t.exposeBoolean('resume', { description: 'resumeJob (an OPERATOR key: only jobs it created).' }),
     update: t.exposeBoolean('update', { description: 'updateJob (an OPERATOR key: only jobs it created).' }),
     cancel: t.exposeBoolean('cancel', { description: 'cancelJob (an OPERATOR key: only jobs it created).' }),
+  }),
+});
+
+export const EndpointViewerCanRef = builder.objectRef<EndpointPermissions>('EndpointViewerCan').implement({
+  description: `Which actions on an endpoint your key may take. ${NOTE}`,
+  fields: (t) => ({
+    update: t.exposeBoolean('update', {
+      description: 'updateEndpoint (an OPERATOR key: only endpoints it registered; none once archived).',
+    }),
+    archive: t.exposeBoolean('archive', { description: 'archiveEndpoint (an OPERATOR key: only endpoints it registered).' }),
+    pause: t.exposeBoolean('pause', { description: 'pauseEndpoint (an OPERATOR key: only endpoints it registered).' }),
+    resume: t.exposeBoolean('resume', { description: 'resumeEndpoint (an OPERATOR key: only endpoints it registered).' }),
   }),
 });
 
@@ -51,6 +64,14 @@ builder.objectFields(JobRef, (t) => ({
     type: JobViewerCanRef,
     description: 'Which actions on this job your key may take (the rules its mutations enforce), to show only those.',
     resolve: (j, _a, ctx) => ctx.service.jobPermissions(ctx.actor, j.id),
+  }),
+}));
+
+builder.objectFields(EndpointRef, (t) => ({
+  viewerCan: t.field({
+    type: EndpointViewerCanRef,
+    description: 'Which actions on this endpoint your key may take (the rules its mutations enforce), to show only those.',
+    resolve: (e, _a, ctx) => ctx.service.endpointPermissions(ctx.actor, e.id),
   }),
 }));
 

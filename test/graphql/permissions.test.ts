@@ -1,5 +1,5 @@
 /**
- * `viewerCan` on jobs, executions and runs answers what the mutations then do: for each key and
+ * `viewerCan` on endpoints, jobs, executions and runs answers what the mutations then do: for each key and
  * each action, the permission shown and the mutation's acceptance or refusal agree.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -90,6 +90,29 @@ describe('viewerCan', () => {
     expect(await refusal('mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { created } }', { id: job.id }, t.actor)).toBe(
       'FORBIDDEN',
     );
+  });
+
+  it("shows an OPERATOR no change on another key's endpoint, every change on its own, none once archived, and a VIEWER none", async () => {
+    const theirs = await t.service.registerEndpoint(t.actor, { name: 'perm.theirs', kind: 'HANDLER', handlerName: 'perm' });
+    const mine = await t.service.registerEndpoint(operator, { name: 'perm.mine', kind: 'HANDLER', handlerName: 'perm' });
+    const q = 'query ($id: ID!) { endpoint(id: $id) { viewerCan { update archive pause resume } } }';
+    const shown = async (id: string, actor: Actor) => (await g.gql(q, { id }, actor)).data.endpoint.viewerCan;
+    const none = { update: false, archive: false, pause: false, resume: false };
+    const all = { update: true, archive: true, pause: true, resume: true };
+    expect(await shown(theirs.id, operator)).toEqual(none);
+    expect(await shown(mine.id, operator)).toEqual(all);
+    expect(await shown(theirs.id, t.actor)).toEqual(all);
+    expect(await shown(mine.id, viewer)).toEqual(none);
+    const internal = (await t.query(`select id from endpoints where name = 'jobgate.perm-internal'`)).rows[0].id;
+    expect(await shown(internal, t.actor)).toEqual(none);
+    // What the mutations then do.
+    const pause = 'mutation ($id: ID!) { pauseEndpoint(id: $id) { id } }';
+    expect(await refusal(pause, { id: theirs.id }, operator)).toBe('FORBIDDEN');
+    expect(await refusal(pause, { id: mine.id }, operator)).toBe(undefined);
+    expect(await refusal(pause, { id: internal }, t.actor)).toBe('FORBIDDEN');
+    expect(await refusal('mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }', { id: mine.id }, operator)).toBe(undefined);
+    expect(await shown(mine.id, operator)).toEqual(none);
+    expect(await refusal('mutation ($id: ID!) { resumeEndpoint(id: $id) { id } }', { id: mine.id }, operator)).toBe('ARCHIVED');
   });
 
   it('shows an OPERATOR cancel only on runs its key triggered', async () => {

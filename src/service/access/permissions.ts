@@ -1,5 +1,5 @@
 /**
- * What an actor may do to a job, an execution or a run: the rules the mutations enforce, written
+ * What an actor may do to an endpoint, a job, an execution or a run: the rules the mutations enforce, written
  * once as refusals (the error the mutation would throw, or undefined). The mutations throw them;
  * the `viewerCan` fields of the API answer from them, so a client shows only the actions the
  * server would accept. A permission is not a promise: the state checks of the moment (a job
@@ -13,13 +13,27 @@ import { isSystem, type Actor, type Role } from '../kernel/actor.js';
 import { hasRole, ownershipRefusal } from '../kernel/authorisation.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
 import type { ServiceContext } from '../kernel/context.js';
-import { ForbiddenError, NotFoundError, RetiredError, type DomainError } from '../kernel/errors.js';
+import { ArchivedError, ForbiddenError, NotFoundError, RetiredError, type DomainError } from '../kernel/errors.js';
 
 /** The least role of every action on jobs, executions and runs (triggering, pausing, re-driving, cancelling...). */
 export const CHANGE_ROLE: Role = 'OPERATOR';
 
 type JobFacts = Pick<JobRow, 'id' | 'status' | 'created_by_key_id'>;
 type EndpointFacts = Pick<EndpointRow, 'type' | 'name'>;
+
+/**
+ * Changing an endpoint (update, archive, pause, resume): INTERNAL ones are jobgate's own
+ * (FORBIDDEN); OPERATOR keys change only endpoints their key registered (FORBIDDEN); an archived
+ * one cannot change (ARCHIVED).
+ */
+export function endpointRefusal(actor: Actor, endpoint: Pick<EndpointRow, 'id' | 'type' | 'name' | 'created_by_key_id' | 'archived_at'>) {
+  if (endpoint.type === 'INTERNAL' && !isSystem(actor))
+    return new ForbiddenError(`endpoint "${endpoint.name}" is internal to jobgate and cannot be changed`);
+  const refusal = ownershipRefusal(actor, endpoint.created_by_key_id, `endpoint "${endpoint.name}"`);
+  if (refusal) return refusal;
+  if (endpoint.archived_at) return new ArchivedError(endpoint.id);
+  return undefined;
+}
 
 /**
  * Changing a job: INTERNAL jobs are jobgate's own (FORBIDDEN); OPERATOR keys may update, pause,
@@ -65,6 +79,12 @@ export interface JobPermissions {
   resume: boolean;
   update: boolean;
   cancel: boolean;
+}
+export interface EndpointPermissions {
+  update: boolean;
+  archive: boolean;
+  pause: boolean;
+  resume: boolean;
 }
 export interface ExecutionPermissions {
   retry: boolean;
@@ -115,6 +135,14 @@ export function createPermissionsService(ctx: ServiceContext) {
         update: change,
         cancel: change,
       };
+    },
+
+    /** Which actions on the endpoint the actor may take, by the rules its mutations enforce (endpointRefusal). Throws NOT_FOUND. */
+    async endpointPermissions(actor: Actor, endpointId: string): Promise<EndpointPermissions> {
+      const endpoint = await endpointById(actor.workspaceId, endpointId);
+      if (!endpoint) throw new NotFoundError('Endpoint', endpointId);
+      const may = hasRole(actor, CHANGE_ROLE) && !endpointRefusal(actor, endpoint);
+      return { update: may, archive: may, pause: may, resume: may };
     },
 
     /** Which actions on the execution the actor may take, by the rules its mutations enforce. Throws NOT_FOUND. */

@@ -14,8 +14,9 @@ import type { EndpointPatch, EndpointRow, EndpointType } from '../../db/types.js
 import { isSystem, type Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { requireOwnership } from '../kernel/authorisation.js';
+import { endpointRefusal } from '../access/permissions.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
-import { ArchivedError, ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../kernel/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import {
   DEFAULT_BACKOFF_BASE_MS,
   DEFAULT_BACKOFF_MAX_MS,
@@ -105,11 +106,8 @@ function keyRateLimitColumns(limit: RateLimitInput) {
 }
 
 function assertMutable(actor: Actor, row: EndpointRow): void {
-  if (row.type === 'INTERNAL' && !isSystem(actor)) {
-    throw new ForbiddenError(`endpoint "${row.name}" is internal to jobgate and cannot be changed`);
-  }
-  requireOwnership(actor, row.created_by_key_id, `endpoint "${row.name}"`);
-  if (row.archived_at) throw new ArchivedError(row.id);
+  const refusal = endpointRefusal(actor, row);
+  if (refusal) throw refusal;
 }
 
 // eslint-disable-next-line max-lines-per-function -- an area factory: short methods sharing one context, its length theirs added up
