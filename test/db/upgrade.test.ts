@@ -1,0 +1,84 @@
+/**
+ * Migrations that move data, applied to a database filled by the release before them: the data
+ * arrives where the new schema keeps it, and the engine's rules hold on it afterwards.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
+import { createEmptyDatabase } from '../support/db.js';
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+/** A database migrated by the real files before `version` only, and a way to apply the rest. */
+async function databaseBefore(version: number) {
+  const db = await createEmptyDatabase();
+  cleanups.push(() => db.drop());
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobgate-upgrade-'));
+  cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const files = fs.readdirSync(MIGRATIONS_DIR).filter((f) => /^\d{6}_.*\.sql$/.test(f));
+  for (const f of files.filter((f) => Number(f.slice(0, 6)) < version)) fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(dir, f));
+  await migrate(db.url, { dir });
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  cleanups.push(() => client.end());
+  return {
+    client,
+    async upgrade() {
+      for (const f of files.filter((f) => Number(f.slice(0, 6)) >= version))
+        fs.copyFileSync(path.join(MIGRATIONS_DIR, f), path.join(dir, f));
+      return migrate(db.url, { dir });
+    },
+  };
+}
+
+describe('000051: a batch member is counted on its execution', () => {
+  it('carries counted members over from their jobs, and counts the rest once as they end', async () => {
+    const { client, upgrade } = await databaseBefore(51);
+    const q = async (text: string, values: unknown[] = []) => (await client.query(text, values)).rows;
+    const [ws] = await q(`select id from workspaces where slug = 'default'`);
+    const [endpoint] = await q(
+      `insert into endpoints (workspace_id, name, kind, handler_name) values ($1, 'up.part', 'HANDLER', 'part') returning id`,
+      [ws.id],
+    );
+    const [batch] = await q(`insert into batches (workspace_id, open) values ($1, false) returning id`, [ws.id]);
+    const member = async () => {
+      const [job] = await q(
+        `insert into jobs (workspace_id, endpoint_id, kind, max_attempts, batch_id) values ($1, $2, 'IMMEDIATE', 1, $3) returning id`,
+        [ws.id, endpoint.id, batch.id],
+      );
+      await q(
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, has_dependents)
+         values ($1, $2, $3, now(), now(), 1, true)`,
+        [ws.id, job.id, endpoint.id],
+      );
+      await q(`update batches set total = total + 1 where id = $1`, [batch.id]);
+      return job.id as string;
+    };
+    const ended = await member();
+    const pending = await member();
+    // Counted under 000048: the mark on the job.
+    await q(`update executions set status = 'FAILED', finished_at = now() where job_id = $1`, [ended]);
+    expect(await q(`select batch_outcome from jobs where id = $1`, [ended])).toEqual([{ batch_outcome: 'FAILED' }]);
+    expect(await q(`select failed, completed_at from batches where id = $1`, [batch.id])).toEqual([{ failed: 1, completed_at: null }]);
+
+    expect((await upgrade()).applied).toContain('000051_batch_outcome_on_execution.sql');
+    expect(await q(`select batch_outcome from executions where job_id = $1`, [ended])).toEqual([{ batch_outcome: 'FAILED' }]);
+    expect(await q(`select batch_outcome from executions where job_id = $1`, [pending])).toEqual([{ batch_outcome: null }]);
+    expect(await q(`select 1 from information_schema.columns where table_name = 'jobs' and column_name = 'batch_outcome'`)).toEqual([]);
+
+    // The member counted before is not counted again when re-driven and ended; the other counts once and completes the batch.
+    await q(`update executions set status = 'PENDING', finished_at = null where job_id = $1`, [ended]);
+    await q(`update executions set status = 'SUCCEEDED', finished_at = now() where job_id = $1`, [ended]);
+    await q(`update executions set status = 'SUCCEEDED', finished_at = now() where job_id = $1`, [pending]);
+    const [after] = await q(`select total, succeeded, failed, completed_at is not null as completed from batches where id = $1`, [
+      batch.id,
+    ]);
+    expect(after).toEqual({ total: 2, succeeded: 1, failed: 1, completed: true });
+  });
+});
