@@ -304,6 +304,53 @@ begin
   return new;
 end $$;
 
+CREATE FUNCTION public.jobgate_executions_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  dependents uuid[];
+  b record;
+begin
+  if not exists (select 1 from new_rows n where n.has_dependents) then return null; end if;
+
+  -- Prerequisites ended: their open edges get the outcome, and the dependents are settled. The
+  -- dependents' jobs are locked in id order, after the executions this statement holds.
+  select array_agg(l.id order by l.id) into dependents from (
+    select j.id from jobs j
+    where j.id in (
+      select d.job_id from job_dependencies d
+      where d.outcome is null and d.prerequisite_id in (
+        select n.job_id from new_rows n join old_rows o on o.id = n.id
+        where n.has_dependents and n.status in ('SUCCEEDED', 'FAILED', 'CANCELLED') and o.status is distinct from n.status))
+    order by j.id for no key update
+  ) l;
+  if dependents is not null then
+    update job_dependencies d set outcome = n.status, resolved_at = now()
+    from new_rows n join old_rows o on o.id = n.id
+    where n.has_dependents and n.status in ('SUCCEEDED', 'FAILED', 'CANCELLED') and o.status is distinct from n.status
+      and d.prerequisite_id = n.job_id and d.outcome is null and d.job_id = any(dependents);
+    perform jobgate_settle_dependents(dependents);
+  end if;
+
+  -- Members marked just now (the BEFORE trigger), counted per batch, batches in id order.
+  for b in
+    select j.batch_id as id,
+           count(*) filter (where n.batch_outcome = 'SUCCEEDED') as succeeded,
+           count(*) filter (where n.batch_outcome = 'FAILED') as failed,
+           count(*) filter (where n.batch_outcome = 'CANCELLED') as cancelled
+    from new_rows n join old_rows o on o.id = n.id join jobs j on j.id = n.job_id
+    where n.has_dependents and n.batch_outcome is not null and o.batch_outcome is null and j.batch_id is not null
+    group by j.batch_id
+    order by j.batch_id
+  loop
+    update batches set succeeded = succeeded + b.succeeded, failed = failed + b.failed, cancelled = cancelled + b.cancelled,
+                       updated_at = now()
+    where id = b.id;
+    perform jobgate_complete_batch(b.id);
+  end loop;
+  return null;
+end $$;
+
 CREATE FUNCTION public.jobgate_interval_streak() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -402,35 +449,6 @@ CREATE FUNCTION public.jobgate_pin_execution_input() RETURNS trigger
 begin
   select j.input into new.input from jobs j where j.id = new.job_id;
   return new;
-end $$;
-
-CREATE FUNCTION public.jobgate_prerequisite_ended() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-declare
-  dependents uuid[];
-  member_of uuid;
-begin
-  if new.batch_outcome is not null and old.batch_outcome is null then
-    select batch_id into member_of from jobs where id = new.job_id;
-    update batches set succeeded = succeeded + (new.batch_outcome = 'SUCCEEDED')::int,
-                       failed = failed + (new.batch_outcome = 'FAILED')::int,
-                       cancelled = cancelled + (new.batch_outcome = 'CANCELLED')::int,
-                       updated_at = now()
-    where id = member_of;
-    perform jobgate_complete_batch(member_of);
-  end if;
-
-  select array_agg(l.id order by l.id) into dependents from (
-    select j.id from jobs j
-    where j.id in (select d.job_id from job_dependencies d where d.prerequisite_id = new.job_id and d.outcome is null)
-    order by j.id for no key update
-  ) l;
-  if dependents is null then return null; end if;
-  update job_dependencies d set outcome = new.status, resolved_at = now()
-  where d.prerequisite_id = new.job_id and d.outcome is null and d.job_id = any(dependents);
-  perform jobgate_settle_dependents(dependents);
-  return null;
 end $$;
 
 CREATE FUNCTION public.jobgate_provision_alerts(ws uuid) RETURNS void
@@ -1022,7 +1040,9 @@ CREATE TABLE public.jobs (
     concurrency_key text COLLATE pg_catalog."C",
     on_prerequisite_failure text,
     batch_id uuid,
+    batch_outcome text,
     parent_execution_id uuid,
+    CONSTRAINT jobs_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
     CONSTRAINT jobs_check2 CHECK (((kind = 'CRON'::text) OR (next_fire_at IS NULL))),
@@ -1047,6 +1067,8 @@ COMMENT ON COLUMN public.jobs.concurrency_key IS 'The key its executions count a
 COMMENT ON COLUMN public.jobs.on_prerequisite_failure IS 'What happens to this job when a prerequisite FAILED or was CANCELLED: CANCEL retires it, RUN starts it anyway; null: it has no prerequisites.';
 
 COMMENT ON COLUMN public.jobs.batch_id IS 'The batch this job is a member of; null: none.';
+
+COMMENT ON COLUMN public.jobs.batch_outcome IS 'No longer used (000051: executions.batch_outcome); dropped by a later migration.';
 
 COMMENT ON COLUMN public.jobs.parent_execution_id IS 'The execution this job is a child of (its handler made it); null: none.';
 
@@ -1458,6 +1480,8 @@ CREATE TRIGGER endpoints_gate AFTER UPDATE OF concurrency_limit, rate_limit_coun
 
 CREATE TRIGGER executions_batch_member_ends BEFORE UPDATE OF status ON public.executions FOR EACH ROW WHEN ((new.has_dependents AND (new.trigger = 'SCHEDULE'::text) AND (new.batch_outcome IS NULL) AND (new.status = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.jobgate_batch_member_ends();
 
+CREATE TRIGGER executions_ended AFTER UPDATE ON public.executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_executions_ended();
+
 CREATE TRIGGER executions_events_insert AFTER INSERT ON public.executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_insert();
 
 CREATE TRIGGER executions_events_update AFTER UPDATE ON public.executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_update();
@@ -1471,8 +1495,6 @@ CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions FOR EA
 CREATE TRIGGER executions_parent_cancelled AFTER UPDATE OF status, cancel_requested_at ON public.executions FOR EACH ROW WHEN ((((new.status = 'CANCELLED'::text) AND (old.status IS DISTINCT FROM 'CANCELLED'::text)) OR ((new.cancel_requested_at IS NOT NULL) AND (old.cancel_requested_at IS NULL)))) EXECUTE FUNCTION public.jobgate_parent_cancelled();
 
 CREATE TRIGGER executions_pin_input BEFORE INSERT ON public.executions FOR EACH ROW WHEN ((new.input IS NULL)) EXECUTE FUNCTION public.jobgate_pin_execution_input();
-
-CREATE TRIGGER executions_prerequisite_ended AFTER UPDATE OF status ON public.executions FOR EACH ROW WHEN ((new.has_dependents AND (new.status = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.jobgate_prerequisite_ended();
 
 CREATE TRIGGER findings_events_insert AFTER INSERT ON public.findings REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_findings_insert();
 

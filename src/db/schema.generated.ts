@@ -448,6 +448,10 @@ export interface Jobs {
    */
   batch_id: string | null;
   /**
+   * No longer used (000051: executions.batch_outcome); dropped by a later migration.
+   */
+  batch_outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null;
+  /**
    * The key its executions count against for their endpoint's key_concurrency_limit (e.g. a customer's id); null: none.
    */
   concurrency_key: string | null;

@@ -537,6 +537,25 @@ describe('batches', () => {
   const batchesLeft = async (ids: string[]) =>
     (await t.query(`select id from batches where id = any($1::uuid[])`, [ids])).rows.map((r) => r.id as string).sort();
 
+  it("keeps a member's counted execution while its job is kept, and an incomplete batch's onComplete job", async () => {
+    await onlyDue('JOBS', 'EXECUTIONS');
+    const batch = await oldBatch(40);
+    // Its scheduled execution ended long ago (counted); a later Run now FAILED within the longer window keeps the job.
+    const job = await member(batch, 45);
+    const [manual] = await history(job, 1, 'FAILED', 40);
+    await t.query(`update executions set trigger = 'MANUAL', batch_outcome = null where id = $1`, [manual]);
+    const waiting = await oldBatch(40, { open: true });
+    const fanIn = await oldJob(50, { retiredDays: 45 });
+    await history(fanIn, 1, 'CANCELLED', 45);
+    await t.query(`update batches set on_complete_job_id = $2 where id = $1`, [waiting, fanIn]);
+
+    await pruner({ defaults: { keepPerJob: 1 } }).p.runOnce();
+    expect(await jobsLeft([job, fanIn])).toBe(2);
+    const counted = await t.query(`select batch_outcome from executions where job_id = $1 and trigger = 'SCHEDULE'`, [job]);
+    expect(counted.rows).toEqual([{ batch_outcome: 'SUCCEEDED' }]);
+    expect(await batchesLeft([batch, waiting])).toEqual([batch, waiting].sort());
+  });
+
   it('deletes a completed batch once its jobs are gone, and keeps one that is open, young or still has a job', async () => {
     await onlyDue('JOBS');
     const since = await lastAuditId();

@@ -136,6 +136,25 @@ describe('createJob in one statement and on the full path', () => {
     expect([await total(open), await total(closed), await total(theirs)]).toEqual([2, 0, 0]);
   });
 
+  it('declines a member of a batch another transaction holds, and writes the other requests of the statement without waiting', async () => {
+    const held = (await t.service.createBatch(t.actor, { open: true })).batch.id;
+    const holder = await t.database.pool.connect();
+    try {
+      await holder.query('begin');
+      await holder.query(`select 1 from batches where id = $1 for update`, [held]);
+      const plain: CreateJobInput = { endpointName: 'paths.plain', kind: 'IMMEDIATE', name: 'beside a held batch' };
+      const rows = await insertJobsInOneStatement(
+        t.db,
+        t.database.pool,
+        [plain, { ...plain, name: 'into a held batch', batchId: held }].map((r) => oneStatementJob(ctx, t.actor, r)!),
+      );
+      expect(rows.map((r) => r?.name ?? null)).toEqual(['beside a held batch', null]);
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+    }
+  });
+
   it('writes many requests in one statement as it writes each alone, declining only the ones a rule sends to the full path', async () => {
     const ok = (i: number): CreateJobInput => ({ endpointName: 'paths.plain', kind: 'IMMEDIATE', name: `batch ${i}`, input: { i } });
     const requests = [

@@ -90,10 +90,14 @@ export async function listBatches(db: Executor, workspaceId: string, page: { lim
   return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
 }
 
-/** A member counted into its batch: its scheduled execution carries how it first ended (migration 000051). */
-const counted = (outcome?: string) =>
+/**
+ * A member counted into its batch (`outcome`), or not yet (null): its scheduled execution carries
+ * how it first ended (migration 000051). Retention keeps that execution while its job is kept
+ * (src/db/statements/pruning.ts), so a member never reads as not ended once it has.
+ */
+const counted = (outcome: string | null) =>
   sql<boolean>`exists (select 1 from executions e where e.job_id = jobs.id and e.trigger = 'SCHEDULE' and ${
-    outcome ? sql`e.batch_outcome = ${outcome}` : sql`e.batch_outcome is not null`
+    outcome ? sql`e.batch_outcome = ${outcome}` : sql`e.batch_outcome is null`
   })`;
 
 /** A batch's members, in id order, a page after `afterId`; `outcome` narrows them (null: not ended yet). */
@@ -105,8 +109,7 @@ export async function listMembers(
 ): Promise<JobRow[]> {
   let q = db.selectFrom('jobs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('batch_id', '=', batchId);
   if (page.afterId) q = q.where('id', '>', page.afterId);
-  if (page.outcome === null) q = q.where(sql<boolean>`not ${counted()}`);
-  else if (page.outcome) q = q.where(counted(page.outcome));
+  if (page.outcome !== undefined) q = q.where(counted(page.outcome));
   return q.orderBy('id').limit(page.limit).execute();
 }
 
@@ -133,7 +136,7 @@ export async function hasUnfinishedMembers(db: Executor, workspaceId: string, ba
     .where('workspace_id', '=', scoped(workspaceId))
     .where('batch_id', '=', batchId)
     .where('status', '<>', 'RETIRED')
-    .where(sql<boolean>`not ${counted()}`)
+    .where(counted(null))
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
@@ -150,7 +153,7 @@ export async function cancelUnfinishedMembers(db: Executor, workspaceId: string,
   const { rows } = await sql<{ jobs: number; asked: string[] }>`
     with members as materialized (
       select id from jobs
-      where workspace_id = ${scoped(workspaceId)} and batch_id = ${batchId} and status <> 'RETIRED' and not ${counted()}
+      where workspace_id = ${scoped(workspaceId)} and batch_id = ${batchId} and status <> 'RETIRED' and ${counted(null)}
       order by id
       for no key update
     ), retired as (

@@ -73,11 +73,14 @@ with req as materialized (
   for share
 ), open_batch as (
   -- The batches members join, locked as the full path's lockBatch does (after the endpoints):
-  -- only an open one of the request's workspace takes a member, and a close waits for them.
+  -- only an open one of the request's workspace takes a member, and a close waits for them. A
+  -- batch another transaction holds (a worker counting a member, a close) is skipped, its
+  -- requests declined to the full path, which waits for it: the other requests written by this
+  -- statement, of any batch or none, never wait on it.
   select b.id, b.workspace_id from batches b
   where b.id = any($18::uuid[]) and b.workspace_id = any($1::uuid[]) and b.open
   order by b.id
-  for update
+  for update skip locked
 ), target as (
   select req.*, en.id as target_endpoint_id, en.max_attempts as endpoint_max_attempts, en.default_priority
   from req

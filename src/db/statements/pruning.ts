@@ -158,7 +158,7 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
  */
 const PRUNE_EXECUTIONS = `
 with scanned as (
-  select e.id, e.job_id, e.status, e.finished_at, e.created_at
+  select e.id, e.job_id, e.status, e.finished_at, e.created_at, (e.trigger = 'SCHEDULE' and e.batch_outcome is not null) as counted_member
   from executions e
   where e.workspace_id = $1 and e.created_at < now() - make_interval(secs => $6::double precision / 1000)
     -- The position as an index condition (no OR around it): each batch starts where the last ended.
@@ -167,8 +167,10 @@ with scanned as (
   limit $5
 ), due as (
   select s.* from scanned s
-  where (s.status in ('SUCCEEDED', 'CANCELLED') and s.finished_at < now() - make_interval(secs => $2::double precision / 1000))
-     or (s.status = 'FAILED' and s.finished_at < now() - make_interval(secs => $3::double precision / 1000))
+  -- A batch member's counted execution (migration 000051) goes with its job, not before: it is
+  -- what says the member ended.
+  where not s.counted_member and ((s.status in ('SUCCEEDED', 'CANCELLED') and s.finished_at < now() - make_interval(secs => $2::double precision / 1000))
+     or (s.status = 'FAILED' and s.finished_at < now() - make_interval(secs => $3::double precision / 1000)))
 ), floors as (
   -- A recurring job (cron, not retired) keeps its newest; its floor is null while it has fewer.
   select j.job_id, (jj.kind = 'CRON' and jj.status <> 'RETIRED') as recurring, f.created_at, f.id
@@ -282,6 +284,8 @@ with scanned as (
     and (j.kind <> 'CRON' or j.status = 'RETIRED')
     and coalesce(j.retired_at, j.created_at) < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
     and not exists (select 1 from executions x where x.job_id = j.id and not ${PAST_WINDOW})
+    -- The onComplete job of a batch not completed yet is its batch's to release (and lock).
+    and not exists (select 1 from batches b where b.on_complete_job_id = j.id and b.completed_at is null)
   for update skip locked
 ), last as (
   select created_at, id from walked order by created_at desc, id desc limit 1

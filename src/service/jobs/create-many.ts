@@ -15,6 +15,7 @@
  * among themselves: as with createJob calls in one transaction, the engine starts them in any order.
  */
 import type { Transaction } from 'kysely';
+import { lockBatch } from '../../db/repositories/batches.js';
 import { insertJobsInOneStatement, type OneStatementJob } from '../../db/statements/create-job.js';
 import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
@@ -53,6 +54,9 @@ export async function createManyIn(
   nameError: (error: unknown, index: number) => unknown,
 ): Promise<{ result: CreateJobResult[]; audit: { target: { type: string; id: string }; input: unknown }[] }> {
   const results: (CreateJobResult | undefined)[] = raws.map(() => undefined);
+  // The batches joined, locked in id order before any is locked in the items' order below.
+  const batchIds = [...new Set(raws.map((r) => r?.batchId).filter((id): id is string => typeof id === 'string'))].sort();
+  for (const id of batchIds) await lockBatch(trx, actor.workspaceId, id);
   const quick = raws.map((raw) => oneStatementJob(ctx, actor, raw));
   const quickAt = quick.flatMap((job, i) => (job ? [i] : []));
   if (quickAt.length > 0) {

@@ -122,38 +122,31 @@ export function createBatchService(ctx: ServiceContext) {
     },
 
     /**
-     * Cancels a batch: its members that have not ended cancelled as cancelJob would (counted as
-     * cancelled), then the batch closed and its onComplete job cancelled (so nothing fans in),
-     * then any member added in between. Members that ended stay as they ended. Each step takes
-     * a member's execution before the batch's row, the order a worker ending a member takes them
-     * (its outcome, then the count), so that cancelling never waits on a worker in a cycle, even
-     * in a caller's transaction, where the steps are savepoints and every lock is held to the end.
-     * Throws NOT_FOUND.
+     * Cancels a batch, in one transaction: its members that have not ended cancelled as cancelJob
+     * would (counted as cancelled), then the batch closed and its onComplete job cancelled (so
+     * nothing fans in: cancelling the last members may complete the batch and release that job,
+     * but only inside this transaction), then any member added before the close. Members that
+     * ended stay as they ended. The locks come in the order a worker ending the last member takes
+     * them (members' executions, the batch's row, the onComplete job), so the two never wait on
+     * each other in a cycle. Throws NOT_FOUND.
      */
     async cancelBatch(actor: Actor, id: string): Promise<CancelBatchResult> {
-      const cancelMembers = () =>
-        mutate(ctx, actor, { action: 'batch.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
-          if ((await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id])).length === 0) throw new NotFoundError('Batch', id);
-          return batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
-        });
-      const cancelledJobs = await cancelMembers();
-      const closed = await mutate(
-        ctx,
-        actor,
-        { action: 'batch.close', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } },
-        async (trx) => {
-          const batch = (await batchesRepo.lockBatch(trx, actor.workspaceId, id))!;
-          const onComplete = batch.on_complete_job_id
-            ? await jobsRepo.findJobById(trx, actor.workspaceId, batch.on_complete_job_id)
-            : undefined;
-          if (onComplete && onComplete.status !== 'RETIRED') await cancelJobIn(trx, actor, onComplete.id);
-          return batch.open ? await batchesRepo.closeBatch(trx, batch.id) : batch;
-        },
-      );
-      // A member added before the close took the batch's row (rare: none while the first step held it).
-      const late = (await batchesRepo.hasUnfinishedMembers(ctx.db, actor.workspaceId, closed.id)) ? await cancelMembers() : 0;
-      const batch = (await batchesRepo.findBatchesByIds(ctx.db, actor.workspaceId, [id]))[0]!;
-      return { batch: toBatch(batch), cancelledJobs: cancelledJobs + late };
+      return mutate(ctx, actor, { action: 'batch.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
+        if ((await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id])).length === 0) throw new NotFoundError('Batch', id);
+        let cancelledJobs = await batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
+        const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
+        if (!batch) throw new NotFoundError('Batch', id);
+        const onComplete = batch.on_complete_job_id
+          ? await jobsRepo.findJobById(trx, actor.workspaceId, batch.on_complete_job_id)
+          : undefined;
+        if (onComplete && onComplete.status !== 'RETIRED') await cancelJobIn(trx, actor, onComplete.id);
+        if (batch.open) await batchesRepo.closeBatch(trx, batch.id);
+        // A member added before the close took the batch's row (none once the first step counted one).
+        if (await batchesRepo.hasUnfinishedMembers(trx, actor.workspaceId, id))
+          cancelledJobs += await batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
+        const after = (await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id]))[0]!;
+        return { batch: toBatch(after), cancelledJobs };
+      });
     },
 
     /** How a member was counted into its batch (once: a re-drive does not count again); null before, or for a job in no batch. */
