@@ -63,6 +63,13 @@ builder.objectFields(JobRef, (t) => ({
     description: 'The batch this job is a member of; null for a job in none (an onComplete job is not a member).',
     resolve: (j, _args, ctx) => (j.batchId ? ctx.service.batch(ctx.actor, j.batchId) : null),
   }),
+  completesBatch: t.field({
+    type: BatchRef,
+    nullable: true,
+    description:
+      "The batch whose onComplete job this job is: it runs once that batch completes, with the batch's counts in its input. null for any other job (members included).",
+    resolve: (j, _args, ctx) => ctx.service.completesBatch(ctx.actor, j.id),
+  }),
   batchOutcome: t.field({
     type: PrerequisiteOutcomeEnum,
     nullable: true,

@@ -268,4 +268,27 @@ describe('over GraphQL', () => {
       await gw.close();
     }
   });
+
+  it('names the batch an onComplete job completes (completesBatch), null for members and other jobs', async () => {
+    const gw = createTestGateway(t);
+    try {
+      const a = await t.service.createBatch(t.actor, { name: 'a', jobs: [member()], onComplete, open: true });
+      const b = await t.service.createBatch(t.actor, { name: 'b', jobs: [], onComplete: { ...onComplete, name: 'fan-in b' } });
+      const plain = await t.service.createJob(t.actor, member());
+      const read = await gw.gql(
+        `query($a: ID!, $b: ID!) { a: batch(id: $a) { onComplete { completesBatch { id name } } jobs(first: 5) { nodes { completesBatch { id } } } }
+                                   b: batch(id: $b) { onComplete { completesBatch { id name } } } }`,
+        { a: a.batch.id, b: b.batch.id },
+      );
+      expect(read.errors).toBeUndefined();
+      expect(read.data.a.onComplete.completesBatch).toEqual({ id: a.batch.id, name: 'a' });
+      expect(read.data.a.jobs.nodes).toEqual([{ completesBatch: null }]);
+      expect(read.data.b.onComplete.completesBatch).toEqual({ id: b.batch.id, name: 'b' });
+      const other = await gw.gql(`query($id: ID!) { job(id: $id) { completesBatch { id } } }`, { id: plain.job.id });
+      expect(other.errors).toBeUndefined();
+      expect(other.data.job.completesBatch).toBeNull();
+    } finally {
+      await gw.close();
+    }
+  });
 });

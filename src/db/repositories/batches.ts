@@ -33,6 +33,23 @@ export async function findBatchesByIds(db: Executor, workspaceId: string, ids: r
   return db.selectFrom('batches').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', uuids).execute();
 }
 
+/** The batch each of these jobs is the onComplete job of, by job id (index batches_on_complete). */
+export async function findBatchesByOnCompleteJobIds(
+  db: Executor,
+  workspaceId: string,
+  jobIds: readonly string[],
+): Promise<Map<string, BatchRow>> {
+  const ids = jobIds.filter(isUuid);
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('batches')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('on_complete_job_id', 'in', ids)
+    .execute();
+  return new Map(rows.map((r) => [r.on_complete_job_id!, r]));
+}
+
 /** The batch locked for a change (a member added, closed): a member's end counts under the same lock. */
 export async function lockBatch(db: Executor, workspaceId: string, id: string): Promise<BatchRow | undefined> {
   if (!isUuid(id)) return undefined;

@@ -90,6 +90,7 @@ export function createBatchService(ctx: ServiceContext) {
   const { db } = ctx;
   const batchById = batchedRead((ws, ids) => batchesRepo.findBatchesByIds(db, ws, ids).then(byId), !ctx.outer);
   const outcomeOf = batchedRead((ws, ids) => batchesRepo.memberOutcomes(db, ws, ids), !ctx.outer);
+  const completedBy = batchedRead((ws, ids) => batchesRepo.findBatchesByOnCompleteJobIds(db, ws, ids), !ctx.outer);
   return {
     /**
      * Creates a batch: its onComplete job (waiting until the batch completes), then each of `jobs`
@@ -152,6 +153,12 @@ export function createBatchService(ctx: ServiceContext) {
     /** How a member was counted into its batch (once: a re-drive does not count again); null before, or for a job in no batch. */
     async batchOutcome(actor: Actor, jobId: string): Promise<'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null> {
       return ((await outcomeOf(actor.workspaceId, jobId)) as 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | undefined) ?? null;
+    },
+
+    /** The batch whose onComplete job this job is; null for any other job (one in no batch, or a member). */
+    async completesBatch(actor: Actor, jobId: string): Promise<Batch | null> {
+      const row = await completedBy(actor.workspaceId, jobId);
+      return row ? toBatch(row) : null;
     },
 
     /** Throws NOT_FOUND. */
