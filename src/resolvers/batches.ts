@@ -1,6 +1,13 @@
 import { builder } from '../schema/builder.js';
 import { pageArgs } from '../schema/common.js';
-import { BatchConnectionRef, BatchRef, CancelBatchPayloadRef, CreateBatchInputRef, CreateBatchPayloadRef } from '../schema/batch.js';
+import {
+  BatchConnectionRef,
+  BatchRef,
+  BatchStateEnum,
+  CancelBatchPayloadRef,
+  CreateBatchInputRef,
+  CreateBatchPayloadRef,
+} from '../schema/batch.js';
 
 builder.queryFields((t) => ({
   batch: t.field({
@@ -11,9 +18,9 @@ builder.queryFields((t) => ({
   }),
   batches: t.field({
     type: BatchConnectionRef,
-    description: 'Batches of the workspace, newest first.',
-    args: { ...pageArgs(t.arg) },
-    resolve: (_root, page, ctx) => ctx.service.batches(ctx.actor, page),
+    description: 'Batches of the workspace, newest first; `state` narrows them.',
+    args: { ...pageArgs(t.arg), state: t.arg({ type: BatchStateEnum, description: 'Only batches that stand so; omit it for all.' }) },
+    resolve: (_root, { state, ...page }, ctx) => ctx.service.batches(ctx.actor, page, state ?? undefined),
   }),
 }));
 

@@ -6,6 +6,15 @@ import { connectionOf, DateTimeScalar, nodeId, pageArgs } from './common.js';
 import { CreateJobInputRef, JobConnectionRef, JobRef } from './job.js';
 import { PrerequisiteOutcomeEnum } from './prerequisites.js';
 
+export const BatchStateEnum = builder.enumType('BatchState', {
+  description: 'Where a batch stands: taking members, closed and waiting for them to end, or completed.',
+  values: {
+    OPEN: { description: 'Members may still be added; it completes only once closed.' },
+    CLOSED: { description: 'Closed (no more members), not completed: some member has not ended yet.' },
+    COMPLETED: { description: 'Closed and every member ended: its onComplete job was released (completedAt is set).' },
+  } as const,
+});
+
 export const BatchRef = builder.nodeRef<Batch>('Batch', { id: nodeId() }).implement({
   description:
     'Jobs created together (fan-out), or added while the batch is open, and one onComplete job that runs once every member has ended (fan-in), with the counts below in its input under `batch`. The counts are live: batchProgress streams them as they change.',

@@ -291,4 +291,32 @@ describe('over GraphQL', () => {
       await gw.close();
     }
   });
+
+  it('lists batches by state: OPEN, CLOSED (not completed) and COMPLETED, each page newest first', async () => {
+    const gw = createTestGateway(t);
+    try {
+      const open = await t.service.createBatch(t.actor, { name: 'open', jobs: [member()], open: true });
+      const closed = await t.service.createBatch(t.actor, { name: 'closed', jobs: [member()] });
+      const done = await t.service.createBatch(t.actor, { name: 'done', jobs: [] });
+      const done2 = await t.service.createBatch(t.actor, { name: 'done 2', jobs: [] });
+      const names = async (state?: string) => {
+        const r = await gw.gql(`query($state: BatchState) { batches(first: 10, state: $state) { nodes { id } } }`, { state });
+        expect(r.errors).toBeUndefined();
+        return r.data.batches.nodes.map((n: { id: string }) => n.id);
+      };
+      expect(await names('OPEN')).toEqual([open.batch.id]);
+      expect(await names('CLOSED')).toEqual([closed.batch.id]);
+      expect(await names('COMPLETED')).toEqual([done2.batch.id, done.batch.id]);
+      expect(await names()).toHaveLength(4);
+      const page = await gw.gql(`{ batches(first: 1, state: COMPLETED) { nodes { id } pageInfo { endCursor } } }`);
+      const next = await gw.gql(`query($after: String) { batches(first: 1, after: $after, state: COMPLETED) { nodes { id } } }`, {
+        after: page.data.batches.pageInfo.endCursor,
+      });
+      expect(next.data.batches.nodes).toEqual([{ id: done.batch.id }]);
+      const bad = await gw.gql(`{ batches(state: DONE) { nodes { id } } }`);
+      expect(bad.errors).toBeDefined();
+    } finally {
+      await gw.close();
+    }
+  });
 });

@@ -3,7 +3,7 @@
  * completes a closed batch whose members have all ended (jobgate_complete_batch, shared with the
  * trigger that counts a member's end).
  */
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { cancelChannel } from '../channels.js';
 import type { BatchRow, JobRow } from '../types.js';
 import { cancelLiveExecutionsOf } from './executions.js';
@@ -91,9 +91,23 @@ export async function closeBatch(db: Executor, id: string): Promise<BatchRow> {
   return db.selectFrom('batches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
 }
 
-/** The workspace's batches, newest first, a page after `afterId`. */
-export async function listBatches(db: Executor, workspaceId: string, page: { limit: number; afterId?: string }): Promise<BatchRow[]> {
+export type BatchState = 'OPEN' | 'CLOSED' | 'COMPLETED';
+
+/** Each state as its predicate: CLOSED is closed and not completed, so the three never overlap. */
+const inState: Record<BatchState, RawBuilder<boolean>> = {
+  OPEN: sql<boolean>`open`,
+  CLOSED: sql<boolean>`not open and completed_at is null`,
+  COMPLETED: sql<boolean>`completed_at is not null`,
+};
+
+/** The workspace's batches, newest first, a page after `afterId`; `state` narrows them. */
+export async function listBatches(
+  db: Executor,
+  workspaceId: string,
+  page: { limit: number; afterId?: string; state?: BatchState | undefined },
+): Promise<BatchRow[]> {
   let q = db.selectFrom('batches').selectAll().where('workspace_id', '=', scoped(workspaceId));
+  if (page.state) q = q.where(inState[page.state]);
   if (page.afterId) {
     const afterId = page.afterId;
     q = q.where(({ eb, selectFrom, refTuple }) =>

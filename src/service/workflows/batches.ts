@@ -168,12 +168,12 @@ export function createBatchService(ctx: ServiceContext) {
       return toBatch(row);
     },
 
-    /** The workspace's batches, newest first. */
-    async batches(actor: Actor, rawPage: PageInput = {}): Promise<Connection<Batch>> {
+    /** The workspace's batches, newest first; `state` narrows them (OPEN, CLOSED and not completed, COMPLETED). */
+    async batches(actor: Actor, rawPage: PageInput = {}, state?: batchesRepo.BatchState): Promise<Connection<Batch>> {
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
       const afterId = page.after ? decodeCursor(page.after) : undefined;
-      const rows = await batchesRepo.listBatches(ctx.reader(actor), actor.workspaceId, { limit: size + 1, afterId });
+      const rows = await batchesRepo.listBatches(ctx.reader(actor), actor.workspaceId, { limit: size + 1, afterId, state });
       return toConnection(rows, size, toBatch);
     },
 
