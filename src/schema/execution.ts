@@ -274,6 +274,14 @@ builder.objectFields(JobRef, (t) => ({
     description: "This job's newest execution; null before its first (a cron job before it first fires).",
     resolve: (j, _args, ctx) => ctx.service.lastExecution(ctx.actor, j.id),
   }),
+  scheduledExecution: t.field({
+    type: ExecutionRef,
+    nullable: true,
+    description:
+      'The execution its schedule created, never a "Run now" (triggerJob): for an IMMEDIATE or DELAYED job the one it was created with, ' +
+      'which its dependents wait on and its batch counts (retry this one to re-drive a batch member); for a cron job its newest firing. null when it has none yet.',
+    resolve: (j, _args, ctx) => ctx.service.scheduledExecution(ctx.actor, j.id),
+  }),
 }));
 
 export const TriggerJobPayloadRef = builder.objectRef<TriggerJobResult>('TriggerJobPayload').implement({

@@ -1,7 +1,7 @@
 /**
  * The console's workflow screens in a real browser against a real jobgate process (gateway and
  * worker): a batch made over the GraphQL API, its counts moving live on the Batch screen as its
- * members end (no reload), its failed member retried from a selection, a second batch cancelled
+ * members end (no reload), its failed member's scheduled execution retried from a selection (not a newer Run now), a second batch cancelled
  * with the confirmation that counts its unfinished members (the effect read back through the API),
  * what a VIEWER is not offered, and a diamond of jobs (A before B and C, both before D) on the
  * Job screen's workflow graph, moving live too, with a member's batch and a child's parent
@@ -95,7 +95,7 @@ const marked = (page: Page) => page.evaluate(() => (window as unknown as { marke
 const CREATE_BATCH = `mutation ($input: CreateBatchInput!) { createBatch(input: $input) { batch { id onComplete { id } } } }`;
 const BATCH = `query ($id: ID!) {
   batch(id: $id) { open completedAt total pending succeeded failed cancelled onComplete { id state lastExecution { status } }
-    jobs(first: 20) { nodes { id name state batchOutcome lastExecution { id status } } } }
+    jobs(first: 20) { nodes { id name state batchOutcome lastExecution { id status } scheduledExecution { id } } } }
 }`;
 const member = (endpointName: string, name: string, extra: object = {}) => ({ endpointName, kind: 'IMMEDIATE', name, ...extra });
 
@@ -141,7 +141,15 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     expect(await report.getAttribute('href')).toBe(`/console/jobs/${onCompleteId}`);
     expect(await admin.getByTestId('batch-actions').count()).toBe(0);
 
-    // The failed member, retried from the Failed tab's selection.
+    // An operator's "Run now" of the failed member fails too: its newest execution is not the one the batch counted.
+    const failed = (await api(BATCH, { id: batchId })).batch.jobs.nodes.find((j: { name: string }) => j.name === 'part-4');
+    const runNow = (
+      await api(`mutation ($id: ID!) { triggerJob(input: { id: $id, force: true }) { execution { id } } }`, { id: failed.id })
+    ).triggerJob.execution.id as string;
+    const statusOf = async (id: string) => (await api(`query ($id: ID!) { execution(id: $id) { status } }`, { id })).execution.status;
+    await expect.poll(() => statusOf(runNow), { timeout: 15_000 }).toBe('FAILED');
+
+    // The failed member, retried from the Failed tab's selection: its scheduled execution runs again, not the Run now.
     world.flakyHealthy.value = true;
     await admin.getByRole('navigation', { name: 'Members' }).getByRole('link', { name: 'Failed' }).click();
     await expect.poll(() => admin.getByTestId('batch-members').locator('tbody tr').count()).toBe(1);
@@ -151,14 +159,9 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     await admin.getByRole('button', { name: 'Retry 1 member' }).click();
     await admin.getByTestId('bulk-bar').getByText('Re-drove 1 of 1 failed members.').waitFor();
     const part4 = (await api(BATCH, { id: batchId })).batch.jobs.nodes.find((j: { name: string }) => j.name === 'part-4');
-    await expect
-      .poll(
-        async () => (await api(`query ($id: ID!) { execution(id: $id) { status } }`, { id: part4.lastExecution.id })).execution.status,
-        {
-          timeout: 15_000,
-        },
-      )
-      .toBe('SUCCEEDED');
+    expect(part4.scheduledExecution.id).not.toBe(runNow);
+    await expect.poll(() => statusOf(part4.scheduledExecution.id), { timeout: 15_000 }).toBe('SUCCEEDED');
+    expect(await statusOf(runNow)).toBe('FAILED');
     // The batch keeps the outcome it counted.
     expect((await api(BATCH, { id: batchId })).batch).toMatchObject({ succeeded: 3, failed: 1, completedAt: expect.any(String) });
     await inBothWidths(admin, 'batch-completed');

@@ -319,4 +319,30 @@ describe('over GraphQL', () => {
       await gw.close();
     }
   });
+
+  it("reads a member's scheduled execution, the one its batch counts, not a newer Run now", async () => {
+    const gw = createTestGateway(t);
+    try {
+      const { batch } = await t.service.createBatch(t.actor, { jobs: [member({ fail: true })], onComplete });
+      await h.worker();
+      await settled(t, batch.onCompleteJobId!, ['SUCCEEDED']);
+      const [m] = (await t.service.batchJobs(t.actor, batch.id)).edges.map((e) => e.node);
+      const { rows } = await t.query(`select id from executions where job_id = $1`, [m!.id]);
+      const { execution: runNow } = await t.service.triggerJob(t.actor, { id: m!.id, force: true });
+      const read = await gw.gql(
+        `query($id: ID!) { batch(id: $id) { jobs(first: 5) { nodes { batchOutcome scheduledExecution { id status trigger } lastExecution { id } } } } }`,
+        { id: batch.id },
+      );
+      expect(read.errors).toBeUndefined();
+      expect(read.data.batch.jobs.nodes).toEqual([
+        {
+          batchOutcome: 'FAILED',
+          scheduledExecution: { id: rows[0].id, status: 'FAILED', trigger: 'SCHEDULE' },
+          lastExecution: { id: runNow.id },
+        },
+      ]);
+    } finally {
+      await gw.close();
+    }
+  });
 });

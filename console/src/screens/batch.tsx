@@ -31,7 +31,7 @@ const BatchDocument = graphql(`
           name
           state
           batchOutcome
-          lastExecution {
+          scheduledExecution {
             id
             status
           }
@@ -97,8 +97,11 @@ const OUTCOMES: PrerequisiteOutcome[] = ['SUCCEEDED', 'FAILED', 'CANCELLED'];
 /** "1 member", "3 members". */
 const members = (n: number) => `${formatCount(n)} member${n === 1 ? '' : 's'}`;
 
-/** A member's selection key: its newest execution, the one a retry re-drives. */
-const executionOf = (m: Member) => m.lastExecution?.id ?? m.id;
+/**
+ * A member's selection key: its scheduled execution, the one its batch counted and a retry
+ * re-drives (a "Run now" of the member would be newer, and is not the member's run in the batch).
+ */
+const executionOf = (m: Member) => m.scheduledExecution?.id ?? m.id;
 
 /**
  * A batch: its counts live (batchProgress), its onComplete job, its members (filtered and paged in
@@ -265,7 +268,7 @@ function BatchActions({ batch, onDone }: { batch: BatchRowFragment; onDone(): vo
   );
 }
 
-/** The members, with their last execution and how each was counted; an OPERATOR chooses failed ones to retry. */
+/** The members, with their scheduled execution and how each was counted; an OPERATOR chooses failed ones to retry. */
 function MemberTable({
   batch,
   scope,
@@ -324,14 +327,14 @@ function MemberTable({
           columns={[
             { header: 'Member', cell: (m) => <Link to={href('jobs', m.id)}>{m.name ?? `Job ${m.id.slice(0, 8)}`}</Link> },
             {
-              header: 'Execution',
+              header: 'Scheduled execution',
               cell: (m) =>
-                m.lastExecution ? (
+                m.scheduledExecution ? (
                   <Link
-                    to={href('executions', m.lastExecution.id)}
-                    ariaLabel={`Execution of ${m.name ?? m.id.slice(0, 8)}: ${m.lastExecution.status}`}
+                    to={href('executions', m.scheduledExecution.id)}
+                    ariaLabel={`Scheduled execution of ${m.name ?? m.id.slice(0, 8)}: ${m.scheduledExecution.status}`}
                   >
-                    <Status value={m.lastExecution.status} />
+                    <Status value={m.scheduledExecution.status} />
                   </Link>
                 ) : (
                   '—'

@@ -189,9 +189,14 @@ export async function redriveFailedByIds(
 
 /**
  * The newest execution (by creation, as lists order them) of each job among `jobIds` that has
- * one, in one query.
+ * one, in one query; with `trigger`, the newest created that way.
  */
-export async function newestExecutionsOfJobs(db: Executor, workspaceId: string, jobIds: readonly string[]): Promise<ExecutionRow[]> {
+export async function newestExecutionsOfJobs(
+  db: Executor,
+  workspaceId: string,
+  jobIds: readonly string[],
+  trigger?: 'SCHEDULE',
+): Promise<ExecutionRow[]> {
   const valid = jobIds.filter(isUuid);
   if (valid.length === 0) return [];
   return db
@@ -200,6 +205,7 @@ export async function newestExecutionsOfJobs(db: Executor, workspaceId: string, 
     .distinctOn('job_id')
     .where('workspace_id', '=', scoped(workspaceId))
     .where('job_id', 'in', valid)
+    .$if(trigger !== undefined, (q) => q.where('trigger', '=', trigger!))
     .orderBy('job_id')
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')

@@ -44,6 +44,10 @@ export function createJobReads(ctx: ServiceContext) {
     (ws, ids) => executionsRepo.newestExecutionsOfJobs(db, ws, ids).then((rows) => new Map(rows.map((r) => [r.job_id, r]))),
     !ctx.outer,
   );
+  const scheduledOfJob = batchedRead(
+    (ws, ids) => executionsRepo.newestExecutionsOfJobs(db, ws, ids, 'SCHEDULE').then((rows) => new Map(rows.map((r) => [r.job_id, r]))),
+    !ctx.outer,
+  );
   const waitingOf = batchedRead((ws, ids) => waitingReasons(db, ws, ids).then(byId), !ctx.outer);
   return {
     /** Throws NOT_FOUND. */
@@ -97,6 +101,16 @@ export function createJobReads(ctx: ServiceContext) {
     /** The newest execution of a job (by creation), or null when it has none yet. */
     async lastExecution(actor: Actor, jobId: string): Promise<Execution | null> {
       const row = await newestOfJob(actor.workspaceId, jobId);
+      return row ? toExecution(row) : null;
+    },
+
+    /**
+     * The execution a job's schedule created, never a "Run now" (trigger MANUAL): for a one-off job
+     * the one it was created with, which its dependents wait on and its batch counts; for a cron job
+     * its newest firing. Null when it has none yet.
+     */
+    async scheduledExecution(actor: Actor, jobId: string): Promise<Execution | null> {
+      const row = await scheduledOfJob(actor.workspaceId, jobId);
       return row ? toExecution(row) : null;
     },
 
