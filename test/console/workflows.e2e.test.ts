@@ -4,8 +4,9 @@
  * members end (no reload), its failed member's scheduled execution retried from a selection (not a newer Run now), a second batch cancelled
  * with the confirmation that counts its unfinished members (the effect read back through the API),
  * what a VIEWER is not offered, and a diamond of jobs (A before B and C, both before D) on the
- * Job screen's workflow graph, moving live too, with a member's batch and a child's parent
- * execution. axe at 1400 and 390 px, light and dark; screenshots in /tmp.
+ * Job screen's workflow graph, moving live too, with a member's batch, the batch an onComplete job
+ * runs after and a child's parent execution; the Batches list's state tabs; an execution's child
+ * jobs and their progress on its page. axe at 1400 and 390 px, light and dark; screenshots in /tmp.
  */
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -120,6 +121,20 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     await row.getByRole('link', { name: 'nightly import' }).waitFor();
     expect(await row.textContent()).toContain('CLOSED');
     await inBothWidths(admin, 'batches');
+    // The state tabs filter the list, in the address.
+    const states = admin.getByRole('navigation', { name: 'State' });
+    await states.getByRole('link', { name: 'Open' }).click();
+    await admin.getByText('No open batch: every batch is closed.').waitFor();
+    expect(new URL(admin.url()).searchParams.get('state')).toBe('OPEN');
+    await states.getByRole('link', { name: 'Closed' }).click();
+    await row.getByRole('link', { name: 'nightly import' }).waitFor();
+    expect(await states.getByRole('link', { name: 'Closed' }).getAttribute('aria-current')).toBe('page');
+    await admin.reload();
+    await row.getByRole('link', { name: 'nightly import' }).waitFor();
+    expect(await admin.getByRole('table', { name: 'Closed batches, newest first' }).count()).toBe(1);
+    await inBothWidths(admin, 'batches-closed');
+    await states.getByRole('link', { name: 'All' }).click();
+    await expect.poll(() => new URL(admin.url()).searchParams.get('state')).toBeNull();
     await admin.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
     await row.getByRole('link', { name: 'nightly import' }).click();
     await admin.getByRole('heading', { name: /nightly import/, level: 1 }).waitFor();
@@ -172,6 +187,20 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
     await membership.getByRole('link', { name: 'nightly import' }).waitFor();
     expect(await membership.textContent()).toContain('Member ofnightly import COMPLETED counted FAILED');
     expect(await membership.getByRole('link', { name: 'nightly import' }).getAttribute('href')).toBe(`/console/batches/${batchId}`);
+
+    // The onComplete job's Job screen names the batch it ran after, linked back.
+    await admin.goto(`${world.origin}/console/jobs/${onCompleteId}`);
+    const completes = admin.getByTestId('job-graph').getByTestId('graph-this');
+    await completes.getByRole('link', { name: 'nightly import' }).waitFor();
+    expect(await completes.textContent()).toContain(
+      'Runs when this batch completesnightly import COMPLETED completed: this job was released',
+    );
+    expect(await completes.getByRole('link', { name: 'nightly import' }).getAttribute('href')).toBe(`/console/batches/${batchId}`);
+    await inBothWidths(admin, 'graph-on-complete');
+
+    // The Completed tab lists the batch now.
+    await admin.goto(`${world.origin}/console/batches?state=COMPLETED`);
+    await admin.locator(`[data-batch="${batchId}"]`).getByRole('link', { name: 'nightly import' }).waitFor();
   });
 
   it('cancels a batch after a confirmation that counts its unfinished members; the API shows the effect; a VIEWER is offered no action', async () => {
@@ -267,6 +296,23 @@ describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
     expect(await parent.getByRole('link', { name: `execution ${cExecution.id.slice(0, 8)}` }).getAttribute('href')).toBe(
       `/console/executions/${cExecution.id}`,
     );
+
+    // C's execution lists its child and how its children stand; an execution without children shows no such section.
+    await parent.getByRole('link', { name: `execution ${cExecution.id.slice(0, 8)}` }).click();
+    const children = admin.getByTestId('execution-children');
+    await expect
+      .poll(() => children.getByTestId('child-progress').textContent(), { timeout: 15_000 })
+      .toBe('1 of 1 ended: 0 pending, 0 running, 1 succeeded, 0 failed, 0 cancelled');
+    expect(await children.getByRole('heading', { name: 'Child jobs (1)' }).count()).toBe(1);
+    expect(await children.getByRole('link', { name: 'diamond C child', exact: true }).getAttribute('href')).toBe(`/console/jobs/${child}`);
+    expect(await children.locator(`[data-child="${child}"]`).textContent()).toContain('COMPLETED');
+    expect(await children.getByRole('progressbar').getAttribute('aria-valuenow')).toBe('100');
+    await inBothWidths(admin, 'execution-children');
+    const bExecution = (await api(`query ($id: ID!) { job(id: $id) { lastExecution { id } } }`, { id: b })).job.lastExecution.id;
+    await admin.goto(`${world.origin}/console/executions/${bExecution}`);
+    await admin.getByRole('heading', { name: /Attempts/ }).waitFor();
+    await admin.getByTestId('execution-attempts').waitFor();
+    expect(await admin.getByTestId('execution-children').count()).toBe(0);
 
     // A: nothing before it; B and C wait on it.
     await admin.goto(`${world.origin}/console/jobs/${a}`);

@@ -1,9 +1,9 @@
 import { graphql } from '../gql/index.ts';
-import type { BatchRowFragment } from '../gql/graphql.ts';
+import type { BatchRowFragment, BatchState } from '../gql/graphql.ts';
 import { formatCount } from '../lib/format.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
-import { listView } from '../lib/url-state.ts';
+import { listView, withParams } from '../lib/url-state.ts';
 import { Empty, ErrorBox, Link, Loading, PageSize, ProgressBar, Status, Time } from '../ui/common.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 
@@ -24,8 +24,8 @@ export const BatchFragments = graphql(`
 `);
 
 const BatchesDocument = graphql(`
-  query Batches($after: String, $first: Int) {
-    batches(first: $first, after: $after) {
+  query Batches($after: String, $first: Int, $state: BatchState) {
+    batches(first: $first, after: $after, state: $state) {
       pageInfo {
         endCursor
         hasNextPage
@@ -67,20 +67,51 @@ export function batchProgress(b: BatchCounts): { fraction: number | null; label:
   return { fraction: ended / b.total, label };
 }
 
-/** The workspace's batches, newest first; the page and its size are in the URL. */
+/** The state tabs (`state` in the URL): every batch, or those that stand one way. */
+const STATE_TABS: { value: BatchState | ''; label: string }[] = [
+  { value: '', label: 'All' },
+  { value: 'OPEN', label: 'Open' },
+  { value: 'CLOSED', label: 'Closed' },
+  { value: 'COMPLETED', label: 'Completed' },
+];
+
+/** What an empty list says under each tab. */
+const NONE_IN: Record<BatchState, string> = {
+  OPEN: 'No open batch: every batch is closed.',
+  CLOSED: 'No batch is closed and waiting for its members.',
+  COMPLETED: 'No batch has completed yet.',
+};
+
+/** The workspace's batches, newest first; the state, the page and its size are in the URL. */
 export function BatchesScreen({ search }: { search: URLSearchParams }) {
-  const view = listView(href('batches'), search);
-  const q = useQuery(BatchesDocument, { after: view.page.after, first: view.size }, { throttleMs: 2000 });
+  const path = href('batches');
+  const view = listView(path, search);
+  const raw = search.get('state') ?? '';
+  const state = STATE_TABS.some((t) => t.value === raw) ? (raw as BatchState | '') : '';
+  const q = useQuery(BatchesDocument, { after: view.page.after, first: view.size, state: state || null }, { throttleMs: 2000 });
   useSubscription(BatchesLiveDocument, {}, { next: () => q.reloadSoon(), cursor: (d) => d.executionUpdates.cursor, reset: q.reload });
   return (
     <section aria-labelledby="batches-title">
       <h1 id="batches-title">Batches</h1>
+      <nav className="tabs" aria-label="State">
+        {STATE_TABS.map((t) => (
+          <Link
+            key={t.label}
+            to={`${path}?${withParams(search, { state: t.value }).toString()}`}
+            className={t.value === state ? 'current' : undefined}
+          >
+            {t.label}
+          </Link>
+        ))}
+      </nav>
       <div className="filters">
         <PageSize value={view.size} onChange={view.toSize} />
       </div>
       <ErrorBox error={q.error} />
       {!q.data ? (
         !q.error && <Loading />
+      ) : q.data.batches.nodes.length === 0 && state ? (
+        <Empty>{NONE_IN[state]}</Empty>
       ) : q.data.batches.nodes.length === 0 ? (
         <Empty>
           No batches yet. A batch is created through the API (createBatch): jobs run together, and one job runs once they have all ended.
@@ -88,7 +119,7 @@ export function BatchesScreen({ search }: { search: URLSearchParams }) {
       ) : (
         <PagedTable
           testId="batches"
-          caption="Batches, newest first"
+          caption={state ? `${STATE_TABS.find((t) => t.value === state)!.label} batches, newest first` : 'Batches, newest first'}
           columns={[
             { header: 'Batch', cell: (b) => <Link to={href('batches', b.id)}>{batchLabel(b)}</Link> },
             { header: 'State', cell: (b) => <Status value={batchState(b)} /> },

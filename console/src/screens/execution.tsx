@@ -5,6 +5,7 @@ import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
+import { ExecutionChildren } from './execution-children.tsx';
 import { CancelExecutionDocument, RetryExecutionDocument } from './shared.tsx';
 
 /** An attempt as its execution's page shows it: everything for diagnosing it. */
@@ -147,6 +148,7 @@ export function ExecutionScreen({ id }: { id: string }) {
           <pre>{JSON.stringify(e.input, null, 2)}</pre>
         </dd>
       </dl>
+      <ExecutionChildren id={id} />
       <h2>
         Attempts ({e.attemptCount} of {e.maxAttempts})
       </h2>

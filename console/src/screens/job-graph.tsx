@@ -49,6 +49,12 @@ const JobGraphDocument = graphql(`
         open
         completedAt
       }
+      completesBatch {
+        id
+        name
+        open
+        completedAt
+      }
     }
   }
 `);
@@ -99,7 +105,7 @@ export function JobGraph({ id }: { id: string }) {
     ...dependents.map((d) => d.id),
     ...(job.parentExecution ? [job.parentExecution.job.id] : []),
   ]);
-  if (job.dependsOn.length === 0 && dependents.length === 0 && !job.parentExecution && !job.batch) return null;
+  if (job.dependsOn.length === 0 && dependents.length === 0 && !job.parentExecution && !job.batch && !job.completesBatch) return null;
   return (
     <section aria-labelledby="graph-title" data-testid="job-graph">
       <h2 id="graph-title">Workflow</h2>
@@ -160,11 +166,24 @@ export function JobGraph({ id }: { id: string }) {
   );
 }
 
-/** The execution the job is a child of, and the batch it is a member of. */
+type GraphBatch = { id: string; name?: string | null; open: boolean; completedAt?: string | null };
+
+/** A batch linked, with its state. */
+function BatchLink({ batch }: { batch: GraphBatch }) {
+  return (
+    <>
+      <Link to={href('batches', batch.id)}>{batch.name ?? `batch ${batch.id.slice(0, 8)}`}</Link>{' '}
+      <Status value={batch.completedAt ? 'COMPLETED' : batch.open ? 'OPEN' : 'CLOSED'} />
+    </>
+  );
+}
+
+/** The execution the job is a child of, the batch it is a member of, and the batch it runs after (its onComplete job). */
 function Context({ job }: { job: JobGraphQuery['job'] }) {
   const parent = job.parentExecution;
   const batch = job.batch;
-  if (!parent && !batch && !job.onPrerequisiteFailure) return null;
+  const completes = job.completesBatch;
+  if (!parent && !batch && !completes && !job.onPrerequisiteFailure) return null;
   return (
     <dl className="graph-context">
       {job.onPrerequisiteFailure && (
@@ -186,14 +205,22 @@ function Context({ job }: { job: JobGraphQuery['job'] }) {
         <>
           <dt>Member of</dt>
           <dd>
-            <Link to={href('batches', batch.id)}>{batch.name ?? `batch ${batch.id.slice(0, 8)}`}</Link>{' '}
-            <Status value={batch.completedAt ? 'COMPLETED' : batch.open ? 'OPEN' : 'CLOSED'} />
+            <BatchLink batch={batch} />
             {job.batchOutcome && (
               <>
                 {' '}
                 counted <Status value={job.batchOutcome} />
               </>
             )}
+          </dd>
+        </>
+      )}
+      {completes && (
+        <>
+          <dt>Runs when this batch completes</dt>
+          <dd>
+            <BatchLink batch={completes} />{' '}
+            {completes.completedAt ? 'completed: this job was released' : 'not completed: this job waits for it'}
           </dd>
         </>
       )}
