@@ -1,8 +1,8 @@
 /**
  * A page's reads do not grow with its size: the links and permissions each row asks for (an
- * execution's job and viewerCan, a job's lastExecution, state and viewerCan) are read together,
- * one query per step for the whole page (src/service/kernel/batched-reads.ts), and answer what a
- * read of their own would.
+ * execution's job and viewerCan, a job's lastExecution, scheduledExecution, completesBatch, state
+ * and viewerCan) are read together, one query per step for the whole page
+ * (src/service/kernel/batched-reads.ts), and answer what a read of their own would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
@@ -44,7 +44,8 @@ async function reads(query: string, as = t.actor): Promise<{ count: number; data
 }
 
 const EXECUTIONS = (n: number) => `{ executions(first: ${n}) { nodes { id job { id name } viewerCan { retry cancel } } } }`;
-const JOBS = (n: number) => `{ jobs(first: ${n}) { nodes { id name state lastExecution { id createdAt } viewerCan { trigger cancel } } } }`;
+const JOBS = (n: number) =>
+  `{ jobs(first: ${n}) { nodes { id name state lastExecution { id createdAt } scheduledExecution { id trigger } completesBatch { id } viewerCan { trigger cancel } } } }`;
 
 describe('a page of rows with their links', () => {
   it('costs as many reads for 30 executions as for 3, with each row its own job and permissions', async () => {
@@ -62,7 +63,7 @@ describe('a page of rows with their links', () => {
     }
   });
 
-  it('costs as many reads for 30 jobs as for 3, each with its own newest execution and state', async () => {
+  it('costs as many reads for 30 jobs as for 3, each with its own newest and scheduled execution, batch it completes and state', async () => {
     const small = await reads(JOBS(3));
     const large = await reads(JOBS(30));
     expect(large.data.jobs.nodes).toHaveLength(30);
@@ -71,11 +72,16 @@ describe('a page of rows with their links', () => {
       const newest = (await t.query('select id from executions where job_id = $1 order by created_at desc, id desc limit 1', [j.id]))
         .rows[0];
       expect(j.lastExecution?.id).toBe(newest?.id);
+      const scheduled = (await t.query(`select id from executions where job_id = $1 and trigger = 'SCHEDULE'`, [j.id])).rows[0];
+      expect(j.scheduledExecution).toEqual({ id: scheduled.id, trigger: 'SCHEDULE' });
+      expect(j.completesBatch).toBeNull();
       expect(j.state).toBe('ACTIVE');
       const own = await t.service.jobPermissions(t.actor, j.id);
       expect(j.viewerCan).toEqual({ trigger: own.trigger, cancel: own.cancel });
     }
-    expect(large.data.jobs.nodes.find((j: any) => j.name === 'triggered')).toBeDefined();
+    const triggered = large.data.jobs.nodes.find((j: any) => j.name === 'triggered');
+    // Triggered twice: its newest execution is the last trigger, its scheduled one the one it was created with.
+    expect(triggered.scheduledExecution.id).not.toBe(triggered.lastExecution.id);
   });
 });
 
