@@ -21,7 +21,7 @@ export const LOCK_CLASS = Object.freeze({
   lockKeyTurns: 714302055,
   /**
    * The live events' writer mark (migration 000009: `pg_advisory_xact_lock_shared(27239, 1)`, read
-   * from pg_locks by src/db/statements/events.ts and alert-evaluation.ts); written in SQL there.
+   * from pg_locks by src/db/statements/events.ts and src/db/statements/alert-evaluation.ts); written in SQL there.
    */
   eventWriters: 27239,
 });
