@@ -205,6 +205,7 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
     // An OPERATOR changes what its key created: the endpoint is the operator's.
     const operator = await t.service.authenticate(operatorKey);
     await t.service.registerEndpoint(operator, { name: 'console.levers', kind: 'HANDLER', handlerName: 'console.ok' });
+    await t.service.registerEndpoint(t.actor, { name: 'console.admins', kind: 'HANDLER', handlerName: 'console.ok' });
     const page = await signedIn(operatorKey, 'endpoint-levers');
     await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Endpoints', exact: true }).click();
     const row = page.getByTestId('endpoints').getByRole('row').filter({ hasText: 'console.levers' });
@@ -213,6 +214,10 @@ describe('the Endpoints screen', { timeout: 90_000 }, () => {
     await field('Rate limit of console.levers: starts per period (empty: unlimited)').waitFor();
     // The workspace's cap is an ADMIN's: an operator has no control for it.
     expect(await page.getByLabel(/Workspace cap/).count()).toBe(0);
+    // Another key's endpoint: this OPERATOR may not change it (the API refuses), so it has no lever.
+    const theirs = page.getByTestId('endpoints').getByRole('row').filter({ hasText: 'console.admins' });
+    await theirs.waitFor();
+    expect(await theirs.locator('input, button').count()).toBe(0);
 
     // The endpoint's rate limit: 5 starts per 2 s in bursts of 10.
     await field('Rate limit of console.levers: starts per period (empty: unlimited)').fill('5');

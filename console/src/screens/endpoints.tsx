@@ -44,6 +44,9 @@ const EndpointsDocument = graphql(`
           statusCode
         }
         createdAt
+        viewerCan {
+          update
+        }
       }
     }
     workspace {
@@ -206,7 +209,10 @@ export function EndpointsScreen() {
                   {/* The lever comes right after the name and state, so a phone reaches it without scrolling the table. */}
                   {can('OPERATOR') && (
                     <td>
-                      {e.pausedAt ? (
+                      {/* An OPERATOR changes only the endpoints its key registered (viewerCan: one rule for every change). */}
+                      {!e.viewerCan.update ? (
+                        '—'
+                      ) : e.pausedAt ? (
                         <button
                           type="button"
                           aria-label={`Resume ${e.name}`}
@@ -254,14 +260,14 @@ export function EndpointsScreen() {
                   <td data-testid="endpoint-pending">{formatCount(counts.get(e.id)?.pending ?? 0)}</td>
                   <td data-testid="endpoint-running">{formatCount(counts.get(e.id)?.running ?? 0)}</td>
                   <td>
-                    {can('OPERATOR') ? (
+                    {e.viewerCan.update ? (
                       <LimitField endpoint={e} field="concurrencyLimit" onDone={q.reload} />
                     ) : (
                       (e.concurrencyLimit ?? 'unlimited')
                     )}
                   </td>
                   <td data-testid="endpoint-key-limits">
-                    {can('OPERATOR') ? (
+                    {e.viewerCan.update ? (
                       <div className="limit-editors">
                         <LimitField endpoint={e} field="keyConcurrencyLimit" onDone={q.reload} />
                         <RateLimitField endpoint={e} field="keyRateLimit" onDone={q.reload} />
@@ -276,7 +282,7 @@ export function EndpointsScreen() {
                     )}
                   </td>
                   <td data-testid="endpoint-rate-limit">
-                    {can('OPERATOR') ? (
+                    {e.viewerCan.update ? (
                       <RateLimitField endpoint={e} field="rateLimit" onDone={q.reload} />
                     ) : e.rateLimit ? (
                       rate(e.rateLimit)
