@@ -1,6 +1,10 @@
--- The schema after migrations/000051_batch_outcome_on_execution.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000052_execution_error_search.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
+
+CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
+
+COMMENT ON EXTENSION pg_trgm IS 'text similarity measurement and index searching based on trigrams';
 
 CREATE FUNCTION public.jobgate_backoff_ms(base_ms integer, max_ms integer, attempt integer, jitter boolean) RETURNS double precision
     LANGUAGE sql
@@ -1407,6 +1411,8 @@ CREATE INDEX executions_failed_created ON public.executions USING btree (workspa
 CREATE INDEX executions_gated_due ON public.executions USING btree (endpoint_id, priority DESC, run_after, id) WHERE ((status = 'PENDING'::text) AND gated AND (NOT blocked));
 
 CREATE INDEX executions_job_created ON public.executions USING btree (job_id, created_at DESC, id DESC);
+
+CREATE INDEX executions_last_error_trgm ON public.executions USING gin (last_error public.gin_trgm_ops) WHERE (last_error IS NOT NULL);
 
 CREATE UNIQUE INDEX executions_live_lock_key ON public.executions USING btree (workspace_id, lock_key) WHERE ((lock_key IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text])));
 

@@ -6,11 +6,13 @@
  * Data, seeded in SQL with generate_series (triggers off for the seeding session, so the million
  * rows cost no event rows; an installation that made them one by one would have those too):
  * 100,000 jobs named job-000000 ... (10 endpoints), 1,000,000 executions over two months on the
- * oldest 1,000 jobs (1,000 each; 5% FAILED, 3% CANCELLED, the rest SUCCEEDED), and 1,000,000
- * audit entries. Then ANALYZE.
+ * oldest 1,000 jobs (1,000 each; 5% FAILED, 3% CANCELLED, the rest SUCCEEDED; every FAILED one
+ * says "HTTP 500", one in 50 of them "HTTP 500: read timeout"), and 1,000,000 audit entries.
+ * Then ANALYZE.
  *
  * Figures: p50 and p99 of `executions`, `executions(jobId)`, `executions(status: FAILED)`,
- * `jobs(filter: { search })` and `auditLogConnection`, first page and 50th page, 20 items a page,
+ * `jobs(filter: { search })`, executions searched by job (1,000 matches: the sort) and by error text
+ * (1,000 matches, through the trigram index; 50,000, the newest-first walk), and `auditLogConnection`, first page and 50th page, 20 items a page,
  * each timed ITERATIONS times in turn, and the gateway process's CPU per request. Wall-clock
  * figures on a machine shared with other work are mostly its queueing: read the plans
  * (EXPLAIN ANALYZE on the same data) before blaming a query.
@@ -75,7 +77,8 @@ export async function seed(url: string): Promise<{ workspaceId: string; busyJobI
        insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts,
                                run_after, finished_at, last_error, input, created_at, updated_at)
        select $1, b.id, b.endpoint_id, x.ts, x.status, 1, 5, x.ts, x.ts,
-              case when x.status = 'FAILED' then 'HTTP 500' end, '{}'::jsonb, x.ts, x.ts
+              case when x.status = 'FAILED' then 'HTTP 500' || case when g.i % 1000 = 7 then ': read timeout' else '' end end,
+              '{}'::jsonb, x.ts, x.ts
        from generate_series(0, $2 - 1) g(i)
        join busy b on b.n = g.i % $3
        cross join lateral (
@@ -147,6 +150,20 @@ export async function run(): Promise<Figure[]> {
         // Matches job-001000 ... job-001999: 1,000 of the 100,000.
         variables: { search: 'JOB-001' },
         connection: (d) => d.jobs,
+      },
+      // The search of the Executions screen: each way a search runs (src/db/repositories/execution-list.ts).
+      { name: 'executions(search: job)', query: EXEC, variables: { filter: { search: 'job-000000' } }, connection: (d) => d.executions },
+      {
+        name: 'executions(errorContains: few)',
+        query: EXEC,
+        variables: { filter: { errorContains: 'timeout' } },
+        connection: (d) => d.executions,
+      },
+      {
+        name: 'executions(errorContains: many)',
+        query: EXEC,
+        variables: { filter: { errorContains: 'http 500' } },
+        connection: (d) => d.executions,
       },
       {
         name: 'auditLogConnection',

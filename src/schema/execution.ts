@@ -257,6 +257,14 @@ export const ExecutionFilterInputRef = builder.inputType('ExecutionFilter', {
     trigger: t.field({ type: ExecutionTriggerEnum, description: 'Only executions created this way.' }),
     createdAfter: t.field({ type: DateTimeScalar, description: 'Only executions created at or after this instant.' }),
     createdBefore: t.field({ type: DateTimeScalar, description: 'Only executions created before this instant.' }),
+    search: t.string({
+      description:
+        "Only executions of jobs whose name starts with this (in any case) or whose idempotency key starts with it (exactly), as JobFilter's search. 1 to 200 characters.",
+    }),
+    errorContains: t.string({
+      description:
+        'Only executions whose last error (the one `lastError` shows) contains this text, in any case: `timeout`, `ECONNREFUSED`, `HTTP 503`. 3 to 200 characters.',
+    }),
     order: t.field({ type: ListOrderEnum, description: 'NEWEST_FIRST (default) or OLDEST_FIRST, by creation time.' }),
   }),
 });

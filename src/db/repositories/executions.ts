@@ -1,9 +1,7 @@
 import { LOCK_CLASS } from '../advisory-locks.js';
 import { sql, type Expression, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import { cancelChannel, workChannel } from '../channels.js';
-import type { AttemptRow, DB, ExecutionRow, ExecutionStatus } from '../types.js';
-import type { ListOrder } from './keyset.js';
-import { countAtMost, orderedPage } from './listing.js';
+import type { AttemptRow, DB, ExecutionRow } from '../types.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export interface NewExecutionRow {
@@ -301,75 +299,6 @@ export async function setPendingMaxAttempts(db: Executor, workspaceId: string, j
     .set({ max_attempts: maxAttempts, updated_at: sql<Date>`now()` })
     .where('id', 'in', (eb) => eb.selectFrom('locked').select('locked.id'))
     .execute();
-}
-
-export interface ExecutionListFilter {
-  /** Only these executions (a selection a console made); ids that cannot exist match nothing. */
-  ids?: readonly string[] | null | undefined;
-  jobId?: string | null | undefined;
-  endpointId?: string | null | undefined;
-  /** USER: the workspace's own endpoints; INTERNAL: jobgate's (alert deliveries, reaper, retention). */
-  endpointType?: 'USER' | 'INTERNAL' | null | undefined;
-  status?: ExecutionStatus | null | undefined;
-  statuses?: readonly ExecutionStatus[] | null | undefined;
-  trigger?: 'SCHEDULE' | 'MANUAL' | null | undefined;
-  createdAfter?: Date | null | undefined;
-  createdBefore?: Date | null | undefined;
-}
-
-/**
- * The rows of a workspace's execution list, before order and page. Each filter a list screen
- * uses has an index that serves it newest first: (workspace, created_at), (job, created_at),
- * (endpoint, created_at) and, for the dead-letter view, FAILED ones alone (migration 000017).
- * Undefined when a filter names an id that cannot exist (the list is empty).
- */
-function filteredExecutions(db: Executor, workspaceId: string, f: ExecutionListFilter) {
-  let q = db.selectFrom('executions').where('executions.workspace_id', '=', scoped(workspaceId));
-  if (f.ids) {
-    const ids = f.ids.filter(isUuid);
-    if (ids.length === 0) return undefined;
-    q = q.where('executions.id', 'in', ids);
-  }
-  if (f.jobId) {
-    if (!isUuid(f.jobId)) return undefined;
-    q = q.where('job_id', '=', f.jobId);
-  }
-  if (f.endpointId) {
-    if (!isUuid(f.endpointId)) return undefined;
-    q = q.where('endpoint_id', '=', f.endpointId);
-  }
-  if (f.endpointType) {
-    const type = f.endpointType;
-    q = q.where('endpoint_id', 'in', (eb) =>
-      eb
-        .selectFrom('endpoints')
-        .select('endpoints.id')
-        .where('endpoints.workspace_id', '=', scoped(workspaceId))
-        .where('endpoints.type', '=', type),
-    );
-  }
-  if (f.status) q = q.where('status', '=', f.status);
-  if (f.statuses && f.statuses.length > 0) q = q.where('status', 'in', [...f.statuses]);
-  if (f.trigger) q = q.where('trigger', '=', f.trigger);
-  if (f.createdAfter) q = q.where('created_at', '>=', f.createdAfter);
-  if (f.createdBefore) q = q.where('created_at', '<', f.createdBefore);
-  return q;
-}
-
-export async function listExecutions(
-  db: Executor,
-  workspaceId: string,
-  opts: ExecutionListFilter & { limit: number; afterId?: string | undefined; order?: ListOrder | null | undefined },
-): Promise<ExecutionRow[]> {
-  const base = filteredExecutions(db, workspaceId, opts);
-  if (!base) return [];
-  return orderedPage(base.selectAll(), 'executions', workspaceId, opts).execute();
-}
-
-/** How many executions match, counting at most `limit` (see COUNT_LIMIT). */
-export async function countExecutions(db: Executor, workspaceId: string, filter: ExecutionListFilter, limit: number): Promise<number> {
-  const base = filteredExecutions(db, workspaceId, filter);
-  return base ? countAtMost(db, base, limit) : 0;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { JobPatch, JobRow, JobStatus, NewJob } from '../types.js';
 import type { ListOrder } from './keyset.js';
-import { countAtMost, orderedPage } from './listing.js';
+import { countAtMost, likePrefix, orderedPage, searchedPage } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findJobById(
@@ -136,9 +136,6 @@ export interface JobListFilter {
   search?: string | null | undefined;
 }
 
-/** `%` and `_` match themselves in a prefix search. */
-const likePrefix = (text: string) => `${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 /**
  * The rows of a workspace's job list, before order and page; undefined when a filter names an
  * id that cannot exist. Search is served by two prefix indexes (migration 000017): on
@@ -172,33 +169,9 @@ export async function listJobs(
 ): Promise<JobRow[]> {
   const base = filteredJobs(db, workspaceId, opts);
   if (!base) return [];
-  if (opts.search) {
-    // Few matches: read them all through the prefix indexes (at most SEARCH_SORT_LIMIT + 1, behind
-    // an `offset 0` fence) and sort them, counting them on the way. Left to itself the planner
-    // walks the newest-first index, filtering row by row in the hope of meeting a page of matches
-    // early: when the matches are old (last year's jobs) that walk reads nearly the whole
-    // workspace (176 ms at 100,000 jobs for 1,000 old matches; 8 ms this way, on a loaded machine).
-    const some = base
-      .selectAll()
-      .limit(SEARCH_SORT_LIMIT + 1)
-      .offset(0)
-      .as('some');
-    const counted = db
-      .selectFrom(some)
-      .selectAll()
-      .select(sql<string>`count(*) over ()`.as('matched'))
-      .as('jobs');
-    const matches = db.selectFrom(counted) as unknown as typeof base;
-    const rows = (await orderedPage(matches.selectAll(), 'jobs', workspaceId, opts).execute()) as (JobRow & { matched?: string })[];
-    if (rows.length > 0 && Number(rows[0]!.matched) <= SEARCH_SORT_LIMIT) return rows.map(({ matched: _m, ...row }) => row as JobRow);
-    // Many matches (or none after the cursor: an arbitrary few could not tell): dense enough that
-    // the newest-first walk meets a page of them soon.
-  }
+  if (opts.search) return searchedPage(db, base, 'jobs', workspaceId, opts);
   return orderedPage(base.selectAll(), 'jobs', workspaceId, opts).execute();
 }
-
-/** Up to this many matches, a search reads and sorts them all; past it, it walks the newest-first index. */
-const SEARCH_SORT_LIMIT = 2000;
 
 /** How many jobs match, counting at most `limit` (see COUNT_LIMIT). */
 export async function countJobs(db: Executor, workspaceId: string, filter: JobListFilter, limit: number): Promise<number> {

@@ -9,6 +9,15 @@ import type { Executor } from './scope.js';
 
 type Listed = 'jobs' | 'executions';
 
+/** `%`, `_` and `\` match themselves in a LIKE pattern. */
+const likeEscaped = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/** A LIKE pattern for text starting with `text`. */
+export const likePrefix = (text: string) => `${likeEscaped(text)}%`;
+
+/** A LIKE pattern for text containing `text`. */
+export const likeInfix = (text: string) => `%${likeEscaped(text)}%`;
+
 /** One page of `base` by (created_at, id), newest first unless `order` says otherwise, after the cursor row. */
 export function orderedPage<T extends Listed, O>(
   base: SelectQueryBuilder<DB, T, O>,
@@ -25,8 +34,8 @@ export function orderedPage<T extends Listed, O>(
     .limit(opts.limit);
 }
 
-/** How many rows `base` matches, counting at most `limit` (see COUNT_LIMIT): a scan stops there. */
-export async function countAtMost<T extends Listed, O>(db: Executor, base: SelectQueryBuilder<DB, T, O>, limit: number): Promise<number> {
+/** How many rows `base` (any query: only its rows are counted) matches, counting at most `limit` (see COUNT_LIMIT): a scan stops there. */
+export async function countAtMost(db: Executor, base: SelectQueryBuilder<any, any, unknown>, limit: number): Promise<number> {
   const row = await db
     .selectFrom(
       base
@@ -37,4 +46,47 @@ export async function countAtMost<T extends Listed, O>(db: Executor, base: Selec
     .select((eb) => eb.fn.countAll<string>().as('n'))
     .executeTakeFirstOrThrow();
   return Number(row.n);
+}
+
+/** Up to this many matches, a search reads and sorts them all; past it, it walks the newest-first index. */
+export const SEARCH_SORT_LIMIT = 2000;
+
+/**
+ * One page of a searched list (`base` holds a search condition that an index serves: a prefix on
+ * a name, a trigram on an error). Few matches: read them all through that index (at most
+ * SEARCH_SORT_LIMIT + 1, behind an `offset 0` fence) and sort them, counting them on the way. Left
+ * to itself the planner walks the newest-first index, filtering row by row in the hope of meeting
+ * a page of matches early: when the matches are old (last year's jobs) that walk reads nearly the
+ * whole workspace (176 ms at 100,000 jobs for 1,000 old matches; 8 ms this way, on a loaded
+ * machine). Many matches (or none after the cursor: an arbitrary few could not tell): dense
+ * enough that the newest-first walk meets a page of them soon. `candidates`: where the few are
+ * read from when `base` alone would not reach them through an index (at most
+ * SEARCH_SORT_LIMIT + 1 of `base`'s rows, every column).
+ */
+export async function searchedPage<T extends Listed, O>(
+  db: Executor,
+  base: SelectQueryBuilder<DB, T, O>,
+  table: T,
+  workspaceId: string,
+  opts: { limit: number; afterId?: string | undefined; order?: ListOrder | null | undefined },
+  candidates: SelectQueryBuilder<any, any, unknown> = base.selectAll().limit(SEARCH_SORT_LIMIT + 1),
+) {
+  const some = candidates.offset(0).as('some');
+  const counted = db
+    .selectFrom(some)
+    .selectAll()
+    .select(sql<string>`count(*) over ()`.as('matched'))
+    .as(table);
+  const matches = db.selectFrom(counted) as unknown as typeof base;
+  const rows = await orderedPage(matches.selectAll(), table, workspaceId, opts).execute();
+  const first = rows[0] as { matched?: string } | undefined;
+  if (first && Number(first.matched) <= SEARCH_SORT_LIMIT) {
+    return rows.map((row) => {
+      const { matched: _m, ...rest } = row as typeof row & { matched?: string };
+      return rest as typeof row;
+    });
+  }
+  // None after the cursor: were they few (the list ends here), or more than were read?
+  if (!first && (await countAtMost(db, candidates, SEARCH_SORT_LIMIT + 1)) <= SEARCH_SORT_LIMIT) return [];
+  return orderedPage(base.selectAll(), table, workspaceId, opts).execute();
 }

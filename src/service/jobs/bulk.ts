@@ -21,7 +21,7 @@
  */
 import { z } from 'zod';
 import type { Transaction } from 'kysely';
-import * as executionsRepo from '../../db/repositories/executions.js';
+import * as executionList from '../../db/repositories/execution-list.js';
 import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate, mutateEach } from '../kernel/audited-mutation.js';
@@ -172,7 +172,7 @@ export function createBulkService(ctx: ServiceContext) {
         const limit = parseInput(limitSchema, raw.limit, ['limit']) ?? DEFAULT_BULK_LIMIT;
         const wanted = filter.statuses?.length ? statuses.filter((s) => filter.statuses!.includes(s)) : statuses;
         if (wanted.length === 0) return { ids: [], more: false };
-        const rows = await executionsRepo.listExecutions(trx, actor.workspaceId, {
+        const rows = await executionList.listExecutions(trx, actor.workspaceId, {
           ...filter,
           status: undefined,
           statuses: wanted,

@@ -3,6 +3,7 @@
  * attempts, and cron previews. Reads only; any authenticated caller.
  */
 import * as executionsRepo from '../../db/repositories/executions.js';
+import * as executionList from '../../db/repositories/execution-list.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
 import { waitingReasons } from '../../db/statements/waiting.js';
 import { seesInstallation, type Actor } from '../kernel/actor.js';
@@ -75,8 +76,8 @@ export function createJobReads(ctx: ServiceContext) {
     },
 
     /**
-     * Executions, newest first unless `order` says otherwise; by job, endpoint, statuses, trigger
-     * and creation time. An id of another workspace yields an empty list. VALIDATION_FAILED for a
+     * Executions, newest first unless `order` says otherwise; by job, endpoint, statuses, trigger,
+     * creation time, a job's name or key (a prefix) and text in the last error. An id of another workspace yields an empty list. VALIDATION_FAILED for a
      * bad filter.
      */
     async executions(actor: Actor, rawFilter: ExecutionFilter = {}, rawPage: PageInput = {}): Promise<Connection<Execution>> {
@@ -85,8 +86,8 @@ export function createJobReads(ctx: ServiceContext) {
       const size = pageSize(page);
       const afterId = page.after ? decodeCursor(page.after) : undefined;
       const from = ctx.reader(actor);
-      const rows = await executionsRepo.listExecutions(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
-      return toConnection(rows, size, toExecution, () => executionsRepo.countExecutions(from, actor.workspaceId, filter, COUNT_LIMIT));
+      const rows = await executionList.listExecutions(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      return toConnection(rows, size, toExecution, () => executionList.countExecutions(from, actor.workspaceId, filter, COUNT_LIMIT));
     },
 
     /**

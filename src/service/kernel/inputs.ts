@@ -422,6 +422,9 @@ export const executionFilterSchema = z
     trigger: z.enum(['SCHEDULE', 'MANUAL']).nullish(),
     createdAfter: dateSchema.nullish(),
     createdBefore: dateSchema.nullish(),
+    search: text().min(1).max(200).nullish(),
+    // Under three characters a trigram index has nothing to look up: every error would be read.
+    errorContains: text().min(3).max(200).nullish(),
     order: listOrder.nullish(),
   })
   .refine((f) => !(f.createdAfter && f.createdBefore) || f.createdAfter < f.createdBefore, {
