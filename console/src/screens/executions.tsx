@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { ExecutionFilter, ExecutionStatus } from '../gql/graphql.ts';
+import { executionSearchParams, executionSearchText } from '../lib/execution-search.ts';
 import { formatCount, truncate } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
@@ -121,6 +122,11 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
   const from = search.get('from');
   const to = search.get('to');
   const includeInternal = search.get('internal') === '1';
+  const jobSearch = search.get('q') ?? '';
+  const errorText = search.get('error') ?? '';
+  const applied = executionSearchText(search);
+  const [text, setText] = useState(applied);
+  useEffect(() => setText(applied), [applied]);
   const order = search.get('order') === 'OLDEST_FIRST' ? 'OLDEST_FIRST' : null;
   const size = pageSizeFrom(search);
   const page = pageFromSearch(search);
@@ -131,6 +137,8 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
     ...(endpointId ? { endpointId } : {}),
     ...(from ? { createdAfter: from } : {}),
     ...(to ? { createdBefore: to } : {}),
+    ...(jobSearch ? { search: jobSearch } : {}),
+    ...(errorText ? { errorContains: errorText } : {}),
     // jobgate's own work (alert deliveries, the reaper, retention) only when asked for.
     ...(includeInternal ? {} : { endpointType: 'USER' as const }),
     ...(order ? { order } : {}),
@@ -204,7 +212,27 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
           </Link>
         ))}
       </nav>
-      <div className="filters">
+      <form
+        className="filters"
+        role="search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          go(executionSearchParams(text, q.data?.endpoints.nodes ?? []));
+        }}
+      >
+        <label className="wide">
+          Job name or key, error text
+          <input
+            type="search"
+            value={text}
+            onChange={(e) => setText(e.target.value)}
+            placeholder='nightly, or status:failed endpoint:billing error:"timeout"'
+          />
+        </label>
+        {/* Until the endpoints are known, endpoint:<name> could not be read. */}
+        <button type="submit" disabled={!q.data}>
+          Search
+        </button>
         <label>
           Endpoint
           <select value={endpointId} onChange={(e) => go({ endpoint: e.target.value })}>
@@ -256,7 +284,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
             Retry all matching
           </button>
         )}
-      </div>
+      </form>
       {can('OPERATOR') && (
         <BulkBar selection={selection} noun="executions" matching={matching} capped={capped} note={bulkNote}>
           <button type="button" onClick={() => void bulk('retry')} disabled={retryAll.pending}>
@@ -275,8 +303,8 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         <Empty>
           {deadLetter
             ? 'The dead-letter queue is empty: no execution has failed its last attempt.'
-            : status || endpointId || from || to || includeInternal
-              ? 'No execution matches: choose another status, endpoint or time range.'
+            : applied || status || endpointId || from || to || includeInternal
+              ? 'No execution matches: change the search, or choose another status, endpoint or time range.'
               : 'No executions yet: create a job and it runs here.'}
         </Empty>
       ) : (
