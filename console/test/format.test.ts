@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   addSample,
+  cursorText,
   formatCount,
   formatDuration,
   formatClock,
@@ -103,5 +104,24 @@ describe('run progress', () => {
       { at: 20_000, processed: 20 },
     ]);
     expect(addSample(s, { at: 21_000, processed: 3 }, 10_000)).toEqual([{ at: 21_000, processed: 3 }]);
+  });
+});
+
+describe("a run's cursor", () => {
+  const b64 = (s: string) => btoa(String.fromCharCode(...new TextEncoder().encode(s)));
+
+  it('shows a JSON cursor pretty-printed, a text one as text, and bytes as the base64 they came as', () => {
+    expect(cursorText(b64('{"table":"orders","after":41}'))).toEqual({
+      text: '{\n  "table": "orders",\n  "after": 41\n}',
+      decoded: 'json',
+    });
+    expect(cursorText(b64('orders/2026-12-04/é'))).toEqual({ text: 'orders/2026-12-04/é', decoded: 'text' });
+    expect(cursorText('AAECAw==')).toEqual({ text: 'AAECAw==', decoded: 'base64' }); // 00 01 02 03
+    expect(cursorText('//79')).toEqual({ text: '//79', decoded: 'base64' }); // not UTF-8
+  });
+
+  it('is null before the first checkpoint', () => {
+    expect(cursorText(null)).toBeNull();
+    expect(cursorText('')).toBeNull();
   });
 });

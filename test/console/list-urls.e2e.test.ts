@@ -1,7 +1,7 @@
 /**
  * Every list's view is in its URL: the Runs list (status, page size, page), the Audit log (action
- * and result filters, page size, page) and a run's findings (kind and severity) come back the same
- * after a reload, and Back returns to the view before. A real browser against a real jobgate
+ * and result filters, page size, page), a run's findings (kind and severity) and the Executions
+ * screen's search come back the same after a reload, and Back returns to the view before. A real browser against a real jobgate
  * process.
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -157,5 +157,52 @@ describe("a list's view in its URL", { timeout: 90_000 }, () => {
     expect(await page.getByLabel('Kind').inputValue()).toBe('orphan');
     expect(await page.getByLabel('Severity').inputValue()).toBe('ERROR');
     expect((await page.getByTestId('findings').locator('tbody tr').allTextContents()).join()).toMatch(/r-6.*r-12|r-12.*r-6/);
+  });
+
+  it("shows a run's params and its cursor, decoded", async () => {
+    const run = (await t.query(`select id from runs where name = 'list.scan' and processed = 16`)).rows[0].id as string;
+    await t.query(
+      `update runs set params = '{"table": "orders", "dryRun": true}', cursor = convert_to('{"next": 40}', 'UTF8') where id = $1`,
+      [run],
+    );
+    await page.goto(`${world.origin}/console/runs/${run}`);
+    await expect
+      .poll(() => page.getByTestId('run-params').textContent(), { timeout: 10_000 })
+      .toBe('{\n  "table": "orders",\n  "dryRun": true\n}');
+    expect(await page.getByTestId('run-cursor').textContent()).toBe('{\n  "next": 40\n}');
+  });
+
+  it('finds executions with the search syntax and shows the same search after a reload', async () => {
+    for (const name of ['url.billing', 'url.mail']) await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName: name });
+    const later = new Date(Date.now() + 3_600_000);
+    const failed = async (endpointName: string, name: string, error: string) => {
+      const { job } = await t.service.createJob(t.actor, { endpointName, kind: 'DELAYED', runAt: later, name });
+      await t.query(`update executions set status = 'FAILED', attempt_count = 1, last_error = $2 where job_id = $1`, [job.id, error]);
+    };
+    await failed('url.billing', 'nightly invoices', 'HTTP 504: gateway timeout');
+    await failed('url.billing', 'nightly refunds', 'connect ECONNREFUSED');
+    await failed('url.mail', 'nightly digest', 'smtp gateway timeout');
+    await failed('url.billing', 'weekly invoices', 'HTTP 504: gateway timeout');
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Executions', exact: true }).click();
+    await page.getByRole('heading', { name: 'Executions', exact: true }).waitFor();
+    const box = page.getByRole('searchbox', { name: /Job name or key/ });
+    await box.fill('status:failed endpoint:billing error:"gateway timeout" nightly');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await page.getByRole('heading', { name: 'Dead-letter queue' }).waitFor();
+    const jobs = () => page.getByTestId('executions').locator('tbody tr td:nth-child(3)').allTextContents();
+    await expect.poll(jobs, { timeout: 10_000 }).toEqual(['nightly invoices']);
+    const billing = (await t.query(`select id from endpoints where name = 'url.billing'`)).rows[0].id as string;
+    expect(Object.fromEntries(search())).toEqual({ status: 'FAILED', endpoint: billing, error: 'gateway timeout', q: 'nightly' });
+    expect(await box.inputValue()).toBe('error:"gateway timeout" nightly');
+
+    await page.reload();
+    await expect.poll(jobs, { timeout: 10_000 }).toEqual(['nightly invoices']);
+    expect(await box.inputValue()).toBe('error:"gateway timeout" nightly');
+    expect(await page.getByRole('combobox', { name: /^Endpoint/ }).inputValue()).toBe(billing);
+    await screenshot(page, 'executions-searched');
+    // Clearing the search keeps the status and endpoint, which have their own controls.
+    await box.fill('');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await expect.poll(jobs, { timeout: 10_000 }).toEqual(['weekly invoices', 'nightly refunds', 'nightly invoices']);
   });
 });

@@ -146,3 +146,25 @@ export function truncate(text: string | null | undefined, max: number): string {
   if (!text) return '';
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
+
+/**
+ * A run's cursor (base64 from the API) for people: pretty JSON when it decodes to JSON, the text
+ * when it decodes to printable UTF-8, else the base64 itself (bytes only its handler reads).
+ * `decoded` says which; null for no cursor (before the first checkpoint).
+ */
+export function cursorText(base64: string | null | undefined): { text: string; decoded: 'json' | 'text' | 'base64' } | null {
+  if (!base64) return null;
+  let text: string;
+  try {
+    const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return { text: base64, decoded: 'base64' };
+  }
+  try {
+    return { text: JSON.stringify(JSON.parse(text), null, 2), decoded: 'json' };
+  } catch {
+    // Control characters other than tabs and line ends: binary, shown as it came.
+    return /[\u0000-\u0008\u000e-\u001f\u007f]/.test(text) ? { text: base64, decoded: 'base64' } : { text, decoded: 'text' };
+  }
+}

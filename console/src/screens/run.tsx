@@ -2,7 +2,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { FindingRowFragment, RunQuery, Severity } from '../gql/graphql.ts';
 import { ApiError } from '../lib/api.ts';
-import { addSample, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
+import { addSample, cursorText, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
 import { useMutation, useQuery, useSession, useSubscription } from '../lib/hooks.ts';
 import { emptyLog, withLive, withPage, type FollowedLog } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
@@ -173,6 +173,18 @@ function useFindings(runId: string, kind: string, severity: Severity | '', onLiv
 }
 
 /** A run: its progress, live, and its findings; the findings' kind and severity filters are in the URL. */
+/** The last checkpoint's cursor: decoded when it is JSON or text, else the base64 its handler reads. */
+function RunCursor({ base64 }: { base64: string | null | undefined }) {
+  const cursor = cursorText(base64);
+  if (!cursor) return <span className="muted">none yet: no checkpoint</span>;
+  return (
+    <>
+      <pre data-testid="run-cursor">{cursor.text}</pre>
+      {cursor.decoded === 'base64' && <span className="muted">base64: bytes only its handler reads</span>}
+    </>
+  );
+}
+
 export function RunScreen({ id, search }: { id: string; search: URLSearchParams }) {
   const kind = search.get('kind') ?? '';
   const severity = (SEVERITIES as string[]).includes(search.get('severity') ?? '') ? (search.get('severity') as Severity) : '';
@@ -282,6 +294,14 @@ export function RunScreen({ id, search }: { id: string; search: URLSearchParams 
         <dd>
           <pre>{JSON.stringify(run.stats, null, 2)}</pre>
         </dd>
+        <dt>Params</dt>
+        <dd>
+          <pre data-testid="run-params">{JSON.stringify(run.params, null, 2)}</pre>
+        </dd>
+        <dt>Cursor</dt>
+        <dd>
+          <RunCursor base64={run.cursor} />
+        </dd>
       </dl>
       <h2>Findings</h2>
       <ul className="counts">
@@ -325,36 +345,38 @@ export function RunScreen({ id, search }: { id: string; search: URLSearchParams 
           </Empty>
         )
       ) : (
-        <table data-testid="findings">
-          <thead>
-            <tr>
-              <th scope="col">Kind</th>
-              <th scope="col">Severity</th>
-              <th scope="col">Resource</th>
-              <th scope="col">Detail</th>
-              <th scope="col">Recorded</th>
-            </tr>
-          </thead>
-          <tbody>
-            {shown.map((f) => (
-              <tr key={f.id}>
-                <td>{f.kind}</td>
-                <td>
-                  <Status value={f.severity} />
-                </td>
-                <td>
-                  <code>{f.resourceId}</code>
-                </td>
-                <td>
-                  <code>{JSON.stringify(f.detail)}</code>
-                </td>
-                <td>
-                  <Time iso={f.createdAt} />
-                </td>
+        <div className="table-box" tabIndex={0} role="region" aria-label="Findings">
+          <table data-testid="findings">
+            <thead>
+              <tr>
+                <th scope="col">Kind</th>
+                <th scope="col">Severity</th>
+                <th scope="col">Resource</th>
+                <th scope="col">Detail</th>
+                <th scope="col">Recorded</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {shown.map((f) => (
+                <tr key={f.id}>
+                  <td>{f.kind}</td>
+                  <td>
+                    <Status value={f.severity} />
+                  </td>
+                  <td>
+                    <code>{f.resourceId}</code>
+                  </td>
+                  <td>
+                    <code>{JSON.stringify(f.detail)}</code>
+                  </td>
+                  <td>
+                    <Time iso={f.createdAt} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {!findings.log.complete && shown.length > 0 && (
         <p className="muted">
