@@ -70,37 +70,40 @@ export function AuditScreen({ search }: { search: URLSearchParams }) {
         <Empty>No entries{applied.action || applied.resultCode ? ' match: clear the filters' : ''}. Every mutation is recorded here.</Empty>
       ) : (
         <>
-          <table data-testid="audit">
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Action</th>
-                <th scope="col">Actor</th>
-                <th scope="col">Target</th>
-                <th scope="col">Result</th>
-                <th scope="col">Input</th>
-              </tr>
-            </thead>
-            <tbody>
-              {q.data.auditLog.entries.map((e) => (
-                <tr key={e.id}>
-                  <td>
-                    <Time iso={e.createdAt} />
-                  </td>
-                  <td>{e.action}</td>
-                  <td>
-                    {e.actorKind}
-                    {e.actorKeyId && <span className="muted"> ({e.actorKeyId.slice(0, 8)})</span>}
-                  </td>
-                  <td>{e.targetType ? `${e.targetType} ${e.targetId?.slice(0, 8) ?? ''}` : '—'}</td>
-                  <td>{e.resultCode}</td>
-                  <td>
-                    <code>{JSON.stringify(e.input).slice(0, 120)}</code>
-                  </td>
+          {/* A table that scrolls sideways on a phone takes the focus, so a keyboard can scroll it. */}
+          <div className="table-box" tabIndex={0} role="region" aria-label="Audit entries">
+            <table data-testid="audit">
+              <thead>
+                <tr>
+                  <th scope="col">When</th>
+                  <th scope="col">Action</th>
+                  <th scope="col">Actor</th>
+                  <th scope="col">Target</th>
+                  <th scope="col">Result</th>
+                  <th scope="col">Input</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {q.data.auditLog.entries.map((e) => (
+                  <tr key={e.id}>
+                    <td>
+                      <Time iso={e.createdAt} />
+                    </td>
+                    <td>{e.action}</td>
+                    <td>
+                      {e.actorKind}
+                      {e.actorKeyId && <span className="muted"> ({e.actorKeyId.slice(0, 8)})</span>}
+                    </td>
+                    <td>{e.targetType ? `${e.targetType} ${e.targetId?.slice(0, 8) ?? ''}` : '—'}</td>
+                    <td>{e.resultCode}</td>
+                    <td>
+                      <code>{JSON.stringify(e.input).slice(0, 120)}</code>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
           <Pager
             stack={page}
             hasNext={q.data.auditLog.nextCursor !== null}
