@@ -301,7 +301,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         !q.error && <Loading />
       ) : q.data.executions.nodes.length === 0 ? (
         <Empty>
-          {deadLetter
+          {deadLetter && !(applied || endpointId || from || to)
             ? 'The dead-letter queue is empty: no execution has failed its last attempt.'
             : applied || status || endpointId || from || to || includeInternal
               ? 'No execution matches: change the search, or choose another status, endpoint or time range.'

@@ -59,9 +59,10 @@ async function jobsOfSearch(db: Executor, ws: string, search: string | null | un
  * created_at), however few or many executions it has. Given the searched jobs as a subquery, or as
  * a list (`job_id = any(...)`), the planner judged by the average job (a thousand executions each
  * in the bench's data) and walked the newest-first index or the table, filtering row by row: at
- * 1,000,000 executions, a page and its count took 204 ms for one job's 1,000 executions and over a
- * second for 1,000 jobs with none; this way 5 ms and 20 ms. `base` must not hold the search's jobs
- * itself: every probe would search that list in full (1,000 jobs: 140 ms).
+ * 1,000,000 executions, a page took 204 ms for one job's 1,000 executions, and a page and its
+ * count over a second for 1,000 jobs with none; this way, page and count, 5 ms and 20 ms. `base`
+ * must not hold the search's jobs itself: every probe would search that list in full (1,000
+ * jobs: 140 ms).
  */
 function perJob(db: Executor, ws: string, jobs: string[], base: Filtered, limit: number) {
   return db

@@ -58,9 +58,10 @@ export const SEARCH_SORT_LIMIT = 2000;
  * to itself the planner walks the newest-first index, filtering row by row in the hope of meeting
  * a page of matches early: when the matches are old (last year's jobs) that walk reads nearly the
  * whole workspace (176 ms at 100,000 jobs for 1,000 old matches; 8 ms this way, on a loaded
- * machine). Many matches (or none after the cursor: an arbitrary few could not tell): dense
- * enough that the newest-first walk meets a page of them soon. `candidates`: where the few are
- * read from when `base` alone would not reach them through an index (at most
+ * machine). Many matches: dense enough that the newest-first walk meets a page of them soon. None
+ * after the cursor: a bounded count tells the end of a few (the list ends; the walk would read
+ * the whole workspace to find nothing) from a page past the few that were read. `candidates`:
+ * where the few are read from when `base` alone would not reach them through an index (at most
  * SEARCH_SORT_LIMIT + 1 of `base`'s rows, every column).
  */
 export async function searchedPage<T extends Listed, O>(
