@@ -12,6 +12,7 @@ const graphqlEntry = require.resolve('graphql');
 
 /** Tests of pure code: no database, no global setup, no child process. */
 const UNIT = [
+  'console/test/execution-search.test.ts',
   'console/test/format.test.ts',
   'console/test/live-state.test.ts',
   'console/test/paging.test.ts',
@@ -19,6 +20,7 @@ const UNIT = [
   'console/test/search-syntax.test.ts',
   'test/environment.test.ts',
   'test/console/serve.test.ts',
+  'test/db/advisory-locks.test.ts',
   'test/db/migrations-frozen.test.ts',
   'test/graphql/schema-policy.test.ts',
   'test/metrics/environment.test.ts',
