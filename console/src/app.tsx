@@ -24,6 +24,7 @@ const JobsScreen = screen(() => import('./screens/jobs.tsx'), 'JobsScreen');
 const JobScreen = screen(() => import('./screens/job.tsx'), 'JobScreen');
 const NewJobScreen = screen(() => import('./screens/new-job.tsx'), 'NewJobScreen');
 const EndpointsScreen = screen(() => import('./screens/endpoints.tsx'), 'EndpointsScreen');
+const EndpointScreen = screen(() => import('./screens/endpoint.tsx'), 'EndpointScreen');
 const ExecutionsScreen = screen(() => import('./screens/executions.tsx'), 'ExecutionsScreen');
 const ExecutionScreen = screen(() => import('./screens/execution.tsx'), 'ExecutionScreen');
 const RunsScreen = screen(() => import('./screens/runs.tsx'), 'RunsScreen');
@@ -302,7 +303,7 @@ function Screen({ route, search }: { route: string[]; search: URLSearchParams })
     case 'handlers':
       return <HandlersScreen />;
     case 'endpoints':
-      return <EndpointsScreen />;
+      return id ? <EndpointScreen id={id} /> : <EndpointsScreen />;
     case 'alerts':
       return id ? <AlertScreen id={id} /> : <AlertsScreen search={search} />;
     case 'audit':

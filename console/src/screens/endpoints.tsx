@@ -64,7 +64,7 @@ const EndpointsDocument = graphql(`
 `);
 
 /** "5 per 1.0 s (burst 5)": a rate limit as its bucket reads. */
-const rate = (r: { count: number; periodMs: number; burst: number }) =>
+export const rate = (r: { count: number; periodMs: number; burst: number }) =>
   `${formatCount(r.count)} per ${formatDuration(r.periodMs)} (burst ${formatCount(r.burst)})`;
 
 const EndpointsExecutionsDocument = graphql(`
@@ -194,7 +194,14 @@ export function EndpointsScreen() {
               {q.data.endpoints.nodes.map((e) => (
                 <tr key={e.id}>
                   <th scope="row">
-                    <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.id)}`}>{e.name}</Link>
+                    <Link to={href('endpoints', e.id)}>{e.name}</Link>{' '}
+                    <Link
+                      to={`${href('executions')}?endpoint=${encodeURIComponent(e.id)}`}
+                      className="muted"
+                      ariaLabel={`Executions of ${e.name}`}
+                    >
+                      executions
+                    </Link>
                   </th>
                   <td data-testid="endpoint-state">
                     {e.pausedAt ? (
@@ -328,7 +335,7 @@ interface RetryAfterHold {
 }
 
 /** Is a hold its target asked for in force at `now`? */
-function held<E extends { retryAfterHold?: RetryAfterHold | null }>(
+export function held<E extends { retryAfterHold?: RetryAfterHold | null }>(
   endpoint: E,
   now: number,
 ): endpoint is E & { retryAfterHold: RetryAfterHold } {
@@ -339,7 +346,7 @@ function held<E extends { retryAfterHold?: RetryAfterHold | null }>(
  * A hold the endpoint's target asked for (a 429 or 503 with Retry-After): until when, how long from
  * now, and which answer asked for it. No execution of the endpoint starts before then.
  */
-function RetryAfterHoldNote({ hold, now }: { hold: RetryAfterHold; now: number }) {
+export function RetryAfterHoldNote({ hold, now }: { hold: RetryAfterHold; now: number }) {
   return (
     <span className="hold" data-testid="endpoint-hold">
       Held by its target until <Time iso={hold.until} /> ({formatRelative(hold.until, now)}; {hold.statusCode} Retry-After)
@@ -356,7 +363,7 @@ function RetryAfterHoldNote({ hold, now }: { hold: RetryAfterHold; now: number }
  * with, unless the user typed again while it was on its way; `changed`: the fields differ from the
  * server's value.
  */
-function useDraft<T extends Record<string, string>>(
+export function useDraft<T extends Record<string, string>>(
   saved: T,
 ): { draft: T; edit(draft: T): void; settle(sent: T, answer: T): void; changed: boolean } {
   const key = JSON.stringify(saved);
@@ -374,7 +381,7 @@ function useDraft<T extends Record<string, string>>(
  * Where a refusal shows: under the control, announced (role=alert), and named by the fields it
  * concerns (aria-describedby, aria-invalid) so a screen reader reads it on the field too.
  */
-function useFieldError(error: ApiError | null): { id: string; fieldProps: { 'aria-invalid'?: true; 'aria-describedby'?: string } } {
+export function useFieldError(error: ApiError | null): { id: string; fieldProps: { 'aria-invalid'?: true; 'aria-describedby'?: string } } {
   const id = useId();
   return { id, fieldProps: error ? { 'aria-invalid': true, 'aria-describedby': id } : {} };
 }
@@ -414,7 +421,7 @@ const LIMIT_WORDS = {
  * One of the endpoint's attempts-in-flight limits (its total, or per concurrency key), changed in
  * place: empty removes it. After a save the field keeps the focus the vanishing Save button had.
  */
-function LimitField({
+export function LimitField({
   endpoint,
   field,
   onDone,
@@ -481,7 +488,15 @@ const RATE_WORDS = {
  * starts per so many seconds, in bursts of up to so many. An empty count removes it; an empty period
  * is a second; an empty burst is the count (the API's default).
  */
-function RateLimitField({ endpoint, field, onDone }: { endpoint: EndpointLimits; field: 'rateLimit' | 'keyRateLimit'; onDone(): void }) {
+export function RateLimitField({
+  endpoint,
+  field,
+  onDone,
+}: {
+  endpoint: EndpointLimits;
+  field: 'rateLimit' | 'keyRateLimit';
+  onDone(): void;
+}) {
   const set = useMutation(UpdateEndpointLimitsDocument);
   const words = RATE_WORDS[field];
   const { draft, edit, settle, changed } = useDraft(rateDraft(endpoint[field]));
