@@ -106,6 +106,15 @@ describe("an endpoint's page", { timeout: 120_000 }, () => {
     expect(await page.getByTestId('endpoint-timeout').textContent()).toBe('2.5 s');
     expect(await page.getByTestId('endpoint-description').textContent()).toBe('Sends the invoices');
 
+    // Headers that are not JSON are said at their field before anything is sent.
+    const headers = form.getByLabel('Extra headers (a JSON object of name to value; empty: none)', { exact: true });
+    await headers.fill('{oops');
+    await form.getByRole('button', { name: 'Save changes' }).click();
+    expect(await form.getByTestId('headers-error').textContent()).toContain('is not JSON');
+    expect(await headers.getAttribute('aria-invalid')).toBe('true');
+    await headers.fill('');
+    await form.getByTestId('headers-error').waitFor({ state: 'detached' });
+
     // Refused (over 100 attempts): said at the field, and the description sent with it is not changed either.
     await maxAttempts.fill('500');
     await description.fill('Not saved');
