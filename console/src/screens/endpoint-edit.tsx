@@ -6,7 +6,7 @@
  */
 import { useState, type ReactNode } from 'react';
 import { graphql } from '../gql/index.ts';
-import type { EndpointSettingsFragment, HttpMethod, UpdateEndpointInput } from '../gql/graphql.ts';
+import type { EndpointKind, EndpointSettingsFragment, HttpMethod, UpdateEndpointInput } from '../gql/graphql.ts';
 import { ApiError } from '../lib/api.ts';
 import { useMutation } from '../lib/hooks.ts';
 import { ErrorBox } from '../ui/common.tsx';
@@ -165,49 +165,7 @@ export function EditEndpoint({ endpoint, onDone }: { endpoint: EndpointSettingsF
       }}
     >
       <h2 id="edit-title">Edit</h2>
-      {endpoint.kind === 'HTTP' ? (
-        <>
-          {field('url', 'URL', (p) => (
-            <input type="url" required {...p} />
-          ))}
-          {field('method', 'Method', (p) => (
-            <select {...p}>
-              {(['POST', 'PUT', 'PATCH', 'GET', 'DELETE'] satisfies HttpMethod[]).map((m) => (
-                <option key={m}>{m}</option>
-              ))}
-            </select>
-          ))}
-          {field('headers', 'Extra headers (a JSON object of name to value; empty: none)', (p) => (
-            <textarea rows={3} spellCheck={false} {...p} />
-          ))}
-          {field('timeoutMs', 'Timeout per attempt, in milliseconds (empty: the default)', (p) => (
-            <input type="number" inputMode="numeric" {...p} />
-          ))}
-        </>
-      ) : (
-        field('handlerName', 'Handler name', (p) => <input required {...p} />)
-      )}
-      {field('description', 'Description (empty: none)', (p) => (
-        <input {...p} />
-      ))}
-      {field('maxAttempts', 'Max attempts, 1 to 100 (empty: the default)', (p) => (
-        <input type="number" inputMode="numeric" {...p} />
-      ))}
-      {field('backoffBaseMs', 'First retry delay, in milliseconds', (p) => (
-        <input type="number" inputMode="numeric" required {...p} />
-      ))}
-      {field('backoffMaxMs', 'Longest retry delay, in milliseconds', (p) => (
-        <input type="number" inputMode="numeric" required {...p} />
-      ))}
-      {field('jitter', 'Retry delays', (p) => (
-        <select {...p}>
-          <option value="true">randomised (jitter)</option>
-          <option value="false">exact (no jitter)</option>
-        </select>
-      ))}
-      {field('defaultPriority', 'Default priority, -100 to 100 (empty: 0)', (p) => (
-        <input type="number" inputMode="numeric" {...p} />
-      ))}
+      <Fields kind={endpoint.kind} field={field} />
       <ErrorBox error={rest} title="Not changed" />
       {done && !changed && (
         <p className="ok" role="status">
@@ -262,5 +220,58 @@ function FormField({
         </div>
       )}
     </div>
+  );
+}
+
+type FieldOf = (name: Field, label: string, control: (props: ControlProps) => ReactNode) => ReactNode;
+
+/** The form's fields: an HTTP target's or a handler's, then those of every endpoint. */
+function Fields({ kind, field }: { kind: EndpointKind; field: FieldOf }) {
+  return (
+    <>
+      {kind === 'HTTP' ? (
+        <>
+          {field('url', 'URL', (p) => (
+            <input type="url" required {...p} />
+          ))}
+          {field('method', 'Method', (p) => (
+            <select {...p}>
+              {(['POST', 'PUT', 'PATCH', 'GET', 'DELETE'] satisfies HttpMethod[]).map((m) => (
+                <option key={m}>{m}</option>
+              ))}
+            </select>
+          ))}
+          {field('headers', 'Extra headers (a JSON object of name to value; empty: none)', (p) => (
+            <textarea rows={3} spellCheck={false} {...p} />
+          ))}
+          {field('timeoutMs', 'Timeout per attempt, in milliseconds (empty: the default)', (p) => (
+            <input type="number" inputMode="numeric" {...p} />
+          ))}
+        </>
+      ) : (
+        field('handlerName', 'Handler name', (p) => <input required {...p} />)
+      )}
+      {field('description', 'Description (empty: none)', (p) => (
+        <input {...p} />
+      ))}
+      {field('maxAttempts', 'Max attempts, 1 to 100 (empty: the default)', (p) => (
+        <input type="number" inputMode="numeric" {...p} />
+      ))}
+      {field('backoffBaseMs', 'First retry delay, in milliseconds', (p) => (
+        <input type="number" inputMode="numeric" required {...p} />
+      ))}
+      {field('backoffMaxMs', 'Longest retry delay, in milliseconds', (p) => (
+        <input type="number" inputMode="numeric" required {...p} />
+      ))}
+      {field('jitter', 'Retry delays', (p) => (
+        <select {...p}>
+          <option value="true">randomised (jitter)</option>
+          <option value="false">exact (no jitter)</option>
+        </select>
+      ))}
+      {field('defaultPriority', 'Default priority, -100 to 100 (empty: 0)', (p) => (
+        <input type="number" inputMode="numeric" {...p} />
+      ))}
+    </>
   );
 }
