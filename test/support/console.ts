@@ -24,7 +24,8 @@ export const ARTIFACTS = resolve('test-artifacts');
  */
 export function ensureConsoleBuilt(): void {
   if (existsSync(join(DEFAULT_CONSOLE_DIR, 'index.html')) && existsSync(join(DEFAULT_CONSOLE_DIR, CONSOLE_DOCUMENTS))) return;
-  execFileSync('npm', ['run', 'console:build'], { stdio: 'inherit' });
+  // NODE_ENV=test (vitest's) would build React's development mode, not the console users get.
+  execFileSync('npm', ['run', 'console:build'], { stdio: 'inherit', env: { ...process.env, NODE_ENV: 'production' } });
 }
 
 /**

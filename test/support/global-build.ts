@@ -84,7 +84,9 @@ function buildConsoleIfStale(): void {
   const sources = newestIn(path.join(ROOT, 'console', 'src'), fs.statSync(path.join(ROOT, 'console', 'index.html')).mtimeMs);
   if (fs.existsSync(built) && fs.statSync(built).mtimeMs >= sources) return;
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const build = spawnSync(npm, ['run', 'console:build'], { cwd: ROOT, stdio: 'inherit' });
+  // As `npm run console:build` runs by hand: vitest sets NODE_ENV=test, under which vite builds
+  // React's development mode (StrictMode runs each effect twice), not the console users get.
+  const build = spawnSync(npm, ['run', 'console:build'], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, NODE_ENV: 'production' } });
   if (build.status !== 0)
     throw new Error('jobgate tests: building the console failed (npm run console:build says why); the browser tests drive it');
 }
