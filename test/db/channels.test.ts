@@ -181,10 +181,30 @@ describe('the channels of src/db/channels.ts', () => {
     const { batch } = await t.service.createBatch(t.actor, { open: true });
     const batchId = batch.id;
     fires('jobgate_events_batches_update');
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'IMMEDIATE', input: {}, batchId });
-    // Adding the member moved total; cancelling it counts it; closing completes the batch.
-    await expectHeard(() => t.service.cancelJob(t.actor, job.id), [on(liveChannel, { kind: 'batch', batchId })]);
-    await expectHeard(() => t.service.closeBatch(t.actor, batchId), [on(liveChannel, { kind: 'batch', batchId })]);
+    // Each step ends with a notification of its own, sent after the step committed: once it is
+    // heard, so is every hint the step's commit sent (they arrive in commit order), and none of
+    // them can land in the next step's window.
+    const drained = (act: () => Promise<unknown>) => async () => {
+      await act();
+      await t.query(`select pg_notify('jobgate_work', '')`);
+    };
+    const work = on(workChannel, { kind: 'work' });
+    let jobId = '';
+    // Adding the member moves total; cancelling it counts it; closing completes the batch.
+    await expectHeard(
+      drained(async () => {
+        jobId = (await t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'IMMEDIATE', input: {}, batchId })).job.id;
+      }),
+      [on(liveChannel, { kind: 'batch', batchId }), work],
+    );
+    await expectHeard(
+      drained(() => t.service.cancelJob(t.actor, jobId)),
+      [on(liveChannel, { kind: 'batch', batchId }), work],
+    );
+    await expectHeard(
+      drained(() => t.service.closeBatch(t.actor, batchId)),
+      [on(liveChannel, { kind: 'batch', batchId }), work],
+    );
     expect((await t.service.batch(t.actor, batchId)).completedAt).not.toBeNull();
     // A hint the first update sent would arrive before the second's notification, which bounds the wait.
     await expectHeard(async () => {
