@@ -9,7 +9,9 @@
  * times the other key: VICTIM_RATE requests a second, sent on a fixed schedule whether or not the
  * previous one has been answered (a closed loop would slow down with the server and hide the
  * queueing), each a read of the workspace and its first ten jobs. Phases of PHASE_MS each: quiet,
- * one-key flood, random-key flood. The machine's other work weighs on every phase alike only as
+ * one-key flood, random-key flood. Before them, a warm-up runs the victim's reads and the flood's
+ * createJob through the gateway (as a gateway in service has run them), and the flood's process
+ * warms its own HTTP client, so that no phase times code compiling for the first time. The machine's other work weighs on every phase alike only as
  * far as it is steady: read the figures of one run side by side, not across runs.
  * BENCH_BOUNDS_ONLY names one setting to run alone; IN_FLIGHT sets the gateway's requests in flight
  * per key (to compare values of that bound).
@@ -27,6 +29,8 @@ const PHASE_MS = 8_000;
 const WARMUP_MS = 2_000;
 const FLOOD_CLIENTS = 50;
 const READ = `{ workspace { slug } jobs(first: 10) { nodes { id } } }`;
+const CREATE = `mutation ($input: CreateJobInput!) { createJob(input: $input) { job { id } } }`;
+const WARMUP_CREATES = 100;
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
@@ -91,6 +95,24 @@ async function withCpu<T>(gate: Child, phase: () => Promise<T>, answered: (r: T)
   return [result, before === undefined || after === undefined ? undefined : ((after - before) * 1e6) / answered(result)];
 }
 
+/**
+ * `count` createJobs as `key`, one after another: the warm-up runs the flood's path through the
+ * gateway before anything is timed, as a gateway in service has, so the first flood's figures are
+ * not its first createJobs compiling.
+ */
+async function createJobs(url: string, key: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const res = await request(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ query: CREATE, variables: { input: { kind: 'IMMEDIATE', endpointName: 'bench.create', input: { i } } } }),
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 200 || text.includes('"errors"'))
+      throw new Error(`bench bounds: warm-up ${res.statusCode} ${text.slice(0, 300)}`);
+  }
+}
+
 /** The victim timed while a flood (`env` for bench/workers/flood.ts) runs beside it. */
 async function underFlood(name: string, gate: Child, url: string, victimKey: string, env: Record<string, string>): Promise<Phase> {
   const flood = spawnChild('bench/workers/flood.ts', { URL: url, CLIENTS: String(FLOOD_CLIENTS), DURATION_MS: String(PHASE_MS), ...env });
@@ -127,14 +149,14 @@ async function measure(server: BenchServer, bounds: Setting): Promise<Phase[]> {
     const gate = spawnChild('bench/workers/http-server.ts', {
       SERVER: 'jobgate',
       DATABASE_URL: db.url,
-      KEYS: '2',
+      KEYS: '3',
       ...(bounds === 'off' ? { BOUNDS: 'off' } : {}),
       ...(bounds === 'defaults, unheld' ? { REFUSAL_HOLD_MS: '0' } : {}),
       ...(process.env.IN_FLIGHT ? { IN_FLIGHT: process.env.IN_FLIGHT } : {}),
     });
     try {
-      const [url, flooder, other] = (await gate.line('ready', 60_000)).split(' ') as [string, string, string];
-      await victim(url, other, WARMUP_MS);
+      const [url, flooder, other, warmer] = (await gate.line('ready', 60_000)).split(' ') as [string, string, string, string];
+      await Promise.all([victim(url, other, WARMUP_MS), createJobs(url, warmer, WARMUP_CREATES)]);
       const [times, cpuUs] = await withCpu(
         gate,
         () => victim(url, other, PHASE_MS),

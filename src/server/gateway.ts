@@ -72,7 +72,8 @@ export interface GatewayOptions {
   bounds?: Partial<LoadBoundSettings> | undefined;
   /**
    * How long a refusal answered before its request was read is held (./early-refusal.ts), so a
-   * flood that waits for its answers slows down. Default 1 s; 0 answers at once.
+   * flood that waits for its answers slows down. Default 1 s on average (each hold between half
+   * and one and a half of it); 0 answers at once.
    */
   refusalHoldMs?: number;
   /** Reverse proxies whose X-Forwarded-For names the client (./client-address.ts). Default none. */

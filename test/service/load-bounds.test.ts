@@ -141,13 +141,17 @@ describe('load bounds', () => {
     expect(slots.size).toBe(0);
   });
 
-  it('admit a key seen lately by its places, and a key not seen lately, an event stream or a key with the bound off at once without one', async () => {
+  it("admit a key seen lately by its places, a key not seen lately by its address's, and an event stream or a key with the bound off at once without one", async () => {
     const bounds = createLoadBounds({ requestsPerSecond: 1000, requestBurst: 1, requestsInFlightPerKey: 1 });
     const ran: string[] = [];
     const admit = (credential: string, name: string, holdsPlace?: boolean) =>
       bounds.admit('10.0.0.1', credential, () => ran.push(name), holdsPlace);
-    // Not seen lately: looked up first, holds nothing.
-    expect(admit('secret-a', 'first')).toBeUndefined();
+    // Not seen lately: a place of its address, released once its lookup's request is done.
+    const first = admit('secret-a', 'first');
+    expect(first).toBeInstanceOf(Function);
+    expect(bounds.stats()).toMatchObject({ addressesWithRequests: 1, keysWithRequests: 0 });
+    (first as () => void)();
+    expect(bounds.stats().addressesWithRequests).toBe(0);
     await bounds.authenticate('10.0.0.1', 'secret-a', async () => actor('a'));
     const held = admit('secret-a', 'held');
     expect(held).toBeInstanceOf(Function);
@@ -167,6 +171,30 @@ describe('load bounds', () => {
     const off = createLoadBounds({ requestsInFlightPerKey: 0 });
     await off.authenticate('10.0.0.1', 'secret-b', async () => actor('b'));
     expect(off.admit('10.0.0.1', 'secret-b', () => ran.push('off'))).toBeUndefined();
-    expect(ran.at(-1)).toBe('off');
+    expect(off.admit('10.0.0.1', 'never-seen', () => ran.push('off, new'))).toBeUndefined();
+    expect(ran.slice(-2)).toEqual(['off', 'off, new']);
+  });
+
+  it('run the requests of keys not known yet a few at a time per address, whatever the keys, and refuse past the waiting bound', () => {
+    const bounds = createLoadBounds({ requestsPerSecond: 1000, requestBurst: 2, requestsInFlightPerKey: 2 });
+    const ran: string[] = [];
+    const admit = (address: string, credential: string) => bounds.admit(address, credential, () => ran.push(credential));
+    // One key's first burst, and made-up keys, from one address: two run, two wait, the next is refused.
+    const places = ['k1', 'k1', 'made-up-1', 'made-up-2'].map((c) => admit('10.0.0.1', c));
+    expect(places.every((p) => p instanceof Function)).toBe(true);
+    expect(ran).toEqual(['k1', 'k1']);
+    expect(admit('10.0.0.1', 'made-up-3')).toMatchObject({ code: 'RATE_LIMITED', limit: 'NEW_KEY_REQUESTS_IN_FLIGHT_PER_ADDRESS' });
+    // Another address, and an IPv6 address in another /64, have places of their own; one in the same /64 shares them.
+    expect(admit('10.0.0.2', 'k2')).toBeInstanceOf(Function);
+    expect(admit('2001:db8:0:1::1', 'k3')).toBeInstanceOf(Function);
+    expect(admit('2001:db8:0:1::2', 'k4')).toBeInstanceOf(Function);
+    expect(admit('2001:db8:0:2::1', 'k5')).toBeInstanceOf(Function);
+    expect(ran).toEqual(['k1', 'k1', 'k2', 'k3', 'k4', 'k5']);
+    // A place freed passes to the first waiter.
+    (places[0] as () => void)();
+    expect(ran.at(-1)).toBe('made-up-1');
+    // No address (an in-process request): nothing to hold.
+    expect(bounds.admit(undefined, 'k6', () => ran.push('k6'))).toBeUndefined();
+    expect(ran.at(-1)).toBe('k6');
   });
 });

@@ -6,7 +6,11 @@
  * - Requests per key: a token bucket (`requestsPerSecond`, bursts of `requestBurst`) per API key.
  *   An HTTP request and a WebSocket operation take one token each.
  * - Requests in flight per key: an HTTP request of a key that authenticated lately runs when fewer
- *   than `requestsInFlightPerKey` of the key's run, else waits its turn (./key-slots.ts).
+ *   than `requestsInFlightPerKey` of the key's run, else waits its turn (./key-slots.ts). A
+ *   request whose credential has not authenticated lately (so its key is not known before its
+ *   lookup) takes a place of its client address instead, with the same bound: one key's first
+ *   burst, or a flood of made-up keys arriving at once before any of them has failed, is looked up
+ *   and run a few at a time, instead of all together in the database pool other keys need.
  * - Connections per key: WebSockets plus Server-Sent Events streams open at once.
  * - Subscriptions per key, and per WebSocket connection.
  * - Failed authentications per client address: a bucket of `failedAuthPerMinute`, checked before
@@ -129,6 +133,8 @@ export interface LoadBounds {
     subscriptions: number;
     /** Keys with HTTP requests running or waiting for a place. */
     keysWithRequests: number;
+    /** Addresses with requests of keys not known yet running or waiting for a place. */
+    addressesWithRequests: number;
   };
 }
 
@@ -266,12 +272,46 @@ function holdings(settings: Readonly<LoadBoundSettings>) {
 
 const unbounded = () => () => {};
 
+/**
+ * The places of HTTP requests: a key's (when it authenticated lately), else its client address's
+ * (its key is not known before its lookup; an in-process request has no address and holds none).
+ * `enter` runs `run` at once or when a place is free and returns the place's release, or the
+ * refusal when the waiting are full; undefined when the bound is off.
+ */
+function requestPlaces(settings: Readonly<LoadBoundSettings>) {
+  const slots = { inFlight: settings.requestsInFlightPerKey, waiting: settings.requestBurst };
+  const keys = new KeySlots(slots);
+  const addresses = new KeySlots(slots);
+  const bounds = `${settings.requestsInFlightPerKey} run at once, ${settings.requestBurst} may wait, per gateway`;
+  return {
+    keys,
+    addresses,
+    enter(keyId: string | undefined, address: string | undefined, run: () => void): RateLimitedError | SlotRelease | undefined {
+      if (settings.requestsInFlightPerKey <= 0) return void run();
+      if (keyId !== undefined)
+        return (
+          keys.enter(keyId, run) ??
+          new RateLimitedError('REQUESTS_IN_FLIGHT_PER_KEY', 1000, `too many requests of this API key waiting (${bounds})`)
+        );
+      if (address === undefined) return void run();
+      return (
+        addresses.enter(addressGroup(address), run) ??
+        new RateLimitedError(
+          'NEW_KEY_REQUESTS_IN_FLIGHT_PER_ADDRESS',
+          1000,
+          `too many requests from this address waiting with keys not yet authenticated (${bounds})`,
+        )
+      );
+    },
+  };
+}
+
 export function createLoadBounds(overrides: Partial<LoadBoundSettings> = {}, now: () => number = () => performance.now()): LoadBounds {
   const settings = Object.freeze({ ...LOAD_BOUND_DEFAULTS, ...overrides });
   const requests = new TokenBuckets({ capacity: settings.requestBurst, perSecond: settings.requestsPerSecond, now });
   const guard = authenticationGuard(settings, now);
   const held = holdings(settings);
-  const places = new KeySlots({ inFlight: settings.requestsInFlightPerKey, waiting: settings.requestBurst });
+  const places = requestPlaces(settings);
   const overRate = (waitMs: number) =>
     new RateLimitedError(
       'REQUESTS_PER_KEY',
@@ -292,16 +332,8 @@ export function createLoadBounds(overrides: Partial<LoadBoundSettings> = {}, now
     admit(address, credential, run, holdsPlace = true) {
       const { keyId, refusal } = early(address, credential);
       if (refusal) return refusal;
-      // A key not seen lately is looked up first; its later requests take places.
-      if (keyId === undefined || !holdsPlace || settings.requestsInFlightPerKey <= 0) return void run();
-      return (
-        places.enter(keyId, run) ??
-        new RateLimitedError(
-          'REQUESTS_IN_FLIGHT_PER_KEY',
-          1000,
-          `too many requests of this API key waiting (${settings.requestsInFlightPerKey} run at once, ${settings.requestBurst} may wait, per gateway)`,
-        )
-      );
+      if (!credential || !holdsPlace) return void run();
+      return places.enter(keyId, address, run);
     },
     request(actor) {
       if (!actor.keyId || settings.requestsPerSecond <= 0) return;
@@ -332,7 +364,8 @@ export function createLoadBounds(overrides: Partial<LoadBoundSettings> = {}, now
       recentKeys: guard.recentKeys.size,
       connections: held.connections.total,
       subscriptions: held.subscriptions.total,
-      keysWithRequests: places.size,
+      keysWithRequests: places.keys.size,
+      addressesWithRequests: places.addresses.size,
     }),
   };
 }

@@ -210,6 +210,7 @@ export class LeaseLostError extends DomainError {
 export type LoadBound =
   | 'REQUESTS_PER_KEY'
   | 'REQUESTS_IN_FLIGHT_PER_KEY'
+  | 'NEW_KEY_REQUESTS_IN_FLIGHT_PER_ADDRESS'
   | 'CONNECTIONS_PER_KEY'
   | 'SUBSCRIPTIONS_PER_KEY'
   | 'SUBSCRIPTIONS_PER_CONNECTION'
