@@ -67,6 +67,26 @@ describe('a rate limit', () => {
     expect(starts.length).toBeLessThanOrEqual(bound(Math.max(...starts) - Math.min(...starts)));
   });
 
+  it('keeps a fast rate fed between its tokens: no next token is left to the poll', async () => {
+    // 200 a second: a token every 5 ms. A token that came between a claim that found none and the
+    // worker's look at what is due next was not counted as ahead, and the worker slept until its
+    // poll. With the poll a minute away, the backlog must still drain by the due timer alone.
+    await t.service.registerEndpoint(t.actor, {
+      name: 'rate.fast',
+      kind: 'HANDLER',
+      handlerName: 'counted',
+      rateLimit: { count: 200, periodMs: 1000, burst: 10 },
+    });
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 400 }, () => ({ endpointName: 'rate.fast', kind: 'IMMEDIATE' as const })),
+    );
+    await h.worker({ workerId: 'rate-fast', concurrency: 20, pollMs: 60_000 });
+    await eventually(() => starts.length === 400, { timeout: 30_000, what: 'all 400 started' });
+    // And never past the bucket's bound on the way.
+    expect(mostIn(1_000)).toBeLessThanOrEqual(Math.floor(10 + (200 * 1_250) / 1000));
+  });
+
   it('says a waiting execution is rate limited, and until when', async () => {
     await t.service.registerEndpoint(t.actor, {
       name: 'rate.slow',

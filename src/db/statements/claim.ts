@@ -247,45 +247,62 @@ export async function longestEndpointTimeoutMs(pool: pg.Pool): Promise<number | 
  * with the database's now(), so a timer set from a host clock ahead of it fired before the
  * execution was due, the claim found nothing, and the worker looked and claimed again at once,
  * in a loop, for as long as the clocks disagree.
+ *
+ * `sinceClaimMs`: how long ago the worker's last claim was sent. What became claimable since
+ * then (an execution falling due, a bucket's next whole token, a Retry-After ending) that claim
+ * could not see, and this query no longer counts as ahead: it answers 0 for it. Without the
+ * window, such a change between the claim and this query (a rate limit of 250 a second refills
+ * a token every 4 ms) left the worker asleep until its next poll, seconds later: a drain at a
+ * tenth of the endpoint's rate. The window is widened by TRANSIT_MS, for the time this query
+ * takes to reach the database, which the host's clock does not see; too wide costs a claim that
+ * finds nothing, too narrow a sleep until the poll.
  */
-export async function nextDueInMs(pool: pg.Pool): Promise<number | null> {
-  // Only future work: past-due rows this worker cannot deliver (paused job, a handler it lacks)
-  // would otherwise wake it in a loop.
+const TRANSIT_MS = 10;
+
+export async function nextDueInMs(pool: pg.Pool, sinceClaimMs = 0): Promise<number | null> {
+  // Only work ahead, and what came due since the last claim: past-due rows this worker cannot
+  // deliver (paused job, a handler it lacks) would otherwise wake it in a loop; each claim moves
+  // the window past them.
   // Named: an idle worker runs this after every short claim; planning it each time cost more
   // than running it.
-  // Also the next token of a rate-limited endpoint that has run dry with due work waiting: the
-  // claim leaves that work for later, and nothing else wakes the worker when the token comes.
-  // The same for a concurrency key's bucket (a key rate limit), among those written within one
-  // token's time, the only ones that can be short of a whole token.
-  // Only a bucket short of a whole token counts (one with a token is claimable now, or held by
-  // something else that wakes the worker), or the worker would wake in a loop.
+  // Also the next token of a rate-limited endpoint whose bucket was short of a whole token at the
+  // last claim, with due work waiting: the claim left that work for later, and nothing else wakes
+  // the worker when the token comes. The same for a concurrency key's bucket (a key rate limit),
+  // among those written within one token's time of the claim, the only ones that can have been
+  // short of a whole token. A bucket that had a whole token at the claim is claimable, or held by
+  // something else that wakes the worker: counted, it would wake the worker in a loop.
   // And the end of a target's Retry-After, which held its endpoint's due work (at most one wake
   // for each, whether or not work waits: cheaper than finding out).
   const { rows } = await pool.query({
     name: 'jobgate.next-due',
-    text: `select least(
+    text: `with since as (select make_interval(secs => $1::float8 / 1000) as span, $1::float8 as ms)
+           -- Nothing ahead stays null (greatest would make it 0, a wake at once).
+           select case when n is null then null else greatest(0, n) end as in_ms from (select least(
              (select extract(epoch from min(run_after) - now()) * 1000
-              from executions where status = 'PENDING' and not blocked and run_after > now()),
+              from executions where status = 'PENDING' and not blocked and run_after > now() - (select span from since)),
              (select min((1 - t.tokens) * en.rate_limit_period_ms / en.rate_limit_count)
               from endpoints en
               join endpoint_rate_buckets b on b.endpoint_id = en.id
               cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
-              where en.rate_limit_count is not null and t.tokens < 1
+              where en.rate_limit_count is not null
+                and t.tokens - (select ms from since) * en.rate_limit_count / en.rate_limit_period_ms < 1
                 and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.gated and not e.blocked and e.run_after <= now())),
              (with dry as materialized (
                 select kb.endpoint_id, kb.concurrency_key, (1 - t.tokens) * en.key_rate_limit_period_ms / en.key_rate_limit_count as in_ms
                 from endpoints en
                 join endpoint_key_rate_buckets kb on kb.endpoint_id = en.id
-                  and kb.refilled_at > now() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000)
+                  and kb.refilled_at > now() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000) - (select span from since)
                 cross join lateral (select ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens) t
-                where en.key_rate_limit_count is not null and t.tokens < 1
+                where en.key_rate_limit_count is not null
+                  and t.tokens - (select ms from since) * en.key_rate_limit_count / en.key_rate_limit_period_ms < 1
               )
               select min(d.in_ms) from dry d
               -- One probe per dry key (the LIMIT keeps it a probe, not a join over all the pending).
               where exists (select 1 from executions e where e.endpoint_id = d.endpoint_id and e.concurrency_key = d.concurrency_key
                                                         and e.status = 'PENDING' and e.gated and not e.blocked and e.run_after <= now() limit 1)),
-             (select extract(epoch from min(ra.until) - now()) * 1000 from endpoint_retry_after ra where ra.until > now())
-           ) as in_ms`,
+             (select extract(epoch from min(ra.until) - now()) * 1000 from endpoint_retry_after ra where ra.until > now() - (select span from since))
+           ) as n) ahead`,
+    values: [Math.max(0, sinceClaimMs) + TRANSIT_MS],
   });
   const inMs = rows[0]?.in_ms as string | number | null | undefined;
   return inMs == null ? null : Number(inMs);

@@ -64,6 +64,8 @@ interface ClaimState {
   retries: number;
   /** Claims sent so far: their count picks each claim's order (claimOrder). */
   sent: number;
+  /** When the last claim was sent (performance.now()). */
+  lastClaimAt: number;
 }
 
 export interface ClaimLoop {
@@ -107,6 +109,7 @@ const initialState = (): ClaimState => ({
   retryTimer: undefined,
   retries: 0,
   sent: 0,
+  lastClaimAt: performance.now(),
 });
 
 export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
@@ -200,6 +203,7 @@ async function claimOnce(
   limit: number,
 ): Promise<'more' | 'short' | 'failed' | 'retry'> {
   const sentAt = performance.now();
+  state.lastClaimAt = sentAt;
   const order = claimOrder(state.sent++);
   let claimed: ClaimedExecution[];
   try {
@@ -250,7 +254,7 @@ function createClaimTimers(deps: ClaimLoopDeps, state: ClaimState, kick: () => v
   async function armDue() {
     let inMs: number | null;
     try {
-      inMs = await nextDueInMs(deps.pool);
+      inMs = await nextDueInMs(deps.pool, performance.now() - state.lastClaimAt);
     } catch (error) {
       if (deps.running() && deps.availability.unreachable(error, 'due timer')) retry();
       return;
