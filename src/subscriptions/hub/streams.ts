@@ -38,6 +38,11 @@ export interface StreamsOptions {
 
 export class Streams {
   private readonly events = new Map<string, Set<EventSub>>(); // by workspace
+  // The same subscriptions to hand rows to: those of one job by its id, the others by workspace.
+  // A delivery looks at the subscriptions a row can match, not at every one of its workspace:
+  // thousands of subscribers each watching their own job cost a lookup a row, not thousands.
+  private readonly eventsOfJob = new Map<string, Set<EventSub>>();
+  private readonly eventsOfWorkspace = new Map<string, Set<EventSub>>();
   private readonly findings = new Map<string, Set<StreamSub<FindingRow>>>(); // by run
 
   constructor(private readonly options: StreamsOptions) {}
@@ -64,9 +69,13 @@ export class Streams {
       },
       feed: new Feed<EventRow>(() => {
         removeFrom(this.events, match.workspaceId, sub);
+        if (match.jobId === undefined) removeFrom(this.eventsOfWorkspace, match.workspaceId, sub);
+        else removeFrom(this.eventsOfJob, match.jobId, sub);
       }),
     };
     addTo(this.events, match.workspaceId, sub);
+    if (match.jobId === undefined) addTo(this.eventsOfWorkspace, match.workspaceId, sub);
+    else addTo(this.eventsOfJob, match.jobId, sub);
     this.begin(sub, after);
     return sub.feed;
   }
@@ -118,7 +127,10 @@ export class Streams {
     for (let cursor = after; cursor < upTo;) {
       const rows = await eventsInRange(this.options.pool, cursor, upTo, [...this.events.keys()], PAGE);
       for (const row of rows) {
-        for (const sub of this.events.get(row.workspace_id) ?? []) if (matches(sub.match, row)) this.offer(sub, row, BigInt(row.id));
+        for (const sub of this.eventsOfWorkspace.get(row.workspace_id) ?? [])
+          if (matches(sub.match, row)) this.offer(sub, row, BigInt(row.id));
+        if (row.job_id === null) continue;
+        for (const sub of this.eventsOfJob.get(row.job_id) ?? []) if (matches(sub.match, row)) this.offer(sub, row, BigInt(row.id));
       }
       if (rows.length < PAGE) break;
       cursor = BigInt(rows.at(-1)!.id);
