@@ -12,6 +12,7 @@ import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
 import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
+import { run as liveFanout } from './live-fanout.js';
 import { run as metrics } from './metrics.js';
 import { run as pooler } from './pooler.js';
 import { run as topology } from './topology.js';
@@ -35,6 +36,7 @@ const benches: Bench[] = [
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
+  { name: 'live-fanout', run: liveFanout },
   { name: 'intervals', run: intervals },
   { name: 'metrics', run: metrics },
   { name: 'lists', run: lists },
