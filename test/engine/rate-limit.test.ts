@@ -87,6 +87,36 @@ describe('a rate limit', () => {
     expect(mostIn(1_000)).toBeLessThanOrEqual(Math.floor(10 + (200 * 1_250) / 1000));
   });
 
+  it('does not claim in a loop while its due work is held by something else than the bucket', async () => {
+    // A fast rate with a small burst, and a concurrency limit of one that a blocked handler holds:
+    // the due work is not the bucket's to release. A look back at the last claim that took a full
+    // bucket for one short of a token (more tokens refill in the look back than the burst holds)
+    // answered "due now" after every claim: the worker claimed in a loop, hundreds of times a second.
+    let release: () => void = () => {};
+    h.handle('blocked', () => new Promise<void>((resolve) => (release = resolve)));
+    await t.service.registerEndpoint(t.actor, {
+      name: 'rate.held',
+      kind: 'HANDLER',
+      handlerName: 'blocked',
+      concurrencyLimit: 1,
+      rateLimit: { count: 1000, periodMs: 1000, burst: 5 },
+    });
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 10 }, () => ({ endpointName: 'rate.held', kind: 'IMMEDIATE' as const })),
+    );
+    await h.worker({ workerId: 'rate-held', concurrency: 5, pollMs: 60_000, reconcileMs: 60_000 });
+    await eventually(async () => (await t.query(`select 1 from executions where status = 'RUNNING'`)).rows.length === 1);
+    const commits = async () =>
+      Number((await t.query(`select xact_commit from pg_stat_database where datname = current_database()`)).rows[0].xact_commit);
+    await new Promise((r) => setTimeout(r, 500));
+    const before = await commits();
+    await new Promise((r) => setTimeout(r, 2_000));
+    // The statistics reach pg_stat_database about once a second; a loop commits hundreds a second.
+    expect((await commits()) - before).toBeLessThan(100);
+    release();
+  });
+
   it('says a waiting execution is rate limited, and until when', async () => {
     await t.service.registerEndpoint(t.actor, {
       name: 'rate.slow',

@@ -156,10 +156,12 @@ export const claimOrder = (n: number): ClaimOrder => (n % OLDEST_EVERY === OLDES
  * (none written: a full bucket), refilled at count per period for the time since, capped at the
  * burst. The one formula the claim, the due timer and waitingFor read, for the endpoint's bucket
  * (`limit` 'rate_limit', its columns' prefix) and for a concurrency key's ('key_rate_limit').
+ * `at`: the moment to read them at instead of now (the due timer's look back at the last claim);
+ * before the bucket was last written, its tokens as written.
  */
-export const tokensNow = (en: string, b: string, limit: 'rate_limit' | 'key_rate_limit' = 'rate_limit') =>
+export const tokensNow = (en: string, b: string, limit: 'rate_limit' | 'key_rate_limit' = 'rate_limit', at = 'clock_timestamp()') =>
   `least(${en}.${limit}_burst::float8, coalesce(${b}.tokens, ${en}.${limit}_burst)
-         + coalesce(greatest(0, extract(epoch from clock_timestamp() - ${b}.refilled_at) * 1000), 0)
+         + coalesce(greatest(0, extract(epoch from ${at} - ${b}.refilled_at) * 1000), 0)
            * ${en}.${limit}_count / ${en}.${limit}_period_ms)`;
 
 export interface ClaimOptions {

@@ -275,7 +275,7 @@ export async function nextDueInMs(pool: pg.Pool, sinceClaimMs = 0): Promise<numb
   // for each, whether or not work waits: cheaper than finding out).
   const { rows } = await pool.query({
     name: 'jobgate.next-due',
-    text: `with since as (select make_interval(secs => $1::float8 / 1000) as span, $1::float8 as ms)
+    text: `with since as (select make_interval(secs => $1::float8 / 1000) as span)
            -- Nothing ahead stays null (greatest would make it 0, a wake at once).
            select case when n is null then null else greatest(0, n) end as in_ms from (select least(
              (select extract(epoch from min(run_after) - now()) * 1000
@@ -285,7 +285,7 @@ export async function nextDueInMs(pool: pg.Pool, sinceClaimMs = 0): Promise<numb
               join endpoint_rate_buckets b on b.endpoint_id = en.id
               cross join lateral (select ${tokensNow('en', 'b')} as tokens) t
               where en.rate_limit_count is not null
-                and t.tokens - (select ms from since) * en.rate_limit_count / en.rate_limit_period_ms < 1
+                and ${tokensNow('en', 'b', 'rate_limit', 'clock_timestamp() - (select span from since)')} < 1
                 and exists (select 1 from executions e where e.endpoint_id = en.id and e.status = 'PENDING' and e.gated and not e.blocked and e.run_after <= now())),
              (with dry as materialized (
                 select kb.endpoint_id, kb.concurrency_key, (1 - t.tokens) * en.key_rate_limit_period_ms / en.key_rate_limit_count as in_ms
@@ -294,7 +294,7 @@ export async function nextDueInMs(pool: pg.Pool, sinceClaimMs = 0): Promise<numb
                   and kb.refilled_at > now() - make_interval(secs => en.key_rate_limit_period_ms::float8 / en.key_rate_limit_count / 1000) - (select span from since)
                 cross join lateral (select ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens) t
                 where en.key_rate_limit_count is not null
-                  and t.tokens - (select ms from since) * en.key_rate_limit_count / en.key_rate_limit_period_ms < 1
+                  and ${tokensNow('en', 'kb', 'key_rate_limit', 'clock_timestamp() - (select span from since)')} < 1
               )
               select min(d.in_ms) from dry d
               -- One probe per dry key (the LIMIT keeps it a probe, not a join over all the pending).
