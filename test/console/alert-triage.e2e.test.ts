@@ -6,13 +6,20 @@
  * alerts beside the execution figures; a VIEWER sees the same with no action. Each screen passes
  * axe at 1400 and 390 px, light and dark, and is screenshot.
  */
-import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
 import type { Actor } from '../../src/service/kernel/actor.js';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -49,18 +56,12 @@ async function signedIn(key: string, name: string): Promise<Page> {
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
   });
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, key);
   return page;
 }
 
 async function accessible(page: Page, screen: string) {
-  const result = await new AxeBuilder({ page }).analyze();
-  const bad = result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  const bad = await seriousViolations(page, screen);
   expect(bad).toEqual([]);
 }
 

@@ -4,12 +4,20 @@
  * EXECUTION_FAILED rule, the evaluator run as the alert tests run it) appearing live without a
  * reload, what a VIEWER sees (never the rules), keyboard navigation and axe-core's rules.
  */
-import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, withDocuments, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  withDocuments,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -47,18 +55,12 @@ async function signedIn(key: string, name: string): Promise<{ page: Page; sent: 
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
   });
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, key);
   return { page, sent };
 }
 
 async function accessible(page: Page, screen: string) {
-  const result = await new AxeBuilder({ page }).analyze();
-  const bad = result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  const bad = await seriousViolations(page, screen);
   expect(bad).toEqual([]);
 }
 

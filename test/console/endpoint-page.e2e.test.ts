@@ -3,11 +3,18 @@
  * endpoint (a refused value said at its field, changing nothing), pauses, resumes and archives it
  * after a confirmation; another key's endpoint shows it no lever; the counts follow a new job live.
  */
-import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -37,10 +44,7 @@ async function signedIn(key: string, name: string): Promise<Page> {
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
   });
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, key);
   return page;
 }
 
@@ -51,10 +55,7 @@ async function accessibleEverywhere(page: Page, screen: string) {
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
     for (const colorScheme of ['light', 'dark'] as const) {
       await page.emulateMedia({ colorScheme });
-      const result = await new AxeBuilder({ page }).analyze();
-      const bad = result.violations
-        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v) => `${screen} ${width} ${colorScheme}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+      const bad = await seriousViolations(page, `${screen} ${width} ${colorScheme}`);
       expect(bad).toEqual([]);
       await page.screenshot({ path: `/tmp/${screen}-${width}-${colorScheme}.png`, fullPage: true });
     }

@@ -3,7 +3,6 @@
  * on loopback answers 429 with Retry-After, and the screen shows the hold its target asked for
  * (until when, how long from now, which answer), then an operator lifts it from there.
  */
-import { AxeBuilder } from '@axe-core/playwright';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -11,7 +10,15 @@ import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { CONSOLE_DOCUMENTS, DEFAULT_CONSOLE_DIR } from '../../src/server/console.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -48,10 +55,7 @@ async function signedIn(key: string, name: string): Promise<Page> {
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
   });
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, key);
   return page;
 }
 
@@ -80,10 +84,7 @@ async function levers(name: string) {
 }
 
 async function accessible(page: Page, screen: string) {
-  const result = await new AxeBuilder({ page }).analyze();
-  const bad = result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${screen}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  const bad = await seriousViolations(page, screen);
   expect(bad).toEqual([]);
 }
 

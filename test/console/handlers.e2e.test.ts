@@ -4,10 +4,17 @@
  * Runs screen, and a new run appearing live without a reload.
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { AxeBuilder } from '@axe-core/playwright';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -33,10 +40,7 @@ beforeAll(async () => {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris', locale: 'en-GB' });
   contexts.push(context);
   page = await context.newPage();
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(adminKey);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, adminKey);
 }, 180_000);
 afterEach(async (context) => {
   if (context.task.result?.state === 'fail') await screenshot(page, `handlers-${context.task.name}-failed`).catch(() => {});
@@ -59,8 +63,7 @@ describe("the Handlers screen's run history", { timeout: 90_000 }, () => {
     expect(await recent.nth(0).textContent()).toContain('7 / 20 processed');
     // The other handlers keep no runs.
     expect(await page.locator('tr[data-handler="console.ok"] td').nth(5).textContent()).toBe('—');
-    const result = await new AxeBuilder({ page }).analyze();
-    expect(result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)).toEqual([]);
+    expect(await seriousViolations(page, 'handlers')).toEqual([]);
     await screenshot(page, 'handlers-recent-runs');
 
     // A run's link opens its screen.
@@ -108,8 +111,7 @@ describe("the Handlers screen's run history", { timeout: 90_000 }, () => {
     expect(await refusal.textContent()).toMatch(/^The parameters are not valid JSON: .+\.$/);
     expect(await params.getAttribute('aria-invalid')).toBe('true');
     expect(await runsOfScan()).toBe(before);
-    const result = await new AxeBuilder({ page }).analyze();
-    expect(result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)).toEqual([]);
+    expect(await seriousViolations(page, 'start run, params not JSON')).toEqual([]);
     for (const width of [1400, 390]) {
       await page.setViewportSize({ width, height: 900 });
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);

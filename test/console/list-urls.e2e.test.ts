@@ -7,7 +7,7 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld, signIn } from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -51,10 +51,7 @@ async function signedIn(key: string): Promise<Page> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Paris', locale: 'en-GB' });
   contexts.push(context);
   const p = await context.newPage();
-  await p.goto(`${world.origin}/console/`);
-  await p.getByLabel('API key').fill(key);
-  await p.getByRole('button', { name: 'Sign in' }).click();
-  await p.getByTestId('role').waitFor();
+  await signIn(p, world.origin, key);
   return p;
 }
 

@@ -5,12 +5,19 @@
  * screenshot under test-artifacts/ for a person to look at; so is a phone's menu, open. The
  * Batches screen is not among them yet.
  */
-import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { evaluateAlerts } from '../../src/service/engine/alerts/evaluator.js';
 import { createTestDb, type TestDb } from '../support/db.js';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 
 let t: TestDb;
 let world: ConsoleWorld;
@@ -72,20 +79,12 @@ async function signedIn(key: string): Promise<Page> {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, timezoneId: 'Europe/Paris', locale: 'en-GB' });
   contexts.push(context);
   const page = await context.newPage();
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, key);
   return page;
 }
 
 /** What axe finds serious or critical on the page as shown. */
-async function violations(page: Page, view: string): Promise<string[]> {
-  const result = await new AxeBuilder({ page }).analyze();
-  return result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${view}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-}
+const violations = seriousViolations;
 
 /** The screens, by path under /console/, and a heading each shows once it has loaded. */
 const screens = (): { name: string; path: string; heading: RegExp }[] => [

@@ -8,10 +8,17 @@
  * runs after and a child's parent execution; the Batches list's state tabs; an execution's child
  * jobs and their progress on its page. axe at 1400 and 390 px, light and dark; screenshots in /tmp.
  */
-import { AxeBuilder } from '@axe-core/playwright';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { ensureConsoleBuilt, launchChromium, screenshot, startConsoleWorld, type ConsoleWorld } from '../support/console.js';
+import {
+  ensureConsoleBuilt,
+  launchChromium,
+  screenshot,
+  startConsoleWorld,
+  type ConsoleWorld,
+  signIn,
+  seriousViolations,
+} from '../support/console.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 
@@ -61,10 +68,7 @@ async function signedIn(key: string, name: string): Promise<Page> {
   onTestFailed(async () => {
     await screenshot(page, `${name}-failed`).catch(() => {});
   });
-  await page.goto(`${world.origin}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByTestId('role').waitFor();
+  await signIn(page, world.origin, key);
   await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
   return page;
 }
@@ -78,10 +82,7 @@ async function inBothWidths(page: Page, name: string) {
     for (const colorScheme of ['light', 'dark'] as const) {
       await page.setViewportSize({ width, height: 900 });
       await page.emulateMedia({ colorScheme });
-      const result = await new AxeBuilder({ page }).analyze();
-      const bad = result.violations
-        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v) => `${name} at ${width} px, ${colorScheme}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+      const bad = await seriousViolations(page, `${name} at ${width} px, ${colorScheme}`);
       expect(bad).toEqual([]);
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
       await page.screenshot({ path: `/tmp/workflows-${name}-${width}${colorScheme === 'dark' ? '-dark' : ''}.png`, fullPage: true });

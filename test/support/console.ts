@@ -6,6 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { AxeBuilder } from '@axe-core/playwright';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApp, type RunningApp } from '../../src/app.js';
 import { parseConfig } from '../../src/environment.js';
@@ -146,4 +147,20 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   const path = join(ARTIFACTS, `${name.replace(/[^A-Za-z0-9_.-]+/g, '-')}.png`);
   await page.screenshot({ path, fullPage: true });
   return path;
+}
+
+/** Signs `page` in to the console at `origin` with `key`, and waits until it shows the key's role. */
+export async function signIn(page: Page, origin: string, key: string): Promise<void> {
+  await page.goto(`${origin}/console/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByTestId('role').waitFor();
+}
+
+/** What axe finds serious or critical on `page` as shown, each line naming `view`. */
+export async function seriousViolations(page: Page, view: string): Promise<string[]> {
+  const result = await new AxeBuilder({ page }).analyze();
+  return result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${view}: ${v.id} (${v.impact}) ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }

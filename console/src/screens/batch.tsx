@@ -4,8 +4,8 @@ import type { BatchQuery, BatchRowFragment, PrerequisiteOutcome } from '../gql/g
 import { formatCount } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
-import { listView, withParams } from '../lib/url-state.ts';
-import { Empty, ErrorBox, Link, Loading, PageSize, ProgressBar, Status, Time } from '../ui/common.tsx';
+import { listView } from '../lib/url-state.ts';
+import { Empty, ErrorBox, Link, Loading, PageSize, ProgressBar, Status, Time, ParamTabs } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 import { BulkBar, useSelection } from '../ui/selection.tsx';
@@ -195,17 +195,7 @@ export function BatchScreen({ id, search }: { id: string; search: URLSearchParam
       </dl>
       {can('OPERATOR') && <BatchActions batch={batch} onDone={q.reload} />}
       <h2>Members</h2>
-      <nav className="tabs" aria-label="Members">
-        {MEMBER_TABS.map((t) => (
-          <Link
-            key={t.label}
-            to={`${path}?${withParams(search, { members: t.value }).toString()}`}
-            className={t.value === tab ? 'current' : undefined}
-          >
-            {t.label}
-          </Link>
-        ))}
-      </nav>
+      <ParamTabs label="Members" path={path} search={search} param="members" tabs={MEMBER_TABS} current={tab} />
       <div className="filters">
         <PageSize value={view.size} onChange={view.toSize} />
       </div>

@@ -3,8 +3,8 @@ import type { BatchRowFragment, BatchState } from '../gql/graphql.ts';
 import { formatCount } from '../lib/format.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
-import { listView, withParams } from '../lib/url-state.ts';
-import { Empty, ErrorBox, Link, Loading, PageSize, ProgressBar, Status, Time } from '../ui/common.tsx';
+import { listView } from '../lib/url-state.ts';
+import { Empty, ErrorBox, Link, Loading, PageSize, ProgressBar, Status, Time, ParamTabs } from '../ui/common.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 
 export const BatchFragments = graphql(`
@@ -93,17 +93,7 @@ export function BatchesScreen({ search }: { search: URLSearchParams }) {
   return (
     <section aria-labelledby="batches-title">
       <h1 id="batches-title">Batches</h1>
-      <nav className="tabs" aria-label="State">
-        {STATE_TABS.map((t) => (
-          <Link
-            key={t.label}
-            to={`${path}?${withParams(search, { state: t.value }).toString()}`}
-            className={t.value === state ? 'current' : undefined}
-          >
-            {t.label}
-          </Link>
-        ))}
-      </nav>
+      <ParamTabs label="State" path={path} search={search} param="state" tabs={STATE_TABS} current={state} />
       <div className="filters">
         <PageSize value={view.size} onChange={view.toSize} />
       </div>

@@ -7,7 +7,6 @@ import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts'
 import { href } from '../lib/router.ts';
 import {
   goWith,
-  withParams,
   instantFromLocal,
   localFromInstant,
   DEFAULT_PAGE_SIZE,
@@ -15,7 +14,7 @@ import {
   pageParams,
   pageSizeFrom,
 } from '../lib/url-state.ts';
-import { Empty, ErrorBox, Link, Loading, PageSize, Status, Time } from '../ui/common.tsx';
+import { Empty, ErrorBox, Link, Loading, PageSize, Status, Time, ParamTabs } from '../ui/common.tsx';
 import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 import { BulkBar, selectedCount, useSelection } from '../ui/selection.tsx';
@@ -106,13 +105,13 @@ function bulkSentence(verb: string, noun: string, b: BulkOutcome): string {
   return `${verb} ${b.changed} of ${b.matched} ${noun}${first ? `; skipped ${b.skipped.length} (${first.code}: ${first.message})` : ''}${b.more ? `; more remain: ${verb.toLowerCase()} again` : ''}.`;
 }
 
-const TABS: { status: ExecutionStatus | ''; label: string }[] = [
-  { status: '', label: 'All' },
-  { status: 'PENDING', label: 'Pending' },
-  { status: 'RUNNING', label: 'Running' },
-  { status: 'SUCCEEDED', label: 'Succeeded' },
-  { status: 'FAILED', label: 'Failed (dead-letter)' },
-  { status: 'CANCELLED', label: 'Cancelled' },
+const TABS: { value: ExecutionStatus | ''; label: string }[] = [
+  { value: '', label: 'All' },
+  { value: 'PENDING', label: 'Pending' },
+  { value: 'RUNNING', label: 'Running' },
+  { value: 'SUCCEEDED', label: 'Succeeded' },
+  { value: 'FAILED', label: 'Failed (dead-letter)' },
+  { value: 'CANCELLED', label: 'Cancelled' },
 ];
 
 export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
@@ -201,17 +200,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
   return (
     <section aria-labelledby="executions-title">
       <h1 id="executions-title">{deadLetter ? 'Dead-letter queue' : 'Executions'}</h1>
-      <nav className="tabs" aria-label="Status">
-        {TABS.map((t) => (
-          <Link
-            key={t.label}
-            to={`${path}?${withParams(search, { status: t.status }).toString()}`}
-            className={t.status === status ? 'current' : undefined}
-          >
-            {t.label}
-          </Link>
-        ))}
-      </nav>
+      <ParamTabs label="Status" path={path} search={search} param="status" tabs={TABS} current={status} />
       <form
         className="filters"
         role="search"

@@ -3,7 +3,7 @@ import type { ApiError } from '../lib/api.ts';
 import { formatClock, formatLocal, formatUtc } from '../lib/format.ts';
 import { onLinkClick } from '../lib/router.ts';
 import { pageNumber, type PageStack } from '../lib/paging.ts';
-import { PAGE_SIZES } from '../lib/url-state.ts';
+import { PAGE_SIZES, withParams } from '../lib/url-state.ts';
 
 /** A time in the viewer's zone; the UTC instant on hover. */
 export function Time({ iso, timeZone }: { iso: string | null | undefined; timeZone?: string }) {
@@ -12,6 +12,40 @@ export function Time({ iso, timeZone }: { iso: string | null | undefined; timeZo
     <time dateTime={iso} title={formatUtc(iso)}>
       {formatLocal(iso, timeZone)}
     </time>
+  );
+}
+
+/**
+ * Tabs that set one URL parameter of a list screen (`param`, '' removes it), keeping the screen's
+ * other parameters and going back to the first page; the current tab is marked for screen readers.
+ */
+export function ParamTabs<V extends string>({
+  label,
+  path,
+  search,
+  param,
+  tabs,
+  current,
+}: {
+  label: string;
+  path: string;
+  search: URLSearchParams;
+  param: string;
+  tabs: readonly { value: V; label: string }[];
+  current: V;
+}) {
+  return (
+    <nav className="tabs" aria-label={label}>
+      {tabs.map((t) => (
+        <Link
+          key={t.label}
+          to={`${path}?${withParams(search, { [param]: t.value }).toString()}`}
+          className={t.value === current ? 'current' : undefined}
+        >
+          {t.label}
+        </Link>
+      ))}
+    </nav>
   );
 }
 
