@@ -23,6 +23,7 @@ import type { Figure } from './run.js';
 import { spawnChild, type Child } from './support/children.js';
 import { cpuSeconds } from './support/cpu.js';
 import { openServer, type BenchServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 const VICTIM_RATE = 40;
 const PHASE_MS = 8_000;
@@ -31,8 +32,6 @@ const FLOOD_CLIENTS = 50;
 const READ = `{ workspace { slug } jobs(first: 10) { nodes { id } } }`;
 const CREATE = `mutation ($input: CreateJobInput!) { createJob(input: $input) { job { id } } }`;
 const WARMUP_CREATES = 100;
-
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 /**
  * Latencies (ms) of `key`'s reads sent VICTIM_RATE a second for `ms`, sorted; every answer must be

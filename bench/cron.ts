@@ -12,10 +12,9 @@ import { createDatabase } from '../src/db/pool.js';
 import type { Figure } from './run.js';
 import { spawnChild } from './support/children.js';
 import { openServer, type BenchServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 const SIZES = (process.env.BENCH_CRON_SIZES ?? '10000x1,100000x3').split(',').map((s) => s.split('x').map(Number) as [number, number]);
-
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 export async function run(): Promise<Figure[]> {
   const server = await openServer();

@@ -33,6 +33,7 @@ import type { Actor } from '../src/service/kernel/actor.js';
 import { createJobService } from '../src/service/index.js';
 import type { Figure } from './run.js';
 import { openServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 const JOBS = 100_000;
 const EXECUTIONS = 1_000_000;
@@ -43,8 +44,6 @@ const PAGE = 20;
 const DEEP_PAGE = 50;
 const BULK = 1_000;
 const ROUNDS = 3;
-
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 export async function seed(url: string): Promise<{ workspaceId: string; busyJobId: string }> {
   const client = new pg.Client({ connectionString: url });

@@ -28,16 +28,12 @@ import type { Figure } from './run.js';
 import { spawnChild } from './support/children.js';
 import { buildDist, startCli, type CliProcess } from './support/cli-process.js';
 import { openServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 const SUBSCRIBERS = Number(process.env.BENCH_LIVE_SUBSCRIBERS ?? 10_000);
 const GATEWAYS = 2;
 const RATE = Number(process.env.BENCH_LIVE_RATE ?? 250);
 const CREATE_BATCH = 1000;
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 async function graphql<T>(port: string, key: string, query: string, variables: unknown): Promise<T> {
   const res = await fetch(`http://127.0.0.1:${port}/graphql`, {
@@ -149,8 +145,8 @@ export async function run(): Promise<Figure[]> {
     return [
       { bench: 'live fan-out', system, value: startsPerSecond, unit: 'executions started a second (the rate limit allows RATE)' },
       { bench: 'live fan-out', system, value: latencies.length / (wallMs / 1000), unit: 'events/s delivered' },
-      { bench: 'live fan-out', system, value: percentile(latencies, 50), unit: 'ms commit-to-client p50' },
-      { bench: 'live fan-out', system, value: percentile(latencies, 99), unit: 'ms commit-to-client p99' },
+      { bench: 'live fan-out', system, value: quantile(latencies, 0.5), unit: 'ms commit-to-client p50' },
+      { bench: 'live fan-out', system, value: quantile(latencies, 0.99), unit: 'ms commit-to-client p99' },
       { bench: 'live fan-out', system, value: latencies.at(-1)!, unit: 'ms commit-to-client max' },
       ...gateways.map((_, i) => ({ bench: 'live fan-out', system, value: after[i]! / 1024 / 1024, unit: `MB RSS, gateway ${i + 1}` })),
       { bench: 'live fan-out', system, value: Math.max(...perSubscription), unit: 'KiB RSS per subscription (the larger gateway)' },

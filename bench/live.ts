@@ -19,6 +19,7 @@ import { createJobService } from '../src/service/index.js';
 import type { Figure } from './run.js';
 import { buildDist, startCli } from './support/cli-process.js';
 import { openServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 /** `jobgate serve` on `url` (bench/support/cli-process.ts). */
 async function serve(url: string, flags: string[]) {
@@ -42,11 +43,6 @@ const RUNS = 10;
 const CHECKPOINTS_PER_SECOND = 100;
 const WARMUP_MS = 3_000;
 const MEASURE_MS = Number(process.env.BENCH_LIVE_MS ?? 15_000);
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 /**
  * Twice: with node's defaults, and with the old generation capped at 256 MB as a container
@@ -164,9 +160,9 @@ async function measure(flags: string[], label: string): Promise<Figure[]> {
     return [
       { bench: 'live', system: system_, value: writtenDuring / (wallMs / 1000), unit: 'checkpoints/s written' },
       { bench: 'live', system: system_, value: received / (wallMs / 1000), unit: 'updates/s delivered (all subscribers)' },
-      { bench: 'live', system: system_, value: percentile(latencies, 50), unit: 'ms commit-to-client p50' },
-      { bench: 'live', system: system_, value: percentile(latencies, 95), unit: 'ms commit-to-client p95' },
-      { bench: 'live', system: system_, value: percentile(latencies, 99), unit: 'ms commit-to-client p99' },
+      { bench: 'live', system: system_, value: quantile(latencies, 0.5), unit: 'ms commit-to-client p50' },
+      { bench: 'live', system: system_, value: quantile(latencies, 0.95), unit: 'ms commit-to-client p95' },
+      { bench: 'live', system: system_, value: quantile(latencies, 0.99), unit: 'ms commit-to-client p99' },
       { bench: 'live', system: system_, value: latencies.at(-1) ?? NaN, unit: 'ms commit-to-client max' },
       { bench: 'live', system: system_, value: after.rss / 1024 / 1024, unit: 'MB gateway RSS' },
       {

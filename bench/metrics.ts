@@ -17,6 +17,7 @@ import { createHealth } from '../src/server/health.js';
 import { startOpsServer } from '../src/server/ops-routes.js';
 import type { Figure } from './run.js';
 import { openServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 const ENDPOINTS = 1_000;
 const FINISHED = 300_000;
@@ -24,8 +25,6 @@ const PENDING = 20_000;
 const RUNNING = 1_000;
 const ROUNDS = 200;
 const TOKEN = 'bench-metrics-token-0123456789';
-
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 export async function run(): Promise<Figure[]> {
   const server = await openServer();

@@ -29,6 +29,7 @@ import { createJobService } from '../src/service/index.js';
 import type { Figure } from './run.js';
 import { buildDist, startCli, type CliProcess } from './support/cli-process.js';
 import { openServer, type BenchServer } from './support/postgres.js';
+import { quantile } from './support/quantile.js';
 
 const GATEWAYS = Number(process.env.BENCH_TOPOLOGY_GATEWAYS ?? 4);
 const SIZES = (process.env.BENCH_TOPOLOGY_WORKERS ?? '1,2,4,8').split(',').map(Number);
@@ -38,7 +39,6 @@ const DRAIN_TIMEOUT_MS = 300_000;
 
 const say = (msg: string) => process.stderr.write(`bench topology: ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 interface Size {
   drain: number;
