@@ -1,0 +1,70 @@
+/**
+ * Claims under a backlog stay whole: attempts claimed together end together, and one claim takes
+ * the room they free, rather than a few attempts that ended apart getting a claim of their own and
+ * splitting the batches for good (a full claim and a claim of two in turn, twice the claims).
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { engineHarness, eventually, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
+
+let t: TestDb;
+let h: EngineHarness;
+
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
+beforeEach(async () => {
+  await t.reset();
+  await pauseOwnCronJobs(t);
+  h = engineHarness(t);
+  // The first two attempts end a little after the rest of their claim: from then on, without
+  // coalescing, those two slots were claimed apart from the others for the whole drain.
+  let started = 0;
+  h.handle('batches.noop', () => (++started <= 2 ? new Promise<void>((r) => setTimeout(r, 20)) : undefined));
+});
+afterEach(() => h.stopAll());
+afterAll(() => t?.close());
+
+const BACKLOG = 2_000;
+const BATCH = 50;
+
+/** How many claims took the endpoint's executions: each claim writes a token of its own on what it takes. */
+async function drainAndCountClaims(endpoint: { keyConcurrencyLimit?: number }): Promise<number> {
+  const ep = await t.service.registerEndpoint(t.actor, {
+    name: 'batches.backlog',
+    kind: 'HANDLER',
+    handlerName: 'batches.noop',
+    ...endpoint,
+  });
+  for (let from = 0; from < BACKLOG; from += 1_000)
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 1_000 }, (_, i) => ({
+        endpointName: 'batches.backlog',
+        kind: 'IMMEDIATE' as const,
+        concurrencyKey: `k${(from + i) % 20}`,
+      })),
+    );
+  await h.worker({ workerId: 'batches', concurrency: BATCH, batchSize: BATCH, pollMs: 60_000 });
+  await eventually(
+    async () =>
+      (await t.query(`select 1 from executions where endpoint_id = $1 and status <> 'SUCCEEDED' limit 1`, [ep.id])).rows.length === 0,
+    { timeout: 60_000, what: 'the backlog drained' },
+  );
+  const { rows } = await t.query<{ claims: number }>(
+    `select count(distinct claim_token)::int as claims from executions where endpoint_id = $1`,
+    [ep.id],
+  );
+  return rows[0]!.claims;
+}
+
+describe('claims under a backlog', () => {
+  // The fewest claims are BACKLOG / BATCH (40); split batches took about twice as many.
+  it('take whole batches on an endpoint without limits', async () => {
+    expect(await drainAndCountClaims({})).toBeLessThan((BACKLOG / BATCH) * 1.5);
+  });
+
+  it('take whole batches on a limited endpoint, whose claims cost the most', async () => {
+    expect(await drainAndCountClaims({ keyConcurrencyLimit: BATCH })).toBeLessThan((BACKLOG / BATCH) * 1.5);
+  });
+});
