@@ -175,4 +175,15 @@ export interface ClaimOptions {
   token?: string;
   /** Which due work first (see ClaimOrder); PRIORITY unless given. */
   order?: ClaimOrder;
+  /**
+   * Hears the limited endpoints with due work that this claim passed over because another claim
+   * held their lock (claimLimited): a claim that comes back short then left work for later.
+   */
+  contended?: (endpointIds: string[]) => void;
+  /**
+   * A limited endpoint whose lock this claim waits for before anything else, up to LOCK_WAIT_MS:
+   * one the worker's previous claim found held. A wait that runs out claims nothing and is heard
+   * by `contended`.
+   */
+  awaitEndpoint?: string | undefined;
 }

@@ -28,9 +28,11 @@ const ENDPOINT_LOCK = LOCK_CLASS.endpointClaims;
 const WORKSPACE_LOCK = LOCK_CLASS.workspaceClaims;
 
 /**
- * Limited endpoints (a concurrency or a rate limit, per key too, or a workspace cap) with due work
- * whose advisory lock this transaction could take, and, for an endpoint its workspace caps, the
- * workspace's lock too (so the workspace's claims count its attempts in flight one after another).
+ * Limited endpoints (a concurrency or a rate limit, per key too, or a workspace cap) with due work,
+ * and whether this transaction took the endpoint's advisory lock (`locked`), and, for an endpoint
+ * its workspace caps, the workspace's lock too (so the workspace's claims count its attempts in
+ * flight one after another). An endpoint whose lock another claim holds comes back unlocked: that
+ * claim is under way, and this one is short for it, not for want of work (claimLimited reports it).
  * `keyed`: its claims rotate between concurrency keys (CLAIM_KEYED).
  * It also turns JIT compilation off for the rest of the transaction, before the limited claims
  * that follow are planned: their LIMIT is the room counted after the lock (an expression), for
@@ -38,30 +40,63 @@ const WORKSPACE_LOCK = LOCK_CLASS.workspaceClaims;
  * a claim that runs in a millisecond was compiled first, for 600 ms, every time.
  */
 const LOCK_LIMITED = `
-select en.id, en.concurrency_limit, en.key_concurrency_limit,
-       (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
-       -- Capped in this statement's snapshot: the CASE below took the workspace's lock too.
-       en.workspace_capped as workspace_locked,
-       (select count(*) from executions r where r.endpoint_id = en.id and r.status = 'RUNNING')::int as running
+select s.id, s.concurrency_limit, s.key_concurrency_limit, s.keyed, s.workspace_locked, s.locked,
+       case when s.locked then (select count(*) from executions r where r.endpoint_id = s.id and r.status = 'RUNNING')::int end as running
+from (
+  select en.id, en.concurrency_limit, en.key_concurrency_limit,
+         (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
+         -- Capped in this statement's snapshot: the CASE below took the workspace's lock too.
+         en.workspace_capped as workspace_locked,
+         -- The locks last (a CASE, whose order the planner keeps: it evaluates cheap conditions
+         -- of a WHERE first, and would take locks of endpoints it then leaves out), the
+         -- endpoint's before its workspace's (a workspace lock taken for an endpoint this claim
+         -- then skips would hold the workspace's other endpoints off other workers for nothing).
+         -- Null: nothing to claim. A bucket short of a whole token is left alone: read in this
+         -- statement's snapshot, from before the lock, it can only show more tokens than the
+         -- claim would (spends it has not seen), never fewer.
+         case when ${DELIVERABLE('$1')}
+                   and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
+                   and exists (select 1 from executions e join jobs j on j.id = e.job_id
+                               where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
+              then case when pg_try_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))
+                        then case when en.workspace_capped then pg_try_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))
+                                  else true end
+                        else false end
+         end as locked
+  from endpoints en
+  left join endpoint_rate_buckets b on b.endpoint_id = en.id
+  cross join (select set_config('jit', 'off', true)) jit_off
+  where jobgate_endpoint_limited(en)
+  -- Evaluated here, once per endpoint: the outer filter on its answer is never pushed into it
+  -- (Postgres keeps quals on volatile output columns out of a subquery), and OFFSET 0 says so.
+  offset 0
+) s
+where s.locked is not null`;
+
+/** How long a claim waits for a limited endpoint's lock another claim holds (ClaimOptions.awaitEndpoint). */
+export const LOCK_WAIT_MS = 100;
+
+/**
+ * Waits for limited endpoint $1's lock, and for its workspace's when the workspace caps it (the two
+ * LOCK_LIMITED tries, in its order: every waiter takes them so, and only waiters wait, so no two
+ * wait on each other in a cycle), up to LOCK_WAIT_MS each (lock_timeout; Postgres then raises 55P03
+ * and the transaction is rolled back). Held to the end of the transaction like the ones
+ * LOCK_LIMITED takes, which takes them again at no cost. The timeout stays for the rest of the
+ * claim, which waits on no other lock: its rows are taken SKIP LOCKED, its buckets under the
+ * endpoint's lock. A claim that lost the lock to another one waits here for it to commit, rather
+ * than coming back at once (and finding it held again) or sitting idle until its next poll.
+ */
+const AWAIT_LOCK = `
+select pg_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text)),
+       case when en.workspace_capped then pg_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))::text end
 from endpoints en
-left join endpoint_rate_buckets b on b.endpoint_id = en.id
-cross join (select set_config('jit', 'off', true)) jit_off
-where jobgate_endpoint_limited(en)
-  -- The locks last (a CASE, whose order the planner keeps: it evaluates cheap conditions of a WHERE
-  -- first, and would take locks of endpoints it then leaves out), the endpoint's before its
-  -- workspace's (a workspace lock taken for an endpoint this claim then skips would hold the
-  -- workspace's other endpoints off other workers for nothing). A bucket short of a whole token
-  -- is left alone: read in this statement's snapshot, from before the lock, it can only show more
-  -- tokens than the claim would (spends it has not seen), never fewer.
-  and case when ${DELIVERABLE('$1')}
-             and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
-             and exists (select 1 from executions e join jobs j on j.id = e.job_id
-                         where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
-           then case when pg_try_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))
-                     then case when en.workspace_capped then pg_try_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))
-                               else true end
-                     else false end
-           else false end`;
+cross join (select set_config('lock_timeout', '${LOCK_WAIT_MS}ms', true)) lock_timeout
+where en.id = $1`;
+
+/** Waits for `endpointId`'s claim lock in the claim's transaction (AWAIT_LOCK). */
+export async function awaitEndpointLock(client: pg.PoolClient, endpointId: string): Promise<void> {
+  await client.query({ name: 'jobgate.await-limited', text: AWAIT_LOCK, values: [endpointId] });
+}
 
 /**
  * The limited claims' first parts ($4 the endpoint, $5 the most this claim may take, $6 the
@@ -255,7 +290,10 @@ with recursive turn_from(k) as (
   on conflict (endpoint_id) do update set last_key = excluded.last_key
 ${claimTail(SPEND_TOKENS + SPEND_KEY_TOKENS)}`;
 
-/** Up to `room` executions of the limited endpoints, each under its advisory lock. */
+/**
+ * Up to `room` executions of the limited endpoints, each under its advisory lock; `o.contended` hears
+ * when an endpoint with due work was passed over because another claim held its lock.
+ */
 export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: string, room: number): Promise<ClaimedExecution[]> {
   const rows: ClaimedExecution[] = [];
   const limited = await client.query<{
@@ -264,13 +302,17 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
     key_concurrency_limit: number | null;
     keyed: boolean;
     workspace_locked: boolean;
+    locked: boolean;
     running: number;
   }>({
     name: 'jobgate.lock-limited',
     text: LOCK_LIMITED,
     values: [o.handlers],
   });
+  const contended = limited.rows.filter((ep) => !ep.locked).map((ep) => ep.id);
+  if (contended.length > 0) o.contended?.(contended);
   for (const ep of limited.rows) {
+    if (!ep.locked) continue;
     // A first estimate; the claim recounts after the lock (the count here may be stale), and
     // reads and spends the bucket of a rate-limited endpoint in the same statement.
     const free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - ep.running);

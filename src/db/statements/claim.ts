@@ -41,7 +41,8 @@ import {
   type ClaimOptions,
   type ClaimOrder,
 } from './claim-gates.js';
-import { claimLimited } from './claim-limited.js';
+import { awaitEndpointLock, claimLimited } from './claim-limited.js';
+import { isPgError, LOCK_NOT_AVAILABLE } from '../sqlstate.js';
 
 export {
   CLAIMABLE,
@@ -154,6 +155,11 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
     if (!o.limitedEndpoints) return (await client.query<ClaimedExecution>(claimUnlimited(o, token))).rows;
     return await transactionOn(client, () => claimWithLimits(client, o, token));
   } catch (error) {
+    // The wait for a limited endpoint's lock ran out: rolled back, nothing claimed, still held.
+    if (o.awaitEndpoint && isPgError(error, LOCK_NOT_AVAILABLE)) {
+      o.contended?.([o.awaitEndpoint]);
+      return [];
+    }
     failed = error as Error;
     // A statement the server refused (a conflict, a cancel) rolled back; a lost connection may
     // have taken the answer of a commit with it.
@@ -171,6 +177,7 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
  * cannot keep them from ever starting.
  */
 async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: string): Promise<ClaimedExecution[]> {
+  if (o.awaitEndpoint) await awaitEndpointLock(client, o.awaitEndpoint);
   if (o.order !== 'OLDEST') {
     const rows = (await client.query<ClaimedExecution>(claimUnlimited(o, token))).rows;
     return o.limit - rows.length > 0 ? [...rows, ...(await claimLimited(client, o, token, o.limit - rows.length))] : rows;

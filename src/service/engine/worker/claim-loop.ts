@@ -61,6 +61,8 @@ interface ClaimState {
   dueTimer: NodeJS.Timeout | undefined;
   /** Retries the claim while the database is unreachable. */
   retryTimer: NodeJS.Timeout | undefined;
+  /** A limited endpoint whose lock the last claim found held: the next claim waits for it. */
+  awaitEndpoint: string | undefined;
   retries: number;
   /** Claims sent so far: their count picks each claim's order (claimOrder). */
   sent: number;
@@ -111,6 +113,7 @@ const initialState = (): ClaimState => ({
   limited: false,
   dueTimer: undefined,
   retryTimer: undefined,
+  awaitEndpoint: undefined,
   retries: 0,
   sent: 0,
   lastClaimAt: performance.now(),
@@ -175,7 +178,8 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
           timers.retry();
           return;
         }
-        if (result === 'more') state.want = true;
+        // Contended: again at once, and that claim waits for the lock (ClaimOptions.awaitEndpoint).
+        if (result === 'more' || result === 'contended') state.want = true;
         else short = true;
         if (result === 'failed') break;
       }
@@ -234,14 +238,18 @@ function waitForMoreRoom(deps: ClaimLoopDeps, state: ClaimState, free: number, k
   return true;
 }
 
-/** One claim: 'more' when the batch came back full, else 'short', 'failed' or 'retry' (unreachable). */
+/**
+ * One claim: 'more' when the batch came back full, else 'short', 'contended' (short while another
+ * claim held a limited endpoint with due work), 'failed' or 'retry' (unreachable).
+ */
 async function claimOnce(
   deps: ClaimLoopDeps,
   state: ClaimState,
   lostClaims: LostClaims,
   limit: number,
-): Promise<'more' | 'short' | 'failed' | 'retry'> {
+): Promise<'more' | 'short' | 'contended' | 'failed' | 'retry'> {
   const sentAt = performance.now();
+  let contended: string[] = [];
   state.lastClaimAt = sentAt;
   const order = claimOrder(state.sent++);
   let claimed: ClaimedExecution[];
@@ -253,6 +261,8 @@ async function claimOnce(
       leaseMs: deps.leaseMs,
       limitedEndpoints: state.limited,
       order,
+      contended: (ids) => (contended = ids),
+      awaitEndpoint: state.awaitEndpoint,
     });
   } catch (error) {
     state.drained = true;
@@ -273,6 +283,15 @@ async function claimOnce(
   // work still due. Taken as drained, its worker sat idle until the next poll (up to 5 s): with four
   // workers on one backlog, one or two of them were claiming at any moment. The next claim, a
   // PRIORITY one, tells.
+  //
+  // Nor is a claim short because another claim held a limited endpoint's lock: that claim is
+  // taking its share, and more may be left once it commits. Taken as drained, a second worker on
+  // one limited endpoint's backlog lost the lock once and sat idle for the rest of the drain.
+  state.awaitEndpoint = claimed.length < limit ? contended[0] : undefined;
+  if (state.awaitEndpoint) {
+    state.drained = false;
+    return 'contended';
+  }
   state.drained = claimed.length < limit && order !== 'OLDEST';
   return state.drained ? 'short' : 'more';
 }

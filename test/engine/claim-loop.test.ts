@@ -1,9 +1,13 @@
 /**
- * Claims under a backlog stay whole: attempts claimed together end together, and one claim takes
- * the room they free, rather than a few attempts that ended apart getting a claim of their own and
- * splitting the batches for good (a full claim and a claim of two in turn, twice the claims).
+ * The claim loop under a backlog. Claims stay whole: attempts claimed together end together, and
+ * one claim takes the room they free, rather than a few attempts that ended apart getting a claim
+ * of their own and splitting the batches for good (a full claim and a claim of two in turn, twice
+ * the claims). And a claim that finds a limited endpoint's lock held by another claim is not taken
+ * for an empty queue: the worker claims again, waiting for the lock, instead of sitting idle.
  */
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { LOCK_CLASS } from '../../src/db/advisory-locks.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
 
@@ -66,5 +70,43 @@ describe('claims under a backlog', () => {
 
   it('take whole batches on a limited endpoint, whose claims cost the most', async () => {
     expect(await drainAndCountClaims({ keyConcurrencyLimit: BATCH })).toBeLessThan((BACKLOG / BATCH) * 1.5);
+  });
+});
+
+describe('a claim that finds a limited endpoint locked by another claim', () => {
+  it('claims again once the lock is free, instead of taking the queue for empty until its poll', async () => {
+    const ep = await t.service.registerEndpoint(t.actor, {
+      name: 'batches.locked',
+      kind: 'HANDLER',
+      handlerName: 'batches.noop',
+      concurrencyLimit: 100,
+    });
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 20 }, () => ({ endpointName: 'batches.locked', kind: 'IMMEDIATE' as const })),
+    );
+    // Another claim holds the endpoint's lock (as a second worker's claim transaction does) when
+    // the worker starts: its first claims find work they may not take yet.
+    const other = new pg.Client({ connectionString: t.url });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock($1, hashtext($2::text))', [LOCK_CLASS.endpointClaims, ep.id]);
+      // No poll and no notification in the test's time: only the claim loop itself can go on.
+      await h.worker({ workerId: 'batches-locked', concurrency: 10, pollMs: 60_000, reconcileMs: 60_000 });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(
+        (await t.query(`select count(*)::int as n from executions where endpoint_id = $1 and status = 'SUCCEEDED'`, [ep.id])).rows[0].n,
+      ).toBe(0);
+      await other.query('commit');
+    } finally {
+      await other.end();
+    }
+    await eventually(
+      async () =>
+        (await t.query(`select count(*)::int as n from executions where endpoint_id = $1 and status = 'SUCCEEDED'`, [ep.id])).rows[0].n ===
+        20,
+      { timeout: 10_000, what: 'all 20 succeeded' },
+    );
   });
 });
