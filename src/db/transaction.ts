@@ -8,6 +8,7 @@ import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type pg from 'pg';
 import type { Db } from './pool.js';
 import type { Executor } from './repositories/scope.js';
+import { retryConflicts, type ConflictRetryReport } from './conflicts.js';
 import { isPgError, NO_ACTIVE_TRANSACTION } from './sqlstate.js';
 import type { DB } from './types.js';
 
@@ -50,14 +51,24 @@ export interface TransactionBoundary {
 
 /**
  * On the pool (`outer` false), `transaction` is BEGIN ... COMMIT (ROLLBACK on a throw) on one
- * connection. Inside the caller's open transaction (`db` is that one connection, see ./outer.ts),
- * both are savepoints, numbered so that nested ones never share a name.
+ * connection, tried again whole when Postgres aborted it for a conflict with another transaction
+ * (a deadlock it broke, a serialization failure: ./conflicts.ts), a few times in under 100 ms;
+ * `conflictRetried` hears each retry. `fn` reads what it decides on inside the transaction, so a
+ * second try decides again on what is there then. Inside the caller's open transaction (`db` is
+ * that one connection, see ./outer.ts), both are savepoints, numbered so that nested ones never
+ * share a name, and a conflict is the caller's to retry: its own transaction may hold locks in the
+ * cycle, which a savepoint's retry would only meet again.
  */
-export function createTransactionBoundary(db: Db, outer: boolean): TransactionBoundary {
+export function createTransactionBoundary(
+  db: Db,
+  outer: boolean,
+  conflictRetried: (report: ConflictRetryReport) => void = () => {},
+): TransactionBoundary {
   let savepoints = 0;
   const savepoint = <T>(fn: () => Promise<T>) => inSavepoint(db, `jobgate_${++savepoints}`, fn);
   return {
-    transaction: (fn) => (outer ? savepoint(() => fn(db as Transaction<DB>)) : db.transaction().execute(fn)),
+    transaction: (fn) =>
+      outer ? savepoint(() => fn(db as Transaction<DB>)) : retryConflicts(() => db.transaction().execute(fn), conflictRetried),
     atomic: (fn) => (outer ? savepoint(fn) : fn()),
   };
 }

@@ -141,7 +141,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const conflictRetries = new Counter({
     name: 'jobgate_conflict_retries_total',
-    help: 'Worker statements (outcomes: an outcome batch; heartbeat) aborted by a conflict with another transaction and sent again, by SQLSTATE (40P01 deadlock, 40001 serialization).',
+    help: "Statements aborted by a conflict with another transaction and tried again (outcomes: a worker's outcome batch; heartbeat; mutation: a service transaction, whole), by SQLSTATE (40P01 deadlock, 40001 serialization).",
     labelNames: ['statement', 'sqlstate'],
     registers,
   });

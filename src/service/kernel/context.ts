@@ -4,11 +4,12 @@ import type { ZodType, z } from 'zod';
 import type { Db } from '../../db/pool.js';
 import type { Executor } from '../../db/repositories/scope.js';
 import { createCursorKeys, type CursorKeys } from './cursors.js';
+import { isRetriedConflict } from '../../db/conflicts.js';
 import { createTransactionBoundary, databaseNow } from '../../db/transaction.js';
 import type { ReadReplica } from '../../db/read-replica.js';
 import type { DB } from '../../db/types.js';
 import type { Actor } from './actor.js';
-import { ValidationError } from './errors.js';
+import { ConflictError, ValidationError } from './errors.js';
 import type { SecretBox } from './secrets.js';
 import { createOutboundPolicy, type OutboundPolicy } from '../endpoints/outbound-policy.js';
 import type { RetentionSettingsDefaults } from '../retention/windows.js';
@@ -83,8 +84,10 @@ export interface ServiceContext {
   outbound: OutboundPolicy;
   /**
    * The service's one transaction boundary: `fn` commits or rolls back as a whole. On the pool,
-   * a transaction of its own; in the caller's transaction, a savepoint, released on success and
-   * rolled back to on a throw, so the caller's transaction stays usable after any refusal.
+   * a transaction of its own, tried again whole when Postgres aborts it for a conflict with
+   * another transaction (db/transaction.ts); in the caller's transaction, a savepoint, released on
+   * success and rolled back to on a throw, so the caller's transaction stays usable after any
+   * refusal. A conflict that outlasts the tries is refused with CONFLICT.
    */
   transaction<T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T>;
   /**
@@ -102,15 +105,28 @@ export interface ServiceContext {
 
 export function createContext(deps: ServiceDeps): ServiceContext {
   const outer = deps.outerTransaction === true;
-  const boundary = createTransactionBoundary(deps.db, outer);
+  const observer = deps.observer ?? noopObserver;
+  const boundary = createTransactionBoundary(deps.db, outer, (r) => observer.conflictRetried('mutation', r.sqlstate));
   let tail: Promise<unknown> = Promise.resolve();
   const replica = outer ? undefined : deps.replica;
   return {
     db: deps.db,
     reader: (actor) => (replica && actor.reads === 'replica' && replica.fresh() ? replica.db : deps.db),
-    observer: deps.observer ?? noopObserver,
+    observer,
     outer,
-    transaction: boundary.transaction,
+    async transaction(fn) {
+      try {
+        return await boundary.transaction(fn);
+      } catch (error) {
+        // Still in conflict after the boundary's tries (or inside a caller's transaction, which
+        // retries none): a refusal the caller can try again, not an internal error.
+        if (isRetriedConflict(error))
+          throw new ConflictError('the change met another change at the same moment and was rolled back: try again', {
+            sqlstate: (error as { code: string }).code,
+          });
+        throw error;
+      }
+    },
     atomic: boundary.atomic,
     exclusive(fn) {
       if (!outer) return fn();

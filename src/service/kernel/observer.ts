@@ -12,8 +12,11 @@
 export type PrunedTable =
   'executions' | 'attempts' | 'audit_log' | 'runs' | 'findings' | 'events' | 'jobs' | 'alert_notifications' | 'batches';
 
-/** The engine statements retried after a conflict (src/service/engine/worker/conflict-retry.ts). */
-export type ConflictedStatement = 'outcomes' | 'heartbeat';
+/**
+ * What was tried again after a conflict (src/db/conflicts.ts): the engine's outcome batches and
+ * heartbeats (src/service/engine/worker/conflict-retry.ts), the service's transactions (a mutation).
+ */
+export type ConflictedStatement = 'outcomes' | 'heartbeat' | 'mutation';
 
 /** How an execution's recorded outcome left it. `PENDING` means a retry was scheduled. */
 export type RecordedStatus = 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'PENDING';
