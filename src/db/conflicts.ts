@@ -32,8 +32,8 @@ export interface ConflictRetryOptions {
 
 /**
  * Five tries, waits of at most 5, 10, 20 and 40 ms: about 75 ms at worst, well inside a heartbeat
- * period, so a retried heartbeat still answers before the self-fence looks (the engine's
- * lease-keeper.ts).
+ * period, so a retried heartbeat still answers before the self-fence looks
+ * (src/service/engine/worker/lease-keeper.ts).
  */
 export const CONFLICT_RETRY: Readonly<ConflictRetryOptions> = Object.freeze({ tries: 5, baseMs: 5, maxMs: 40 });
 
