@@ -62,17 +62,23 @@ describe('workflows across three worker processes, one killed', { timeout: 120_0
     });
 
     const [killed] = await Promise.all([startWorker('a'), startWorker('b'), startWorker('c')]);
-    // In the middle: B and C have started (C runs 3 s, so D cannot have), with members running.
+    // In the middle: B and C have started (C runs 3 s, so D cannot have), with members running,
+    // and the worker to kill has an attempt that will not end in the next 30 ms (one that merely
+    // ran at the moment of looking could end before the kill, and the kill then cut nothing).
     await eventually(
       async () =>
         (
           await t.query(
-            `select count(distinct e.job_id)::int as n from side_effects s join executions e on e.id = s.execution_id where e.job_id = any($1)`,
+            `select (select count(distinct e.job_id)::int from side_effects s join executions e on e.id = s.execution_id
+                     where e.job_id = any($1)) = 2
+                    and exists (select 1 from side_effects s join executions e on e.id = s.execution_id
+                                where s.worker_id = 'a' and s.finished_at is null
+                                  and s.started_at + make_interval(secs => (e.input->>'ms')::float8 / 1000) > clock_timestamp() + interval '30 ms') as ready`,
             [[b.id, c.id]],
           )
-        ).rows[0].n === 2,
+        ).rows[0].ready,
       30_000,
-      'B and C to start',
+      'B and C to start, and worker a in an attempt',
     );
     killed.kill('SIGKILL');
     expect((await t.query(`select status from executions where job_id = $1`, [d.id])).rows[0].status).toBe('PENDING');

@@ -178,7 +178,19 @@ export async function createTestDb(deps: Partial<ServiceDeps> = {}, options: { r
     systemActor: { workspaceId: ws.id, kind: 'system', role: 'ADMIN' },
     async reset() {
       if (!made) throw new Error('reset() needs createTestDb(deps, { resettable: true })');
-      await restore(database.pool, made);
+      // The previous test's worker processes were killed, but a backend of theirs runs on to the
+      // end of its statement (a killed client is noticed only at the next read): one that holds
+      // a table and waits for another can deadlock with the truncate, which Postgres then aborts.
+      // Tried again, the orphan has finished and gone.
+      for (let tries = 1; ; tries++) {
+        try {
+          await restore(database.pool, made);
+          break;
+        } catch (error) {
+          if (tries >= 5 || (error as { code?: string }).code !== '40P01') throw error;
+          await new Promise((r) => setTimeout(r, 200 * tries));
+        }
+      }
       t.service = newService();
     },
     async close() {
