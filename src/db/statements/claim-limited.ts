@@ -41,7 +41,9 @@ const WORKSPACE_LOCK = LOCK_CLASS.workspaceClaims;
  */
 const LOCK_LIMITED = `
 select s.id, s.concurrency_limit, s.key_concurrency_limit, s.keyed, s.workspace_locked, s.locked,
-       case when s.locked then (select count(*) from executions r where r.endpoint_id = s.id and r.status = 'RUNNING')::int end as running
+       -- A first estimate of its slots in use, for a concurrency limit (the claim counts again).
+       case when s.locked and s.concurrency_limit is not null
+            then (select count(*) from executions r where r.endpoint_id = s.id and r.status = 'RUNNING')::int end as running
 from (
   select en.id, en.concurrency_limit, en.key_concurrency_limit,
          (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
@@ -303,7 +305,8 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
     keyed: boolean;
     workspace_locked: boolean;
     locked: boolean;
-    running: number;
+    /** Null without a concurrency limit. */
+    running: number | null;
   }>({
     name: 'jobgate.lock-limited',
     text: LOCK_LIMITED,
@@ -315,7 +318,7 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
     if (!ep.locked) continue;
     // A first estimate; the claim recounts after the lock (the count here may be stale), and
     // reads and spends the bucket of a rate-limited endpoint in the same statement.
-    const free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - ep.running);
+    const free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - (ep.running ?? 0));
     if (free <= 0) continue;
     const order = o.order ?? 'PRIORITY';
     const more = !ep.keyed

@@ -177,12 +177,19 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
  * cannot keep them from ever starting.
  */
 async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: string): Promise<ClaimedExecution[]> {
-  if (o.awaitEndpoint) await awaitEndpointLock(client, o.awaitEndpoint);
+  // The wait for a limited endpoint's lock (ClaimOptions.awaitEndpoint) right before the limited
+  // claims, so the lock is held no longer than they need: the other claims on the endpoint wait
+  // for it. Nothing that holds such a lock waits for the rows the unlimited claim took (claims
+  // take rows SKIP LOCKED), so waiting while holding them closes no cycle.
+  const limited = async (room: number) => {
+    if (o.awaitEndpoint) await awaitEndpointLock(client, o.awaitEndpoint);
+    return claimLimited(client, o, token, room);
+  };
   if (o.order !== 'OLDEST') {
     const rows = (await client.query<ClaimedExecution>(claimUnlimited(o, token))).rows;
-    return o.limit - rows.length > 0 ? [...rows, ...(await claimLimited(client, o, token, o.limit - rows.length))] : rows;
+    return o.limit - rows.length > 0 ? [...rows, ...(await limited(o.limit - rows.length))] : rows;
   }
-  const rows = await claimLimited(client, o, token, o.limit);
+  const rows = await limited(o.limit);
   if (o.limit - rows.length <= 0) return rows;
   return [...rows, ...(await client.query<ClaimedExecution>(claimUnlimited({ ...o, limit: o.limit - rows.length }, token))).rows];
 }
