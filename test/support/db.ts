@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
+import { retryConflicts } from '../../src/db/conflicts.js';
 import { createDatabase, type Database } from '../../src/db/pool.js';
 import { findWorkspaceBySlug, ensureWorkspace } from '../../src/db/repositories/workspaces.js';
 import type { Actor } from '../../src/service/kernel/actor.js';
@@ -181,16 +182,12 @@ export async function createTestDb(deps: Partial<ServiceDeps> = {}, options: { r
       // The previous test's worker processes were killed, but a backend of theirs runs on to the
       // end of its statement (a killed client is noticed only at the next read): one that holds
       // a table and waits for another can deadlock with the truncate, which Postgres then aborts.
-      // Tried again, the orphan has finished and gone.
-      for (let tries = 1; ; tries++) {
-        try {
-          await restore(database.pool, made);
-          break;
-        } catch (error) {
-          if (tries >= 5 || (error as { code?: string }).code !== '40P01') throw error;
-          await new Promise((r) => setTimeout(r, 200 * tries));
-        }
-      }
+      // Tried again (the engine's conflict retry, with waits long enough for the orphan to finish).
+      await retryConflicts(
+        () => restore(database.pool, made),
+        () => {},
+        { tries: 5, baseMs: 200, maxMs: 1000 },
+      );
       t.service = newService();
     },
     async close() {
