@@ -1,4 +1,4 @@
--- The schema after migrations/000052_execution_error_search.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000053_job_live_executions.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -1432,7 +1432,7 @@ CREATE INDEX executions_workspace_failed_endpoint ON public.executions USING btr
 
 CREATE INDEX executions_workspace_finished ON public.executions USING btree (workspace_id, finished_at) INCLUDE (status, endpoint_id) WHERE (finished_at IS NOT NULL);
 
-CREATE INDEX executions_workspace_live ON public.executions USING btree (workspace_id, endpoint_id, status) WHERE (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text]));
+CREATE INDEX executions_workspace_live ON public.executions USING btree (workspace_id, endpoint_id, job_id, status) WHERE (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text]));
 
 CREATE INDEX findings_run ON public.findings USING btree (run_id, id);
 

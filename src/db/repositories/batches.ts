@@ -190,8 +190,8 @@ export async function cancelUnfinishedMembers(db: Executor, workspaceId: string,
     ), retired as (
       update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
       where id in (select id from members) and status <> 'RETIRED'
-      returning id
-    ), ended as (${cancelLiveExecutionsOf(sql`job_id in (select id from retired)`, 'batch cancelled')}
+      returning id, workspace_id, endpoint_id
+    ), ended as (${cancelLiveExecutionsOf(sql`(workspace_id, endpoint_id, job_id) in (select workspace_id, endpoint_id, id from retired)`, 'batch cancelled')}
     )
     select (select count(*) from retired)::int as jobs, coalesce((select array_agg(id) from ended where status = 'RUNNING'), '{}') as asked`.execute(
     db,

@@ -1,7 +1,7 @@
 import { LOCK_CLASS } from '../advisory-locks.js';
 import { sql, type Expression, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import { cancelChannel, workChannel } from '../channels.js';
-import type { AttemptRow, DB, ExecutionRow } from '../types.js';
+import type { AttemptRow, DB, ExecutionRow, JobRow } from '../types.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export interface NewExecutionRow {
@@ -84,12 +84,22 @@ export async function findByRequestId(
     .executeTakeFirst();
 }
 
-export async function findLiveExecution(db: Executor, workspaceId: string, jobId: string): Promise<ExecutionRow | undefined> {
+/**
+ * The job's earliest live execution. Named by its workspace and endpoint too (an execution's are
+ * its job's), so that it is found among the live executions (executions_workspace_live), not by
+ * reading the job's whole history.
+ */
+export async function findLiveExecution(
+  db: Executor,
+  workspaceId: string,
+  job: Pick<JobRow, 'id' | 'endpoint_id'>,
+): Promise<ExecutionRow | undefined> {
   return db
     .selectFrom('executions')
     .selectAll()
     .where('workspace_id', '=', scoped(workspaceId))
-    .where('job_id', '=', jobId)
+    .where('endpoint_id', '=', job.endpoint_id)
+    .where('job_id', '=', job.id)
     .where('status', 'in', ['PENDING', 'RUNNING'])
     .orderBy('created_at')
     .executeTakeFirst();
@@ -220,8 +230,16 @@ export async function findExecutionById(db: Executor, workspaceId: string, id: s
  * CANCELLED when their attempt returns or their lease is reconciled). Returns how many were
  * cancelled at once. Must run inside the caller's transaction when the job changes with it.
  */
-export async function cancelLiveExecutions(db: Executor, workspaceId: string, jobId: string, reason: string): Promise<number> {
-  const { rows } = await cancelLiveExecutionsOf(sql`workspace_id = ${scoped(workspaceId)} and job_id = ${jobId}`, reason).execute(db);
+export async function cancelLiveExecutions(
+  db: Executor,
+  workspaceId: string,
+  job: Pick<JobRow, 'id' | 'endpoint_id'>,
+  reason: string,
+): Promise<number> {
+  const { rows } = await cancelLiveExecutionsOf(
+    sql`workspace_id = ${scoped(workspaceId)} and endpoint_id = ${job.endpoint_id} and job_id = ${job.id}`,
+    reason,
+  ).execute(db);
   for (const row of rows) {
     if (row.status === 'RUNNING')
       await sql`select pg_notify(${cancelChannel.name}, ${cancelChannel.encode({ executionId: row.id })})`.execute(db);
@@ -231,7 +249,9 @@ export async function cancelLiveExecutions(db: Executor, workspaceId: string, jo
 
 /**
  * The statement that cancels live executions, the one definition (cancelJob's, and the reaper's
- * retiring ended cron jobs, src/db/statements/reap.ts): `jobs` selects the executions by job. One
+ * retiring ended cron jobs, src/db/statements/reap.ts): `jobs` selects the executions by job,
+ * naming their workspace and endpoint too, so that they are read among the live executions
+ * (executions_workspace_live) rather than through each job's whole history. One
  * UPDATE over both states, on purpose: a row is re-read when it is locked, so an attempt's
  * outcome or the reconciler turning it from RUNNING back to PENDING (a retry) while this runs
  * still has it cancelled. Two statements (pending, then running) each missed a row that moved

@@ -96,10 +96,16 @@ export const DELIVERABLE = (handlers: string) =>
 // one is a candidate only while none of its job runs and no earlier one of its job is pending.
 // Within one statement only the earliest qualifies; a concurrent claim sees the earliest still
 // PENDING (its RUNNING is not committed yet) and so takes none of that job's.
+// Both look among the job's live executions (executions_workspace_live: an execution's workspace
+// and endpoint are its job's), not through its whole history: the earlier-one question behind
+// offset 0, or the planner walks the job's history by (job_id, scheduled_for) for the earlier ones.
 export const SERIAL_TURN = `(not e.serial or (
-      not exists (select 1 from executions r where r.job_id = e.job_id and r.status = 'RUNNING')
-      and not exists (select 1 from executions p where p.job_id = e.job_id and p.status = 'PENDING' and p.serial
-                      and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
+      not exists (select 1 from executions r where r.workspace_id = e.workspace_id and r.endpoint_id = e.endpoint_id
+                                              and r.job_id = e.job_id and r.status = 'RUNNING')
+      and not exists (select 1 from (select p.id, p.scheduled_for, p.serial from executions p
+                                     where p.workspace_id = e.workspace_id and p.endpoint_id = e.endpoint_id
+                                       and p.job_id = e.job_id and p.status = 'PENDING' offset 0) p
+                      where p.serial and (p.scheduled_for, p.id) < (e.scheduled_for, e.id))))`;
 
 /**
  * The priorities present among the pending executions `among` picks (`levels.p`), one row each,

@@ -37,9 +37,16 @@ select j.id, j.workspace_id, j.endpoint_id, j.cron_expression, j.timezone, j.end
        live.id as live_id, live.status as live_status, live.created_at as live_since
 from jobs j
 left join lateral (
-  select e.id, e.status, e.created_at from executions e
-  where e.job_id = j.id and e.status in ('PENDING', 'RUNNING')
-  order by e.created_at limit 1
+  -- The job's few live executions (executions_workspace_live), then the earliest. Behind
+  -- offset 0, so that the planner does not walk the job's whole history newest first instead
+  -- (executions_job_created, in the order asked).
+  select l.id, l.status, l.created_at from (
+    select e.id, e.status, e.created_at from executions e
+    where e.workspace_id = j.workspace_id and e.endpoint_id = j.endpoint_id and e.job_id = j.id
+      and e.status in ('PENDING', 'RUNNING')
+    offset 0
+  ) l
+  order by l.created_at limit 1
 ) live on true
 where j.kind = 'CRON' and j.status = 'ACTIVE' and j.next_fire_at <= $1
 order by j.next_fire_at

@@ -33,8 +33,8 @@ export async function reapEndedCronJobsOf(pool: pg.Pool, workspaceId: string): P
     ), reaped as (
       update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
       where id in (select id from ended_jobs) and status <> 'RETIRED'
-      returning id, workspace_id
-    ), ended as (${cancelLiveExecutionsOf(sql`job_id in (select id from reaped)`, 'job ended (endsAt passed)')}
+      returning id, workspace_id, endpoint_id
+    ), ended as (${cancelLiveExecutionsOf(sql`(workspace_id, endpoint_id, job_id) in (select workspace_id, endpoint_id, id from reaped)`, 'job ended (endsAt passed)')}
     ), audited as (
       insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
       select workspace_id, 'system', 'job.reap', 'Job', id::text, '{}'::jsonb, 'OK' from reaped

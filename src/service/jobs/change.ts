@@ -94,6 +94,6 @@ export async function cancelJobIn(trx: Transaction<DB>, actor: Actor, id: string
     retired_at: DATABASE_NOW as never,
     next_fire_at: null,
   });
-  const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job.id, 'job cancelled');
+  const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job, 'job cancelled');
   return { job: toJob(retired), cancelledExecutions };
 }

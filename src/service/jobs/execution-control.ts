@@ -47,7 +47,7 @@ export function createExecutionControlService(ctx: ServiceContext) {
           assertJobMutable(actor, job, endpoint, { owned: false });
           if (!input.force) {
             if (job.status === 'PAUSED') throw new ConflictError(`job ${job.id} is paused; trigger it with force to run it anyway`);
-            const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job.id);
+            const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job);
             if (live) {
               throw new ConflictError(
                 `job ${job.id} already has a ${live.status.toLowerCase()} execution; trigger it with force to run another`,
