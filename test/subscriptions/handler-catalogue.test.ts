@@ -92,13 +92,17 @@ describe('handlerCatalog', () => {
 
   it('drops a worker that stops heartbeating, though nothing is written when it goes stale', async () => {
     const sub = collect<Pushed>(live.client(adminKey), CATALOG, { kind: 'INTERVAL' });
-    // Stale after 4 s: long enough for the subscription to see it first on a loaded machine.
-    await registerWorker('catalog-worker-stale', [{ kind: 'INTERVAL', name: 'catalog.quiet', everyMs: 60_000 }], 4000);
+    // The worker's stale clock starts last: once the subscription has pushed its first catalogue
+    // and the handler's row exists, so that all the time before it goes stale is the
+    // catalogue's to show it. 8 s: on a loaded machine (CI's second pass, a browser test beside
+    // it) 4 s from registering went by before the catalogue first read the worker.
+    await sub.until((items) => items.length > 0, 10_000, 'the first catalogue');
     await t.query(
       `insert into interval_handlers (name, every_ms, next_due_at) values ('catalog.quiet', 60000, now() + interval '1 minute')`,
     );
-    await sub.until((items) => named(items, 'catalog.quiet') !== undefined, 10_000, 'the worker');
-    await sub.until((items) => named(items, 'catalog.quiet') === undefined, 10_000, 'the stale worker left out');
+    await registerWorker('catalog-worker-stale', [{ kind: 'INTERVAL', name: 'catalog.quiet', everyMs: 60_000 }], 8000);
+    await sub.until((items) => named(items, 'catalog.quiet') !== undefined, 20_000, 'the worker');
+    await sub.until((items) => named(items, 'catalog.quiet') === undefined, 20_000, 'the stale worker left out');
     sub.stop();
   });
 
