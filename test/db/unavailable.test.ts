@@ -144,8 +144,12 @@ describe('isConnectionError on what a real server and network answer', { timeout
   });
 
   it("a pool's wait for a connection that runs out", async () => {
-    const pool = new pg.Pool({ connectionString: empty.url, max: 1, connectionTimeoutMillis: 100 });
+    // The held connection may take longer than the wait under test to open on a loaded machine
+    // (CI: over 100 ms): opened without a limit, then the pool's wait is cut to 100 ms (pg-pool
+    // reads the setting at each connect).
+    const pool = new pg.Pool({ connectionString: empty.url, max: 1 });
     const held = await pool.connect();
+    pool.options.connectionTimeoutMillis = 100;
     try {
       const error = await failureOf(() => pool.query('select 1'));
       expect(isConnectionError(error)).toBe(true);
