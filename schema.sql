@@ -1,4 +1,4 @@
--- The schema after migrations/000053_job_live_executions.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000054_cron_written_ahead.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -557,6 +557,22 @@ begin
   if found then perform pg_notify('jobgate_work', ''); end if;
 end $$;
 
+CREATE FUNCTION public.jobgate_withdraw_ahead() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  delete from executions e
+  where e.workspace_id = old.workspace_id and e.endpoint_id = old.endpoint_id and e.job_id = old.id
+    and e.scheduled_for = old.ahead_at and e.trigger = 'SCHEDULE' and e.status = 'PENDING' and e.attempt_count = 0;
+  if not found then return new; end if;
+  if new.status = 'ACTIVE'
+     and (new.cron_expression, new.timezone, new.starts_at) is not distinct from (old.cron_expression, old.timezone, old.starts_at) then
+    new.next_fire_at := case when new.ends_at is null or old.ahead_at < new.ends_at then old.ahead_at end;
+  end if;
+  new.ahead_at := null;
+  return new;
+end $$;
+
 CREATE FUNCTION public.jobgate_workspace_cap() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -1046,6 +1062,7 @@ CREATE TABLE public.jobs (
     batch_id uuid,
     batch_outcome text,
     parent_execution_id uuid,
+    ahead_at timestamp with time zone,
     CONSTRAINT jobs_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT jobs_check CHECK (((kind = 'DELAYED'::text) = (run_at IS NOT NULL))),
     CONSTRAINT jobs_check1 CHECK (((kind = 'CRON'::text) = ((cron_expression IS NOT NULL) AND (timezone IS NOT NULL) AND (misfire_policy IS NOT NULL) AND (overlap_policy IS NOT NULL)))),
@@ -1075,6 +1092,8 @@ COMMENT ON COLUMN public.jobs.batch_id IS 'The batch this job is a member of; nu
 COMMENT ON COLUMN public.jobs.batch_outcome IS 'No longer used (000051: executions.batch_outcome); dropped by a later migration.';
 
 COMMENT ON COLUMN public.jobs.parent_execution_id IS 'The execution this job is a child of (its handler made it); null: none.';
+
+COMMENT ON COLUMN public.jobs.ahead_at IS 'The occurrence the scheduler wrote before its time (a PENDING execution whose run_after is this); next_fire_at is then the one after it. Kept once passed, until the next write: lastFiredAt reads it.';
 
 CREATE TABLE public.payload_specs (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -1517,6 +1536,8 @@ CREATE TRIGGER interval_handlers_tick_end BEFORE UPDATE ON public.interval_handl
 CREATE TRIGGER jobs_events_insert AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_insert();
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_update();
+
+CREATE TRIGGER jobs_withdraw_ahead BEFORE UPDATE ON public.jobs FOR EACH ROW WHEN (((old.ahead_at > now()) AND ((new.status IS DISTINCT FROM old.status) OR (new.input IS DISTINCT FROM old.input) OR (new.endpoint_id IS DISTINCT FROM old.endpoint_id) OR (new.max_attempts IS DISTINCT FROM old.max_attempts) OR (new.priority IS DISTINCT FROM old.priority) OR (new.concurrency_key IS DISTINCT FROM old.concurrency_key) OR (new.lock_key IS DISTINCT FROM old.lock_key) OR (new.cron_expression IS DISTINCT FROM old.cron_expression) OR (new.timezone IS DISTINCT FROM old.timezone) OR (new.starts_at IS DISTINCT FROM old.starts_at) OR (new.ends_at IS DISTINCT FROM old.ends_at) OR (new.overlap_policy IS DISTINCT FROM old.overlap_policy) OR (new.ahead_at IS DISTINCT FROM old.ahead_at)))) EXECUTE FUNCTION public.jobgate_withdraw_ahead();
 
 CREATE TRIGGER run_schedules_catalog AFTER INSERT OR DELETE OR UPDATE ON public.run_schedules FOR EACH ROW EXECUTE FUNCTION public.jobgate_catalog_hint();
 

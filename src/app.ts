@@ -170,6 +170,7 @@ function engineOptions(config: Config, source: DatabaseSource, log: Logger): Eng
     poolMax: config.poolMax,
     poolWaitMs: config.poolWaitMs,
     defaultMaxAttempts: config.defaultMaxAttempts,
+    cronLeadMs: config.cronLeadMs,
     secrets: secretKey ? SecretBox.fromText(secretKey) : undefined,
     outboundAllow: config.worker.outboundAllow,
     alertEmail: config.alerts,

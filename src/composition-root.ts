@@ -65,6 +65,8 @@ export interface EngineOptions {
   poolMax?: number | undefined;
   poolWaitMs?: number | undefined;
   defaultMaxAttempts?: number | undefined;
+  /** How long before its time the scheduler writes a cron job's next occurrence; 0 at its time. Default 30 s. */
+  cronLeadMs?: number | undefined;
   secrets?: SecretBox | undefined;
   /** CIDRs endpoints may target although the outbound policy refuses them, checked at registration (workers take `worker.outboundAllow`). */
   outboundAllow?: string[] | undefined;
@@ -370,7 +372,10 @@ function createLoops(
   let pruner: Pruner | undefined;
   return {
     async start(staleMs: number | undefined, pollMs: number | undefined): Promise<void> {
-      if (!scheduler) (scheduler = createCronJobScheduler({ pool, log, availability, observer })).start();
+      if (!scheduler) {
+        const leadMs = options.cronLeadMs ?? ENGINE_DEFAULTS.cronLeadMs;
+        (scheduler = createCronJobScheduler({ pool, log, availability, observer, leadMs })).start();
+      }
       if (host) return;
       host = createEngineHost({
         pool,

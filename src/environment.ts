@@ -6,7 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
-import { ENGINE_DEFAULTS as D } from './defaults.js';
+import { ENGINE_DEFAULTS as D, MAX_CRON_LEAD_MS } from './defaults.js';
 import { isPlainEmailAddress } from './service/alerts/email-address.js';
 import { LOAD_BOUND_DEFAULTS as B, type LoadBoundSettings } from './service/access/load-bounds.js';
 
@@ -72,6 +72,7 @@ const envSchema = z.object({
   DATABASE_POOL_WAIT_MS: intFrom(D.poolWaitMs, 100, 3_600_000),
   JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(D.defaultMaxAttempts, 1, 100),
   JOBGATE_WORKER_CONCURRENCY: intFrom(D.worker.concurrency, 1, 10_000),
+  JOBGATE_CRON_LEAD_MS: intFrom(D.cronLeadMs, 0, MAX_CRON_LEAD_MS),
   JOBGATE_LEASE_MS: intFrom(D.worker.leaseMs, 1_000, 3_600_000),
   JOBGATE_HEARTBEAT_MS: intFrom(D.worker.heartbeatMs, 100, 600_000),
   JOBGATE_DEFAULT_TIMEOUT_MS: intFrom(D.worker.defaultTimeoutMs, 1, 3_600_000),
@@ -258,6 +259,8 @@ export interface Config {
   /** Longest wait for a pooled connection before the caller gets an error. */
   poolWaitMs: number;
   defaultMaxAttempts: number;
+  /** How long before its time a cron occurrence is written (0: at its time). */
+  cronLeadMs: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   /** Log lines as JSON or for a person; undefined: JSON unless stderr is a terminal outside production (src/log.ts). */
   logFormat: 'json' | 'pretty' | undefined;
@@ -386,6 +389,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     poolMax: e.DATABASE_POOL_MAX,
     poolWaitMs: e.DATABASE_POOL_WAIT_MS,
     defaultMaxAttempts: e.JOBGATE_DEFAULT_MAX_ATTEMPTS,
+    cronLeadMs: e.JOBGATE_CRON_LEAD_MS,
     logLevel: e.JOBGATE_LOG_LEVEL,
     logFormat: e.JOBGATE_LOG_FORMAT as 'json' | 'pretty' | undefined,
     production: e.NODE_ENV === 'production',

@@ -49,6 +49,11 @@ export interface JobgateOptions {
   migrate?: boolean;
   /** Max attempts when neither a job nor its endpoint sets one. Default 5. */
   defaultMaxAttempts?: number;
+  /**
+   * How long before its time a worker's scheduler writes a cron job's next occurrence (at most
+   * 55 s; 0 writes each at its time). Default 30 s.
+   */
+  cronLeadMs?: number;
   /** Most connections to Postgres, at least 2. Default 10. */
   poolMax?: number;
   /** Longest wait for a pooled connection before the caller gets an error. Default 30 s. */
@@ -248,6 +253,7 @@ export async function createJobgate(options: JobgateOptions): Promise<Jobgate> {
     poolMax: options.poolMax,
     poolWaitMs: options.poolWaitMs,
     defaultMaxAttempts: options.defaultMaxAttempts,
+    cronLeadMs: options.cronLeadMs,
     secrets: options.secretKey ? SecretBox.fromText(options.secretKey) : undefined,
     outboundAllow: options.outboundAllow,
     alertEmail: options.alertEmail,

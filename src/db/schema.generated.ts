@@ -442,6 +442,10 @@ export interface JobgateMigrations {
 }
 
 export interface Jobs {
+  /**
+   * The occurrence the scheduler wrote before its time (a PENDING execution whose run_after is this); next_fire_at is then the one after it. Kept once passed, until the next write: lastFiredAt reads it.
+   */
+  ahead_at: Timestamp | null;
   alerts_opt_out: Generated<boolean>;
   /**
    * The batch this job is a member of; null: none.

@@ -78,13 +78,14 @@ export const CronScheduleRef = builder.objectRef<CronSchedule>('CronSchedule').i
     nextFireAt: t.field({
       type: DateTimeScalar,
       nullable: true,
-      description: 'The next occurrence; null while paused or retired, or when the schedule has ended.',
+      description:
+        'The next occurrence (its execution may already be written, PENDING until then: occurrences are written up to the lead before their time); null while paused or retired, or when the schedule has ended.',
       resolve: (c) => c.nextFireAt,
     }),
     lastFiredAt: t.field({
       type: DateTimeScalar,
       nullable: true,
-      description: 'The occurrence most recently fired (its scheduled time).',
+      description: 'The occurrence most recently fired (its scheduled time), once that time has come.',
       resolve: (c) => c.lastFiredAt,
     }),
     skippedTicks: t.exposeInt('skippedTicks', {

@@ -96,6 +96,21 @@ export async function pauseActiveJobs(db: Executor, workspaceId: string, ids: re
 }
 
 /**
+ * Withdraws the job's occurrence written ahead of its time, if one is still ahead (clearing
+ * ahead_at: the jobs_withdraw_ahead trigger deletes it and puts next_fire_at back to it, so the
+ * scheduler writes it again, or decides it at its time under overlap SKIP).
+ */
+export async function withdrawAheadOccurrence(db: Executor, workspaceId: string, jobId: string): Promise<void> {
+  await db
+    .updateTable('jobs')
+    .set({ ahead_at: null })
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', jobId)
+    .where('ahead_at', '>', sql<Date>`now()`)
+    .execute();
+}
+
+/**
  * Resumes the PAUSED jobs among `items` (locked by the caller), one statement for all: a CRON
  * job's next fire time is set to the one given (`cron: true`), any other job's left as it is.
  * Compare-and-set on PAUSED: returns the jobs it resumed.

@@ -48,9 +48,12 @@ left join lateral (
   ) l
   order by l.created_at limit 1
 ) live on true
-where j.kind = 'CRON' and j.status = 'ACTIVE' and j.next_fire_at <= $1
+where j.kind = 'CRON' and j.status = 'ACTIVE' and j.next_fire_at <= $1::timestamptz + make_interval(secs => $2::float8 / 1000)
+  -- Due, or within the lead to be written ahead; but a SKIP job with a live execution is left to
+  -- its time, when the policy decides (re-read every pass until then: its previous may end).
+  and (j.next_fire_at <= $1 or j.overlap_policy <> 'SKIP' or live.id is null)
 order by j.next_fire_at
-limit $2
+limit $3
 for update of j skip locked`;
 
 /**
@@ -60,7 +63,9 @@ for update of j skip locked`;
 const ADVANCE = `
 update jobs j
 set next_fire_at = v.next_fire_at,
-    last_fired_at = coalesce(v.last_fired_at, j.last_fired_at),
+    ahead_at = v.ahead_at,
+    -- The occurrence written ahead last time has fired by now (the job is taken again only once it is due).
+    last_fired_at = greatest(j.last_fired_at, v.last_fired_at, case when j.ahead_at <= $2::timestamptz then j.ahead_at end),
     skipped_ticks = j.skipped_ticks + v.skipped,
     last_skip_at = case when v.skipped > 0 then $2::timestamptz else j.last_skip_at end,
     last_skip_reason = case when v.skipped > 0 then v.skip_reason else j.last_skip_reason end,
@@ -69,7 +74,7 @@ set next_fire_at = v.next_fire_at,
     schedule_error_at = case when v.error is not null then $2::timestamptz else j.schedule_error_at end,
     updated_at = now()
 from jsonb_to_recordset($1::jsonb) as v(id uuid, seen timestamptz, next_fire_at timestamptz, last_fired_at timestamptz,
-                                        skipped int, skip_reason text, missed int, error text)
+                                        ahead_at timestamptz, skipped int, skip_reason text, missed int, error text)
 where j.id = v.id and j.next_fire_at = v.seen and j.status = 'ACTIVE'
 returning j.id`;
 
@@ -81,9 +86,12 @@ from jsonb_to_recordset($1::jsonb) as v(workspace_id uuid, job_id uuid, endpoint
 on conflict do nothing
 returning job_id, scheduled_for`;
 
-/** Locks up to `limit` cron jobs due at `now` (on this pass's clock), with their live execution. */
-export async function takeDueCronJobs(client: pg.PoolClient, now: Date, limit: number): Promise<DueJob[]> {
-  return (await client.query<DueJob>(TAKE_DUE, [now, limit])).rows;
+/**
+ * Locks up to `limit` cron jobs due at `now` (on this pass's clock) or within `leadMs` of it, with
+ * their live execution.
+ */
+export async function takeDueCronJobs(client: pg.PoolClient, now: Date, leadMs: number, limit: number): Promise<DueJob[]> {
+  return (await client.query<DueJob>(TAKE_DUE, [now, leadMs, limit])).rows;
 }
 
 /** One job's advance, as ADVANCE reads it. */
@@ -92,6 +100,8 @@ export interface CronAdvance {
   seen: string;
   next_fire_at: Date | null;
   last_fired_at: Date | null;
+  /** The occurrence written before its time, if any. */
+  ahead_at: Date | null;
   skipped: number;
   skip_reason: string | null;
   missed: number;
@@ -133,10 +143,17 @@ export async function countRefusedOccurrences(client: pg.PoolClient, byJob: Map<
   );
 }
 
-/** Milliseconds to the next active cron job's fire time, on the database's clock; null when none. */
-export async function nextCronFireInMs(pool: pg.Pool): Promise<number | null> {
+/**
+ * Milliseconds to the next time an active cron job is to be written, on the database's clock: its
+ * fire time less the lead, or its fire time for one already within the lead (left to its time, see
+ * TAKE_DUE); null when none.
+ */
+export async function nextCronFireInMs(pool: pg.Pool, leadMs = 0): Promise<number | null> {
   const { rows } = await pool.query<{ wait: number | null }>(
-    `select extract(epoch from (min(next_fire_at) - now())) * 1000 as wait from jobs where kind = 'CRON' and status = 'ACTIVE'`,
+    `select extract(epoch from (min(case when next_fire_at - lead > now() then next_fire_at - lead else next_fire_at end) - now())) * 1000 as wait
+     from jobs cross join (select make_interval(secs => $1::float8 / 1000) as lead) l
+     where kind = 'CRON' and status = 'ACTIVE'`,
+    [leadMs],
   );
   const wait = rows[0]?.wait;
   return wait === null || wait === undefined ? null : Number(wait);

@@ -2,6 +2,7 @@
  * Operator controls over executions: run a job now, cancel an execution, re-drive a failed one.
  */
 import * as executionsRepo from '../../db/repositories/executions.js';
+import * as jobsRepo from '../../db/repositories/jobs.js';
 import { DATABASE_NOW } from '../../db/transaction.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
@@ -45,6 +46,9 @@ export function createExecutionControlService(ctx: ServiceContext) {
             if (earlier) return { execution: toExecution(earlier), created: false };
           }
           assertJobMutable(actor, job, endpoint, { owned: false });
+          // An occurrence written ahead of its time is not yet a run: withdrawn, it is written or
+          // decided again after this one, as if this trigger had come before it was written.
+          if (job.ahead_at) await jobsRepo.withdrawAheadOccurrence(trx, actor.workspaceId, job.id);
           if (!input.force) {
             if (job.status === 'PAUSED') throw new ConflictError(`job ${job.id} is paused; trigger it with force to run it anyway`);
             const live = await executionsRepo.findLiveExecution(trx, actor.workspaceId, job);

@@ -331,6 +331,13 @@ export const toConfig = (r: ConfigRow): Config => ({
   updatedAt: r.updated_at,
 });
 
+/** A cron job's fire times: an occurrence written ahead (ahead_at) is the next until its time, then the last. */
+function fireTimes(r: JobRow, now = Date.now()): { nextFireAt: Date | null; lastFiredAt: Date | null } {
+  const ahead = r.ahead_at;
+  if (!ahead || ahead.getTime() > now) return { nextFireAt: ahead ?? r.next_fire_at, lastFiredAt: r.last_fired_at };
+  return { nextFireAt: r.next_fire_at, lastFiredAt: r.last_fired_at && r.last_fired_at > ahead ? r.last_fired_at : ahead };
+}
+
 export const toJob = (r: JobRow): Job => ({
   id: r.id,
   workspaceId: r.workspace_id,
@@ -358,8 +365,7 @@ export const toJob = (r: JobRow): Job => ({
           endsAt: r.ends_at,
           misfirePolicy: r.misfire_policy!,
           overlapPolicy: r.overlap_policy!,
-          nextFireAt: r.next_fire_at,
-          lastFiredAt: r.last_fired_at,
+          ...fireTimes(r),
           skippedTicks: r.skipped_ticks,
           lastSkipAt: r.last_skip_at,
           lastSkipReason: r.last_skip_reason,

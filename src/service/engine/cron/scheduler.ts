@@ -8,6 +8,13 @@
  *    and the executions are inserted in the same transaction, unique on (job, scheduled_for):
  *    even a scheduler that somehow read a stale row cannot fire an occurrence twice.
  *
+ * With a lead (`leadMs`), a job's next occurrence is written before its time: a PENDING execution
+ * whose run_after is that time, which workers claim when it comes, so that it starts on time
+ * however many fall due at once. `jobs.ahead_at` records it and next_fire_at moves past it. An
+ * edit, a pause or a manual trigger before its time withdraws it (the jobs_withdraw_ahead
+ * trigger, migration 000054), and it is written again as the job then is. Under overlap SKIP,
+ * a job with a live execution is not written ahead: the policy decides at its time.
+ *
  * "Now" is one injectable clock (tests step through months and DST changes in milliseconds);
  * in production it is the database's `now()`, read once per pass.
  *
@@ -19,6 +26,7 @@
  * executions, see the claim query); ALLOW inserts it to run alongside.
  */
 import type pg from 'pg';
+import { MAX_CRON_LEAD_MS } from '../../../defaults.js';
 import type { Logger } from '../../../log.js';
 import { specOf } from '../../cron/expressions.js';
 import { nextFireAfter } from '../../cron/walk.js';
@@ -56,6 +64,12 @@ export interface CronJobSchedulerOptions {
   misfireGraceMs?: number;
   /** Longest sleep between passes. Default 1 s. */
   pollMs?: number;
+  /**
+   * How long before its time a job's next occurrence is written (a PENDING execution due then),
+   * so that it starts on time however many fall due at once. 0 (the default) writes each when it
+   * is due; at most MAX_CRON_LEAD_MS, so that no job has more than one occurrence ahead.
+   */
+  leadMs?: number;
   /** The process's view of its database: its loops report outages there, so one is logged once. */
   availability?: Availability;
   /** Where fired, missed and skipped occurrences are reported (metrics). Default: nowhere. */
@@ -82,6 +96,8 @@ interface Plan {
   skipReason: string | null;
   missed: number;
   next: Date | null;
+  /** The occurrence written before its time (also the last of `fires`), if any. */
+  ahead: Date | null;
   error: string | null;
 }
 
@@ -90,9 +106,12 @@ function describeAge(ms: number): string {
   return s < 120 ? `${s} s` : s < 7200 ? `${Math.round(s / 60)} min` : `${Math.round(s / 3600)} h`;
 }
 
-/** Decides what one due job fires now. Pure: no I/O. */
-export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
-  const plan: Plan = { job, fires: [], skipped: 0, skipReason: null, missed: 0, next: null, error: null };
+/**
+ * Decides what one due job fires now, and whether its next occurrence is written ahead (when it
+ * falls within `leadMs`). Pure: no I/O.
+ */
+export function planJob(job: DueJob, now: Date, graceMs: number, leadMs = 0): Plan {
+  const plan: Plan = { job, fires: [], skipped: 0, skipReason: null, missed: 0, next: null, ahead: null, error: null };
   try {
     const spec = specOf(job.cron_expression);
     const end = job.ends_at?.getTime() ?? Infinity;
@@ -137,8 +156,22 @@ export function planJob(job: DueJob, now: Date, graceMs: number): Plan {
       fires = keep;
     }
     plan.fires = fires.map((o) => new Date(o));
-    const next = nextFireAfter(spec, job.timezone, Math.max(now.getTime(), job.next_fire_at.getTime()));
-    plan.next = next !== null && next < end ? new Date(next) : null;
+    // The walk stopped at the first occurrence after now: the next one, unless ends_at came first.
+    const upcoming = t !== null && t < end ? t : null;
+    // Written ahead unless the overlap policy is to decide at its time: SKIP with an execution
+    // live, or one firing now, skips or fires it when it is due, as it would have unwritten.
+    const ahead =
+      upcoming !== null &&
+      upcoming - now.getTime() <= leadMs &&
+      (job.overlap_policy !== 'SKIP' || (job.live_id === null && fires.length === 0));
+    if (ahead) {
+      plan.ahead = new Date(upcoming);
+      plan.fires.push(plan.ahead);
+      const after = nextFireAfter(spec, job.timezone, upcoming);
+      plan.next = after !== null && after < end ? new Date(after) : null;
+    } else {
+      plan.next = upcoming === null ? null : new Date(upcoming);
+    }
   } catch (error) {
     // A schedule that cannot be computed must not stall: record why, try again in a minute.
     plan.error = `cannot compute the schedule: ${(error as Error).message}`.slice(0, 1000);
@@ -156,6 +189,7 @@ export function createCronJobScheduler(options: CronJobSchedulerOptions) {
   const graceMs = options.misfireGraceMs ?? 60_000;
   const pollMs = options.pollMs ?? 1000;
   const observer = options.observer ?? noopObserver;
+  const leadMs = Math.min(options.leadMs ?? 0, MAX_CRON_LEAD_MS);
 
   async function nowOf(client: pg.PoolClient): Promise<Date> {
     if (options.clock) return options.clock();
@@ -167,17 +201,18 @@ export function createCronJobScheduler(options: CronJobSchedulerOptions) {
     const result: TickResult = { fired: 0, skipped: 0, missed: 0, errors: 0, jobs: 0 };
     const done = await inTransaction(pool, async (client) => {
       const now = await nowOf(client);
-      const rows = await takeDueCronJobs(client, now, batchSize);
+      const rows = await takeDueCronJobs(client, now, leadMs, batchSize);
       result.jobs = rows.length;
       if (rows.length === 0) return undefined;
-      const plans = rows.map((job) => planJob(job, now, graceMs));
+      const plans = rows.map((job) => planJob(job, now, graceMs, leadMs));
       const claimed = await advanceCronJobs(
         client,
         plans.map((p) => ({
           id: p.job.id,
           seen: p.job.seen,
           next_fire_at: p.next,
-          last_fired_at: p.fires.at(-1) ?? null,
+          last_fired_at: (p.ahead ? p.fires.at(-2) : p.fires.at(-1)) ?? null,
+          ahead_at: p.ahead,
           skipped: p.skipped,
           skip_reason: p.skipReason,
           missed: p.missed,
@@ -201,7 +236,8 @@ export function createCronJobScheduler(options: CronJobSchedulerOptions) {
     }
     result.fired += inserted;
     observer.cronFired(
-      plans.flatMap((p) => (claimed.has(p.job.id) ? p.fires.map((at) => (now.getTime() - at.getTime()) / 1000) : [])),
+      // An occurrence written ahead is on time.
+      plans.flatMap((p) => (claimed.has(p.job.id) ? p.fires.map((at) => Math.max(0, now.getTime() - at.getTime()) / 1000) : [])),
       result.missed,
       result.skipped,
     );
@@ -271,7 +307,7 @@ export function createCronJobScheduler(options: CronJobSchedulerOptions) {
       await tick();
       if (options.clock) return undefined;
       const askedAt = performance.now();
-      const wait = await nextCronFireInMs(pool);
+      const wait = await nextCronFireInMs(pool, leadMs);
       // A pass may fail job by job and still return: this answer is the one that counts.
       availability.reached(askedAt);
       return wait === null ? undefined : Math.max(0, Math.min(pollMs, wait));
