@@ -1,4 +1,4 @@
--- The schema after migrations/000054_cron_written_ahead.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000055_execution_job_held.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -305,6 +305,9 @@ CREATE FUNCTION public.jobgate_execution_gate() RETURNS trigger
 begin
   select jobgate_endpoint_limited(en) into new.gated from endpoints en where en.id = new.endpoint_id for share;
   new.gated := coalesce(new.gated, false);
+  select not (j.status = 'ACTIVE' or (j.status = 'PAUSED' and new.trigger = 'MANUAL')) into new.job_held
+  from jobs j where j.id = new.job_id;
+  new.job_held := coalesce(new.job_held, false);
   return new;
 end $$;
 
@@ -395,6 +398,24 @@ begin
     end if;
   end if;
   return new;
+end $$;
+
+CREATE FUNCTION public.jobgate_job_held() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  -- Its live executions locked first, in id order, as every statement that locks several
+  -- (src/db/statements/lease.ts): this waits for one becoming PENDING right now, and the update
+  -- below, a statement of its own, then sees it.
+  perform 1 from executions x
+  where x.workspace_id = new.workspace_id and x.endpoint_id = new.endpoint_id and x.job_id = new.id
+    and x.status in ('PENDING', 'RUNNING')
+  order by x.id for no key update;
+  update executions e set job_held = not (new.status = 'ACTIVE' or (new.status = 'PAUSED' and e.trigger = 'MANUAL'))
+  where e.workspace_id = new.workspace_id and e.endpoint_id = new.endpoint_id and e.job_id = new.id
+    and e.status = 'PENDING'
+    and e.job_held <> not (new.status = 'ACTIVE' or (new.status = 'PAUSED' and e.trigger = 'MANUAL'));
+  return null;
 end $$;
 
 CREATE FUNCTION public.jobgate_notify_interval_due() RETURNS trigger
@@ -893,6 +914,7 @@ CREATE TABLE public.executions (
     blocked boolean DEFAULT false NOT NULL,
     has_dependents boolean DEFAULT false NOT NULL,
     batch_outcome text,
+    job_held boolean DEFAULT false NOT NULL,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -918,6 +940,8 @@ COMMENT ON COLUMN public.executions.blocked IS 'PENDING and waiting for its job'
 COMMENT ON COLUMN public.executions.has_dependents IS 'A job depends on this execution''s outcome: its end settles them (executions_prerequisite_ended). False for nearly all, so the trigger costs other executions nothing.';
 
 COMMENT ON COLUMN public.executions.batch_outcome IS 'A batch member''s scheduled execution: how it first ended, counted into its batch once (a re-drive does not count again); null before, and for every other execution.';
+
+COMMENT ON COLUMN public.executions.job_held IS 'PENDING and its job does not let it run (paused, and not triggered by hand; or retired): never claimed. Kept by triggers from the job''s status.';
 
 CREATE TABLE public.findings (
     id bigint NOT NULL,
@@ -1536,6 +1560,8 @@ CREATE TRIGGER interval_handlers_tick_end BEFORE UPDATE ON public.interval_handl
 CREATE TRIGGER jobs_events_insert AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_insert();
 
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_jobs_update();
+
+CREATE TRIGGER jobs_held AFTER UPDATE OF status ON public.jobs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.jobgate_job_held();
 
 CREATE TRIGGER jobs_withdraw_ahead BEFORE UPDATE ON public.jobs FOR EACH ROW WHEN (((old.ahead_at > now()) AND ((new.status IS DISTINCT FROM old.status) OR (new.input IS DISTINCT FROM old.input) OR (new.endpoint_id IS DISTINCT FROM old.endpoint_id) OR (new.max_attempts IS DISTINCT FROM old.max_attempts) OR (new.priority IS DISTINCT FROM old.priority) OR (new.concurrency_key IS DISTINCT FROM old.concurrency_key) OR (new.lock_key IS DISTINCT FROM old.lock_key) OR (new.cron_expression IS DISTINCT FROM old.cron_expression) OR (new.timezone IS DISTINCT FROM old.timezone) OR (new.starts_at IS DISTINCT FROM old.starts_at) OR (new.ends_at IS DISTINCT FROM old.ends_at) OR (new.overlap_policy IS DISTINCT FROM old.overlap_policy) OR (new.ahead_at IS DISTINCT FROM old.ahead_at)))) EXECUTE FUNCTION public.jobgate_withdraw_ahead();
 

@@ -332,6 +332,10 @@ export interface Executions {
    * The input delivered, pinned when the execution was created; null only for executions that had finished before migration 000018 (their input at the time is not known).
    */
   input: ColumnType<unknown, string, string> | null;
+  /**
+   * PENDING and its job does not let it run (paused, and not triggered by hand; or retired): never claimed. Kept by triggers from the job's status.
+   */
+  job_held: Generated<boolean>;
   job_id: string;
   last_error: string | null;
   lease_epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;

@@ -404,6 +404,34 @@ describe('cancellation racing with the outcome', () => {
     ).resolves.toMatchObject({ created: true });
   });
 
+  it("pauseJob or resumeJob while the running attempt's retry is being scheduled: the retry waits while the job is paused, and runs once resumed", async () => {
+    const claim = () =>
+      claimExecutions(t.database.pool, { workerId: 'w', limit: 1, handlers: ['stubborn'], leaseMs: 30_000, limitedEndpoints: false });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'IMMEDIATE' });
+    const [ex] = await claim();
+    // The retry (PENDING again) commits first, while the pause is under way: the pause waits for it.
+    await inOrderBehindRowLock(
+      ex!.id,
+      () => completeExecutions(t.database.pool, 'w', [retryableFailure(ex!)]),
+      () => t.service.pauseJob(t.actor, job.id),
+    );
+    await t.query(`update executions set run_after = now() where id = $1`, [ex!.id]);
+    expect(await claim()).toEqual([]);
+
+    // And the other way round: claimed again once resumed, its retry racing with a pause and resume.
+    await t.service.resumeJob(t.actor, job.id);
+    const [again] = await claim();
+    expect(again!.id).toBe(ex!.id);
+    await t.service.pauseJob(t.actor, job.id);
+    await inOrderBehindRowLock(
+      ex!.id,
+      () => completeExecutions(t.database.pool, 'w', [retryableFailure(again!)]),
+      () => t.service.resumeJob(t.actor, job.id),
+    );
+    await t.query(`update executions set run_after = now() where id = $1`, [ex!.id]);
+    expect((await claim()).map((c) => c.id)).toEqual([ex!.id]);
+  });
+
   it("the reaper retiring a cron job while its running attempt's retry is being scheduled: the execution ends CANCELLED", async () => {
     const { job } = await t.service.createJob(t.actor, { endpointName: 'slow.stubborn', kind: 'CRON', cron: { expression: '0 0 1 1 *' } });
     await t.query(
@@ -483,11 +511,12 @@ describe('graceful shutdown and a claim in flight', () => {
     });
     await t.service.pauseJob(t.actor, job.id);
     await t.query('update executions set run_after = now() where job_id = $1', [job.id]);
-    // The claim that the resumed job sets off waits on a table lock of the test's own.
+    // The claim that the resumed job sets off waits on a table lock of the test's own: on configs,
+    // which the claim reads (an endpoint's) and resuming does not (it writes executions' flags).
     const holder = await t.database.pool.connect();
     try {
       await holder.query('begin');
-      await holder.query('lock table executions in exclusive mode');
+      await holder.query('lock table configs in access exclusive mode');
       await t.service.resumeJob(t.actor, job.id);
       await waitingOnLock(1);
     } catch (error) {

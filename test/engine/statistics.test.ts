@@ -4,6 +4,7 @@
  * statistics, and on analyzed tables a claim reads its executions in the due index's order,
  * stopped by its limit, instead of every pending execution of each endpoint.
  */
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/statements/claim.js';
 import { analyzeGrownTables, GROWTH_FLOOR } from '../../src/db/statements/statistics.js';
@@ -109,4 +110,41 @@ describe('statistics of the claimed tables', () => {
       release();
     }
   });
+  it('a claim planned while jobs was small reads no job, however far jobs has grown since', async () => {
+    const e = await t.service.registerEndpoint(t.actor, { name: 'stats.small', kind: 'HANDLER', handlerName: 'small.h' });
+    await t.query('analyze executions, jobs, endpoints');
+    // One connection, its claim planned once, generically, now (as a worker's prepared claim is
+    // after a few runs), and read back with the plan Postgres ran.
+    const plans: string[] = [];
+    const explained = new pg.Pool({ connectionString: t.url, max: 1 });
+    explained.on('connect', (client) => {
+      client.on('notice', (n) => plans.push(n.message ?? ''));
+      void client.query(
+        `set plan_cache_mode = force_generic_plan; load 'auto_explain'; set auto_explain.log_min_duration = 0;
+         set auto_explain.log_analyze = on; set auto_explain.log_format = json; set auto_explain.log_level = notice`,
+      );
+    });
+    try {
+      const claim = () =>
+        claimExecutions(explained, { workerId: 'w-small', limit: 50, handlers: ['small.h'], leaseMs: 30_000, limitedEndpoints: false });
+      expect(await claim()).toHaveLength(0);
+      // Then the burst, unanalyzed: 3,000 jobs and their executions.
+      await pending(e.id, 3_000);
+      plans.length = 0;
+      expect(await claim()).toHaveLength(50);
+      const read = plans.flatMap((p) => (p.includes('"Plan"') ? [JSON.parse(p.slice(p.indexOf('{')))] : [])).map(jobRowsRead);
+      expect(read.length).toBeGreaterThan(0);
+      expect(read.reduce((a, b) => a + b, 0)).toBe(0);
+    } finally {
+      await explained.end();
+    }
+  });
 });
+
+/** Rows of `jobs` a plan's nodes read (returned and filtered out, over all their loops). */
+function jobRowsRead(explain: { Plan: Record<string, unknown> }): number {
+  const walk = (node: Record<string, any>): number =>
+    (node['Relation Name'] === 'jobs' ? (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops'] : 0) +
+    ((node.Plans as Record<string, any>[] | undefined) ?? []).reduce((sum, child) => sum + walk(child), 0);
+  return walk(explain.Plan);
+}

@@ -53,30 +53,35 @@ export const claimTail = (after = '') => `), claimed as (
 )${after}
 select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.attempt_count, cl.max_attempts,
        -- The execution's pinned input (migration 000018); the job's only for an execution that had
-       -- finished before pinning and was re-driven since.
-       cl.cancel_requested, cl.serial, coalesce(cl.input, j.input) as input, en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
+       -- finished before pinning and was re-driven since (read only then: coalesce stops at the first).
+       cl.cancel_requested, cl.serial, coalesce(cl.input, (select j.input from jobs j where j.id = cl.job_id)) as input,
+       en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
        en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries, cl.waited_s
 from claimed cl
-join jobs j on j.id = cl.job_id
 join endpoints en on en.id = cl.endpoint_id
 left join configs cf on cf.id = en.config_id
 -- The worker starts them in this order: the claim's own (ClaimOrder's PRIORITY; an OLDEST claim
 -- took the earliest due, and starts the highest of those first).
 order by cl.priority desc, cl.run_after, cl.id`;
 
-/** Execution `e`'s job `j` lets it run: the job is ACTIVE, or paused and `e` is a manual trigger. */
+/**
+ * Execution `e`'s job `j` lets it run: the job is ACTIVE, or paused and `e` is a manual trigger.
+ * Claims read it from the execution (`not e.job_held`, kept by triggers from this rule, migration
+ * 000055), so that they read no job; waitingFor reads it from the job.
+ */
 export const JOB_RUNS = `(j.status = 'ACTIVE' or (j.status = 'PAUSED' and e.trigger = 'MANUAL'))`;
 
 /**
- * Claimable, the one definition every claim path uses (the execution is `e`, its job `j`): due,
- * PENDING, not waiting for its job's prerequisites (blocked, migration 000047), of a job that runs. A paused job's executions wait, but for a manual trigger (an
- * operator's explicit "run it anyway"). The unlimited claim (claim.ts) states the same with the
- * job read in a subquery.
+ * Claimable, the one definition the limited claims use (the execution is `e`): due, PENDING, not
+ * waiting for its job's prerequisites (blocked, migration 000047), of a job that lets it run
+ * (JOB_RUNS, kept on the execution as job_held). A paused job's executions wait, but for a manual
+ * trigger (an operator's explicit "run it anyway"). The unlimited claim (claim.ts) states the same
+ * beside its own index's predicate.
  */
 export const CLAIMABLE = `e.status = 'PENDING'
     and not e.blocked
     and e.run_after <= now()
-    and ${JOB_RUNS}`;
+    and not e.job_held`;
 
 /**
  * Endpoint `en` may start executions now: not paused (pauseEndpoint), and its target has not asked

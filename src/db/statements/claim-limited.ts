@@ -58,7 +58,7 @@ from (
          -- claim would (spends it has not seen), never fewer.
          case when ${DELIVERABLE('$1')}
                    and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
-                   and exists (select 1 from executions e join jobs j on j.id = e.job_id
+                   and exists (select 1 from executions e
                                where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
               then case when pg_try_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))
                         then case when en.workspace_capped then pg_try_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))
@@ -161,7 +161,6 @@ const SPEND_KEY_TOKENS = `, key_spent as (
 const limitedCandidates = (lvl: string, lock: boolean) => `
   select e.id, e.run_after
   from executions e
-  join jobs j on j.id = e.job_id
   join endpoints en on en.id = e.endpoint_id
   where ${CLAIMABLE}
     and e.endpoint_id = $4
@@ -263,7 +262,6 @@ with recursive turn_from(k) as (
   cross join lateral (
     select e.id, row_number() over (order by e.priority desc, e.run_after, e.id) as turn
     from executions e
-    join jobs j on j.id = e.job_id
     where e.endpoint_id = $4 and e.concurrency_key = l.k and e.gated and ${CLAIMABLE} and ${SERIAL_TURN}
     order by e.priority desc, e.run_after, e.id
     limit least(

@@ -32,7 +32,6 @@ import { isConnectionError } from '../unavailable.js';
 import {
   claimTail,
   DELIVERABLE,
-  JOB_RUNS,
   oldestAcrossLevels,
   priorityLevels,
   SERIAL_TURN,
@@ -46,6 +45,7 @@ import { isPgError, LOCK_NOT_AVAILABLE } from '../sqlstate.js';
 
 export {
   CLAIMABLE,
+  JOB_RUNS,
   claimOrder,
   OLDEST_EVERY,
   SERIAL_TURN,
@@ -62,13 +62,14 @@ export {
 // without limits), and the endpoint's limits checked too, by jobgate_endpoint_limited: the one
 // definition of a limited endpoint, which the triggers that keep the flag use as well.
 //
-// The job and the endpoint are read per candidate by primary key, in scalar subqueries: Postgres
-// keeps those as filters of the walk and never turns them into joins, so the walk is always the
-// index's due order (executions_due_priority) stopped by the LIMIT, whatever the statistics say.
-// As joins, the planner was free to start from the endpoints, and once the tables were analyzed it
-// did: it read every pending execution of each endpoint and sorted them all for the first 50 (a
-// claim of 50 took 35 ms with 2,450 pending, and grew with the backlog), or, with statistics from
-// when the tables were small, it read the whole jobs table once per candidate.
+// The endpoint is read per candidate by primary key, in a scalar subquery: Postgres keeps it as a
+// filter of the walk and never turns it into a join, so the walk is always the index's due order
+// (executions_due_priority) stopped by the LIMIT, whatever the statistics say. As a join, the
+// planner was free to start from the endpoints, and once the tables were analyzed it did: it read
+// every pending execution of each endpoint and sorted them all for the first 50 (a claim of 50
+// took 35 ms with 2,450 pending, and grew with the backlog). The job is not read at all: whether
+// it lets the execution run is on the execution (job_held, migration 000055). Read here, its plan,
+// made while jobs was small, scanned the whole table per candidate once it had grown.
 const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
   select e.id, e.run_after
   from executions e
@@ -78,7 +79,7 @@ const unlimitedCandidates = (limit: string, lvl: string, lock: boolean) => `
     and not e.blocked
     and e.priority = ${lvl}
     and ${SERIAL_TURN}
-    and (select ${JOB_RUNS} from jobs j where j.id = e.job_id)
+    and not e.job_held
     and (select not jobgate_endpoint_limited(en) and ${DELIVERABLE('$4')} from endpoints en where en.id = e.endpoint_id)
   order by e.run_after, e.id
   limit ${limit}

@@ -11,7 +11,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../repositories/scope.js';
 import { scoped } from '../repositories/scope.js';
-import { SERIAL_TURN, tokensNow } from './claim.js';
+import { JOB_RUNS, SERIAL_TURN, tokensNow } from './claim.js';
 import { workerIsLive } from './workers.js';
 
 export const WAIT_REASONS = [
@@ -129,7 +129,7 @@ select e.id, e.endpoint_id, e.attempt_count, e.max_attempts, en.name as endpoint
        end as until,
        case
          when en.paused_at is not null then 'ENDPOINT_PAUSED'
-         when j.status <> 'ACTIVE' and not (j.status = 'PAUSED' and e.trigger = 'MANUAL') then 'JOB_PAUSED'
+         when not ${JOB_RUNS} then 'JOB_PAUSED'
          when e.blocked then 'PREREQUISITES'
          when e.run_after > now() and e.attempt_count > 0 then 'RETRY_BACKOFF'
          when e.run_after > now() then 'NOT_DUE'
