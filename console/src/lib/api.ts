@@ -20,7 +20,7 @@ export class ApiError extends Error {
 
 interface GraphQLErrorLike {
   message: string;
-  extensions?: { code?: string; issues?: { path: (string | number)[]; message: string }[] };
+  extensions?: { code?: string; issues?: { path: (string | number)[]; message: string }[]; retryAfterMs?: number };
 }
 
 /** The first error of a GraphQL answer (or a transport failure) as an ApiError. */
@@ -79,13 +79,38 @@ async function post(
   }
 }
 
+/**
+ * A refusal by a bound on load (RATE_LIMITED: the key's request rate, or too many of its requests
+ * waiting) ran nothing, so the same request may be sent again once its `retryAfterMs` has passed.
+ * A screen that opens several queries at once, or a tab left on a busy key, would otherwise show
+ * an error for a burst that is over a second later. A few waits, each capped, then the error shows.
+ */
+export const RATE_LIMIT_RETRIES = 3;
+const RATE_LIMIT_WAIT_CAP_MS = 2_000;
+
+function rateLimitWaitMs(body: { errors?: GraphQLErrorLike[] } | undefined): number | undefined {
+  const first = body?.errors?.[0];
+  if (first?.extensions?.code !== 'RATE_LIMITED') return undefined;
+  const asked = Number(first.extensions.retryAfterMs);
+  return Math.min(Number.isFinite(asked) && asked > 0 ? asked : 1_000, RATE_LIMIT_WAIT_CAP_MS);
+}
+
 export function createApi(key: string, endpoint = '/graphql'): Api {
   return {
     async request(document, variables) {
-      let { response, body } = await post(endpoint, key, documentFields(document), variables);
-      // A gateway without this build's hashes: once more with the document (./persisted.ts).
-      if (body?.errors?.[0]?.extensions?.code === PERSISTED_QUERY_NOT_FOUND)
-        ({ response, body } = await post(endpoint, key, documentFields(document, true), variables));
+      const send = async () => {
+        const sent = await post(endpoint, key, documentFields(document), variables);
+        // A gateway without this build's hashes: once more with the document (./persisted.ts).
+        if (sent.body?.errors?.[0]?.extensions?.code !== PERSISTED_QUERY_NOT_FOUND) return sent;
+        return post(endpoint, key, documentFields(document, true), variables);
+      };
+      let { response, body } = await send();
+      for (let retries = 0; retries < RATE_LIMIT_RETRIES; retries++) {
+        const waitMs = rateLimitWaitMs(body);
+        if (waitMs === undefined) break;
+        await new Promise((resolve) => setTimeout(resolve, waitMs));
+        ({ response, body } = await send());
+      }
       if (body?.errors?.length || !body?.data) {
         const error = toApiError(body?.errors, response.status);
         if (error.code === 'UNAUTHENTICATED') reportUnauthenticated(error);
