@@ -199,8 +199,12 @@ const nextKey = (op: '>' | '>=', than: string) => `(select e.concurrency_key fro
  * $10 whether LOCK_LIMITED took the workspace's lock, see bucketAndRoom),
  * wrapping round to the start, each found by one probe of executions_pending_key; a key that can
  * start nothing now is passed over (`closed`: its attempts in flight are at the per-key limit $8,
- * or its bucket is short of a whole token), and the claim takes twice as many open lanes as it has
- * room for (at least 8), looking at most MAX_KEY_LANES keys each side of the cursor. Each lane
+ * or its bucket is short of a whole token), and the claim takes as many open lanes as it has room
+ * for and 8 more (a lane whose work is not due, or waits its serial turn, offers nothing), looking
+ * at most MAX_KEY_LANES keys each side of the cursor. Each lane looked at is one probe of the index
+ * and one read of the lane's work: with 100 keys and room for 50, twice the room read 100 lanes to
+ * take 50 (bench/engine.ts gated: 127-151 µs of Postgres time per execution in this statement,
+ * 115 with room + 8). Each lane
  * offers its due work in priority and due order, as much as its key has room for (the per-key
  * limit less its attempts in flight, and its whole tokens; the keyless lane is not limited per key)
  * and no more than its share of the claim's room; the claim takes every lane's first, then every
@@ -249,7 +253,7 @@ with recursive turn_from(k) as (
     where f.k is not null and ((select k from turn_from) is null or f.k <= (select k from turn_from))
   ) ring
   where k = '' or k not in (select c.k from closed c)
-  limit least(${MAX_KEY_LANES}, greatest(8, 2 * (select n from room)))
+  limit least(${MAX_KEY_LANES}, (select n from room) + 8)
 ), lane_tokens as materialized (
   select l.k, ${tokensNow('en', 'kb', 'key_rate_limit')} as tokens, clock_timestamp() as at
   from lanes l
