@@ -29,6 +29,7 @@ const UNIT = [
   'test/service/cron.test.ts',
   'test/service/load-bounds.test.ts',
   'test/subscriptions/shared-event-results.test.ts',
+  'test/subscriptions/key-watch.test.ts',
   'test/subscriptions/watermark.test.ts',
 ];
 

@@ -13,8 +13,11 @@
  *    (re)connects: a NOTIFY is lost while a listener is down, never arrives through a
  *    transaction-mode pooler, and a role can be changed by hand in the database;
  *  - right after each watch starts: a revocation that committed between the key's check and
- *    the watch would have been heard by nobody.
- * Checks are batched: one query for all the keys due at that moment.
+ *    the watch would have been heard by nobody. Only the new watch's actor is checked then, not
+ *    every watch of its key: a server holding thousands of streams under one key would otherwise
+ *    check all of them again for each stream that opens (quadratic in a reconnection storm).
+ * Checks are batched: one query for all the keys and new watches due at that moment, each actor
+ * asked about once however many of its streams are watched.
  */
 import type { Logger } from '../log.js';
 import { UnauthenticatedError } from '../service/access/access.js';
@@ -37,6 +40,8 @@ export class KeyWatch {
   /** By key id. */
   private readonly watched = new Map<string, Set<Watcher>>();
   private readonly due = new Set<string>();
+  /** Watches started since the last check, whose own actor is checked next. */
+  private readonly fresh = new Set<Watcher>();
   private checking: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
 
@@ -55,7 +60,8 @@ export class KeyWatch {
     if (!set) this.watched.set(keyId, (set = new Set()));
     set.add(watcher);
     this.timer ??= setInterval(() => this.hint(undefined), this.options.recheckMs).unref();
-    this.hint(keyId);
+    this.fresh.add(watcher);
+    void this.check();
     return () => this.unwatch(keyId, watcher);
   }
 
@@ -73,6 +79,7 @@ export class KeyWatch {
   }
 
   private unwatch(keyId: string, watcher: Watcher) {
+    this.fresh.delete(watcher);
     const set = this.watched.get(keyId);
     if (!set?.delete(watcher) || set.size > 0) return;
     this.watched.delete(keyId);
@@ -82,22 +89,28 @@ export class KeyWatch {
     }
   }
 
-  /** Checks the keys due, one query for all of them; keys that come due meanwhile get the next. */
+  /**
+   * Checks the keys due and the new watches, one query for all of them; what comes due meanwhile
+   * gets the next.
+   */
   private async check(): Promise<void> {
     if (this.checking) return;
     // Hints that arrive in the same tick (a listener's burst, many subscriptions opening) share a query.
     this.checking = new Promise<void>((r) => setImmediate(r)).then(async () => {
-      while (this.due.size > 0) {
+      while (this.due.size > 0 || this.fresh.size > 0) {
         const keys = [...this.due];
         this.due.clear();
-        const watchers = keys.flatMap((id) => [...(this.watched.get(id) ?? [])]);
+        const watchers = new Set(keys.flatMap((id) => [...(this.watched.get(id) ?? [])]));
+        for (const w of this.fresh) watchers.add(w);
+        this.fresh.clear();
         let lapsed: Actor[];
         try {
-          lapsed = await this.options.lapsedActors(watchers.map((w) => w.actor));
+          // A connection and each of its streams watch the same actor: asked about once.
+          lapsed = await this.options.lapsedActors([...new Set([...watchers].map((w) => w.actor))]);
         } catch (error) {
           // The database could not be asked (it went away): the periodic re-check asks again.
           this.options.log.warn(
-            `live: could not check ${keys.length} API key(s) of open streams (${(error as Error).message}); checking again in ${this.options.recheckMs} ms`,
+            `live: could not check the API keys of ${watchers.size} open stream(s) (${(error as Error).message}); checking again in ${this.options.recheckMs} ms`,
           );
           return;
         }
@@ -117,7 +130,7 @@ export class KeyWatch {
       await this.checking;
     } finally {
       this.checking = undefined;
-      if (this.due.size > 0) void this.check();
+      if (this.due.size > 0 || this.fresh.size > 0) void this.check();
     }
   }
 }
