@@ -89,7 +89,8 @@ async function main() {
       ] as const) {
         console.error(`--- round ${round}/${rounds}: ${side} ---`);
         for (const f of await runBench(dir, benches)) {
-          const key = `${f.bench}  ${f.system}`;
+          // With the unit: one bench may print several figures of one system (live-fanout does).
+          const key = `${f.bench}  ${f.system}  ${f.unit}`;
           const entry = samples.get(key) ?? { unit: f.unit, base: [], head: [] };
           entry[side].push(f.value);
           samples.set(key, entry);
@@ -103,7 +104,7 @@ async function main() {
       const b = median(s.base);
       const h = median(s.head);
       rows.push([
-        key,
+        key.slice(0, key.length - s.unit.length - 2),
         fmt(b),
         fmt(h),
         b === 0 ? '-' : (h / b).toFixed(2),
