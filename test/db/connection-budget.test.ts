@@ -20,10 +20,15 @@ afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-/** The connections to `database` now, by application_name. */
+/**
+ * The client connections to `database` now, by application_name. Postgres' own workers on it (an
+ * autovacuum worker analyzing the jobs just written shows the database's name and no application
+ * name) are not connections anyone opened.
+ */
 async function connections(database: string): Promise<Record<string, number>> {
   const { rows } = await adminQuery<{ name: string; n: number }>(
-    `select application_name as name, count(*)::int as n from pg_stat_activity where datname = $1 group by 1`,
+    `select application_name as name, count(*)::int as n from pg_stat_activity
+     where datname = $1 and backend_type = 'client backend' group by 1`,
     [database],
   );
   return Object.fromEntries(rows.map((r) => [r.name, r.n]));
