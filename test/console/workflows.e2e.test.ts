@@ -101,7 +101,12 @@ const BATCH = `query ($id: ID!) {
 }`;
 const member = (endpointName: string, name: string, extra: object = {}) => ({ endpointName, kind: 'IMMEDIATE', name, ...extra });
 
-describe('the Batch screen', { timeout: 120_000 }, () => {
+// The guard against a hang only (the waits inside name what they await: 15 s polls, Playwright's
+// 30 s per action). The Batch screen's first test runs 20 axe passes and full-page screenshots: 36 s
+// alone on 2 cores, 117 s in the process group beside two other files, and past 120 s once in CI.
+const HANG_GUARD_MS = 300_000;
+
+describe('the Batch screen', { timeout: HANG_GUARD_MS }, () => {
   it("shows the counts moving live as members end, the onComplete job linked, retries a failed member from a selection, and a member's Job screen names its batch", async () => {
     world.gateOpen.value = false;
     world.flakyHealthy.value = false;
@@ -252,7 +257,7 @@ describe('the Batch screen', { timeout: 120_000 }, () => {
   });
 });
 
-describe("the Job screen's workflow graph", { timeout: 120_000 }, () => {
+describe("the Job screen's workflow graph", { timeout: HANG_GUARD_MS }, () => {
   it('shows a diamond (A before B and C, both before D): what each waits on with the outcomes, what waits on it, live; a child job names its parent execution', async () => {
     world.gateOpen.value = false;
     const create = async (name: string, endpointName: string, dependsOn: string[] = []) =>
