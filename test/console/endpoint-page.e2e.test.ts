@@ -69,7 +69,7 @@ const settings = async (name: string) => {
   return { maxAttempts: e.maxAttempts, timeoutMs: e.timeoutMs, description: e.description };
 };
 
-describe("an endpoint's page", { timeout: 120_000 }, () => {
+describe("an endpoint's page", { timeout: 180_000 }, () => {
   it('lets an operator edit its own endpoint, says a refused value at its field, pauses, resumes and archives it', async () => {
     const operator = await t.service.authenticate(operatorKey);
     const mine = await t.service.registerEndpoint(operator, {

@@ -88,7 +88,7 @@ async function accessible(page: Page, screen: string) {
   expect(bad).toEqual([]);
 }
 
-describe('the Endpoints screen', { timeout: 90_000 }, () => {
+describe('the Endpoints screen', { timeout: 180_000 }, () => {
   it('shows the hold a target asked for with 429 and Retry-After, until when and how long from now, and lifts it', async () => {
     target.route('/slow-down', (_req, res, n) => {
       if (n === 1) res.writeHead(429, { 'retry-after': '120' }).end('slow down');
