@@ -90,9 +90,18 @@ describe('connections', () => {
         () => 'migrated',
         (e: Error) => `failed: ${e.message}`,
       );
-      // Waiting on the lock held above, through the proxy.
+      // Waiting on the lock held above, through the proxy. In this database only: on a shared
+      // server other files' claims and migrations wait on advisory locks of their own, and taking
+      // one of those for this wait reset the proxy before migrate had connected through it (it
+      // then waited for the lock for good, and the test timed out).
       await eventually(
-        async () => (await holder.query(`select 1 from pg_locks where locktype = 'advisory' and not granted`)).rowCount! > 0,
+        async () =>
+          (
+            await holder.query(
+              `select 1 from pg_locks
+               where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`,
+            )
+          ).rowCount! > 0,
         5000,
         'migrate to wait',
       );
