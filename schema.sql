@@ -1,4 +1,4 @@
--- The schema after migrations/000055_execution_job_held.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000056_withdrawn_occurrence_event.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -582,10 +582,19 @@ CREATE FUNCTION public.jobgate_withdraw_ahead() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 begin
-  delete from executions e
-  where e.workspace_id = old.workspace_id and e.endpoint_id = old.endpoint_id and e.job_id = old.id
-    and e.scheduled_for = old.ahead_at and e.trigger = 'SCHEDULE' and e.status = 'PENDING' and e.attempt_count = 0;
+  -- The writer mark before the event takes an id (src/subscriptions/hub/watermark.ts).
+  perform jobgate_event_writer();
+  with withdrawn as (
+    delete from executions e
+    where e.workspace_id = old.workspace_id and e.endpoint_id = old.endpoint_id and e.job_id = old.id
+      and e.scheduled_for = old.ahead_at and e.trigger = 'SCHEDULE' and e.status = 'PENDING' and e.attempt_count = 0
+    returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.attempt_count
+  )
+  insert into events (workspace_id, topic, subject_id, job_id, endpoint_id, status, previous_status, attempt_count)
+  select w.workspace_id, 'EXECUTION', w.id, w.job_id, w.endpoint_id, 'CANCELLED', 'PENDING', w.attempt_count
+  from withdrawn w;
   if not found then return new; end if;
+  perform pg_notify('jobgate_events', 'e');
   if new.status = 'ACTIVE'
      and (new.cron_expression, new.timezone, new.starts_at) is not distinct from (old.cron_expression, old.timezone, old.starts_at) then
     new.next_fire_at := case when new.ends_at is null or old.ahead_at < new.ends_at then old.ahead_at end;

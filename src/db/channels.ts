@@ -104,7 +104,8 @@ const KEY_PREFIX = 'k:';
 
 /**
  * The live hub's hints. Sent by the events triggers on executions, jobs, runs and
- * alert_notifications (`e`, 000009, 000020, 000022), on findings (`f`, 000009), on runs whose
+ * alert_notifications (`e`, 000009, 000020, 000022), by the withdrawal of a cron occurrence written
+ * ahead (`e`, 000056), on findings (`f`, 000009), on runs whose
  * status or progress moved (`r:<id>`, 000022), on batches whose counts, open or completed_at moved
  * (`b:<id>`, 000049), by the catalogue triggers on workers, interval_handlers, run_schedules and
  * runs (`c`, 000029), and inside the transaction that
@@ -125,6 +126,7 @@ export const liveChannel: Channel<LiveHint> = {
     'jobgate_events_alerts_insert',
     'jobgate_catalog_hint',
     'jobgate_events_batches_update',
+    'jobgate_withdraw_ahead',
   ],
   encode(hint) {
     switch (hint.kind) {

@@ -13,7 +13,9 @@ import { RunRef, RunStatusEnum } from './run.js';
 type Status<E> = E extends { $inferType: infer T } ? T : never;
 
 export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').implement({
-  description: 'An execution changed state: created (PENDING), claimed (RUNNING), retried (back to PENDING), or finished.',
+  description:
+    'An execution changed state: created (PENDING), claimed (RUNNING), retried (back to PENDING), or finished; ' +
+    'or, a cron occurrence written ahead and withdrawn before its time, CANCELLED from PENDING with no attempt.',
   fields: (t) => ({
     cursor: t.exposeString('cursor', {
       description: 'Opaque, meaningful in this workspace only: pass it as `after` to resume the stream right after this event.',
@@ -38,7 +40,8 @@ export const ExecutionEventRef = builder.objectRef<LiveEvent>('ExecutionEvent').
       type: ExecutionRef,
       description:
         'The execution as it is now, read when asked for: in a burst it has often moved on since this event, and each read costs a query. ' +
-        "The event's own fields are the state at the event's moment.",
+        "The event's own fields are the state at the event's moment. NOT_FOUND once the execution is gone: a cron occurrence " +
+        'withdrawn before its time (its last event is CANCELLED from PENDING), or history pruned.',
       resolve: (e, _a, ctx) => ctx.service.execution(ctx.actor, e.subjectId),
     }),
     execution: t.field({

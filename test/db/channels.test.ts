@@ -115,6 +115,30 @@ describe('the channels of src/db/channels.ts', () => {
     await expectHeard(() => t.service.cancelJob(t.actor, jobId), [on(liveChannel, { kind: 'events' })]);
   });
 
+  it('read what withdrawing a cron occurrence written ahead of its time sends', async () => {
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'channels.noop',
+      kind: 'CRON',
+      input: {},
+      cron: { expression: '0 0 1 1 *' },
+    });
+    // As the scheduler writes one ahead (src/db/statements/cron-ticks.ts): its execution, due in an hour, and ahead_at.
+    await t.query(
+      `with ahead as (
+         insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, trigger)
+         select workspace_id, id, endpoint_id, now() + interval '1 hour', now() + interval '1 hour', 1, 'SCHEDULE' from jobs where id = $1
+         returning scheduled_for)
+       update jobs set ahead_at = (select scheduled_for from ahead) where id = $1`,
+      [job.id],
+    );
+    fires('jobgate_withdraw_ahead');
+    await expectHeard(() => t.service.pauseJob(t.actor, job.id), [on(liveChannel, { kind: 'events' })]);
+    expect((await t.query('select status from events where job_id = $1 and topic = $2 order by id', [job.id, 'EXECUTION'])).rows).toEqual([
+      { status: 'PENDING' },
+      { status: 'CANCELLED' },
+    ]);
+  });
+
   it('read what settling a dependent sends when its prerequisite ends', async () => {
     const { job: prerequisite } = await t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'IMMEDIATE', input: {} });
     await t.service.createJob(t.actor, {
