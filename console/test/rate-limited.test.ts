@@ -8,10 +8,10 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
 import { CONSOLE_DOCUMENTS } from '../../src/server/console.js';
-import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
+import type { RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../../test/support/db.js';
+import { listeningGateway } from '../../test/support/graphql.js';
 import { ViewerDocument } from '../src/gql/graphql.ts';
 import { ApiError, createApi, RATE_LIMIT_RETRIES } from '../src/lib/api.ts';
 
@@ -22,16 +22,11 @@ let posts = 0;
 let consoleDir: string;
 
 async function gateway(requestsPerSecond: number): Promise<string> {
-  const gw = await startGateway({
-    service: t.service,
-    log: createLogger('silent'),
-    host: '127.0.0.1',
-    port: 0,
+  const gw = await listeningGateway(t, {
     // The console's documents, so each request is one POST of its hash (as from a served console).
     console: consoleDir,
     refusalHoldMs: 0,
     bounds: { requestsPerSecond, requestBurst: 1 },
-    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
   });
   gateways.push(gw);
   return gw.url;

@@ -9,9 +9,16 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
-import { createJobService } from '../../src/service/index.js';
-import { createTestDb, TEST_SECRETS, type TestDb } from '../support/db.js';
-import { engineHarness, eventually, executionsOf, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import {
+  createCronJobBefore,
+  engineHarness,
+  eventually,
+  executionsOf,
+  nextBoundary,
+  pauseOwnCronJobs,
+  type EngineHarness,
+} from '../support/engine.js';
 
 let t: TestDb;
 let h: EngineHarness;
@@ -27,8 +34,7 @@ beforeEach(async () => {
   h = engineHarness(t);
   h.handle('noop', async () => {});
   await t.service.registerEndpoint(t.actor, { name: 'ahead.cron', kind: 'HANDLER', handlerName: 'noop' });
-  const dbNow = (await t.query<{ now: Date }>('select now() as now')).rows[0]!.now.getTime();
-  boundary = Math.ceil((dbNow + 25_000) / 60_000) * 60_000;
+  boundary = await nextBoundary(t);
 });
 afterEach(async () => {
   await h.stopAll();
@@ -39,13 +45,7 @@ type Overlap = 'SKIP' | 'QUEUE' | 'ALLOW';
 
 /** An every-minute job whose next occurrence is `boundary`, created on a clock 30 s before it. */
 async function cronJob(overlapPolicy: Overlap = 'SKIP', input: unknown = { v: 1 }) {
-  const service = createJobService({
-    db: t.db,
-    defaultMaxAttempts: 5,
-    secrets: TEST_SECRETS,
-    clock: async () => new Date(boundary - 30_000),
-  });
-  const { job } = await service.createJob(t.actor, {
+  const job = await createCronJobBefore(t, boundary, {
     endpointName: 'ahead.cron',
     kind: 'CRON',
     input,

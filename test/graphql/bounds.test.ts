@@ -6,20 +6,16 @@
  */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/server/gateway.js';
+import type { GatewayOptions, RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { listeningGateway } from '../support/graphql.js';
 
 let t: TestDb;
 const gateways: RunningGateway[] = [];
 let lookups = 0;
 
 async function gateway(options: Partial<GatewayOptions>): Promise<RunningGateway> {
-  const gw = await startGateway({
-    service: t.service,
-    log: createLogger('silent'),
-    host: '127.0.0.1',
-    port: 0,
+  const gw = await listeningGateway(t, {
     console: false,
     // Refusals are answered at once here; the hold has its own test.
     refusalHoldMs: 0,

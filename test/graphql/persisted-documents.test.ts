@@ -7,18 +7,17 @@
  */
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { parseConfig } from '../../src/environment.js';
-import { createLogger } from '../../src/log.js';
 import { CONSOLE_DOCUMENTS } from '../../src/server/console.js';
-import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/server/gateway.js';
+import type { GatewayOptions, RunningGateway } from '../../src/server/gateway.js';
 import { readDocumentManifest } from '../../src/server/persisted-queries.js';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { listeningGateway } from '../support/graphql.js';
 
 /** The manifest `npm run console:codegen` writes (console/codegen.ts), as the console build carries it. */
 const MANIFEST = join(import.meta.dirname, '../../console/src/gql/persisted-documents.json');
@@ -32,17 +31,9 @@ let viewerHash: string;
 const gateways: RunningGateway[] = [];
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
-  const gw = await startGateway({
-    service: t.service,
-    log: createLogger('silent'),
-    host: '127.0.0.1',
-    port: 0,
-    console: consoleDir,
-    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
-    ...options,
-  });
+  const gw = await listeningGateway(t, { console: consoleDir, ...options });
   gateways.push(gw);
-  return `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}/graphql`;
+  return gw.url;
 }
 
 async function post(url: string, body: Record<string, unknown>) {

@@ -7,9 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
-import { createJobService } from '../../src/service/index.js';
-import { createTestDb, TEST_SECRETS, type TestDb } from '../support/db.js';
-import { executionsOf, pauseOwnCronJobs } from '../support/engine.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { createCronJobBefore, executionsOf, nextBoundary, pauseOwnCronJobs } from '../support/engine.js';
 import { collect, startLiveGateway, type LiveGateway } from '../support/live.js';
 
 let t: TestDb;
@@ -41,21 +40,13 @@ interface Update {
 }
 
 /**
- * An every-minute job created on a clock 30 s before the next minute boundary at least 25 s away
- * on the database's clock, its event cursor from just before, and `write`: a scheduler pass 20 s
- * before that boundary, which writes the occurrence ahead (the database's own now() is before it
- * too: the withdrawing trigger's test).
+ * An every-minute job whose next occurrence is the next boundary (test/support/engine.ts), its
+ * event cursor from just before it, and `write`: a scheduler pass 20 s before that boundary,
+ * which writes the occurrence ahead.
  */
 async function cronJob(): Promise<{ jobId: string; cursorBefore: string; write: () => Promise<{ fired: number }> }> {
-  const dbNow = (await t.query<{ now: Date }>('select now() as now')).rows[0]!.now.getTime();
-  const boundary = Math.ceil((dbNow + 25_000) / 60_000) * 60_000;
-  const service = createJobService({
-    db: t.db,
-    defaultMaxAttempts: 5,
-    secrets: TEST_SECRETS,
-    clock: async () => new Date(boundary - 30_000),
-  });
-  const { job } = await service.createJob(t.actor, {
+  const boundary = await nextBoundary(t);
+  const job = await createCronJobBefore(t, boundary, {
     endpointName: 'withdrawn.cron',
     kind: 'CRON',
     input: { v: 1 },

@@ -2,6 +2,8 @@
  * Workers in the test process, over a test database: real claims, real leases, real HTTP.
  */
 import { createLogger } from '../../src/log.js';
+import type { CreateJobInput } from '../../src/service/kernel/inputs.js';
+import { createJobService } from '../../src/service/index.js';
 import { HandlerRegistry, type HandlerFn } from '../../src/service/engine/delivery/handler-registry.js';
 import { createWorker, type Worker, type WorkerOptions } from '../../src/service/engine/worker/worker.js';
 import { TEST_SECRETS, type TestDb } from './db.js';
@@ -82,4 +84,26 @@ export async function settled(t: TestDb, jobId: string, statuses = ['SUCCEEDED',
     ms,
     `execution of ${jobId} to be ${statuses.join('/')}`,
   );
+}
+
+/**
+ * The next minute boundary at least 25 s away on the database's clock (ms since the epoch): a
+ * cron job created as if at 30 s before it (`createCronJobBefore`) has its next occurrence there,
+ * and a scheduler pass 20 s before it writes that occurrence ahead while the database's own now()
+ * is before it too (the withdrawing trigger's test, migration 000054).
+ */
+export async function nextBoundary(t: TestDb): Promise<number> {
+  const dbNow = (await t.query<{ now: Date }>('select now() as now')).rows[0]!.now.getTime();
+  return Math.ceil((dbNow + 25_000) / 60_000) * 60_000;
+}
+
+/** `input` created as a job by `t`'s actor through a service whose clock reads 30 s before `boundary`. */
+export async function createCronJobBefore(t: TestDb, boundary: number, input: CreateJobInput) {
+  const service = createJobService({
+    db: t.db,
+    defaultMaxAttempts: 5,
+    secrets: TEST_SECRETS,
+    clock: async () => new Date(boundary - 30_000),
+  });
+  return (await service.createJob(t.actor, input)).job;
 }

@@ -3,7 +3,7 @@
  * and context as over HTTP.
  */
 import { createLogger, type Logger } from '../../src/log.js';
-import { createGatewayYoga, type Yoga } from '../../src/server/gateway.js';
+import { createGatewayYoga, startGateway, type GatewayOptions, type RunningGateway, type Yoga } from '../../src/server/gateway.js';
 import type { Actor } from '../../src/service/kernel/actor.js';
 import { createHub, type Hub } from '../../src/subscriptions/hub/hub.js';
 import { createLiveFeeds } from '../../src/subscriptions/live-feeds.js';
@@ -97,4 +97,19 @@ export async function postGraphql(url: string, key: string, query: string, varia
   const body = (await res.json()) as { data?: any; errors?: unknown[] };
   if (body.errors) throw new Error(JSON.stringify(body.errors));
   return body.data;
+}
+
+/**
+ * A real gateway over `t`'s service on a loopback port (HTTP and WebSocket), answering bearer keys
+ * as `jobgate serve` does, with `options` over those defaults; its caller closes it.
+ */
+export function listeningGateway(t: TestDb, options: Partial<GatewayOptions> = {}): Promise<RunningGateway> {
+  return startGateway({
+    service: t.service,
+    log: createLogger('silent'),
+    host: '127.0.0.1',
+    port: 0,
+    authenticate: (request) => t.service.authenticate(/^Bearer (\S+)$/.exec(request.headers.get('authorization') ?? '')?.[1]),
+    ...options,
+  });
 }
