@@ -217,6 +217,7 @@ async function serveGateway(
     corsOrigins: config.corsOrigins,
     persisted: { only: config.persistedOnly, manifests: config.persistedDocuments },
     maxBodyBytes: config.maxBodyBytes,
+    keepAliveMs: config.wsKeepAliveMs,
     bounds: config.bounds,
     trustedProxies: config.trustedProxies,
     // Only where the engine has the replica: never on the embedded default.

@@ -6,7 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
-import { ENGINE_DEFAULTS as D, MAX_CRON_LEAD_MS } from './defaults.js';
+import { ENGINE_DEFAULTS as D, MAX_CRON_LEAD_MS, WS_KEEPALIVE_MS } from './defaults.js';
 import { isPlainEmailAddress } from './service/alerts/email-address.js';
 import { LOAD_BOUND_DEFAULTS as B, type LoadBoundSettings } from './service/access/load-bounds.js';
 
@@ -129,6 +129,7 @@ const envSchema = z.object({
       'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
     ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
+  JOBGATE_WS_KEEPALIVE_MS: intFrom(WS_KEEPALIVE_MS, 1_000, 600_000),
   // Bounds on load (src/service/access/load-bounds.ts), per gateway replica; 0 turns one off.
   JOBGATE_RATE_LIMIT_PER_SECOND: intFrom(B.requestsPerSecond, 0, 1_000_000),
   JOBGATE_RATE_LIMIT_BURST: intFrom(B.requestBurst, 1, 1_000_000),
@@ -273,6 +274,8 @@ export interface Config {
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
   maxBodyBytes: number;
+  /** How often the gateway pings each WebSocket connection (ms). */
+  wsKeepAliveMs: number;
   /** Bounds on what one API key, connection and client address may hold and send, per gateway replica (0: off). */
   bounds: Readonly<LoadBoundSettings>;
   /**
@@ -401,6 +404,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
         ? e.DATABASE_URL === undefined && e.NODE_ENV !== 'production'
         : e.JOBGATE_DEMO_HANDLERS === 'on',
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
+    wsKeepAliveMs: e.JOBGATE_WS_KEEPALIVE_MS,
     bounds: Object.freeze({
       requestsPerSecond: e.JOBGATE_RATE_LIMIT_PER_SECOND,
       requestBurst: e.JOBGATE_RATE_LIMIT_BURST,

@@ -21,6 +21,7 @@ import type { Context, SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { WS_KEEPALIVE_MS } from '../defaults.js';
 import type { Logger } from '../log.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { Actor } from '../service/kernel/actor.js';
@@ -52,7 +53,7 @@ export interface WebSocketOptions {
   connectionInitWaitMs?: number | undefined;
   /**
    * How often a connection is pinged; one that has not answered by the next ping is terminated.
-   * Default 12 s (graphql-ws's own).
+   * Default WS_KEEPALIVE_MS (30 s, src/defaults.ts).
    */
   keepAliveMs?: number | undefined;
   /** Calls `end` if the actor's key lapses (revoked, another role) while the connection is open; returns the unwatch. */
@@ -318,7 +319,7 @@ export function attachWebSocket(server: Server, yoga: Yoga, options: WebSocketOp
       onComplete: (ctx, id) => void requestIdsOf(ctx).delete(id),
     },
     wss,
-    options.keepAliveMs ?? 12_000,
+    options.keepAliveMs ?? WS_KEEPALIVE_MS,
   );
   return {
     async close() {
