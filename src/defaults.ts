@@ -10,14 +10,12 @@ export const MAX_CRON_LEAD_MS = 55_000;
 
 /**
  * How often the gateway pings each WebSocket connection (one that has not answered by the next
- * ping is dropped). Under the idle timeouts of common proxies and load balancers (60 s for nginx
- * and AWS's ALB), so a quiet connection through one stays open, and not more often than that
- * asks: a ping is a write to the socket and a pong a read, for every connection. graphql-ws's own
- * default, 12 s, held a gateway with 5,000 quiet subscriptions at 416 of each a second, more than
- * its events (bench/live-fanout.ts: commit-to-client p99 105 ms at 12 s, 61 ms at 30 s, one run
- * each on 2 cores; docs/api-by-task.md says more under live subscriptions).
+ * ping is dropped): graphql-ws's own default, well under the idle timeouts of common proxies and
+ * load balancers (60 s for nginx and AWS's ALB). Fewer pings did not show in the live fan-out
+ * bench: 30 s against 12 s, three paired rounds with 5,000 quiet subscriptions a gateway, gave
+ * commit-to-client p99 50-60 ms against 45-55 ms and the same gateway CPU.
  */
-export const WS_KEEPALIVE_MS = 30_000;
+export const WS_KEEPALIVE_MS = 12_000;
 
 export const ENGINE_DEFAULTS = Object.freeze({
   /** Most connections to Postgres (at least 2: a run schedule's tick holds one while it triggers the run on another). */

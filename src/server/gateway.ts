@@ -56,7 +56,7 @@ export interface GatewayOptions {
   live?: LiveFeeds | undefined;
   /** WebSocket: how long a client may take to send connection_init (close 4408). Default 10 s. */
   connectionInitWaitMs?: number;
-  /** WebSocket: how often connections are pinged; one that has not answered by the next ping is dropped. Default WS_KEEPALIVE_MS (30 s). */
+  /** WebSocket: how often connections are pinged; one that has not answered by the next ping is dropped. Default WS_KEEPALIVE_MS (12 s). */
   keepAliveMs?: number;
   /** Where requests and operations are reported (metrics). Default: nowhere. */
   observer?: Observer;

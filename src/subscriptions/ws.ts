@@ -53,7 +53,7 @@ export interface WebSocketOptions {
   connectionInitWaitMs?: number | undefined;
   /**
    * How often a connection is pinged; one that has not answered by the next ping is terminated.
-   * Default WS_KEEPALIVE_MS (30 s, src/defaults.ts).
+   * Default WS_KEEPALIVE_MS (12 s, src/defaults.ts).
    */
   keepAliveMs?: number | undefined;
   /** Calls `end` if the actor's key lapses (revoked, another role) while the connection is open; returns the unwatch. */

@@ -58,8 +58,8 @@ describe('the WebSocket keepalive', () => {
     await answering.closed;
   });
 
-  it('is 30 s unless JOBGATE_WS_KEEPALIVE_MS says otherwise, from 1 s to 10 min', () => {
-    expect(parseConfig({}).wsKeepAliveMs).toBe(30_000);
+  it('is 12 s unless JOBGATE_WS_KEEPALIVE_MS says otherwise, from 1 s to 10 min', () => {
+    expect(parseConfig({}).wsKeepAliveMs).toBe(12_000);
     expect(parseConfig({ JOBGATE_WS_KEEPALIVE_MS: '45000' }).wsKeepAliveMs).toBe(45_000);
     expect(() => parseConfig({ JOBGATE_WS_KEEPALIVE_MS: '500' })).toThrow(/JOBGATE_WS_KEEPALIVE_MS/);
     expect(() => parseConfig({ JOBGATE_WS_KEEPALIVE_MS: '0' })).toThrow(/JOBGATE_WS_KEEPALIVE_MS/);
