@@ -115,8 +115,15 @@ export class KeyWatch {
           return;
         }
         const gone = new Set(lapsed);
+        // A new watch found lapsed whose key was not checked whole this round: its key is, next
+        // round, and the watch ends then with the rest of the key's, in the order they began. A
+        // connection begins before its streams, so it closes (4403) before a stream's error is
+        // sent; ended first, the stream's error reached the client, which then closed the socket
+        // itself (1000), and the connection was left open until the next periodic check.
+        const whole = new Set(keys);
+        for (const watcher of watchers) if (gone.has(watcher.actor) && !whole.has(watcher.actor.keyId!)) this.due.add(watcher.actor.keyId!);
         for (const watcher of watchers) {
-          if (!gone.has(watcher.actor)) continue;
+          if (!gone.has(watcher.actor) || !whole.has(watcher.actor.keyId!)) continue;
           this.unwatch(watcher.actor.keyId!, watcher);
           watcher.end(
             new UnauthenticatedError(

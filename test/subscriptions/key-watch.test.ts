@@ -41,6 +41,25 @@ describe('KeyWatch', () => {
     expect(keys.size).toBe(0);
   });
 
+  it("ends a new stream found lapsed together with its key's other watches, in the order they began (a connection before its streams)", async () => {
+    const lapsed = new Set<string>();
+    const { keys, asked } = watchWith(lapsed);
+    const ended: string[] = [];
+    // A connection, then its stream (each with an actor of its own, as a WebSocket and an
+    // operation on it authenticate apart), and another key's stream.
+    keys.watch(actorOf('k1'), () => ended.push('connection'));
+    await tick();
+    await tick();
+    keys.watch(actorOf('k2'), () => ended.push('other key'));
+    // The key lapses before the stream's own check has been answered.
+    lapsed.add('k1');
+    keys.watch(actorOf('k1'), () => ended.push('stream'));
+    for (let i = 0; i < 6; i++) await tick();
+    expect(ended).toEqual(['connection', 'stream']);
+    expect(asked.at(-1)).toHaveLength(2); // the second round: the key's two watches
+    expect(keys.size).toBe(1);
+  });
+
   it("checks every stream of a hinted key, one actor once however many of its streams it watches, and ends a lapsed key's streams only", async () => {
     const lapsed = new Set<string>();
     const { keys, asked } = watchWith(lapsed);
