@@ -101,7 +101,10 @@ export async function startConsoleWorld(databaseUrl: string): Promise<ConsoleWor
     HOST: '127.0.0.1',
     JOBGATE_LOG_LEVEL: 'silent',
     JOBGATE_HEARTBEAT_MS: '1000',
-    JOBGATE_LEASE_MS: '3000',
+    // Long enough that a held attempt (console.gated) keeps its lease through the stalls of a
+    // loaded machine: with 3 s, CI saw a Batch screen's held members lose their leases and fail
+    // before the screen was read. No console test waits for a lease to expire.
+    JOBGATE_LEASE_MS: '15000',
     // The console sends its documents by hash alone: with only trusted documents allowed, any
     // request it sent as text would fail its screen.
     JOBGATE_PERSISTED_ONLY: 'on',
