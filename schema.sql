@@ -1,4 +1,4 @@
--- The schema after migrations/000056_withdrawn_occurrence_event.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000057_gate_given_on_create.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -303,11 +303,21 @@ CREATE FUNCTION public.jobgate_execution_gate() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 begin
-  select jobgate_endpoint_limited(en) into new.gated from endpoints en where en.id = new.endpoint_id for share;
-  new.gated := coalesce(new.gated, false);
-  select not (j.status = 'ACTIVE' or (j.status = 'PAUSED' and new.trigger = 'MANUAL')) into new.job_held
-  from jobs j where j.id = new.job_id;
-  new.job_held := coalesce(new.job_held, false);
+  if tg_op = 'INSERT' and new.status <> 'PENDING' then
+    -- Not pending: neither flag applies (what the defaults gave before).
+    new.gated := coalesce(new.gated, false);
+    new.job_held := coalesce(new.job_held, false);
+    return new;
+  end if;
+  if tg_op = 'UPDATE' or new.gated is null then
+    select jobgate_endpoint_limited(en) into new.gated from endpoints en where en.id = new.endpoint_id for share;
+    new.gated := coalesce(new.gated, false);
+  end if;
+  if tg_op = 'UPDATE' or new.job_held is null then
+    select not (j.status = 'ACTIVE' or (j.status = 'PAUSED' and new.trigger = 'MANUAL')) into new.job_held
+    from jobs j where j.id = new.job_id;
+    new.job_held := coalesce(new.job_held, false);
+  end if;
   return new;
 end $$;
 
@@ -919,11 +929,11 @@ CREATE TABLE public.executions (
     claim_token uuid,
     priority smallint DEFAULT 0 NOT NULL,
     concurrency_key text DEFAULT ''::text NOT NULL COLLATE pg_catalog."C",
-    gated boolean DEFAULT false NOT NULL,
+    gated boolean NOT NULL,
     blocked boolean DEFAULT false NOT NULL,
     has_dependents boolean DEFAULT false NOT NULL,
     batch_outcome text,
-    job_held boolean DEFAULT false NOT NULL,
+    job_held boolean NOT NULL,
     CONSTRAINT executions_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT executions_batch_outcome_check CHECK ((batch_outcome = ANY (ARRAY['SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text]))),
     CONSTRAINT executions_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -1544,7 +1554,7 @@ CREATE TRIGGER executions_events_insert AFTER INSERT ON public.executions REFERE
 
 CREATE TRIGGER executions_events_update AFTER UPDATE ON public.executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_executions_update();
 
-CREATE TRIGGER executions_gate_insert BEFORE INSERT ON public.executions FOR EACH ROW WHEN ((new.status = 'PENDING'::text)) EXECUTE FUNCTION public.jobgate_execution_gate();
+CREATE TRIGGER executions_gate_insert BEFORE INSERT ON public.executions FOR EACH ROW WHEN (((new.gated IS NULL) OR (new.job_held IS NULL))) EXECUTE FUNCTION public.jobgate_execution_gate();
 
 CREATE TRIGGER executions_gate_pending BEFORE UPDATE OF status ON public.executions FOR EACH ROW WHEN (((new.status = 'PENDING'::text) AND (old.status <> 'PENDING'::text))) EXECUTE FUNCTION public.jobgate_execution_gate();
 

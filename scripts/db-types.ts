@@ -18,6 +18,8 @@
  *   text: pg would send a JavaScript array as a Postgres array, not as JSON.
  * - A text column whose CHECK lists its values (`kind in ('HTTP', 'HANDLER')`) is that union.
  * - An identity column declared GENERATED ALWAYS cannot be written (`GeneratedAlways`).
+ * - A column FILLED_BY_TRIGGER has no default, but may be left out of an insert: a BEFORE INSERT
+ *   trigger fills it in (`Generated`).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -37,6 +39,13 @@ const TYPE_MAPPING = {
   json: 'ColumnType<unknown, string, string>',
   jsonb: 'ColumnType<unknown, string, string>',
 };
+
+/**
+ * Columns with no default that an insert may leave out, because a BEFORE INSERT trigger on their
+ * table fills in a null (migration 000057: the gate flags, given by the create statement and
+ * filled in by the trigger for every other insert). Generation fails if the table has no such trigger.
+ */
+const FILLED_BY_TRIGGER = ['executions.gated', 'executions.job_held'];
 
 const HEADER =
   '/**\n' +
@@ -91,6 +100,20 @@ async function columnOverrides(db: Kysely<PostgresDB>, columns: Map<string, { nu
     if (!['bigint', 'integer', 'smallint'].includes(column.type))
       throw new Error(`${column.table_name}.${column.column_name}: identity of type ${column.type}`);
     overrides[`${column.table_name}.${column.column_name}`] = 'GeneratedAlways<number>';
+  }
+  for (const key of FILLED_BY_TRIGGER) {
+    const [table, name] = key.split('.') as [string, string];
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n from pg_trigger t
+      where t.tgrelid = ${table}::regclass and not t.tgisinternal
+        and (t.tgtype & 2) <> 0 and (t.tgtype & 4) <> 0 and (t.tgtype & 1) <> 0`.execute(db); // BEFORE, INSERT, ROW
+    if (rows[0]!.n === 0) throw new Error(`${key}: listed as filled by a trigger, but ${table} has no BEFORE INSERT row trigger`);
+    const { rows: typed } = await sql<{ type: string }>`
+      select format_type(a.atttypid, null) as type from pg_attribute a
+      where a.attrelid = ${table}::regclass and a.attname = ${name} and not a.attisdropped`.execute(db);
+    // Only booleans so far; another type would need its TypeScript name here.
+    if (typed[0]?.type !== 'boolean') throw new Error(`${key}: not a boolean column`);
+    if (!overrides[key]) overrides[key] = `Generated<boolean${columns.get(key)?.nullable ? ' | null' : ''}>`;
   }
   return overrides;
 }

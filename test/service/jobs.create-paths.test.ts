@@ -26,6 +26,8 @@ beforeAll(async () => {
     (endpoints[name] = (await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName: 'noop', ...extra })).id);
   await register('paths.plain');
   await register('paths.capped', { maxAttempts: 7 });
+  // Its executions are gated (claimed under its limits): the statement gives the flag itself (migration 000057).
+  await register('paths.limited', { rateLimit: { count: 10, periodMs: 1000 } });
   await register('paths.specced', { payloadSpecId: spec.id });
   await t.service.archiveEndpoint(t.actor, await register('paths.archived'));
   endpoints['jobgate.alerts'] = (
@@ -56,7 +58,15 @@ async function fullPath(actor: Actor, raw: CreateJobInput): Promise<{ jobId: str
 
 const actors = (): Record<string, Actor> => ({ user: t.actor, system: t.systemActor });
 const cases: { endpoint: string; by: 'id' | 'name'; kind: 'IMMEDIATE' | 'DELAYED'; maxAttempts?: number; actor: 'user' | 'system' }[] = [];
-for (const endpoint of ['paths.plain', 'paths.capped', 'paths.specced', 'paths.archived', 'jobgate.alerts', 'paths.missing'])
+for (const endpoint of [
+  'paths.plain',
+  'paths.capped',
+  'paths.limited',
+  'paths.specced',
+  'paths.archived',
+  'jobgate.alerts',
+  'paths.missing',
+])
   for (const by of ['id', 'name'] as const)
     for (const kind of ['IMMEDIATE', 'DELAYED'] as const)
       for (const maxAttempts of [undefined, 3])
@@ -104,8 +114,12 @@ describe('createJob in one statement and on the full path', () => {
         ).toBe('jobId' in full ? 1 : 0);
       }
     }
-    // Both outcomes were exercised.
+    // Both outcomes were exercised, and both gate flags' values.
     expect(taken).toBeGreaterThan(0);
+    const flags = await t.query(
+      `select distinct e.gated, e.job_held from executions e join jobs j on j.id = e.job_id where j.name like 'case %'`,
+    );
+    expect(flags.rows.map((r) => r.gated).sort()).toEqual([false, true]);
     expect(declined).toBeGreaterThan(0);
   });
 

@@ -65,7 +65,8 @@ with req as materialized (
 ), en as (
   -- FOR SHARE: an archive running now waits for these jobs, or these jobs see the archive.
   -- Only when no rule could refuse: live, no payload spec (and not INTERNAL, below).
-  select en.id, en.workspace_id, en.name, en.type, en.max_attempts, en.default_priority
+  -- limited: of the version locked, as the gate trigger would read it (migrations 000044, 000057).
+  select en.id, en.workspace_id, en.name, en.type, en.max_attempts, en.default_priority, jobgate_endpoint_limited(en) as limited
   from endpoints en
   where en.workspace_id = any($1::uuid[]) and (en.id = any($2::uuid[]) or en.name = any($3::text[]))
     and en.archived_at is null
@@ -82,7 +83,7 @@ with req as materialized (
   order by b.id
   for update skip locked
 ), target as (
-  select req.*, en.id as target_endpoint_id, en.max_attempts as endpoint_max_attempts, en.default_priority
+  select req.*, en.id as target_endpoint_id, en.max_attempts as endpoint_max_attempts, en.default_priority, en.limited
   from req
   join en on en.workspace_id = req.workspace_id
     and (case when req.endpoint_id is not null then en.id = req.endpoint_id else en.name = req.endpoint_name end)
@@ -98,12 +99,14 @@ with req as materialized (
   from target
   returning *
 ), execution as (
-  -- A member's end is counted into its batch (has_dependents, migration 000048).
+  -- A member's end is counted into its batch (has_dependents, migration 000048). The gate flags
+  -- are given, so the gate trigger does not read the endpoint and the job again for each row
+  -- (migration 000057): gated from the endpoint locked above; not job_held, as the job is ACTIVE.
   insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, priority, concurrency_key,
-                          created_by_key_id, input, has_dependents)
-  select workspace_id, id, endpoint_id, coalesce(run_at, now()), coalesce(run_at, now()), max_attempts, priority,
-         coalesce(concurrency_key, ''), created_by_key_id, input, batch_id is not null
-  from job
+                          created_by_key_id, input, has_dependents, gated, job_held)
+  select job.workspace_id, job.id, job.endpoint_id, coalesce(job.run_at, now()), coalesce(job.run_at, now()), job.max_attempts, job.priority,
+         coalesce(job.concurrency_key, ''), job.created_by_key_id, job.input, job.batch_id is not null, target.limited, false
+  from job join target on target.job_id = job.id
 ), counted as (
   -- Members are counted into the batch's total as they are added, as addMember does.
   update batches b set total = b.total + n.members, updated_at = now()
