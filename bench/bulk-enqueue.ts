@@ -60,14 +60,18 @@ async function library(server: BenchServer): Promise<number> {
   }
 }
 
-async function graphql(server: BenchServer): Promise<number> {
+/**
+ * createJobs over GraphQL HTTP; `fields` is what each result asks (`eventCursor` too: what a page
+ * that creates jobs and then watches them asks).
+ */
+async function graphql(server: BenchServer, fields: string): Promise<number> {
   const db = await server.createDatabase('jobgate_bench_bulk');
   try {
     await migrate(db.url);
     const gate = spawnChild('bench/workers/http-server.ts', { SERVER: 'jobgate', DATABASE_URL: db.url });
     try {
       const [url, key] = (await gate.line('ready', 60_000)).split(' ') as [string, string];
-      const query = `mutation ($jobs: [CreateJobInput!]!) { createJobs(input: { jobs: $jobs }) { results { job { id } } } }`;
+      const query = `mutation ($jobs: [CreateJobInput!]!) { createJobs(input: { jobs: $jobs }) { results { ${fields} } } }`;
       return await timed(db.url, async (ns) => {
         const res = await request(url, {
           method: 'POST',
@@ -114,11 +118,14 @@ export async function run(): Promise<Figure[]> {
     say('jobgate library createJobs');
     const lib = await library(server);
     say('jobgate GraphQL createJobs');
-    const api = await graphql(server);
+    const api = await graphql(server, 'job { id }');
+    say('jobgate GraphQL createJobs, each result with its eventCursor');
+    const withCursors = await graphql(server, 'job { id } eventCursor');
     return [
       { bench, system: 'graphile-worker addJobs', value: Math.round(gw), unit: 'jobs/s' },
       { bench, system: 'jobgate createJobs, library', value: Math.round(lib), unit: 'jobs/s (goal 50,000)' },
       { bench, system: 'jobgate createJobs, GraphQL', value: Math.round(api), unit: 'jobs/s (goal 20,000)' },
+      { bench, system: 'jobgate createJobs, GraphQL, with eventCursor', value: Math.round(withCursors), unit: 'jobs/s' },
       { bench, system: 'jobgate library/graphile-worker', value: lib / gw, unit: 'ratio' },
     ];
   } finally {

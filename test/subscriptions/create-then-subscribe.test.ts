@@ -65,6 +65,32 @@ describe('create, then subscribe', () => {
     }
   });
 
+  it('gives each job of a createJobs a cursor from before its own creation', async () => {
+    // The results' cursors are read together, in one query for the call: each must still be its own job's.
+    const res = await fetch(live.httpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({
+        query: 'mutation($jobs: [CreateJobInput!]!) { createJobs(input: { jobs: $jobs }) { results { job { id } eventCursor } } }',
+        variables: { jobs: Array.from({ length: 20 }, (_, i) => ({ endpointName: 'cts.target', kind: 'IMMEDIATE', input: { i } })) },
+      }),
+    });
+    const body = (await res.json()) as { data: { createJobs: { results: { job: { id: string }; eventCursor: string }[] } } };
+    const results = body.data.createJobs.results;
+    expect(results).toHaveLength(20);
+    // Cursors of jobs created in one statement are close together, but not all the same.
+    expect(new Set(results.map((r) => r.eventCursor)).size).toBeGreaterThan(1);
+    for (const r of results) {
+      const sub = collect<{ status: string; previousStatus: string | null }>(live.client(key), JOBS, {
+        jobId: r.job.id,
+        after: r.eventCursor,
+      });
+      const items = await sub.until((xs) => xs.length >= 1, 10_000, 'the creation');
+      sub.stop();
+      expect(items[0], r.job.id).toEqual({ status: 'ACTIVE', previousStatus: null });
+    }
+  });
+
   it("replays the job's own creation to jobEvents too", async () => {
     const job = await createJob();
     const sub = collect<{ status: string; previousStatus: string | null }>(live.client(key), JOBS, { jobId: job.id, after: job.cursor });

@@ -165,16 +165,33 @@ export async function pruneEvents(
 }
 
 /**
- * The position just before a job's first event (its creation), or the latest position when its
- * events were pruned. The job's events carry its creating transaction's now() as created_at, so
- * the BRIN index on created_at confines the read to the newest block ranges of the table.
+ * The position just before each job's first event (its creation), or the latest position for a
+ * job whose events were pruned, by job id. One read for all the jobs: a job's events carry its
+ * creating transaction's now() as created_at, so the BRIN index on created_at confines the read to
+ * the block ranges since the earliest of the jobs' creations. Grouped, not `min(id)` of one job:
+ * for that, Postgres walked the primary key up from the table's oldest event until it met the
+ * job's, a read that grew with the whole table (10 ms a job at 46,000 events; a createJobs asking
+ * each result's cursor took 0.9-1.4 s per 1,000 jobs).
  */
-export async function positionBeforeJob(db: Executor, workspaceId: string, jobId: string, createdAt: Date): Promise<bigint> {
-  const { rows } = await sql<{ position: string }>`
-    select coalesce(
-      (select min(id) - 1 from events where workspace_id = ${workspaceId} and job_id = ${jobId} and created_at >= ${createdAt}),
-      (select case when is_called then last_value else 0 end from events_id_seq)) as position`.execute(db);
-  return BigInt(rows[0]!.position);
+export async function positionsBeforeJobs(
+  db: Executor,
+  workspaceId: string,
+  jobs: readonly { id: string; createdAt: Date }[],
+): Promise<Map<string, bigint>> {
+  const { rows } = await sql<{ job_id: string; position: string }>`
+    with asked as (
+      select * from unnest(${jobs.map((j) => j.id)}::uuid[], ${jobs.map((j) => j.createdAt)}::timestamptz[]) a(job_id, created_at)
+    ), first_events as (
+      select e.job_id, min(e.id) - 1 as position
+      from events e
+      join asked a on a.job_id = e.job_id and e.created_at >= a.created_at
+      where e.workspace_id = ${workspaceId} and e.created_at >= (select min(created_at) from asked)
+      group by e.job_id
+    )
+    select a.job_id::text as job_id,
+           coalesce(f.position, (select case when is_called then last_value else 0 end from events_id_seq)) as position
+    from asked a left join first_events f on f.job_id = a.job_id`.execute(db);
+  return new Map(rows.map((r) => [r.job_id, BigInt(r.position)]));
 }
 
 /**
