@@ -121,7 +121,9 @@ const bucketAndRoom = (workspaceLocked: string) => `bucket as materialized (
   where en.id = $4 and en.rate_limit_count is not null
 ), room as materialized (
   select greatest(0, least($5::int,
-                           $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')::int,
+                           -- Counted only under a limit: least() passes over a null.
+                           case when $6::int is not null
+                                then $6::int - (select count(*) from executions r where r.endpoint_id = $4 and r.status = 'RUNNING')::int end,
                            (select floor(bk.tokens)::int from bucket bk),
                            (select case when ${workspaceLocked}::boolean
                                         then w.concurrency_limit - (select count(*) from executions r join endpoints x on x.id = r.endpoint_id
