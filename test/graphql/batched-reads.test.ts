@@ -1,7 +1,7 @@
 /**
  * A page's reads do not grow with its size: the links and permissions each row asks for (an
- * execution's job and viewerCan, a job's lastExecution, scheduledExecution, completesBatch, state
- * and viewerCan) are read together, one query per step for the whole page
+ * execution's job, attempts and viewerCan, a job's endpoint, lastExecution, scheduledExecution,
+ * completesBatch, state, alertsOptOut and viewerCan) are read together, one query per step for the whole page
  * (src/service/kernel/batched-reads.ts), and answer what a read of their own would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +28,14 @@ beforeAll(async () => {
   });
   await t.service.triggerJob(t.actor, { id: job.id, force: true });
   await t.service.triggerJob(t.actor, { id: job.id, force: true });
+  // Some executions with ended attempts (i of them for the i-th), one job opted out of alerts.
+  await t.query(
+    `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome, error)
+     select e.workspace_id, e.id, n, n, 'w-' || n, now() - interval '1 minute', now() - interval '1 minute' + n * interval '1 second', 'FAILED', 'boom ' || n
+     from (select e.*, row_number() over (order by j.name) as k from executions e join jobs j on j.id = e.job_id where j.name like 'page-%') e
+     cross join generate_series(1, 3) n where n <= e.k % 4`,
+  );
+  await t.query(`update jobs set alerts_opt_out = true where name in ('page-7', 'page-8')`);
   t.database.pool.on('acquire', () => checkouts++);
 });
 afterAll(async () => {
@@ -43,9 +51,10 @@ async function reads(query: string, as = t.actor): Promise<{ count: number; data
   return { count: checkouts - before, data: res.data };
 }
 
-const EXECUTIONS = (n: number) => `{ executions(first: ${n}) { nodes { id job { id name } viewerCan { retry cancel } } } }`;
+const EXECUTIONS = (n: number) =>
+  `{ executions(first: ${n}) { nodes { id job { id name } attempts { attemptNumber error } viewerCan { retry cancel } } } }`;
 const JOBS = (n: number) =>
-  `{ jobs(first: ${n}) { nodes { id name state lastExecution { id createdAt } scheduledExecution { id trigger } completesBatch { id } viewerCan { trigger cancel } } } }`;
+  `{ jobs(first: ${n}) { nodes { id name state endpoint { id name } alertsOptOut lastExecution { id createdAt } scheduledExecution { id trigger } completesBatch { id } viewerCan { trigger cancel } } } }`;
 
 describe('a page of rows with their links', () => {
   it('costs as many reads for 30 executions as for 3, with each row its own job and permissions', async () => {
@@ -54,9 +63,14 @@ describe('a page of rows with their links', () => {
       const large = await reads(EXECUTIONS(30), actor);
       expect(large.data.executions.nodes).toHaveLength(30);
       expect({ role: actor.role, reads: large.count }).toEqual({ role: actor.role, reads: small.count });
+      expect(large.data.executions.nodes.some((e: any) => e.attempts.length > 1)).toBe(true);
       for (const e of large.data.executions.nodes) {
         const row = (await t.query('select job_id from executions where id = $1', [e.id])).rows[0];
         expect(e.job.id).toBe(row.job_id);
+        const attempts = (
+          await t.query('select attempt_number, error from attempts where execution_id = $1 order by attempt_number', [e.id])
+        ).rows;
+        expect(e.attempts).toEqual(attempts.map((a) => ({ attemptNumber: a.attempt_number, error: a.error })));
         // As a read of its own answers (one at a time: a batch of one).
         expect(e.viewerCan).toEqual(await t.service.executionPermissions(actor, e.id));
       }
@@ -76,9 +90,16 @@ describe('a page of rows with their links', () => {
       expect(j.scheduledExecution).toEqual({ id: scheduled.id, trigger: 'SCHEDULE' });
       expect(j.completesBatch).toBeNull();
       expect(j.state).toBe('ACTIVE');
+      const linked = (
+        await t.query('select e.id, e.name, j.alerts_opt_out from jobs j join endpoints e on e.id = j.endpoint_id where j.id = $1', [j.id])
+      ).rows[0];
+      expect(j.endpoint).toEqual({ id: linked.id, name: linked.name });
+      expect(j.alertsOptOut).toBe(linked.alerts_opt_out);
       const own = await t.service.jobPermissions(t.actor, j.id);
       expect(j.viewerCan).toEqual({ trigger: own.trigger, cancel: own.cancel });
     }
+    // Both answers of alertsOptOut, and executions with 0 to 3 attempts, were among the rows.
+    expect(new Set(large.data.jobs.nodes.map((j: any) => j.alertsOptOut))).toEqual(new Set([true, false]));
     const triggered = large.data.jobs.nodes.find((j: any) => j.name === 'triggered');
     // Triggered twice: its newest execution is the last trigger, its scheduled one the one it was created with.
     expect(triggered.scheduledExecution.id).not.toBe(triggered.lastExecution.id);

@@ -188,8 +188,11 @@ export async function setJobAlertsOptOut(
   return rows[0];
 }
 
-export async function jobAlertsOptOut(db: Executor, workspaceId: string, jobId: string): Promise<boolean> {
-  const { rows } = await sql<{ alerts_opt_out: boolean }>`
-    select alerts_opt_out from jobs where workspace_id = ${scoped(workspaceId)} and id = ${jobId}`.execute(db);
-  return rows[0]?.alerts_opt_out ?? false;
+/** Whether each of the workspace's jobs among `jobIds` is opted out of alerts, by job id (a job not found is left out). */
+export async function jobsAlertsOptOut(db: Executor, workspaceId: string, jobIds: readonly string[]): Promise<Map<string, boolean>> {
+  const { rows } = await sql<{ id: string; alerts_opt_out: boolean }>`
+    select id, alerts_opt_out from jobs where workspace_id = ${scoped(workspaceId)} and id = any(${jobIds.filter(isUuid)}::uuid[])`.execute(
+    db,
+  );
+  return new Map(rows.map((r) => [r.id, r.alerts_opt_out]));
 }

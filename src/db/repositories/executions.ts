@@ -322,24 +322,36 @@ export async function setPendingMaxAttempts(db: Executor, workspaceId: string, j
 }
 
 /**
- * An execution's attempts in order: the ended ones are rows; the one in progress, if the
- * execution is RUNNING, is read from the execution itself (its row is written when it ends), with
- * its worker's host and pid from that worker's presence row.
+ * The attempts of the workspace's executions among `executionIds`, each execution's in order: the
+ * ended ones are rows; the one in progress, if the execution is RUNNING, is read from the
+ * execution itself (its row is written when it ends), with its worker's host and pid from that
+ * worker's presence row. By execution id; an execution with none (or not found) is left out.
  */
-export async function listAttempts(db: Executor, workspaceId: string, executionId: string): Promise<AttemptRow[]> {
-  if (!isUuid(executionId)) return [];
+export async function listAttemptsOf(
+  db: Executor,
+  workspaceId: string,
+  executionIds: readonly string[],
+): Promise<Map<string, AttemptRow[]>> {
+  const ids = executionIds.filter(isUuid);
+  const byExecution = new Map<string, AttemptRow[]>();
+  if (ids.length === 0) return byExecution;
   const ws = scoped(workspaceId);
   const { rows } = await sql<AttemptRow>`
     select workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
            outcome, status_code, duration_ms, error, response_excerpt, target, worker_host, worker_pid, error_stack
     from attempts
-    where workspace_id = ${ws} and execution_id = ${executionId}
+    where workspace_id = ${ws} and execution_id = any(${ids}::uuid[])
     union all
     select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
            null, null, null, null, null, null,
            (select w.host from workers w where w.id = lease_owner), (select w.pid from workers w where w.id = lease_owner), null
     from executions
-    where workspace_id = ${ws} and id = ${executionId} and status = 'RUNNING'
-    order by attempt_number`.execute(db);
-  return rows;
+    where workspace_id = ${ws} and id = any(${ids}::uuid[]) and status = 'RUNNING'
+    order by execution_id, attempt_number`.execute(db);
+  for (const row of rows) {
+    const list = byExecution.get(row.execution_id);
+    if (list) list.push(row);
+    else byExecution.set(row.execution_id, [row]);
+  }
+  return byExecution;
 }

@@ -135,6 +135,13 @@ export function createEndpointService(ctx: ServiceContext) {
     });
   }
 
+  // A list's rows read their endpoint together (../kernel/batched-reads.ts): a page of jobs or
+  // executions showing each one's endpoint asked one query per row.
+  const endpointOf = batchedRead(
+    (ws, ids) => endpointsRepo.findEndpointsByIds(db, ws, ids).then((rows) => new Map(rows.map((r) => [r.id, r]))),
+    !ctx.outer,
+  );
+
   const holdOf = batchedRead(
     (ws, ids) => endpointsRepo.activeRetryAfterHolds(db, ws, ids).then((rows) => new Map(rows.map((r) => [r.endpoint_id, r]))),
     !ctx.outer,
@@ -366,7 +373,10 @@ export function createEndpointService(ctx: ServiceContext) {
     /** One endpoint, by id (archived too) or by name (live only). Throws NOT_FOUND, VALIDATION_FAILED. */
     async endpoint(actor: Actor, rawRef: EndpointRef): Promise<Endpoint> {
       const ref = parseInput(endpointRefSchema, rawRef);
-      return toEndpoint(await resolveEndpoint(db, actor, ref));
+      if (!ref.id) return toEndpoint(await resolveEndpoint(db, actor, ref));
+      const row = await endpointOf(actor.workspaceId, ref.id.toLowerCase());
+      if (!row) throw new NotFoundError('Endpoint', ref.id);
+      return toEndpoint(row);
     },
 
     async endpoints(

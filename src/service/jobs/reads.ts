@@ -50,6 +50,7 @@ export function createJobReads(ctx: ServiceContext) {
     !ctx.outer,
   );
   const waitingOf = batchedRead((ws, ids) => waitingReasons(db, ws, ids).then(byId), !ctx.outer);
+  const attemptsOf = batchedRead((ws, ids) => executionsRepo.listAttemptsOf(db, ws, ids), !ctx.outer);
   return {
     /** Throws NOT_FOUND. */
     async job(actor: Actor, id: string): Promise<Job> {
@@ -130,7 +131,7 @@ export function createJobReads(ctx: ServiceContext) {
      * workspace's keys see workers by digest and not their host or pid (see ../handlers/handlers.ts).
      */
     async attempts(actor: Actor, executionId: string): Promise<Attempt[]> {
-      const rows = (await executionsRepo.listAttempts(db, actor.workspaceId, executionId)).map(toAttempt);
+      const rows = ((await attemptsOf(actor.workspaceId, executionId.toLowerCase())) ?? []).map(toAttempt);
       const attempts = rows.map((a, i) => {
         const next = rows[i + 1];
         return next && a.finishedAt ? { ...a, gapBeforeNextMs: Math.max(0, next.startedAt.getTime() - a.finishedAt.getTime()) } : a;
