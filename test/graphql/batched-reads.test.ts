@@ -106,6 +106,40 @@ describe('a page of rows with their links', () => {
   });
 });
 
+describe('a page of endpoints with their payload specs and configs', () => {
+  it('costs as many reads for 30 endpoints as for 3, each with its own spec and config', async () => {
+    for (let i = 0; i < 30; i++) {
+      const spec = await t.service.createPayloadSpec(t.actor, { name: `pages.spec${i}`, jsonSchema: { type: 'object' } });
+      const config = await t.service.setConfig(t.actor, { name: `pages.conf${i}`, entries: [{ key: 'k', value: `v${i}` }] });
+      await t.service.registerEndpoint(t.actor, {
+        name: `pages.ep${i}`,
+        kind: 'HANDLER',
+        handlerName: 'nobody',
+        ...(i % 3 === 0 ? {} : { payloadSpecId: spec.id, configId: config.id }),
+      });
+    }
+    const ENDPOINTS = (n: number) => `{ endpoints(first: ${n}) { nodes { id payloadSpec { id name } config { id name } } } }`;
+    const small = await reads(ENDPOINTS(3));
+    const large = await reads(ENDPOINTS(30));
+    expect(large.data.endpoints.nodes).toHaveLength(30);
+    expect(large.count).toBe(small.count);
+    let linked = 0;
+    for (const e of large.data.endpoints.nodes) {
+      const own = (
+        await t.query(
+          `select s.id as spec_id, s.name as spec_name, c.id as config_id, c.name as config_name
+           from endpoints e left join payload_specs s on s.id = e.payload_spec_id left join configs c on c.id = e.config_id where e.id = $1`,
+          [e.id],
+        )
+      ).rows[0];
+      expect(e.payloadSpec).toEqual(own.spec_id ? { id: own.spec_id, name: own.spec_name } : null);
+      expect(e.config).toEqual(own.config_id ? { id: own.config_id, name: own.config_name } : null);
+      if (own.spec_id) linked++;
+    }
+    expect(linked).toBeGreaterThan(10);
+  });
+});
+
 describe("a federation router's references", () => {
   it('cost as many reads for 30 jobs as for 3 (one query per type), each the job of its id', async () => {
     const ids = (await t.query<{ id: string }>(`select id from jobs where name like 'page-%' order by name`)).rows.map((r) => r.id);

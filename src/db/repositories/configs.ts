@@ -8,6 +8,13 @@ export async function findConfigById(db: Executor, workspaceId: string, id: stri
   return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
 }
 
+/** The workspace's configs among `ids`. */
+export async function findConfigsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<ConfigRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
+}
+
 export async function findConfigByName(db: Executor, workspaceId: string, name: string): Promise<ConfigRow | undefined> {
   return db
     .selectFrom('configs')

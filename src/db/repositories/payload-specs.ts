@@ -9,6 +9,13 @@ export async function findPayloadSpecById(db: Executor, workspaceId: string, id:
   return db.selectFrom('payload_specs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
 }
 
+/** The workspace's payload specs among `ids`. */
+export async function findPayloadSpecsByIds(db: Executor, workspaceId: string, ids: readonly string[]): Promise<PayloadSpecRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('payload_specs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
+}
+
 export async function insertPayloadSpec(
   db: Executor,
   workspaceId: string,
