@@ -140,6 +140,36 @@ describe('a page of endpoints with their payload specs and configs', () => {
   });
 });
 
+describe('a page of runs with their finding counts', () => {
+  it('costs as many reads for 30 runs as for 3, each with its own counts', async () => {
+    for (let i = 0; i < 30; i++) {
+      const { run } = await t.service.triggerRun(t.actor, { name: `pages.scan${i}`, force: true });
+      // i findings, of two kinds and two severities.
+      for (let k = 0; k < i % 5; k++)
+        await t.query(`insert into findings (workspace_id, run_id, kind, severity, resource_id) values ($1, $2, $3, $4, $5)`, [
+          t.actor.workspaceId,
+          run.id,
+          k % 2 ? 'odd' : 'even',
+          k % 2 ? 'WARNING' : 'INFO',
+          `r-${k}`,
+        ]);
+    }
+    const RUNS = (n: number) => `{ runConnection(first: ${n}) { nodes { id findingCounts { kind severity count } } } }`;
+    const small = await reads(RUNS(3));
+    const large = await reads(RUNS(30));
+    expect(large.data.runConnection.nodes).toHaveLength(30);
+    expect(large.count).toBe(small.count);
+    for (const r of large.data.runConnection.nodes) {
+      const own = await t.query(
+        `select kind, severity, count(*)::int as count from findings where run_id = $1 group by kind, severity order by kind, severity`,
+        [r.id],
+      );
+      expect(r.findingCounts).toEqual(own.rows);
+    }
+    expect(new Set(large.data.runConnection.nodes.map((r: any) => r.findingCounts.length))).toEqual(new Set([0, 1, 2]));
+  });
+});
+
 describe("a federation router's references", () => {
   it('cost as many reads for 30 jobs as for 3 (one query per type), each the job of its id', async () => {
     const ids = (await t.query<{ id: string }>(`select id from jobs where name like 'page-%' order by name`)).rows.map((r) => r.id);

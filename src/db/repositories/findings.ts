@@ -47,11 +47,19 @@ export async function countFindings(
 }
 
 /** The run's counts per kind and severity. */
-export async function findingCounts(ex: Executor, workspaceId: string, runId: string) {
-  const { rows } = await sql<{ kind: string; severity: FindingRow['severity']; count: number }>`
-    select kind, severity, count(*)::int as count from findings where workspace_id = ${workspaceId} and run_id = ${runId}
-    group by kind, severity order by kind, severity`.execute(ex);
-  return rows;
+/** The findings of each of `runIds` counted per kind and severity, by run id (a run with none is left out). */
+export async function findingCountsOf(ex: Executor, workspaceId: string, runIds: readonly string[]) {
+  const { rows } = await sql<{ run_id: string; kind: string; severity: FindingRow['severity']; count: number }>`
+    select run_id, kind, severity, count(*)::int as count from findings
+    where workspace_id = ${workspaceId} and run_id = any(${runIds}::uuid[])
+    group by run_id, kind, severity order by run_id, kind, severity`.execute(ex);
+  const byRun = new Map<string, { kind: string; severity: FindingRow['severity']; count: number }[]>();
+  for (const { run_id, ...count } of rows) {
+    const list = byRun.get(run_id);
+    if (list) list.push(count);
+    else byRun.set(run_id, [count]);
+  }
+  return byRun;
 }
 
 /** The workspace's finding with this id, if any. */

@@ -15,7 +15,8 @@ import { hasLiveRegistration } from '../../db/repositories/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from '../kernel/errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from '../kernel/inputs.js';
 import { COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
-import { countFindings, findFinding, findingCounts, findingPage } from '../../db/repositories/findings.js';
+import { batchedRead } from '../kernel/batched-reads.js';
+import { countFindings, findFinding, findingCountsOf, findingPage } from '../../db/repositories/findings.js';
 import * as runsRepo from '../../db/repositories/runs.js';
 import type { RunRecord } from '../../db/types.js';
 import { withEventCursor } from '../live/event-cursor.js';
@@ -224,6 +225,8 @@ async function resumeFailed(trx: Executor, workspaceId: string, name: string): P
 // eslint-disable-next-line max-lines-per-function -- an area factory: short methods sharing one context, its length theirs added up
 export function createRunsService(ctx: ServiceContext) {
   const { db } = ctx;
+  // A page of runs counts their findings together (../kernel/batched-reads.ts).
+  const countsOf = batchedRead((ws, ids) => findingCountsOf(db, scoped(ws), ids.filter(isUuid)), !ctx.outer);
 
   const service = {
     /**
@@ -380,7 +383,7 @@ export function createRunsService(ctx: ServiceContext) {
     /** A run's findings counted per kind and severity (all of them, not a page). */
     async findingCounts(actor: Actor, runId: string) {
       if (!isUuid(runId)) return [];
-      return findingCounts(db, scoped(actor.workspaceId), runId);
+      return (await countsOf(actor.workspaceId, runId.toLowerCase())) ?? [];
     },
 
     /** One finding by its (sealed) id; NOT_FOUND when it is not one of the workspace's. */
@@ -408,7 +411,7 @@ export function createRunsService(ctx: ServiceContext) {
       const afterId = f.after ? cursors.open('finding', f.after, ['after']) : 0n;
       const size = f.first ?? 100;
       const rows = await findingPage(db, ws, runId, f, { limit: size + 1, afterId });
-      const counts = await findingCounts(db, ws, runId);
+      const counts = (await countsOf(actor.workspaceId, runId.toLowerCase())) ?? [];
       const page = rows.slice(0, size).map((r) => toFinding(r, cursors));
       return {
         findings: page,
