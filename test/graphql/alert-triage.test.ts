@@ -283,4 +283,36 @@ describe('alert triage over GraphQL', () => {
     const all = await g.gql(`{ alertSilences { nodes { id active endedAt } } }`, {}, viewer);
     expect(all.data.alertSilences.nodes[0]).toMatchObject({ id: silence.id, active: false, endedAt: expect.any(String) });
   });
+
+  it("reads a page of alerts' states together: as many reads for 8 as for 2, each its own (rule, subject)'s", async () => {
+    for (const name of ['page-a', 'page-b', 'page-c', 'page-d', 'page-e', 'page-f']) await runOnce(name);
+    // The worker polls on the same pool: stopped (the last test), so only the pages' reads are counted.
+    await h.stopAll();
+    let checkouts = 0;
+    const count = () => checkouts++;
+    t.database.pool.on('acquire', count);
+    const page = async (n: number) => {
+      const before = checkouts;
+      const res = await g.gql(`{ alerts(first: ${n}) { nodes { id state { id status } } } }`, {}, viewer);
+      expect(res.errors).toBeUndefined();
+      return { reads: checkouts - before, nodes: res.data.alerts.nodes as { id: string; state: { id: string } | null }[] };
+    };
+    await page(8); // the first request also fills what the gateway keeps between requests
+    const small = await page(2);
+    const large = await page(8);
+    t.database.pool.off('acquire', count);
+    expect(large.nodes).toHaveLength(8);
+    expect(large.reads).toBe(small.reads);
+    for (const alert of large.nodes) {
+      const own = await t.query(
+        `select s.id from alert_notifications n
+         join alert_states s on s.rule_id = n.rule_id and s.subject_key = n.subject_key
+         join alert_rules r on r.id = s.rule_id and r.deleted_at is null
+         where n.id = $1`,
+        [alert.id],
+      );
+      expect(alert.state?.id ?? null, alert.id).toBe(own.rows[0]?.id ?? null);
+    }
+    expect(new Set(large.nodes.map((a) => a.state?.id)).size).toBeGreaterThan(4);
+  });
 });
