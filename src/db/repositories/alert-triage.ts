@@ -102,24 +102,21 @@ export async function findAlertState(db: Executor, workspaceId: string, id: stri
   return rows[0];
 }
 
-/**
- * The states of (rule, subject) pairs, as notifications name them, by `${rule id} ${subject key}`
- * (a pair with no state, or whose rule was deleted, is left out).
- */
+/** The states of (rule, subject) pairs, as notifications name them (a pair with no state, or whose rule was deleted, is left out). */
 export async function findAlertStatesOf(
   db: Executor,
   workspaceId: string,
   pairs: readonly { ruleId: string; subjectKey: string }[],
-): Promise<Map<string, AlertStateView>> {
+): Promise<AlertStateView[]> {
   const asked = pairs.filter((p) => isUuid(p.ruleId));
-  if (asked.length === 0) return new Map();
+  if (asked.length === 0) return [];
   const { rows } = await sql<AlertStateView>`
     select ${STATE_COLUMNS} from alert_states s join alert_rules r on r.id = s.rule_id ${SILENCE_JOIN}
     where s.workspace_id = ${scoped(workspaceId)} and r.deleted_at is null
       and (s.rule_id, s.subject_key) in (select * from unnest(${asked.map((p) => p.ruleId)}::uuid[], ${asked.map((p) => p.subjectKey)}::text[]))`.execute(
     db,
   );
-  return new Map(rows.map((r) => [`${r.rule_id} ${r.subject_key}`, r]));
+  return rows;
 }
 
 /**

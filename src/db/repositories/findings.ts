@@ -46,7 +46,6 @@ export async function countFindings(
   return rows[0]!.n;
 }
 
-/** The run's counts per kind and severity. */
 /** The findings of each of `runIds` counted per kind and severity, by run id (a run with none is left out). */
 export async function findingCountsOf(ex: Executor, workspaceId: string, runIds: readonly string[]) {
   const { rows } = await sql<{ run_id: string; kind: string; severity: FindingRow['severity']; count: number }>`

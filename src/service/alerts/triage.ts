@@ -21,7 +21,7 @@ import type { AlertStateStatus, AlertStateView, AlertSilenceView } from '../../d
 import { findAlertRule, type AlertCondition, type AlertSubjectType } from '../../db/repositories/alerts.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
-import { batchedRead } from '../kernel/batched-reads.js';
+import { batchedRead, pairKey, splitPairKey } from '../kernel/batched-reads.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import { idSchema, pageSchema, text, type PageInput } from '../kernel/inputs.js';
@@ -175,15 +175,20 @@ function silencedSubject(input: z.output<typeof silenceAlertsSchema>): AlertSubj
 // eslint-disable-next-line max-lines-per-function -- an area factory: short methods sharing one context, its length theirs added up
 export function createAlertTriageService(ctx: ServiceContext) {
   const { db } = ctx;
-  // A page of alerts reads their states together (../kernel/batched-reads.ts). A key is the rule's
-  // id (a uuid: no space) and the subject's key.
+  // A page of alerts reads their states together (../kernel/batched-reads.ts), keyed by the rule's
+  // id and the subject's key.
   const stateOf = batchedRead(
     (ws, keys) =>
-      triageRepo.findAlertStatesOf(
-        db,
-        ws,
-        keys.map((key) => ({ ruleId: key.slice(0, key.indexOf(' ')), subjectKey: key.slice(key.indexOf(' ') + 1) })),
-      ),
+      triageRepo
+        .findAlertStatesOf(
+          db,
+          ws,
+          keys.map((key) => {
+            const [ruleId, subjectKey] = splitPairKey(key);
+            return { ruleId, subjectKey };
+          }),
+        )
+        .then((rows) => new Map(rows.map((r) => [pairKey(r.rule_id, r.subject_key), r]))),
     !ctx.outer,
   );
 
@@ -220,7 +225,7 @@ export function createAlertTriageService(ctx: ServiceContext) {
      * (the rule was deleted since, taking its states with it).
      */
     async alertStateOf(actor: Actor, alert: { ruleId: string; subjectKey: string }): Promise<AlertState | null> {
-      const row = await stateOf(actor.workspaceId, `${alert.ruleId.toLowerCase()} ${alert.subjectKey}`);
+      const row = await stateOf(actor.workspaceId, pairKey(alert.ruleId.toLowerCase(), alert.subjectKey));
       return row ? toAlertState(row) : null;
     },
 

@@ -55,3 +55,13 @@ export function batchedRead<V>(fetch: (workspaceId: string, keys: string[]) => P
 
 /** Rows by their id, as `fetch` answers. */
 export const byId = <R extends { id: string }>(rows: readonly R[]): Map<string, R> => new Map(rows.map((r) => [r.id, r]));
+
+/**
+ * A key of two parts, for reads keyed by a pair: the first part must hold no space (an id); the
+ * second may hold anything. `splitPairKey` gives the parts back.
+ */
+export const pairKey = (first: string, second: string): string => `${first} ${second}`;
+export const splitPairKey = (key: string): [string, string] => {
+  const at = key.indexOf(' ');
+  return [key.slice(0, at), key.slice(at + 1)];
+};

@@ -11,7 +11,7 @@ import { findEndpointById } from '../../db/repositories/endpoints.js';
 import { findJobById } from '../../db/repositories/jobs.js';
 import { scoped } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
-import { batchedRead } from '../kernel/batched-reads.js';
+import { batchedRead, pairKey, splitPairKey } from '../kernel/batched-reads.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { CursorExpiredError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import { findRun } from '../runs/runs.js';
@@ -72,7 +72,10 @@ export function createLiveService(ctx: ServiceContext) {
   // The cursors a createJobs' results ask are read together (../kernel/batched-reads.ts): one
   // query for the call, not one per job. A key is the job's id and its creation instant.
   const positionBeforeJob = batchedRead<bigint>(async (workspaceId, keys) => {
-    const jobs = keys.map((key) => ({ id: key.slice(0, key.indexOf(' ')), createdAt: new Date(key.slice(key.indexOf(' ') + 1)) }));
+    const jobs = keys.map((key) => {
+      const [id, createdAt] = splitPairKey(key);
+      return { id, createdAt: new Date(createdAt) };
+    });
     const byJob = await positionsBeforeJobs(db, workspaceId, jobs);
     return new Map(keys.map((key, i) => [key, byJob.get(jobs[i]!.id)!]));
   }, !ctx.outer);
@@ -86,7 +89,7 @@ export function createLiveService(ctx: ServiceContext) {
     async eventCursorBeforeJob(actor: Actor, job: { id: string; createdAt: Date }): Promise<string> {
       const workspaceId = scoped(actor.workspaceId);
       const cursors = await ctx.cursors.forWorkspace(db, workspaceId);
-      return cursors.seal('event', (await positionBeforeJob(workspaceId, `${job.id.toLowerCase()} ${job.createdAt.toISOString()}`))!);
+      return cursors.seal('event', (await positionBeforeJob(workspaceId, pairKey(job.id.toLowerCase(), job.createdAt.toISOString())))!);
     },
 
     /**
