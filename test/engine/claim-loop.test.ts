@@ -8,6 +8,7 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LOCK_CLASS } from '../../src/db/advisory-locks.js';
+import { claimExecutions } from '../../src/db/statements/claim.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
 
@@ -108,5 +109,48 @@ describe('a claim that finds a limited endpoint locked by another claim', () => 
         20,
       { timeout: 10_000, what: 'all 20 succeeded' },
     );
+  });
+});
+
+describe('a claim that waits for a limited endpoint it claimed from before', () => {
+  const claim = (awaitEndpoint: string, limit: number, handlers: string[], heard: string[]) =>
+    claimExecutions(t.database.pool, {
+      workerId: 'awaiting',
+      limit,
+      handlers,
+      leaseMs: 60_000,
+      limitedEndpoints: true,
+      awaitEndpoint,
+      claimedLimited: (id) => heard.push(id),
+    });
+  const limitedWithJobs = async (name: string, handlerName: string, concurrencyLimit: number, jobs: number) => {
+    const ep = await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, concurrencyLimit });
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: jobs }, () => ({ endpointName: name, kind: 'IMMEDIATE' as const })),
+    );
+    return ep.id;
+  };
+
+  it('claims it first, within its limit counted after the wait, then the other limited endpoints with the room it leaves', async () => {
+    const first = await limitedWithJobs('awaited.first', 'batches.noop', 3, 5);
+    const other = await limitedWithJobs('awaited.other', 'batches.noop', 100, 10);
+    const heard: string[] = [];
+    const rows = await claim(first, 10, ['batches.noop'], heard);
+    expect(rows.filter((r) => r.endpoint_id === first)).toHaveLength(3);
+    expect(rows.filter((r) => r.endpoint_id === other)).toHaveLength(7);
+    expect(heard).toEqual([first, other]);
+    // Its three in flight fill its limit: the next claim that waits for it takes none of it.
+    const again = await claim(first, 10, ['batches.noop'], []);
+    expect(again.map((r) => r.endpoint_id)).toEqual([other, other, other]);
+  });
+
+  it('takes nothing of it when this worker cannot deliver it, and still claims what it can', async () => {
+    const undeliverable = await limitedWithJobs('awaited.elsewhere', 'batches.elsewhere', 100, 3);
+    const other = await limitedWithJobs('awaited.here', 'batches.noop', 100, 2);
+    const heard: string[] = [];
+    const rows = await claim(undeliverable, 10, ['batches.noop'], heard);
+    expect(rows.map((r) => r.endpoint_id)).toEqual([other, other]);
+    expect(heard).toEqual([other]);
   });
 });

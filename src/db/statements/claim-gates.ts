@@ -192,9 +192,11 @@ export interface ClaimOptions {
    */
   contended?: (endpointIds: string[]) => void;
   /**
-   * A limited endpoint whose lock this claim waits for before anything else, up to LOCK_WAIT_MS:
-   * one the worker's previous claim found held. A wait that runs out claims nothing and is heard
-   * by `contended`.
+   * A limited endpoint whose lock this claim waits for before its other limited ones, up to
+   * LOCK_WAIT_MS, and claims first: one the worker's previous claim found held, or filled itself
+   * from. A wait that runs out claims nothing and is heard by `contended`.
    */
   awaitEndpoint?: string | undefined;
+  /** Hears each limited endpoint this claim took executions of. */
+  claimedLimited?: (endpointId: string) => void;
 }

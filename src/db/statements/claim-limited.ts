@@ -83,21 +83,56 @@ export const LOCK_WAIT_MS = 100;
  * LOCK_LIMITED tries, in its order: every waiter takes them so, and only waiters wait, so no two
  * wait on each other in a cycle), up to LOCK_WAIT_MS each (lock_timeout; Postgres then raises 55P03
  * and the transaction is rolled back). Held to the end of the transaction like the ones
- * LOCK_LIMITED takes, which takes them again at no cost. The timeout stays for the rest of the
- * claim, which waits on no other lock: its rows are taken SKIP LOCKED, its buckets under the
- * endpoint's lock. A claim that lost the lock to another one waits here for it to commit, rather
- * than coming back at once (and finding it held again) or sitting idle until its next poll.
+ * LOCK_LIMITED takes. The timeout stays for the rest of the claim, which waits on no other lock:
+ * its rows are taken SKIP LOCKED, its buckets under the endpoint's lock. A claim that lost the
+ * lock to another one waits here for it to commit, rather than coming back at once (and finding it
+ * held again) or sitting idle until its next poll.
+ * It answers what LOCK_LIMITED would of the endpoint (`claimable`: it is limited and this worker
+ * may deliver it), so the claim goes straight on to its rows: one trip fewer while the lock is
+ * held, which the endpoint's other claims wait out. Read in this statement's snapshot, from before
+ * the wait: its limits, as LOCK_LIMITED's are; the claim counts what is in flight and reads the
+ * buckets itself, in a snapshot of its own taken after the lock was granted.
  */
 const AWAIT_LOCK = `
-select pg_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text)),
-       case when en.workspace_capped then pg_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))::text end
+select en.id, en.concurrency_limit, en.key_concurrency_limit,
+       (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
+       en.workspace_capped as workspace_locked,
+       jobgate_endpoint_limited(en) and ${DELIVERABLE('$2')} as claimable,
+       pg_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))::text as endpoint_lock,
+       case when en.workspace_capped then pg_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))::text end as workspace_lock
 from endpoints en
 cross join (select set_config('lock_timeout', '${LOCK_WAIT_MS}ms', true)) lock_timeout
 where en.id = $1`;
 
-/** Waits for `endpointId`'s claim lock in the claim's transaction (AWAIT_LOCK). */
-export async function awaitEndpointLock(client: pg.PoolClient, endpointId: string): Promise<void> {
-  await client.query({ name: 'jobgate.await-limited', text: AWAIT_LOCK, values: [endpointId] });
+/** A limited endpoint whose lock the claim's transaction holds, with what its claim needs. */
+export interface LockedEndpoint {
+  id: string;
+  concurrency_limit: number | null;
+  key_concurrency_limit: number | null;
+  /** Its claims rotate between concurrency keys (CLAIM_KEYED). */
+  keyed: boolean;
+  /** The transaction holds its workspace's lock too (the workspace caps it). */
+  workspace_locked: boolean;
+  /** A first estimate of its attempts in flight, under a concurrency limit; null when not counted. */
+  running: number | null;
+}
+
+/**
+ * Waits for `endpointId`'s claim lock in the claim's transaction (AWAIT_LOCK); the endpoint, to be
+ * claimed first, or undefined when it is no longer limited or this worker cannot deliver it.
+ */
+export async function awaitEndpointLock(
+  client: pg.PoolClient,
+  endpointId: string,
+  handlers: string[],
+): Promise<LockedEndpoint | undefined> {
+  const { rows } = await client.query<LockedEndpoint & { claimable: boolean }>({
+    name: 'jobgate.await-limited',
+    text: AWAIT_LOCK,
+    values: [endpointId, handlers],
+  });
+  const ep = rows[0];
+  return ep?.claimable ? { ...ep, running: null } : undefined;
 }
 
 /**
@@ -298,20 +333,24 @@ ${claimTail(SPEND_TOKENS + SPEND_KEY_TOKENS)}`;
 
 /**
  * Up to `room` executions of the limited endpoints, each under its advisory lock; `o.contended` hears
- * when an endpoint with due work was passed over because another claim held its lock.
+ * when an endpoint with due work was passed over because another claim held its lock. `awaited`:
+ * an endpoint whose lock the transaction waited for and holds (awaitEndpointLock), claimed first;
+ * the others are looked for only when it leaves room.
  */
-export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token: string, room: number): Promise<ClaimedExecution[]> {
+export async function claimLimited(
+  client: pg.PoolClient,
+  o: ClaimOptions,
+  token: string,
+  room: number,
+  awaited?: LockedEndpoint,
+): Promise<ClaimedExecution[]> {
   const rows: ClaimedExecution[] = [];
-  const limited = await client.query<{
-    id: string;
-    concurrency_limit: number | null;
-    key_concurrency_limit: number | null;
-    keyed: boolean;
-    workspace_locked: boolean;
-    locked: boolean;
-    /** Null without a concurrency limit. */
-    running: number | null;
-  }>({
+  if (awaited) {
+    rows.push(...(await claimEndpoint(client, o, token, awaited, room)));
+    room -= rows.length;
+    if (room <= 0) return rows;
+  }
+  const limited = await client.query<LockedEndpoint & { locked: boolean }>({
     name: 'jobgate.lock-limited',
     text: LOCK_LIMITED,
     values: [o.handlers],
@@ -319,31 +358,45 @@ export async function claimLimited(client: pg.PoolClient, o: ClaimOptions, token
   const contended = limited.rows.filter((ep) => !ep.locked).map((ep) => ep.id);
   if (contended.length > 0) o.contended?.(contended);
   for (const ep of limited.rows) {
-    if (!ep.locked) continue;
-    // A first estimate; the claim recounts after the lock (the count here may be stale), and
-    // reads and spends the bucket of a rate-limited endpoint in the same statement.
-    const free = ep.concurrency_limit === null ? room : Math.min(room, ep.concurrency_limit - (ep.running ?? 0));
-    if (free <= 0) continue;
-    const order = o.order ?? 'PRIORITY';
-    const more = !ep.keyed
-      ? (
-          await client.query<ClaimedExecution>({
-            name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
-            text: CLAIM_LIMITED[order],
-            values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit, ep.workspace_locked],
-          })
-        ).rows
-      : await claimKeyed(client, o, token, {
-          id: ep.id,
-          free,
-          concurrencyLimit: ep.concurrency_limit,
-          keyLimit: ep.key_concurrency_limit,
-          workspaceLocked: ep.workspace_locked,
-        });
+    // The awaited endpoint had its claim: what it left is not due now.
+    if (!ep.locked || ep.id === awaited?.id) continue;
+    const more = await claimEndpoint(client, o, token, ep, room);
     rows.push(...more);
     room -= more.length;
     if (room <= 0) break;
   }
+  return rows;
+}
+
+/** Up to `room` executions of one limited endpoint whose lock the transaction holds. */
+async function claimEndpoint(
+  client: pg.PoolClient,
+  o: ClaimOptions,
+  token: string,
+  ep: LockedEndpoint,
+  room: number,
+): Promise<ClaimedExecution[]> {
+  // A first estimate; the claim recounts after the lock (the count here may be stale), and
+  // reads and spends the bucket of a rate-limited endpoint in the same statement.
+  const free = ep.concurrency_limit === null || ep.running === null ? room : Math.min(room, ep.concurrency_limit - ep.running);
+  if (free <= 0) return [];
+  const order = o.order ?? 'PRIORITY';
+  const rows = !ep.keyed
+    ? (
+        await client.query<ClaimedExecution>({
+          name: order === 'OLDEST' ? 'jobgate.claim-limited/oldest' : 'jobgate.claim-limited',
+          text: CLAIM_LIMITED[order],
+          values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit, ep.workspace_locked],
+        })
+      ).rows
+    : await claimKeyed(client, o, token, {
+        id: ep.id,
+        free,
+        concurrencyLimit: ep.concurrency_limit,
+        keyLimit: ep.key_concurrency_limit,
+        workspaceLocked: ep.workspace_locked,
+      });
+  if (rows.length > 0) o.claimedLimited?.(ep.id);
   return rows;
 }
 

@@ -183,8 +183,8 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
   // for it. Nothing that holds such a lock waits for the rows the unlimited claim took (claims
   // take rows SKIP LOCKED), so waiting while holding them closes no cycle.
   const limited = async (room: number) => {
-    if (o.awaitEndpoint) await awaitEndpointLock(client, o.awaitEndpoint);
-    return claimLimited(client, o, token, room);
+    const awaited = o.awaitEndpoint ? await awaitEndpointLock(client, o.awaitEndpoint, o.handlers) : undefined;
+    return claimLimited(client, o, token, room, awaited);
   };
   if (o.order !== 'OLDEST') {
     const rows = (await client.query<ClaimedExecution>(claimUnlimited(o, token))).rows;
