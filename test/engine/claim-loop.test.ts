@@ -113,7 +113,7 @@ describe('a claim that finds a limited endpoint locked by another claim', () => 
 });
 
 describe('a claim that waits for a limited endpoint it claimed from before', () => {
-  const claim = (awaitEndpoint: string, limit: number, handlers: string[], heard: string[]) =>
+  const claim = (awaitEndpoint: string | undefined, limit: number, handlers: string[], heard: string[], cut: { short: boolean }) =>
     claimExecutions(t.database.pool, {
       workerId: 'awaiting',
       limit,
@@ -122,6 +122,7 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
       limitedEndpoints: true,
       awaitEndpoint,
       claimedLimited: (id) => heard.push(id),
+      cutShort: () => (cut.short = true),
     });
   const limitedWithJobs = async (name: string, handlerName: string, concurrencyLimit: number, jobs: number) => {
     const ep = await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, concurrencyLimit });
@@ -132,25 +133,81 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
     return ep.id;
   };
 
-  it('claims it first, within its limit counted after the wait, then the other limited endpoints with the room it leaves', async () => {
+  it('claims only it, within its limit counted after the wait, and says it stopped short; the next claim takes the others', async () => {
     const first = await limitedWithJobs('awaited.first', 'batches.noop', 3, 5);
     const other = await limitedWithJobs('awaited.other', 'batches.noop', 100, 10);
     const heard: string[] = [];
-    const rows = await claim(first, 10, ['batches.noop'], heard);
-    expect(rows.filter((r) => r.endpoint_id === first)).toHaveLength(3);
-    expect(rows.filter((r) => r.endpoint_id === other)).toHaveLength(7);
-    expect(heard).toEqual([first, other]);
-    // Its three in flight fill its limit: the next claim that waits for it takes none of it.
-    const again = await claim(first, 10, ['batches.noop'], []);
-    expect(again.map((r) => r.endpoint_id)).toEqual([other, other, other]);
+    const cut = { short: false };
+    const rows = await claim(first, 10, ['batches.noop'], heard, cut);
+    expect(rows.map((r) => r.endpoint_id)).toEqual([first, first, first]);
+    expect(heard).toEqual([first]);
+    expect(cut.short).toBe(true);
+    // The claim that follows looks everywhere: the other endpoint's, none of the full one's.
+    const next = await claim(undefined, 12, ['batches.noop'], [], { short: false });
+    expect(next.map((r) => r.endpoint_id)).toEqual(Array(10).fill(other));
+    // Its three in flight fill its limit: a claim that waits for it takes none of it.
+    const cutAgain = { short: false };
+    expect(await claim(first, 10, ['batches.noop'], [], cutAgain)).toEqual([]);
+    expect(cutAgain.short).toBe(true);
+  });
+
+  it('takes a full room of it and commits, without looking further', async () => {
+    const first = await limitedWithJobs('awaited.backlog', 'batches.noop', 100, 12);
+    await limitedWithJobs('awaited.later', 'batches.noop', 100, 5);
+    const cut = { short: false };
+    const rows = await claim(first, 10, ['batches.noop'], [], cut);
+    expect(rows.map((r) => r.endpoint_id)).toEqual(Array(10).fill(first));
+    expect(cut.short).toBe(false);
+    const { rows: running } = await t.query<{ n: number }>(`select count(*)::int as n from executions where status = 'RUNNING'`);
+    expect(running[0]!.n).toBe(10);
   });
 
   it('takes nothing of it when this worker cannot deliver it, and still claims what it can', async () => {
     const undeliverable = await limitedWithJobs('awaited.elsewhere', 'batches.elsewhere', 100, 3);
     const other = await limitedWithJobs('awaited.here', 'batches.noop', 100, 2);
     const heard: string[] = [];
-    const rows = await claim(undeliverable, 10, ['batches.noop'], heard);
+    const cut = { short: false };
+    const rows = await claim(undeliverable, 10, ['batches.noop'], heard, cut);
     expect(rows.map((r) => r.endpoint_id)).toEqual([other, other]);
     expect(heard).toEqual([other]);
+    expect(cut.short).toBe(false);
+  });
+
+  it('gives up after its wait for a lock another claim holds, claiming nothing, and says the endpoint was contended', async () => {
+    const held = await limitedWithJobs('awaited.held', 'batches.noop', 100, 3);
+    const other = new pg.Client({ connectionString: t.url });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock($1, hashtext($2::text))', [LOCK_CLASS.endpointClaims, held]);
+      const contended: string[][] = [];
+      const rows = await claimExecutions(t.database.pool, {
+        workerId: 'awaiting',
+        limit: 10,
+        handlers: ['batches.noop'],
+        leaseMs: 60_000,
+        limitedEndpoints: true,
+        awaitEndpoint: held,
+        contended: (ids) => contended.push(ids),
+      });
+      expect(rows).toEqual([]);
+      expect(contended).toEqual([[held]]);
+    } finally {
+      await other.query('rollback');
+      await other.end();
+    }
+    // The connection it used is usable again, and not left in a transaction or a pipeline.
+    const { rows } = await t.database.pool.query<{ n: number }>(`select count(*)::int as n from executions where status = 'RUNNING'`);
+    expect(rows[0]!.n).toBe(0);
+    expect(
+      await claimExecutions(t.database.pool, {
+        workerId: 'after',
+        limit: 10,
+        handlers: ['batches.noop'],
+        leaseMs: 60_000,
+        limitedEndpoints: true,
+        awaitEndpoint: held,
+      }),
+    ).toHaveLength(3);
   });
 });

@@ -199,4 +199,10 @@ export interface ClaimOptions {
   awaitEndpoint?: string | undefined;
   /** Hears each limited endpoint this claim took executions of. */
   claimedLimited?: (endpointId: string) => void;
+  /**
+   * Hears that the claim committed before it had looked everywhere (a claim that waited for
+   * `awaitEndpoint` and took less than its room there): a short claim then does not mean an empty
+   * queue, and the next claim should follow at once.
+   */
+  cutShort?: () => void;
 }

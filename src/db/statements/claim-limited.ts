@@ -368,6 +368,21 @@ export async function claimLimited(
   return rows;
 }
 
+/**
+ * Up to `room` executions of one limited endpoint whose lock the transaction holds, in one
+ * statement (a keyed endpoint's first window of keys only, from where its rotation stands): to be
+ * sent with the COMMIT behind it (claimExecutions' pipelined claim).
+ */
+export async function claimEndpointOnce(
+  client: pg.PoolClient,
+  o: ClaimOptions,
+  token: string,
+  ep: LockedEndpoint,
+  room: number,
+): Promise<ClaimedExecution[]> {
+  return claimEndpoint(client, o, token, ep, room, 1);
+}
+
 /** Up to `room` executions of one limited endpoint whose lock the transaction holds. */
 async function claimEndpoint(
   client: pg.PoolClient,
@@ -375,6 +390,7 @@ async function claimEndpoint(
   token: string,
   ep: LockedEndpoint,
   room: number,
+  maxKeyWindows = MAX_KEY_WINDOWS,
 ): Promise<ClaimedExecution[]> {
   // A first estimate; the claim recounts after the lock (the count here may be stale), and
   // reads and spends the bucket of a rate-limited endpoint in the same statement.
@@ -389,13 +405,19 @@ async function claimEndpoint(
           values: [o.workerId, o.leaseMs, token, ep.id, free, ep.concurrency_limit, ep.workspace_locked],
         })
       ).rows
-    : await claimKeyed(client, o, token, {
-        id: ep.id,
-        free,
-        concurrencyLimit: ep.concurrency_limit,
-        keyLimit: ep.key_concurrency_limit,
-        workspaceLocked: ep.workspace_locked,
-      });
+    : await claimKeyed(
+        client,
+        o,
+        token,
+        {
+          id: ep.id,
+          free,
+          concurrencyLimit: ep.concurrency_limit,
+          keyLimit: ep.key_concurrency_limit,
+          workspaceLocked: ep.workspace_locked,
+        },
+        maxKeyWindows,
+      );
   if (rows.length > 0) o.claimedLimited?.(ep.id);
   return rows;
 }
@@ -414,6 +436,7 @@ async function claimKeyed(
   o: ClaimOptions,
   token: string,
   ep: { id: string; free: number; concurrencyLimit: number | null; keyLimit: number | null; workspaceLocked: boolean },
+  maxWindows: number,
 ): Promise<ClaimedExecution[]> {
   const cursorNow = async () =>
     (await client.query<{ last_key: string }>({ name: 'jobgate.key-turn', text: KEY_TURN, values: [ep.id] })).rows[0]?.last_key ?? null;
@@ -436,7 +459,7 @@ async function claimKeyed(
         ep.workspaceLocked,
       ],
     });
-    if (rows.length > 0 || window >= MAX_KEY_WINDOWS) return rows;
+    if (rows.length > 0 || window >= maxWindows) return rows;
     const moved = await cursorNow();
     if (moved === cursor) return rows;
     cursor = moved;

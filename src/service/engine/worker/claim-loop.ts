@@ -254,6 +254,7 @@ async function claimOnce(
   const sentAt = performance.now();
   let contended: string[] = [];
   let filledFrom: string | undefined;
+  let cutShort = false;
   state.lastClaimAt = sentAt;
   const order = claimOrder(state.sent++);
   let claimed: ClaimedExecution[];
@@ -268,6 +269,7 @@ async function claimOnce(
       contended: (ids) => (contended = ids),
       awaitEndpoint: state.awaitEndpoint,
       claimedLimited: (id) => (filledFrom = id),
+      cutShort: () => (cutShort = true),
     });
   } catch (error) {
     state.drained = true;
@@ -303,7 +305,8 @@ async function claimOnce(
     state.drained = false;
     return 'contended';
   }
-  state.drained = claimed.length < limit && order !== 'OLDEST';
+  // A claim that committed before it looked everywhere (ClaimOptions.cutShort) is followed at once.
+  state.drained = claimed.length < limit && order !== 'OLDEST' && !cutShort;
   return state.drained ? 'short' : 'more';
 }
 
