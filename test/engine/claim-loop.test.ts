@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LOCK_CLASS } from '../../src/db/advisory-locks.js';
 import { claimExecutions } from '../../src/db/statements/claim.js';
+import { nextAwait, STICKY_CLAIMS } from '../../src/service/engine/worker/claim-loop.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
 
@@ -173,15 +174,50 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
     expect(cut.short).toBe(false);
   });
 
-  it('gives up after its wait for a lock another claim holds, claiming nothing, and says the endpoint was contended', async () => {
+  it('counts what a claim that held the lock committed while it waited', async () => {
+    const ep = await limitedWithJobs('awaited.counted', 'batches.noop', 3, 5);
+    const other = new pg.Client({ connectionString: t.url });
+    await other.connect();
+    try {
+      // Another claim holds the lock and takes two, as a second worker's claim does.
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock($1, hashtext($2::text))', [LOCK_CLASS.endpointClaims, ep]);
+      await other.query(
+        `update executions set status = 'RUNNING', lease_owner = 'other', lease_epoch = lease_epoch + 1,
+                lease_expires_at = now() + interval '1 minute', attempt_count = attempt_count + 1, attempt_started_at = now()
+         where id in (select id from executions where endpoint_id = $1 order by id limit 2)`,
+        [ep],
+      );
+      const claiming = claim(ep, 10, ['batches.noop'], [], { short: false });
+      await other.query('commit');
+      // Its limit of three less the two the other claim committed while this one waited.
+      expect(await claiming).toHaveLength(1);
+    } finally {
+      await other.end();
+    }
+    const { rows } = await t.query<{ n: number }>(
+      `select count(*)::int as n from executions where endpoint_id = $1 and status = 'RUNNING'`,
+      [ep],
+    );
+    expect(rows[0]!.n).toBe(3);
+  });
+
+  it('gives up its wait for a lock another claim holds, reports the endpoint contended, and keeps what the unlimited claim took', async () => {
     const held = await limitedWithJobs('awaited.held', 'batches.noop', 100, 3);
+    const plain = await t.service.registerEndpoint(t.actor, { name: 'awaited.plain', kind: 'HANDLER', handlerName: 'batches.noop' });
+    await t.service.createJobs(
+      t.actor,
+      [1, 2].map(() => ({ endpointName: 'awaited.plain', kind: 'IMMEDIATE' as const })),
+    );
+    // One connection, to see it come back idle.
+    const pool = new pg.Pool({ connectionString: t.url, max: 1 });
     const other = new pg.Client({ connectionString: t.url });
     await other.connect();
     try {
       await other.query('begin');
       await other.query('select pg_advisory_xact_lock($1, hashtext($2::text))', [LOCK_CLASS.endpointClaims, held]);
       const contended: string[][] = [];
-      const rows = await claimExecutions(t.database.pool, {
+      const rows = await claimExecutions(pool, {
         workerId: 'awaiting',
         limit: 10,
         handlers: ['batches.noop'],
@@ -190,24 +226,69 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
         awaitEndpoint: held,
         contended: (ids) => contended.push(ids),
       });
-      expect(rows).toEqual([]);
+      expect(rows.map((r) => r.endpoint_id)).toEqual([plain.id, plain.id]);
       expect(contended).toEqual([[held]]);
-    } finally {
       await other.query('rollback');
+      const { rows: running } = await t.query<{ endpoint_id: string }>(`select endpoint_id from executions where status = 'RUNNING'`);
+      expect(running.map((r) => r.endpoint_id)).toEqual([plain.id, plain.id]);
+      // The connection comes back idle: outside any transaction, out of pipeline mode.
+      const client = await pool.connect();
+      expect(client.getTransactionStatus()).toBe('I');
+      expect((client as unknown as { pipeline: boolean }).pipeline).toBe(false);
+      client.release();
+      // And claims the endpoint once its lock is free.
+      expect(
+        await claimExecutions(pool, {
+          workerId: 'after',
+          limit: 10,
+          handlers: ['batches.noop'],
+          leaseMs: 60_000,
+          limitedEndpoints: true,
+          awaitEndpoint: held,
+        }),
+      ).toHaveLength(3);
+      const after = await pool.connect();
+      expect(after.getTransactionStatus()).toBe('I');
+      expect((after as unknown as { pipeline: boolean }).pipeline).toBe(false);
+      after.release();
+    } finally {
       await other.end();
+      await pool.end();
     }
-    // The connection it used is usable again, and not left in a transaction or a pipeline.
-    const { rows } = await t.database.pool.query<{ n: number }>(`select count(*)::int as n from executions where status = 'RUNNING'`);
-    expect(rows[0]!.n).toBe(0);
-    expect(
-      await claimExecutions(t.database.pool, {
-        workerId: 'after',
-        limit: 10,
-        handlers: ['batches.noop'],
-        leaseMs: 60_000,
-        limitedEndpoints: true,
-        awaitEndpoint: held,
-      }),
-    ).toHaveLength(3);
+  });
+});
+
+describe('which limited endpoint the next claim waits for', () => {
+  const full = { full: true, contended: undefined, stickyLeft: 0 };
+
+  it('the one a full claim took from, while it is the only limited endpoint with due work, for STICKY_CLAIMS claims', () => {
+    let next = nextAwait({ ...full, filledFrom: 'a', limitedDue: ['a'] });
+    expect(next).toEqual({ awaitEndpoint: 'a', stickyLeft: STICKY_CLAIMS });
+    const waited: (string | undefined)[] = [];
+    // The claims that wait for it do not look at the others (limitedDue undefined).
+    for (let i = 0; i < STICKY_CLAIMS + 1; i++) {
+      waited.push(next.awaitEndpoint);
+      next = nextAwait({ ...full, filledFrom: 'a', limitedDue: undefined, stickyLeft: next.stickyLeft });
+    }
+    expect(waited).toEqual([...Array(STICKY_CLAIMS).fill('a'), 'a']);
+    expect(next.awaitEndpoint).toBeUndefined();
+  });
+
+  it('none after a full claim when several limited endpoints have due work, so a held lock sends it to another', () => {
+    expect(nextAwait({ ...full, filledFrom: 'a', limitedDue: ['a', 'b'] })).toEqual({ awaitEndpoint: undefined, stickyLeft: 0 });
+  });
+
+  it('the one whose lock a short claim found held; none after a short claim that found none held', () => {
+    expect(nextAwait({ full: false, contended: 'b', filledFrom: undefined, limitedDue: ['a', 'b'], stickyLeft: 0 }).awaitEndpoint).toBe(
+      'b',
+    );
+    expect(nextAwait({ full: false, contended: 'a', filledFrom: undefined, limitedDue: ['a'], stickyLeft: 0 })).toEqual({
+      awaitEndpoint: 'a',
+      stickyLeft: STICKY_CLAIMS,
+    });
+    expect(nextAwait({ full: false, contended: undefined, filledFrom: 'a', limitedDue: undefined, stickyLeft: 5 })).toEqual({
+      awaitEndpoint: undefined,
+      stickyLeft: 0,
+    });
   });
 });

@@ -197,6 +197,11 @@ export interface ClaimOptions {
    * from. A wait that runs out claims nothing and is heard by `contended`.
    */
   awaitEndpoint?: string | undefined;
+  /**
+   * Hears the limited endpoints with due work this claim looked at, locked or not (when it looked
+   * at all of them: a claim that waited for one only and filled its room did not).
+   */
+  limitedDue?: (endpointIds: string[]) => void;
   /** Hears each limited endpoint this claim took executions of. */
   claimedLimited?: (endpointId: string) => void;
   /**

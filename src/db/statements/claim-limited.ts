@@ -102,6 +102,8 @@ select en.id, en.concurrency_limit, en.key_concurrency_limit,
        case when en.workspace_capped then pg_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))::text end as workspace_lock
 from endpoints en
 cross join (select set_config('lock_timeout', '${LOCK_WAIT_MS}ms', true)) lock_timeout
+-- JIT off for the claim that follows, as LOCK_LIMITED turns it off for the claims after it.
+cross join (select set_config('jit', 'off', true)) jit_off
 where en.id = $1`;
 
 /** A limited endpoint whose lock the claim's transaction holds, with what its claim needs. */
@@ -355,6 +357,7 @@ export async function claimLimited(
     text: LOCK_LIMITED,
     values: [o.handlers],
   });
+  o.limitedDue?.(limited.rows.map((ep) => ep.id));
   const contended = limited.rows.filter((ep) => !ep.locked).map((ep) => ep.id);
   if (contended.length > 0) o.contended?.(contended);
   for (const ep of limited.rows) {

@@ -182,24 +182,47 @@ export async function claimExecutions(pool: pg.Pool, o: ClaimOptions): Promise<C
  * (ClaimOptions.cutShort) and the worker claims again at once, the usual way, for the other
  * limited endpoints and the endpoint's next keys; the transaction, committed, cannot go on.
  * When the wait finds the endpoint no longer claimable, the claim goes on the usual way.
+ *
+ * The wait is in a savepoint: sent with the unlimited claim, it runs even when that claim filled
+ * the room, and a wait that runs out rolls back to the savepoint only, so the unlimited claim
+ * still commits (and the endpoint is reported contended).
  */
 async function claimAwaiting(client: pg.PoolClient, o: ClaimOptions, token: string, endpointId: string): Promise<ClaimedExecution[]> {
   let open = false;
   try {
     const begun = client.query('begin');
     open = true;
-    const [, unlimited, awaited] = await inOrder([
+    const first = await Promise.allSettled([
       begun,
       client.query<ClaimedExecution>(claimUnlimited(o, token)),
+      client.query('savepoint awaiting'),
       awaitEndpointLock(client, endpointId, o.handlers),
-    ] as const);
-    const rows = unlimited.rows;
+      client.query('release savepoint awaiting'),
+    ]);
+    const [, unlimited, , awaitedAnswer] = first;
+    if (unlimited.status === 'rejected') throw unlimited.reason;
+    const rows = unlimited.value.rows;
+    if (awaitedAnswer.status === 'rejected' && isPgError(awaitedAnswer.reason, LOCK_NOT_AVAILABLE)) {
+      await inOrder([client.query('rollback to savepoint awaiting'), client.query('commit')] as const);
+      open = false;
+      o.contended?.([endpointId]);
+      return rows;
+    }
+    const awaited = await answerOf(first);
     const room = o.limit - rows.length;
     if (room > 0 && awaited) {
-      const [more] = await inOrder([claimEndpointOnce(client, o, token, awaited, room), client.query('commit')] as const);
+      const [claim, commit] = await Promise.allSettled([claimEndpointOnce(client, o, token, awaited, room), client.query('commit')]);
       open = false;
-      if (more.length < room) o.cutShort?.();
-      return [...rows, ...more];
+      if (claim.status === 'rejected') {
+        // Refused by the server, the claim made the COMMIT behind it a ROLLBACK. Refused on this
+        // side only (an answer pg could not read), it left the transaction whole, and the COMMIT
+        // committed what it took: handed back as a lost answer's.
+        if (commit.status === 'fulfilled' && commit.value.command === 'COMMIT') throw new ClaimAnswerLost(token, claim.reason);
+        throw claim.reason;
+      }
+      if (commit.status === 'rejected') throw commit.reason;
+      if (claim.value.length < room) o.cutShort?.();
+      return [...rows, ...claim.value];
     }
     const more = room > 0 ? await claimLimited(client, o, token, room) : [];
     await client.query('commit');
@@ -211,6 +234,13 @@ async function claimAwaiting(client: pg.PoolClient, o: ClaimOptions, token: stri
     if (open) await client.query('rollback').catch(() => {});
     throw error;
   }
+}
+
+/** The wait's answer (the fourth of `first`), once every statement sent with it was answered. */
+async function answerOf(first: PromiseSettledResult<unknown>[]): Promise<Awaited<ReturnType<typeof awaitEndpointLock>>> {
+  const refused = first.find((s) => s.status === 'rejected');
+  if (refused) throw (refused as PromiseRejectedResult).reason;
+  return (first[3] as PromiseFulfilledResult<Awaited<ReturnType<typeof awaitEndpointLock>>>).value;
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   claimExecutions,
   claimOrder,
   nextDueInMs,
+  OLDEST_EVERY,
   type ClaimedExecution,
 } from '../../../db/statements/claim.js';
 import type { Logger } from '../../../log.js';
@@ -66,6 +67,8 @@ interface ClaimState {
    * found its lock held, or came back full with some of its executions.
    */
   awaitEndpoint: string | undefined;
+  /** Claims left that wait for `awaitEndpoint` without looking at the other limited endpoints (nextAwait). */
+  stickyLeft: number;
   retries: number;
   /** Claims sent so far: their count picks each claim's order (claimOrder). */
   sent: number;
@@ -117,6 +120,7 @@ const initialState = (): ClaimState => ({
   dueTimer: undefined,
   retryTimer: undefined,
   awaitEndpoint: undefined,
+  stickyLeft: 0,
   retries: 0,
   sent: 0,
   lastClaimAt: performance.now(),
@@ -255,6 +259,7 @@ async function claimOnce(
   let contended: string[] = [];
   let filledFrom: string | undefined;
   let cutShort = false;
+  let limitedDue: string[] | undefined;
   state.lastClaimAt = sentAt;
   const order = claimOrder(state.sent++);
   let claimed: ClaimedExecution[];
@@ -270,6 +275,7 @@ async function claimOnce(
       awaitEndpoint: state.awaitEndpoint,
       claimedLimited: (id) => (filledFrom = id),
       cutShort: () => (cutShort = true),
+      limitedDue: (ids) => (limitedDue = ids),
     });
   } catch (error) {
     state.drained = true;
@@ -294,13 +300,9 @@ async function claimOnce(
   // Nor is a claim short because another claim held a limited endpoint's lock: that claim is
   // taking its share, and more may be left once it commits. Taken as drained, a second worker on
   // one limited endpoint's backlog lost the lock once and sat idle for the rest of the drain.
-  //
-  // A full claim that took from a limited endpoint goes to it first next time, waiting for its lock
-  // (taken at once when free): its backlog is likely not drained, and when other workers drain it
-  // too, a claim that only tried the lock found it held nine times in ten (two workers on one
-  // limited endpoint), and cost a transaction of its own before the one that waits. The wait also
-  // answers what the claim needs of the endpoint, one trip fewer while its lock is held.
-  state.awaitEndpoint = claimed.length < limit ? contended[0] : filledFrom;
+  const next = nextAwait({ full: claimed.length >= limit, contended: contended[0], filledFrom, limitedDue, stickyLeft: state.stickyLeft });
+  state.awaitEndpoint = next.awaitEndpoint;
+  state.stickyLeft = next.stickyLeft;
   if (claimed.length < limit && state.awaitEndpoint) {
     state.drained = false;
     return 'contended';
@@ -308,6 +310,48 @@ async function claimOnce(
   // A claim that committed before it looked everywhere (ClaimOptions.cutShort) is followed at once.
   state.drained = claimed.length < limit && order !== 'OLDEST' && !cutShort;
   return state.drained ? 'short' : 'more';
+}
+
+/**
+ * How many claims in a row wait for the one limited endpoint with due work (nextAwait) before a
+ * claim looks at every limited endpoint again.
+ */
+export const STICKY_CLAIMS = OLDEST_EVERY;
+
+/**
+ * Which limited endpoint the next claim waits for the lock of, and claims first
+ * (ClaimOptions.awaitEndpoint), after a claim that was `full` or not, found `contended` held by
+ * another claim, took from limited endpoint `filledFrom`, and saw `limitedDue` (the limited
+ * endpoints with due work; undefined when it did not look at them all).
+ *
+ * A short claim that found an endpoint's lock held waits for it next time (that claim is taking
+ * its share, and more may be left once it commits); a short claim otherwise waits for none.
+ * A full claim that took from a limited endpoint waits for it next time, while it is the only
+ * limited endpoint with due work, for STICKY_CLAIMS claims, after which a claim looks at them all
+ * again: its backlog is likely not drained, and when other workers drain it too, a claim that
+ * only tried its lock found it held nine times in ten (two workers on one limited endpoint) and
+ * committed a transaction of its own before the one that waits; the wait also answers what the
+ * claim needs of the endpoint. With several limited endpoints due, a claim that finds one's lock
+ * held claims another, as before: waiting for the one it last filled from would queue every
+ * worker on it, and leave the others to its backlog's end.
+ */
+export function nextAwait(last: {
+  full: boolean;
+  contended: string | undefined;
+  filledFrom: string | undefined;
+  limitedDue: string[] | undefined;
+  stickyLeft: number;
+}): { awaitEndpoint: string | undefined; stickyLeft: number } {
+  const none = { awaitEndpoint: undefined, stickyLeft: 0 };
+  const sole = last.limitedDue?.length === 1 ? last.limitedDue[0] : undefined;
+  if (!last.full) {
+    if (!last.contended) return none;
+    const stickyLeft = last.limitedDue ? (last.contended === sole ? STICKY_CLAIMS : 0) : Math.max(0, last.stickyLeft - 1);
+    return { awaitEndpoint: last.contended, stickyLeft };
+  }
+  if (!last.filledFrom) return none;
+  if (last.limitedDue) return last.filledFrom === sole ? { awaitEndpoint: last.filledFrom, stickyLeft: STICKY_CLAIMS } : none;
+  return last.stickyLeft > 0 ? { awaitEndpoint: last.filledFrom, stickyLeft: last.stickyLeft - 1 } : none;
 }
 
 /** The due timer (the next delayed execution) and the retry timer (while the database is unreachable). */
