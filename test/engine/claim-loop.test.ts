@@ -114,7 +114,13 @@ describe('a claim that finds a limited endpoint locked by another claim', () => 
 });
 
 describe('a claim that waits for a limited endpoint it claimed from before', () => {
-  const claim = (awaitEndpoint: string | undefined, limit: number, handlers: string[], heard: string[], cut: { short: boolean }) =>
+  const claim = (
+    awaitEndpoint: string | undefined,
+    limit: number,
+    handlers: string[],
+    heard: string[],
+    cut: { short: boolean; due?: string[] },
+  ) =>
     claimExecutions(t.database.pool, {
       workerId: 'awaiting',
       limit,
@@ -124,6 +130,7 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
       awaitEndpoint,
       claimedLimited: (id) => heard.push(id),
       cutShort: () => (cut.short = true),
+      limitedDue: (ids) => (cut.due = ids),
     });
   const limitedWithJobs = async (name: string, handlerName: string, concurrencyLimit: number, jobs: number) => {
     const ep = await t.service.registerEndpoint(t.actor, { name, kind: 'HANDLER', handlerName, concurrencyLimit });
@@ -138,11 +145,13 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
     const first = await limitedWithJobs('awaited.first', 'batches.noop', 3, 5);
     const other = await limitedWithJobs('awaited.other', 'batches.noop', 100, 10);
     const heard: string[] = [];
-    const cut = { short: false };
+    const cut: { short: boolean; due?: string[] } = { short: false };
     const rows = await claim(first, 10, ['batches.noop'], heard, cut);
     expect(rows.map((r) => r.endpoint_id)).toEqual([first, first, first]);
     expect(heard).toEqual([first]);
     expect(cut.short).toBe(true);
+    // It says the other endpoint has due work too: the worker's next claims look at both.
+    expect(cut.due).toEqual([first, other]);
     // The claim that follows looks everywhere: the other endpoint's, none of the full one's.
     const next = await claim(undefined, 12, ['batches.noop'], [], { short: false });
     expect(next.map((r) => r.endpoint_id)).toEqual(Array(10).fill(other));
@@ -155,10 +164,11 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
   it('takes a full room of it and commits, without looking further', async () => {
     const first = await limitedWithJobs('awaited.backlog', 'batches.noop', 100, 12);
     await limitedWithJobs('awaited.later', 'batches.noop', 100, 5);
-    const cut = { short: false };
+    const cut: { short: boolean; due?: string[] } = { short: false };
     const rows = await claim(first, 10, ['batches.noop'], [], cut);
     expect(rows.map((r) => r.endpoint_id)).toEqual(Array(10).fill(first));
     expect(cut.short).toBe(false);
+    expect(cut.due).toHaveLength(2);
     const { rows: running } = await t.query<{ n: number }>(`select count(*)::int as n from executions where status = 'RUNNING'`);
     expect(running[0]!.n).toBe(10);
   });
@@ -167,7 +177,7 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
     const undeliverable = await limitedWithJobs('awaited.elsewhere', 'batches.elsewhere', 100, 3);
     const other = await limitedWithJobs('awaited.here', 'batches.noop', 100, 2);
     const heard: string[] = [];
-    const cut = { short: false };
+    const cut: { short: boolean; due?: string[] } = { short: false };
     const rows = await claim(undeliverable, 10, ['batches.noop'], heard, cut);
     expect(rows.map((r) => r.endpoint_id)).toEqual([other, other]);
     expect(heard).toEqual([other]);

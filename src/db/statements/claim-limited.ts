@@ -28,6 +28,16 @@ const ENDPOINT_LOCK = LOCK_CLASS.endpointClaims;
 const WORKSPACE_LOCK = LOCK_CLASS.workspaceClaims;
 
 /**
+ * Limited endpoint `en` (its rate bucket `b`, left joined) has work a claim could start now: this
+ * worker may deliver it, it has a whole token when it is rate limited, and a gated execution of it
+ * is claimable. `handlers`: the parameter of the worker's handler names.
+ */
+const LIMITED_DUE = (handlers: string) => `(${DELIVERABLE(handlers)}
+                   and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
+                   and exists (select 1 from executions e
+                               where e.endpoint_id = en.id and e.gated and ${CLAIMABLE}))`;
+
+/**
  * Limited endpoints (a concurrency or a rate limit, per key too, or a workspace cap) with due work,
  * and whether this transaction took the endpoint's advisory lock (`locked`), and, for an endpoint
  * its workspace caps, the workspace's lock too (so the workspace's claims count its attempts in
@@ -56,10 +66,7 @@ from (
          -- Null: nothing to claim. A bucket short of a whole token is left alone: read in this
          -- statement's snapshot, from before the lock, it can only show more tokens than the
          -- claim would (spends it has not seen), never fewer.
-         case when ${DELIVERABLE('$1')}
-                   and (en.rate_limit_count is null or ${tokensNow('en', 'b')} >= 1)
-                   and exists (select 1 from executions e
-                               where e.endpoint_id = en.id and e.gated and ${CLAIMABLE})
+         case when ${LIMITED_DUE('$1')}
               then case when pg_try_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))
                         then case when en.workspace_capped then pg_try_advisory_xact_lock(${WORKSPACE_LOCK}, hashtext(en.workspace_id::text))
                                   else true end
@@ -94,7 +101,15 @@ export const LOCK_WAIT_MS = 100;
  * buckets itself, in a snapshot of its own taken after the lock was granted.
  */
 const AWAIT_LOCK = `
-select en.id, en.concurrency_limit, en.key_concurrency_limit,
+with other_due as (
+  -- Another limited endpoint with due work, if any (one is enough): a hint for the worker's next
+  -- claim (nextAwait), read before the wait, without any lock.
+  select en.id from endpoints en
+  left join endpoint_rate_buckets b on b.endpoint_id = en.id
+  where jobgate_endpoint_limited(en) and en.id <> $1 and ${LIMITED_DUE('$2')}
+  limit 1
+)
+select en.id, en.concurrency_limit, en.key_concurrency_limit, (select id from other_due) as other_due,
        (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
        en.workspace_capped as workspace_locked,
        jobgate_endpoint_limited(en) and ${DELIVERABLE('$2')} as claimable,
@@ -127,14 +142,18 @@ export async function awaitEndpointLock(
   client: pg.PoolClient,
   endpointId: string,
   handlers: string[],
+  limitedDue?: (endpointIds: string[]) => void,
 ): Promise<LockedEndpoint | undefined> {
-  const { rows } = await client.query<LockedEndpoint & { claimable: boolean }>({
+  const { rows } = await client.query<LockedEndpoint & { claimable: boolean; other_due: string | null }>({
     name: 'jobgate.await-limited',
     text: AWAIT_LOCK,
     values: [endpointId, handlers],
   });
   const ep = rows[0];
-  return ep?.claimable ? { ...ep, running: null } : undefined;
+  if (!ep?.claimable) return undefined;
+  // What the worker's next claim needs to know (nextAwait): whether this one is due alone.
+  limitedDue?.(ep.other_due ? [ep.id, ep.other_due] : [ep.id]);
+  return { ...ep, running: null };
 }
 
 /**

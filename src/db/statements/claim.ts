@@ -196,7 +196,7 @@ async function claimAwaiting(client: pg.PoolClient, o: ClaimOptions, token: stri
       begun,
       client.query<ClaimedExecution>(claimUnlimited(o, token)),
       client.query('savepoint awaiting'),
-      awaitEndpointLock(client, endpointId, o.handlers),
+      awaitEndpointLock(client, endpointId, o.handlers, o.limitedDue),
       client.query('release savepoint awaiting'),
     ]);
     const [, unlimited, , awaitedAnswer] = first;
@@ -282,7 +282,7 @@ async function claimWithLimits(client: pg.PoolClient, o: ClaimOptions, token: st
   // for it. Nothing that holds such a lock waits for the rows the unlimited claim took (claims
   // take rows SKIP LOCKED), so waiting while holding them closes no cycle.
   const limited = async (room: number) => {
-    const awaited = o.awaitEndpoint ? await awaitEndpointLock(client, o.awaitEndpoint, o.handlers) : undefined;
+    const awaited = o.awaitEndpoint ? await awaitEndpointLock(client, o.awaitEndpoint, o.handlers, o.limitedDue) : undefined;
     return claimLimited(client, o, token, room, awaited);
   };
   if (o.order !== 'OLDEST') {
