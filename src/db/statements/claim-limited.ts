@@ -27,6 +27,9 @@ import {
 const ENDPOINT_LOCK = LOCK_CLASS.endpointClaims;
 const WORKSPACE_LOCK = LOCK_CLASS.workspaceClaims;
 
+/** Endpoint `en`'s claims rotate between concurrency keys (CLAIM_KEYED): it has a per-key limit. */
+const KEYED = '(en.key_concurrency_limit is not null or en.key_rate_limit_count is not null)';
+
 /**
  * Limited endpoint `en` (its rate bucket `b`, left joined) has work a claim could start now: this
  * worker may deliver it, it has a whole token when it is rate limited, and a gated execution of it
@@ -56,7 +59,7 @@ select s.id, s.concurrency_limit, s.key_concurrency_limit, s.keyed, s.workspace_
             then (select count(*) from executions r where r.endpoint_id = s.id and r.status = 'RUNNING')::int end as running
 from (
   select en.id, en.concurrency_limit, en.key_concurrency_limit,
-         (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
+         ${KEYED} as keyed,
          -- Capped in this statement's snapshot: the CASE below took the workspace's lock too.
          en.workspace_capped as workspace_locked,
          -- The locks last (a CASE, whose order the planner keeps: it evaluates cheap conditions
@@ -110,7 +113,7 @@ with other_due as (
   limit 1
 )
 select en.id, en.concurrency_limit, en.key_concurrency_limit, (select id from other_due) as other_due,
-       (en.key_concurrency_limit is not null or en.key_rate_limit_count is not null) as keyed,
+       ${KEYED} as keyed,
        en.workspace_capped as workspace_locked,
        jobgate_endpoint_limited(en) and ${DELIVERABLE('$2')} as claimable,
        pg_advisory_xact_lock(${ENDPOINT_LOCK}, hashtext(en.id::text))::text as endpoint_lock,

@@ -203,12 +203,12 @@ async function claimAwaiting(client: pg.PoolClient, o: ClaimOptions, token: stri
     if (unlimited.status === 'rejected') throw unlimited.reason;
     const rows = unlimited.value.rows;
     if (awaitedAnswer.status === 'rejected' && isPgError(awaitedAnswer.reason, LOCK_NOT_AVAILABLE)) {
-      await inOrder([client.query('rollback to savepoint awaiting'), client.query('commit')] as const);
+      valuesOf(await Promise.allSettled([client.query('rollback to savepoint awaiting'), client.query('commit')]));
       open = false;
       o.contended?.([endpointId]);
       return rows;
     }
-    const awaited = await answerOf(first);
+    const [, , , awaited] = valuesOf(first);
     const room = o.limit - rows.length;
     if (room > 0 && awaited) {
       const [claim, commit] = await Promise.allSettled([claimEndpointOnce(client, o, token, awaited, room), client.query('commit')]);
@@ -236,19 +236,11 @@ async function claimAwaiting(client: pg.PoolClient, o: ClaimOptions, token: stri
   }
 }
 
-/** The wait's answer (the fourth of `first`), once every statement sent with it was answered. */
-async function answerOf(first: PromiseSettledResult<unknown>[]): Promise<Awaited<ReturnType<typeof awaitEndpointLock>>> {
-  const refused = first.find((s) => s.status === 'rejected');
-  if (refused) throw (refused as PromiseRejectedResult).reason;
-  return (first[3] as PromiseFulfilledResult<Awaited<ReturnType<typeof awaitEndpointLock>>>).value;
-}
-
 /**
  * The answers of statements sent together, in order; the first refusal, as the statements
  * after it were refused for it (the transaction was aborted).
  */
-async function inOrder<T extends readonly unknown[]>(sent: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
-  const settled = await Promise.allSettled(sent);
+function valuesOf<T extends readonly unknown[]>(settled: { [K in keyof T]: PromiseSettledResult<T[K]> }): T {
   const refused = settled.find((s) => s.status === 'rejected');
   if (refused) throw refused.reason;
   return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
