@@ -117,6 +117,54 @@ const walSince = async (c: pg.Client, from: string): Promise<number> =>
   Number((await c.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 as bytes', [from])).rows[0].bytes);
 
 /**
+ * Finished history beside the drain: `executions` SUCCEEDED executions of HISTORY_JOBS one-off
+ * jobs of another endpoint, each with its attempt, finished over the last 30 days (inside the
+ * default retention window), as a queue that has run for a month keeps them. Their live events are
+ * not seeded (the reaper keeps three days of them). Seeded in SQL with the session's triggers and
+ * foreign-key checks off, ids as the tables' defaults make them, then a VACUUM ANALYZE.
+ */
+const HISTORY_JOBS = 100_000;
+export async function seedHistory(c: pg.Client, workspaceId: string, executions: number): Promise<void> {
+  const t0 = performance.now();
+  await c.query(`set session_replication_role = replica`);
+  const endpoint = (
+    await c.query(
+      `insert into endpoints (workspace_id, name, kind, handler_name) values ($1, 'bench.history', 'HANDLER', 'noop') returning id`,
+      [workspaceId],
+    )
+  ).rows[0].id as string;
+  const jobs = Math.min(HISTORY_JOBS, executions);
+  await c.query(
+    `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts, created_at, updated_at)
+     select $1, $2, 'IMMEDIATE', '{}', 5, now() - interval '30 days' + g * interval '1 second', now() - interval '30 days' + g * interval '1 second'
+     from generate_series(1, $3::int) g`,
+    [workspaceId, endpoint, jobs],
+  );
+  // In slices of a million, so no statement holds a 10-million-row sort or hash.
+  const span = (30 * 86_400) / executions;
+  for (let from = 0; from < executions; from += 1_000_000) {
+    const to = Math.min(executions, from + 1_000_000);
+    await c.query(
+      `with j as (select id, row_number() over (order by id) - 1 as n from jobs where endpoint_id = $2),
+       x as (
+         insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, attempt_count, max_attempts,
+                                 lease_epoch, attempt_started_at, finished_at, input, created_at, updated_at, gated, job_held)
+         select $1, j.id, $2, t.ts, t.ts, 'SUCCEEDED', 1, 5, 1, t.ts, t.ts + interval '5 ms', '{}'::jsonb, t.ts, t.ts + interval '5 ms', false, false
+         from generate_series($3::int, $4::int - 1) g
+         join j on j.n = g % $5
+         cross join lateral (select now() - interval '30 days' + g * make_interval(secs => $6) as ts) t
+         returning id, attempt_started_at, finished_at)
+       insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome, duration_ms)
+       select $1, x.id, 1, 1, 'bench-history', x.attempt_started_at, x.finished_at, 'SUCCEEDED', 5 from x`,
+      [workspaceId, endpoint, from, to, jobs, span],
+    );
+  }
+  await c.query(`reset session_replication_role`);
+  await c.query(`vacuum analyze`);
+  say(`seeded ${executions} executions of history in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+/**
  * The drain with every flow-control gate configured (`gated`): the endpoint has a per-key limit
  * and a rate limit, and each job a priority (0 to 3) and one of GATED_KEYS concurrency keys. The
  * limits are set high enough never to hold anything back, so what is measured is what the gates
@@ -124,10 +172,11 @@ const walSince = async (c: pg.Client, from: string): Promise<number> =>
  */
 const GATED_KEYS = 100;
 
-export async function jobgateThroughput(server: BenchServer, processes: number, gated = false): Promise<Throughput> {
+export async function jobgateThroughput(server: BenchServer, processes: number, gated = false, history = 0): Promise<Throughput> {
   return withDatabase(server, 'jobgate_bench', async (db) => {
     const { workspaceId, endpointId } = await prepareJobgate(db);
     return withClient(db.url, async (c) => {
+      if (history > 0) await seedHistory(c, workspaceId, history);
       if (gated)
         await c.query(
           `update endpoints set key_concurrency_limit = $2, rate_limit_count = 1000000, rate_limit_period_ms = 1000,

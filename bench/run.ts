@@ -10,6 +10,7 @@ import { run as createJob } from './create-job.js';
 import { run as consoleBench } from './console.js';
 import { run as cron } from './cron.js';
 import { run as engine } from './engine.js';
+import { run as engineHistory } from './engine-history.js';
 import { run as intervals } from './intervals.js';
 import { run as live } from './live.js';
 import { run as liveFanout } from './live-fanout.js';
@@ -33,6 +34,7 @@ type Bench = { name: string; run: () => Promise<Figure[]> };
 
 const benches: Bench[] = [
   { name: 'engine', run: engine },
+  { name: 'engine-history', run: engineHistory },
   { name: 'cron', run: cron },
   { name: 'recoverable', run: recoverable },
   { name: 'live', run: live },
