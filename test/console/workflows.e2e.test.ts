@@ -298,13 +298,13 @@ describe("the Job screen's workflow graph", { timeout: HANG_GUARD_MS }, () => {
     await admin.goto(`${world.origin}/console/jobs/${child}`);
     const parent = graph.getByTestId('graph-this');
     await parent.getByRole('link', { name: 'diamond C' }).waitFor();
-    expect(await parent.textContent()).toContain(`Child ofexecution ${cExecution.id.slice(0, 8)} RUNNING of diamond C`);
-    expect(await parent.getByRole('link', { name: `execution ${cExecution.id.slice(0, 8)}` }).getAttribute('href')).toBe(
+    expect(await parent.textContent()).toContain(`Child ofexecution ${cExecution.id.slice(-8)} RUNNING of diamond C`);
+    expect(await parent.getByRole('link', { name: `execution ${cExecution.id.slice(-8)}` }).getAttribute('href')).toBe(
       `/console/executions/${cExecution.id}`,
     );
 
     // C's execution lists its child and how its children stand; an execution without children shows no such section.
-    await parent.getByRole('link', { name: `execution ${cExecution.id.slice(0, 8)}` }).click();
+    await parent.getByRole('link', { name: `execution ${cExecution.id.slice(-8)}` }).click();
     const children = admin.getByTestId('execution-children');
     await expect
       .poll(() => children.getByTestId('child-progress').textContent(), { timeout: 15_000 })

@@ -168,3 +168,12 @@ export function cursorText(base64: string | null | undefined): { text: string; d
     return /[\u0000-\u0008\u000e-\u001f\u007f]/.test(text) ? { text: base64, decoded: 'base64' } : { text, decoded: 'text' };
   }
 }
+
+/**
+ * An id short enough for a table cell or a heading: its last eight hex digits. Not its first:
+ * jobs and executions made since migration 000058 have ids that begin with the time they were
+ * made (UUID version 7), so the ids of a minute's work all begin alike; they end in random bits.
+ */
+export function shortId(id: string): string {
+  return id.slice(-8);
+}

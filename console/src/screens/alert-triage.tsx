@@ -6,7 +6,7 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { AlertStateRowFragment, AlertSubjectType } from '../gql/graphql.ts';
-import { formatCount } from '../lib/format.ts';
+import { formatCount, shortId } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
@@ -105,12 +105,12 @@ export interface AlertSubject {
 /** What an alert is about, linked to where it can be looked at: the job, or the handlers. */
 export function SubjectLink({ subject }: { subject: AlertSubject }) {
   const { subjectType, subjectId, subjectName } = subject;
-  if (subjectType === 'JOB' && subjectId) return <Link to={href('jobs', subjectId)}>{subjectName ?? subjectId.slice(0, 8)}</Link>;
+  if (subjectType === 'JOB' && subjectId) return <Link to={href('jobs', subjectId)}>{subjectName ?? shortId(subjectId)}</Link>;
   if (subjectName) return <Link to={href('handlers')}>{subjectName}</Link>;
   return <>—</>;
 }
 
-export const subjectLabel = (s: AlertSubject) => s.subjectName ?? s.subjectId?.slice(0, 8) ?? s.subjectType;
+export const subjectLabel = (s: AlertSubject) => s.subjectName ?? (s.subjectId ? shortId(s.subjectId) : s.subjectType);
 
 /** OPEN or ACKNOWLEDGED (by whom), and silenced until when. */
 export function StateBadges({

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { AlertsQuery } from '../gql/graphql.ts';
-import { formatCount, formatDuration } from '../lib/format.ts';
+import { formatCount, formatDuration, shortId } from '../lib/format.ts';
 import { useCan, useQuery, useSubscription } from '../lib/hooks.ts';
 import { firstPage, nextPage, previousPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
@@ -271,7 +271,7 @@ export function AlertsScreen({ search }: { search: URLSearchParams }) {
                       </td>
                       <td>
                         {[
-                          r.webhookEndpointId ? `Webhook (${r.webhookFormat}) to endpoint ${r.webhookEndpointId.slice(0, 8)}` : '',
+                          r.webhookEndpointId ? `Webhook (${r.webhookFormat}) to endpoint ${shortId(r.webhookEndpointId)}` : '',
                           r.email ? `Email to ${r.emailTo.length ? r.emailTo.join(', ') : 'the default recipients'}` : '',
                         ]
                           .filter(Boolean)

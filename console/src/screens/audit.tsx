@@ -5,6 +5,7 @@ import { nextPage, previousPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { listView } from '../lib/url-state.ts';
 import { Empty, ErrorBox, Loading, PageSize, Pager, Time } from '../ui/common.tsx';
+import { shortId } from '../lib/format.ts';
 
 const AuditDocument = graphql(`
   query Audit($after: String, $first: Int, $action: String, $resultCode: String) {
@@ -92,9 +93,9 @@ export function AuditScreen({ search }: { search: URLSearchParams }) {
                     <td>{e.action}</td>
                     <td>
                       {e.actorKind}
-                      {e.actorKeyId && <span className="muted"> ({e.actorKeyId.slice(0, 8)})</span>}
+                      {e.actorKeyId && <span className="muted"> ({shortId(e.actorKeyId)})</span>}
                     </td>
-                    <td>{e.targetType ? `${e.targetType} ${e.targetId?.slice(0, 8) ?? ''}` : '—'}</td>
+                    <td>{e.targetType ? `${e.targetType} ${e.targetId ? shortId(e.targetId) : ''}` : '—'}</td>
                     <td>{e.resultCode}</td>
                     <td>
                       <code>{JSON.stringify(e.input).slice(0, 120)}</code>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { BatchQuery, BatchRowFragment, PrerequisiteOutcome } from '../gql/graphql.ts';
-import { formatCount } from '../lib/format.ts';
+import { formatCount, shortId } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { listView } from '../lib/url-state.ts';
@@ -173,7 +173,7 @@ export function BatchScreen({ id, search }: { id: string; search: URLSearchParam
         <dd>
           {batch.onComplete ? (
             <>
-              <Link to={href('jobs', batch.onComplete.id)}>{batch.onComplete.name ?? `Job ${batch.onComplete.id.slice(0, 8)}`}</Link>{' '}
+              <Link to={href('jobs', batch.onComplete.id)}>{batch.onComplete.name ?? `Job ${shortId(batch.onComplete.id)}`}</Link>{' '}
               <Status value={batch.onComplete.state} />
             </>
           ) : (
@@ -315,14 +315,14 @@ function MemberTable({
           testId="batch-members"
           caption="Members of the batch"
           columns={[
-            { header: 'Member', cell: (m) => <Link to={href('jobs', m.id)}>{m.name ?? `Job ${m.id.slice(0, 8)}`}</Link> },
+            { header: 'Member', cell: (m) => <Link to={href('jobs', m.id)}>{m.name ?? `Job ${shortId(m.id)}`}</Link> },
             {
               header: 'Scheduled execution',
               cell: (m) =>
                 m.scheduledExecution ? (
                   <Link
                     to={href('executions', m.scheduledExecution.id)}
-                    ariaLabel={`Scheduled execution of ${m.name ?? m.id.slice(0, 8)}: ${m.scheduledExecution.status}`}
+                    ariaLabel={`Scheduled execution of ${m.name ?? shortId(m.id)}: ${m.scheduledExecution.status}`}
                   >
                     <Status value={m.scheduledExecution.status} />
                   </Link>
@@ -345,7 +345,7 @@ function MemberTable({
                   isSelected: (m) => selection.has(executionOf(m)),
                   toggle: (m) => selection.toggle(executionOf(m)),
                   togglePage: () => selection.togglePage(rows.map(executionOf)),
-                  label: (m) => `Select member ${m.name ?? m.id.slice(0, 8)}`,
+                  label: (m) => `Select member ${m.name ?? shortId(m.id)}`,
                 }
               : undefined
           }

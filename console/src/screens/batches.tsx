@@ -1,6 +1,6 @@
 import { graphql } from '../gql/index.ts';
 import type { BatchRowFragment, BatchState } from '../gql/graphql.ts';
-import { formatCount } from '../lib/format.ts';
+import { formatCount, shortId } from '../lib/format.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { listView } from '../lib/url-state.ts';
@@ -56,7 +56,7 @@ export function batchState(b: Pick<BatchCounts, 'open' | 'completedAt'>): 'OPEN'
 
 /** The batch's name, or its id's first characters for one without. */
 export function batchLabel(b: { id: string; name?: string | null }): string {
-  return b.name ?? `Batch ${b.id.slice(0, 8)}`;
+  return b.name ?? `Batch ${shortId(b.id)}`;
 }
 
 /** How far the members are: "3 of 5 ended (2 succeeded, 1 failed, 0 cancelled)". */

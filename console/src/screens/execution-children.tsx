@@ -7,7 +7,7 @@
 import { useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { ExecutionChildrenQuery } from '../gql/graphql.ts';
-import { formatCount } from '../lib/format.ts';
+import { formatCount, shortId } from '../lib/format.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { firstPage, type PageStack } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
@@ -92,7 +92,7 @@ export function ExecutionChildren({ id }: { id: string }) {
         testId="children"
         caption="Child jobs of this execution, in creation order"
         columns={[
-          { header: 'Child job', cell: (c) => <Link to={href('jobs', c.id)}>{c.name ?? `Job ${c.id.slice(0, 8)}`}</Link> },
+          { header: 'Child job', cell: (c) => <Link to={href('jobs', c.id)}>{c.name ?? `Job ${shortId(c.id)}`}</Link> },
           { header: 'Job state', cell: (c) => <Status value={c.state} /> },
           {
             header: 'Its execution',
@@ -100,7 +100,7 @@ export function ExecutionChildren({ id }: { id: string }) {
               c.scheduledExecution ? (
                 <Link
                   to={href('executions', c.scheduledExecution.id)}
-                  ariaLabel={`Execution of ${c.name ?? c.id.slice(0, 8)}: ${c.scheduledExecution.status}`}
+                  ariaLabel={`Execution of ${c.name ?? shortId(c.id)}: ${c.scheduledExecution.status}`}
                 >
                   <Status value={c.scheduledExecution.status} />
                 </Link>

@@ -1,6 +1,6 @@
 import { graphql } from '../gql/index.ts';
 import type { AttemptDetailFragment, WaitReason } from '../gql/graphql.ts';
-import { formatDuration } from '../lib/format.ts';
+import { formatDuration, shortId } from '../lib/format.ts';
 import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
@@ -87,7 +87,7 @@ export function ExecutionScreen({ id }: { id: string }) {
         <Link to={href('executions')}>← Executions</Link>
       </p>
       <h1 id="execution-title">
-        Execution {e.id.slice(0, 8)} <Status value={e.status} />
+        Execution {shortId(e.id)} <Status value={e.status} />
       </h1>
       {(e.viewerCan.retry || e.viewerCan.cancel) && (
         <div className="actions">
@@ -101,7 +101,7 @@ export function ExecutionScreen({ id }: { id: string }) {
               type="button"
               onClick={async () =>
                 (await confirm({
-                  message: `Cancel execution ${e.id.slice(0, 8)}? Its attempts stop and it ends CANCELLED.`,
+                  message: `Cancel execution ${shortId(e.id)}? Its attempts stop and it ends CANCELLED.`,
                   action: 'Cancel execution',
                 })) &&
                 (await cancel.run({ id })) &&

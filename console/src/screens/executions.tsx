@@ -2,7 +2,7 @@ import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { ExecutionFilter, ExecutionStatus } from '../gql/graphql.ts';
 import { executionSearchParams, executionSearchText } from '../lib/execution-search.ts';
-import { formatCount, truncate } from '../lib/format.ts';
+import { formatCount, shortId, truncate } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import {
@@ -305,8 +305,8 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
           <PagedTable
             testId="executions"
             columns={[
-              { header: 'Execution', cell: (e) => <Link to={href('executions', e.id)}>{e.id.slice(0, 8)}</Link> },
-              { header: 'Job', cell: (e) => <Link to={href('jobs', e.job.id)}>{e.job.name ?? e.job.id.slice(0, 8)}</Link> },
+              { header: 'Execution', cell: (e) => <Link to={href('executions', e.id)}>{shortId(e.id)}</Link> },
+              { header: 'Job', cell: (e) => <Link to={href('jobs', e.job.id)}>{e.job.name ?? shortId(e.job.id)}</Link> },
               { header: 'Endpoint', cell: (e) => e.job.endpoint.name },
               { header: 'Status', cell: (e) => <Status value={patched(patches, e.id, e.status)} /> },
               { header: 'Attempts', cell: (e) => `${e.attemptCount} / ${e.maxAttempts}` },
@@ -322,7 +322,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
                         <button
                           type="button"
                           onClick={async () => (await retry.run({ id: e.id })) && q.reload()}
-                          aria-label={`Retry execution ${e.id.slice(0, 8)}`}
+                          aria-label={`Retry execution ${shortId(e.id)}`}
                         >
                           Retry
                         </button>
@@ -332,13 +332,13 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
                           type="button"
                           onClick={async () =>
                             (await confirm({
-                              message: `Cancel execution ${e.id.slice(0, 8)}? It ends CANCELLED.`,
+                              message: `Cancel execution ${shortId(e.id)}? It ends CANCELLED.`,
                               action: 'Cancel execution',
                             })) &&
                             (await cancel.run({ id: e.id })) &&
                             q.reload()
                           }
-                          aria-label={`Cancel execution ${e.id.slice(0, 8)}`}
+                          aria-label={`Cancel execution ${shortId(e.id)}`}
                         >
                           Cancel
                         </button>
@@ -357,7 +357,7 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
                     isSelected: (e) => selection.has(e.id),
                     toggle: (e) => selection.toggle(e.id),
                     togglePage: () => selection.togglePage(rows.map((e) => e.id)),
-                    label: (e) => `Select execution ${e.id.slice(0, 8)}`,
+                    label: (e) => `Select execution ${shortId(e.id)}`,
                   }
                 : undefined
             }

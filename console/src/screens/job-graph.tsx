@@ -10,6 +10,7 @@ import type { JobGraphQuery } from '../gql/graphql.ts';
 import { useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { ErrorBox, Link, Status } from '../ui/common.tsx';
+import { shortId } from '../lib/format.ts';
 
 const JobGraphDocument = graphql(`
   query JobGraph($id: ID!) {
@@ -71,7 +72,7 @@ const JobGraphLiveDocument = graphql(`
 
 type GraphJob = { id: string; name?: string | null; state: string };
 
-const jobName = (j: { id: string; name?: string | null }) => j.name ?? `Job ${j.id.slice(0, 8)}`;
+const jobName = (j: { id: string; name?: string | null }) => j.name ?? `Job ${shortId(j.id)}`;
 
 /** One node: the job linked, its state as a coloured tag and in its accessible name. */
 function Node({ job, current = false, children }: { job: GraphJob; current?: boolean; children?: ReactNode }) {
@@ -172,7 +173,7 @@ type GraphBatch = { id: string; name?: string | null; open: boolean; completedAt
 function BatchLink({ batch }: { batch: GraphBatch }) {
   return (
     <>
-      <Link to={href('batches', batch.id)}>{batch.name ?? `batch ${batch.id.slice(0, 8)}`}</Link>{' '}
+      <Link to={href('batches', batch.id)}>{batch.name ?? `batch ${shortId(batch.id)}`}</Link>{' '}
       <Status value={batch.completedAt ? 'COMPLETED' : batch.open ? 'OPEN' : 'CLOSED'} />
     </>
   );
@@ -196,7 +197,7 @@ function Context({ job }: { job: JobGraphQuery['job'] }) {
         <>
           <dt>Child of</dt>
           <dd>
-            <Link to={href('executions', parent.id)}>execution {parent.id.slice(0, 8)}</Link> <Status value={parent.status} /> of{' '}
+            <Link to={href('executions', parent.id)}>execution {shortId(parent.id)}</Link> <Status value={parent.status} /> of{' '}
             <Link to={href('jobs', parent.job.id)}>{jobName(parent.job)}</Link>
           </dd>
         </>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'react';
 import { graphql } from '../gql/index.ts';
 import type { JobFilter, JobIdsQuery, JobKind, JobStatus, ListOrder } from '../gql/graphql.ts';
-import { formatCount, formatRelative } from '../lib/format.ts';
+import { formatCount, formatRelative, shortId } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSession, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
 import { parseSearch } from '../lib/search-syntax.ts';
@@ -331,7 +331,7 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
           <PagedTable
             testId="jobs"
             columns={[
-              { header: 'Job', cell: (j) => <Link to={href('jobs', j.id)}>{j.name ?? j.idempotencyKey ?? j.id.slice(0, 8)}</Link> },
+              { header: 'Job', cell: (j) => <Link to={href('jobs', j.id)}>{j.name ?? j.idempotencyKey ?? shortId(j.id)}</Link> },
               { header: 'Kind', cell: (j) => j.kind },
               { header: 'Endpoint', cell: (j) => j.endpoint.name },
               { header: 'State', cell: (j) => <Status value={j.state} /> },
@@ -359,7 +359,7 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
                     isSelected: (j) => selection.has(j.id),
                     toggle: (j) => selection.toggle(j.id),
                     togglePage: () => selection.togglePage(rows.map((j) => j.id)),
-                    label: (j) => `Select job ${j.name ?? j.idempotencyKey ?? j.id.slice(0, 8)}`,
+                    label: (j) => `Select job ${j.name ?? j.idempotencyKey ?? shortId(j.id)}`,
                   }
                 : undefined
             }

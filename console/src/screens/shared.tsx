@@ -5,7 +5,7 @@
  */
 import { graphql } from '../gql/index.ts';
 import type { ExecutionWithAttemptsFragment } from '../gql/graphql.ts';
-import { formatDuration, truncate } from '../lib/format.ts';
+import { formatDuration, shortId, truncate } from '../lib/format.ts';
 import { href } from '../lib/router.ts';
 import { Link, Status, Time } from '../ui/common.tsx';
 import type { Column } from '../ui/paged-table.tsx';
@@ -97,7 +97,7 @@ export const RunProgressDocument = graphql(`
 
 /** The columns of executions shown with their attempts (a job's page, an execution's page). */
 export const executionWithAttemptsColumns: Column<ExecutionWithAttemptsFragment>[] = [
-  { header: 'Execution', cell: (e) => <Link to={href('executions', e.id)}>{e.id.slice(0, 8)}</Link> },
+  { header: 'Execution', cell: (e) => <Link to={href('executions', e.id)}>{shortId(e.id)}</Link> },
   { header: 'Status', cell: (e) => <Status value={e.status} /> },
   { header: 'Scheduled for', cell: (e) => <Time iso={e.scheduledFor} /> },
   {
