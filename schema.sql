@@ -1,4 +1,4 @@
--- The schema after migrations/000057_gate_given_on_create.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000058_time_ordered_ids.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -588,6 +588,20 @@ begin
   if found then perform pg_notify('jobgate_work', ''); end if;
 end $$;
 
+CREATE FUNCTION public.jobgate_uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+  -- A version 4 id with its first 48 bits replaced by the millisecond, and its version nibble
+  -- turned from 0100 to 0111 (bits 52 and 53 of the bytes, counted from the first byte's lowest).
+  select encode(
+    set_bit(set_bit(
+      overlay(uuid_send(gen_random_uuid())
+              placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3)
+              from 1 for 6),
+      52, 1), 53, 1),
+    'hex')::uuid
+$$;
+
 CREATE FUNCTION public.jobgate_withdraw_ahead() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -902,7 +916,7 @@ CREATE TABLE public.execution_children (
 COMMENT ON TABLE public.execution_children IS 'Where a parent execution''s children and its cancellation take turns (migration 000050).';
 
 CREATE TABLE public.executions (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    id uuid DEFAULT public.jobgate_uuid_v7() NOT NULL,
     workspace_id uuid NOT NULL,
     job_id uuid NOT NULL,
     scheduled_for timestamp with time zone NOT NULL,
@@ -1068,7 +1082,7 @@ CREATE TABLE public.jobgate_migrations (
 );
 
 CREATE TABLE public.jobs (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    id uuid DEFAULT public.jobgate_uuid_v7() NOT NULL,
     workspace_id uuid NOT NULL,
     endpoint_id uuid NOT NULL,
     name text,

@@ -55,7 +55,7 @@ export interface OneStatementJob {
 // $14 action, $15 audit input, $16 priority, $17 concurrency key, $18 batch. The output's `ord` is the request's place (1-based).
 const TEXT = `
 with req as materialized (
-  select r.*, gen_random_uuid() as job_id
+  select r.*, jobgate_uuid_v7() as job_id
   from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[], $8::int[],
               $9::int[], $10::timestamptz[], $11::uuid[], $12::text[], $13::uuid[], $14::text[], $15::text[], $16::smallint[], $17::text[],
               $18::uuid[])
