@@ -6,19 +6,25 @@
  * is whether the engine's cost per execution grows with the history beside it: indexes that
  * outgrow memory, pages read back, full-page images in the WAL after each checkpoint.
  *
- * BENCH_HISTORY_SIZES sets the sizes (comma-separated; default 0,1000000,10000000). Seeding takes
- * about half a minute per million on a 2-core machine; each size is a fresh database, dropped
- * afterwards. Figures per size: drain rate, Postgres and worker CPU per execution, WAL bytes per
- * execution, and the rate as a share of the drain without history.
+ * BENCH_HISTORY_SIZES sets the sizes (comma-separated; default 0,1000000,1000000r,10000000); an
+ * `r` after a size seeds that history with random ids (UUID version 4), as a database upgraded past
+ * migration 000058 holds what it made before, beside the time-ordered ids of the work it drains.
+ * Seeding takes about half a minute per million on a 2-core machine, longer with random ids; each
+ * size is a fresh database, dropped afterwards. Figures per size: drain rate, Postgres and worker
+ * CPU per execution, WAL bytes per execution, and the rate as a share of the drain without history.
  */
 import { jobgateThroughput } from './engine.js';
 import type { Figure } from './run.js';
 import { openServer } from './support/postgres.js';
 
-const SIZES = (process.env.BENCH_HISTORY_SIZES ?? '0,1000000,10000000').split(',').map(Number);
+const SIZES = (process.env.BENCH_HISTORY_SIZES ?? '0,1000000,1000000r,10000000').split(',').map((size) => ({
+  executions: Number(size.replace(/r$/, '')),
+  randomIds: size.endsWith('r'),
+}));
 
 const say = (msg: string) => process.stderr.write(`bench engine-history: ${msg}\n`);
-const label = (n: number) => (n === 0 ? 'no history' : n >= 1_000_000 ? `${n / 1_000_000}M history` : `${n / 1000}k history`);
+const label = ({ executions: n, randomIds }: { executions: number; randomIds: boolean }) =>
+  (n === 0 ? 'no history' : n >= 1_000_000 ? `${n / 1_000_000}M history` : `${n / 1000}k history`) + (randomIds ? ' (random ids)' : '');
 
 export async function run(): Promise<Figure[]> {
   const server = await openServer();
@@ -35,7 +41,7 @@ export async function run(): Promise<Figure[]> {
         figures.push({ bench: 'engine-history.cpu-per-execution.workers', system, value: Math.round(t.cpu.workers), unit: 'µs' });
       }
       figures.push({ bench: 'engine-history.wal-per-execution', system, value: Math.round(t.walBytes), unit: 'bytes' });
-      if (size === 0) none = t.rate;
+      if (size.executions === 0) none = t.rate;
       else if (none !== undefined)
         figures.push({
           bench: 'engine-history.throughput.1-process',

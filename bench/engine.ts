@@ -121,10 +121,12 @@ const walSince = async (c: pg.Client, from: string): Promise<number> =>
  * jobs of another endpoint, each with its attempt, finished over the last 30 days (inside the
  * default retention window), as a queue that has run for a month keeps them. Their live events are
  * not seeded (the reaper keeps three days of them). Seeded in SQL with the session's triggers and
- * foreign-key checks off, ids as the tables' defaults make them, then a VACUUM ANALYZE.
+ * foreign-key checks off, then a VACUUM ANALYZE. The ids are time-ordered, as the tables make them
+ * since migration 000058, or with `randomIds` random (UUID version 4), as a database upgraded past
+ * that migration holds its older history.
  */
 const HISTORY_JOBS = 100_000;
-export async function seedHistory(c: pg.Client, workspaceId: string, executions: number): Promise<void> {
+export async function seedHistory(c: pg.Client, workspaceId: string, executions: number, randomIds = false): Promise<void> {
   const t0 = performance.now();
   await c.query(`set session_replication_role = replica`);
   const endpoint = (
@@ -135,10 +137,11 @@ export async function seedHistory(c: pg.Client, workspaceId: string, executions:
   ).rows[0].id as string;
   const jobs = Math.min(HISTORY_JOBS, executions);
   await c.query(
-    `insert into jobs (workspace_id, endpoint_id, kind, input, max_attempts, created_at, updated_at)
-     select $1, $2, 'IMMEDIATE', '{}', 5, now() - interval '30 days' + g * interval '1 second', now() - interval '30 days' + g * interval '1 second'
+    `insert into jobs (id, workspace_id, endpoint_id, kind, input, max_attempts, created_at, updated_at)
+     select case when $4 then gen_random_uuid() else jobgate_uuid_v7() end, $1, $2, 'IMMEDIATE', '{}', 5,
+            now() - interval '30 days' + g * interval '1 second', now() - interval '30 days' + g * interval '1 second'
      from generate_series(1, $3::int) g`,
-    [workspaceId, endpoint, jobs],
+    [workspaceId, endpoint, jobs, randomIds],
   );
   // In slices of a million, so no statement holds a 10-million-row sort or hash.
   const span = (30 * 86_400) / executions;
@@ -147,21 +150,23 @@ export async function seedHistory(c: pg.Client, workspaceId: string, executions:
     await c.query(
       `with j as (select id, row_number() over (order by id) - 1 as n from jobs where endpoint_id = $2),
        x as (
-         insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, attempt_count, max_attempts,
+         insert into executions (id, workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, attempt_count, max_attempts,
                                  lease_epoch, attempt_started_at, finished_at, input, created_at, updated_at, gated, job_held)
-         select $1, j.id, $2, t.ts, t.ts, 'SUCCEEDED', 1, 5, 1, t.ts, t.ts + interval '5 ms', '{}'::jsonb, t.ts, t.ts + interval '5 ms', false, false
+         select case when $7 then gen_random_uuid() else jobgate_uuid_v7() end, $1, j.id, $2, t.ts, t.ts, 'SUCCEEDED', 1, 5, 1, t.ts, t.ts + interval '5 ms', '{}'::jsonb, t.ts, t.ts + interval '5 ms', false, false
          from generate_series($3::int, $4::int - 1) g
          join j on j.n = g % $5
          cross join lateral (select now() - interval '30 days' + g * make_interval(secs => $6) as ts) t
          returning id, attempt_started_at, finished_at)
        insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome, duration_ms)
        select $1, x.id, 1, 1, 'bench-history', x.attempt_started_at, x.finished_at, 'SUCCEEDED', 5 from x`,
-      [workspaceId, endpoint, from, to, jobs, span],
+      [workspaceId, endpoint, from, to, jobs, span, randomIds],
     );
   }
   await c.query(`reset session_replication_role`);
   await c.query(`vacuum analyze`);
-  say(`seeded ${executions} executions of history in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  say(
+    `seeded ${executions} executions of history${randomIds ? ' with random ids' : ''} in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
 }
 
 /**
@@ -172,11 +177,16 @@ export async function seedHistory(c: pg.Client, workspaceId: string, executions:
  */
 const GATED_KEYS = 100;
 
-export async function jobgateThroughput(server: BenchServer, processes: number, gated = false, history = 0): Promise<Throughput> {
+export async function jobgateThroughput(
+  server: BenchServer,
+  processes: number,
+  gated = false,
+  history: { executions: number; randomIds?: boolean } = { executions: 0 },
+): Promise<Throughput> {
   return withDatabase(server, 'jobgate_bench', async (db) => {
     const { workspaceId, endpointId } = await prepareJobgate(db);
     return withClient(db.url, async (c) => {
-      if (history > 0) await seedHistory(c, workspaceId, history);
+      if (history.executions > 0) await seedHistory(c, workspaceId, history.executions, history.randomIds);
       if (gated)
         await c.query(
           `update endpoints set key_concurrency_limit = $2, rate_limit_count = 1000000, rate_limit_period_ms = 1000,

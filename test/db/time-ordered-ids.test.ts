@@ -1,7 +1,8 @@
 /**
  * Jobs and executions get ids that grow with time (UUID version 7, migration 000058), whichever
- * path writes them: createJob's one statement, its full path, createJobs, a cron occurrence, a
- * plain insert. The ids of rows made before the migration stay as they were.
+ * path writes them: createJob's one statement, its full path, createJobs, a trigger of a cron job
+ * (an insert that takes the table's default, as the scheduler's does), a plain insert. The ids of
+ * rows made before the migration stay as they were.
  */
 import fs from 'node:fs';
 import os from 'node:os';

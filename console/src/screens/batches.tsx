@@ -54,7 +54,7 @@ export function batchState(b: Pick<BatchCounts, 'open' | 'completedAt'>): 'OPEN'
   return b.completedAt ? 'COMPLETED' : b.open ? 'OPEN' : 'CLOSED';
 }
 
-/** The batch's name, or its id's first characters for one without. */
+/** The batch's name, or its id's last characters for one without (shortId). */
 export function batchLabel(b: { id: string; name?: string | null }): string {
   return b.name ?? `Batch ${shortId(b.id)}`;
 }

@@ -83,6 +83,10 @@ insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_af
 select v.workspace_id, v.job_id, v.endpoint_id, v.scheduled_for, v.scheduled_for, v.max_attempts, v.priority, coalesce(v.concurrency_key, ''), v.lock_key, v.serial
 from jsonb_to_recordset($1::jsonb) as v(workspace_id uuid, job_id uuid, endpoint_id uuid, scheduled_for timestamptz,
                                         max_attempts int, priority smallint, concurrency_key text, lock_key text, serial boolean)
+-- Earliest first (of two occurrences that share a lock key, the earlier is the one written), and
+-- those due at the same instant in no fixed order: they are claimed in id order, and ids grow as
+-- rows are made (migration 000058), so the jobs taken first here would start first every tick.
+order by v.scheduled_for, random()
 on conflict do nothing
 returning job_id, scheduled_for`;
 

@@ -3,7 +3,9 @@
  * an execution is one trace, each attempt one span of it, so a target's tracing links every
  * retry of an execution together and to the execution.
  *
- * The trace id is the execution's id (a random UUID: 16 bytes, as a trace id is), so it is the
+ * The trace id is the execution's id (a UUID: 16 bytes, as a trace id is; since migration 000058
+ * its first six bytes are when it was made and its last seven random, as Trace Context level 2
+ * asks of a trace id's right-most bytes), so it is the
  * same across the execution's retries and across workers without being stored, and an operator
  * holding a trace id from a target's tracing has the execution's id. The span id is new for each
  * attempt. The sampled flag is set: jobgate keeps every attempt's record, so the target may too.
