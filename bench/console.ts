@@ -60,10 +60,10 @@ export async function seed(url: string): Promise<void> {
     // Seeding only: no event rows, no foreign-key checks for the million rows (all valid by construction).
     await client.query(`set session_replication_role = replica`);
     await client.query(`
-      insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, attempt_started_at, finished_at, created_at, updated_at, last_error)
+      insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, attempt_started_at, finished_at, created_at, updated_at, last_error, gated, job_held)
       select w.id, j.ids[1 + g % j.n], j.eps[1 + g % j.n], t, s, 1, 5, t, t + (random() * interval '300 ms'),
              case when s <> 'PENDING' then t + interval '800 ms' end, t, t,
-             case when s = 'FAILED' then 'HTTP 500' end
+             case when s = 'FAILED' then 'HTTP 500' end, false, false
       from (select id from workspaces where slug = 'default') w,
            (select array_agg(id order by id) as ids, array_agg(endpoint_id order by id) as eps, count(*)::int as n
               from jobs where workspace_id = (select id from workspaces where slug = 'default')) j,

@@ -79,10 +79,10 @@ export async function seed(url: string): Promise<{ workspaceId: string; busyJobI
          select id, endpoint_id, (row_number() over (order by created_at, id) - 1)::int as n
          from jobs where workspace_id = $1 order by created_at, id limit $3)
        insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts,
-                               run_after, finished_at, last_error, input, created_at, updated_at)
+                               run_after, finished_at, last_error, input, created_at, updated_at, gated, job_held)
        select $1, b.id, b.endpoint_id, x.ts, x.status, 1, 5, x.ts, x.ts,
               case when x.status = 'FAILED' then 'HTTP 500' || case when g.i % 1000 = 7 then ': read timeout' else '' end end,
-              '{}'::jsonb, x.ts, x.ts
+              '{}'::jsonb, x.ts, x.ts, false, false
        from generate_series(0, $2 - 1) g(i)
        join busy b on b.n = g.i % $3
        cross join lateral (

@@ -49,21 +49,21 @@ export async function run(): Promise<Figure[]> {
       await client.query(`set session_replication_role = replica`);
       const JOBS = `(select row_number() over (order by id) - 1 as k, * from jobs where endpoint_id in (select id from endpoints where name like 'bench.%'))`;
       await client.query(
-        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, max_attempts, attempt_count, finished_at)
-         select j.workspace_id, j.id, j.endpoint_id, now() - make_interval(secs => i), now() - make_interval(secs => i), 'SUCCEEDED', 1, 1, now()
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, max_attempts, attempt_count, finished_at, gated, job_held)
+         select j.workspace_id, j.id, j.endpoint_id, now() - make_interval(secs => i), now() - make_interval(secs => i), 'SUCCEEDED', 1, 1, now(), false, false
          from generate_series(1, $1) i join ${JOBS} j on j.k = i % $2`,
         [FINISHED, ENDPOINTS],
       );
       // Pending and running ones after the finished ones in time, so (job, scheduled_for) stays unique.
       await client.query(
-        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, max_attempts)
-         select j.workspace_id, j.id, j.endpoint_id, now() + make_interval(secs => i), now() + make_interval(secs => case when i % 2 = 0 then -i else i end), 'PENDING', 1
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, max_attempts, gated, job_held)
+         select j.workspace_id, j.id, j.endpoint_id, now() + make_interval(secs => i), now() + make_interval(secs => case when i % 2 = 0 then -i else i end), 'PENDING', 1, false, false
          from generate_series(1, $1) i join ${JOBS} j on j.k = i % $2`,
         [PENDING, ENDPOINTS],
       );
       await client.query(
-        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, max_attempts, attempt_count, lease_owner, lease_epoch, lease_expires_at)
-         select j.workspace_id, j.id, j.endpoint_id, now() + make_interval(days => 1, secs => i), now(), 'RUNNING', 1, 1, 'bench', 1, now() + interval '1 hour'
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, status, max_attempts, attempt_count, lease_owner, lease_epoch, lease_expires_at, gated, job_held)
+         select j.workspace_id, j.id, j.endpoint_id, now() + make_interval(days => 1, secs => i), now(), 'RUNNING', 1, 1, 'bench', 1, now() + interval '1 hour', false, false
          from generate_series(1, $1) i join ${JOBS} j on j.k = i % $2`,
         [RUNNING, ENDPOINTS],
       );

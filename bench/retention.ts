@@ -83,8 +83,8 @@ async function seed(c: pg.Client, s: Seeded): Promise<void> {
     const n = Math.min(chunk, ROWS - done);
     await c.query(
       `with made as (
-         insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, finished_at, created_at, input)
-         select $1, ($3::uuid[])[1 + (i % $4::int)], $2, t, 'SUCCEEDED', 1, 5, t, t + interval '1 second', t, '{}'
+         insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, status, attempt_count, max_attempts, run_after, finished_at, created_at, input, gated, job_held)
+         select $1, ($3::uuid[])[1 + (i % $4::int)], $2, t, 'SUCCEEDED', 1, 5, t, t + interval '1 second', t, '{}', false, false
          from generate_series($5::int, $5::int + $6::int - 1) i, lateral (select now() - interval '40 days' - make_interval(secs => ($7::int - i) / 1000.0) as t) x
          returning id, workspace_id, created_at, finished_at
        )
