@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { createEmptyDatabase } from '../support/db.js';
+import { madeAt } from '../support/ids.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -81,5 +82,37 @@ describe('000051: a batch member is counted on its execution', () => {
     ]);
     expect(after).toEqual({ total: 2, succeeded: 1, failed: 1, completed: true });
     expect(await q(`select batch_outcome from jobs where id = $1`, [pending])).toEqual([{ batch_outcome: null }]);
+  });
+});
+
+describe('000058: jobs and executions get ids that grow with time', () => {
+  it('keeps the ids rows had, and gives new rows version 7 ids', async () => {
+    const { client, upgrade } = await databaseBefore(58);
+    const q = async (text: string, values: unknown[] = []) => (await client.query(text, values)).rows;
+    const [ws] = await q(`select id from workspaces where slug = 'default'`);
+    const [endpoint] = await q(
+      `insert into endpoints (workspace_id, name, kind, handler_name) values ($1, 'up.ids', 'HANDLER', 'h') returning id`,
+      [ws.id],
+    );
+    const insertJob = async () => {
+      const [job] = await q(
+        `insert into jobs (workspace_id, endpoint_id, kind, max_attempts) values ($1, $2, 'IMMEDIATE', 1) returning id`,
+        [ws.id, endpoint.id],
+      );
+      const [execution] = await q(
+        `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts)
+         values ($1, $2, $3, now(), now(), 1) returning id`,
+        [ws.id, job.id, endpoint.id],
+      );
+      return [job.id as string, execution.id as string];
+    };
+    const old = await insertJob();
+    for (const id of old) expect(madeAt(id)).toBeUndefined();
+
+    expect((await upgrade()).applied).toContain('000058_time_ordered_ids.sql');
+
+    expect(await q(`select count(*)::int as n from jobs where id = $1`, [old[0]])).toEqual([{ n: 1 }]);
+    expect(await q(`select count(*)::int as n from executions where id = $1`, [old[1]])).toEqual([{ n: 1 }]);
+    for (const id of await insertJob()) expect(madeAt(id)).toBeDefined();
   });
 });
