@@ -1,4 +1,4 @@
--- The schema after migrations/000058_time_ordered_ids.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000059_references_kept_by_the_pruner.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -1672,9 +1672,6 @@ ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id);
 
 ALTER TABLE ONLY public.batches
-    ADD CONSTRAINT batches_on_complete_job_id_fkey FOREIGN KEY (on_complete_job_id) REFERENCES public.jobs(id) ON DELETE SET NULL;
-
-ALTER TABLE ONLY public.batches
     ADD CONSTRAINT batches_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.configs
@@ -1707,9 +1704,6 @@ ALTER TABLE ONLY public.endpoints
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_workspace_id_payload_spec_id_fkey FOREIGN KEY (workspace_id, payload_spec_id) REFERENCES public.payload_specs(workspace_id, id);
 
-ALTER TABLE ONLY public.execution_children
-    ADD CONSTRAINT execution_children_parent_execution_id_fkey FOREIGN KEY (parent_execution_id) REFERENCES public.executions(id) ON DELETE CASCADE;
-
 ALTER TABLE ONLY public.executions
     ADD CONSTRAINT executions_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
 
@@ -1729,12 +1723,6 @@ ALTER TABLE ONLY public.interval_abandoned
     ADD CONSTRAINT interval_abandoned_name_fkey FOREIGN KEY (name) REFERENCES public.interval_handlers(name);
 
 ALTER TABLE ONLY public.job_dependencies
-    ADD CONSTRAINT job_dependencies_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-ALTER TABLE ONLY public.job_dependencies
-    ADD CONSTRAINT job_dependencies_prerequisite_id_fkey FOREIGN KEY (prerequisite_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
-
-ALTER TABLE ONLY public.job_dependencies
     ADD CONSTRAINT job_dependencies_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES public.workspaces(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.jobs
@@ -1742,9 +1730,6 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);
-
-ALTER TABLE ONLY public.jobs
-    ADD CONSTRAINT jobs_parent_execution_id_fkey FOREIGN KEY (parent_execution_id) REFERENCES public.executions(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_workspace_id_endpoint_id_fkey FOREIGN KEY (workspace_id, endpoint_id) REFERENCES public.endpoints(workspace_id, id);

@@ -26,12 +26,11 @@ export async function takeChildTurn(db: Executor, workspaceId: string, parentId:
     on conflict (parent_execution_id) do update set cancelled = c.cancelled
     returning c.cancelled`.execute(db);
   if (rows.length === 0) return undefined;
-  // A statement of its own: it sees a cancellation that committed while the upsert waited.
-  const parent = await db
-    .selectFrom('executions')
-    .select(['status', 'cancel_requested_at'])
-    .where('id', '=', parentId)
-    .executeTakeFirstOrThrow();
+  // A statement of its own: it sees a cancellation that committed while the upsert waited. And a
+  // prune: a finished parent past its window may go meanwhile (nothing holds it for the turn row
+  // since migration 000059), and is then no parent at all.
+  const parent = await db.selectFrom('executions').select(['status', 'cancel_requested_at']).where('id', '=', parentId).executeTakeFirst();
+  if (!parent) return undefined;
   return { status: parent.status, cancelRequested: parent.cancel_requested_at !== null, cancelled: rows[0]!.cancelled };
 }
 

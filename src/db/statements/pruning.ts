@@ -141,6 +141,21 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
 }
 
 /**
+ * What refers to the executions of CTE `gone` (their ids) when they are deleted: migration 000059
+ * dropped the foreign keys that saw to it with a trigger per deleted row, and pruning is the only
+ * thing that deletes executions. A child job outlives its parent execution, without a parent (was
+ * ON DELETE SET NULL), unless it goes in the same statement (`alsoGoingJobs`, an array of job
+ * ids: a row changed twice by one statement would keep only one of the changes); the parent's
+ * turn row (execution_children) goes with it. Both through their indexes on the parent's id.
+ */
+const UNLINK_EXECUTIONS = (gone: string, alsoGoingJobs: string) => `unparented as (
+  update jobs j set parent_execution_id = null
+  where j.parent_execution_id = any(array(select id from ${gone})) and j.id <> all(${alsoGoingJobs})
+), gone_turns as (
+  delete from execution_children c where c.parent_execution_id = any(array(select id from ${gone}))
+)`;
+
+/**
  * Finished executions past their window, with their attempts, oldest first, never one of the
  * newest `keep` of its job. The walk goes up the workspace's creation-time index from `after`
  * (an execution finishes after it is created, so nothing older than the shorter window can be
@@ -155,6 +170,8 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
  *    executions only raise the floor. A one-off or retired job keeps none past their window: its
  *    executions thin out here, in bounded batches, and the job itself goes with the JOBS slice.
  *  - Attempts have no foreign key to executions (migration 000013): both go in one statement.
+ *  - What referred to a pruned execution is seen to here, for the whole batch at once
+ *    (UNLINK_EXECUTIONS; migration 000059 took the foreign keys that did it row by row).
  */
 const PRUNE_EXECUTIONS = `
 with scanned as (
@@ -192,7 +209,7 @@ with scanned as (
   delete from attempts a using doomed d where a.execution_id = d.id returning 1
 ), gone as (
   delete from executions e using doomed d where e.id = d.id returning 1
-), last as (
+), ${UNLINK_EXECUTIONS('doomed', 'array[]::uuid[]')}, last as (
   select created_at, id from scanned order by created_at desc, id desc limit 1
 )
 select (select count(*) from gone)::int as executions, (select count(*) from gone_attempts)::int as attempts,
@@ -250,7 +267,9 @@ select count(*)::int as n, (select count(*) from oldest)::int as scanned from go
  *     one of its executions is locked and, as it is now, finished and past its window: an
  *     execution re-driven to PENDING between the two statements, or one a worker holds, keeps its
  *     job. The executions and attempts go in the same statement; the jobs' foreign key is checked
- *     at its end, when they are gone.
+ *     at its end, when they are gone. So does what referred to them: their dependencies, a
+ *     batch's reference to its onComplete job, their executions' children's links (migration
+ *     000059; UNLINK_EXECUTIONS).
  * A job's live events are the subscriptions' replay log and keep their own window (the reaper's).
  */
 const PAST_WINDOW = `((x.status in ('SUCCEEDED', 'CANCELLED') and x.finished_at < now() - make_interval(secs => $2::double precision / 1000))
@@ -305,9 +324,16 @@ with locked as (
 ), gone_attempts as (
   delete from attempts a using locked l where a.execution_id = l.id and l.job_id in (select id from doomed) returning 1
 ), gone_executions as (
-  delete from executions e using locked l where e.id = l.id and l.job_id in (select id from doomed) returning 1
+  delete from executions e using locked l where e.id = l.id and l.job_id in (select id from doomed) returning e.id
 ), gone_jobs as (
   delete from jobs j where j.id in (select id from doomed) returning 1
+), ${UNLINK_EXECUTIONS('gone_executions', 'array(select id from doomed)')}, gone_dependencies as (
+  -- A job's dependencies go with it, as the dependent and as the prerequisite (were ON DELETE CASCADE).
+  delete from job_dependencies d
+  where d.job_id = any(array(select id from doomed)) or d.prerequisite_id = any(array(select id from doomed))
+), batch_unreferenced as (
+  -- A completed batch keeps no reference to its pruned onComplete job (was ON DELETE SET NULL).
+  update batches b set on_complete_job_id = null where b.on_complete_job_id = any(array(select id from doomed))
 )
 select (select count(*) from gone_jobs)::int as jobs, (select count(*) from gone_executions)::int as executions,
   (select count(*) from gone_attempts)::int as attempts`;
