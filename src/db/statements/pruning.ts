@@ -275,26 +275,35 @@ select count(*)::int as n, (select count(*) from oldest)::int as scanned from go
 const PAST_WINDOW = `((x.status in ('SUCCEEDED', 'CANCELLED') and x.finished_at < now() - make_interval(secs => $2::double precision / 1000))
   or (x.status = 'FAILED' and x.finished_at < now() - make_interval(secs => $3::double precision / 1000)))`;
 
-const LOCK_DOOMED_JOBS = `
-with scanned as (
-  select j.id, j.created_at from jobs j
-  where j.workspace_id = $1 and (j.kind <> 'CRON' or j.status = 'RETIRED')
+// A prunable job of workspace $1 after position (created_at, id) `after`, past the shorter window.
+const PRUNABLE_JOB_AFTER = (after: string) => `
+  j.workspace_id = $1 and (j.kind <> 'CRON' or j.status = 'RETIRED')
     and j.created_at < now() - make_interval(secs => least($2::double precision, $3::double precision) / 1000)
-    and (j.created_at, j.id) > ($5::timestamptz, $6::uuid)
-  order by j.created_at, j.id
-  limit $4
-), sized as (
-  -- Each job's executions, counted to at most one past the batch.
-  select s.id, s.created_at, (select count(*) from (select 1 from executions x where x.job_id = s.id limit $4 + 1) c) as n
-  from scanned s
+    and (j.created_at, j.id) > ${after}`;
+
+const LOCK_DOOMED_JOBS = `
+with recursive walk as (
+  -- Oldest first from the position, one job at a time with its executions counted (to at most one
+  -- past the batch), as long as they fit in the batch, at most a batch of jobs. A job with more
+  -- than a batch of them is walked past, not taken: the EXECUTIONS slice thins it (in bounded
+  -- batches; a one-off or retired job keeps none past their window), and a later pass takes it.
+  -- One job at a time, so a batch counts the executions of the jobs it takes and of one more, not
+  -- of a batch of jobs: when each of those held most of a batch, every batch counted nearly a
+  -- batch of executions per job and took one job (measured: half a second a batch).
+  select 0 as step, $5::timestamptz as created_at, $6::uuid as id, 0::bigint as n, 0::bigint as upto
+  union all
+  select w.step + 1, nx.created_at, nx.id, nx.n, w.upto + case when nx.n > $4 then 0 else nx.n end
+  from walk w
+  cross join lateral (
+    select j.id, j.created_at, (select count(*) from (select 1 from executions x where x.job_id = j.id limit $4 + 1) c) as n
+    from jobs j
+    where ${PRUNABLE_JOB_AFTER('(w.created_at, w.id)')}
+    order by j.created_at, j.id
+    limit 1
+  ) nx
+  where w.step < $4 and w.upto + case when nx.n > $4 then 0 else nx.n end <= $4
 ), walked as (
-  -- Oldest first, as long as their executions fit in the batch. A job with more than a batch of
-  -- them is walked past, not taken: the EXECUTIONS slice thins it (in bounded batches; a one-off
-  -- or retired job keeps none past their window), and a later pass takes it.
-  select id, created_at, n from (
-    select id, created_at, n, sum(case when n > $4 then 0 else n end) over (order by created_at, id) as upto from sized
-  ) z
-  where upto <= $4
+  select id, created_at, n from walk where step > 0
 ), taken as (
   select id from walked where n <= $4
 ), locked as (
@@ -310,8 +319,8 @@ with scanned as (
   select created_at, id from walked order by created_at desc, id desc limit 1
 )
 select array(select id from locked)::text[] as ids,
-  -- Done once the walk read less than a batch and walked all it read.
-  case when (select count(*) from walked) < (select count(*) from scanned) then $4::int else (select count(*) from scanned)::int end as scanned,
+  -- The pass is done once no prunable job is left past what this walk read.
+  exists (select 1 from jobs j where ${PRUNABLE_JOB_AFTER('(coalesce((select created_at from last), $5::timestamptz), coalesce((select id from last), $6::uuid))')}) as more,
   (select created_at::text from last) as last_created_at, (select id from last) as last_id`;
 
 const DELETE_JOBS = `
@@ -456,7 +465,7 @@ delete from batches b using doomed d where b.id = d.id`;
 async function deleteJobs(client: pg.PoolClient, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
   const w = work.executions!;
   const windows = [w.okMs ?? NEVER, w.failedMs ?? NEVER];
-  const { rows } = await client.query<{ ids: string[]; scanned: number; last_created_at: string | null; last_id: string | null }>(
+  const { rows } = await client.query<{ ids: string[]; more: boolean; last_created_at: string | null; last_id: string | null }>(
     LOCK_DOOMED_JOBS,
     [workspaceId, ...windows, batch, work.position?.createdAt ?? '-infinity', work.position?.id ?? START],
   );
@@ -466,8 +475,7 @@ async function deleteJobs(client: pg.PoolClient, workspaceId: string, batch: num
     const gone = (await client.query<{ jobs: number; executions: number; attempts: number }>(DELETE_JOBS, [r.ids, ...windows])).rows[0]!;
     pruned = { ...NO_ROWS, jobs: gone.jobs, executions: gone.executions, attempts: gone.attempts };
   }
-  const walked = r.scanned < batch;
-  if (!walked) return { pruned, done: false, position: positionOf(r, work.position) };
+  if (r.more) return { pruned, done: false, position: positionOf(r, work.position) };
   // The walk is done: the batches it emptied go too, a batch of them per round until none is left.
   const batches = (await client.query(PRUNE_BATCHES, [workspaceId, ...windows, batch])).rowCount ?? 0;
   return { pruned: { ...pruned, batches }, done: batches < batch, position: positionOf(r, work.position) };
