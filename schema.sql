@@ -613,6 +613,10 @@ begin
     where e.workspace_id = old.workspace_id and e.endpoint_id = old.endpoint_id and e.job_id = old.id
       and e.scheduled_for = old.ahead_at and e.trigger = 'SCHEDULE' and e.status = 'PENDING' and e.attempt_count = 0
     returning e.id, e.workspace_id, e.job_id, e.endpoint_id, e.attempt_count
+  ), unparented as (
+    update jobs j set parent_execution_id = null where j.parent_execution_id in (select id from withdrawn)
+  ), gone_turns as (
+    delete from execution_children c where c.parent_execution_id in (select id from withdrawn)
   )
   insert into events (workspace_id, topic, subject_id, job_id, endpoint_id, status, previous_status, attempt_count)
   select w.workspace_id, 'EXECUTION', w.id, w.job_id, w.endpoint_id, 'CANCELLED', 'PENDING', w.attempt_count

@@ -140,6 +140,27 @@ describe('cron occurrences written ahead', () => {
     expect((await jobRow(paused)).next_fire_at).not.toBeNull();
   });
 
+  it('a child of an occurrence withdrawn stays, without a parent, and the occurrence leaves no turn row behind', async () => {
+    const id = await cronJob();
+    expect((await tick(boundary - 20_000)).fired).toBe(1);
+    const [occurrence] = await executionsOf(t, id);
+    // Written ahead, the occurrence is PENDING: a child can be made on it.
+    const { job: child } = await t.service.createJob(t.actor, {
+      endpointName: 'ahead.cron',
+      kind: 'IMMEDIATE',
+      parentExecutionId: occurrence!.id,
+    });
+    expect(child.parentExecutionId).toBe(occurrence!.id);
+
+    await t.service.pauseJob(t.actor, id);
+    expect(await executionsOf(t, id)).toHaveLength(0);
+    // Migration 000059: what the foreign keys did, the withdrawal does.
+    expect((await t.service.job(t.actor, child.id)).parentExecutionId).toBeNull();
+    expect(
+      (await t.query(`select count(*)::int as n from execution_children where parent_execution_id = $1`, [occurrence!.id])).rows[0].n,
+    ).toBe(0);
+  });
+
   it('an input edit before its time reaches it: withdrawn, and written again as the job now is', async () => {
     const id = await cronJob('SKIP', { v: 1 });
     await tick(boundary - 20_000);

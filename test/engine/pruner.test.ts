@@ -9,7 +9,8 @@ import { pruneBatch, takeSlice } from '../../src/db/statements/pruning.js';
 import { createLogger } from '../../src/log.js';
 import { createPruner, pruneBounded, type PrunedBatch, type PrunerOptions } from '../../src/service/engine/maintenance/pruner.js';
 import { createPresence } from '../../src/service/engine/runtime/presence.js';
-import { createTestDb, type TestDb } from '../support/db.js';
+import { codeOf, createTestDb, type TestDb } from '../support/db.js';
+import { eventually } from '../support/eventually.js';
 
 let t: TestDb;
 let endpointId: string;
@@ -710,13 +711,42 @@ describe('what refers to what is pruned', () => {
     expect(await dangling()).toEqual(none);
   });
 
+  it('a job or an execution being pruned cannot become a prerequisite or a parent meanwhile: the create waits, then finds it gone', async () => {
+    // The locks a prune takes (LOCK_DOOMED_JOBS: the job FOR UPDATE; the executions' doomed set:
+    // FOR UPDATE), held by a transaction of our own that then deletes, as a prune's would.
+    const job = await oldJob(40);
+    const [execution] = await history(job, 1, 'SUCCEEDED', 40);
+    const pruning = await t.database.pool.connect();
+    const waiting = () =>
+      t.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+    try {
+      await pruning.query('begin');
+      await pruning.query(`select id from jobs where id = $1 for update`, [job]);
+      await pruning.query(`select id from executions where id = $1 for update`, [execution]);
+      const dependent = codeOf(() => t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', dependsOn: [job] }));
+      const child = codeOf(() => t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', parentExecutionId: execution! }));
+      // Both wait for the prune's locks (before migration 000059, their foreign keys' own locks did).
+      await eventually(async () => (await waiting()).rows[0].n === 2, {}, 'both creates waiting for the prune');
+      await pruning.query(`delete from attempts where execution_id = $1`, [execution]);
+      await pruning.query(`delete from executions where id = $1`, [execution]);
+      await pruning.query(`delete from jobs where id = $1`, [job]);
+      await pruning.query('commit');
+      expect(await dependent).toBe('NOT_FOUND');
+      expect(await child).toBe('NOT_FOUND');
+    } finally {
+      await pruning.query('rollback').catch(() => {});
+      pruning.release();
+    }
+    expect(await dangling()).toEqual(none);
+  });
+
   it("drops a pruned job's dependencies both ways and its batch's reference to it, and unlinks its execution's children, deleting one that goes with it", async () => {
     await onlyDue('JOBS');
     const ws = t.actor.workspaceId;
     const parentJob = await oldJob(40);
     const [parent] = await history(parentJob, 1, 'SUCCEEDED', 40);
-    // A child that goes in the same statement as its parent (updated and deleted at once would
-    // keep only one of the two), and one young enough to stay.
+    // A child that goes in the same statement as its parent (the unlinking leaves it to the
+    // delete, whatever order the statement's parts run in), and one young enough to stay.
     const goingChild = await oldJob(40);
     await history(goingChild, 1, 'SUCCEEDED', 40);
     const stayingChild = await oldJob(2);

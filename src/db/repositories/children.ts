@@ -22,15 +22,18 @@ export async function takeChildTurn(db: Executor, workspaceId: string, parentId:
   if (!isUuid(parentId)) return undefined;
   const { rows } = await sql<{ cancelled: boolean }>`
     insert into execution_children as c (parent_execution_id)
-    select e.id from executions e where e.workspace_id = ${scoped(workspaceId)} and e.id = ${parentId}
+    -- FOR KEY SHARE, the lock a foreign key took before migration 000059: a prune of the parent
+    -- (FOR UPDATE) skips it until this transaction ends, or this waits and finds it gone.
+    select e.id from executions e where e.workspace_id = ${scoped(workspaceId)} and e.id = ${parentId} for key share
     on conflict (parent_execution_id) do update set cancelled = c.cancelled
     returning c.cancelled`.execute(db);
   if (rows.length === 0) return undefined;
-  // A statement of its own: it sees a cancellation that committed while the upsert waited. And a
-  // prune: a finished parent past its window may go meanwhile (nothing holds it for the turn row
-  // since migration 000059), and is then no parent at all.
-  const parent = await db.selectFrom('executions').select(['status', 'cancel_requested_at']).where('id', '=', parentId).executeTakeFirst();
-  if (!parent) return undefined;
+  // A statement of its own: it sees a cancellation that committed while the upsert waited.
+  const parent = await db
+    .selectFrom('executions')
+    .select(['status', 'cancel_requested_at'])
+    .where('id', '=', parentId)
+    .executeTakeFirstOrThrow();
   return { status: parent.status, cancelRequested: parent.cancel_requested_at !== null, cancelled: rows[0]!.cancelled };
 }
 

@@ -28,8 +28,12 @@ export async function markPrerequisites(db: Executor, workspaceId: string, ids: 
   const uuids = ids.filter(isUuid);
   if (uuids.length === 0) return [];
   const { rows } = await sql<{ job_id: string; kind: string; status: string | null }>`
-    with jobs_asked as (
+    with jobs_asked as materialized (
+      -- FOR KEY SHARE, the lock a foreign key took before migration 000059: a prune of the job
+      -- (FOR UPDATE) skips it until this transaction ends, or this waits and finds it gone.
       select j.id, j.kind from jobs j where j.workspace_id = ${scoped(workspaceId)} and j.id = any(${uuids}::uuid[])
+      order by j.id
+      for key share
     ), locked as materialized (
       select e.id from executions e
       where e.workspace_id = ${workspaceId} and e.job_id in (select id from jobs_asked where kind <> 'CRON') and e.trigger = 'SCHEDULE'

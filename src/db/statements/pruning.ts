@@ -142,8 +142,8 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
 
 /**
  * What refers to the executions of CTE `gone` (their ids) when they are deleted: migration 000059
- * dropped the foreign keys that saw to it with a trigger per deleted row, and pruning is the only
- * thing that deletes executions. A child job outlives its parent execution, without a parent (was
+ * dropped the foreign keys that saw to it with a trigger per deleted row (the one other delete of
+ * executions, a withdrawn cron occurrence's, does the same in jobgate_withdraw_ahead). A child job outlives its parent execution, without a parent (was
  * ON DELETE SET NULL), unless it goes in the same statement (`alsoGoingJobs`, an array of job
  * ids: a row changed twice by one statement would keep only one of the changes); the parent's
  * turn row (execution_children) goes with it. Both through their indexes on the parent's id.
@@ -290,9 +290,9 @@ with recursive walk as (
   -- past the batch), as long as they fit in the batch, at most a batch of jobs. A job with more
   -- than a batch of them is walked past, not taken: the EXECUTIONS slice thins it (in bounded
   -- batches; a one-off or retired job keeps none past their window), and a later pass takes it.
-  -- One job at a time, so a batch counts the executions of the jobs it takes and of one more, not
-  -- of a batch of jobs: when each of those held most of a batch, every batch counted nearly a
-  -- batch of executions per job and took one job (measured: half a second a batch).
+  -- One job at a time, so a batch counts the executions of the jobs it takes, of those it walks
+  -- past and of one more, not of a batch of jobs: when each of those held most of a batch, every
+  -- batch counted nearly a batch of executions per job and took one job (half a second a batch).
   select 0 as step, $5::timestamptz as created_at, $6::uuid as id, 0::bigint as n, 0::bigint as upto
   union all
   select w.step + 1, nx.created_at, nx.id, nx.n, w.upto + case when nx.n > $4 then 0 else nx.n end
