@@ -143,10 +143,11 @@ export async function handBackSlice(pool: pg.Pool, slice: TakenSlice, owner: str
 /**
  * What refers to the executions of CTE `gone` (their ids) when they are deleted: migration 000059
  * dropped the foreign keys that saw to it with a trigger per deleted row (the one other delete of
- * executions, a withdrawn cron occurrence's, does the same in jobgate_withdraw_ahead). A child job outlives its parent execution, without a parent (was
- * ON DELETE SET NULL), unless it goes in the same statement (`alsoGoingJobs`, an array of job
- * ids: a row changed twice by one statement would keep only one of the changes); the parent's
- * turn row (execution_children) goes with it. Both through their indexes on the parent's id.
+ * executions, a withdrawn cron occurrence's, does the same in jobgate_withdraw_ahead). A child job
+ * outlives its parent execution, without a parent (was ON DELETE SET NULL), unless it goes in the
+ * same statement (`alsoGoingJobs`, an array of job ids: a row changed twice by one statement would
+ * keep only one of the changes); the parent's turn row (execution_children) goes with it. Both
+ * through their indexes on the parent's id.
  */
 const UNLINK_EXECUTIONS = (gone: string, alsoGoingJobs: string) => `unparented as (
   update jobs j set parent_execution_id = null
