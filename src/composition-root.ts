@@ -364,7 +364,7 @@ function createLoops(
   observer: Observer,
   onPruned: (batch: PrunedBatch) => void,
 ) {
-  const { options, availability, retention } = opened;
+  const { options, availability, retention, running } = opened;
   const { log } = options;
   const pool = opened.database.pool;
   let scheduler: CronJobScheduler | undefined;
@@ -399,6 +399,9 @@ function createLoops(
           batchSize: retention.batchSize,
           pauseMs: retention.pauseMs,
           everyMs: retention.everyMs,
+          // Pruning slows down while this process's workers are behind their queue, so it takes
+          // less from a drain; it prunes at its full pace once they catch up.
+          busy: () => running.workers.some((w) => w.backlogged()),
           onPruned,
           availability,
         })).start();

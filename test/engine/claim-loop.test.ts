@@ -75,6 +75,42 @@ describe('claims under a backlog', () => {
   });
 });
 
+describe('whether a worker is behind its queue (its pruner slows down while it is)', () => {
+  it('is while its last claim came back full, is not once one comes back short, nor once it stops', async () => {
+    let release!: () => void;
+    let held = new Promise<void>((r) => (release = r));
+    h.handle('batches.held', () => held);
+    const ep = await t.service.registerEndpoint(t.actor, { name: 'batches.behind', kind: 'HANDLER', handlerName: 'batches.held' });
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 5 }, () => ({ endpointName: 'batches.behind', kind: 'IMMEDIATE' as const })),
+    );
+    const w = await h.worker({ workerId: 'behind', concurrency: 2, pollMs: 60_000 });
+    await eventually(() => w.inFlight() === 2, 10_000, 'two attempts running');
+    // Two slots, five executions due: the claim took as many as it asked for.
+    expect(w.backlogged()).toBe(true);
+    release();
+    await eventually(
+      async () =>
+        (await t.query(`select 1 from executions where endpoint_id = $1 and status <> 'SUCCEEDED' limit 1`, [ep.id])).rows.length === 0,
+      10_000,
+      'the five executions done',
+    );
+    // The claim after the last one finds the queue empty.
+    await eventually(() => !w.backlogged(), 10_000, 'a short claim');
+    held = new Promise<void>((r) => (release = r));
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 3 }, () => ({ endpointName: 'batches.behind', kind: 'IMMEDIATE' as const })),
+    );
+    w.kick();
+    await eventually(() => w.backlogged(), 10_000, 'a full claim again');
+    release();
+    await h.stopAll();
+    expect(w.backlogged()).toBe(false);
+  });
+});
+
 describe('a claim that finds a limited endpoint locked by another claim', () => {
   it('claims again once the lock is free, instead of taking the queue for empty until its poll', async () => {
     const ep = await t.service.registerEndpoint(t.actor, {

@@ -365,6 +365,44 @@ describe('the loop', () => {
     }
     expect((await t.query(`select count(*)::int as n from retention_slices where owner is not null`)).rows[0].n).toBe(0);
   });
+
+  it('takes a smaller share of its connection while the engine beside it is busy, and its full share once it is not', async () => {
+    const job = await newJob();
+    // Older than the rows other tests keep, so the first batch of the pass is these.
+    const rows = await history(job, 30, 'SUCCEEDED', 5000);
+    let busy = true;
+    // While busy, the pause after a batch is a million times as long as the batch took: one batch,
+    // then a pause no test outlives. Not busy, no pause at all.
+    const { p, batches } = pruner({
+      batchSize: 4,
+      pauseFactor: 0,
+      busyPauseFactor: 1_000_000,
+      busy: () => busy,
+      pollMs: 100,
+      defaults: { keepPerJob: 1 },
+    });
+    await onlyDue('EXECUTIONS');
+    // From the start: a pass stopped before (the test above) left where it got to.
+    await t.query(`update retention_slices set resume_created_at = null, resume_id = null where workspace_id = $1`, [t.actor.workspaceId]);
+    p.start();
+    try {
+      await eventually(() => batches.length > 0, 10_000, 'the first batch');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(batches.length).toBe(1);
+      expect((await remaining(rows)).executions).toBe(30 - 4);
+    } finally {
+      // Cuts the pause short and hands the slice back, due at once.
+      await p.stop();
+    }
+    busy = false;
+    p.start();
+    try {
+      await eventually(async () => (await remaining(rows)).executions === 0, 10_000, 'the rest pruned at the full pace');
+    } finally {
+      await p.stop();
+    }
+    expect(batches.length).toBeGreaterThan(1);
+  });
 });
 
 /**

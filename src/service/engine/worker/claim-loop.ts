@@ -56,6 +56,8 @@ interface ClaimState {
   heldBack: boolean;
   /** The last claim found fewer due executions than it asked for (or failed). */
   drained: boolean;
+  /** The last claim came back with as many executions as it asked for: more is due than it took. */
+  full: boolean;
   /** Some endpoint has a concurrency limit: claims must check it. */
   limited: boolean;
   /** Wakes the loop for the next delayed execution. */
@@ -89,6 +91,8 @@ export interface ClaimLoop {
   armDueTimer(): Promise<void>;
   /** Whether the last claim came back short (the queue looked empty). */
   drained(): boolean;
+  /** Whether the last claim came back full: more is due than this worker took. */
+  backlogged(): boolean;
   /**
    * A flush of outcomes ended (`freedTurn`: it recorded one that can make another execution
    * claimable): claims again if the lease cap held the last claim back, or if the last claim came
@@ -116,6 +120,7 @@ const initialState = (): ClaimState => ({
   kickQueued: false,
   heldBack: false,
   drained: true,
+  full: false,
   limited: false,
   dueTimer: undefined,
   retryTimer: undefined,
@@ -204,6 +209,7 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
     kickSoon,
     armDueTimer: timers.armDue,
     drained: () => state.drained,
+    backlogged: () => state.full,
     flushed(freedTurn) {
       if (state.heldBack || (state.drained && (freedTurn || state.limited))) kick();
     },
@@ -279,6 +285,7 @@ async function claimOnce(
     });
   } catch (error) {
     state.drained = true;
+    state.full = false;
     // Kept even when the worker is stopping: stop hands it back then (stop.ts).
     if (error instanceof ClaimAnswerLost) lostClaims.lost(error.token);
     if (deps.availability.unreachable(error, 'claim')) return 'retry';
@@ -290,6 +297,7 @@ async function claimOnce(
   clearTimeout(state.retryTimer);
   state.retryTimer = undefined;
   deps.claimed(sentAt, claimed);
+  state.full = claimed.length >= limit;
   // A full batch means there is probably more. A short one means the queue is empty for this
   // worker, unless it was an OLDEST claim: that one locks what it picked only after picking it, and
   // skips what another worker's claim took meanwhile, so under contention it comes back short with

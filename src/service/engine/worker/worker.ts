@@ -85,6 +85,11 @@ export interface Worker {
   stop(opts?: { graceMs?: number }): Promise<void>;
   /** Number of attempts in flight. */
   inFlight(): number;
+  /**
+   * Whether this worker is behind its queue: running, and its last claim came back full (more
+   * executions were due than it had room for). The process's pruner slows down while one is.
+   */
+  backlogged(): boolean;
   /** Wakes the claim loop (tests and in-process producers). */
   kick(): void;
   /** The LISTEN connection's mode (undefined when not started), for readiness. */
@@ -167,6 +172,7 @@ export function createWorker(options: WorkerOptions): Worker {
   return {
     id,
     inFlight: () => inFlight.size,
+    backlogged: () => state.running && claims.backlogged(),
     listenMode: () => loops.listener()?.mode,
     kick: claims.kick,
     async start() {
