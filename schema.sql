@@ -1,4 +1,4 @@
--- The schema after migrations/000059_references_kept_by_the_pruner.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000060_parent_cancelled_reads_its_children.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -452,15 +452,21 @@ declare
 begin
   insert into execution_children as c (parent_execution_id, cancelled) values (new.id, true)
   on conflict (parent_execution_id) do update set cancelled = true;
+  -- The next statement's snapshot sees every child committed before the upsert above got the row.
+  if not exists (select 1 from jobs j where j.parent_execution_id = new.id) then
+    return null;
+  end if;
   -- The children's jobs first, then their executions, in id order: the order every job mutation
   -- locks in (cancelJob), and every statement that locks several executions (src/db/statements/lease.ts).
   perform 1 from jobs j where j.parent_execution_id = new.id and j.status <> 'RETIRED' order by j.id for no key update;
   update jobs set status = 'RETIRED', retired_at = now(), next_fire_at = null, updated_at = now()
   where parent_execution_id = new.id and status <> 'RETIRED';
   with locked as materialized (
-    select e.id from executions e
-    where e.job_id in (select j.id from jobs j where j.parent_execution_id = new.id) and e.status in ('PENDING', 'RUNNING')
-    order by e.id for no key update
+    select e.id from jobs j
+    join executions e on e.job_id = j.id
+    where j.parent_execution_id = new.id and e.status in ('PENDING', 'RUNNING')
+    order by e.id
+    for no key update of e
   ), changed as (
     update executions e
     set status = case when e.status = 'PENDING' then 'CANCELLED' else e.status end,
@@ -469,8 +475,7 @@ begin
         last_error = case when e.status = 'PENDING' then 'parent execution ' || new.id || ' was cancelled' else e.last_error end,
         cancel_requested_at = case when e.status = 'RUNNING' then coalesce(e.cancel_requested_at, now()) else e.cancel_requested_at end,
         updated_at = now()
-    from locked l
-    where e.id = l.id and e.status in ('PENDING', 'RUNNING')
+    where e.id = any (array(select l.id from locked l)) and e.status in ('PENDING', 'RUNNING')
     returning e.id, e.status
   )
   -- A running child is asked to abort, as cancelJob asks (heartbeats carry the request too).
