@@ -14,6 +14,11 @@
  *    pruner left to its loop for BENCH_RETENTION_PACED_MS, 60 s) and flat out (no pause, to the
  *    end of the pass, on what is left).
  *    The newest 100 executions of each job are kept, so 900,000 executions go of a million.
+ *  - Live events: the same drain beside the reaper's event pruning (pruneEvents, as each
+ *    workspace's reaper runs it every five minutes: statements of 10,000 in a tight loop), here run
+ *    by the bench process on BENCH_RETENTION_EVENTS (1,500,000) events past their 72-hour window,
+ *    seeded again before each such drain; the drop against the drain without either pruner, and
+ *    the events pruned per second meanwhile. Alternated with the two drains above.
  *
  * Nothing is asserted; the database is dropped afterwards.
  */
@@ -22,6 +27,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
 import { pgTypes } from '../src/db/pg-types.js';
+import { pruneEvents } from '../src/db/statements/events.js';
 import { createJobgate } from '../src/index.js';
 import { createLogger } from '../src/log.js';
 import { createPruner, type PrunedBatch } from '../src/service/engine/maintenance/pruner.js';
@@ -35,6 +41,8 @@ const JOBS = Math.max(1, Math.round(ROWS / 1000));
 const PAIRS = env('BENCH_RETENTION_PAIRS', 3);
 const PACED_MS = env('BENCH_RETENTION_PACED_MS', 60_000);
 const DRAIN = env('BENCH_RETENTION_DRAIN', 20_000);
+const EVENTS = env('BENCH_RETENTION_EVENTS', 1_500_000);
+const EVENT_WINDOW_MS = 72 * 3_600_000;
 const CONCURRENCY = 50;
 const say = (msg: string) => process.stderr.write(`bench retention: ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -102,8 +110,28 @@ async function seed(c: pg.Client, s: Seeded): Promise<void> {
   say(`seeded ${ROWS} executions with attempts in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }
 
-/** Drains DRAIN no-op executions with one worker process; executions/s from its attempts. */
-async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean): Promise<number> {
+/** EVENTS live events 80-100 hours old (past the 72-hour window) in the seeded workspace, as the drains' would be. */
+async function seedEvents(c: pg.Client, s: Seeded): Promise<void> {
+  await c.query(
+    `insert into events (workspace_id, topic, subject_id, status, previous_status, created_at)
+     select $1, 'EXECUTION', gen_random_uuid(), 'SUCCEEDED', 'RUNNING', now() - interval '100 hours' + i * interval '1 ms'
+     from generate_series(1, $2::int) i`,
+    [s.workspaceId, EVENTS],
+  );
+  await c.query(`vacuum analyze events`);
+}
+
+/**
+ * Drains DRAIN no-op executions with one worker process; executions/s from its attempts. `beside`
+ * runs from the worker's start to the drain's end (then is aborted), for other work at that time.
+ */
+async function drain(
+  c: pg.Client,
+  db: BenchDatabase,
+  s: Seeded,
+  prune: boolean,
+  beside?: (signal: AbortSignal) => Promise<void>,
+): Promise<number> {
   const ep = s.drainEndpointId;
   await c.query(`delete from attempts a using executions e where e.endpoint_id = $1 and a.execution_id = e.id`, [ep]);
   await c.query(`delete from executions where endpoint_id = $1`, [ep]);
@@ -125,9 +153,12 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
     CONCURRENCY: String(CONCURRENCY),
     PRUNE: prune ? '1' : '0',
   });
+  const besideStop = new AbortController();
+  let besideRun: Promise<void> | undefined;
   try {
     await child.line('ready');
     child.send('go');
+    besideRun = beside?.(besideStop.signal);
     for (;;) {
       // Through the partial indexes of live executions: the poll must not load the server it measures.
       const { rows } = await c.query(
@@ -144,11 +175,32 @@ async function drain(c: pg.Client, db: BenchDatabase, s: Seeded, prune: boolean)
       [ep],
     );
     const rate = (rows[0].n / rows[0].ms) * 1000;
-    say(`drain ${prune ? 'with' : 'without'} pruning: ${rows[0].n} executions in ${Math.round(rows[0].ms)} ms`);
+    const what = prune ? 'with pruning' : beside ? 'beside event pruning' : 'without pruning';
+    say(`drain ${what}: ${rows[0].n} executions in ${Math.round(rows[0].ms)} ms`);
     return rate;
   } finally {
+    besideStop.abort();
+    await besideRun;
     await child.stop();
   }
+}
+
+/** The reaper's event pruning of the seeded workspace, in a loop until `signal`; counts into `pruned`. */
+function eventPruning(db: BenchDatabase, s: Seeded, pruned: { events: number; ms: number }) {
+  return async (signal: AbortSignal) => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 1, types: pgTypes });
+    const started = performance.now();
+    try {
+      while (!signal.aborted) {
+        const n = await pruneEvents(pool, s.workspaceId, EVENT_WINDOW_MS, undefined, signal);
+        pruned.events += n;
+        if (n === 0) break;
+      }
+    } finally {
+      pruned.ms += performance.now() - started;
+      await pool.end();
+    }
+  };
 }
 
 /** The default pace, for `ms`: rows pruned per second by a pruner left to its loop. */
@@ -205,10 +257,13 @@ export async function run(): Promise<Figure[]> {
       // Drains without and with the pruner, alternated so that other load on the machine falls on
       // both alike; the medians are compared. The worker's pruner starts with each drain.
       const before = (await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n;
-      const rates: { without: number[]; beside: number[] } = { without: [], beside: [] };
+      const rates: { without: number[]; beside: number[]; events: number[] } = { without: [], beside: [], events: [] };
+      const eventsPruned = { events: 0, ms: 0 };
       for (let i = 0; i < PAIRS; i++) {
         rates.without.push(await drain(c, db, s, false));
         rates.beside.push(await drain(c, db, s, true));
+        await seedEvents(c, s);
+        rates.events.push(await drain(c, db, s, false, eventPruning(db, s, eventsPruned)));
       }
       const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
       const without = median(rates.without);
@@ -216,6 +271,12 @@ export async function run(): Promise<Figure[]> {
       figure('retention.engine-throughput.without-pruning', without, 'executions/s');
       figure('retention.engine-throughput.with-pruning', beside, 'executions/s');
       figure('retention.engine-throughput.drop', (1 - beside / without) * 100, '%');
+      const besideEvents = median(rates.events);
+      figure('retention.engine-throughput.with-event-pruning', besideEvents, 'executions/s');
+      figure('retention.engine-throughput.event-pruning-drop', (1 - besideEvents / without) * 100, '%');
+      figure('retention.event-prune-rate.beside-drain', eventsPruned.events / (eventsPruned.ms / 1000), 'events/s');
+      say(`${eventsPruned.events} events pruned during the drains beside event pruning`);
+      await c.query(`delete from events where workspace_id = $1 and created_at < now() - interval '72 hours'`, [s.workspaceId]);
       const during =
         Number((await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n) - Number(before);
       say(`${during} rows pruned during the drains with pruning`);

@@ -17,7 +17,8 @@
  *    connection busy at most a fifth of the time, and the engine's own statements get in between.
  *    While the process's workers are behind their queue (`busy`: a claim came back full) it
  *    pauses 24 times as long (`busyPauseFactor`): a twenty-fifth, so a drain loses less to it;
- *    history it leaves then is pruned at the full pace once they catch up.
+ *    history it leaves then is pruned at the full pace once they catch up. No pause outlasts
+ *    half the slice's lease, so a long one never hands the slice to another worker.
  *  - Live rows are never touched (PENDING, RUNNING executions; RUNNING, PAUSED,
  *    CANCEL_REQUESTED runs), nor the newest `keepPerJob` executions of a job that is kept, whatever
  *    their age: a job's page never goes blank. A job goes only with all its executions.
