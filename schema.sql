@@ -1,4 +1,4 @@
--- The schema after migrations/000060_parent_cancelled_reads_its_children.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000061_events_pruned_by_the_pruner.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -530,7 +530,7 @@ CREATE FUNCTION public.jobgate_provision_retention() RETURNS trigger
     AS $$
 begin
   insert into retention_slices (workspace_id, kind)
-  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS', 'JOBS', 'ALERTS']) as k
+  select new.id, k from unnest(array['EXECUTIONS', 'AUDIT', 'RUNS', 'JOBS', 'ALERTS', 'EVENTS']) as k
   on conflict do nothing;
   return new;
 end $$;
@@ -1187,7 +1187,7 @@ CREATE TABLE public.retention_slices (
     resume_created_at timestamp with time zone,
     resume_id uuid,
     CONSTRAINT retention_slices_check CHECK (((owner IS NULL) = (lease_until IS NULL))),
-    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text, 'JOBS'::text, 'ALERTS'::text])))
+    CONSTRAINT retention_slices_kind_check CHECK ((kind = ANY (ARRAY['EXECUTIONS'::text, 'AUDIT'::text, 'RUNS'::text, 'JOBS'::text, 'ALERTS'::text, 'EVENTS'::text])))
 );
 
 CREATE TABLE public.run_schedules (

@@ -14,11 +14,11 @@
  *    pruner left to its loop for BENCH_RETENTION_PACED_MS, 60 s) and flat out (no pause, to the
  *    end of the pass, on what is left).
  *    The newest 100 executions of each job are kept, so 900,000 executions go of a million.
- *  - Live events: the same drain beside the reaper's event pruning (pruneEvents, as each
- *    workspace's reaper runs it every five minutes: statements of 10,000 in a tight loop), here run
- *    by the bench process on BENCH_RETENTION_EVENTS (1,500,000) events past their 72-hour window,
- *    seeded again before each such drain; the drop against the drain without either pruner, and
- *    the events pruned per second meanwhile. Alternated with the two drains above.
+ *  - Live events: the same drain with the worker's pruner at its default pace on its EVENTS slice
+ *    alone (the other slices not due), BENCH_RETENTION_EVENTS (1,500,000) events past their
+ *    72-hour window seeded before each such drain; the drop against the drain without pruning, and
+ *    the events pruned per second meanwhile. Alternated with the two drains above (which have the
+ *    EVENTS slice not due).
  *
  * Nothing is asserted; the database is dropped afterwards.
  */
@@ -27,7 +27,6 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
 import { pgTypes } from '../src/db/pg-types.js';
-import { pruneEvents } from '../src/db/statements/events.js';
 import { createJobgate } from '../src/index.js';
 import { createLogger } from '../src/log.js';
 import { createPruner, type PrunedBatch } from '../src/service/engine/maintenance/pruner.js';
@@ -42,7 +41,6 @@ const PAIRS = env('BENCH_RETENTION_PAIRS', 3);
 const PACED_MS = env('BENCH_RETENTION_PACED_MS', 60_000);
 const DRAIN = env('BENCH_RETENTION_DRAIN', 20_000);
 const EVENTS = env('BENCH_RETENTION_EVENTS', 1_500_000);
-const EVENT_WINDOW_MS = 72 * 3_600_000;
 const CONCURRENCY = 50;
 const say = (msg: string) => process.stderr.write(`bench retention: ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -122,15 +120,15 @@ async function seedEvents(c: pg.Client, s: Seeded): Promise<void> {
 }
 
 /**
- * Drains DRAIN no-op executions with one worker process; executions/s from its attempts. `beside`
- * runs from the worker's start to the drain's end (then is aborted), for other work at that time.
+ * Drains DRAIN no-op executions with one worker process, with its pruner or not (the slices due
+ * are the caller's); executions/s from its attempts.
  */
 async function drain(
   c: pg.Client,
   db: BenchDatabase,
   s: Seeded,
   prune: boolean,
-  beside?: (signal: AbortSignal) => Promise<void>,
+  what = prune ? 'with pruning' : 'without pruning',
 ): Promise<number> {
   const ep = s.drainEndpointId;
   await c.query(`delete from attempts a using executions e where e.endpoint_id = $1 and a.execution_id = e.id`, [ep]);
@@ -153,12 +151,9 @@ async function drain(
     CONCURRENCY: String(CONCURRENCY),
     PRUNE: prune ? '1' : '0',
   });
-  const besideStop = new AbortController();
-  let besideRun: Promise<void> | undefined;
   try {
     await child.line('ready');
     child.send('go');
-    besideRun = beside?.(besideStop.signal);
     for (;;) {
       // Through the partial indexes of live executions: the poll must not load the server it measures.
       const { rows } = await c.query(
@@ -175,32 +170,26 @@ async function drain(
       [ep],
     );
     const rate = (rows[0].n / rows[0].ms) * 1000;
-    const what = prune ? 'with pruning' : beside ? 'beside event pruning' : 'without pruning';
     say(`drain ${what}: ${rows[0].n} executions in ${Math.round(rows[0].ms)} ms`);
     return rate;
   } finally {
-    besideStop.abort();
-    await besideRun;
     await child.stop();
   }
 }
 
-/** The reaper's event pruning of the seeded workspace, in a loop until `signal`; counts into `pruned`. */
-function eventPruning(db: BenchDatabase, s: Seeded, pruned: { events: number; ms: number }) {
-  return async (signal: AbortSignal) => {
-    const pool = new pg.Pool({ connectionString: db.url, max: 1, types: pgTypes });
-    const started = performance.now();
-    try {
-      while (!signal.aborted) {
-        const n = await pruneEvents(pool, s.workspaceId, EVENT_WINDOW_MS, undefined, signal);
-        pruned.events += n;
-        if (n === 0) break;
-      }
-    } finally {
-      pruned.ms += performance.now() - started;
-      await pool.end();
-    }
-  };
+/** Makes the EVENTS slice due and the others not (`events`), or the other way round. */
+async function due(c: pg.Client, events: boolean): Promise<void> {
+  await c.query(
+    `update retention_slices set next_due_at = case when (kind = 'EVENTS') = $1 then now() else now() + interval '1 day' end,
+       owner = null, lease_until = null`,
+    [events],
+  );
+}
+
+async function eventsPrunedSoFar(c: pg.Client): Promise<number> {
+  return Number(
+    (await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices where kind = 'EVENTS'`)).rows[0].n,
+  );
 }
 
 /** The default pace, for `ms`: rows pruned per second by a pruner left to its loop. */
@@ -256,14 +245,21 @@ export async function run(): Promise<Figure[]> {
       await seed(c, s);
       // Drains without and with the pruner, alternated so that other load on the machine falls on
       // both alike; the medians are compared. The worker's pruner starts with each drain.
-      const before = (await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n;
+      const before = (await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices where kind <> 'EVENTS'`))
+        .rows[0].n;
       const rates: { without: number[]; beside: number[]; events: number[] } = { without: [], beside: [], events: [] };
-      const eventsPruned = { events: 0, ms: 0 };
+      const eventsPruned = { events: 0, seconds: 0 };
       for (let i = 0; i < PAIRS; i++) {
         rates.without.push(await drain(c, db, s, false));
+        await due(c, false);
         rates.beside.push(await drain(c, db, s, true));
         await seedEvents(c, s);
-        rates.events.push(await drain(c, db, s, false, eventPruning(db, s, eventsPruned)));
+        await due(c, true);
+        const before = await eventsPrunedSoFar(c);
+        const rate = await drain(c, db, s, true, 'beside event pruning');
+        rates.events.push(rate);
+        eventsPruned.events += (await eventsPrunedSoFar(c)) - before;
+        eventsPruned.seconds += DRAIN / rate;
       }
       const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
       const without = median(rates.without);
@@ -274,11 +270,13 @@ export async function run(): Promise<Figure[]> {
       const besideEvents = median(rates.events);
       figure('retention.engine-throughput.with-event-pruning', besideEvents, 'executions/s');
       figure('retention.engine-throughput.event-pruning-drop', (1 - besideEvents / without) * 100, '%');
-      figure('retention.event-prune-rate.beside-drain', eventsPruned.events / (eventsPruned.ms / 1000), 'events/s');
+      figure('retention.event-prune-rate.beside-drain', eventsPruned.events / eventsPruned.seconds, 'events/s');
       say(`${eventsPruned.events} events pruned during the drains beside event pruning`);
       await c.query(`delete from events where workspace_id = $1 and created_at < now() - interval '72 hours'`, [s.workspaceId]);
       const during =
-        Number((await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices`)).rows[0].n) - Number(before);
+        Number(
+          (await c.query(`select coalesce(sum(pruned_total), 0)::bigint as n from retention_slices where kind <> 'EVENTS'`)).rows[0].n,
+        ) - Number(before);
       say(`${during} rows pruned during the drains with pruning`);
       await c.query(`update retention_slices set next_due_at = now(), owner = null, lease_until = null`);
       const paced = await prunePaced(db, PACED_MS);

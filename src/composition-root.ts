@@ -21,7 +21,7 @@ import { createEngineHost, type EngineHost } from './service/engine/runtime/host
 import { IntervalRegistry } from './service/engine/intervals/intervals.js';
 import { registerInternalHandlers } from './service/engine/maintenance/reaper.js';
 import { RecoverableRegistry } from './service/engine/runs/recoverable.js';
-import { createPruner, eventsBatch, type PrunedBatch, type Pruner } from './service/engine/maintenance/pruner.js';
+import { createPruner, type PrunedBatch, type Pruner } from './service/engine/maintenance/pruner.js';
 import { runDuePass, type RunDueDeps, type RunDueResult } from './service/engine/serverless/run-due.js';
 import { createCronJobScheduler, type CronJobScheduler } from './service/engine/cron/scheduler.js';
 import { createWorker, type Worker, type WorkerOptions } from './service/engine/worker/worker.js';
@@ -233,11 +233,7 @@ function assemble(opened: Opened): Engine {
   const handlers = options.handlers ?? new HandlerRegistry();
   // jobgate's own internal handlers (the reaper, the alert evaluator and sender), registered once,
   // whichever runs first: a worker, or a serverless pass.
-  registerInternalHandlers(handlers, pool, {
-    eventRetentionMs: opened.retention.eventsHours * 3_600_000,
-    alerts: options.alertEmail,
-    onEventsPruned: (workspaceId, n) => pruned(eventsBatch(workspaceId, n)),
-  });
+  registerInternalHandlers(handlers, pool, { alerts: options.alertEmail });
   const registries = {
     handlers,
     recoverables: options.recoverables ?? new RecoverableRegistry(),

@@ -521,7 +521,7 @@ export interface PayloadSpecs {
 
 export interface RetentionSlices {
   epoch: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
-  kind: 'EXECUTIONS' | 'AUDIT' | 'RUNS' | 'JOBS' | 'ALERTS';
+  kind: 'EXECUTIONS' | 'AUDIT' | 'RUNS' | 'JOBS' | 'ALERTS' | 'EVENTS';
   last_finished_at: Timestamp | null;
   last_pruned: Generated<ColumnType<number, number | bigint | string, number | bigint | string>>;
   last_started_at: Timestamp | null;

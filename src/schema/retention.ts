@@ -99,6 +99,7 @@ export const PrunedCountsRef = builder.objectRef<PruneHistoryResult['removed']>(
     findings: t.exposeInt('findings', { description: 'Findings, deleted with their runs.' }),
     auditLog: t.exposeInt('audit_log', { description: 'Audit log entries.' }),
     alertNotifications: t.exposeInt('alert_notifications', { description: 'Alert notifications.' }),
+    events: t.exposeInt('events', { description: 'Live events past their window (subscriptions can no longer replay them).' }),
     batches: t.exposeInt('batches', { description: 'Completed batches whose jobs were all deleted.' }),
   }),
 });

@@ -1,11 +1,13 @@
 /**
  * Retention settings over GraphQL: Workspace.retention shows the windows in effect, setRetention
- * (ADMIN) sets a workspace's own, audited, without touching another workspace's; the reaper
- * prunes live events by the workspace's own window.
+ * (ADMIN) sets a workspace's own, audited, without touching another workspace's; the pruner
+ * prunes live events by the workspace's own window, and pruneHistory counts them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/environment.js';
-import { EVENT_PRUNE_BATCH, pruneEvents } from '../../src/db/statements/events.js';
+import { EVENTS_PER_BATCH_ROW } from '../../src/db/statements/pruning.js';
+import { createLogger } from '../../src/log.js';
+import { createPruner, type PrunedBatch } from '../../src/service/engine/maintenance/pruner.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 
@@ -103,7 +105,23 @@ describe('retention settings', () => {
     expect((await g.gql(READ)).data.workspace.retention).toEqual(before);
   });
 
-  it("the reaper prunes live events by the workspace's own window", async () => {
+  /** A pass of the pruner over every slice, as a worker's would be, with the installation's event window of 48 hours. */
+  async function prunePass(batchSize = 1000): Promise<PrunedBatch[]> {
+    const batches: PrunedBatch[] = [];
+    await t.query(`update retention_slices set next_due_at = now(), owner = null, lease_until = null`);
+    const pruner = createPruner({
+      pool: t.database.pool,
+      log: createLogger('warn', () => {}),
+      defaults: { eventsHours: 48 },
+      batchSize,
+      pauseMs: 0,
+      onPruned: (b) => batches.push(b),
+    });
+    await pruner.runOnce();
+    return batches.filter((b) => b.kind === 'EVENTS');
+  }
+
+  it("the pruner prunes live events by the workspace's own window", async () => {
     const endpoint = (await t.service.registerEndpoint(t.actor, { name: 'ev.target', kind: 'HANDLER', handlerName: 'x' })).id;
     const other = (await t.service.registerEndpoint(t.otherActor, { name: 'ev.target', kind: 'HANDLER', handlerName: 'x' })).id;
     await t.service.createJob(t.actor, { endpointId: endpoint, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
@@ -113,15 +131,18 @@ describe('retention settings', () => {
       (await t.query(`select count(*)::int as n from events where workspace_id = $1`, [ws])).rows[0].n as number;
     expect(await g.gql(SET, { input: { eventsHours: 2 } })).not.toHaveProperty('errors');
     // The configured window (48 h) would keep both; this workspace's own (2 h) does not.
-    expect(await pruneEvents(t.database.pool, t.actor.workspaceId, 48 * 3_600_000)).toBeGreaterThan(0);
+    const batches = await prunePass();
+    expect(batches.map((b) => b.workspaceId)).toEqual([t.actor.workspaceId]);
+    expect(batches[0]!.rows.events).toBeGreaterThan(0);
     expect(await count(t.actor.workspaceId)).toBe(0);
-    expect(await pruneEvents(t.database.pool, t.otherActor.workspaceId, 48 * 3_600_000)).toBe(0);
     expect(await count(t.otherActor.workspaceId)).toBeGreaterThan(0);
   });
 
   it('prunes events in bounded batches, each audited with its count, the horizon moved to the last', async () => {
     const ws = t.otherActor.workspaceId;
-    const n = EVENT_PRUNE_BATCH + 37;
+    // Batches of 100 rows: 1,000 events each.
+    const perBatch = 100 * EVENTS_PER_BATCH_ROW;
+    const n = perBatch + 37;
     await t.query(
       `insert into events (workspace_id, topic, subject_id, status, created_at)
        select $1, 'JOB', gen_random_uuid(), 'ACTIVE', now() - interval '100 hours' from generate_series(1, $2::int)`,
@@ -129,13 +150,12 @@ describe('retention settings', () => {
     );
     const newest = (await t.query(`select max(id) as id from events where workspace_id = $1`, [ws])).rows[0].id;
     const since = (await t.query(`select coalesce(max(id), 0) as id from audit_log`)).rows[0].id;
-    const batches: number[] = [];
     const old = (
       await t.query(`select count(*)::int as n from events where workspace_id = $1 and created_at < now() - interval '48 hours'`, [ws])
     ).rows[0].n;
-    expect(await pruneEvents(t.database.pool, ws, 48 * 3_600_000, (b) => batches.push(b))).toBe(old);
-    expect(batches.length).toBe(2);
-    expect(batches.every((b) => b <= EVENT_PRUNE_BATCH)).toBe(true);
+    const batches = (await prunePass(100)).filter((b) => b.workspaceId === ws).map((b) => b.rows.events);
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(old);
+    expect(batches).toEqual([perBatch, old - perBatch]);
     const audited = (
       await t.query(`select input from audit_log where workspace_id = $1 and action = 'retention.prune' and id > $2 order by id`, [
         ws,
@@ -147,7 +167,7 @@ describe('retention settings', () => {
   });
 });
 
-const PRUNE = `mutation ($input: PruneHistoryInput) { pruneHistory(input: $input) { complete removed { jobs executions attempts runs findings auditLog alertNotifications } } }`;
+const PRUNE = `mutation ($input: PruneHistoryInput) { pruneHistory(input: $input) { complete removed { jobs executions attempts runs findings auditLog alertNotifications events } } }`;
 
 describe('pruning on demand', () => {
   /** An IMMEDIATE job that finished (SUCCEEDED) `ageDays` ago, with its one execution and attempt. */
@@ -192,6 +212,24 @@ describe('pruning on demand', () => {
     expect(audited).toEqual([{ result_code: 'OK', target_id: t.actor.workspaceId }]);
     // Nothing more to do: a second call removes nothing.
     expect((await g.gql(PRUNE, { input: { maxBatches: 5 } })).data.pruneHistory.removed.jobs).toBe(0);
+  });
+
+  it("removes the workspace's live events past its window too, and counts them", async () => {
+    await t.query(
+      `insert into events (workspace_id, topic, subject_id, status, created_at)
+       select $1, 'JOB', gen_random_uuid(), 'ACTIVE', now() - interval '100 hours' from generate_series(1, 25)`,
+      [t.actor.workspaceId],
+    );
+    const res = await g.gql(PRUNE, {});
+    expect(res.errors).toBeUndefined();
+    expect(res.data.pruneHistory.removed.events).toBe(25);
+    expect(
+      (
+        await t.query(`select count(*)::int as n from events where workspace_id = $1 and created_at < now() - interval '48 hours'`, [
+          t.actor.workspaceId,
+        ])
+      ).rows[0].n,
+    ).toBe(0);
   });
 
   it('leaves other workspaces alone', async () => {

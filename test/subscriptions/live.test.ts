@@ -6,8 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLogger } from '../../src/log.js';
-import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
-import { REAPER_HANDLER, registerInternalHandlers } from '../../src/service/engine/maintenance/reaper.js';
+import { pruneBounded } from '../../src/service/engine/maintenance/pruner.js';
 import { outcome, RecoverableRegistry } from '../../src/service/engine/runs/recoverable.js';
 import { createRunner } from '../../src/service/engine/runs/runner.js';
 import { cursorsOf, type TestCursors } from '../support/cursors.js';
@@ -367,9 +366,19 @@ describe('database connections lost', () => {
 });
 
 describe('event retention', () => {
-  it("the reaper drops its workspace's events older than the retention window and keeps the rest", async () => {
-    const registry = new HandlerRegistry();
-    registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
+  /** Prunes `workspaceId`'s history now, live events kept an hour, as the pruner does it (its EVENTS slice). */
+  async function pruneEventsOf(workspaceId: string) {
+    await pruneBounded({
+      pool: t.database.pool,
+      log: createLogger('warn', () => {}),
+      defaults: { eventsHours: 1 },
+      pauseMs: 0,
+      maxBatches: 1000,
+      workspaceId,
+    });
+  }
+
+  it("the pruner drops a workspace's events older than the retention window and keeps the rest", async () => {
     await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     await t.service.createJob(t.otherActor, {
       endpointId: (await t.service.registerEndpoint(t.otherActor, { name: 'other.target', kind: 'HANDLER', handlerName: 'x' })).id,
@@ -385,23 +394,14 @@ describe('event retention', () => {
         ])
       ).rows[0].n as number;
     expect(await count(t.actor.workspaceId, true)).toBeGreaterThan(0);
-    const reaper = registry.get(REAPER_HANDLER)!;
-    await reaper.fn({}, {
-      signal: new AbortController().signal,
-      executionId: '',
-      jobId: '',
-      workspaceId: t.actor.workspaceId,
-      attempt: 1,
-    } as never);
+    await pruneEventsOf(t.actor.workspaceId);
     expect(await count(t.actor.workspaceId, true)).toBe(0);
     expect(await count(t.actor.workspaceId, false)).toBeGreaterThan(0); // the newest job's events
-    expect(await count(t.otherActor.workspaceId, true)).toBeGreaterThan(0); // another workspace's reaper prunes those
+    expect(await count(t.otherActor.workspaceId, true)).toBeGreaterThan(0); // another workspace's slice, not pruned here
     expect((await t.query(`select count(*)::int as n from events where subject_id = $1`, [ours.job.id])).rows[0].n).toBe(1);
   });
 
   it('refuses to replay from a cursor whose next events were pruned (CURSOR_EXPIRED), and replays from one above them', async () => {
-    const registry = new HandlerRegistry();
-    registerInternalHandlers(registry, t.database.pool, { eventRetentionMs: 3_600_000 });
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt: new Date('2999-01-01T00:00:00Z') });
     const idOf = async (status: string) =>
       String((await t.query(`select id from events where subject_id = $1 and status = $2`, [job.id, status])).rows[0].id);
@@ -412,9 +412,7 @@ describe('event retention', () => {
     await t.service.resumeJob(t.actor, job.id);
     // The pause ages past the window and is pruned; the resume stays.
     await t.query(`update events set created_at = now() - interval '2 hours' where id <= $1`, [cursors.open('event', paused).toString()]);
-    await registry
-      .get(REAPER_HANDLER)!
-      .fn({}, { signal: new AbortController().signal, executionId: '', jobId: '', workspaceId: t.actor.workspaceId, attempt: 1 } as never);
+    await pruneEventsOf(t.actor.workspaceId);
 
     // From before the pruned pause: refused, rather than silently resuming at the resume.
     const stale = collect(live.client(key), JOBS, { jobId: job.id, after: created });

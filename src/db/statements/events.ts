@@ -119,51 +119,6 @@ export async function runsById(pool: pg.Pool, ids: string[]) {
   return (await pool.query(`select * from runs where id = any($1::uuid[])`, [ids])).rows;
 }
 
-/** Most events one pruning statement deletes: each is a short transaction. */
-export const EVENT_PRUNE_BATCH = 10_000;
-
-/**
- * Drops events older than the retention window (the workspace's own, set by setRetention, else
- * `retentionMs`), in statements of at most EVENT_PRUNE_BATCH rows, each its own short
- * transaction that moves the workspace's replay horizon (migration 000014) and writes one audit
- * row with its count (`retention.prune`, kind EVENTS). `onBatch` hears each batch's count;
- * `signal` stops it between batches. Returns how many in all.
- */
-export async function pruneEvents(
-  pool: pg.Pool | pg.PoolClient,
-  workspaceId: string,
-  retentionMs: number,
-  onBatch?: (n: number) => void,
-  signal?: AbortSignal,
-): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const { rows } = await pool.query<{ n: number }>(
-      `with pruned as (
-         delete from events where id in (
-           select id from events where workspace_id = $1 and created_at < now() - make_interval(secs => coalesce(
-             (select r.events_hours * 3600.0 from workspace_retention r where r.workspace_id = $1), $2::double precision / 1000))
-           limit $3)
-         returning id
-       ), horizon as (
-         update workspaces set events_pruned_through = greatest(events_pruned_through, (select max(id) from pruned))
-         where id = $1 and exists (select 1 from pruned)
-       ), audited as (
-         insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
-         select $1, 'system', 'retention.prune', 'Workspace', $1::text, jsonb_build_object('kind', 'EVENTS', 'events', count(*)), 'OK'
-         from pruned having count(*) > 0
-       )
-       select count(*)::int as n from pruned`,
-      [workspaceId, retentionMs, EVENT_PRUNE_BATCH],
-    );
-    const n = rows[0]!.n;
-    total += n;
-    if (n > 0) onBatch?.(n);
-    // A stop (the reaper's timeout, a shutdown) ends the loop between batches; the next run goes on.
-    if (n < EVENT_PRUNE_BATCH || signal?.aborted) return total;
-  }
-}
-
 /**
  * The position just before each job's first event (its creation), or the latest position for a
  * job whose events were pruned, by job id. One read for all the jobs: a job's events carry its

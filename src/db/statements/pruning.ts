@@ -8,6 +8,9 @@
  */
 import type pg from 'pg';
 import type { RetentionKind } from '../types.js';
+import { deleteOldestRows, EVENTS_PER_BATCH_ROW } from './pruning-oldest.js';
+
+export { EVENTS_PER_BATCH_ROW } from './pruning-oldest.js';
 
 export type { RetentionKind } from '../types.js';
 
@@ -18,7 +21,7 @@ export interface PrunedRows {
   audit_log: number;
   runs: number;
   findings: number;
-  /** Live events (pruned by each workspace's reaper). */
+  /** Live events (the EVENTS slice, migration 000061). */
   events: number;
   /** Whole jobs (one-off and retired ones), after their executions. */
   jobs: number;
@@ -39,6 +42,7 @@ export interface TakenSlice {
     failedExecutionsDays: number | null;
     auditDays: number | null;
     runsDays: number | null;
+    eventsHours: number | null;
   };
 }
 
@@ -95,6 +99,7 @@ export async function takeSlice(
       failedExecutionsDays: o.failed_executions_days ?? null,
       auditDays: o.audit_days ?? null,
       runsDays: o.runs_days ?? null,
+      eventsHours: o.events_hours ?? null,
     },
   };
 }
@@ -240,20 +245,6 @@ const PRUNE_RUNS = `
 delete from runs r where r.id = any($1::uuid[]) and not exists (select 1 from findings f where f.run_id = r.id)`;
 
 /**
- * The workspace's oldest `batch` audit rows, those of them past the window. Ids grow with time,
- * so the walk stops at the first young rows instead of reading every kept one.
- */
-const PRUNE_AUDIT = `
-with oldest as (
-  select id, created_at from audit_log where workspace_id = $1 order by id limit $3
-), gone as (
-  delete from audit_log a using oldest o
-  where a.id = o.id and o.created_at < now() - make_interval(secs => $2::double precision / 1000)
-  returning 1
-)
-select count(*)::int as n, (select count(*) from oldest)::int as scanned from gone`;
-
-/**
  * Whole jobs: one-off jobs (IMMEDIATE, DELAYED) and retired ones, each with all its executions
  * (and their attempts) once every one of them is finished and past its window, oldest first. A
  * recurring job that is not retired is never read (the walk's partial index, migration 000032):
@@ -350,17 +341,6 @@ with locked as (
 )
 select (select count(*) from gone_jobs)::int as jobs, (select count(*) from gone_executions)::int as executions,
   (select count(*) from gone_attempts)::int as attempts`;
-
-/** The workspace's oldest `batch` alert notifications, those of them past the window (as PRUNE_AUDIT). */
-const PRUNE_ALERT_NOTIFICATIONS = `
-with oldest as (
-  select id, created_at from alert_notifications where workspace_id = $1 order by created_at, id limit $3
-), gone as (
-  delete from alert_notifications a using oldest o
-  where a.id = o.id and o.created_at < now() - make_interval(secs => $2::double precision / 1000)
-  returning 1
-)
-select count(*)::int as n from gone`;
 
 export interface BatchInput {
   slice: TakenSlice;
@@ -493,18 +473,18 @@ async function deleteRuns(client: pg.PoolClient, workspaceId: string, batch: num
   return { pruned: { ...NO_ROWS, runs: gone, findings }, done: gone + findings === 0 };
 }
 
-/** The oldest-first kinds (audit log, alert notifications): a batch short of `batch` rows is the last. */
+/** The oldest-first kinds (audit log, alert notifications, live events): a batch short of its limit is the last. */
 async function deleteOldest(
   client: pg.PoolClient,
-  kind: 'AUDIT' | 'ALERTS',
+  kind: 'AUDIT' | 'ALERTS' | 'EVENTS',
   workspaceId: string,
   batch: number,
   work: Work,
 ): Promise<Deleted> {
-  const statement = kind === 'AUDIT' ? PRUNE_AUDIT : PRUNE_ALERT_NOTIFICATIONS;
-  const { rows } = await client.query<{ n: number }>(statement, [workspaceId, work.windowMs!, batch]);
-  const n = rows[0]!.n;
-  return { pruned: { ...NO_ROWS, ...(kind === 'AUDIT' ? { audit_log: n } : { alert_notifications: n }) }, done: n < batch };
+  const limit = kind === 'EVENTS' ? batch * EVENTS_PER_BATCH_ROW : batch;
+  const n = await deleteOldestRows(client, kind, workspaceId, work.windowMs!, limit);
+  const table = kind === 'AUDIT' ? 'audit_log' : kind === 'ALERTS' ? 'alert_notifications' : 'events';
+  return { pruned: { ...NO_ROWS, [table]: n }, done: n < limit };
 }
 
 function deleteBatch(client: pg.PoolClient, kind: RetentionKind, workspaceId: string, batch: number, work: Work): Promise<Deleted> {

@@ -21,7 +21,7 @@ export type PruneHistoryInput = z.input<typeof pruneSchema>;
 /** What an on-demand prune removed. */
 export interface PruneHistoryResult {
   /** Rows deleted per table (attempts with their executions, findings with their runs). */
-  removed: Omit<PrunedRows, 'events'>;
+  removed: PrunedRows;
   /** False when it stopped at `maxBatches`, or a slice was being pruned by a worker at that moment: call again. */
   complete: boolean;
 }
@@ -58,8 +58,7 @@ export function createPruneService(ctx: ServiceContext, configured: PruneDefault
             workspaceId: actor.workspaceId,
             onPruned: (batch) => ctx.observer.historyPruned(batch.rows),
           });
-          const { events: _events, ...removed } = report.removed;
-          return { removed, complete: report.complete };
+          return { removed: report.removed, complete: report.complete };
         },
       );
     },

@@ -24,16 +24,11 @@ import { DEFAULT_RETENTION, type RetentionDefaults } from './windows.js';
 
 export type { PrunedRows, RetentionKind } from '../../db/statements/pruning.js';
 
-/** One committed batch, as the hook sees it: rows deleted per table (zeros included). EVENTS batches come from the reaper. */
+/** One committed batch, as the hook sees it: rows deleted per table (zeros included). */
 export interface PrunedBatch {
   workspaceId: string;
-  kind: RetentionKind | 'EVENTS';
+  kind: RetentionKind;
   rows: PrunedRows;
-}
-
-/** The hook's view of a batch of live events the reaper pruned. */
-export function eventsBatch(workspaceId: string, events: number): PrunedBatch {
-  return { workspaceId, kind: 'EVENTS', rows: { ...NO_ROWS, events } };
 }
 
 export interface PrunerOptions {
@@ -74,6 +69,7 @@ export interface PrunerOptions {
 }
 
 const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
 
 /** What pruning a slice needs: the pruner's settings, its hook and its pause. */
 export interface PruneContext {
@@ -110,7 +106,9 @@ function windowsOf(slice: TakenSlice, defaults: RetentionDefaults) {
       ? days(o.auditDays, defaults.auditDays)
       : slice.kind === 'ALERTS'
         ? days(null, defaults.alertNotificationsDays)
-        : days(o.runsDays, defaults.runsDays);
+        : slice.kind === 'EVENTS'
+          ? (o.eventsHours ?? defaults.eventsHours) * HOUR_MS
+          : days(o.runsDays, defaults.runsDays);
   // A job goes with its executions, so it is kept while either kind of execution is kept forever.
   const keeps =
     slice.kind === 'EXECUTIONS'
@@ -269,7 +267,7 @@ export async function drainSlices(
   return out;
 }
 
-const RETENTION_KINDS: readonly RetentionKind[] = ['EXECUTIONS', 'JOBS', 'RUNS', 'AUDIT', 'ALERTS'];
+const RETENTION_KINDS: readonly RetentionKind[] = ['EXECUTIONS', 'JOBS', 'RUNS', 'AUDIT', 'ALERTS', 'EVENTS'];
 
 /** What a bounded prune removed: rows per table, and whether it got through everything it was to look at. */
 export interface PruneReport {

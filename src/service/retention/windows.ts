@@ -21,6 +21,8 @@ export interface RetentionDefaults {
   keepPerJob: number;
   /** Alert notifications. Default 90. */
   alertNotificationsDays: number;
+  /** Live events, kept for subscriptions to replay. Default 72. */
+  eventsHours: number;
 }
 
 /**
@@ -37,4 +39,5 @@ export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
   runsDays: 90,
   keepPerJob: 100,
   alertNotificationsDays: 90,
+  eventsHours: 72,
 });

@@ -1,13 +1,13 @@
 /**
  * The pruner: every worker process runs one. It keeps finished history to its window (see
  * docs/operating.md, "Retention"): SUCCEEDED and CANCELLED executions, FAILED ones (kept longer by default),
- * finished one-off and retired jobs whole, the audit log, finished runs with their findings, and
- * alert notifications. Live events are the reaper's (src/service/engine/maintenance/reaper.ts),
- * with the window set in the same place. The slice work itself is src/service/retention/pruning.ts
- * (a serverless pass and an on-demand prune run a bounded amount of it); this file is its loop.
+ * finished one-off and retired jobs whole, the audit log, finished runs with their findings, alert
+ * notifications and live events (moving the workspace's replay horizon). The slice work itself is
+ * src/service/retention/pruning.ts (a serverless pass and an on-demand prune run a bounded amount
+ * of it); this file is its loop.
  *
  *  - Exactly once per slice: the work is cut into slices, one per workspace and kind of history
- *    (migrations 000026, 000032). A worker takes a due slice that nobody holds (skip-locked read,
+ *    (migrations 000026, 000032, 000061). A worker takes a due slice that nobody holds (skip-locked read,
  *    compare-and-set with a new epoch) and prunes it to the end; any number of workers prune
  *    different slices at once.
  *  - Bounded batches, no long lock: each batch deletes at most `batchSize` rows (and their
@@ -33,7 +33,6 @@ import { createAvailability, type Availability } from '../runtime/availability.j
 import { createPollLoop } from '../runtime/poll-loop.js';
 
 export {
-  eventsBatch,
   pruneBounded,
   type BoundedPruneOptions,
   type PrunedBatch,
