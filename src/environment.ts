@@ -289,7 +289,7 @@ export interface Config {
   persistedOnly: boolean;
   /** Manifests of trusted documents (SHA-256 to document) besides the console's, as absolute paths. */
   persistedDocuments: string[];
-  /** How long live events are kept for subscriptions to replay (reaper prunes older ones). */
+  /** How long live events are kept for subscriptions to replay (the pruner prunes older ones). */
   eventRetentionMs: number;
   /** Retention of finished history: the installation's windows (0 days: forever) and the pruner's pace. */
   retention: {

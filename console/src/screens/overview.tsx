@@ -19,6 +19,7 @@ const PruneHistoryDocument = graphql(`
         findings
         auditLog
         alertNotifications
+        events
       }
     }
   }

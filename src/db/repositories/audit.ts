@@ -11,7 +11,7 @@ import type { Executor } from './scope.js';
 /**
  * The columns an audit row is written with (all of `audit_log` but its id and time). Statements
  * that write jobgate's own audit rows in the same statement as the work they record (the
- * reaper, retention, event pruning, createJob's one-statement path) restate this list in SQL;
+ * reaper, retention, createJob's one-statement path) restate this list in SQL;
  * test/db/audit-rule.test.ts holds every restatement, and this list, to the table.
  */
 export const AUDIT_COLUMNS = [

@@ -48,7 +48,10 @@ with gone as (
 )
 select count(*)::int as n from gone`;
 
-/** Events are a tenth of an execution's cost to delete: this many to a batch's row. */
+/**
+ * Live events to a batch's row: an event takes about 3 µs to delete, a batch of 10,000 about 30 ms,
+ * near what a batch of 1,000 executions with their attempts takes (and one audit row for them all).
+ */
 export const EVENTS_PER_BATCH_ROW = 10;
 
 const STATEMENTS = { AUDIT: PRUNE_AUDIT, ALERTS: PRUNE_ALERT_NOTIFICATIONS, EVENTS: PRUNE_EVENTS } as const;

@@ -265,7 +265,7 @@ delete from runs r where r.id = any($1::uuid[]) and not exists (select 1 from fi
  *     at its end, when they are gone. So does what referred to them: their dependencies, a
  *     batch's reference to its onComplete job, their executions' children's links (migration
  *     000059; UNLINK_EXECUTIONS).
- * A job's live events are the subscriptions' replay log and keep their own window (the reaper's).
+ * A job's live events are the subscriptions' replay log and keep their own window (the EVENTS slice).
  */
 const PAST_WINDOW = `((x.status in ('SUCCEEDED', 'CANCELLED') and x.finished_at < now() - make_interval(secs => $2::double precision / 1000))
   or (x.status = 'FAILED' and x.finished_at < now() - make_interval(secs => $3::double precision / 1000)))`;

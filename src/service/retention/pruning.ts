@@ -151,10 +151,10 @@ async function pruneBatches(ctx: PruneContext, slice: TakenSlice, stopping: () =
     if (result.done) return { ...outcome, done: true };
     if (stopping()) break;
     const factor = ctx.busy() ? ctx.busyPauseFactor : ctx.pauseFactor;
-    // Never past half the slice's lease, which the next batch extends: a long batch (a busy
-    // database) times a large factor would otherwise let the lease lapse and another worker take
-    // the slice over.
-    await ctx.pause(Math.min(Math.max(ctx.pauseMs, (performance.now() - started) * factor), ctx.leaseMs / 2));
+    // The factor's pause never past half the slice's lease, which the next batch extends: a long
+    // batch (a busy database) times a large factor would otherwise let the lease lapse and another
+    // worker take the slice over. (`pauseMs` is the operator's own.)
+    await ctx.pause(Math.max(ctx.pauseMs, Math.min((performance.now() - started) * factor, ctx.leaseMs / 2)));
     if (stopping()) break;
   }
   await handBackSlice(pool, slice, id, position);

@@ -1,8 +1,8 @@
 /**
  * Retention settings: how long each workspace keeps its finished history. The installation sets
  * the defaults (JOBGATE_RETENTION_*, JOBGATE_EVENT_RETENTION_HOURS); a workspace's ADMIN may set
- * its own windows. The pruning itself is engine work (src/service/engine/maintenance/pruner.ts, and the
- * reaper for live events), which reads the same row.
+ * its own windows. The pruning itself is engine work (src/service/engine/maintenance/pruner.ts, live
+ * events included), which reads the same row.
  */
 import { z } from 'zod';
 import * as retentionRepo from '../../db/repositories/retention.js';

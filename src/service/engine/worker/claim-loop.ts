@@ -56,7 +56,7 @@ interface ClaimState {
   heldBack: boolean;
   /** The last claim found fewer due executions than it asked for (or failed). */
   drained: boolean;
-  /** The last claim came back with as many executions as it asked for: more is due than it took. */
+  /** The last claim asked for more than one and came back with as many: more is due than it took. */
   full: boolean;
   /** Some endpoint has a concurrency limit: claims must check it. */
   limited: boolean;
@@ -297,7 +297,9 @@ async function claimOnce(
   clearTimeout(state.retryTimer);
   state.retryTimer = undefined;
   deps.claimed(sentAt, claimed);
-  state.full = claimed.length >= limit;
+  // A claim of one that found one says nothing about what is left (a worker of concurrency 1, or
+  // one slot freed under long handlers): only a fuller claim counts as a backlog.
+  state.full = limit > 1 && claimed.length >= limit;
   // A full batch means there is probably more. A short one means the queue is empty for this
   // worker, unless it was an OLDEST claim: that one locks what it picked only after picking it, and
   // skips what another worker's claim took meanwhile, so under contention it comes back short with
