@@ -43,8 +43,6 @@ export const ENGINE_DEFAULTS = Object.freeze({
   }),
   retention: Object.freeze({
     ...DEFAULT_RETENTION,
-    /** Live events kept for subscriptions to replay. */
-    eventsHours: 72,
     /** The pruner: rows per batch, least pause between batches, how often each slice is pruned. */
     batchSize: 1000,
     pauseMs: 50,

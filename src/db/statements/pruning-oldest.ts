@@ -49,21 +49,35 @@ with gone as (
 select count(*)::int as n from gone`;
 
 /**
- * Live events to a batch's row: an event takes about 3 µs to delete, a batch of 10,000 about 30 ms,
- * near what a batch of 1,000 executions with their attempts takes (and one audit row for them all).
+ * Each kind's statement, the table it counts in, and its rows to a batch's row: an event takes
+ * about 3 µs to delete, so 10,000 of them (about 30 ms) are near what a batch of 1,000 executions
+ * with their attempts takes, with one audit row for them all.
  */
-export const EVENTS_PER_BATCH_ROW = 10;
+const KINDS = {
+  AUDIT: { statement: PRUNE_AUDIT, table: 'audit_log', perRow: 1 },
+  ALERTS: { statement: PRUNE_ALERT_NOTIFICATIONS, table: 'alert_notifications', perRow: 1 },
+  EVENTS: { statement: PRUNE_EVENTS, table: 'events', perRow: 10 },
+} as const;
 
-const STATEMENTS = { AUDIT: PRUNE_AUDIT, ALERTS: PRUNE_ALERT_NOTIFICATIONS, EVENTS: PRUNE_EVENTS } as const;
+export type OldestKind = keyof typeof KINDS;
 
-/** Deletes at most `limit` of the workspace's rows of `kind` older than `windowMs`; returns how many. */
+/** Live events to a batch's row (KINDS). */
+export const EVENTS_PER_BATCH_ROW = KINDS.EVENTS.perRow;
+
+/**
+ * Deletes the workspace's rows of `kind` older than `windowMs`, at most a batch of `batch` rows
+ * (scaled for the kind); returns the table, how many went, and whether that was the last batch.
+ */
 export async function deleteOldestRows(
   client: pg.PoolClient,
-  kind: keyof typeof STATEMENTS,
+  kind: OldestKind,
   workspaceId: string,
   windowMs: number,
-  limit: number,
-): Promise<number> {
-  const { rows } = await client.query<{ n: number }>(STATEMENTS[kind], [workspaceId, windowMs, limit]);
-  return rows[0]!.n;
+  batch: number,
+): Promise<{ table: (typeof KINDS)[OldestKind]['table']; n: number; last: boolean }> {
+  const { statement, table, perRow } = KINDS[kind];
+  const limit = batch * perRow;
+  const { rows } = await client.query<{ n: number }>(statement, [workspaceId, windowMs, limit]);
+  const n = rows[0]!.n;
+  return { table, n, last: n < limit };
 }

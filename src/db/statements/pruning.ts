@@ -8,7 +8,7 @@
  */
 import type pg from 'pg';
 import type { RetentionKind } from '../types.js';
-import { deleteOldestRows, EVENTS_PER_BATCH_ROW } from './pruning-oldest.js';
+import { deleteOldestRows, type OldestKind } from './pruning-oldest.js';
 
 export { EVENTS_PER_BATCH_ROW } from './pruning-oldest.js';
 
@@ -473,18 +473,10 @@ async function deleteRuns(client: pg.PoolClient, workspaceId: string, batch: num
   return { pruned: { ...NO_ROWS, runs: gone, findings }, done: gone + findings === 0 };
 }
 
-/** The oldest-first kinds (audit log, alert notifications, live events): a batch short of its limit is the last. */
-async function deleteOldest(
-  client: pg.PoolClient,
-  kind: 'AUDIT' | 'ALERTS' | 'EVENTS',
-  workspaceId: string,
-  batch: number,
-  work: Work,
-): Promise<Deleted> {
-  const limit = kind === 'EVENTS' ? batch * EVENTS_PER_BATCH_ROW : batch;
-  const n = await deleteOldestRows(client, kind, workspaceId, work.windowMs!, limit);
-  const table = kind === 'AUDIT' ? 'audit_log' : kind === 'ALERTS' ? 'alert_notifications' : 'events';
-  return { pruned: { ...NO_ROWS, [table]: n }, done: n < limit };
+/** The oldest-first kinds (audit log, alert notifications, live events): ./pruning-oldest.ts. */
+async function deleteOldest(client: pg.PoolClient, kind: OldestKind, workspaceId: string, batch: number, work: Work): Promise<Deleted> {
+  const { table, n, last } = await deleteOldestRows(client, kind, workspaceId, work.windowMs!, batch);
+  return { pruned: { ...NO_ROWS, [table]: n }, done: last };
 }
 
 function deleteBatch(client: pg.PoolClient, kind: RetentionKind, workspaceId: string, batch: number, work: Work): Promise<Deleted> {

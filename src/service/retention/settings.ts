@@ -43,7 +43,7 @@ const setRetentionSchema = z.strictObject({
 export type SetRetentionInput = z.input<typeof setRetentionSchema>;
 
 export function createRetentionService(ctx: ServiceContext, configured: Partial<RetentionSettingsDefaults> = {}) {
-  const defaults: RetentionSettingsDefaults = { ...DEFAULT_RETENTION, eventsHours: 72, ...configured };
+  const defaults: RetentionSettingsDefaults = { ...DEFAULT_RETENTION, ...configured };
   const view = (row: retentionRepo.RetentionOverridesRow | undefined): WorkspaceRetention => {
     const overrides = {
       executionsDays: row?.executions_days ?? null,

@@ -26,11 +26,11 @@ export interface RetentionDefaults {
 }
 
 /**
- * The installation's defaults as the settings see them: the windows, and how long live events are
- * kept. Here, not beside the settings, so the service's context can name it without importing the
+ * The installation's defaults as the settings see them (the same windows, live events' included).
+ * Here, not beside the settings, so the service's context can name it without importing the
  * settings (which are built on the context).
  */
-export type RetentionSettingsDefaults = RetentionDefaults & { eventsHours: number };
+export type RetentionSettingsDefaults = RetentionDefaults;
 
 export const DEFAULT_RETENTION: Readonly<RetentionDefaults> = Object.freeze({
   executionsDays: 30,
