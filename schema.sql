@@ -1,4 +1,4 @@
--- The schema after migrations/000061_events_pruned_by_the_pruner.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000062_events_partitioned_by_generation.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -892,6 +892,22 @@ CREATE TABLE public.endpoint_retry_after (
 
 COMMENT ON TABLE public.endpoint_retry_after IS 'Until when each endpoint''s target asked for no more requests (HTTP 429 or 503 with Retry-After): none of its executions starts before then. Past rows are inert.';
 
+CREATE TABLE public.event_generations (
+    gen integer NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    retired_at timestamp with time zone
+);
+
+COMMENT ON TABLE public.event_generations IS 'The generations of live events (migration 000062): when each began and ended being written, and whether its partition is on its way out. Its partition is events_g<gen>.';
+
+CREATE SEQUENCE public.events_generation
+    START WITH 0
+    INCREMENT BY 1
+    MINVALUE 0
+    NO MAXVALUE
+    CACHE 1;
+
 CREATE TABLE public.events (
     id bigint NOT NULL,
     workspace_id uuid NOT NULL,
@@ -905,6 +921,27 @@ CREATE TABLE public.events (
     attempt_count integer,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     pause_kind text,
+    gen integer DEFAULT pg_sequence_last_value('public.events_generation'::regclass) NOT NULL,
+    CONSTRAINT events_topic_check CHECK ((topic = ANY (ARRAY['EXECUTION'::text, 'JOB'::text, 'RUN'::text, 'ALERT'::text])))
+)
+PARTITION BY LIST (gen);
+
+COMMENT ON TABLE public.events IS 'Live events, the subscriptions'' replay log: partitioned by generation (migration 000062; event_generations), each pruned whole once past every window, and row by row for a workspace whose window is shorter.';
+
+CREATE TABLE public.events_g0 (
+    id bigint NOT NULL,
+    workspace_id uuid NOT NULL,
+    topic text NOT NULL,
+    subject_id uuid NOT NULL,
+    job_id uuid,
+    endpoint_id uuid,
+    name text,
+    status text NOT NULL,
+    previous_status text,
+    attempt_count integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    pause_kind text,
+    gen integer DEFAULT NULL NOT NULL,
     CONSTRAINT events_topic_check CHECK ((topic = ANY (ARRAY['EXECUTION'::text, 'JOB'::text, 'RUN'::text, 'ALERT'::text])))
 );
 
@@ -1309,6 +1346,8 @@ CREATE TABLE public.workspaces (
 
 COMMENT ON COLUMN public.workspaces.concurrency_limit IS 'Most attempts in flight at once across the workspace''s endpoints (INTERNAL ones apart), across all workers; null: no cap.';
 
+ALTER TABLE ONLY public.events ATTACH PARTITION public.events_g0 FOR VALUES IN (0);
+
 ALTER TABLE ONLY public.alert_cursors
     ADD CONSTRAINT alert_cursors_pkey PRIMARY KEY (workspace_id);
 
@@ -1378,8 +1417,14 @@ ALTER TABLE ONLY public.endpoints
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_workspace_id_id_key UNIQUE (workspace_id, id);
 
+ALTER TABLE ONLY public.event_generations
+    ADD CONSTRAINT event_generations_pkey PRIMARY KEY (gen);
+
 ALTER TABLE ONLY public.events
-    ADD CONSTRAINT events_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT events_pkey PRIMARY KEY (id, gen);
+
+ALTER TABLE ONLY public.events_g0
+    ADD CONSTRAINT events_g0_pkey PRIMARY KEY (id, gen);
 
 ALTER TABLE ONLY public.execution_children
     ADD CONSTRAINT execution_children_pkey PRIMARY KEY (parent_execution_id);
@@ -1479,9 +1524,13 @@ CREATE INDEX endpoint_key_rate_buckets_recent ON public.endpoint_key_rate_bucket
 
 CREATE UNIQUE INDEX endpoints_live_name ON public.endpoints USING btree (workspace_id, name) WHERE (archived_at IS NULL);
 
-CREATE INDEX events_created ON public.events USING brin (created_at);
+CREATE INDEX events_created ON ONLY public.events USING brin (created_at);
 
-CREATE INDEX events_replay ON public.events USING btree (workspace_id, topic, id);
+CREATE INDEX events_g0_created ON public.events_g0 USING brin (created_at);
+
+CREATE INDEX events_replay ON ONLY public.events USING btree (workspace_id, topic, id);
+
+CREATE INDEX events_g0_replay ON public.events_g0 USING btree (workspace_id, topic, id);
 
 CREATE INDEX executions_blocked ON public.executions USING btree (job_id) WHERE blocked;
 
@@ -1560,6 +1609,12 @@ CREATE INDEX runs_workspace_name_created ON public.runs USING btree (workspace_i
 CREATE INDEX subscription_tickets_expires ON public.subscription_tickets USING btree (expires_at);
 
 CREATE INDEX workers_heartbeat ON public.workers USING btree (heartbeat_at);
+
+ALTER INDEX public.events_created ATTACH PARTITION public.events_g0_created;
+
+ALTER INDEX public.events_pkey ATTACH PARTITION public.events_g0_pkey;
+
+ALTER INDEX public.events_replay ATTACH PARTITION public.events_g0_replay;
 
 CREATE TRIGGER alert_notifications_events_insert AFTER INSERT ON public.alert_notifications REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_alerts_insert();
 

@@ -16,9 +16,10 @@
  *    The newest 100 executions of each job are kept, so 900,000 executions go of a million.
  *  - Live events: the same drain with the worker's pruner at its default pace on its EVENTS slice
  *    alone (the other slices not due), BENCH_RETENTION_EVENTS (1,500,000) events past their
- *    72-hour window seeded before each such drain; the drop against the drain without pruning, and
- *    the events pruned per second meanwhile. Alternated with the two drains above (which have the
- *    EVENTS slice not due).
+ *    72-hour window seeded before each such drain, in a generation past the window (migration
+ *    000062), which the pruner drops whole as the drain starts; the drop against the drain without
+ *    pruning, and the events pruned per second meanwhile. Alternated with the two drains above
+ *    (which have the EVENTS slice not due).
  *
  * Nothing is asserted; the database is dropped afterwards.
  */
@@ -30,6 +31,8 @@ import { pgTypes } from '../src/db/pg-types.js';
 import { createJobgate } from '../src/index.js';
 import { createLogger } from '../src/log.js';
 import { createPruner, type PrunedBatch } from '../src/service/engine/maintenance/pruner.js';
+import { keepEventPartitions } from '../src/service/retention/event-partitions.js';
+import { pruneContextOf } from '../src/service/retention/pruning.js';
 import type { Figure } from './run.js';
 import { spawnChild } from './support/children.js';
 import { openServer, type BenchDatabase, type BenchServer } from './support/postgres.js';
@@ -108,14 +111,27 @@ async function seed(c: pg.Client, s: Seeded): Promise<void> {
   say(`seeded ${ROWS} executions with attempts in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }
 
-/** EVENTS live events 80-100 hours old (past the 72-hour window) in the seeded workspace, as the drains' would be. */
-async function seedEvents(c: pg.Client, s: Seeded): Promise<void> {
+/**
+ * EVENTS live events 100 hours old (past the 72-hour window) in the seeded workspace, as the
+ * drains' would be: written into the current generation, which is then ended (a turn after its
+ * span) and made to look ended 73 hours ago, so the worker's pruner drops it whole at the start of
+ * the drain that follows.
+ */
+async function seedEvents(c: pg.Client, db: BenchDatabase, s: Seeded): Promise<void> {
   await c.query(
     `insert into events (workspace_id, topic, subject_id, status, previous_status, created_at)
      select $1, 'EXECUTION', gen_random_uuid(), 'SUCCEEDED', 'RUNNING', now() - interval '100 hours' + i * interval '1 ms'
      from generate_series(1, $2::int) i`,
     [s.workspaceId, EVENTS],
   );
+  await c.query(`update event_generations set started_at = now() - interval '25 hours' where ended_at is null`);
+  const pool = new pg.Pool({ connectionString: db.url, max: 1, types: pgTypes });
+  try {
+    await keepEventPartitions(pruneContextOf({ pool, log: createLogger('warn') }, 'bench', { cut: undefined }));
+  } finally {
+    await pool.end();
+  }
+  await c.query(`update event_generations set ended_at = now() - interval '73 hours' where ended_at is not null`);
   await c.query(`vacuum analyze events`);
   // Its WAL written out now, not by a checkpoint during the drain that follows.
   await c.query('checkpoint').catch(() => {});
@@ -255,7 +271,7 @@ export async function run(): Promise<Figure[]> {
         rates.without.push(await drain(c, db, s, false));
         await due(c, false);
         rates.beside.push(await drain(c, db, s, true));
-        await seedEvents(c, s);
+        await seedEvents(c, db, s);
         await due(c, true);
         const before = await eventsPrunedSoFar(c);
         const rate = await drain(c, db, s, true, 'beside event pruning');

@@ -94,7 +94,7 @@ async function columnOverrides(db: Kysely<PostgresDB>, columns: Map<string, { nu
   const { rows: always } = await sql<{ table_name: string; column_name: string; type: string }>`
     select t.relname as table_name, a.attname as column_name, format_type(a.atttypid, null) as type
     from pg_attribute a join pg_class t on t.oid = a.attrelid
-    where t.relnamespace = 'public'::regnamespace and t.relkind = 'r' and a.attidentity = 'a'
+    where t.relnamespace = 'public'::regnamespace and t.relkind in ('r', 'p') and a.attidentity = 'a'
     order by 1, 2`.execute(db);
   for (const column of always) {
     if (!['bigint', 'integer', 'smallint'].includes(column.type))

@@ -32,4 +32,6 @@ export const LOCK_KEY = Object.freeze({
   migrations: 7_143_020_511,
   /** The statistics keeper, one at a time (src/db/statements/statistics.ts). */
   statisticsKeeper: 7_143_020_512,
+  /** The live events' partitions, kept by one process at a time (src/db/statements/event-partitions.ts). */
+  eventPartitions: 7_143_020_513,
 });

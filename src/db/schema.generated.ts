@@ -275,10 +275,18 @@ export interface Endpoints {
   workspace_id: string;
 }
 
+export interface EventGenerations {
+  ended_at: Timestamp | null;
+  gen: number;
+  retired_at: Timestamp | null;
+  started_at: Generated<Timestamp>;
+}
+
 export interface Events {
   attempt_count: number | null;
   created_at: Generated<Timestamp>;
   endpoint_id: string | null;
+  gen: Generated<number>;
   id: GeneratedAlways<number>;
   job_id: string | null;
   name: string | null;
@@ -648,6 +656,7 @@ export interface DB {
   endpoint_rate_buckets: EndpointRateBuckets;
   endpoint_retry_after: EndpointRetryAfter;
   endpoints: Endpoints;
+  event_generations: EventGenerations;
   events: Events;
   execution_children: ExecutionChildren;
   executions: Executions;

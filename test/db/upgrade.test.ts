@@ -116,3 +116,36 @@ describe('000058: jobs and executions get ids that grow with time', () => {
     for (const id of await insertJob()) expect(madeAt(id)).toBeDefined();
   });
 });
+
+describe('000062: live events are kept by generation', () => {
+  it('keeps the events there were, with their ids, as generation 0, and goes on numbering after them', async () => {
+    const { client, upgrade } = await databaseBefore(62);
+    const q = async (text: string, values: unknown[] = []) => (await client.query(text, values)).rows;
+    const [ws] = await q(`select id from workspaces where slug = 'default'`);
+    await q(
+      `insert into events (workspace_id, topic, subject_id, status, created_at)
+       select $1, 'JOB', gen_random_uuid(), 'ACTIVE', now() - make_interval(hours => g) from generate_series(1, 50) g`,
+      [ws.id],
+    );
+    const before = await q(`select id, subject_id, created_at from events order by id`);
+    await q(`update workspaces set events_pruned_through = $1 where id = $2`, [before[0].id, ws.id]);
+
+    expect((await upgrade()).applied).toContain('000062_events_partitioned_by_generation.sql');
+
+    expect(await q(`select id, subject_id, created_at from events order by id`)).toEqual(before);
+    expect(new Set((await q(`select tableoid::regclass::text as p from events`)).map((r) => r.p))).toEqual(new Set(['events_g0']));
+    const [made] = await q(
+      `insert into events (workspace_id, topic, subject_id, status) values ($1, 'JOB', gen_random_uuid(), 'ACTIVE') returning id, gen`,
+      [ws.id],
+    );
+    expect(Number(made.id)).toBe(Math.max(...before.map((r) => Number(r.id))) + 1);
+    expect(made.gen).toBe(0);
+    // The replay's index adopted as it was (not built again), and the horizon as it was.
+    expect(
+      await q(
+        `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'events_replay'::regclass`,
+      ),
+    ).toEqual([{ name: 'events_g0_replay' }]);
+    expect(await q(`select events_pruned_through::int as h from workspaces where id = $1`, [ws.id])).toEqual([{ h: Number(before[0].id) }]);
+  });
+});

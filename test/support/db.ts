@@ -85,14 +85,16 @@ const FUNCTIONS = `select p.oid::regprocedure::text as name from pg_proc p join 
 const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 async function snapshot(pool: pg.Pool): Promise<Snapshot> {
-  const { rows: tables } = await pool.query<{ name: string; columns: string }>(`
-    select c.relname as name, string_agg(quote_ident(a.attname), ', ' order by a.attnum) as columns
+  // A partition's rows are read, and put back, through its parent (the live events' generations).
+  const { rows: tables } = await pool.query<{ name: string; columns: string; partition: boolean }>(`
+    select c.relname as name, string_agg(quote_ident(a.attname), ', ' order by a.attnum) as columns, c.relispartition as partition
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
     join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attgenerated = ''
     where n.nspname = 'public' and c.relkind in ('r', 'p') and c.relname <> 'jobgate_migrations'
-    group by c.relname order by c.relname`);
+    group by c.relname, c.relispartition order by c.relname`);
   const withRows = await Promise.all(
-    tables.map(async (table) => {
+    tables.map(async ({ partition, ...table }) => {
+      if (partition) return { ...table, rows: [] };
       const { rows } = await pool.query<{ rows: unknown[] }>(
         `select coalesce(json_agg(t), '[]') as rows from public.${quoted(table.name)} t`,
       );

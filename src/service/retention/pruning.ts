@@ -20,6 +20,7 @@ import {
   type RetentionKind,
   type TakenSlice,
 } from '../../db/statements/pruning.js';
+import { eventsRowWindowMs, keepEventPartitions } from './event-partitions.js';
 import { DEFAULT_RETENTION, type RetentionDefaults } from './windows.js';
 
 export type { PrunedRows, RetentionKind } from '../../db/statements/pruning.js';
@@ -62,6 +63,12 @@ export interface PrunerOptions {
   /** A slice's lease, extended at each batch. Default 60 s. */
   leaseMs?: number;
   /**
+   * Longest wait for the open transactions before detaching an old partition of live events
+   * (./event-partitions.ts); writers go on meanwhile. A detach cut short is finished next turn.
+   * Default 5 s.
+   */
+  detachWaitMs?: number;
+  /**
    * Called after each committed batch with its counts (metrics: rows pruned per table). A hook
    * that throws is logged and ignored; it never stops pruning.
    */
@@ -84,6 +91,13 @@ export interface PruneContext {
   busyPauseFactor: number;
   everyMs: number;
   leaseMs: number;
+  detachWaitMs: number;
+  /**
+   * Whether live events past the longest window go with their partition (the loop, a serverless
+   * pass), so the EVENTS slice deletes row by row only what a shorter window asks; false on demand,
+   * which prunes to the workspace's window now.
+   */
+  eventsByGeneration: boolean;
   report(batch: PrunedBatch): void;
   /** A pause that stop() cuts short. */
   pause(ms: number): Promise<void>;
@@ -125,7 +139,9 @@ function windowsOf(slice: TakenSlice, defaults: RetentionDefaults) {
  */
 async function pruneBatches(ctx: PruneContext, slice: TakenSlice, stopping: () => boolean): Promise<SliceOutcome> {
   const { pool, log, id } = ctx;
-  const { okMs, failedMs, windowMs } = windowsOf(slice, ctx.defaults);
+  const { okMs, failedMs } = windowsOf(slice, ctx.defaults);
+  let { windowMs } = windowsOf(slice, ctx.defaults);
+  if (slice.kind === 'EVENTS' && windowMs !== null && ctx.eventsByGeneration) windowMs = await eventsRowWindowMs(ctx, windowMs);
   const outcome: SliceOutcome = { total: 0, batches: 0, done: false, rows: { ...NO_ROWS } };
   let position: ExecutionsPosition | undefined = slice.position;
   for (;;) {
@@ -209,6 +225,8 @@ export function pruneContextOf(options: PrunerOptions, id: string, wake: { cut: 
     busyPauseFactor: options.busyPauseFactor ?? 24,
     everyMs: options.everyMs ?? 10 * 60_000,
     leaseMs: options.leaseMs ?? 60_000,
+    detachWaitMs: options.detachWaitMs ?? 5_000,
+    eventsByGeneration: true,
     report(batch) {
       if (!options.onPruned) return;
       try {
@@ -291,7 +309,12 @@ export interface BoundedPruneOptions extends PrunerOptions {
 export async function pruneBounded(options: BoundedPruneOptions): Promise<PruneReport> {
   const id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   let batches = 0;
-  const ctx: PruneContext = { ...pruneContextOf(options, id, { cut: undefined }), batchDone: () => batches++ };
+  const ctx: PruneContext = {
+    ...pruneContextOf(options, id, { cut: undefined }),
+    batchDone: () => batches++,
+    eventsByGeneration: !options.workspaceId,
+  };
+  if (!options.workspaceId) await keepEventPartitions(ctx);
   const { rows, complete } = await drainSlices(ctx, undefined, () => batches >= options.maxBatches, options.workspaceId);
   return { removed: rows, complete };
 }

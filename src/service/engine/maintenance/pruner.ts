@@ -2,7 +2,8 @@
  * The pruner: every worker process runs one. It keeps finished history to its window (see
  * docs/operating.md, "Retention"): SUCCEEDED and CANCELLED executions, FAILED ones (kept longer by default),
  * finished one-off and retired jobs whole, the audit log, finished runs with their findings, alert
- * notifications and live events (moving the workspace's replay horizon). The slice work itself is
+ * notifications and live events (moving the workspace's replay horizon; those past every window
+ * go with their partition, src/service/retention/event-partitions.ts). The slice work itself is
  * src/service/retention/pruning.ts (a serverless pass and an on-demand prune run a bounded amount
  * of it); this file is its loop.
  *
@@ -28,6 +29,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { keepEventPartitions } from '../../retention/event-partitions.js';
 import { drainSlices, pruneContextOf, type PrunerOptions as SliceOptions } from '../../retention/pruning.js';
 import { createAvailability, type Availability } from '../runtime/availability.js';
 import { createPollLoop } from '../runtime/poll-loop.js';
@@ -56,6 +58,21 @@ export function createPruner(options: PrunerOptions) {
   const state: { running: boolean; cut: (() => void) | undefined } = { running: false, cut: undefined };
   const ctx = pruneContextOf(options, id, state);
 
+  /**
+   * One turn of keeping the live events' partitions. What it throws is logged and does not stop the
+   * slices.
+   */
+  async function keepPartitions(): Promise<void> {
+    try {
+      const turn = await keepEventPartitions(ctx);
+      if (turn.waiting)
+        log.info(`pruner ${id}: an old partition of live events waits for open transactions; its detach finishes next turn`);
+    } catch (error) {
+      if (!availability.unreachable(error, 'retention'))
+        log.warn(`pruner ${id}: keeping the live events' partitions failed: ${(error as Error).message}`);
+    }
+  }
+
   /** Takes and prunes due slices until none is left; returns the rows deleted. */
   async function drain(stopping: () => boolean): Promise<number> {
     return (await drainSlices(ctx, availability, stopping)).total;
@@ -64,6 +81,7 @@ export function createPruner(options: PrunerOptions) {
   const loop = createPollLoop({
     everyMs: options.pollMs ?? 30_000,
     pass: async () => {
+      await keepPartitions();
       await drain(() => !state.running);
     },
     onError(error) {
@@ -74,10 +92,14 @@ export function createPruner(options: PrunerOptions) {
   return {
     id,
     /**
-     * Prunes every due slice now, in this process, whether or not the loop runs (tests, the
-     * library). Throws what a batch throws. Returns the rows deleted.
+     * Keeps the live events' partitions (one turn) and prunes every due slice now, in this
+     * process, whether or not the loop runs (tests, the library). Throws what a batch throws.
+     * Returns the rows the slices deleted.
      */
-    runOnce: (): Promise<number> => drain(() => false),
+    runOnce: async (): Promise<number> => {
+      await keepEventPartitions(ctx);
+      return drain(() => false);
+    },
     start() {
       if (state.running) return;
       state.running = true;

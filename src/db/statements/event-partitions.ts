@@ -1,0 +1,209 @@
+/**
+ * The live events' partitions (migration 000062): one per generation, the number writers stamp
+ * on each event as they insert it. Keeping them is three steps, each safe to repeat after a crash
+ * at any point (src/service/retention/event-partitions.ts runs them, one process at a time):
+ *
+ *  - rotate: attach the next generation's partition, then move the writers to it, so no writer
+ *    ever reads a generation without a partition;
+ *  - retire an ended generation past every window: move each workspace's replay horizon past its
+ *    events there and audit their removal, in one transaction;
+ *  - detach the retired partition CONCURRENTLY (writers go on meanwhile; it waits for the open
+ *    transactions that might read it) and drop it. A detach cut short is finished at the next turn.
+ */
+import type pg from 'pg';
+import { LOCK_KEY } from '../advisory-locks.js';
+
+/** A generation's partition. `gen` comes from event_generations or the sequence, never from input. */
+export function partitionOf(gen: number): string {
+  if (!Number.isSafeInteger(gen) || gen < 0) throw new Error(`not a generation: ${gen}`);
+  return `events_g${gen}`;
+}
+
+/**
+ * Runs `fn` on one connection holding the partitions' lock; undefined, without running it, when
+ * another process holds it. A session lock, so it spans the detach, which cannot run in a
+ * transaction.
+ */
+export async function withPartitionsLock<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T | undefined> {
+  const client = await pool.connect();
+  let failure: Error | undefined;
+  try {
+    const { rows } = await client.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [LOCK_KEY.eventPartitions]);
+    if (!rows[0]!.ok) return undefined;
+    try {
+      return await fn(client);
+    } finally {
+      await client.query('select pg_advisory_unlock($1)', [LOCK_KEY.eventPartitions]);
+    }
+  } catch (error) {
+    failure = error as Error;
+    throw error;
+  } finally {
+    client.release(failure);
+  }
+}
+
+/**
+ * The generation writers use now and when it began. The sequence is what writers read; its row is
+ * written in the same transaction as the sequence moves, and made here if that transaction failed
+ * after the move (setval does not roll back), along with the end of the one before.
+ */
+const CURRENT = `
+with cur as (select pg_sequence_last_value('events_generation'::regclass)::int as gen),
+made as (
+  insert into event_generations (gen) select gen from cur on conflict (gen) do nothing
+), ended as (
+  update event_generations set ended_at = clock_timestamp() where gen < (select gen from cur) and ended_at is null
+)
+select c.gen, coalesce(extract(epoch from now() - g.started_at) * 1000, 0)::float8 as age_ms
+from cur c left join event_generations g on g.gen = c.gen`;
+
+/** The current generation and how long it has been written (by the database's clock). */
+export async function currentGeneration(client: pg.PoolClient): Promise<{ gen: number; ageMs: number }> {
+  const { rows } = await client.query<{ gen: number; age_ms: number }>(CURRENT);
+  return { gen: rows[0]!.gen, ageMs: rows[0]!.age_ms };
+}
+
+/**
+ * Attaches generation `gen + 1`'s partition, then moves the writers to it. ATTACH takes a lock that
+ * lets writers go on (SHARE UPDATE EXCLUSIVE on events); CREATE TABLE ... PARTITION OF would not.
+ * The sequence moves before the end is stamped, in one transaction, so every row of generation
+ * `gen` was written by a transaction that began before its ended_at.
+ */
+export async function rotate(client: pg.PoolClient, gen: number): Promise<void> {
+  const next = partitionOf(gen + 1);
+  await client.query(`create table if not exists ${next} (like events including constraints)`);
+  const { rows } = await client.query<{ attached: boolean }>(
+    `select exists (select 1 from pg_inherits where inhrelid = $1::regclass) as attached`,
+    [next],
+  );
+  if (!rows[0]!.attached) await client.query(`alter table events attach partition ${next} for values in (${gen + 1})`);
+  await client.query('begin');
+  try {
+    await client.query(`select setval('events_generation', $1)`, [gen + 1]);
+    await client.query(
+      `with made as (insert into event_generations (gen, started_at) values ($1, clock_timestamp()) on conflict (gen) do nothing)
+       update event_generations set ended_at = clock_timestamp() where gen < $1 and ended_at is null`,
+      [gen + 1],
+    );
+    await client.query('commit');
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * The longest events window in force, in hours: the installation's ($1), or a workspace's own if
+ * longer. A generation is past every window once its end is older than this.
+ */
+const LONGEST_WINDOW = `select greatest($1::int, (select max(events_hours) from workspace_retention))::int as hours`;
+
+export async function longestEventsWindowHours(db: pg.Pool | pg.PoolClient, installationHours: number): Promise<number> {
+  return (await db.query<{ hours: number }>(LONGEST_WINDOW, [installationHours])).rows[0]!.hours;
+}
+
+/** Ended generations whose end is older than $1 hours (every row in them is), oldest first. */
+const PAST = `
+select gen, retired_at is not null as retired from event_generations
+where ended_at < now() - make_interval(hours => $1::int)
+order by gen`;
+
+export async function generationsPast(client: pg.PoolClient, hours: number): Promise<{ gen: number; retired: boolean }[]> {
+  return (await client.query<{ gen: number; retired: boolean }>(PAST, [hours])).rows;
+}
+
+/**
+ * Retires generation $1: each workspace with events in it gets its replay horizon (migration
+ * 000014) moved to its newest one there, and an audit row and its slice's count for them, as a
+ * batch of the EVENTS slice would; then the generation is marked retired, so a retry after a crash
+ * neither audits twice nor skips the horizon. One read of the partition, grouped: it is about to
+ * go, and its events in one scan cost less than an index probe per workspace and topic would.
+ */
+const RETIRE = `
+with kept as (
+  select workspace_id, count(*)::int as n, max(id) as through from events where gen = $1 group by workspace_id
+), horizon as (
+  update workspaces w set events_pruned_through = greatest(w.events_pruned_through, k.through)
+  from kept k where w.id = k.workspace_id
+), counted as (
+  update retention_slices s set pruned_total = pruned_total + k.n
+  from kept k where s.workspace_id = k.workspace_id and s.kind = 'EVENTS'
+), audited as (
+  insert into audit_log (workspace_id, actor_kind, action, target_type, target_id, input, result_code)
+  select k.workspace_id, 'system', 'retention.prune', 'Workspace', k.workspace_id::text,
+         jsonb_build_object('kind', 'EVENTS', 'events', k.n, 'generation', $1::int), 'OK'
+  from kept k join workspaces w on w.id = k.workspace_id
+), marked as (
+  update event_generations set retired_at = now() where gen = $1 and retired_at is null
+)
+select workspace_id::text, n from kept`;
+
+export async function retire(client: pg.PoolClient, gen: number): Promise<{ workspaceId: string; events: number }[]> {
+  await client.query('begin');
+  try {
+    const { rows } = await client.query<{ workspace_id: string; n: number }>(RETIRE, [gen]);
+    await client.query('commit');
+    return rows.map((r) => ({ workspaceId: r.workspace_id, events: r.n }));
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  }
+}
+
+/** Partitions of events whose detach was cut short (they hold no rows a reader can still see). */
+const PENDING = `
+select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+where i.inhparent = 'events'::regclass and i.inhdetachpending`;
+
+/**
+ * Detaches and drops a retired generation's partition. The detach waits for every open
+ * transaction that might read it, but under a lock writers do not wait for; `lockTimeoutMs` bounds
+ * that wait, and a detach it cuts short is left pending (false) and finished by `finishDetaches`
+ * next turn.
+ */
+export async function dropGeneration(client: pg.PoolClient, gen: number, lockTimeoutMs: number): Promise<boolean> {
+  const table = partitionOf(gen);
+  const { rows } = await client.query<{ attached: boolean; exists: boolean }>(
+    `select to_regclass($1) is not null as exists,
+            exists (select 1 from pg_inherits where inhrelid = to_regclass($1)) as attached`,
+    [table],
+  );
+  if (rows[0]!.attached && !(await withLockTimeout(client, lockTimeoutMs, `alter table events detach partition ${table} concurrently`)))
+    return false;
+  await forget(client, gen, rows[0]!.exists);
+  return true;
+}
+
+/** Finishes detaches cut short; false when one still waits for open transactions. */
+export async function finishDetaches(client: pg.PoolClient, lockTimeoutMs: number): Promise<boolean> {
+  const { rows } = await client.query<{ name: string }>(PENDING);
+  for (const { name } of rows) {
+    const gen = Number(/^events_g(\d+)$/.exec(name)?.[1]);
+    if (!(await withLockTimeout(client, lockTimeoutMs, `alter table events detach partition ${partitionOf(gen)} finalize`))) return false;
+    await forget(client, gen, true);
+  }
+  return true;
+}
+
+async function forget(client: pg.PoolClient, gen: number, exists: boolean) {
+  if (exists) await client.query(`drop table ${partitionOf(gen)}`);
+  await client.query('delete from event_generations where gen = $1', [gen]);
+}
+
+/** The lock_timeout error. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/** Runs a detach under a lock_timeout of `ms`; false when the wait ran out (the detach is left pending). */
+async function withLockTimeout(client: pg.PoolClient, ms: number, statement: string): Promise<boolean> {
+  await client.query(`select set_config('lock_timeout', $1, false)`, [`${Math.max(1, Math.round(ms))}ms`]);
+  try {
+    await client.query(statement);
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) return false;
+    throw error;
+  } finally {
+    await client.query('reset lock_timeout');
+  }
+}
