@@ -36,14 +36,17 @@ afterEach(async () => {
   await t?.close();
 });
 
-/** One turn of keeping the partitions, with the installation's events window of 48 hours (a span of 16). */
-function turn(detachWaitMs = 30_000) {
+/**
+ * One turn of keeping the partitions, with the installation's events window of 48 hours (a span of
+ * 16). `batchSize` 1 counts a generation 100 ids at a time.
+ */
+function turn(detachWaitMs = 30_000, { batchSize = 1000, stopping = (): boolean => false } = {}) {
   const ctx = pruneContextOf(
-    { pool: t.database.pool, log, defaults: { eventsHours: 48 }, detachWaitMs, onPruned: (b) => reported.push(b) },
+    { pool: t.database.pool, log, defaults: { eventsHours: 48 }, detachWaitMs, batchSize, pauseMs: 0, onPruned: (b) => reported.push(b) },
     'test',
     { cut: undefined },
   );
-  return keepEventPartitions(ctx);
+  return keepEventPartitions(ctx, stopping);
 }
 
 /** A connection of its own (an open transaction, a held lock). */
@@ -154,6 +157,37 @@ describe('generations', () => {
     const replay = await matchingEvents(t.database.pool, { workspaceId: ws, topic: 'JOB' }, 0n, 10n ** 12n, 100);
     expect(replay.prunedThrough).toBe(BigInt(Math.max(...gone.map((e) => Number(e.id)))));
     expect(replay.rows.map((r) => Number(r.id))).toEqual(kept.slice(0, 2).map((e) => Number(e.id)));
+  });
+
+  it('counts a generation a chunk of ids at a time, and a turn stopped while counting writes nothing', async () => {
+    const [ws, other] = [t.actor.workspaceId, t.otherActor.workspaceId];
+    const mine: number[] = [];
+    const theirs: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      mine.push(...(await events(ws, 47)).map((e) => Number(e.id)));
+      theirs.push(...(await events(other, 13)).map((e) => Number(e.id)));
+    }
+    await ageCurrent(17);
+    await turn();
+    await endedAgo(0, 49);
+    // Stopped after the first chunk of 100 ids (of 300): no horizon, no audit, still there.
+    let chunks = 0;
+    const stopped = await turn(30_000, { batchSize: 1, stopping: () => chunks++ > 0 });
+    expect(stopped).toEqual({ rotated: false, dropped: [], held: true, waiting: false });
+    expect(await partitions()).toEqual(['events_g0', 'events_g1']);
+    expect(await horizon(ws)).toBe(0);
+    expect(reported).toEqual([]);
+
+    expect((await turn(30_000, { batchSize: 1 })).dropped).toEqual([0]);
+    expect(await horizon(ws)).toBe(Math.max(...mine));
+    expect(await horizon(other)).toBe(Math.max(...theirs));
+    const audits = await t.query(`select workspace_id, input from audit_log where action = 'retention.prune' order by workspace_id`);
+    expect(audits.rows).toEqual(
+      [
+        { workspace_id: ws, input: { kind: 'EVENTS', events: 235, generation: 0 } },
+        { workspace_id: other, input: { kind: 'EVENTS', events: 65, generation: 0 } },
+      ].sort((a, b) => a.workspace_id.localeCompare(b.workspace_id)),
+    );
   });
 
   it("is kept while any workspace's own window still covers it", async () => {

@@ -5,8 +5,9 @@
  *
  *  - rotate: attach the next generation's partition, then move the writers to it, so no writer
  *    ever reads a generation without a partition;
- *  - retire an ended generation past every window: move each workspace's replay horizon past its
- *    events there and audit their removal, in one transaction;
+ *  - retire an ended generation past every window: count its events per workspace, in chunks of
+ *    ids (paced by the caller), then move each workspace's replay horizon past its events there
+ *    and audit their removal, in one statement;
  *  - detach the retired partition CONCURRENTLY (writers go on meanwhile; it waits for the open
  *    transactions that might read it) and drop it. A detach cut short is finished at the next turn.
  */
@@ -113,16 +114,39 @@ export async function generationsPast(client: pg.PoolClient, hours: number): Pro
   return (await client.query<{ gen: number; retired: boolean }>(PAST, [hours])).rows;
 }
 
+/** The lowest and highest event id in generation `gen`'s partition (two probes of its primary key). */
+export async function idRange(client: pg.PoolClient, gen: number): Promise<{ lo: number; hi: number } | undefined> {
+  const { rows } = await client.query<{ lo: string | null; hi: string | null }>(
+    `select min(id)::text as lo, max(id)::text as hi from ${partitionOf(gen)}`,
+  );
+  return rows[0]!.lo === null ? undefined : { lo: Number(rows[0]!.lo), hi: Number(rows[0]!.hi) };
+}
+
+/** Per workspace, how many of generation `gen`'s events have ids in (after, upTo], and the newest. */
+export async function countChunk(
+  client: pg.PoolClient,
+  gen: number,
+  after: number,
+  upTo: number,
+): Promise<{ workspaceId: string; n: number; through: number }[]> {
+  const { rows } = await client.query<{ workspace_id: string; n: number; through: string }>(
+    `select workspace_id::text, count(*)::int as n, max(id)::text as through from ${partitionOf(gen)}
+     where id > $1 and id <= $2 group by workspace_id`,
+    [after, upTo],
+  );
+  return rows.map((r) => ({ workspaceId: r.workspace_id, n: r.n, through: Number(r.through) }));
+}
+
 /**
- * Retires generation $1: each workspace with events in it gets its replay horizon (migration
- * 000014) moved to its newest one there, and an audit row and its slice's count for them, as a
- * batch of the EVENTS slice would; then the generation is marked retired, so a retry after a crash
- * neither audits twice nor skips the horizon. One read of the partition, grouped: it is about to
- * go, and its events in one scan cost less than an index probe per workspace and topic would.
+ * Retires generation $1, given its events per workspace ($2 workspaces, $3 counts, $4 newest ids,
+ * read beforehand in paced chunks): each workspace's replay horizon (migration 000014) moves to its
+ * newest event there, and an audit row and its slice's count record them, as a batch of the EVENTS
+ * slice would; then the generation is marked retired, so a retry after a crash neither audits
+ * twice nor skips the horizon.
  */
 const RETIRE = `
 with kept as (
-  select workspace_id, count(*)::int as n, max(id) as through from events where gen = $1 group by workspace_id
+  select * from unnest($2::uuid[], $3::int[], $4::bigint[]) as k(workspace_id, n, through)
 ), horizon as (
   update workspaces w set events_pruned_through = greatest(w.events_pruned_through, k.through)
   from kept k where w.id = k.workspace_id
@@ -134,21 +158,15 @@ with kept as (
   select k.workspace_id, 'system', 'retention.prune', 'Workspace', k.workspace_id::text,
          jsonb_build_object('kind', 'EVENTS', 'events', k.n, 'generation', $1::int), 'OK'
   from kept k join workspaces w on w.id = k.workspace_id
-), marked as (
-  update event_generations set retired_at = now() where gen = $1 and retired_at is null
 )
-select workspace_id::text, n from kept`;
+update event_generations set retired_at = now() where gen = $1 and retired_at is null`;
 
-export async function retire(client: pg.PoolClient, gen: number): Promise<{ workspaceId: string; events: number }[]> {
-  await client.query('begin');
-  try {
-    const { rows } = await client.query<{ workspace_id: string; n: number }>(RETIRE, [gen]);
-    await client.query('commit');
-    return rows.map((r) => ({ workspaceId: r.workspace_id, events: r.n }));
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  }
+export async function retire(
+  client: pg.PoolClient,
+  gen: number,
+  kept: readonly { workspaceId: string; events: number; through: number }[],
+): Promise<void> {
+  await client.query(RETIRE, [gen, kept.map((k) => k.workspaceId), kept.map((k) => k.events), kept.map((k) => k.through)]);
 }
 
 /** Partitions of events whose detach was cut short (they hold no rows a reader can still see). */

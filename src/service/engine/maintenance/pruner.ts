@@ -64,7 +64,7 @@ export function createPruner(options: PrunerOptions) {
    */
   async function keepPartitions(): Promise<void> {
     try {
-      const turn = await keepEventPartitions(ctx);
+      const turn = await keepEventPartitions(ctx, () => !state.running);
       if (turn.waiting)
         log.info(`pruner ${id}: an old partition of live events waits for open transactions; its detach finishes next turn`);
     } catch (error) {
