@@ -894,12 +894,15 @@ COMMENT ON TABLE public.endpoint_retry_after IS 'Until when each endpoint''s tar
 
 CREATE TABLE public.event_generations (
     gen integer NOT NULL,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    attached_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
     ended_at timestamp with time zone,
+    counted jsonb DEFAULT '{}'::jsonb NOT NULL,
+    counted_through bigint,
     retired_at timestamp with time zone
 );
 
-COMMENT ON TABLE public.event_generations IS 'The generations of live events (migration 000062): when each began and ended being written, and whether its partition is on its way out. Its partition is events_g<gen>.';
+COMMENT ON TABLE public.event_generations IS 'The generations of live events (migration 000062): when each partition was attached, when writers began and stopped writing it, and how far its removal has got. Its partition is events_g<gen>.';
 
 CREATE SEQUENCE public.events_generation
     START WITH 0
@@ -942,6 +945,23 @@ CREATE TABLE public.events_g0 (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     pause_kind text,
     gen integer DEFAULT NULL NOT NULL,
+    CONSTRAINT events_topic_check CHECK ((topic = ANY (ARRAY['EXECUTION'::text, 'JOB'::text, 'RUN'::text, 'ALERT'::text])))
+);
+
+CREATE TABLE public.events_g1 (
+    id bigint NOT NULL,
+    workspace_id uuid NOT NULL,
+    topic text NOT NULL,
+    subject_id uuid NOT NULL,
+    job_id uuid,
+    endpoint_id uuid,
+    name text,
+    status text NOT NULL,
+    previous_status text,
+    attempt_count integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    pause_kind text,
+    gen integer DEFAULT pg_sequence_last_value('public.events_generation'::regclass) NOT NULL,
     CONSTRAINT events_topic_check CHECK ((topic = ANY (ARRAY['EXECUTION'::text, 'JOB'::text, 'RUN'::text, 'ALERT'::text])))
 );
 
@@ -1348,6 +1368,8 @@ COMMENT ON COLUMN public.workspaces.concurrency_limit IS 'Most attempts in fligh
 
 ALTER TABLE ONLY public.events ATTACH PARTITION public.events_g0 FOR VALUES IN (0);
 
+ALTER TABLE ONLY public.events ATTACH PARTITION public.events_g1 FOR VALUES IN (1);
+
 ALTER TABLE ONLY public.alert_cursors
     ADD CONSTRAINT alert_cursors_pkey PRIMARY KEY (workspace_id);
 
@@ -1425,6 +1447,9 @@ ALTER TABLE ONLY public.events
 
 ALTER TABLE ONLY public.events_g0
     ADD CONSTRAINT events_g0_pkey PRIMARY KEY (id, gen);
+
+ALTER TABLE ONLY public.events_g1
+    ADD CONSTRAINT events_g1_pkey PRIMARY KEY (id, gen);
 
 ALTER TABLE ONLY public.execution_children
     ADD CONSTRAINT execution_children_pkey PRIMARY KEY (parent_execution_id);
@@ -1532,6 +1557,10 @@ CREATE INDEX events_replay ON ONLY public.events USING btree (workspace_id, topi
 
 CREATE INDEX events_g0_replay ON public.events_g0 USING btree (workspace_id, topic, id);
 
+CREATE INDEX events_g1_created_at_idx ON public.events_g1 USING brin (created_at);
+
+CREATE INDEX events_g1_workspace_id_topic_id_idx ON public.events_g1 USING btree (workspace_id, topic, id);
+
 CREATE INDEX executions_blocked ON public.executions USING btree (job_id) WHERE blocked;
 
 CREATE INDEX executions_due ON public.executions USING btree (run_after, id) WHERE (status = 'PENDING'::text);
@@ -1615,6 +1644,12 @@ ALTER INDEX public.events_created ATTACH PARTITION public.events_g0_created;
 ALTER INDEX public.events_pkey ATTACH PARTITION public.events_g0_pkey;
 
 ALTER INDEX public.events_replay ATTACH PARTITION public.events_g0_replay;
+
+ALTER INDEX public.events_created ATTACH PARTITION public.events_g1_created_at_idx;
+
+ALTER INDEX public.events_pkey ATTACH PARTITION public.events_g1_pkey;
+
+ALTER INDEX public.events_replay ATTACH PARTITION public.events_g1_workspace_id_topic_id_idx;
 
 CREATE TRIGGER alert_notifications_events_insert AFTER INSERT ON public.alert_notifications REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_events_alerts_insert();
 

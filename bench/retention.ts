@@ -114,7 +114,7 @@ async function seed(c: pg.Client, s: Seeded): Promise<void> {
 /**
  * EVENTS live events 100 hours old (past the 72-hour window) in the seeded workspace, as the
  * drains' would be: written into the current generation, which is then ended (a turn after its
- * span) and made to look ended 73 hours ago, so the worker's pruner drops it whole at the start of
+ * span, the spare attached as long) and made to look ended 73 hours ago, so the worker's pruner drops it whole at the start of
  * the drain that follows.
  */
 async function seedEvents(c: pg.Client, db: BenchDatabase, s: Seeded): Promise<void> {
@@ -124,7 +124,8 @@ async function seedEvents(c: pg.Client, db: BenchDatabase, s: Seeded): Promise<v
      from generate_series(1, $2::int) i`,
     [s.workspaceId, EVENTS],
   );
-  await c.query(`update event_generations set started_at = now() - interval '25 hours' where ended_at is null`);
+  await c.query(`update event_generations set started_at = now() - interval '25 hours' where started_at is not null and ended_at is null`);
+  await c.query(`update event_generations set attached_at = now() - interval '25 hours' where started_at is null`);
   const pool = new pg.Pool({ connectionString: db.url, max: 1, types: pgTypes });
   try {
     await keepEventPartitions(pruneContextOf({ pool, log: createLogger('warn') }, 'bench', { cut: undefined }));

@@ -7,6 +7,11 @@
 -- (docs/decisions/engine-cost-per-execution.md). Dropping a partition costs the same whatever it
 -- holds.
 --
+-- Writers move to a generation a span (an hour or more) after its partition was attached: a
+-- statement plans its inserts with the partitions there were when it began, so one that began
+-- before the attach and wrote an event after the move failed with "no partition of relation events
+-- found for row" (test/engine/event-partitions.test.ts).
+--
 -- Why generations, not days of created_at: a range of days must exist before the first row
 -- arrives in it, or every write that makes an event fails, and a default partition to catch such
 -- rows forbids DETACH ... CONCURRENTLY, the only detach that does not stop every writer while it
@@ -34,16 +39,24 @@ select setval('events_generation', 0, true);
 
 create table event_generations (
   gen integer primary key,
-  started_at timestamptz not null default now(),
-  -- When the next generation became the writers' (null: the current one).
+  -- When its partition was attached: writers move to a generation only a span after that, so
+  -- no statement that began before the attach (its partitions read when it began) writes into it.
+  attached_at timestamptz not null default now(),
+  -- When writers moved to it (null: the spare, attached ahead).
+  started_at timestamptz,
+  -- When writers moved on from it (null: the current one, or the spare).
   ended_at timestamptz,
+  -- Its events counted per workspace so far, a chunk of ids at a time, before it is retired:
+  -- {"<workspace id>": {"n": count, "through": newest id}}, through id counted_through.
+  counted jsonb not null default '{}',
+  counted_through bigint,
   -- When the workspaces' replay horizons moved past its events and its removal was audited: only
   -- the detach and the drop are left.
   retired_at timestamptz
 );
-comment on table event_generations is 'The generations of live events (migration 000062): when each began and ended being written, and whether its partition is on its way out. Its partition is events_g<gen>.';
+comment on table event_generations is 'The generations of live events (migration 000062): when each partition was attached, when writers began and stopped writing it, and how far its removal has got. Its partition is events_g<gen>.';
 
-insert into event_generations (gen, started_at) values (0, now());
+insert into event_generations (gen, attached_at, started_at) values (0, now(), now());
 
 -- The table as it was becomes generation 0, with its rows, ids and indexes.
 alter table events rename to events_g0;
@@ -91,3 +104,7 @@ alter index events_created rename to events_g0_created;
 create index events_replay on events (workspace_id, topic, id);
 create index events_created on events using brin (created_at);
 alter table events attach partition events_g0 for values in (0);
+
+-- The spare: the next generation's partition, attached ahead.
+create table events_g1 partition of events for values in (1);
+insert into event_generations (gen) values (1);

@@ -276,10 +276,13 @@ export interface Endpoints {
 }
 
 export interface EventGenerations {
+  attached_at: Generated<Timestamp>;
+  counted: Generated<ColumnType<unknown, string, string>>;
+  counted_through: ColumnType<number, number | bigint | string, number | bigint | string> | null;
   ended_at: Timestamp | null;
   gen: number;
   retired_at: Timestamp | null;
-  started_at: Generated<Timestamp>;
+  started_at: Timestamp | null;
 }
 
 export interface Events {

@@ -65,9 +65,17 @@ async function events(workspaceId: string, n = 1, ageHours = 0) {
   return (await t.query<{ id: string; partition: string }>(INSERT, [workspaceId, n, ageHours])).rows;
 }
 
-/** Makes the current generation look `hours` old, so the next turn starts a new one. */
-async function ageCurrent(hours: number) {
-  await t.query(`update event_generations set started_at = now() - make_interval(hours => $1) where ended_at is null`, [hours]);
+/**
+ * Makes the current generation look `hours` old, and the spare attached as long ago (unless
+ * `spare` is false), so the next turn starts a new one once that is past the span.
+ */
+async function ageCurrent(hours: number, { spare = true } = {}) {
+  await t.query(
+    `update event_generations set started_at = now() - make_interval(hours => $1) where started_at is not null and ended_at is null`,
+    [hours],
+  );
+  if (spare)
+    await t.query(`update event_generations set attached_at = now() - make_interval(hours => $1) where started_at is null`, [hours]);
 }
 
 /** Makes generation `gen` look ended `hours` ago. */
@@ -76,7 +84,12 @@ async function endedAgo(gen: number, hours: number) {
 }
 
 const generations = async () =>
-  (await t.query<{ gen: number; current: boolean }>(`select gen, ended_at is null as current from event_generations order by gen`)).rows;
+  (
+    await t.query<{ gen: number; state: string }>(
+      `select gen, case when started_at is null then 'spare' when ended_at is null then 'current' else 'ended' end as state
+       from event_generations order by gen`,
+    )
+  ).rows;
 const partitions = async () =>
   (
     await t.query<{ name: string }>(
@@ -91,15 +104,24 @@ describe('generations', () => {
   it('starts a new one once the current one has been written for its span, and writers move to it', async () => {
     const [first] = await events(t.actor.workspaceId);
     expect(first!.partition).toBe('events_g0');
+    // The next one's partition is attached ahead.
+    expect(await generations()).toEqual([
+      { gen: 0, state: 'current' },
+      { gen: 1, state: 'spare' },
+    ]);
     await ageCurrent(15);
+    expect(await turn()).toEqual({ rotated: false, dropped: [], held: true, waiting: false });
+    // Not before the spare has been attached for a span either.
+    await ageCurrent(17, { spare: false });
     expect(await turn()).toEqual({ rotated: false, dropped: [], held: true, waiting: false });
     await ageCurrent(17);
     expect(await turn()).toEqual({ rotated: true, dropped: [], held: true, waiting: false });
     expect(await generations()).toEqual([
-      { gen: 0, current: false },
-      { gen: 1, current: true },
+      { gen: 0, state: 'ended' },
+      { gen: 1, state: 'current' },
+      { gen: 2, state: 'spare' },
     ]);
-    expect(await partitions()).toEqual(['events_g0', 'events_g1']);
+    expect(await partitions()).toEqual(['events_g0', 'events_g1', 'events_g2']);
 
     // The engine's own writers (the statement triggers) stamp the new generation.
     const endpoint = await t.service.registerEndpoint(t.actor, { name: 'gen.target', kind: 'HANDLER', handlerName: 'x' });
@@ -121,7 +143,7 @@ describe('generations', () => {
   it('a serverless pass keeps them too', async () => {
     await ageCurrent(17);
     await pruneBounded({ pool: t.database.pool, log, defaults: { eventsHours: 48 }, maxBatches: 1 });
-    expect((await generations()).find((g) => g.current)?.gen).toBe(1);
+    expect((await generations()).find((g) => g.state === 'current')?.gen).toBe(1);
   });
 
   it('drops one whose end is past the longest window: horizons move per workspace, the removal is audited, replays are told', async () => {
@@ -141,9 +163,12 @@ describe('generations', () => {
     await endedAgo(0, 49);
     expect(await turn()).toEqual({ rotated: false, dropped: [0], held: true, waiting: false });
 
-    expect(await partitions()).toEqual(['events_g1']);
+    expect(await partitions()).toEqual(['events_g1', 'events_g2']);
     expect((await t.query(`select to_regclass('events_g0') as t`)).rows[0].t).toBeNull();
-    expect(await generations()).toEqual([{ gen: 1, current: true }]);
+    expect(await generations()).toEqual([
+      { gen: 1, state: 'current' },
+      { gen: 2, state: 'spare' },
+    ]);
     const left = (await t.query(`select id from events order by id`)).rows.map((r) => Number(r.id));
     expect(left).toEqual(kept.map((e) => Number(e.id)).sort((a, b) => a - b));
     // The horizon moves to the workspace's newest event gone; a workspace with none there keeps its own.
@@ -159,7 +184,15 @@ describe('generations', () => {
     expect(replay.rows.map((r) => Number(r.id))).toEqual(kept.slice(0, 2).map((e) => Number(e.id)));
   });
 
-  it('counts a generation a chunk of ids at a time, and a turn stopped while counting writes nothing', async () => {
+  it('attaches the partition of a generation the sequence is at but has none (a restore that moved it past them)', async () => {
+    await t.query(`select setval('events_generation', 5)`);
+    await expect(events(t.actor.workspaceId)).rejects.toThrow(/no partition/);
+    await turn();
+    expect((await events(t.actor.workspaceId))[0]!.partition).toBe('events_g5');
+    expect(await partitions()).toEqual(['events_g0', 'events_g1', 'events_g5', 'events_g6']);
+  });
+
+  it('counts a generation a chunk of ids at a time; a turn stopped while counting moves nothing, and the next goes on', async () => {
     const [ws, other] = [t.actor.workspaceId, t.otherActor.workspaceId];
     const mine: number[] = [];
     const theirs: number[] = [];
@@ -174,9 +207,12 @@ describe('generations', () => {
     let chunks = 0;
     const stopped = await turn(30_000, { batchSize: 1, stopping: () => chunks++ > 0 });
     expect(stopped).toEqual({ rotated: false, dropped: [], held: true, waiting: false });
-    expect(await partitions()).toEqual(['events_g0', 'events_g1']);
+    expect(await partitions()).toEqual(['events_g0', 'events_g1', 'events_g2']);
     expect(await horizon(ws)).toBe(0);
     expect(reported).toEqual([]);
+    expect((await t.query(`select counted_through is not null as saved from event_generations where gen = 0`)).rows).toEqual([
+      { saved: true },
+    ]);
 
     expect((await turn(30_000, { batchSize: 1 })).dropped).toEqual([0]);
     expect(await horizon(ws)).toBe(Math.max(...mine));
@@ -197,7 +233,7 @@ describe('generations', () => {
     await t.query(`insert into workspace_retention (workspace_id, events_hours) values ($1, 100)`, [t.otherActor.workspaceId]);
     await endedAgo(0, 60);
     expect((await turn()).dropped).toEqual([]);
-    expect(await partitions()).toEqual(['events_g0', 'events_g1']);
+    expect(await partitions()).toEqual(['events_g0', 'events_g1', 'events_g2']);
     await endedAgo(0, 101);
     expect((await turn()).dropped).toEqual([0]);
   });
@@ -225,7 +261,29 @@ describe('generations', () => {
     expect((await waiting()).rowCount).toBe(1);
     await open.query('commit');
     expect((await dropping).dropped).toEqual([0]);
-    expect(await partitions()).toEqual(['events_g1']);
+    expect(await partitions()).toEqual(['events_g1', 'events_g2']);
+  });
+
+  it('lets a statement that began writing events before a new generation began write more after it', async () => {
+    const open = await connection();
+    // One statement writing two events, a second apart: the second row reads the generation after
+    // the turn below has moved it, with the partitions the statement knew of when it began.
+    const writing = open.query(
+      `insert into events (workspace_id, topic, subject_id, status)
+       select $1, 'JOB', gen_random_uuid(), 'ACTIVE' from generate_series(1, 2) g
+       where g = 1 or pg_sleep(1) is not null
+       returning tableoid::regclass::text as partition`,
+      [t.actor.workspaceId],
+    );
+    await eventually(
+      async () =>
+        (await t.query(`select 1 from pg_stat_activity where wait_event = 'PgSleep' and query like 'insert into events%'`)).rowCount === 1,
+      {},
+      'the statement to write its first event',
+    );
+    await ageCurrent(17);
+    expect((await turn()).rotated).toBe(true);
+    expect((await writing).rows.map((r) => r.partition)).toEqual(['events_g0', 'events_g1']);
   });
 
   it('finishes at the next turn a detach cut short by its wait, auditing once', async () => {
@@ -244,8 +302,8 @@ describe('generations', () => {
     // While it waits, a turn does nothing after it.
     expect(await turn(200)).toEqual({ rotated: false, dropped: [], held: true, waiting: true });
     await open.query('commit');
-    expect(await turn()).toEqual({ rotated: false, dropped: [], held: true, waiting: false });
-    expect(await partitions()).toEqual(['events_g1']);
+    expect(await turn()).toEqual({ rotated: false, dropped: [0], held: true, waiting: false });
+    expect(await partitions()).toEqual(['events_g1', 'events_g2']);
     expect((await t.query(`select to_regclass('events_g0') as t`)).rows[0].t).toBeNull();
     const audits = await t.query(`select input from audit_log where action = 'retention.prune' and input->>'kind' = 'EVENTS'`);
     expect(audits.rows).toEqual([{ input: { kind: 'EVENTS', events: 2, generation: 0 } }]);

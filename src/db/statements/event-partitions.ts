@@ -3,8 +3,9 @@
  * on each event as they insert it. Keeping them is three steps, each safe to repeat after a crash
  * at any point (src/service/retention/event-partitions.ts runs them, one process at a time):
  *
- *  - rotate: attach the next generation's partition, then move the writers to it, so no writer
- *    ever reads a generation without a partition;
+ *  - rotate: move the writers to the next generation, whose partition was attached a span before
+ *    (the spare), and attach the one after; no writer reads a generation without a partition,
+ *    nor one attached after its statement began;
  *  - retire an ended generation past every window: count its events per workspace, in chunks of
  *    ids (paced by the caller), then move each workspace's replay horizon past its events there
  *    and audit their removal, in one statement;
@@ -45,14 +46,15 @@ export async function withPartitionsLock<T>(pool: pg.Pool, fn: (client: pg.PoolC
 }
 
 /**
- * The generation writers use now and when it began. The sequence is what writers read; its row is
- * written in the same transaction as the sequence moves, and made here if that transaction failed
- * after the move (setval does not roll back), along with the end of the one before.
+ * The generation writers use now, and how long they have. The sequence is what writers read; the
+ * row is made here if a rotation's transaction failed after the sequence moved (setval does not
+ * roll back), along with the end of the one before.
  */
 const CURRENT = `
 with cur as (select pg_sequence_last_value('events_generation'::regclass)::int as gen),
 made as (
-  insert into event_generations (gen) select gen from cur on conflict (gen) do nothing
+  insert into event_generations (gen, started_at) select gen, now() from cur
+  on conflict (gen) do update set started_at = coalesce(event_generations.started_at, excluded.started_at)
 ), ended as (
   update event_generations set ended_at = clock_timestamp() where gen < (select gen from cur) and ended_at is null
 )
@@ -66,24 +68,43 @@ export async function currentGeneration(client: pg.PoolClient): Promise<{ gen: n
 }
 
 /**
- * Attaches generation `gen + 1`'s partition, then moves the writers to it. ATTACH takes a lock that
- * lets writers go on (SHARE UPDATE EXCLUSIVE on events); CREATE TABLE ... PARTITION OF would not.
- * The sequence moves before the end is stamped, in one transaction, so every row of generation
- * `gen` was written by a transaction that began before its ended_at.
+ * Makes sure generation `gen` has its partition, attached (made if missing: the spare ahead, or the
+ * current one's after a restore that put the sequence past the partitions), and answers how long
+ * ago it was attached. ATTACH takes a lock that lets writers go on (SHARE UPDATE EXCLUSIVE on
+ * events); CREATE TABLE ... PARTITION OF would not.
  */
-export async function rotate(client: pg.PoolClient, gen: number): Promise<void> {
-  const next = partitionOf(gen + 1);
-  await client.query(`create table if not exists ${next} (like events including constraints)`);
+export async function ensureAttached(client: pg.PoolClient, gen: number): Promise<{ attachedAgeMs: number }> {
+  const table = partitionOf(gen);
+  await client.query(`create table if not exists ${table} (like events including constraints)`);
   const { rows } = await client.query<{ attached: boolean }>(
     `select exists (select 1 from pg_inherits where inhrelid = $1::regclass) as attached`,
-    [next],
+    [table],
   );
-  if (!rows[0]!.attached) await client.query(`alter table events attach partition ${next} for values in (${gen + 1})`);
+  if (!rows[0]!.attached) {
+    await client.query(`alter table events attach partition ${table} for values in (${gen})`);
+    await client.query(`update event_generations set attached_at = now() where gen = $1`, [gen]);
+  }
+  const age = await client.query<{ age_ms: number }>(
+    `with made as (insert into event_generations (gen) values ($1) on conflict (gen) do nothing returning 0::float8 as age_ms)
+     select age_ms from made
+     union all
+     select (extract(epoch from now() - attached_at) * 1000)::float8 from event_generations where gen = $1`,
+    [gen],
+  );
+  return { attachedAgeMs: age.rows[0]!.age_ms };
+}
+
+/**
+ * Moves the writers from generation `gen` to `gen + 1`, whose partition the caller has had attached
+ * for a span (ensureAttached). The sequence moves before the end is stamped, in one transaction,
+ * so every row of generation `gen` was written by a transaction that began before its ended_at.
+ */
+export async function rotate(client: pg.PoolClient, gen: number): Promise<void> {
   await client.query('begin');
   try {
     await client.query(`select setval('events_generation', $1)`, [gen + 1]);
     await client.query(
-      `with made as (insert into event_generations (gen, started_at) values ($1, clock_timestamp()) on conflict (gen) do nothing)
+      `with begun as (update event_generations set started_at = clock_timestamp() where gen = $1 and started_at is null)
        update event_generations set ended_at = clock_timestamp() where gen < $1 and ended_at is null`,
       [gen + 1],
     );
@@ -104,14 +125,38 @@ export async function longestEventsWindowHours(db: pg.Pool | pg.PoolClient, inst
   return (await db.query<{ hours: number }>(LONGEST_WINDOW, [installationHours])).rows[0]!.hours;
 }
 
-/** Ended generations whose end is older than $1 hours (every row in them is), oldest first. */
+/**
+ * Ended generations whose end is older than $1 hours (every row in them is), oldest first, with
+ * how far their count has got.
+ */
 const PAST = `
-select gen, retired_at is not null as retired from event_generations
+select gen, retired_at is not null as retired, counted, counted_through::text from event_generations
 where ended_at < now() - make_interval(hours => $1::int)
 order by gen`;
 
-export async function generationsPast(client: pg.PoolClient, hours: number): Promise<{ gen: number; retired: boolean }[]> {
-  return (await client.query<{ gen: number; retired: boolean }>(PAST, [hours])).rows;
+/** A generation's events per workspace counted so far: its count, and its newest event id. */
+export type Counted = Record<string, { n: number; through: number }>;
+
+export async function generationsPast(
+  client: pg.PoolClient,
+  hours: number,
+): Promise<{ gen: number; retired: boolean; counted: Counted; countedThrough: number | null }[]> {
+  const { rows } = await client.query<{ gen: number; retired: boolean; counted: Counted; counted_through: string | null }>(PAST, [hours]);
+  return rows.map((r) => ({
+    gen: r.gen,
+    retired: r.retired,
+    counted: r.counted,
+    countedThrough: r.counted_through === null ? null : Number(r.counted_through),
+  }));
+}
+
+/** Saves how far a generation's count has got, so a turn cut short goes on from there. */
+export async function saveCount(client: pg.PoolClient, gen: number, counted: Counted, through: number): Promise<void> {
+  await client.query(`update event_generations set counted = $2, counted_through = $3 where gen = $1`, [
+    gen,
+    JSON.stringify(counted),
+    through,
+  ]);
 }
 
 /** The lowest and highest event id in generation `gen`'s partition (two probes of its primary key). */
@@ -139,7 +184,7 @@ export async function countChunk(
 
 /**
  * Retires generation $1, given its events per workspace ($2 workspaces, $3 counts, $4 newest ids,
- * read beforehand in paced chunks): each workspace's replay horizon (migration 000014) moves to its
+ * counted beforehand in paced chunks): each workspace's replay horizon (migration 000014) moves to its
  * newest event there, and an audit row and its slice's count record them, as a batch of the EVENTS
  * slice would; then the generation is marked retired, so a retry after a crash neither audits
  * twice nor skips the horizon.
@@ -193,15 +238,18 @@ export async function dropGeneration(client: pg.PoolClient, gen: number, lockTim
   return true;
 }
 
-/** Finishes detaches cut short; false when one still waits for open transactions. */
-export async function finishDetaches(client: pg.PoolClient, lockTimeoutMs: number): Promise<boolean> {
+/** Finishes detaches cut short: the generations dropped, and whether one still waits for open transactions. */
+export async function finishDetaches(client: pg.PoolClient, lockTimeoutMs: number): Promise<{ dropped: number[]; waiting: boolean }> {
   const { rows } = await client.query<{ name: string }>(PENDING);
+  const dropped: number[] = [];
   for (const { name } of rows) {
     const gen = Number(/^events_g(\d+)$/.exec(name)?.[1]);
-    if (!(await withLockTimeout(client, lockTimeoutMs, `alter table events detach partition ${partitionOf(gen)} finalize`))) return false;
+    if (!(await withLockTimeout(client, lockTimeoutMs, `alter table events detach partition ${partitionOf(gen)} finalize`)))
+      return { dropped, waiting: true };
     await forget(client, gen, true);
+    dropped.push(gen);
   }
-  return true;
+  return { dropped, waiting: false };
 }
 
 async function forget(client: pg.PoolClient, gen: number, exists: boolean) {

@@ -314,7 +314,8 @@ export async function pruneBounded(options: BoundedPruneOptions): Promise<PruneR
     batchDone: () => batches++,
     eventsByGeneration: !options.workspaceId,
   };
-  if (!options.workspaceId) await keepEventPartitions(ctx);
+  // The partitions' count of an old generation spends the same budget, a chunk a batch.
+  if (!options.workspaceId) await keepEventPartitions(ctx, () => batches >= options.maxBatches);
   const { rows, complete } = await drainSlices(ctx, undefined, () => batches >= options.maxBatches, options.workspaceId);
   return { removed: rows, complete };
 }
