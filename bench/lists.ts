@@ -12,7 +12,7 @@
  * months and jobs (the counts above scale with it; the figures name it).
  *
  * Figures: p50 and p99 of `executions`, `executions(jobId)`, `executions(status: FAILED)`,
- * `jobs(filter: { search })`, executions searched by job (1,000 matches: the sort) and by error text
+ * `jobs(filter: { search })`, a page of jobs each with its newest five executions, executions searched by job (1,000 matches: the sort) and by error text
  * (1,000 matches, through the trigram index; 50,000, the newest-first walk), and `auditLogConnection`, first page and 50th page, 20 items a page,
  * each timed ITERATIONS times in turn, and the gateway process's CPU per request. Wall-clock
  * figures on a machine shared with other work are mostly its queueing: read the plans
@@ -153,6 +153,18 @@ export async function run(): Promise<Figure[]> {
         }`,
         // Matches job-001000 ... job-001999: 1,000 of the 100,000.
         variables: { search: 'JOB-001' },
+        connection: (d) => d.jobs,
+      },
+      {
+        // A page of jobs, each with its newest executions: one statement for every row's first page.
+        name: 'jobs(search) with executions(first: 5)',
+        query: `query ($first: Int, $after: String, $search: String) {
+          jobs(first: $first, after: $after, filter: { search: $search }) {
+            edges { cursor node { id name executions(first: 5) { nodes { id status createdAt } } } } pageInfo { endCursor hasNextPage }
+          }
+        }`,
+        // Matches job-000000 ... job-000999: the 1,000 jobs that have executions, 1,000 each.
+        variables: { search: 'JOB-000' },
         connection: (d) => d.jobs,
       },
       // The search of the Executions screen: each way a search runs (src/db/repositories/execution-list.ts).

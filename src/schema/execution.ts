@@ -274,7 +274,7 @@ builder.objectFields(JobRef, (t) => ({
     type: ExecutionConnectionRef,
     description: "This job's executions, newest first.",
     args: { ...pageArgs(t.arg), status: t.arg({ type: ExecutionStatusEnum, description: 'Only executions in this status.' }) },
-    resolve: (j, { status, ...page }, ctx) => ctx.service.executions(ctx.actor, { jobId: j.id, status }, page),
+    resolve: (j, { status, ...page }, ctx) => ctx.service.jobExecutions(ctx.actor, j.id, { status }, page),
   }),
   lastExecution: t.field({
     type: ExecutionRef,

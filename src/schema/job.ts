@@ -180,7 +180,7 @@ builder.objectFields(EndpointRef, (t) => ({
       kind: t.arg({ type: JobKindEnum, description: 'Only jobs of this kind.' }),
     },
     resolve: (e, { status, kind, ...page }, ctx) =>
-      ctx.service.jobs(ctx.actor, { endpointId: e.id, status, kind, includeInternal: true }, page),
+      ctx.service.endpointJobs(ctx.actor, e.id, { status, kind, includeInternal: true }, page),
   }),
 }));
 

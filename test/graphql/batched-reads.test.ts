@@ -184,3 +184,87 @@ describe("a federation router's references", () => {
     expect(large.data._entities.map((j: { id: string }) => j.id)).toEqual(ids.slice(0, 30));
   });
 });
+
+describe("a page of rows with a first page of their own (a job's executions, an endpoint's jobs)", () => {
+  const JOBS_WITH_RUNS = (n: number, args: string) =>
+    `{ jobs(first: ${n}, filter: { search: "nest-" }) { nodes { id name executions(${args}) { totalCount nodes { id status } pageInfo { hasNextPage endCursor } } } } }`;
+  const endpointIds: string[] = [];
+
+  beforeAll(async () => {
+    // 12 jobs on three endpoints, with 1 to 6 executions (0 to 5 "Run now"s), some of them cancelled.
+    for (let e = 0; e < 3; e++)
+      endpointIds.push((await t.service.registerEndpoint(t.actor, { name: `nest.ep${e}`, kind: 'HANDLER', handlerName: 'nobody' })).id);
+    for (let i = 0; i < 12; i++) {
+      const { job } = await t.service.createJob(t.actor, {
+        endpointName: `nest.ep${i % 3}`,
+        kind: 'DELAYED',
+        name: `nest-${String(i).padStart(2, '0')}`,
+        runAt: new Date(Date.now() + 86_400_000),
+      });
+      for (let k = 0; k < i % 6; k++) await t.service.triggerJob(t.actor, { id: job.id, force: true });
+    }
+    await t.query(
+      `update executions set status = 'CANCELLED', finished_at = now()
+       where job_id in (select id from jobs where name like 'nest-%') and trigger = 'MANUAL' and ctid in (
+         select ctid from executions where trigger = 'MANUAL' order by id limit 15)`,
+    );
+  });
+
+  /** The job's executions as the root list answers them, one job at a time. */
+  async function alone(jobId: string, args: string) {
+    const res = await g.gql(
+      `{ executions(jobId: "${jobId}", ${args}) { totalCount nodes { id status } pageInfo { hasNextPage endCursor } } }`,
+    );
+    expect(res.errors).toBeUndefined();
+    return (res.data as any).executions;
+  }
+
+  it('costs as many reads for 12 jobs as for 2, each page, count and cursor as the job alone would have them', async () => {
+    for (const args of ['first: 3', 'first: 2, status: PENDING', 'first: 1, status: CANCELLED']) {
+      const small = await reads(JOBS_WITH_RUNS(2, args));
+      const large = await reads(JOBS_WITH_RUNS(12, args));
+      expect(large.data.jobs.nodes).toHaveLength(12);
+      expect({ args, reads: large.count }).toEqual({ args, reads: small.count });
+      for (const j of large.data.jobs.nodes)
+        expect({ job: j.name, ...j.executions }).toEqual({ job: j.name, ...(await alone(j.id, args)) });
+      // Jobs with more than a page, less than a page, and (for CANCELLED) none, were among them.
+      const counts = new Set(large.data.jobs.nodes.map((j: any) => j.executions.totalCount));
+      expect(counts.size).toBeGreaterThan(2);
+    }
+  });
+
+  it("goes on from a nested page's cursor as the job's own list does", async () => {
+    const { data } = await reads(JOBS_WITH_RUNS(12, 'first: 2'));
+    const busy = data.jobs.nodes.find((j: any) => j.executions.totalCount > 4);
+    const next = await g.gql(
+      `{ job(id: "${busy.id}") { executions(first: 2, after: "${busy.executions.pageInfo.endCursor}") { nodes { id } } } }`,
+    );
+    expect(next.errors).toBeUndefined();
+    const whole = await alone(busy.id, 'first: 4');
+    expect((next.data as any).job.executions.nodes.map((e: any) => e.id)).toEqual(whole.nodes.slice(2, 4).map((e: any) => e.id));
+  });
+
+  it("refuses a page size out of range as the job's own list does", async () => {
+    const nested = await g.gql(JOBS_WITH_RUNS(2, 'first: 0'));
+    const own = await g.gql(`{ executions(first: 0) { totalCount } }`);
+    expect(nested.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
+    expect(nested.errors?.[0]?.extensions?.code).toBe(own.errors?.[0]?.extensions?.code);
+  });
+
+  it("costs as many reads for 3 endpoints' jobs as for 1, each as the endpoint's own list", async () => {
+    const ENDPOINT_JOBS = (n: number) =>
+      `{ endpoints(first: ${n}) { nodes { id jobs(first: 3, status: ACTIVE) { totalCount nodes { id name } pageInfo { hasNextPage } } } } }`;
+    const small = await reads(ENDPOINT_JOBS(1));
+    const large = await reads(ENDPOINT_JOBS(3));
+    // The newest endpoints come first: the three made for these jobs.
+    expect(large.data.endpoints.nodes.map((e: any) => e.id).sort()).toEqual([...endpointIds].sort());
+    expect(large.count).toBe(small.count);
+    for (const e of large.data.endpoints.nodes) {
+      const own = await t.service.jobs(t.actor, { endpointId: e.id, status: 'ACTIVE', includeInternal: true }, { first: 3 });
+      expect(e.jobs.nodes).toEqual(own.edges.map((x) => ({ id: x.node.id, name: x.node.name })));
+      expect(e.jobs.pageInfo.hasNextPage).toBe(own.pageInfo.hasNextPage);
+      expect(e.jobs.totalCount).toBe(await own.count!());
+      expect(e.jobs.totalCount).toBe(4);
+    }
+  });
+});

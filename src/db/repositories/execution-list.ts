@@ -8,7 +8,16 @@
 import { sql } from 'kysely';
 import type { ExecutionRow, ExecutionStatus } from '../types.js';
 import type { ListOrder } from './keyset.js';
-import { countAtMost, likeInfix, likePrefix, orderedPage, SEARCH_SORT_LIMIT, searchedPage } from './listing.js';
+import {
+  countAtMost,
+  countPerParent,
+  likeInfix,
+  likePrefix,
+  newestPerParent,
+  orderedPage,
+  SEARCH_SORT_LIMIT,
+  searchedPage,
+} from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export interface ExecutionListFilter {
@@ -143,4 +152,44 @@ export async function countExecutions(db: Executor, workspaceId: string, filter:
   if (!base) return 0;
   if (!Array.isArray(jobs) || filter.errorContains) return countAtMost(db, base, limit);
   return countAtMost(db, perJob(db, workspaceId, jobs, filteredExecutions(db, workspaceId, filter, undefined)!, limit), limit);
+}
+
+/**
+ * The first `limit` executions of each of `jobIds` that `filter` matches, newest first, for a
+ * page of jobs that each show their executions (Job.executions): one probe of (job, created_at)
+ * per job, in one statement. Jobs of another workspace, or ids of none, have none.
+ */
+export async function firstExecutionsOfJobs(
+  db: Executor,
+  workspaceId: string,
+  jobIds: readonly string[],
+  filter: Pick<ExecutionListFilter, 'status'>,
+  limit: number,
+): Promise<ExecutionRow[]> {
+  const ids = jobIds.filter(isUuid);
+  if (ids.length === 0) return [];
+  const base = filteredExecutions(db, workspaceId, { status: filter.status }, undefined)!;
+  return newestPerParent(
+    db,
+    'jobs',
+    ids,
+    scoped(workspaceId),
+    'executions',
+    (job) => base.where('executions.job_id', '=', job).selectAll('executions'),
+    limit,
+  ).execute();
+}
+
+/** How many executions of each of `jobIds` match `filter`, counting at most `limit` each; a job with none is left out. */
+export async function countExecutionsOfJobs(
+  db: Executor,
+  workspaceId: string,
+  jobIds: readonly string[],
+  filter: Pick<ExecutionListFilter, 'status'>,
+  limit: number,
+): Promise<Map<string, number>> {
+  const ids = jobIds.filter(isUuid);
+  if (ids.length === 0) return new Map();
+  const base = filteredExecutions(db, workspaceId, { status: filter.status }, undefined)!;
+  return countPerParent(db, 'jobs', ids, scoped(workspaceId), (job) => base.where('executions.job_id', '=', job), limit);
 }

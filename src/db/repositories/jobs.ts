@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { JobPatch, JobRow, JobStatus, NewJob } from '../types.js';
 import type { ListOrder } from './keyset.js';
-import { countAtMost, likePrefix, orderedPage, searchedPage } from './listing.js';
+import { countAtMost, countPerParent, likePrefix, newestPerParent, orderedPage, searchedPage } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findJobById(
@@ -228,4 +228,44 @@ export async function debounceJob(
     .where('id', '=', jobId)
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/**
+ * The first `limit` jobs of each of `endpointIds` that `filter` matches, newest first, for a page
+ * of endpoints that each show their jobs (Endpoint.jobs): one probe of the endpoint's jobs per
+ * endpoint, in one statement. Endpoints of another workspace, or ids of none, have none.
+ */
+export async function firstJobsOfEndpoints(
+  db: Executor,
+  workspaceId: string,
+  endpointIds: readonly string[],
+  filter: Omit<JobListFilter, 'endpointId' | 'search'>,
+  limit: number,
+): Promise<JobRow[]> {
+  const ids = endpointIds.filter(isUuid);
+  if (ids.length === 0) return [];
+  const base = filteredJobs(db, workspaceId, { ...filter, endpointId: null, search: null })!;
+  return newestPerParent(
+    db,
+    'endpoints',
+    ids,
+    scoped(workspaceId),
+    'jobs',
+    (endpoint) => base.where('jobs.endpoint_id', '=', endpoint).selectAll('jobs'),
+    limit,
+  ).execute();
+}
+
+/** How many jobs of each of `endpointIds` match `filter`, counting at most `limit` each; an endpoint with none is left out. */
+export async function countJobsOfEndpoints(
+  db: Executor,
+  workspaceId: string,
+  endpointIds: readonly string[],
+  filter: Omit<JobListFilter, 'endpointId' | 'search'>,
+  limit: number,
+): Promise<Map<string, number>> {
+  const ids = endpointIds.filter(isUuid);
+  if (ids.length === 0) return new Map();
+  const base = filteredJobs(db, workspaceId, { ...filter, endpointId: null, search: null })!;
+  return countPerParent(db, 'endpoints', ids, scoped(workspaceId), (endpoint) => base.where('jobs.endpoint_id', '=', endpoint), limit);
 }

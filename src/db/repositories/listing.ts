@@ -91,3 +91,68 @@ export async function searchedPage<T extends Listed, O>(
   if (!first && (await countAtMost(db, candidates, SEARCH_SORT_LIMIT + 1)) <= SEARCH_SORT_LIMIT) return [];
   return orderedPage(base.selectAll(), table, workspaceId, opts).execute();
 }
+
+/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs). */
+type Parent = 'jobs' | 'endpoints';
+
+/**
+ * For each of `parentIds` (rows of `parent` in the workspace; other ids have none): the first
+ * `limit` rows of its list, newest first. `rowsOf(parentId)` is one parent's filtered rows of
+ * `table`, given a reference to the parent's id; each parent is one probe of its list's
+ * newest-first index, and all of them one statement.
+ */
+export function newestPerParent<T extends Listed, O>(
+  db: Executor,
+  parent: Parent,
+  parentIds: readonly string[],
+  workspaceId: string,
+  table: T,
+  rowsOf: (parentId: ReturnType<typeof sql.ref<string>>) => SelectQueryBuilder<DB, T, O>,
+  limit: number,
+) {
+  return db
+    .selectFrom(sql.table(parent).as('p'))
+    .innerJoinLateral(
+      rowsOf(sql.ref<string>('p.id'))
+        .orderBy(sql.ref(`${table}.created_at`), 'desc')
+        .orderBy(sql.ref(`${table}.id`), 'desc')
+        .limit(limit)
+        .as('r'),
+      (join) => join.onTrue(),
+    )
+    .selectAll('r')
+    .where(sql.ref('p.workspace_id'), '=', workspaceId)
+    .where(sql.ref('p.id'), '=', sql<string>`any(${parentIds}::uuid[])`);
+}
+
+/**
+ * For each of `parentIds`, as newestPerParent: how many rows its list holds, counting at most
+ * `limit`. A parent with none is left out.
+ */
+export async function countPerParent(
+  db: Executor,
+  parent: Parent,
+  parentIds: readonly string[],
+  workspaceId: string,
+  rowsOf: (parentId: ReturnType<typeof sql.ref<string>>) => SelectQueryBuilder<any, any, unknown>,
+  limit: number,
+): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom(sql.table(parent).as('p'))
+    .select((eb) => [
+      sql<string>`p.id`.as('id'),
+      eb
+        .selectFrom(
+          rowsOf(sql.ref<string>('p.id'))
+            .select(sql<number>`1`.as('one'))
+            .limit(limit)
+            .as('matching'),
+        )
+        .select((c) => c.fn.countAll<string>().as('n'))
+        .as('n'),
+    ])
+    .where(sql.ref('p.workspace_id'), '=', workspaceId)
+    .where(sql.ref('p.id'), '=', sql<string>`any(${parentIds}::uuid[])`)
+    .execute();
+  return new Map(rows.map((r) => [r.id, Number(r.n)]));
+}

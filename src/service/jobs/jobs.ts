@@ -19,6 +19,7 @@ import { cancelJobIn, updateJobIn, type CancelJobResult } from './change.js';
 import { pauseJobsIn, resumeJobsIn } from './pause.js';
 import { unwrap } from '../kernel/errors.js';
 import { createDependencyReads } from './dependencies.js';
+import { createNestedReads } from './nested-reads.js';
 import { createJobReads } from './reads.js';
 
 export type { CreateJobResult } from './create.js';
@@ -47,6 +48,7 @@ export function createJobLifecycleService(ctx: ServiceContext) {
   const { createJobIn, updateJobIn, cancelJobIn } = createJobsInternals(ctx);
 
   const createInOneStatement = createOneStatementPath(ctx);
+  const reads = createJobReads(ctx);
 
   return {
     /**
@@ -131,7 +133,8 @@ export function createJobLifecycleService(ctx: ServiceContext) {
       );
     },
 
-    ...createJobReads(ctx),
+    ...reads,
+    ...createNestedReads(ctx, reads),
     ...createDependencyReads(ctx),
   };
 }

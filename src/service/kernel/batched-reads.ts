@@ -65,3 +65,62 @@ export const splitPairKey = (key: string): [string, string] => {
   const at = key.indexOf(' ');
   return [key.slice(0, at), key.slice(at + 1)];
 };
+
+/** The first page of one parent's nested connection, read with its siblings' (batchedFirstPages). */
+export interface FirstPage<R> {
+  /** Up to `size + 1` rows, in the list's order (the extra one says a next page exists). */
+  rows: Promise<R[]>;
+  /** How many rows the parent's list holds, counting at most the count limit. */
+  count(): Promise<number>;
+}
+
+/**
+ * The first pages of a nested connection (a page of jobs, each with `executions(first: 5)`), read
+ * for every parent of the page at once: one statement for the rows and, when asked, one for the
+ * counts, instead of two list queries per parent. Parents asking with other `args` (filters, page
+ * size) are read apart, each group in one statement. `rows(ws, parentIds, args, limit)` answers
+ * the first `limit` rows of each parent in the list's order; `parentOf` says whose a row is.
+ */
+export function batchedFirstPages<A, R>(
+  rows: (workspaceId: string, parentIds: string[], args: A, limit: number) => Promise<R[]>,
+  parentOf: (row: R) => string,
+  count: (workspaceId: string, parentIds: string[], args: A) => Promise<Map<string, number>>,
+  batch: boolean,
+): (workspaceId: string, parentId: string, args: A, size: number) => FirstPage<R> {
+  // Keyed by parent and by what else the page depends on; each group of the same args is one read.
+  const grouped = <V>(read: (ws: string, parentIds: string[], args: A, size: number) => Promise<Map<string, V>>) =>
+    batchedRead<V>(async (ws, keys) => {
+      const groups = new Map<string, string[]>();
+      for (const key of keys) {
+        const [parentId, argsKey] = splitPairKey(key);
+        const group = groups.get(argsKey);
+        if (group) group.push(parentId);
+        else groups.set(argsKey, [parentId]);
+      }
+      const found = new Map<string, V>();
+      await Promise.all(
+        [...groups].map(async ([argsKey, parentIds]) => {
+          const { args, size } = JSON.parse(argsKey) as { args: A; size: number };
+          for (const [parentId, value] of await read(ws, parentIds, args, size)) found.set(pairKey(parentId, argsKey), value);
+        }),
+      );
+      return found;
+    }, batch);
+  const pages = grouped(async (ws, parentIds, args, size) => {
+    const byParent = new Map<string, R[]>();
+    for (const row of await rows(ws, parentIds, args, size + 1)) {
+      const mine = byParent.get(parentOf(row));
+      if (mine) mine.push(row);
+      else byParent.set(parentOf(row), [row]);
+    }
+    return byParent;
+  });
+  const counts = grouped((ws, parentIds, args) => count(ws, parentIds, args));
+  return (workspaceId, parentId, args, size) => {
+    const key = pairKey(parentId, JSON.stringify({ args, size }));
+    return {
+      rows: pages(workspaceId, key).then((found) => found ?? []),
+      count: () => counts(workspaceId, key).then((n) => n ?? 0),
+    };
+  };
+}
