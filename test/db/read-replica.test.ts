@@ -1,6 +1,6 @@
 /**
- * Reads from a real streaming replica (JOBGATE_READ_DATABASE_URL): a GraphQL query's lists come
- * from the replica while it is within its staleness bound (JOBGATE_READ_MAX_LAG_MS); a key reads
+ * Reads from a real streaming replica (JOBGATE_READ_DATABASE_URL): a GraphQL query's lists (and
+ * the connections their rows hold) come from the replica while it is within its staleness bound (JOBGATE_READ_MAX_LAG_MS); a key reads
  * its own writes (its mutation's answer, and its queries for the bound after it, from the primary);
  * and once the replica lags past the bound (its replay paused) every read goes to the primary.
  */
@@ -55,6 +55,12 @@ const gql = (key: string, query: string, variables: Record<string, unknown> = {}
 const listed = async (key: string): Promise<string[]> =>
   (await gql(key, '{ jobs(first: 100) { nodes { id } } }')).jobs.nodes.map((n: { id: string }) => n.id);
 
+/** The jobs the endpoint's nested connection lists (read together with other rows' first pages). */
+const nested = async (key: string): Promise<string[]> =>
+  (await gql(key, '{ endpoints(first: 5) { nodes { name jobs(first: 10) { nodes { id } } } } }')).endpoints.nodes
+    .filter((e: { name: string }) => e.name === 'replica.e')
+    .flatMap((e: { jobs: { nodes: { id: string }[] } }) => e.jobs.nodes.map((n) => n.id));
+
 const create = async (key: string): Promise<string> =>
   (await gql(key, `mutation { createJob(input: { kind: IMMEDIATE, endpointName: "replica.e", input: {} }) { job { id status } } }`))
     .createJob.job.id;
@@ -72,8 +78,11 @@ describe('reads from a streaming replica', () => {
       // The reader's list is the replica's, which stopped before the second job: it is not there yet.
       expect(await listed(keys.reader)).not.toContain(second);
       expect(await listed(keys.reader)).toContain(first);
+      // So are the connections a list's rows hold.
+      expect(await nested(keys.reader)).toEqual([first]);
       // The writer wrote within the bound: its lists are the primary's, its own job in them.
       expect(await listed(keys.writer)).toContain(second);
+      expect(await nested(keys.writer)).toEqual([second, first]);
       // The replica now falls further behind; once past the bound, the reader's lists are the primary's.
       await eventually(async () => (await listed(keys.reader)).includes(second), MAX_LAG_MS + 15_000, 'reads to go to the primary');
     } finally {

@@ -3,10 +3,12 @@
  * jobs (Endpoint.jobs). A page of 50 jobs, each with `executions(first: 5)`, asked two list
  * queries per job (the rows and, for totalCount, the count); now the first pages of every row are
  * read together, one statement for the rows and one for the counts (../kernel/batched-reads.ts).
- * A later page (`after`) is read as the root list reads it, one parent at a time.
+ * A later page (`after`) is read as the root list reads it, one parent at a time. Both read where
+ * the root lists read for the actor (ServiceContext.reader).
  */
 import * as executionList from '../../db/repositories/execution-list.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
+import type { Executor } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
 import { batchedFirstPages } from '../kernel/batched-reads.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
@@ -32,20 +34,34 @@ interface Lists {
   executions(actor: Actor, filter: ExecutionFilter, page: PageInput): Promise<Connection<Execution>>;
 }
 
+/** The first pages of both connections, read from `from` (../kernel/batched-reads.ts). */
+function firstPagesFrom(from: Executor, batch: boolean) {
+  return {
+    executionsOfJob: batchedFirstPages(
+      (ws, jobIds, filter: JobExecutionsFilter, limit) => executionList.firstExecutionsOfJobs(from, ws, jobIds, filter, limit),
+      (row) => row.job_id,
+      (ws, jobIds, filter) => executionList.countExecutionsOfJobs(from, ws, jobIds, filter, COUNT_LIMIT),
+      batch,
+    ),
+    jobsOfEndpoint: batchedFirstPages(
+      (ws, endpointIds, filter: EndpointJobsFilter, limit) => jobsRepo.firstJobsOfEndpoints(from, ws, endpointIds, filter, limit),
+      (row) => row.endpoint_id,
+      (ws, endpointIds, filter) => jobsRepo.countJobsOfEndpoints(from, ws, endpointIds, filter, COUNT_LIMIT),
+      batch,
+    ),
+  };
+}
+
 export function createNestedReads(ctx: ServiceContext, lists: Lists) {
-  const { db } = ctx;
-  const executionsOfJob = batchedFirstPages(
-    (ws, jobIds, filter: JobExecutionsFilter, limit) => executionList.firstExecutionsOfJobs(db, ws, jobIds, filter, limit),
-    (row) => row.job_id,
-    (ws, jobIds, filter) => executionList.countExecutionsOfJobs(db, ws, jobIds, filter, COUNT_LIMIT),
-    !ctx.outer,
-  );
-  const jobsOfEndpoint = batchedFirstPages(
-    (ws, endpointIds, filter: EndpointJobsFilter, limit) => jobsRepo.firstJobsOfEndpoints(db, ws, endpointIds, filter, limit),
-    (row) => row.endpoint_id,
-    (ws, endpointIds, filter) => jobsRepo.countJobsOfEndpoints(db, ws, endpointIds, filter, COUNT_LIMIT),
-    !ctx.outer,
-  );
+  // Read where the root lists read for the actor (ServiceContext.reader: the primary, or the
+  // replica for an actor that reads from it), so rows of both are read apart.
+  const readers = new Map<Executor, ReturnType<typeof firstPagesFrom>>();
+  const firstPages = (actor: Actor) => {
+    const from = ctx.reader(actor);
+    let pages = readers.get(from);
+    if (!pages) readers.set(from, (pages = firstPagesFrom(from, !ctx.outer)));
+    return pages;
+  };
   return {
     /** A job's executions, newest first, as `executions(jobId:)` lists them. VALIDATION_FAILED for a bad page. */
     async jobExecutions(
@@ -58,7 +74,7 @@ export function createNestedReads(ctx: ServiceContext, lists: Lists) {
       const page = parseInput(pageSchema, rawPage);
       if (page.after) return lists.executions(actor, { jobId, status }, page);
       const size = pageSize(page);
-      const first = executionsOfJob(actor.workspaceId, jobId, { status }, size);
+      const first = firstPages(actor).executionsOfJob(actor.workspaceId, jobId, { status }, size);
       return toConnection(await first.rows, size, toExecution, first.count);
     },
 
@@ -73,7 +89,7 @@ export function createNestedReads(ctx: ServiceContext, lists: Lists) {
       const page = parseInput(pageSchema, rawPage);
       if (page.after) return lists.jobs(actor, { status, kind, includeInternal, endpointId }, page);
       const size = pageSize(page);
-      const first = jobsOfEndpoint(actor.workspaceId, endpointId, { status, kind, includeInternal }, size);
+      const first = firstPages(actor).jobsOfEndpoint(actor.workspaceId, endpointId, { status, kind, includeInternal }, size);
       return toConnection(await first.rows, size, toJob, first.count);
     },
   };
