@@ -5,6 +5,7 @@
  * (src/service/kernel/batched-reads.ts), and answer what a read of their own would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { batchedFirstPages } from '../../src/service/kernel/batched-reads.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { createTestGateway, type TestGateway } from '../support/graphql.js';
 
@@ -266,5 +267,114 @@ describe("a page of rows with a first page of their own (a job's executions, an 
       expect(e.jobs.totalCount).toBe(await own.count!());
       expect(e.jobs.totalCount).toBe(4);
     }
+  });
+});
+
+describe("a page of rows with their children and dependents, and the nested reads' edges", () => {
+  const parents: string[] = [];
+  const prerequisites: string[] = [];
+
+  beforeAll(async () => {
+    // Four pending executions with 0 to 3 child jobs each, and four jobs with 0 to 3 dependents each.
+    await t.service.registerEndpoint(t.actor, { name: 'kin.ep', kind: 'HANDLER', handlerName: 'nobody' });
+    const later = () => new Date(Date.now() + 86_400_000);
+    for (let i = 0; i < 4; i++) {
+      const { job } = await t.service.createJob(t.actor, { endpointName: 'kin.ep', kind: 'DELAYED', name: `kin-${i}`, runAt: later() });
+      const execution = (await t.query<{ id: string }>('select id from executions where job_id = $1', [job.id])).rows[0]!.id;
+      parents.push(execution);
+      prerequisites.push(job.id);
+      for (let k = 0; k < i; k++) {
+        await t.service.createJob(t.actor, { endpointName: 'kin.ep', kind: 'DELAYED', runAt: later(), parentExecutionId: execution });
+        await t.service.createJob(t.actor, { endpointName: 'kin.ep', kind: 'DELAYED', runAt: later(), dependsOn: [job.id] });
+      }
+    }
+  });
+
+  it('costs as many reads for 4 executions with their children as for 1, each page as its own children are', async () => {
+    const CHILDREN = (ids: string[]) =>
+      `{ executions(first: 10, filter: { ids: ${JSON.stringify(ids)} }) { nodes { id children(first: 2) { nodes { id } pageInfo { hasNextPage } } } } }`;
+    const small = await reads(CHILDREN(parents.slice(0, 1)));
+    const large = await reads(CHILDREN(parents));
+    expect(large.data.executions.nodes).toHaveLength(4);
+    expect(large.count).toBe(small.count);
+    for (const e of large.data.executions.nodes) {
+      const own = (await t.query<{ id: string }>('select id from jobs where parent_execution_id = $1 order by id', [e.id])).rows;
+      expect(e.children.nodes).toEqual(own.slice(0, 2).map((r) => ({ id: r.id })));
+      expect(e.children.pageInfo.hasNextPage).toBe(own.length > 2);
+    }
+  });
+
+  it('costs as many reads for 4 jobs with their dependents as for 1, each page as its own dependents are', async () => {
+    const DEPENDENTS = (n: number) =>
+      `{ jobs(first: ${n}, filter: { search: "kin-" }) { nodes { id dependents(first: 2) { nodes { id } pageInfo { hasNextPage endCursor } } } } }`;
+    const small = await reads(DEPENDENTS(1));
+    const large = await reads(DEPENDENTS(4));
+    expect(large.data.jobs.nodes.map((j: any) => j.id).sort()).toEqual([...prerequisites].sort());
+    expect(large.count).toBe(small.count);
+    for (const j of large.data.jobs.nodes) {
+      const own = (
+        await t.query<{ job_id: string }>('select job_id from job_dependencies where prerequisite_id = $1 order by job_id', [j.id])
+      ).rows;
+      expect(j.dependents.nodes).toEqual(own.slice(0, 2).map((r) => ({ id: r.job_id })));
+      expect(j.dependents.pageInfo.hasNextPage).toBe(own.length > 2);
+      if (own.length > 2) {
+        // The next page goes on from the nested cursor, as the job's own list does.
+        const next = await g.gql(
+          `{ job(id: "${j.id}") { dependents(first: 2, after: "${j.dependents.pageInfo.endCursor}") { nodes { id } } } }`,
+        );
+        expect((next.data as any).job.dependents.nodes).toEqual(own.slice(2, 4).map((r) => ({ id: r.job_id })));
+      }
+    }
+  });
+
+  it('reads an id in capitals as the id, answers an id of no row or of another workspace with an empty page, and refuses an empty one', async () => {
+    const job = prerequisites[3]!;
+    const own = await t.service.executions(t.actor, { jobId: job }, { first: 5 });
+    const upper = await t.service.jobExecutions(t.actor, job.toUpperCase(), {}, { first: 5 });
+    expect(upper.edges.map((e) => e.node.id)).toEqual(own.edges.map((e) => e.node.id));
+    expect(await upper.count!()).toBe(await own.count!());
+    // Asked in the same turn as a good id, an id that is no uuid changes nothing for it.
+    const [bad, good] = await Promise.all([
+      t.service.jobExecutions(t.actor, 'not an id', {}, { first: 5 }),
+      t.service.jobExecutions(t.actor, job, {}, { first: 5 }),
+    ]);
+    expect(bad.edges).toEqual([]);
+    expect(good.edges.map((e) => e.node.id)).toEqual(own.edges.map((e) => e.node.id));
+    const other = t.otherActor;
+    const foreign = await t.service.jobExecutions(other, job, {}, { first: 5 });
+    expect(foreign.edges).toEqual([]);
+    expect(await foreign.count!()).toBe(0);
+    const foreignJobs = await t.service.endpointJobs(other, (await t.service.endpoint(t.actor, { name: 'kin.ep' })).id, {}, { first: 5 });
+    expect(foreignJobs.edges).toEqual([]);
+    await expect(t.service.jobExecutions(t.actor, '', {}, { first: 5 })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(t.service.endpointJobs(t.actor, '', {}, { first: 5 })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+  });
+});
+
+describe('first pages read together', () => {
+  it('fail only the parents of a group whose statement failed, and find a parent asked in capitals', async () => {
+    const A = 'aaaaaaaa-0000-4000-8000-000000000001';
+    const B = 'bbbbbbbb-0000-4000-8000-000000000002';
+    const statements: string[][] = [];
+    const pages = batchedFirstPages(
+      async (_ws, ids, args: { fail: boolean }) => {
+        statements.push(ids);
+        if (args.fail) throw new Error('the statement failed');
+        return ids.map((parent) => ({ parent }));
+      },
+      (row) => row.parent,
+      undefined,
+      true,
+    );
+    const [failed, read, upper] = await Promise.allSettled([
+      pages('w', A, { fail: true }, 5).rows,
+      pages('w', B, { fail: false }, 5).rows,
+      pages('w', B.toUpperCase(), { fail: false }, 5).rows,
+    ]);
+    expect(failed).toMatchObject({ status: 'rejected', reason: { message: 'the statement failed' } });
+    expect(read).toEqual({ status: 'fulfilled', value: [{ parent: B }] });
+    expect(upper).toEqual({ status: 'fulfilled', value: [{ parent: B }] });
+    // One statement per group of the same arguments, asked in the same turn.
+    expect(statements).toEqual([[A], [B]]);
   });
 });

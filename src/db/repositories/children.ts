@@ -5,6 +5,7 @@
  */
 import { sql } from 'kysely';
 import type { JobRow } from '../types.js';
+import { firstPerParent } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export interface ParentState {
@@ -77,4 +78,32 @@ export async function childCountsOf(db: Executor, workspaceId: string, parentIds
     group by 1`.execute(db);
   for (const { parent, ...counts } of rows) out.set(parent, counts);
   return out;
+}
+
+/**
+ * The first `limit` children of each of `parentIds`, in id order, as childrenOf reads one
+ * parent's first page, for a page of executions that each show their children
+ * (Execution.children): one statement. Executions of another workspace, or ids of none, have none.
+ */
+/** Children and dependents are listed in id order. */
+const ID_ORDER = [{ column: 'id', direction: 'asc' }] as const;
+
+export async function firstChildrenOf(db: Executor, workspaceId: string, parentIds: readonly string[], limit: number): Promise<JobRow[]> {
+  const ids = parentIds.filter(isUuid);
+  if (ids.length === 0) return [];
+  return firstPerParent(
+    db,
+    'executions',
+    ids,
+    scoped(workspaceId),
+    'jobs',
+    (execution) =>
+      db
+        .selectFrom('jobs')
+        .selectAll('jobs')
+        .where('jobs.workspace_id', '=', scoped(workspaceId))
+        .where('jobs.parent_execution_id', '=', execution),
+    ID_ORDER,
+    limit,
+  ).execute();
 }

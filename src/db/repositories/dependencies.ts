@@ -4,7 +4,8 @@
  * (jobgate_settle_dependents), shared with the trigger that runs when a prerequisite ends.
  */
 import { sql } from 'kysely';
-import type { JobDependencyRow } from '../types.js';
+import type { JobDependencyRow, JobRow } from '../types.js';
+import { firstPerParent } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export type PrerequisiteOutcome = 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
@@ -116,4 +117,38 @@ export async function openPrerequisitesOf(db: Executor, workspaceId: string, job
     .execute();
   for (const r of rows) out.set(r.job_id, [...(out.get(r.job_id) ?? []), r.prerequisite_id]);
   return out;
+}
+
+/**
+ * The first `limit` dependents of each of `prerequisiteIds` (the jobs that name it in their
+ * dependsOn), in id order, each with the prerequisite it was read for, as dependentsOf and
+ * findJobsByIds read one job's first page, for a page of jobs that each show their dependents
+ * (Job.dependents): one statement. Jobs of another workspace, or ids of none, have none.
+ */
+export async function firstDependentsOf(
+  db: Executor,
+  workspaceId: string,
+  prerequisiteIds: readonly string[],
+  limit: number,
+): Promise<(JobRow & { prerequisite_id: string })[]> {
+  const ids = prerequisiteIds.filter(isUuid);
+  if (ids.length === 0) return [];
+  return firstPerParent(
+    db,
+    'jobs',
+    ids,
+    scoped(workspaceId),
+    // In the dependents' id order: jobs.id is d.job_id.
+    'jobs',
+    (job) =>
+      db
+        .selectFrom('job_dependencies as d')
+        .innerJoin('jobs', (on) => on.onRef('jobs.id', '=', 'd.job_id').on('jobs.workspace_id', '=', scoped(workspaceId)))
+        .selectAll('jobs')
+        .select('d.prerequisite_id')
+        .where('d.workspace_id', '=', scoped(workspaceId))
+        .where('d.prerequisite_id', '=', job),
+    [{ column: 'id', direction: 'asc' }],
+    limit,
+  ).execute();
 }

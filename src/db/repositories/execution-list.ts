@@ -13,7 +13,8 @@ import {
   countPerParent,
   likeInfix,
   likePrefix,
-  newestPerParent,
+  firstPerParent,
+  NEWEST_FIRST,
   orderedPage,
   SEARCH_SORT_LIMIT,
   searchedPage,
@@ -169,18 +170,19 @@ export async function firstExecutionsOfJobs(
   const ids = jobIds.filter(isUuid);
   if (ids.length === 0) return [];
   const base = filteredExecutions(db, workspaceId, { status: filter.status }, undefined)!;
-  return newestPerParent(
+  return firstPerParent(
     db,
     'jobs',
     ids,
     scoped(workspaceId),
     'executions',
     (job) => base.where('executions.job_id', '=', job).selectAll('executions'),
+    NEWEST_FIRST,
     limit,
   ).execute();
 }
 
-/** How many executions of each of `jobIds` match `filter`, counting at most `limit` each; a job with none is left out. */
+/** How many executions of each of `jobIds` match `filter`, counting at most `limit` each (0 for none); ids of no job of the workspace are left out. */
 export async function countExecutionsOfJobs(
   db: Executor,
   workspaceId: string,

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { JobPatch, JobRow, JobStatus, NewJob } from '../types.js';
 import type { ListOrder } from './keyset.js';
-import { countAtMost, countPerParent, likePrefix, newestPerParent, orderedPage, searchedPage } from './listing.js';
+import { countAtMost, countPerParent, likePrefix, firstPerParent, NEWEST_FIRST, orderedPage, searchedPage } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function findJobById(
@@ -245,18 +245,19 @@ export async function firstJobsOfEndpoints(
   const ids = endpointIds.filter(isUuid);
   if (ids.length === 0) return [];
   const base = filteredJobs(db, workspaceId, { ...filter, endpointId: null, search: null })!;
-  return newestPerParent(
+  return firstPerParent(
     db,
     'endpoints',
     ids,
     scoped(workspaceId),
     'jobs',
     (endpoint) => base.where('jobs.endpoint_id', '=', endpoint).selectAll('jobs'),
+    NEWEST_FIRST,
     limit,
   ).execute();
 }
 
-/** How many jobs of each of `endpointIds` match `filter`, counting at most `limit` each; an endpoint with none is left out. */
+/** How many jobs of each of `endpointIds` match `filter`, counting at most `limit` each (0 for none); ids of no endpoint of the workspace are left out. */
 export async function countJobsOfEndpoints(
   db: Executor,
   workspaceId: string,

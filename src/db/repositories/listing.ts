@@ -92,42 +92,50 @@ export async function searchedPage<T extends Listed, O>(
   return orderedPage(base.selectAll(), table, workspaceId, opts).execute();
 }
 
-/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs). */
-type Parent = 'jobs' | 'endpoints';
+/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs, an execution's children). */
+type Parent = 'jobs' | 'endpoints' | 'executions';
+
+/** A column of the listed table, and which way a list runs along it. */
+type Ordering = readonly { column: string; direction: 'asc' | 'desc' }[];
+
+/** Newest first, as orderedPage reads a page. */
+export const NEWEST_FIRST: Ordering = [
+  { column: 'created_at', direction: 'desc' },
+  { column: 'id', direction: 'desc' },
+];
 
 /**
  * For each of `parentIds` (rows of `parent` in the workspace; other ids have none): the first
- * `limit` rows of its list, newest first. `rowsOf(parentId)` is one parent's filtered rows of
- * `table`, given a reference to the parent's id; each parent is one probe of its list's
- * newest-first index, and all of them one statement.
+ * `limit` rows of its list in `order`. `rowsOf(parentId)` is one parent's filtered rows of
+ * `table`, given a reference to the parent's id. Each parent is one probe of its list's index (a
+ * LATERAL join), all of them one statement, the rows in parent order and then the list's.
  */
-export function newestPerParent<T extends Listed, O>(
+export function firstPerParent<O>(
   db: Executor,
   parent: Parent,
   parentIds: readonly string[],
   workspaceId: string,
-  table: T,
-  rowsOf: (parentId: ReturnType<typeof sql.ref<string>>) => SelectQueryBuilder<DB, T, O>,
+  table: keyof DB,
+  rowsOf: (parentId: ReturnType<typeof sql.ref<string>>) => SelectQueryBuilder<DB, any, O>,
+  order: Ordering,
   limit: number,
 ) {
-  return db
+  let page = rowsOf(sql.ref<string>('p.id'));
+  for (const { column, direction } of order) page = page.orderBy(sql.ref(`${table}.${column}`), direction);
+  let q = db
     .selectFrom(sql.table(parent).as('p'))
-    .innerJoinLateral(
-      rowsOf(sql.ref<string>('p.id'))
-        .orderBy(sql.ref(`${table}.created_at`), 'desc')
-        .orderBy(sql.ref(`${table}.id`), 'desc')
-        .limit(limit)
-        .as('r'),
-      (join) => join.onTrue(),
-    )
+    .innerJoinLateral(page.limit(limit).as('r'), (join) => join.onTrue())
     .selectAll('r')
     .where(sql.ref('p.workspace_id'), '=', workspaceId)
-    .where(sql.ref('p.id'), '=', sql<string>`any(${parentIds}::uuid[])`);
+    .where(sql.ref('p.id'), '=', sql<string>`any(${parentIds}::uuid[])`)
+    .orderBy(sql.ref('p.id'));
+  for (const { column, direction } of order) q = q.orderBy(sql.ref(`r.${column}`), direction);
+  return q;
 }
 
 /**
- * For each of `parentIds`, as newestPerParent: how many rows its list holds, counting at most
- * `limit`. A parent with none is left out.
+ * For each of `parentIds`, as firstPerParent: how many rows its list holds, counting at most
+ * `limit` (0 for a parent with none). Ids of no parent in the workspace are left out.
  */
 export async function countPerParent(
   db: Executor,
@@ -140,7 +148,7 @@ export async function countPerParent(
   const rows = await db
     .selectFrom(sql.table(parent).as('p'))
     .select((eb) => [
-      sql<string>`p.id`.as('id'),
+      sql.ref<string>('p.id').as('id'),
       eb
         .selectFrom(
           rowsOf(sql.ref<string>('p.id'))

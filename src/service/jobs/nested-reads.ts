@@ -8,9 +8,9 @@
  */
 import * as executionList from '../../db/repositories/execution-list.js';
 import * as jobsRepo from '../../db/repositories/jobs.js';
-import type { Executor } from '../../db/repositories/scope.js';
+import { isUuid, type Executor } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
-import { batchedFirstPages } from '../kernel/batched-reads.js';
+import { batchedFirstPages, perReader, type FirstPage } from '../kernel/batched-reads.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import {
   executionFilterSchema,
@@ -26,7 +26,7 @@ import { COUNT_LIMIT, pageSize, toConnection, type Connection } from '../kernel/
 /** What a job's executions may be narrowed by, nested. */
 export type JobExecutionsFilter = Pick<ExecutionFilter, 'status'>;
 /** What an endpoint's jobs may be narrowed by, nested. */
-export type EndpointJobsFilter = Omit<JobFilter, 'endpointId' | 'search'>;
+export type EndpointJobsFilter = Pick<JobFilter, 'status' | 'kind' | 'includeInternal'>;
 
 /** The root lists, for pages after the first. */
 interface Lists {
@@ -52,44 +52,42 @@ function firstPagesFrom(from: Executor, batch: boolean) {
   };
 }
 
+/** An empty first page, with its count: what a list answers for an id that names nothing. */
+export const NO_PAGE: FirstPage<never> = { rows: Promise.resolve([]), count: async () => 0 };
+
 export function createNestedReads(ctx: ServiceContext, lists: Lists) {
-  // Read where the root lists read for the actor (ServiceContext.reader: the primary, or the
-  // replica for an actor that reads from it), so rows of both are read apart.
-  const readers = new Map<Executor, ReturnType<typeof firstPagesFrom>>();
-  const firstPages = (actor: Actor) => {
-    const from = ctx.reader(actor);
-    let pages = readers.get(from);
-    if (!pages) readers.set(from, (pages = firstPagesFrom(from, !ctx.outer)));
-    return pages;
-  };
+  // Read where the root lists read for the actor, so rows of a replica and of the primary are read apart.
+  const firstPages = perReader(ctx.reader, (from) => firstPagesFrom(from, !ctx.outer));
   return {
-    /** A job's executions, newest first, as `executions(jobId:)` lists them. VALIDATION_FAILED for a bad page. */
+    /** A job's executions, newest first, as `executions(jobId:)` lists them. VALIDATION_FAILED for a bad id or page. */
     async jobExecutions(
       actor: Actor,
       jobId: string,
       rawFilter: JobExecutionsFilter = {},
       rawPage: PageInput = {},
     ): Promise<Connection<Execution>> {
-      const { status } = parseInput(executionFilterSchema, rawFilter);
+      const { status } = parseInput(executionFilterSchema, { ...rawFilter, jobId });
       const page = parseInput(pageSchema, rawPage);
       if (page.after) return lists.executions(actor, { jobId, status }, page);
       const size = pageSize(page);
-      const first = firstPages(actor).executionsOfJob(actor.workspaceId, jobId, { status }, size);
+      const first = isUuid(jobId) ? firstPages(actor).executionsOfJob(actor.workspaceId, jobId, { status }, size) : NO_PAGE;
       return toConnection(await first.rows, size, toExecution, first.count);
     },
 
-    /** An endpoint's jobs, newest first, as `jobs` lists them by endpoint. VALIDATION_FAILED for a bad page. */
+    /** An endpoint's jobs, newest first, as `jobs` lists them by endpoint. VALIDATION_FAILED for a bad id or page. */
     async endpointJobs(
       actor: Actor,
       endpointId: string,
       rawFilter: EndpointJobsFilter = {},
       rawPage: PageInput = {},
     ): Promise<Connection<Job>> {
-      const { status, kind, includeInternal } = parseInput(jobFilterSchema, rawFilter);
+      const { status, kind, includeInternal } = parseInput(jobFilterSchema, { ...rawFilter, endpointId });
       const page = parseInput(pageSchema, rawPage);
       if (page.after) return lists.jobs(actor, { status, kind, includeInternal, endpointId }, page);
       const size = pageSize(page);
-      const first = firstPages(actor).jobsOfEndpoint(actor.workspaceId, endpointId, { status, kind, includeInternal }, size);
+      const first = isUuid(endpointId)
+        ? firstPages(actor).jobsOfEndpoint(actor.workspaceId, endpointId, { status, kind, includeInternal }, size)
+        : NO_PAGE;
       return toConnection(await first.rows, size, toJob, first.count);
     },
   };

@@ -8,6 +8,8 @@
  * when its batch runs, as its own query did. In the caller's transaction (ServiceContext.outer)
  * reads are not held back: a caller's statements must not run between our call and its read.
  */
+import type { Executor } from '../../db/repositories/scope.js';
+import type { Actor } from './actor.js';
 
 /** One read: by workspace and key, undefined when there is no such row. */
 export type BatchedRead<V> = (workspaceId: string, key: string) => Promise<V | undefined>;
@@ -70,26 +72,34 @@ export const splitPairKey = (key: string): [string, string] => {
 export interface FirstPage<R> {
   /** Up to `size + 1` rows, in the list's order (the extra one says a next page exists). */
   rows: Promise<R[]>;
-  /** How many rows the parent's list holds, counting at most the count limit. */
-  count(): Promise<number>;
+  /** How many rows the parent's list holds, counting at most the count limit; absent for a list without a count. */
+  count?: () => Promise<number>;
+}
+
+/** A group's read failed: only the parents of that group see its error. */
+class GroupFailed {
+  constructor(readonly error: unknown) {}
 }
 
 /**
  * The first pages of a nested connection (a page of jobs, each with `executions(first: 5)`), read
  * for every parent of the page at once: one statement for the rows and, when asked, one for the
  * counts, instead of two list queries per parent. Parents asking with other `args` (filters, page
- * size) are read apart, each group in one statement. `rows(ws, parentIds, args, limit)` answers
- * the first `limit` rows of each parent in the list's order; `parentOf` says whose a row is.
+ * size) are read apart, each group in one statement; a group whose statement fails fails its own
+ * parents only. `rows(ws, parentIds, args, limit)` answers the first `limit` rows of each parent
+ * in the list's order; `parentOf` says whose a row is; `count`, for a list that has one, how many
+ * rows each parent's list holds. Parent ids are uuids (the caller answers others itself), and
+ * read in lower case, as the database gives them back.
  */
 export function batchedFirstPages<A, R>(
   rows: (workspaceId: string, parentIds: string[], args: A, limit: number) => Promise<R[]>,
   parentOf: (row: R) => string,
-  count: (workspaceId: string, parentIds: string[], args: A) => Promise<Map<string, number>>,
+  count: ((workspaceId: string, parentIds: string[], args: A) => Promise<Map<string, number>>) | undefined,
   batch: boolean,
 ): (workspaceId: string, parentId: string, args: A, size: number) => FirstPage<R> {
-  // Keyed by parent and by what else the page depends on; each group of the same args is one read.
-  const grouped = <V>(read: (ws: string, parentIds: string[], args: A, size: number) => Promise<Map<string, V>>) =>
-    batchedRead<V>(async (ws, keys) => {
+  // Keyed by parent and by what else the answer depends on (JSON, after the parent's id and a space).
+  const grouped = <V>(read: (ws: string, parentIds: string[], argsKey: string) => Promise<Map<string, V>>) => {
+    const batched = batchedRead<V | GroupFailed>(async (ws, keys) => {
       const groups = new Map<string, string[]>();
       for (const key of keys) {
         const [parentId, argsKey] = splitPairKey(key);
@@ -97,16 +107,26 @@ export function batchedFirstPages<A, R>(
         if (group) group.push(parentId);
         else groups.set(argsKey, [parentId]);
       }
-      const found = new Map<string, V>();
+      const found = new Map<string, V | GroupFailed>();
       await Promise.all(
         [...groups].map(async ([argsKey, parentIds]) => {
-          const { args, size } = JSON.parse(argsKey) as { args: A; size: number };
-          for (const [parentId, value] of await read(ws, parentIds, args, size)) found.set(pairKey(parentId, argsKey), value);
+          try {
+            for (const [parentId, value] of await read(ws, parentIds, argsKey)) found.set(pairKey(parentId, argsKey), value);
+          } catch (error) {
+            for (const parentId of parentIds) found.set(pairKey(parentId, argsKey), new GroupFailed(error));
+          }
         }),
       );
       return found;
     }, batch);
-  const pages = grouped(async (ws, parentIds, args, size) => {
+    return async (ws: string, parentId: string, argsKey: string): Promise<V | undefined> => {
+      const value = await batched(ws, pairKey(parentId.toLowerCase(), argsKey));
+      if (value instanceof GroupFailed) throw value.error;
+      return value;
+    };
+  };
+  const pages = grouped(async (ws, parentIds, argsKey) => {
+    const { args, size } = JSON.parse(argsKey) as { args: A; size: number };
     const byParent = new Map<string, R[]>();
     for (const row of await rows(ws, parentIds, args, size + 1)) {
       const mine = byParent.get(parentOf(row));
@@ -115,12 +135,24 @@ export function batchedFirstPages<A, R>(
     }
     return byParent;
   });
-  const counts = grouped((ws, parentIds, args) => count(ws, parentIds, args));
-  return (workspaceId, parentId, args, size) => {
-    const key = pairKey(parentId, JSON.stringify({ args, size }));
-    return {
-      rows: pages(workspaceId, key).then((found) => found ?? []),
-      count: () => counts(workspaceId, key).then((n) => n ?? 0),
-    };
+  const counts = count && grouped((ws, parentIds, argsKey) => count(ws, parentIds, (JSON.parse(argsKey) as { args: A }).args));
+  return (workspaceId, parentId, args, size) => ({
+    rows: pages(workspaceId, parentId, JSON.stringify({ args, size })).then((found) => found ?? []),
+    ...(counts ? { count: () => counts(workspaceId, parentId, JSON.stringify({ args })).then((n) => n ?? 0) } : {}),
+  });
+}
+
+/**
+ * One `make(from)` for each database `reader` sends an actor's reads to (ServiceContext.reader:
+ * the primary, or the replica for an actor that reads from it), made when first asked: reads
+ * batched together go to one database.
+ */
+export function perReader<T>(reader: (actor: Actor) => Executor, make: (from: Executor) => T): (actor: Actor) => T {
+  const made = new Map<Executor, T>();
+  return (actor) => {
+    const from = reader(actor);
+    let value = made.get(from);
+    if (value === undefined) made.set(from, (value = make(from)));
+    return value;
   };
 }
