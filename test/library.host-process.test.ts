@@ -7,6 +7,7 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ownPool } from './support/own-pool.js';
 
 const INT8 = pg.types.builtins.INT8;
 const BIG = '9007199254740993'; // 2^53 + 1: a number would lose its last digit
@@ -40,7 +41,7 @@ beforeAll(async () => {
   addedOnImport = Object.fromEntries(PROCESS_EVENTS.map((e) => [e, after[e]! - before[e]!]).filter(([, n]) => n !== 0));
   t = await m.support.createTestDb();
   gate = await m.index.createJobgate({ databaseUrl: t.url, migrate: false, log: m.log.createLogger('silent') });
-  host = new pg.Pool({ connectionString: t.url, max: 2 });
+  host = ownPool({ connectionString: t.url, max: 2 });
 });
 afterAll(async () => {
   await host?.end();

@@ -9,6 +9,7 @@ import { isConnectionError, isSaturation } from '../../src/db/unavailable.js';
 import { createLogger } from '../../src/log.js';
 import { createAvailability } from '../../src/service/engine/runtime/availability.js';
 import { adminQuery, createEmptyDatabase } from '../support/db.js';
+import { ownPool } from '../support/own-pool.js';
 
 const coded = (code: string, fields: Record<string, unknown> = {}) => Object.assign(new Error(`error ${code}`), { code, ...fields });
 
@@ -147,7 +148,7 @@ describe('isConnectionError on what a real server and network answer', { timeout
     // The held connection may take longer than the wait under test to open on a loaded machine
     // (CI: over 100 ms): opened without a limit, then the pool's wait is cut to 100 ms (pg-pool
     // reads the setting at each connect).
-    const pool = new pg.Pool({ connectionString: empty.url, max: 1 });
+    const pool = ownPool({ connectionString: empty.url, max: 1 });
     const held = await pool.connect();
     pool.options.connectionTimeoutMillis = 100;
     try {

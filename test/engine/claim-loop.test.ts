@@ -12,6 +12,7 @@ import { claimExecutions } from '../../src/db/statements/claim.js';
 import { nextAwait, STICKY_CLAIMS } from '../../src/service/engine/worker/claim-loop.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, eventually, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
+import { ownPool } from '../support/own-pool.js';
 
 let t: TestDb;
 let h: EngineHarness;
@@ -256,7 +257,7 @@ describe('a claim that waits for a limited endpoint it claimed from before', () 
       [1, 2].map(() => ({ endpointName: 'awaited.plain', kind: 'IMMEDIATE' as const })),
     );
     // One connection, to see it come back idle.
-    const pool = new pg.Pool({ connectionString: t.url, max: 1 });
+    const pool = ownPool({ connectionString: t.url, max: 1 });
     const other = new pg.Client({ connectionString: t.url });
     await other.connect();
     try {

@@ -7,13 +7,14 @@
  * Each test reads the plans Postgres ran (auto_explain on the connections of a pool of its own)
  * and counts the executions rows each plan node read, kept or filtered out.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/statements/claim.js';
 import { createLogger } from '../../src/log.js';
 import { createCronJobScheduler } from '../../src/service/engine/cron/scheduler.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { pauseOwnCronJobs } from '../support/engine.js';
+import { ownPool } from '../support/own-pool.js';
 
 const HISTORY = 100;
 const JOBS = 20;
@@ -30,7 +31,7 @@ beforeEach(async () => {
   await pauseOwnCronJobs(t);
   endpointId = (await t.service.registerEndpoint(t.actor, { name: 'live.lookup', kind: 'HANDLER', handlerName: 'live.h' })).id;
   plans = [];
-  explained = new pg.Pool({ connectionString: t.url, max: 2 });
+  explained = ownPool({ connectionString: t.url, max: 2 });
   explained.on('connect', (client) => {
     client.on('notice', (n) => plans.push(n.message ?? ''));
     void client.query(

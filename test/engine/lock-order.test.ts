@@ -4,7 +4,7 @@
  * other in turn and never deadlock; a deadlock that does happen (with a statement outside that
  * order) is retried, and the outcome still recorded.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { completeExecutions, type Completion } from '../../src/db/statements/complete.js';
 import { heartbeat } from '../../src/db/statements/lease.js';
@@ -18,6 +18,7 @@ import type { ClaimedExecution } from '../../src/db/statements/claim.js';
 import { noopObserver } from '../../src/service/kernel/observer.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
+import { ownPool } from '../support/own-pool.js';
 
 let t: TestDb;
 /** Pools of their own: each statement of a round on its own connection. */
@@ -74,7 +75,7 @@ function shuffled<T>(items: T[]): T[] {
 
 beforeEach(async () => {
   t = await createTestDb();
-  pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: t.url, max: 1, types: pgTypes }));
+  pools = Array.from({ length: 4 }, () => ownPool({ connectionString: t.url, max: 1, types: pgTypes }));
   await t.service.registerEndpoint(t.actor, { name: 'lock.order', kind: 'HANDLER', handlerName: 'noop' });
 });
 afterEach(async () => {

@@ -4,13 +4,13 @@
  * statistics, and on analyzed tables a claim reads its executions in the due index's order,
  * stopped by its limit, instead of every pending execution of each endpoint.
  */
-import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimExecutions } from '../../src/db/statements/claim.js';
 import { analyzeGrownTables, GROWTH_FLOOR } from '../../src/db/statements/statistics.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { engineHarness, type EngineHarness } from '../support/engine.js';
 import { eventually } from '../support/eventually.js';
+import { ownPool } from '../support/own-pool.js';
 
 let t: TestDb;
 let h: EngineHarness;
@@ -118,7 +118,7 @@ describe('statistics of the claimed tables', () => {
     // One connection, its claim planned once, generically, now (as a worker's prepared claim is
     // after a few runs), and read back with the plan Postgres ran.
     const plans: string[] = [];
-    const explained = new pg.Pool({ connectionString: t.url, max: 1 });
+    const explained = ownPool({ connectionString: t.url, max: 1 });
     explained.on('connect', (client) => {
       client.on('notice', (n) => plans.push(n.message ?? ''));
       void client.query(

@@ -2,11 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createJobService } from '../../src/service/index.js';
 import { KEY_CACHE_TTL_MS } from '../../src/service/access/authenticate.js';
 import { Kysely, PostgresDialect } from 'kysely';
-import pg from 'pg';
 import { pgTypes } from '../../src/db/pg-types.js';
 import type { DB } from '../../src/db/types.js';
 import { codeOf, createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
+import { ownPool } from '../support/own-pool.js';
 
 let t: TestDb;
 
@@ -49,7 +49,7 @@ describe('authenticate', () => {
   it('a lookup under way when a key is forgotten is not shared with the requests after it', async () => {
     const { key, apiKey } = await t.service.createApiKey(t.actor, { name: 'forgotten mid-lookup', role: 'VIEWER' });
     // One connection, held here: the first lookup waits for it while the key is forgotten.
-    const pool = new pg.Pool({ connectionString: t.url, max: 1, types: pgTypes });
+    const pool = ownPool({ connectionString: t.url, max: 1, types: pgTypes });
     const held = await pool.connect();
     let lookups = 0;
     const db = new Kysely<DB>({
