@@ -5,7 +5,7 @@
  */
 import { sql } from 'kysely';
 import type { JobRow } from '../types.js';
-import { firstPerParent } from './listing.js';
+import { firstPerParent, ID_ORDER } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export interface ParentState {
@@ -85,9 +85,6 @@ export async function childCountsOf(db: Executor, workspaceId: string, parentIds
  * parent's first page, for a page of executions that each show their children
  * (Execution.children): one statement. Executions of another workspace, or ids of none, have none.
  */
-/** Children and dependents are listed in id order. */
-const ID_ORDER = [{ column: 'id', direction: 'asc' }] as const;
-
 export async function firstChildrenOf(db: Executor, workspaceId: string, parentIds: readonly string[], limit: number): Promise<JobRow[]> {
   const ids = parentIds.filter(isUuid);
   if (ids.length === 0) return [];

@@ -5,7 +5,7 @@
  */
 import { sql } from 'kysely';
 import type { JobDependencyRow, JobRow } from '../types.js';
-import { firstPerParent } from './listing.js';
+import { firstPerParent, ID_ORDER } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export type PrerequisiteOutcome = 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
@@ -148,7 +148,7 @@ export async function firstDependentsOf(
         .select('d.prerequisite_id')
         .where('d.workspace_id', '=', scoped(workspaceId))
         .where('d.prerequisite_id', '=', job),
-    [{ column: 'id', direction: 'asc' }],
+    ID_ORDER,
     limit,
   ).execute();
 }

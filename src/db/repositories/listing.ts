@@ -104,6 +104,9 @@ export const NEWEST_FIRST: Ordering = [
   { column: 'id', direction: 'desc' },
 ];
 
+/** In id order, as an execution's children and a job's dependents are listed. */
+export const ID_ORDER: Ordering = [{ column: 'id', direction: 'asc' }];
+
 /**
  * For each of `parentIds` (rows of `parent` in the workspace; other ids have none): the first
  * `limit` rows of its list in `order`. `rowsOf(parentId)` is one parent's filtered rows of

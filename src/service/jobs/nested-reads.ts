@@ -53,7 +53,7 @@ function firstPagesFrom(from: Executor, batch: boolean) {
 }
 
 /** An empty first page, with its count: what a list answers for an id that names nothing. */
-export const NO_PAGE: FirstPage<never> = { rows: Promise.resolve([]), count: async () => 0 };
+const NO_PAGE: FirstPage<never> = { rows: Promise.resolve([]), count: async () => 0 };
 
 export function createNestedReads(ctx: ServiceContext, lists: Lists) {
   // Read where the root lists read for the actor, so rows of a replica and of the primary are read apart.
