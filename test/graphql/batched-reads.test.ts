@@ -351,6 +351,51 @@ describe("a page of rows with their children and dependents, and the nested read
   });
 });
 
+describe('a page of batches with their members', () => {
+  it('costs as many reads for 4 batches as for 1, each page as its own members are, whole or by outcome', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'members.ep', kind: 'HANDLER', handlerName: 'nobody' });
+    for (let i = 0; i < 4; i++)
+      await t.service.createBatch(t.actor, {
+        name: `members-${i}`,
+        jobs: Array.from({ length: i + 1 }, () => ({ endpointName: 'members.ep', kind: 'IMMEDIATE' as const })),
+      });
+    // Some members ended: counted into their batch as SUCCEEDED.
+    await t.query(
+      `update executions set status = 'SUCCEEDED', finished_at = now()
+       where job_id in (select id from jobs where batch_id in (select id from batches where name like 'members-%') order by id limit 4)`,
+    );
+    const BATCHES = (n: number, args: string) =>
+      `{ batches(first: ${n}) { nodes { id name jobs(${args}) { nodes { id } pageInfo { hasNextPage } } } } }`;
+    const own = async (batchId: string, filter: string) =>
+      (await t.query<{ id: string }>(`select j.id from jobs j where j.batch_id = $1 and ${filter} order by j.id`, [batchId])).rows.map(
+        (r) => ({ id: r.id }),
+      );
+    const counted = (outcome: string | null) =>
+      `exists (select 1 from executions e where e.job_id = j.id and e.trigger = 'SCHEDULE' and e.batch_outcome ${outcome ? `= '${outcome}'` : 'is null'})`;
+    for (const [args, filter] of [
+      ['first: 2', 'true'],
+      ['first: 2, outcome: SUCCEEDED', counted('SUCCEEDED')],
+      ['first: 2, ended: false', counted(null)],
+    ] as const) {
+      const small = await reads(BATCHES(1, args));
+      const large = await reads(BATCHES(4, args));
+      expect(large.data.batches.nodes.map((b: any) => b.name).sort()).toEqual(['members-0', 'members-1', 'members-2', 'members-3']);
+      expect({ args, reads: large.count }).toEqual({ args, reads: small.count });
+      // Each way of asking found members in some batch, and not every member in every batch.
+      expect(large.data.batches.nodes.some((b: any) => b.jobs.nodes.length > 0)).toBe(true);
+      for (const b of large.data.batches.nodes) {
+        const rows = await own(b.id, filter);
+        expect({ args, batch: b.name, nodes: b.jobs.nodes, more: b.jobs.pageInfo.hasNextPage }).toEqual({
+          args,
+          batch: b.name,
+          nodes: rows.slice(0, 2),
+          more: rows.length > 2,
+        });
+      }
+    }
+  });
+});
+
 describe('first pages read together', () => {
   it('fail only the parents of a group whose statement failed, and find a parent asked in capitals', async () => {
     const A = 'aaaaaaaa-0000-4000-8000-000000000001';

@@ -7,6 +7,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { cancelChannel } from '../channels.js';
 import type { BatchRow, JobRow } from '../types.js';
 import { cancelLiveExecutionsOf } from './executions.js';
+import { firstPerParent, ID_ORDER } from './listing.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
 export async function insertBatch(
@@ -199,4 +200,37 @@ export async function cancelUnfinishedMembers(db: Executor, workspaceId: string,
   const { jobs, asked } = rows[0]!;
   if (asked.length > 0) await sql`select pg_notify(${cancelChannel.name}, id::text) from unnest(${asked}::uuid[]) id`.execute(db);
   return jobs;
+}
+
+/**
+ * The first `limit` members of each of `batchIds`, in id order, as listMembers reads one batch's
+ * first page, for a page of batches that each show their members (Batch.jobs): one statement.
+ * Batches of another workspace, or ids of none, have none.
+ */
+export async function firstMembersOf(
+  db: Executor,
+  workspaceId: string,
+  batchIds: readonly string[],
+  outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null | undefined,
+  limit: number,
+): Promise<JobRow[]> {
+  const ids = batchIds.filter(isUuid);
+  if (ids.length === 0) return [];
+  return firstPerParent(
+    db,
+    'batches',
+    ids,
+    scoped(workspaceId),
+    'jobs',
+    (batch) => {
+      const members = db
+        .selectFrom('jobs')
+        .selectAll('jobs')
+        .where('jobs.workspace_id', '=', scoped(workspaceId))
+        .where('jobs.batch_id', '=', batch);
+      return outcome === undefined ? members : members.where(counted(outcome));
+    },
+    ID_ORDER,
+    limit,
+  ).execute();
 }

@@ -92,8 +92,8 @@ export async function searchedPage<T extends Listed, O>(
   return orderedPage(base.selectAll(), table, workspaceId, opts).execute();
 }
 
-/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs, an execution's children). */
-type Parent = 'jobs' | 'endpoints' | 'executions';
+/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs, an execution's children, a batch's members). */
+type Parent = 'jobs' | 'endpoints' | 'executions' | 'batches';
 
 /** A column of the listed table, and which way a list runs along it. */
 type Ordering = readonly { column: string; direction: 'asc' | 'desc' }[];

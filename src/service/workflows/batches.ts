@@ -10,7 +10,8 @@ import * as batchesRepo from '../../db/repositories/batches.js';
 import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { auditDone, mutate } from '../kernel/audited-mutation.js';
-import { batchedRead, byId } from '../kernel/batched-reads.js';
+import { batchedFirstPages, batchedRead, byId, perReader } from '../kernel/batched-reads.js';
+import { isUuid } from '../../db/repositories/scope.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { DomainError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import { createBatchSchema, pageSchema, type CreateBatchInput, type PageInput } from '../kernel/inputs.js';
@@ -86,11 +87,26 @@ async function createBatchIn(ctx: ServiceContext, trx: Transaction<DB>, actor: A
   return { batch: toBatch(batch), created: true };
 }
 
+/** Batches' first pages of members, read together from where the actor's lists read (../kernel/batched-reads.ts). */
+function firstMembersOf(ctx: ServiceContext) {
+  return perReader(ctx.reader, (from) =>
+    batchedFirstPages(
+      (ws, ids, args: { outcome?: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null }, limit) =>
+        batchesRepo.firstMembersOf(from, ws, ids, args.outcome, limit),
+      (row) => row.batch_id!,
+      undefined,
+      !ctx.outer,
+    ),
+  );
+}
+
 export function createBatchService(ctx: ServiceContext) {
   const { db } = ctx;
   const batchById = batchedRead((ws, ids) => batchesRepo.findBatchesByIds(db, ws, ids).then(byId), !ctx.outer);
   const outcomeOf = batchedRead((ws, ids) => batchesRepo.memberOutcomes(db, ws, ids), !ctx.outer);
   const completedBy = batchedRead((ws, ids) => batchesRepo.findBatchesByOnCompleteJobIds(db, ws, ids), !ctx.outer);
+  const firstMembers = firstMembersOf(ctx);
+
   return {
     /**
      * Creates a batch: its onComplete job (waiting until the batch completes), then each of `jobs`
@@ -186,6 +202,9 @@ export function createBatchService(ctx: ServiceContext) {
     ): Promise<Connection<Job>> {
       const page = parseInput(pageSchema, rawPage);
       const size = pageSize(page);
+      // A first page is read with the other batches' on the same page of batches.
+      if (!page.after && isUuid(batchId))
+        return toConnection(await firstMembers(actor)(actor.workspaceId, batchId, { outcome }, size).rows, size, toJob);
       const afterId = page.after ? decodeCursor(page.after) : undefined;
       const rows = await batchesRepo.listMembers(ctx.reader(actor), actor.workspaceId, batchId, { limit: size + 1, afterId, outcome });
       return toConnection(rows, size, toJob);
