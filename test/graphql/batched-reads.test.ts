@@ -169,6 +169,38 @@ describe('a page of runs with their finding counts', () => {
     }
     expect(new Set(large.data.runConnection.nodes.map((r: any) => r.findingCounts.length))).toEqual(new Set([0, 1, 2]));
   });
+
+  it("costs as many reads for 30 runs' first pages of findings as for 3, each as the run's own page reads it", async () => {
+    // The runs and findings of the test before: run i has i % 5 findings, kinds even and odd in turn.
+    for (const [args, first, kind, severity] of [
+      ['first: 2', 2, null, null],
+      ['first: 1, kind: "odd"', 1, 'odd', null],
+      ['first: 3, severity: INFO', 3, null, 'INFO'],
+    ] as const) {
+      const RUNS = (n: number) =>
+        `{ runConnection(first: ${n}) { nodes { id findingConnection(${args}) { totalCount nodes { id kind severity } pageInfo { hasNextPage } } } } }`;
+      const small = await reads(RUNS(3));
+      const large = await reads(RUNS(30));
+      expect({ args, reads: large.count }).toEqual({ args, reads: small.count });
+      for (const r of large.data.runConnection.nodes) {
+        // The deprecated page reads one run's findings the way the connection did before.
+        const own = await t.service.findings(t.actor, r.id, { first, kind, severity });
+        const matching = await t.query<{ n: number }>(
+          `select count(*)::int as n from findings where run_id = $1 and ($2::text is null or kind = $2) and ($3::text is null or severity = $3)`,
+          [r.id, kind, severity],
+        );
+        expect({ args, page: r.findingConnection }).toEqual({
+          args,
+          page: {
+            totalCount: matching.rows[0]!.n,
+            nodes: own.findings.map((f) => ({ id: f.id, kind: f.kind, severity: f.severity })),
+            pageInfo: { hasNextPage: own.nextCursor !== null },
+          },
+        });
+      }
+      expect(new Set(large.data.runConnection.nodes.map((r: any) => r.findingConnection.totalCount)).size).toBeGreaterThan(1);
+    }
+  });
 });
 
 describe("a federation router's references", () => {

@@ -2,7 +2,7 @@
  * Reading a run's findings: in the order recorded (by id, on the `findings_run` index on
  * (run_id, id)), counted by kind and severity, and by id.
  */
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { FindingRecord } from '../types.js';
 import type { Executor } from './scope.js';
 
@@ -14,7 +14,8 @@ export interface FindingListFilter {
   severity?: FindingRow['severity'] | null | undefined;
 }
 
-const where = (workspaceId: string, runId: string, f: FindingListFilter) => sql`
+// `runId` is a run's id, or a reference to one (a page of runs, each with its findings).
+const where = (workspaceId: string, runId: string | RawBuilder<string>, f: FindingListFilter) => sql`
   workspace_id = ${workspaceId} and run_id = ${runId}
   and (${f.kind ?? null}::text is null or kind = ${f.kind ?? null})
   and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})`;
@@ -65,4 +66,39 @@ export async function findingCountsOf(ex: Executor, workspaceId: string, runIds:
 export async function findFinding(ex: Executor, workspaceId: string, id: bigint): Promise<FindingRow | undefined> {
   const { rows } = await sql<FindingRow>`select * from findings where workspace_id = ${workspaceId} and id = ${id.toString()}`.execute(ex);
   return rows[0];
+}
+
+/**
+ * The first `limit` findings of each of `runIds` that `f` matches, oldest first, as findingPage
+ * reads one run's first page, for a page of runs that each show their findings
+ * (Run.findingConnection): one probe of (run_id, id) per run, in one statement. Runs of another
+ * workspace, or ids of none, have none.
+ */
+export async function firstFindingsOf(
+  ex: Executor,
+  workspaceId: string,
+  runIds: readonly string[],
+  f: FindingListFilter,
+  limit: number,
+): Promise<FindingRow[]> {
+  const { rows } = await sql<FindingRow>`
+    select f.* from runs r
+    cross join lateral (select * from findings where ${where(workspaceId, sql.ref('r.id'), f)} order by id limit ${limit}) f
+    where r.workspace_id = ${workspaceId} and r.id = any(${runIds}::uuid[])
+    order by r.id, f.id`.execute(ex);
+  return rows;
+}
+
+/** How many findings of each of `runIds` match `f`, counting at most `limit` each (0 for none); ids of no run of the workspace are left out. */
+export async function countFindingsOf(
+  ex: Executor,
+  workspaceId: string,
+  runIds: readonly string[],
+  f: FindingListFilter,
+  limit: number,
+): Promise<Map<string, number>> {
+  const { rows } = await sql<{ id: string; n: number }>`
+    select r.id, (select count(*)::int from (select 1 from findings where ${where(workspaceId, sql.ref('r.id'), f)} limit ${limit}) m) as n
+    from runs r where r.workspace_id = ${workspaceId} and r.id = any(${runIds}::uuid[])`.execute(ex);
+  return new Map(rows.map((r) => [r.id, r.n]));
 }

@@ -15,8 +15,16 @@ import { hasLiveRegistration } from '../../db/repositories/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from '../kernel/errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from '../kernel/inputs.js';
 import { COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
-import { batchedRead } from '../kernel/batched-reads.js';
-import { countFindings, findFinding, findingCountsOf, findingPage } from '../../db/repositories/findings.js';
+import { batchedFirstPages, batchedRead } from '../kernel/batched-reads.js';
+import {
+  countFindings,
+  countFindingsOf,
+  findFinding,
+  findingCountsOf,
+  findingPage,
+  firstFindingsOf,
+  type FindingListFilter as FindingRowFilter,
+} from '../../db/repositories/findings.js';
 import * as runsRepo from '../../db/repositories/runs.js';
 import type { RunRecord } from '../../db/types.js';
 import { withEventCursor } from '../live/event-cursor.js';
@@ -227,6 +235,13 @@ export function createRunsService(ctx: ServiceContext) {
   const { db } = ctx;
   // A page of runs counts their findings together (../kernel/batched-reads.ts).
   const countsOf = batchedRead((ws, ids) => findingCountsOf(db, scoped(ws), ids.filter(isUuid)), !ctx.outer);
+  // And their first pages of findings, with their counts.
+  const firstFindings = batchedFirstPages(
+    (ws, ids, filter: FindingRowFilter, limit) => firstFindingsOf(db, scoped(ws), ids, filter, limit),
+    (row) => row.run_id,
+    (ws, ids, filter) => countFindingsOf(db, scoped(ws), ids, filter, COUNT_LIMIT),
+    !ctx.outer,
+  );
 
   const service = {
     /**
@@ -370,6 +385,16 @@ export function createRunsService(ctx: ServiceContext) {
           (f) => f.id,
           async () => 0,
         );
+      // A first page is read with the other runs' on the same page of runs.
+      if (!page.after) {
+        const first = firstFindings(actor.workspaceId, runId, { kind: filter.kind, severity: filter.severity }, size);
+        return pageConnection(
+          (await first.rows).map((r) => toFinding(r, cursors)),
+          size,
+          (f) => f.id,
+          first.count,
+        );
+      }
       const rows = await findingPage(db, ws, runId, filter, { limit: size + 1, afterId });
       // A finding's id is its cursor: the page after it is the findings above it.
       return pageConnection(
