@@ -214,10 +214,12 @@ export async function firstMembersOf(
   outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null | undefined,
   limit: number,
 ): Promise<JobRow[]> {
+  const ids = batchIds.filter(isUuid);
+  if (ids.length === 0) return [];
   return firstPerParent(
     db,
     'batches',
-    batchIds,
+    ids,
     scoped(workspaceId),
     'jobs',
     (batch) => {
@@ -230,5 +232,5 @@ export async function firstMembersOf(
     },
     ID_ORDER,
     limit,
-  );
+  ).execute();
 }

@@ -86,10 +86,12 @@ export async function childCountsOf(db: Executor, workspaceId: string, parentIds
  * (Execution.children): one statement. Executions of another workspace, or ids of none, have none.
  */
 export async function firstChildrenOf(db: Executor, workspaceId: string, parentIds: readonly string[], limit: number): Promise<JobRow[]> {
+  const ids = parentIds.filter(isUuid);
+  if (ids.length === 0) return [];
   return firstPerParent(
     db,
     'executions',
-    parentIds,
+    ids,
     scoped(workspaceId),
     'jobs',
     (execution) =>
@@ -100,5 +102,5 @@ export async function firstChildrenOf(db: Executor, workspaceId: string, parentI
         .where('jobs.parent_execution_id', '=', execution),
     ID_ORDER,
     limit,
-  );
+  ).execute();
 }

@@ -131,10 +131,12 @@ export async function firstDependentsOf(
   prerequisiteIds: readonly string[],
   limit: number,
 ): Promise<(JobRow & { prerequisite_id: string })[]> {
+  const ids = prerequisiteIds.filter(isUuid);
+  if (ids.length === 0) return [];
   return firstPerParent(
     db,
     'jobs',
-    prerequisiteIds,
+    ids,
     scoped(workspaceId),
     // In the dependents' id order: jobs.id is d.job_id.
     'jobs',
@@ -148,5 +150,5 @@ export async function firstDependentsOf(
         .where('d.prerequisite_id', '=', job),
     ID_ORDER,
     limit,
-  );
+  ).execute();
 }
