@@ -214,12 +214,10 @@ export async function firstMembersOf(
   outcome: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | null | undefined,
   limit: number,
 ): Promise<JobRow[]> {
-  const ids = batchIds.filter(isUuid);
-  if (ids.length === 0) return [];
   return firstPerParent(
     db,
     'batches',
-    ids,
+    batchIds,
     scoped(workspaceId),
     'jobs',
     (batch) => {
@@ -232,5 +230,5 @@ export async function firstMembersOf(
     },
     ID_ORDER,
     limit,
-  ).execute();
+  );
 }

@@ -86,12 +86,10 @@ export async function childCountsOf(db: Executor, workspaceId: string, parentIds
  * (Execution.children): one statement. Executions of another workspace, or ids of none, have none.
  */
 export async function firstChildrenOf(db: Executor, workspaceId: string, parentIds: readonly string[], limit: number): Promise<JobRow[]> {
-  const ids = parentIds.filter(isUuid);
-  if (ids.length === 0) return [];
   return firstPerParent(
     db,
     'executions',
-    ids,
+    parentIds,
     scoped(workspaceId),
     'jobs',
     (execution) =>
@@ -102,5 +100,5 @@ export async function firstChildrenOf(db: Executor, workspaceId: string, parentI
         .where('jobs.parent_execution_id', '=', execution),
     ID_ORDER,
     limit,
-  ).execute();
+  );
 }

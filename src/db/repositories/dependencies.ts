@@ -131,12 +131,10 @@ export async function firstDependentsOf(
   prerequisiteIds: readonly string[],
   limit: number,
 ): Promise<(JobRow & { prerequisite_id: string })[]> {
-  const ids = prerequisiteIds.filter(isUuid);
-  if (ids.length === 0) return [];
   return firstPerParent(
     db,
     'jobs',
-    ids,
+    prerequisiteIds,
     scoped(workspaceId),
     // In the dependents' id order: jobs.id is d.job_id.
     'jobs',
@@ -150,5 +148,5 @@ export async function firstDependentsOf(
         .where('d.prerequisite_id', '=', job),
     ID_ORDER,
     limit,
-  ).execute();
+  );
 }

@@ -167,19 +167,17 @@ export async function firstExecutionsOfJobs(
   filter: Pick<ExecutionListFilter, 'status'>,
   limit: number,
 ): Promise<ExecutionRow[]> {
-  const ids = jobIds.filter(isUuid);
-  if (ids.length === 0) return [];
   const base = filteredExecutions(db, workspaceId, { status: filter.status }, undefined)!;
   return firstPerParent(
     db,
     'jobs',
-    ids,
+    jobIds,
     scoped(workspaceId),
     'executions',
     (job) => base.where('executions.job_id', '=', job).selectAll('executions'),
     NEWEST_FIRST,
     limit,
-  ).execute();
+  );
 }
 
 /** How many executions of each of `jobIds` match `filter`, counting at most `limit` each (0 for none); ids of no job of the workspace are left out. */
@@ -190,8 +188,6 @@ export async function countExecutionsOfJobs(
   filter: Pick<ExecutionListFilter, 'status'>,
   limit: number,
 ): Promise<Map<string, number>> {
-  const ids = jobIds.filter(isUuid);
-  if (ids.length === 0) return new Map();
   const base = filteredExecutions(db, workspaceId, { status: filter.status }, undefined)!;
-  return countPerParent(db, 'jobs', ids, scoped(workspaceId), (job) => base.where('executions.job_id', '=', job), limit);
+  return countPerParent(db, 'jobs', jobIds, scoped(workspaceId), (job) => base.where('executions.job_id', '=', job), limit);
 }

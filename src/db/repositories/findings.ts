@@ -4,6 +4,7 @@
  */
 import { sql, type RawBuilder } from 'kysely';
 import type { FindingRecord } from '../types.js';
+import { countPerParent, firstPerParent, ID_ORDER } from './listing.js';
 import type { Executor } from './scope.js';
 
 /** A findings row, as `select *` reads it. */
@@ -15,7 +16,7 @@ export interface FindingListFilter {
 }
 
 // `runId` is a run's id, or a reference to one (a page of runs, each with its findings).
-const where = (workspaceId: string, runId: string | RawBuilder<string>, f: FindingListFilter) => sql`
+const where = (workspaceId: string, runId: string | RawBuilder<string>, f: FindingListFilter) => sql<boolean>`
   workspace_id = ${workspaceId} and run_id = ${runId}
   and (${f.kind ?? null}::text is null or kind = ${f.kind ?? null})
   and (${f.severity ?? null}::text is null or severity = ${f.severity ?? null})`;
@@ -81,12 +82,20 @@ export async function firstFindingsOf(
   f: FindingListFilter,
   limit: number,
 ): Promise<FindingRow[]> {
-  const { rows } = await sql<FindingRow>`
-    select f.* from runs r
-    cross join lateral (select * from findings where ${where(workspaceId, sql.ref('r.id'), f)} order by id limit ${limit}) f
-    where r.workspace_id = ${workspaceId} and r.id = any(${runIds}::uuid[])
-    order by r.id, f.id`.execute(ex);
-  return rows;
+  return firstPerParent(
+    ex,
+    'runs',
+    runIds,
+    workspaceId,
+    'findings',
+    (run) =>
+      ex
+        .selectFrom('findings')
+        .selectAll('findings')
+        .where(where(workspaceId, run, f)),
+    ID_ORDER,
+    limit,
+  );
 }
 
 /** How many findings of each of `runIds` match `f`, counting at most `limit` each (0 for none); ids of no run of the workspace are left out. */
@@ -97,8 +106,5 @@ export async function countFindingsOf(
   f: FindingListFilter,
   limit: number,
 ): Promise<Map<string, number>> {
-  const { rows } = await sql<{ id: string; n: number }>`
-    select r.id, (select count(*)::int from (select 1 from findings where ${where(workspaceId, sql.ref('r.id'), f)} limit ${limit}) m) as n
-    from runs r where r.workspace_id = ${workspaceId} and r.id = any(${runIds}::uuid[])`.execute(ex);
-  return new Map(rows.map((r) => [r.id, r.n]));
+  return countPerParent(ex, 'runs', runIds, workspaceId, (run) => ex.selectFrom('findings').where(where(workspaceId, run, f)), limit);
 }

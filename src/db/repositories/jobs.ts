@@ -242,19 +242,17 @@ export async function firstJobsOfEndpoints(
   filter: Omit<JobListFilter, 'endpointId' | 'search'>,
   limit: number,
 ): Promise<JobRow[]> {
-  const ids = endpointIds.filter(isUuid);
-  if (ids.length === 0) return [];
   const base = filteredJobs(db, workspaceId, { ...filter, endpointId: null, search: null })!;
   return firstPerParent(
     db,
     'endpoints',
-    ids,
+    endpointIds,
     scoped(workspaceId),
     'jobs',
     (endpoint) => base.where('jobs.endpoint_id', '=', endpoint).selectAll('jobs'),
     NEWEST_FIRST,
     limit,
-  ).execute();
+  );
 }
 
 /** How many jobs of each of `endpointIds` match `filter`, counting at most `limit` each (0 for none); ids of no endpoint of the workspace are left out. */
@@ -265,8 +263,13 @@ export async function countJobsOfEndpoints(
   filter: Omit<JobListFilter, 'endpointId' | 'search'>,
   limit: number,
 ): Promise<Map<string, number>> {
-  const ids = endpointIds.filter(isUuid);
-  if (ids.length === 0) return new Map();
   const base = filteredJobs(db, workspaceId, { ...filter, endpointId: null, search: null })!;
-  return countPerParent(db, 'endpoints', ids, scoped(workspaceId), (endpoint) => base.where('jobs.endpoint_id', '=', endpoint), limit);
+  return countPerParent(
+    db,
+    'endpoints',
+    endpointIds,
+    scoped(workspaceId),
+    (endpoint) => base.where('jobs.endpoint_id', '=', endpoint),
+    limit,
+  );
 }

@@ -5,7 +5,7 @@
 import { sql, type SelectQueryBuilder } from 'kysely';
 import { afterCursor, type ListOrder } from './keyset.js';
 import type { DB } from '../types.js';
-import type { Executor } from './scope.js';
+import { isUuid, type Executor } from './scope.js';
 
 type Listed = 'jobs' | 'executions';
 
@@ -92,8 +92,8 @@ export async function searchedPage<T extends Listed, O>(
   return orderedPage(base.selectAll(), table, workspaceId, opts).execute();
 }
 
-/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs, an execution's children, a batch's members). */
-type Parent = 'jobs' | 'endpoints' | 'executions' | 'batches';
+/** The rows whose lists a page of them shows, row by row (a job's executions, an endpoint's jobs, an execution's children, a batch's members, a run's findings). */
+type Parent = 'jobs' | 'endpoints' | 'executions' | 'batches' | 'runs';
 
 /** A column of the listed table, and which way a list runs along it. */
 type Ordering = readonly { column: string; direction: 'asc' | 'desc' }[];
@@ -108,12 +108,13 @@ export const NEWEST_FIRST: Ordering = [
 export const ID_ORDER: Ordering = [{ column: 'id', direction: 'asc' }];
 
 /**
- * For each of `parentIds` (rows of `parent` in the workspace; other ids have none): the first
- * `limit` rows of its list in `order`. `rowsOf(parentId)` is one parent's filtered rows of
- * `table`, given a reference to the parent's id. Each parent is one probe of its list's index (a
- * LATERAL join), all of them one statement, the rows in parent order and then the list's.
+ * For each of `parentIds` (rows of `parent` in the workspace; other ids, and ids that are no uuid,
+ * have none): the first `limit` rows of its list in `order`. `rowsOf(parentId)` is one parent's
+ * filtered rows of `table`, given a reference to the parent's id. Each parent is one probe of its
+ * list's index (a LATERAL join), all of them one statement, the rows in parent order and then the
+ * list's.
  */
-export function firstPerParent<O>(
+export async function firstPerParent<O>(
   db: Executor,
   parent: Parent,
   parentIds: readonly string[],
@@ -122,7 +123,9 @@ export function firstPerParent<O>(
   rowsOf: (parentId: ReturnType<typeof sql.ref<string>>) => SelectQueryBuilder<DB, any, O>,
   order: Ordering,
   limit: number,
-) {
+): Promise<O[]> {
+  const ids = parentIds.filter(isUuid);
+  if (ids.length === 0) return [];
   let page = rowsOf(sql.ref<string>('p.id'));
   for (const { column, direction } of order) page = page.orderBy(sql.ref(`${table}.${column}`), direction);
   let q = db
@@ -130,15 +133,15 @@ export function firstPerParent<O>(
     .innerJoinLateral(page.limit(limit).as('r'), (join) => join.onTrue())
     .selectAll('r')
     .where(sql.ref('p.workspace_id'), '=', workspaceId)
-    .where(sql.ref('p.id'), '=', sql<string>`any(${parentIds}::uuid[])`)
+    .where(sql.ref('p.id'), '=', sql<string>`any(${ids}::uuid[])`)
     .orderBy(sql.ref('p.id'));
   for (const { column, direction } of order) q = q.orderBy(sql.ref(`r.${column}`), direction);
-  return q;
+  return (await q.execute()) as O[];
 }
 
 /**
  * For each of `parentIds`, as firstPerParent: how many rows its list holds, counting at most
- * `limit` (0 for a parent with none). Ids of no parent in the workspace are left out.
+ * `limit` (0 for a parent with none). Ids of no parent in the workspace, or no uuid, are left out.
  */
 export async function countPerParent(
   db: Executor,
@@ -148,6 +151,8 @@ export async function countPerParent(
   rowsOf: (parentId: ReturnType<typeof sql.ref<string>>) => SelectQueryBuilder<any, any, unknown>,
   limit: number,
 ): Promise<Map<string, number>> {
+  const ids = parentIds.filter(isUuid);
+  if (ids.length === 0) return new Map();
   const rows = await db
     .selectFrom(sql.table(parent).as('p'))
     .select((eb) => [
@@ -163,7 +168,7 @@ export async function countPerParent(
         .as('n'),
     ])
     .where(sql.ref('p.workspace_id'), '=', workspaceId)
-    .where(sql.ref('p.id'), '=', sql<string>`any(${parentIds}::uuid[])`)
+    .where(sql.ref('p.id'), '=', sql<string>`any(${ids}::uuid[])`)
     .execute();
   return new Map(rows.map((r) => [r.id, Number(r.n)]));
 }

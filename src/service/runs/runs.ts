@@ -387,7 +387,7 @@ export function createRunsService(ctx: ServiceContext) {
         );
       // A first page is read with the other runs' on the same page of runs.
       if (!page.after) {
-        const first = firstFindings(actor.workspaceId, runId, { kind: filter.kind, severity: filter.severity }, size);
+        const first = firstFindings(actor.workspaceId, runId, filter, size);
         return pageConnection(
           (await first.rows).map((r) => toFinding(r, cursors)),
           size,
