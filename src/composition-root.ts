@@ -322,6 +322,8 @@ function workerSettings(opened: Opened, handlers: HandlerRegistry, observer: Obs
   const leaseMs = given.leaseMs ?? defaults.leaseMs;
   return {
     concurrency: defaults.concurrency,
+    // 0: the concurrency (the worker's own default).
+    ...(defaults.batchSize > 0 ? { batchSize: defaults.batchSize } : {}),
     leaseMs,
     // At most a third of the lease, whichever lease this worker was given (as config clamps it).
     heartbeatMs: Math.min(defaults.heartbeatMs, Math.floor(leaseMs / 3)),

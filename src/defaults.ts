@@ -32,6 +32,11 @@ export const ENGINE_DEFAULTS = Object.freeze({
   worker: Object.freeze({
     /** Attempts one worker runs at once. */
     concurrency: 20,
+    /**
+     * Executions one claim takes at most; 0: the concurrency. Above it, those without a slot wait in
+     * the worker, their leases renewed, and start as attempts end (fewer, larger claims).
+     */
+    batchSize: 0,
     leaseMs: 30_000,
     heartbeatMs: 10_000,
     /** An HTTP attempt's timeout when its endpoint sets none. */

@@ -72,6 +72,7 @@ const envSchema = z.object({
   DATABASE_POOL_WAIT_MS: intFrom(D.poolWaitMs, 100, 3_600_000),
   JOBGATE_DEFAULT_MAX_ATTEMPTS: intFrom(D.defaultMaxAttempts, 1, 100),
   JOBGATE_WORKER_CONCURRENCY: intFrom(D.worker.concurrency, 1, 10_000),
+  JOBGATE_WORKER_BATCH_SIZE: intFrom(D.worker.batchSize, 0, 10_000),
   JOBGATE_CRON_LEAD_MS: intFrom(D.cronLeadMs, 0, MAX_CRON_LEAD_MS),
   JOBGATE_LEASE_MS: intFrom(D.worker.leaseMs, 1_000, 3_600_000),
   JOBGATE_HEARTBEAT_MS: intFrom(D.worker.heartbeatMs, 100, 600_000),
@@ -326,6 +327,7 @@ export interface Config {
   alerts: { smtpUrl: string | undefined; from: string | undefined; defaultTo: string[]; publicUrl: string | undefined };
   worker: {
     concurrency: number;
+    batchSize: number;
     leaseMs: number;
     heartbeatMs: number;
     defaultTimeoutMs: number;
@@ -434,6 +436,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     }),
     worker: Object.freeze({
       concurrency: e.JOBGATE_WORKER_CONCURRENCY,
+      batchSize: e.JOBGATE_WORKER_BATCH_SIZE,
       leaseMs: e.JOBGATE_LEASE_MS,
       heartbeatMs: Math.min(e.JOBGATE_HEARTBEAT_MS, Math.floor(e.JOBGATE_LEASE_MS / 3)),
       defaultTimeoutMs: e.JOBGATE_DEFAULT_TIMEOUT_MS,

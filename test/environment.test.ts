@@ -10,6 +10,13 @@ describe('configuration', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('reads a worker batch size: 0 (the concurrency) unless JOBGATE_WORKER_BATCH_SIZE says otherwise; names a bad one', () => {
+    expect(parseConfig({}).worker.batchSize).toBe(0);
+    expect(parseConfig({ JOBGATE_WORKER_BATCH_SIZE: '100' }).worker.batchSize).toBe(100);
+    expect(() => parseConfig({ JOBGATE_WORKER_BATCH_SIZE: '-1' })).toThrow(/JOBGATE_WORKER_BATCH_SIZE/);
+    expect(() => parseConfig({ JOBGATE_WORKER_BATCH_SIZE: 'many' })).toThrow(/JOBGATE_WORKER_BATCH_SIZE/);
+  });
+
   it('bounds the wait for a pooled connection: 30 s unless DATABASE_POOL_WAIT_MS says otherwise', () => {
     expect(parseConfig({}).poolWaitMs).toBe(30_000);
     expect(parseConfig({ DATABASE_POOL_WAIT_MS: '5000' }).poolWaitMs).toBe(5000);

@@ -190,14 +190,25 @@ async function excerptOf(body: Dispatcher.ResponseData['body'], redactor: Redact
   return redactor.redactPrefix(raw.toString('utf8'), raw.subarray(0, cap).toString('utf8').length);
 }
 
+/** The outcome of an attempt whose signal was aborted before it started, by `reason`. */
+function abortedBeforeStart(reason: AbortReason): AttemptResult {
+  if (reason === 'cancelled') return failure('CANCELLED', 'cancelled before it started', false);
+  if (reason === 'lease-lost') return failure('FAILED', 'lease lost before it started: another worker may run it', true);
+  return failure('FAILED', 'worker shutting down before it started', true);
+}
+
 /** Runs one attempt's path under its timeout, and answers with a failure for any abort or throw. */
 async function attemptOnce(
   timeoutMs: number,
   external: AbortController,
   path: (signal: AbortSignal) => Promise<AttemptResult>,
 ): Promise<AttemptResult> {
-  const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
   const signal = external.signal;
+  // Aborted before it started (cancelled, its lease lost or its worker stopping while it waited for
+  // a slot in the worker's queue, or claimed with a cancellation already requested): the handler
+  // is not called and no request is sent.
+  if (signal.aborted) return abortedBeforeStart(signal.reason as AbortReason);
+  const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
   const aborted = new Promise<never>((_, reject) => {
     if (signal.aborted) reject(signal.reason);
     signal.addEventListener('abort', () => reject(signal.reason), { once: true });

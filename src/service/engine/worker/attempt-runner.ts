@@ -2,6 +2,11 @@
  * A worker's attempts (worker.ts): starts each claimed execution's attempt through the delivery,
  * counts the attempts running (what `concurrency` bounds), and hands each ended attempt's outcome
  * to the outcome recorder, or holds it while the worker is handing the execution back at stop.
+ *
+ * A claim may take more than the free slots (a batch size above the concurrency): the rest wait
+ * here, in the claim's order, and start as attempts end. They are leases like the running ones
+ * (in `inFlight`, renewed by heartbeats, aborted by a cancellation, a lost lease, the self-fence or
+ * a stop), and one aborted while it waits ends at once, without a slot and without its handler.
  */
 import { performance } from 'node:perf_hooks';
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
@@ -25,18 +30,29 @@ export interface AttemptRunnerDeps {
   recorded(): void;
   /** An attempt ended and its outcome went to the recorder: its slot is free. */
   slotFreed(): void;
+  /** Attempts run at once; claimed executions past it wait for a slot. */
+  concurrency: number;
+  /** Whether the worker runs: a stopping worker starts no waiting execution (stop hands them back). */
+  running(): boolean;
 }
 
 export interface AttemptRunner {
-  /** Starts the attempt of a claimed execution. */
+  /** Starts the attempt of a claimed execution, or queues it until a slot frees. */
   start(ex: ClaimedExecution): void;
   /** Attempts running. */
   executing(): number;
+  /** Claimed executions waiting for a slot. */
+  waiting(): number;
+  /** The leases of the executions waiting for a slot (a stopping worker hands them back). */
+  waitingLeases(): InFlight[];
 }
 
 export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
-  const { id, log, observer, inFlight } = deps;
-  const counts = { executing: 0 };
+  const { id, log, observer, inFlight, concurrency } = deps;
+  const counts = { executing: 0, waiting: 0 };
+  // Claimed past the free slots, in the claim's order (the worker starts them in it).
+  const queue: InFlight[] = [];
+  let head = 0;
 
   function start(ex: ClaimedExecution) {
     // Claimed again while an earlier attempt of it still runs here (its lease was taken over while
@@ -49,12 +65,33 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
       earlier.controller.abort('lease-lost' satisfies AbortReason);
     }
     const controller = new AbortController();
-    const entry: InFlight = { ex, controller, started: performance.now(), finished: false };
+    const entry: InFlight = { ex, controller, started: 0, finished: false };
     inFlight.set(ex.id, entry);
-    counts.executing++;
-    observer.attemptStarted(ex.endpoint_name, ex.waited_s);
     if (ex.cancel_requested) controller.abort('cancelled' satisfies AbortReason);
-    void deps.delivery.attempt(ex, controller).then((result) => ended(entry, result));
+    if (counts.executing < concurrency || controller.signal.aborted) return run(entry);
+    entry.waiting = true;
+    counts.waiting++;
+    queue.push(entry);
+    // Aborted while it waits: it ends now, as its attempt would have (delivery's abortedBeforeStart).
+    controller.signal.addEventListener('abort', () => entry.waiting && run(entry), { once: true });
+  }
+
+  function run(entry: InFlight) {
+    if (entry.waiting) counts.waiting--;
+    entry.waiting = false;
+    entry.started = performance.now();
+    counts.executing++;
+    observer.attemptStarted(entry.ex.endpoint_name, entry.ex.waited_s);
+    void deps.delivery.attempt(entry.ex, entry.controller).then((result) => ended(entry, result));
+  }
+
+  /** Starts waiting executions while slots are free; entries run already (aborted ones) are skipped. */
+  function startWaiting() {
+    while (head < queue.length && counts.executing < concurrency && deps.running()) {
+      const entry = queue[head++]!;
+      if (entry.waiting) run(entry);
+    }
+    if (head === queue.length) queue.length = head = 0;
   }
 
   function ended(entry: InFlight, result: AttemptResult) {
@@ -73,6 +110,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
       // released the lease: nothing to flush, and its slot and endpoint turn are free.
       if (inFlight.get(ex.id) === entry) inFlight.delete(ex.id);
       observer.executionRecorded(ex.endpoint_name, 'SUCCEEDED');
+      startWaiting();
       deps.recorded();
       return;
     }
@@ -87,8 +125,14 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
       return;
     }
     deps.outcomes.record(completion, ex);
+    startWaiting();
     deps.slotFreed();
   }
 
-  return { start, executing: () => counts.executing };
+  return {
+    start,
+    executing: () => counts.executing,
+    waiting: () => counts.waiting,
+    waitingLeases: () => queue.slice(head).filter((entry) => entry.waiting),
+  };
 }

@@ -37,6 +37,8 @@ export interface ClaimLoopDeps {
   running(): boolean;
   /** Attempts running (what `concurrency` bounds). */
   executing(): number;
+  /** Claimed executions waiting for a slot (a batch size above the concurrency). */
+  waiting(): number;
   /** Leases held: attempts running, and attempts ended whose outcome is not recorded yet. */
   held(): number;
   /** A claim sent at `sentAt` took these executions. */
@@ -161,11 +163,14 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
   }
 
   // A slot frees when its attempt ends, so the next claim overlaps the flush of the previous
-  // outcomes instead of waiting for it; at most `concurrency` more leases are held for outcomes on
-  // their way to the database.
+  // outcomes instead of waiting for it. A batch size above the concurrency claims that many ahead:
+  // what finds no slot waits in the worker (attempt-runner.ts), so a backlog is claimed in fewer,
+  // larger statements. At most as many more leases again are held for outcomes on their way to
+  // the database.
   function room(): number {
-    const free = deps.concurrency - deps.executing();
-    const unheld = 2 * deps.concurrency - deps.held();
+    const capacity = Math.max(deps.concurrency, deps.batchSize);
+    const free = capacity - deps.executing() - deps.waiting();
+    const unheld = 2 * capacity - deps.held();
     state.heldBack = unheld < free;
     return Math.min(free, unheld);
   }
@@ -233,7 +238,7 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
  * limited endpoint's claim is a transaction of three statements), paid twice as often so.
  */
 function waitForMoreRoom(deps: ClaimLoopDeps, state: ClaimState, free: number, kick: () => void): boolean {
-  const small = free < Math.min(deps.concurrency, deps.batchSize) / 4;
+  const small = free < deps.batchSize / 4;
   if (!small || state.drained || deps.executing() === 0 || state.coalesceDone) {
     clearTimeout(state.coalesceTimer);
     state.coalesceTimer = undefined;

@@ -8,11 +8,17 @@
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
 import type { Completion } from '../../../db/statements/complete.js';
 
-/** A lease this worker holds: its attempt, running or ended with its outcome on the way. */
+/**
+ * A lease this worker holds: its attempt, waiting for a slot (claimed past the free ones), running,
+ * or ended with its outcome on the way.
+ */
 export interface InFlight {
   ex: ClaimedExecution;
   controller: AbortController;
+  /** When its attempt started (performance.now()); 0 while it waits for a slot. */
   started: number;
+  /** Claimed, waiting for a slot to start its attempt (attempt-runner.ts). */
+  waiting?: boolean;
   /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
   finished: boolean;
   /** Being handed back at shutdown: its outcome waits in `held` for the release's answer. */

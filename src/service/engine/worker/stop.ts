@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { releaseExecutions } from '../../../db/statements/lease.js';
 import type { Logger } from '../../../log.js';
 import type { AbortReason, Delivery } from '../delivery/deliver.js';
+import type { AttemptRunner } from './attempt-runner.js';
 import type { ClaimLoop } from './claim-loop.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { InFlight } from './state.js';
@@ -23,6 +24,8 @@ export interface WorkerStopDeps {
   claims: Pick<ClaimLoop, 'lostClaims'>;
   heartbeatMs: number;
   beat(): Promise<void>;
+  /** Its claimed executions still waiting for a slot are handed back first. */
+  attempts: Pick<AttemptRunner, 'waitingLeases'>;
   /** Resolves when no lease is held and no outcome waits (see worker.ts). */
   idle(): Promise<void>;
 }
@@ -32,6 +35,16 @@ export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promis
   const { id, log, inFlight } = deps;
   // Alongside the grace period: what a lost claim took runs nowhere, so it goes back at once.
   const lostSettled = deps.claims.lostClaims.drain(graceMs);
+  // What waits for a slot has not started: back at once, not after the grace period. Aborted, each
+  // ends without running (delivery's abortedBeforeStart), which gives it the outcome recorded
+  // when the release does not take it back.
+  const waiting = deps.attempts.waitingLeases();
+  if (waiting.length > 0) {
+    const released = await handBack(deps, waiting);
+    // Those the release would not take back have their outcome on its way (handBack); a failed
+    // release leaves them to the reconciler, as below.
+    for (const f of waiting) if (!released || released.has(f.ex.id)) inFlight.delete(f.ex.id);
+  }
   if (inFlight.size > 0) {
     log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
     // Leases must outlive the grace period.
@@ -48,7 +61,8 @@ export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promis
   await deps.delivery.close().catch(() => {});
 }
 
-async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<void> {
+/** Hands `left` back; resolves with the ids the release took back (undefined when it failed). */
+async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<Set<string> | undefined> {
   const { id, log } = deps;
   // Abort first, then hand back: a handler that honours its signal has stopped before
   // another worker can claim the execution (one that ignores it is at-least-once anyway).
@@ -66,7 +80,7 @@ async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<void> {
       return undefined;
     },
   );
-  if (!released) return;
+  if (!released) return undefined;
   log.info(`worker ${id}: released ${released.size} execution(s) to other workers`);
   // What the release would not take back (a cancellation was requested, or the lease had
   // already expired) gets its outcome recorded, fenced as any: a cancelled one ends
@@ -77,4 +91,5 @@ async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<void> {
     f.released = false;
     if (f.held) deps.outcomes.record(f.held, f.ex);
   }
+  return released;
 }

@@ -57,7 +57,12 @@ export interface WorkerOptions {
   workerId?: string;
   /** Attempts in flight at once in this worker. Default 10. */
   concurrency?: number;
-  /** Most executions claimed per statement. Default: concurrency. */
+  /**
+   * Most executions claimed per statement. Default: concurrency. Above it, a claim takes up to this
+   * many and those without a slot wait in the worker, their leases held and renewed, and start in
+   * the claim's order as attempts end (a local queue): a backlog costs fewer claims, each larger.
+   * A stopping worker hands the waiting ones back at once.
+   */
   batchSize?: number;
   leaseMs?: number;
   heartbeatMs?: number;
@@ -83,7 +88,7 @@ export interface Worker {
   start(): Promise<void>;
   /** Stops claiming, waits up to `graceMs` for attempts in flight, releases the rest. */
   stop(opts?: { graceMs?: number }): Promise<void>;
-  /** Number of attempts in flight. */
+  /** Leases held: attempts running, waiting for a slot, or ended with their outcome on the way. */
   inFlight(): number;
   /**
    * Whether this worker is behind its queue: running, and its last claim came back full (more
@@ -146,6 +151,7 @@ export function createWorker(options: WorkerOptions): Worker {
   });
   const attempts = createAttemptRunner({
     ...deps,
+    concurrency,
     delivery,
     outcomes,
     recorded() {
@@ -161,6 +167,7 @@ export function createWorker(options: WorkerOptions): Worker {
     ...settings,
     handlers,
     executing: attempts.executing,
+    waiting: attempts.waiting,
     held: () => inFlight.size,
     claimed(sentAt, claimed: ClaimedExecution[]) {
       if (claimed.length > 0) leases.claimedAt(sentAt);
@@ -197,10 +204,8 @@ export function createWorker(options: WorkerOptions): Worker {
       // A claim in flight commits leases: its attempts start, and below they finish within the
       // grace period or are handed back, rather than run on after stop() with no heartbeat.
       await claims.settled();
-      await drainWorker(
-        { ...deps, claims, outcomes, delivery, heartbeatMs, beat: leases.beat, idle: () => new Promise<void>((r) => idleWaiters.push(r)) },
-        graceMs,
-      );
+      const idle = () => new Promise<void>((r) => idleWaiters.push(r));
+      await drainWorker({ ...deps, claims, outcomes, delivery, heartbeatMs, beat: leases.beat, attempts, idle }, graceMs);
       log.info(`worker ${id}: stopped`);
     },
   };

@@ -1,0 +1,206 @@
+/**
+ * A batch size above the concurrency: one claim takes the batch, `concurrency` attempts run at
+ * once and the rest wait in the worker, their leases held and renewed, and start in the claim's
+ * order as attempts end. One that is cancelled while it waits ends CANCELLED without its handler;
+ * a stopping worker hands the waiting ones back at once, uncounted, while the running ones finish.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openEngine } from '../../src/composition-root.js';
+import { createLogger } from '../../src/log.js';
+import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
+import { createTestDb, type TestDb } from '../support/db.js';
+import { engineHarness, eventually, pauseOwnCronJobs, type EngineHarness } from '../support/engine.js';
+
+let t: TestDb;
+let h: EngineHarness;
+
+beforeAll(async () => {
+  t = await createTestDb({}, { resettable: true });
+});
+beforeEach(async () => {
+  await t.reset();
+  await pauseOwnCronJobs(t);
+  h = engineHarness(t);
+});
+afterEach(() => h.stopAll());
+afterAll(() => t?.close());
+
+/** A handler whose attempts block until released, one at a time or all; it counts how many run at once. */
+function gatedHandler() {
+  const gates: (() => void)[] = [];
+  const seen: string[] = [];
+  let running = 0;
+  let most = 0;
+  return {
+    seen,
+    most: () => most,
+    blocked: () => gates.length,
+    releaseOne: () => gates.shift()?.(),
+    releaseAll: () => gates.splice(0).forEach((g) => g()),
+    fn: async (input: { n: number }) => {
+      seen.push(String(input.n));
+      most = Math.max(most, ++running);
+      await new Promise<void>((r) => gates.push(r));
+      running--;
+    },
+  };
+}
+
+async function backlog(n: number): Promise<string[]> {
+  await t.service.registerEndpoint(t.actor, { name: 'queue.ep', kind: 'HANDLER', handlerName: 'queue.gated' });
+  const ids: string[] = [];
+  // One at a time, a millisecond apart: the claim takes them in this order (earliest due first).
+  for (let i = 0; i < n; i++) {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'queue.ep', kind: 'IMMEDIATE', input: { n: i } });
+    ids.push((await t.query<{ id: string }>('select id from executions where job_id = $1', [job.id])).rows[0]!.id);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return ids;
+}
+
+const statusOf = async (ids: string[]) =>
+  (
+    await t.query<{ id: string; status: string; attempt_count: number; claim_token: string | null }>(
+      'select id, status, attempt_count, claim_token from executions where id = any($1::uuid[]) order by id',
+      [ids],
+    )
+  ).rows;
+
+describe('a worker whose batch size is above its concurrency', () => {
+  it('claims the batch in one statement, runs `concurrency` at once, and starts the rest in the claim order as slots free', async () => {
+    const g = gatedHandler();
+    h.handle('queue.gated', g.fn);
+    const ids = await backlog(6);
+    await h.worker({ workerId: 'queue-1', concurrency: 2, batchSize: 6, pollMs: 60_000 });
+
+    await eventually(() => g.blocked() === 2, { what: 'two attempts running' });
+    const claimed = await statusOf(ids);
+    // All six are this worker's leases, taken by one claim; four wait for a slot.
+    expect(claimed.every((r) => r.status === 'RUNNING')).toBe(true);
+    expect(new Set(claimed.map((r) => r.claim_token)).size).toBe(1);
+    expect(g.seen).toEqual(['0', '1']);
+
+    for (let started = 3; started <= 6; started++) {
+      g.releaseOne();
+      await eventually(() => g.seen.length === started, { what: `attempt ${started} started` });
+      await eventually(() => g.blocked() === 2, { what: 'two attempts running again' });
+    }
+    g.releaseAll();
+    await eventually(async () => (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED'), { what: 'all succeeded' });
+    expect(g.seen).toEqual(['0', '1', '2', '3', '4', '5']);
+    expect(g.most()).toBe(2);
+    expect((await statusOf(ids)).map((r) => r.attempt_count)).toEqual([1, 1, 1, 1, 1, 1]);
+  });
+
+  it('keeps the waiting leases alive past their length, so no other worker takes them', async () => {
+    const g = gatedHandler();
+    h.handle('queue.gated', g.fn);
+    const ids = await backlog(3);
+    await h.worker({ workerId: 'queue-1', concurrency: 1, batchSize: 3, pollMs: 60_000, leaseMs: 1_000, heartbeatMs: 200 });
+    await eventually(() => g.blocked() === 1, { what: 'one attempt running' });
+    // A second worker with the same handler, which would take any lease that ran out (its
+    // reconciler) and claim it again.
+    await h.worker({ workerId: 'queue-2', concurrency: 3, pollMs: 100, reconcileMs: 100 });
+    // Past the end of the leases the claim gave them, on the database's clock.
+    const { rows: first } = await t.query<{ until: Date }>(
+      'select max(lease_expires_at) as until from executions where id = any($1::uuid[])',
+      [ids],
+    );
+    await eventually(
+      async () =>
+        (await t.query<{ past: boolean }>("select now() > $1::timestamptz + interval '1 second' as past", [first[0]!.until])).rows[0]!.past,
+      { what: 'the claimed leases would have run out' },
+    );
+    expect((await statusOf(ids)).every((r) => r.status === 'RUNNING' && r.attempt_count === 1)).toBe(true);
+    const { rows } = await t.query<{ owner: string }>('select distinct lease_owner as owner from executions where id = any($1::uuid[])', [
+      ids,
+    ]);
+    expect(rows.map((r) => r.owner)).toEqual(['queue-1']);
+    g.releaseAll();
+    await eventually(
+      async () => {
+        g.releaseAll();
+        return (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED');
+      },
+      { what: 'all succeeded' },
+    );
+    expect((await statusOf(ids)).map((r) => r.attempt_count)).toEqual([1, 1, 1]);
+  });
+
+  it('ends one cancelled while it waits as CANCELLED, without calling its handler', async () => {
+    const g = gatedHandler();
+    h.handle('queue.gated', g.fn);
+    const ids = await backlog(3);
+    await h.worker({ workerId: 'queue-1', concurrency: 1, batchSize: 3, pollMs: 60_000 });
+    await eventually(() => g.blocked() === 1, { what: 'one attempt running' });
+
+    await t.service.cancelExecution(t.actor, ids[2]!);
+    await eventually(async () => (await statusOf([ids[2]!]))[0]!.status === 'CANCELLED', { what: 'the waiting one cancelled' });
+    const attempts = await t.query<{ outcome: string; error: string }>('select outcome, error from attempts where execution_id = $1', [
+      ids[2],
+    ]);
+    expect(attempts.rows).toEqual([{ outcome: 'CANCELLED', error: 'cancelled before it started' }]);
+
+    g.releaseOne();
+    await eventually(() => g.seen.length === 2, { what: 'the second started' });
+    g.releaseAll();
+    await eventually(async () => (await statusOf(ids.slice(0, 2))).every((r) => r.status === 'SUCCEEDED'), {
+      what: 'the others succeeded',
+    });
+    expect(g.seen).toEqual(['0', '1']);
+  });
+
+  it('hands the waiting ones back at stop, uncounted, while the running ones finish', async () => {
+    const g = gatedHandler();
+    h.handle('queue.gated', g.fn);
+    const ids = await backlog(5);
+    const w = await h.worker({ workerId: 'queue-1', concurrency: 2, batchSize: 5, pollMs: 60_000 });
+    await eventually(() => g.blocked() === 2, { what: 'two attempts running' });
+    // Three of the claimed five wait for a slot.
+    expect((await statusOf(ids)).map((r) => r.status)).toEqual(Array(5).fill('RUNNING'));
+
+    const stopping = w.stop({ graceMs: 10_000 });
+    // Back before the running ones end: PENDING, their claimed attempt not counted.
+    await eventually(async () => (await statusOf(ids.slice(2))).every((r) => r.status === 'PENDING' && r.attempt_count === 0), {
+      what: 'the waiting ones handed back',
+    });
+    expect((await statusOf(ids.slice(0, 2))).map((r) => r.status)).toEqual(['RUNNING', 'RUNNING']);
+    g.releaseAll();
+    await stopping;
+    expect((await statusOf(ids.slice(0, 2))).map((r) => r.status)).toEqual(['SUCCEEDED', 'SUCCEEDED']);
+    expect(g.seen).toEqual(['0', '1']);
+    expect(w.inFlight()).toBe(0);
+  });
+
+  it('is an engine setting (JOBGATE_WORKER_BATCH_SIZE), which its workers claim with', async () => {
+    const g = gatedHandler();
+    const ids = await backlog(4);
+    const handlers = new HandlerRegistry();
+    handlers.register('queue.gated', undefined, g.fn);
+    const engine = await openEngine({
+      connectionString: t.url,
+      log: createLogger('warn'),
+      migrations: 'verify',
+      poolMax: 4,
+      handlers,
+      retention: { prune: false },
+      worker: { concurrency: 1, batchSize: 4 },
+    });
+    try {
+      await engine.startWorker({ workerId: 'queue-engine', pollMs: 60_000 });
+      await eventually(() => g.blocked() === 1, { what: 'one attempt running' });
+      expect((await statusOf(ids)).map((r) => r.status)).toEqual(Array(4).fill('RUNNING'));
+      g.releaseAll();
+      await eventually(
+        async () => {
+          g.releaseAll();
+          return (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED');
+        },
+        { what: 'all succeeded' },
+      );
+      expect(g.most()).toBe(1);
+    } finally {
+      await engine.stop();
+    }
+  });
+});
