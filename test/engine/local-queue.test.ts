@@ -92,6 +92,28 @@ describe('a worker whose batch size is above its concurrency', () => {
     expect((await statusOf(ids)).map((r) => r.attempt_count)).toEqual([1, 1, 1, 1, 1, 1]);
   });
 
+  it('drains a backlog many batches long, each execution once, the queue topped up as it goes', async () => {
+    const seen: number[] = [];
+    h.handle('queue.gated', (input: { n: number }) => void seen.push(input.n));
+    await t.service.registerEndpoint(t.actor, { name: 'queue.ep', kind: 'HANDLER', handlerName: 'queue.gated' });
+    await t.service.createJobs(
+      t.actor,
+      Array.from({ length: 600 }, (_, n) => ({ endpointName: 'queue.ep', kind: 'IMMEDIATE' as const, input: { n } })),
+    );
+    await h.worker({ workerId: 'queue-1', concurrency: 3, batchSize: 100, pollMs: 60_000 });
+    await eventually(async () => (await t.query(`select 1 from executions where status <> 'SUCCEEDED' limit 1`)).rows.length === 0, {
+      timeout: 30_000,
+      what: 'the backlog drained',
+    });
+    expect(seen.toSorted((a, b) => a - b)).toEqual(Array.from({ length: 600 }, (_, n) => n));
+    const { rows } = await t.query<{ claims: number; attempts: number }>(
+      `select count(distinct claim_token)::int as claims, max(attempt_count)::int as attempts from executions`,
+    );
+    expect(rows[0]!.attempts).toBe(1);
+    // Claims of at least a quarter of the batch each (the coalescing rule), not of the free slots.
+    expect(rows[0]!.claims).toBeLessThanOrEqual(600 / 25);
+  });
+
   it('keeps the waiting leases alive past their length, so no other worker takes them', async () => {
     const g = gatedHandler();
     h.handle('queue.gated', g.fn);

@@ -210,7 +210,6 @@ async function attemptOnce(
   if (signal.aborted) return abortedBeforeStart(signal.reason as AbortReason);
   const timer = setTimeout(() => external.abort('timeout' satisfies AbortReason), timeoutMs);
   const aborted = new Promise<never>((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
     signal.addEventListener('abort', () => reject(signal.reason), { once: true });
   });
   aborted.catch(() => {});

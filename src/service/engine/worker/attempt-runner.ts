@@ -50,9 +50,7 @@ export interface AttemptRunner {
 export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
   const { id, log, observer, inFlight, concurrency } = deps;
   const counts = { executing: 0, waiting: 0 };
-  // Claimed past the free slots, in the claim's order (the worker starts them in it).
-  const queue: InFlight[] = [];
-  let head = 0;
+  const queue = createWaitingQueue();
 
   function start(ex: ClaimedExecution) {
     // Claimed again while an earlier attempt of it still runs here (its lease was taken over while
@@ -70,6 +68,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     if (ex.cancel_requested) controller.abort('cancelled' satisfies AbortReason);
     if (counts.executing < concurrency || controller.signal.aborted) return run(entry);
     entry.waiting = true;
+    entry.queuedAt = performance.now();
     counts.waiting++;
     queue.push(entry);
     // Aborted while it waits: it ends now, as its attempt would have (delivery's abortedBeforeStart).
@@ -79,31 +78,37 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
   function run(entry: InFlight) {
     if (entry.waiting) counts.waiting--;
     entry.waiting = false;
-    entry.started = performance.now();
     counts.executing++;
-    observer.attemptStarted(entry.ex.endpoint_name, entry.ex.waited_s);
+    // Aborted before it started, its handler is not called (delivery's abortedBeforeStart): no
+    // attempt started for the metrics. A wait in the queue is part of the start's delay.
+    if (!entry.controller.signal.aborted) {
+      entry.started = performance.now();
+      const queued = entry.queuedAt === undefined ? 0 : (entry.started - entry.queuedAt) / 1000;
+      observer.attemptStarted(entry.ex.endpoint_name, entry.ex.waited_s + queued);
+    }
     void deps.delivery.attempt(entry.ex, entry.controller).then((result) => ended(entry, result));
   }
 
-  /** Starts waiting executions while slots are free; entries run already (aborted ones) are skipped. */
+  /** Starts waiting executions while slots are free. */
   function startWaiting() {
-    while (head < queue.length && counts.executing < concurrency && deps.running()) {
-      const entry = queue[head++]!;
-      if (entry.waiting) run(entry);
+    while (counts.executing < concurrency && deps.running()) {
+      const entry = queue.next();
+      if (!entry) return;
+      run(entry);
     }
-    if (head === queue.length) queue.length = head = 0;
   }
 
   function ended(entry: InFlight, result: AttemptResult) {
     const { ex } = entry;
     counts.executing--;
     entry.finished = true;
-    observer.attemptEnded(ex.endpoint_name, result.outcome, (performance.now() - entry.started) / 1000);
+    const ran = entry.started > 0 ? performance.now() - entry.started : 0;
+    if (entry.started > 0) observer.attemptEnded(ex.endpoint_name, result.outcome, ran / 1000);
     log.debug(`worker ${id}: attempt ended: ${result.outcome}`, {
       ...idsOf(ex),
       outcome: result.outcome,
       statusCode: result.statusCode,
-      durationMs: Math.round(performance.now() - entry.started),
+      durationMs: Math.round(ran),
     });
     if (result.recorded) {
       // The handler's fenced transaction recorded the success with its own writes, and with it
@@ -117,7 +122,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     const completion: Completion = {
       executionId: ex.id,
       epoch: ex.lease_epoch,
-      durationMs: performance.now() - entry.started,
+      durationMs: ran,
       ...result,
     };
     if (entry.released) {
@@ -133,6 +138,35 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     start,
     executing: () => counts.executing,
     waiting: () => counts.waiting,
-    waitingLeases: () => queue.slice(head).filter((entry) => entry.waiting),
+    waitingLeases: queue.leases,
+  };
+}
+
+/**
+ * The executions claimed past the free slots, in the claim's order (the worker starts them in it).
+ * An entry run while it waited (aborted: it ends at once) stays until `next` passes it.
+ */
+function createWaitingQueue() {
+  const queue: InFlight[] = [];
+  let head = 0;
+  return {
+    push: (entry: InFlight) => void queue.push(entry),
+    /** The next entry still waiting, taken out of the queue; undefined when none is. */
+    next(): InFlight | undefined {
+      while (head < queue.length) {
+        const entry = queue[head++]!;
+        if (!entry.waiting) continue;
+        // Under a backlog the queue is topped up before it empties: what was taken is dropped
+        // once it is half the array, so the array stays the size of the backlog it holds.
+        if (head >= 64 && head * 2 >= queue.length) {
+          queue.splice(0, head);
+          head = 0;
+        }
+        return entry;
+      }
+      queue.length = head = 0;
+      return undefined;
+    },
+    leases: () => queue.slice(head).filter((entry) => entry.waiting),
   };
 }

@@ -19,6 +19,8 @@ export interface InFlight {
   started: number;
   /** Claimed, waiting for a slot to start its attempt (attempt-runner.ts). */
   waiting?: boolean;
+  /** When it began to wait for a slot (performance.now()), if it did. */
+  queuedAt?: number;
   /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
   finished: boolean;
   /** Being handed back at shutdown: its outcome waits in `held` for the release's answer. */

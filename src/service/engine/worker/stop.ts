@@ -38,18 +38,21 @@ export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promis
   // What waits for a slot has not started: back at once, not after the grace period. Aborted, each
   // ends without running (delivery's abortedBeforeStart), which gives it the outcome recorded
   // when the release does not take it back.
-  const waiting = deps.attempts.waitingLeases();
-  if (waiting.length > 0) {
-    const released = await handBack(deps, waiting);
-    // Those the release would not take back have their outcome on its way (handBack); a failed
-    // release leaves them to the reconciler, as below.
-    for (const f of waiting) if (!released || released.has(f.ex.id)) inFlight.delete(f.ex.id);
-  }
-  if (inFlight.size > 0) {
-    log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
-    // Leases must outlive the grace period.
-    const keepAlive = setInterval(deps.beat, deps.heartbeatMs);
-    await Promise.race([deps.idle(), new Promise((r) => setTimeout(r, graceMs).unref())]);
+  // Leases must outlive the hand-back and the grace period.
+  const keepAlive = setInterval(deps.beat, deps.heartbeatMs);
+  try {
+    const waiting = deps.attempts.waitingLeases();
+    if (waiting.length > 0) {
+      const released = await handBack(deps, waiting);
+      // Those the release would not take back have their outcome on its way (handBack); a failed
+      // release leaves them to the reconciler, as below.
+      for (const f of waiting) if (!released || released.has(f.ex.id)) inFlight.delete(f.ex.id);
+    }
+    if (inFlight.size > 0) {
+      log.info(`worker ${id}: waiting up to ${graceMs} ms for ${inFlight.size} attempt(s)`);
+      await Promise.race([deps.idle(), new Promise((r) => setTimeout(r, graceMs).unref())]);
+    }
+  } finally {
     clearInterval(keepAlive);
   }
   const left = [...inFlight.values()].filter((f) => !f.finished);
