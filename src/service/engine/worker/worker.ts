@@ -22,6 +22,10 @@
  *    instead of after it, so slow flushes do not idle the slots (on the engine benchmark's no-op
  *    handlers, +5-15% executions/s for one process, for ~20% more database CPU per execution).
  *    At most `concurrency` more leases are held for outcomes on their way to the database.
+ *  - A batch size above the concurrency claims ahead of the slots: up to `batchSize` a claim, the
+ *    ones without a slot waiting in the worker (a local queue, attempt-runner.ts), so a backlog is
+ *    claimed and recorded in fewer, larger statements. The cap on leases held is then twice the
+ *    batch size.
  *  - When a claim comes back short the queue is empty for this worker: it claims again on a hint
  *    only (a notification, the due timer, the poll, or a recorded outcome that can free an
  *    endpoint's concurrency slot or a serial job's turn), not every time a slot frees. Other
