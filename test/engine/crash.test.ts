@@ -73,6 +73,34 @@ describe('worker processes', { timeout: 60_000 }, () => {
     }
   });
 
+  it('SIGKILL with executions waiting for a slot (claimed ahead): a second worker finishes all of them, and the waiting ones never ran on the first', async () => {
+    const a = await startWorker('a', { LEASE_MS: '2000', HEARTBEAT_MS: '500', CONCURRENCY: '2', BATCH_SIZE: '6' });
+    await createWork(6, 60_000);
+    await eventually(async () => (await t.query(`select count(*)::int as n from side_effects where worker_id = 'a'`)).rows[0].n === 2);
+    // All six are a's leases: two running, four waiting in a for a slot.
+    await eventually(
+      async () =>
+        (await t.query(`select count(*)::int as n from executions where status = 'RUNNING' and lease_owner = 'a'`)).rows[0].n === 6,
+    );
+    a.kill('SIGKILL');
+    await t.query(`update executions set input = '{"ms": 50}'`);
+    await startWorker('b', { LEASE_MS: '2000', HEARTBEAT_MS: '500', RECONCILE_MS: '200', CONCURRENCY: '6' });
+    await eventually(() => allSucceeded(6), 30_000, 'all six to succeed');
+    const { rows } = await t.query(`
+      select array_agg(a.outcome order by a.attempt_number) as outcomes, array_agg(a.worker_id order by a.attempt_number) as workers
+      from executions e join attempts a on a.execution_id = e.id group by e.id`);
+    expect(rows).toHaveLength(6);
+    for (const r of rows) {
+      expect(r.outcomes).toEqual(['LEASE_EXPIRED', 'SUCCEEDED']);
+      expect(r.workers).toEqual(['a', 'b']);
+    }
+    const ran = await t.query(`select worker_id, count(*)::int as n from side_effects group by worker_id order by worker_id`);
+    expect(ran.rows).toEqual([
+      { worker_id: 'a', n: 2 },
+      { worker_id: 'b', n: 6 },
+    ]);
+  });
+
   it("SIGSTOP past the lease, takeover, SIGCONT: none of the stalled worker's late writes is accepted", async () => {
     const a = await startWorker('a', { LEASE_MS: '1500', HEARTBEAT_MS: '300', CONCURRENCY: '4' });
     await createWork(4, 1000);
@@ -100,8 +128,11 @@ describe('worker processes', { timeout: 60_000 }, () => {
     }
   });
 
-  it('two workers on 500 executions: every execution succeeds once, with no two overlapping attempts', async () => {
-    await Promise.all([startWorker('w1', { CONCURRENCY: '10' }), startWorker('w2', { CONCURRENCY: '10' })]);
+  it.each<[string, Record<string, string>]>([
+    ['of their free slots', { CONCURRENCY: '10' }],
+    ['ahead of their slots', { CONCURRENCY: '10', BATCH_SIZE: '40' }],
+  ])('two workers claiming %s on 500 executions: every execution succeeds once, with no two overlapping attempts', async (_, env) => {
+    await Promise.all([startWorker('w1', env), startWorker('w2', env)]);
     const values = Array.from({ length: 500 }, (_, i) => `($1, $2, 'IMMEDIATE', '{"ms": ${i % 5}}', 5)`).join(',');
     const endpoint = (await t.query(`select id from endpoints where name = 'crash.work'`)).rows[0].id;
     // Bulk insert: jobs then one execution each, as createJob would.

@@ -66,6 +66,17 @@ const statusOf = async (ids: string[]) =>
     )
   ).rows;
 
+/** Lets `g`'s attempts end, those that start meanwhile too, until every one of `ids` succeeded. */
+async function finishAll(g: ReturnType<typeof gatedHandler>, ids: string[]) {
+  await eventually(
+    async () => {
+      g.releaseAll();
+      return (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED');
+    },
+    { what: 'all succeeded' },
+  );
+}
+
 describe('a worker whose batch size is above its concurrency', () => {
   it('claims the batch in one statement, runs `concurrency` at once, and starts the rest in the claim order as slots free', async () => {
     const g = gatedHandler();
@@ -85,8 +96,7 @@ describe('a worker whose batch size is above its concurrency', () => {
       await eventually(() => g.seen.length === started, { what: `attempt ${started} started` });
       await eventually(() => g.blocked() === 2, { what: 'two attempts running again' });
     }
-    g.releaseAll();
-    await eventually(async () => (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED'), { what: 'all succeeded' });
+    await finishAll(g, ids);
     expect(g.seen).toEqual(['0', '1', '2', '3', '4', '5']);
     expect(g.most()).toBe(2);
     expect((await statusOf(ids)).map((r) => r.attempt_count)).toEqual([1, 1, 1, 1, 1, 1]);
@@ -138,14 +148,7 @@ describe('a worker whose batch size is above its concurrency', () => {
       ids,
     ]);
     expect(rows.map((r) => r.owner)).toEqual(['queue-1']);
-    g.releaseAll();
-    await eventually(
-      async () => {
-        g.releaseAll();
-        return (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED');
-      },
-      { what: 'all succeeded' },
-    );
+    await finishAll(g, ids);
     expect((await statusOf(ids)).map((r) => r.attempt_count)).toEqual([1, 1, 1]);
   });
 
@@ -165,10 +168,7 @@ describe('a worker whose batch size is above its concurrency', () => {
 
     g.releaseOne();
     await eventually(() => g.seen.length === 2, { what: 'the second started' });
-    g.releaseAll();
-    await eventually(async () => (await statusOf(ids.slice(0, 2))).every((r) => r.status === 'SUCCEEDED'), {
-      what: 'the others succeeded',
-    });
+    await finishAll(g, ids.slice(0, 2));
     expect(g.seen).toEqual(['0', '1']);
   });
 
@@ -212,14 +212,7 @@ describe('a worker whose batch size is above its concurrency', () => {
       await engine.startWorker({ workerId: 'queue-engine', pollMs: 60_000 });
       await eventually(() => g.blocked() === 1, { what: 'one attempt running' });
       expect((await statusOf(ids)).map((r) => r.status)).toEqual(Array(4).fill('RUNNING'));
-      g.releaseAll();
-      await eventually(
-        async () => {
-          g.releaseAll();
-          return (await statusOf(ids)).every((r) => r.status === 'SUCCEEDED');
-        },
-        { what: 'all succeeded' },
-      );
+      await finishAll(g, ids);
       expect(g.most()).toBe(1);
     } finally {
       await engine.stop();

@@ -3,7 +3,8 @@
  * Its handler `work` records each run in `side_effects` (on the database clock) and sleeps
  * `input.ms`, ignoring aborts as a handler stuck in a call would.
  *
- * env: DATABASE_URL, WORKER_ID, LEASE_MS, HEARTBEAT_MS, RECONCILE_MS, CONCURRENCY
+ * env: DATABASE_URL, WORKER_ID, LEASE_MS, HEARTBEAT_MS, RECONCILE_MS, CONCURRENCY, BATCH_SIZE (default: the
+ * concurrency; above it, the worker claims ahead of its slots)
  * Prints "ready" on stdout once it claims work.
  */
 import { createJobgate } from '../../src/index.js';
@@ -25,6 +26,7 @@ gate.handle<{ ms?: number }>('work', async (input, ctx) => {
 const worker = await gate.startWorker({
   workerId,
   concurrency: Number(env('CONCURRENCY', '10')),
+  batchSize: Number(env('BATCH_SIZE', env('CONCURRENCY', '10'))),
   leaseMs: Number(env('LEASE_MS', '30000')),
   heartbeatMs: Number(env('HEARTBEAT_MS', '10000')),
   reconcileMs: Number(env('RECONCILE_MS', '1000')),
