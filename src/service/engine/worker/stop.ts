@@ -35,12 +35,12 @@ export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promis
   const { id, log, inFlight } = deps;
   // Alongside the grace period: what a lost claim took runs nowhere, so it goes back at once.
   const lostSettled = deps.claims.lostClaims.drain(graceMs);
-  // What waits for a slot has not started: back at once, not after the grace period. Aborted, each
-  // ends without running (delivery's abortedBeforeStart), which gives it the outcome recorded
-  // when the release does not take it back.
   // Leases must outlive the hand-back and the grace period.
   const keepAlive = setInterval(deps.beat, deps.heartbeatMs);
   try {
+    // What waits for a slot has not started: back at once, not after the grace period. Aborted,
+    // each ends without running (delivery's abortedBeforeStart), which gives it the outcome
+    // recorded when the release does not take it back.
     const waiting = deps.attempts.waitingLeases();
     if (waiting.length > 0) {
       const released = await handBack(deps, waiting);
