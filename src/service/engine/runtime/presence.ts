@@ -53,6 +53,9 @@ export function createPresence(options: PresenceOptions) {
   const staleMs = options.staleMs ?? Math.max(5000, heartbeatMs * 6);
   let timer: NodeJS.Timeout | undefined;
   let beats = 0;
+  // The timer's heartbeat in flight: stop waits for it, or its upsert could land after the delete
+  // and bring the row back (a stopped worker listed in the catalogue until it went stale).
+  let beating: Promise<void> | undefined;
 
   const write = () =>
     upsertWorker(pool, { id, host: hostname(), pid: process.pid, staleMs, handlers: JSON.stringify(options.registrations()) });
@@ -80,7 +83,7 @@ export function createPresence(options: PresenceOptions) {
     async start(signal?: AbortSignal) {
       if (timer) return;
       await waitForDatabase(availability, 'presence', write, signal);
-      timer = setInterval(() => void beat(), heartbeatMs);
+      timer = setInterval(() => void (beating ??= beat().finally(() => (beating = undefined))), heartbeatMs);
       timer.unref();
     },
     /** Heartbeats now (tests). */
@@ -88,6 +91,7 @@ export function createPresence(options: PresenceOptions) {
     async stop() {
       clearInterval(timer);
       timer = undefined;
+      await beating;
       await deleteWorker(pool, id).catch((e: Error) => log.warn(`worker ${id}: removing its presence failed: ${e.message}`));
     },
   };
