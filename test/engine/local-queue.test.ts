@@ -46,12 +46,12 @@ function gatedHandler() {
   };
 }
 
-async function backlog(n: number): Promise<string[]> {
+async function backlog(n: number, maxAttempts?: number): Promise<string[]> {
   await t.service.registerEndpoint(t.actor, { name: 'queue.ep', kind: 'HANDLER', handlerName: 'queue.gated' });
   const ids: string[] = [];
   // One at a time, a millisecond apart: the claim takes them in this order (earliest due first).
   for (let i = 0; i < n; i++) {
-    const { job } = await t.service.createJob(t.actor, { endpointName: 'queue.ep', kind: 'IMMEDIATE', input: { n: i } });
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'queue.ep', kind: 'IMMEDIATE', input: { n: i }, maxAttempts });
     ids.push((await t.query<{ id: string }>('select id from executions where job_id = $1', [job.id])).rows[0]!.id);
     await new Promise((r) => setTimeout(r, 2));
   }
@@ -192,6 +192,58 @@ describe('a worker whose batch size is above its concurrency', () => {
     expect((await statusOf(ids.slice(0, 2))).map((r) => r.status)).toEqual(['SUCCEEDED', 'SUCCEEDED']);
     expect(g.seen).toEqual(['0', '1']);
     expect(w.inFlight()).toBe(0);
+  });
+
+  it('hands the waiting ones back, uncounted, when the self-fence gives up their leases: they run later, no attempt lost', async () => {
+    // The first blocks until aborted; the others end at once whenever they run.
+    const ran: number[] = [];
+    h.handle('queue.gated', async (input: { n: number }, ctx) => {
+      ran.push(input.n);
+      if (input.n === 0) await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
+    });
+    // One attempt each: a waiting execution charged an attempt it never ran would fail for good.
+    const ids = await backlog(3, 1);
+    await h.worker({
+      workerId: 'queue-fenced',
+      concurrency: 1,
+      batchSize: 3,
+      leaseMs: 1500,
+      heartbeatMs: 500,
+      fenceAfterMs: 1000,
+      reconcileMs: 60_000,
+      pollMs: 60_000,
+    });
+    await eventually(() => ran.length === 1, { what: 'the first attempt running' });
+    expect((await statusOf(ids)).map((r) => r.status)).toEqual(['RUNNING', 'RUNNING', 'RUNNING']);
+    // Heartbeats are refused (the database answers, but not them): the worker fences itself.
+    await t.query(`create function refuse_heartbeat() returns trigger language plpgsql as $$
+      begin if new.lease_expires_at > old.lease_expires_at and new.status = 'RUNNING' then raise exception 'heartbeat refused (test)'; end if; return new; end $$`);
+    await t.query('create trigger refuse_heartbeat before update on executions for each row execute function refuse_heartbeat()');
+    try {
+      await eventually(
+        async () => {
+          const rows = await statusOf(ids);
+          return rows.every((r) => r.status === 'SUCCEEDED' || r.status === 'FAILED');
+        },
+        { what: 'all three ended', timeout: 15_000 },
+      );
+    } finally {
+      await t.query('drop trigger refuse_heartbeat on executions');
+    }
+    const byId = new Map((await statusOf(ids)).map((r) => [r.id, r]));
+    // The running one was aborted by the fence; the waiting ones were handed back and ran later.
+    expect(byId.get(ids[0]!)).toMatchObject({ status: 'FAILED', attempt_count: 1 });
+    expect([byId.get(ids[1]!), byId.get(ids[2]!)]).toMatchObject([
+      { status: 'SUCCEEDED', attempt_count: 1 },
+      { status: 'SUCCEEDED', attempt_count: 1 },
+    ]);
+    expect([...ran].sort()).toEqual([0, 1, 2]);
+    const notStarted = await t.query(
+      `select count(*)::int as n from attempts where execution_id = any($1::uuid[]) and error like '%before it started%'`,
+      [ids],
+    );
+    expect(notStarted.rows[0]!.n).toBe(0);
+    expect(h.logs.some((l) => /handed back 2 waiting execution\(s\) whose lease it gave up/.test(l))).toBe(true);
   });
 
   it('is an engine setting (JOBGATE_WORKER_BATCH_SIZE), which its workers claim with', async () => {

@@ -7,10 +7,16 @@
  * here, in the claim's order, and start as attempts end. They are leases like the running ones
  * (in `inFlight`, renewed by heartbeats, aborted by a cancellation, a lost lease, the self-fence or
  * a stop), and one aborted while it waits ends at once, without a slot and without its handler.
+ * One whose lease the worker gives up (the self-fence, a lost lease) is handed back uncounted, as a
+ * stop hands them back: it never ran, so it costs its execution no attempt. The release is fenced
+ * by the lease's epoch, so what it does not take back (taken over, a cancellation requested) ends
+ * as an aborted attempt, its outcome's write fenced as any.
  */
 import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
 import type { Completion } from '../../../db/statements/complete.js';
+import { releaseExecutions } from '../../../db/statements/lease.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
 import type { AbortReason, AttemptResult, Delivery } from '../delivery/deliver.js';
@@ -26,7 +32,10 @@ export interface AttemptRunnerDeps {
   /** The leases held; an attempt's entry joins it when it starts. */
   inFlight: Map<string, InFlight>;
   outcomes: OutcomeRecorder;
-  /** An attempt's success was recorded with its handler's writes: its lease is released. */
+  /**
+   * A lease was released with no outcome left to record: its attempt's success was recorded with
+   * its handler's writes, or it was handed back while it waited.
+   */
   recorded(): void;
   /** An attempt ended and its outcome went to the recorder: its slot is free. */
   slotFreed(): void;
@@ -34,6 +43,8 @@ export interface AttemptRunnerDeps {
   concurrency: number;
   /** Whether the worker runs: a stopping worker starts no waiting execution (stop hands them back). */
   running(): boolean;
+  /** Where waiting executions whose lease was given up are handed back. */
+  pool: pg.Pool;
 }
 
 export interface AttemptRunner {
@@ -51,17 +62,10 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
   const { id, log, observer, inFlight, concurrency } = deps;
   const counts = { executing: 0, waiting: 0 };
   const queue = createWaitingQueue();
+  const giveBack = createGiveBack(deps, (entry) => run(entry));
 
   function start(ex: ClaimedExecution) {
-    // Claimed again while an earlier attempt of it still runs here (its lease was taken over while
-    // this worker could not reach the database, and this claim got the retry before a heartbeat
-    // said so): the claim is the proof the earlier lease is gone, so that attempt stops now.
-    const earlier = inFlight.get(ex.id);
-    if (earlier && !earlier.finished && !earlier.controller.signal.aborted) {
-      log.warn(`worker ${id}: lease of ${ex.id} was taken over; aborting its earlier attempt`);
-      observer.leaseLost();
-      earlier.controller.abort('lease-lost' satisfies AbortReason);
-    }
+    abortEarlierAttempt(deps, ex);
     const controller = new AbortController();
     const entry: InFlight = { ex, controller, started: 0, finished: false };
     inFlight.set(ex.id, entry);
@@ -71,8 +75,16 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     entry.queuedAt = performance.now();
     counts.waiting++;
     queue.push(entry);
-    // Aborted while it waits: it ends now, as its attempt would have (delivery's abortedBeforeStart).
-    controller.signal.addEventListener('abort', () => entry.waiting && run(entry), { once: true });
+    // Aborted while it waits: handed back when its lease was given up, else it ends now, as its
+    // attempt would have (delivery's abortedBeforeStart).
+    const aborted = () => {
+      if (!entry.waiting) return;
+      if (controller.signal.reason !== ('lease-lost' satisfies AbortReason)) return run(entry);
+      counts.waiting--;
+      entry.waiting = false;
+      giveBack(entry);
+    };
+    controller.signal.addEventListener('abort', aborted, { once: true });
   }
 
   function run(entry: InFlight) {
@@ -119,12 +131,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
       deps.recorded();
       return;
     }
-    const completion: Completion = {
-      executionId: ex.id,
-      epoch: ex.lease_epoch,
-      durationMs: ran,
-      ...result,
-    };
+    const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: ran, ...result };
     if (entry.released) {
       entry.held = completion;
       return;
@@ -139,6 +146,56 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     executing: () => counts.executing,
     waiting: () => counts.waiting,
     waitingLeases: queue.leases,
+  };
+}
+
+/**
+ * Claimed again while an earlier attempt of it still runs here (its lease was taken over while this
+ * worker could not reach the database, and this claim got the retry before a heartbeat said so):
+ * the claim is the proof the earlier lease is gone, so that attempt stops now.
+ */
+function abortEarlierAttempt(deps: AttemptRunnerDeps, ex: ClaimedExecution) {
+  const earlier = deps.inFlight.get(ex.id);
+  if (!earlier || earlier.finished || earlier.controller.signal.aborted) return;
+  deps.log.warn(`worker ${deps.id}: lease of ${ex.id} was taken over; aborting its earlier attempt`);
+  deps.observer.leaseLost();
+  earlier.controller.abort('lease-lost' satisfies AbortReason);
+}
+
+/**
+ * Hands back waiting executions whose lease was given up (see the file's comment), those given up
+ * in one turn of the event loop together (the self-fence gives up all at once). What the release
+ * does not take back, or all when it fails, goes to `end`: it ends as an aborted attempt.
+ */
+function createGiveBack(deps: AttemptRunnerDeps, end: (entry: InFlight) => void): (entry: InFlight) => void {
+  const { id, log, inFlight } = deps;
+  let pending: InFlight[] = [];
+  async function handBack(entries: InFlight[]) {
+    const released = await releaseExecutions(
+      deps.pool,
+      entries.map((entry) => ({ id: entry.ex.id, epoch: entry.ex.lease_epoch })),
+    ).then(
+      (ids) => new Set(ids),
+      (error: Error) => {
+        log.warn(`worker ${id}: handing back ${entries.length} waiting execution(s) failed: ${error.message}`);
+        return new Set<string>();
+      },
+    );
+    for (const entry of entries) {
+      if (!released.has(entry.ex.id)) end(entry);
+      else if (inFlight.get(entry.ex.id) === entry) inFlight.delete(entry.ex.id);
+    }
+    if (released.size === 0) return;
+    log.info(`worker ${id}: handed back ${released.size} waiting execution(s) whose lease it gave up, uncounted`);
+    deps.recorded();
+  }
+  return (entry) => {
+    if (pending.push(entry) > 1) return;
+    queueMicrotask(() => {
+      const entries = pending;
+      pending = [];
+      void handBack(entries);
+    });
   };
 }
 
