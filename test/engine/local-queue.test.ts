@@ -102,6 +102,30 @@ describe('a worker whose batch size is above its concurrency', () => {
     expect((await statusOf(ids)).map((r) => r.attempt_count)).toEqual([1, 1, 1, 1, 1, 1]);
   });
 
+  it("records a waiting execution's attempt as starting when it left the queue, not at its claim", async () => {
+    const g = gatedHandler();
+    h.handle('queue.gated', g.fn);
+    const ids = await backlog(2);
+    await h.worker({ workerId: 'queue-1', concurrency: 1, batchSize: 2, pollMs: 60_000 });
+    await eventually(() => g.blocked() === 1, { what: 'the first attempt running, the second waiting' });
+    // The second waits this long at least for the first's slot.
+    const heldMs = 400;
+    await new Promise((r) => setTimeout(r, heldMs));
+    await finishAll(g, ids);
+    const attempts = (
+      await t.query<{ execution_id: string; started_ms: number; finished_ms: number; duration_ms: number }>(
+        `select execution_id, (extract(epoch from started_at) * 1000)::float8 as started_ms, (extract(epoch from finished_at) * 1000)::float8 as finished_ms, duration_ms
+         from attempts where execution_id = any($1::uuid[])`,
+        [ids],
+      )
+    ).rows;
+    const [first, second] = ids.map((id) => attempts.find((a) => a.execution_id === id)!);
+    // Both were claimed together; the second's attempt started once the first had run.
+    expect(second!.started_ms - first!.started_ms).toBeGreaterThanOrEqual(heldMs - 50);
+    expect(second!.started_ms).toBeLessThanOrEqual(second!.finished_ms);
+    expect(second!.finished_ms - second!.started_ms).toBeLessThan(heldMs);
+  });
+
   it('drains a backlog many batches long, each execution once, the queue topped up as it goes', async () => {
     const seen: number[] = [];
     h.handle('queue.gated', (input: { n: number }) => void seen.push(input.n));

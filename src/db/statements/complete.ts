@@ -32,6 +32,11 @@ export interface Completion {
   retryDelayMs: number | null;
   statusCode: number | null;
   durationMs: number;
+  /**
+   * How long the execution waited in the worker for a slot between its claim and its attempt's
+   * start (a batch size above the concurrency); the attempt's row starts that long after the claim.
+   */
+  queuedMs?: number;
   error: string | null;
   responseExcerpt: string | null;
   /** The HTTP target the attempt called, secrets redacted; null for handlers. */
@@ -68,8 +73,8 @@ const HOST = hostname();
 const COMPLETE = `
 with done as (
   select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::boolean[], $5::double precision[],
-                       $6::int[], $7::int[], $8::text[], $9::text[], $11::jsonb[], $12::text[])
-    as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt, target, stack)
+                       $6::int[], $7::int[], $8::text[], $9::text[], $11::jsonb[], $12::text[], $15::int[])
+    as d(id, epoch, outcome, retryable, delay_ms, status_code, duration_ms, error, excerpt, target, stack, queued_ms)
 ), locked as materialized (
   -- Id order, so this statement and a heartbeat over the same rows never lock in opposite orders.
   -- The fence's columns as of the locked (latest) version: nobody changes them until we commit.
@@ -124,11 +129,13 @@ with done as (
         noted_at = now()
 ), attempt_rows as (
   -- The attempt's row, written once now that it has ended: its number is the attempt count the
-  -- claim set, its start the claim's time, its worker the lease holder ($10, on host $13 as pid $14).
+  -- claim set, its start the claim's time and what it waited in the worker for a slot (never past
+  -- its end), its worker the lease holder ($10, on host $13 as pid $14).
   insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at,
                         outcome, status_code, duration_ms, error, response_excerpt, target,
                         worker_host, worker_pid, error_stack)
-  select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, $10, coalesce(u.attempt_started_at, now()), now(),
+  select u.workspace_id, u.id, u.attempt_count, u.lease_epoch, $10,
+         least(coalesce(u.attempt_started_at + make_interval(secs => coalesce(d.queued_ms, 0) / 1000.0), now()), now()), now(),
          case when u.status = 'CANCELLED' and d.outcome <> 'SUCCEEDED' then 'CANCELLED' else d.outcome end,
          d.status_code, d.duration_ms, d.error, d.excerpt, d.target, $13, $14::int, d.stack
   -- By id and epoch: a batch may also carry an earlier, fenced-out attempt of the same execution
@@ -167,6 +174,7 @@ export async function completeExecutions(
       items.map((i) => i.errorStack ?? null),
       HOST,
       process.pid,
+      items.map((i) => Math.round(i.queuedMs ?? 0)),
     ],
   });
   return new Map(rows.map((r) => [r.id, r.status]));

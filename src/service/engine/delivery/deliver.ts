@@ -40,6 +40,8 @@ const STACK_CAP = 8000;
 interface AttemptState {
   recorded: boolean;
   target: AttemptTarget | null;
+  /** How long the execution waited in the worker for a slot before this attempt started. */
+  queuedMs: number;
 }
 
 export interface DeliveryOptions {
@@ -168,6 +170,7 @@ async function runHandler(
             executionId: ex.id,
             epoch: ex.lease_epoch,
             startedAt: performance.now(),
+            queuedMs: state.queuedMs,
             onRecorded: () => void (state.recorded = true),
           })
         : unfenced,
@@ -328,8 +331,8 @@ export function createDelivery(options: DeliveryOptions) {
    * error is redacted here, whichever path built it: the url in a refusal or a DNS error, an
    * undici message, an unexpected throw. The excerpt was redacted before it was cut.
    */
-  async function attempt(ex: ClaimedExecution, external: AbortController): Promise<AttemptResult> {
-    const state: AttemptState = { recorded: false, target: null };
+  async function attempt(ex: ClaimedExecution, external: AbortController, queuedMs = 0): Promise<AttemptResult> {
+    const state: AttemptState = { recorded: false, target: null, queuedMs };
     let opened: Opened | undefined;
     let result: AttemptResult | undefined;
     try {

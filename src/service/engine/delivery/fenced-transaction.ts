@@ -36,6 +36,8 @@ export interface FenceScope {
   epoch: number;
   /** performance.now() at the attempt's start, for the recorded duration. */
   startedAt: number;
+  /** How long the execution waited in the worker for a slot before the attempt started. */
+  queuedMs?: number;
   /** Called once a transaction that recorded the completion has committed. */
   onRecorded(): void;
   /** The worker's lease length: locking the lease before the commit renews it for this long. */
@@ -60,6 +62,7 @@ export function fencedTransaction(scope: FenceScope): FencedTransaction {
             retryDelayMs: null,
             statusCode: null,
             durationMs: performance.now() - scope.startedAt,
+            queuedMs: scope.queuedMs ?? 0,
             error: null,
             responseExcerpt: null,
           },

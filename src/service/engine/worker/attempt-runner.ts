@@ -93,12 +93,12 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     counts.executing++;
     // Aborted before it started, its handler is not called (delivery's abortedBeforeStart): no
     // attempt started for the metrics. A wait in the queue is part of the start's delay.
+    const queuedMs = entry.queuedAt === undefined ? 0 : performance.now() - entry.queuedAt;
     if (!entry.controller.signal.aborted) {
       entry.started = performance.now();
-      const queued = entry.queuedAt === undefined ? 0 : (entry.started - entry.queuedAt) / 1000;
-      observer.attemptStarted(entry.ex.endpoint_name, entry.ex.waited_s + queued);
+      observer.attemptStarted(entry.ex.endpoint_name, entry.ex.waited_s + queuedMs / 1000);
     }
-    void deps.delivery.attempt(entry.ex, entry.controller).then((result) => ended(entry, result));
+    void deps.delivery.attempt(entry.ex, entry.controller, queuedMs).then((result) => ended(entry, result, queuedMs));
   }
 
   /** Starts waiting executions while slots are free. */
@@ -110,7 +110,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     }
   }
 
-  function ended(entry: InFlight, result: AttemptResult) {
+  function ended(entry: InFlight, result: AttemptResult, queuedMs: number) {
     const { ex } = entry;
     counts.executing--;
     entry.finished = true;
@@ -131,7 +131,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
       deps.recorded();
       return;
     }
-    const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: ran, ...result };
+    const completion: Completion = { executionId: ex.id, epoch: ex.lease_epoch, durationMs: ran, queuedMs, ...result };
     if (entry.released) {
       entry.held = completion;
       return;
