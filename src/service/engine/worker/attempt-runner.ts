@@ -41,7 +41,10 @@ export interface AttemptRunnerDeps {
   slotFreed(): void;
   /** Attempts run at once; claimed executions past it wait for a slot. */
   concurrency: number;
-  /** Whether the worker runs: a stopping worker starts no waiting execution (stop hands them back). */
+  /**
+   * Whether the worker runs: a stopping worker starts nothing more, neither a waiting execution nor
+   * one its last claim took (stop hands them back).
+   */
   running(): boolean;
   /** Where waiting executions whose lease was given up are handed back. */
   pool: pg.Pool;
@@ -70,7 +73,7 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     const entry: InFlight = { ex, controller, started: 0, finished: false };
     inFlight.set(ex.id, entry);
     if (ex.cancel_requested) controller.abort('cancelled' satisfies AbortReason);
-    if (counts.executing < concurrency || controller.signal.aborted) return run(entry);
+    if ((counts.executing < concurrency && deps.running()) || controller.signal.aborted) return run(entry);
     entry.waiting = true;
     entry.queuedAt = performance.now();
     counts.waiting++;

@@ -38,9 +38,9 @@ export async function drainWorker(deps: WorkerStopDeps, graceMs: number): Promis
   // Leases must outlive the hand-back and the grace period.
   const keepAlive = setInterval(deps.beat, deps.heartbeatMs);
   try {
-    // What waits for a slot has not started: back at once, not after the grace period. Aborted,
-    // each ends without running (delivery's abortedBeforeStart), which gives it the outcome
-    // recorded when the release does not take it back.
+    // What waits for a slot, or was taken by a claim answered after stop began, has not started:
+    // back at once, not after the grace period. Aborted, each ends without running (delivery's
+    // abortedBeforeStart), which gives it the outcome recorded when the release does not take it back.
     const waiting = deps.attempts.waitingLeases();
     if (waiting.length > 0) {
       const released = await handBack(deps, waiting);

@@ -205,8 +205,8 @@ export function createWorker(options: WorkerOptions): Worker {
       if (!state.running) return;
       state.running = false;
       await loops.stop();
-      // A claim in flight commits leases: its attempts start, and below they finish within the
-      // grace period or are handed back, rather than run on after stop() with no heartbeat.
+      // A claim in flight commits leases: what it took waits, as what finds no slot does, and is
+      // handed back below with the rest that waits, rather than held on after stop() with no heartbeat.
       await claims.settled();
       const idle = () => new Promise<void>((r) => idleWaiters.push(r));
       await drainWorker({ ...deps, claims, outcomes, delivery, heartbeatMs, beat: leases.beat, attempts, idle }, graceMs);
