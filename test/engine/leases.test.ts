@@ -537,6 +537,8 @@ describe('graceful shutdown and a claim in flight', () => {
     // (and uncounted) with what waits for a slot.
     const [ex] = (await t.query('select * from executions where job_id = $1', [job.id])).rows;
     expect(ex).toMatchObject({ status: 'PENDING', attempt_count: 0, lease_owner: null });
+    // The late claim did take it, and stop gave it back.
+    expect(h.logs.some((l) => /worker leaving: released 1 execution\(s\) to other workers/.test(l))).toBe(true);
     await quietPeriod(QUIET.claim);
     expect(started).toEqual([]);
     expect(await attemptsOf(t, ex.id)).toEqual([]);
