@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CHANNELS, cancelChannel, liveChannel, probeChannel, runWaitingChannel, workChannel, type Channel } from '../../src/db/channels.js';
+import { releaseExecutions } from '../../src/db/statements/lease.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 import { eventually } from '../support/eventually.js';
 
@@ -293,6 +294,41 @@ describe('the channels of src/db/channels.ts', () => {
       [job.id],
     );
     await expectHeard(() => t.service.cancelJob(t.actor, job.id), [on(cancelChannel, { executionId: rows[0]!.id })]);
+  });
+
+  it('read what a release of leases sends: one wake when it took an execution back, none when the fence refused every lease', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'IMMEDIATE', input: {} });
+    const { rows } = await t.query<{ id: string; epoch: string }>(
+      `update executions set status = 'RUNNING', lease_owner = 'channels-worker', lease_epoch = lease_epoch + 1,
+              lease_expires_at = now() + interval '1 minute', attempt_count = 1
+       where job_id = $1 returning id, lease_epoch as epoch`,
+      [job.id],
+    );
+    const { id, epoch } = rows[0]!;
+    /** Sends a marker and waits for it: it arrives after anything committed before it was sent. */
+    const marker = async () => {
+      const from = heard.length;
+      await t.query(`select pg_notify($1, $2)`, [liveChannel.name, liveChannel.encode({ kind: 'catalog' })]);
+      await eventually(() => heard.slice(from).some((n) => n.channel === liveChannel.name), { timeout: 10_000, what: 'the marker' });
+    };
+    /** The work wakes heard between a marker sent before `act` and one sent after it. */
+    const wakesOf = async (act: () => Promise<unknown>) => {
+      await marker();
+      const from = heard.length;
+      await act();
+      await marker();
+      return heard
+        .slice(from)
+        .filter((n) => n.channel === workChannel.name)
+        .map((n) => workChannel.decode(n.payload));
+    };
+    // A lease taken over (another epoch): nothing comes back, so nobody is woken.
+    expect(
+      await wakesOf(async () => expect(await releaseExecutions(t.database.pool, [{ id, epoch: Number(epoch) - 1 }])).toEqual([])),
+    ).toEqual([]);
+    expect(
+      await wakesOf(async () => expect(await releaseExecutions(t.database.pool, [{ id, epoch: Number(epoch) }])).toEqual([id])),
+    ).toEqual([{ kind: 'work' }]);
   });
 
   it('decode what they encode, and nothing else', () => {

@@ -304,9 +304,9 @@ with locked as materialized (
   where e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
   order by e.id
   for no key update
-)
-update executions e
-set status = case when e.cancel_requested_at is null then 'PENDING' else 'CANCELLED' end,
+), handed as (
+  update executions e
+  set status = case when e.cancel_requested_at is null then 'PENDING' else 'CANCELLED' end,
     finished_at = case when e.cancel_requested_at is null then e.finished_at else now() end,
     last_error = case when e.cancel_requested_at is null then e.last_error else 'cancelled before its attempt started' end,
     lease_owner = null,
@@ -314,9 +314,16 @@ set status = case when e.cancel_requested_at is null then 'PENDING' else 'CANCEL
     lease_epoch = e.lease_epoch + 1,
     attempt_count = e.attempt_count - 1,
     updated_at = now()
-from locked l
-where e.id = l.id and e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
-returning e.id, e.status, e.claim_token as token`;
+  from locked l
+  where e.id = l.id and e.status = 'RUNNING' and e.lease_owner = $1 and e.claim_token = any($2::uuid[])
+  returning e.id, e.status, e.claim_token as token
+), woken as (
+  -- Other workers may have room for what came back to the queue (this one claims again right
+  -- after): one wake, in this statement, when any did.
+  select pg_notify($3, $4) from handed where status = 'PENDING' limit 1
+)
+select h.id, h.status, h.token from handed h
+cross join (select count(*) from woken) as sent -- referenced, so that the wake is sent`;
 
 export async function handBackLostClaims(
   pool: pg.Pool,
@@ -324,10 +331,12 @@ export async function handBackLostClaims(
   tokens: string[],
 ): Promise<{ id: string; status: 'PENDING' | 'CANCELLED'; token: string }[]> {
   if (tokens.length === 0) return [];
-  const { rows } = await pool.query<{ id: string; status: 'PENDING' | 'CANCELLED'; token: string }>(HAND_BACK_LOST, [workerId, tokens]);
-  // Other workers may have room for them now (this one claims again right after).
-  if (rows.some((r) => r.status === 'PENDING'))
-    await pool.query('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
+  const { rows } = await pool.query<{ id: string; status: 'PENDING' | 'CANCELLED'; token: string }>(HAND_BACK_LOST, [
+    workerId,
+    tokens,
+    workChannel.name,
+    workChannel.encode({ kind: 'work' }),
+  ]);
   return rows;
 }
 

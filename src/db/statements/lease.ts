@@ -115,12 +115,21 @@ with locked as materialized (
   -- hold it; one taken over has a new epoch (or another status) and is not touched.
   where e.id = l.id and h.id = l.id and l.lease_epoch = h.epoch and l.running and e.cancel_requested_at is null
   returning e.id
+), woken as (
+  -- Other workers may have room for them: one wake, in this statement, and only when something
+  -- came back (a release the fence refused whole wakes nobody).
+  select pg_notify($3, $4) from released limit 1
 )
-select id from released`;
+select r.id from released r
+cross join (select count(*) from woken) as sent -- referenced, so that the wake is sent`;
 
 export async function releaseExecutions(pool: pg.Pool, held: { id: string; epoch: number }[]): Promise<string[]> {
   if (held.length === 0) return [];
-  const { rows } = await pool.query<{ id: string }>(RELEASE, [held.map((h) => h.id), held.map((h) => h.epoch)]);
-  await pool.query('select pg_notify($1, $2)', [workChannel.name, workChannel.encode({ kind: 'work' })]);
+  const { rows } = await pool.query<{ id: string }>(RELEASE, [
+    held.map((h) => h.id),
+    held.map((h) => h.epoch),
+    workChannel.name,
+    workChannel.encode({ kind: 'work' }),
+  ]);
   return rows.map((r) => r.id);
 }
