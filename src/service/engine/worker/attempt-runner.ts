@@ -7,19 +7,21 @@
  * here, in the claim's order, and start as attempts end. They are leases like the running ones
  * (in `inFlight`, renewed by heartbeats, aborted by a cancellation, a lost lease, the self-fence or
  * a stop), and one aborted while it waits ends at once, without a slot and without its handler.
- * One whose lease the worker gives up (the self-fence, a lost lease) is handed back uncounted, as a
- * stop hands them back: it never ran, so it costs its execution no attempt. The release is fenced
- * by the lease's epoch, so what it does not take back (taken over, a cancellation requested) ends
- * as an aborted attempt, its outcome's write fenced as any.
+ * One whose lease the self-fence gives up (it cannot tell whether the lease is still held) is
+ * handed back uncounted, as a stop hands them back: it never ran, so it costs its execution no
+ * attempt. The release is fenced by the lease's epoch, so what it does not take back (taken over,
+ * a cancellation requested) ends as an aborted attempt, its outcome's write fenced as any. One
+ * whose lease is known to be gone (a heartbeat's answer, a second claim of it) ends so at once:
+ * a release there could never take it back.
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
 import type { Completion } from '../../../db/statements/complete.js';
-import { releaseExecutions } from '../../../db/statements/lease.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
 import type { AbortReason, AttemptResult, Delivery } from '../delivery/deliver.js';
+import { releaseLeases } from './hand-back.js';
 import { idsOf } from './lease-keeper.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { InFlight } from './state.js';
@@ -78,11 +80,11 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     entry.queuedAt = performance.now();
     counts.waiting++;
     queue.push(entry);
-    // Aborted while it waits: handed back when its lease was given up, else it ends now, as its
-    // attempt would have (delivery's abortedBeforeStart).
+    // Aborted while it waits: handed back when the self-fence gave its lease up, else it ends now,
+    // as its attempt would have (delivery's abortedBeforeStart).
     const aborted = () => {
       if (!entry.waiting) return;
-      if (controller.signal.reason !== ('lease-lost' satisfies AbortReason)) return run(entry);
+      if (!entry.givenUp) return run(entry);
       counts.waiting--;
       entry.waiting = false;
       giveBack(entry);
@@ -166,7 +168,7 @@ function abortEarlierAttempt(deps: AttemptRunnerDeps, ex: ClaimedExecution) {
 }
 
 /**
- * Hands back waiting executions whose lease was given up (see the file's comment), those given up
+ * Hands back waiting executions whose lease the self-fence gave up (see the file's comment), those given up
  * in one turn of the event loop together (the self-fence gives up all at once). What the release
  * does not take back, or all when it fails, goes to `end`: it ends as an aborted attempt.
  */
@@ -174,16 +176,10 @@ function createGiveBack(deps: AttemptRunnerDeps, end: (entry: InFlight) => void)
   const { id, log, inFlight } = deps;
   let pending: InFlight[] = [];
   async function handBack(entries: InFlight[]) {
-    const released = await releaseExecutions(
-      deps.pool,
-      entries.map((entry) => ({ id: entry.ex.id, epoch: entry.ex.lease_epoch })),
-    ).then(
-      (ids) => new Set(ids),
-      (error: Error) => {
-        log.warn(`worker ${id}: handing back ${entries.length} waiting execution(s) failed: ${error.message}`);
-        return new Set<string>();
-      },
-    );
+    const released =
+      (await releaseLeases(deps.pool, entries, (error) =>
+        log.warn(`worker ${id}: handing back ${entries.length} waiting execution(s) failed: ${error.message}`),
+      )) ?? new Set<string>();
     for (const entry of entries) {
       if (!released.has(entry.ex.id)) end(entry);
       else if (inFlight.get(entry.ex.id) === entry) inFlight.delete(entry.ex.id);

@@ -176,6 +176,7 @@ export function createLeaseKeeper(deps: LeaseKeeperDeps): LeaseKeeper {
     if (!failed) return void beat();
     for (const f of running) {
       observer.leaseLost();
+      f.givenUp = true;
       f.controller.abort('lease-lost' satisfies AbortReason);
     }
     const why =

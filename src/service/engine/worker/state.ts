@@ -21,6 +21,11 @@ export interface InFlight {
   waiting?: boolean;
   /** When it began to wait for a slot (performance.now()), if it did. */
   queuedAt?: number;
+  /**
+   * The self-fence gave its lease up (lease-keeper.ts): not known to be lost, so a waiting one is
+   * handed back rather than ended (attempt-runner.ts).
+   */
+  givenUp?: boolean;
   /** The attempt has ended; its outcome is waiting to be recorded (the lease is still held). */
   finished: boolean;
   /** Being handed back at shutdown: its outcome waits in `held` for the release's answer. */

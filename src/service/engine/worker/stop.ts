@@ -5,11 +5,11 @@
  * outcomes on their way to the database. Claims whose answer was lost are handed back meanwhile.
  */
 import type pg from 'pg';
-import { releaseExecutions } from '../../../db/statements/lease.js';
 import type { Logger } from '../../../log.js';
 import type { AbortReason, Delivery } from '../delivery/deliver.js';
 import type { AttemptRunner } from './attempt-runner.js';
 import type { ClaimLoop } from './claim-loop.js';
+import { releaseLeases } from './hand-back.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { InFlight } from './state.js';
 
@@ -73,15 +73,8 @@ async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<Set<str
     f.released = true;
     f.controller.abort('shutdown' satisfies AbortReason);
   }
-  const released = await releaseExecutions(
-    deps.pool,
-    left.map((f) => ({ id: f.ex.id, epoch: f.ex.lease_epoch })),
-  ).then(
-    (ids) => new Set(ids),
-    (e: Error) => {
-      log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`);
-      return undefined;
-    },
+  const released = await releaseLeases(deps.pool, left, (e) =>
+    log.error(`worker ${id}: release failed (${e.message}); the reconciler will take them when their leases expire`),
   );
   if (!released) return undefined;
   log.info(`worker ${id}: released ${released.size} execution(s) to other workers`);
