@@ -1,4 +1,4 @@
--- The schema after migrations/000062_events_partitioned_by_generation.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000063_work_hint_says_when.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -439,8 +439,17 @@ end $$;
 CREATE FUNCTION public.jobgate_notify_work() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+  due timestamptz;
 begin
-  perform pg_notify('jobgate_work', '');
+  select min(i.run_after) into due from inserted_executions i where i.status = 'PENDING' and not i.blocked;
+  if due is null then
+    return null;
+  elsif due <= now() then
+    perform pg_notify('jobgate_work', '');
+  else
+    perform pg_notify('jobgate_work', 'due:' || ceil(extract(epoch from due - now()) * 1000)::bigint);
+  end if;
   return null;
 end $$;
 
@@ -1671,7 +1680,7 @@ CREATE TRIGGER executions_gate_insert BEFORE INSERT ON public.executions FOR EAC
 
 CREATE TRIGGER executions_gate_pending BEFORE UPDATE OF status ON public.executions FOR EACH ROW WHEN (((new.status = 'PENDING'::text) AND (old.status <> 'PENDING'::text))) EXECUTE FUNCTION public.jobgate_execution_gate();
 
-CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_notify_work();
+CREATE TRIGGER executions_notify_insert AFTER INSERT ON public.executions REFERENCING NEW TABLE AS inserted_executions FOR EACH STATEMENT EXECUTE FUNCTION public.jobgate_notify_work();
 
 CREATE TRIGGER executions_parent_cancelled AFTER UPDATE OF status, cancel_requested_at ON public.executions FOR EACH ROW WHEN ((((new.status = 'CANCELLED'::text) AND (old.status IS DISTINCT FROM 'CANCELLED'::text)) OR ((new.cancel_requested_at IS NOT NULL) AND (old.cancel_requested_at IS NULL)))) EXECUTE FUNCTION public.jobgate_parent_cancelled();
 

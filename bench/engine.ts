@@ -23,6 +23,9 @@
  *  - The same drain with every flow-control gate configured (priorities, a per-key limit over 100
  *    keys, a rate limit), none of them binding: what the gates cost (`gated`), and its ratio to
  *    the plain drain.
+ *  - createJob of a DELAYED job beside idle workers: the call's p50 and p99, 300 sequential jobs
+ *    due in an hour, with no worker running and with two idle worker processes (which a hint of
+ *    work due later must not make claim: `engine.enqueue-delayed`).
  *  - Ratios jobgate ÷ graphile-worker, for both graphile-worker configurations (see
  *    support/graphile.ts): throughput above 1 and latency below 1 favour jobgate.
  *
@@ -54,6 +57,8 @@ const WARMUP_RUNS = 20;
 const CONCURRENCY = env('BENCH_ENGINE_CONCURRENCY', 50);
 const BATCH_SIZE = env('BENCH_ENGINE_BATCH_SIZE', 100);
 const PROCESSES = [1, 2];
+/** Worker processes started, with nothing due, beside createJob of work due later. */
+const IDLE_WORKERS = 2;
 const DRAIN_TIMEOUT_MS = env('BENCH_ENGINE_TIMEOUT_MS', 180_000);
 
 const ENDPOINT = 'bench.noop';
@@ -393,6 +398,39 @@ export async function jobgateLatency(server: BenchServer): Promise<Latency> {
   });
 }
 
+/**
+ * createJob of a DELAYED job (due in an hour), one at a time, with `idleWorkers` worker processes
+ * started and nothing due for them: what idle workers cost an insert they cannot run yet (before
+ * migration 000063, each claimed and read the next due time on every insert). Percentiles of the call.
+ */
+export async function jobgateDelayedEnqueue(server: BenchServer, idleWorkers: number): Promise<Percentiles> {
+  return withDatabase(server, 'jobgate_bench', async (db) => {
+    await prepareJobgate(db);
+    const children = await startChildren(idleWorkers, 'bench/workers/jobgate.ts', (i) => ({
+      DATABASE_URL: db.url,
+      WORKER_ID: `bench-idle-${i + 1}`,
+      CONCURRENCY: String(CONCURRENCY),
+      BATCH_SIZE: String(BATCH_SIZE),
+    }));
+    const gate = await createJobgate({ databaseUrl: db.url, migrate: false, log: createLogger('warn') });
+    try {
+      children.forEach((ch) => ch.send('go'));
+      await Promise.all(children.map((ch) => ch.line('started')));
+      const runAt = new Date(Date.now() + 3_600_000);
+      const calls: number[] = [];
+      for (let i = 0; i < WARMUP_RUNS + LATENCY_RUNS; i++) {
+        const t0 = performance.now();
+        await gate.client.createJob({ endpointName: ENDPOINT, kind: 'DELAYED', runAt });
+        if (i >= WARMUP_RUNS) calls.push(performance.now() - t0);
+      }
+      return percentiles(calls);
+    } finally {
+      await gate.close();
+      await Promise.all(children.map((ch) => ch.stop()));
+    }
+  });
+}
+
 export async function graphileLatency(server: BenchServer, config: GraphileConfigName): Promise<Latency> {
   return withDatabase(server, 'graphile_bench', async (db) => {
     await prepareGraphile(db);
@@ -476,6 +514,14 @@ export async function run(): Promise<Figure[]> {
     // statements; graphile-worker's addJob is one function call).
     for (const system of ['jobgate', 'default', 'fast'] as const)
       figure('engine.latency.enqueue-call.p50', SYSTEMS[system], latency[system]!.enqueue, 'ms');
+
+    // What idle workers cost an insert of work due later.
+    for (const idle of [0, IDLE_WORKERS]) {
+      const call = await jobgateDelayedEnqueue(server, idle);
+      const system = idle === 0 ? 'jobgate, no worker' : `jobgate, ${idle} idle worker processes`;
+      figure('engine.enqueue-delayed.call.p50', system, call.p50, 'ms');
+      figure('engine.enqueue-delayed.call.p99', system, call.p99, 'ms');
+    }
 
     for (const config of ['default', 'fast'] as const) {
       const versus = `jobgate/${SYSTEMS[config]}`;

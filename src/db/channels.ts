@@ -34,30 +34,36 @@ function after(prefix: string, payload: string): string | undefined {
   return payload.startsWith(prefix) && payload.length > prefix.length ? payload.slice(prefix.length) : undefined;
 }
 
-/** `jobgate_work`: something a worker can take is due. */
+/** `jobgate_work`: something a worker can take is due, or will be. */
 export type WorkHint =
   /** An execution became claimable (payload `''`). */
   | { kind: 'work' }
+  /** Executions were created, the earliest claimable `inMs` milliseconds after (payload `due:<ms>`). */
+  | { kind: 'due'; inMs: number }
   /** Interval handler `name`'s tick was made due (payload `interval:<name>`). */
   | { kind: 'interval'; name: string };
 
 const INTERVAL_PREFIX = 'interval:';
+const DUE_PREFIX = 'due:';
 
 /**
- * Work for the workers. Sent by the trigger on every insert into executions (000002), by the
- * trigger on interval_handlers when an idle tick is made due (000030, `interval:<name>`), and
- * inside the transactions that make executions claimable again (src/db/repositories/executions.ts
- * notifyWork, src/db/statements/lease.ts releaseExecutions, src/db/statements/claim.ts lost-claim
- * hand-back). Listened to by each worker's LISTEN connection (src/service/engine/worker/loops.ts):
- * `work` kicks its claim loop, `interval` wakes the interval runner on the same pool
- * (src/service/engine/intervals/wake.ts).
+ * Work for the workers. Sent by the trigger on an insert into executions with claimable rows
+ * (000002; `due:<ms>` when none is due yet, 000063), by the trigger on interval_handlers when an
+ * idle tick is made due (000030, `interval:<name>`), and inside the transactions that make
+ * executions claimable again (src/db/repositories/executions.ts notifyWork,
+ * src/db/statements/lease.ts releaseExecutions, src/db/statements/claim.ts lost-claim hand-back).
+ * Listened to by each worker's LISTEN connection (src/service/engine/worker/loops.ts): `work`
+ * kicks its claim loop, `due` arms its due timer (src/service/engine/worker/claim-loop.ts),
+ * `interval` wakes the interval runner on the same pool (src/service/engine/intervals/wake.ts).
  */
 export const workChannel: Channel<WorkHint> = {
   name: 'jobgate_work',
   sentByTriggers: ['jobgate_notify_work', 'jobgate_notify_interval_due', 'jobgate_settle_dependents'],
-  encode: (hint) => (hint.kind === 'interval' ? INTERVAL_PREFIX + hint.name : ''),
+  encode: (hint) => (hint.kind === 'interval' ? INTERVAL_PREFIX + hint.name : hint.kind === 'due' ? DUE_PREFIX + hint.inMs : ''),
   decode(payload) {
     if (payload === '') return { kind: 'work' };
+    const inMs = after(DUE_PREFIX, payload);
+    if (inMs !== undefined) return /^\d{1,15}$/.test(inMs) ? { kind: 'due', inMs: Number(inMs) } : undefined;
     const name = after(INTERVAL_PREFIX, payload);
     return name === undefined ? undefined : { kind: 'interval', name };
   },

@@ -82,6 +82,13 @@ async function expectHeard(act: () => Promise<unknown>, expected: Expected[]): P
   for (const n of decodedHeard()) expect(n.message, `payload ${JSON.stringify(n.payload)} on ${n.channel}`).toBeDefined();
 }
 
+/** Sends a marker and waits for it: it arrives after anything committed before it was sent. */
+async function marker(): Promise<void> {
+  const from = heard.length;
+  await t.query(`select pg_notify($1, $2)`, [liveChannel.name, liveChannel.encode({ kind: 'catalog' })]);
+  await eventually(() => heard.slice(from).some((n) => n.channel === liveChannel.name), { timeout: 10_000, what: 'the marker' });
+}
+
 /** What each step below fires, by trigger function: together they must cover every notifying one. */
 const FIRED = new Set<string>();
 const fires = (...names: string[]) => names.forEach((n) => FIRED.add(n));
@@ -114,6 +121,39 @@ describe('the channels of src/db/channels.ts', () => {
     }, [on(workChannel, { kind: 'work' }), on(liveChannel, { kind: 'events' })]);
     fires('jobgate_events_jobs_update', 'jobgate_events_executions_update');
     await expectHeard(() => t.service.cancelJob(t.actor, jobId), [on(liveChannel, { kind: 'events' })]);
+  });
+
+  it('read what the execution trigger sends for work due later: when it is due, and nothing for work nobody can claim', async () => {
+    const wakes = () =>
+      decodedHeard()
+        .filter((n) => n.channel === workChannel.name)
+        .map((n) => n.message);
+    await expectHeard(
+      () =>
+        t.service.createJob(t.actor, {
+          endpointName: 'channels.noop',
+          kind: 'DELAYED',
+          runAt: new Date(Date.now() + 60_000).toISOString(),
+        }),
+      [on(workChannel, { kind: 'due', inMs: expect.any(Number) as number })],
+    );
+    await marker();
+    expect(wakes()).toEqual([{ kind: 'due', inMs: expect.any(Number) }]);
+    const [due] = wakes() as { inMs: number }[];
+    expect(due!.inMs).toBeGreaterThan(55_000);
+    expect(due!.inMs).toBeLessThanOrEqual(60_000);
+    // Blocked on a prerequisite: nothing to claim until it is settled (which sends its own wake).
+    await expectHeard(
+      () =>
+        t.query(
+          `insert into executions (workspace_id, job_id, endpoint_id, scheduled_for, run_after, max_attempts, blocked)
+           select workspace_id, job_id, endpoint_id, scheduled_for + interval '1 day', now(), max_attempts, true
+           from executions limit 1`,
+        ),
+      [on(liveChannel, { kind: 'events' })],
+    );
+    await marker();
+    expect(wakes()).toEqual([]);
   });
 
   it('read what withdrawing a cron occurrence written ahead of its time sends', async () => {
@@ -305,12 +345,6 @@ describe('the channels of src/db/channels.ts', () => {
       [job.id],
     );
     const { id, epoch } = rows[0]!;
-    /** Sends a marker and waits for it: it arrives after anything committed before it was sent. */
-    const marker = async () => {
-      const from = heard.length;
-      await t.query(`select pg_notify($1, $2)`, [liveChannel.name, liveChannel.encode({ kind: 'catalog' })]);
-      await eventually(() => heard.slice(from).some((n) => n.channel === liveChannel.name), { timeout: 10_000, what: 'the marker' });
-    };
     /** The work wakes heard between a marker sent before `act` and one sent after it. */
     const wakesOf = async (act: () => Promise<unknown>) => {
       await marker();
@@ -336,6 +370,7 @@ describe('the channels of src/db/channels.ts', () => {
     const roundTrips: Expected[] = [
       on(workChannel, { kind: 'work' }),
       on(workChannel, { kind: 'interval', name: 'a.b' }),
+      on(workChannel, { kind: 'due', inMs: 1500 }),
       on(cancelChannel, { executionId: id }),
       on(liveChannel, { kind: 'events' }),
       on(liveChannel, { kind: 'findings' }),
@@ -347,6 +382,8 @@ describe('the channels of src/db/channels.ts', () => {
     ];
     for (const [channel, message] of roundTrips) expect(channel.decode(channel.encode(message))).toEqual(message);
     expect(workChannel.decode('something')).toBeUndefined();
+    expect(workChannel.decode('due:')).toBeUndefined();
+    expect(workChannel.decode('due:-5')).toBeUndefined();
     expect(cancelChannel.decode('')).toBeUndefined();
     expect(liveChannel.decode('x')).toBeUndefined();
     expect(liveChannel.decode('r:')).toBeUndefined();

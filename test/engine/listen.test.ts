@@ -94,6 +94,38 @@ describe('worker LISTEN connection', () => {
     await eventually(async () => ran.includes(second), 5000, 'the next occurrence');
   });
 
+  it('times work created for later from its notification: an idle worker neither claims nor reads the next due time for it', async () => {
+    const queries = vi.spyOn(t.database.pool, 'query');
+    const dueReads = () => queries.mock.calls.filter(([q]) => (q as { name?: string }).name === 'jobgate.next-due').length;
+    try {
+      // This worker alone reads the due time here.
+      await engine.stopAll();
+      await engine.worker({ pollMs: 600_000, reconcileMs: 600_000 });
+      // Its first claims came back short and read the next due time: the worker is idle.
+      await eventually(async () => dueReads() > 0, 10_000, 'the idle worker');
+      for (let seen = -1; seen !== dueReads(); await quietPeriod(QUIET.claim)) seen = dueReads();
+      const before = dueReads();
+      const runAt = await databaseTimeIn(t, 4000);
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'DELAYED', runAt });
+        ids.push((await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node.id);
+      }
+      // Their hints have arrived (sent at each commit) long before they are due.
+      await quietPeriod(QUIET.claim);
+      expect(dueReads()).toBe(before);
+      // Nothing else wakes it before then (the poll is ten minutes away): the hints armed its timer.
+      await eventually(async () => ids.every((id) => ran.includes(id)), 15_000, 'the delayed executions');
+      const { rows } = await t.query<{ early: boolean }>(
+        'select bool_or(attempt_started_at < $2) as early from executions where id = any($1::uuid[])',
+        [ids, runAt],
+      );
+      expect(rows[0]!.early).toBe(false);
+    } finally {
+      queries.mockRestore();
+    }
+  });
+
   it("times the next delayed execution on the database's clock: a host clock ahead does not make it spin", async () => {
     const realNow = Date.now.bind(Date);
     const dueQueries = vi.spyOn(t.database.pool, 'query');

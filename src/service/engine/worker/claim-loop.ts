@@ -3,7 +3,8 @@
  * hands each to the attempt runner, and decides when to claim again. When a claim comes back
  * short the queue is empty for this worker: it claims again on a hint only (a notification, the
  * due timer, the poll, or a recorded outcome that can free an endpoint's concurrency slot or a
- * serial job's turn), not every time a slot frees. While the database is unreachable the claim
+ * serial job's turn), not every time a slot frees. A hint of work due later (a delayed execution
+ * created) arms the due timer instead of claiming. While the database is unreachable the claim
  * is retried on a timer, at most a second apart. A claim whose answer was lost with its connection
  * is handed back before the next claim (lost-claims.ts).
  */
@@ -64,6 +65,15 @@ interface ClaimState {
   limited: boolean;
   /** Wakes the loop for the next delayed execution. */
   dueTimer: NodeJS.Timeout | undefined;
+  /** When the due timer fires (performance.now()); Infinity when it is not armed. */
+  dueAt: number;
+  /**
+   * The earliest due time that hints said (dueIn) and no read of the next due time has seen yet
+   * (performance.now()); Infinity when none.
+   */
+  hintedAt: number;
+  /** Hints of work due later heard so far: tells a read of the next due time which ones it saw. */
+  hintsHeard: number;
   /** Retries the claim while the database is unreachable. */
   retryTimer: NodeJS.Timeout | undefined;
   /**
@@ -91,6 +101,11 @@ export interface ClaimLoop {
   kickSoon(): void;
   /** Arms the due timer for the next delayed execution. */
   armDueTimer(): Promise<void>;
+  /**
+   * Executions were created that are claimable in `inMs` (a hint): the due timer is armed for
+   * them, without a claim that would find nothing due.
+   */
+  dueIn(inMs: number): void;
   /** Whether the last claim came back short (the queue looked empty). */
   drained(): boolean;
   /** Whether the last claim came back full: more is due than this worker took. */
@@ -125,6 +140,9 @@ const initialState = (): ClaimState => ({
   full: false,
   limited: false,
   dueTimer: undefined,
+  dueAt: Infinity,
+  hintedAt: Infinity,
+  hintsHeard: 0,
   retryTimer: undefined,
   awaitEndpoint: undefined,
   stickyLeft: 0,
@@ -213,6 +231,14 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
     kick,
     kickSoon,
     armDueTimer: timers.armDue,
+    dueIn(inMs) {
+      // The poll wakes the worker sooner, and its claim, when short, reads the due time.
+      if (!deps.running() || inMs >= deps.pollMs) return;
+      const at = performance.now() + inMs;
+      state.hintsHeard++;
+      state.hintedAt = Math.min(state.hintedAt, at);
+      timers.armAt(at);
+    },
     drained: () => state.drained,
     backlogged: () => state.full,
     flushed(freedTurn) {
@@ -382,7 +408,23 @@ function createClaimTimers(deps: ClaimLoopDeps, state: ClaimState, kick: () => v
     state.retryTimer.unref();
   }
 
+  /** Arms the due timer for `at` (performance.now()), replacing the one armed. */
+  function setDue(at: number) {
+    clearTimeout(state.dueTimer);
+    state.dueAt = at;
+    state.dueTimer = setTimeout(
+      () => {
+        state.dueTimer = undefined;
+        state.dueAt = Infinity;
+        kick();
+      },
+      Math.max(0, at - performance.now()),
+    );
+    state.dueTimer.unref();
+  }
+
   async function armDue() {
+    const hintsBefore = state.hintsHeard;
     let inMs: number | null;
     try {
       inMs = await nextDueInMs(deps.pool, performance.now() - state.lastClaimAt);
@@ -390,18 +432,26 @@ function createClaimTimers(deps: ClaimLoopDeps, state: ClaimState, kick: () => v
       if (deps.running() && deps.availability.unreachable(error, 'due timer')) retry();
       return;
     }
-    if (!deps.running() || inMs === null) return;
-    clearTimeout(state.dueTimer);
+    // A hint heard before the read was sent came after its rows' commit: the read saw them. One
+    // heard since may not have been seen, so the earliest hinted time is kept (at worst a wake
+    // that finds nothing and reads again).
+    if (state.hintsHeard === hintsBefore) state.hintedAt = Infinity;
+    if (!deps.running()) return;
     // On the database's clock (the claim's): a host clock ahead of it would wake the worker early,
     // over and over. The query's round trip makes the timer late by as much, at most.
-    const delay = Math.max(0, Math.min(deps.pollMs, inMs));
-    state.dueTimer = setTimeout(kick, delay);
-    state.dueTimer.unref();
+    const read = inMs === null ? Infinity : performance.now() + Math.max(0, Math.min(deps.pollMs, inMs));
+    const at = Math.min(read, state.hintedAt);
+    if (at !== Infinity) setDue(at);
   }
 
   return {
     retry,
     armDue,
+    /** Arms the due timer for `at` unless it fires earlier already. */
+    armAt(at: number) {
+      if (state.dueTimer && state.dueAt <= at) return;
+      setDue(at);
+    },
     clear() {
       clearTimeout(state.dueTimer);
       clearTimeout(state.retryTimer);

@@ -57,6 +57,18 @@ async function keepStatistics({ id, pool, log, availability }: WorkerLoopsDeps):
   }
 }
 
+/**
+ * A hint on the work channel: a tick made due is the interval runner's
+ * (src/service/engine/intervals/wake.ts), not a claim's; work due later arms the due timer; any
+ * other hint is work.
+ */
+function onWork(payload: string, pool: pg.Pool, claims: ClaimLoop) {
+  const hint = workChannel.decode(payload);
+  if (hint?.kind === 'interval') wakeIntervals(pool);
+  else if (hint?.kind === 'due') claims.dueIn(hint.inMs);
+  else claims.kick();
+}
+
 export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
   const { id, pool, log, observer, availability, claims, leases } = deps;
   const handles: { listener: Listener | undefined; timers: NodeJS.Timeout[]; unsubscribeBack: (() => void) | undefined } = {
@@ -94,12 +106,8 @@ export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
       applicationName: 'jobgate-worker-listen',
       observer,
       onHint(channel, payload) {
-        // A tick made due is the interval runner's (src/service/engine/intervals/wake.ts), not a claim's;
-        // any other hint on the work channel is work.
-        if (channel === workChannel.name) {
-          if (workChannel.decode(payload)?.kind === 'interval') wakeIntervals(pool);
-          else claims.kick();
-        } else {
+        if (channel === workChannel.name) onWork(payload, pool, claims);
+        else {
           const cancel = cancelChannel.decode(payload);
           if (cancel) deps.inFlight.get(cancel.executionId)?.controller.abort('cancelled' satisfies AbortReason);
         }

@@ -1,0 +1,37 @@
+-- The work hint sent on an insert into executions (000002) says when the new work is due.
+--
+-- It said only "work": every idle worker claimed at once, and when its claim came back short, read
+-- the next due time to arm its timer. For a delayed execution (a DELAYED job, a cron occurrence
+-- written ahead) nothing was claimable, so N idle workers ran N empty claims and N reads for each
+-- insert, on the database that was taking the insert: an idle worker made createJob of a DELAYED
+-- job take 2.5-3.3 ms against 1.6-1.8 ms with no worker running (docs/decisions/engine-cost-per-execution.md).
+--
+-- Now the trigger reads the inserted rows (a transition table) and sends
+--  - '' when any of them is claimable now, as before;
+--  - 'due:<ms>' when the earliest is due that many milliseconds after the insert: a worker arms its
+--    due timer from it without a claim (src/service/engine/worker/claim-loop.ts). The time counts
+--    from the insert, so a transaction that stays open after it delays the wake by as long, as a
+--    worker's own due timer is late by its read's round trip; the poll still covers a lost hint;
+--  - nothing when none is claimable at all (every row blocked on a prerequisite, or none inserted:
+--    `on conflict do nothing`). What unblocks them sends its own hint (jobgate_settle_dependents).
+-- A worker of an earlier version reads 'due:<ms>' as work, as any payload it does not know, and
+-- claims as before.
+create or replace function jobgate_notify_work() returns trigger language plpgsql as $$
+declare
+  due timestamptz;
+begin
+  select min(i.run_after) into due from inserted_executions i where i.status = 'PENDING' and not i.blocked;
+  if due is null then
+    return null;
+  elsif due <= now() then
+    perform pg_notify('jobgate_work', '');
+  else
+    perform pg_notify('jobgate_work', 'due:' || ceil(extract(epoch from due - now()) * 1000)::bigint);
+  end if;
+  return null;
+end $$;
+
+drop trigger executions_notify_insert on executions;
+create trigger executions_notify_insert after insert on executions
+  referencing new table as inserted_executions
+  for each statement execute function jobgate_notify_work();
