@@ -4,7 +4,7 @@
  * order as attempts end. One that is cancelled while it waits ends CANCELLED without its handler;
  * a stopping worker hands the waiting ones back at once, uncounted, while the running ones finish.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openEngine } from '../../src/composition-root.js';
 import { createLogger } from '../../src/log.js';
 import { HandlerRegistry } from '../../src/service/engine/delivery/handler-registry.js';
@@ -196,6 +196,36 @@ describe('a worker whose batch size is above its concurrency', () => {
     await eventually(() => g.seen.length === 2, { what: 'the second started' });
     await finishAll(g, ids.slice(0, 2));
     expect(g.seen).toEqual(['0', '1']);
+  });
+
+  it('ends one whose lease was taken over while it waits at once, without its handler, and sends no release for it', async () => {
+    const g = gatedHandler();
+    h.handle('queue.gated', g.fn);
+    const ids = await backlog(3);
+    const queries = vi.spyOn(t.database.pool, 'query');
+    const releases = () => queries.mock.calls.filter(([q]) => typeof q === 'string' && q.includes('released as (')).length;
+    try {
+      await h.worker({ workerId: 'queue-1', concurrency: 1, batchSize: 3, pollMs: 60_000, reconcileMs: 60_000, heartbeatMs: 200 });
+      await eventually(() => g.blocked() === 1, { what: 'one attempt running' });
+      // Taken over as another worker's reconciler and claim would: a new epoch, another owner.
+      await t.query(
+        `update executions set lease_owner = 'queue-other', lease_epoch = lease_epoch + 1, claim_token = gen_random_uuid(),
+                lease_expires_at = now() + interval '1 minute' where id = $1`,
+        [ids[2]],
+      );
+      // The next heartbeat finds it gone.
+      await eventually(() => h.logs.some((l) => l.includes(`lease of ${ids[2]} lost`)), { what: 'the lost lease seen' });
+      g.releaseOne();
+      await eventually(() => g.seen.length === 2, { what: 'the second started' });
+      await finishAll(g, ids.slice(0, 2));
+      // Its outcome was fenced out: the other worker's lease stands, and nobody ran it here.
+      expect((await statusOf([ids[2]!]))[0]).toMatchObject({ status: 'RUNNING', attempt_count: 1 });
+      expect(g.seen).toEqual(['0', '1']);
+      // A lease known to be gone cannot be released: no release was sent for it.
+      expect(releases()).toBe(0);
+    } finally {
+      queries.mockRestore();
+    }
   });
 
   it('hands the waiting ones back at stop, uncounted, while the running ones finish', async () => {

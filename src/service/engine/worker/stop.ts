@@ -78,8 +78,8 @@ async function handBack(deps: WorkerStopDeps, left: InFlight[]): Promise<Set<str
   );
   if (!released) return undefined;
   log.info(`worker ${id}: released ${released.size} execution(s) to other workers`);
-  // What the release would not take back (a cancellation was requested, or the lease had
-  // already expired) gets its outcome recorded, fenced as any: a cancelled one ends
+  // What the release would not take back (a cancellation was requested, or the lease was taken
+  // over) gets its outcome recorded, fenced as any: a cancelled one ends
   // CANCELLED now instead of staying RUNNING, holding its lock key, concurrency slot and
   // serial turn, until its lease expires.
   for (const f of left) {
