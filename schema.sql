@@ -441,14 +441,16 @@ CREATE FUNCTION public.jobgate_notify_work() RETURNS trigger
     AS $$
 declare
   due timestamptz;
+  inserted_at timestamptz := clock_timestamp();
 begin
   select min(i.run_after) into due from inserted_executions i where i.status = 'PENDING' and not i.blocked;
-  if due is null then
+  if due is null or due = 'infinity' then
     return null;
-  elsif due <= now() then
+  elsif due <= inserted_at then
     perform pg_notify('jobgate_work', '');
   else
-    perform pg_notify('jobgate_work', 'due:' || ceil(extract(epoch from due - now()) * 1000)::bigint);
+    -- At most 15 digits (a worker reads more as plain work); a hint past its poll is left to it anyway.
+    perform pg_notify('jobgate_work', 'due:' || least(ceil(extract(epoch from due - inserted_at) * 1000), 999999999999999)::bigint);
   end if;
   return null;
 end $$;

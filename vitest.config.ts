@@ -22,6 +22,7 @@ const UNIT = [
   'test/console/serve.test.ts',
   'test/db/advisory-locks.test.ts',
   'test/db/migrations-frozen.test.ts',
+  'test/engine/due-timer.test.ts',
   'test/graphql/schema-policy.test.ts',
   'test/metrics/environment.test.ts',
   'test/metrics/startup-probes.test.ts',

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CHANNELS, cancelChannel, liveChannel, probeChannel, runWaitingChannel, workChannel, type Channel } from '../../src/db/channels.js';
 import { releaseExecutions } from '../../src/db/statements/lease.js';
 import { createTestDb, type TestDb } from '../support/db.js';
+import { databaseTimeIn } from '../support/clock.js';
 import { eventually } from '../support/eventually.js';
 
 let t: TestDb;
@@ -128,13 +129,10 @@ describe('the channels of src/db/channels.ts', () => {
       decodedHeard()
         .filter((n) => n.channel === workChannel.name)
         .map((n) => n.message);
+    // On the database's clock: the hint counts from it.
+    const runAt = await databaseTimeIn(t, 60_000);
     await expectHeard(
-      () =>
-        t.service.createJob(t.actor, {
-          endpointName: 'channels.noop',
-          kind: 'DELAYED',
-          runAt: new Date(Date.now() + 60_000).toISOString(),
-        }),
+      () => t.service.createJob(t.actor, { endpointName: 'channels.noop', kind: 'DELAYED', runAt }),
       [on(workChannel, { kind: 'due', inMs: expect.any(Number) as number })],
     );
     await marker();

@@ -22,6 +22,7 @@ import {
 import type { Logger } from '../../../log.js';
 import type { Availability } from '../runtime/availability.js';
 import type { HandlerRegistry } from '../delivery/handler-registry.js';
+import { createDueTimer } from './due-timer.js';
 import { createLostClaims, type LostClaims } from './lost-claims.js';
 
 export interface ClaimLoopDeps {
@@ -63,17 +64,6 @@ interface ClaimState {
   full: boolean;
   /** Some endpoint has a concurrency limit: claims must check it. */
   limited: boolean;
-  /** Wakes the loop for the next delayed execution. */
-  dueTimer: NodeJS.Timeout | undefined;
-  /** When the due timer fires (performance.now()); Infinity when it is not armed. */
-  dueAt: number;
-  /**
-   * The earliest due time that hints said (dueIn) and no read of the next due time has seen yet
-   * (performance.now()); Infinity when none.
-   */
-  hintedAt: number;
-  /** Hints of work due later heard so far: tells a read of the next due time which ones it saw. */
-  hintsHeard: number;
   /** Retries the claim while the database is unreachable. */
   retryTimer: NodeJS.Timeout | undefined;
   /**
@@ -139,10 +129,6 @@ const initialState = (): ClaimState => ({
   drained: true,
   full: false,
   limited: false,
-  dueTimer: undefined,
-  dueAt: Infinity,
-  hintedAt: Infinity,
-  hintsHeard: 0,
   retryTimer: undefined,
   awaitEndpoint: undefined,
   stickyLeft: 0,
@@ -164,6 +150,7 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
 
   const timers = createClaimTimers(deps, state, () => kick());
   const lostClaims = createLostClaims({ ...deps, wake: () => kick() });
+  const claimNow = (limit: number) => claimOnce(deps, state, lostClaims, limit, timers.due.claimed);
 
   function kick() {
     if (!deps.running()) return;
@@ -208,7 +195,7 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
         }
         const free = room();
         if (free <= 0 || waitForMoreRoom(deps, state, free, kick)) break;
-        const result = await claimOnce(deps, state, lostClaims, Math.min(free, deps.batchSize));
+        const result = await claimNow(Math.min(free, deps.batchSize));
         if (result === 'retry') {
           timers.retry();
           return;
@@ -231,14 +218,7 @@ export function createClaimLoop(deps: ClaimLoopDeps): ClaimLoop {
     kick,
     kickSoon,
     armDueTimer: timers.armDue,
-    dueIn(inMs) {
-      // The poll wakes the worker sooner, and its claim, when short, reads the due time.
-      if (!deps.running() || inMs >= deps.pollMs) return;
-      const at = performance.now() + inMs;
-      state.hintsHeard++;
-      state.hintedAt = Math.min(state.hintedAt, at);
-      timers.armAt(at);
-    },
+    dueIn: (inMs) => timers.due.hinted(inMs),
     drained: () => state.drained,
     backlogged: () => state.full,
     flushed(freedTurn) {
@@ -291,6 +271,8 @@ async function claimOnce(
   state: ClaimState,
   lostClaims: LostClaims,
   limit: number,
+  /** The claim answered: what hints said was due by `sentAt` was its to take (due-timer.ts). */
+  answered: (sentAt: number) => void,
 ): Promise<'more' | 'short' | 'contended' | 'failed' | 'retry'> {
   const sentAt = performance.now();
   let contended: string[] = [];
@@ -324,6 +306,7 @@ async function claimOnce(
     return 'failed';
   }
   deps.availability.reached(sentAt);
+  answered(sentAt);
   state.retries = 0;
   clearTimeout(state.retryTimer);
   state.retryTimer = undefined;
@@ -408,52 +391,24 @@ function createClaimTimers(deps: ClaimLoopDeps, state: ClaimState, kick: () => v
     state.retryTimer.unref();
   }
 
-  /** Arms the due timer for `at` (performance.now()), replacing the one armed. */
-  function setDue(at: number) {
-    clearTimeout(state.dueTimer);
-    state.dueAt = at;
-    state.dueTimer = setTimeout(
-      () => {
-        state.dueTimer = undefined;
-        state.dueAt = Infinity;
-        kick();
-      },
-      Math.max(0, at - performance.now()),
-    );
-    state.dueTimer.unref();
-  }
-
-  async function armDue() {
-    const hintsBefore = state.hintsHeard;
-    let inMs: number | null;
-    try {
-      inMs = await nextDueInMs(deps.pool, performance.now() - state.lastClaimAt);
-    } catch (error) {
-      if (deps.running() && deps.availability.unreachable(error, 'due timer')) retry();
-      return;
-    }
-    // A hint heard before the read was sent came after its rows' commit: the read saw them. One
-    // heard since may not have been seen, so the earliest hinted time is kept (at worst a wake
-    // that finds nothing and reads again).
-    if (state.hintsHeard === hintsBefore) state.hintedAt = Infinity;
-    if (!deps.running()) return;
-    // On the database's clock (the claim's): a host clock ahead of it would wake the worker early,
-    // over and over. The query's round trip makes the timer late by as much, at most.
-    const read = inMs === null ? Infinity : performance.now() + Math.max(0, Math.min(deps.pollMs, inMs));
-    const at = Math.min(read, state.hintedAt);
-    if (at !== Infinity) setDue(at);
-  }
+  // On the database's clock (the claim's): a host clock ahead of it would wake the worker early,
+  // over and over.
+  const due = createDueTimer({
+    read: () => nextDueInMs(deps.pool, performance.now() - state.lastClaimAt),
+    pollMs: deps.pollMs,
+    running: deps.running,
+    kick,
+    readFailed: (error) => {
+      if (deps.availability.unreachable(error, 'due timer')) retry();
+    },
+  });
 
   return {
     retry,
-    armDue,
-    /** Arms the due timer for `at` unless it fires earlier already. */
-    armAt(at: number) {
-      if (state.dueTimer && state.dueAt <= at) return;
-      setDue(at);
-    },
+    due,
+    armDue: due.arm,
     clear() {
-      clearTimeout(state.dueTimer);
+      due.clear();
       clearTimeout(state.retryTimer);
       clearTimeout(state.coalesceTimer);
     },
