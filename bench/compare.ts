@@ -99,17 +99,19 @@ async function main() {
     }
     console.log(`base ${base} (${baseSha.slice(0, 8)}) vs head ${headSha.slice(0, 8)}, ${rounds} interleaved rounds`);
     const rows = [['figure', 'base median', 'head median', 'head÷base', 'base spread', 'head spread', 'unit']];
+    // A figure one side does not print (new, or gone) is shown with a dash for that side, so a
+    // change that adds a figure shows it.
+    const spread = (xs: number[]) => (xs.length === 0 ? '-' : `${fmt(Math.min(...xs))}..${fmt(Math.max(...xs))}`);
     for (const [key, s] of samples) {
-      if (s.base.length === 0 || s.head.length === 0) continue; // a figure one side does not print
-      const b = median(s.base);
-      const h = median(s.head);
+      const b = s.base.length === 0 ? undefined : median(s.base);
+      const h = s.head.length === 0 ? undefined : median(s.head);
       rows.push([
         key.slice(0, key.length - s.unit.length - 2),
-        fmt(b),
-        fmt(h),
-        b === 0 ? '-' : (h / b).toFixed(2),
-        `${fmt(Math.min(...s.base))}..${fmt(Math.max(...s.base))}`,
-        `${fmt(Math.min(...s.head))}..${fmt(Math.max(...s.head))}`,
+        b === undefined ? '-' : fmt(b),
+        h === undefined ? '-' : fmt(h),
+        b === undefined || h === undefined || b === 0 ? '-' : (h / b).toFixed(2),
+        spread(s.base),
+        spread(s.head),
         s.unit,
       ]);
     }
