@@ -53,7 +53,7 @@ const DUE_PREFIX = 'due:';
  * executions claimable again (src/db/repositories/executions.ts notifyWork,
  * src/db/statements/lease.ts releaseExecutions, src/db/statements/claim.ts lost-claim hand-back).
  * Listened to by each worker's LISTEN connection (src/service/engine/worker/loops.ts): `work`
- * kicks its claim loop, `due` arms its due timer (src/service/engine/worker/claim-loop.ts),
+ * kicks its claim loop, `due` arms its due timer (src/service/engine/worker/due-timer.ts),
  * `interval` wakes the interval runner on the same pool (src/service/engine/intervals/wake.ts).
  */
 export const workChannel: Channel<WorkHint> = {
