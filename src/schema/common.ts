@@ -4,31 +4,34 @@
 import { GraphQLError, Kind, type ValueNode } from 'graphql';
 import type { ObjectRef } from '@pothos/core';
 import type { ZodType } from 'zod';
+import { isInstantProblem, parseInstant } from '../service/kernel/instant.js';
 import { COUNT_LIMIT } from '../service/kernel/pagination.js';
 import { builder } from './builder.js';
 import { JsonOutput } from './json-output.js';
 
+/** A refused value is named in the error, up to a length. */
+const clip = (value: string) => (value.length > 64 ? `${value.slice(0, 64)}…` : value);
+
+function parseDateTime(value: string): Date {
+  const instant = parseInstant(value);
+  if (isInstantProblem(instant)) throw new GraphQLError(`DateTime "${clip(value)}" is not an ISO-8601 date-time: it ${instant.problem}`);
+  return instant;
+}
+
 export const DateTimeScalar = builder.scalarType('DateTime', {
-  description: 'An instant, as an ISO-8601 string with a time zone offset, e.g. "2026-12-01T09:30:00.000Z".',
+  description:
+    'An instant, as an RFC 3339 (ISO-8601) string with a time zone offset, e.g. "2026-12-01T09:30:00.000Z" or "2026-12-01T10:30:00+01:00"; years 0001-9999. A string without an offset, or naming a day that does not exist, is refused.',
   serialize: (value) => {
     if (value instanceof Date) return value.toISOString();
     throw new GraphQLError('DateTime cannot represent a non-Date value');
   },
   parseValue: (value) => {
     if (typeof value !== 'string') throw new GraphQLError('DateTime must be an ISO-8601 string');
-    const date = new Date(value);
-    if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(date.getTime())) {
-      throw new GraphQLError(`DateTime "${value}" is not an ISO-8601 date-time`);
-    }
-    return date;
+    return parseDateTime(value);
   },
   parseLiteral: (ast) => {
     if (ast.kind !== Kind.STRING) throw new GraphQLError('DateTime must be an ISO-8601 string');
-    const date = new Date(ast.value);
-    if (!/^\d{4}-\d{2}-\d{2}T/.test(ast.value) || Number.isNaN(date.getTime())) {
-      throw new GraphQLError(`DateTime "${ast.value}" is not an ISO-8601 date-time`);
-    }
-    return date;
+    return parseDateTime(ast.value);
   },
 });
 

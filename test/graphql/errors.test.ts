@@ -248,4 +248,71 @@ describe('errors over GraphQL', () => {
     expect(res.errors![0]!.message).toMatch(/ISO-8601/);
     expect(res.data).toBeUndefined();
   });
+
+  it('refuses a DateTime without an offset, or naming a day or time that does not exist, and changes nothing', async () => {
+    const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
+    // new Date() read the first in the server's own time zone, and rolled the second forward to March 2.
+    for (const runAt of [
+      '2030-01-01T00:00:00',
+      '2030-01-01T00:00',
+      '2026-02-30T00:00:00Z',
+      '2027-02-29T12:00:00Z',
+      '2030-04-31T00:00:00Z',
+      '2030-01-01T24:00:00Z',
+      '2030-01-01T10:60:00Z',
+      '2030-01-01T00:00:00+25:00',
+      '0000-06-01T00:00:00Z',
+      '2030-01-01',
+      '2030-01-01 00:00:00Z',
+      '+012030-01-01T00:00:00Z',
+    ]) {
+      const res = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'DELAYED', runAt } });
+      expect(res.errors?.[0]?.extensions?.code, runAt).toBe('VALIDATION_FAILED');
+      expect(res.errors![0]!.message, runAt).toMatch(/is not an ISO-8601 date-time: it /);
+    }
+    const literal = await g.gql(
+      `mutation { createJob(input: { endpointName: "tick.tock", kind: DELAYED, runAt: "2030-01-01T00:00:00" }) { created } }`,
+    );
+    expect(literal.errors![0]!.extensions!.code).toBe('GRAPHQL_VALIDATION_FAILED');
+    expect(literal.errors![0]!.message).toMatch(/a time zone offset/);
+    expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(jobsBefore);
+  });
+
+  it('refuses a date-time string without an offset from a library caller too, naming the field', async () => {
+    const refused = t.service.createJob(t.actor, { endpointName: 'tick.tock', kind: 'DELAYED', runAt: '2030-01-01T00:00:00' as never });
+    await expect(refused).rejects.toMatchObject({ code: 'VALIDATION_FAILED', details: { issues: [{ path: ['runAt'] }] } });
+    await expect(refused).rejects.toThrow(/time zone offset/);
+    const job = await t.service.createJob(t.actor, {
+      endpointName: 'tick.tock',
+      kind: 'DELAYED',
+      runAt: '2030-01-01T09:00:00+09:00' as never,
+    });
+    expect(job.job.runAt?.toISOString()).toBe('2030-01-01T00:00:00.000Z');
+  });
+
+  it('previews a schedule from 1970 on, and up to the end of year 9999 only', async () => {
+    const PREVIEW = `query ($from: DateTime) { cronPreview(expression: "* * * * *", timezone: "UTC", from: $from, count: 100) }`;
+    // The walk's calendar arithmetic read year 0050 as 1950.
+    const early = await g.gql(PREVIEW, { from: '0050-06-01T00:00:00Z' });
+    expect(early.errors![0]!.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['from'] }] });
+    const late = await g.gql(PREVIEW, { from: '9999-12-31T23:00:00Z' });
+    expect(late.errors).toBeUndefined();
+    const shown = late.data.cronPreview as string[];
+    expect(shown).toHaveLength(59);
+    expect(shown.at(-1)).toBe('9999-12-31T23:59:00.000Z');
+  });
+
+  it("reads a DateTime's offset, fraction and leap day exactly", async () => {
+    const runAt = async (value: string) => {
+      const res = await g.gql(`mutation ($input: CreateJobInput!) { createJob(input: $input) { job { runAt } } }`, {
+        input: { endpointName: 'tick.tock', kind: 'DELAYED', runAt: value },
+      });
+      expect(res.errors, value).toBeUndefined();
+      return res.data.createJob.job.runAt as string;
+    };
+    expect(await runAt('2030-01-01T09:00:00+09:00')).toBe('2030-01-01T00:00:00.000Z');
+    expect(await runAt('2029-12-31T19:30:00-04:30')).toBe('2030-01-01T00:00:00.000Z');
+    expect(await runAt('2028-02-29T23:59:59.123456z')).toBe('2028-02-29T23:59:59.123Z');
+    expect(await runAt('2400-02-29t00:00:00Z')).toBe('2400-02-29T00:00:00.000Z');
+  });
 });

@@ -91,9 +91,13 @@ export function specOf(expression: string): CronSpec {
   return spec;
 }
 
+/** The last instant a DateTime can write with a four-digit year: a schedule's occurrences end there. */
+const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 /**
  * The next `count` occurrences strictly after `after`, before `endsAt`. Stops early (with fewer
- * results) when the expression has no further occurrence. The scheduler fires exactly these.
+ * results) when the expression has no further occurrence, or none before year 10000. The
+ * scheduler fires exactly these.
  */
 export function nextOccurrences(expression: string, timezone: string, after: Date, count: number, endsAt?: Date | null): Date[] {
   const spec = specOf(expression);
@@ -101,7 +105,7 @@ export function nextOccurrences(expression: string, timezone: string, after: Dat
   let cursor = after.getTime();
   while (out.length < count) {
     const next = nextFireAfter(spec, timezone, cursor);
-    if (next === null || (endsAt && next >= endsAt.getTime())) break;
+    if (next === null || next > LAST_INSTANT || (endsAt && next >= endsAt.getTime())) break;
     out.push(new Date(next));
     cursor = next;
   }

@@ -8,6 +8,7 @@
  * something different from "absent" (clearing a reference on update), the service says so.
  */
 import { z } from 'zod';
+import { isInstantProblem, parseInstant } from './instant.js';
 
 export const ENDPOINT_NAME = /^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)*$/;
 const CONFIG_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
@@ -92,9 +93,18 @@ export const idSchema = z.string().min(1).max(100);
 /** The earliest instant a Postgres timestamptz holds (4714-11-24 BC); the latest is past JavaScript's. */
 const EARLIEST_TIMESTAMP = Date.UTC(-4713, 10, 24);
 
-/** Accepts a Date or an ISO-8601 string (library callers), rejects invalid dates and dates Postgres cannot store. */
+/**
+ * Accepts a Date or an RFC 3339 string with its offset (library callers; instant.ts), rejects
+ * invalid dates and dates Postgres cannot store.
+ */
 export const dateSchema = z.preprocess(
-  (v) => (typeof v === 'string' ? new Date(v) : v),
+  (v, ctx) => {
+    if (typeof v !== 'string') return v;
+    const instant = parseInstant(v);
+    if (!isInstantProblem(instant)) return instant;
+    ctx.addIssue({ code: 'custom', message: `is not an ISO-8601 date-time: it ${instant.problem}` });
+    return z.NEVER;
+  },
   z.date({ error: 'must be a valid date-time' }).refine((d) => d.getTime() >= EARLIEST_TIMESTAMP, 'must not be earlier than 4714-11-24 BC'),
 );
 
@@ -433,10 +443,13 @@ export const executionFilterSchema = z
   });
 export type ExecutionFilter = z.input<typeof executionFilterSchema>;
 
+/** The first instant a schedule is walked from: before it, the walk's calendar arithmetic reads years 0-99 as 1900-1999. */
+const CRON_EPOCH = Date.UTC(1970, 0, 1);
+
 export const cronPreviewSchema = z.object({
   expression: text().min(1).max(200),
   timezone: timezone.nullish(),
-  from: dateSchema.nullish(),
+  from: dateSchema.refine((d) => d.getTime() >= CRON_EPOCH, 'must not be earlier than 1970-01-01T00:00:00Z').nullish(),
   count: z.number().int().min(1).max(100).nullish(),
 });
 export type CronPreviewInput = z.input<typeof cronPreviewSchema>;
