@@ -13,7 +13,7 @@ let target: HttpTarget;
 const secret = `whsec_${randomBytes(24).toString('base64')}`;
 
 async function endpoint(name: string, path: string, extra: Record<string, unknown> = {}) {
-  await t.service.registerEndpoint(t.actor, {
+  return t.service.registerEndpoint(t.actor, {
     name,
     kind: 'HTTP',
     url: `${target.url}${path}`,
@@ -286,6 +286,25 @@ describe('HTTP executions', () => {
     expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1 });
     expect(ex.last_error).toMatch(/config has no key "nope"/);
   });
+
+  it.each([
+    ['Expect', '100-continue', /expect header not supported/],
+    ['Content-Length', '0', /content-length/i],
+    ['Transfer-Encoding', 'chunked', /transfer-encoding/],
+  ])('fails without retries an endpoint registered with a %s header before registration refused it', async (name, value, error) => {
+    const id = (await endpoint(`framed.${name.toLowerCase()}`, '/ok')).id;
+    // As an endpoint registered by an earlier version, which took framing headers.
+    await t.query(`update endpoints set headers = jsonb_build_object($2::text, $3::text) where id = $1`, [id, name, value]);
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: `framed.${name.toLowerCase()}`,
+      kind: 'IMMEDIATE',
+      input: { a: 1 },
+    });
+    const ex = await settled(t, job.id);
+    expect(ex).toMatchObject({ status: 'FAILED', attempt_count: 1 });
+    expect(ex.last_error).toMatch(/^cannot build the request: /);
+    expect(ex.last_error).toMatch(error);
+  });
 });
 
 describe('templates', () => {
@@ -293,6 +312,15 @@ describe('templates', () => {
     'refuses {{input.%s}}, which the input does not hold',
     (path) => {
       expect(() => render(`/x/{{input.${path}}}`, { config: {}, input: { customer: { id: 'c1' } } })).toThrow(TemplateError);
+    },
+  );
+
+  it.each(['constructor', '__proto__', 'toString', 'hasOwnProperty'])(
+    "refuses {{config.%s}}, which the endpoint's config does not hold",
+    (key) => {
+      const config = { token: { value: 't0k', secret: true } };
+      expect(() => render(`/x/{{config.${key}}}`, { config, input: {} })).toThrow(`the endpoint's config has no key "${key}"`);
+      expect(render('/x/{{config.token}}', { config, input: {} })).toBe('/x/t0k');
     },
   );
 });

@@ -214,6 +214,15 @@ describe('errors over GraphQL', () => {
         { input: { name: 'headers.wide', kind: 'HTTP', url: 'https://example.com/x', headers: { 'x-note': '李雷' } } },
         ['headers', 'x-note'],
       ],
+      // Framing headers the HTTP client sets itself: every attempt failed (some were retried) while
+      // registration took them.
+      ...['Transfer-Encoding', 'content-length', 'Connection', 'Expect', 'keep-alive', 'Upgrade', 'TE', 'Trailer'].map(
+        (name): [string, Record<string, unknown>, string[]] => [
+          'mutation ($input: RegisterEndpointInput!) { registerEndpoint(input: $input) { id } }',
+          { input: { name: 'headers.framing', kind: 'HTTP', url: 'https://example.com/x', headers: { [name]: 'chunked' } } },
+          ['headers', name],
+        ],
+      ),
     ];
     for (const [query, variables, path] of cases) {
       const res = await g.gql(query, variables);

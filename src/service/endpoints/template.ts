@@ -27,7 +27,8 @@ function lookupInput(input: unknown, path: string): string {
 export function render(template: string, scope: TemplateScope, encode: (s: string, from: 'config' | 'input') => string = (s) => s): string {
   return template.replace(PLACEHOLDER, (_m, source: 'config' | 'input', key: string) => {
     if (source === 'config') {
-      const entry = scope.config[key];
+      // Own keys only, as for the input: `constructor` or `toString` would render as "undefined".
+      const entry = Object.hasOwn(scope.config, key) ? scope.config[key] : undefined;
       if (!entry) throw new TemplateError(`{{config.${key}}}: the endpoint's config has no key "${key}"`);
       return encode(entry.value, 'config');
     }

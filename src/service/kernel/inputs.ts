@@ -114,8 +114,34 @@ export const pageSchema = z.object({
 });
 export type PageInput = z.input<typeof pageSchema>;
 
+/**
+ * Headers that frame the message or the connection (RFC 9110 §7.6.1, §10.1.1): the HTTP client
+ * sets them itself, and refuses or breaks a request that names them (an attempt failed "invalid
+ * transfer-encoding header", "expect header not supported", or sent a body of another length).
+ */
+const FRAMING_HEADERS = new Set([
+  'connection',
+  'content-length',
+  'expect',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
 const headersSchema = z
-  .record(text().regex(HEADER_NAME, 'is not a valid header name').max(256), text().max(8192).regex(HEADER_VALUE, HEADER_VALUE_MESSAGE))
+  .record(
+    text()
+      .regex(HEADER_NAME, 'is not a valid header name')
+      .max(256)
+      .refine(
+        (name) => !FRAMING_HEADERS.has(name.toLowerCase()),
+        'is set by the HTTP client itself (it frames the message or the connection)',
+      ),
+    text().max(8192).regex(HEADER_VALUE, HEADER_VALUE_MESSAGE),
+  )
   .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers');
 
 const httpUrl = text()

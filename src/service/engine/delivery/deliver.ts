@@ -61,6 +61,8 @@ export interface DeliveryOptions {
 export type AbortReason = 'timeout' | 'cancelled' | 'lease-lost' | 'shutdown';
 
 const RETRYABLE_STATUS = (s: number) => s === 408 || s === 429 || s >= 500;
+/** undici's codes for a request it refused as built: sent again, it is refused again. */
+const UNBUILDABLE = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 
 // The three HTTP-date forms (RFC 9110 §5.6.7). Date.parse alone reads almost anything as a date:
@@ -317,8 +319,9 @@ export function createDelivery(options: DeliveryOptions) {
         return failure('FAILED', (cause as Error).message, false);
       }
       // undici refused the request as built, before sending it (a header value with a line break
-      // or a character beyond Latin-1, from the input or the config): the same request next time.
-      if ((error as { code?: string }).code === 'UND_ERR_INVALID_ARG') {
+      // or a character beyond Latin-1, from the input or the config; a framing header, which
+      // registration refuses since, on an endpoint registered before): the same request next time.
+      if (UNBUILDABLE.has((error as { code?: string }).code ?? '')) {
         return failure('FAILED', `cannot build the request: ${(error as Error).message}`, false);
       }
       return failure('FAILED', `network error: ${(error as Error).message}`, true);
