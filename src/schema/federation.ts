@@ -10,7 +10,7 @@
  * `_service`, which it asks with a key like any client.
  */
 import { MapperKind, mapSchema } from '@graphql-tools/utils';
-import type { GraphQLSchema } from 'graphql';
+import { isUnionType, type GraphQLSchema } from 'graphql';
 import { ValidationError } from '../service/kernel/errors.js';
 
 /** The federation spec the subgraph links to; v2.6 is what Apollo and Hive routers both compose. */
@@ -33,10 +33,17 @@ export function describeFederation(schema: GraphQLSchema): GraphQLSchema {
     entities.description = `Federation: the entities a router asks for by key (\`{ __typename, id }\`), in order, at most ${MAX_REFERENCES} at once (more: VALIDATION_FAILED); null for any that is not an object of your workspace.`;
     // A page of references, as a list's page: the cost limit prices each one (src/server/hardening.ts).
     const resolve = entities.resolve;
+    const entityUnion = schema.getType('_Entity');
+    const entityTypes = new Set(entityUnion && isUnionType(entityUnion) ? entityUnion.getTypes().map((t) => t.name) : []);
     entities.resolve = (source, args: { representations?: unknown[] }, context, info) => {
       const n = args.representations?.length ?? 0;
       if (n > MAX_REFERENCES)
         throw ValidationError.at(['representations'], `at most ${MAX_REFERENCES} references at once (got ${n}): split them`);
+      // A reference the plugin cannot read failed as an unexpected error with its stack logged.
+      args.representations?.forEach((ref, i) => {
+        const problem = referenceProblem(ref, entityTypes);
+        if (problem) throw ValidationError.at(['representations', i], problem);
+      });
       return resolve?.(source, args, context, info);
     };
     for (const arg of entities.args) arg.description = 'The references: each `{ __typename, id }` of a Job, Execution, Run or Endpoint.';
@@ -58,6 +65,15 @@ export function describeFederation(schema: GraphQLSchema): GraphQLSchema {
     if (sdl) sdl.description = 'The SDL, as federation prints it (with `@link` and `@key`).';
   }
   return schema;
+}
+
+/** Why `ref` is not a reference to one of `types` by id, if it is not. */
+function referenceProblem(ref: unknown, types: Set<string>): string | undefined {
+  if (typeof ref !== 'object' || ref === null || Array.isArray(ref)) return 'must be an object `{ __typename, id }`';
+  const { __typename: typename, id } = ref as Record<string, unknown>;
+  if (typeof typename !== 'string' || !types.has(typename)) return `__typename must be one of ${[...types].join(', ')}`;
+  if (typeof id !== 'string') return 'id must be a string';
+  return undefined;
 }
 
 /** The served schema without the federation plumbing: the public API of schema.graphql. */

@@ -237,6 +237,32 @@ describe('jobgate as a federation subgraph', () => {
     ]);
   });
 
+  it('refuses a reference it cannot read with VALIDATION_FAILED naming it, not an unexpected error', async () => {
+    for (const [bad, message] of [
+      [{ id: a.job }, /__typename must be one of/],
+      ['a string', /must be an object/],
+      [5, /must be an object/],
+      [{ __typename: 'Nope', id: a.job }, /__typename must be one of/],
+      [{ __typename: 'Workspace', id: a.job }, /__typename must be one of/],
+      [{ __typename: 'Query', id: a.job }, /__typename must be one of/],
+      [{ __typename: 'Job', id: 7 }, /id must be a string/],
+    ] as const) {
+      const res = await fetch(jobgateUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${keyA}` },
+        body: JSON.stringify({
+          query: `query ($r: [_Any!]!) { _entities(representations: $r) { __typename } }`,
+          variables: { r: [{ __typename: 'Job', id: a.job }, bad] },
+        }),
+      });
+      const body = (await res.json()) as { errors?: { message: string; extensions?: { code?: string; issues?: unknown } }[] };
+      expect(body.errors?.[0]?.extensions, JSON.stringify(bad)).toMatchObject({
+        code: 'VALIDATION_FAILED',
+        issues: [{ path: ['representations', 1], message: expect.stringMatching(message) }],
+      });
+    }
+  });
+
   it('prices references as a page and takes at most 100 at once: a big selection per reference is over the cost limit, 101 are refused', async () => {
     const send = async (query: string, r: unknown[]) => {
       const res = await fetch(jobgateUrl, {
