@@ -86,7 +86,8 @@ function depthCounter(context: ValidationContext, skip: (field: FieldNode) => bo
  * Depth of an operation, introspection left out: both `__schema` and `__type` are held by
  * `introspectionDepthRule` instead. (graphql-armor's maxDepth exempts only `__schema`, so a tool
  * asking `__type(name:) { ...FullType }` with graphql's own fragments went 14 deep and was
- * refused.) Counted as graphql-armor counts, with the same message.
+ * refused.) Counted as graphql-armor counts, with its message less its "Syntax Error:" (the
+ * document parsed).
  */
 export function queryDepthRule(max: number) {
   return (context: ValidationContext): ASTVisitor => {
@@ -94,7 +95,7 @@ export function queryDepthRule(max: number) {
     return {
       OperationDefinition(node) {
         const depth = depthOf(node.selectionSet);
-        if (depth > max) context.reportError(new GraphQLError(`Syntax Error: Query depth limit of ${max} exceeded, found ${depth}.`));
+        if (depth > max) context.reportError(new GraphQLError(`Query depth limit of ${max} exceeded, found ${depth}.`));
       },
     };
   };
@@ -291,16 +292,30 @@ export function withoutSuggestions(error: GraphQLError): GraphQLError {
  * Suggestions name parts of the schema ("Did you mean …"), so errors would map it for a key
  * even with introspection closed. Validation errors lose theirs here (HTTP and WebSocket both
  * validate through envelop); execution errors, variable coercion among them, in the error
- * masking (./mask-error.ts).
+ * masking (./mask-error.ts). They also lose graphql-armor's "Syntax Error:" (its alias and
+ * directive limits): a document being validated has parsed.
  */
-function useNoSuggestions(): Plugin {
+function useValidationMessages(): Plugin {
   return {
     onValidate:
       () =>
       ({ valid, result, setResult }) => {
-        if (!valid) setResult(result.map((error) => (error instanceof GraphQLError ? withoutSuggestions(error) : error)));
+        if (!valid)
+          setResult(result.map((error) => (error instanceof GraphQLError ? withoutSyntaxPrefix(withoutSuggestions(error)) : error)));
       },
   };
+}
+
+function withoutSyntaxPrefix(error: GraphQLError): GraphQLError {
+  if (!error.message.startsWith('Syntax Error: ')) return error;
+  return new GraphQLError(error.message.slice('Syntax Error: '.length), {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: error.extensions,
+  });
 }
 
 export function hardeningPlugins(options: { introspection: boolean }): Plugin[] {
@@ -314,7 +329,7 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
     maxDirectives: { n: LIMITS.directives },
     maxTokens: { n: LIMITS.tokens },
     // Its mask misses enum values ("Did you mean the enum value …?") and never sees variable
-    // coercion (an execution error): `useNoSuggestions` and the error masking do it instead.
+    // coercion (an execution error): `useValidationMessages` and the error masking do it instead.
     blockFieldSuggestion: { enabled: false },
   });
   const rules: Plugin = {
@@ -327,7 +342,7 @@ export function hardeningPlugins(options: { introspection: boolean }): Plugin[] 
       }
     },
   };
-  return [...(armor.protect().plugins as Plugin[]), rules, useNoSuggestions(), usePagedCostLimit(), csrfUnlessTicket()];
+  return [...(armor.protect().plugins as Plugin[]), rules, useValidationMessages(), usePagedCostLimit(), csrfUnlessTicket()];
 }
 
 /** Federation's `_service` on the root: refused as `__schema` is when introspection is off. */

@@ -510,7 +510,10 @@ describe('limits', () => {
     let nested = 'slug';
     for (let i = 0; i < 12; i++) nested = `f${i} { ${nested} }`;
     const tooDeep = await gql(keys.VIEWER, `{ workspace { ${nested} } }`);
-    expect(tooDeep.body.errors?.map((e) => e.message)).toContainEqual(expect.stringMatching(/Query depth limit of 12 exceeded, found 14/));
+    expect(tooDeep.body.errors?.map((e) => e.message)).toContainEqual(expect.stringMatching(/^Query depth limit of 12 exceeded, found 14/));
+    // The document parsed: no "Syntax Error:", as the other limits.
+    expect(tooDeep.body.errors?.map((e) => e.message).filter((m) => m.startsWith('Syntax Error'))).toEqual([]);
+    expect(tooDeep.body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_VALIDATION_FAILED');
   });
 
   it('refuses a query past the depth or cost limits with a clear error, and keeps serving', async () => {
