@@ -3,6 +3,7 @@
  * (no CDN: it must render on machines without internet, ./graphiql.ts), masked errors, and the
  * bounds on load (src/service/access/load-bounds.ts) for HTTP, WebSocket and SSE alike.
  */
+import { useMediaTypeError } from './media-type.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga } from 'graphql-yoga';
@@ -139,6 +140,7 @@ export function createGatewayYoga(
     // hook (persisted queries included) sees only keyed requests.
     plugins: [
       useRequestId(requestIds, requestLog),
+      useMediaTypeError(),
       useAuthenticateFirst({
         authenticate: options.authenticate,
         tickets,

@@ -46,7 +46,7 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
       return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details, ...http } });
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
-      return withCode(withoutSuggestions(gqlError));
+      return withCode(withoutSuggestions(withoutOriginal(gqlError)));
     }
     // The database could not be reached (a restart, a cut connection, every pooled connection
     // held): not a bug, and a client can retry. Logged in one line, answered UNAVAILABLE (503).
@@ -77,6 +77,23 @@ function tooMany(error: DomainError): { http: { status: number; headers: Record<
 
 /** Retry-After for a wait of `ms`: whole seconds, rounded up, at least 1. */
 export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math.ceil(ms / 1000)));
+
+/**
+ * yoga's request parser puts the JSON parser's own error into `extensions.originalError`, and
+ * that message quotes the whole body: a body of a megabyte came back as a 6 MB error, escaped.
+ * Its message ("POST body sent invalid JSON.") says what the client needs.
+ */
+function withoutOriginal(error: GraphQLError): GraphQLError {
+  if (error.extensions?.originalError === undefined) return error;
+  const { originalError: _dropped, ...extensions } = error.extensions;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    extensions,
+  });
+}
 
 /**
  * graphql-js reports a variable value it cannot coerce against the variable's definition, and

@@ -102,6 +102,43 @@ describe('request bodies', () => {
     expect((await gql('{ workspace { slug } }')).body.data.workspace.slug).toBe('default');
   });
 
+  it('answers a body that is not JSON with a short BAD_REQUEST, not the body quoted back', async () => {
+    const body = `{"query": "{ workspace { slug } }", ${'\u0000'.repeat(90_000)}`;
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body,
+    });
+    const text = await res.text();
+    // yoga's parser quoted the whole body in extensions.originalError: six times the request.
+    expect(text.length).toBeLessThan(500);
+    const answer = JSON.parse(text) as Body;
+    expect(answer.errors?.[0]).toMatchObject({ message: 'POST body sent invalid JSON.', extensions: { code: 'BAD_REQUEST' } });
+    expect(answer.errors?.[0]?.extensions?.originalError).toBeUndefined();
+  });
+
+  it('answers a Content-Type it does not read with 415 and a JSON error with its code, as every other refusal', async () => {
+    for (const type of ['text/plain', 'application/xml']) {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': type, authorization: `Bearer ${key}`, 'x-jobgate-csrf': '1' },
+        body: '{"query":"{ workspace { slug } }"}',
+      });
+      expect(res.status, type).toBe(415);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.headers.get('x-request-id')).toBeTruthy();
+      const answer = (await res.json()) as Body;
+      expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+      expect(answer.errors?.[0]?.message).toMatch(/unsupported Content-Type/);
+    }
+  });
+
+  it('names a long id it did not find only in part', async () => {
+    const res = await gql('query ($id: ID!) { job(id: $id) { id } }', { id: 'x'.repeat(50_000) });
+    expect(res.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+    expect(res.body.errors![0]!.message.length).toBeLessThan(200);
+  });
+
   it('serves a chunked body within the limit as any other', async () => {
     const res = await postChunked(['{"query":"{ workspace', ' { slug } }"}']);
     expect(res.status).toBe(200);

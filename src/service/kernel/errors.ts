@@ -69,8 +69,9 @@ export type ResourceKind =
 export class NotFoundError extends DomainError {
   override name = 'NotFoundError';
   constructor(resource: ResourceKind, ref: string) {
-    // The same words whether the id exists in another workspace or nowhere.
-    super('NOT_FOUND', `${resource} ${JSON.stringify(ref)} not found`, { resource });
+    // The same words whether the id exists in another workspace or nowhere. A ref longer than any
+    // id or name is cut: the whole of a 100,000-character id came back in the message.
+    super('NOT_FOUND', `${resource} ${JSON.stringify(ref.length > 100 ? `${ref.slice(0, 100)}…` : ref)} not found`, { resource });
   }
 }
 
