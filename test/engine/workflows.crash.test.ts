@@ -54,7 +54,7 @@ describe('workflows across three worker processes, one killed', { timeout: 120_0
     const work = (ms: number, more: object = {}) => ({ endpointName: 'flow.work', kind: 'IMMEDIATE' as const, input: { ms }, ...more });
     const { job: a } = await t.service.createJob(t.actor, work(1500));
     const { job: b } = await t.service.createJob(t.actor, work(2000, { dependsOn: [a.id] }));
-    const { job: c } = await t.service.createJob(t.actor, work(3000, { dependsOn: [a.id] }));
+    const { job: c } = await t.service.createJob(t.actor, work(6000, { dependsOn: [a.id] }));
     const { job: d } = await t.service.createJob(t.actor, work(50, { dependsOn: [b.id, c.id] }));
     const { batch } = await t.service.createBatch(t.actor, {
       jobs: Array.from({ length: 1000 }, (_, i) => work(60 + (i % 5) * 10)),
@@ -62,7 +62,8 @@ describe('workflows across three worker processes, one killed', { timeout: 120_0
     });
 
     const [killed] = await Promise.all([startWorker('a'), startWorker('b'), startWorker('c')]);
-    // In the middle: B and C have started (C runs 3 s, so D cannot have), with members running,
+    // In the middle: B and C have started (C runs 6 s, so D cannot have: with 3 s, a machine at a
+    // load of 10-15 saw this only once C had ended and D was running), with members running,
     // and the worker to kill has an attempt that will not end in the next 30 ms (one that merely
     // ran at the moment of looking could end before the kill, and the kill then cut nothing).
     await eventually(
