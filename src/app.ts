@@ -29,6 +29,12 @@ export interface RunningApp {
   opsUrl: string;
   connectionString: string;
   stop(): Promise<void>;
+  /**
+   * Stops the embedded database now, beside a stop in progress, without waiting for its drain
+   * (a second signal): what runs is cut off, and its leases expire. Nothing for a database of
+   * DATABASE_URL. The process exits after it.
+   */
+  stopNow(): Promise<void>;
   /** Resolves when the app must stop on its own (its embedded database went away). */
   lost: Promise<void>;
 }
@@ -144,7 +150,14 @@ export async function startApp(options: StartAppOptions): Promise<RunningApp> {
       });
     }
     health.databaseReached(engine.probes, engine.listeners());
-    return { url: gateway?.url ?? '', opsUrl: opsServer?.url ?? '', connectionString: source.connectionString, stop, lost: source.lost };
+    return {
+      url: gateway?.url ?? '',
+      opsUrl: opsServer?.url ?? '',
+      connectionString: source.connectionString,
+      stop,
+      stopNow: async () => source?.stop(),
+      lost: source.lost,
+    };
   } catch (error) {
     await stop().catch(() => {});
     throw error;

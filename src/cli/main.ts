@@ -17,8 +17,13 @@ import type { DatabaseSource } from '../db/connect.js';
  * start (initdb can take seconds) stops the process cleanly once start has settled, instead of
  * killing it half-way and leaving the embedded Postgres running behind it. What a stop does
  * changes as the command goes on (`onStop`); a stop asked for before that is remembered.
+ *
+ * A second one (an impatient second Ctrl-C during the grace period) is `onForce`: stop now. It
+ * used to fall to Node's default handler, which killed the process at once and left the embedded
+ * Postgres running, orphaned, until the next start found it.
  */
 function createSignals() {
+  let received = 0;
   const signals = {
     requested: undefined as { why: string; code: number } | undefined,
     /** Ends a start-up that is waiting for its database to answer. */
@@ -27,9 +32,11 @@ function createSignals() {
       signals.requested ??= { why, code };
       signals.starting.abort(new Error(`interrupted (${why})`));
     },
+    /** A signal after the first. Until the command says otherwise, the first one's stop goes on. */
+    onForce: (_why: string): void => {},
   };
-  process.once('SIGINT', () => signals.onStop('SIGINT', 0));
-  process.once('SIGTERM', () => signals.onStop('SIGTERM', 0));
+  for (const name of ['SIGINT', 'SIGTERM'] as const)
+    process.on(name, () => (received++ === 0 ? signals.onStop(name, 0) : signals.onForce(name)));
   return signals;
 }
 type Signals = ReturnType<typeof createSignals>;
@@ -209,6 +216,19 @@ async function serve(command: 'start' | 'serve' | 'worker', config: Config, log:
         () => resolve(code),
         (error: unknown) => {
           log.error(`shutdown failed: ${(error as Error).message}`);
+          resolve(1);
+        },
+      );
+    };
+    let forced = false;
+    signals.onForce = (why) => {
+      if (!stopping || forced) return;
+      forced = true;
+      log.warn(`${why} again: stopping now, without waiting for what is in flight (its leases expire and it runs again elsewhere)`);
+      app.stopNow().then(
+        () => resolve(1),
+        (error: unknown) => {
+          log.error(`stopping now failed: ${(error as Error).message}`);
           resolve(1);
         },
       );

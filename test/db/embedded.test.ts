@@ -90,7 +90,7 @@ function makeDataDir(): string {
   return dir;
 }
 
-function startJobgate(dataDir: string, args: string[] = ['start']): Jobgate {
+function startJobgate(dataDir: string, args: string[] = ['start'], extraEnv: NodeJS.ProcessEnv = {}): Jobgate {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     JOBGATE_DATA_DIR: dataDir,
@@ -99,6 +99,7 @@ function startJobgate(dataDir: string, args: string[] = ['start']): Jobgate {
     JOBGATE_LOG_LEVEL: 'info',
     // These tests read the lines as a person would (JSON lines are the default off a terminal).
     JOBGATE_LOG_FORMAT: 'pretty',
+    ...extraEnv,
   };
   for (const name of ['TEST_DATABASE_URL', 'JOBGATE_EMBEDDED_PORT', 'HOST', 'NODE_OPTIONS']) delete env[name];
   const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), ...args], {
@@ -303,6 +304,31 @@ describe('jobgate start on the embedded Postgres', { timeout: 2 * START_TIMEOUT 
 
     expect(await stop(second.jg)).toEqual({ code: 0, signal: null });
     expect(isAlive(pgPid)).toBe(false);
+  });
+
+  it('a second signal while the first one stops stops the embedded Postgres now and exits 1, leaving no postgres and no lock file', async () => {
+    const dataDir = makeDataDir();
+    // The first stop keeps serving for 60 s (the delay for load balancers), as a long grace would.
+    const jg = startJobgate(dataDir, ['start'], { JOBGATE_SHUTDOWN_DELAY_MS: '60000' });
+    await jg.waitFor(READY);
+    const pgPid = postmasterPid(dataDir)!;
+    expect(isAlive(pgPid)).toBe(true);
+    jg.child.kill('SIGINT');
+    await jg.waitFor(/shutting down \(SIGINT\)/);
+    // Node's default handler took the second one: the process died at once and its Postgres
+    // ran on, orphaned.
+    jg.child.kill('SIGINT');
+    expect(await jg.exited).toEqual({ code: 1, signal: null });
+    expect(jg.stderr()).toMatch(/SIGINT again: stopping now/);
+    expect(jg.stderr()).toContain('embedded postgres: stopped');
+    expect(isAlive(pgPid)).toBe(false);
+    expect(processesMentioning(path.join(dataDir, 'pg'))).toEqual([]);
+    expect(fs.existsSync(path.join(dataDir, 'jobgate.pid'))).toBe(false);
+    // The next start finds nothing left to clean up.
+    const { jg: next, url } = await startServing(dataDir);
+    expect(next.stderr()).not.toContain('left running');
+    expect(await gql(url, '{ workspace { slug } }')).toEqual({ workspace: { slug: 'default' } });
+    expect(await stop(next)).toEqual({ code: 0, signal: null });
   });
 
   it('a SIGTERM during the first start (while initdb runs) exits cleanly and leaves a folder the next start can use', async () => {
