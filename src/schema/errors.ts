@@ -11,6 +11,10 @@ const EDGE_CODES = {
   GRAPHQL_PARSE_FAILED: 'The document is not valid GraphQL syntax.',
   GRAPHQL_VALIDATION_FAILED: 'The document does not fit the schema, or exceeds a limit (depth, cost, aliases, tokens).',
   PAYLOAD_TOO_LARGE: 'The request body is larger than the gateway accepts (HTTP 413).',
+  BAD_REQUEST:
+    'The HTTP request itself cannot be read: a body that is not JSON or not an object, no `query`, a Content-Type the gateway does not read (HTTP 415), a batch of operations.',
+  OPERATION_RESOLUTION_FAILURE:
+    'The document holds more than one operation and `operationName` names none of them, or names one it does not hold.',
   PERSISTED_QUERY_NOT_FOUND:
     'Automatic persisted queries: the gateway does not hold the document of this hash (HTTP 404); send it again with the document.',
   PERSISTED_QUERY_MISMATCH: 'Automatic persisted queries: the document sent does not have the SHA-256 hash sent with it (HTTP 400).',

@@ -41,6 +41,25 @@ describe('error codes', () => {
         g.gql('mutation { registerEndpoint(input: { name: "codes.two", kind: HANDLER, handlerName: "h" }) { id } }', {}, viewer),
       ],
     ];
+    // The HTTP request itself.
+    const raw = async (body: string, contentType = 'application/json') => {
+      const res = await g.yoga.fetch('http://jobgate.test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': contentType, 'x-jobgate-csrf': '1' },
+        body,
+      });
+      const answer = (await res.json()) as { errors?: { extensions?: Record<string, any> }[] };
+      // Read, not refused for want of a key: these are the request's own codes.
+      expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+      return answer;
+    };
+    cases.push(
+      ['not JSON', raw('{"query": ')],
+      ['no query', raw('{"query": null}')],
+      ['a batch', raw('[{"query": "{ __typename }"}]')],
+      ['a Content-Type not read', raw('{"query": "{ __typename }"}', 'text/plain')],
+      ['which operation', g.gql('query A { __typename } query B { __typename }')],
+    );
     for (const [name, pending] of cases) {
       const res = await pending;
       expect(res.errors?.length, name).toBeGreaterThan(0);
