@@ -198,13 +198,17 @@ describe('payload specs and configs', () => {
     for (const [name, jsonSchema] of [
       ['loop.self', { $ref: '#' }],
       ['loop.pair', { $defs: { a: { $ref: '#/$defs/b' }, b: { allOf: [{ $ref: '#/$defs/a' }] } }, $ref: '#/$defs/a' }],
+      // Overflows ajv's compiler itself: its message said "Maximum call stack size exceeded".
+      ['loop.def', { $defs: { a: { $ref: '#/$defs/a' } }, $ref: '#/$defs/a' }],
     ] as const) {
       const error = (await t.service.createPayloadSpec(t.actor, { name, jsonSchema }).catch((e) => e)) as {
         code: string;
+        message: string;
         issues: { path: unknown[] }[];
       };
       expect(error.code).toBe('VALIDATION_FAILED');
       expect(error.issues[0]!.path).toEqual(['jsonSchema']);
+      expect(error.message, name).toMatch(/refers to itself without end/);
     }
     expect((await t.query("select count(*)::int as n from payload_specs where name like 'loop.%'")).rows[0].n).toBe(0);
 

@@ -122,6 +122,9 @@ export function assertValidJsonSchema(schema: unknown, path: (string | number)[]
   try {
     validate = newAjv().compile(schema as object);
   } catch (error) {
+    // A `$ref` to itself with nothing between (`$defs: { a: { $ref: '#/$defs/a' } }`) overflows
+    // ajv's compiler, whose message ("Maximum call stack size exceeded") says nothing of the schema.
+    if (error instanceof RangeError) throw ValidationError.at(path, LOOP_MESSAGE);
     throw ValidationError.at(path, `is not a valid JSON Schema: ${(error as Error).message}`);
   }
   if (PROBES.some((probe) => run(validate, probe) === 'loop')) throw ValidationError.at(path, LOOP_MESSAGE);
