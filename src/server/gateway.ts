@@ -274,8 +274,12 @@ export async function startGateway(
   const observer = options.observer ?? noopObserver;
   const refusals = createEarlyRefusals({ holdMs: options.refusalHoldMs ?? 1000, corsOrigins: options.corsOrigins ?? [] });
   const site = mountConsole(options);
+  // Answers in progress, so that a close can end the ones that never end by themselves.
+  const inFlight = new Set<ServerResponse>();
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
+    inFlight.add(res);
+    res.on('close', () => inFlight.delete(res));
     // Every answer is what its Content-Type says: no browser may sniff a JSON answer (whose
     // strings a client chose) into HTML or script.
     res.setHeader('x-content-type-options', 'nosniff');
@@ -333,20 +337,25 @@ export async function startGateway(
   });
   const url = `http://${hostToShow(options.host)}:${(server.address() as AddressInfo).port}/graphql`;
   if (site?.built) options.log.info(`gateway: console at ${url.replace(/\/graphql$/, '/console/')}`);
+  return { server, yoga, bounds, url, close: closer(server, ws, inFlight) };
+}
+
+/**
+ * The gateway's close, once however often called: no new connections, WebSocket ones closed,
+ * idle ones at once, and what is still answering given up to 5 s. A subscription over SSE streams
+ * until its client leaves, so the close waited the whole 5 s for each one: their connections are
+ * closed now, as WebSocket ones are.
+ */
+function closer(server: Server, ws: { close(): unknown }, inFlight: Set<ServerResponse>): () => Promise<void> {
   let closing: Promise<void> | undefined;
-  return {
-    server,
-    yoga,
-    bounds,
-    url,
-    close: () =>
-      (closing ??= new Promise<void>((resolve) => {
-        void ws.close();
-        server.close(() => resolve());
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 5000).unref();
-      })),
-  };
+  return () =>
+    (closing ??= new Promise<void>((resolve) => {
+      void ws.close();
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      for (const res of inFlight) if (String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) res.destroy();
+      setTimeout(() => server.closeAllConnections(), 5000).unref();
+    }));
 }
 
 /** The address actually bound, as a URL's host ("localhost" may resolve to ::1 first, where nothing listens). */
