@@ -69,10 +69,17 @@ export function App() {
     setKey(null);
   };
 
+  // Whether the key in use has been accepted: a key refused at its first request after being typed
+  // in was mistyped (or never valid), not revoked. One kept from an earlier visit was accepted then.
+  const accepted = useRef(key !== null);
   useEffect(
     () =>
       onUnauthenticated(() =>
-        signOut('Your API key is no longer valid (revoked or expired): this tab is signed out. Sign in with a valid key.'),
+        signOut(
+          accepted.current
+            ? 'Your API key is no longer valid (revoked or expired): this tab is signed out. Sign in with a valid key.'
+            : 'That API key was not accepted: check it (it starts with jg_) and sign in again.',
+        ),
       ),
     [],
   );
@@ -82,7 +89,10 @@ export function App() {
     if (!api) return;
     let stale = false;
     api.request(ViewerDocument).then(
-      (r) => !stale && setViewer(r.viewer),
+      (r) => {
+        accepted.current = true;
+        if (!stale) setViewer(r.viewer);
+      },
       (e: unknown) => !stale && setError(e instanceof ApiError ? e : new ApiError('INTERNAL_SERVER_ERROR', String(e))),
     );
     return () => {
@@ -97,7 +107,8 @@ export function App() {
   }, [key, viewer]);
   useEffect(() => () => live?.dispose(), [live]);
 
-  if (!key || !api) return <SignIn notice={notice} onKey={(k) => (storeKey(k), setNotice(null), setError(null), setKey(k))} />;
+  if (!key || !api)
+    return <SignIn notice={notice} onKey={(k) => (storeKey(k), (accepted.current = false), setNotice(null), setError(null), setKey(k))} />;
   if (!viewer || !live) {
     return (
       <main className="signin">

@@ -828,13 +828,17 @@ describe('the console', { timeout: 90_000 }, () => {
     await page.getByLabel('API key').waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('jobgate.console.key'))).toBeNull();
     await screenshot(page, 'revoked');
-    // Over HTTP too: a key the API answers UNAUTHENTICATED signs the tab out, saying why.
-    await page.getByLabel('API key').fill(key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page
-      .getByRole('alert')
-      .getByText(/no longer valid/)
-      .waitFor({ timeout: 10_000 });
-    await page.getByLabel('API key').waitFor();
+    // Over HTTP too: a key the API answers UNAUTHENTICATED when it is typed in signs the tab out,
+    // saying it was not accepted (not that it was revoked: a mistyped key never was valid).
+    for (const typed of [key, 'jg_wrongkey']) {
+      await page.getByLabel('API key').fill(typed);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page
+        .getByRole('alert')
+        .getByText(/That API key was not accepted/)
+        .waitFor({ timeout: 10_000 });
+      await page.getByLabel('API key').waitFor();
+      expect(await page.getByRole('alert').textContent()).not.toMatch(/revoked/);
+    }
   });
 });

@@ -300,7 +300,8 @@ export function ExecutionsScreen({ search }: { search: URLSearchParams }) {
         <>
           <p className="muted">
             {formatCount(q.data.executions.totalCount)}
-            {q.data.executions.totalCountCapped ? '+' : ''} executions
+            {q.data.executions.totalCountCapped ? '+' : ''}{' '}
+            {q.data.executions.totalCount === 1 && !q.data.executions.totalCountCapped ? 'execution' : 'executions'}
           </p>
           <PagedTable
             testId="executions"

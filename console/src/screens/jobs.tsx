@@ -326,7 +326,7 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
         <>
           <p className="muted">
             {q.data.jobs.totalCount ?? '?'}
-            {q.data.jobs.totalCountCapped ? '+' : ''} jobs
+            {q.data.jobs.totalCountCapped ? '+' : ''} {q.data.jobs.totalCount === 1 && !q.data.jobs.totalCountCapped ? 'job' : 'jobs'}
           </p>
           <PagedTable
             testId="jobs"
@@ -342,7 +342,8 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
                     <span title={j.cron.nextFireAt ?? ''}>
                       {formatRelative(j.cron.nextFireAt)} ({j.cron.expression})
                     </span>
-                  ) : j.runAt ? (
+                  ) : j.runAt && (j.state === 'ACTIVE' || j.state === 'PAUSED') ? (
+                    // A delayed job's start, while it is still ahead: once it ran, it is not next.
                     <Time iso={j.runAt} />
                   ) : (
                     '—'
