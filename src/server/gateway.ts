@@ -286,6 +286,7 @@ export async function startGateway(
     res.on('finish', () => observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
     if (handleOps(options.ops, req, res)) return;
     if (site?.handle(req, res)) return;
+    if (redirectRoot(req, res, site?.built === true)) return;
     if (handleRunDue(options.runDue, req, res)) return;
     const requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', requestId);
@@ -358,6 +359,17 @@ function closer(server: Server, ws: { close(): unknown }, inFlight: Set<ServerRe
     }));
 }
 
+/**
+ * `/` sends a browser where there is something to see: the console when it is built, else
+ * GraphiQL. It was an empty 404, the first page a newcomer opening the printed address met.
+ */
+function redirectRoot(req: IncomingMessage, res: ServerResponse, consoleBuilt: boolean): boolean {
+  if ((req.url ?? '').split('?')[0] !== '/' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+  res.writeHead(302, { location: consoleBuilt ? '/console/' : '/graphql', 'content-length': '0' });
+  res.end();
+  return true;
+}
+
 /** The address actually bound, as a URL's host ("localhost" may resolve to ::1 first, where nothing listens). */
 const hostToShow = (host: string) => (host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host);
 
@@ -372,13 +384,20 @@ function mountConsole(options: GatewayOptions): ConsoleSite | undefined {
   return site;
 }
 
-const DEFAULT_QUERY = `# Welcome to jobgate. Every request needs an API key: open "Headers" below and set
+const DEFAULT_QUERY = `# Welcome to jobgate.
+# Every request needs an API key. Open "Headers" below and set
 #   { "Authorization": "Bearer <key>" }
-# (the embedded default saved its first ADMIN key in .jobgate/admin-key). A five-minute tour on
-# the demo handlers, with documents to paste here: the README, "Watch it work". Then try:
+# (the embedded default saved its first ADMIN key in
+# .jobgate/admin-key), then click "Re-fetch GraphQL schema"
+# (the circling arrows, bottom left) for Docs and completion:
+# the page asked for the schema before it had the key.
+# A five-minute tour, with documents to paste here: the README,
+# "Watch it work". Then try:
 query Overview {
   workspace { slug name }
   endpoints(first: 10) { nodes { id name kind url handlerName } }
-  jobs(first: 10) { nodes { id kind status endpoint { name } cron { expression timezone nextFireAt } } }
+  jobs(first: 10) {
+    nodes { id kind status endpoint { name } cron { expression timezone nextFireAt } }
+  }
 }
 `;

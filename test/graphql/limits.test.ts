@@ -6,6 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
+import { DEFAULT_CONSOLE_DIR, loadConsoleSite } from '../../src/server/console.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway.js';
 import { createTestDb, type TestDb } from '../support/db.js';
 
@@ -131,6 +132,14 @@ describe('request bodies', () => {
       expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
       expect(answer.errors?.[0]?.message).toMatch(/unsupported Content-Type/);
     }
+  });
+
+  it('sends a browser at / to the console when it is built, else to GraphiQL (it was an empty 404)', async () => {
+    const res = await fetch(url.replace(/\/graphql$/, '/'), { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe(loadConsoleSite(DEFAULT_CONSOLE_DIR).built ? '/console/' : '/graphql');
+    const post = await fetch(url.replace(/\/graphql$/, '/'), { method: 'POST', redirect: 'manual' });
+    expect(post.status).toBe(404);
   });
 
   it('names a long id it did not find only in part', async () => {
