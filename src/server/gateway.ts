@@ -385,19 +385,28 @@ function mountConsole(options: GatewayOptions): ConsoleSite | undefined {
 }
 
 const DEFAULT_QUERY = `# Welcome to jobgate.
-# Every request needs an API key. Open "Headers" below and set
+# Every request needs an API key: open
+# "Headers" below and set
 #   { "Authorization": "Bearer <key>" }
-# (the embedded default saved its first ADMIN key in
-# .jobgate/admin-key), then click "Re-fetch GraphQL schema"
-# (the circling arrows, bottom left) for Docs and completion:
-# the page asked for the schema before it had the key.
-# A five-minute tour, with documents to paste here: the README,
-# "Watch it work". Then try:
+# (the embedded default saved its first
+# ADMIN key in .jobgate/admin-key).
+# Then click "Re-fetch GraphQL schema"
+# (the circling arrows, bottom left) for
+# Docs and completion: the page asked for
+# the schema before it had your key.
+# A five-minute tour, with documents to
+# paste here: the README, "Watch it work".
 query Overview {
   workspace { slug name }
-  endpoints(first: 10) { nodes { id name kind url handlerName } }
+  endpoints(first: 10) {
+    nodes { id name kind handlerName }
+  }
   jobs(first: 10) {
-    nodes { id kind status endpoint { name } cron { expression timezone nextFireAt } }
+    nodes {
+      id kind status
+      endpoint { name }
+      cron { expression nextFireAt }
+    }
   }
 }
 `;
