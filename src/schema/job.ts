@@ -259,7 +259,13 @@ export const CancelJobPayloadRef = builder.objectRef<CancelJobResult>('CancelJob
   description: 'The result of cancelJob.',
   fields: (t) => ({
     job: t.field({ type: JobRef, description: 'The job, now RETIRED.', resolve: (r) => r.job }),
-    cancelledExecutions: t.exposeInt('cancelledExecutions', { description: 'How many pending executions were cancelled.' }),
+    cancelledExecutions: t.exposeInt('cancelledExecutions', {
+      description: 'How many pending executions were cancelled (running ones are counted in `stoppingExecutions`).',
+    }),
+    stoppingExecutions: t.exposeInt('stoppingExecutions', {
+      description:
+        'How many running executions were asked to stop: their workers are told at once, and each ends CANCELLED when its attempt returns (or its lease ends).',
+    }),
     eventCursor: t.string({
       description:
         'The event cursor from just before this cancellation changed anything: pass it as `after` to jobEvents(jobId:) or executionUpdates(jobId:) ' +

@@ -34,6 +34,26 @@ describe('cancelJob', () => {
     expect(cancelled.job.cron?.nextFireAt).toBeNull();
   });
 
+  it('counts the running executions it asks to stop apart from the pending ones it cancels', async () => {
+    const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
+    const manual = await t.service.triggerJob(t.actor, { id: job.id, force: true });
+    // The scheduled execution running, as a worker's claim leaves it.
+    await t.query(
+      `update executions set status = 'RUNNING', lease_owner = 'w-1', lease_epoch = lease_epoch + 1, attempt_count = 1,
+              lease_expires_at = now() + interval '1 minute', attempt_started_at = now()
+       where job_id = $1 and id <> $2`,
+      [job.id, manual.execution.id],
+    );
+    const result = await t.service.cancelJob(t.actor, job.id);
+    // It read 0 cancelled for a job whose running execution then ended CANCELLED.
+    expect(result).toMatchObject({ cancelledExecutions: 1, stoppingExecutions: 1 });
+    const { rows } = await t.query('select status, cancel_requested_at from executions where job_id = $1 order by status', [job.id]);
+    expect(rows).toEqual([
+      { status: 'CANCELLED', cancel_requested_at: null },
+      { status: 'RUNNING', cancel_requested_at: expect.any(Date) },
+    ]);
+  });
+
   it('does it all in one transaction: when cancelling the executions fails, the job stays ACTIVE', async () => {
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' });
     await t.query(`create function refuse_cancel() returns trigger language plpgsql as $$

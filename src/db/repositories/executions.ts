@@ -235,7 +235,7 @@ export async function cancelLiveExecutions(
   workspaceId: string,
   job: Pick<JobRow, 'id' | 'endpoint_id'>,
   reason: string,
-): Promise<number> {
+): Promise<{ cancelled: number; stopping: number }> {
   const { rows } = await cancelLiveExecutionsOf(
     sql`workspace_id = ${scoped(workspaceId)} and endpoint_id = ${job.endpoint_id} and job_id = ${job.id}`,
     reason,
@@ -244,7 +244,7 @@ export async function cancelLiveExecutions(
     if (row.status === 'RUNNING')
       await sql`select pg_notify(${cancelChannel.name}, ${cancelChannel.encode({ executionId: row.id })})`.execute(db);
   }
-  return rows.filter((r) => r.status === 'CANCELLED').length;
+  return { cancelled: rows.filter((r) => r.status === 'CANCELLED').length, stopping: rows.filter((r) => r.status === 'RUNNING').length };
 }
 
 /**

@@ -20,6 +20,8 @@ export interface CancelJobResult {
   job: Job;
   /** How many pending executions the cancellation cancelled. */
   cancelledExecutions: number;
+  /** How many running executions it asked to stop: each ends CANCELLED when its attempt returns. */
+  stoppingExecutions: number;
   /**
    * Set on the object a mutation returns (see ../live/event-cursor.ts): the event cursor from just
    * before the mutation, to subscribe `after`. Absent on objects read by queries.
@@ -103,6 +105,6 @@ export async function cancelJobIn(trx: Transaction<DB>, actor: Actor, id: string
     retired_at: DATABASE_NOW as never,
     next_fire_at: null,
   });
-  const cancelledExecutions = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job, 'job cancelled');
-  return { job: toJob(retired), cancelledExecutions };
+  const { cancelled, stopping } = await executionsRepo.cancelLiveExecutions(trx, actor.workspaceId, job, 'job cancelled');
+  return { job: toJob(retired), cancelledExecutions: cancelled, stoppingExecutions: stopping };
 }
