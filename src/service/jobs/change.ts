@@ -48,21 +48,12 @@ async function cronPatch(ctx: ServiceContext, trx: Transaction<DB>, job: JobRow,
   if (merged.starts_at && merged.ends_at && merged.ends_at <= merged.starts_at) {
     throw ValidationError.at(['cron', 'endsAt'], 'must be after startsAt');
   }
-  const now = await ctx.now(trx);
+  if (job.status !== 'ACTIVE') return;
   const rescheduled =
     merged.cron_expression !== job.cron_expression || merged.timezone !== job.timezone || !sameTime(merged.starts_at, job.starts_at);
-  // As createJob: a schedule changed so that it never fires again is refused, rather than left
-  // ACTIVE with no next fire until the reaper retires it at endsAt. Ending it now is cancelJob.
-  // An occurrence already due and kept (same fire times, before the new endsAt) still fires.
-  const timesChanged = rescheduled || c.endsAt !== undefined;
-  const keptDue = !rescheduled && job.next_fire_at && (!merged.ends_at || job.next_fire_at < merged.ends_at);
-  if (timesChanged && job.status !== 'RETIRED' && !keptDue && !nextFire(merged, now)) {
-    throw ValidationError.at(['cron'], 'the schedule has no occurrence before endsAt (to end the schedule now, cancel the job)');
-  }
-  if (job.status !== 'ACTIVE') return;
   // Same fire times: keep the stored next one, which may be due right now or a backlog
   // the misfire policy is to handle; recomputing from now would drop it.
-  if (rescheduled || !job.next_fire_at) patch.next_fire_at = nextFire(merged, now);
+  if (rescheduled || !job.next_fire_at) patch.next_fire_at = nextFire(merged, await ctx.now(trx));
   else if (merged.ends_at && job.next_fire_at >= merged.ends_at) patch.next_fire_at = null;
 }
 
