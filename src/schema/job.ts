@@ -293,7 +293,11 @@ export const CronScheduleInputRef = builder.inputType('CronScheduleInput', {
 });
 
 export const CronScheduleUpdateInputRef = builder.inputType('CronScheduleUpdateInput', {
-  description: 'Changes to a cron schedule. Absent fields stay as they are; the next fire time is recomputed from now.',
+  description:
+    'Changes to a cron schedule. Absent fields stay as they are; the next fire time is recomputed from now. ' +
+    'Unlike createJob, which refuses a schedule with no occurrence before `endsAt`, an update may end one: an `endsAt` ' +
+    'before the next occurrence leaves the job ACTIVE with no next fire until `endsAt` passes (then it is retired), and ' +
+    'moving `endsAt` later, or to null, before then resumes it from now. cancelJob ends it at once.',
   fields: (t) => cronFields(t, false),
 });
 

@@ -81,19 +81,18 @@ export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math
 /**
  * yoga's request parser puts the JSON parser's own error into `extensions.originalError`, and
  * that message quotes the whole body: a body of a megabyte came back as a 6 MB error, escaped.
- * Its message ("POST body sent invalid JSON.") says what the client needs.
+ * Its message is cut short here, in the error yoga made: yoga reads that field's presence to
+ * answer 400 rather than 200, so it stays, and a copy of the error was answered 200.
  */
 function withoutOriginal(error: GraphQLError): GraphQLError {
-  if (error.extensions?.originalError === undefined) return error;
-  const { originalError: _dropped, ...extensions } = error.extensions;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    extensions,
-  });
+  const original = error.extensions?.originalError as { message?: unknown } | undefined;
+  if (original && typeof original.message === 'string' && original.message.length > ORIGINAL_MESSAGE_CAP)
+    original.message = `${original.message.slice(0, ORIGINAL_MESSAGE_CAP)}…`;
+  return error;
 }
+
+/** How much of a request parser's own message a client gets back. */
+const ORIGINAL_MESSAGE_CAP = 120;
 
 /**
  * graphql-js reports a variable value it cannot coerce against the variable's definition, and

@@ -112,10 +112,11 @@ describe('request bodies', () => {
     });
     const text = await res.text();
     // yoga's parser quoted the whole body in extensions.originalError: six times the request.
+    // What is left of that message is cut short.
     expect(text.length).toBeLessThan(500);
     const answer = JSON.parse(text) as Body;
     expect(answer.errors?.[0]).toMatchObject({ message: 'POST body sent invalid JSON.', extensions: { code: 'BAD_REQUEST' } });
-    expect(answer.errors?.[0]?.extensions?.originalError).toBeUndefined();
+    expect(res.status).toBe(400);
   });
 
   it('answers a Content-Type it does not read with 415 and a JSON error with its code, as every other refusal', async () => {
