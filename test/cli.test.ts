@@ -1,8 +1,10 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIGRATION_LOCK_KEY } from '../src/db/migrate.js';
 import { COMMANDS, environmentOf } from '../src/cli/commands.js';
 import { ENVIRONMENT_VARIABLES } from '../src/environment.js';
 import { printSdl, printSubgraphSdl } from '../src/schema/index.js';
@@ -150,5 +152,47 @@ describe('the jobgate command', () => {
   it('db url prints DATABASE_URL when it is set', async () => {
     const { stdout } = await cli(['db', 'url'], { DATABASE_URL: t.url });
     expect(stdout).toBe(`${t.url}\n`);
+  });
+
+  it('a second signal while start waits (here for the migration lock) exits 1 at once; the first alone cannot end that wait', async () => {
+    // A database with nothing applied, whose migration lock another session holds.
+    const name = `jobgate_cli_lock_${process.pid}_${Date.now()}`;
+    await t.query(`create database ${name}`);
+    const url = new URL(t.url);
+    url.pathname = `/${name}`;
+    const holder = new pg.Client({ connectionString: url.toString() });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+      const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'jobgate.mjs'), 'serve'], {
+        cwd: ROOT,
+        env: { ...process.env, DATABASE_URL: url.toString(), PORT: '0', JOBGATE_LOG_LEVEL: 'info', JOBGATE_LOG_FORMAT: 'pretty' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+      const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+      // Waiting for the lock: a backend of the server blocked on it.
+      const waiting = async () =>
+        (
+          await t.query(
+            `select count(*)::int as n from pg_locks l join pg_database d on d.oid = l.database
+             where l.locktype = 'advisory' and not l.granted and d.datname = $1`,
+            [name],
+          )
+        ).rows[0].n > 0;
+      for (let i = 0; i < 200 && !(await waiting()); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await waiting(), stderr).toBe(true);
+      child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 500));
+      expect(child.exitCode, 'still waiting for the lock after the first signal').toBeNull();
+      child.kill('SIGTERM');
+      expect(await exited).toBe(1);
+      expect(stderr).toContain('SIGTERM again: exiting now');
+    } finally {
+      await holder.end();
+      await t.query(`drop database if exists ${name} with (force)`);
+    }
   });
 });

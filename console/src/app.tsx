@@ -90,8 +90,9 @@ export function App() {
     let stale = false;
     api.request(ViewerDocument).then(
       (r) => {
+        if (stale) return;
         accepted.current = true;
-        if (!stale) setViewer(r.viewer);
+        setViewer(r.viewer);
       },
       (e: unknown) => !stale && setError(e instanceof ApiError ? e : new ApiError('INTERNAL_SERVER_ERROR', String(e))),
     );

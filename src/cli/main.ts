@@ -32,8 +32,16 @@ function createSignals() {
       signals.requested ??= { why, code };
       signals.starting.abort(new Error(`interrupted (${why})`));
     },
-    /** A signal after the first. Until the command says otherwise, the first one's stop goes on. */
-    onForce: (_why: string): void => {},
+    /**
+     * A signal after the first. Until the command says otherwise (a started gateway or worker
+     * stops its embedded Postgres first), the process exits at once: a start waiting on a lock or
+     * a database that does not answer may not see the first one for a long time. The exit hook of
+     * the embedded server (src/db/embedded.ts) still sends a running Postgres its fast shutdown.
+     */
+    onForce: (why: string): void => {
+      process.stderr.write(`jobgate: ${why} again: exiting now\n`);
+      process.exit(1);
+    },
   };
   for (const name of ['SIGINT', 'SIGTERM'] as const)
     process.on(name, () => (received++ === 0 ? signals.onStop(name, 0) : signals.onForce(name)));

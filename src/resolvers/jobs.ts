@@ -60,11 +60,12 @@ builder.queryFields((t) => ({
   }),
   cronPreview: t.field({
     type: [DateTimeScalar],
-    description: 'The next fire times of a cron expression, so a schedule can be shown before it is saved.',
+    description:
+      'The next fire times of a cron expression, so a schedule can be shown before it is saved; fewer than `count` when the schedule has no more before the end of year 9999.',
     args: {
       expression: t.arg.string({ required: true, description: 'Five-field cron expression or @daily-style nickname.' }),
       timezone: t.arg.string({ description: 'IANA time zone. Default "UTC".' }),
-      from: t.arg({ type: DateTimeScalar, description: 'Start after this instant. Default now.' }),
+      from: t.arg({ type: DateTimeScalar, description: 'Start after this instant, 1970-01-01T00:00:00Z or later. Default now.' }),
       count: t.arg.int({ description: 'How many fire times, 1 to 100. Default 5.' }),
     },
     resolve: (_root, args, ctx) => ctx.service.cronPreview(ctx.actor, args),

@@ -14,23 +14,23 @@ const clip = (value: string) => (value.length > 64 ? `${value.slice(0, 64)}…` 
 
 function parseDateTime(value: string): Date {
   const instant = parseInstant(value);
-  if (isInstantProblem(instant)) throw new GraphQLError(`DateTime "${clip(value)}" is not an ISO-8601 date-time: it ${instant.problem}`);
+  if (isInstantProblem(instant)) throw new GraphQLError(`DateTime "${clip(value)}" is not an RFC 3339 date-time: it ${instant.problem}`);
   return instant;
 }
 
 export const DateTimeScalar = builder.scalarType('DateTime', {
   description:
-    'An instant, as an RFC 3339 (ISO-8601) string with a time zone offset, e.g. "2026-12-01T09:30:00.000Z" or "2026-12-01T10:30:00+01:00"; years 0001-9999. A string without an offset, or naming a day that does not exist, is refused.',
+    'An instant, as an RFC 3339 (ISO-8601) string with seconds and a time zone offset, e.g. "2026-12-01T09:30:00.000Z" or "2026-12-01T10:30:00+01:00"; years 0001-9999; digits past the millisecond are dropped. A string without an offset or seconds, or naming a day that does not exist, is refused.',
   serialize: (value) => {
     if (value instanceof Date) return value.toISOString();
     throw new GraphQLError('DateTime cannot represent a non-Date value');
   },
   parseValue: (value) => {
-    if (typeof value !== 'string') throw new GraphQLError('DateTime must be an ISO-8601 string');
+    if (typeof value !== 'string') throw new GraphQLError('DateTime must be an RFC 3339 string');
     return parseDateTime(value);
   },
   parseLiteral: (ast) => {
-    if (ast.kind !== Kind.STRING) throw new GraphQLError('DateTime must be an ISO-8601 string');
+    if (ast.kind !== Kind.STRING) throw new GraphQLError('DateTime must be an RFC 3339 string');
     return parseDateTime(ast.value);
   },
 });

@@ -30,7 +30,7 @@ export function describeFederation(schema: GraphQLSchema): GraphQLSchema {
   const fields = schema.getQueryType()?.getFields() ?? {};
   const entities = fields['_entities'];
   if (entities) {
-    entities.description = `Federation: the entities a router asks for by key (\`{ __typename, id }\`), in order, at most ${MAX_REFERENCES} at once (more: VALIDATION_FAILED); null for any that is not an object of your workspace.`;
+    entities.description = `Federation: the entities a router asks for by key (\`{ __typename, id }\`), in order, at most ${MAX_REFERENCES} at once (more: VALIDATION_FAILED); null for an id that is no object of your workspace. A reference that is not \`{ __typename, id }\` of an entity type is VALIDATION_FAILED.`;
     // A page of references, as a list's page: the cost limit prices each one (src/server/hardening.ts).
     const resolve = entities.resolve;
     const entityUnion = schema.getType('_Entity');

@@ -341,11 +341,14 @@ export async function startGateway(
   return { server, yoga, bounds, url, close: closer(server, ws, inFlight) };
 }
 
+/** The content types of a subscription's stream: SSE, and yoga's incremental delivery over multipart. */
+const STREAMING = /^(text\/event-stream|multipart\/mixed)/;
+
 /**
  * The gateway's close, once however often called: no new connections, WebSocket ones closed,
- * idle ones at once, and what is still answering given up to 5 s. A subscription over SSE streams
- * until its client leaves, so the close waited the whole 5 s for each one: their connections are
- * closed now, as WebSocket ones are.
+ * idle ones at once, and what is still answering given up to 5 s. A subscription over SSE (or
+ * multipart) streams until its client leaves, so the close waited the whole 5 s for each one: their
+ * connections are closed now, as WebSocket ones are.
  */
 function closer(server: Server, ws: { close(): unknown }, inFlight: Set<ServerResponse>): () => Promise<void> {
   let closing: Promise<void> | undefined;
@@ -354,7 +357,7 @@ function closer(server: Server, ws: { close(): unknown }, inFlight: Set<ServerRe
       void ws.close();
       server.close(() => resolve());
       server.closeIdleConnections();
-      for (const res of inFlight) if (String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) res.destroy();
+      for (const res of inFlight) if (STREAMING.test(String(res.getHeader('content-type') ?? ''))) res.destroy();
       setTimeout(() => server.closeAllConnections(), 5000).unref();
     }));
 }

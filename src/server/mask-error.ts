@@ -48,6 +48,13 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
     if (gqlError && (original == null || original instanceof GraphQLError)) {
       return withCode(withoutSuggestions(withoutOriginal(gqlError)));
     }
+    // yoga reads `variables` and `extensions` of a GET or a form with JSON.parse, whose error
+    // comes bare, outside any field: bad input, not a bug (it was a 500 with its stack logged).
+    if (!gqlError && original instanceof SyntaxError) {
+      return new GraphQLError("the request's variables or extensions are not valid JSON", {
+        extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+      });
+    }
     // The database could not be reached (a restart, a cut connection, every pooled connection
     // held): not a bug, and a client can retry. Logged in one line, answered UNAVAILABLE (503).
     if (isConnectionError(original)) {

@@ -6,7 +6,7 @@
 import type { Plugin } from 'graphql-yoga';
 
 export const UNSUPPORTED_MEDIA_TYPE_MESSAGE =
-  'unsupported Content-Type: send the operation as application/json (or application/graphql+json), or as a GET with query parameters';
+  'unsupported Content-Type: send the operation as application/json (or application/graphql, application/graphql+json, application/x-www-form-urlencoded), or as a GET with query parameters';
 
 export function useMediaTypeError(): Plugin {
   return {

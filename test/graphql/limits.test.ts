@@ -119,6 +119,16 @@ describe('request bodies', () => {
     expect(res.status).toBe(400);
   });
 
+  it('answers variables that are not JSON in a GET with BAD_REQUEST, not as an unexpected error', async () => {
+    const res = await fetch(`${url}?${new URLSearchParams({ query: '{ workspace { slug } }', variables: 'notjson' })}`, {
+      headers: { authorization: `Bearer ${key}`, 'x-jobgate-csrf': '1' },
+    });
+    expect(res.status).toBe(400);
+    const answer = (await res.json()) as Body;
+    expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+    expect(answer.errors?.[0]?.message).toMatch(/variables or extensions are not valid JSON/);
+  });
+
   it('answers a Content-Type it does not read with 415 and a JSON error with its code, as every other refusal', async () => {
     for (const type of ['text/plain', 'application/xml']) {
       const res = await fetch(url, {

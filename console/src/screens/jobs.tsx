@@ -342,7 +342,7 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
                     <span title={j.cron.nextFireAt ?? ''}>
                       {formatRelative(j.cron.nextFireAt)} ({j.cron.expression})
                     </span>
-                  ) : j.runAt && (j.state === 'ACTIVE' || j.state === 'PAUSED') ? (
+                  ) : j.runAt && Date.parse(j.runAt) > Date.now() ? (
                     // A delayed job's start, while it is still ahead: once it ran, it is not next.
                     <Time iso={j.runAt} />
                   ) : (

@@ -8,6 +8,7 @@
  * what both `cronPreview` and the scheduler use. The non-standard `L`, `W`, `#`, `?` and `H` are
  * refused, and so is an expression no date satisfies.
  */
+import { LAST_INSTANT } from '../kernel/instant.js';
 import { CronExpressionParser } from 'cron-parser';
 import { compileCron, everFires, nextFireAfter, type CronSpec } from './walk.js';
 import { ValidationError } from '../kernel/errors.js';
@@ -91,13 +92,10 @@ export function specOf(expression: string): CronSpec {
   return spec;
 }
 
-/** The last instant a DateTime can write with a four-digit year: a schedule's occurrences end there. */
-const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
-
 /**
  * The next `count` occurrences strictly after `after`, before `endsAt`. Stops early (with fewer
- * results) when the expression has no further occurrence, or none before year 10000. The
- * scheduler fires exactly these.
+ * results) when the expression has no further occurrence, or none that a DateTime can write
+ * (years to 9999). The scheduler walks the same occurrences (nextFireAfter).
  */
 export function nextOccurrences(expression: string, timezone: string, after: Date, count: number, endsAt?: Date | null): Date[] {
   const spec = specOf(expression);

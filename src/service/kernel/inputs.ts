@@ -102,7 +102,7 @@ export const dateSchema = z.preprocess(
     if (typeof v !== 'string') return v;
     const instant = parseInstant(v);
     if (!isInstantProblem(instant)) return instant;
-    ctx.addIssue({ code: 'custom', message: `is not an ISO-8601 date-time: it ${instant.problem}` });
+    ctx.addIssue({ code: 'custom', message: `is not an RFC 3339 date-time: it ${instant.problem}` });
     return z.NEVER;
   },
   z.date({ error: 'must be a valid date-time' }).refine((d) => d.getTime() >= EARLIEST_TIMESTAMP, 'must not be earlier than 4714-11-24 BC'),
@@ -115,21 +115,12 @@ export const pageSchema = z.object({
 export type PageInput = z.input<typeof pageSchema>;
 
 /**
- * Headers that frame the message or the connection (RFC 9110 §7.6.1, §10.1.1): the HTTP client
- * sets them itself, and refuses or breaks a request that names them (an attempt failed "invalid
- * transfer-encoding header", "expect header not supported", or sent a body of another length).
+ * Headers that frame the message or the connection (RFC 9110) and that the
+ * HTTP client refuses or cannot honour when a request names them: every attempt failed ("invalid
+ * transfer-encoding header", "expect header not supported", a body of another length). Connection
+ * (`close`, say), TE and Trailer it takes, so they are left to the endpoint.
  */
-const FRAMING_HEADERS = new Set([
-  'connection',
-  'content-length',
-  'expect',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
+const FRAMING_HEADERS = new Set(['content-length', 'expect', 'keep-alive', 'transfer-encoding', 'upgrade']);
 
 const headersSchema = z
   .record(

@@ -39,7 +39,16 @@ export function parseInstant(value: string): Date | InstantProblem {
   const utc = new Date(0);
   utc.setUTCFullYear(year, month - 1, day);
   utc.setUTCHours(hour, minute, second, m[7] ? Math.floor(Number(`0${m[7]}`) * 1000) : 0);
-  return new Date(utc.getTime() - offsetMinutes * 60_000);
+  const instant = new Date(utc.getTime() - offsetMinutes * 60_000);
+  // An offset can carry a time at either end past them ("9999-12-31T23:59:59-23:59"): the instant
+  // would be written back with a year this reading refuses.
+  if (instant.getTime() < FIRST_INSTANT || instant.getTime() > LAST_INSTANT)
+    return { problem: 'names an instant outside the years 0001 to 9999 (UTC)' };
+  return instant;
 }
+
+/** The first and last instants a four-digit year can write (Date.UTC would read year 1 as 1901). */
+const FIRST_INSTANT = new Date(0).setUTCFullYear(1, 0, 1);
+export const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 export const isInstantProblem = (value: Date | InstantProblem): value is InstantProblem => !(value instanceof Date);
