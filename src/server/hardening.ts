@@ -276,15 +276,22 @@ const SUGGESTION = /\s*Did you mean\b[^?]*\?/g;
 
 /** The error with any "Did you mean …?" taken out of its message (the same error when there is none). */
 export function withoutSuggestions(error: GraphQLError): GraphQLError {
-  const message = error.message.replace(SUGGESTION, '');
-  if (message === error.message) return error;
+  return withMessage(error, error.message.replace(SUGGESTION, ''));
+}
+
+/**
+ * The error with another message, and the same location, path, cause and extensions (the same
+ * error when the message is unchanged): messages are read-only, so a rewording is a new error.
+ */
+export function withMessage(error: GraphQLError, message: string, extensions = error.extensions): GraphQLError {
+  if (message === error.message && extensions === error.extensions) return error;
   return new GraphQLError(message, {
     nodes: error.nodes,
     source: error.source,
     positions: error.positions,
     path: error.path,
     originalError: error.originalError,
-    extensions: error.extensions,
+    extensions,
   });
 }
 
@@ -306,16 +313,9 @@ function useValidationMessages(): Plugin {
   };
 }
 
-function withoutSyntaxPrefix(error: GraphQLError): GraphQLError {
-  if (!error.message.startsWith('Syntax Error: ')) return error;
-  return new GraphQLError(error.message.slice('Syntax Error: '.length), {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions: error.extensions,
-  });
+/** The error without graphql-armor's "Syntax Error: " (the document it refuses has parsed). */
+export function withoutSyntaxPrefix(error: GraphQLError): GraphQLError {
+  return withMessage(error, error.message.replace(/^Syntax Error: /, ''));
 }
 
 export function hardeningPlugins(options: { introspection: boolean }): Plugin[] {

@@ -19,7 +19,7 @@ import { DomainError } from '../service/kernel/errors.js';
 import { isConnectionError } from '../service/ops/unavailable.js';
 import type { Logger } from '../log.js';
 import type { ErrorOrigins } from './request-id.js';
-import { withoutSuggestions } from './hardening.js';
+import { withMessage, withoutSuggestions, withoutSyntaxPrefix } from './hardening.js';
 
 export interface MaskError {
   (error: unknown, message: string): Error;
@@ -46,7 +46,7 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
       return new GraphQLError(original.message, { ...location, extensions: { code: original.code, ...original.details, ...http } });
     }
     if (gqlError && (original == null || original instanceof GraphQLError)) {
-      return withCode(withoutSuggestions(withoutOriginal(gqlError)));
+      return withCode(withoutSuggestions(withParserMessageCut(gqlError)));
     }
     // yoga reads `variables` and `extensions` of a GET or a form with JSON.parse, whose error
     // comes bare, outside any field: bad input, not a bug (it was a 500 with its stack logged).
@@ -91,7 +91,7 @@ export const retryAfterSeconds = (ms: number): string => String(Math.max(1, Math
  * Its message is cut short here, in the error yoga made: yoga reads that field's presence to
  * answer 400 rather than 200, so it stays, and a copy of the error was answered 200.
  */
-function withoutOriginal(error: GraphQLError): GraphQLError {
+function withParserMessageCut(error: GraphQLError): GraphQLError {
   const original = error.extensions?.originalError as { message?: unknown } | undefined;
   if (original && typeof original.message === 'string' && original.message.length > ORIGINAL_MESSAGE_CAP)
     original.message = `${original.message.slice(0, ORIGINAL_MESSAGE_CAP)}…`;
@@ -115,12 +115,8 @@ function withCode(error: GraphQLError): GraphQLError {
     // (field errors do) nor a cause (masked errors do). "Syntax Error:" is armor's wording, and
     // wrong: the document parsed.
     if (error.path !== undefined || error.originalError != null) return error;
-    return new GraphQLError(error.message.replace(/^Syntax Error: /, ''), {
-      nodes: error.nodes,
-      source: error.source,
-      positions: error.positions,
-      extensions: { ...error.extensions, code: 'GRAPHQL_VALIDATION_FAILED' },
-    });
+    const reworded = withoutSyntaxPrefix(error);
+    return withMessage(reworded, reworded.message, { ...error.extensions, code: 'GRAPHQL_VALIDATION_FAILED' });
   }
   return new GraphQLError(error.message, {
     nodes: error.nodes,
