@@ -25,12 +25,28 @@ const intFrom = (def: number, min: number, max: number) =>
       return n;
     });
 
-/** An optional postgres:// connection string ('' is unset) that pg itself can read. */
-const postgresUrl = () =>
+/** An optional string: '' is unset, as an exported empty variable means to a shell user. */
+const optionalText = () =>
   z
     .string()
     .optional()
-    .transform((v) => (v === '' ? undefined : v))
+    .transform((v) => (v === '' ? undefined : v));
+
+/** A comma-separated list, each item trimmed; unset or '' is the empty list. */
+const commaList = () =>
+  z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    );
+
+/** An optional postgres:// connection string ('' is unset) that pg itself can read. */
+const postgresUrl = () =>
+  optionalText()
     .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// connection string')
     // pg's own parser, so a URL it cannot read is refused here, by name, not at the first connect.
     .refine((v) => {
@@ -46,11 +62,10 @@ const postgresUrl = () =>
 const envSchema = z.object({
   DATABASE_URL: postgresUrl(),
   // A transaction-mode pooler in front of Postgres (src/composition-root.ts, sessions()).
-  JOBGATE_DATABASE_POOLER: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || v === 'none' || v === 'transaction', 'must be none or transaction'),
+  JOBGATE_DATABASE_POOLER: optionalText().refine(
+    (v) => v === undefined || v === 'none' || v === 'transaction',
+    'must be none or transaction',
+  ),
   JOBGATE_LISTEN_DATABASE_URL: postgresUrl(),
   JOBGATE_PREPARED_STATEMENTS: z.enum(['on', 'off']).optional(),
   // A read replica for lists, counts and stats (src/db/read-replica.ts).
@@ -62,10 +77,7 @@ const envSchema = z.object({
     .optional()
     .transform((v) => (v === undefined || v === '' ? '127.0.0.1' : v)),
   PORT: intFrom(4000, 0, 65535),
-  JOBGATE_DATA_DIR: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v)),
+  JOBGATE_DATA_DIR: optionalText(),
   JOBGATE_EMBEDDED_PORT: intFrom(0, 0, 65535),
   // At least 2: a run schedule's tick holds one connection while it triggers the run on another.
   DATABASE_POOL_MAX: intFrom(D.poolMax, 2, 1000),
@@ -81,54 +93,20 @@ const envSchema = z.object({
   // The demo handlers of the quick start (src/service/engine/demo/demo-handlers.ts): on by default only
   // on the embedded default outside production, so a gateway on a real database serves none.
   JOBGATE_DEMO_HANDLERS: z.enum(['on', 'off']).optional(),
-  JOBGATE_OUTBOUND_ALLOW: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    )
-    .refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
-  JOBGATE_CRON_SECRET: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
-  JOBGATE_SECRET_KEY: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => {
-      if (v === undefined) return true;
-      const raw = /^[0-9a-f]{64}$/i.test(v) ? Buffer.from(v, 'hex') : Buffer.from(v, 'base64');
-      return raw.length === 32;
-    }, 'must be 32 bytes, as base64 or hex (e.g. `openssl rand -base64 32`)'),
+  JOBGATE_OUTBOUND_ALLOW: commaList().refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
+  JOBGATE_CRON_SECRET: optionalText().refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
+  JOBGATE_SECRET_KEY: optionalText().refine((v) => {
+    if (v === undefined) return true;
+    const raw = /^[0-9a-f]{64}$/i.test(v) ? Buffer.from(v, 'hex') : Buffer.from(v, 'base64');
+    return raw.length === 32;
+  }, 'must be 32 bytes, as base64 or hex (e.g. `openssl rand -base64 32`)'),
   JOBGATE_INTROSPECTION: z.enum(['on', 'off']).default('on'),
   JOBGATE_PERSISTED_ONLY: z.enum(['on', 'off']).default('off'),
-  JOBGATE_PERSISTED_DOCUMENTS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    ),
-  JOBGATE_CORS_ORIGINS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    )
-    .refine(
-      (list) => list.every((o) => o === '*' || isOrigin(o)),
-      'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
-    ),
+  JOBGATE_PERSISTED_DOCUMENTS: commaList(),
+  JOBGATE_CORS_ORIGINS: commaList().refine(
+    (list) => list.every((o) => o === '*' || isOrigin(o)),
+    'must be a comma-separated list of origins (scheme://host[:port], no path), or *',
+  ),
   JOBGATE_MAX_BODY_BYTES: intFrom(1_000_000, 1024, 100_000_000),
   JOBGATE_WS_KEEPALIVE_MS: intFrom(WS_KEEPALIVE_MS, 1_000, 600_000),
   // Bounds on load (src/service/access/load-bounds.ts), per gateway replica; 0 turns one off.
@@ -140,16 +118,7 @@ const envSchema = z.object({
   JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: intFrom(B.subscriptionsPerConnection, 0, 1_000_000),
   JOBGATE_FAILED_AUTH_PER_MINUTE: intFrom(B.failedAuthPerMinute, 0, 1_000_000),
   // Proxies whose X-Forwarded-For names the client (the right-most address not itself trusted).
-  JOBGATE_TRUSTED_PROXIES: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    )
-    .refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
+  JOBGATE_TRUSTED_PROXIES: commaList().refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(D.retention.eventsHours, 1, 24 * 365),
   // Retention of finished history (src/service/engine/maintenance/pruner.ts); 0 days keeps it forever.
   JOBGATE_RETENTION_EXECUTIONS_DAYS: intFrom(D.retention.executionsDays, 0, 36_500),
@@ -164,25 +133,12 @@ const envSchema = z.object({
   JOBGATE_RETENTION_PAUSE_MS: intFrom(D.retention.pauseMs, 0, 60_000),
   JOBGATE_RETENTION_EVERY_MINUTES: intFrom(D.retention.everyMs / 60_000, 1, 24 * 60),
   // Alerts by email (src/service/engine/alerts/alert-handlers.ts).
-  JOBGATE_SMTP_URL: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || /^smtps?:\/\//.test(v), 'must be an smtp:// or smtps:// URL'),
-  JOBGATE_SMTP_FROM: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v)),
-  JOBGATE_ALERT_EMAIL_TO: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    )
-    .refine((list) => list.every(isPlainEmailAddress), 'must be a comma-separated list of plain email addresses (local@host.name)'),
+  JOBGATE_SMTP_URL: optionalText().refine((v) => v === undefined || /^smtps?:\/\//.test(v), 'must be an smtp:// or smtps:// URL'),
+  JOBGATE_SMTP_FROM: optionalText(),
+  JOBGATE_ALERT_EMAIL_TO: commaList().refine(
+    (list) => list.every(isPlainEmailAddress),
+    'must be a comma-separated list of plain email addresses (local@host.name)',
+  ),
   // Where people reach this gateway: alert emails link into its console from it.
   JOBGATE_PUBLIC_URL: z
     .string()
@@ -190,11 +146,10 @@ const envSchema = z.object({
     .transform((v) => (v === '' || v === undefined ? undefined : v.replace(/\/+$/, '')))
     .refine((v) => v === undefined || (/^https?:\/\/[^\s/?#]+/.test(v) && URL.canParse(v)), 'must be an http:// or https:// URL'),
   // Metrics and health (src/metrics, src/server/ops-routes.ts).
-  JOBGATE_METRICS_TOKEN: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || (v.length >= 16 && /^[\x21-\x7e]+$/.test(v)), 'must be at least 16 printable characters, no spaces'),
+  JOBGATE_METRICS_TOKEN: optionalText().refine(
+    (v) => v === undefined || (v.length >= 16 && /^[\x21-\x7e]+$/.test(v)),
+    'must be at least 16 printable characters, no spaces',
+  ),
   JOBGATE_METRICS_PORT: z
     .string()
     .optional()
@@ -210,11 +165,7 @@ const envSchema = z.object({
   JOBGATE_METRICS_ENDPOINT_LABELS: intFrom(D.metricsEndpointLabels, 1, 10_000),
   JOBGATE_SHUTDOWN_DELAY_MS: intFrom(0, 0, 600_000),
   JOBGATE_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
-  JOBGATE_LOG_FORMAT: z
-    .string()
-    .optional()
-    .transform((v) => (v === '' ? undefined : v))
-    .refine((v) => v === undefined || v === 'json' || v === 'pretty', 'must be json or pretty'),
+  JOBGATE_LOG_FORMAT: optionalText().refine((v) => v === undefined || v === 'json' || v === 'pretty', 'must be json or pretty'),
   NODE_ENV: z.string().default('development'),
 });
 
