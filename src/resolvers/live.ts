@@ -1,4 +1,5 @@
 import { BatchRef } from '../schema/batch.js';
+import { EndpointTypeEnum } from '../schema/endpoint.js';
 import { builder } from '../schema/builder.js';
 import { ExecutionEventRef, JobEventRef, RunEventRef } from '../schema/live.js';
 import { FindingRef, RunRef } from '../schema/run.js';
@@ -36,16 +37,22 @@ builder.subscriptionFields((t) => ({
   }),
   executionUpdates: t.field({
     type: ExecutionEventRef,
-    description: 'Execution state changes in your workspace, optionally of one job or one endpoint, in order.',
+    description: 'Execution state changes in your workspace, optionally of one job, one endpoint or one type of endpoint, in order.',
     args: {
       jobId: t.arg.id({ description: 'Only executions of this job.' }),
       endpointId: t.arg.id({ description: 'Only executions delivered to this endpoint.' }),
+      endpointType: t.arg({
+        type: EndpointTypeEnum,
+        description:
+          "Only executions on endpoints of this type: USER for your own work, INTERNAL for jobgate's (alert evaluations and deliveries, the reaper, retention), as `executions(filter: {endpointType:})` reads them. Default: both.",
+      }),
       after: t.arg.string({ description: AFTER }),
     },
     subscribe: (_root, args, ctx) =>
       ctx.live.executionUpdates(ctx.actor, {
         jobId: args.jobId == null ? null : String(args.jobId),
         endpointId: args.endpointId == null ? null : String(args.endpointId),
+        endpointType: args.endpointType,
         after: args.after,
       }),
     resolve: (event) => event,

@@ -140,6 +140,41 @@ describe('executionUpdates and jobEvents', () => {
     expect(JSON.stringify(probe.errors)).toContain('NOT_FOUND');
   });
 
+  it("narrows to one type of endpoint, live and in replay: USER leaves jobgate's own work out, INTERNAL shows only it", async () => {
+    const BY_TYPE = `subscription($type: EndpointType, $after: String) {
+      executionUpdates(endpointType: $type, after: $after) { cursor jobId status }
+    }`;
+    const internalEndpoint = await t.service.registerEndpoint(
+      t.systemActor,
+      { name: 'live.internal', kind: 'HANDLER', handlerName: 'live.noop' },
+      { type: 'INTERNAL' },
+    );
+    const users = await subscribed(key, BY_TYPE, { type: 'USER' });
+    const internals = await subscribed(key, BY_TYPE, { type: 'INTERNAL' });
+    const everything = await subscribed(key, BY_TYPE);
+    const before = everything.items.at(-1)?.cursor;
+    const ours = (await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE' })).job;
+    const theirs = (await t.service.createJob(t.systemActor, { endpointId: internalEndpoint.id, kind: 'IMMEDIATE' })).job;
+    await engine.worker();
+    const done = (job: { id: string }) => (xs: any[]) => xs.some((x) => x.jobId === job.id && x.status === 'SUCCEEDED');
+    await everything.until((xs) => done(ours)(xs) && done(theirs)(xs), 10_000, 'both jobs to succeed');
+    await users.until(done(ours), 10_000, 'our job in the USER stream');
+    await internals.until(done(theirs), 10_000, 'the internal job in the INTERNAL stream');
+    await quietPeriod(QUIET.delivery);
+    for (const sub of [users, internals, everything]) sub.stop();
+    expect(users.items.some((x) => x.jobId === theirs.id)).toBe(false);
+    expect(internals.items.some((x) => x.jobId === ours.id)).toBe(false);
+    expect(everything.items.filter((x) => x.jobId === ours.id).map((x) => x.status)).toEqual(['PENDING', 'RUNNING', 'SUCCEEDED']);
+
+    // The same narrowing in a replay, read by the database rather than by the live fan-out.
+    const replay = collect(live.client(key), BY_TYPE, { type: 'USER', after: before ?? '0' });
+    await replay.until(done(ours), 10_000, 'the replay to reach our job');
+    await quietPeriod(QUIET.delivery);
+    replay.stop();
+    expect(replay.items.filter((x) => x.jobId === ours.id).map((x) => x.status)).toEqual(['PENDING', 'RUNNING', 'SUCCEEDED']);
+    expect(replay.items.some((x) => x.jobId === theirs.id)).toBe(false);
+  });
+
   it('refuses a cursor that is not one, with VALIDATION_FAILED and the field', async () => {
     const sub = collect(live.client(key), JOBS, { after: 'yesterday' });
     await eventually(async () => sub.errors.length > 0, 5000, 'a refusal');

@@ -23,6 +23,20 @@ export async function findEndpointsByIds(db: Executor, workspaceId: string, ids:
   return db.selectFrom('endpoints').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', 'in', valid).execute();
 }
 
+/**
+ * The ids of the workspace's INTERNAL endpoints, archived ones too: jobgate's own, made with the
+ * workspace (migrations 000003, 000020); an endpoint's type never changes.
+ */
+export async function internalEndpointIds(db: Executor, workspaceId: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('endpoints')
+    .select('id')
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('type', '=', 'INTERNAL')
+    .execute();
+  return rows.map((r) => r.id);
+}
+
 /** The live (not archived) endpoint with that name. */
 export async function findEndpointByName(
   db: Executor,

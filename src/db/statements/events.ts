@@ -38,6 +38,8 @@ export interface EventMatch {
   topic: EventRow['topic'];
   jobId?: string | undefined;
   endpointId?: string | undefined;
+  /** Only events on INTERNAL endpoints (`internal`) or only those on the others; `ids` are the INTERNAL ones. */
+  endpointType?: { internal: boolean; ids: ReadonlySet<string> } | undefined;
   name?: string | undefined;
 }
 
@@ -67,6 +69,7 @@ left join lateral (
   select * from events
   where id > $1 and id <= $2 and workspace_id = $3 and topic = $4
     and ($5::uuid is null or job_id = $5) and ($6::uuid is null or endpoint_id = $6) and ($7::text is null or name = $7)
+    and ($9::boolean is null or coalesce(endpoint_id = any($10::uuid[]), false) = $9)
   order by id limit $8
 ) e on true
 where w.id = $3`;
@@ -94,6 +97,8 @@ export async function matchingEvents(
       match.endpointId ?? null,
       match.name ?? null,
       limit,
+      match.endpointType?.internal ?? null,
+      match.endpointType ? [...match.endpointType.ids] : null,
     ],
   });
   const prunedThrough = BigInt(rows[0]?.pruned_through ?? 0);

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { positionsBeforeJobs, type EventMatch } from '../../db/statements/events.js';
 import { eventHorizon, latestFindingId } from '../../db/statements/stream-horizon.js';
 import { findBatchesByIds } from '../../db/repositories/batches.js';
-import { findEndpointById } from '../../db/repositories/endpoints.js';
+import { findEndpointById, internalEndpointIds } from '../../db/repositories/endpoints.js';
 import { findJobById } from '../../db/repositories/jobs.js';
 import { scoped } from '../../db/repositories/scope.js';
 import type { Actor } from '../kernel/actor.js';
@@ -35,6 +35,7 @@ function openAfter(cursors: WorkspaceCursors, kind: 'event' | 'finding', after: 
 export const eventStreamSchema = z.object({
   jobId: idSchema.nullish(),
   endpointId: idSchema.nullish(),
+  endpointType: z.enum(['USER', 'INTERNAL']).nullish(),
   name: text().min(1).max(200).nullish(),
   after: eventCursorSchema.nullish(),
 });
@@ -94,7 +95,9 @@ export function createLiveService(ctx: ServiceContext) {
 
     /**
      * Authorises a stream of execution, job or run events in the actor's workspace, optionally
-     * narrowed to a job, an endpoint or (runs) a handler name, from `after` on. Throws
+     * narrowed to a job, an endpoint, a type of endpoint or (runs) a handler name, from `after`
+     * on. The type is matched against the workspace's INTERNAL endpoints as they are when the
+     * stream opens: jobgate makes them with the workspace, so they are all there by then. Throws
      * VALIDATION_FAILED (a bad cursor, or one above every event id handed out), NOT_FOUND (a job
      * or endpoint not in the workspace), CURSOR_EXPIRED (events after `after` were pruned:
      * replaying would skip them silently).
@@ -110,6 +113,7 @@ export function createLiveService(ctx: ServiceContext) {
       if (input.jobId && !(await findJobById(db, workspaceId, input.jobId))) throw new NotFoundError('Job', input.jobId);
       if (input.endpointId && !(await findEndpointById(db, workspaceId, input.endpointId)))
         throw new NotFoundError('Endpoint', input.endpointId);
+      const internal = input.endpointType ? await internalEndpointIds(db, workspaceId) : undefined;
       const cursors = await ctx.cursors.forWorkspace(db, workspaceId);
       const cursorOf = (id: bigint | number) => cursors.seal('event', id);
       const after = openAfter(cursors, 'event', input.after);
@@ -124,6 +128,8 @@ export function createLiveService(ctx: ServiceContext) {
           topic,
           jobId: input.jobId ?? undefined,
           endpointId: input.endpointId ?? undefined,
+          endpointType:
+            input.endpointType && internal ? { internal: input.endpointType === 'INTERNAL', ids: new Set(internal) } : undefined,
           name: input.name ?? undefined,
         },
         after,

@@ -165,6 +165,8 @@ function matches(match: EventMatch, row: EventRow): boolean {
     match.topic === row.topic &&
     (match.jobId === undefined || match.jobId === row.job_id) &&
     (match.endpointId === undefined || match.endpointId === row.endpoint_id) &&
+    (match.endpointType === undefined ||
+      match.endpointType.internal === (row.endpoint_id !== null && match.endpointType.ids.has(row.endpoint_id))) &&
     (match.name === undefined || match.name === row.name)
   );
 }
