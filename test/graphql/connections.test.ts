@@ -86,6 +86,35 @@ describe('connections', () => {
     }
   });
 
+  it('refuses a page after a cursor whose item is gone (CURSOR_EXPIRED), rather than an empty page that reads as the end', async () => {
+    const gone = (await t.service.registerEndpoint(t.actor, { name: 'page.gone', kind: 'HANDLER', handlerName: 'p' })).id;
+    for (let i = 0; i < 4; i++) await t.service.createJob(t.actor, { endpointId: gone, kind: 'IMMEDIATE', name: `gone-${i}` });
+    const EXECUTIONS = `query ($after: String, $endpointId: ID) {
+      executions(first: 2, after: $after, filter: { endpointId: $endpointId }) { nodes { id } pageInfo { hasNextPage endCursor } }
+    }`;
+    const first: any = await g.gql(EXECUTIONS, { endpointId: gone });
+    const second: any = await g.gql(EXECUTIONS, { endpointId: gone, after: first.data.executions.pageInfo.endCursor });
+    expect(second.data.executions.nodes).toHaveLength(2);
+    // The last page: its cursor's row is there, and nothing is after it. The end, not an error.
+    const end: any = await g.gql(EXECUTIONS, { endpointId: gone, after: second.data.executions.pageInfo.endCursor });
+    expect(end.errors).toBeUndefined();
+    expect(end.data.executions.nodes).toEqual([]);
+
+    // Retention prunes the row the first page ended at; two older ones remain.
+    const pruned = first.data.executions.nodes[1].id;
+    await t.database.pool.query('delete from executions where id = $1', [pruned]);
+    const after: any = await g.gql(EXECUTIONS, { endpointId: gone, after: first.data.executions.pageInfo.endCursor });
+    expect(after.data).toBeNull();
+    expect(after.errors![0]!.extensions).toMatchObject({ code: 'CURSOR_EXPIRED', after: first.data.executions.pageInfo.endCursor });
+
+    // A well-formed cursor naming no row of the list is refused the same way, on every keyset list.
+    const nowhere = Buffer.from(`v1:${crypto.randomUUID()}`).toString('base64url');
+    for (const list of ['jobs', 'executions', 'runConnection']) {
+      const res: any = await g.gql(`query ($after: String) { ${list}(first: 2, after: $after) { nodes { id } } }`, { after: nowhere });
+      expect(res.errors![0]!.extensions).toMatchObject({ code: 'CURSOR_EXPIRED' });
+    }
+  });
+
   it('lists executions by job and status, with attempts and job resolvable', async () => {
     const { job } = await t.service.createJob(t.actor, { endpointId, kind: 'IMMEDIATE', name: 'with-exec' });
     const res = await g.gql(

@@ -34,7 +34,7 @@ import {
   type WaitingFor,
 } from '../kernel/models.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
-import { COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+import { checkPageCursor, COUNT_LIMIT, decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
 
 export function createJobReads(ctx: ServiceContext) {
   const { db } = ctx;
@@ -66,6 +66,7 @@ export function createJobReads(ctx: ServiceContext) {
       const afterId = page.after ? decodeCursor(page.after) : undefined;
       const from = ctx.reader(actor);
       const rows = await jobsRepo.listJobs(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      await checkPageCursor(db, 'jobs', actor.workspaceId, page.after, rows);
       return toConnection(rows, size, toJob, () => jobsRepo.countJobs(from, actor.workspaceId, filter, COUNT_LIMIT));
     },
 
@@ -88,6 +89,7 @@ export function createJobReads(ctx: ServiceContext) {
       const afterId = page.after ? decodeCursor(page.after) : undefined;
       const from = ctx.reader(actor);
       const rows = await executionList.listExecutions(from, actor.workspaceId, { ...filter, limit: size + 1, afterId });
+      await checkPageCursor(db, 'executions', actor.workspaceId, page.after, rows);
       return toConnection(rows, size, toExecution, () => executionList.countExecutions(from, actor.workspaceId, filter, COUNT_LIMIT));
     },
 

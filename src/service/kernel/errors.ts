@@ -21,7 +21,8 @@ export const ERROR_CODES = {
   INTERNAL_ENDPOINT: "The endpoint is jobgate's own: users cannot create jobs on it, change it or cancel it.",
   LOCK_HELD: 'Another job with the same lock key has a pending or running execution.',
   SLOW_CONSUMER: 'A live subscription fell too far behind and was cut; resubscribe with `after` to resume.',
-  CURSOR_EXPIRED: 'The events after this cursor were pruned by retention; start again without `after`.',
+  CURSOR_EXPIRED:
+    'What `after` pointed at was pruned by retention (or deleted): the events after a stream cursor, or the item a page cursor was taken at. Start again without `after`.',
   UNAVAILABLE: 'The database cannot be reached just now (HTTP 503): retry later.',
   LEASE_LOST: "A handler's fenced transaction (ctx.transaction) found its lease lost or taken over: nothing it wrote was committed.",
   RATE_LIMITED:
@@ -189,6 +190,22 @@ export class CursorExpiredError extends DomainError {
       'CURSOR_EXPIRED',
       `events after cursor ${after} are past the retention window and no longer kept; re-read the current state, then subscribe without \`after\` (or from cursor ${oldestCursor}, the oldest it can resume from)`,
       { after, oldestCursor },
+    );
+  }
+}
+
+/**
+ * A page cursor whose row is no longer in its list: pruned by retention or deleted since it was
+ * handed out (or, were it made up or taken from another list, never there). A keyset page reads
+ * its position from that row, so without it the page would come back empty and look like the end.
+ */
+export class PageCursorExpiredError extends DomainError {
+  override name = 'PageCursorExpiredError';
+  constructor(after: string) {
+    super(
+      'CURSOR_EXPIRED',
+      'the item this page cursor was taken at is no longer in the list (pruned by retention, or deleted), so the page after it cannot be found; read the list again from its first page',
+      { after },
     );
   }
 }

@@ -3,8 +3,9 @@
  * (created_at, id); a cursor is the id of the last row seen, and the next page is the rows
  * strictly below that row's (created_at, id) pair, read with full database precision.
  */
-import { isUuid } from '../../db/repositories/scope.js';
-import { ValidationError } from './errors.js';
+import { cursorRowExists, type KeysetTable } from '../../db/repositories/keyset.js';
+import { isUuid, type Executor } from '../../db/repositories/scope.js';
+import { PageCursorExpiredError, ValidationError } from './errors.js';
 import type { PageInput } from './inputs.js';
 
 export interface Edge<T> {
@@ -34,6 +35,24 @@ export function decodeCursor(cursor: string): string {
   // The shape alone lets 36 dashes through, which Postgres refuses as a uuid (an internal error).
   if (!match || !isUuid(match[1]!)) throw ValidationError.at(['after'], 'is not a cursor returned by this list');
   return match[1]!;
+}
+
+/**
+ * CURSOR_EXPIRED when `rows`, a page read after the cursor `after`, are none because the cursor's
+ * row is gone (pruned by retention, or deleted): a keyset page compares with that row, so it
+ * would come back empty, and a client (Apollo's fetchMore, Relay's loadNext) would take it for
+ * the end of the list while older rows remain. Asked only of an empty page: a full one costs
+ * nothing more. Read on the primary: a replica behind it may not hold a row just handed out.
+ */
+export async function checkPageCursor(
+  db: Executor,
+  table: KeysetTable,
+  workspaceId: string,
+  after: string | null | undefined,
+  rows: readonly unknown[],
+): Promise<void> {
+  if (rows.length > 0 || after == null) return;
+  if (!(await cursorRowExists(db, table, decodeCursor(after), workspaceId))) throw new PageCursorExpiredError(after);
 }
 
 /**

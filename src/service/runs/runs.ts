@@ -14,7 +14,7 @@ import type { WorkspaceCursors } from '../kernel/cursors.js';
 import { hasLiveRegistration } from '../../db/repositories/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from '../kernel/errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from '../kernel/inputs.js';
-import { COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+import { checkPageCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
 import { batchedFirstPages, batchedRead } from '../kernel/batched-reads.js';
 import {
   countFindings,
@@ -353,6 +353,7 @@ export function createRunsService(ctx: ServiceContext) {
       const size = pageSize(page);
       const afterId = page.after ? decodeCursor(page.after) : undefined;
       const rows = await runsRepo.runPage(db, actor.workspaceId, filter, { limit: size + 1, afterId });
+      await checkPageCursor(db, 'runs', actor.workspaceId, page.after, rows);
       return toConnection(rows, size, toRun);
     },
 
