@@ -69,10 +69,31 @@ interface RequestParams {
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
-/** The hash of a well-formed `extensions.persistedQuery`, else undefined. */
+/**
+ * graphql-codegen's client preset from version 6 names a hash with its algorithm (`sha256:<hex>`),
+ * in its manifests and in what its documents send: the same hash as the bare hex.
+ */
+const bareHash = (hash: string) => (hash.startsWith(ALGORITHM_PREFIX) ? hash.slice(ALGORITHM_PREFIX.length) : hash);
+const ALGORITHM_PREFIX = 'sha256:';
+
+/** The hash of a well-formed `extensions.persistedQuery` (bare hex), else undefined. */
 function hashOf(params: RequestParams): string | undefined {
   const persisted = params.extensions?.['persistedQuery'] as { version?: unknown; sha256Hash?: unknown } | undefined;
-  return persisted?.version === 1 && typeof persisted.sha256Hash === 'string' ? persisted.sha256Hash : undefined;
+  return persisted?.version === 1 && typeof persisted.sha256Hash === 'string' ? bareHash(persisted.sha256Hash) : undefined;
+}
+
+/**
+ * The params as the APQ plugin reads them: the hash without an algorithm prefix, and an empty
+ * `query` beside a hash dropped (graphql-ws and graphql-sse clients must send a string; the
+ * plugin takes the lookup only when there is none). The same params when nothing changes.
+ */
+function asPersisted<P extends RequestParams>(params: P): P {
+  const hash = hashOf(params);
+  if (hash === undefined) return params;
+  const sent = (params.extensions!['persistedQuery'] as { sha256Hash: string }).sha256Hash;
+  if (sent === hash && params.query !== '') return params;
+  const extensions = { ...params.extensions, persistedQuery: { ...(params.extensions!['persistedQuery'] as object), sha256Hash: hash } };
+  return { ...params, ...(params.query === '' ? { query: undefined } : {}), extensions };
 }
 
 /** A document's text sent by the client (graphql-ws clients send `''` beside a hash). */
@@ -87,8 +108,10 @@ export function createPersistedQueries(options: PersistedQueriesOptions = {}): P
     set: (hash, query) => (only || query.length > MAX_QUERY_CHARS || trusted.has(hash) ? undefined : memory.set(hash, query)),
   };
   const onlyTrusted: Plugin = {
-    onParams({ params }) {
+    onParams({ params, setParams }) {
       if (only && hasText(params)) throw persistedQueryOnly();
+      const normal = asPersisted(params);
+      if (normal !== params) setParams(normal);
     },
   };
   return {
@@ -117,7 +140,8 @@ export function createPersistedQueries(options: PersistedQueriesOptions = {}): P
 
 /**
  * Reads a manifest of trusted documents (a JSON object, SHA-256 hex to document, as graphql-codegen's
- * client preset writes it with `persistedDocuments: { hashAlgorithm: 'sha256' }`). An entry whose
+ * client preset writes it with `persistedDocuments: { hashAlgorithm: 'sha256' }`; from version 6
+ * it writes `sha256:<hex>`, read as the same hash). An entry whose
  * hash is not its document's is refused: the hash is what a client is trusted by.
  */
 export function readDocumentManifest(path: string): Map<string, string> {
@@ -126,9 +150,9 @@ export function readDocumentManifest(path: string): Map<string, string> {
     throw new Error(`${path}: a persisted documents manifest is a JSON object of SHA-256 hashes to documents`);
   const documents = new Map<string, string>();
   for (const [hash, document] of Object.entries(parsed)) {
-    if (typeof document !== 'string' || sha256(document) !== hash.toLowerCase())
-      throw new Error(`${path}: "${hash}" is not the SHA-256 of its document`);
-    documents.set(hash.toLowerCase(), document);
+    const hex = bareHash(hash).toLowerCase();
+    if (typeof document !== 'string' || sha256(document) !== hex) throw new Error(`${path}: "${hash}" is not the SHA-256 of its document`);
+    documents.set(hex, document);
   }
   return documents;
 }

@@ -120,11 +120,14 @@ describe('persisted only (JOBGATE_PERSISTED_ONLY)', () => {
   let url: string;
   let extraDir: string;
   const extra = 'query Mine { workspace { slug } }';
+  // graphql-codegen's client preset 6 writes its hashes as `sha256:<hex>`, and its documents send them so.
+  const preset6 = 'query Named { workspace { name } }';
   beforeAll(async () => {
     extraDir = mkdtempSync(join(tmpdir(), 'jobgate-manifest-'));
     writeFileSync(join(extraDir, 'mine.json'), JSON.stringify({ [sha256(extra)]: extra }));
-    const config = parseConfig({ JOBGATE_PERSISTED_ONLY: 'on', JOBGATE_PERSISTED_DOCUMENTS: 'mine.json' }, extraDir);
-    expect(config.persistedDocuments).toEqual([join(extraDir, 'mine.json')]);
+    writeFileSync(join(extraDir, 'preset6.json'), JSON.stringify({ [`sha256:${sha256(preset6)}`]: preset6 }));
+    const config = parseConfig({ JOBGATE_PERSISTED_ONLY: 'on', JOBGATE_PERSISTED_DOCUMENTS: 'mine.json,preset6.json' }, extraDir);
+    expect(config.persistedDocuments).toEqual([join(extraDir, 'mine.json'), join(extraDir, 'preset6.json')]);
     url = await gateway({ persisted: { only: config.persistedOnly, manifests: config.persistedDocuments } });
   });
   afterAll(() => rmSync(extraDir, { recursive: true, force: true }));
@@ -133,6 +136,25 @@ describe('persisted only (JOBGATE_PERSISTED_ONLY)', () => {
     expect((await post(url, { extensions: apq(viewerHash) })).body.data.viewer.role).toBe('VIEWER');
     expect((await post(url, { extensions: apq(sha256(extra)) })).body).toEqual({ data: { workspace: { slug: 'default' } } });
     expect(await overWebSocket(url, { query: '', extensions: apq(viewerHash) })).toMatchObject({ data: { viewer: { role: 'VIEWER' } } });
+  });
+
+  it('reads a hash named with its algorithm (sha256:<hex>) as the bare hex, in manifests and requests', async () => {
+    const named = { data: { workspace: { name: expect.any(String) } } };
+    expect((await post(url, { extensions: apq(`sha256:${sha256(preset6)}`) })).body).toEqual(named);
+    expect((await post(url, { extensions: apq(sha256(preset6)) })).body).toEqual(named);
+    expect((await post(url, { extensions: apq(`sha256:${sha256(extra)}`) })).body).toEqual({ data: { workspace: { slug: 'default' } } });
+  });
+
+  it('takes an empty query beside a hash as no text, over HTTP as over graphql-ws (graphql-sse clients must send a string)', async () => {
+    const res = await post(url, { query: '', extensions: apq(sha256(extra)) });
+    expect(res).toEqual({ status: 200, body: { data: { workspace: { slug: 'default' } } } });
+    const sse = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ query: '', extensions: apq(sha256(extra)) }),
+    });
+    expect(sse.status).toBe(200);
+    expect(await sse.text()).toContain('"slug":"default"');
   });
 
   it('refuses a document sent as text, even a trusted one or with its hash, and keeps nothing', async () => {
