@@ -341,13 +341,13 @@ export async function startGateway(
   return { server, yoga, bounds, url, close: closer(server, ws, inFlight) };
 }
 
-/** The content types of a subscription's stream: SSE, and yoga's incremental delivery over multipart. */
-const STREAMING = /^(text\/event-stream|multipart\/mixed)/;
+/** The content type of a subscription's stream over HTTP: yoga serves subscriptions as SSE only (multipart is a 406, ./media-type.ts). */
+const STREAMING = /^text\/event-stream/;
 
 /**
  * The gateway's close, once however often called: no new connections, WebSocket ones closed,
- * idle ones at once, and what is still answering given up to 5 s. A subscription over SSE (or
- * multipart) streams until its client leaves, so the close waited the whole 5 s for each one: their
+ * idle ones at once, and what is still answering given up to 5 s. A subscription over SSE
+ * streams until its client leaves, so the close waited the whole 5 s for each one: their
  * connections are closed now, as WebSocket ones are.
  */
 function closer(server: Server, ws: { close(): unknown }, inFlight: Set<ServerResponse>): () => Promise<void> {

@@ -1,21 +1,32 @@
 /**
  * A request whose Content-Type yoga has no parser for gets a 415 with an empty body from yoga,
- * where every other refusal (400, 401, 405, 413, 429) carries a JSON error with its code. This
- * gives the 415 the same shape: BAD_REQUEST, saying which types are read.
+ * where every other refusal (400, 401, 405, 413, 429) carries a JSON error with its code; so does
+ * a 406, a result none of the Accept header's types can carry: most often a subscription asked
+ * for as multipart/mixed (Apollo Client's HttpLink), which yoga serves only as SSE. This gives
+ * both the same shape: BAD_REQUEST, saying what is served.
  */
 import type { Plugin } from 'graphql-yoga';
 
 export const UNSUPPORTED_MEDIA_TYPE_MESSAGE =
   'unsupported Content-Type: send the operation as application/json (or application/graphql, application/graphql+json, application/x-www-form-urlencoded), or as a GET with query parameters';
 
+export const NOT_ACCEPTABLE_MESSAGE =
+  'none of the media types in Accept can carry this result: a subscription streams as text/event-stream (SSE), or over graphql-ws at this same URL (Apollo Client: GraphQLWsLink; multipart/mixed subscriptions are not served); any other operation answers application/graphql-response+json or application/json';
+
+const REFUSALS: Record<number, { message: string; statusText: string }> = {
+  406: { message: NOT_ACCEPTABLE_MESSAGE, statusText: 'Not Acceptable' },
+  415: { message: UNSUPPORTED_MEDIA_TYPE_MESSAGE, statusText: 'Unsupported Media Type' },
+};
+
 export function useMediaTypeError(): Plugin {
   return {
     onResponse({ response, setResponse, fetchAPI }) {
-      if (response.status !== 415 || response.body !== null) return;
+      const refusal = REFUSALS[response.status];
+      if (!refusal || response.body !== null) return;
       const headers = new fetchAPI.Headers(response.headers);
       headers.set('content-type', 'application/json; charset=utf-8');
-      const body = JSON.stringify({ errors: [{ message: UNSUPPORTED_MEDIA_TYPE_MESSAGE, extensions: { code: 'BAD_REQUEST' } }] });
-      setResponse(new fetchAPI.Response(body, { status: 415, statusText: 'Unsupported Media Type', headers }));
+      const body = JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: 'BAD_REQUEST' } }] });
+      setResponse(new fetchAPI.Response(body, { status: response.status, statusText: refusal.statusText, headers }));
     },
   };
 }

@@ -2,6 +2,7 @@
  * A gateway closing (a process stopping) with a subscription streaming over SSE: the stream's
  * connection is closed at once, as WebSocket ones are, not left to the fallback that cuts every
  * connection still open after 5 s (a newcomer's Ctrl-C with the README's `curl -N` open hung so).
+ * And a subscription asked for as a stream the gateway does not serve.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDb } from '../support/db.js';
@@ -20,6 +21,25 @@ beforeAll(async () => {
 afterAll(async () => {
   await live.close();
   await t.close();
+});
+
+describe('subscriptions over HTTP', () => {
+  it("answers a subscription asked for as multipart (Apollo's HttpLink) with 406 and a JSON error saying what is served", async () => {
+    const res = await fetch(live.httpUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'multipart/mixed;boundary="graphql";subscriptionSpec="1.0",application/json',
+        authorization: `Bearer ${key}`,
+      },
+      body: JSON.stringify({ query: 'subscription { executionUpdates { status } }' }),
+    });
+    expect(res.status).toBe(406);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const answer = (await res.json()) as { errors?: { message: string; extensions?: { code?: string } }[] };
+    expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+    expect(answer.errors?.[0]?.message).toMatch(/text\/event-stream.*graphql-ws/);
+  });
 });
 
 describe('closing the gateway', () => {
