@@ -19,6 +19,7 @@ function parseDateTime(value: string): Date {
 }
 
 export const DateTimeScalar = builder.scalarType('DateTime', {
+  specifiedByURL: 'https://www.rfc-editor.org/rfc/rfc3339#section-5.6',
   description:
     'An instant, as an RFC 3339 (ISO-8601) string with seconds and a time zone offset, e.g. "2026-12-01T09:30:00.000Z" or "2026-12-01T10:30:00+01:00"; years 0001-9999; digits past the millisecond are dropped. A string without an offset or seconds, or naming a day that does not exist, is refused.',
   serialize: (value) => {

@@ -37,15 +37,23 @@ import '../resolvers/stats.js';
 import '../resolvers/retention.js';
 import '../resolvers/entities.js';
 import { printSubgraphSchema } from '@apollo/subgraph';
-import { lexicographicSortSchema, printSchema, type GraphQLSchema } from 'graphql';
+import { GraphQLSchema, lexicographicSortSchema, printSchema } from 'graphql';
 import { builder } from './builder.js';
 import { describeFederation, FEDERATION_LINK, withoutFederation } from './federation.js';
 import { boxJsonOutputs } from './json-output.js';
 
+/** What introspection's `__schema { description }` and the SDL's schema definition say of the whole API. */
+const DESCRIPTION =
+  'jobgate: register endpoints, create jobs (immediate, delayed, cron), watch their executions run, live. Every object of your workspace is a Node; errors carry `extensions.code`, one of ErrorCode.';
+
 /** The served schema: the API, plus federation's `_service` and `_entities` (./federation.ts). */
 export const schema: GraphQLSchema = boxJsonOutputs(
-  describeFederation(builder.toSubGraphSchema({ sortSchema: true, linkUrl: FEDERATION_LINK })),
+  described(describeFederation(builder.toSubGraphSchema({ sortSchema: true, linkUrl: FEDERATION_LINK }))),
 );
+
+function described(built: GraphQLSchema): GraphQLSchema {
+  return new GraphQLSchema({ ...built.toConfig(), description: DESCRIPTION });
+}
 
 /** The SDL as checked in to `schema.graphql`: the public API, without federation's plumbing. */
 export function printSdl(): string {

@@ -41,11 +41,24 @@ describe('the schema as a product', () => {
     expect(missing).toEqual([]);
   });
 
-  it('answers the full introspection query that code generators send', async () => {
-    const res = await g.gql(getIntrospectionQuery({ descriptions: true, inputValueDeprecation: true }));
+  it('answers the full introspection query that code generators send, with every option', async () => {
+    const res = await g.gql(
+      getIntrospectionQuery({
+        descriptions: true,
+        inputValueDeprecation: true,
+        specifiedByUrl: true,
+        directiveIsRepeatable: true,
+        schemaDescription: true,
+        oneOf: true,
+      }),
+    );
     expect(res.errors).toBeUndefined();
     const names = res.data.__schema.types.map((ty: { name: string }) => ty.name);
     expect(names).toEqual(expect.arrayContaining(['Job', 'Endpoint', 'Execution', 'CreateJobInput', 'JobConnection']));
+    expect(res.data.__schema.description).toMatch(/^jobgate/);
+    // A client can tell what DateTime's strings are without reading its prose.
+    const dateTime = res.data.__schema.types.find((ty: { name: string }) => ty.name === 'DateTime');
+    expect(dateTime.specifiedByURL).toMatch(/rfc3339/);
   });
 });
 
