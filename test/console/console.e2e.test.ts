@@ -332,7 +332,10 @@ describe('the console', { timeout: 90_000 }, () => {
         .getByRole('checkbox')
         .check();
       await page.getByRole('button', { name: 'Cancel selected' }).click();
-      await dialog.getByRole('button', { name: 'Keep as is' }).click();
+      // Focus starts on declining: a second Enter meant for the button that opened it confirms nothing.
+      await dialog.getByRole('button', { name: 'Keep as is' }).waitFor();
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Keep as is');
+      await page.keyboard.press('Enter');
       expect(await dialog.count()).toBe(0);
       expect((await statusesByJob())['bulk-b']).toBe('FAILED');
 
@@ -538,6 +541,14 @@ describe('the console', { timeout: 90_000 }, () => {
     const paused = (await t.query(`select pause_reason from runs where id = $1`, [run.id])).rows[0].pause_reason as string;
     expect(await admin.getByTestId('run-paused').textContent()).toBe(paused);
     await admin.getByRole('button', { name: 'Resume run' }).waitFor();
+    // The overview counts it under "Paused runs", marked a problem once it is a crash that paused it.
+    await admin.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Overview', exact: true }).click();
+    const pausedTile = admin.getByTestId('overview-tiles').getByRole('link', { name: /Paused runs/ });
+    await expect.poll(() => pausedTile.textContent(), { timeout: 10_000 }).toMatch(/^[1-9]/);
+    expect(await pausedTile.locator('.tile-value.bad').count()).toBe(0);
+    await t.query(`update runs set pause_kind = 'CRASHED' where id = $1`, [run.id]);
+    await admin.reload();
+    await expect.poll(() => pausedTile.locator('.tile-value.bad').count(), { timeout: 10_000 }).toBe(1);
     // Ended without a total and without findings.
     const ended = (await t.service.triggerRun(t.actor, { name: 'console.paged-scan', force: true })).run;
     await t.query(`update runs set status = 'FAILED', finished_at = now(), error = 'it broke', total = null where id = $1`, [ended.id]);
@@ -814,8 +825,8 @@ describe('the console', { timeout: 90_000 }, () => {
     const page = await signedIn(key, 'revoked');
     await expect.poll(() => page.getByTestId('role').textContent()).toBe('OPERATOR');
     await expect.poll(() => page.getByTestId('live-state').textContent(), { timeout: 10_000 }).toBe('Live');
-    admin.once('dialog', (d) => void d.accept());
     await admin.getByRole('button', { name: 'Revoke key console soon revoked' }).click();
+    await admin.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).click();
     await admin
       .getByTestId('keys')
       .getByRole('row', { name: /console soon revoked/ })

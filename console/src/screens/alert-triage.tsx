@@ -192,7 +192,13 @@ export function SilenceControl({
           </option>
         ))}
       </select>
-      <button type="button" disabled={silence.pending} aria-label={`Silence ${what}`} onClick={() => void run()}>
+      {/* The name holds the visible text (WCAG 2.5.3), so voice control and getByRole find it by what it shows. */}
+      <button
+        type="button"
+        disabled={silence.pending}
+        aria-label={subject ? `Silence ${what}` : `Silence rule: ${what}`}
+        onClick={() => void run()}
+      >
         {subject ? 'Silence' : 'Silence rule'}
       </button>
     </span>

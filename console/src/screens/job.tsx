@@ -5,6 +5,7 @@ import { useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { firstPage } from '../lib/paging.ts';
 import { href } from '../lib/router.ts';
 import { Empty, ErrorBox, Link, Loading, Status, Time } from '../ui/common.tsx';
+import { useConfirm } from '../ui/confirm.tsx';
 import { PagedTable } from '../ui/paged-table.tsx';
 import { JobGraph } from './job-graph.tsx';
 import { executionWithAttemptsColumns } from './shared.tsx';
@@ -278,6 +279,7 @@ function JobActions({ job, onDone }: { job: JobQuery['job']; onDone(): void }) {
   const resume = useMutation(ResumeJobDocument);
   const cancel = useMutation(CancelJobDocument);
   const [editing, setEditing] = useState(false);
+  const [confirmDialog, confirm] = useConfirm();
   const may = job.viewerCan;
   if (!may.trigger && !may.pause && !may.resume && !may.update && !may.cancel) return null;
   const act = async (m: { run(v: { id: string }): Promise<unknown> }) => {
@@ -311,14 +313,20 @@ function JobActions({ job, onDone }: { job: JobQuery['job']; onDone(): void }) {
         <button
           type="button"
           className="danger"
-          onClick={() => {
-            if (confirm('Cancel this job? It is retired, its pending executions are cancelled and its schedule stops.')) void act(cancel);
+          onClick={async () => {
+            const ok = await confirm({
+              message:
+                'Cancel this job? It is retired: its schedule stops, its pending executions are cancelled, and a running attempt is asked to stop.',
+              action: 'Cancel job',
+            });
+            if (ok) await act(cancel);
           }}
           disabled={cancel.pending}
         >
           Cancel job
         </button>
       )}
+      {confirmDialog}
       <ErrorBox error={error} title="The action was refused" />
       {editing && (
         <EditJob

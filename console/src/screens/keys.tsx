@@ -3,6 +3,7 @@ import { graphql } from '../gql/index.ts';
 import type { Role } from '../gql/graphql.ts';
 import { useCan, useMutation, useQuery, useSession } from '../lib/hooks.ts';
 import { Empty, ErrorBox, Loading, Status, Time } from '../ui/common.tsx';
+import { useConfirm } from '../ui/confirm.tsx';
 
 const KeysDocument = graphql(`
   query Keys {
@@ -48,10 +49,12 @@ export function KeysScreen() {
   const [name, setName] = useState('');
   const [role, setRole] = useState<Role>('VIEWER');
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
+  const [confirmDialog, confirm] = useConfirm();
   if (!can('ADMIN')) return <Empty>API keys are managed by ADMIN keys.</Empty>;
   return (
     <section aria-labelledby="keys-title">
       <h1 id="keys-title">API keys</h1>
+      {confirmDialog}
       <form
         className="form"
         aria-labelledby="create-key-title"
@@ -136,11 +139,11 @@ export function KeysScreen() {
                       className="danger"
                       aria-label={`Revoke key ${k.name}`}
                       onClick={async () => {
-                        if (
-                          confirm(`Revoke the key "${k.name}"? It stops working at once, live streams included.`) &&
-                          (await revoke.run({ id: k.id }))
-                        )
-                          q.reload();
+                        const ok = await confirm({
+                          message: `Revoke the key "${k.name}"? It stops working at once, live streams included.`,
+                          action: 'Revoke key',
+                        });
+                        if (ok && (await revoke.run({ id: k.id }))) q.reload();
                       }}
                     >
                       Revoke

@@ -67,6 +67,14 @@ const OverviewDocument = graphql(`
       totalCount
       totalCountCapped
     }
+    pausedRuns: runConnection(status: PAUSED, first: 20) {
+      totalCount
+      totalCountCapped
+      nodes {
+        id
+        pauseKind
+      }
+    }
     openAlerts: alertStates(status: [OPEN], first: 1) {
       totalCount
       totalCountCapped
@@ -158,8 +166,16 @@ export function Overview() {
           label="Failed runs"
           value={q.data.failedRuns.totalCount ?? 0}
           capped={!!q.data.failedRuns.totalCountCapped}
-          to={href('runs')}
+          to={href('runs') + '?status=FAILED'}
           bad
+        />
+        {/* A run whose worker died waits, paused, for someone to resume it: a problem, as a failure is. */}
+        <Tile
+          label="Paused runs"
+          value={q.data.pausedRuns.totalCount ?? 0}
+          capped={!!q.data.pausedRuns.totalCountCapped}
+          to={href('runs') + '?status=PAUSED'}
+          bad={q.data.pausedRuns.nodes.some((r) => r.pauseKind === 'CRASHED')}
         />
       </div>
       <div className="charts">

@@ -70,6 +70,8 @@ export function Link({ to, children, className, ariaLabel }: { to: string; child
  */
 export function ErrorBox({ error, title = 'Something went wrong' }: { error: ApiError | null | undefined; title?: string }) {
   if (!error) return null;
+  // Unreachable (the gateway, or its database) is no refusal: say so, whatever the caller's title.
+  if (error.code === 'UNAVAILABLE') title = 'Unavailable just now, try again';
   const issues = error.issues.filter((i) => !error.message.includes(`${i.path.join('.') || '(input)'}: ${i.message}`));
   return (
     <div className="error" role="alert">

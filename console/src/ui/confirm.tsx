@@ -20,10 +20,16 @@ interface Pending extends ConfirmRequest {
 export function useConfirm(): [ReactNode, (request: ConfirmRequest) => Promise<boolean>] {
   const [pending, setPending] = useState<Pending | null>(null);
   const ref = useRef<HTMLDialogElement>(null);
+  const keep = useRef<HTMLButtonElement>(null);
   const opener = useRef<Element | null>(null);
   useEffect(() => {
     const dialog = ref.current;
-    if (pending && dialog && !dialog.open) dialog.showModal();
+    if (!pending || !dialog || dialog.open) return;
+    dialog.showModal();
+    // showModal() focuses the dialog's first focusable element, the action: an Enter meant for
+    // the button that opened it would confirm. React's autoFocus ran before showModal() and puts
+    // no `autofocus` attribute in the page for the dialog to honour, so declining is focused here.
+    keep.current?.focus();
   }, [pending]);
   const confirm = useCallback(
     (request: ConfirmRequest) =>
@@ -54,7 +60,7 @@ export function useConfirm(): [ReactNode, (request: ConfirmRequest) => Promise<b
         <button type="button" className="danger" onClick={() => close(true)}>
           {pending.action}
         </button>
-        <button type="button" autoFocus onClick={() => close(false)}>
+        <button type="button" ref={keep} onClick={() => close(false)}>
           Keep as is
         </button>
       </div>

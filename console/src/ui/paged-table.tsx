@@ -59,7 +59,8 @@ export function Table<T>({ testId, caption, columns, rows, rowKey, rowAttributes
   const shown = columns.filter((c): c is Column<T> => c !== false);
   const chosen = select ? rows.filter((r) => select.isSelected(r)).length : 0;
   return (
-    <div className="table-box">
+    // Focusable and named, so a table wider than the window scrolls from the keyboard too.
+    <div className="table-box" tabIndex={0} role="region" aria-label={caption ?? testId}>
       <table data-testid={testId}>
         {caption && <caption className="sr-only">{caption}</caption>}
         <thead>
