@@ -63,6 +63,19 @@ describe('connections', () => {
     expect(byName.data.runConnection.nodes).toEqual([{ name: 'scan.b', status: 'RUNNING' }]);
     const none: any = await g.gql(RUNS, { status: 'COMPLETED' });
     expect(none.data.runConnection).toEqual({ nodes: [], pageInfo: { hasNextPage: false, endCursor: null } });
+    // Counted, as every list is (the console's overview tiles read these; they read 0 before).
+    const counts: any = await g.gql(`{
+      all: runConnection(first: 1) { totalCount totalCountCapped }
+      running: runConnection(status: RUNNING, first: 1) { totalCount }
+      scanB: runConnection(name: "scan.b", first: 1) { totalCount }
+      completed: runConnection(status: COMPLETED, first: 1) { totalCount }
+    }`);
+    expect(counts.data).toEqual({
+      all: { totalCount: 4, totalCountCapped: false },
+      running: { totalCount: 4 },
+      scanB: { totalCount: 1 },
+      completed: { totalCount: 0 },
+    });
     // The deprecated list still answers, newest first.
     const list: any = await g.gql(`{ runs { name } }`);
     expect(list.data.runs.map((r: any) => r.name)).toEqual(['other.d', 'scan.c', 'scan.b', 'scan.a']);

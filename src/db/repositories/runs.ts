@@ -133,6 +133,18 @@ export async function runPage(
   return rows;
 }
 
+/** How many of the workspace's runs match `filter`, counting at most `limit` (COUNT_LIMIT): the scan stops there. */
+export async function countRuns(ex: Executor, workspaceId: string, filter: RunListFilter, limit: number): Promise<number> {
+  const ws = scoped(workspaceId);
+  const { rows } = await sql<{ n: string }>`
+    select count(*) as n from (
+      select 1 from runs where workspace_id = ${ws}
+        and (${filter.name ?? null}::text is null or name = ${filter.name ?? null})
+        and (${filter.status ?? null}::text is null or status = ${filter.status ?? null})
+      limit ${limit}) matching`.execute(ex);
+  return Number(rows[0]!.n);
+}
+
 /**
  * The newest run of each name: one probe per name of `runs_workspace_name_created` (migration
  * 000011), not a sort of every run the handler ever had.

@@ -354,7 +354,7 @@ export function createRunsService(ctx: ServiceContext) {
       const afterId = page.after ? decodeCursor(page.after) : undefined;
       const rows = await runsRepo.runPage(db, actor.workspaceId, filter, { limit: size + 1, afterId });
       await checkPageCursor(db, 'runs', actor.workspaceId, page.after, rows);
-      return toConnection(rows, size, toRun);
+      return toConnection(rows, size, toRun, () => runsRepo.countRuns(db, actor.workspaceId, filter, COUNT_LIMIT));
     },
 
     /** @deprecated The newest 100 runs only; use `runConnection`, which pages past them. */
