@@ -60,6 +60,8 @@ const RECONCILE = `
 with expired as (
   select e.id, e.lease_owner, e.attempt_started_at from executions e
   where e.status = 'RUNNING' and e.lease_expires_at <= now()
+    -- A pass that reaches the server after its deadline takes nothing (see reconcileExpiredLeases).
+    and ($2::timestamptz is null or now() <= $2)
   order by e.lease_expires_at
   limit $1
   for update of e skip locked
@@ -92,8 +94,14 @@ with expired as (
 )
 select id, status from updated`;
 
-export async function reconcileExpiredLeases(pool: pg.Pool, limit = 500): Promise<{ id: string; status: string }[]> {
-  const { rows } = await pool.query<{ id: string; status: string }>(RECONCILE, [limit]);
+/**
+ * `notAfter`, on the database's clock: past it the statement takes nothing. A pass sent just
+ * before the database stalls (a pooler paused, a server frozen, a full pool) waits in a queue
+ * beside the owners' heartbeats and outcomes, and reaching the server first when it answers
+ * again it would take leases that expired only because those were stuck behind it.
+ */
+export async function reconcileExpiredLeases(pool: pg.Pool, limit = 500, notAfter?: Date): Promise<{ id: string; status: string }[]> {
+  const { rows } = await pool.query<{ id: string; status: string }>(RECONCILE, [limit, notAfter ?? null]);
   return rows;
 }
 

@@ -7,7 +7,6 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { cancelChannel, workChannel } from '../../../db/channels.js';
 import { createListener, type Listener } from '../../../db/listener.js';
-import { reconcileExpiredLeases } from '../../../db/statements/lease.js';
 import { analyzeGrownTables } from '../../../db/statements/statistics.js';
 import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
@@ -17,6 +16,7 @@ import type { AbortReason } from '../delivery/deliver.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import { wakeIntervals } from '../intervals/wake.js';
 import type { InFlight } from './state.js';
+import { createReconciler } from './reconcile-pass.js';
 
 export interface WorkerLoopsDeps {
   id: string;
@@ -77,12 +77,14 @@ export function createWorkerLoops(deps: WorkerLoopsDeps): WorkerLoops {
     unsubscribeBack: undefined,
   };
 
+  const reconciler = createReconciler(pool, deps.leaseMs);
   async function reconcile() {
     if (!mayReconcile(availability, deps.leaseMs)) return;
     const askedAt = performance.now();
     try {
-      const rows = await reconcileExpiredLeases(pool);
+      const rows = await reconciler.pass();
       availability.reached(askedAt);
+      if (!rows) return;
       observer.leasesReconciled(rows);
       if (rows.length) {
         log.warn(`worker ${id}: reconciled ${rows.length} execution(s) whose lease expired`);
