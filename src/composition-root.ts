@@ -174,6 +174,7 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
       connectionTimeoutMs: options.poolWaitMs ?? ENGINE_DEFAULTS.poolWaitMs,
       applicationName: options.applicationName,
       preparedStatements: sessions(options).preparedStatements,
+      startupOptions: sessions(options).startupOptions,
     },
     (m) => log.warn(m),
   );
@@ -204,6 +205,7 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
         primary: database.pool,
         poolMax: options.poolMax ?? ENGINE_DEFAULTS.poolMax,
         preparedStatements: sessions({ ...options, connectionString: options.readReplica.connectionString }).preparedStatements,
+        startupOptions: sessions({ ...options, connectionString: options.readReplica.connectionString }).startupOptions,
         log: (m) => log.warn(m),
       })
     : undefined;

@@ -4,6 +4,7 @@
  * is waited for.
  */
 import { MigrationError } from './migrate.js';
+import { UNSUPPORTED_STARTUP_PARAMETER } from './unavailable.js';
 
 /** invalid_password: the password in the connection string is wrong. */
 export const INVALID_PASSWORD = '28P01';
@@ -33,6 +34,12 @@ const FIXES: Record<string, string> = {
 export function explainFault(error: unknown): unknown {
   if (error instanceof MigrationError || error instanceof DatabaseFaultError) return error;
   const code = (error as { code?: unknown } | null)?.code;
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message === 'string' && UNSUPPORTED_STARTUP_PARAMETER.test(message))
+    return new DatabaseFaultError(
+      `a pooler in front of the database refused a startup parameter (jobgate sends \`options=-c jit=off\` unless told it is behind a transaction pooler): set JOBGATE_DATABASE_POOLER=transaction, or add options to PgBouncer's ignore_startup_parameters (${String(code ?? '')}: ${message})`,
+      { cause: error },
+    );
   const fix = typeof code === 'string' ? FIXES[code] : undefined;
   if (!fix) return error;
   return new DatabaseFaultError(`${fix} (${code}: ${(error as Error).message})`, { cause: error });

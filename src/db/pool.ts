@@ -22,6 +22,8 @@ export interface DatabaseOptions {
    * through a transaction-mode pooler that does not track them (see `unnamedStatementClient`).
    */
   preparedStatements?: boolean;
+  /** Whether the server takes startup parameters (default true; not a transaction pooler: ./pooler.ts). */
+  startupOptions?: boolean;
 }
 
 /**
@@ -56,8 +58,8 @@ class UnnamedStatementClient extends pg.Client {
  * there the limited claims and the metrics read still turn it off per transaction), nor when
  * the URL sets `options` itself.
  */
-export function jitOff(options: Pick<DatabaseOptions, 'connectionString' | 'preparedStatements'>): boolean {
-  return options.preparedStatements !== false && !/[?&]options=/.test(options.connectionString);
+export function jitOff(options: Pick<DatabaseOptions, 'connectionString' | 'preparedStatements' | 'startupOptions'>): boolean {
+  return options.startupOptions !== false && options.preparedStatements !== false && !/[?&]options=/.test(options.connectionString);
 }
 
 /** One pg pool and the Kysely instance over it. Connection errors are logged, never fatal. */

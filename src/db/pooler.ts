@@ -16,10 +16,13 @@ export interface ConnectionKind {
 }
 
 /** Where LISTEN connects (null: nowhere, poll) and whether statements are prepared by name. */
-export function sessions(kind: ConnectionKind): { listen: string | null; preparedStatements: boolean } {
+export function sessions(kind: ConnectionKind): { listen: string | null; preparedStatements: boolean; startupOptions: boolean } {
   const pooled = kind.pooler === 'transaction';
   return {
     listen: kind.listenConnectionString ?? (pooled ? null : kind.connectionString),
     preparedStatements: kind.preparedStatements ?? !pooled,
+    // PgBouncer refuses a startup parameter it was not told to ignore (`options` among them),
+    // and ends the connection: nothing is sent at connect through a pooler.
+    startupOptions: !pooled,
   };
 }

@@ -23,6 +23,8 @@ export interface ReadReplicaOptions {
   probeMs?: number;
   poolMax?: number;
   preparedStatements?: boolean;
+  /** Whether the replica's address takes startup parameters (not a transaction pooler). */
+  startupOptions?: boolean;
   log?: (message: string) => void;
 }
 
@@ -44,6 +46,7 @@ export function openReadReplica(options: ReadReplicaOptions): ReadReplica {
       max: options.poolMax ?? 10,
       applicationName: 'jobgate-read',
       preparedStatements: options.preparedStatements,
+      startupOptions: options.startupOptions,
       connectionTimeoutMs: 5_000,
     },
     log,

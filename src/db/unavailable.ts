@@ -10,6 +10,9 @@
  * reporting a dead connection or a pool wait that ran out.
  */
 
+/** PgBouncer's refusal of a startup parameter it was not told to ignore (ignore_startup_parameters). */
+export const UNSUPPORTED_STARTUP_PARAMETER = /unsupported startup parameter/i;
+
 /** Class 08, connection exception: every code in it (08000, 08003, 08006, 08001, 08004, ...). */
 export const CONNECTION_EXCEPTION_CLASS = '08';
 /** `pg_terminate_backend`, or a fast/smart shutdown of the server. */
@@ -76,6 +79,8 @@ function classify(error: unknown, depth: number): boolean {
   const e = error as ErrorFields;
   const code = typeof e.code === 'string' ? e.code : undefined;
   if (code !== undefined) {
+    // A pooler refusing a startup parameter answers 08P01 too; no wait cures it (./faults.ts).
+    if (typeof e.message === 'string' && UNSUPPORTED_STARTUP_PARAMETER.test(e.message)) return false;
     if (code.startsWith(CONNECTION_EXCEPTION_CLASS) && code.length === 5) return true;
     if (UNAVAILABLE_SQLSTATES.includes(code) || UNAVAILABLE_NETWORK_CODES.includes(code)) return true;
     // 55000 is also "lastval is not yet defined", "cannot ... during recovery" and the like,

@@ -185,3 +185,49 @@ describe('jobgate start through PgBouncer (pool_mode=transaction)', () => {
     expect(logs.join('\n')).not.toMatch(/prepared statement/);
   });
 });
+
+describe('a PgBouncer with its default ignore_startup_parameters (extra_float_digits only)', () => {
+  let plain: PgBouncer;
+  beforeAll(async () => {
+    plain = await startPgBouncer(serverUrl(), { poolSize: 2, ignoreStartupParameters: 'extra_float_digits' });
+  });
+  afterAll(async () => {
+    await plain?.stop();
+  });
+  /** `what`, or a rejection after `ms`: a start that waits for ever fails the test instead of hanging it. */
+  async function within<T>(ms: number, what: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        what,
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms))),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  it('serves through it with JOBGATE_DATABASE_POOLER=transaction, prepared statements on: nothing is sent at connect', async () => {
+    const db = await createEmptyDatabase();
+    closers.push(() => db.drop());
+    const config = parseConfig({
+      DATABASE_URL: plain.url(db.name),
+      JOBGATE_DATABASE_POOLER: 'transaction',
+      JOBGATE_PREPARED_STATEMENTS: 'on',
+      JOBGATE_LISTEN_DATABASE_URL: db.url,
+      PORT: '0',
+    });
+    const app = await within(60_000, startApp({ config, log: createLogger('silent') }));
+    closers.push(() => app.stop());
+    expect(await readiness(app)).toMatchObject({ status: 200 });
+  });
+
+  it('stops at start with what to fix when it is not said to be a pooler, rather than waiting for ever', async () => {
+    const db = await createEmptyDatabase();
+    closers.push(() => db.drop());
+    const config = parseConfig({ DATABASE_URL: plain.url(db.name), JOBGATE_LISTEN_DATABASE_URL: db.url, PORT: '0' });
+    const started = startApp({ config, log: createLogger('silent') });
+    started.then((app) => closers.push(() => app.stop())).catch(() => {});
+    await expect(within(60_000, started)).rejects.toThrow(/refused a startup parameter.*JOBGATE_DATABASE_POOLER=transaction/);
+  });
+});

@@ -30,7 +30,10 @@ async function freePort(): Promise<number> {
 }
 
 /** Starts PgBouncer in front of the server at `serverUrl`; `poolSize` server connections per database and user. */
-export async function startPgBouncer(serverUrl: string, options: { poolSize?: number } = {}): Promise<PgBouncer> {
+export async function startPgBouncer(
+  serverUrl: string,
+  options: { poolSize?: number; ignoreStartupParameters?: string } = {},
+): Promise<PgBouncer> {
   if (!existsSync(PGBOUNCER)) throw new Error(`no PgBouncer at ${PGBOUNCER}: install Debian's package (apt-get install -y pgbouncer)`);
   const server = new URL(serverUrl);
   const user = decodeURIComponent(server.username || 'postgres');
@@ -54,7 +57,8 @@ export async function startPgBouncer(serverUrl: string, options: { poolSize?: nu
       `default_pool_size = ${options.poolSize ?? 2}`,
       'max_client_conn = 500',
       // pg sends none of these by default; a client that does must not be refused.
-      'ignore_startup_parameters = extra_float_digits,options',
+      // PgBouncer's own default is extra_float_digits alone; a test of that passes it.
+      `ignore_startup_parameters = ${options.ignoreStartupParameters ?? 'extra_float_digits,options'}`,
       '',
     ].join('\n'),
   );
