@@ -5,6 +5,7 @@
  * range to `deliver`. Hints that arrive during a cycle run it once more rather than in
  * parallel; while a candidate waits for open writers, a timer looks again soon.
  */
+import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import type { Logger } from '../../log.js';
 import { readPositions, type Positions } from '../../db/statements/events.js';
@@ -34,6 +35,8 @@ export class Settle {
   private readonly running = { cycling: false, again: false };
   private timer: NodeJS.Timeout | undefined;
   private warnedStuck = false;
+  /** When reading events began to fail (performance.now()), while it fails: said once, and once when it reads again. */
+  private failingSince: number | undefined;
 
   constructor(private readonly options: SettleOptions) {}
 
@@ -71,8 +74,16 @@ export class Settle {
         this.running.again = false;
         await this.step();
       } while (this.running.again && !lifetime.stopped);
+      if (this.failingSince !== undefined) {
+        log.warn(`live: reading new events again after ${((performance.now() - this.failingSince) / 1000).toFixed(1)} s`);
+        this.failingSince = undefined;
+      }
     } catch (error) {
-      log.warn(`live: reading new events failed (${(error as Error).message}); trying again`);
+      // Once per outage, not once per retry (every pollMs: a line a second through a long outage).
+      if (this.failingSince === undefined) {
+        this.failingSince = performance.now();
+        log.warn(`live: reading new events failed (${(error as Error).message}); trying again until it reads`);
+      }
       this.schedule(this.options.pollMs);
     } finally {
       this.running.cycling = false;
