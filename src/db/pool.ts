@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
 import { pgTypes } from './pg-types.js';
@@ -62,6 +63,30 @@ export function jitOff(options: Pick<DatabaseOptions, 'connectionString' | 'prep
   return options.startupOptions !== false && options.preparedStatements !== false && !/[?&]options=/.test(options.connectionString);
 }
 
+/**
+ * How often a pool says that its connections fail. An outage ends every connection at once, and
+ * each one's error came twice (on the client, then on the pool): through PgBouncer, 836 lines in
+ * 70 s. The outage itself is said by whoever waits for the database (src/service/engine/runtime/
+ * availability.ts); these lines are its detail.
+ */
+const ERROR_LINE_MS = 10_000;
+
+/** `log`, at most once per `ms`; the next line says how many it left out meanwhile. */
+export function atMostEvery(ms: number, log: (msg: string) => void): (msg: string) => void {
+  let last = -Infinity;
+  let left = 0;
+  return (msg) => {
+    const now = performance.now();
+    if (now - last < ms) {
+      left++;
+      return;
+    }
+    last = now;
+    log(left > 0 ? `${msg} (and ${left} more since the last such line)` : msg);
+    left = 0;
+  };
+}
+
 /** One pg pool and the Kysely instance over it. Connection errors are logged, never fatal. */
 export function createDatabase(options: DatabaseOptions, log: (msg: string) => void = () => {}): Database {
   const pool = new pg.Pool({
@@ -88,7 +113,8 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
   // between queries (a transaction in progress). Without a listener either one is an uncaught
   // exception that ends the process; with one, the query in flight fails, the client is not
   // queryable any more and the pool drops it on release.
-  pool.on('error', (error) => log(`postgres pool: idle client error: ${error.message}`));
+  const say = atMostEvery(ERROR_LINE_MS, log);
+  pool.on('error', (error) => say(`postgres pool: idle client error: ${error.message}`));
   // pg's pool.end() resolves once it has asked each connection to end, not once they have:
   // close() waits for the sockets, so a server stopped right after (the embedded one, at
   // shutdown) finds no connection of ours to terminate.
@@ -96,7 +122,7 @@ export function createDatabase(options: DatabaseOptions, log: (msg: string) => v
   pool.on('connect', (client) => {
     open.add(client);
     client.on('end', () => open.delete(client));
-    client.on('error', (error) => log(`postgres pool: client error: ${error.message}`));
+    client.on('error', (error) => say(`postgres pool: client error: ${error.message}`));
   });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   let closed = false;

@@ -74,3 +74,20 @@ describe('pool', () => {
     expect(ended).toBe(3);
   });
 });
+
+describe('connection errors in the log', () => {
+  it('are said once for an outage that ends every connection, not once per connection and twice each', async () => {
+    const lines: string[] = [];
+    const database = createDatabase({ connectionString: t.url, max: 5, applicationName: 'jobgate-pool-errors' }, (m) => lines.push(m));
+    try {
+      // Five connections, idle in the pool.
+      await Promise.all(Array.from({ length: 5 }, () => database.pool.query('select pg_sleep(0.05)')));
+      expect(database.pool.idleCount).toBe(5);
+      await adminQuery(`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'jobgate-pool-errors'`);
+      await expect.poll(() => database.pool.totalCount, { timeout: 5000 }).toBe(0);
+      expect(lines.filter((l) => l.startsWith('postgres pool:'))).toHaveLength(1);
+    } finally {
+      await database.close();
+    }
+  });
+});
