@@ -13,6 +13,19 @@ export const EndpointStatusCountsRef = builder.objectRef<EndpointStatusCounts>('
     pending: t.exposeInt('pending', { description: 'PENDING executions now (due or waiting for their time or a retry).' }),
     running: t.exposeInt('running', { description: 'RUNNING executions now.' }),
     failed: t.exposeInt('failed', { description: 'FAILED executions, whenever they failed: the dead-letter queue.' }),
+    pausedAt: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description: 'When the endpoint was paused (its executions wait until resumeEndpoint); null when it is not paused.',
+      resolve: (c) => c.pausedAt,
+    }),
+    heldUntil: t.field({
+      type: DateTimeScalar,
+      nullable: true,
+      description:
+        "Until when the endpoint's target holds it (it answered 429 or 503 with Retry-After: none of its executions starts before then); null when no hold is in force.",
+      resolve: (c) => c.heldUntil,
+    }),
     succeededInWindow: t.exposeInt('succeededInWindow', { description: 'Executions that ended SUCCEEDED within the window.' }),
     failedInWindow: t.exposeInt('failedInWindow', { description: 'Executions that ended FAILED within the window.' }),
     cancelledInWindow: t.exposeInt('cancelledInWindow', { description: 'Executions that ended CANCELLED within the window.' }),

@@ -353,6 +353,13 @@ describe('the console', { timeout: 90_000 }, () => {
       await page.locator('[data-attempt="2"]').getByText('SUCCEEDED', { exact: true }).waitFor();
       await inEveryView(page, 'execution-attempts');
 
+      // Retry bulk-b from its own page: the button goes with its FAILED status, and focus goes to the heading, not the page.
+      const bulkB = (await t.query(`select e.id from executions e join jobs j on j.id = e.job_id where j.name = 'bulk-b'`)).rows[0].id;
+      await page.goto(`${world.origin}/console/executions/${bulkB}`);
+      await page.getByRole('button', { name: 'Retry', exact: true }).click();
+      await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe('execution-title');
+      await expect.poll(statusesByJob, { timeout: 20_000 }).toMatchObject({ 'bulk-b': 'SUCCEEDED' });
+
       // Jobs: filter by name (in the URL), select one, then all that match, and pause them.
       for (const name of ['sel-1', 'sel-2', 'sel-3'])
         await t.service.createJob(t.actor, {

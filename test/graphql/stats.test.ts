@@ -95,6 +95,29 @@ describe('executionStats', () => {
     expect(busy.latencyP95Ms).toBeLessThanOrEqual(400);
   });
 
+  it('says which endpoints are paused, and which their target holds until when, beside their backlog', async () => {
+    const paused = await t.service.registerEndpoint(t.actor, { name: 'stats.paused', kind: 'HANDLER', handlerName: 'p' });
+    const held = await t.service.registerEndpoint(t.actor, { name: 'stats.held', kind: 'HANDLER', handlerName: 'h' });
+    await t.service.registerEndpoint(t.actor, { name: 'stats.was-held', kind: 'HANDLER', handlerName: 'w' });
+    for (const name of ['stats.paused', 'stats.held', 'stats.was-held']) await execution(name, 'PENDING');
+    await t.service.pauseEndpoint(t.actor, paused.id);
+    await t.query(`insert into endpoint_retry_after (endpoint_id, until, status_code) values ($1, now() + interval '1 hour', 429)`, [
+      held.id,
+    ]);
+    await t.query(
+      `insert into endpoint_retry_after (endpoint_id, until, status_code)
+       select id, now() - interval '1 minute', 503 from endpoints where name = 'stats.was-held'`,
+    );
+    const res = await g.gql(`{ executionStats { byEndpoint { endpointName pending pausedAt heldUntil } } }`);
+    expect(res.errors).toBeUndefined();
+    const row = (name: string) => res.data.executionStats.byEndpoint.find((e: { endpointName: string }) => e.endpointName === name);
+    expect(row('stats.paused')).toMatchObject({ pending: 1, pausedAt: expect.any(String), heldUntil: null });
+    expect(Date.parse(row('stats.held').heldUntil) - Date.now()).toBeGreaterThan(50 * 60_000);
+    expect(row('stats.held').pausedAt).toBeNull();
+    // A hold that has run out is no hold.
+    expect(row('stats.was-held')).toMatchObject({ pausedAt: null, heldUntil: null });
+  });
+
   it("leaves jobgate's INTERNAL endpoints out of the workspace's counts and lists them apart, labelled", async () => {
     await t.service.registerEndpoint(
       t.systemActor,

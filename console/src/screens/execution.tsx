@@ -86,13 +86,21 @@ export function ExecutionScreen({ id }: { id: string }) {
       <p>
         <Link to={href('executions')}>← Executions</Link>
       </p>
-      <h1 id="execution-title">
+      <h1 id="execution-title" tabIndex={-1}>
         Execution {shortId(e.id)} <Status value={e.status} />
       </h1>
       {(e.viewerCan.retry || e.viewerCan.cancel) && (
         <div className="actions">
           {e.status === 'FAILED' && e.viewerCan.retry && (
-            <button type="button" onClick={async () => (await retry.run({ id })) && q.reload()}>
+            <button
+              type="button"
+              onClick={async () => {
+                if (!(await retry.run({ id }))) return;
+                q.reload();
+                // The button goes with the FAILED status: focus the heading, whose status changes, not the page.
+                document.getElementById('execution-title')?.focus();
+              }}
+            >
               Retry
             </button>
           )}

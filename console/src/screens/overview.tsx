@@ -4,7 +4,7 @@ import type { OverviewQuery } from '../gql/graphql.ts';
 import { addSample, formatCount, formatDuration, runProgress, type ProgressSample } from '../lib/format.ts';
 import { useCan, useMutation, useQuery, useSubscription } from '../lib/hooks.ts';
 import { href } from '../lib/router.ts';
-import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status } from '../ui/common.tsx';
+import { Empty, ErrorBox, LineChart, Link, Loading, ProgressBar, Status, Time } from '../ui/common.tsx';
 import { RunProgressDocument } from './shared.tsx';
 
 const PruneHistoryDocument = graphql(`
@@ -33,6 +33,8 @@ const OverviewDocument = graphql(`
       byEndpoint {
         endpointId
         endpointName
+        pausedAt
+        heldUntil
         pending
         running
         failed
@@ -228,6 +230,19 @@ export function Overview() {
                 <tr key={e.endpointId}>
                   <th scope="row">
                     <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.endpointId)}`}>{e.endpointName}</Link>
+                    {/* Why a backlog grows on purpose: said where the backlog is, not only on the endpoint's page. */}
+                    {e.pausedAt && (
+                      <span className="muted" data-testid="endpoint-paused">
+                        {' '}
+                        paused since <Time iso={e.pausedAt} />
+                      </span>
+                    )}
+                    {e.heldUntil && (
+                      <span className="muted" data-testid="endpoint-held">
+                        {' '}
+                        held by its target until <Time iso={e.heldUntil} />
+                      </span>
+                    )}
                   </th>
                   <td>{formatCount(e.pending)}</td>
                   <td>{formatCount(e.running)}</td>

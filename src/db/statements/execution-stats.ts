@@ -27,6 +27,10 @@ export interface EndpointStatusCounts {
   running: number;
   /** All FAILED executions (the dead-letter queue), whenever they failed. */
   failed: number;
+  /** When the endpoint was paused; null when it is not. */
+  pausedAt: Date | null;
+  /** Until when its target holds it (a 429 or 503 with Retry-After); null when no hold is in force. */
+  heldUntil: Date | null;
   /** Ended in the window, by status. */
   succeededInWindow: number;
   failedInWindow: number;
@@ -51,6 +55,8 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
     endpoint_id: string;
     name: string;
     internal: boolean;
+    paused_at: Date | null;
+    held_until: Date | null;
     pending: string;
     running: string;
     failed: string;
@@ -72,7 +78,8 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
       where workspace_id = ${ws} and finished_at is not null and finished_at >= now() - make_interval(mins => ${windowMinutes})
       group by endpoint_id
     ), ids as (select endpoint_id from live union select endpoint_id from dead union select endpoint_id from ended)
-    select ids.endpoint_id, e.name, e.type = 'INTERNAL' as internal,
+    select ids.endpoint_id, e.name, e.type = 'INTERNAL' as internal, e.paused_at,
+           (select max(r.until) from endpoint_retry_after r where r.endpoint_id = ids.endpoint_id and r.until > now()) as held_until,
            coalesce(live.pending, 0) as pending, coalesce(live.running, 0) as running, coalesce(dead.failed, 0) as failed,
            coalesce(ended.succeeded_w, 0) as succeeded_w, coalesce(ended.failed_w, 0) as failed_w, coalesce(ended.cancelled_w, 0) as cancelled_w
     from ids
@@ -85,6 +92,8 @@ export async function endpointStatusCounts(ex: Executor, workspaceId: string, wi
     endpointId: r.endpoint_id,
     endpointName: r.name,
     internal: r.internal,
+    pausedAt: r.paused_at,
+    heldUntil: r.held_until,
     pending: Number(r.pending),
     running: Number(r.running),
     failed: Number(r.failed),
