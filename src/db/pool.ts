@@ -66,8 +66,8 @@ export function jitOff(options: Pick<DatabaseOptions, 'connectionString' | 'prep
 /**
  * How often a pool says that its connections fail. An outage ends every connection at once, and
  * each one's error came twice (on the client, then on the pool): through PgBouncer, 836 lines in
- * 70 s. The outage itself is said by whoever waits for the database (src/service/engine/runtime/
- * availability.ts); these lines are its detail.
+ * 70 s. The outage itself is said by whoever waits for the database
+ * (src/service/engine/runtime/availability.ts); these lines are its detail.
  */
 const ERROR_LINE_MS = 10_000;
 

@@ -14,7 +14,15 @@ import type { WorkspaceCursors } from '../kernel/cursors.js';
 import { hasLiveRegistration } from '../../db/repositories/handlers.js';
 import { ConflictError, NoLiveWorkerError, NotFoundError } from '../kernel/errors.js';
 import { jsonValue, pageSchema, text, type PageInput } from '../kernel/inputs.js';
-import { checkPageCursor, COUNT_LIMIT, decodeCursor, pageConnection, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+import {
+  checkPageCursor,
+  COUNT_LIMIT,
+  decodeCursor,
+  pageConnection,
+  pageSize,
+  toConnection,
+  type Connection,
+} from '../kernel/pagination.js';
 import { batchedFirstPages, batchedRead } from '../kernel/batched-reads.js';
 import {
   countFindings,
