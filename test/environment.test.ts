@@ -129,19 +129,26 @@ describe('configuration', () => {
     expect(sessions({ connectionString: direct.databaseUrl!, ...direct })).toEqual({
       listen: 'postgres://db.internal/jobgate',
       preparedStatements: true,
+      startupOptions: true,
     });
 
     const pooled = parseConfig({ DATABASE_URL: 'postgres://bouncer:6432/jobgate', JOBGATE_DATABASE_POOLER: 'transaction' });
-    expect(sessions({ connectionString: pooled.databaseUrl!, ...pooled })).toEqual({ listen: null, preparedStatements: false });
+    expect(sessions({ connectionString: pooled.databaseUrl!, ...pooled })).toEqual({
+      listen: null,
+      preparedStatements: false,
+      startupOptions: false,
+    });
     const told = parseConfig({
       DATABASE_URL: 'postgres://bouncer:6432/jobgate',
       JOBGATE_DATABASE_POOLER: 'transaction',
       JOBGATE_LISTEN_DATABASE_URL: 'postgres://db.internal:5432/jobgate',
       JOBGATE_PREPARED_STATEMENTS: 'on',
     });
+    // Prepared statements through a pooler that tracks them, and still nothing at connect: a pooler refuses startup parameters.
     expect(sessions({ connectionString: told.databaseUrl!, listenConnectionString: told.listenDatabaseUrl, ...told })).toEqual({
       listen: 'postgres://db.internal:5432/jobgate',
       preparedStatements: true,
+      startupOptions: false,
     });
     expect(parseConfig({ JOBGATE_DATABASE_POOLER: 'none' }).pooler).toBeUndefined();
 
