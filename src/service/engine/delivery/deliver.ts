@@ -159,6 +159,8 @@ async function runHandler(
     }
     input = parsed.data;
   }
+  const fence = options.fence;
+  const startedAt = performance.now();
   try {
     await registered.fn(input, {
       signal,
@@ -166,15 +168,17 @@ async function runHandler(
       jobId: ex.job_id,
       workspaceId: ex.workspace_id,
       attempt: ex.attempt_count,
-      transaction: options.fence
-        ? fencedTransaction({
-            ...options.fence,
-            executionId: ex.id,
-            epoch: ex.lease_epoch,
-            startedAt: performance.now(),
-            queuedMs: state.queuedMs,
-            onRecorded: () => void (state.recorded = true),
-          })
+      // Built when the handler calls it: most handlers never do, and every attempt runs this.
+      transaction: fence
+        ? (fn, transactionOptions) =>
+            fencedTransaction({
+              ...fence,
+              executionId: ex.id,
+              epoch: ex.lease_epoch,
+              startedAt,
+              queuedMs: state.queuedMs,
+              onRecorded: () => void (state.recorded = true),
+            })(fn, transactionOptions)
         : unfenced,
     });
     return { outcome: 'SUCCEEDED', retryable: false, retryDelayMs: null, statusCode: null, error: null, responseExcerpt: null };
@@ -346,20 +350,18 @@ export function createDelivery(options: DeliveryOptions) {
     result ??= await attemptOnce(ex.timeout_ms ?? options.defaultTimeoutMs, external, (signal) =>
       opened ? http(ex, opened, signal, state) : runHandler(options, ex, signal, state),
     );
-    const redact = (text: string) => (opened ? opened.redactor.redact(text) : text);
-    // Postgres text cannot hold NUL (a binary response body, a handler's message): one would fail
-    // the statement that records the outcome, and with it every outcome batched alongside.
-    const storable = (text: string | null) => (text === null ? null : storableText(text));
+    // Every path builds a result of its own, so it is finished in place. Postgres text cannot
+    // hold NUL (a binary response body, a handler's message): one would fail the statement that
+    // records the outcome, and with it every outcome batched alongside.
+    const redactor = opened?.redactor;
+    if (result.error !== null) result.error = storableText(redactor ? redactor.redact(result.error) : result.error);
+    result.errorStack = result.errorStack ? storableText(redactor ? redactor.redact(result.errorStack) : result.errorStack) : null;
+    if (result.responseExcerpt !== null) result.responseExcerpt = storableText(result.responseExcerpt);
     // Read after the attempt ended: a fenced commit that recorded success wins over whatever the
     // handler did next (a throw, an abort).
-    return {
-      ...result,
-      error: storable(result.error === null ? null : redact(result.error)),
-      errorStack: storable(result.errorStack ? redact(result.errorStack) : null),
-      responseExcerpt: storable(result.responseExcerpt),
-      recorded: state.recorded,
-      target: state.target,
-    };
+    result.recorded = state.recorded;
+    result.target = state.target;
+    return result;
   }
 
   return { attempt, close: () => agent.close() };

@@ -22,7 +22,6 @@ import type { Logger } from '../../../log.js';
 import type { Observer } from '../../kernel/observer.js';
 import type { AbortReason, AttemptResult, Delivery } from '../delivery/deliver.js';
 import { releaseLeases } from './hand-back.js';
-import { idsOf } from './lease-keeper.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 import type { InFlight } from './state.js';
 
@@ -122,7 +121,9 @@ export function createAttemptRunner(deps: AttemptRunnerDeps): AttemptRunner {
     const ran = entry.started > 0 ? performance.now() - entry.started : 0;
     if (entry.started > 0) observer.attemptEnded(ex.endpoint_name, result.outcome, ran / 1000);
     log.debug(`worker ${id}: attempt ended: ${result.outcome}`, {
-      ...idsOf(ex),
+      executionId: ex.id,
+      jobId: ex.job_id,
+      attempt: ex.attempt_count,
       outcome: result.outcome,
       statusCode: result.statusCode,
       durationMs: Math.round(ran),

@@ -71,12 +71,13 @@ export function createOutcomeRecorder(deps: OutcomeRecorderDeps): OutcomeRecorde
             reportConflictRetry(deps, 'outcomes', `recording ${batch.length} outcome(s)`),
           );
           availability.reached(askedAt);
+          const epochs = acceptedEpochs(taken, accepted);
           for (const { completion: c, ex } of taken) {
             const status = accepted.get(c.executionId);
             // Only the current lease records (one epoch per execution), so an accepted id is the
             // outcome of the attempt of that epoch; an earlier, fenced-out one of the same batch
             // is not.
-            if (status !== undefined && c.epoch === acceptedEpoch(taken, c.executionId, accepted)) {
+            if (status !== undefined && c.epoch === epochs.get(c.executionId)) {
               observer.executionRecorded(ex.endpoint_name, status as RecordedStatus);
               continue;
             }
@@ -150,12 +151,16 @@ interface PendingOutcome {
 }
 
 /**
- * The epoch whose outcome `accepted` answers for: the highest of the batch's outcomes of the
- * execution (a claim only raises the epoch, and only the current lease records).
+ * For each accepted execution, the epoch whose outcome `accepted` answers for: the highest of the
+ * batch's outcomes of that execution (a claim only raises the epoch, and only the current lease
+ * records). One pass over the batch: a flush holds up to a thousand outcomes.
  */
-function acceptedEpoch(pending: PendingOutcome[], executionId: string, accepted: Map<string, string>): number | undefined {
-  if (!accepted.has(executionId)) return undefined;
-  let epoch: number | undefined;
-  for (const p of pending) if (p.completion.executionId === executionId) epoch = Math.max(epoch ?? -Infinity, p.completion.epoch);
-  return epoch;
+function acceptedEpochs(pending: PendingOutcome[], accepted: Map<string, string>): Map<string, number> {
+  const epochs = new Map<string, number>();
+  for (const { completion: c } of pending) {
+    if (!accepted.has(c.executionId)) continue;
+    const seen = epochs.get(c.executionId);
+    if (seen === undefined || c.epoch > seen) epochs.set(c.executionId, c.epoch);
+  }
+  return epochs;
 }
