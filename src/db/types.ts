@@ -23,6 +23,12 @@ type ValuesOf<C> = NonNullable<SelectType<C>>;
 export interface ConfigEntry {
   value: string;
   secret: boolean;
+  /**
+   * A secret entry's writer: the key that set it (null: a caller without a key). Who may point an
+   * endpoint at the secret (src/service/endpoints/config-secrets.ts). Entries written before it
+   * was kept have none, and count as the config creator's.
+   */
+  setBy?: string | null;
 }
 
 /** What an HTTP attempt called, as sent; secret config values redacted. */

