@@ -2,7 +2,7 @@ import type { BulkResult, BulkSkip } from '../service/jobs/bulk.js';
 import type { TriggerJobResult } from '../service/jobs/execution-control.js';
 import type { Attempt, AttemptTarget, Execution, WaitingFor } from '../service/kernel/models.js';
 import { builder } from './builder.js';
-import { connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, nodeId, pageArgs } from './common.js';
+import { CAPPED_MS_NOTE, cappedMs, connectionOf, DateTimeScalar, JSONScalar, ListOrderEnum, nodeId, pageArgs } from './common.js';
 import { EndpointTypeEnum } from './endpoint.js';
 import { ErrorCodeEnum } from './errors.js';
 import { JobRef } from './job.js';
@@ -90,10 +90,12 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
       description:
         'HANDLER endpoints: the stack of the error the handler threw, redacted as `error` is and capped at 8000 characters. Null otherwise, and for attempts from before stacks were recorded.',
     }),
-    gapBeforeNextMs: t.exposeInt('gapBeforeNextMs', {
+    gapBeforeNextMs: t.int({
       nullable: true,
       description:
-        "Milliseconds from this attempt's end to the next attempt's start: the retry backoff plus any wait for a free worker. Null for the latest attempt (while the execution is PENDING, its nextAttemptAt says when the next may start).",
+        "Milliseconds from this attempt's end to the next attempt's start: the retry backoff plus any wait for a free worker (or, for a retry an operator asked for, the time until then). Null for the latest attempt (while the execution is PENDING, its nextAttemptAt says when the next may start)." +
+        CAPPED_MS_NOTE,
+      resolve: (a) => cappedMs(a.gapBeforeNextMs),
     }),
     target: t.field({
       type: AttemptTargetRef,

@@ -1,6 +1,6 @@
 import type { EndpointStatusCounts, ExecutionStats, MinuteBucket } from '../service/jobs/stats.js';
 import { builder } from './builder.js';
-import { DateTimeScalar } from './common.js';
+import { CAPPED_MS_NOTE, cappedMs, DateTimeScalar } from './common.js';
 
 export const EndpointStatusCountsRef = builder.objectRef<EndpointStatusCounts>('EndpointStatusCounts').implement({
   description: "One endpoint's executions: live now, in the dead-letter queue, and ended within the window.",
@@ -41,14 +41,17 @@ export const MinuteBucketRef = builder.objectRef<MinuteBucket>('ExecutionMinute'
     started: t.exposeInt('started', {
       description: 'Executions whose latest attempt started in this minute (one that was retried counts at its latest attempt).',
     }),
-    latencyP50Ms: t.exposeInt('latencyP50Ms', {
+    latencyP50Ms: t.int({
       nullable: true,
       description:
-        'Median enqueue-to-start latency of those attempts (when it started minus when it was due: its scheduled time, or the end of its retry backoff), in milliseconds; null when there were none.',
+        'Median enqueue-to-start latency of those attempts (when it started minus when it was due: its scheduled time, or the end of its retry backoff), in milliseconds; null when there were none.' +
+        CAPPED_MS_NOTE,
+      resolve: (m) => cappedMs(m.latencyP50Ms),
     }),
-    latencyP95Ms: t.exposeInt('latencyP95Ms', {
+    latencyP95Ms: t.int({
       nullable: true,
-      description: '95th percentile of that latency, in milliseconds; null when there were none.',
+      description: '95th percentile of that latency, in milliseconds; null when there were none.' + CAPPED_MS_NOTE,
+      resolve: (m) => cappedMs(m.latencyP95Ms),
     }),
   }),
 });

@@ -148,6 +148,28 @@ describe('executionStats', () => {
     expect(res.data.executionStats.byEndpoint).toEqual([]);
   });
 
+  it('gives a duration past a GraphQL Int as its cap instead of an error (a job started a month late, a retry weeks after)', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'stats.late', kind: 'HANDLER', handlerName: 'l' });
+    const id = await execution('stats.late', 'SUCCEEDED', { finishedAgo: '1 second', startedAfterMs: 30 * 86_400_000 });
+    const stats = await g.gql('{ executionStats(windowMinutes: 60) { perMinute { latencyP50Ms latencyP95Ms } } }');
+    expect(stats.errors).toBeUndefined();
+    expect(stats.data.executionStats.perMinute.map((m: { latencyP95Ms: number | null }) => m.latencyP95Ms)).toContain(2_147_483_647);
+    // Two attempts 40 days apart: the first failed, an operator retried it since.
+    await t.query(
+      `insert into attempts (workspace_id, execution_id, attempt_number, lease_epoch, worker_id, started_at, finished_at, outcome, duration_ms)
+       select workspace_id, id, n, n, 'w', now() - make_interval(days => case n when 1 then 40 else 0 end),
+              now() - make_interval(days => case n when 1 then 40 else 0 end) + interval '5 ms', case n when 1 then 'FAILED' else 'SUCCEEDED' end, 5
+       from executions, generate_series(1, 2) n where id = $1`,
+      [id],
+    );
+    const res = await g.gql('query ($id: ID!) { execution(id: $id) { attempts { attemptNumber gapBeforeNextMs } } }', { id });
+    expect(res.errors).toBeUndefined();
+    expect(res.data.execution.attempts).toEqual([
+      { attemptNumber: 1, gapBeforeNextMs: 2_147_483_647 },
+      { attemptNumber: 2, gapBeforeNextMs: null },
+    ]);
+  });
+
   it('refuses a window out of range with VALIDATION_FAILED', async () => {
     const res = await g.gql('{ executionStats(windowMinutes: 2) { windowMinutes } }');
     expect(res.errors?.[0]?.extensions?.code).toBe('VALIDATION_FAILED');
