@@ -110,7 +110,7 @@ export async function startApp(options: StartAppOptions): Promise<RunningApp> {
   };
   try {
     if (config.metrics.port !== undefined) {
-      opsServer = await startOpsServer(ops, config.host, config.metrics.port);
+      opsServer = await startOpsServer(ops, config.host, config.metrics.port, { setting: 'JOBGATE_METRICS_PORT' });
       log.info(`metrics: /healthz, /readyz${config.metrics.token ? ' and /metrics' : ''} at ${opsServer.url}`);
     }
     // The gateway's port too: its probes answer during the wait; everything else is 503 until the

@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -147,6 +148,22 @@ describe('the jobgate command', () => {
       code: 2,
       stderr: expect.stringContaining('PORT: must be a whole number'),
     });
+  });
+
+  it('serve on a port another program holds says so and names PORT, exit 1', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as net.AddressInfo;
+    try {
+      await expect(cli(['serve'], { DATABASE_URL: t.url, HOST: '127.0.0.1', PORT: String(port) })).rejects.toMatchObject({
+        code: 1,
+        stderr: expect.stringContaining(
+          `127.0.0.1:${port} is already in use (another jobgate, or another program, listens there): stop it, or set PORT`,
+        ),
+      });
+    } finally {
+      holder.close();
+    }
   });
 
   it('db url prints DATABASE_URL when it is set', async () => {

@@ -35,6 +35,7 @@ import { attachWebSocket, type Yoga, type YogaServerContext } from '../subscript
 import { noopObserver, type Observer } from '../service/kernel/observer.js';
 import { useObserveOperations } from './observe-plugin.js';
 import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
+import { listen } from './listen.js';
 
 export interface GatewayOptions {
   service: JobService;
@@ -299,14 +300,7 @@ export async function startGateway(
   };
   const server = options.listening ?? createServer();
   server.on('request', onRequest);
-  if (!options.listening)
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port, options.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+  if (!options.listening) await listen(server, options.port, options.host, 'PORT');
   // Once listening, the server still reports errors (accept failing with EMFILE when file
   // descriptors run out, say): without a listener each would end the process. The gateway
   // logs them and keeps serving its connections.

@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/prometheus.js';
 import { bearerToken } from './bearer.js';
 import type { Health } from './health.js';
+import { listen } from './listen.js';
 
 export interface OpsRoutes {
   health: Health;
@@ -114,7 +115,12 @@ export interface OpsServer {
  * With `starting`, the gateway's port while the process waits for its database: other routes
  * answer 503 (not there yet) instead of 404, until the gateway takes the server over.
  */
-export async function startOpsServer(ops: OpsRoutes, host: string, port: number, { starting = false } = {}): Promise<OpsServer> {
+export async function startOpsServer(
+  ops: OpsRoutes,
+  host: string,
+  port: number,
+  { starting = false, setting = 'PORT' } = {},
+): Promise<OpsServer> {
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
     res.on('finish', () => ops.metrics?.observer.httpRequest(routeOf(req.url), res.statusCode, (performance.now() - started) / 1000));
@@ -125,13 +131,7 @@ export async function startOpsServer(ops: OpsRoutes, host: string, port: number,
     }
   };
   const server = createServer(onRequest);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  await listen(server, port, host, setting);
   const onError = (error: Error) => ops.log.error(`metrics server: ${error.message}`);
   server.on('error', onError);
   const bound = (server.address() as AddressInfo).port;
