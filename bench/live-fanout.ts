@@ -75,6 +75,7 @@ export async function run(): Promise<Figure[]> {
       JOBGATE_WORKER_CONCURRENCY: '50',
       JOBGATE_RATE_LIMIT_PER_SECOND: '0',
       JOBGATE_MAX_CONNECTIONS_PER_KEY: '0',
+      JOBGATE_MAX_CONNECTIONS_PER_ADDRESS: '0',
       JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '0',
     };
     const gateways: CliProcess[] = [];

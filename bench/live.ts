@@ -31,6 +31,7 @@ async function serve(url: string, flags: string[]) {
       DATABASE_URL: url,
       JOBGATE_RATE_LIMIT_PER_SECOND: '0',
       JOBGATE_MAX_CONNECTIONS_PER_KEY: '0',
+      JOBGATE_MAX_CONNECTIONS_PER_ADDRESS: '0',
       JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '0',
     },
     flags,

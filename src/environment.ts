@@ -117,6 +117,7 @@ const envSchema = z.object({
   JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: intFrom(B.subscriptionsPerKey, 0, 1_000_000),
   JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: intFrom(B.subscriptionsPerConnection, 0, 1_000_000),
   JOBGATE_FAILED_AUTH_PER_MINUTE: intFrom(B.failedAuthPerMinute, 0, 1_000_000),
+  JOBGATE_MAX_CONNECTIONS_PER_ADDRESS: intFrom(B.connectionsPerAddress, 0, 1_000_000),
   // Proxies whose X-Forwarded-For names the client (the right-most address not itself trusted).
   JOBGATE_TRUSTED_PROXIES: commaList().refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_EVENT_RETENTION_HOURS: intFrom(D.retention.eventsHours, 1, 24 * 365),
@@ -366,6 +367,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       subscriptionsPerKey: e.JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY,
       subscriptionsPerConnection: e.JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION,
       failedAuthPerMinute: e.JOBGATE_FAILED_AUTH_PER_MINUTE,
+      connectionsPerAddress: e.JOBGATE_MAX_CONNECTIONS_PER_ADDRESS,
     }),
     trustedProxies: e.JOBGATE_TRUSTED_PROXIES,
     corsOrigins: e.JOBGATE_CORS_ORIGINS,

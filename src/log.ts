@@ -12,6 +12,7 @@
  * `requestId`; an attempt's `executionId`, `jobId`, `attempt`). Fields are for ids and counts:
  * a secret never goes into a message or a field (Invariant 9).
  */
+import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -117,3 +118,19 @@ export function createLogger(level: LogLevel = 'info', write?: (line: string) =>
 }
 
 export const silentLogger: Logger = createLogger('silent');
+
+/** `log`, at most once per `ms`; the next line says how many it left out meanwhile. */
+export function atMostEvery(ms: number, log: (msg: string) => void): (msg: string) => void {
+  let last = -Infinity;
+  let left = 0;
+  return (msg) => {
+    const now = performance.now();
+    if (now - last < ms) {
+      left++;
+      return;
+    }
+    last = now;
+    log(left > 0 ? `${msg} (and ${left} more since the last such line)` : msg);
+    left = 0;
+  };
+}

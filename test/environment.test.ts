@@ -34,6 +34,7 @@ describe('configuration', () => {
       subscriptionsPerKey: 500,
       subscriptionsPerConnection: 100,
       failedAuthPerMinute: 20,
+      connectionsPerAddress: 512,
     });
     const c = parseConfig({
       JOBGATE_RATE_LIMIT_PER_SECOND: '0',
@@ -43,6 +44,7 @@ describe('configuration', () => {
       JOBGATE_MAX_SUBSCRIPTIONS_PER_KEY: '4',
       JOBGATE_MAX_SUBSCRIPTIONS_PER_CONNECTION: '5',
       JOBGATE_FAILED_AUTH_PER_MINUTE: '6',
+      JOBGATE_MAX_CONNECTIONS_PER_ADDRESS: '7',
       JOBGATE_TRUSTED_PROXIES: '10.0.0.0/8, 192.0.2.1',
     });
     expect(c.bounds).toEqual({
@@ -53,6 +55,7 @@ describe('configuration', () => {
       subscriptionsPerKey: 4,
       subscriptionsPerConnection: 5,
       failedAuthPerMinute: 6,
+      connectionsPerAddress: 7,
     });
     expect(c.trustedProxies).toEqual(['10.0.0.0/8', '192.0.2.1']);
     expect(parseConfig({}).trustedProxies).toEqual([]);

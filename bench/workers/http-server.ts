@@ -46,6 +46,7 @@ if (server === 'jobgate') {
             subscriptionsPerKey: 0,
             subscriptionsPerConnection: 0,
             failedAuthPerMinute: 0,
+            connectionsPerAddress: 0,
           }
         : process.env.IN_FLIGHT !== undefined
           ? { requestsInFlightPerKey: Number(process.env.IN_FLIGHT) }

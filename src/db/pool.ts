@@ -1,4 +1,4 @@
-import { performance } from 'node:perf_hooks';
+import { atMostEvery } from '../log.js';
 import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
 import { pgTypes } from './pg-types.js';
@@ -70,22 +70,6 @@ export function jitOff(options: Pick<DatabaseOptions, 'connectionString' | 'prep
  * (src/service/engine/runtime/availability.ts); these lines are its detail.
  */
 const ERROR_LINE_MS = 10_000;
-
-/** `log`, at most once per `ms`; the next line says how many it left out meanwhile. */
-export function atMostEvery(ms: number, log: (msg: string) => void): (msg: string) => void {
-  let last = -Infinity;
-  let left = 0;
-  return (msg) => {
-    const now = performance.now();
-    if (now - last < ms) {
-      left++;
-      return;
-    }
-    last = now;
-    log(left > 0 ? `${msg} (and ${left} more since the last such line)` : msg);
-    left = 0;
-  };
-}
 
 /** One pg pool and the Kysely instance over it. Connection errors are logged, never fatal. */
 export function createDatabase(options: DatabaseOptions, log: (msg: string) => void = () => {}): Database {

@@ -25,12 +25,20 @@ function blockList(entries: readonly string[]): net.BlockList {
 /** An IPv4 address mapped into IPv6 (`::ffff:10.0.0.1`, as a dual-stack socket reports it) as IPv4. */
 const unmapped = (address: string) => /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1] ?? address;
 
-export function clientAddressOf(trustedProxies: readonly string[] = []): ClientAddressOf {
-  const trusted = trustedProxies.length > 0 ? blockList(trustedProxies) : undefined;
-  const isTrusted = (address: string) => {
+/** Whether a peer's address is one of `trustedProxies` (IPv4 mapped into IPv6 read as IPv4). */
+export function trustedProxyCheck(trustedProxies: readonly string[] = []): (address: string) => boolean {
+  if (trustedProxies.length === 0) return () => false;
+  const trusted = blockList(trustedProxies);
+  return (peer) => {
+    const address = unmapped(peer);
     const family = net.isIP(address);
-    return family !== 0 && trusted!.check(address, family === 6 ? 'ipv6' : 'ipv4');
+    return family !== 0 && trusted.check(address, family === 6 ? 'ipv6' : 'ipv4');
   };
+}
+
+export function clientAddressOf(trustedProxies: readonly string[] = []): ClientAddressOf {
+  const trusted = trustedProxies.length > 0;
+  const isTrusted = trustedProxyCheck(trustedProxies);
   return (request) => {
     const peer = request.socket.remoteAddress;
     if (peer === undefined) return undefined;

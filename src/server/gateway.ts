@@ -14,7 +14,13 @@ import { UnauthenticatedError } from '../service/access/access.js';
 import type { Actor } from '../service/kernel/actor.js';
 import { useReplicaReads } from './replica-reads.js';
 import { RateLimitedError } from '../service/kernel/errors.js';
-import { createLoadBounds, type LoadBounds, type LoadBoundSettings, type StreamBudget } from '../service/access/load-bounds.js';
+import {
+  createLoadBounds,
+  LOAD_BOUND_DEFAULTS,
+  type LoadBounds,
+  type LoadBoundSettings,
+  type StreamBudget,
+} from '../service/access/load-bounds.js';
 import type { JobService } from '../service/index.js';
 import { bearerToken } from './bearer.js';
 import { createMaskError } from './mask-error.js';
@@ -22,7 +28,7 @@ import { createErrorOrigins, requestIdFrom, useErrorOrigins, useRequestId } from
 import { hardeningPlugins } from './hardening.js';
 import { useAuthenticateFirst, useTicketForOneSubscription } from './authenticate-first.js';
 import { createEarlyRefusals } from './early-refusal.js';
-import { clientAddressOf } from './client-address.js';
+import { clientAddressOf, trustedProxyCheck } from './client-address.js';
 import { createGraphiQLPage } from './graphiql.js';
 import { limitRequestBody } from './body-limit.js';
 import { handleRunDue, type RunDueOptions } from './run-due.js';
@@ -36,6 +42,7 @@ import { noopObserver, type Observer } from '../service/kernel/observer.js';
 import { useObserveOperations } from './observe-plugin.js';
 import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
 import { listen } from './listen.js';
+import { boundConnections } from './connection-bounds.js';
 
 export interface GatewayOptions {
   service: JobService;
@@ -299,6 +306,11 @@ export async function startGateway(
     });
   };
   const server = options.listening ?? createServer();
+  boundConnections(server, {
+    connectionsPerAddress: options.bounds?.connectionsPerAddress ?? LOAD_BOUND_DEFAULTS.connectionsPerAddress,
+    isTrustedProxy: trustedProxyCheck(options.trustedProxies),
+    log: options.log,
+  });
   server.on('request', onRequest);
   if (!options.listening) await listen(server, options.port, options.host, 'PORT');
   // Once listening, the server still reports errors (accept failing with EMFILE when file

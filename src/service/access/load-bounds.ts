@@ -52,6 +52,12 @@ export interface LoadBoundSettings {
   subscriptionsPerConnection: number;
   /** Failed authentications a minute per client address (IPv6: per /64). */
   failedAuthPerMinute: number;
+  /**
+   * TCP connections open at once per client address (IPv6: per /64), whatever they carry; the
+   * gateway closes the ones past it before reading them (src/server/connection-bounds.ts).
+   * Declared reverse proxies are not bounded.
+   */
+  connectionsPerAddress: number;
 }
 
 /**
@@ -64,6 +70,8 @@ export interface LoadBoundSettings {
  * a client's retries, and hold a random-key flood to one lookup every 3 s per address. 4 requests
  * of one key at once leave a key hundreds of requests a second (far past its rate) and another
  * key waiting behind at most 4 of its queries; the next wait, not refused (measured: bench/bounds.ts).
+ * 512 connections from one address are some 80 browsers behind one NAT (a browser opens up to 6
+ * to a host), and a few percent of a typical descriptor limit of 20,000 or more.
  */
 export const LOAD_BOUND_DEFAULTS: Readonly<LoadBoundSettings> = Object.freeze({
   requestsPerSecond: 50,
@@ -73,6 +81,7 @@ export const LOAD_BOUND_DEFAULTS: Readonly<LoadBoundSettings> = Object.freeze({
   subscriptionsPerKey: 500,
   subscriptionsPerConnection: 100,
   failedAuthPerMinute: 20,
+  connectionsPerAddress: 512,
 });
 
 /** A count-bound refusal frees up only when the client closes something: retrying sooner is noise. */
