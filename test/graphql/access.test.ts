@@ -286,6 +286,53 @@ describe('roles', () => {
     ).toBe('VALIDATION_FAILED');
   });
 
+  it("keeps a secret out of a job's input unless the key may aim an endpoint at it", async () => {
+    const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
+    const cfg = await gql(
+      keys.ADMIN,
+      'mutation { setConfig(input: { name: "input.cfg", entries: [{ key: "token", value: "input-s3cret-value", secret: true }, { key: "region", value: "eu" }] }) { id } }',
+    );
+    await gql(
+      keys.ADMIN,
+      'mutation ($c: ID) { registerEndpoint(input: { name: "input.admins", kind: HTTP, url: "https://partner.example/", configId: $c }) { id } }',
+      {
+        c: cfg.body.data.setConfig.id,
+      },
+    );
+    const create = (key: string, input: unknown) =>
+      gql(
+        key,
+        'mutation ($i: JSON) { createJob(input: { endpointName: "input.admins", kind: DELAYED, runAt: "2099-01-01T00:00:00Z", input: $i }) { job { id } } }',
+        { i: input },
+      );
+    const before = (
+      await t.query(`select count(*)::int as n from jobs j join endpoints e on e.id = j.endpoint_id where e.name = 'input.admins'`)
+    ).rows[0].n;
+    // The body of an HTTP job is its input with {{config.key}} rendered: naming the secret sends it.
+    expect(code(await create(keys.OPERATOR2, { s: '{{config.token}}' }))).toBe('FORBIDDEN');
+    expect(code(await create(keys.OPERATOR2, { deep: ['x', { s: 'Bearer {{ config.token }}' }] }))).toBe('FORBIDDEN');
+    const many = await gql(
+      keys.OPERATOR2,
+      'mutation { createJobs(input: { jobs: [{ endpointName: "input.admins", kind: IMMEDIATE }, { endpointName: "input.admins", kind: IMMEDIATE, input: { s: "{{config.token}}" } }] }) { results { job { id } } } }',
+    );
+    expect(code(many)).toBe('FORBIDDEN');
+    expect(
+      (await t.query(`select count(*)::int as n from jobs j join endpoints e on e.id = j.endpoint_id where e.name = 'input.admins'`))
+        .rows[0].n,
+    ).toBe(before);
+    // A value that is not secret, and the secret's owner (an ADMIN), are fine.
+    expect((await create(keys.OPERATOR2, { r: '{{config.region}}' })).body.errors).toBeUndefined();
+    const own = await create(keys.ADMIN, { s: '{{config.token}}' });
+    expect(own.body.errors).toBeUndefined();
+    // Nor may the secret be put into the input of a job later.
+    const plain = await create(keys.OPERATOR2, { s: 'plain' });
+    const change = await gql(keys.OPERATOR2, 'mutation ($id: ID!, $i: JSON) { updateJob(input: { id: $id, input: $i }) { id } }', {
+      id: plain.body.data.createJob.job.id,
+      i: { s: '{{config.token}}' },
+    });
+    expect(code(change)).toBe('FORBIDDEN');
+  });
+
   it("keeps an OPERATOR from re-aiming its own endpoint once an ADMIN wired another key's secrets into it", async () => {
     const code = (r: { body: { errors?: { extensions?: any }[] } }) => r.body.errors?.[0]?.extensions?.code;
     const cfg = await gql(

@@ -6,23 +6,32 @@
  *
  *  - an endpoint is pointed at a config, or re-aimed while it uses one (assertMayAimAt);
  *  - secrets are written into a config that endpoints already use (assertNoOthersAimAt): written
- *    by a key that did not register them, the secrets would go to the url an OPERATOR chose.
+ *    by a key that did not register them, the secrets would go to the url an OPERATOR chose;
+ *  - a job's input names a secret (assertMayNameInInput): the body of an HTTP job is its input with
+ *    `{{config.key}}` rendered, so any key that may create jobs on the endpoint could have the
+ *    secret sent in a body (where the target may log it, or echo it back in a form redaction does
+ *    not know, into an excerpt every VIEWER reads).
  *
  * A secret's owner is the key that wrote it (ConfigEntry.setBy), not the config's creator: an
  * ADMIN's secret in an OPERATOR's config stays the ADMIN's.
  */
+import * as configsRepo from '../../db/repositories/configs.js';
 import * as endpointsRepo from '../../db/repositories/endpoints.js';
 import type { Executor } from '../../db/repositories/scope.js';
-import type { ConfigRow } from '../../db/types.js';
+import type { ConfigRow, EndpointRow } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { requireOwnership } from '../kernel/authorisation.js';
 import { ConflictError } from '../kernel/errors.js';
+import { configKeysIn } from './template.js';
 
-/** The keys that wrote the config's secrets (null: a caller without a key); empty when it holds none. */
-function secretOwners(config: ConfigRow): Set<string | null> {
+/**
+ * The keys that wrote the config's secrets (null: a caller without a key), of every secret or of
+ * those among `only`; empty when there are none.
+ */
+function secretOwners(config: ConfigRow, only?: Set<string>): Set<string | null> {
   const owners = new Set<string | null>();
-  for (const entry of Object.values(config.entries)) {
-    if (entry.secret) owners.add(entry.setBy !== undefined ? entry.setBy : config.created_by_key_id);
+  for (const [key, entry] of Object.entries(config.entries)) {
+    if (entry.secret && (!only || only.has(key))) owners.add(entry.setBy !== undefined ? entry.setBy : config.created_by_key_id);
   }
   return owners;
 }
@@ -46,4 +55,19 @@ export async function assertNoOthersAimAt(ex: Executor, actor: Actor, config: Co
       'that key aimed them. Point them at another config, or archive them, before it holds secrets.',
     { endpoints: names },
   );
+}
+
+/**
+ * Throws FORBIDDEN when a job's `input` for `endpoint` names (`{{config.key}}`) a secret of the
+ * endpoint's config that `actor` may not aim an endpoint at (assertMayAimAt's rule).
+ */
+export async function assertMayNameInInput(ex: Executor, actor: Actor, endpoint: EndpointRow, input: unknown): Promise<void> {
+  if (!endpoint.config_id) return;
+  const named = configKeysIn(input);
+  if (named.size === 0) return;
+  const config = await configsRepo.findConfigById(ex, actor.workspaceId, endpoint.config_id);
+  if (!config) return;
+  for (const owner of secretOwners(config, named)) {
+    requireOwnership(actor, owner, `the input names a secret of config "${config.name}", which`);
+  }
 }

@@ -48,6 +48,23 @@ export function inert(text: string): string {
   return text.replace(PLACEHOLDER, (m) => `{\u200b${m.slice(1)}`);
 }
 
+/** Whether any string of a JSON value names a config entry (`{{config.…}}`). */
+export const namesConfig = (json: string): boolean => /\{\{\s*config\./.test(json);
+
+/** The config keys the strings of a JSON value name (`{{config.key}}`). */
+export function configKeysIn(value: unknown, keys = new Set<string>()): Set<string> {
+  if (typeof value === 'string') {
+    for (const m of value.matchAll(PLACEHOLDER)) {
+      if (m[1] === 'config') keys.add(m[2]!);
+    }
+  } else if (Array.isArray(value)) {
+    for (const v of value) configKeysIn(v, keys);
+  } else if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) configKeysIn(v, keys);
+  }
+  return keys;
+}
+
 /** Renders placeholders in every string of a JSON value. */
 export function renderDeep(value: unknown, scope: TemplateScope): unknown {
   if (typeof value === 'string') return render(value, scope);

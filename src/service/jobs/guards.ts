@@ -14,6 +14,7 @@ import { jobRefusal } from '../access/permissions.js';
 import { firstFireAt } from '../cron/expressions.js';
 import { LockHeldError, NotFoundError } from '../kernel/errors.js';
 import { validateAgainstSpec } from '../endpoints/json-schema.js';
+import { assertMayNameInInput } from '../endpoints/config-secrets.js';
 
 /** Throws the refusal of a change to `job` (../access/permissions.ts, jobRefusal): FORBIDDEN, RETIRED. */
 export function assertJobMutable(actor: Actor, job: JobRow, endpoint: EndpointRow, opts: { owned?: boolean } = {}): void {
@@ -63,6 +64,7 @@ export async function lockJobs(
 
 /** Throws VALIDATION_FAILED (paths under `input`) when the endpoint has a payload spec the input breaks. */
 export async function validateInput(ex: Executor, actor: Actor, endpoint: EndpointRow, input: unknown): Promise<void> {
+  await assertMayNameInInput(ex, actor, endpoint, input);
   if (!endpoint.payload_spec_id) return;
   const spec = await specsRepo.findPayloadSpecById(ex, actor.workspaceId, endpoint.payload_spec_id);
   if (spec) validateAgainstSpec(spec, input, ['input']);
