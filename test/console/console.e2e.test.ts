@@ -668,6 +668,21 @@ describe('the console', { timeout: 90_000 }, () => {
     await accessible(operator, 'job (operator)');
   });
 
+  it("lists a delayed job's start as next while it is ahead, and no next once the job is cancelled", async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'console.next', kind: 'HANDLER', handlerName: 'console.ok' });
+    const later = () => ({ endpointName: 'console.next', kind: 'DELAYED' as const, runAt: new Date(Date.now() + 86_400_000) });
+    const ahead = (await t.service.createJob(t.actor, later())).job;
+    const cancelled = (await t.service.createJob(t.actor, later())).job;
+    await t.service.cancelJob(t.actor, cancelled.id);
+    const page = await signedIn(adminKey, 'next');
+    await page.goto(`${world.origin}/console/jobs`);
+    const row = (id: string) => page.locator(`tr[data-job="${id}"]`);
+    await row(ahead.id).waitFor({ timeout: 10_000 });
+    // Its start and its creation; the cancelled one only its creation.
+    expect(await row(ahead.id).locator('time').count()).toBe(2);
+    expect(await row(cancelled.id).locator('time').count()).toBe(1);
+  });
+
   it('passes axe on the remaining screens: executions, jobs, audit log and API keys', async () => {
     for (const [section, heading] of [
       ['Executions', 'Executions'],

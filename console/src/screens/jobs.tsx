@@ -342,8 +342,9 @@ export function JobsScreen({ search }: { search: URLSearchParams }) {
                     <span title={j.cron.nextFireAt ?? ''}>
                       {formatRelative(j.cron.nextFireAt)} ({j.cron.expression})
                     </span>
-                  ) : j.runAt && Date.parse(j.runAt) > Date.now() ? (
-                    // A delayed job's start, while it is still ahead: once it ran, it is not next.
+                  ) : j.state === 'ACTIVE' && j.runAt && Date.parse(j.runAt) > Date.now() ? (
+                    // A delayed job's start, while it is still ahead and will happen: once it ran, or
+                    // was cancelled, retired or paused, it is not next.
                     <Time iso={j.runAt} />
                   ) : (
                     '—'
