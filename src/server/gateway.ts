@@ -3,7 +3,7 @@
  * (no CDN: it must render on machines without internet, ./graphiql.ts), masked errors, and the
  * bounds on load (src/service/access/load-bounds.ts) for HTTP, WebSocket and SSE alike.
  */
-import { useMediaTypeError } from './media-type.js';
+import { useFormBodyHint, useMediaTypeError } from './media-type.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createYoga } from 'graphql-yoga';
@@ -158,6 +158,7 @@ export function createGatewayYoga(
         ticketed,
         failed: (request, error) => origins.mark(error, requestLog(request)),
       }),
+      useFormBodyHint(),
       ...persisted.plugins,
       useTicketForOneSubscription(ticketed),
       ...hardeningPlugins({ introspection: options.introspection ?? true }),

@@ -145,6 +145,22 @@ describe('request bodies', () => {
     }
   });
 
+  it("answers JSON sent as a form (curl -d without a Content-Type) with BAD_REQUEST saying so, and still runs a form's query", async () => {
+    const form = (body: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Bearer ${key}`, 'x-jobgate-csrf': '1' },
+        body,
+      });
+    const res = await form('{"query":"{ workspace { slug } }"}');
+    expect(res.status).toBe(400);
+    const answer = (await res.json()) as Body;
+    expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+    expect(answer.errors?.[0]?.message).toMatch(/read as a form .* set content-type: application\/json/);
+    const ok = await form(new URLSearchParams({ query: '{ workspace { slug } }' }).toString());
+    expect(((await ok.json()) as Body).errors).toBeUndefined();
+  });
+
   it('sends a browser at / to the console when it is built, else to GraphiQL (it was an empty 404)', async () => {
     const res = await fetch(url.replace(/\/graphql$/, '/'), { redirect: 'manual' });
     expect(res.status).toBe(302);
