@@ -70,6 +70,12 @@ export interface WebSocketOptions {
   documentOf?: ((payload: { query?: string; extensions?: Record<string, unknown> | null }) => Promise<string>) | undefined;
 }
 
+/**
+ * The close code and reason of a connection_init without a valid key (a close reason holds at most
+ * 123 bytes). 4403 is graphql-ws's "Forbidden", which its clients do not retry.
+ */
+const FORBIDDEN = { code: 4403, reason: 'Forbidden: send a valid API key in connectionParams, as authorization: "Bearer <key>"' } as const;
+
 /** The close code and reason of a connection whose key lapsed: 4403 is graphql-ws's "Forbidden", which its clients do not retry. */
 const KEY_LAPSED = { code: 4403, reason: 'API key revoked or changed' } as const;
 /** A connection refused by a bound (RATE_LIMITED): 4429 is graphql-ws's "Too many requests", which its clients do not retry either. */
@@ -205,7 +211,11 @@ async function admit(ctx: WsContext, options: WebSocketOptions): Promise<boolean
       );
       return false;
     }
-    if (error instanceof DomainError) return false; // 4403 Forbidden: a key that is not valid
+    if (error instanceof DomainError) {
+      // graphql-ws's own close would say only "Forbidden"; over HTTP the same mistake says what to send.
+      socket.close(FORBIDDEN.code, FORBIDDEN.reason);
+      return false;
+    }
     // The key could not be checked (the database unreachable): not the client's fault.
     // 4403 says "this key is forbidden"; 1013 says "try again later", which is the truth.
     options.log.warn(

@@ -74,7 +74,13 @@ describe('graphql-transport-ws close codes', () => {
   it('4403 when connection_init carries a key that is not valid', async () => {
     const c = await open();
     c.send(init('jg_not_a_key'));
-    expect((await c.closed).code).toBe(4403);
+    expect(await c.closed).toEqual({
+      code: 4403,
+      reason: 'Forbidden: send a valid API key in connectionParams, as authorization: "Bearer <key>"',
+    });
+    const none = await open();
+    none.send({ type: 'connection_init' });
+    expect((await none.closed).reason).toMatch(/^Forbidden: send a valid API key/);
   });
 
   it('4408 when connection_init does not arrive in time', async () => {
