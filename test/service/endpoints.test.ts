@@ -98,6 +98,18 @@ describe('endpoints', () => {
     ).resolves.toBeDefined();
   });
 
+  it("refuses a Host header (another site behind the url's address) and a header named twice in two cases, storing nothing", async () => {
+    const register = (name: string, headers: Record<string, string>) =>
+      t.service.registerEndpoint(t.actor, { name, kind: 'HTTP', url: 'https://x.example/hook', headers }).catch((e) => e);
+    const host = await register('headers.host', { HOST: 'internal.example' });
+    expect(host.code).toBe('VALIDATION_FAILED');
+    expect(host.issues).toEqual([expect.objectContaining({ path: ['headers', 'HOST'], message: "is taken from the url's host" })]);
+    const twice = await register('headers.twice', { 'X-Dup': '1', 'x-dup': '2' });
+    expect(twice.code).toBe('VALIDATION_FAILED');
+    expect(twice.issues).toEqual([expect.objectContaining({ path: ['headers', 'x-dup'] })]);
+    expect((await t.query(`select count(*)::int as n from endpoints where name like 'headers.%'`)).rows[0].n).toBe(0);
+  });
+
   it('never returns the signing secret, only whether one is set', async () => {
     const ep = await t.service.registerEndpoint(t.actor, {
       name: 'signed.hook',

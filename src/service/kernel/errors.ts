@@ -124,7 +124,9 @@ export class ValidationError extends DomainError {
     return new ValidationError(
       error.issues.map((issue) => ({
         path: [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))],
-        message: issue.message,
+        // A record's key that fails its schema comes as "Invalid key in record", its reasons nested.
+        message:
+          issue.code === 'invalid_key' && issue.issues.length > 0 ? issue.issues.map((i) => i.message).join('; ') : issue.message,
       })),
     );
   }

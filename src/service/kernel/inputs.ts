@@ -130,10 +130,23 @@ const headersSchema = z
       .refine(
         (name) => !FRAMING_HEADERS.has(name.toLowerCase()),
         'is set by the HTTP client itself (it frames the message or the connection)',
-      ),
+      )
+      // The outbound policy checks the url's address; a Host of another name would reach another
+      // site behind that address (a shared proxy's or load balancer's virtual hosts).
+      .refine((name) => name.toLowerCase() !== 'host', "is taken from the url's host"),
     text().max(8192).regex(HEADER_VALUE, HEADER_VALUE_MESSAGE),
   )
-  .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers');
+  .refine((h) => Object.keys(h).length <= 50, 'at most 50 headers')
+  .superRefine((h, ctx) => {
+    // Names are case-insensitive: delivery lowercases them, and one of two would silently win.
+    const seen = new Set<string>();
+    for (const name of Object.keys(h)) {
+      const lower = name.toLowerCase();
+      if (seen.has(lower))
+        ctx.addIssue({ code: 'custom', path: [name], message: 'names a header given already (names are case-insensitive)' });
+      seen.add(lower);
+    }
+  });
 
 const httpUrl = text()
   .max(2048)
