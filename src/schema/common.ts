@@ -109,7 +109,6 @@ export function connectionOf<T>(name: string, node: ObjectRef<any, T>, what: str
   );
 }
 
-/** The `id` of a `Node` type (`builder.nodeRef(name, { id: nodeId() })`): the row's own id. */
 /**
  * The largest value a GraphQL Int holds (32 bits), about 24.8 days in milliseconds. A duration
  * past it (a job that ran a month late, a retry driven weeks after its failure) is given as this
@@ -120,6 +119,7 @@ const GRAPHQL_INT_MAX = 2_147_483_647;
 export const CAPPED_MS_NOTE = ' Capped at 2147483647 (about 24.8 days).';
 export const cappedMs = (ms: number | null | undefined): number | null => (ms == null ? null : Math.min(ms, GRAPHQL_INT_MAX));
 
+/** The `id` of a `Node` type (`builder.nodeRef(name, { id: nodeId() })`): the row's own id. */
 export function nodeId(description = 'Stable identifier.') {
   return { description, resolve: (value: { id: string }) => value.id };
 }

@@ -311,11 +311,20 @@ describe('roles', () => {
     // The body of an HTTP job is its input with {{config.key}} rendered: naming the secret sends it.
     expect(code(await create(keys.OPERATOR2, { s: '{{config.token}}' }))).toBe('FORBIDDEN');
     expect(code(await create(keys.OPERATOR2, { deep: ['x', { s: 'Bearer {{ config.token }}' }] }))).toBe('FORBIDDEN');
+    // Whitespace the renderer reads, which the input's JSON text holds escaped.
+    for (const space of ['\t', '\n', '\r', '\f', '\v'])
+      expect(code(await create(keys.OPERATOR2, { s: `{{${space}config.token${space}}}` }))).toBe('FORBIDDEN');
     const many = await gql(
       keys.OPERATOR2,
       'mutation { createJobs(input: { jobs: [{ endpointName: "input.admins", kind: IMMEDIATE }, { endpointName: "input.admins", kind: IMMEDIATE, input: { s: "{{config.token}}" } }] }) { results { job { id } } } }',
     );
     expect(code(many)).toBe('FORBIDDEN');
+    const tabbed = await gql(
+      keys.OPERATOR2,
+      'mutation ($i: JSON) { createJobs(input: { jobs: [{ endpointName: "input.admins", kind: IMMEDIATE, input: $i }] }) { results { job { id } } } }',
+      { i: { s: '{{\tconfig.token}}' } },
+    );
+    expect(code(tabbed)).toBe('FORBIDDEN');
     expect(
       (await t.query(`select count(*)::int as n from jobs j join endpoints e on e.id = j.endpoint_id where e.name = 'input.admins'`))
         .rows[0].n,

@@ -70,7 +70,6 @@ export async function updateEndpoint(db: Executor, workspaceId: string, id: stri
     .executeTakeFirstOrThrow();
 }
 
-/** Archives the endpoint (archived_at: the database's now()); the row as it is then. */
 /**
  * Names of the workspace's live HTTP endpoints that use config `configId` and that `keyId` did not
  * register, nor an ADMIN key (null `keyId`: a caller without a key, which registers none of them).
@@ -99,6 +98,7 @@ export async function endpointsOfOthersUsingConfig(
   return rows.map((r) => r.name);
 }
 
+/** Archives the endpoint (archived_at: the database's now()); the row as it is then. */
 export async function archiveEndpoint(db: Executor, workspaceId: string, id: string): Promise<EndpointRow> {
   return db
     .updateTable('endpoints')

@@ -48,9 +48,6 @@ export function inert(text: string): string {
   return text.replace(PLACEHOLDER, (m) => `{\u200b${m.slice(1)}`);
 }
 
-/** Whether any string of a JSON value names a config entry (`{{config.…}}`). */
-export const namesConfig = (json: string): boolean => /\{\{\s*config\./.test(json);
-
 /** The config keys the strings of a JSON value name (`{{config.key}}`). */
 export function configKeysIn(value: unknown, keys = new Set<string>()): Set<string> {
   if (typeof value === 'string') {

@@ -27,7 +27,7 @@ import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { normalizeCron } from '../cron/expressions.js';
 import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import { resolveEndpoint } from '../endpoints/endpoints.js';
-import { namesConfig } from '../endpoints/template.js';
+import { configKeysIn } from '../endpoints/template.js';
 import { createJobSchema, type CreateJobInput } from '../kernel/inputs.js';
 import { toJob, type Job } from '../kernel/models.js';
 import { assertLockFree, nextFire, sameTime, validateInput } from './guards.js';
@@ -339,16 +339,17 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
   const { kind } = input;
   if (kind !== 'IMMEDIATE' && kind !== 'DELAYED') return undefined;
   if (input.idempotencyKey || input.lockKey || input.dependsOn || input.parentExecutionId) return undefined;
-  const json = JSON.stringify(input.input ?? {});
   // Naming a config entry may name a secret, which not every key may send (config-secrets.ts).
-  if (namesConfig(json)) return undefined;
+  // Read from the value with the renderer's own pattern: its JSON text escapes the whitespace a
+  // placeholder may hold (`{{\tconfig.token}}`), which a test of the text would miss.
+  if (configKeysIn(input.input ?? {}).size > 0) return undefined;
   return {
     workspaceId: actor.workspaceId,
     endpoint: input.endpointId ? { id: input.endpointId } : { name: input.endpointName ?? '' },
     system: isSystem(actor),
     name: input.name ?? null,
     kind,
-    input: json,
+    input: JSON.stringify(input.input ?? {}),
     maxAttempts: input.maxAttempts ?? null,
     defaultMaxAttempts: ctx.defaultMaxAttempts,
     runAt: kind === 'DELAYED' ? input.runAt! : null,
