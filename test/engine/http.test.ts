@@ -77,6 +77,32 @@ describe('HTTP executions', () => {
     expect(attempt).toMatchObject({ outcome: 'SUCCEEDED', status_code: 200, response_excerpt: 'thanks, got it' });
   });
 
+  it("renders into a job's input only the secrets its key may name, when the request is built: a secret set after the job was written is refused", async () => {
+    const config = await t.service.setConfig(t.actor, { name: 'late.cfg', entries: [{ key: 'token', value: 'public-value' }] });
+    await endpoint('late.secret', '/late', { configId: config.id, maxAttempts: 1 });
+    target.route('/late', (_req, res) => res.writeHead(200).end('ok'));
+    const { key } = await t.service.createApiKey(t.actor, { name: 'late operator', role: 'OPERATOR' });
+    const operator = await t.service.authenticate(key);
+    // Named while the value was not secret: the job is accepted.
+    const later = () => ({
+      endpointName: 'late.secret',
+      kind: 'DELAYED' as const,
+      runAt: new Date(Date.now() + 1500),
+      input: { s: '{{config.token}}' },
+    });
+    const { job: operators } = await t.service.createJob(operator, later());
+    const { job: admins } = await t.service.createJob(t.actor, later());
+    // Then the ADMIN makes it a secret, for its own endpoint.
+    await t.service.setConfig(t.actor, { name: 'late.cfg', entries: [{ key: 'token', value: 'late-s3cret-value', secret: true }] });
+    const refused = await settled(t, operators.id);
+    expect(refused.status).toBe('FAILED');
+    expect(refused.last_error).toMatch(/^cannot build the request: \{\{config\.token\}\}: a secret that the job's input may not name/);
+    const sent = await settled(t, admins.id);
+    expect(sent.status).toBe('SUCCEEDED');
+    const hits = target.hitsOf('/late');
+    expect(hits.map((hit) => JSON.parse(hit.body))).toEqual([{ s: 'late-s3cret-value' }]);
+  });
+
   it('signs with a plain (non-whsec_) secret so that the reference verifier accepts it in its whsec_ form, or raw', async () => {
     const plain = 'a plain secret of mine, 40 characters!!';
     await endpoint('plain.signed', '/plain', { signingSecret: plain });

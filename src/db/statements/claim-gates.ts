@@ -20,6 +20,15 @@ export interface ClaimedExecution
   serial: ExecutionRow['serial'];
   endpoint_name: EndpointRow['name'];
   config_entries: ConfigRow['entries'] | null;
+  /** The key that created the config: the writer of its secrets that carry none of their own (ConfigEntry.setBy). */
+  config_key_id?: ConfigRow['created_by_key_id'] | null;
+  /**
+   * The key that created the execution's job, and whether it is an ADMIN's, read only when the
+   * endpoint has a config: whose secrets the job's input may name (src/service/endpoints/config-secrets.ts).
+   * Null key: a caller without a key.
+   */
+  job_key_id?: string | null;
+  job_key_admin?: boolean | null;
   /** Seconds from when it became due (run_after) to this claim, on the database's clock (for metrics). */
   waited_s: number;
 }
@@ -56,10 +65,20 @@ select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.att
        -- finished before pinning and was re-driven since (read only then: coalesce stops at the first).
        cl.cancel_requested, cl.serial, coalesce(cl.input, (select j.input from jobs j where j.id = cl.job_id)) as input,
        en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
-       en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries, cl.waited_s
+       en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries, cl.waited_s,
+       cf.created_by_key_id as config_key_id, jk.key_id as job_key_id, jk.admin as job_key_admin
 from claimed cl
 join endpoints en on en.id = cl.endpoint_id
 left join configs cf on cf.id = en.config_id
+-- Who created the job, for an endpoint with a config only: whose secrets its input may name.
+-- OFFSET 0 keeps the subquery from being flattened into a join, which would read the job of every
+-- row; kept apart, its cf.id test is a one-time filter, and a row without a config reads nothing.
+left join lateral (
+  select j.created_by_key_id as key_id, coalesce(k.role = 'ADMIN', false) as admin
+  from jobs j left join api_keys k on k.id = j.created_by_key_id
+  where cf.id is not null and j.id = cl.job_id
+  offset 0
+) jk on true
 -- The worker starts them in this order: the claim's own (ClaimOrder's PRIORITY; an OLDEST claim
 -- took the earliest due, and starts the highest of those first).
 order by cl.priority desc, cl.run_after, cl.id`;

@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
-import type { AttemptOutcome, AttemptTarget } from '../../../db/types.js';
+import type { AttemptOutcome, AttemptTarget, ConfigEntry } from '../../../db/types.js';
 import type { HandlerRegistry } from './handler-registry.js';
 import { UnrecoverableError } from './handler-registry.js';
 import { fencedTransaction, type FencedTransaction } from './fenced-transaction.js';
@@ -135,12 +135,32 @@ async function readCapped(body: Dispatcher.ResponseData['body'], limit: number):
 /** An HTTP endpoint's secrets, opened for one attempt, and the redactor that keeps them out of its record. */
 interface Opened {
   scope: TemplateScope;
+  /** The scope the job's input (the body) is rendered in: without the secrets its key may not name. */
+  inputScope: TemplateScope;
   signingSecret: string | null;
   redactor: Redactor;
 }
 const unfenced: FencedTransaction = async () => {
   throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
 };
+/**
+ * The scope a job's input is rendered in. Its key chose what the input names, so of the config's
+ * secrets it gets only those it may name (src/service/endpoints/config-secrets.ts): set by that key,
+ * or any when an ADMIN or a caller without a key created the job. Checked here, when the request is
+ * built, as well as when the job was written: a config gains secrets, and an endpoint changes its
+ * config, after its jobs are written.
+ */
+function inputScopeOf(ex: ClaimedExecution, scope: TemplateScope): TemplateScope {
+  const keyId = ex.job_key_id ?? null;
+  if (keyId === null || ex.job_key_admin === true) return scope;
+  const owner = (entry: ConfigEntry) => (entry.setBy !== undefined ? entry.setBy : (ex.config_key_id ?? null));
+  const entries = ex.config_entries ?? {};
+  const config = Object.fromEntries(
+    Object.entries(scope.config).map(([key, e]) => [key, e.secret && owner(entries[key]!) !== keyId ? { ...e, refused: true } : e]),
+  );
+  return { config, input: scope.input };
+}
+
 /** Runs a registered handler's attempt, with its fenced transaction when the worker has a pool. */
 async function runHandler(
   options: DeliveryOptions,
@@ -264,7 +284,8 @@ export function createDelivery(options: DeliveryOptions) {
       .filter((e) => e.secret)
       .map((e) => e.value);
     if (signingSecret) secrets.push(signingSecret);
-    return { scope: { config, input: ex.input }, signingSecret, redactor: createRedactor(secrets, formsCache) };
+    const scope = { config, input: ex.input };
+    return { scope, inputScope: inputScopeOf(ex, scope), signingSecret, redactor: createRedactor(secrets, formsCache) };
   }
 
   async function http(ex: ClaimedExecution, opened: Opened, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
@@ -276,7 +297,7 @@ export function createDelivery(options: DeliveryOptions) {
       // Input values are user data: encode them inside the URL. Config values are the operator's.
       url = new URL(render(ex.url!, scope, (s, from) => (from === 'input' ? urlInputValue(s) : s)));
       headers = Object.fromEntries(Object.entries(ex.headers ?? {}).map(([k, v]) => [k.toLowerCase(), render(v, scope)]));
-      body = ex.method === 'GET' ? undefined : JSON.stringify(renderDeep(ex.input, scope));
+      body = ex.method === 'GET' ? undefined : JSON.stringify(renderDeep(ex.input, opened.inputScope));
     } catch (error) {
       if (error instanceof TemplateError || error instanceof TypeError) {
         return failure('FAILED', `cannot build the request: ${(error as Error).message}`, false);
