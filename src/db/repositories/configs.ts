@@ -3,9 +3,21 @@ import type { ConfigEntry, ConfigRow } from '../types.js';
 import { afterCursor } from './keyset.js';
 import { isUuid, scoped, type Executor } from './scope.js';
 
-export async function findConfigById(db: Executor, workspaceId: string, id: string): Promise<ConfigRow | undefined> {
+/** `forShare`: locked against a concurrent setConfig until the caller commits, and read as that one left it. */
+export async function findConfigById(
+  db: Executor,
+  workspaceId: string,
+  id: string,
+  opts: { forShare?: boolean } = {},
+): Promise<ConfigRow | undefined> {
   if (!isUuid(id)) return undefined;
-  return db.selectFrom('configs').selectAll().where('workspace_id', '=', scoped(workspaceId)).where('id', '=', id).executeTakeFirst();
+  return db
+    .selectFrom('configs')
+    .selectAll()
+    .where('workspace_id', '=', scoped(workspaceId))
+    .where('id', '=', id)
+    .$if(opts.forShare === true, (q) => q.forShare())
+    .executeTakeFirst();
 }
 
 /** The workspace's configs among `ids`. */

@@ -45,7 +45,9 @@ async function assertRefs(
     throw new NotFoundError('PayloadSpec', refs.payloadSpecId);
   }
   if (refs.configId) {
-    const config = await configsRepo.findConfigById(ex, actor.workspaceId, refs.configId);
+    // Locked: a setConfig writing secrets beside this check would otherwise look for the endpoints
+    // using the config before this one is written, and this check read the entries before those.
+    const config = await configsRepo.findConfigById(ex, actor.workspaceId, refs.configId, { forShare: true });
     if (!config) throw new NotFoundError('Config', refs.configId);
     assertMayAimAt(actor, config);
   }
