@@ -21,6 +21,7 @@ import { SecretBox } from './service/kernel/secrets.js';
 import { inOrder, turnNotReady } from './shutdown.js';
 import { createHealth } from './server/health.js';
 import { startOpsServer, type OpsRoutes, type OpsServer } from './server/ops-routes.js';
+import { trustedProxyCheck } from './server/client-address.js';
 import { DEMO_HANDLER_NAMES, DEMO_RECOVERABLE_NAMES, registerDemoHandlers } from './service/engine/demo/demo-handlers.js';
 
 export interface RunningApp {
@@ -115,7 +116,15 @@ export async function startApp(options: StartAppOptions): Promise<RunningApp> {
     }
     // The gateway's port too: its probes answer during the wait; everything else is 503 until the
     // gateway takes the listening socket over.
-    if (roles.gateway) early = await startOpsServer(ops, config.host, config.port, { starting: true });
+    if (roles.gateway)
+      early = await startOpsServer(ops, config.host, config.port, {
+        starting: true,
+        connections: {
+          connectionsPerAddress: config.bounds.connectionsPerAddress,
+          isTrustedProxy: trustedProxyCheck(config.trustedProxies),
+          log,
+        },
+      });
     source = await openDatabaseSource(config, log);
     const demo = config.demoHandlers && roles.worker ? registerDemoHandlers(handlers, recoverables) : { handlers, recoverables };
     if (config.demoHandlers && roles.worker) {

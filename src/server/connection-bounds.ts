@@ -11,6 +11,9 @@
  * - The request's head must arrive within HEADERS_TIMEOUT_MS (Node's default is a minute).
  * - The server's connections stop below the process's descriptor limit (Linux: its soft
  *   RLIMIT_NOFILE), so that its own sockets (the database pools, LISTEN) and files still open.
+ *
+ * The start-up server that answers probes while the process waits for its database is bounded the
+ * same way (ops-routes.ts), and the gateway takes it over with its counts.
  */
 import fs from 'node:fs';
 import type { Server } from 'node:http';
@@ -21,16 +24,35 @@ import { atMostEvery, type Logger } from '../log.js';
 /** Long enough for a slow client on a bad network, far short of Node's minute. */
 export const HEADERS_TIMEOUT_MS = 20_000;
 
-/** Descriptors kept for the process's own use when the server's connections are bounded by its limit. */
-const DESCRIPTORS_KEPT = 256;
+/**
+ * Descriptors kept for the process's own use when the server's connections are bounded by its
+ * limit: its database pools and LISTEN connections, a worker's outbound requests in the same
+ * process, files. An eighth of the limit, and at least 256.
+ */
+const descriptorsKept = (limit: number) => Math.max(256, Math.floor(limit / 8));
 
-export function boundConnections(
-  server: Server,
-  options: { connectionsPerAddress: number; isTrustedProxy: (address: string) => boolean; log: Logger },
-): void {
+/** How often Node looks for requests past their head's timeout (its default, 30 s, would let one wait 50 s). */
+export const CONNECTIONS_CHECKING_INTERVAL_MS = 5_000;
+
+export interface ConnectionBounds {
+  connectionsPerAddress: number;
+  isTrustedProxy: (address: string) => boolean;
+  log: Logger;
+}
+
+/** Servers already bounded: the start-up server is bounded first, then handed to the gateway with its counts. */
+const bounded = new WeakSet<Server>();
+
+/**
+ * Bounds `server`'s connections, once per server. Create it with `connectionsCheckingInterval:
+ * CONNECTIONS_CHECKING_INTERVAL_MS`, so the head's timeout is kept to within a few seconds.
+ */
+export function boundConnections(server: Server, options: ConnectionBounds): void {
+  if (bounded.has(server)) return;
+  bounded.add(server);
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   const limit = descriptorLimit();
-  if (limit !== undefined && limit > 2 * DESCRIPTORS_KEPT) server.maxConnections = limit - DESCRIPTORS_KEPT;
+  if (limit !== undefined && limit > 2 * descriptorsKept(limit)) server.maxConnections = limit - descriptorsKept(limit);
   const max = options.connectionsPerAddress;
   if (max <= 0) return;
   const open = new Map<string, number>();
@@ -42,7 +64,10 @@ export function boundConnections(
     const count = (open.get(group) ?? 0) + 1;
     if (count > max) {
       socket.destroy();
-      refusedNote(`gateway: closed a connection from ${group}: it holds ${max} already (JOBGATE_MAX_CONNECTIONS_PER_ADDRESS)`);
+      refusedNote(
+        `gateway: closed a connection from ${group}: it holds ${max} already (JOBGATE_MAX_CONNECTIONS_PER_ADDRESS; ` +
+          'a reverse proxy in front belongs in JOBGATE_TRUSTED_PROXIES, or all its clients count as its one address)',
+      );
       return;
     }
     open.set(group, count);

@@ -42,7 +42,7 @@ import { noopObserver, type Observer } from '../service/kernel/observer.js';
 import { useObserveOperations } from './observe-plugin.js';
 import { handleOps, routeOf, type OpsRoutes } from './ops-routes.js';
 import { listen } from './listen.js';
-import { boundConnections } from './connection-bounds.js';
+import { boundConnections, CONNECTIONS_CHECKING_INTERVAL_MS } from './connection-bounds.js';
 
 export interface GatewayOptions {
   service: JobService;
@@ -306,7 +306,7 @@ export async function startGateway(
       admit(bounds, req, res, address, run, (refusal) => refusals.refuse(req, res, refusal, requestId));
     });
   };
-  const server = options.listening ?? createServer();
+  const server = options.listening ?? createServer({ connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS });
   boundConnections(server, {
     connectionsPerAddress: options.bounds?.connectionsPerAddress ?? LOAD_BOUND_DEFAULTS.connectionsPerAddress,
     isTrustedProxy: trustedProxyCheck(options.trustedProxies),

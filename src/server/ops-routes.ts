@@ -12,6 +12,7 @@ import type { Metrics } from '../metrics/prometheus.js';
 import { bearerToken } from './bearer.js';
 import type { Health } from './health.js';
 import { listen } from './listen.js';
+import { boundConnections, CONNECTIONS_CHECKING_INTERVAL_MS, type ConnectionBounds } from './connection-bounds.js';
 
 export interface OpsRoutes {
   health: Health;
@@ -119,7 +120,11 @@ export async function startOpsServer(
   ops: OpsRoutes,
   host: string,
   port: number,
-  { starting = false, setting = 'PORT' } = {},
+  {
+    starting = false,
+    setting = 'PORT',
+    connections,
+  }: { starting?: boolean; setting?: string; connections?: ConnectionBounds | undefined } = {},
 ): Promise<OpsServer> {
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
@@ -130,7 +135,10 @@ export async function startOpsServer(
       else send(res, 404, JSON.stringify({ error: { code: 'NOT_FOUND', message: 'no such route' } }));
     }
   };
-  const server = createServer(onRequest);
+  const server = createServer({ connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS }, onRequest);
+  // The gateway's port while the process waits for its database: bounded from the start, since
+  // descriptors taken now would keep the database's own connections from opening.
+  if (connections) boundConnections(server, connections);
   await listen(server, port, host, setting);
   const onError = (error: Error) => ops.log.error(`metrics server: ${error.message}`);
   server.on('error', onError);

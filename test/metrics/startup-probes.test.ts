@@ -70,4 +70,45 @@ describe('probes during the start-up wait for the database', () => {
     await expect(fetch(new URL('/healthz', opsUrl))).rejects.toThrow();
     await expect(fetch(`http://127.0.0.1:${gatewayPort}/healthz`)).rejects.toThrow();
   });
+
+  it("bounds the gateway port's connections per address during the wait too", async () => {
+    const gatewayPort = await freePort();
+    const config = parseConfig({
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${await closedPort()}/postgres`,
+      PORT: String(gatewayPort),
+      JOBGATE_MAX_CONNECTIONS_PER_ADDRESS: '2',
+    });
+    const lines: string[] = [];
+    const abort = new AbortController();
+    const held: net.Socket[] = [];
+    stoppers.push(() => {
+      abort.abort(new Error('test over'));
+      held.forEach((s) => s.destroy());
+    });
+    // /healthz on a connection of its own: its status line, or `closed` when the server closed it first.
+    const health = async () => {
+      const socket = net.connect(gatewayPort, '127.0.0.1');
+      let data = '';
+      socket.on('error', () => {});
+      socket.setEncoding('utf8').on('data', (chunk: string) => (data += chunk));
+      socket.once('connect', () => socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
+      await new Promise((r) => socket.once('close', r));
+      return data === '' ? 'closed' : data.split('\r\n')[0];
+    };
+    const starting = startApp({ config, log: recordingLogger(lines), startupSignal: abort.signal });
+    starting.catch(() => {});
+    await eventually(async () => (await health()) === 'HTTP/1.1 200 OK', 10_000, 'the probes');
+    for (let i = 0; i < 2; i++) {
+      const socket = net.connect(gatewayPort, '127.0.0.1');
+      socket.on('error', () => {});
+      await new Promise<void>((r) => socket.once('connect', () => r()));
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+      held.push(socket);
+    }
+    expect(await health()).toBe('closed');
+    held.splice(0).forEach((s) => s.destroy());
+    await eventually(async () => (await health()) === 'HTTP/1.1 200 OK', 10_000, 'a place freed');
+    abort.abort(new Error('stop waiting'));
+    await expect(starting).rejects.toThrow('stop waiting');
+  });
 });
