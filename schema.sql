@@ -1,4 +1,4 @@
--- The schema after migrations/000063_work_hint_says_when.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000064_config_secrets_say_who_wrote_them.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 

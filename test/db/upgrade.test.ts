@@ -150,3 +150,53 @@ describe('000062: live events are kept by generation', () => {
     expect(await q(`select events_pruned_through::int as h from workspaces where id = $1`, [ws.id])).toEqual([{ h: Number(before[0].id) }]);
   });
 });
+
+describe('000064: config secrets say which key wrote them', () => {
+  it("credits each config's secrets to the key of its latest accepted config.set, and leaves configs without one as they were", async () => {
+    const { client, upgrade } = await databaseBefore(64);
+    const q = async (text: string, values: unknown[] = []) => (await client.query(text, values)).rows;
+    const [ws] = await q(`select id from workspaces where slug = 'default'`);
+    const key = async (name: string, role: string) =>
+      (
+        await q(`insert into api_keys (workspace_id, name, prefix, key_hash, role) values ($1, $2, $2, $3, $4) returning id`, [
+          ws.id,
+          name,
+          Buffer.from(name),
+          role,
+        ])
+      )[0].id as string;
+    const operator = await key('op', 'OPERATOR');
+    const admin = await key('admin', 'ADMIN');
+    const config = async (name: string, entries: object) =>
+      (
+        await q(`insert into configs (workspace_id, name, entries, created_by_key_id) values ($1, $2, $3, $4) returning id`, [
+          ws.id,
+          name,
+          JSON.stringify(entries),
+          operator,
+        ])
+      )[0].id as string;
+    const audit = (configId: string, keyId: string | null, code = 'OK') =>
+      q(
+        `insert into audit_log (workspace_id, actor_kind, actor_key_id, action, target_type, target_id, input, result_code)
+         values ($1, 'user', $2, 'config.set', 'Config', $3, '{}', $4)`,
+        [ws.id, keyId, configId, code],
+      );
+    // An operator's config into which an ADMIN wrote a secret last; a refused try after it does not count.
+    const adminWrote = await config('up.admin', { token: { value: 'sealed', secret: true }, region: { value: 'eu', secret: false } });
+    await audit(adminWrote, operator);
+    await audit(adminWrote, admin);
+    await audit(adminWrote, operator, 'FORBIDDEN');
+    const noAudit = await config('up.pruned', { token: { value: 'sealed', secret: true } });
+    const library = await config('up.library', { token: { value: 'sealed', secret: true } });
+    await audit(library, null);
+    await upgrade();
+    const entries = async (id: string) => (await q(`select entries from configs where id = $1`, [id]))[0].entries;
+    expect(await entries(adminWrote)).toEqual({
+      token: { value: 'sealed', secret: true, setBy: admin },
+      region: { value: 'eu', secret: false },
+    });
+    expect(await entries(noAudit)).toEqual({ token: { value: 'sealed', secret: true } });
+    expect(await entries(library)).toEqual({ token: { value: 'sealed', secret: true, setBy: null } });
+  });
+});
