@@ -6,7 +6,7 @@
  * until they closed (found by an outside attack test).
  *
  * - Open connections per client address (`connectionsPerAddress`; an IPv6 address by its /64, as
- *   load-bounds.ts counts failed authentications): past it, a new connection is closed at once.
+ *   src/service/access/load-bounds.ts counts failed authentications): past it, a new connection is closed at once.
  *   A declared reverse proxy (JOBGATE_TRUSTED_PROXIES) carries many clients and is not bounded.
  * - The request's head must arrive within HEADERS_TIMEOUT_MS (Node's default is a minute).
  * - The server's connections stop below the process's descriptor limit (Linux: its soft

@@ -339,7 +339,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
   const { kind } = input;
   if (kind !== 'IMMEDIATE' && kind !== 'DELAYED') return undefined;
   if (input.idempotencyKey || input.lockKey || input.dependsOn || input.parentExecutionId) return undefined;
-  // Naming a config entry may name a secret, which not every key may send (config-secrets.ts).
+  // Naming a config entry may name a secret, which not every key may send (src/service/endpoints/config-secrets.ts).
   // Read from the value with the renderer's own pattern: its JSON text escapes the whitespace a
   // placeholder may hold (`{{\tconfig.token}}`), which a test of the text would miss.
   if (configKeysIn(input.input ?? {}).size > 0) return undefined;

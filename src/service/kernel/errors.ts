@@ -125,8 +125,7 @@ export class ValidationError extends DomainError {
       error.issues.map((issue) => ({
         path: [...prefix, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))],
         // A record's key that fails its schema comes as "Invalid key in record", its reasons nested.
-        message:
-          issue.code === 'invalid_key' && issue.issues.length > 0 ? issue.issues.map((i) => i.message).join('; ') : issue.message,
+        message: issue.code === 'invalid_key' && issue.issues.length > 0 ? issue.issues.map((i) => i.message).join('; ') : issue.message,
       })),
     );
   }
