@@ -59,24 +59,32 @@ export function normalizeCron(expression: string, path: (string | number)[] = ['
     try {
       CronExpressionParser.parse(probe, { tz: 'UTC' });
     } catch (error) {
-      throw ValidationError.at(path, `${FIELD_NAMES[i]} field "${field}": ${(error as Error).message}`);
+      throw ValidationError.at(path, `${FIELD_NAMES[i]} field "${field}": ${inOwnWords((error as Error).message)}`);
     }
   });
   const normalized = fields.join(' ');
-  try {
-    CronExpressionParser.parse(normalized, { tz: 'UTC' });
-  } catch (error) {
-    throw ValidationError.at(path, (error as Error).message);
-  }
-  // cron-parser refuses 30 February only when day-of-week is '*'; '*/1' makes the days AND too.
-  if (!everFires(specOf(normalized))) {
-    throw ValidationError.at(
+  const neverFires = () =>
+    ValidationError.at(
       path,
       `never fires: no date has day-of-month "${fields[2]}" in month "${fields[3]}" on day-of-week "${fields[4]}"` +
         ' (when either day field starts with "*", both must match)',
     );
+  try {
+    CronExpressionParser.parse(normalized, { tz: 'UTC' });
+  } catch (error) {
+    // cron-parser's own test of 30 February (day-of-week '*'): said as the check below says it.
+    if (/day of month/i.test((error as Error).message)) throw neverFires();
+    throw ValidationError.at(path, inOwnWords((error as Error).message));
   }
+  // cron-parser refuses 30 February only when day-of-week is '*'; '*/1' makes the days AND too.
+  if (!everFires(specOf(normalized))) throw neverFires();
   return normalized;
+}
+
+/** cron-parser's wording of a value out of its field's range, in the API's ("Constraint error, got value 61 expected range 0-59"). */
+function inOwnWords(message: string): string {
+  const range = /^Constraint error, got value (\S+) expected range (\d+)-(\d+)/.exec(message);
+  return range ? `${range[1]} is out of range (${range[2]} to ${range[3]})` : message;
 }
 
 const compiled = new Map<string, CronSpec>();
