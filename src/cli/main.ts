@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { parseConfig, ConfigError, type Config } from '../environment.js';
 import { openDatabaseSource } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { EmbeddedPostgresInterrupted } from '../db/embedded.js';
 import { createLogger, logFormatFor, type Logger } from '../log.js';
 import { parseArgs } from './commands.js';
 import { outliveClosedOutput, printOut } from './output.js';
@@ -208,7 +209,9 @@ async function serve(command: 'start' | 'serve' | 'worker', config: Config, log:
     // Told to stop while it waited: a stop, not a failure. Only the wait's own answer to the
     // signal is; a real fault that happened to come after a signal still exits non-zero.
     const { requested, starting } = signals;
-    if (requested && starting.signal.aborted && error === starting.signal.reason) {
+    // The embedded Postgres's initdb, stopped by the same Ctrl-C (sent to the process group), is the stop too.
+    const interrupted = error instanceof EmbeddedPostgresInterrupted;
+    if (requested && ((starting.signal.aborted && error === starting.signal.reason) || interrupted)) {
       log.info(`${command}: stopped while starting (${requested.why})`);
       return requested.code;
     }

@@ -17,6 +17,14 @@ export class EmbeddedPostgresError extends Error {
   override name = 'EmbeddedPostgresError';
 }
 
+/**
+ * A step of the embedded Postgres's start stopped by the same Ctrl-C or signal that stops jobgate
+ * (a terminal sends it to the whole process group): a stop, not a fault to report at length.
+ */
+export class EmbeddedPostgresInterrupted extends EmbeddedPostgresError {
+  override name = 'EmbeddedPostgresInterrupted';
+}
+
 export interface Binaries {
   initdb: string;
   postgres: string;

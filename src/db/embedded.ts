@@ -29,6 +29,7 @@ import { pgTypes } from './pg-types.js';
 import {
   canTraverse,
   EmbeddedPostgresError,
+  EmbeddedPostgresInterrupted,
   loadBinaries,
   postgresOsUser,
   reachableBinaries,
@@ -37,7 +38,7 @@ import {
 } from './embedded-os.js';
 import { fallbackClusterDir, liveHolder, recoverOrphan } from './embedded-files.js';
 
-export { EmbeddedPostgresError };
+export { EmbeddedPostgresError, EmbeddedPostgresInterrupted };
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
@@ -184,6 +185,15 @@ async function initialiseCluster(
       child.on('error', reject);
       child.on('close', (code, signal) => {
         if (code === 0) resolve();
+        // initdb killed, or it or one of its backends saying it caught the signal that stops
+        // jobgate too (its own "caught signal", a child "terminated by signal 2", a backend's
+        // "canceling statement due to user request").
+        else if (
+          signal === 'SIGINT' ||
+          signal === 'SIGTERM' ||
+          /caught signal|terminated by signal|canceling statement due to user request/.test(output)
+        )
+          reject(new EmbeddedPostgresInterrupted(`initdb was interrupted: no cluster was made; the next start makes it`));
         else reject(new EmbeddedPostgresError(`initdb failed (code ${code}, signal ${signal}):\n${output.trim()}`));
       });
     });

@@ -90,7 +90,22 @@ function makeDataDir(): string {
   return dir;
 }
 
-function startJobgate(dataDir: string, args: string[] = ['start'], extraEnv: NodeJS.ProcessEnv = {}): Jobgate {
+/** The pid of a child process of `parent` whose command is `name`, if one runs (Linux's /proc). */
+function childNamed(parent: number, name: string): number | undefined {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // pid (comm) state ppid ...
+      const m = /^\d+ \((.*)\) \S+ (\d+)/.exec(fs.readFileSync(`/proc/${entry}/stat`, 'utf8'));
+      if (m && m[1] === name && Number(m[2]) === parent) return Number(entry);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
+
+function startJobgate(dataDir: string, args: string[] = ['start'], extraEnv: NodeJS.ProcessEnv = {}, group = false): Jobgate {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     JOBGATE_DATA_DIR: dataDir,
@@ -106,6 +121,8 @@ function startJobgate(dataDir: string, args: string[] = ['start'], extraEnv: Nod
     cwd: ROOT,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],
+    // A process group of its own, as a terminal gives a command: its Ctrl-C reaches every process in it.
+    detached: group,
   });
   children.add(child);
   let stderr = '';
@@ -338,6 +355,24 @@ describe('jobgate start on the embedded Postgres', { timeout: 2 * START_TIMEOUT 
     first.child.kill('SIGTERM');
     expect(await first.exited).toEqual({ code: 0, signal: null });
     expect(fs.existsSync(path.join(dataDir, 'jobgate.pid'))).toBe(false);
+    const { jg, url } = await startServing(dataDir);
+    expect(await gql(url, '{ workspace { slug } }')).toEqual({ workspace: { slug: 'default' } });
+    expect(await stop(jg)).toEqual({ code: 0, signal: null });
+  });
+
+  it("a Ctrl-C during the first start, which reaches initdb too, is a stop said in one line, not initdb's transcript", async () => {
+    const dataDir = makeDataDir();
+    const first = startJobgate(dataDir, ['start'], {}, true);
+    await first.waitFor(/initialising a new cluster/);
+    // What a terminal does on Ctrl-C: SIGINT to every process of the group, jobgate and initdb,
+    // once initdb runs (sent to the group before, it finds no initdb to stop).
+    const initdb = await eventually(async () => childNamed(first.child.pid!, 'initdb'), 10_000, 'initdb to run');
+    process.kill(first.child.pid!, 'SIGINT');
+    process.kill(initdb, 'SIGINT');
+    const exit = await first.exited;
+    expect(first.stderr()).not.toMatch(/initdb failed|FATAL/);
+    expect(first.stderr()).toMatch(/stopped while starting \(SIGINT\)/);
+    expect(exit.signal).toBeNull();
     const { jg, url } = await startServing(dataDir);
     expect(await gql(url, '{ workspace { slug } }')).toEqual({ workspace: { slug: 'default' } });
     expect(await stop(jg)).toEqual({ code: 0, signal: null });
