@@ -212,6 +212,17 @@ describe('the console', { timeout: 90_000 }, () => {
     await expect.poll(() => admin.getByTestId('waiting-for').textContent(), { timeout: 10_000 }).toContain('Endpoint paused');
     await accessible(admin, 'execution (waiting)');
     await screenshot(admin, 'execution-waiting');
+    // The overview says why its backlog grows, beside it; on a phone the note wraps under the name
+    // instead of pushing the backlog out of sight.
+    await go(admin, 'Overview');
+    const overviewRow = admin.getByTestId('by-endpoint').getByRole('row').filter({ hasText: 'console.greet' });
+    await overviewRow.getByTestId('endpoint-paused').waitFor({ timeout: 10_000 });
+    expect(await overviewRow.getByTestId('endpoint-paused').textContent()).toMatch(/^paused since /);
+    await admin.setViewportSize({ width: 390, height: 900 });
+    const pending = (await overviewRow.getByRole('cell').first().boundingBox())!;
+    expect(pending.x + pending.width).toBeLessThanOrEqual(390);
+    await screenshot(admin, 'overview-endpoint-paused-390');
+    await admin.setViewportSize({ width: 1280, height: 900 });
 
     // The endpoint's screen counts what waits, live, and sets its concurrency limit in place.
     await go(admin, 'Endpoints');
@@ -553,6 +564,9 @@ describe('the console', { timeout: 90_000 }, () => {
     const pausedTile = admin.getByTestId('overview-tiles').getByRole('link', { name: /Paused runs/ });
     await expect.poll(() => pausedTile.textContent(), { timeout: 10_000 }).toMatch(/^[1-9]/);
     expect(await pausedTile.locator('.tile-value.bad').count()).toBe(0);
+    // Paused by an operator: something to look at, not a problem; and "Runs in progress" points to it.
+    expect(await pausedTile.locator('.tile-value.warn').count()).toBe(1);
+    await expect.poll(() => admin.getByRole('link', { name: /^\d+ paused$/ }).count(), { timeout: 10_000 }).toBeGreaterThan(0);
     await t.query(`update runs set pause_kind = 'CRASHED' where id = $1`, [run.id]);
     await admin.reload();
     await expect.poll(() => pausedTile.locator('.tile-value.bad').count(), { timeout: 10_000 }).toBe(1);

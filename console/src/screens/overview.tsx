@@ -178,6 +178,7 @@ export function Overview() {
           capped={!!q.data.pausedRuns.totalCountCapped}
           to={href('runs') + '?status=PAUSED'}
           bad={q.data.pausedRuns.nodes.some((r) => r.pauseKind === 'CRASHED')}
+          warn
         />
       </div>
       <div className="charts">
@@ -231,16 +232,15 @@ export function Overview() {
                   <th scope="row">
                     <Link to={`${href('executions')}?endpoint=${encodeURIComponent(e.endpointId)}`}>{e.endpointName}</Link>
                     {/* Why a backlog grows on purpose: said where the backlog is, not only on the endpoint's page. */}
+                    {/* On lines of their own, so that on a narrow screen they wrap rather than push the counts away. */}
                     {e.pausedAt && (
-                      <span className="muted" data-testid="endpoint-paused">
-                        {' '}
-                        paused since <Time iso={e.pausedAt} />
+                      <span className="row-note" data-testid="endpoint-paused">
+                        <Status value="PAUSED" label="paused" /> since <Time iso={e.pausedAt} />
                       </span>
                     )}
                     {e.heldUntil && (
-                      <span className="muted" data-testid="endpoint-held">
-                        {' '}
-                        held by its target until <Time iso={e.heldUntil} />
+                      <span className="row-note" data-testid="endpoint-held">
+                        <Status value="WARNING" label="held" /> by its target until <Time iso={e.heldUntil} />
                       </span>
                     )}
                   </th>
@@ -298,7 +298,7 @@ export function Overview() {
         </>
       )}
       <h2>Runs in progress</h2>
-      <RunsInProgress runs={q.data.runConnection.nodes} />
+      <RunsInProgress runs={q.data.runConnection.nodes} paused={q.data.pausedRuns.totalCount ?? 0} />
       <PruneNow />
     </section>
   );
@@ -335,11 +335,26 @@ function PruneNow() {
   );
 }
 
-/** A figure; `bad` marks it as a problem when it is not zero. */
-function Tile({ label, value, to, capped, bad }: { label: string; value: number; to?: string; capped?: boolean; bad?: boolean }) {
+/** A figure; `bad` marks it as a problem when it is not zero, `warn` (unless bad) as something to look at. */
+function Tile({
+  label,
+  value,
+  to,
+  capped,
+  bad,
+  warn,
+}: {
+  label: string;
+  value: number;
+  to?: string;
+  capped?: boolean;
+  bad?: boolean;
+  warn?: boolean;
+}) {
+  const mark = value === 0 ? '' : bad ? ' bad' : warn ? ' warn' : '';
   const body = (
     <>
-      <span className={`tile-value${bad && value > 0 ? ' bad' : ''}`}>
+      <span className={`tile-value${mark}`}>
         {formatCount(value)}
         {capped ? '+' : ''}
       </span>
@@ -349,11 +364,19 @@ function Tile({ label, value, to, capped, bad }: { label: string; value: number;
   return <div className="tile">{to ? <Link to={to}>{body}</Link> : body}</div>;
 }
 
-function RunsInProgress({ runs }: { runs: OverviewQuery['runConnection']['nodes'] }) {
+function RunsInProgress({ runs, paused }: { runs: OverviewQuery['runConnection']['nodes']; paused: number }) {
   if (runs.length === 0)
     return (
       <Empty>
-        No run in progress. Recoverable handlers start runs from the <Link to={href('handlers')}>Handlers</Link> screen.
+        {paused > 0 ? (
+          <>
+            No run in progress; <Link to={href('runs') + '?status=PAUSED'}>{formatCount(paused)} paused</Link>, waiting to be resumed.
+          </>
+        ) : (
+          <>
+            No run in progress. Recoverable handlers start runs from the <Link to={href('handlers')}>Handlers</Link> screen.
+          </>
+        )}
       </Empty>
     );
   return (
