@@ -302,7 +302,8 @@ export async function startGateway(
     const address = clientAddress(req);
     limitRequestBody(req, res, maxBody, () => {
       const run = () => void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there
-      if (routeOf(req.url) !== '/graphql') return run();
+      // Every request yoga answers, whatever its path: it serves /graphql/ as /graphql, and a path
+      // left out here would skip the key's bounds.
       admit(bounds, req, res, address, run, (refusal) => refusals.refuse(req, res, refusal, requestId));
     });
   };

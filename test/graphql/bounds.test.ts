@@ -149,6 +149,34 @@ describe('requests per key', () => {
     expect((await post(gw, await newKey('not held'), SLUG)).status).toBe(200);
   });
 
+  it('holds a request to /graphql/ (a trailing slash, which yoga serves too) to the same places as one to /graphql', async () => {
+    const gw = await gateway({ bounds: { requestsPerSecond: 1_000_000, requestBurst: 1, requestsInFlightPerKey: 1 } });
+    const key = await newKey('slash');
+    expect((await post(gw, key, SLUG)).status).toBe(200); // now a key seen lately
+    const body = JSON.stringify({ query: SLUG });
+    const slow = http.request(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
+    });
+    const slowAnswer = new Promise<number>((resolve, reject) => {
+      slow.on('response', (res) => (res.resume(), res.on('end', () => resolve(res.statusCode!))));
+      slow.on('error', reject);
+    });
+    slow.write(body.slice(0, 5));
+    await until(() => gw.bounds.stats().keysWithRequests === 1);
+    let done = false;
+    const slashed = fetch(`${gw.url}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body,
+    }).finally(() => (done = true));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(done).toBe(false);
+    slow.end(body.slice(5));
+    expect(await slowAnswer).toBe(200);
+    expect((await slashed).status).toBe(200);
+  });
+
   it("runs a key's requests a few at a time: the next waits its turn, past the waiting bound it is refused, another key is not held up", async () => {
     // One place and one waiter (the burst bounds the waiting); a token comes back every microsecond,
     // so the waiter, let in the moment the slow request ends, is never refused by the rate instead.
