@@ -7,7 +7,7 @@
  * Adapters call the service it returns, never a repository.
  */
 import type { Registry } from 'prom-client';
-import { migrate, verifyMigrated } from './db/migrate.js';
+import { describeApplied, migrate, verifyMigrated } from './db/migrate.js';
 import { createDatabase, type Database } from './db/pool.js';
 import { sessions } from './db/pooler.js';
 import { openReadReplica, type ReadReplica } from './db/read-replica.js';
@@ -164,8 +164,8 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
   const reach = <T>(what: string, attempt: () => Promise<T>) => waitForDatabase(availability, what, attempt, options.signal);
   if (options.migrations === 'verify') await reach('checking migrations', () => verifyMigrated(options.connectionString));
   else {
-    const { applied } = await reach('migrations', () => migrate(options.connectionString, { log: (m) => log.info(m) }));
-    if (applied.length === 0) log.info('migrations: up to date');
+    const { applied } = await reach('migrations', () => migrate(options.connectionString, { log: (m) => log.debug(m) }));
+    log.info(describeApplied(applied));
   }
   const database = createDatabase(
     {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { createInterface } from 'node:readline';
 import { parseConfig, ConfigError, type Config } from '../environment.js';
 import { openDatabaseSource } from '../db/connect.js';
-import { migrate } from '../db/migrate.js';
+import { describeApplied, migrate } from '../db/migrate.js';
 import { EmbeddedPostgresInterrupted } from '../db/embedded.js';
 import { createLogger, logFormatFor, type Logger } from '../log.js';
 import { parseArgs } from './commands.js';
@@ -191,8 +191,8 @@ async function keysCreate(options: Map<string, string | true>, config: Config, l
 async function migrateCommand(config: Config, log: Logger, signals: Signals): Promise<number> {
   const source = await openDatabaseSource(config, log);
   return untilInterrupted(signals, log, 'migrate', source, async () => {
-    const { applied } = await migrate(source.connectionString, { log: (m) => log.info(m) });
-    log.info(applied.length ? `migrations: applied ${applied.length}` : 'migrations: up to date');
+    const { applied } = await migrate(source.connectionString, { log: (m) => log.debug(m) });
+    log.info(describeApplied(applied));
     return 0;
   });
 }

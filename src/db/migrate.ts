@@ -187,3 +187,13 @@ export async function migrate(
     await client.end();
   }
 }
+
+/**
+ * One line for what a run applied: the files' names when there are a few (an upgrade), else their
+ * count and range (a first start applies every file, and a line each was sixty lines of noise).
+ */
+export function describeApplied(applied: readonly string[]): string {
+  if (applied.length === 0) return 'migrations: up to date';
+  if (applied.length <= 5) return `migrations: applied ${applied.join(', ')}`;
+  return `migrations: applied ${applied.length}, ${applied[0]} to ${applied[applied.length - 1]}`;
+}

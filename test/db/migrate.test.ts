@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from '../../src/db/migrate.js';
+import { describeApplied, MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from '../../src/db/migrate.js';
 import { createEmptyDatabase } from '../support/db.js';
 
 type EmptyDb = Awaited<ReturnType<typeof createEmptyDatabase>>;
@@ -109,6 +109,12 @@ describe('migrate', () => {
     const first = await migrate(db.url, { log: (m) => logged.push(m) });
     expect(first.applied).toEqual(files.map((f) => f.name));
     expect(logged).toEqual(files.map((f) => `migrations: applied ${f.name}`));
+    // What a start says at info: the names of a few, else their count and range.
+    expect(describeApplied(files.map((f) => f.name))).toBe(
+      `migrations: applied ${files.length}, ${files[0]!.name} to ${files[files.length - 1]!.name}`,
+    );
+    expect(describeApplied(['000064_a.sql', '000065_b.sql'])).toBe('migrations: applied 000064_a.sql, 000065_b.sql');
+    expect(describeApplied([])).toBe('migrations: up to date');
     expect(await recorded(db.url)).toEqual(
       files.map((f) => ({
         version: f.version,
