@@ -9,6 +9,15 @@
  * would turn it back on, and ignores one a browser kept from before; the console, likewise, keeps
  * its key in sessionStorage only.
  *
+ * What a person types into the editors is kept nowhere either: a mutation's secret (a config
+ * value, a signing secret) written into the operation or the variables was saved to localStorage
+ * (`graphiql:query`, `graphiql:variables`, each tab's state), readable after a browser restart and
+ * by any script of the origin, and written into the address bar (`?query=`), from which it went
+ * into the history and, on a reload, into the request line and any proxy's log. GraphiQL keeps
+ * nothing with `storage: null`; the page's address is kept to its path by a first script, since
+ * yoga's page writes the operation into it on every edit and takes no option against that. A
+ * `?query=` link still opens with its operation, as it did.
+ *
  * The page carries a Content-Security-Policy like the console's (./console.ts). It is one inline
  * script (GraphiQL and its editor's workers, started from blob: URLs) and one inline style sheet;
  * the script is allowed by its SHA-256, computed here from the page as rendered, and nothing else
@@ -43,6 +52,11 @@ export function graphiqlCsp(html: string): string {
   ].join('; ');
 }
 
+/** Runs before GraphiQL: every address it writes is kept to the page's path (no `?query=`). */
+const KEEP_ADDRESS_TO_PATH =
+  'const replaceState = history.replaceState.bind(history); ' +
+  'history.replaceState = (state, unused) => replaceState(state, unused, location.pathname);';
+
 /**
  * The page is a 9 MB module whose source and inlined script V8 keeps as strings (about 27 MB of
  * heap in a heap snapshot of a loaded gateway): a gateway that never serves GraphiQL, such as one
@@ -53,7 +67,13 @@ export function createGraphiQLPage(): GraphiQLPage {
   let page: Promise<string> | undefined;
   let csp: string | undefined;
   const build = async (options: GraphiQLOptions) => {
-    const html = (await import('@graphql-yoga/render-graphiql')).renderGraphiQL({ ...options, shouldPersistHeaders: false });
+    const rendered = (await import('@graphql-yoga/render-graphiql')).renderGraphiQL({
+      ...options,
+      shouldPersistHeaders: false,
+      // GraphiQL's own prop, passed through by yoga's page: no storage at all.
+      ...({ storage: null } as object),
+    });
+    const html = rendered.replace('<script>', `<script>${KEEP_ADDRESS_TO_PATH}</script><script>`);
     csp = graphiqlCsp(html);
     return html;
   };
