@@ -299,6 +299,8 @@ export async function startGateway(
     if (handleRunDue(options.runDue, req, res)) return;
     const requestId = requestIdFrom(req.headers['x-request-id']);
     res.setHeader('x-request-id', requestId);
+    // Answers are a key's own data, as of now: no cache keeps them (a GET query's answer included).
+    res.setHeader('cache-control', 'no-store');
     const address = clientAddress(req);
     limitRequestBody(req, res, maxBody, () => {
       const run = () => void yoga(req, res, { requestId, clientAddress: address }); // useRequestId reads the id there

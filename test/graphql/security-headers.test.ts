@@ -39,6 +39,20 @@ const directives = (csp: string | null) =>
   );
 
 describe('security headers', () => {
+  it('keep every GraphQL answer out of caches (no-store), a GET query answer included', async () => {
+    const get = await fetch(`${gw.url}?query=${encodeURIComponent('{ workspace { slug } }')}`, {
+      headers: { authorization: `Bearer ${key}`, 'x-jobgate-csrf': '1' },
+    });
+    expect(get.status).toBe(200);
+    expect(get.headers.get('cache-control')).toBe('no-store');
+    const post = await fetch(gw.url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ workspace { slug } }' }),
+    });
+    expect(post.headers.get('cache-control')).toBe('no-store');
+  });
+
   it("give GraphiQL's page a Content-Security-Policy that allows its own script by hash and no framing", async () => {
     const res = await fetch(gw.url, { headers: { accept: 'text/html' } });
     const html = await res.text();
