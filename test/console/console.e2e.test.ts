@@ -697,6 +697,28 @@ describe('the console', { timeout: 90_000 }, () => {
     expect(await row(cancelled.id).locator('time').count()).toBe(1);
   });
 
+  it('isolates text others wrote, so a bidirectional override in a job name reverses nothing around it', async () => {
+    await t.service.registerEndpoint(t.actor, { name: 'console.bidi', kind: 'HANDLER', handlerName: 'console.ok' });
+    const name = 'x\u202Eevil.target no';
+    const { job } = await t.service.createJob(t.actor, {
+      endpointName: 'console.bidi',
+      kind: 'DELAYED',
+      runAt: new Date(Date.now() + 86_400_000),
+      name,
+    });
+    const execution = (await t.service.executions(t.actor, { jobId: job.id })).edges[0]!.node;
+    const page = await signedIn(adminKey, 'bidi');
+    await page.goto(`${world.origin}/console/executions/${execution.id}`);
+    const link = page.getByRole('link', { name });
+    await link.waitFor({ timeout: 10_000 });
+    // The link's text is isolated from " on console.bidi" after it, as a <bdi> would be.
+    expect(await link.evaluate((a) => getComputedStyle(a).unicodeBidi)).toBe('isolate');
+    await screenshot(page, 'execution-bidi-name');
+    await page.goto(`${world.origin}/console/jobs/${job.id}`);
+    await page.locator('#job-title bdi').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#job-title bdi').textContent()).toBe(name);
+  });
+
   it('passes axe on the remaining screens: executions, jobs, audit log and API keys', async () => {
     for (const [section, heading] of [
       ['Executions', 'Executions'],

@@ -152,7 +152,7 @@ export function JobScreen({ id }: { id: string }) {
         <Link to={href('jobs')}>← Jobs</Link>
       </p>
       <h1 id="job-title">
-        {job.name ?? 'Job'} <Status value={job.state} />
+        {job.name ? <bdi>{job.name}</bdi> : 'Job'} <Status value={job.state} />
       </h1>
       <ErrorBox error={q.error} title="Could not refresh" />
       <JobActions job={job} onDone={q.reload} />
