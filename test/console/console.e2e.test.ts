@@ -713,6 +713,8 @@ describe('the console', { timeout: 90_000 }, () => {
     await link.waitFor({ timeout: 10_000 });
     // The link's text is isolated from " on console.bidi" after it, as a <bdi> would be.
     expect(await link.evaluate((a) => getComputedStyle(a).unicodeBidi)).toBe('isolate');
+    // What made it, in words: a one-off job's creation, not "SCHEDULE".
+    expect(await page.getByTestId('execution-trigger').textContent()).toBe("Its job's creation (DELAYED)");
     await screenshot(page, 'execution-bidi-name');
     await page.goto(`${world.origin}/console/jobs/${job.id}`);
     await page.locator('#job-title bdi').waitFor({ timeout: 10_000 });

@@ -49,6 +49,7 @@ const ExecutionDocument = graphql(`
       job {
         id
         name
+        kind
         endpoint {
           name
         }
@@ -128,7 +129,7 @@ export function ExecutionScreen({ id }: { id: string }) {
           <Link to={href('jobs', e.job.id)}>{e.job.name ?? e.job.id}</Link> on {e.job.endpoint.name}
         </dd>
         <dt>Trigger</dt>
-        <dd>{e.trigger}</dd>
+        <dd data-testid="execution-trigger">{triggerText(e.trigger, e.job.kind)}</dd>
         <dt>Scheduled for</dt>
         <dd>
           <Time iso={e.scheduledFor} />
@@ -280,4 +281,11 @@ function AttemptCard({ attempt: a, nextAttemptAt }: { attempt: AttemptDetailFrag
       </dl>
     </li>
   );
+}
+
+/** What made the execution, in words: SCHEDULE is a cron occurrence, or the creation of a one-off job. */
+function triggerText(trigger: string, kind: string): string {
+  if (trigger === 'MANUAL') return 'Run by hand (triggerJob)';
+  if (kind === 'CRON') return 'Its cron schedule';
+  return `Its job's creation (${kind})`;
 }
