@@ -715,6 +715,10 @@ describe('the console', { timeout: 90_000 }, () => {
     expect(await link.evaluate((a) => getComputedStyle(a).unicodeBidi)).toBe('isolate');
     // What made it, in words: a one-off job's creation, not "SCHEDULE".
     expect(await page.getByTestId('execution-trigger').textContent()).toBe("Its job's creation (DELAYED)");
+    // When it is due, as the page's other times: local, with the UTC instant on hover.
+    const due = page.getByTestId('waiting-for').locator('time');
+    expect(await due.getAttribute('datetime')).toMatch(/^\d{4}-\d{2}-\d{2}T.*Z$/);
+    expect(await page.getByTestId('waiting-for').textContent()).not.toMatch(/\d{4}-\d{2}-\d{2}T/);
     await screenshot(page, 'execution-bidi-name');
     await page.goto(`${world.origin}/console/jobs/${job.id}`);
     await page.locator('#job-title bdi').waitFor({ timeout: 10_000 });

@@ -142,7 +142,7 @@ export function ExecutionScreen({ id }: { id: string }) {
           <>
             <dt>Waiting for</dt>
             <dd data-testid="waiting-for">
-              <strong>{WAIT_REASONS[e.waitingFor.reason]}</strong>: {e.waitingFor.detail}
+              <strong>{WAIT_REASONS[e.waitingFor.reason]}</strong>: <WithTimes text={e.waitingFor.detail} />
             </dd>
           </>
         )}
@@ -288,4 +288,10 @@ function triggerText(trigger: string, kind: string): string {
   if (trigger === 'MANUAL') return 'Run by hand (triggerJob)';
   if (kind === 'CRON') return 'Its cron schedule';
   return `Its job's creation (${kind})`;
+}
+
+/** `text` with each instant it quotes (the API writes them in UTC) shown as the console shows times: local, UTC on hover. */
+function WithTimes({ text }: { text: string }) {
+  const parts = text.split(/(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z)/);
+  return <>{parts.map((part, i) => (i % 2 === 1 ? <Time key={i} iso={part} /> : part))}</>;
 }
