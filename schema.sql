@@ -1,4 +1,4 @@
--- The schema after migrations/000064_config_secrets_say_who_wrote_them.sql: pg_dump --schema-only of a freshly migrated
+-- The schema after migrations/000065_endpoints_say_who_aimed_them.sql: pg_dump --schema-only of a freshly migrated
 -- database on PostgreSQL 15, normalised. Written by `npm run schema:dump` (and by
 -- `npm run migrations:freeze`); do not edit: change the schema with a new migration.
 
@@ -115,6 +115,7 @@ CREATE TABLE public.endpoints (
     key_rate_limit_period_ms integer,
     key_rate_limit_burst integer,
     workspace_capped boolean DEFAULT false NOT NULL,
+    aimed_by_key_id uuid,
     CONSTRAINT endpoints_backoff_base_ms_check CHECK ((backoff_base_ms > 0)),
     CONSTRAINT endpoints_check CHECK ((backoff_max_ms >= backoff_base_ms)),
     CONSTRAINT endpoints_check1 CHECK ((((kind = 'HTTP'::text) AND (url IS NOT NULL) AND (method IS NOT NULL) AND (handler_name IS NULL)) OR ((kind = 'HANDLER'::text) AND (handler_name IS NOT NULL) AND (url IS NULL)))),
@@ -151,6 +152,8 @@ COMMENT ON COLUMN public.endpoints.key_rate_limit_period_ms IS 'Rate limit per c
 COMMENT ON COLUMN public.endpoints.key_rate_limit_burst IS 'Rate limit per concurrency key: the most starts of one key at once after a quiet spell.';
 
 COMMENT ON COLUMN public.endpoints.workspace_capped IS 'Its workspace has a concurrency_limit and it is not INTERNAL: its attempts count against that cap. Kept by triggers.';
+
+COMMENT ON COLUMN public.endpoints.aimed_by_key_id IS 'The key that last chose where the endpoint sends (registered it, or changed its url, headers or config); null: a caller without a key. Its config''s secrets are rendered into its requests only when this key wrote them, or is an ADMIN''s.';
 
 CREATE FUNCTION public.jobgate_endpoint_limited(en public.endpoints) RETURNS boolean
     LANGUAGE sql IMMUTABLE
@@ -1801,6 +1804,9 @@ ALTER TABLE ONLY public.endpoint_rate_buckets
 
 ALTER TABLE ONLY public.endpoint_retry_after
     ADD CONSTRAINT endpoint_retry_after_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.endpoints(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.endpoints
+    ADD CONSTRAINT endpoints_aimed_by_key_id_fkey FOREIGN KEY (aimed_by_key_id) REFERENCES public.api_keys(id);
 
 ALTER TABLE ONLY public.endpoints
     ADD CONSTRAINT endpoints_created_by_key_id_fkey FOREIGN KEY (created_by_key_id) REFERENCES public.api_keys(id);

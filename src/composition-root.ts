@@ -9,6 +9,7 @@
 import type { Registry } from 'prom-client';
 import { describeApplied, migrate, verifyMigrated } from './db/migrate.js';
 import { createDatabase, type Database } from './db/pool.js';
+import { barredEndpoints } from './service/endpoints/config-secrets.js';
 import { sessions } from './db/pooler.js';
 import { openReadReplica, type ReadReplica } from './db/read-replica.js';
 import { ENGINE_DEFAULTS, type EngineDefaults } from './defaults.js';
@@ -178,6 +179,7 @@ export async function openEngine(options: EngineOptions): Promise<Engine> {
     },
     (m) => log.warn(m),
   );
+  void warnOfBarredEndpoints(database, log);
   const retention = { ...ENGINE_DEFAULTS.retention, ...options.retention };
   const serviceDeps: Omit<ServiceDeps, 'db' | 'pool'> = {
     defaultMaxAttempts: options.defaultMaxAttempts ?? ENGINE_DEFAULTS.defaultMaxAttempts,
@@ -426,4 +428,24 @@ async function countedRunDue(observer: Observer, pass: () => Promise<RunDueResul
   const { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns } = result.executions;
   observer.runDuePass('ok', { succeeded, failed: failedRuns, retrying: retried, cancelled: cancelledRuns });
   return result;
+}
+
+/**
+ * Says, at start, which endpoints will not get their config's secrets (endpointsBarredFromSecrets):
+ * their deliveries fail with "a secret this endpoint may not send" until an ADMIN updates them. A
+ * database upgraded from before the rule can hold such endpoints, whose requests carried the secret.
+ */
+async function warnOfBarredEndpoints(database: Database, log: Logger): Promise<void> {
+  try {
+    const barred = await barredEndpoints(database.db, 11);
+    if (barred.length === 0) return;
+    const names = barred.slice(0, 10);
+    log.warn(
+      `endpoints that may not send their config's secrets (their url, headers or config were last set by an OPERATOR key that did not write them): ` +
+        `${names.join(', ')}${barred.length > 10 ? ', and more' : ''}. Their requests fail until an ADMIN updates each (its url, as it is, will do), ` +
+        'or they are pointed at another config (docs/security.md)',
+    );
+  } catch {
+    // A start is not held up by a warning it could not read.
+  }
 }

@@ -210,6 +210,10 @@ export interface EndpointRetryAfter {
 }
 
 export interface Endpoints {
+  /**
+   * The key that last chose where the endpoint sends (registered it, or changed its url, headers or config); null: a caller without a key. Its config's secrets are rendered into its requests only when this key wrote them, or is an ADMIN's.
+   */
+  aimed_by_key_id: string | null;
   archived_at: Timestamp | null;
   backoff_base_ms: Generated<number>;
   backoff_max_ms: Generated<number>;

@@ -200,3 +200,25 @@ describe('000064: config secrets say which key wrote them', () => {
     expect(await entries(library)).toEqual({ token: { value: 'sealed', secret: true, setBy: null } });
   });
 });
+
+describe('000065: endpoints say which key aimed them', () => {
+  it("takes each endpoint's creator as the key that aimed it", async () => {
+    const { client, upgrade } = await databaseBefore(65);
+    const q = async (text: string, values: unknown[] = []) => (await client.query(text, values)).rows;
+    const [ws] = await q(`select id from workspaces where slug = 'default'`);
+    const [key] = await q(
+      `insert into api_keys (workspace_id, name, prefix, key_hash, role) values ($1, 'op', 'op', 'x', 'OPERATOR') returning id`,
+      [ws.id],
+    );
+    await q(
+      `insert into endpoints (workspace_id, name, kind, url, method, created_by_key_id) values ($1, 'up.keyed', 'HTTP', 'https://x.example/', 'POST', $2)`,
+      [ws.id, key.id],
+    );
+    await q(`insert into endpoints (workspace_id, name, kind, handler_name) values ($1, 'up.keyless', 'HANDLER', 'h')`, [ws.id]);
+    await upgrade();
+    expect(await q(`select name, aimed_by_key_id from endpoints where name like 'up.%' order by name`)).toEqual([
+      { name: 'up.keyed', aimed_by_key_id: key.id },
+      { name: 'up.keyless', aimed_by_key_id: null },
+    ]);
+  });
+});

@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRetryAfter } from '../../src/service/engine/delivery/deliver.js';
+import { barredEndpoints } from '../../src/service/endpoints/config-secrets.js';
 import { render, TemplateError } from '../../src/service/endpoints/template.js';
-import { createTestDb, type TestDb } from '../support/db.js';
+import { createTestDb, TEST_SECRETS, type TestDb } from '../support/db.js';
 import { attemptsOf, engineHarness, settled, type EngineHarness } from '../support/engine.js';
 import { startHttpTarget, type HttpTarget } from '../support/http-target.js';
 
@@ -101,6 +102,42 @@ describe('HTTP executions', () => {
     expect(sent.status).toBe('SUCCEEDED');
     const hits = target.hitsOf('/late');
     expect(hits.map((hit) => JSON.parse(hit.body))).toEqual([{ s: 'late-s3cret-value' }]);
+  });
+
+  it("sends a config's secret in an endpoint's url and headers only when the key that aimed it may: an ADMIN's update approves it", async () => {
+    const keyed = async (role: 'ADMIN' | 'OPERATOR') =>
+      t.service.authenticate((await t.service.createApiKey(t.actor, { name: `aim ${role}`, role })).key);
+    const [admin, operator] = [await keyed('ADMIN'), await keyed('OPERATOR')];
+    const config = await t.service.setConfig(operator, { name: 'aimed.cfg', entries: [{ key: 'token', value: 'operator-value' }] });
+    await t.service.registerEndpoint(operator, {
+      name: 'aimed.hook',
+      kind: 'HTTP',
+      url: `${target.url}/aimed`,
+      headers: { 'x-token': '{{config.token}}' },
+      configId: config.id,
+      maxAttempts: 1,
+    });
+    target.route('/aimed', (_req, res) => res.writeHead(200).end('ok'));
+    // An ADMIN's secret in it, as a release before the rule let it be written (now refused: CONFLICT).
+    await expect(
+      t.service.setConfig(admin, { name: 'aimed.cfg', entries: [{ key: 'token', value: 'admin-s3cret-value', secret: true }] }),
+    ).rejects.toMatchObject({ code: 'CONFLICT' });
+    await t.query(`update configs set entries = $2 where id = $1`, [
+      config.id,
+      JSON.stringify({ token: { value: TEST_SECRETS.seal('admin-s3cret-value'), secret: true, setBy: admin.keyId } }),
+    ]);
+    const run = async () => settled(t, (await t.service.createJob(admin, { endpointName: 'aimed.hook', kind: 'IMMEDIATE' })).job.id);
+    const refused = await run();
+    expect(refused.status).toBe('FAILED');
+    expect(refused.last_error).toMatch(/^cannot build the request: \{\{config\.token\}\}: a secret this endpoint may not send/);
+    expect(target.hitsOf('/aimed')).toHaveLength(0);
+    // What a start warns of.
+    expect(await barredEndpoints(t.db, 10)).toContain('default/aimed.hook');
+    // The ADMIN looks at where it sends and keeps it: now its own choice.
+    await t.service.updateEndpoint(admin, { id: (await t.service.endpoint(admin, { name: 'aimed.hook' })).id, url: `${target.url}/aimed` });
+    expect((await run()).status).toBe('SUCCEEDED');
+    expect(target.hitsOf('/aimed').map((hit) => hit.headers['x-token'])).toEqual(['admin-s3cret-value']);
+    expect(await barredEndpoints(t.db, 10)).not.toContain('default/aimed.hook');
   });
 
   it('signs with a plain (non-whsec_) secret so that the reference verifier accepts it in its whsec_ form, or raw', async () => {

@@ -71,8 +71,9 @@ export async function updateEndpoint(db: Executor, workspaceId: string, id: stri
 }
 
 /**
- * Names of the workspace's live HTTP endpoints that use config `configId` and that `keyId` did not
- * register, nor an ADMIN key (null `keyId`: a caller without a key, which registers none of them).
+ * Names of the workspace's live HTTP endpoints that use config `configId` and whose url, headers
+ * and config neither `keyId` nor an ADMIN key chose last (aimed_by_key_id; null `keyId`: a caller
+ * without a key, which aims none of them).
  */
 export async function endpointsOfOthersUsingConfig(
   db: Executor,
@@ -82,20 +83,46 @@ export async function endpointsOfOthersUsingConfig(
 ): Promise<string[]> {
   const rows = await db
     .selectFrom('endpoints as e')
-    .leftJoin('api_keys as k', 'k.id', 'e.created_by_key_id')
+    .leftJoin('api_keys as k', 'k.id', 'e.aimed_by_key_id')
     .select('e.name')
     .where('e.workspace_id', '=', scoped(workspaceId))
     .where('e.config_id', '=', configId)
     .where('e.kind', '=', 'HTTP')
     .where('e.archived_at', 'is', null)
-    // An endpoint registered without a key (the embedding application, jobgate itself) is the
+    // An endpoint aimed without a key (the embedding application, jobgate itself) is the
     // installation's own, as an ADMIN's is.
-    .where('e.created_by_key_id', 'is not', null)
+    .where('e.aimed_by_key_id', 'is not', null)
     .where((w) => w.or([w('k.role', 'is', null), w('k.role', '!=', 'ADMIN')]))
-    .$if(keyId !== null, (q) => q.where('e.created_by_key_id', '!=', keyId!))
+    .$if(keyId !== null, (q) => q.where('e.aimed_by_key_id', '!=', keyId!))
     .orderBy('e.name')
     .execute();
   return rows.map((r) => r.name);
+}
+
+/**
+ * Live HTTP endpoints, installation-wide, whose config holds a secret that the key that aimed them
+ * did not write and that is not an ADMIN's: delivery renders no such secret into their requests
+ * (src/service/engine/delivery/deliver.ts). A database upgraded from before the rule can hold
+ * them; an ADMIN's update of each makes its aim the ADMIN's own. At most `limit`, by name.
+ */
+export async function endpointsBarredFromSecrets(db: Executor, limit: number): Promise<{ workspace: string; name: string }[]> {
+  const { rows } = await sql<{ workspace: string; name: string }>`
+    select w.slug as workspace, e.name
+    from endpoints e
+    join workspaces w on w.id = e.workspace_id
+    join configs c on c.id = e.config_id
+    left join api_keys k on k.id = e.aimed_by_key_id
+    where e.kind = 'HTTP' and e.archived_at is null
+      and e.aimed_by_key_id is not null and k.role is distinct from 'ADMIN'
+      and exists (
+        select 1 from jsonb_each(c.entries) x
+        where (x.value ->> 'secret')::boolean
+          -- The secret's writer: its setBy (JSON null: a caller without a key), else the config's creator.
+          and (case when x.value ? 'setBy' then x.value ->> 'setBy' else c.created_by_key_id::text end)
+              is distinct from e.aimed_by_key_id::text)
+    order by w.slug, e.name
+    limit ${limit}`.execute(db);
+  return rows;
 }
 
 /** Archives the endpoint (archived_at: the database's now()); the row as it is then. */

@@ -29,6 +29,12 @@ export interface ClaimedExecution
    */
   job_key_id?: string | null;
   job_key_admin?: boolean | null;
+  /**
+   * The key that last chose where the endpoint sends (endpoints.aimed_by_key_id), and whether it is
+   * an ADMIN's, read only when the endpoint has a config: whose secrets its url and headers may carry.
+   */
+  endpoint_key_id?: string | null;
+  endpoint_key_admin?: boolean | null;
   /** Seconds from when it became due (run_after) to this claim, on the database's clock (for metrics). */
   waited_s: number;
 }
@@ -66,15 +72,18 @@ select cl.id, cl.workspace_id, cl.job_id, cl.endpoint_id, cl.lease_epoch, cl.att
        cl.cancel_requested, cl.serial, coalesce(cl.input, (select j.input from jobs j where j.id = cl.job_id)) as input,
        en.name as endpoint_name, en.kind, en.url, en.method, en.headers,
        en.timeout_ms, en.signing_secret, en.handler_name, cf.entries as config_entries, cl.waited_s,
-       cf.created_by_key_id as config_key_id, jk.key_id as job_key_id, jk.admin as job_key_admin
+       cf.created_by_key_id as config_key_id, jk.key_id as job_key_id, jk.admin as job_key_admin,
+       en.aimed_by_key_id as endpoint_key_id, jk.aimer_admin as endpoint_key_admin
 from claimed cl
 join endpoints en on en.id = cl.endpoint_id
 left join configs cf on cf.id = en.config_id
--- Who created the job, for an endpoint with a config only: whose secrets its input may name.
+-- Who created the job, and whether the key that aimed the endpoint is an ADMIN's, for an endpoint
+-- with a config only: whose secrets the input, the url and the headers may carry.
 -- OFFSET 0 keeps the subquery from being flattened into a join, which would read the job of every
 -- row; kept apart, its cf.id test is a one-time filter, and a row without a config reads nothing.
 left join lateral (
-  select j.created_by_key_id as key_id, coalesce(k.role = 'ADMIN', false) as admin
+  select j.created_by_key_id as key_id, coalesce(k.role = 'ADMIN', false) as admin,
+         coalesce((select ek.role = 'ADMIN' from api_keys ek where ek.id = en.aimed_by_key_id), false) as aimer_admin
   from jobs j left join api_keys k on k.id = j.created_by_key_id
   where cf.id is not null and j.id = cl.job_id
   offset 0

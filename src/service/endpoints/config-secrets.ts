@@ -20,8 +20,7 @@ import * as endpointsRepo from '../../db/repositories/endpoints.js';
 import type { Executor } from '../../db/repositories/scope.js';
 import type { ConfigRow, EndpointRow } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
-import { requireOwnership } from '../kernel/authorisation.js';
-import { ConflictError } from '../kernel/errors.js';
+import { ConflictError, ForbiddenError } from '../kernel/errors.js';
 import { configKeysIn } from './template.js';
 
 /**
@@ -36,9 +35,16 @@ function secretOwners(config: ConfigRow, only?: Set<string>): Set<string | null>
   return owners;
 }
 
+/** Whether `actor` may send secrets written by `owner`: its own, and any when an ADMIN or jobgate itself. */
+const maySend = (actor: Actor, owner: string | null) =>
+  actor.role === 'ADMIN' || actor.kind === 'system' || (actor.keyId !== undefined && actor.keyId === owner);
+
 /** Throws FORBIDDEN when `actor` may not aim an endpoint at `config`'s secrets. */
 export function assertMayAimAt(actor: Actor, config: ConfigRow): void {
-  for (const owner of secretOwners(config)) requireOwnership(actor, owner, `config "${config.name}" holds secrets and`);
+  if ([...secretOwners(config)].some((owner) => !maySend(actor, owner)))
+    throw new ForbiddenError(
+      `an OPERATOR key may send only secrets it wrote: config "${config.name}" holds secrets another key wrote, and an endpoint sends them wherever its url and headers say`,
+    );
 }
 
 /**
@@ -51,8 +57,9 @@ export async function assertNoOthersAimAt(ex: Executor, actor: Actor, config: Co
   if (names.length === 0) return;
   const shown = names.slice(0, 10).join(', ') + (names.length > 10 ? `, and ${names.length - 10} more` : '');
   throw new ConflictError(
-    `config "${config.name}" is used by endpoints another key registered (${shown}): they would send its secrets wherever ` +
-      'that key aimed them. Point them at another config, or archive them, before it holds secrets.',
+    `config "${config.name}" is used by endpoints another key aimed (${shown}): they would send its secrets wherever ` +
+      "that key chose. An ADMIN's update of their url or headers makes the choice its own; or point them at another " +
+      'config, or archive them, before it holds secrets.',
     { endpoints: names },
   );
 }
@@ -67,7 +74,17 @@ export async function assertMayNameInInput(ex: Executor, actor: Actor, endpoint:
   if (named.size === 0) return;
   const config = await configsRepo.findConfigById(ex, actor.workspaceId, endpoint.config_id);
   if (!config) return;
-  for (const owner of secretOwners(config, named)) {
-    requireOwnership(actor, owner, `the input names a secret of config "${config.name}", which`);
-  }
+  if ([...secretOwners(config, named)].some((owner) => !maySend(actor, owner)))
+    throw new ForbiddenError(
+      `an OPERATOR key may send only secrets it wrote: the input names a secret of config "${config.name}" that another key wrote`,
+    );
+}
+
+/**
+ * Live HTTP endpoints, installation-wide, that delivery will not give their config's secrets (aimed
+ * by an OPERATOR key that did not write them), as `workspace/name`, at most `limit`: what a start
+ * warns of (src/composition-root.ts).
+ */
+export async function barredEndpoints(ex: Executor, limit: number): Promise<string[]> {
+  return (await endpointsRepo.endpointsBarredFromSecrets(ex, limit)).map((e) => `${e.workspace}/${e.name}`);
 }

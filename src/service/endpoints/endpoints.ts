@@ -206,6 +206,7 @@ export function createEndpointService(ctx: ServiceContext) {
           ...rateLimitColumns(input.rateLimit ?? null),
           ...keyRateLimitColumns(input.keyRateLimit ?? null),
           created_by_key_id: actor.keyId ?? null,
+          aimed_by_key_id: actor.keyId ?? null,
         });
         return toEndpoint(row);
       }).catch((error: unknown) => {
@@ -286,6 +287,9 @@ export function createEndpointService(ctx: ServiceContext) {
           if (input.keyConcurrencyLimit !== undefined) patch.key_concurrency_limit = input.keyConcurrencyLimit;
           if (input.rateLimit !== undefined) Object.assign(patch, rateLimitColumns(input.rateLimit));
           if (input.keyRateLimit !== undefined) Object.assign(patch, keyRateLimitColumns(input.keyRateLimit));
+          // Where it sends is now this key's choice: its config's secrets go there only if this key
+          // may send them (src/service/endpoints/config-secrets.ts), an ADMIN's update approving them.
+          if (reaims || input.configId !== undefined) patch.aimed_by_key_id = actor.keyId ?? null;
           return toEndpoint(await endpointsRepo.updateEndpoint(trx, actor.workspaceId, row.id, patch));
         },
       );

@@ -7,8 +7,8 @@ export class TemplateError extends Error {
 }
 
 export interface TemplateScope {
-  /** `refused`: a secret this rendering may not use (a job's input naming another key's secret). */
-  config: Record<string, { value: string; secret: boolean; refused?: boolean }>;
+  /** `refused`: why this rendering may not use the secret (an endpoint or a job's input naming another key's secret). */
+  config: Record<string, { value: string; secret: boolean; refused?: string }>;
   input: unknown;
 }
 
@@ -31,10 +31,7 @@ export function render(template: string, scope: TemplateScope, encode: (s: strin
       // Own keys only, as for the input: `constructor` or `toString` would render as "undefined".
       const entry = Object.hasOwn(scope.config, key) ? scope.config[key] : undefined;
       if (!entry) throw new TemplateError(`{{config.${key}}}: the endpoint's config has no key "${key}"`);
-      if (entry.refused)
-        throw new TemplateError(
-          `{{config.${key}}}: a secret that the job's input may not name (only the key that set it, or an ADMIN, may)`,
-        );
+      if (entry.refused) throw new TemplateError(`{{config.${key}}}: ${entry.refused}`);
       return encode(entry.value, 'config');
     }
     return encode(lookupInput(scope.input, key), 'input');

@@ -144,21 +144,33 @@ const unfenced: FencedTransaction = async () => {
   throw new Error('ctx.transaction needs a worker started by jobgate (no pool to run it on)');
 };
 /**
- * The scope a job's input is rendered in. Its key chose what the input names, so of the config's
- * secrets it gets only those it may name (src/service/endpoints/config-secrets.ts): set by that key,
- * or any when an ADMIN or a caller without a key created the job. Checked here, when the request is
- * built, as well as when the job was written: a config gains secrets, and an endpoint changes its
- * config, after its jobs are written.
+ * The scopes a request is rendered in (src/service/endpoints/config-secrets.ts): of the config's
+ * secrets, the url and headers get those the key that aimed the endpoint may send, and the job's
+ * input (the body, sent to the same place) only those both that key and the job's may send. A key
+ * may send a secret it wrote, and an ADMIN's or a caller's without a key any. Checked here, when
+ * the request is built, as well as when the endpoint or job was written: a config gains secrets, an
+ * endpoint changes its config, after they are written, and a database upgraded from before the
+ * rule holds endpoints and jobs that never met it.
  */
-function inputScopeOf(ex: ClaimedExecution, scope: TemplateScope): TemplateScope {
-  const keyId = ex.job_key_id ?? null;
-  if (keyId === null || ex.job_key_admin === true) return scope;
-  const owner = (entry: ConfigEntry) => (entry.setBy !== undefined ? entry.setBy : (ex.config_key_id ?? null));
+function scopesOf(ex: ClaimedExecution, scope: TemplateScope): { scope: TemplateScope; inputScope: TemplateScope } {
   const entries = ex.config_entries ?? {};
-  const config = Object.fromEntries(
-    Object.entries(scope.config).map(([key, e]) => [key, e.secret && owner(entries[key]!) !== keyId ? { ...e, refused: true } : e]),
+  const owner = (key: string) => {
+    const entry: ConfigEntry | undefined = entries[key];
+    return entry?.setBy !== undefined ? entry.setBy : (ex.config_key_id ?? null);
+  };
+  const maySend = (keyId: string | null | undefined, admin: boolean | null | undefined) => (key: string) =>
+    keyId == null || admin === true || owner(key) === keyId;
+  const endpointMay = maySend(ex.endpoint_key_id, ex.endpoint_key_admin);
+  const jobMay = maySend(ex.job_key_id, ex.job_key_admin);
+  const refuse = (may: (key: string) => boolean, why: string, from: TemplateScope['config']) =>
+    Object.fromEntries(Object.entries(from).map(([key, e]) => [key, e.secret && !e.refused && !may(key) ? { ...e, refused: why } : e]));
+  const config = refuse(
+    endpointMay,
+    "a secret this endpoint may not send: the key that last set its url, headers or config did not write it (an ADMIN's update of the endpoint approves it)",
+    scope.config,
   );
-  return { config, input: scope.input };
+  const inputConfig = refuse(jobMay, "a secret that the job's input may not name (only the key that set it, or an ADMIN, may)", config);
+  return { scope: { config, input: scope.input }, inputScope: { config: inputConfig, input: scope.input } };
 }
 
 /** Runs a registered handler's attempt, with its fenced transaction when the worker has a pool. */
@@ -284,8 +296,7 @@ export function createDelivery(options: DeliveryOptions) {
       .filter((e) => e.secret)
       .map((e) => e.value);
     if (signingSecret) secrets.push(signingSecret);
-    const scope = { config, input: ex.input };
-    return { scope, inputScope: inputScopeOf(ex, scope), signingSecret, redactor: createRedactor(secrets, formsCache) };
+    return { ...scopesOf(ex, { config, input: ex.input }), signingSecret, redactor: createRedactor(secrets, formsCache) };
   }
 
   async function http(ex: ClaimedExecution, opened: Opened, signal: AbortSignal, state: AttemptState): Promise<AttemptResult> {
