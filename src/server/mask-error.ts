@@ -5,7 +5,7 @@
  * "Did you mean …" suggestion; a variable's value that cannot be coerced (an unknown enum value,
  * a missing field, a wrong type) is bad input like any other: VALIDATION_FAILED, with the
  * variable as its issue's path. A database that
- * cannot be reached is UNAVAILABLE (retry later). Everything else is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
+ * cannot be reached is UNAVAILABLE (retry later), said in the log at most every 10 s. Everything else is a bug: logged here with its stack, and sent as a bare "Unexpected error." with code
  * INTERNAL_SERVER_ERROR — never a stack trace or an internal message.
  *
  * Yoga also logs, at error level, every error that masking replaced, as `String(error)`: for a
@@ -17,7 +17,7 @@
 import { GraphQLError, Kind } from 'graphql';
 import { DomainError } from '../service/kernel/errors.js';
 import { isConnectionError } from '../service/ops/unavailable.js';
-import type { Logger } from '../log.js';
+import { atMostEvery, type Logger } from '../log.js';
 import type { ErrorOrigins } from './request-id.js';
 import { withMessage, withoutSuggestions, withoutSyntaxPrefix } from './hardening.js';
 
@@ -33,6 +33,10 @@ export interface MaskError {
  */
 export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError {
   const seen = new WeakSet<object>();
+  // Through an outage every request meets it: a line every 10 s at most, the rest counted into the
+  // next one (on the logger of the request that writes it, so it carries that request's id).
+  let unreachableLog = base;
+  const unreachable = atMostEvery(10_000, (msg) => unreachableLog.warn(msg));
   const mask = (error: unknown, message: string): Error => {
     if (typeof error === 'object' && error !== null) seen.add(error);
     const log = origins?.logOf(error) ?? base;
@@ -58,7 +62,8 @@ export function createMaskError(base: Logger, origins?: ErrorOrigins): MaskError
     // The database could not be reached (a restart, a cut connection, every pooled connection
     // held): not a bug, and a client can retry. Logged in one line, answered UNAVAILABLE (503).
     if (isConnectionError(original)) {
-      log.warn(`database unreachable${gqlError?.path ? ` at ${gqlError.path.join('.')}` : ''}: ${(original as Error).message}`);
+      unreachableLog = log;
+      unreachable(`database unreachable${gqlError?.path ? ` at ${gqlError.path.join('.')}` : ''}: ${(original as Error).message}`);
       return new GraphQLError('the database is unreachable just now; try again', {
         ...location,
         extensions: { code: 'UNAVAILABLE', http: { status: 503 } },

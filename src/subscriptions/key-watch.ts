@@ -43,6 +43,8 @@ export class KeyWatch {
   /** Watches started since the last check, whose own actor is checked next. */
   private readonly fresh = new Set<Watcher>();
   private checking: Promise<void> | undefined;
+  /** Whether the last check could not ask the database: an outage is said once, and its end once. */
+  private failing = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: KeyWatchOptions) {}
@@ -104,16 +106,22 @@ export class KeyWatch {
         for (const w of this.fresh) watchers.add(w);
         this.fresh.clear();
         let lapsed: Actor[];
+        // A connection and each of its streams watch the same actor: asked about once.
+        const actors = [...new Set([...watchers].map((w) => w.actor))];
         try {
-          // A connection and each of its streams watch the same actor: asked about once.
-          lapsed = await this.options.lapsedActors([...new Set([...watchers].map((w) => w.actor))]);
+          lapsed = await this.options.lapsedActors(actors);
         } catch (error) {
-          // The database could not be asked (it went away): the periodic re-check asks again.
-          this.options.log.warn(
-            `live: could not check the API keys of ${watchers.size} open stream(s) (${(error as Error).message}); checking again in ${this.options.recheckMs} ms`,
-          );
+          // The database could not be asked (it went away): the periodic re-check asks again, and
+          // says so once for the outage rather than at every check.
+          if (!this.failing)
+            this.options.log.warn(
+              `live: could not check the API keys of ${new Set(actors.map((a) => a.keyId)).size} key(s) with open streams (${(error as Error).message}); checking again every ${this.options.recheckMs} ms until the database answers`,
+            );
+          this.failing = true;
           return;
         }
+        if (this.failing) this.options.log.info('live: checking the API keys of open streams again');
+        this.failing = false;
         const gone = new Set(lapsed);
         // A new watch found lapsed whose key was not checked whole this round: its key is, next
         // round, and the watch ends then with the rest of the key's, in the order they began. A

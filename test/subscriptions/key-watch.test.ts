@@ -79,4 +79,31 @@ describe('KeyWatch', () => {
     expect(ended.sort()).toEqual(['k1/0', 'k1/1', 'k1/2']);
     expect(keys.size).toBe(1);
   });
+
+  it('says an outage once, and once when it can check again, however many checks fail meanwhile', async () => {
+    const lines: string[] = [];
+    let down = true;
+    const keys = new KeyWatch({
+      log: createLogger('info', (l) => lines.push(l)),
+      recheckMs: 60_000,
+      lapsedActors: async (actors) => {
+        if (down) throw new Error('connect ECONNREFUSED');
+        return actors.filter(() => false);
+      },
+    });
+    // A connection and its stream: two watches of one key.
+    const unwatch = [keys.watch(actorOf('k1'), () => {}), keys.watch(actorOf('k1'), () => {})];
+    for (let i = 0; i < 5; i++) {
+      keys.hint(undefined);
+      for (let j = 0; j < 4; j++) await tick();
+    }
+    const said = lines.filter((l) => l.includes('could not check'));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain('of 1 key(s) with open streams');
+    down = false;
+    keys.hint(undefined);
+    for (let j = 0; j < 4; j++) await tick();
+    expect(lines.filter((l) => l.includes('checking the API keys of open streams again'))).toHaveLength(1);
+    unwatch.forEach((u) => u());
+  });
 });
