@@ -189,6 +189,7 @@ function engineOptions(config: Config, source: DatabaseSource, log: Logger): Eng
           readReplica: config.readReplica,
         }),
     log,
+    migrations: config.migrations,
     poolMax: config.poolMax,
     poolWaitMs: config.poolWaitMs,
     defaultMaxAttempts: config.defaultMaxAttempts,

@@ -93,6 +93,7 @@ const envSchema = z.object({
   // The demo handlers of the quick start (src/service/engine/demo/demo-handlers.ts): on by default only
   // on the embedded default outside production, so a gateway on a real database serves none.
   JOBGATE_DEMO_HANDLERS: z.enum(['on', 'off']).optional(),
+  JOBGATE_MIGRATIONS: z.enum(['apply', 'verify']).default('apply'),
   JOBGATE_OUTBOUND_ALLOW: commaList().refine((list) => list.every(isIpOrCidr), 'must be a comma-separated list of IP addresses or CIDRs'),
   JOBGATE_CRON_SECRET: optionalText().refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
   JOBGATE_SECRET_KEY: optionalText().refine((v) => {
@@ -224,6 +225,11 @@ export interface Config {
    * of the quick start. Default: on the embedded default outside production only.
    */
   demoHandlers: boolean;
+  /**
+   * What a start does with the database's migrations: `apply` the pending ones (the default), or
+   * `verify` that none is pending and stop if one is (migrations run apart, by `jobgate migrate`).
+   */
+  migrations: 'apply' | 'verify';
   /** Whether authenticated callers may introspect the schema. */
   introspection: boolean;
   maxBodyBytes: number;
@@ -357,6 +363,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       e.JOBGATE_DEMO_HANDLERS === undefined
         ? e.DATABASE_URL === undefined && e.NODE_ENV !== 'production'
         : e.JOBGATE_DEMO_HANDLERS === 'on',
+    migrations: e.JOBGATE_MIGRATIONS,
     maxBodyBytes: e.JOBGATE_MAX_BODY_BYTES,
     wsKeepAliveMs: e.JOBGATE_WS_KEEPALIVE_MS,
     bounds: Object.freeze({

@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startApp, type RunningApp } from '../src/app.js';
 import { parseConfig } from '../src/environment.js';
 import { createLogger } from '../src/log.js';
-import { createTestDb, type TestDb } from './support/db.js';
+import pg from 'pg';
+import { createEmptyDatabase, createTestDb, type TestDb } from './support/db.js';
 import { eventually } from './support/engine.js';
 
 let t: TestDb;
@@ -57,5 +58,26 @@ describe('startApp', () => {
     app = undefined;
     // A clean stop leaves the catalogue.
     expect((await t.query(`select count(*)::int as n from workers`)).rows[0].n).toBe(0);
+  });
+
+  it('with JOBGATE_MIGRATIONS=verify, applies nothing: it stops on a database that lacks migrations, and starts on a migrated one', async () => {
+    const empty = await createEmptyDatabase();
+    try {
+      const config = parseConfig({ DATABASE_URL: empty.url, PORT: '0', JOBGATE_MIGRATIONS: 'verify' });
+      await expect(startApp({ config, log: createLogger('silent') })).rejects.toThrow(/lacks \d+ migration\(s\).*run `jobgate migrate`/);
+      const { rows } = await t.query(`select count(*)::int as n from pg_database where datname = $1`, [empty.name]);
+      expect(rows[0].n).toBe(1);
+      const client = new pg.Client({ connectionString: empty.url });
+      await client.connect();
+      const tables = (await client.query(`select to_regclass('jobgate_migrations') as t`)).rows[0].t;
+      await client.end();
+      expect(tables).toBeNull();
+    } finally {
+      await empty.drop();
+    }
+    app = await startApp({
+      config: parseConfig({ DATABASE_URL: t.url, PORT: '0', JOBGATE_MIGRATIONS: 'verify', JOBGATE_LOG_LEVEL: 'silent' }),
+      log: createLogger('silent'),
+    });
   });
 });

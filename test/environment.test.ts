@@ -25,6 +25,12 @@ describe('configuration', () => {
     expect(() => parseConfig({ DATABASE_POOL_MAX: '1' })).toThrow(/DATABASE_POOL_MAX/);
   });
 
+  it('reads JOBGATE_MIGRATIONS: apply by default, or verify; anything else names it', () => {
+    expect(parseConfig({}).migrations).toBe('apply');
+    expect(parseConfig({ JOBGATE_MIGRATIONS: 'verify' }).migrations).toBe('verify');
+    expect(() => parseConfig({ JOBGATE_MIGRATIONS: 'skip' })).toThrow(/JOBGATE_MIGRATIONS/);
+  });
+
   it('reads the bounds on load, defaults for the unset ones, 0 to turn one off, and names a bad one', () => {
     expect(parseConfig({}).bounds).toEqual({
       requestsPerSecond: 50,
