@@ -2,15 +2,19 @@
  * Who may send a config's secrets where. An HTTP endpoint renders its config into the requests it
  * sends wherever its url and headers say, so aiming an endpoint at secrets is as good as reading
  * them. The rule (docs/security.md): the url of an endpoint that uses secrets is chosen by the key
- * that set those secrets, or by an ADMIN. It is checked from both sides:
+ * that set those secrets, or by an ADMIN (the key that last chose it is endpoints.aimed_by_key_id).
+ * It is checked wherever it could be broken:
  *
  *  - an endpoint is pointed at a config, or re-aimed while it uses one (assertMayAimAt);
  *  - secrets are written into a config that endpoints already use (assertNoOthersAimAt): written
- *    by a key that did not register them, the secrets would go to the url an OPERATOR chose;
+ *    by a key that did not aim them, the secrets would go to the url an OPERATOR chose;
  *  - a job's input names a secret (assertMayNameInInput): the body of an HTTP job is its input with
  *    `{{config.key}}` rendered, so any key that may create jobs on the endpoint could have the
  *    secret sent in a body (where the target may log it, or echo it back in a form redaction does
- *    not know, into an excerpt every VIEWER reads).
+ *    not know, into an excerpt every VIEWER reads);
+ *  - and when a request is built (src/service/engine/delivery/deliver.ts): what the checks above
+ *    could not see (a database from before them, a config that gained a secret after a job was
+ *    written) is not rendered.
  *
  * A secret's owner is the key that wrote it (ConfigEntry.setBy), not the config's creator: an
  * ADMIN's secret in an OPERATOR's config stays the ADMIN's.
@@ -49,7 +53,7 @@ export function assertMayAimAt(actor: Actor, config: ConfigRow): void {
 
 /**
  * Throws CONFLICT when `actor` writes secrets into `config` while endpoints that another key (not
- * an ADMIN) registered use it: they would send the secrets wherever that key aimed them.
+ * an ADMIN) aimed use it: they would send the secrets wherever that key chose.
  */
 export async function assertNoOthersAimAt(ex: Executor, actor: Actor, config: ConfigRow): Promise<void> {
   if (secretOwners(config).size === 0) return;
