@@ -48,6 +48,29 @@ async function post(gw: RunningGateway, key: string | undefined, query: string, 
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Answer['body'] };
 }
 
+/**
+ * A request of `key` whose body is still coming: it holds one of the key's places (in flight)
+ * until it is finished (resolving with its answer's status) or abandoned.
+ */
+async function holdPlace(gw: RunningGateway, key: string): Promise<{ finish(): Promise<number>; abandon(): void }> {
+  const body = JSON.stringify({ query: SLUG });
+  const request = http.request(gw.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
+  });
+  const answer = new Promise<number>((resolve, reject) => {
+    request.on('response', (res) => (res.resume(), res.on('end', () => resolve(res.statusCode!))));
+    request.on('error', reject);
+  });
+  answer.catch(() => {}); // an abandoned one errs
+  request.write(body.slice(0, 5));
+  await until(() => gw.bounds.stats().keysWithRequests === 1);
+  return {
+    finish: () => (request.end(body.slice(5)), answer),
+    abandon: () => void request.destroy(),
+  };
+}
+
 async function until(condition: () => boolean): Promise<void> {
   for (let i = 0; !condition(); i++) {
     if (i > 500) throw new Error('condition not met in 5 s');
@@ -153,27 +176,16 @@ describe('requests per key', () => {
     const gw = await gateway({ bounds: { requestsPerSecond: 1_000_000, requestBurst: 1, requestsInFlightPerKey: 1 } });
     const key = await newKey('slash');
     expect((await post(gw, key, SLUG)).status).toBe(200); // now a key seen lately
-    const body = JSON.stringify({ query: SLUG });
-    const slow = http.request(gw.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
-    });
-    const slowAnswer = new Promise<number>((resolve, reject) => {
-      slow.on('response', (res) => (res.resume(), res.on('end', () => resolve(res.statusCode!))));
-      slow.on('error', reject);
-    });
-    slow.write(body.slice(0, 5));
-    await until(() => gw.bounds.stats().keysWithRequests === 1);
+    const slow = await holdPlace(gw, key);
     let done = false;
     const slashed = fetch(`${gw.url}/`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body,
+      body: JSON.stringify({ query: SLUG }),
     }).finally(() => (done = true));
     await new Promise((r) => setTimeout(r, 100));
     expect(done).toBe(false);
-    slow.end(body.slice(5));
-    expect(await slowAnswer).toBe(200);
+    expect(await slow.finish()).toBe(200);
     expect((await slashed).status).toBe(200);
   });
 
@@ -184,43 +196,26 @@ describe('requests per key', () => {
     const key = await newKey('in flight');
     expect((await post(gw, key, SLUG)).status).toBe(200); // now a key seen lately
     // A request whose body is still coming holds the key's one place.
-    const body = JSON.stringify({ query: SLUG });
-    const slow = http.request(gw.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
-    });
-    const slowAnswer = new Promise<number>((resolve, reject) => {
-      slow.on('response', (res) => (res.resume(), res.on('end', () => resolve(res.statusCode!))));
-      slow.on('error', reject);
-    });
-    slow.write(body.slice(0, 5));
-    await until(() => gw.bounds.stats().keysWithRequests === 1);
+    const slow = await holdPlace(gw, key);
     let waitingDone = false;
     const waiting = post(gw, key, SLUG).finally(() => (waitingDone = true));
     await new Promise((r) => setTimeout(r, 50));
     expect(waitingDone).toBe(false);
     expectRefused(await post(gw, key, SLUG), 'REQUESTS_IN_FLIGHT_PER_KEY');
     expect((await post(gw, await newKey('not held up'), SLUG)).status).toBe(200);
-    slow.end(body.slice(5));
-    expect(await slowAnswer).toBe(200);
+    expect(await slow.finish()).toBe(200);
     expect((await waiting).status).toBe(200);
     await until(() => gw.bounds.stats().keysWithRequests === 0);
     // A waiting client that gives up frees its turn.
-    const again = http.request(gw.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${key}` },
-    });
-    again.on('error', () => {});
-    again.write(body.slice(0, 5));
-    await until(() => gw.bounds.stats().keysWithRequests === 1);
+    const again = await holdPlace(gw, key);
     const gaveUp = fetch(gw.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body,
+      body: JSON.stringify({ query: SLUG }),
       signal: AbortSignal.timeout(100),
     });
     await expect(gaveUp).rejects.toThrow();
-    again.destroy();
+    again.abandon();
     await until(() => gw.bounds.stats().keysWithRequests === 0);
     expect((await post(gw, key, SLUG)).status).toBe(200);
   });
