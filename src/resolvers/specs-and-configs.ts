@@ -54,7 +54,7 @@ builder.mutationFields((t) => ({
   setConfig: t.field({
     type: ConfigRef,
     description:
-      'Creates a config, or replaces all entries of the config with that name. OPERATOR keys may replace only configs they created. A secret entry belongs to the key that writes it. CONFLICT when it would write secrets into a config that HTTP endpoints registered by another key (not an ADMIN) use (extensions.endpoints names them); FORBIDDEN, VALIDATION_FAILED.',
+      'Creates a config, or replaces all entries of the config with that name. OPERATOR keys may replace only configs they created. A secret entry belongs to the key that writes it. CONFLICT when it would write secrets into a config that HTTP endpoints use whose url, headers or config another key (not an ADMIN) last set (extensions.endpoints names them); FORBIDDEN, VALIDATION_FAILED.',
     args: { input: t.arg({ type: SetConfigInputRef, required: true, description: 'The config.', validate: setConfigValidation }) },
     resolve: (_root, args, ctx) => ctx.service.setConfig(ctx.actor, args.input),
   }),

@@ -22,26 +22,51 @@
 import * as configsRepo from '../../db/repositories/configs.js';
 import * as endpointsRepo from '../../db/repositories/endpoints.js';
 import type { Executor } from '../../db/repositories/scope.js';
-import type { ConfigRow, EndpointRow } from '../../db/types.js';
+import type { ConfigEntry, ConfigRow, EndpointRow } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { ConflictError, ForbiddenError } from '../kernel/errors.js';
 import { configKeysIn } from './template.js';
 
 /**
- * The keys that wrote the config's secrets (null: a caller without a key), of every secret or of
- * those among `only`; empty when there are none.
+ * The key that wrote a secret entry (null: a caller without a key): its `setBy`, or, for an entry
+ * written before that was kept, the config's creator.
+ */
+export function secretOwner(entry: ConfigEntry, configCreator: string | null): string | null {
+  return entry.setBy !== undefined ? entry.setBy : configCreator;
+}
+
+/**
+ * Who would send a secret: a key, and whether it is an ADMIN. `keyId` null is no key at all
+ * (jobgate itself, or the embedding application acting for no key, which owns the database).
+ */
+export interface SecretSender {
+  keyId: string | null;
+  admin: boolean;
+}
+
+/** The rule: an ADMIN, or no key, may send any secret; a key only those it wrote. */
+export function maySendSecret(sender: SecretSender, owner: string | null): boolean {
+  return sender.admin || sender.keyId === null || sender.keyId === owner;
+}
+
+const senderOf = (actor: Actor): SecretSender => ({
+  keyId: actor.kind === 'system' ? null : (actor.keyId ?? null),
+  admin: actor.role === 'ADMIN',
+});
+
+/**
+ * The keys that wrote the config's secrets, of every secret or of those among `only`; empty when
+ * there are none.
  */
 function secretOwners(config: ConfigRow, only?: Set<string>): Set<string | null> {
   const owners = new Set<string | null>();
   for (const [key, entry] of Object.entries(config.entries)) {
-    if (entry.secret && (!only || only.has(key))) owners.add(entry.setBy !== undefined ? entry.setBy : config.created_by_key_id);
+    if (entry.secret && (!only || only.has(key))) owners.add(secretOwner(entry, config.created_by_key_id));
   }
   return owners;
 }
 
-/** Whether `actor` may send secrets written by `owner`: its own, and any when an ADMIN or jobgate itself. */
-const maySend = (actor: Actor, owner: string | null) =>
-  actor.role === 'ADMIN' || actor.kind === 'system' || (actor.keyId !== undefined && actor.keyId === owner);
+const maySend = (actor: Actor, owner: string | null) => maySendSecret(senderOf(actor), owner);
 
 /** Throws FORBIDDEN when `actor` may not aim an endpoint at `config`'s secrets. */
 export function assertMayAimAt(actor: Actor, config: ConfigRow): void {

@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { ClaimedExecution } from '../../../db/statements/claim.js';
-import type { AttemptOutcome, AttemptTarget, ConfigEntry } from '../../../db/types.js';
+import type { AttemptOutcome, AttemptTarget } from '../../../db/types.js';
 import type { HandlerRegistry } from './handler-registry.js';
 import { UnrecoverableError } from './handler-registry.js';
 import { fencedTransaction, type FencedTransaction } from './fenced-transaction.js';
@@ -15,6 +15,7 @@ import { isSealed, type SecretBox } from '../../kernel/secrets.js';
 import { signatureHeaders } from './signing.js';
 import { createRedactor, FormsCache, type Redactor } from './redaction.js';
 import { render, renderDeep, TemplateError, type TemplateScope } from '../../endpoints/template.js';
+import { maySendSecret, secretOwner } from '../../endpoints/config-secrets.js';
 import { storableText } from '../../kernel/inputs.js';
 import { traceparentFor } from './trace.js';
 
@@ -146,8 +147,8 @@ const unfenced: FencedTransaction = async () => {
 /**
  * The scopes a request is rendered in (src/service/endpoints/config-secrets.ts): of the config's
  * secrets, the url and headers get those the key that aimed the endpoint may send, and the job's
- * input (the body, sent to the same place) only those both that key and the job's may send. A key
- * may send a secret it wrote, and an ADMIN's or a caller's without a key any. Checked here, when
+ * input (the body, sent to the same place) only those both that key and the job's may send, by the
+ * one rule of src/service/endpoints/config-secrets.ts (maySendSecret). Checked here, when
  * the request is built, as well as when the endpoint or job was written: a config gains secrets, an
  * endpoint changes its config, after they are written, and a database upgraded from before the
  * rule holds endpoints and jobs that never met it.
@@ -155,11 +156,11 @@ const unfenced: FencedTransaction = async () => {
 function scopesOf(ex: ClaimedExecution, scope: TemplateScope): { scope: TemplateScope; inputScope: TemplateScope } {
   const entries = ex.config_entries ?? {};
   const owner = (key: string) => {
-    const entry: ConfigEntry | undefined = entries[key];
-    return entry?.setBy !== undefined ? entry.setBy : (ex.config_key_id ?? null);
+    const entry = entries[key];
+    return entry ? secretOwner(entry, ex.config_key_id ?? null) : (ex.config_key_id ?? null);
   };
   const maySend = (keyId: string | null | undefined, admin: boolean | null | undefined) => (key: string) =>
-    keyId == null || admin === true || owner(key) === keyId;
+    maySendSecret({ keyId: keyId ?? null, admin: admin === true }, owner(key));
   const endpointMay = maySend(ex.endpoint_key_id, ex.endpoint_key_admin);
   const jobMay = maySend(ex.job_key_id, ex.job_key_admin);
   const refuse = (may: (key: string) => boolean, why: string, from: TemplateScope['config']) =>
