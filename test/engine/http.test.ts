@@ -354,6 +354,7 @@ describe('HTTP executions', () => {
     ['Expect', '100-continue', /expect header not supported/],
     ['Content-Length', '0', /content-length/i],
     ['Transfer-Encoding', 'chunked', /transfer-encoding/],
+    ['Host', 'intranet.example', /headers name Host, which is taken from the url's host/],
   ])('fails without retries an endpoint registered with a %s header before registration refused it', async (name, value, error) => {
     const id = (await endpoint(`framed.${name.toLowerCase()}`, '/ok')).id;
     // As an endpoint registered by an earlier version, which took framing headers.
