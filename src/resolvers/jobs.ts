@@ -150,7 +150,11 @@ builder.mutationFields((t) => ({
       'Re-drives the FAILED executions matching `filter` (the dead-letter view\'s "retry all"), newest first, each as retryExecution would. ' +
       'At most `limit` per call (default 100, at most 1000): call again while `more`. OPERATOR or ADMIN.',
     args: {
-      filter: t.arg({ type: ExecutionFilterInputRef, description: 'Which executions; statuses other than FAILED in it are ignored.' }),
+      filter: t.arg({
+        type: ExecutionFilterInputRef,
+        description:
+          'Which executions; statuses other than FAILED in it are ignored. Executions named by `ids`, with no status in the filter, are each matched: one not FAILED is in `skipped` (CONFLICT).',
+      }),
       limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
     },
     resolve: (_root, args, ctx) => ctx.service.retryExecutions(ctx.actor, args as never),
@@ -162,7 +166,8 @@ builder.mutationFields((t) => ({
     args: {
       filter: t.arg({
         type: ExecutionFilterInputRef,
-        description: 'Which executions; statuses other than PENDING and RUNNING in it are ignored.',
+        description:
+          'Which executions; statuses other than PENDING and RUNNING in it are ignored. Executions named by `ids`, with no status in the filter, are each matched: one already finished is in `skipped` (CONFLICT).',
       }),
       limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
     },

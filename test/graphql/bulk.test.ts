@@ -117,6 +117,43 @@ describe('bulk actions on a selection', () => {
     });
   });
 
+  it('says why an execution named by id is not taken when its status is not one the action takes, instead of matching nothing', async () => {
+    const [kept, cancelled] = [await laterJob('bulk.idle'), await laterJob('bulk.idle')];
+    const { rows } = await t.query('select id, job_id from executions where job_id = any($1)', [[kept, cancelled]]);
+    const byJob = new Map(rows.map((r) => [r.job_id as string, r.id as string]));
+    const [pendingId, cancelledId] = [byJob.get(kept)!, byJob.get(cancelled)!];
+    await t.service.cancelExecution(t.actor, cancelledId);
+    const retried = await g.gql(
+      `mutation ($ids: [ID!]) { retryExecutions(filter: { ids: $ids }) { matched changed skipped { id code message } } }`,
+      { ids: [pendingId, cancelledId] },
+    );
+    expect(retried.data.retryExecutions).toMatchObject({ matched: 2, changed: 0 });
+    expect(retried.data.retryExecutions.skipped).toEqual(
+      [
+        expect.objectContaining({
+          id: pendingId,
+          code: 'CONFLICT',
+          message: expect.stringMatching(/only FAILED executions can be retried; .* is PENDING/),
+        }),
+        expect.objectContaining({ id: cancelledId, code: 'CONFLICT', message: expect.stringMatching(/is CANCELLED/) }),
+      ].sort((a, b) => (a.id < b.id ? 1 : -1)),
+    );
+    const again = await g.gql(
+      `mutation ($ids: [ID!]) { cancelExecutions(filter: { ids: $ids }) { matched changed skipped { id code } } }`,
+      {
+        ids: [cancelledId],
+      },
+    );
+    expect(again.data.cancelExecutions).toEqual({ matched: 1, changed: 0, skipped: [{ id: cancelledId, code: 'CONFLICT' }] });
+    // A status in the filter keeps it a filter: what is not in it is not matched.
+    const filtered = await g.gql(
+      `mutation ($ids: [ID!]) { retryExecutions(filter: { ids: $ids, statuses: [FAILED] }) { matched changed skipped { id } } }`,
+      { ids: [pendingId, cancelledId] },
+    );
+    expect(filtered.data.retryExecutions).toEqual({ matched: 0, changed: 0, skipped: [] });
+    expect((await t.query('select status from executions where id = $1', [pendingId])).rows[0].status).toBe('PENDING');
+  });
+
   it("cancels many jobs as cancelJob would: retired, their pending executions cancelled, another workspace's and a retired one skipped", async () => {
     const mine = [await laterJob('bulk.idle'), await laterJob('bulk.idle')];
     const retired = await laterJob('bulk.idle');

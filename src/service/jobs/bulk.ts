@@ -170,8 +170,11 @@ export function createBulkService(ctx: ServiceContext) {
       async (trx) => {
         const filter = parseInput(executionFilterSchema, raw.filter ?? {}, ['filter']);
         const limit = parseInput(limitSchema, raw.limit, ['limit']) ?? DEFAULT_BULK_LIMIT;
-        const wanted = filter.statuses?.length ? statuses.filter((s) => filter.statuses!.includes(s)) : statuses;
-        if (wanted.length === 0) return { ids: [], more: false };
+        // Executions named by id and by nothing about their status reach the per-item rule, which
+        // says why one in another status is not taken (in `skipped`), instead of matching nothing.
+        const named = Boolean(filter.ids?.length) && !filter.status && !filter.statuses?.length;
+        const wanted = named ? undefined : filter.statuses?.length ? statuses.filter((s) => filter.statuses!.includes(s)) : statuses;
+        if (wanted?.length === 0) return { ids: [], more: false };
         const rows = await executionList.listExecutions(trx, actor.workspaceId, {
           ...filter,
           status: undefined,
@@ -185,8 +188,10 @@ export function createBulkService(ctx: ServiceContext) {
   return {
     /**
      * Re-drives the FAILED executions matching `filter` (other statuses in it are ignored), up to
-     * `limit` (default 100, at most 1000), each as retryExecution would. Throws FORBIDDEN (VIEWER)
-     * and VALIDATION_FAILED for a bad filter; per-item refusals are in `skipped`.
+     * `limit` (default 100, at most 1000), each as retryExecution would. Executions named by
+     * `filter.ids` with no status in the filter are taken whatever their status, so that one not
+     * FAILED is refused in `skipped`. Throws FORBIDDEN (VIEWER) and VALIDATION_FAILED for a bad
+     * filter; per-item refusals are in `skipped`.
      */
     async retryExecutions(actor: Actor, raw: { filter?: ExecutionFilter | null; limit?: number | null }): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
