@@ -23,7 +23,18 @@ const fenceValues = (f: RunFence) => [f.runId, f.epoch, f.owner];
 /** What takeRun returns: the run's row, with its cursor encoding and the epoch this runner now holds. */
 export type TakenRun = Pick<
   RunRecord,
-  'id' | 'workspace_id' | 'name' | 'status' | 'params' | 'cursor' | 'cursor_json' | 'stats' | 'started_at' | 'epoch' | 'retry_attempts'
+  | 'id'
+  | 'workspace_id'
+  | 'name'
+  | 'status'
+  | 'params'
+  | 'cursor'
+  | 'cursor_json'
+  | 'stats'
+  | 'processed'
+  | 'started_at'
+  | 'epoch'
+  | 'retry_attempts'
 >;
 
 /**
@@ -41,7 +52,7 @@ where r.id = (
   order by updated_at limit 1
   for update skip locked
 )
-returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.started_at, r.epoch, r.retry_attempts`;
+returning r.id, r.workspace_id, r.name, r.status, r.params, r.cursor, r.cursor_json, r.stats, r.processed, r.started_at, r.epoch, r.retry_attempts`;
 
 export async function takeRun(pool: pg.Pool, owner: string, names: string[], staleMs: number): Promise<TakenRun | undefined> {
   const { rows } = await pool.query<TakenRun>(TAKE, [owner, names, staleMs]);

@@ -134,8 +134,8 @@ interface ExecutionStore {
    * backoff, rather than recorded FAILED; a pause or completion it returns stands.
    */
   unavailable(): boolean;
-  /** What the run's last checkpoint in this take said: processed (null before one) and its stats. */
-  progress(): { processed: number | null; stats: Record<string, unknown> };
+  /** The run's progress as its checkpoints recorded it: items processed in all (every take's) and its stats. */
+  progress(): { processed: number; stats: Record<string, unknown> };
   /** Retries spent since the run last made progress (a committed checkpoint that moved its cursor). */
   retriesSpent(): number;
 }
@@ -158,7 +158,8 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
   let stats = run.stats ?? {};
   let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
   let unavailable = false;
-  let processed: number | null = null;
+  // The run's total: a checkpoint's `processed` is added to it (run-fence.ts), not a total itself.
+  let processed = Number(run.processed);
   let storedBytes: Buffer | null = run.cursor;
   let retriesSpent = run.retry_attempts;
   const lost = (): never => {
@@ -174,7 +175,7 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
     storedBytes = checkpoint.cursor;
     stats = merged;
     cursor = next;
-    processed = checkpoint.processed;
+    processed += checkpoint.processed;
   };
   const store: RunStore = {
     runId: run.id,
@@ -329,7 +330,7 @@ function loggedCursor(cursor: Buffer | null, json: boolean): unknown {
 /**
  * A run's one log line when this take of it ends (recorded): `{ kind: 'recoverable', handler,
  * run_id, outcome, cause, completed, paused, count, elapsed_ms, extra, cursor }`. `count` is the
- * processed count of its last checkpoint in this take, `extra` its accumulated stats, `elapsed_ms`
+ * run's items processed so far (the sum of its checkpoints' `processed`), `extra` its accumulated stats, `elapsed_ms`
  * this take's time (a run resumed after a pause has one line per take). A crashed run's line is the
  * sweep's (./runner.ts).
  */
@@ -341,7 +342,7 @@ function logRunEnd(
   owner: string,
   run: TakenRun,
   ending: LoggedEnding,
-  progress: { processed: number | null; stats: Record<string, unknown> },
+  progress: { processed: number; stats: Record<string, unknown> },
   elapsedMs: number,
 ): void {
   const outcome = {
