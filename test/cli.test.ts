@@ -84,6 +84,9 @@ describe('the jobgate command', () => {
     expect(await help('worker')).toContain('JOBGATE_LEASE_MS');
     expect(await help('worker')).not.toContain('JOBGATE_CORS_ORIGINS');
     expect(await help('keys', 'create')).toMatch(/environment:[\s\S]*DATABASE_URL/);
+    // Only what it reads: migrate opens one connection, with no pool, replica or listener settings.
+    expect(await help('migrate')).toMatch(/environment:[\s\S]*DATABASE_URL[\s\S]*JOBGATE_LOG_LEVEL/);
+    expect(await help('migrate')).not.toMatch(/DATABASE_POOL_MAX|JOBGATE_READ_DATABASE_URL|JOBGATE_LISTEN_DATABASE_URL/);
     expect(await help('schema')).toContain('environment: none read.');
   });
 

@@ -7,8 +7,9 @@
 
 /** Environment variables by what they set (src/environment.ts parses them; docs/operating.md explains them). */
 export const ENVIRONMENT_GROUPS = {
-  database: [
-    'DATABASE_URL',
+  database: ['DATABASE_URL', 'JOBGATE_DATA_DIR', 'JOBGATE_EMBEDDED_PORT'],
+  // What a long-running process's connections read; `migrate` and the one-shot commands open one or two.
+  connections: [
     'DATABASE_POOL_MAX',
     'DATABASE_POOL_WAIT_MS',
     'JOBGATE_DATABASE_POOLER',
@@ -16,8 +17,6 @@ export const ENVIRONMENT_GROUPS = {
     'JOBGATE_PREPARED_STATEMENTS',
     'JOBGATE_READ_DATABASE_URL',
     'JOBGATE_READ_MAX_LAG_MS',
-    'JOBGATE_DATA_DIR',
-    'JOBGATE_EMBEDDED_PORT',
   ],
   logging: ['JOBGATE_LOG_LEVEL', 'JOBGATE_LOG_FORMAT', 'NODE_ENV'],
   service: [
@@ -115,21 +114,21 @@ export const COMMANDS: readonly CommandSpec[] = [
 GraphiQL at http://127.0.0.1:4000/graphql (HOST, PORT). On the embedded default the demo
 handlers (demo.echo, demo.flaky, demo.scan) are registered unless JOBGATE_DEMO_HANDLERS=off.`,
     options: [],
-    env: ['database', 'logging', 'service', 'process', 'gateway', 'worker'],
+    env: ['database', 'connections', 'logging', 'service', 'process', 'gateway', 'worker'],
   },
   {
     name: 'serve',
     summary: 'the gateway only, for scaling out (N gateways, M workers, one Postgres)',
     details: SERVING_DETAILS,
     options: [],
-    env: ['database', 'logging', 'service', 'process', 'gateway'],
+    env: ['database', 'connections', 'logging', 'service', 'process', 'gateway'],
   },
   {
     name: 'worker',
     summary: 'a worker only',
     details: SERVING_DETAILS,
     options: [],
-    env: ['database', 'logging', 'service', 'process', 'worker'],
+    env: ['database', 'connections', 'logging', 'service', 'process', 'worker'],
   },
   {
     name: 'migrate',
@@ -155,6 +154,8 @@ jobgate runs there (stop it, or create keys with the createApiKey mutation).`,
       { name: '--installation-admin', help: 'may create workspaces and revoke other installation-admin keys' },
     ],
     env: ['database', 'logging'],
+    // Through a transaction pooler its statements go unnamed (src/db/pooler.ts).
+    extraEnv: ['JOBGATE_DATABASE_POOLER', 'JOBGATE_PREPARED_STATEMENTS'],
   },
   {
     name: 'db url',
@@ -219,6 +220,7 @@ export function commandHelp(command: CommandSpec): string {
   if (env.length) {
     lines.push('', 'environment:');
     for (const group of command.env) lines.push(...wrap(`  ${group}: `, ENVIRONMENT_GROUPS[group]));
+    if (command.extraEnv?.length) lines.push(...wrap('  also: ', command.extraEnv));
   } else {
     lines.push('', 'environment: none read.');
   }
