@@ -244,6 +244,7 @@ function assemble(opened: Opened): Engine {
     intervals: options.intervals ?? new IntervalRegistry(),
   };
   const loops = createLoops(opened, registries, observer, pruned);
+  let started = 0;
   let passScheduler: CronJobScheduler | undefined;
   return {
     database,
@@ -258,8 +259,12 @@ function assemble(opened: Opened): Engine {
     listeners: () => listenersOf(opened),
     reach: opened.reach,
     async startWorker({ staleMs, enginePollMs, ...workerOptions } = {}) {
-      await loops.start(staleMs, enginePollMs);
-      const worker = createWorker(workerSettings(opened, handlers, observer, workerOptions));
+      const hostId = await loops.start(staleMs, enginePollMs);
+      // The process's id, as its row among the workers says it (src/service/engine/runtime/host.ts),
+      // so that an attempt's worker is found there; a second worker in the process gets `/2`.
+      started += 1;
+      const workerId = workerOptions.workerId ?? (started === 1 ? hostId : `${hostId}/${started}`);
+      const worker = createWorker(workerSettings(opened, handlers, observer, { ...workerOptions, workerId }));
       await worker.start();
       running.workers.push(worker);
       return worker;
@@ -373,12 +378,13 @@ function createLoops(
   let host: EngineHost | undefined;
   let pruner: Pruner | undefined;
   return {
-    async start(staleMs: number | undefined, pollMs: number | undefined): Promise<void> {
+    /** Starts them (once), and answers the engine host's id: the process's row among the workers. */
+    async start(staleMs: number | undefined, pollMs: number | undefined): Promise<string> {
       if (!scheduler) {
         const leadMs = options.cronLeadMs ?? ENGINE_DEFAULTS.cronLeadMs;
         (scheduler = createCronJobScheduler({ pool, log, availability, observer, leadMs })).start();
       }
-      if (host) return;
+      if (host) return host.id;
       host = createEngineHost({
         pool,
         log,
@@ -407,6 +413,7 @@ function createLoops(
           onPruned,
           availability,
         })).start();
+      return host.id;
     },
     stopScheduler: () => scheduler?.stop(),
     stopRest: (graceMs: number) => [host?.stop({ graceMs }), pruner?.stop()],

@@ -57,7 +57,7 @@ export const AttemptRef = builder.objectRef<Attempt>('Attempt').implement({
     attemptNumber: t.exposeInt('attemptNumber', { description: '1 for the first attempt.' }),
     workerId: t.exposeString('workerId', {
       description:
-        'The worker that made the attempt: its id for installation admins; for other keys a stable digest of it, as in `handlers`.',
+        'The worker that made the attempt: the id of its process as `handlers` lists it (a second worker in one process adds `/2`, `/3`), for installation admins; for other keys a stable digest of it, as in `handlers`.',
     }),
     startedAt: t.field({ type: DateTimeScalar, description: 'When it started.', resolve: (a) => a.startedAt }),
     finishedAt: t.field({

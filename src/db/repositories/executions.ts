@@ -344,7 +344,9 @@ export async function listAttemptsOf(
     union all
     select workspace_id, id, attempt_count, lease_epoch, coalesce(lease_owner, ''), coalesce(attempt_started_at, updated_at), null,
            null, null, null, null, null, null,
-           (select w.host from workers w where w.id = lease_owner), (select w.pid from workers w where w.id = lease_owner), null
+           -- The process's row: a second worker in a process holds leases as its id and /2 (src/composition-root.ts).
+           (select w.host from workers w where w.id = split_part(lease_owner, '/', 1)),
+           (select w.pid from workers w where w.id = split_part(lease_owner, '/', 1)), null
     from executions
     where workspace_id = ${ws} and id = any(${ids}::uuid[]) and status = 'RUNNING'
     order by execution_id, attempt_number`.execute(db);
