@@ -243,6 +243,34 @@ describe('errors over GraphQL', () => {
     expect(g.logged.slice(loggedBefore).filter((l) => l.includes('unexpected error'))).toEqual([]);
   });
 
+  it('refuses a bidirectional control in a name people read (a job, a key, a batch), writing nothing, and takes right-to-left text and its marks', async () => {
+    const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
+    const keysBefore = (await t.query('select count(*)::int as n from api_keys')).rows[0].n;
+    for (const control of ['\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068', '\u2069']) {
+      const job = await g.gql(CREATE_JOB, { input: { endpointName: 'tick.tock', kind: 'IMMEDIATE', name: `invoice${control}fdp.exe` } });
+      expect(job.errors?.[0]?.extensions, control).toMatchObject({
+        code: 'VALIDATION_FAILED',
+        issues: [{ path: ['name'], message: expect.stringMatching(/bidirectional controls/) }],
+      });
+    }
+    const key = await g.gql('mutation ($input: CreateApiKeyInput!) { createApiKey(input: $input) { key } }', {
+      input: { name: 'ci\u202Eyeknimda', role: 'VIEWER' },
+    });
+    expect(key.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED', issues: [{ path: ['name'] }] });
+    const batch = await g.gql('mutation ($input: CreateBatchInput!) { createBatch(input: $input) { batch { id } } }', {
+      input: { name: 'nightly\u2067', jobs: [{ endpointName: 'tick.tock', kind: 'IMMEDIATE' }] },
+    });
+    expect(batch.errors?.[0]?.extensions).toMatchObject({ code: 'VALIDATION_FAILED' });
+    expect((await t.query('select count(*)::int as n from jobs')).rows[0].n).toBe(jobsBefore);
+    expect((await t.query('select count(*)::int as n from api_keys')).rows[0].n).toBe(keysBefore);
+    // Hebrew and Arabic need no control, and a left-to-right mark is a character of the text.
+    await t.service.registerEndpoint(t.actor, { name: 'names.rtl', kind: 'HANDLER', handlerName: 'nobody' });
+    const rtl = await g.gql(CREATE_JOB, {
+      input: { endpointName: 'names.rtl', kind: 'DELAYED', runAt: '2099-01-01T00:00:00Z', name: 'חשבונית \u200E2026 فاتورة' },
+    });
+    expect(rtl.errors).toBeUndefined();
+  });
+
   it('refuses JSON input nested too deep or holding a number JSON cannot carry, instead of failing or storing null', async () => {
     const jobsBefore = (await t.query('select count(*)::int as n from jobs')).rows[0].n;
     const raw = async (inputJson: string) => {

@@ -12,7 +12,7 @@ import { mutate } from '../kernel/audited-mutation.js';
 import { requireRole } from '../kernel/authorisation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../kernel/errors.js';
-import { pageSchema, text, type PageInput } from '../kernel/inputs.js';
+import { displayName, pageSchema, type PageInput } from '../kernel/inputs.js';
 import { COUNT_LIMIT, decodeCursor, encodeCursor, pageConnection, pageSize, type Connection } from '../kernel/pagination.js';
 import { newApiKey } from '../kernel/secrets.js';
 
@@ -50,7 +50,7 @@ export const toApiKey = (r: ApiKeyRow): ApiKey => ({
 });
 
 export const createApiKeySchema = z.object({
-  name: text().min(1).max(200),
+  name: displayName(),
   role: z.enum(['ADMIN', 'OPERATOR', 'VIEWER']),
   installationAdmin: z.boolean().nullish(),
 });

@@ -17,7 +17,7 @@ import { batchedRead } from '../kernel/batched-reads.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { isPlainEmailAddress, PLAIN_EMAIL_ADDRESS_MESSAGE } from './email-address.js';
 import { ConflictError, NotFoundError, ValidationError } from '../kernel/errors.js';
-import { idSchema, pageSchema, text, type PageInput } from '../kernel/inputs.js';
+import { displayName, idSchema, pageSchema, type PageInput } from '../kernel/inputs.js';
 import { assertJobMutable, lockJob } from '../jobs/jobs.js';
 import { decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
 
@@ -114,7 +114,7 @@ export const alertConditionSchema = z.enum(['EXECUTION_FAILED', 'RUN_FAILED', 'I
 export const alertSeveritySchema = z.enum(['INFO', 'WARNING', 'ERROR', 'DATA_LOSS']);
 
 const ruleFields = {
-  name: text().min(1).max(200),
+  name: displayName(),
   jobIds: z.array(idSchema).max(100).nullish(),
   endpointIds: z.array(idSchema).max(100).nullish(),
   handlerNames: z.array(z.string().regex(HANDLER_NAME, 'is not a handler name')).max(100).nullish(),

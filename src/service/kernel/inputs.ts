@@ -38,6 +38,22 @@ export function storableText(value: string): string {
 /** A string Postgres can store. Every free-text input field is one. */
 export const text = () => z.string().refine(isStorableText, UNSTORABLE_MESSAGE);
 
+// The explicit bidirectional embeddings, overrides and isolates (LRE, RLE, PDF, LRO, RLO, LRI,
+// RLI, FSI, PDI): in a name they reorder how it, and text shown after it, reads ("invoice", U+202E,
+// "fdp.exe" shows as "invoiceexe.pdf"). Right-to-left text needs none of them; the marks (LRM, RLM, ALM)
+// stay allowed.
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/;
+
+/**
+ * A name people read (a job's, a batch's, a workspace's, a key's, an alert rule's): 1 to 200
+ * storable characters, none of them a bidirectional control.
+ */
+export const displayName = () =>
+  text()
+    .min(1)
+    .max(200)
+    .refine((v) => !BIDI_CONTROLS.test(v), 'must not contain bidirectional controls (U+202A to U+202E, U+2066 to U+2069)');
+
 /**
  * Deepest nesting of arrays and objects a JSON input may have. Far beyond any real payload, and
  * well inside what the recursive code after it (JSON.stringify, key-order comparison, audit
@@ -334,7 +350,7 @@ export const createJobSchema = z
   .object({
     endpointId: idSchema.nullish(),
     endpointName: text().max(200).nullish(),
-    name: text().min(1).max(200).nullish(),
+    name: displayName().nullish(),
     kind: z.enum(['IMMEDIATE', 'DELAYED', 'CRON']),
     input: jsonValue().optional(),
     maxAttempts: z.number().int().min(1).max(100).nullish(),
@@ -413,7 +429,7 @@ export const MAX_BATCH_JOBS = 1000;
 
 export const createBatchSchema = z.object({
   key: text().min(1, 'must not be empty; omit it for no key').max(200).nullish(),
-  name: text().min(1).max(200).nullish(),
+  name: displayName().nullish(),
   // Each member and the onComplete job are parsed by createJobSchema where they are created (their paths under jobs.<i> and onComplete).
   jobs: z.array(z.record(z.string(), z.unknown())).max(MAX_BATCH_JOBS).nullish(),
   onComplete: z.record(z.string(), z.unknown()).nullish(),
@@ -429,7 +445,7 @@ export type CreateBatchInput = {
 
 export const updateJobSchema = z.object({
   id: idSchema,
-  name: text().min(1).max(200).nullish(),
+  name: displayName().nullish(),
   input: jsonValue().optional(),
   maxAttempts: z.number().int().min(1).max(100).nullish(),
   runAt: dateSchema.nullish(),

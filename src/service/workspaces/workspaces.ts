@@ -9,19 +9,19 @@ import { mintApiKey, type CreateApiKeyResult } from '../access/api-keys.js';
 import { mutate } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../kernel/errors.js';
-import { text } from '../kernel/inputs.js';
+import { displayName } from '../kernel/inputs.js';
 import { toWorkspace, type Workspace } from '../kernel/models.js';
 import { WORKSPACE_SLUG, WORKSPACE_SLUG_RULE } from '../../db/workspace-slug.js';
 import { DEADLOCK_DETECTED, isPgError, LOCK_NOT_AVAILABLE } from '../../db/sqlstate.js';
 
 export const createWorkspaceSchema = z.object({
   slug: z.string().regex(WORKSPACE_SLUG, WORKSPACE_SLUG_RULE),
-  name: text().min(1).max(200),
+  name: displayName(),
 });
 export type CreateWorkspaceInput = z.input<typeof createWorkspaceSchema>;
 
 export const updateWorkspaceSchema = z.object({
-  name: text().min(1).max(200).nullish(),
+  name: displayName().nullish(),
   concurrencyLimit: z.number().int().min(1).max(100_000).nullish(),
 });
 export type UpdateWorkspaceInput = z.input<typeof updateWorkspaceSchema>;
