@@ -153,7 +153,7 @@ builder.mutationFields((t) => ({
       filter: t.arg({
         type: ExecutionFilterInputRef,
         description:
-          'Which executions; statuses other than FAILED in it are ignored. Executions named by `ids`, with no status in the filter, are each matched: one not FAILED is in `skipped` (CONFLICT).',
+          'Which executions; statuses other than FAILED in it are ignored. With `ids` and no status, every execution named is an item, whatever `limit`: one not FAILED is in `skipped` (CONFLICT), one the rest of the filter leaves out or that does not exist NOT_FOUND.',
       }),
       limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
     },
@@ -167,7 +167,7 @@ builder.mutationFields((t) => ({
       filter: t.arg({
         type: ExecutionFilterInputRef,
         description:
-          'Which executions; statuses other than PENDING and RUNNING in it are ignored. Executions named by `ids`, with no status in the filter, are each matched: one already finished is in `skipped` (CONFLICT).',
+          'Which executions; statuses other than PENDING and RUNNING in it are ignored. With `ids` and no status, every execution named is an item, whatever `limit`: one already finished is in `skipped` (CONFLICT), one the rest of the filter leaves out or that does not exist NOT_FOUND.',
       }),
       limit: t.arg.int({ description: 'Most executions to take, 1 to 1000. Default 100.' }),
     },

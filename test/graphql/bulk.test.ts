@@ -117,41 +117,62 @@ describe('bulk actions on a selection', () => {
     });
   });
 
-  it('says why an execution named by id is not taken when its status is not one the action takes, instead of matching nothing', async () => {
-    const [kept, cancelled] = [await laterJob('bulk.idle'), await laterJob('bulk.idle')];
-    const { rows } = await t.query('select id, job_id from executions where job_id = any($1)', [[kept, cancelled]]);
+  it('takes every execution named by id, saying why one is not taken (its status, or not matching the rest of the filter), instead of matching nothing', async () => {
+    const jobs = [await laterJob('bulk.idle'), await laterJob('bulk.idle'), await laterJob('bulk.idle')];
+    const { rows } = await t.query('select id, job_id from executions where job_id = any($1)', [jobs]);
     const byJob = new Map(rows.map((r) => [r.job_id as string, r.id as string]));
-    const [pendingId, cancelledId] = [byJob.get(kept)!, byJob.get(cancelled)!];
-    await t.service.cancelExecution(t.actor, cancelledId);
+    const [pendingId, cancelledId, thirdId] = jobs.map((j) => byJob.get(j)!);
+    await t.service.cancelExecution(t.actor, cancelledId!);
+    const missing = '00000000-0000-4000-8000-000000000000';
     const retried = await g.gql(
-      `mutation ($ids: [ID!]) { retryExecutions(filter: { ids: $ids }) { matched changed skipped { id code message } } }`,
-      { ids: [pendingId, cancelledId] },
+      `mutation ($ids: [ID!]) { retryExecutions(filter: { ids: $ids }) { matched changed more skipped { id code message } } }`,
+      { ids: [pendingId, cancelledId, missing] },
     );
-    expect(retried.data.retryExecutions).toMatchObject({ matched: 2, changed: 0 });
-    expect(retried.data.retryExecutions.skipped).toEqual(
-      [
-        expect.objectContaining({
-          id: pendingId,
-          code: 'CONFLICT',
-          message: expect.stringMatching(/only FAILED executions can be retried; .* is PENDING/),
-        }),
-        expect.objectContaining({ id: cancelledId, code: 'CONFLICT', message: expect.stringMatching(/is CANCELLED/) }),
-      ].sort((a, b) => (a.id < b.id ? 1 : -1)),
+    expect(retried.data.retryExecutions).toEqual({
+      matched: 3,
+      changed: 0,
+      more: false,
+      // In the order given.
+      skipped: [
+        { id: pendingId, code: 'CONFLICT', message: expect.stringMatching(/only FAILED executions can be retried; .* is PENDING/) },
+        { id: cancelledId, code: 'CONFLICT', message: expect.stringMatching(/is CANCELLED/) },
+        { id: missing, code: 'NOT_FOUND', message: expect.any(String) },
+      ],
+    });
+    // Past the limit, every named one is taken in one call: calling again while `more` ends.
+    const cancelled = await g.gql(
+      `mutation ($ids: [ID!]) { cancelExecutions(filter: { ids: $ids }, limit: 1) { matched changed more skipped { id code } } }`,
+      { ids: [cancelledId, pendingId, thirdId] },
     );
-    const again = await g.gql(
-      `mutation ($ids: [ID!]) { cancelExecutions(filter: { ids: $ids }) { matched changed skipped { id code } } }`,
+    expect(cancelled.data.cancelExecutions).toEqual({
+      matched: 3,
+      changed: 2,
+      more: false,
+      skipped: [{ id: cancelledId, code: 'CONFLICT' }],
+    });
+    // One the rest of the filter leaves out is NOT_FOUND, and stays as it was.
+    await t.service.registerEndpoint(t.actor, { name: 'bulk.other', kind: 'HANDLER', handlerName: 'nobody' });
+    const other = await laterJob('bulk.other');
+    const otherId = (await t.query('select id from executions where job_id = $1', [other])).rows[0].id as string;
+    const idleEndpoint = (await g.gql('{ endpoint(name: "bulk.idle") { id } }')).data.endpoint.id;
+    const narrowed = await g.gql(
+      `mutation ($ids: [ID!], $endpoint: ID) { cancelExecutions(filter: { ids: $ids, endpointId: $endpoint }) { matched changed skipped { id code } } }`,
+      { ids: [otherId], endpoint: idleEndpoint },
+    );
+    expect(narrowed.data.cancelExecutions).toEqual({ matched: 1, changed: 0, skipped: [{ id: otherId, code: 'NOT_FOUND' }] });
+    expect((await t.query('select status from executions where id = $1', [otherId])).rows[0].status).toBe('PENDING');
+    // A status in the filter keeps it a filter: what is not in it is not matched (through the
+    // library, `status` as `statuses`).
+    const filtered = await g.gql(
+      `mutation ($ids: [ID!]) { cancelExecutions(filter: { ids: $ids, statuses: [FAILED] }) { matched changed skipped { id } } }`,
       {
-        ids: [cancelledId],
+        ids: [otherId],
       },
     );
-    expect(again.data.cancelExecutions).toEqual({ matched: 1, changed: 0, skipped: [{ id: cancelledId, code: 'CONFLICT' }] });
-    // A status in the filter keeps it a filter: what is not in it is not matched.
-    const filtered = await g.gql(
-      `mutation ($ids: [ID!]) { retryExecutions(filter: { ids: $ids, statuses: [FAILED] }) { matched changed skipped { id } } }`,
-      { ids: [pendingId, cancelledId] },
-    );
-    expect(filtered.data.retryExecutions).toEqual({ matched: 0, changed: 0, skipped: [] });
-    expect((await t.query('select status from executions where id = $1', [pendingId])).rows[0].status).toBe('PENDING');
+    expect(filtered.data.cancelExecutions).toEqual({ matched: 0, changed: 0, skipped: [] });
+    const single = await t.service.cancelExecutions(t.actor, { filter: { ids: [otherId], status: 'SUCCEEDED' } });
+    expect(single).toMatchObject({ matched: 0, changed: 0, skipped: [] });
+    expect((await t.query('select status from executions where id = $1', [otherId])).rows[0].status).toBe('PENDING');
   });
 
   it("cancels many jobs as cancelJob would: retired, their pending executions cancelled, another workspace's and a retired one skipped", async () => {

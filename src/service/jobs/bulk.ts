@@ -26,7 +26,7 @@ import type { DB } from '../../db/types.js';
 import type { Actor } from '../kernel/actor.js';
 import { mutate, mutateEach } from '../kernel/audited-mutation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
-import { DomainError, type ErrorCode } from '../kernel/errors.js';
+import { DomainError, NotFoundError, type ErrorCode } from '../kernel/errors.js';
 import { withEventCursor } from '../live/event-cursor.js';
 import { cancelExecutionsIn, retryExecutionsIn } from './execution-changes.js';
 import { executionFilterSchema, idSchema, type ExecutionFilter } from '../kernel/inputs.js';
@@ -155,49 +155,79 @@ function countingCancels(ctx: ServiceContext, cancel: Cancelling): { apply: Appl
   };
 }
 
-export function createBulkService(ctx: ServiceContext) {
-  /** The ids of the executions matching `filter` in `statuses`, newest first, audited as `action`. */
-  const select = (
-    actor: Actor,
-    action: string,
-    raw: { filter?: ExecutionFilter | null; limit?: number | null },
-    statuses: ('PENDING' | 'RUNNING' | 'FAILED')[],
-  ) =>
-    mutate<{ ids: string[]; more: boolean }>(
-      ctx,
-      actor,
-      { action, role: 'OPERATOR', input: raw, target: { type: 'Execution' } },
-      async (trx) => {
-        const filter = parseInput(executionFilterSchema, raw.filter ?? {}, ['filter']);
-        const limit = parseInput(limitSchema, raw.limit, ['limit']) ?? DEFAULT_BULK_LIMIT;
-        // Executions named by id and by nothing about their status reach the per-item rule, which
-        // says why one in another status is not taken (in `skipped`), instead of matching nothing.
-        const named = Boolean(filter.ids?.length) && !filter.status && !filter.statuses?.length;
-        const wanted = named ? undefined : filter.statuses?.length ? statuses.filter((s) => filter.statuses!.includes(s)) : statuses;
-        if (wanted?.length === 0) return { ids: [], more: false };
-        const rows = await executionList.listExecutions(trx, actor.workspaceId, {
-          ...filter,
-          status: undefined,
-          statuses: wanted,
-          limit: limit + 1,
-        });
-        return { ids: rows.slice(0, limit).map((r) => r.id), more: rows.length > limit };
-      },
-    );
+/**
+ * The executions a bulk execution action takes, audited as `action`: those matching `filter` in
+ * `statuses`, newest first, at most `limit`. Executions named by `filter.ids` with no status in
+ * the filter are each an item, in the order given, whatever their status and the limit (ids
+ * are at most BULK_LIMIT): the per-item rule then says why one in another status is not taken,
+ * and a named one that the rest of the filter does not match (or that does not exist) is
+ * `unmatched`, refused NOT_FOUND, instead of each matching nothing.
+ */
+function selectExecutions(
+  ctx: ServiceContext,
+  actor: Actor,
+  action: string,
+  raw: { filter?: ExecutionFilter | null; limit?: number | null },
+  statuses: ('PENDING' | 'RUNNING' | 'FAILED')[],
+) {
+  return mutate<{ ids: string[]; more: boolean; unmatched: Set<string> }>(
+    ctx,
+    actor,
+    { action, role: 'OPERATOR', input: raw, target: { type: 'Execution' } },
+    async (trx) => {
+      const filter = parseInput(executionFilterSchema, raw.filter ?? {}, ['filter']);
+      const limit = parseInput(limitSchema, raw.limit, ['limit']) ?? DEFAULT_BULK_LIMIT;
+      if (filter.ids?.length && !filter.status && !filter.statuses?.length) {
+        const named = distinct(filter.ids);
+        const rows = await executionList.listExecutions(trx, actor.workspaceId, { ...filter, ids: named, limit: named.length });
+        const found = new Set(rows.map((r) => r.id));
+        return { ids: named, more: false, unmatched: new Set(named.filter((id) => !found.has(id))) };
+      }
+      // `status` narrows as `statuses` does (it was dropped: {status: SUCCEEDED} retried the FAILED ones).
+      const asked = filter.statuses?.length ? filter.statuses : filter.status ? [filter.status] : undefined;
+      const wanted = asked ? statuses.filter((s) => asked.includes(s)) : statuses;
+      if (wanted.length === 0) return { ids: [], more: false, unmatched: new Set() };
+      const rows = await executionList.listExecutions(trx, actor.workspaceId, {
+        ...filter,
+        status: undefined,
+        statuses: wanted,
+        limit: limit + 1,
+      });
+      return { ids: rows.slice(0, limit).map((r) => r.id), more: rows.length > limit, unmatched: new Set() };
+    },
+  );
+}
 
+/** `apply` to a chunk's items but the unmatched ones, which are refused NOT_FOUND. */
+const matchedOnly =
+  (unmatched: Set<string>, apply: ApplyChunk): ApplyChunk =>
+  async (trx, chunk) => {
+    const outcomes = await apply(
+      trx,
+      chunk.filter((id) => !unmatched.has(id)),
+    );
+    for (const id of chunk) if (unmatched.has(id)) outcomes.set(id, new NotFoundError('Execution', id));
+    return outcomes;
+  };
+
+export function createBulkService(ctx: ServiceContext) {
   return {
     /**
      * Re-drives the FAILED executions matching `filter` (other statuses in it are ignored), up to
-     * `limit` (default 100, at most 1000), each as retryExecution would. Executions named by
-     * `filter.ids` with no status in the filter are taken whatever their status, so that one not
-     * FAILED is refused in `skipped`. Throws FORBIDDEN (VIEWER) and VALIDATION_FAILED for a bad
-     * filter; per-item refusals are in `skipped`.
+     * `limit` (default 100, at most 1000), each as retryExecution would; with `filter.ids` and no
+     * status, each named execution (see selectExecutions). Throws FORBIDDEN (VIEWER) and VALIDATION_FAILED
+     * for a bad filter; per-item refusals are in `skipped`.
      */
     async retryExecutions(actor: Actor, raw: { filter?: ExecutionFilter | null; limit?: number | null }): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
-        const { ids, more } = await select(actor, 'executions.retry-many', raw, ['FAILED']);
-        return inChunks(ctx, actor, { action: 'execution.retry', targetType: 'Execution' }, ids, more, (trx, chunk) =>
-          retryExecutionsIn(trx, actor, chunk),
+        const { ids, more, unmatched } = await selectExecutions(ctx, actor, 'executions.retry-many', raw, ['FAILED']);
+        return inChunks(
+          ctx,
+          actor,
+          { action: 'execution.retry', targetType: 'Execution' },
+          ids,
+          more,
+          matchedOnly(unmatched, (trx, chunk) => retryExecutionsIn(trx, actor, chunk)),
         );
       });
     },
@@ -205,9 +235,17 @@ export function createBulkService(ctx: ServiceContext) {
     /** Cancels the PENDING and RUNNING executions matching `filter`, each as cancelExecution would. */
     async cancelExecutions(actor: Actor, raw: { filter?: ExecutionFilter | null; limit?: number | null }): Promise<BulkResult> {
       return withEventCursor(ctx, actor.workspaceId, async () => {
-        const { ids, more } = await select(actor, 'executions.cancel-many', raw, ['PENDING', 'RUNNING']);
+        const { ids, more, unmatched } = await selectExecutions(ctx, actor, 'executions.cancel-many', raw, ['PENDING', 'RUNNING']);
         const { apply, report } = countingCancels(ctx, (trx, chunk) => cancelExecutionsIn(trx, actor, chunk));
-        return inChunks(ctx, actor, { action: 'execution.cancel', targetType: 'Execution' }, ids, more, apply, report);
+        return inChunks(
+          ctx,
+          actor,
+          { action: 'execution.cancel', targetType: 'Execution' },
+          ids,
+          more,
+          matchedOnly(unmatched, apply),
+          report,
+        );
       });
     },
 

@@ -321,7 +321,11 @@ export function createDelivery(options: DeliveryOptions) {
     // the url's address, and a Host of another name reaches another site behind it. An endpoint
     // stored before that rule still holds one; it is refused here rather than sent or dropped.
     if ('host' in headers)
-      return failure('FAILED', "cannot build the request: the endpoint's headers name Host, which is taken from the url's host (remove it with updateEndpoint)", false);
+      return failure(
+        'FAILED',
+        "cannot build the request: the endpoint's headers name Host, which is taken from the url's host (remove it with updateEndpoint)",
+        false,
+      );
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const literalRefusal = /^[\d.]+$|:/.test(host) ? policy.refusal(host) : undefined;
     if (literalRefusal) return failure('FAILED', `refused to connect to ${host}: ${literalRefusal}`, false);
