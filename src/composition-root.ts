@@ -244,7 +244,8 @@ function assemble(opened: Opened): Engine {
     intervals: options.intervals ?? new IntervalRegistry(),
   };
   const loops = createLoops(opened, registries, observer, pruned);
-  let started = 0;
+  // Workers started here without an id of their own.
+  let named = 0;
   let passScheduler: CronJobScheduler | undefined;
   return {
     database,
@@ -262,8 +263,7 @@ function assemble(opened: Opened): Engine {
       const hostId = await loops.start(staleMs, enginePollMs);
       // The process's id, as its row among the workers says it (src/service/engine/runtime/host.ts),
       // so that an attempt's worker is found there; a second worker in the process gets `/2`.
-      started += 1;
-      const workerId = workerOptions.workerId ?? (started === 1 ? hostId : `${hostId}/${started}`);
+      const workerId = workerOptions.workerId ?? (++named === 1 ? hostId : `${hostId}/${named}`);
       const worker = createWorker(workerSettings(opened, handlers, observer, { ...workerOptions, workerId }));
       await worker.start();
       running.workers.push(worker);
