@@ -158,7 +158,7 @@ function createExecutionStore(run: TakenRun, fence: RunFence, state: RunState, d
   let stats = run.stats ?? {};
   let cursor: unknown = run.cursor === null ? null : run.cursor_json ? JSON.parse(run.cursor.toString('utf8')) : run.cursor;
   let unavailable = false;
-  // The run's total: a checkpoint's `processed` is added to it (run-fence.ts), not a total itself.
+  // The run's total: a checkpoint's `processed` is added to it (src/db/statements/run-fence.ts), not a total itself.
   let processed = Number(run.processed);
   let storedBytes: Buffer | null = run.cursor;
   let retriesSpent = run.retry_attempts;
