@@ -110,6 +110,27 @@ describe('endpoints', () => {
     expect((await t.query(`select count(*)::int as n from endpoints where name like 'headers.%'`)).rows[0].n).toBe(0);
   });
 
+  it('refuses a handler name no worker could register (a space, a bidirectional control), on registration and update, storing nothing', async () => {
+    for (const handlerName of ['send invoice', 'send\u202Eeciovni', 'x'.repeat(201)]) {
+      const refused = await t.service.registerEndpoint(t.actor, { name: 'handlers.odd', kind: 'HANDLER', handlerName }).catch((e) => e);
+      expect(refused.code, handlerName).toBe('VALIDATION_FAILED');
+      expect(refused.issues).toEqual([
+        expect.objectContaining({ path: ['handlerName'], message: expect.stringMatching(/^must be 1-200 letters, digits/) }),
+      ]);
+    }
+    expect((await t.query(`select count(*)::int as n from endpoints where name = 'handlers.odd'`)).rows[0].n).toBe(0);
+    const ok = await t.service.registerEndpoint(t.actor, {
+      name: 'handlers.odd',
+      kind: 'HANDLER',
+      handlerName: 'billing:send-invoice_v2.1',
+    });
+    const update = await t.service.updateEndpoint(t.actor, { id: ok.id, handlerName: 'billing send' }).catch((e) => e);
+    expect(update.code).toBe('VALIDATION_FAILED');
+    expect((await t.query('select handler_name from endpoints where id = $1', [ok.id])).rows[0].handler_name).toBe(
+      'billing:send-invoice_v2.1',
+    );
+  });
+
   it('never returns the signing secret, only whether one is set', async () => {
     const ep = await t.service.registerEndpoint(t.actor, {
       name: 'signed.hook',

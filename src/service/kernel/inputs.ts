@@ -7,6 +7,7 @@
  * Optional fields are `nullish`: GraphQL sends `null` for an explicit null. Where null means
  * something different from "absent" (clearing a reference on update), the service says so.
  */
+import { HANDLER_NAME, HANDLER_NAME_RULE } from '../../db/handler-name.js';
 import { z } from 'zod';
 import { isInstantProblem, parseInstant } from './instant.js';
 
@@ -210,12 +211,18 @@ const httpFields = {
   signingSecret: text().min(16, 'must be at least 16 characters').max(512).nullish(),
 };
 
+/**
+ * A HANDLER endpoint's handler: named as a worker can register one (src/db/handler-name.ts). Any
+ * other name was taken, and its executions waited for a handler that no worker could have.
+ */
+const handlerName = () => text().regex(HANDLER_NAME, `${HANDLER_NAME_RULE} (as a handler registered in a worker is named)`);
+
 export const registerEndpointSchema = z
   .object({
     name: text().max(200).regex(ENDPOINT_NAME, 'must be dotted lowercase words, e.g. "billing.send-invoice"'),
     description: text().max(2000).nullish(),
     kind: z.enum(['HTTP', 'HANDLER']),
-    handlerName: text().min(1).max(200).nullish(),
+    handlerName: handlerName().nullish(),
     payloadSpecId: idSchema.nullish(),
     configId: idSchema.nullish(),
     ...httpFields,
@@ -252,7 +259,7 @@ export type RegisterEndpointInput = z.input<typeof registerEndpointSchema>;
 export const updateEndpointSchema = z.object({
   id: idSchema,
   description: text().max(2000).nullish(),
-  handlerName: text().min(1).max(200).nullish(),
+  handlerName: handlerName().nullish(),
   /** null clears the reference; absent leaves it. */
   payloadSpecId: idSchema.nullish(),
   /** null clears the reference; absent leaves it. */
