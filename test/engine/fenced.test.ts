@@ -127,10 +127,13 @@ describe('ctx.transaction in process', () => {
       handlerName: 'complete-then-throw',
       maxAttempts: 3,
     });
-    await h.worker({ workerId: 'in-process' });
+    const worker = await h.worker({ workerId: 'in-process' });
     const { job } = await t.service.createJob(t.actor, { endpointName: 'fenced.complete', kind: 'IMMEDIATE' });
     const ex = await settled(t, job.id);
     expect(ex.status).toBe('SUCCEEDED');
+    // The success is visible from the commit on, before the handler goes on to its throw: stopping
+    // the worker waits for the handler to end and for the worker to take its outcome.
+    await worker.stop({ graceMs: 5000 });
     expect(seen).toEqual([7]);
     expect(await rows('ledger')).toEqual(['in-process']);
     expect((await attemptsOf(t, ex.id)).map((a) => [a.worker_id, a.outcome])).toEqual([['in-process', 'SUCCEEDED']]);
