@@ -36,14 +36,14 @@ builder.mutationFields((t) => ({
   closeBatch: t.field({
     type: BatchRef,
     description:
-      'Closes a batch: no member can be added any more; once every member has ended it completes and its onComplete job starts (at once, if they all have). Idempotent (OPERATOR). Errors: NOT_FOUND.',
+      'Closes a batch: no member can be added any more; once every member has ended it completes and its onComplete job starts (at once, if they all have). Idempotent (OPERATOR; an OPERATOR key only a batch it created). Errors: NOT_FOUND, FORBIDDEN.',
     args: { id: t.arg.id({ required: true, description: 'The batch.' }) },
     resolve: (_root, args, ctx) => ctx.service.closeBatch(ctx.actor, String(args.id)),
   }),
   cancelBatch: t.field({
     type: CancelBatchPayloadRef,
     description:
-      'Cancels a batch (OPERATOR): closes it, cancels its onComplete job (nothing fans in), then cancels its members that have not ended, as cancelJob would (pending ones at once, running ones asked to abort); they count as cancelled. Members that ended stay as they ended. Errors: NOT_FOUND.',
+      'Cancels a batch (OPERATOR): closes it, cancels its onComplete job (nothing fans in), then cancels its members that have not ended, as cancelJob would (pending ones at once, running ones asked to abort); they count as cancelled. Members that ended stay as they ended. An OPERATOR key may cancel only a batch it created. Errors: NOT_FOUND, FORBIDDEN.',
     args: { id: t.arg.id({ required: true, description: 'The batch.' }) },
     resolve: (_root, args, ctx) => ctx.service.cancelBatch(ctx.actor, String(args.id)),
   }),

@@ -349,7 +349,7 @@ export const CreateJobInputRef = builder.inputType('CreateJobInput', {
     }),
     batchId: t.id({
       description:
-        'IMMEDIATE and DELAYED: add the job to this open batch as a member (createBatch with open: true). NOT_FOUND for no batch of the workspace; CONFLICT once it is closed.',
+        'IMMEDIATE and DELAYED: add the job to this open batch as a member (createBatch with open: true). NOT_FOUND for no batch of the workspace; FORBIDDEN to an OPERATOR key that did not create the batch; CONFLICT once it is closed.',
     }),
   }),
 });

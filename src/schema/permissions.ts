@@ -1,9 +1,16 @@
 /**
- * `viewerCan` on endpoints, jobs, executions and runs: which actions the calling key may take, answered by
+ * `viewerCan` on endpoints, jobs, executions, runs and batches: which actions the calling key may take, answered by
  * the service from the same rules its mutations enforce (src/service/access/permissions.ts), so a
  * client shows only the buttons the server would accept.
  */
-import type { EndpointPermissions, ExecutionPermissions, JobPermissions, RunPermissions } from '../service/access/permissions.js';
+import type {
+  BatchPermissions,
+  EndpointPermissions,
+  ExecutionPermissions,
+  JobPermissions,
+  RunPermissions,
+} from '../service/access/permissions.js';
+import { BatchRef } from './batch.js';
 import { EndpointRef } from './endpoint.js';
 import { builder } from './builder.js';
 import { ExecutionRef } from './execution.js';
@@ -88,5 +95,24 @@ builder.objectFields(RunRef, (t) => ({
     type: RunViewerCanRef,
     description: 'Which actions on this run your key may take (the rules its mutations enforce), to show only those.',
     resolve: (r, _a, ctx) => ctx.service.runPermissions(ctx.actor, r.id),
+  }),
+}));
+
+export const BatchViewerCanRef = builder.objectRef<BatchPermissions>('BatchViewerCan').implement({
+  description: `Which actions on a batch your key may take. ${NOTE}`,
+  fields: (t) => ({
+    close: t.exposeBoolean('close', { description: 'closeBatch, while it is open (an OPERATOR key: only batches it created).' }),
+    cancel: t.exposeBoolean('cancel', { description: 'cancelBatch, until it completes (an OPERATOR key: only batches it created).' }),
+    addMember: t.exposeBoolean('addMember', {
+      description: 'createJob with its batchId, while it is open (an OPERATOR key: only batches it created).',
+    }),
+  }),
+});
+
+builder.objectFields(BatchRef, (t) => ({
+  viewerCan: t.field({
+    type: BatchViewerCanRef,
+    description: 'Which actions on this batch your key may take (the rules its mutations enforce), to show only those.',
+    resolve: (b, _a, ctx) => ctx.service.batchPermissions(ctx.actor, b.id),
   }),
 }));

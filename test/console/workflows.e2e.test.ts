@@ -28,6 +28,7 @@ let world: ConsoleWorld;
 let browser: Browser;
 let adminKey: string;
 let viewerKey: string;
+let operatorKey: string;
 const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
@@ -38,6 +39,7 @@ beforeAll(async () => {
   browser = await launchChromium();
   adminKey = (await t.service.bootstrapKey('default', 'ADMIN', 'workflows e2e admin')).key;
   viewerKey = (await t.service.bootstrapKey('default', 'VIEWER', 'workflows e2e viewer')).key;
+  operatorKey = (await t.service.bootstrapKey('default', 'OPERATOR', 'workflows e2e operator')).key;
   for (const [name, handlerName] of [
     ['wf.ok', 'console.ok'],
     ['wf.gated', 'console.gated'],
@@ -232,6 +234,13 @@ describe('the Batch screen', { timeout: HANG_GUARD_MS }, () => {
     await viewer.getByTestId('batch-members').waitFor();
     expect(await viewer.getByRole('button', { name: /Cancel batch|Close batch|Retry/ }).count()).toBe(0);
     expect(await viewer.getByRole('checkbox').count()).toBe(0);
+
+    // An OPERATOR key that did not create it is offered neither closing nor cancelling it (both FORBIDDEN to it).
+    const operator = await signedIn(operatorKey, 'workflows-operator');
+    await operator.goto(`${world.origin}/console/batches/${batchId}`);
+    await operator.getByRole('heading', { name: /weekly export OPEN/, level: 1 }).waitFor();
+    await operator.getByTestId('batch-members').waitFor();
+    expect(await operator.getByRole('button', { name: /Cancel batch|Close batch/ }).count()).toBe(0);
 
     const admin = await signedIn(adminKey, 'workflows-cancel');
     await admin.goto(`${world.origin}/console/batches/${batchId}`);

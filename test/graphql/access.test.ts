@@ -240,6 +240,46 @@ describe('roles', () => {
     expect(rows[0].created_by_key_id).toBe((await t.service.authenticate(keys.OPERATOR)).keyId);
   });
 
+  it("keeps an OPERATOR off another key's batch: closing, cancelling and joining it are FORBIDDEN and change nothing", async () => {
+    await setup();
+    const made = await gql(
+      keys.OPERATOR,
+      `mutation ($e: ID) { createBatch(input: { open: true, jobs: [{ endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }] }) {
+         batch { id } } }`,
+      { e: endpointId },
+    );
+    const batchId = made.body.data.createBatch.batch.id as string;
+    const state = async () =>
+      (
+        await t.query(
+          `select b.open, b.total, array_agg(j.status order by j.created_at) as members
+           from batches b join jobs j on j.batch_id = b.id where b.id = $1 group by b.open, b.total`,
+          [batchId],
+        )
+      ).rows[0];
+    const before = await state();
+    expect(before).toMatchObject({ open: true, members: ['ACTIVE'] });
+    const codeOf = async (key: string, query: string) =>
+      (await gql(key, query, { b: batchId, e: endpointId })).body.errors?.[0]?.extensions.code;
+    const cancel = 'mutation ($b: ID!) { cancelBatch(id: $b) { cancelledJobs } }';
+    const close = 'mutation ($b: ID!) { closeBatch(id: $b) { open } }';
+    const join =
+      'mutation ($b: ID, $e: ID) { createJob(input: { batchId: $b, endpointId: $e, kind: DELAYED, runAt: "2099-01-01T00:00:00Z" }) { job { id } } }';
+    expect(await codeOf(keys.OPERATOR2, cancel)).toBe('FORBIDDEN');
+    expect(await codeOf(keys.OPERATOR2, close)).toBe('FORBIDDEN');
+    expect(await codeOf(keys.OPERATOR2, join)).toBe('FORBIDDEN');
+    expect(await state()).toEqual(before);
+    // Its own key, and an ADMIN, may.
+    expect(await codeOf(keys.OPERATOR, join)).toBeUndefined();
+    expect(await codeOf(keys.ADMIN, join)).toBeUndefined();
+    expect(await codeOf(keys.OPERATOR, close)).toBeUndefined();
+    expect((await gql(keys.ADMIN, cancel, { b: batchId })).body.data.cancelBatch.cancelledJobs).toBe(3);
+    const audit = await gql(keys.ADMIN, 'query ($b: String) { auditLog(targetId: $b) { entries { action resultCode } } }', { b: batchId });
+    expect(
+      (audit.body.data.auditLog.entries as { action: string; resultCode: string }[]).map((e) => `${e.action}:${e.resultCode}`),
+    ).toEqual(expect.arrayContaining(['batch.cancel:FORBIDDEN', 'batch.close:FORBIDDEN', 'batch.close:OK', 'batch.cancel:OK']));
+  });
+
   it("keeps OPERATOR keys off others' configs and payload specs, and off secrets they did not set", async () => {
     const secretCfg = await gql(
       keys.ADMIN,

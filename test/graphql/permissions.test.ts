@@ -1,5 +1,5 @@
 /**
- * `viewerCan` on endpoints, jobs, executions and runs answers what the mutations then do: for each key and
+ * `viewerCan` on endpoints, jobs, executions, runs and batches answers what the mutations then do: for each key and
  * each action, the permission shown and the mutation's acceptance or refusal agree.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -124,5 +124,24 @@ describe('viewerCan', () => {
     expect((await g.gql(q, { id: theirs.run.id }, viewer)).data.run.viewerCan).toEqual({ cancel: false, resume: false });
     expect(await refusal('mutation ($id: ID!) { cancelRun(id: $id) { id } }', { id: theirs.run.id }, operator)).toBe('FORBIDDEN');
     expect(await refusal('mutation ($id: ID!) { cancelRun(id: $id) { id } }', { id: mine.run.id }, operator)).toBe(undefined);
+  });
+
+  it('shows an OPERATOR closing, cancelling and joining only the batches its key created', async () => {
+    const mine = (await t.service.createBatch(operator, { open: true })).batch.id;
+    const theirs = (await t.service.createBatch(t.actor, { open: true })).batch.id;
+    const q = 'query ($id: ID!) { batch(id: $id) { viewerCan { close cancel addMember } } }';
+    const shown = async (id: string, actor: Actor) => (await g.gql(q, { id }, actor)).data.batch.viewerCan;
+    const all = { close: true, cancel: true, addMember: true };
+    const none = { close: false, cancel: false, addMember: false };
+    expect(await shown(mine, operator)).toEqual(all);
+    expect(await shown(theirs, operator)).toEqual(none);
+    expect(await shown(theirs, t.actor)).toEqual(all);
+    expect(await shown(mine, viewer)).toEqual(none);
+    const join = 'mutation ($b: ID) { createJob(input: { batchId: $b, endpointName: "perm.work", kind: IMMEDIATE }) { created } }';
+    expect(await refusal(join, { b: theirs }, operator)).toBe('FORBIDDEN');
+    expect(await refusal(join, { b: mine }, operator)).toBe(undefined);
+    expect(await refusal('mutation ($id: ID!) { closeBatch(id: $id) { id } }', { id: theirs }, operator)).toBe('FORBIDDEN');
+    expect(await refusal('mutation ($id: ID!) { cancelBatch(id: $id) { cancelledJobs } }', { id: theirs }, operator)).toBe('FORBIDDEN');
+    expect(await refusal('mutation ($id: ID!) { cancelBatch(id: $id) { cancelledJobs } }', { id: mine }, operator)).toBe(undefined);
   });
 });

@@ -16,6 +16,10 @@ const BatchDocument = graphql(`
     batch(id: $id) {
       ...BatchRow
       key
+      viewerCan {
+        close
+        cancel
+      }
       onComplete {
         id
         name
@@ -193,7 +197,9 @@ export function BatchScreen({ id, search }: { id: string; search: URLSearchParam
           <Time iso={batch.createdAt} />
         </dd>
       </dl>
-      {can('OPERATOR') && <BatchActions batch={batch} onDone={q.reload} />}
+      {can('OPERATOR') && (q.data.batch.viewerCan.close || q.data.batch.viewerCan.cancel) && (
+        <BatchActions batch={batch} may={q.data.batch.viewerCan} onDone={q.reload} />
+      )}
       <h2>Members</h2>
       <ParamTabs label="Members" path={path} search={search} param="members" tabs={MEMBER_TABS} current={tab} />
       <div className="filters">
@@ -204,8 +210,11 @@ export function BatchScreen({ id, search }: { id: string; search: URLSearchParam
   );
 }
 
-/** Close (no member may be added) and cancel (the members not ended, and the onComplete job), each confirmed. */
-function BatchActions({ batch, onDone }: { batch: BatchRowFragment; onDone(): void }) {
+/**
+ * Close (no member may be added) and cancel (the members not ended, and the onComplete job), each
+ * confirmed; each only when the key may (an OPERATOR key: only a batch it created).
+ */
+function BatchActions({ batch, may, onDone }: { batch: BatchRowFragment; may: { close: boolean; cancel: boolean }; onDone(): void }) {
   const close = useMutation(CloseBatchDocument);
   const cancel = useMutation(CancelBatchDocument);
   const [confirmation, confirm] = useConfirm();
@@ -214,7 +223,7 @@ function BatchActions({ batch, onDone }: { batch: BatchRowFragment; onDone(): vo
   const ended = batch.succeeded + batch.failed + batch.cancelled;
   return (
     <div className="actions" data-testid="batch-actions">
-      {batch.open && !batch.completedAt && (
+      {may.close && batch.open && !batch.completedAt && (
         <button
           type="button"
           disabled={close.pending}
@@ -228,7 +237,7 @@ function BatchActions({ batch, onDone }: { batch: BatchRowFragment; onDone(): vo
           Close batch
         </button>
       )}
-      {!batch.completedAt && (
+      {may.cancel && !batch.completedAt && (
         <button
           type="button"
           className="danger"

@@ -45,6 +45,11 @@ export interface OneStatementJob {
   concurrencyKey: string | null;
   /** The open batch it joins as a member, counted into it (migration 000048); null for none. */
   batchId: string | null;
+  /**
+   * Whether the actor may add members to any batch of the workspace (an ADMIN, or jobgate
+   * itself); otherwise only to one its own key created (`createdByKeyId`), as openBatchFor.
+   */
+  anyBatch: boolean;
   createdByKeyId: string | null;
   audit: { actorKind: string; actorKeyId: string | null; action: string; input: string };
 }
@@ -56,7 +61,7 @@ const OPEN_BATCH = `, open_batch as (
   -- batch another transaction holds (a worker counting a member, a close) is skipped, its
   -- requests declined to the full path, which waits for it: the other requests written by this
   -- statement, of any batch or none, never wait on it.
-  select b.id, b.workspace_id from batches b
+  select b.id, b.workspace_id, b.created_by_key_id from batches b
   where b.id = any($18::uuid[]) and b.workspace_id = any($1::uuid[]) and b.open
   order by b.id
   for update skip locked
@@ -72,13 +77,14 @@ const COUNTED = `, counted as (
 // One row per request, from parallel arrays: $1 workspace, $2 endpoint id (null: by name),
 // $3 endpoint name, $4 system actor, $5 job name, $6 kind, $7 input, $8 max attempts,
 // $9 default max attempts, $10 run at, $11 creating key, $12 actor kind, $13 actor key,
-// $14 action, $15 audit input, $16 priority, $17 concurrency key, $18 batch. The output's `ord` is the request's place (1-based).
+// $14 action, $15 audit input, $16 priority, $17 concurrency key, $18 batch, $19 whether the actor
+// may join any batch. The output's `ord` is the request's place (1-based).
 //
 // Two texts: with the batches members join (`batches`), and without, for the requests that join
 // none (nearly all). The batch parts cost a createJob of one job about a tenth of its statement
 // even when they touch nothing: the lock pass, and the update's statement trigger, which fires
 // for an update of no rows too. The text without them takes no batch parameter ($18 is not
-// sent), so it cannot write a member, counted or not. (A filter on the batch instead changed the
+// sent, nor $19), so it cannot write a member, counted or not. (A filter on the batch instead changed the
 // planner's estimate of the requests, and with it the joins back to them: nested loops over
 // 1,000 by 1,000 rows, a createJobs of 1,000 taking four times as long.)
 const text = (batches: boolean) => `
@@ -86,10 +92,10 @@ with req as materialized (
   select r.*, jobgate_uuid_v7() as job_id
   from unnest($1::uuid[], $2::uuid[], $3::text[], $4::boolean[], $5::text[], $6::text[], $7::text[], $8::int[],
               $9::int[], $10::timestamptz[], $11::uuid[], $12::text[], $13::uuid[], $14::text[], $15::text[], $16::smallint[], $17::text[],
-              ${batches ? '$18::uuid[]' : 'null::uuid[]'})
+              ${batches ? '$18::uuid[], $19::boolean[]' : 'null::uuid[], null::boolean[]'})
     with ordinality as r(workspace_id, endpoint_id, endpoint_name, system, name, kind, input, max_attempts,
                          default_max_attempts, run_at, created_by_key_id, actor_kind, actor_key_id, action, audit_input, priority, concurrency_key,
-                         batch_id, ord)
+                         batch_id, any_batch, ord)
 ), en as (
   -- FOR SHARE: an archive running now waits for these jobs, or these jobs see the archive.
   -- Only when no rule could refuse: live, no payload spec (and not INTERNAL, below).
@@ -106,8 +112,11 @@ with req as materialized (
   join en on en.workspace_id = req.workspace_id
     and (case when req.endpoint_id is not null then en.id = req.endpoint_id else en.name = req.endpoint_name end)
   ${batches ? 'left join open_batch b on b.id = req.batch_id and b.workspace_id = req.workspace_id' : ''}
-  -- Not INTERNAL, unless jobgate itself asks; a member only of an open batch.
-  where (en.type = 'USER' or req.system)${batches ? ' and (req.batch_id is null or b.id is not null)' : ''}
+  -- Not INTERNAL, unless jobgate itself asks; a member only of an open batch, and one its key
+  -- created unless the actor may join any (else the full path refuses it, FORBIDDEN).
+  where (en.type = 'USER' or req.system)${
+    batches ? ' and (req.batch_id is null or (b.id is not null and (req.any_batch or b.created_by_key_id = req.created_by_key_id)))' : ''
+  }
 ), job as (
   insert into jobs (id, workspace_id, endpoint_id, name, kind, input, max_attempts, priority, concurrency_key, run_at, created_by_key_id,
                     batch_id)
@@ -159,6 +168,7 @@ function values(jobs: readonly OneStatementJob[]): unknown[][] {
     col((j) => j.priority),
     col((j) => j.concurrencyKey),
     col((j) => j.batchId),
+    col((j) => j.anyBatch),
   ];
 }
 
@@ -181,7 +191,7 @@ export async function insertJobsInOneStatement(
   const out: (JobRow | undefined)[] = jobs.map(() => undefined);
   if (asked.length === 0) return out;
   const kind = asked.some((j) => j.batchId !== null) ? 'batches' : 'plain';
-  const params = kind === 'batches' ? values(asked) : values(asked).slice(0, -1);
+  const params = kind === 'batches' ? values(asked) : values(asked).slice(0, -2);
   const { rows } = pool
     ? await pool.query<Row>({ name: NAME[kind], text: TEXT[kind], values: params })
     : await db.executeQuery<Row>(CompiledQuery.raw(TEXT[kind], params));

@@ -1,14 +1,15 @@
 /**
- * What an actor may do to an endpoint, a job, an execution or a run: the rules the mutations enforce, written
+ * What an actor may do to an endpoint, a job, an execution, a run or a batch: the rules the mutations enforce, written
  * once as refusals (the error the mutation would throw, or undefined). The mutations throw them;
  * the `viewerCan` fields of the API answer from them, so a client shows only the actions the
  * server would accept. A permission is not a promise: the state checks of the moment (a job
  * already running, an execution no longer FAILED) and concurrent changes still decide.
  */
+import { findBatchesByIds } from '../../db/repositories/batches.js';
 import { findEndpointsByIds } from '../../db/repositories/endpoints.js';
 import { findExecutionsByIds } from '../../db/repositories/executions.js';
 import { findJobsByIds } from '../../db/repositories/jobs.js';
-import type { EndpointRow, ExecutionRow, JobRow, RunRecord } from '../../db/types.js';
+import type { BatchRow, EndpointRow, ExecutionRow, JobRow, RunRecord } from '../../db/types.js';
 import { isSystem, type Actor, type Role } from '../kernel/actor.js';
 import { hasRole, ownershipRefusal } from '../kernel/authorisation.js';
 import { batchedRead, byId } from '../kernel/batched-reads.js';
@@ -94,6 +95,19 @@ export interface RunPermissions {
   cancel: boolean;
   resume: boolean;
 }
+export interface BatchPermissions {
+  close: boolean;
+  cancel: boolean;
+  addMember: boolean;
+}
+
+/**
+ * Closing, cancelling or adding a member to a batch: OPERATOR keys only the batches their key
+ * created (cancelling one cancels its members; a member changes when and how it completes).
+ */
+export function batchRefusal(actor: Actor, batch: Pick<BatchRow, 'id' | 'created_by_key_id'>): DomainError | undefined {
+  return ownershipRefusal(actor, batch.created_by_key_id, `batch ${batch.id}`);
+}
 
 /** Which actions on the run the actor may take (cancelRun, triggerRun to resume it), by the rules they enforce. */
 export function runPermissions(actor: Actor, run: Pick<RunRecord, 'id' | 'created_by_key_id'>): RunPermissions {
@@ -108,6 +122,7 @@ export function createPermissionsService(ctx: ServiceContext) {
   const jobById = batchedRead((ws, ids) => findJobsByIds(db, ws, ids).then(byId), !ctx.outer);
   const endpointById = batchedRead((ws, ids) => findEndpointsByIds(db, ws, ids).then(byId), !ctx.outer);
   const executionById = batchedRead((ws, ids) => findExecutionsByIds(db, ws, ids).then(byId), !ctx.outer);
+  const batchById = batchedRead((ws, ids) => findBatchesByIds(db, ws, ids).then(byId), !ctx.outer);
 
   async function jobAndEndpoint(actor: Actor, jobId: string): Promise<{ job: JobRow; endpoint: EndpointRow }> {
     const job = await jobById(actor.workspaceId, jobId);
@@ -118,6 +133,14 @@ export function createPermissionsService(ctx: ServiceContext) {
   }
 
   return {
+    /** Which actions on the batch the actor may take (closeBatch, cancelBatch, createJob with its batchId), by the rules they enforce. Throws NOT_FOUND. */
+    async batchPermissions(actor: Actor, batchId: string): Promise<BatchPermissions> {
+      const batch = await batchById(actor.workspaceId, batchId);
+      if (!batch) throw new NotFoundError('Batch', batchId);
+      const may = hasRole(actor, CHANGE_ROLE) && !batchRefusal(actor, batch);
+      return { close: may, cancel: may, addMember: may };
+    },
+
     /**
      * Which actions on the job the actor may take, by the rules its mutations enforce
      * (jobRefusal, CHANGE_ROLE). Whether pausing or resuming makes sense (the job's status) is

@@ -28,6 +28,7 @@ import { normalizeCron } from '../cron/expressions.js';
 import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, NotFoundError, ValidationError } from '../kernel/errors.js';
 import { resolveEndpoint } from '../endpoints/endpoints.js';
 import { configKeysIn } from '../endpoints/template.js';
+import { batchRefusal } from '../access/permissions.js';
 import { createJobSchema, type CreateJobInput } from '../kernel/inputs.js';
 import { toJob, type Job } from '../kernel/models.js';
 import { assertLockFree, nextFire, sameTime, validateInput } from './guards.js';
@@ -171,10 +172,16 @@ async function liveParentFor(trx: Transaction<DB>, actor: Actor, parentId: strin
     );
 }
 
-/** Locks the batch a new member joins: NOT_FOUND unless it is the workspace's, CONFLICT once it is closed. */
+/**
+ * Locks the batch a new member joins: NOT_FOUND unless it is the workspace's, FORBIDDEN to an
+ * OPERATOR key that did not create it (a member changes when the batch completes and how), CONFLICT
+ * once it is closed.
+ */
 async function openBatchFor(trx: Transaction<DB>, actor: Actor, batchId: string): Promise<void> {
   const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, batchId);
   if (!batch) throw new NotFoundError('Batch', batchId);
+  const refusal = batchRefusal(actor, batch);
+  if (refusal) throw refusal;
   if (!batch.open) throw new ConflictError(`batch ${batchId} is closed: no member can be added`, { batchId, field: 'batchId' });
 }
 
@@ -328,7 +335,7 @@ export async function createJobIn(
  * The one-statement form of a request, when nothing the statement cannot check could refuse it
  * or change its outcome: the database's clock (no injected one), a role that may create jobs,
  * input that parses, an IMMEDIATE or DELAYED job without an idempotency key, a lock key, prerequisites or a parent (a batch's
- * member is one: the statement adds it only to an open batch of the workspace, as openBatchFor).
+ * member is one: the statement adds it only to an open batch of the workspace that the actor may join, as openBatchFor).
  * Undefined sends it down the full path. The only place this is decided.
  */
 export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJobInput): OneStatementJob | undefined {
@@ -356,6 +363,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
     priority: input.priority ?? null,
     concurrencyKey: input.concurrencyKey ?? null,
     batchId: input.batchId ?? null,
+    anyBatch: hasRole(actor, 'ADMIN') || isSystem(actor),
     createdByKeyId: actor.keyId ?? null,
     audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action: ACTION, input: auditInput(raw) },
   };

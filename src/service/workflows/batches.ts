@@ -17,6 +17,7 @@ import { DomainError, NotFoundError, ValidationError } from '../kernel/errors.js
 import { createBatchSchema, pageSchema, type CreateBatchInput, type PageInput } from '../kernel/inputs.js';
 import { toBatch, toJob, type Batch, type Job } from '../kernel/models.js';
 import { decodeCursor, pageSize, toConnection, type Connection } from '../kernel/pagination.js';
+import { batchRefusal } from '../access/permissions.js';
 import { cancelJobIn } from '../jobs/change.js';
 import { createJobIn } from '../jobs/create.js';
 import { createManyIn } from '../jobs/create-many.js';
@@ -128,12 +129,14 @@ export function createBatchService(ctx: ServiceContext) {
     /**
      * Closes a batch: no member can be added any more, and once every member has ended it
      * completes and its onComplete job starts (at once, if they all have). Closing a closed batch
-     * returns it unchanged. Throws NOT_FOUND.
+     * returns it unchanged. Throws NOT_FOUND, and FORBIDDEN to an OPERATOR key that did not create it.
      */
     async closeBatch(actor: Actor, id: string): Promise<Batch> {
       return mutate(ctx, actor, { action: 'batch.close', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
         const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
         if (!batch) throw new NotFoundError('Batch', id);
+        const refusal = batchRefusal(actor, batch);
+        if (refusal) throw refusal;
         return toBatch(batch.open ? await batchesRepo.closeBatch(trx, batch.id) : batch);
       });
     },
@@ -145,11 +148,15 @@ export function createBatchService(ctx: ServiceContext) {
      * but only inside this transaction), then any member added before the close. Members that
      * ended stay as they ended. The locks come in the order a worker ending the last member takes
      * them (members' executions, the batch's row, the onComplete job), so the two never wait on
-     * each other in a cycle. Throws NOT_FOUND.
+     * each other in a cycle. Throws NOT_FOUND, and FORBIDDEN to an OPERATOR key that did not create
+     * the batch: cancelling it cancels its members, which cancelJob would refuse that key.
      */
     async cancelBatch(actor: Actor, id: string): Promise<CancelBatchResult> {
       return mutate(ctx, actor, { action: 'batch.cancel', role: 'OPERATOR', input: { id }, target: { type: 'Batch', id } }, async (trx) => {
-        if ((await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id])).length === 0) throw new NotFoundError('Batch', id);
+        const found = (await batchesRepo.findBatchesByIds(trx, actor.workspaceId, [id]))[0];
+        if (!found) throw new NotFoundError('Batch', id);
+        const refusal = batchRefusal(actor, found);
+        if (refusal) throw refusal;
         let cancelledJobs = await batchesRepo.cancelUnfinishedMembers(trx, actor.workspaceId, id);
         const batch = await batchesRepo.lockBatch(trx, actor.workspaceId, id);
         if (!batch) throw new NotFoundError('Batch', id);
