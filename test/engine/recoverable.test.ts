@@ -378,6 +378,49 @@ describe('recoverable runs', () => {
     expect((await t.query(`select error, processed from runs where id = $1`, [run.id])).rows[0]).toEqual({ error: null, processed: 3 });
   });
 
+  it('writes the hand-back once the database answers again, when its first tries meet the same outage (not left to be swept as crashed)', async () => {
+    const starts: number[] = [];
+    registry.register({
+      name: 'outage-end',
+      async run(store) {
+        const next = ((await store.loadCursor()) as { next: number } | null)?.next ?? 0;
+        starts.push(next);
+        await store.checkpoint({ next: 1 }, { processed: 1, total: 1 });
+        return outcome.completed();
+      },
+    });
+    // The first checkpoint meets an outage, and so do the first three tries of the hand-back.
+    let checkpoints = 0;
+    let handBacks = 0;
+    const cut = faultyPool((sql) => {
+      if (sql.startsWith('update runs set cursor') && checkpoints++ === 0) return 'before';
+      if (sql.startsWith('update runs set owner = null') && handBacks++ < 3) return 'before';
+      return undefined;
+    });
+    const logs: string[] = [];
+    // A sweep long after the test: only the hand-back can give the run back in time.
+    const r = createRunner({
+      pool: cut,
+      registry,
+      log: createLogger('debug', (l) => logs.push(l)),
+      heartbeatMs: 100,
+      pollMs: 50,
+      staleMs: 60_000,
+    });
+    await r.start();
+    runners.push(r);
+    const { run } = await t.service.triggerRun(t.actor, { force: true, name: 'outage-end' });
+    await eventually(async () => (await status(run.id)) === 'COMPLETED', 15_000, 'the run to complete after its hand-back');
+    expect(handBacks).toBe(4);
+    expect(starts).toEqual([0, 0]); // taken again from its last checkpoint (none had committed)
+    expect((await t.query(`select pause_kind, error, processed from runs where id = $1`, [run.id])).rows[0]).toEqual({
+      pause_kind: null,
+      error: null,
+      processed: 1,
+    });
+    expect(logs.filter((l) => l.includes('recording the outcome of run'))).toEqual([]);
+  });
+
   it('backs off between takes of a run whose checkpoints keep losing the database (no loop of takes)', async () => {
     const takes: number[] = [];
     registry.register({

@@ -26,7 +26,7 @@ import { parseInput } from '../../kernel/context.js';
 import { ValidationError } from '../../kernel/errors.js';
 import { jsonValue, storableText } from '../../kernel/inputs.js';
 import type { Observer } from '../../kernel/observer.js';
-import type { Availability } from '../runtime/availability.js';
+import { waitForDatabase, type Availability } from '../runtime/availability.js';
 import {
   DEFAULT_RUN_RETRY,
   outcome,
@@ -410,7 +410,11 @@ export async function executeRun(handler: RecoverableHandler, run: TakenRun, sta
   if (ending.kind === 'outage')
     log.warn(`runner ${owner}: run ${run.id} (${run.name}) lost its database mid-run; handing it back to resume from its last checkpoint`);
   try {
-    const written = await endRun(deps.pool, fence, ending);
+    // Through an outage: the hand-back after one is written the moment the database was found
+    // gone, so its first try nearly always fails with it, and unretried the run stayed RUNNING
+    // with nobody beating for it until a sweep paused it as crashed. The write is fenced on the
+    // take, so a try that committed before its answer was lost is refused when repeated.
+    const written = await waitForDatabase(deps.availability, 'recoverable runner', () => endRun(deps.pool, fence, ending));
     if (written === undefined) state.lost = true;
     // A retry or failure that met an operator's cancel was recorded as that operator's pause.
     else if (written === 'PAUSED' && (ending.kind === 'retry' || ending.kind === 'failed'))

@@ -94,7 +94,8 @@ export function mayReconcile(availability: Availability, leaseMs: number): boole
 }
 
 /**
- * Runs `attempt` until it gets through, for start-up: while the database cannot be reached (an
+ * Runs `attempt` until it gets through, for start-up and for a write an outage must not drop (a
+ * run's end, src/service/engine/runs/run-store.ts): while the database cannot be reached (an
  * outage, a server still starting, a database refusing connections) it waits, at most a second
  * between tries, and says so once through `availability` (and once when the database answers).
  * Any other error is thrown at once, with what to fix when it is a fault no wait cures (bad
