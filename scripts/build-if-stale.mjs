@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 /**
- * `npm start` runs the compiled CLI, as an installed jobgate does. `npm install` builds `dist/`
+ * `npm start` runs the compiled CLI, as an installed jobgate does (the command after this script's
+ * name, run in this process once dist/ is fresh). `npm install` builds `dist/`
  * (the `prepare` script); this rebuilds it first when a source changed since, so an edit in
  * `src/` is never started stale. Plain JavaScript: it must run before anything is compiled.
  */
 import { spawnSync } from 'node:child_process';
+import { setInterval } from 'node:timers';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,4 +46,17 @@ if (builtAt() < sources) {
   // An incremental build that emitted nothing leaves the stamp as it was; mark it fresh.
   const now = new Date();
   fs.utimesSync(stamp, now, now);
+}
+
+// `npm start` and `npm run migrate` name the command to run once dist/ is fresh, in this process.
+// npm runs it under a shell, and a SIGTERM to npm (a supervisor's, `timeout npm start`) ends npm
+// and that shell but never reached jobgate, which went on holding its port and its embedded
+// Postgres. So once the shell is gone (this process handed to another parent) jobgate is sent the
+// same SIGTERM and shuts down as it would on its own. Ctrl-C reaches the whole group anyway.
+if (process.argv.length > 2) {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) process.kill(process.pid, 'SIGTERM');
+  }, 500).unref();
+  await import('../bin/jobgate.mjs');
 }

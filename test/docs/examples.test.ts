@@ -10,7 +10,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Kind, parse, validate, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import {
+  Kind,
+  LoneAnonymousOperationRule,
+  parse,
+  UniqueOperationNamesRule,
+  validate,
+  type DocumentNode,
+  type OperationDefinitionNode,
+} from 'graphql';
 import { createClient } from 'graphql-ws';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,6 +61,11 @@ describe('the documentation', () => {
     const graphql = allBlocks().filter((b) => b.lang === 'graphql');
     expect(graphql.length).toBeGreaterThanOrEqual(8);
     for (const block of graphql) {
+      // As a whole too, as GraphiQL and a POST take it: a block of several operations names each.
+      expect(
+        validate(schema, parse(block.code), [LoneAnonymousOperationRule, UniqueOperationNamesRule]).map((e) => e.message),
+        `${block.file}:${block.line}`,
+      ).toEqual([]);
       for (const op of operationsOf(block)) {
         const errors = validate(schema, op.document);
         expect(errors.map((e) => e.message), `${block.file}:${block.line} ${op.name ?? '(anonymous)'}`).toEqual([]);
