@@ -52,11 +52,13 @@ if (builtAt() < sources) {
 // npm runs it under a shell, and a SIGTERM to npm (a supervisor's, `timeout npm start`) ends npm
 // and that shell but never reached jobgate, which went on holding its port and its embedded
 // Postgres. So once the shell is gone (this process handed to another parent) jobgate is sent the
-// same SIGTERM and shuts down as it would on its own. Ctrl-C reaches the whole group anyway.
+// same SIGTERM and shuts down as it would on its own. Ctrl-C reaches the whole group anyway. Only
+// under npm (npm_lifecycle_event): a process started otherwise may be meant to outlive its parent.
 if (process.argv.length > 2) {
   const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) process.kill(process.pid, 'SIGTERM');
-  }, 500).unref();
+  if (process.env.npm_lifecycle_event)
+    setInterval(() => {
+      if (process.ppid !== parent) process.kill(process.pid, 'SIGTERM');
+    }, 500).unref();
   await import('../bin/jobgate.mjs');
 }
