@@ -252,12 +252,14 @@ async function serve(command: 'start' | 'serve' | 'worker', config: Config, log:
 async function main(argv: string[]): Promise<number> {
   outliveClosedOutput();
   const parsed = parseArgs(argv);
+  // Printed before the exit, not only queued: a pipe that is full (a reader slower than us) takes
+  // the rest later, and process.exit would drop it (`jobgate schema | ...` lost its end).
   if (parsed.kind === 'help') {
-    process.stdout.write(parsed.text);
+    await printOut(parsed.text);
     return 0;
   }
   if (parsed.kind === 'version') {
-    process.stdout.write(`jobgate ${version()}\n`);
+    await printOut(`jobgate ${version()}\n`);
     return 0;
   }
   if (parsed.kind === 'usage-error') {
@@ -267,7 +269,7 @@ async function main(argv: string[]): Promise<number> {
   const { command, options } = parsed;
   if (command.name === 'schema') {
     const { printSdl, printSubgraphSdl } = await import('../schema/index.js');
-    process.stdout.write(options.has('--subgraph') ? printSubgraphSdl() : printSdl());
+    await printOut(options.has('--subgraph') ? printSubgraphSdl() : printSdl());
     return 0;
   }
   let config: Config;
