@@ -22,7 +22,7 @@ import { createJobBatcher, insertJobInOneStatement, type OneStatementJob } from 
 import { canonicalJson } from '../kernel/canonical-json.js';
 import { isSystem, type Actor } from '../kernel/actor.js';
 import { auditInput, auditingFailure } from '../kernel/audited-mutation.js';
-import { hasRole } from '../kernel/authorisation.js';
+import { hasRole, mayChangeAny } from '../kernel/authorisation.js';
 import { parseInput, type ServiceContext } from '../kernel/context.js';
 import { normalizeCron } from '../cron/expressions.js';
 import { ArchivedError, ConflictError, InternalEndpointError, LockHeldError, NotFoundError, ValidationError } from '../kernel/errors.js';
@@ -363,7 +363,7 @@ export function oneStatementJob(ctx: ServiceContext, actor: Actor, raw: CreateJo
     priority: input.priority ?? null,
     concurrencyKey: input.concurrencyKey ?? null,
     batchId: input.batchId ?? null,
-    anyBatch: hasRole(actor, 'ADMIN') || isSystem(actor),
+    anyBatch: mayChangeAny(actor),
     createdByKeyId: actor.keyId ?? null,
     audit: { actorKind: actor.kind, actorKeyId: actor.keyId ?? null, action: ACTION, input: auditInput(raw) },
   };

@@ -26,9 +26,14 @@ export function requireOwnership(actor: Actor, createdByKeyId: string | null, wh
   if (refusal) throw refusal;
 }
 
+/** Whether the actor may change what any key created: an ADMIN, or jobgate itself. */
+export function mayChangeAny(actor: Actor): boolean {
+  return actor.role === 'ADMIN' || actor.kind === 'system';
+}
+
 /** The refusal requireOwnership throws, or undefined when the actor may change it. */
 export function ownershipRefusal(actor: Actor, createdByKeyId: string | null, what: string): ForbiddenError | undefined {
-  if (actor.role === 'ADMIN' || actor.kind === 'system') return undefined;
+  if (mayChangeAny(actor)) return undefined;
   if (actor.keyId && createdByKeyId === actor.keyId) return undefined;
   return new ForbiddenError(`an OPERATOR key may change only what it created; ${what} was created by another key`);
 }
